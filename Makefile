@@ -1,0 +1,31 @@
+# Two commands a newcomer needs: `make reproduce` (the main job) and `make test`.
+# Both create .venv on first use and install the package with everything it needs.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+# The CPU build of torch we test with. For CUDA see README ("GPU").
+TORCH  ?= torch==2.13.0
+
+.PHONY: install test reproduce bench clean
+
+$(VENV)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e ".[test,bench]"
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $@
+
+install: $(VENV)/.installed
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q
+
+reproduce: $(VENV)/.installed
+	$(VENV)/bin/gsd tour
+
+bench: $(VENV)/.installed
+	$(PY) benchmarks/bench_core.py
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,84 @@
+"""Exact binomial expectations E[f(k)], k ~ Binom(G, p), broadcast over arrays of (p, G).
+
+The sums of DESIGN §1.3 have no closed form, so they are summed term by term — but only over
+the window of k where the binomial mass is not negligible, which keeps G = 10^5 cheap and
+exact to rounding:
+
+    k ∈ [μ − 12·sd − 40, μ + 12·sd + 40] ∩ [0, G],   μ = G·a, sd = sqrt(G·a(1−a)).
+
+Bernstein's inequality bounds the mass outside by 2·exp(−t²/(2(sd² + t/3))) with
+t = 12·sd + 40, i.e. below e^−60 ≈ 1e-26 for every (p, G).  Every f used here is bounded by 1
+and vanishes at k = 0, so the expectations are at least of order P(k = 1)·f(1), and the
+dropped tail is smaller still by many orders of magnitude.  The pmf comes from
+``scipy.stats.binom.pmf`` (Boost's ibeta derivative, accurate to a few ulp even at
+G = 10^5 and p = 1e-12, checked against mpmath in the tests).
+
+All pairs are flattened into one ragged vector of terms, evaluated in chunks, and reduced with
+``np.add.reduceat`` — no Python loop over prompts or over k.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import binom
+
+# Terms evaluated per chunk: bounds the temporary memory (~10 arrays of 8 bytes each).
+_CHUNK_TERMS = 1 << 21
+_SD_WIDTH = 12.0
+_PAD = 40
+
+
+def binomial_window(a: np.ndarray, G: np.ndarray):
+    """Inclusive [lo, hi] range of k that carries all but ~1e-26 of Binom(G, a)'s mass."""
+    mu = G * a
+    sd = np.sqrt(G * a * (1.0 - a))
+    lo = np.maximum(0, np.floor(mu - _SD_WIDTH * sd - _PAD)).astype(np.int64)
+    hi = np.minimum(G, np.ceil(mu + _SD_WIDTH * sd + _PAD)).astype(np.int64)
+    return lo, hi
+
+
+def symmetric_expectation(p: np.ndarray, G: np.ndarray, f) -> np.ndarray:
+    """E[f(k, G)] for k ~ Binom(G, p), where f(k, G) = f(G − k, G) (symmetric).
+
+    Symmetry lets us evaluate at a = min(p, 1 − p) only, where the pmf of a near-0 probability
+    is computed without the cancellation of 1 − p (1 − p is exact for p ≥ 1/2 in floating point,
+    Sterbenz's lemma).  ``p`` and ``G`` must already be validated and broadcast-compatible;
+    ``f`` takes int64 arrays k and G (same shape) and returns float64.
+    """
+    p, G = np.broadcast_arrays(np.asarray(p, dtype=np.float64), np.asarray(G, dtype=np.int64))
+    shape = p.shape
+    a = np.minimum(p, 1.0 - p).ravel()
+    n = G.ravel()
+    if a.size == 0:
+        return np.empty(shape)
+    # Real data repeats (p, G) pairs (Big-Math has 65 distinct p among 215,608 prompts).
+    pairs, inverse = np.unique(np.stack([a, n.astype(np.float64)]), axis=1, return_inverse=True)
+    if pairs.shape[1] < a.size:
+        uniq = _expectation_flat(pairs[0], pairs[1].astype(np.int64), f)
+        return uniq[inverse.ravel()].reshape(shape)
+    return _expectation_flat(a, n, f).reshape(shape)
+
+
+def _expectation_flat(a, n, f):
+    out = np.empty(a.shape, dtype=np.float64)
+    lo, hi = binomial_window(a, n)
+    width = hi - lo + 1
+    ends = np.cumsum(width)
+    start = 0
+    while start < a.size:
+        # Largest run of pairs whose terms fit in one chunk (at least one pair).
+        before = ends[start - 1] if start else 0
+        stop = max(start + 1, int(np.searchsorted(ends, before + _CHUNK_TERMS, side="right")))
+        _sum_chunk(a, n, lo, width, f, out, start, stop)
+        start = stop
+    return out
+
+
+def _sum_chunk(a, n, lo, width, f, out, start, stop):
+    w = width[start:stop]
+    offsets = np.concatenate(([0], np.cumsum(w)[:-1]))
+    pair = np.repeat(np.arange(stop - start), w)
+    k = lo[start:stop][pair] + (np.arange(w.sum()) - offsets[pair])
+    Gk = n[start:stop][pair]
+    terms = binom.pmf(k, Gk, a[start:stop][pair]) * f(k, Gk)
+    out[start:stop] = np.add.reduceat(terms, offsets)

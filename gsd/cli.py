@@ -1,0 +1,90 @@
+"""The ``gsd`` command line.
+
+Every sub-command prints a readable table by default and JSON with ``--json``.  Bad input is
+reported as one line on stderr with exit status 2 (never a traceback).
+
+Sub-commands live beside the code they drive: each module in ``_COMMANDS`` exposes
+``register(subparsers)``, which adds its parser and sets ``func`` to a handler
+``handler(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+import numpy as np
+import pandas as pd
+
+# Modules that add sub-commands; optional ones are skipped if they are not there yet.
+_COMMANDS = (
+    "gsd.cli_core",
+    "gsd.simulator.cli",
+    "gsd.reproduce.cli",
+    "gsd.sweep.cli",
+)
+
+
+class CliError(ValueError):
+    """A usage error found by a handler (reported like any ValueError)."""
+
+
+def parse_list(text: str, kind=float, name: str = "value"):
+    """'0.1,0.5' → np.array([0.1, 0.5]); a clear error naming the option otherwise."""
+    try:
+        values = [kind(x) for x in str(text).split(",") if x.strip() != ""]
+    except ValueError:
+        raise CliError(f"--{name} must be a comma-separated list of numbers, got {text!r}") from None
+    if not values:
+        raise CliError(f"--{name} is empty")
+    return np.array(values)
+
+
+def emit(df: pd.DataFrame, as_json: bool, *, title: str | None = None, floatfmt: str = "{:.6g}") -> None:
+    """Print a table (or JSON records) to stdout."""
+    if as_json:
+        print(json.dumps(json.loads(df.to_json(orient="records", double_precision=15)), indent=2))
+        return
+    if title:
+        print(title)
+    with pd.option_context("display.max_rows", 200, "display.width", 160):
+        print(df.to_string(index=False, float_format=lambda x: floatfmt.format(x)))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gsd",
+        description="The group-standard-deviation identity: GRPO, Dr.GRPO and DAPO as three operations on σ.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMANDS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name and name.startswith(exc.name):
+                continue  # that part of the package is not installed
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except ValueError as exc:  # includes CliError
+        print(f"gsd {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"gsd {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""Sub-commands of the math core: identity, silent, fidelity, plan, conventions, tour."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import groups, groupsize, silent, trainers, update
+from .cli import CliError, emit, parse_list
+from .data import BIGMATH_COLUMN, load_solve_rates
+
+
+def register(sub) -> None:
+    p = sub.add_parser("identity", help="advantages, update and the identity g = σ(s̄₊ − s̄₋) for one group")
+    p.add_argument("--rewards", required=True, help="comma-separated rewards, e.g. 0,1,1,0")
+    p.add_argument("--scores", help="comma-separated scalar scores s_i, one per reward (default: the Bernoulli-logit score r_i − r̄)")
+    p.add_argument("--ddof", type=int, default=0, help="std convention: 0 population (paper), 1 sample")
+    p.add_argument("--eps", type=float, default=0.0, help="added to the std before dividing (paper: 0)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_identity)
+
+    p = sub.add_parser("silent", help="silent-group rate p^G + (1−p)^G and DAPO's cost")
+    p.add_argument("--p", required=True, help="success probabilities, comma-separated")
+    p.add_argument("--G", required=True, help="group sizes, comma-separated")
+    p.add_argument("--max-draws", type=int, default=None, help="DAPO draws in all (default: unlimited)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_silent)
+
+    p = sub.add_parser("fidelity", help="exact fidelity φ(p, G) against the group-size law")
+    p.add_argument("--p", required=True)
+    p.add_argument("--G", required=True)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_fidelity)
+
+    p = sub.add_parser("plan", help="group size per prompt for a fidelity or silent-rate target")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--p", help="success probabilities, comma-separated")
+    src.add_argument("--input", help="per-prompt file (parquet, CSV or JSONL)")
+    p.add_argument("--column", default=BIGMATH_COLUMN, help=f"solve-rate column of --input (default {BIGMATH_COLUMN})")
+    tgt = p.add_mutually_exclusive_group(required=True)
+    tgt.add_argument("--epsilon", type=float, help="fidelity target 1 − ε")
+    tgt.add_argument("--delta", type=float, help="silent-rate target δ")
+    p.add_argument("--rule", choices=("exact", "law"), default="exact")
+    p.add_argument("--max-group-size", type=int, default=groupsize.DEFAULT_MAX_GROUP_SIZE)
+    p.add_argument("--output", help="write the plan to OUT.csv or OUT.parquet")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_plan)
+
+    p = sub.add_parser("conventions", help="how far TRL / verl / OpenRLHF's GRPO update lies from the paper's")
+    p.add_argument("--G", default="4,8,16,64")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_conventions)
+
+    p = sub.add_parser("tour", help="print the worked numbers of the core")
+    p.set_defaults(func=lambda args: tour())
+
+
+def _identity(args) -> int:
+    r = parse_list(args.rewards, float, "rewards")
+    if args.scores is None:
+        s = (r - r.mean())[:, None]  # Bernoulli-logit score y − p at p = r̄
+    else:
+        s = parse_list(args.scores, float, "scores")[:, None]
+        if s.shape[0] != r.shape[0]:
+            raise CliError(f"--scores needs one value per reward ({r.size}), got {s.shape[0]}")
+    rows = {
+        "rewards": r.tolist(),
+        "std_ddof": float(groups.group_std(r, ddof=args.ddof)),
+        "silent": bool(groups.is_silent(r)),
+        "adv_grpo": groups.advantages(r, "grpo", ddof=args.ddof, eps=args.eps).tolist(),
+        "adv_dr_grpo": groups.advantages(r, "dr_grpo").tolist(),
+        "g_grpo": float(groups.group_update(r, s, "grpo", ddof=args.ddof, eps=args.eps)[0]),
+        "g_dr_grpo": float(groups.group_update(r, s, "dr_grpo")[0]),
+    }
+    binary = bool(np.isin(r, (0.0, 1.0)).all())
+    if binary:
+        sigma, contrast = groups.identity_terms(r, s)
+        sigma_c = float(groups.group_std(r, ddof=args.ddof)) if r.size > args.ddof else float("nan")
+        rows.update(sigma=float(sigma), contrast=float(contrast[0]),
+                    identity_grpo=float(sigma**2 / (sigma_c + args.eps)) * float(contrast[0]) if sigma > 0 else 0.0,
+                    identity_dr_grpo=float(sigma**2 * contrast[0]))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        width = max(len(k) for k in rows)
+        for key, val in rows.items():
+            print(f"{key:<{width}}  {val}")
+        if not binary:
+            print("(graded rewards: the binary identity does not apply; g = Cov_group(r, s)/(σ_c + eps))")
+    return 0
+
+
+def _silent(args) -> int:
+    p = parse_list(args.p, float, "p")[:, None]
+    G = parse_list(args.G, float, "G")[None, :]
+    P = silent.silent_rate(p, G)
+    cost = silent.dapo_generation_cost(p, G, max_draws=args.max_draws)
+    pb, Gb = np.broadcast_arrays(p, G)
+    df = pd.DataFrame({"p": pb.ravel(), "G": Gb.ravel().astype(int), "silent_rate": P.ravel(),
+                       "dapo_groups_per_prompt": cost.ravel()})
+    emit(df, args.json)
+    return 0
+
+
+def _fidelity(args) -> int:
+    p = parse_list(args.p, float, "p")[:, None]
+    G = parse_list(args.G, float, "G")[None, :]
+    pb, Gb = np.broadcast_arrays(p, G)
+    df = pd.DataFrame({
+        "p": pb.ravel(), "G": Gb.ravel().astype(int),
+        "fidelity": update.fidelity(p, G).ravel(),
+        "law": update.fidelity_law(p, G).ravel(),
+        "m_grpo": update.expected_update(p, G, "grpo").ravel(),
+        "m_dr_grpo": update.expected_update(p, G, "dr_grpo").ravel(),
+    })
+    emit(df, args.json)
+    return 0
+
+
+def _plan(args) -> int:
+    p = load_solve_rates(args.input, args.column) if args.input else parse_list(args.p, float, "p")
+    plan = groupsize.plan_group_sizes(p, epsilon=args.epsilon, delta=args.delta, rule=args.rule,
+                                      max_group_size=args.max_group_size)
+    if args.output:
+        out = Path(args.output)
+        if out.suffix not in (".csv", ".parquet"):
+            raise CliError(f"--output must end in .csv or .parquet, got {args.output!r}")
+        tmp = out.with_name(out.name + ".tmp")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        plan.to_csv(tmp, index=False) if out.suffix == ".csv" else plan.to_parquet(tmp, index=False)
+        tmp.replace(out)  # atomic: never a half-written plan
+    if args.input:
+        counts = plan["status"].value_counts()
+        summary = plan[plan.status == "ok"]["group_size"].describe(percentiles=[0.5, 0.9, 0.99])
+        if args.json:
+            print(json.dumps({"prompts": len(plan), "status": counts.to_dict(),
+                              "group_size": summary.to_dict(), "output": args.output}, indent=2))
+        else:
+            print(f"{len(plan)} prompts planned: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+            print("group size over reachable prompts: " + ", ".join(f"{k} {v:.4g}" for k, v in summary.items()))
+            if counts.get("unreachable", 0):
+                print("unreachable = p in {0, 1}: every group is silent at any G (group_size -1)")
+            if args.output:
+                print(f"plan written to {args.output}")
+        return 0
+    shown = plan.copy()
+    shown["group_size"] = np.where(shown.status == "ok", shown.group_size.astype(str),
+                                   np.where(shown.status == "unreachable", "never", f">{args.max_group_size}"))
+    emit(shown, args.json)
+    return 0
+
+
+def _conventions(args) -> int:
+    G = parse_list(args.G, float, "G")
+    df = pd.concat([trainers.convention_gap(G, t) for t in trainers.CONVENTIONS], ignore_index=True)
+    emit(df, args.json)
+    return 0
+
+
+def tour() -> int:
+    """The worked numbers of the core, printed (the short version of the reproduction)."""
+    from . import weighting
+    from .data import load_bigmath
+
+    r = np.array([0.0, 1, 1, 0])
+    print("1. One group, rewards (0, 1, 1, 0), G = 4")
+    print(f"   σ = {groups.group_std(r):.4f} (ddof 0), GRPO advantages {groups.advantages(r).tolist()}")
+    s = np.array([[0.3], [1.1], [0.7], [-0.2]])
+    sigma, contrast = groups.identity_terms(r, s)
+    print(f"   scores (0.3, 1.1, 0.7, −0.2): g_GRPO = {groups.group_update(r, s)[0]:.4f}"
+          f" = σ·(s̄₊ − s̄₋) = {sigma:.4f}·{contrast[0]:.4f}")
+    print("2. Silent groups, P = p^G + (1−p)^G")
+    for p, G in [(0.5, 8), (0.05, 8), (0.05, 64)]:
+        print(f"   p = {p}, G = {G}: {float(silent.silent_rate(p, G)):.4f}")
+    print("3. Fidelity φ(p, G) = E[σ]/sqrt(p(1−p)) against the law 1 − 1/(8Gp(1−p))")
+    for p, G in [(0.5, 8), (0.05, 64)]:
+        print(f"   p = {p}, G = {G}: exact {float(update.fidelity(p, G)):.4f}, law {float(update.fidelity_law(p, G)):.4f}")
+    print("4. Smallest G for 95 % fidelity: exact (law)")
+    ps = np.array([0.5, 0.3, 0.1, 0.05])
+    ex = groupsize.required_group_size(ps, 0.05)
+    law = np.round(groupsize.group_size_law(ps, 0.05)).astype(int)
+    print("   " + ", ".join(f"p={p}: {e} ({l})" for p, e, l in zip(ps, ex, law)))
+    p = load_bigmath()
+    ext = weighting.extreme_mask(p)
+    print(f"5. Big-Math ({p.size:,} prompts): silent at G = 8 {silent.silent_rate(p, 8).mean():.1%}; extreme share"
+          f" {weighting.budget_share(p, ext, method='dr_grpo'):.1%} (Dr.GRPO) vs"
+          f" {weighting.budget_share(p, ext, method='grpo'):.1%} (GRPO)")
+    print("6. Trainers' GRPO update vs the paper's at G = 8 (ddof 1): "
+          + ", ".join(f"{t} {float(trainers.convention_gap(8, t).ratio_min.iloc[0]):.4f}"
+                      for t in ("trl", "verl", "openrlhf")))
+    return 0

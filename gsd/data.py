@@ -1,0 +1,103 @@
+"""Difficulty data: the Big-Math solve rates the project ships, or a user's per-problem file.
+
+The shipped table ``data/bigmath_solve_rate_histogram.csv`` counts, for each k = 0 … 64, the
+Big-Math problems that Llama-3.1-8B-Instruct solved in k of 64 rollouts (215,608 problems;
+provenance in ``data/README.md``).  :func:`load_bigmath` expands it to one solve rate per
+problem; :func:`load_solve_rates` reads a user's per-problem file instead (parquet, CSV or
+JSONL with a ``llama8b_solve_rate`` column), so every analysis runs unchanged on either.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "BIGMATH_ROLLOUTS",
+    "BIGMATH_COLUMN",
+    "data_dir",
+    "load_histogram",
+    "load_bigmath",
+    "load_solve_rates",
+]
+
+BIGMATH_ROLLOUTS = 64
+BIGMATH_COLUMN = "llama8b_solve_rate"
+_HISTOGRAM = "bigmath_solve_rate_histogram.csv"
+
+
+def data_dir() -> Path:
+    """The project's ``data/`` folder (override with the ``GSD_DATA_DIR`` environment variable)."""
+    env = os.environ.get("GSD_DATA_DIR")
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "data"
+
+
+def load_histogram(path=None) -> pd.DataFrame:
+    """The shipped counts: columns ``k``, ``p_hat`` (= k/64), ``count``; checked for consistency."""
+    path = Path(path) if path is not None else data_dir() / _HISTOGRAM
+    if not path.is_file():
+        raise ValueError(f"path: no solve-rate histogram at {str(path)!r}")
+    df = pd.read_csv(path)
+    missing = {"k", "p_hat", "count"} - set(df.columns)
+    if missing:
+        raise ValueError(f"path: {str(path)!r} lacks columns {sorted(missing)}")
+    n = int(df["k"].max())
+    if not np.array_equal(df["k"].to_numpy(), np.arange(n + 1)):
+        raise ValueError(f"path: {str(path)!r} must list k = 0 … {n} once each, in order")
+    if not np.allclose(df["p_hat"].to_numpy(), df["k"].to_numpy() / n, atol=5e-7):
+        raise ValueError(f"path: {str(path)!r} has p_hat different from k/{n}")
+    if (df["count"] < 0).any():
+        raise ValueError(f"path: {str(path)!r} has negative counts")
+    return df
+
+
+def load_bigmath(path=None, *, with_k: bool = False):
+    """One solve rate per Big-Math problem (215,608 values of k/64), expanded from the histogram.
+
+    ``with_k=True`` also returns the integer counts k (needed for exact subsampling).
+    """
+    df = load_histogram(path)
+    k = np.repeat(df["k"].to_numpy(np.int64), df["count"].to_numpy(np.int64))
+    p = k / int(df["k"].max())
+    return (p, k) if with_k else p
+
+
+def load_solve_rates(path, column: str = BIGMATH_COLUMN) -> np.ndarray:
+    """Per-problem solve rates from a parquet, CSV or JSONL file (rows with no value dropped).
+
+    The column must hold numbers in [0, 1]; anything else raises ``ValueError`` naming it.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"path: no such file {str(path)!r}")
+    suffix = "".join(path.suffixes[-2:]).lower() if path.suffix == ".gz" else path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        df = pd.read_parquet(path, columns=[column]) if _has_column_parquet(path, column) else None
+    elif suffix in (".csv", ".csv.gz"):
+        df = pd.read_csv(path)
+    elif suffix in (".jsonl", ".jsonl.gz", ".json"):
+        df = pd.read_json(path, lines=suffix != ".json")
+    else:
+        raise ValueError(f"path: unsupported file type {path.suffix!r} (use .parquet, .csv or .jsonl)")
+    if df is None or column not in df.columns:
+        raise ValueError(f"column: {column!r} is not a column of {str(path)!r}")
+    values = pd.to_numeric(df[column], errors="coerce")
+    bad = values.isna() & df[column].notna()
+    if bad.any():
+        raise ValueError(f"column: {column!r} holds non-numeric values, e.g. {df[column][bad].iloc[0]!r}")
+    p = values.dropna().to_numpy(np.float64)
+    if p.size == 0:
+        raise ValueError(f"column: {column!r} of {str(path)!r} has no values")
+    out = (p < 0) | (p > 1)
+    if out.any():
+        raise ValueError(f"column: {column!r} must hold solve rates in [0, 1], got {p[out][0]!r}")
+    return p
+
+
+def _has_column_parquet(path: Path, column: str) -> bool:
+    import pyarrow.parquet as pq
+
+    return column in pq.read_schema(path).names

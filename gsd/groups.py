@@ -1,0 +1,220 @@
+"""Group statistics, advantages and the per-prompt update (DESIGN.md §1, §1.1).
+
+A *group* is the G rewards of one prompt, stored along the last axis: rewards have shape
+(..., G) and per-answer scores s_i = ∇θ log π(y_i | x) have shape (..., G, D). Every function
+works on numpy arrays and on torch tensors (returning the same kind, on the same device), so
+the simulator runs the very code the math tests check.
+
+Conventions (explicit arguments, paper defaults):
+
+* ``ddof``: 0 = population std (the paper), 1 = sample std (``torch.std``'s default, used by
+  TRL, verl and OpenRLHF).
+* ``eps``: added to the std before dividing (paper: 0).
+* a silent group (all rewards equal, σ = 0) gets advantage 0 under every method, never NaN.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validate import _show, as_ddof, as_eps, is_torch
+
+__all__ = [
+    "METHODS",
+    "group_std",
+    "is_silent",
+    "advantages",
+    "group_update",
+    "identity_terms",
+]
+
+#: Advantage estimators understood by :func:`advantages`.
+METHODS = ("grpo", "dr_grpo", "rloo")
+
+
+# --------------------------------------------------------------------------- input checks
+def _check_rewards(rewards, *, binary: bool = False, name: str = "rewards"):
+    """Validate a (..., G) reward array; return it as float64 numpy or a float torch tensor."""
+    if is_torch(rewards):
+        import torch
+
+        r = rewards if rewards.is_floating_point() else rewards.to(torch.get_default_dtype())
+        if r.ndim == 0:
+            raise ValueError(f"{name} must have a group axis (shape (..., G)), got a scalar")
+        if r.shape[-1] == 0 or r.numel() == 0:
+            raise ValueError(f"{name} has an empty group (shape {tuple(r.shape)})")
+        if bool(torch.isnan(r).any()):
+            raise ValueError(f"{name} contains NaN")
+        if binary and not bool(((r == 0) | (r == 1)).all()):
+            bad = r[(r != 0) & (r != 1)]
+            raise ValueError(f"{name} must be binary (0 or 1) here, got {_show(bad.detach().cpu().numpy())}")
+        return r
+    try:
+        r = np.asarray(rewards, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an array of numbers of shape (..., G), got {rewards!r}") from None
+    if r.ndim == 0:
+        raise ValueError(f"{name} must have a group axis (shape (..., G)), got the scalar {r.item()!r}")
+    if r.shape[-1] == 0 or r.size == 0:
+        raise ValueError(f"{name} has an empty group (shape {r.shape})")
+    if np.isnan(r).any():
+        raise ValueError(f"{name} contains NaN")
+    if binary:
+        bad = (r != 0) & (r != 1)
+        if bad.any():
+            raise ValueError(
+                f"{name} must be binary (0 or 1) for this binary-only formula, got {_show(r[bad])}; "
+                "for graded rewards use group_update (g = Cov_group(r, s) / (σ_c + eps))"
+            )
+    return r
+
+
+def _check_scores(scores, rewards):
+    """Scores must be (..., G, D) with the rewards' (..., G) in front."""
+    if is_torch(rewards) != is_torch(scores):
+        raise ValueError("rewards and scores must both be numpy arrays or both torch tensors")
+    if is_torch(scores):
+        s = scores if scores.is_floating_point() else scores.to(rewards.dtype)
+    else:
+        try:
+            s = np.asarray(scores, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"scores must be an array of numbers of shape (..., G, D), got {scores!r}") from None
+    if tuple(s.shape[:-1]) != tuple(rewards.shape) or s.ndim != rewards.ndim + 1:
+        raise ValueError(
+            f"scores must have shape rewards.shape + (D,) = {tuple(rewards.shape)} + (D,), "
+            f"got {tuple(s.shape)}"
+        )
+    if s.shape[-1] == 0:
+        raise ValueError("scores has an empty score dimension D = 0")
+    return s
+
+
+def _group_size_for_ddof(r, ddof: int) -> int:
+    G = r.shape[-1]
+    if ddof >= G:
+        raise ValueError(f"ddof={ddof} needs groups of at least {ddof + 1} rewards, got G={G}")
+    return G
+
+
+# --------------------------------------------------------------------------- statistics
+def group_std(rewards, *, ddof: int = 0):
+    """Standard deviation of each group of rewards (last axis).
+
+    σ_ddof = sqrt( Σ_i (r_i − r̄)² / (G − ddof) ).  For binary rewards with k right out of G,
+    σ_0 = sqrt(k(G−k)) / G and σ_1 = σ_0 · sqrt(G/(G−1))  (DESIGN §1).
+
+    Parameters
+    ----------
+    rewards : array (..., G), numpy or torch
+    ddof : 0 (population, the paper) or 1 (sample, ``torch.std`` default)
+    """
+    ddof = as_ddof(ddof)
+    r = _check_rewards(rewards)
+    _group_size_for_ddof(r, ddof)
+    if is_torch(r):
+        return r.std(dim=-1, correction=ddof)
+    return r.std(axis=-1, ddof=ddof)
+
+
+def is_silent(rewards):
+    """True where a group carries no signal: all G rewards equal (σ = 0; for binary, k ∈ {0, G})."""
+    r = _check_rewards(rewards)
+    if is_torch(r):
+        return (r == r[..., :1]).all(dim=-1)
+    return (r == r[..., :1]).all(axis=-1)
+
+
+def advantages(rewards, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0):
+    """Group-relative advantages A_i of each reward (DESIGN §1 table).
+
+    * ``"grpo"``:    A_i = (r_i − r̄) / (σ_ddof + eps)
+    * ``"dr_grpo"``: A_i = r_i − r̄                    (``ddof``/``eps`` unused)
+    * ``"rloo"``:    A_i = r_i − mean_{j≠i} r_j = G/(G−1) · (r_i − r̄)   (leave-one-out baseline)
+
+    DAPO uses GRPO's advantages; its dynamic sampling (dropping silent groups) acts on which
+    groups are kept, see :mod:`gsd.silent`.  Silent groups get A_i = 0 under every method (with
+    eps = 0 GRPO would otherwise compute 0/0).
+
+    Returns an array of the rewards' shape (numpy float64, or a torch tensor like the input).
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    ddof = as_ddof(ddof)
+    eps = as_eps(eps)
+    r = _check_rewards(rewards)
+    G = r.shape[-1]
+    torch_in = is_torch(r)
+    centred = r - (r.mean(dim=-1, keepdim=True) if torch_in else r.mean(axis=-1, keepdims=True))
+    if method == "dr_grpo":
+        return centred
+    if method == "rloo":
+        if G < 2:
+            raise ValueError(f"rloo needs groups of at least 2 rewards, got G={G}")
+        return centred * (G / (G - 1))
+    _group_size_for_ddof(r, ddof)
+    silent = is_silent(r)
+    if torch_in:
+        import torch
+
+        std = r.std(dim=-1, correction=ddof, keepdim=True)
+        # Silent groups: centred is exactly 0; dividing by 1 instead of 0 keeps them at 0.
+        denom = torch.where(silent.unsqueeze(-1), torch.ones_like(std), std + eps)
+        return centred / denom
+    std = r.std(axis=-1, ddof=ddof, keepdims=True)
+    denom = np.where(silent[..., None], 1.0, std + eps)
+    return centred / denom
+
+
+def group_update(rewards, scores, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0):
+    """The per-prompt policy-gradient estimate g = (1/G) Σ_i A_i s_i (DESIGN §1).
+
+    On-policy (ratio 1, no clip active).  For any rewards this equals
+    Cov_group(r, s) / (σ_ddof + eps) under GRPO (Cov with 1/G) and Cov_group(r, s) under
+    Dr.GRPO; for binary rewards it is the identity of §1.1,
+    g = σ² / (σ_c + eps) · (s̄₊ − s̄₋).
+
+    rewards : (..., G); scores : (..., G, D).  Returns (..., D).
+    """
+    A = advantages(rewards, method, ddof=ddof, eps=eps)
+    s = _check_scores(scores, A)
+    if is_torch(A):
+        return (A.unsqueeze(-1) * s).mean(dim=-2)
+    return (A[..., None] * s).mean(axis=-2)
+
+
+def identity_terms(rewards, scores):
+    """The two factors of the group-standard-deviation identity (DESIGN §1.1), binary rewards.
+
+    Returns ``(sigma, contrast)`` with σ = sqrt(k(G−k))/G (ddof 0) of shape (...,) and
+    contrast = s̄₊ − s̄₋ (mean score of the right answers minus that of the wrong ones) of
+    shape (..., D), so that
+
+        GRPO (ddof 0, eps 0):  g = σ · contrast
+        Dr.GRPO:               g = σ² · contrast
+        general:               g = σ² / (σ_c + eps) · contrast
+
+    A silent group has no right or no wrong answers: its contrast is undefined and is returned
+    as 0 (its update is 0 under every method).  Non-binary rewards raise ``ValueError``: the
+    identity does not hold in this form for graded rewards.
+    """
+    r = _check_rewards(rewards, binary=True)
+    s = _check_scores(scores, r)
+    G = r.shape[-1]
+    if is_torch(r):
+        k = r.sum(dim=-1)
+        sigma = (k * (G - k)).sqrt() / G
+        n_pos = k.clamp(min=1).unsqueeze(-1)
+        n_neg = (G - k).clamp(min=1).unsqueeze(-1)
+        pos = (r.unsqueeze(-1) * s).sum(dim=-2) / n_pos
+        neg = ((1 - r).unsqueeze(-1) * s).sum(dim=-2) / n_neg
+        silent = ((k == 0) | (k == G)).unsqueeze(-1)
+        contrast = (pos - neg).masked_fill(silent, 0.0)
+        return sigma, contrast
+    k = r.sum(axis=-1)
+    sigma = np.sqrt(k * (G - k)) / G
+    pos = (r[..., None] * s).sum(axis=-2) / np.maximum(k, 1)[..., None]
+    neg = ((1 - r)[..., None] * s).sum(axis=-2) / np.maximum(G - k, 1)[..., None]
+    silent = ((k == 0) | (k == G))[..., None]
+    contrast = np.where(silent, 0.0, pos - neg)
+    return sigma, contrast

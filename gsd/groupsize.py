@@ -1,0 +1,149 @@
+"""Group-size planning: how many answers a prompt needs (DESIGN §1.4).
+
+Two targets:
+
+* fidelity: the smallest G ≥ 2 with φ(p, G) ≥ 1 − ε, exactly (``rule="exact"``) or by the
+  group-size law G ≳ 1/(8·ε·p(1−p)) (``rule="law"``);
+* silence: the smallest G with P_silent(p, G) ≤ δ (:func:`gsd.silent.group_size_for_silent_rate`).
+
+The exact search is a vectorised integer bisection.  It is valid because φ is nondecreasing in G
+(proof in :func:`gsd.update.fidelity`; the tests also compare against a brute-force scan).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ._validate import as_group_size, as_open_unit, as_probability
+from .silent import UNREACHABLE, group_size_for_silent_rate, silent_rate
+from .update import fidelity
+
+__all__ = [
+    "UNREACHABLE",
+    "EXCEEDS_MAX",
+    "DEFAULT_MAX_GROUP_SIZE",
+    "group_size_law",
+    "required_group_size",
+    "plan_group_sizes",
+]
+
+#: Returned when the target is not reached at any G ≤ ``max_group_size``.
+EXCEEDS_MAX = 0
+DEFAULT_MAX_GROUP_SIZE = 1_000_000
+
+
+def group_size_law(p, epsilon):
+    """The law's continuous value 1/(8·ε·p(1−p)) (DESIGN §1.4); inf at p ∈ {0, 1}.
+
+    The paper's Table 2 prints ``round`` of this; :func:`required_group_size` with
+    ``rule="law"`` returns its ceiling (the smallest G the law deems sufficient).
+    """
+    p = as_probability(p)
+    epsilon = as_open_unit(epsilon, "epsilon")
+    with np.errstate(divide="ignore"):
+        return 1.0 / (8.0 * epsilon * p * (1.0 - p))
+
+
+def required_group_size(p, epsilon, *, rule: str = "exact", max_group_size: int = DEFAULT_MAX_GROUP_SIZE):
+    """Smallest G ≥ 2 whose fidelity φ(p, G) reaches 1 − ε (DESIGN §1.4).
+
+    Parameters
+    ----------
+    p : success probabilities in [0, 1]
+    epsilon : tolerated shortfall in (0, 1), broadcast against p
+    rule : ``"exact"`` (the exact φ, by bisection) or ``"law"`` (max(2, ceil(1/(8εp(1−p))))).
+    max_group_size : search limit.
+
+    Returns int64 of the broadcast shape, with two documented sentinels so that a dataset
+    holding such prompts is still planned: :data:`UNREACHABLE` (−1) where p ∈ {0, 1} (every
+    group is silent, φ = 0 at every G) and :data:`EXCEEDS_MAX` (0) where no G ≤ max_group_size
+    reaches the target.
+    """
+    if rule not in ("exact", "law"):
+        raise ValueError(f"rule must be 'exact' or 'law', got {rule!r}")
+    p = as_probability(p)
+    epsilon = as_open_unit(epsilon, "epsilon")
+    cap = int(as_group_size(max_group_size, "max_group_size", minimum=2))
+    p, epsilon = np.broadcast_arrays(p, epsilon)
+    shape = p.shape
+    law = group_size_law(p, epsilon)
+    interior = (p > 0) & (p < 1)
+    out = np.full(shape, UNREACHABLE, dtype=np.int64)
+    if rule == "law":
+        g = np.maximum(2.0, np.ceil(law[interior]))
+        out[interior] = np.where(g <= cap, g, EXCEEDS_MAX).astype(np.int64)
+        return out
+    # φ depends on p only through p(1−p): solve once per distinct (min(p, 1−p), ε).
+    a = np.minimum(p, 1.0 - p)[interior]
+    eps = epsilon[interior]
+    if a.size == 0:
+        return out
+    keys, inverse = np.unique(np.stack([a, eps]), axis=1, return_inverse=True)
+    ka, keps = keys
+    guess = np.maximum(2.0, np.ceil(1.0 / (8.0 * keps * ka * (1.0 - ka))))
+    g = _exact_search(ka, 1.0 - keps, guess, cap)
+    out[interior] = g[inverse.ravel()]
+    return out
+
+
+def _exact_search(a, target, guess, cap):
+    """Smallest G in [2, cap] with φ(a, G) ≥ target, or EXCEEDS_MAX; relies on φ nondecreasing."""
+    guess = np.minimum(guess, float(cap)).astype(np.int64)
+    # Upper end of the bracket: grow from the law's value until the target is met.
+    hi = guess.copy()
+    met = fidelity(a, hi) >= target
+    while True:
+        grow = ~met & (hi < cap)
+        if not grow.any():
+            break
+        hi = np.where(grow, np.minimum(2 * hi, cap), hi)
+        met = np.where(grow, fidelity(a, hi) >= target, met)
+    # Lower end: the law's value is a good starting point when φ just below it misses.
+    below = np.maximum(guess - 1, 2)
+    lo = np.where((guess > 2) & (fidelity(a, below) < target), guess, 2)
+    lo = np.minimum(lo, hi)
+    # Invariant: φ(hi) ≥ target where met; answer in [lo, hi].
+    while True:
+        open_ = met & (lo < hi)
+        if not open_.any():
+            break
+        mid = (lo + hi) // 2
+        good = fidelity(a, mid) >= target
+        hi = np.where(open_ & good, mid, hi)
+        lo = np.where(open_ & ~good, mid + 1, lo)
+    return np.where(met, hi, EXCEEDS_MAX).astype(np.int64)
+
+
+def plan_group_sizes(
+    p,
+    *,
+    epsilon=None,
+    delta=None,
+    rule: str = "exact",
+    max_group_size: int = DEFAULT_MAX_GROUP_SIZE,
+) -> pd.DataFrame:
+    """One group size per prompt, with what it buys (the table behind ``gsd plan``).
+
+    Give exactly one target: ``epsilon`` (fidelity ≥ 1 − ε, :func:`required_group_size`) or
+    ``delta`` (P_silent ≤ δ, :func:`gsd.silent.group_size_for_silent_rate`).  Columns: ``p``,
+    ``group_size`` (with the sentinels −1 = unreachable, 0 = above ``max_group_size``),
+    ``status`` ("ok", "unreachable", "exceeds_max"), ``fidelity`` and ``silent_rate`` at the
+    planned G (NaN where there is none).
+    """
+    if (epsilon is None) == (delta is None):
+        raise ValueError("give exactly one of epsilon (fidelity target) or delta (silent-rate target)")
+    p = np.atleast_1d(as_probability(p)).ravel()
+    if epsilon is not None:
+        g = required_group_size(p, epsilon, rule=rule, max_group_size=max_group_size)
+    else:
+        g = group_size_for_silent_rate(p, delta)
+        g = np.where(g > max_group_size, EXCEEDS_MAX, g)
+    ok = g >= 2
+    status = np.where(ok, "ok", np.where(g == UNREACHABLE, "unreachable", "exceeds_max"))
+    fid = np.full(p.shape, np.nan)
+    sil = np.full(p.shape, np.nan)
+    if ok.any():
+        fid[ok] = fidelity(p[ok], g[ok])
+        sil[ok] = silent_rate(p[ok], g[ok])
+    return pd.DataFrame({"p": p, "group_size": g, "status": status, "fidelity": fid, "silent_rate": sil})
