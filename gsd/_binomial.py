@@ -26,6 +26,7 @@ from scipy.stats import binom
 _CHUNK_TERMS = 1 << 21
 _SD_WIDTH = 12.0
 _PAD = 40
+_TINY = 1e-250
 
 
 def binomial_window(a: np.ndarray, G: np.ndarray):
@@ -51,6 +52,15 @@ def symmetric_expectation(p: np.ndarray, G: np.ndarray, f) -> np.ndarray:
     n = G.ravel()
     if a.size == 0:
         return np.empty(shape)
+    # Boost's pmf overflows for a near the smallest normal float.  There the k ≥ 2 terms are
+    # below (G·a)² and E[f] = G·a·f(1) to rounding.
+    tiny = a < _TINY
+    if tiny.any():
+        out = np.empty(a.shape)
+        out[tiny] = n[tiny] * a[tiny] * f(np.ones(int(tiny.sum()), dtype=np.int64), n[tiny])
+        if (~tiny).any():
+            out[~tiny] = symmetric_expectation(a[~tiny], n[~tiny], f)
+        return out.reshape(shape)
     # Real data repeats (p, G) pairs (Big-Math has 65 distinct p among 215,608 prompts).
     pairs, inverse = np.unique(np.stack([a, n.astype(np.float64)]), axis=1, return_inverse=True)
     if pairs.shape[1] < a.size:

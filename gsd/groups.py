@@ -146,24 +146,37 @@ def advantages(rewards, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0
     G = r.shape[-1]
     torch_in = is_torch(r)
     centred = r - (r.mean(dim=-1, keepdim=True) if torch_in else r.mean(axis=-1, keepdims=True))
-    if method == "dr_grpo":
-        return centred
-    if method == "rloo":
-        if G < 2:
-            raise ValueError(f"rloo needs groups of at least 2 rewards, got G={G}")
-        return centred * (G / (G - 1))
+    if method == "rloo" and G < 2:
+        raise ValueError(f"rloo needs groups of at least 2 rewards, got G={G}")
+    if method in ("dr_grpo", "rloo"):
+        # Silent groups: exactly 0 (the mean of equal floats can differ from them by rounding).
+        silent = is_silent(r)
+        factor = G / (G - 1) if method == "rloo" else 1.0
+        if torch_in:
+            return (centred * factor).masked_fill(silent.unsqueeze(-1), 0.0)
+        return np.where(silent[..., None], 0.0, centred * factor)
     _group_size_for_ddof(r, ddof)
     silent = is_silent(r)
+    # Standardise after scaling by max|r_i − r̄|: the variance of rewards of order 1e-200
+    # underflows to 0 and would turn a non-silent group into inf/NaN; scaling does not.
     if torch_in:
         import torch
 
-        std = r.std(dim=-1, correction=ddof, keepdim=True)
-        # Silent groups: centred is exactly 0; dividing by 1 instead of 0 keeps them at 0.
-        denom = torch.where(silent.unsqueeze(-1), torch.ones_like(std), std + eps)
-        return centred / denom
-    std = r.std(axis=-1, ddof=ddof, keepdims=True)
-    denom = np.where(silent[..., None], 1.0, std + eps)
-    return centred / denom
+        scale = centred.abs().amax(dim=-1, keepdim=True)
+        scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+        u = centred / scale
+        std_u = u.std(dim=-1, correction=ddof, keepdim=True)
+        # Silent groups: exactly 0 (the mean of equal floats can differ from them by rounding).
+        denom = torch.where(silent.unsqueeze(-1), torch.ones_like(std_u), std_u + eps / scale)
+        return torch.where(silent.unsqueeze(-1), torch.zeros_like(u), u / denom)
+    scale = np.abs(centred).max(axis=-1, keepdims=True)
+    scale = np.where(scale > 0, scale, 1.0)
+    u = centred / scale
+    std_u = u.std(axis=-1, ddof=ddof, keepdims=True)
+    with np.errstate(over="ignore"):
+        denom = np.where(silent[..., None], 1.0, std_u + eps / scale)
+    # Silent groups: exactly 0 (the mean of equal floats can differ from them by rounding).
+    return np.where(silent[..., None], 0.0, u / denom)
 
 
 def group_update(rewards, scores, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0):

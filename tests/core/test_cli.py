@@ -1,0 +1,71 @@
+"""The core CLI: tables, JSON, and one-line errors with exit status 2."""
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from gsd.cli import main
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_identity_json(capsys):
+    rc, out, _ = run(capsys, "identity", "--rewards", "0,1,1,0", "--json")
+    data = json.loads(out)
+    assert rc == 0 and data["adv_grpo"] == [-1, 1, 1, -1]
+    assert data["g_grpo"] == pytest.approx(data["identity_grpo"]) and data["sigma"] == 0.5
+
+
+def test_identity_with_scores_and_ddof(capsys):
+    rc, out, _ = run(capsys, "identity", "--rewards", "1,0,0,0", "--scores", "2,1,0,-1", "--ddof", "1", "--eps", "1e-4", "--json")
+    d = json.loads(out)
+    sigma, sigma1 = 3**0.5 / 4, 3**0.5 / 4 * (4 / 3) ** 0.5
+    assert d["g_grpo"] == pytest.approx(sigma**2 / (sigma1 + 1e-4) * (2 - 0))
+
+
+def test_silent_and_fidelity_lists(capsys):
+    rc, out, _ = run(capsys, "silent", "--p", "0.5,0.05", "--G", "8,64", "--json")
+    rows = json.loads(out)
+    assert rc == 0 and len(rows) == 4 and rows[0]["silent_rate"] == 0.0078125
+    rc, out, _ = run(capsys, "fidelity", "--p", "0.05", "--G", "64")
+    assert "0.945" in out and "0.9588" in out
+
+
+def test_plan_file_roundtrip(tmp_path, capsys):
+    src = tmp_path / "in.csv"
+    pd.DataFrame({"rate": [0.0, 0.05, 0.5, 1.0]}).to_csv(src, index=False)
+    out = tmp_path / "plan.parquet"
+    rc, text, _ = run(capsys, "plan", "--input", str(src), "--column", "rate", "--epsilon", "0.05", "--output", str(out))
+    assert rc == 0 and "unreachable 2" in text
+    plan = pd.read_parquet(out)
+    assert plan.group_size.tolist() == [-1, 69, 11, -1]
+    rc, text, _ = run(capsys, "plan", "--p", "0,0.5", "--delta", "0.01")
+    assert "never" in text and rc == 0
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["silent", "--p", "1.5", "--G", "8"], "p must lie in [0, 1]"),
+        (["silent", "--p", "0.5", "--G", "0"], "G must be an integer >= 1"),
+        (["fidelity", "--p", "x", "--G", "8"], "--p must be a comma-separated list"),
+        (["plan", "--p", "0.5", "--epsilon", "2"], "epsilon"),
+        (["plan", "--input", "/nonexistent.csv", "--epsilon", "0.1"], "no such file"),
+        (["identity", "--rewards", "0,1", "--scores", "1"], "--scores needs one value per reward"),
+    ],
+)
+def test_errors_are_one_line_exit_2(capsys, argv, needle):
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and needle in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_console_script_entry_point():
+    res = subprocess.run([sys.executable, "-m", "gsd.cli", "silent", "--p", "2", "--G", "8"], capture_output=True, text=True)
+    assert res.returncode == 2 and res.stderr.startswith("gsd silent: error:")

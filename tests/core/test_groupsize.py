@@ -1,0 +1,86 @@
+"""Group-size planning against brute force (DESIGN §1.4)."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gsd
+
+
+def _brute_force_smallest(p, eps, g_max=4000):
+    G = np.arange(2, g_max + 1)
+    phi = gsd.fidelity(p, G)
+    hit = np.nonzero(phi >= 1 - eps)[0]
+    return int(G[hit[0]]) if hit.size else None
+
+
+def test_fidelity_is_nondecreasing_in_G_on_a_grid():
+    # The bisection relies on it (Jensen argument in gsd.update.fidelity); check by scanning.
+    p = np.concatenate([np.linspace(0.001, 0.999, 41), [1e-6, 1e-3, 0.5]])[:, None]
+    G = np.arange(1, 1201)
+    phi = gsd.fidelity(p, G)
+    assert np.all(np.diff(phi, axis=1) >= -1e-15)
+    assert np.all(phi < 1)
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.05, 0.01])
+def test_table_values_match_brute_force(eps):
+    p = np.array([0.5, 0.3, 0.1, 0.05, 0.7, 0.9, 0.95])
+    got = gsd.required_group_size(p, eps)
+    want = [_brute_force_smallest(pi, eps) for pi in p]
+    assert got.tolist() == want
+    # Symmetry p ↔ 1 − p.
+    assert got[1] == got[4] and got[2] == got[5] and got[3] == got[6]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0.01, 0.99), st.sampled_from([0.2, 0.1, 0.05, 0.02]))
+def test_exact_rule_is_smallest_by_brute_force(p, eps):
+    want = _brute_force_smallest(p, eps)
+    got = int(gsd.required_group_size(p, eps))
+    assert got == want
+    assert gsd.fidelity(p, got) >= 1 - eps
+    if got > 2:
+        assert gsd.fidelity(p, got - 1) < 1 - eps
+
+
+def test_law_rule_and_values():
+    # round(1/(8εp(1−p))) at p = 0.5, ε = 0.05 is 10; the rule returns its ceiling, at least 2.
+    assert gsd.group_size_law(0.5, 0.05) == pytest.approx(10.0)
+    assert gsd.required_group_size(0.5, 0.05, rule="law") == 10
+    assert gsd.required_group_size(0.1, 0.05, rule="law") == int(np.ceil(1 / (8 * 0.05 * 0.09)))
+    assert gsd.required_group_size(0.5, 0.9, rule="law") == 2
+
+
+def test_sentinels_for_unreachable_and_capped():
+    g = gsd.required_group_size([0.0, 1.0, 1e-7, 0.5], 0.05, max_group_size=10_000)
+    assert g.tolist() == [gsd.UNREACHABLE, gsd.UNREACHABLE, gsd.EXCEEDS_MAX, 11]
+    plan = gsd.plan_group_sizes([0.0, 0.5, 1e-7], epsilon=0.05, max_group_size=10_000)
+    assert plan.status.tolist() == ["unreachable", "ok", "exceeds_max"]
+    assert np.isnan(plan.fidelity[0]) and plan.fidelity[1] >= 0.95
+
+
+def test_large_group_sizes_for_rare_successes():
+    # p = 1e-4, ε = 0.05: the law says ~2,500; the exact answer must still satisfy the target.
+    g = int(gsd.required_group_size(1e-4, 0.05))
+    assert gsd.fidelity(1e-4, g) >= 0.95 > gsd.fidelity(1e-4, g - 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(1e-4, 1 - 1e-4), st.floats(1e-6, 0.9))
+def test_silent_rate_group_size_is_smallest(p, delta):
+    g = int(gsd.group_size_for_silent_rate(p, delta))
+    assert g >= 2
+    assert p**g + (1 - p) ** g <= delta * (1 + 1e-12)
+    if g > 2:
+        assert p ** (g - 1) + (1 - p) ** (g - 1) > delta * (1 - 1e-12)
+
+
+def test_silent_rate_group_size_examples():
+    # p = 0.5: 2·2^−G ≤ 0.01 ⇔ G ≥ 7.64 → 8.
+    assert gsd.group_size_for_silent_rate(0.5, 0.01) == 8
+    assert gsd.group_size_for_silent_rate(0.0, 0.01) == gsd.UNREACHABLE
+    plan = gsd.plan_group_sizes([0.05, 1.0], delta=0.05)
+    assert plan.group_size[0] == int(np.ceil(np.log(0.05) / np.log(0.95)))
+    assert plan.status[1] == "unreachable"
