@@ -62,11 +62,27 @@ def symmetric_expectation(p: np.ndarray, G: np.ndarray, f) -> np.ndarray:
             out[~tiny] = symmetric_expectation(a[~tiny], n[~tiny], f)
         return out.reshape(shape)
     # Real data repeats (p, G) pairs (Big-Math has 65 distinct p among 215,608 prompts).
-    pairs, inverse = np.unique(np.stack([a, n.astype(np.float64)]), axis=1, return_inverse=True)
-    if pairs.shape[1] < a.size:
-        uniq = _expectation_flat(pairs[0], pairs[1].astype(np.int64), f)
-        return uniq[inverse.ravel()].reshape(shape)
+    first, inverse = unique_pairs(a, n)
+    if first.size < a.size:
+        uniq = _expectation_flat(a[first], n[first], f)
+        return uniq[inverse].reshape(shape)
     return _expectation_flat(a, n, f).reshape(shape)
+
+
+def unique_pairs(x: np.ndarray, y: np.ndarray):
+    """Distinct (x, y) pairs of two 1-d arrays: (index of one member of each, inverse map).
+
+    A lexsort is several times faster than ``np.unique(..., axis=1)`` on 10^5 pairs.
+    """
+    order = np.lexsort((y, x))
+    xs, ys = x[order], y[order]
+    new = np.empty(order.size, dtype=bool)
+    new[0] = True
+    new[1:] = (xs[1:] != xs[:-1]) | (ys[1:] != ys[:-1])
+    group = np.cumsum(new) - 1
+    inverse = np.empty(order.size, dtype=np.int64)
+    inverse[order] = group
+    return order[new], inverse
 
 
 def _expectation_flat(a, n, f):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ._binomial import unique_pairs
 from ._validate import as_group_size, as_open_unit, as_probability
 from .silent import UNREACHABLE, group_size_for_silent_rate, silent_rate
 from .update import fidelity
@@ -79,11 +80,11 @@ def required_group_size(p, epsilon, *, rule: str = "exact", max_group_size: int 
     eps = epsilon[interior]
     if a.size == 0:
         return out
-    keys, inverse = np.unique(np.stack([a, eps]), axis=1, return_inverse=True)
-    ka, keps = keys
+    first, inverse = unique_pairs(a, eps)
+    ka, keps = a[first], eps[first]
     guess = np.maximum(2.0, np.ceil(1.0 / (8.0 * keps * ka * (1.0 - ka))))
     g = _exact_search(ka, 1.0 - keps, guess, cap)
-    out[interior] = g[inverse.ravel()]
+    out[interior] = g[inverse]
     return out
 
 
