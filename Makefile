@@ -11,7 +11,7 @@ TORCH  ?= torch==2.13.0
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q $(TORCH)
 	$(PY) -m pip install -q -e ".[test,bench]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
