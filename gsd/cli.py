@@ -21,6 +21,7 @@ import pandas as pd
 # Modules that add sub-commands; optional ones are skipped if they are not there yet.
 _COMMANDS = (
     "gsd.cli_core",
+    "gsd.losses.figures",
     "gsd.simulator.cli",
     "gsd.reproduce.cli",
     "gsd.sweep.cli",

@@ -190,4 +190,3 @@ def temperature_table(student_logits, teacher_logits, temperatures=(1, 2, 4, 8, 
             }
         )
     return pd.DataFrame(rows)
-
