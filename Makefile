@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 # The CPU build of torch we test with. For CUDA see README ("GPU").
 TORCH  ?= torch==2.13.0
 
-.PHONY: install test reproduce bench clean
+.PHONY: install test reproduce figures bench clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,10 @@ test: $(VENV)/.installed
 	$(PY) -m pytest -q
 
 reproduce: $(VENV)/.installed
-	$(VENV)/bin/gsd tour
+	$(VENV)/bin/gsd reproduce --out reports/latest
+
+figures: $(VENV)/.installed
+	$(VENV)/bin/gsd figures --out figures
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/bench_core.py

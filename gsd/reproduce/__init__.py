@@ -1,0 +1,36 @@
+"""Paper reproduction: every number and figure of the paper, regenerated from the package.
+
+Modules, each named for what it computes:
+
+* :mod:`.bigmath` — silent rates and gradient-budget shares on the Big-Math solve rates;
+* :mod:`.group_size_table` — the fidelity table (exact smallest G vs the group-size law);
+* :mod:`.theory` — the identity, fidelity, silent-rate and objective figures with Monte Carlo;
+* :mod:`.dapo_fit` — the DAPO consistency fit of a logged all-correct curve;
+* :mod:`.figures` — regenerate every figure (``gsd figures``);
+* :mod:`.report` — run everything and compare with the published numbers (``gsd reproduce``);
+* :mod:`.style`, :mod:`.output` — one figure style; atomic file writes.
+
+Submodules are imported on first use, so ``import gsd.reproduce`` stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_SUBMODULES = ("bigmath", "group_size_table", "theory", "dapo_fit", "figures", "report", "style", "output")
+
+__all__ = list(_SUBMODULES) + ["run_reproduction", "make_all", "fast_mode"]
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name == "run_reproduction":
+        from .report import run_reproduction
+
+        return run_reproduction
+    if name in ("make_all", "fast_mode"):
+        from . import figures
+
+        return getattr(figures, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,179 @@
+"""Sub-commands of the reproduction: reproduce, figures, bigmath, group-size-table, dapo-fit."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ..cli import CliError, emit
+from ..data import BIGMATH_COLUMN
+
+
+def register(sub) -> None:
+    p = sub.add_parser("reproduce", help="regenerate the paper's evidence and compare it with the published numbers")
+    p.add_argument("--out", default="reports/latest", help="report folder (default reports/latest)")
+    p.add_argument("--fast", action="store_true", help="smaller Monte Carlo and bootstrap runs")
+    p.add_argument("--skip-campaign", action="store_true", help="do not run the simulator's campaign")
+    p.add_argument("--figures", default=None, help="figure folder (default OUT/figures)")
+    p.add_argument("--difficulty", default=None,
+                   help="analyse this per-problem solve-rate file instead of the shipped Big-Math histogram")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--json", action="store_true", help="print the comparison table as JSON")
+    p.set_defaults(func=_reproduce)
+
+    p = sub.add_parser("figures", help="regenerate every figure (PNG) into a folder")
+    p.add_argument("--out", default=None, help="folder (default: the checkout's figures/)")
+    p.add_argument("--fast", action="store_true", help="smaller Monte Carlo runs")
+    p.add_argument("--campaign", default=None, help="campaign run folder to draw campaign.png from "
+                                                    "(default: reports/latest/campaign if present)")
+    p.add_argument("--no-losses", action="store_true", help="skip the loss-geometry figures")
+    p.add_argument("--no-campaign", action="store_true", help="skip the campaign figure")
+    p.set_defaults(func=_figures)
+
+    p = sub.add_parser("bigmath", help="silent rates and gradient-budget shares of a difficulty distribution")
+    p.add_argument("--input", default=None, help="per-problem solve-rate file (default: shipped Big-Math histogram)")
+    p.add_argument("--column", default=BIGMATH_COLUMN)
+    p.add_argument("--G", type=int, default=8, help="finite group size for the budget shares (default 8)")
+    p.add_argument("--table", choices=("summary", "silent", "budget", "deciles"), default="summary")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_bigmath)
+
+    p = sub.add_parser("group-size-table", help="the paper's table: exact smallest G vs the law, per fidelity and p")
+    p.add_argument("--fidelity", default="0.9,0.95,0.99", help="fidelity targets, comma-separated")
+    p.add_argument("--p", default="0.5,0.3,0.1,0.05", help="success probabilities, comma-separated")
+    p.add_argument("--long", action="store_true", help="one row per (fidelity, p) with the checks")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_group_size_table)
+
+    p = sub.add_parser("dapo-fit", help="fit the competence timescale of a logged all-correct curve (step, fraction)")
+    p.add_argument("curve", help="CSV (or parquet) with columns step and fraction")
+    p.add_argument("--difficulty", default=None,
+                   help="initial solve rates: per-problem file or k,p_hat,count histogram (default: Big-Math)")
+    p.add_argument("--column", default=BIGMATH_COLUMN, help="solve-rate column of --difficulty")
+    p.add_argument("--step-column", default="step")
+    p.add_argument("--fraction-column", default="fraction")
+    p.add_argument("--samples", type=int, default=32, help="evaluation samples per prompt (default 32)")
+    p.add_argument("--plateau-points", type=int, default=8, help="final points that pin the plateau (default 8)")
+    p.add_argument("--start-step", type=float, default=0.0, help="step at which competence is 1 (default 0)")
+    p.add_argument("--bootstrap", type=int, default=200, help="bootstrap replicates (default 200)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--figure", default=None, help="also draw the fit to this PNG")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_dapo_fit)
+
+
+def _parse_floats(text, name):
+    try:
+        values = [float(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise CliError(f"--{name} must be a comma-separated list of numbers, got {text!r}") from None
+    if not values:
+        raise CliError(f"--{name} is empty")
+    return values
+
+
+def _reproduce(args) -> int:
+    from .report import run_reproduction
+
+    report = run_reproduction(args.out, fast=args.fast, skip_campaign=args.skip_campaign, progress=not args.quiet,
+                              difficulty=args.difficulty, seed=args.seed, figures_dir=args.figures)
+    rows = [{k: r[k] for k in ("quantity", "ours", "published", "difference", "unit", "agrees_at_printed_precision")}
+            for r in report["comparisons"]]
+    import pandas as pd
+
+    df = pd.DataFrame(rows).rename(columns={"agrees_at_printed_precision": "agrees"})
+    if args.json:
+        emit(df, True)
+    else:
+        emit(df, False, title=f"ours vs published  (report: {Path(args.out) / 'report.md'})", floatfmt="{:.4f}")
+        camp = report["campaign"]
+        if camp["status"] != "ok":
+            print(f"campaign: {camp['status']} ({camp.get('reason', '')})")
+    return 0
+
+
+def _figures(args) -> int:
+    from .figures import default_figures_dir, make_all
+
+    out = Path(args.out) if args.out else default_figures_dir()
+    if args.no_campaign and args.campaign:
+        raise CliError("--campaign and --no-campaign contradict each other")
+    res = make_all(out, fast=args.fast, campaign=args.campaign, include_losses=not args.no_losses,
+                   include_campaign=not args.no_campaign, progress=True)
+    print(f"{len(res['written'])} figures in {out}")
+    for part, why in res["skipped"].items():
+        print(f"{part}: not drawn ({why})")
+    return 0
+
+
+def _bigmath(args) -> int:
+    from . import bigmath
+
+    if args.G < 2:
+        raise CliError(f"--G must be >= 2, got {args.G}")
+    d = bigmath.load_difficulty(args.input, column=args.column)
+    if args.table == "silent":
+        emit(bigmath.silent_rates(d), args.json)
+    elif args.table == "budget":
+        emit(bigmath.budget_shares(d, G=args.G), args.json)
+    elif args.table == "deciles":
+        emit(bigmath.decile_table(d, G=args.G), args.json)
+    else:
+        s = bigmath.summary(d, G=args.G)
+        if args.json:
+            print(json.dumps({"source": s["source"], "population": s["population"], "headline": s["headline"],
+                              "notes": s["notes"]}, indent=2))
+        else:
+            import pandas as pd
+
+            rows = [(k, v) for k, v in {**s["population"], **s["headline"]}.items()]
+            emit(pd.DataFrame(rows, columns=["quantity", "value"]), False, title=f"source: {s['source']}")
+            for note in s["notes"]:
+                print(f"note: {note}")
+    return 0
+
+
+def _group_size_table(args) -> int:
+    from . import group_size_table as gst
+
+    fid = _parse_floats(args.fidelity, "fidelity")
+    ps = _parse_floats(args.p, "p")
+    if any(not 0 < f < 1 for f in fid):
+        raise CliError(f"--fidelity values must lie in (0, 1), got {args.fidelity!r}")
+    if any(not 0 < p < 1 for p in ps):
+        raise CliError(f"--p values must lie in (0, 1), got {args.p!r}")
+    table = gst.group_size_table(fid, ps)
+    emit(table if args.long else gst.group_size_table_wide(table), args.json)
+    return 0
+
+
+def _dapo_fit(args) -> int:
+    from . import dapo_fit
+
+    steps, fraction = dapo_fit.read_curve(args.curve, step_column=args.step_column,
+                                          fraction_column=args.fraction_column)
+    difficulty = None
+    if args.difficulty is not None:
+        from .bigmath import load_difficulty
+
+        difficulty = load_difficulty(args.difficulty, column=args.column).p
+    if args.samples < 1:
+        raise CliError(f"--samples must be >= 1, got {args.samples}")
+    fit = dapo_fit.fit_all_correct_curve(steps, fraction, difficulty, n_samples=args.samples,
+                                         plateau_points=args.plateau_points, start_step=args.start_step,
+                                         n_bootstrap=args.bootstrap, seed=args.seed)
+    if args.figure:
+        from .output import save_figure
+
+        save_figure(dapo_fit.fit_figure(fit, title=Path(args.curve).name), args.figure)
+    if args.json:
+        from .output import _jsonable
+
+        print(json.dumps(_jsonable(fit.summary()), indent=2))
+    else:
+        emit(fit.table(), False, title=f"all-correct curve fit: {args.curve}")
+        for note in fit.notes:
+            print(f"note: {note}", file=sys.stderr)
+    return 0
