@@ -86,7 +86,8 @@ def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0
     if max_draws is None:
         return cond
     D = as_group_size(max_draws, "max_draws")
-    kept = -np.expm1(D * np.log1p(-q))  # 1 − P_silent^D
+    with np.errstate(divide="ignore"):  # q rounds to 1 when silence is negligible: log1p(−1) = −inf is right
+        kept = -np.expm1(D * np.log1p(-q))  # 1 − P_silent^D
     return cond * kept
 
 

@@ -1,0 +1,41 @@
+"""Training simulator: a Bernoulli-logit policy trained by GRPO, Dr.GRPO and DAPO in torch.
+
+The gradient mass the closed forms of DESIGN §1.3 predict is here *produced* — by autograd
+through a torch policy and an optimizer — and recorded step by step in a ledger beside the
+prediction, so the closed forms are tested as training dynamics rather than restated.
+
+Public API (also used by the sweep engine and the reproduction):
+
+* :class:`SimConfig` — every knob of a run (``from_toml``, ``with_overrides``, ``to_dict``);
+* :func:`run_simulation` — train one arm into a run folder, resumable; returns its summary;
+* :func:`is_complete` — whether a run folder holds a finished run;
+* :data:`COLUMNS` — the ledger's columns and their meaning; :func:`read_ledger`;
+* :func:`run_paper_campaign`, :func:`make_campaign_figure`, :func:`measure_initial_deciles` —
+  the paper's three-arm campaign (DESIGN §1.5) and its figure.
+
+Only the config is imported eagerly: torch, pandas and matplotlib load on first use, so that
+``gsd`` sub-commands that do not simulate start fast.
+"""
+
+from .config import SimConfig
+
+_LAZY = {
+    "run_simulation": "engine",
+    "is_complete": "engine",
+    "COLUMNS": "ledger",
+    "read_ledger": "ledger",
+    "run_paper_campaign": "campaign",
+    "make_campaign_figure": "campaign",
+    "measure_initial_deciles": "campaign",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'gsd.simulator' has no attribute {name!r}")
+
+
+__all__ = ["SimConfig", *_LAZY]

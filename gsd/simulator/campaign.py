@@ -1,0 +1,321 @@
+"""The paper's controlled campaign (DESIGN §1.5): three arms, one population, one figure.
+
+* Arms: GRPO, Dr.GRPO and DAPO (≤ 4 draws), each a :func:`run_simulation` run of the same
+  base config, so they start from the same initial population (same seed).
+* Measurement (a): per-step silent fraction against the mean of p^G + (1−p)^G (R² per arm).
+* Measurement (b): gradient mass per decile of initial p from repeated group draws on the
+  initial population (:func:`measure_initial_deciles`), autograd gradient averaged over the
+  draws, against the finite-G closed forms m_GRPO and m_Dr (DESIGN §1.3), as shares.
+* Measurement (c): mean p of the initially hardest quartile over training, and DAPO's
+  generation cost relative to GRPO.
+
+The campaign is a folder: ``campaign.json`` (the resolved campaign), ``arms/<name>/`` (one run
+folder per arm, resumable), ``deciles.json``, ``campaign_summary.json`` and ``campaign.png``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..groups import advantages
+from ..update import expected_update
+from ..weighting import decile_index
+from .config import SimConfig, config_diff, read_config_file, resolve_device
+from .engine import run_simulation
+from .ledger import N_DECILES, read_json, read_ledger, write_json
+from .policy import make_policy
+from .population import STREAM_INIT, initial_solve_rates, sub_seed
+
+__all__ = ["default_campaign_path", "load_campaign", "run_paper_campaign", "measure_initial_deciles", "make_campaign_figure"]
+
+# Stream label for the decile measurement's draws (the run streams use 0–2).
+STREAM_DECILES = 3
+
+#: Campaign-level keys (everything else in ``overrides`` goes to the base config).
+CAMPAIGN_KEYS = {
+    "decile_draws": "independent group draws per prompt at the initial p for measurement (b)",
+    "decile_methods": "methods measured in (b) (the paper: grpo and dr_grpo)",
+}
+_DEFAULT_CAMPAIGN = {
+    "decile_draws": 200,
+    "decile_methods": ["grpo", "dr_grpo"],
+    "base": {"name": "paper"},
+    "arms": {"grpo": {"method": "grpo"}, "dr_grpo": {"method": "dr_grpo"}, "dapo": {"method": "dapo", "max_draws": 4}},
+}
+
+
+def default_campaign_path() -> Path:
+    """The repository's ``simulations/paper_campaign.toml``."""
+    return Path(__file__).resolve().parents[2] / "simulations" / "paper_campaign.toml"
+
+
+def load_campaign(config_path=None, overrides: dict | None = None) -> dict:
+    """The resolved campaign: ``{"decile_draws", "decile_methods", "base": {...}, "arms": {name: {...}}}``.
+
+    ``config_path`` None: the repository's paper campaign if present, else the same values
+    built in.  ``overrides``: campaign keys (:data:`CAMPAIGN_KEYS`) or base-config keys.
+    Every arm config is validated here, before any work.
+    """
+    if config_path is None and default_campaign_path().is_file():
+        config_path = default_campaign_path()
+    if config_path is None:
+        raw = copy.deepcopy(_DEFAULT_CAMPAIGN)
+    else:
+        data = read_config_file(config_path)
+        if "arms" not in data or "base" not in data:
+            raise ValueError(f"campaign file {str(config_path)!r} needs a [base] table and [arms.NAME] tables")
+        raw = {**{k: v for k, v in _DEFAULT_CAMPAIGN.items() if k in CAMPAIGN_KEYS}, **data.get("campaign", {})}
+        raw["base"], raw["arms"] = data["base"], data["arms"]
+        unknown = sorted(set(data) - {"campaign", "base", "arms"}) + sorted(set(data.get("campaign", {})) - set(CAMPAIGN_KEYS))
+        if unknown:
+            raise ValueError(f"campaign file {str(config_path)!r}: unknown key {unknown[0]!r}")
+    for key, value in (overrides or {}).items():
+        if key in CAMPAIGN_KEYS:
+            raw[key] = value
+        else:
+            raw["base"][key] = value
+    draws = raw["decile_draws"]
+    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 1:
+        raise ValueError(f"campaign key 'decile_draws' = {draws!r}: must be an integer >= 1")
+    methods = raw["decile_methods"]
+    if not isinstance(methods, list) or not methods or any(m not in ("grpo", "dr_grpo") for m in methods):
+        raise ValueError(f"campaign key 'decile_methods' = {methods!r}: must be a non-empty list of 'grpo'/'dr_grpo'")
+    if not isinstance(raw["arms"], dict) or not raw["arms"]:
+        raise ValueError("campaign needs at least one [arms.NAME] table")
+    base = SimConfig.from_dict(raw["base"])
+    raw["base"] = base.to_dict()
+    arms = {}
+    for name, arm in raw["arms"].items():
+        if not isinstance(arm, dict):
+            raise ValueError(f"campaign arm {name!r} must be a table of config keys, got {arm!r}")
+        cfg = base.with_overrides({"name": f"{base.name}-{name}", **arm})
+        arms[name] = cfg.to_dict()
+    raw["arms"] = arms
+    return raw
+
+
+# --------------------------------------------------------------------------- measurement (b)
+def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo", "dr_grpo"), progress: bool = False) -> dict:
+    """Gradient mass per decile of initial p, from ``draws`` independent groups per prompt.
+
+    Builds the run's policy at its initial population, draws ``draws`` groups of G answers per
+    prompt (as answers or as counts, following ``cfg.rollouts``), and backpropagates the same loss as the engine (group mean of A·log π, summed over
+    prompts and averaged over draws).  −∂L/∂z_j is then the mean update of prompt j, compared
+    per decile with Σ m_method(p_j, G) (DESIGN §1.3).  Returns, per method, the measured and
+    closed-form decile shares, the measured/closed-form ratio per decile and overall.
+    """
+    device = torch.device(resolve_device(cfg.device))
+    dtype = getattr(torch, cfg.dtype)
+    G, N = cfg.group_size, cfg.n_prompts
+    p0 = initial_solve_rates(cfg)
+    policy = make_policy(cfg, p0, seed=sub_seed(cfg.seed, STREAM_INIT), dtype=dtype, device=device)
+    gen = torch.Generator(device=device).manual_seed(sub_seed(cfg.seed, STREAM_DECILES))
+    decile = decile_index(p0)
+    canon = (torch.arange(G, device=device)[None, :] < torch.arange(G + 1, device=device)[:, None]).to(dtype)
+    chunk = max(1, (1 << 22) // (N * (G if cfg.rollouts == "answers" else 1)))  # draws per backward: ~4M terms at most
+    out = {"draws": draws, "n_prompts": N, "group_size": G, "counts": np.bincount(decile, minlength=N_DECILES).tolist()}
+    for method in methods:
+        table = advantages(canon, method, ddof=cfg.ddof, eps=cfg.eps)  # the core, as in the engine
+        adv_right, adv_wrong = table[:, 0], table[:, -1]
+        z = policy()
+        if not z.is_leaf:
+            z.retain_grad()
+        policy.zero_grad(set_to_none=True)
+        ls_pos, ls_neg = F.logsigmoid(z), F.logsigmoid(-z)
+        p = torch.sigmoid(z.detach())
+        done = 0
+        while done < draws:
+            c = min(chunk, draws - done)
+            if cfg.rollouts == "answers":
+                y = torch.rand((c, N, G), generator=gen, device=device, dtype=dtype) < p[:, None]
+                k = y.sum(dim=-1)
+                A = torch.where(y, adv_right[k][..., None], adv_wrong[k][..., None])
+                terms = A * torch.where(y, ls_pos[:, None], ls_neg[:, None])
+            else:  # the same groups as counts: k right answers share one term, G − k wrong ones another
+                right = torch.binomial(torch.full((c, N), float(G), device=device, dtype=dtype), p.expand(c, N).contiguous(), generator=gen)
+                k = right.long()
+                terms = right * adv_right[k] * ls_pos + (G - right) * adv_wrong[k] * ls_neg
+            loss = -terms.sum() / (G * draws)
+            loss.backward(retain_graph=True)
+            done += c
+        g_mean = (-z.grad).detach().to("cpu", torch.float64).numpy()  # mean update per prompt
+        measured = np.bincount(decile, weights=g_mean, minlength=N_DECILES)
+        closed = np.bincount(decile, weights=expected_update(p0, G, method, ddof=cfg.ddof, eps=cfg.eps), minlength=N_DECILES)
+        share_m, share_c = measured / measured.sum(), closed / closed.sum()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = np.where(closed > 0, measured / closed, np.nan)
+        out[method] = {
+            "share_measured": share_m.tolist(),
+            "share_closed_form": share_c.tolist(),
+            "share_max_abs_diff": float(np.max(np.abs(share_m - share_c))),
+            "mass_ratio_per_decile": ratio.tolist(),
+            "mass_ratio": float(measured.sum() / closed.sum()),
+        }
+    return out
+
+
+# --------------------------------------------------------------------------- the campaign
+def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = None, progress: bool = True, resume: bool = True) -> dict:
+    """Run every arm of the campaign, the decile measurement and the figure; return the summary.
+
+    ``out_dir`` is the campaign folder (new, or one holding this very campaign: finished arms
+    are not rerun and unfinished ones resume from their checkpoints unless ``resume=False``).
+    The summary holds, per arm, the silent-fraction R², decile shares (ledger, over training)
+    and final quartile means; the initial-population decile measurement; DAPO's generation
+    cost relative to GRPO; and the per-step series the figure is drawn from.
+    """
+    campaign = load_campaign(config_path, overrides)
+    out = Path(out_dir)
+    saved = out / "campaign.json"
+    if saved.is_file():
+        old = read_json(saved)
+        if old != campaign:
+            diff = "; ".join(config_diff(_flat(old), _flat(campaign)))
+            raise ValueError(f"out_dir {str(out)!r} holds a different campaign ({diff}); use another folder")
+        if (out / "campaign_summary.json").is_file():
+            return read_json(out / "campaign_summary.json")
+    elif out.exists() and any(out.iterdir()):
+        raise ValueError(f"out_dir {str(out)!r} exists and is not a campaign folder (no campaign.json)")
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(saved, campaign)
+    # Check every arm's device before the first arm starts.
+    for arm in campaign["arms"].values():
+        resolve_device(arm["device"])
+
+    arm_summaries, series = {}, {}
+    for name, arm in campaign["arms"].items():
+        folder = out / "arms" / name
+        arm_summaries[name] = run_simulation(SimConfig.from_dict(arm), folder, resume=resume, progress=progress)
+        ledger = read_ledger(folder)
+        final = arm_summaries[name]["final"]
+        series[name] = {
+            "method": arm["method"],
+            "step": ledger["step"].tolist(),
+            "silent_frac": ledger["silent_frac"].tolist(),
+            "silent_pred": ledger["silent_pred"].tolist(),
+            # Quartile means are recorded before each step; the final state closes the curve.
+            "hard_quartile_step": ledger["step"].tolist() + [len(ledger)],
+            "hard_quartile_mean_p": ledger["mean_p_q1"].tolist() + [final["quartile_mean_p"][0]],
+        }
+
+    base = SimConfig.from_dict(campaign["base"])
+    deciles = measure_initial_deciles(base, draws=campaign["decile_draws"], methods=campaign["decile_methods"])
+    write_json(out / "deciles.json", deciles)
+
+    def by_method(method):
+        return next((n for n, a in campaign["arms"].items() if a["method"] == method), None)
+
+    grpo_arm, dapo_arm = by_method("grpo"), by_method("dapo")
+    cost_ratio = cost_ratio_pred = None
+    if grpo_arm and dapo_arm:
+        g, d = arm_summaries[grpo_arm], arm_summaries[dapo_arm]
+        cost_ratio = d["generations_total"] / g["generations_total"]
+        cost_ratio_pred = d["groups_pred_total"] / g["groups_pred_total"]
+    keep = (
+        "method", "silent_r2", "silent_rmse", "silent_frac_mean", "silent_pred_mean", "decile_share_measured",
+        "decile_share_closed_form", "decile_share_max_abs_diff", "grad_mass_over_closed_form", "initial", "final",
+        "groups_total", "groups_pred_total", "generations_total", "wall_s_total",
+    )
+    summary = {
+        "complete": True,
+        "campaign": campaign,
+        "arms": {n: {k: s[k] for k in keep} for n, s in arm_summaries.items()},
+        "silent_r2": {n: s["silent_r2"] for n, s in arm_summaries.items()},
+        "quartile_final": {n: s["final"]["quartile_mean_p"] for n, s in arm_summaries.items()},
+        "hard_quartile_final": {n: s["final"]["quartile_mean_p"][0] for n, s in arm_summaries.items()},
+        "hard_quartile_initial": arm_summaries[next(iter(arm_summaries))]["initial"]["quartile_mean_p"][0],
+        "decile_measurement": deciles,
+        "dapo_generation_cost_ratio": cost_ratio,
+        "dapo_generation_cost_ratio_pred": cost_ratio_pred,
+        "series": series,
+    }
+    figure = make_campaign_figure(summary, out / "campaign.png")
+    summary["figure"] = str(figure)
+    write_json(out / "campaign_summary.json", summary)
+    return read_json(out / "campaign_summary.json")
+
+
+def _flat(campaign: dict) -> dict:
+    flat = {k: v for k, v in campaign.items() if k not in ("base", "arms")}
+    flat.update({f"base.{k}": v for k, v in campaign.get("base", {}).items()})
+    for name, arm in campaign.get("arms", {}).items():
+        flat.update({f"arms.{name}.{k}": v for k, v in arm.items()})
+    return flat
+
+
+# --------------------------------------------------------------------------- figure
+_COLORS = {"grpo": "#1f77b4", "dr_grpo": "#d62728", "dapo": "#2ca02c"}
+_LABELS = {"grpo": "GRPO", "dr_grpo": "Dr.GRPO", "dapo": "DAPO"}
+
+
+def make_campaign_figure(summary_or_dir, path) -> Path:
+    """The three-panel campaign figure (DESIGN §1.5), written to ``path`` (PNG/SVG/PDF).
+
+    (a) silent fraction per step, measured (dots) and predicted mean of p^G + (1−p)^G (line);
+    (b) share of the gradient mass per decile of initial p, measured by autograd over repeated
+        group draws (bars) against the closed forms m_GRPO and m_Dr (markers);
+    (c) mean p of the initially hardest quartile over training, per arm.
+
+    ``summary_or_dir``: the dict :func:`run_paper_campaign` returns, or its folder.  Drawn on an
+    Agg canvas (no display, no LaTeX, no global pyplot state).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    summary = summary_or_dir
+    if not isinstance(summary, dict):
+        summary = read_json(Path(summary_or_dir) / "campaign_summary.json")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig = Figure(figsize=(15, 4.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_a, ax_b, ax_c = fig.subplots(1, 3)
+    G = summary["campaign"]["base"]["group_size"]
+    N = summary["campaign"]["base"]["n_prompts"]
+
+    for name, s in summary["series"].items():
+        color = _COLORS.get(s["method"], None)
+        r2 = summary["silent_r2"][name]
+        r2_txt = "n/a" if r2 is None or (isinstance(r2, float) and math.isnan(r2)) else f"{r2:.4f}"
+        ax_a.plot(s["step"], s["silent_frac"], ".", ms=3, color=color, alpha=0.6)
+        ax_a.plot(s["step"], s["silent_pred"], "-", lw=1.4, color=color, label=f"{_LABELS.get(s['method'], name)} (R² = {r2_txt})")
+    ax_a.set_xlabel("step")
+    ax_a.set_ylabel("silent fraction (first draw)")
+    ax_a.set_title(f"(a) silent groups: measured (dots) vs mean $p^G+(1-p)^G$ (lines), G = {G}", fontsize=9)
+    ax_a.legend(fontsize=8)
+
+    dec = summary["decile_measurement"]
+    methods = [m for m in ("grpo", "dr_grpo") if m in dec]
+    x = np.arange(N_DECILES)
+    width = 0.8 / max(1, len(methods))
+    for i, m in enumerate(methods):
+        off = (i - (len(methods) - 1) / 2) * width
+        ax_b.bar(x + off, dec[m]["share_measured"], width=width, color=_COLORS[m], alpha=0.55, label=f"{_LABELS[m]} measured")
+        ax_b.plot(x + off, dec[m]["share_closed_form"], "k_", ms=12, mew=2)
+    ax_b.plot([], [], "k_", ms=12, mew=2, label="closed form $m(p, G)$")
+    ax_b.set_xticks(x, [f"{d / 10:.1f}" for d in range(N_DECILES)], fontsize=8)
+    ax_b.set_xlabel("decile of initial p (lower edge)")
+    ax_b.set_ylabel("share of gradient mass")
+    ax_b.set_title(f"(b) gradient mass by decile, {dec['draws']} group draws per prompt", fontsize=9)
+    ax_b.legend(fontsize=8)
+
+    ratio = summary.get("dapo_generation_cost_ratio")
+    for name, s in summary["series"].items():
+        color = _COLORS.get(s["method"], None)
+        label = _LABELS.get(s["method"], name)
+        if s["method"] == "dapo" and ratio is not None:
+            label += f" ({ratio:.2f}× GRPO's generations)"
+        ax_c.plot(s["hard_quartile_step"], s["hard_quartile_mean_p"], "-", lw=1.6, color=color, label=label)
+    ax_c.set_title("(c) mean p of the initially hardest quartile", fontsize=9)
+    ax_c.set_xlabel("step")
+    ax_c.set_ylabel("mean p (hardest quartile)")
+    ax_c.legend(fontsize=8)
+    fig.suptitle(f"Bernoulli-logit campaign: {N} prompts, G = {G}, autograd vs closed forms", fontsize=10)
+    fig.savefig(path, dpi=110)
+    return path

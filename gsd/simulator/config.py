@@ -1,0 +1,288 @@
+"""Every knob of a simulation, in one dataclass (DESIGN §1.5 gives the paper's values).
+
+A run is fully described by a :class:`SimConfig`: the engine reads nothing else, so two runs
+with equal configs produce equal ledgers (on CPU), and a run folder can refuse a config that
+differs from the one it was started with.
+
+Configs come from code (``SimConfig(method="dapo")``), from a flat TOML file
+(:meth:`SimConfig.from_toml`) or from ``key=value`` strings (``gsd simulate --set lr=0.1``).
+All three paths go through the same checks: an unknown key, a value of the wrong type or out
+of range raises one ``ValueError`` that names the key and the value, before any work is done.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package
+    import tomli as tomllib
+
+__all__ = ["SimConfig", "parse_assignment", "resolve_device", "config_diff"]
+
+METHODS = ("grpo", "dr_grpo", "dapo")
+POLICIES = ("tabular", "mlp")
+DIFFICULTIES = ("bigmath", "beta", "file")
+OPTIMIZERS = ("sgd", "adam")
+DTYPES = ("float32", "float64")
+MLP_OFFSETS = ("frozen", "learned")
+ROLLOUTS = ("answers", "counts")
+
+
+def _default_beta_mixture():
+    # A U-shaped population: half hard (mean 0.2), half easy (mean 0.8), like Big-Math's bulk.
+    return [[0.5, 1.0, 4.0], [0.5, 4.0, 1.0]]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One simulation run.  Defaults are the GRPO arm of the paper's campaign (DESIGN §1.5)."""
+
+    # --- run --------------------------------------------------------------------------------
+    name: str = "run"  # a label, copied into the summary; changes no number
+    seed: int = 0  # seeds the initial population, the network's init and the rollout generator
+    steps: int = 150  # optimizer steps; each draws one batch of groups
+    device: str = "auto"  # auto (cuda if available) | cpu | cuda | cuda:N
+    dtype: str = "float64"  # float32 | float64, for logits, log-probs and advantages
+    checkpoint_every: int = 25  # steps between checkpoints (the last step is always saved)
+    closed_form_every: int = 1  # evaluate the closed-form m_method columns every k steps (0: never); the exact GRPO sum is scipy-bound
+
+    # --- initial population (which p each prompt starts at) ----------------------------------
+    n_prompts: int = 6000  # prompts, each with its own success probability p = sigmoid(z)
+    difficulty: str = "bigmath"  # bigmath (shipped solve rates) | beta (mixture below) | file
+    difficulty_path: str = ""  # file source: a parquet/CSV/JSONL of per-problem solve rates
+    difficulty_column: str = "llama8b_solve_rate"  # file source: the solve-rate column
+    beta_mixture: list = field(default_factory=_default_beta_mixture)  # beta source: [weight, a, b] per component
+    interior_only: bool = True  # keep only 0 < p̂ < 1: a prompt never or always solved has no signal to start from
+    p_min: float = 0.02  # clip the initial p to [p_min, p_max] so every logit is finite (paper: 0.02)
+    p_max: float = 0.98  # (paper: 0.98)
+    replace: bool = False  # draw prompts from the source with replacement (needed when n_prompts exceeds it)
+
+    # --- policy -----------------------------------------------------------------------------
+    policy: str = "tabular"  # tabular (one logit per prompt, the paper's) | mlp (shared network)
+    mlp_embed_dim: int = 16  # mlp: size of each prompt's fixed random embedding
+    mlp_hidden: int = 64  # mlp: hidden units of the one-hidden-layer tanh network
+    mlp_offset: str = "frozen"  # mlp: per-prompt logit offset that makes the initial p exact; frozen = all learning goes through the shared net
+
+    # --- rollouts ---------------------------------------------------------------------------
+    group_size: int = 8  # G, answers per prompt per draw
+    batch_size: int = 0  # prompts per step, sampled without replacement; 0 = every prompt every step
+    verifier_noise: float = 0.0  # ν: the verifier flips each reward with this probability
+    rollouts: str = "answers"  # answers: G Bernoulli answers per group, loss per answer | counts: k ~ Binom(G, p) per group, the same loss summed per (answer, reward) cell — same distribution, O(B) not O(B·G)
+
+    # --- method -----------------------------------------------------------------------------
+    method: str = "grpo"  # grpo | dr_grpo | dapo (GRPO advantages + redraw of silent groups)
+    ddof: int = 0  # std convention GRPO/DAPO divide by: 0 = population (paper), 1 = sample (TRL, verl)
+    eps: float = 0.0  # added to the std before dividing (paper: 0)
+    max_draws: int = 4  # dapo: groups drawn per prompt at most, all counted as generation cost
+
+    # --- loss and optimizer -----------------------------------------------------------------
+    optimizer: str = "sgd"  # sgd (the paper's: each tabular logit moves by lr·g) | adam
+    lr: float = 0.5  # learning rate (paper: 0.5)
+    momentum: float = 0.0  # sgd momentum (paper: 0)
+    ppo_epochs: int = 1  # optimizer steps on each batch of rollouts (ratio 1 on the first)
+    clip: bool = False  # PPO clipped ratio against the sampling policy
+    clip_low: float = 0.2  # ε_low: ratio floor 1 − ε_low
+    clip_high: float = 0.2  # ε_high: ratio ceiling 1 + ε_high (DAPO's clip-higher sets it above ε_low)
+    kl_coef: float = 0.0  # β of the k3 penalty to the frozen initial policy (0: none)
+
+    # ------------------------------------------------------------------------------------------
+    def __post_init__(self):
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _coerce(f.name, getattr(self, f.name), hints[f.name]))
+        self._check_values()
+
+    def _check_values(self) -> None:
+        def bad(key, why):
+            raise ValueError(f"config key {key!r} = {getattr(self, key)!r}: {why}")
+
+        for key, choices in (
+            ("method", METHODS),
+            ("policy", POLICIES),
+            ("difficulty", DIFFICULTIES),
+            ("optimizer", OPTIMIZERS),
+            ("dtype", DTYPES),
+            ("mlp_offset", MLP_OFFSETS),
+            ("rollouts", ROLLOUTS),
+        ):
+            if getattr(self, key) not in choices:
+                bad(key, f"must be one of {choices}")
+        dev = self.device
+        if not (dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit())):
+            bad("device", "must be auto, cpu, cuda or cuda:N")
+        for key in ("steps", "n_prompts", "checkpoint_every", "ppo_epochs", "mlp_embed_dim", "mlp_hidden"):
+            if getattr(self, key) < 1:
+                bad(key, "must be >= 1")
+        for key in ("closed_form_every", "batch_size", "seed"):
+            if getattr(self, key) < 0:
+                bad(key, "must be >= 0")
+        if self.group_size < 2:
+            bad("group_size", "a group needs at least 2 answers to have a spread (G >= 2)")
+        if self.ddof not in (0, 1):
+            bad("ddof", "must be 0 (population std, the paper) or 1 (sample std)")
+        if self.ddof >= self.group_size:
+            bad("ddof", f"needs group_size > ddof, got group_size={self.group_size}")
+        if self.max_draws < 1:
+            bad("max_draws", "must be >= 1 (1 = no redraw)")
+        if self.batch_size > self.n_prompts:
+            bad("batch_size", f"cannot exceed n_prompts = {self.n_prompts} (0 means all)")
+        for key in ("lr",):
+            if not (getattr(self, key) > 0 and math.isfinite(getattr(self, key))):
+                bad(key, "must be a finite number > 0")
+        for key in ("eps", "kl_coef", "momentum"):
+            if not (getattr(self, key) >= 0 and math.isfinite(getattr(self, key))):
+                bad(key, "must be a finite number >= 0")
+        if not 0 <= self.verifier_noise < 0.5:
+            bad("verifier_noise", "must lie in [0, 0.5): at 0.5 the reward carries no information")
+        for key in ("clip_low", "clip_high"):
+            if not 0 < getattr(self, key) < 10:
+                bad(key, "must lie in (0, 10)")
+        if self.clip_low >= 1:
+            bad("clip_low", "must be < 1 (the ratio floor 1 − clip_low must stay positive)")
+        if not 0 < self.p_min < self.p_max < 1:
+            bad("p_min", f"need 0 < p_min < p_max < 1, got p_min={self.p_min}, p_max={self.p_max}")
+        if self.difficulty == "file" and not self.difficulty_path:
+            bad("difficulty_path", "the file difficulty source needs a path")
+        if self.difficulty == "beta":
+            mix = self.beta_mixture
+            ok = len(mix) > 0 and all(
+                isinstance(c, (list, tuple)) and len(c) == 3 and all(_is_number(v) and v > 0 for v in c) for c in mix
+            )
+            if not ok:
+                bad("beta_mixture", "must be a non-empty list of [weight, a, b] with every entry > 0")
+
+    # ------------------------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """Plain JSON/TOML-able dict of every field."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    def with_overrides(self, overrides: dict | None) -> "SimConfig":
+        """A copy with some keys replaced; unknown keys and bad values raise ``ValueError``."""
+        if not overrides:
+            return self
+        _check_keys(overrides, "override")
+        return SimConfig(**{**self.to_dict(), **dict(overrides)})
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SimConfig":
+        _check_keys(data, "config")
+        return cls(**data)
+
+    @classmethod
+    def from_toml(cls, path) -> "SimConfig":
+        """Read a flat TOML (or JSON, e.g. a run folder's ``config.json``) file of keys."""
+        data = read_config_file(path)
+        if "arms" in data or "base" in data:
+            raise ValueError(f"config file {str(path)!r} is a campaign (it has [base]/[arms]); use --campaign")
+        return cls.from_dict(data)
+
+    def key(self) -> str:
+        """A canonical JSON text of the config (what a run folder compares)."""
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+# ------------------------------------------------------------------------------------------
+def read_config_file(path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"config file {str(path)!r} does not exist")
+    try:
+        if path.suffix.lower() == ".json":
+            return json.loads(path.read_text())
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"config file {str(path)!r} is not valid TOML/JSON: {exc}") from None
+
+
+def _check_keys(data: dict, what: str) -> None:
+    known = {f.name for f in dataclasses.fields(SimConfig)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"unknown {what} key {unknown[0]!r} = {data[unknown[0]]!r} (known keys: {', '.join(sorted(known))})")
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _coerce(key, value, kind):
+    """Check a value against the field's annotation; ints are accepted where floats are."""
+    def wrong():
+        raise ValueError(f"config key {key!r} = {value!r}: must be of type {getattr(kind, '__name__', kind)}")
+
+    if kind is bool:
+        if not isinstance(value, bool):
+            wrong()
+        return value
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            wrong()
+        return int(value)
+    if kind is float:
+        if not _is_number(value):
+            wrong()
+        value = float(value)
+        if math.isnan(value):
+            raise ValueError(f"config key {key!r} = nan: must be a number")
+        return value
+    if kind is str:
+        if not isinstance(value, str):
+            wrong()
+        return value
+    if kind is list:
+        if not isinstance(value, (list, tuple)):
+            wrong()
+        return [list(v) if isinstance(v, (list, tuple)) else v for v in value]
+    raise TypeError(f"unhandled annotation {kind!r} for {key}")  # pragma: no cover
+
+
+def _plain(value):
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def parse_assignment(text: str) -> tuple[str, object]:
+    """'lr=0.1' → ('lr', 0.1); the value is read as a TOML value, else kept as a bare string."""
+    if "=" not in text:
+        raise ValueError(f"--set expects key=value, got {text!r}")
+    key, raw = (s.strip() for s in text.split("=", 1))
+    if not key:
+        raise ValueError(f"--set expects key=value, got {text!r}")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw  # e.g. method=dapo without quotes
+    return key, value
+
+
+def resolve_device(device: str) -> str:
+    """'auto' → 'cuda' when torch sees a GPU, else 'cpu'; asking for CUDA without one is an error."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"config key 'device' = {device!r}: CUDA was requested but torch sees no CUDA device")
+        if ":" in device and int(device.split(":")[1]) >= torch.cuda.device_count():
+            raise ValueError(f"config key 'device' = {device!r}: only {torch.cuda.device_count()} CUDA device(s)")
+    elif device != "cpu":
+        raise ValueError(f"config key 'device' = {device!r}: must be auto, cpu, cuda or cuda:N")
+    return device
+
+
+def config_diff(a: dict, b: dict) -> list[str]:
+    """Keys whose values differ, as 'key: a → b' lines."""
+    keys = sorted(set(a) | set(b))
+    return [f"{k}: {a.get(k)!r} → {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)]

@@ -1,0 +1,262 @@
+"""The per-step ledger of a run, its closed-form predictions and the run summary.
+
+Each training step appends one row: what the step *did* (silent groups seen, generations
+spent, the autograd logit-gradient mass per decile of initial p) beside what the closed forms
+of the math core *predict* for the same prompts at the policy the step sampled from
+(DESIGN §1.2 and §1.3).  :data:`COLUMNS` names and explains every column.
+
+The closed forms come from :mod:`gsd.silent` and :mod:`gsd.update`, unchanged; the only thing
+added here is the effect of a noisy verifier, derived below.
+
+Files are written atomically (a temporary file in the same folder, then ``os.replace``), so a
+run killed at any instant leaves either the old file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..silent import dapo_generation_cost, silent_rate
+from ..update import expected_update
+
+__all__ = [
+    "COLUMNS",
+    "WALL_COLUMNS",
+    "INT_COLUMNS",
+    "reward_rate",
+    "predicted_update",
+    "predicted_silent",
+    "r_squared",
+    "summarise",
+    "write_json",
+    "read_json",
+    "write_table",
+    "read_ledger",
+    "atomic_path",
+]
+
+N_DECILES = 10
+N_QUARTILES = 4
+
+#: Every ledger column and what it means.  "Batch" = the prompts sampled at this step;
+#: "before" = at the policy the step sampled from (before its update).
+COLUMNS: dict[str, str] = {
+    "step": "step index, 0-based; the row describes the rollouts and update of this step",
+    "n_batch": "prompts in this step's batch",
+    "silent_frac": "observed fraction of batch prompts whose (first) group was silent (all rewards equal)",
+    "silent_pred": "predicted silent fraction: mean over the batch of q^G + (1−q)^G at the p before the step (q = reward rate, = p without verifier noise)",
+    "zero_update_frac": "observed fraction of batch prompts that got no update (silent; for DAPO: silent in all max_draws draws)",
+    "zero_update_pred": "predicted zero-update fraction: mean of P_silent (DAPO: P_silent^max_draws)",
+    "groups": "groups drawn this step (DAPO counts every redraw)",
+    "groups_pred": "expected groups drawn: n_batch, or Σ (1 − P_silent^D)/(1 − P_silent) for DAPO",
+    "generations": "answers generated this step = groups × G",
+    "generations_cum": "answers generated up to and including this step",
+    "loss": "value of the loss at the first epoch (policy term + KL term)",
+    "kl": "mean k3 estimate of KL(π‖π_init) over the sampled answers at the first epoch (0 without a KL penalty)",
+    "clip_frac": "fraction of answers whose ratio lay outside [1−ε_low, 1+ε_high] at the last epoch (0 without clipping)",
+    "grad_mass": "Σ over batch prompts of g_j = −∂L/∂z_j, the autograd logit gradient of the first epoch's policy loss "
+    "(the update before the learning rate; g_j ≥ 0 with an exact verifier, so this is Σ|∂L/∂z_j| there; a noisy verifier can make g_j < 0)",
+    "grad_pred": "Σ over batch prompts of the closed form m_method(p_j, G) at the p before the step (NaN on steps without closed forms)",
+}
+COLUMNS.update(
+    {f"grad_mass_d{d}": f"grad_mass restricted to prompts whose initial p lies in decile {d} ([{d / 10:.1f}, {(d + 1) / 10:.1f}))" for d in range(N_DECILES)}
+)
+COLUMNS.update({f"grad_pred_d{d}": f"grad_pred restricted to initial-p decile {d}" for d in range(N_DECILES)})
+COLUMNS.update(
+    {
+        "mean_p": "mean p over all prompts, before the step",
+        "mean_arcsin": "mean 2·arcsin(√p) over all prompts (GRPO's large-G objective), before the step",
+    }
+)
+COLUMNS.update(
+    {
+        f"mean_p_q{q + 1}": f"mean p, before the step, of initial-p quartile {q + 1} (q1 = the initially hardest 25 %)"
+        for q in range(N_QUARTILES)
+    }
+)
+COLUMNS.update({"wall_s": "wall-clock seconds of this step (differs between otherwise identical runs)"})
+
+#: Columns holding integers (the rest are floats).
+INT_COLUMNS = ("step", "n_batch", "groups", "generations", "generations_cum")
+
+#: Columns that legitimately differ between two runs of the same config.
+WALL_COLUMNS = ("wall_s",)
+
+
+# --------------------------------------------------------------------------- closed forms
+def reward_rate(p, noise: float):
+    """Probability that the verifier says "right": q = p(1−ν) + (1−p)ν."""
+    p = np.asarray(p, dtype=np.float64)
+    return p if noise == 0 else p * (1.0 - noise) + (1.0 - p) * noise
+
+
+def predicted_update(p, cfg) -> np.ndarray:
+    """Expected logit update of each prompt, m_method(p, G) of DESIGN §1.3.
+
+    GRPO and Dr.GRPO: :func:`gsd.update.expected_update` with the run's ddof/eps.  DAPO with
+    at most D draws: ``expected_update(..., "dapo", max_draws=D)`` = m_DAPO·(1 − P_silent^D).
+
+    With a noisy verifier (each reward flipped with probability ν) the rewards are Bernoulli(q),
+    q = p(1−ν) + (1−p)ν, and given the rewards each answer is right with probability
+    p(1−ν)/q (reward 1) or pν/(1−q) (reward 0).  The logit score is y − p, so the expected
+    contrast s̄₊ − s̄₋ given the rewards is p(1−ν)/q − pν/(1−q) = (1−2ν)·p(1−p)/(q(1−q)),
+    the same for every group; the identity g = σ²/(σ_c+eps)·(s̄₊ − s̄₋) then gives
+        E[g] = m_method(q, G) · (1−2ν)·p(1−p)/(q(1−q)),
+    which is m_method(p, G) at ν = 0.
+    """
+    p = np.asarray(p, dtype=np.float64)
+    q = reward_rate(p, cfg.verifier_noise)
+    kw = {"ddof": cfg.ddof, "eps": cfg.eps}
+    if cfg.method == "dapo":
+        kw["max_draws"] = cfg.max_draws
+    with np.errstate(divide="ignore", invalid="ignore"):  # the core takes log1p(−1) where 1 − P_silent rounds to 1 (large G)
+        m = expected_update(q, cfg.group_size, cfg.method, **kw)
+    if cfg.verifier_noise:
+        v = q * (1.0 - q)
+        factor = np.where(v > 0, (1.0 - 2.0 * cfg.verifier_noise) * p * (1.0 - p) / np.where(v > 0, v, 1.0), 0.0)
+        m = m * factor
+    return m
+
+
+def predicted_silent(p, cfg) -> dict:
+    """Predicted per-batch means: silent rate (DESIGN §1.2), zero-update rate and groups drawn."""
+    q = reward_rate(p, cfg.verifier_noise)
+    s = silent_rate(q, cfg.group_size)
+    if cfg.method == "dapo":
+        zero = s**cfg.max_draws
+        groups = dapo_generation_cost(q, cfg.group_size, max_draws=cfg.max_draws).sum()
+    else:
+        zero = s
+        groups = float(q.size)
+    return {"silent_pred": float(s.mean()), "zero_update_pred": float(zero.mean()), "groups_pred": float(groups)}
+
+
+# --------------------------------------------------------------------------- summary
+def r_squared(observed, predicted) -> float:
+    """Coefficient of determination of ``predicted`` as a prediction of ``observed``.
+
+    R² = 1 − Σ(obs − pred)² / Σ(obs − mean obs)²  (no refit: a biased prediction lowers it).
+    NaN when the observations do not vary.
+    """
+    obs = np.asarray(observed, dtype=np.float64)
+    pred = np.asarray(predicted, dtype=np.float64)
+    ss_tot = float(((obs - obs.mean()) ** 2).sum()) if obs.size else 0.0
+    if ss_tot == 0:
+        return math.nan
+    return 1.0 - float(((obs - pred) ** 2).sum()) / ss_tot
+
+
+def _shares(x):
+    x = np.asarray(x, dtype=np.float64)
+    total = x.sum()
+    return (x / total).tolist() if total > 0 else [math.nan] * len(x)
+
+
+def summarise(ledger: pd.DataFrame, cfg, *, initial: dict, final: dict, device: str) -> dict:
+    """The run's summary: how well the closed forms tracked the training dynamics.
+
+    * ``silent_r2``: R² of ``silent_pred`` against ``silent_frac`` over the steps;
+    * ``decile_share_measured`` / ``decile_share_closed_form``: each initial-p decile's share of
+      the logit-gradient mass summed over the steps with closed forms (DESIGN §1.3's budget
+      share, measured by autograd against Σ m_method);
+    * ``initial`` / ``final``: mean p, mean 2·arcsin√p and the four initial-p quartile means;
+    * ``generations_total``: answers generated (DAPO's redraws included).
+    """
+    cf = ledger["grad_pred"].notna()
+    measured = ledger.loc[cf, [f"grad_mass_d{d}" for d in range(N_DECILES)]].sum().to_numpy()
+    closed = ledger.loc[cf, [f"grad_pred_d{d}" for d in range(N_DECILES)]].sum().to_numpy()
+    share_m, share_c = _shares(measured), _shares(closed)
+    diff = np.abs(np.asarray(share_m) - np.asarray(share_c))
+    total_pred = float(ledger.loc[cf, "grad_pred"].sum())
+    out = {
+        "complete": True,
+        "name": cfg.name,
+        "method": cfg.method,
+        "policy": cfg.policy,
+        "device": device,
+        "steps": int(len(ledger)),
+        "n_prompts": cfg.n_prompts,
+        "group_size": cfg.group_size,
+        "silent_r2": r_squared(ledger["silent_frac"], ledger["silent_pred"]),
+        "silent_rmse": float(np.sqrt(((ledger["silent_frac"] - ledger["silent_pred"]) ** 2).mean())),
+        "silent_frac_mean": float(ledger["silent_frac"].mean()),
+        "silent_pred_mean": float(ledger["silent_pred"].mean()),
+        "zero_update_frac_mean": float(ledger["zero_update_frac"].mean()),
+        "zero_update_pred_mean": float(ledger["zero_update_pred"].mean()),
+        "decile_share_measured": share_m,
+        "decile_share_closed_form": share_c,
+        "decile_share_max_abs_diff": float(np.nanmax(diff)) if np.isfinite(diff).any() else math.nan,
+        "grad_mass_over_closed_form": float(ledger.loc[cf, "grad_mass"].sum() / total_pred) if total_pred > 0 else math.nan,
+        "closed_form_steps": int(cf.sum()),
+        "initial": initial,
+        "final": final,
+        "groups_total": int(ledger["groups"].sum()),
+        "groups_pred_total": float(ledger["groups_pred"].sum()),
+        "generations_total": int(ledger["generations"].sum()),
+        "wall_s_total": float(ledger["wall_s"].sum()),
+        "config": cfg.to_dict(),
+    }
+    return out
+
+
+# --------------------------------------------------------------------------- files
+def atomic_path(path: Path) -> Path:
+    """The temporary sibling a writer fills before ``os.replace`` moves it onto ``path``."""
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def _json_safe(obj):
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, (np.floating, float)):
+        return None if not math.isfinite(float(obj)) else float(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def write_json(path, obj) -> None:
+    """Atomic JSON write; NaN/inf become null (strict JSON)."""
+    path = Path(path)
+    tmp = atomic_path(path)
+    tmp.write_text(json.dumps(_json_safe(obj), indent=2, allow_nan=False) + "\n")
+    os.replace(tmp, path)
+
+
+def read_json(path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def write_table(df: pd.DataFrame, folder, stem: str = "ledger") -> Path:
+    """Write ``df`` as ``stem.parquet`` (or ``stem.csv`` without pyarrow), atomically."""
+    folder = Path(folder)
+    try:
+        import pyarrow  # noqa: F401
+
+        path = folder / f"{stem}.parquet"
+        tmp = atomic_path(path)
+        df.to_parquet(tmp, index=False)
+    except ImportError:
+        path = folder / f"{stem}.csv"
+        tmp = atomic_path(path)
+        df.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+    return path
+
+
+def read_ledger(folder) -> pd.DataFrame:
+    """A run folder's ledger (parquet, or the CSV fallback)."""
+    folder = Path(folder)
+    if (folder / "ledger.parquet").is_file():
+        return pd.read_parquet(folder / "ledger.parquet")
+    if (folder / "ledger.csv").is_file():
+        return pd.read_csv(folder / "ledger.csv")
+    raise ValueError(f"out_dir {str(folder)!r} holds no ledger")
