@@ -22,7 +22,7 @@ test: $(VENV)/.installed
 	$(PY) -m pytest -q
 
 reproduce: $(VENV)/.installed
-	$(VENV)/bin/gsd reproduce --out reports/latest
+	$(VENV)/bin/gsd reproduce --out reports/latest --figures figures
 
 figures: $(VENV)/.installed
 	$(VENV)/bin/gsd figures --out figures
