@@ -30,6 +30,7 @@ figures: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_simulator.py --out runs/bench_simulator.json
+	$(PY) benchmarks/bench_sweep.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

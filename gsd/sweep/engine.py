@@ -1,0 +1,319 @@
+"""The sweep driver: expand a grid, run what is missing, retry failures, collect one table.
+
+Layout of a sweep folder::
+
+    sweeps/NAME/
+        grid.toml            copy of the grid file of the last invocation
+        sweep.json           manifest: the runs (name, grid values, folder), backend, outcome
+        events.jsonl         one line per run event (ran / failed / retried / found complete)
+        results.parquet      one row per run: grid values, status, the summary's scalars
+        runs/<run name>/     an ordinary simulator run folder (resumable, inspectable alone)
+        runs/<run name>.lock present while a process writes that folder
+
+Running the same sweep again only does what is missing: complete runs are skipped, interrupted
+ones resume from their checkpoint.  The per-run lock makes it safe to run two sweeps over the
+same folder at once (each run is written by one process; the other waits, then finds it
+complete).  ``results.parquet`` and ``sweep.json`` are replaced atomically.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import numbers
+import os
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .backends import TaskFailed, make_backend, read_summary
+from .grid import Grid, RunSpec, expand, load_grid
+
+__all__ = ["run_sweep", "SweepResult", "plan_sweep", "results_table", "load_results", "atomic_write_bytes"]
+
+RESULTS = "results.parquet"
+MANIFEST = "sweep.json"
+EVENTS = "events.jsonl"
+
+
+@dataclass
+class SweepResult:
+    """What :func:`run_sweep` did.  ``table`` is the content of ``results.parquet``."""
+
+    out: Path
+    table: pd.DataFrame
+    ran: list = field(default_factory=list)  # run names executed (or finished) by this call
+    skipped: list = field(default_factory=list)  # complete before this call (or by another sweep)
+    failed: dict = field(default_factory=dict)  # name -> last error, after every retry
+    attempts: dict = field(default_factory=dict)  # name -> tasks submitted by this call
+    wall_s: float = 0.0
+    backend: str = ""
+    workers: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def results_path(self) -> Path:
+        return self.out / RESULTS
+
+
+# ------------------------------------------------------------------------------ files
+def atomic_write_bytes(path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _atomic_parquet(df: pd.DataFrame, path: Path) -> None:
+    import io
+
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _atomic_json(obj, path: Path) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, default=str) + "\n").encode("utf-8"))
+
+
+def _log_event(out: Path, **event) -> None:
+    event = {"time": time.time(), **event}
+    line = (json.dumps(event, default=str) + "\n").encode("utf-8")
+    fd = os.open(out / EVENTS, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def load_results(out) -> pd.DataFrame:
+    """The results table of a sweep folder."""
+    path = Path(out) / RESULTS
+    if not path.is_file():
+        raise ValueError(f"no results table in {str(out)!r} (run the sweep first)")
+    return pd.read_parquet(path)
+
+
+# ------------------------------------------------------------------------------ table
+def _flatten(summary: dict, prefix: str = "") -> dict:
+    """The scalar entries of a (nested) summary, with dotted keys; lists and arrays are left out."""
+    flat = {}
+    for key, value in summary.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, name + "."))
+        elif value is None or isinstance(value, (str, bool, numbers.Number)):
+            if isinstance(value, numbers.Number) and not isinstance(value, (bool, int, float)):
+                value = value.item() if hasattr(value, "item") else float(value)  # numpy scalars
+            flat[name] = value
+        elif getattr(value, "ndim", None) == 0:
+            flat[name] = value.item()
+    return flat
+
+
+#: Summary entries left out of the table: the echo of the full config (it is in each run folder).
+_SUMMARY_SKIP = ("config",)
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - incomparable values are different
+        return False
+
+
+def results_table(specs: list[RunSpec], summaries: dict, out: Path | None = None) -> pd.DataFrame:
+    """One row per run, in grid order: ``run``, the grid values, ``status``, ``run_dir``, then
+    the summary's scalar entries, nested keys dotted.  A summary entry that repeats a grid value
+    is dropped, one that differs from it gets a ``summary.`` prefix; lists and the summary's
+    copy of the config are left out (they stay in each run's folder)."""
+    rows = []
+    for spec in specs:
+        row = {"run": spec.name, **spec.params}
+        summary = summaries.get(spec.name)
+        row["status"] = "complete" if summary is not None else "failed"
+        rd = spec.run_dir
+        row["run_dir"] = str(rd.relative_to(out)) if (rd is not None and out is not None) else str(rd)
+        summary = {k: v for k, v in (summary or {}).items() if k not in _SUMMARY_SKIP}
+        for key, value in _flatten(summary).items():
+            if key == "name" and value == spec.name:
+                continue  # the config's name is the run's name: already the `run` column
+            if key in row:
+                if _same(row[key], value):
+                    continue  # an echo of a grid value
+                key = f"summary.{key}"
+            row[key] = value
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    for col in table.columns:  # a column mixing kinds (e.g. 1 and "a") cannot go to parquet
+        if table[col].dtype == object:
+            kinds = {type(v) for v in table[col] if v is not None and not (isinstance(v, float) and math.isnan(v))}
+            if len(kinds) > 1 and not kinds <= {int, float}:
+                table[col] = [None if v is None else str(v) for v in table[col]]
+    return table
+
+
+# ------------------------------------------------------------------------------ driver
+def plan_sweep(grid, out, simulator="gsd.simulator") -> list[RunSpec]:
+    """Expand ``grid`` and bind each run to its folder under ``out/runs`` (runs nothing)."""
+    grid = grid if isinstance(grid, Grid) else load_grid(grid)
+    specs = expand(grid, simulator)
+    runs = Path(out) / "runs"
+    for spec in specs:
+        spec.run_dir = runs / spec.name
+    return specs
+
+
+def run_sweep(
+    grid,
+    out,
+    *,
+    backend="local",
+    workers: int | None = None,
+    address: str | None = None,
+    max_retries: int = 2,
+    simulator: str = "gsd.simulator",
+    progress: bool = True,
+    lock_timeout: float | None = None,
+    backend_options: dict | None = None,
+) -> SweepResult:
+    """Run every run of ``grid`` that is not complete under ``out``; write ``results.parquet``.
+
+    Parameters
+    ----------
+    grid : a grid file path (see :mod:`gsd.sweep.grid`) or a :class:`Grid`.
+    out : the sweep folder (created).  On a Ray cluster it must be on a shared file system.
+    backend : ``"local"`` (process pool), ``"ray"``, or a backend object.
+    workers : local: pool size (default: the core count); ray without ``address``: the CPUs of
+        the local Ray instance.
+    address : ray only: an existing cluster (``"auto"``, ``"HOST:PORT"``, ``"ray://HOST:PORT"``).
+    max_retries : a failed run is retried (resuming its folder) at most this many times.
+    simulator : module with ``SimConfig``, ``run_simulation`` and ``is_complete``.
+    lock_timeout : seconds a run waits for a folder locked by a live process before failing
+        (``None``: wait).
+    """
+    if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
+        raise ValueError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+    t0 = time.perf_counter()
+    grid = grid if isinstance(grid, Grid) else load_grid(grid)
+    out = Path(out)
+    specs = plan_sweep(grid, out, simulator)
+    sim = importlib.import_module(simulator)
+    backend_obj = make_backend(backend, workers=workers, address=address, **(backend_options or {}))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "runs").mkdir(exist_ok=True)
+    if grid.text is not None:
+        atomic_write_bytes(out / "grid.toml", grid.text.encode("utf-8"))
+    manifest = {
+        "grid": str(grid.source) if grid.source else None,
+        "description": grid.description,
+        "simulator": simulator,
+        "backend": backend_obj.name,
+        "started": time.time(),
+        "runs": [{"name": s.name, "params": s.params, "run_dir": str(s.run_dir.relative_to(out))} for s in specs],
+    }
+    _atomic_json(manifest, out / MANIFEST)
+
+    summaries: dict[str, dict] = {}
+    result = SweepResult(out=out, table=pd.DataFrame(), backend=backend_obj.name)
+    pending = []
+    for spec in specs:
+        if sim.is_complete(spec.run_dir):
+            summaries[spec.name] = read_summary(sim, spec.run_dir)
+            result.skipped.append(spec.name)
+        else:
+            pending.append(spec)
+
+    if pending:
+        _execute(pending, backend_obj, out, simulator, max_retries, lock_timeout, progress, len(specs),
+                 summaries, result)
+
+    result.table = results_table(specs, summaries, out)
+    _atomic_parquet(result.table, out / RESULTS)
+    result.wall_s = time.perf_counter() - t0
+    manifest.update(
+        finished=time.time(),
+        wall_s=result.wall_s,
+        workers=result.workers,
+        ran=result.ran,
+        skipped=result.skipped,
+        failed=result.failed,
+    )
+    _atomic_json(manifest, out / MANIFEST)
+    return result
+
+
+def _task(spec: RunSpec, simulator: str, lock_timeout, attempt: int) -> dict:
+    return {
+        "name": spec.name,
+        "simulator": simulator,
+        "config": spec.config,
+        "run_dir": str(spec.run_dir),
+        "threads": max(1, int(math.floor(spec.num_cpus))),
+        "num_cpus": spec.num_cpus,
+        "num_gpus": spec.num_gpus,
+        "lock_timeout": lock_timeout,
+        "attempt": attempt,
+    }
+
+
+def _execute(pending, backend, out, simulator, max_retries, lock_timeout, progress, total, summaries, result):
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, initial=total - len(pending), desc=f"sweep ({backend.name})", unit="run",
+               disable=not progress, file=sys.stderr)
+    inflight: dict = {}
+    aborted = True
+    backend.start(len(pending), pending)
+    result.workers = backend.size
+    try:
+
+        def submit(spec):
+            attempt = result.attempts.get(spec.name, 0) + 1
+            result.attempts[spec.name] = attempt
+            inflight[backend.submit(_task(spec, simulator, lock_timeout, attempt))] = spec
+
+        for spec in pending:
+            submit(spec)
+        while inflight:
+            for handle, ok, value in backend.wait(list(inflight)):
+                spec = inflight.pop(handle)
+                attempt = result.attempts[spec.name]
+                if ok:
+                    summaries[spec.name] = value["summary"]
+                    if value["status"] == "ran":
+                        result.ran.append(spec.name)
+                    else:
+                        result.skipped.append(spec.name)
+                    _log_event(out, run=spec.name, event=value["status"], attempt=attempt, resumed=value["resumed"],
+                               host=value["host"], pid=value["pid"], seconds=value["seconds"])
+                    bar.update(1)
+                    continue
+                err = value if isinstance(value, TaskFailed) else TaskFailed(str(value))
+                retry = attempt <= max_retries
+                _log_event(out, run=spec.name, event="retry" if retry else "failed", attempt=attempt,
+                           error=str(err), detail=err.detail[-4000:])
+                if retry:
+                    submit(spec)
+                else:
+                    result.failed[spec.name] = str(err)
+                    bar.update(1)
+        aborted = False
+    finally:
+        bar.close()
+        backend.stop(abort=aborted)

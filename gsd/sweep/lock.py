@@ -1,0 +1,217 @@
+"""A lock file per run folder, so that two sweeps never write into the same run.
+
+The lock is a file created with ``O_CREAT | O_EXCL`` (atomic on local file systems and on
+NFSv3+), holding JSON that names its owner: host, pid, the process start time (to tell a
+recycled pid from the owner) and a random token.  While held, a background thread touches the
+file every ``heartbeat`` seconds.
+
+A lock is *stale*, and may be broken, when
+
+* its owner ran on this host and that process is gone (or the pid now belongs to a process
+  that started later);
+* its owner ran on another host and the file has not been touched for ``stale_after``
+  seconds (the owner's heartbeat stopped);
+* it cannot be read as a lock (its writer died between creating and filling it) and is older
+  than ``grace`` seconds.
+
+Breaking is itself serialised by a short-lived ``<lock>.break`` file, and the breaker checks,
+holding it, that the lock is still the stale one it saw; so two processes that find the same
+stale lock cannot both take it, and a fresh lock is never removed by mistake.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+
+__all__ = ["RunLock", "LockBusy", "read_lock", "lock_is_stale"]
+
+
+class LockBusy(RuntimeError):
+    """The lock is held by a live owner (raised when the wait times out)."""
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of a process in clock ticks since boot (Linux), else None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces: split after it.
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    except OSError:
+        return False
+    return True
+
+
+def read_lock(path) -> tuple[dict | None, bytes | None]:
+    """(owner info or None if unreadable, raw bytes or None if the file is missing)."""
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return None, None
+    except OSError:
+        return None, b""
+    try:
+        info = json.loads(raw.decode("utf-8"))
+        if not isinstance(info, dict) or not isinstance(info.get("pid"), int):
+            info = None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        info = None
+    return info, raw
+
+
+def lock_is_stale(path, info: dict | None, *, stale_after: float = 600.0, grace: float = 10.0) -> bool:
+    """Whether the lock at ``path`` (whose content parsed to ``info``) may be broken."""
+    try:
+        age = time.time() - os.stat(path).st_mtime
+    except FileNotFoundError:
+        return False  # gone already: nothing to break
+    if info is None:
+        return age > grace
+    if info.get("host") == socket.gethostname():
+        pid = info["pid"]
+        if not _pid_alive(pid):
+            return True
+        started = info.get("start")
+        now_started = _process_start(pid)
+        return started is not None and now_started is not None and started != now_started
+    return age > stale_after
+
+
+class RunLock:
+    """An exclusive lock on one run folder (a context manager).
+
+    ``timeout=None`` waits as long as a live owner holds the lock; a number waits at most
+    that many seconds and then raises :class:`LockBusy` (0: try once).
+    """
+
+    def __init__(self, path, *, timeout: float | None = None, poll: float = 0.5,
+                 stale_after: float = 600.0, grace: float = 10.0, heartbeat: float = 30.0):
+        self.path = Path(path)
+        self.timeout = timeout
+        self.poll = poll
+        self.stale_after = stale_after
+        self.grace = grace
+        self.heartbeat = heartbeat
+        self.token: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- acquire / release
+    def acquire(self) -> "RunLock":
+        if self.token is not None:
+            raise RuntimeError(f"lock {self.path} is already held by this object")
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            token = uuid.uuid4().hex
+            if self._try_create(token):
+                self.token = token
+                self._start_heartbeat()
+                return self
+            info, raw = read_lock(self.path)
+            if raw is None:
+                continue  # released between our attempt and the read
+            if lock_is_stale(self.path, info, stale_after=self.stale_after, grace=self.grace):
+                self._break(raw)
+                continue
+            if deadline is not None and time.monotonic() >= deadline:
+                owner = f"pid {info['pid']} on {info.get('host')}" if info else "an unknown owner"
+                raise LockBusy(f"run folder is locked by {owner} ({self.path})")
+            time.sleep(self.poll)
+
+    def _try_create(self, token: str) -> bool:
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        try:
+            info = {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "start": _process_start(os.getpid()),
+                "token": token,
+                "created": time.time(),
+            }
+            os.write(fd, json.dumps(info).encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return True
+
+    def _break(self, seen: bytes) -> None:
+        """Remove the stale lock whose content was ``seen``, if it is still that one."""
+        breaker = Path(str(self.path) + ".break")
+        try:
+            fd = os.open(breaker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:  # a breaker that died mid-way leaves its file behind
+                if time.time() - os.stat(breaker).st_mtime > max(self.grace, 5.0):
+                    breaker.unlink(missing_ok=True)
+            except FileNotFoundError:
+                pass
+            time.sleep(min(self.poll, 0.05))
+            return
+        try:
+            info, raw = read_lock(self.path)
+            if raw == seen and lock_is_stale(self.path, info, stale_after=self.stale_after, grace=self.grace):
+                self.path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+            breaker.unlink(missing_ok=True)
+
+    def release(self) -> None:
+        if self.token is None:
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        info, _ = read_lock(self.path)
+        if info is not None and info.get("token") == self.token:
+            self.path.unlink(missing_ok=True)
+        self.token = None
+        self._thread = None
+        self._stop = threading.Event()
+
+    @property
+    def held(self) -> bool:
+        return self.token is not None
+
+    # -- heartbeat
+    def _start_heartbeat(self) -> None:
+        if not self.heartbeat or self.heartbeat <= 0:
+            return
+        stop, path = self._stop, self.path
+
+        def beat():
+            while not stop.wait(self.heartbeat):
+                try:
+                    os.utime(path)
+                except OSError:
+                    pass
+
+        self._thread = threading.Thread(target=beat, name=f"lock-heartbeat:{path.name}", daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> "RunLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()

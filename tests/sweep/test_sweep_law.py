@@ -1,0 +1,129 @@
+"""The law in training: the measurement from checkpoint pairs, the tables, the figure, the
+notebook.  Runs the real simulator on the tiny (fast) grid, once per session."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from sweep_helpers import ROOT
+
+from gsd import fidelity
+from gsd.sweep import law, load_results
+
+NOTEBOOK = ROOT / "notebooks" / "09_law_in_training.ipynb"
+
+
+@pytest.fixture(scope="module")
+def law_sweep(tmp_path_factory):
+    base = tmp_path_factory.mktemp("sweeps")
+    grid = law.law_grid(fast=True)
+    res = law.run_law_sweep(grid, base / "law_in_training_fast", fast=True, progress=False)
+    return res
+
+
+@pytest.fixture(scope="module")
+def result(law_sweep):
+    return law.law_in_training(law_sweep.out)
+
+
+def test_fast_grid_is_the_shipped_grid_made_small():
+    full, fast = law.law_grid(fast=False), law.law_grid(fast=True)
+    assert dict(full.axes)["group_size"] == (4, 8, 16, 32, 64) and full.size == 150
+    assert [m["label"] for m in dict(full.axes)["mix"]] == ["hard", "medium", "easy"]
+    assert full.base["method"] == "grpo" and full.base["policy"] == "tabular"
+    assert fast.keys == full.keys and fast.size == 27 and fast.base["n_prompts"] == 400
+
+
+def test_measured_attenuation_follows_exact_phi_not_the_law(law_sweep, result):
+    assert law_sweep.ok and len(law_sweep.table) == 27
+    assert result.group_keys == ["mix", "step", "group_size"]
+    bg = result.by_group.set_index(result.group_keys)
+    assert len(bg) == 3 * 2 * 3 and (bg["n"] == 400).all()  # mixes × steps (0, 5) × G; 400 prompts, 1 seed
+    assert list(result.by_group["mix"].iloc[[0, 6, 12]]) == ["hard", "medium", "easy"]  # grid order
+    # the measurement is unbiased for exact φ: every cell within 4 standard errors
+    assert (bg["z"].abs() < 4).all(), bg[["measured", "exact", "z"]]
+    # at the first step the law misses hard and easy mixes at G = 4 by far more than the noise
+    for mix in ("hard", "easy"):
+        row = bg.loc[(mix, 0, 4)]
+        assert abs(row["law"] - row["exact"]) > 0.1 > 2 * row["measured_se"]
+    # and converges with G
+    assert abs(bg.loc[("medium", 0, 64), "law"] - bg.loc[("medium", 0, 64), "exact"]) < 0.005
+    assert result.pivot("exact").shape == (6, 3)
+    # hard prompts train: the p before step 5 is higher than before step 0
+    upd = result.updates
+    hard = upd[upd["mix"] == "hard"]
+    assert hard.loc[hard["step"] == 5, "p"].mean() > hard.loc[hard["step"] == 0, "p"].mean()
+
+
+def test_per_prompt_rows_and_bins_are_consistent(result):
+    upd = result.updates
+    assert set(upd["step"]) == {0, 5}
+    assert np.allclose(upd["phi"], fidelity(upd["p"].to_numpy(), upd["group_size"].to_numpy()))
+    bb = result.by_bin
+    assert (bb["p_lo"] < bb["p_hi"]).all()
+    counts = bb.groupby(["mix", "group_size"], sort=False)["n"].sum()
+    assert counts.to_dict() == result.by_group.groupby(["mix", "group_size"])["n"].sum().to_dict()
+    assert bb["mix"].iloc[0] == "hard"  # grid order, not alphabetical
+
+
+def test_figure_is_written(result, tmp_path):
+    path = law.save_law_figure(result, tmp_path / "law.png")
+    assert path.stat().st_size > 10_000 and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_refuses_what_it_cannot_measure(law_sweep, tmp_path):
+    with pytest.raises(ValueError, match="not single GRPO steps"):
+        law._ratios(np.zeros(5), np.full(5, 0.123), 0.5, 8, "x")
+    with pytest.raises(ValueError, match="tabular GRPO"):
+        law._check_config({**law._REQUIRED, "method": "dr_grpo"}, "run")
+    table = load_results(law_sweep.out)
+    with pytest.raises(ValueError, match="vary `steps`"):
+        law.step_updates(law_sweep.out, table.drop(columns="steps"))
+    broken = table.assign(status=np.where(table.index == 0, "failed", table["status"]))
+    with pytest.raises(ValueError, match="not complete"):
+        law.step_updates(law_sweep.out, broken)
+    no_pairs = table[table["steps"] == 5]
+    with pytest.raises(ValueError, match="no measurable steps"):
+        law.step_updates(law_sweep.out, no_pairs)
+
+
+# ------------------------------------------------------------------------------ notebook
+def test_notebook_is_committed_without_outputs_and_thin():
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert any("import gsd" in c.source for c in code)
+    for cell in code:
+        assert cell.outputs == [] and cell.execution_count is None
+        for word in ("def ", "class ", "for ", "while ", "lambda"):
+            assert word not in cell.source
+
+
+def test_notebook_executes_in_fast_mode(law_sweep, tmp_path, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    kernelspec = pytest.importorskip("jupyter_client.kernelspec")
+    if "python3" not in kernelspec.find_kernel_specs():
+        pytest.skip("no python3 Jupyter kernel installed")
+    monkeypatch.setenv("GSD_NOTEBOOK_FAST", "1")
+    monkeypatch.setenv("GSD_SWEEPS_DIR", str(law_sweep.out.parent))  # the sweep is there: nothing to rerun
+    monkeypatch.setenv("GSD_FIGURES_DIR", str(tmp_path / "figures"))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    start = time.perf_counter()
+    client.execute()
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert not errors
+    images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
+    assert images
+    assert (tmp_path / "figures" / "law_in_training_fast.png").is_file()
+    assert time.perf_counter() - start < 60
+    assert isinstance(pd.read_parquet(law_sweep.out / "results.parquet"), pd.DataFrame)
