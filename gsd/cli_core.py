@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from . import groups, groupsize, silent, trainers, update
+from .atomic import write_table
 from .cli import CliError, emit, parse_list
 from .data import BIGMATH_COLUMN, load_solve_rates
 
@@ -128,10 +129,7 @@ def _plan(args) -> int:
         out = Path(args.output)
         if out.suffix not in (".csv", ".parquet"):
             raise CliError(f"--output must end in .csv or .parquet, got {args.output!r}")
-        tmp = out.with_name(out.name + ".tmp")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        plan.to_csv(tmp, index=False) if out.suffix == ".csv" else plan.to_parquet(tmp, index=False)
-        tmp.replace(out)  # atomic: never a half-written plan
+        write_table(out, plan)  # atomic: never a half-written plan
     if args.input:
         counts = plan["status"].value_counts()
         summary = plan[plan.status == "ok"]["group_size"].describe(percentiles=[0.5, 0.9, 0.99])

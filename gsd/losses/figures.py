@@ -5,27 +5,24 @@ function returns one matplotlib Figure built from the library functions (no numb
 typed in by hand except the seed's inputs). :func:`seed_examples` lists the seed's worked
 numbers beside the values the package computes.
 
-Uses the Agg backend, plain fonts (no LaTeX), one palette and dpi 120 so the files stay small.
+Drawn in the package's one figure style (:mod:`gsd.plotstyle`: no pyplot state, no LaTeX, one
+palette) and written with :func:`gsd.plotstyle.save_figure` (atomic, small PNGs).
 """
 
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from . import aggregation, dpo, kl, surrogate, temperature  # noqa: E402
+from ..plotstyle import COLORS as _PALETTE
+from ..plotstyle import figures_dir, new_figure, save_figure, styled
+from . import aggregation, dpo, kl, surrogate, temperature
 
 __all__ = [
     "SEED",
-    "default_outdir",
     "seed_examples",
     "fig_temperature",
     "fig_forward_reverse",
@@ -38,7 +35,6 @@ __all__ = [
     "fig_kl_estimators",
     "fig_length_weights",
     "make_all",
-    "save_figure",
 ]
 
 #: The seed's inputs (seeds/000_*), the only numbers this module takes as given.
@@ -57,42 +53,22 @@ SEED = {
     "clip_points": ((1.0, 1.5), (-1.0, 0.5)),  # (A, rho)
 }
 
-DPI = 120
+#: What each colour stands for in these figures, from the package's one palette.
 COLORS = {
-    "teacher": "#4C72B0",
-    "student": "#DD8452",
-    "good": "#55A868",
-    "bad": "#C44E52",
-    "neutral": "#8172B2",
-    "grey": "#8C8C8C",
-    "k1": "#4C72B0",
-    "k2": "#DD8452",
-    "k3": "#55A868",
-}
-_STYLE = {
-    "figure.dpi": DPI,
-    "savefig.dpi": DPI,
-    "font.size": 9,
-    "axes.titlesize": 10,
-    "axes.labelsize": 9,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.alpha": 0.25,
-    "legend.frameon": False,
-    "legend.fontsize": 8,
-    "text.usetex": False,
+    "teacher": _PALETTE["grpo"],
+    "student": _PALETTE["accent"],
+    "good": _PALETTE["dapo"],
+    "bad": _PALETTE["dr_grpo"],
+    "neutral": _PALETTE["extra"],
+    "grey": _PALETTE["law"],
+    "k1": _PALETTE["grpo"],
+    "k2": _PALETTE["accent"],
+    "k3": _PALETTE["dapo"],
 }
 
 
 def _t(x):
     return torch.tensor(x, dtype=torch.float64)
-
-
-def _figure(ncols=1, width=6.4, height=3.0, **kw):
-    with plt.rc_context(_STYLE):
-        fig, axes = plt.subplots(1, ncols, figsize=(width, height), **kw)
-    return fig, axes
 
 
 def _label_bars(ax, bars, fmt="{:.2f}", offset=0.02):
@@ -116,47 +92,46 @@ def _group_advantages(rewards):
 
 
 # --------------------------------------------------------------------------- seed illustrations
+@styled
 def fig_temperature():
     """Bars of softmax(logits / T) for the seed's logits (2, 0) at T = 1 and T = 2."""
-    with plt.rc_context(_STYLE):
-        fig, axes = _figure(2, sharey=True)
-        for ax, T in zip(axes, (1.0, 2.0)):
-            q = temperature.softmax_t(_t(SEED["logits"]), T).numpy()
-            bars = ax.bar(SEED["tokens2"], q, color=[COLORS["teacher"], COLORS["student"]], width=0.6)
-            _label_bars(ax, bars)
-            ax.set_ylim(0, 1.08)
-            ax.set_title(f"T = {T:g}")
-            ax.grid(axis="x", visible=False)
-        axes[0].set_ylabel("probability")
-        fig.suptitle("Softmax with temperature: logits (2, 0)", fontsize=10)
-        fig.tight_layout()
+    fig, axes = new_figure(2, width=6.4, height=3.0, sharey=True)
+    for ax, T in zip(axes, (1.0, 2.0)):
+        q = temperature.softmax_t(_t(SEED["logits"]), T).numpy()
+        bars = ax.bar(SEED["tokens2"], q, color=[COLORS["teacher"], COLORS["student"]], width=0.6)
+        _label_bars(ax, bars)
+        ax.set_ylim(0, 1.08)
+        ax.set_title(f"T = {T:g}")
+        ax.grid(axis="x", visible=False)
+    axes[0].set_ylabel("probability")
+    fig.suptitle("Softmax with temperature: logits (2, 0)", fontsize=10)
     return fig
 
 
+@styled
 def fig_forward_reverse():
     """Probabilities of teacher and student, and the weights forward and reverse KL put on each token."""
     t, s = _t(SEED["teacher2"]), _t(SEED["student2"])
     fwd = kl.forward_kl_terms(t, s)
     rev = kl.reverse_kl_terms(t, s)
     x = np.arange(len(SEED["tokens2"]))
-    with plt.rc_context(_STYLE):
-        fig, axes = _figure(2, width=7.0, sharey=True)
-        for ax, terms, who, color, name in (
-            (axes[0], fwd, "teacher p", COLORS["teacher"], "forward KL(p ‖ q)"),
-            (axes[1], rev, "student q", COLORS["student"], "reverse KL(q ‖ p)"),
-        ):
-            bars = ax.bar(x, terms.weight.numpy(), color=color, width=0.6)
-            _label_bars(ax, bars)
-            ax.set_xticks(x, SEED["tokens2"])
-            ax.set_ylim(0, 1.0)
-            ax.set_title(f"{name}\nweights = {who}; KL = {float(terms.contribution.sum()):.3f}")
-            ax.grid(axis="x", visible=False)
-        axes[0].set_ylabel("weight on log-ratio")
-        fig.suptitle("Teacher (0.8, 0.2), student (0.4, 0.6): who weights the comparison", fontsize=10)
-        fig.tight_layout()
+    fig, axes = new_figure(2, width=7.0, height=3.0, sharey=True)
+    for ax, terms, who, color, name in (
+        (axes[0], fwd, "teacher p", COLORS["teacher"], "forward KL(p ‖ q)"),
+        (axes[1], rev, "student q", COLORS["student"], "reverse KL(q ‖ p)"),
+    ):
+        bars = ax.bar(x, terms.weight.numpy(), color=color, width=0.6)
+        _label_bars(ax, bars)
+        ax.set_xticks(x, SEED["tokens2"])
+        ax.set_ylim(0, 1.0)
+        ax.set_title(f"{name}\nweights = {who}; KL = {float(terms.contribution.sum()):.3f}")
+        ax.grid(axis="x", visible=False)
+    axes[0].set_ylabel("weight on log-ratio")
+    fig.suptitle("Teacher (0.8, 0.2), student (0.4, 0.6): who weights the comparison", fontsize=10)
     return fig
 
 
+@styled
 def fig_full_vocab_vs_sampled():
     """Full-vocabulary d_t as a sum of per-token terms vs the one-sampled-token log-ratio."""
     q, p = _t(SEED["student3"]), _t(SEED["teacher3"])
@@ -165,82 +140,78 @@ def fig_full_vocab_vs_sampled():
     names = SEED["tokens3"]
     x = np.arange(len(names))
     one_token = kl.sampled_log_ratio(q.expand(3, 3), p.expand(3, 3), torch.arange(3)).numpy()
-    with plt.rc_context(_STYLE):
-        fig, axes = _figure(2, width=7.2, sharey=True)
-        ax = axes[0]
-        bars = ax.bar(x, terms.contribution.numpy(), color=COLORS["student"], width=0.6)
-        _label_bars(ax, bars, "{:+.3f}")
-        ax.axhline(d_t, color=COLORS["teacher"], ls="--", lw=1)
-        ax.text(-0.35, d_t + 0.03, f"d_t = {d_t:.3f}", color=COLORS["teacher"], va="bottom", ha="left", fontsize=8)
-        ax.set_xticks(x, names)
-        ax.set_title("full vocabulary: q(v) log(q(v)/p(v))")
-        ax.set_ylabel("nats")
-        ax = axes[1]
-        colors = [COLORS["bad"] if v < 0 else COLORS["good"] for v in one_token]
-        bars = ax.bar(x, one_token, color=colors, width=0.6)
-        _label_bars(ax, bars, "{:+.3f}")
-        ax.axhline(d_t, color=COLORS["teacher"], ls="--", lw=1)
-        ax.set_xticks(x, [f"sampled {n}\n(q = {v:.1f})" for n, v in zip(names, SEED["student3"])])
-        ax.set_title("one sampled token: log(q(y)/p(y))")
-        for a in axes:
-            a.axhline(0, color="black", lw=0.6)
-            a.grid(axis="x", visible=False)
-        axes[0].set_ylim(-0.6, 1.3)
-        fig.suptitle(
-            "Student (0.5, 0.2, 0.3) vs teacher (0.6, 0.3, 0.1); the q-average of the right panel is d_t", fontsize=9
-        )
-        fig.tight_layout()
+    fig, axes = new_figure(2, width=7.2, height=3.0, sharey=True)
+    ax = axes[0]
+    bars = ax.bar(x, terms.contribution.numpy(), color=COLORS["student"], width=0.6)
+    _label_bars(ax, bars, "{:+.3f}")
+    ax.axhline(d_t, color=COLORS["teacher"], ls="--", lw=1)
+    ax.text(-0.35, d_t + 0.03, f"d_t = {d_t:.3f}", color=COLORS["teacher"], va="bottom", ha="left", fontsize=8)
+    ax.set_xticks(x, names)
+    ax.set_title("full vocabulary: q(v) log(q(v)/p(v))")
+    ax.set_ylabel("nats")
+    ax = axes[1]
+    colors = [COLORS["bad"] if v < 0 else COLORS["good"] for v in one_token]
+    bars = ax.bar(x, one_token, color=colors, width=0.6)
+    _label_bars(ax, bars, "{:+.3f}")
+    ax.axhline(d_t, color=COLORS["teacher"], ls="--", lw=1)
+    ax.set_xticks(x, [f"sampled {n}\n(q = {v:.1f})" for n, v in zip(names, SEED["student3"])])
+    ax.set_title("one sampled token: log(q(y)/p(y))")
+    for a in axes:
+        a.axhline(0, color="black", lw=0.6)
+        a.grid(axis="x", visible=False)
+    axes[0].set_ylim(-0.6, 1.3)
+    fig.suptitle(
+        "Student (0.5, 0.2, 0.3) vs teacher (0.6, 0.3, 0.1); the q-average of the right panel is d_t", fontsize=9
+    )
     return fig
 
 
+@styled
 def fig_dpo_cases(beta: float = 1.0):
     """The seed's two DPO pairs: same margin Δ = 3 and loss, only one keeps the preferred answer up."""
     gw = _t([c[0] for c in SEED["dpo_cases"]])
     gl = _t([c[1] for c in SEED["dpo_cases"]])
     table = dpo.dpo_diagnostics(gw, gl, beta=beta)
     x = np.arange(len(table))
-    with plt.rc_context(_STYLE):
-        fig, ax = _figure(1, width=6.0, height=3.2)
-        b1 = ax.bar(x - 0.18, table["gain_chosen"], width=0.34, color=COLORS["good"], label="preferred y_w: g(y_w)")
-        b2 = ax.bar(x + 0.18, table["gain_rejected"], width=0.34, color=COLORS["bad"], label="rejected y_l: g(y_l)")
-        _label_bars(ax, b1, "{:+.0f}", 0.1)
-        _label_bars(ax, b2, "{:+.0f}", 0.1)
-        ax.axhline(0, color="black", lw=0.8)
-        labels = []
-        for i, row in table.iterrows():
-            note = "preferred got rarer (flagged)" if row["flag"] else "preferred got likelier"
-            labels.append(f"case {'AB'[i]}: Δ = {row['margin']:.0f}, loss = {row['loss']:.3f}\n{note}")
-        ax.set_xticks(x, labels)
-        ax.set_ylabel("change in log-probability vs reference")
-        ax.set_ylim(-5, 3)
-        ax.legend(loc="lower left")
-        ax.grid(axis="x", visible=False)
-        ax.set_title(f"DPO sees only Δ = g(y_w) − g(y_l)  (β = {beta:g})")
-        fig.tight_layout()
+    fig, ax = new_figure(width=6.0, height=3.2)
+    b1 = ax.bar(x - 0.18, table["gain_chosen"], width=0.34, color=COLORS["good"], label="preferred y_w: g(y_w)")
+    b2 = ax.bar(x + 0.18, table["gain_rejected"], width=0.34, color=COLORS["bad"], label="rejected y_l: g(y_l)")
+    _label_bars(ax, b1, "{:+.0f}", 0.1)
+    _label_bars(ax, b2, "{:+.0f}", 0.1)
+    ax.axhline(0, color="black", lw=0.8)
+    labels = []
+    for i, row in table.iterrows():
+        note = "preferred got rarer (flagged)" if row["flag"] else "preferred got likelier"
+        labels.append(f"case {'AB'[i]}: Δ = {row['margin']:.0f}, loss = {row['loss']:.3f}\n{note}")
+    ax.set_xticks(x, labels)
+    ax.set_ylabel("change in log-probability vs reference")
+    ax.set_ylim(-5, 3)
+    ax.legend(loc="lower left")
+    ax.grid(axis="x", visible=False)
+    ax.set_title(f"DPO sees only Δ = g(y_w) − g(y_l)  (β = {beta:g})")
     return fig
 
 
+@styled
 def fig_group_advantages():
     """GRPO on "2 + 2 ?": four answers, verifier rewards (0, 1, 1, 0), advantages (−1, 1, 1, −1)."""
     r = np.asarray(SEED["group_rewards"])
     a = _group_advantages(r)
     x = np.arange(len(r))
-    with plt.rc_context(_STYLE):
-        fig, axes = _figure(2, width=6.8)
-        axes[0].bar(x, r, color=[COLORS["good"] if v else COLORS["bad"] for v in r], width=0.6)
-        axes[0].axhline(r.mean(), color=COLORS["grey"], ls="--", lw=1)
-        axes[0].text(3.4, r.mean(), f"mean {r.mean():.1f}", ha="right", va="bottom", fontsize=8)
-        axes[0].set_title("rewards (verifier: 1 if the answer is 4)")
-        axes[0].set_ylim(0, 1.2)
-        bars = axes[1].bar(x, a, color=[COLORS["good"] if v > 0 else COLORS["bad"] for v in a], width=0.6)
-        _label_bars(axes[1], bars, "{:+.0f}", 0.05)
-        axes[1].axhline(0, color="black", lw=0.8)
-        axes[1].set_ylim(-1.4, 1.4)
-        axes[1].set_title(f"advantages (r − mean) / std, std = {r.std():.1f}")
-        for ax in axes:
-            ax.set_xticks(x, [f"answer {s}" for s in SEED["group_answers"]])
-            ax.grid(axis="x", visible=False)
-        fig.tight_layout()
+    fig, axes = new_figure(2, width=6.8, height=3.0)
+    axes[0].bar(x, r, color=[COLORS["good"] if v else COLORS["bad"] for v in r], width=0.6)
+    axes[0].axhline(r.mean(), color=COLORS["grey"], ls="--", lw=1)
+    axes[0].text(3.4, r.mean(), f"mean {r.mean():.1f}", ha="right", va="bottom", fontsize=8)
+    axes[0].set_title("rewards (verifier: 1 if the answer is 4)")
+    axes[0].set_ylim(0, 1.2)
+    bars = axes[1].bar(x, a, color=[COLORS["good"] if v > 0 else COLORS["bad"] for v in a], width=0.6)
+    _label_bars(axes[1], bars, "{:+.0f}", 0.05)
+    axes[1].axhline(0, color="black", lw=0.8)
+    axes[1].set_ylim(-1.4, 1.4)
+    axes[1].set_title(f"advantages (r − mean) / std, std = {r.std():.1f}")
+    for ax in axes:
+        ax.set_xticks(x, [f"answer {s}" for s in SEED["group_answers"]])
+        ax.grid(axis="x", visible=False)
     return fig
 
 
@@ -250,91 +221,90 @@ def _shade_flat(ax, advantage, **kw):
         ax.axvspan(max(a, lo), min(b, hi), color=COLORS["grey"], alpha=0.15, lw=0)
 
 
+@styled
 def fig_clipped_surrogate():
     """C(ρ) for A = +1 and A = −1 with ε = 0.2; shaded: zero-gradient (flat) regions; dots: seed points."""
     eps = SEED["eps"]
     rho = torch.linspace(0.0, 2.0, 401, dtype=torch.float64)
-    with plt.rc_context(_STYLE):
-        fig, axes = _figure(2, width=7.0)
-        for ax, (A, r0) in zip(axes, SEED["clip_points"]):
-            c = surrogate.clipped_surrogate(rho, A, eps_low=eps)
-            ax.plot(rho, rho * A, color=COLORS["grey"], ls=":", lw=1, label="ρA (unclipped)")
-            ax.plot(rho, c, color=COLORS["teacher"], lw=2, label="C = min(ρA, clip(ρ)A)")
-            ax.set_xlim(0, 2)
-            _shade_flat(ax, A, eps_low=eps)
-            c0 = float(surrogate.clipped_surrogate(r0, A, eps_low=eps))
-            ax.plot([r0], [c0], "o", color=COLORS["bad"], ms=5)
-            ax.annotate(
-                f"ρ = {r0:g} → C = {c0:g}".replace("-", "−"),
-                (r0, c0),
-                textcoords="offset points",
-                xytext=(6, -14) if A > 0 else (-30, -16),
-                fontsize=8,
-            )
-            ax.set_title(f"A = {A:+g}, ε = {eps:g}".replace("-", "−"))
-            ax.set_xlabel("ratio ρ = πθ / π_old")
-            ax.axhline(0, color="black", lw=0.6)
-        axes[0].set_ylabel("objective (maximise)")
-        axes[0].legend(loc="upper left")
-        fig.suptitle("Clipped surrogate; grey = flat, zero gradient", fontsize=10)
-        fig.tight_layout()
+    fig, axes = new_figure(2, width=7.0, height=3.0)
+    for ax, (A, r0) in zip(axes, SEED["clip_points"]):
+        c = surrogate.clipped_surrogate(rho, A, eps_low=eps)
+        ax.plot(rho, rho * A, color=COLORS["grey"], ls=":", lw=1, label="ρA (unclipped)")
+        ax.plot(rho, c, color=COLORS["teacher"], lw=2, label="C = min(ρA, clip(ρ)A)")
+        ax.set_xlim(0, 2)
+        _shade_flat(ax, A, eps_low=eps)
+        c0 = float(surrogate.clipped_surrogate(r0, A, eps_low=eps))
+        ax.plot([r0], [c0], "o", color=COLORS["bad"], ms=5)
+        ax.annotate(
+            f"ρ = {r0:g} → C = {c0:g}".replace("-", "−"),
+            (r0, c0),
+            textcoords="offset points",
+            xytext=(6, -14) if A > 0 else (-30, -16),
+            fontsize=8,
+        )
+        ax.set_title(f"A = {A:+g}, ε = {eps:g}".replace("-", "−"))
+        ax.set_xlabel("ratio ρ = πθ / π_old")
+        ax.axhline(0, color="black", lw=0.6)
+    axes[0].set_ylabel("objective (maximise)")
+    axes[0].legend(loc="upper left")
+    fig.suptitle("Clipped surrogate; grey = flat, zero gradient", fontsize=10)
     return fig
 
 
+@styled
 def fig_clip_variants():
     """Clip-higher (ε_high = 0.28 vs 0.2) for A = +1 and the dual clip (c = 3) for A = −1."""
     rho = torch.linspace(0.0, 4.0, 801, dtype=torch.float64)
-    with plt.rc_context(_STYLE):
-        fig, axes = _figure(2, width=7.0)
-        ax = axes[0]
-        ax.plot(
-            rho,
-            surrogate.clipped_surrogate(rho, 1.0, eps_low=0.2),
-            color=COLORS["teacher"],
-            lw=2,
-            label="ε_low = ε_high = 0.2",
-        )
-        ax.plot(
-            rho,
-            surrogate.clipped_surrogate(rho, 1.0, eps_low=0.2, eps_high=0.28),
-            color=COLORS["student"],
-            lw=1.5,
-            ls="--",
-            label="clip-higher ε_high = 0.28",
-        )
-        ax.set_xlim(0, 2)
-        ax.set_title("A = +1: clip-higher leaves room to grow")
-        ax.legend(loc="upper left")
-        ax = axes[1]
-        ax.plot(rho, rho * -1.0, color=COLORS["grey"], ls=":", lw=1, label="ρA")
-        ax.plot(
-            rho,
-            surrogate.clipped_surrogate(rho, -1.0, eps_low=0.2),
-            color=COLORS["teacher"],
-            lw=2,
-            label="standard clip",
-        )
-        ax.plot(
-            rho,
-            surrogate.clipped_surrogate(rho, -1.0, eps_low=0.2, dual_clip=3.0),
-            color=COLORS["student"],
-            lw=1.5,
-            ls="--",
-            label="dual clip c = 3",
-        )
-        ax.set_xlim(0, 4)
-        _shade_flat(ax, -1.0, eps_low=0.2, dual_clip=3.0)
-        ax.set_title("A = −1: dual clip floors the loss at cA")
-        ax.legend(loc="lower left")
-        for a in axes:
-            a.set_xlabel("ratio ρ")
-            a.axhline(0, color="black", lw=0.6)
-        axes[0].set_ylabel("objective (maximise)")
-        fig.tight_layout()
+    fig, axes = new_figure(2, width=7.0, height=3.0)
+    ax = axes[0]
+    ax.plot(
+        rho,
+        surrogate.clipped_surrogate(rho, 1.0, eps_low=0.2),
+        color=COLORS["teacher"],
+        lw=2,
+        label="ε_low = ε_high = 0.2",
+    )
+    ax.plot(
+        rho,
+        surrogate.clipped_surrogate(rho, 1.0, eps_low=0.2, eps_high=0.28),
+        color=COLORS["student"],
+        lw=1.5,
+        ls="--",
+        label="clip-higher ε_high = 0.28",
+    )
+    ax.set_xlim(0, 2)
+    ax.set_title("A = +1: clip-higher leaves room to grow")
+    ax.legend(loc="upper left")
+    ax = axes[1]
+    ax.plot(rho, rho * -1.0, color=COLORS["grey"], ls=":", lw=1, label="ρA")
+    ax.plot(
+        rho,
+        surrogate.clipped_surrogate(rho, -1.0, eps_low=0.2),
+        color=COLORS["teacher"],
+        lw=2,
+        label="standard clip",
+    )
+    ax.plot(
+        rho,
+        surrogate.clipped_surrogate(rho, -1.0, eps_low=0.2, dual_clip=3.0),
+        color=COLORS["student"],
+        lw=1.5,
+        ls="--",
+        label="dual clip c = 3",
+    )
+    ax.set_xlim(0, 4)
+    _shade_flat(ax, -1.0, eps_low=0.2, dual_clip=3.0)
+    ax.set_title("A = −1: dual clip floors the loss at cA")
+    ax.legend(loc="lower left")
+    for a in axes:
+        a.set_xlabel("ratio ρ")
+        a.axhline(0, color="black", lw=0.6)
+    axes[0].set_ylabel("objective (maximise)")
     return fig
 
 
 # --------------------------------------------------------------------------- analyses
+@styled
 def fig_t2_scaling():
     """Soft-term gradient norm vs T, without and with the T² factor, and the large-T limit."""
     # Zero-mean logits of a small vocabulary (the teacher a sharpened copy plus a tilt).
@@ -342,47 +312,45 @@ def fig_t2_scaling():
     v = _t([2.5, -0.5, 0.2, -2.2])
     temps = [2.0**k for k in np.linspace(0, 7, 29)]
     table = temperature.temperature_table(z, v, temps)
-    with plt.rc_context(_STYLE):
-        fig, ax = _figure(1, width=5.6, height=3.4)
-        ax.loglog(table["T"], table["grad_norm"], color=COLORS["bad"], lw=2, label="‖∂ KL / ∂z‖  (no T²)  ~ 1/T²")
-        ax.loglog(table["T"], table["scaled_grad_norm"], color=COLORS["teacher"], lw=2, label="‖∂ T²·KL / ∂z‖")
-        ax.axhline(table["limit_norm"].iloc[0], color=COLORS["grey"], ls="--", lw=1, label="limit ‖(z − v)/N‖")
-        ax.set_xlabel("temperature T")
-        ax.set_ylabel("gradient norm w.r.t. student logits")
-        ax.set_title("Why T²: the scaled gradient tends to (z − v)/N")
-        ax.legend(loc="lower left")
-        fig.tight_layout()
+    fig, ax = new_figure(width=5.6, height=3.4)
+    ax.loglog(table["T"], table["grad_norm"], color=COLORS["bad"], lw=2, label="‖∂ KL / ∂z‖  (no T²)  ~ 1/T²")
+    ax.loglog(table["T"], table["scaled_grad_norm"], color=COLORS["teacher"], lw=2, label="‖∂ T²·KL / ∂z‖")
+    ax.axhline(table["limit_norm"].iloc[0], color=COLORS["grey"], ls="--", lw=1, label="limit ‖(z − v)/N‖")
+    ax.set_xlabel("temperature T")
+    ax.set_ylabel("gradient norm w.r.t. student logits")
+    ax.set_title("Why T²: the scaled gradient tends to (z − v)/N")
+    ax.legend(loc="lower left")
     return fig
 
 
+@styled
 def fig_kl_estimators():
     """Exact mean and spread of k1, k2, k3 (tokens from q) as p moves away from q."""
     q = _t(SEED["student3"])
     direction = _t([1.0, 0.0, -1.0])
     sweep = kl.estimator_sweep(q, direction)
-    with plt.rc_context(_STYLE):
-        fig, axes = _figure(2, width=7.2)
-        ax = axes[0]
-        ax.plot(sweep["kl_qp"], sweep["kl_qp"], color="black", lw=1, label="KL(q ‖ p) (target)")
-        ax.plot(sweep["kl_qp"], sweep["kl_pq"], color=COLORS["grey"], lw=1, ls=":", label="KL(p ‖ q)")
-        for k, ls in (("k1", "-"), ("k2", "--"), ("k3", "-.")):
-            ax.plot(sweep["kl_qp"], sweep[f"mean_{k}"], color=COLORS[k], ls=ls, lw=1.8, label=f"E_q[{k}]")
-        ax.set_xlabel("KL(q ‖ p)")
-        ax.set_ylabel("expected estimate")
-        ax.set_title("bias: k1, k3 on the diagonal, k2 off it")
-        ax.legend(loc="upper left")
-        ax = axes[1]
-        for k, ls in (("k1", "-"), ("k2", "--"), ("k3", "-.")):
-            ax.plot(sweep["kl_qp"], sweep[f"std_{k}"], color=COLORS[k], ls=ls, lw=1.8, label=k)
-        ax.set_xlabel("KL(q ‖ p)")
-        ax.set_ylabel("standard deviation of one sample")
-        ax.set_title("spread per sampled token")
-        ax.legend(loc="upper left")
-        fig.suptitle("Sampled KL estimators, q = (0.5, 0.2, 0.3), p = softmax(log q + s·(1, 0, −1))", fontsize=9)
-        fig.tight_layout()
+    fig, axes = new_figure(2, width=7.2, height=3.0)
+    ax = axes[0]
+    ax.plot(sweep["kl_qp"], sweep["kl_qp"], color="black", lw=1, label="KL(q ‖ p) (target)")
+    ax.plot(sweep["kl_qp"], sweep["kl_pq"], color=COLORS["grey"], lw=1, ls=":", label="KL(p ‖ q)")
+    for k, ls in (("k1", "-"), ("k2", "--"), ("k3", "-.")):
+        ax.plot(sweep["kl_qp"], sweep[f"mean_{k}"], color=COLORS[k], ls=ls, lw=1.8, label=f"E_q[{k}]")
+    ax.set_xlabel("KL(q ‖ p)")
+    ax.set_ylabel("expected estimate")
+    ax.set_title("bias: k1, k3 on the diagonal, k2 off it")
+    ax.legend(loc="upper left")
+    ax = axes[1]
+    for k, ls in (("k1", "-"), ("k2", "--"), ("k3", "-.")):
+        ax.plot(sweep["kl_qp"], sweep[f"std_{k}"], color=COLORS[k], ls=ls, lw=1.8, label=k)
+    ax.set_xlabel("KL(q ‖ p)")
+    ax.set_ylabel("standard deviation of one sample")
+    ax.set_title("spread per sampled token")
+    ax.legend(loc="upper left")
+    fig.suptitle("Sampled KL estimators, q = (0.5, 0.2, 0.3), p = softmax(log q + s·(1, 0, −1))", fontsize=9)
     return fig
 
 
+@styled
 def fig_length_weights():
     """Per-token and per-response weight of a response of length n next to responses of 50/100/200/400 tokens."""
     others = [50.0, 100.0, 200.0, 400.0]
@@ -395,21 +363,19 @@ def fig_length_weights():
         ("seq-mean-token-sum-norm", {"norm": T}, f"constant L = {T:.0f} (TRL dr_grpo)"),
     )
     colors = (COLORS["teacher"], COLORS["bad"], COLORS["good"])
-    with plt.rc_context(_STYLE):
-        fig, axes = _figure(2, width=7.2)
-        for (mode, kw, label), color in zip(modes, colors):
-            w = aggregation.per_token_weight(lengths, mode, **kw)[:, 0].numpy()
-            axes[0].loglog(ns, w, color=color, lw=2, label=label)
-            axes[1].plot(ns, w * ns, color=color, lw=2, label=label)
-        axes[0].set_xlabel("length n of the response")
-        axes[0].set_ylabel("weight of each of its tokens")
-        axes[0].set_title("per token")
-        axes[1].set_xlabel("length n of the response")
-        axes[1].set_ylabel("n × weight (whole response)")
-        axes[1].set_title("per response")
-        axes[1].legend(loc="upper left")
-        fig.suptitle("Length bias of loss aggregation (batch: this response + lengths 50, 100, 200, 400)", fontsize=9)
-        fig.tight_layout()
+    fig, axes = new_figure(2, width=7.2, height=3.0)
+    for (mode, kw, label), color in zip(modes, colors):
+        w = aggregation.per_token_weight(lengths, mode, **kw)[:, 0].numpy()
+        axes[0].loglog(ns, w, color=color, lw=2, label=label)
+        axes[1].plot(ns, w * ns, color=color, lw=2, label=label)
+    axes[0].set_xlabel("length n of the response")
+    axes[0].set_ylabel("weight of each of its tokens")
+    axes[0].set_title("per token")
+    axes[1].set_xlabel("length n of the response")
+    axes[1].set_ylabel("n × weight (whole response)")
+    axes[1].set_title("per response")
+    axes[1].legend(loc="upper left")
+    fig.suptitle("Length bias of loss aggregation (batch: this response + lengths 50, 100, 200, 400)", fontsize=9)
     return fig
 
 
@@ -427,40 +393,17 @@ _FIGURES = {
 }
 
 
-def default_outdir() -> Path:
-    """Where figures go by default: $GSD_FIGURES_DIR, else the checkout's ``figures/``, else ./figures."""
-    env = os.environ.get("GSD_FIGURES_DIR")
-    if env:
-        return Path(env)
-    root = Path(__file__).resolve().parents[2]
-    if (root / "pyproject.toml").is_file() and (root / "gsd").is_dir():
-        return root / "figures"
-    return Path("figures")
-
-
 def make_all(outdir=None) -> list[Path]:
     """Write every loss-geometry figure as ``loss_*.png`` into ``outdir`` (created if needed).
 
-    outdir defaults to :func:`default_outdir`. Returns the written paths, in a fixed order.
+    outdir defaults to :func:`gsd.plotstyle.figures_dir` ($GSD_FIGURES_DIR, else the checkout's
+    ``figures/``). Each file is written atomically. Returns the written paths, in a fixed order.
     """
-    out = Path(outdir) if outdir is not None else default_outdir()
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(outdir) if outdir is not None else figures_dir()
     paths = []
     for name, build in _FIGURES.items():
         paths.append(save_figure(build(), out / name))
     return paths
-
-
-def save_figure(fig, path) -> Path:
-    """Save ``fig`` as PNG at the module's dpi and close it; returns the path.
-
-    No software version or timestamp goes into the metadata, so regenerating a figure with the
-    same libraries gives the same bytes (a clean diff when nothing changed).
-    """
-    path = Path(path)
-    fig.savefig(path, dpi=DPI, metadata={"Software": None})
-    plt.close(fig)
-    return path
 
 
 def seed_examples():

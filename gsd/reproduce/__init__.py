@@ -7,8 +7,9 @@ Modules, each named for what it computes:
 * :mod:`.theory` — the identity, fidelity, silent-rate and objective figures with Monte Carlo;
 * :mod:`.dapo_fit` — the DAPO consistency fit of a logged all-correct curve;
 * :mod:`.figures` — regenerate every figure (``gsd figures``);
-* :mod:`.report` — run everything and compare with the published numbers (``gsd reproduce``);
-* :mod:`.style`, :mod:`.output` — one figure style; atomic file writes.
+* :mod:`.report` — run everything and compare with the published numbers (``gsd reproduce``).
+
+The figure style and the file writes are the package's own: :mod:`gsd.plotstyle`, :mod:`gsd.atomic`.
 
 Submodules are imported on first use, so ``import gsd.reproduce`` stays light.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import importlib
 
-_SUBMODULES = ("bigmath", "group_size_table", "theory", "dapo_fit", "figures", "report", "style", "output")
+_SUBMODULES = ("bigmath", "group_size_table", "theory", "dapo_fit", "figures", "report")
 
 __all__ = list(_SUBMODULES) + ["run_reproduction", "make_all", "fast_mode"]
 

@@ -28,9 +28,9 @@ import numpy as np
 import pandas as pd
 
 from .. import data as _data
+from ..plotstyle import COLORS, method_label, new_figure, styled
 from ..silent import silent_rate, silent_rate_subsampled
 from ..weighting import budget_share, decile_index, decile_shares, extreme_mask, medium_mask
-from .style import COLORS, method_label, new_figure, styled
 
 __all__ = [
     "Difficulty",

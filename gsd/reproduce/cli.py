@@ -95,9 +95,10 @@ def _reproduce(args) -> int:
 
 
 def _figures(args) -> int:
-    from .figures import default_figures_dir, make_all
+    from ..plotstyle import figures_dir
+    from .figures import make_all
 
-    out = Path(args.out) if args.out else default_figures_dir()
+    out = Path(args.out) if args.out else figures_dir()
     if args.no_campaign and args.campaign:
         raise CliError("--campaign and --no-campaign contradict each other")
     res = make_all(out, fast=args.fast, campaign=args.campaign, include_losses=not args.no_losses,
@@ -165,13 +166,13 @@ def _dapo_fit(args) -> int:
                                          plateau_points=args.plateau_points, start_step=args.start_step,
                                          n_bootstrap=args.bootstrap, seed=args.seed)
     if args.figure:
-        from .output import save_figure
+        from ..plotstyle import save_figure
 
         save_figure(dapo_fit.fit_figure(fit, title=Path(args.curve).name), args.figure)
     if args.json:
-        from .output import _jsonable
+        from ..atomic import jsonable
 
-        print(json.dumps(_jsonable(fit.summary()), indent=2))
+        print(json.dumps(jsonable(fit.summary()), indent=2))
     else:
         emit(fit.table(), False, title=f"all-correct curve fit: {args.curve}")
         for note in fit.notes:

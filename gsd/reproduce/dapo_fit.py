@@ -57,7 +57,7 @@ from scipy.interpolate import PchipInterpolator
 from scipy.optimize import brentq, curve_fit, minimize_scalar
 
 from .._validate import as_probability
-from .style import COLORS, new_figure, styled
+from ..plotstyle import COLORS, new_figure, styled
 
 __all__ = [
     "N_SAMPLES",

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import importlib
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Callable
 
+from ..plotstyle import figures_dir, save_figure
 from . import bigmath, dapo_fit, group_size_table, theory
-from .output import save_figure
 
-__all__ = ["FIGURES", "FAST_ENV", "fast_mode", "monte_carlo_sizes", "default_figures_dir", "make_figures", "make_all"]
+__all__ = ["FIGURES", "FAST_ENV", "fast_mode", "monte_carlo_sizes", "make_figures", "make_all"]
 
 #: Environment variable that asks notebooks and makers for small Monte Carlo runs.
 FAST_ENV = "GSD_NOTEBOOK_FAST"
@@ -61,20 +59,10 @@ FIGURES: dict[str, Callable] = {
 }
 
 
-def default_figures_dir() -> Path:
-    """$GSD_FIGURES_DIR, else the checkout's ``figures/`` (editable install), else ./figures."""
-    env = os.environ.get("GSD_FIGURES_DIR")
-    if env:
-        return Path(env)
-    root = Path(__file__).resolve().parents[2]
-    if (root / "pyproject.toml").is_file() and (root / "gsd").is_dir():
-        return root / "figures"
-    return Path("figures")
-
-
 def make_figures(outdir=None, *, fast: bool = False, only=None, progress: bool = False) -> list[Path]:
-    """Write this package's own reproduction figures (:data:`FIGURES`) into ``outdir``."""
-    out = Path(outdir) if outdir is not None else default_figures_dir()
+    """Write this package's own reproduction figures (:data:`FIGURES`) into ``outdir``
+    (default: :func:`gsd.plotstyle.figures_dir`)."""
+    out = Path(outdir) if outdir is not None else figures_dir()
     names = list(FIGURES) if only is None else list(only)
     unknown = [n for n in names if n not in FIGURES]
     if unknown:
@@ -103,19 +91,7 @@ def loss_figures(outdir) -> tuple[list[Path], str | None]:
     mod, why = _optional("gsd.losses.figures")
     if mod is None:
         return [], why
-    out = Path(outdir)
-    out.mkdir(parents=True, exist_ok=True)
-    # Drawn into a scratch folder beside the target, then each file is moved in atomically.
-    scratch = Path(tempfile.mkdtemp(prefix=".losses-", dir=out))
-    try:
-        paths = []
-        for p in mod.make_all(scratch):
-            target = out / Path(p).name
-            os.replace(p, target)
-            paths.append(target)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return paths, None
+    return mod.make_all(Path(outdir)), None  # each file written atomically
 
 
 def campaign_figure(source, outdir) -> tuple[list[Path], str | None]:
@@ -132,15 +108,7 @@ def campaign_figure(source, outdir) -> tuple[list[Path], str | None]:
     mod, why = _optional("gsd.simulator.campaign")
     if mod is None:
         return [], why
-    path = Path(outdir) / "campaign.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".campaign-{os.getpid()}.png")  # drawn aside, then moved in atomically
-    try:
-        mod.make_campaign_figure(source, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return [path], None
+    return [mod.make_campaign_figure(source, Path(outdir) / "campaign.png")], None  # written atomically
 
 
 def find_campaign_run(candidates=None):
@@ -160,7 +128,7 @@ def make_all(outdir=None, *, fast: bool = False, campaign=None, include_losses: 
     ``campaign``: a campaign run folder or summary dict; ``None`` looks for
     ``reports/latest/campaign``.  Returns ``{"written": [paths], "skipped": {part: reason}}``.
     """
-    out = Path(outdir) if outdir is not None else default_figures_dir()
+    out = Path(outdir) if outdir is not None else figures_dir()
     if campaign is not None and not isinstance(campaign, dict) and not (Path(campaign) / "campaign_summary.json").is_file():
         raise ValueError(f"campaign: {str(campaign)!r} holds no finished campaign (no campaign_summary.json)")
     written = make_figures(out, fast=fast, progress=progress)

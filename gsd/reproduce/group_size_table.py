@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ..groupsize import group_size_law, required_group_size
+from ..plotstyle import COLORS, new_figure, styled
 from ..update import fidelity, fidelity_law
-from .style import COLORS, new_figure, styled
 
 __all__ = [
     "FIDELITIES",

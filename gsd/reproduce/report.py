@@ -28,11 +28,12 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
+from ..atomic import write_atomic, write_json
+from ..plotstyle import save_figure
 from ..trainers import convention_gap
 from ..update import fidelity
 from . import bigmath, dapo_fit, group_size_table, theory
 from .figures import _optional, campaign_figure, loss_figures, make_figures, monte_carlo_sizes
-from .output import save_figure, write_atomic, write_json
 
 __all__ = ["Published", "PUBLISHED", "compare", "run_reproduction", "REPORT_KEYS", "DEFAULT_OUT"]
 

@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 
 from ..groups import group_update, identity_terms
+from ..plotstyle import COLORS, method_label, new_figure, styled
 from ..silent import dapo_generation_cost, group_size_for_silent_rate, silent_rate
 from ..update import expected_update, fidelity, fidelity_law
 from ..weighting import arcsin_objective, difficulty_weight
-from .style import COLORS, method_label, new_figure, styled
 
 __all__ = [
     "identity_monte_carlo",

@@ -23,12 +23,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..atomic import read_json, write_json
 from ..groups import advantages
+from ..plotstyle import COLORS, method_label, new_figure, save_figure, styled
 from ..update import expected_update
 from ..weighting import decile_index
 from .config import SimConfig, config_diff, read_config_file, resolve_device
 from .engine import run_simulation
-from .ledger import N_DECILES, read_json, read_ledger, write_json
+from .ledger import N_DECILES, read_ledger
 from .policy import make_policy
 from .population import STREAM_INIT, initial_solve_rates, sub_seed
 
@@ -250,41 +252,36 @@ def _flat(campaign: dict) -> dict:
 
 
 # --------------------------------------------------------------------------- figure
-_COLORS = {"grpo": "#1f77b4", "dr_grpo": "#d62728", "dapo": "#2ca02c"}
-_LABELS = {"grpo": "GRPO", "dr_grpo": "Dr.GRPO", "dapo": "DAPO"}
-
-
 def make_campaign_figure(summary_or_dir, path) -> Path:
-    """The three-panel campaign figure (DESIGN §1.5), written to ``path`` (PNG/SVG/PDF).
+    """The three-panel campaign figure (DESIGN §1.5), written atomically to ``path`` (PNG, or
+    PDF/SVG by its suffix) with :func:`gsd.plotstyle.save_figure`; returns the path.
 
     (a) silent fraction per step, measured (dots) and predicted mean of p^G + (1−p)^G (line);
     (b) share of the gradient mass per decile of initial p, measured by autograd over repeated
         group draws (bars) against the closed forms m_GRPO and m_Dr (markers);
     (c) mean p of the initially hardest quartile over training, per arm.
 
-    ``summary_or_dir``: the dict :func:`run_paper_campaign` returns, or its folder.  Drawn on an
-    Agg canvas (no display, no LaTeX, no global pyplot state).
+    ``summary_or_dir``: the dict :func:`run_paper_campaign` returns, or its folder.  Drawn in the
+    package's figure style (:mod:`gsd.plotstyle`: no display, no LaTeX, no global pyplot state).
     """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     summary = summary_or_dir
     if not isinstance(summary, dict):
         summary = read_json(Path(summary_or_dir) / "campaign_summary.json")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig = Figure(figsize=(15, 4.6), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax_a, ax_b, ax_c = fig.subplots(1, 3)
+    return save_figure(_campaign_figure(summary), path)
+
+
+@styled
+def _campaign_figure(summary: dict):
+    fig, (ax_a, ax_b, ax_c) = new_figure(3, width=15, height=4.6)
     G = summary["campaign"]["base"]["group_size"]
     N = summary["campaign"]["base"]["n_prompts"]
 
     for name, s in summary["series"].items():
-        color = _COLORS.get(s["method"], None)
+        color = COLORS.get(s["method"])
         r2 = summary["silent_r2"][name]
         r2_txt = "n/a" if r2 is None or (isinstance(r2, float) and math.isnan(r2)) else f"{r2:.4f}"
         ax_a.plot(s["step"], s["silent_frac"], ".", ms=3, color=color, alpha=0.6)
-        ax_a.plot(s["step"], s["silent_pred"], "-", lw=1.4, color=color, label=f"{_LABELS.get(s['method'], name)} (R² = {r2_txt})")
+        ax_a.plot(s["step"], s["silent_pred"], "-", lw=1.4, color=color, label=f"{method_label(s['method'])} (R² = {r2_txt})")
     ax_a.set_xlabel("step")
     ax_a.set_ylabel("silent fraction (first draw)")
     ax_a.set_title(f"(a) silent groups: measured (dots) vs mean $p^G+(1-p)^G$ (lines), G = {G}", fontsize=9)
@@ -296,19 +293,22 @@ def make_campaign_figure(summary_or_dir, path) -> Path:
     width = 0.8 / max(1, len(methods))
     for i, m in enumerate(methods):
         off = (i - (len(methods) - 1) / 2) * width
-        ax_b.bar(x + off, dec[m]["share_measured"], width=width, color=_COLORS[m], alpha=0.55, label=f"{_LABELS[m]} measured")
+        ax_b.bar(x + off, dec[m]["share_measured"], width=width, color=COLORS[m], alpha=0.55, label=f"{method_label(m)} measured")
         ax_b.plot(x + off, dec[m]["share_closed_form"], "k_", ms=12, mew=2)
     ax_b.plot([], [], "k_", ms=12, mew=2, label="closed form $m(p, G)$")
     ax_b.set_xticks(x, [f"{d / 10:.1f}" for d in range(N_DECILES)], fontsize=8)
     ax_b.set_xlabel("decile of initial p (lower edge)")
     ax_b.set_ylabel("share of gradient mass")
+    tallest = max((max(dec[m][k]) for m in methods for k in ("share_measured", "share_closed_form")), default=0.0)
+    if tallest > 0:
+        ax_b.set_ylim(0, 1.3 * tallest)  # room for the legend above the bars
     ax_b.set_title(f"(b) gradient mass by decile, {dec['draws']} group draws per prompt", fontsize=9)
     ax_b.legend(fontsize=8)
 
     ratio = summary.get("dapo_generation_cost_ratio")
-    for name, s in summary["series"].items():
-        color = _COLORS.get(s["method"], None)
-        label = _LABELS.get(s["method"], name)
+    for s in summary["series"].values():
+        color = COLORS.get(s["method"])
+        label = method_label(s["method"])
         if s["method"] == "dapo" and ratio is not None:
             label += f" ({ratio:.2f}× GRPO's generations)"
         ax_c.plot(s["hard_quartile_step"], s["hard_quartile_mean_p"], "-", lw=1.6, color=color, label=label)
@@ -317,5 +317,4 @@ def make_campaign_figure(summary_or_dir, path) -> Path:
     ax_c.set_ylabel("mean p (hardest quartile)")
     ax_c.legend(fontsize=8)
     fig.suptitle(f"Bernoulli-logit campaign: {N} prompts, G = {G}, autograd vs closed forms", fontsize=10)
-    fig.savefig(path, dpi=110)
-    return path
+    return fig

@@ -39,21 +39,19 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from ..atomic import atomic_path, read_json, remove_temps, write_json, write_table
 from ..groups import advantages
 from ..weighting import decile_index
 from .config import SimConfig, config_diff, resolve_device
 from .ledger import (
     COLUMNS,
     INT_COLUMNS,
+    LEDGER_FILE,
     N_DECILES,
     N_QUARTILES,
-    atomic_path,
     predicted_silent,
     predicted_update,
-    read_json,
     summarise,
-    write_json,
-    write_table,
 )
 from .policy import make_policy
 from .population import STREAM_INIT, STREAM_ROLLOUTS, initial_solve_rates, sub_seed
@@ -88,8 +86,7 @@ def _open_run_folder(out: Path, cfg: SimConfig, resume: bool):
             return "done", read_json(out / SUMMARY_FILE)
         if not resume:
             raise ValueError(f"out_dir {str(out)!r} holds an unfinished run of this config; pass resume (--resume) to continue it")
-        for stale in out.glob(".*.tmp-*"):  # half-written files of the killed process
-            stale.unlink()
+        remove_temps(out)  # half-written files of the killed process
         ckpt = out / CHECKPOINT_FILE
         return ("resume", ckpt) if ckpt.is_file() else ("fresh", None)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -100,9 +97,8 @@ def _open_run_folder(out: Path, cfg: SimConfig, resume: bool):
 
 
 def _save_checkpoint(path: Path, obj: dict) -> None:
-    tmp = atomic_path(path)
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
 
 
 def _rows_from_table(table: torch.Tensor) -> list[dict]:
@@ -216,7 +212,7 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
                 "ledger": torch.tensor([[r[c] for c in cols] for r in rows], dtype=torch.float64).reshape(len(rows), len(cols)),
             },
         )
-        write_table(pd.DataFrame(rows, columns=cols), out)
+        write_table(out / LEDGER_FILE, pd.DataFrame(rows, columns=cols))
 
     kill_after = int(os.environ[KILL_ENV]) if os.environ.get(KILL_ENV) else None
     with torch.no_grad():

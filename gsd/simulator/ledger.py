@@ -8,15 +8,14 @@ of the math core *predict* for the same prompts at the policy the step sampled f
 The closed forms come from :mod:`gsd.silent` and :mod:`gsd.update`, unchanged; the only thing
 added here is the effect of a noisy verifier, derived below.
 
-Files are written atomically (a temporary file in the same folder, then ``os.replace``), so a
-run killed at any instant leaves either the old file or the new one, never half of one.
+The run's files are written with :mod:`gsd.atomic` (a temporary file in the same folder, then
+``os.replace``), so a run killed at any instant leaves either the old file or the new one, never
+half of one.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -34,12 +33,12 @@ __all__ = [
     "predicted_silent",
     "r_squared",
     "summarise",
-    "write_json",
-    "read_json",
-    "write_table",
     "read_ledger",
-    "atomic_path",
+    "LEDGER_FILE",
 ]
+
+#: The ledger's file in a run folder.
+LEDGER_FILE = "ledger.parquet"
 
 N_DECILES = 10
 N_QUARTILES = 4
@@ -206,57 +205,9 @@ def summarise(ledger: pd.DataFrame, cfg, *, initial: dict, final: dict, device: 
 
 
 # --------------------------------------------------------------------------- files
-def atomic_path(path: Path) -> Path:
-    """The temporary sibling a writer fills before ``os.replace`` moves it onto ``path``."""
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
-def _json_safe(obj):
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, (np.floating, float)):
-        return None if not math.isfinite(float(obj)) else float(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
-
-
-def write_json(path, obj) -> None:
-    """Atomic JSON write; NaN/inf become null (strict JSON)."""
-    path = Path(path)
-    tmp = atomic_path(path)
-    tmp.write_text(json.dumps(_json_safe(obj), indent=2, allow_nan=False) + "\n")
-    os.replace(tmp, path)
-
-
-def read_json(path) -> dict:
-    return json.loads(Path(path).read_text())
-
-
-def write_table(df: pd.DataFrame, folder, stem: str = "ledger") -> Path:
-    """Write ``df`` as ``stem.parquet`` (or ``stem.csv`` without pyarrow), atomically."""
-    folder = Path(folder)
-    try:
-        import pyarrow  # noqa: F401
-
-        path = folder / f"{stem}.parquet"
-        tmp = atomic_path(path)
-        df.to_parquet(tmp, index=False)
-    except ImportError:
-        path = folder / f"{stem}.csv"
-        tmp = atomic_path(path)
-        df.to_csv(tmp, index=False)
-    os.replace(tmp, path)
-    return path
-
-
 def read_ledger(folder) -> pd.DataFrame:
-    """A run folder's ledger (parquet, or the CSV fallback)."""
-    folder = Path(folder)
-    if (folder / "ledger.parquet").is_file():
-        return pd.read_parquet(folder / "ledger.parquet")
-    if (folder / "ledger.csv").is_file():
-        return pd.read_csv(folder / "ledger.csv")
-    raise ValueError(f"out_dir {str(folder)!r} holds no ledger")
+    """A run folder's ledger."""
+    path = Path(folder) / LEDGER_FILE
+    if not path.is_file():
+        raise ValueError(f"out_dir {str(folder)!r} holds no ledger")
+    return pd.read_parquet(path)

@@ -13,7 +13,8 @@ Layout of a sweep folder::
 Running the same sweep again only does what is missing: complete runs are skipped, interrupted
 ones resume from their checkpoint.  The per-run lock makes it safe to run two sweeps over the
 same folder at once (each run is written by one process; the other waits, then finds it
-complete).  ``results.parquet`` and ``sweep.json`` are replaced atomically.
+complete).  ``results.parquet``, ``sweep.json`` and ``grid.toml`` are replaced atomically
+(:mod:`gsd.atomic`).
 """
 
 from __future__ import annotations
@@ -25,16 +26,16 @@ import numbers
 import os
 import sys
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from ..atomic import write_atomic, write_json, write_table
 from .backends import TaskFailed, make_backend, read_summary
 from .grid import Grid, RunSpec, expand, load_grid
 
-__all__ = ["run_sweep", "SweepResult", "plan_sweep", "results_table", "load_results", "atomic_write_bytes"]
+__all__ = ["run_sweep", "SweepResult", "plan_sweep", "results_table", "load_results"]
 
 RESULTS = "results.parquet"
 MANIFEST = "sweep.json"
@@ -65,32 +66,6 @@ class SweepResult:
 
 
 # ------------------------------------------------------------------------------ files
-def atomic_write_bytes(path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _atomic_parquet(df: pd.DataFrame, path: Path) -> None:
-    import io
-
-    buf = io.BytesIO()
-    df.to_parquet(buf, index=False)
-    atomic_write_bytes(path, buf.getvalue())
-
-
-def _atomic_json(obj, path: Path) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, default=str) + "\n").encode("utf-8"))
-
-
 def _log_event(out: Path, **event) -> None:
     event = {"time": time.time(), **event}
     line = (json.dumps(event, default=str) + "\n").encode("utf-8")
@@ -218,7 +193,7 @@ def run_sweep(
     out.mkdir(parents=True, exist_ok=True)
     (out / "runs").mkdir(exist_ok=True)
     if grid.text is not None:
-        atomic_write_bytes(out / "grid.toml", grid.text.encode("utf-8"))
+        write_atomic(out / "grid.toml", grid.text)
     manifest = {
         "grid": str(grid.source) if grid.source else None,
         "description": grid.description,
@@ -227,7 +202,7 @@ def run_sweep(
         "started": time.time(),
         "runs": [{"name": s.name, "params": s.params, "run_dir": str(s.run_dir.relative_to(out))} for s in specs],
     }
-    _atomic_json(manifest, out / MANIFEST)
+    write_json(out / MANIFEST, manifest)
 
     summaries: dict[str, dict] = {}
     result = SweepResult(out=out, table=pd.DataFrame(), backend=backend_obj.name)
@@ -244,7 +219,7 @@ def run_sweep(
                  summaries, result)
 
     result.table = results_table(specs, summaries, out)
-    _atomic_parquet(result.table, out / RESULTS)
+    write_table(out / RESULTS, result.table)
     result.wall_s = time.perf_counter() - t0
     manifest.update(
         finished=time.time(),
@@ -254,7 +229,7 @@ def run_sweep(
         skipped=result.skipped,
         failed=result.failed,
     )
-    _atomic_json(manifest, out / MANIFEST)
+    write_json(out / MANIFEST, manifest)
     return result
 
 

@@ -35,8 +35,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..plotstyle import checkout_root, figures_dir, new_figure, save_figure, styled
 from ..update import fidelity, fidelity_law
-from .engine import atomic_write_bytes, load_results, run_sweep
+from .engine import load_results, run_sweep
 from .grid import Grid, load_grid
 
 __all__ = [
@@ -64,14 +65,9 @@ _LATTICE_TOL = 1e-6
 
 
 # ------------------------------------------------------------------------------ locations
-def _checkout_root() -> Path | None:
-    root = Path(__file__).resolve().parents[2]
-    return root if (root / "pyproject.toml").is_file() and (root / "gsd").is_dir() else None
-
-
 def default_grid_path() -> Path:
     """``simulations/law_in_training.toml`` of the checkout (editable install), else ./simulations."""
-    root = _checkout_root()
+    root = checkout_root()
     return (root if root else Path(".")) / "simulations" / "law_in_training.toml"
 
 
@@ -79,19 +75,16 @@ def default_sweep_dir(fast: bool | None = None) -> Path:
     """$GSD_SWEEPS_DIR, else the checkout's ``sweeps/`` (git-ignored), else ./sweeps; then
     ``law_in_training`` (``law_in_training_fast`` for the fast grid)."""
     env = os.environ.get("GSD_SWEEPS_DIR")
-    root = _checkout_root()
+    root = checkout_root()
     base = Path(env) if env else (root / "sweeps" if root else Path("sweeps"))
     return base / ("law_in_training_fast" if fast_mode(fast) else "law_in_training")
 
 
 def default_figure_path(fast: bool | None = None) -> Path:
-    """$GSD_FIGURES_DIR, else the checkout's ``figures/``; ``law_in_training.png``, or
-    ``law_in_training_fast.png`` in fast mode (so that a quick run never replaces the figure
-    of the full grid)."""
-    env = os.environ.get("GSD_FIGURES_DIR")
-    root = _checkout_root()
-    base = Path(env) if env else (root / "figures" if root else Path("figures"))
-    return base / ("law_in_training_fast.png" if fast_mode(fast) else "law_in_training.png")
+    """:func:`gsd.plotstyle.figures_dir` ($GSD_FIGURES_DIR, else the checkout's ``figures/``);
+    ``law_in_training.png``, or ``law_in_training_fast.png`` in fast mode (so that a quick run
+    never replaces the figure of the full grid)."""
+    return figures_dir() / ("law_in_training_fast.png" if fast_mode(fast) else "law_in_training.png")
 
 
 def fast_mode(fast: bool | None = None) -> bool:
@@ -290,21 +283,23 @@ def _sorted(df: pd.DataFrame, keys: list, reference: pd.DataFrame) -> pd.DataFra
 
 
 # ------------------------------------------------------------------------------ figure
+@styled
 def law_figure(result: LawResult, *, mix_key: str | None = None):
     """Left panels, one per difficulty mix: fidelity against G at each measured step of
     training — measured (points, ±2 SE), exact φ (solid line), the law (dashed), one colour per
     step.  Right panel: every (mix, G, p-bin) cell, measured against exact φ (on the diagonal
-    when φ is right) and the law against exact φ."""
-    import matplotlib.pyplot as plt
+    when φ is right) and the law against exact φ.  Drawn in the package's figure style
+    (:mod:`gsd.plotstyle`)."""
+    import matplotlib
 
     bg = result.by_group
     keys = [k for k in result.family_keys if k != "group_size"]
     mix_key = mix_key or (keys[0] if keys else None)
     mixes = list(dict.fromkeys(bg[mix_key])) if mix_key else [None]
     steps = sorted(bg["step"].unique())
-    fig, axes = plt.subplots(1, len(mixes) + 1, figsize=(3.7 * (len(mixes) + 1), 3.9), constrained_layout=True)
+    fig, axes = new_figure(len(mixes) + 1, width=3.7 * (len(mixes) + 1), height=3.9)
     axes = np.atleast_1d(axes)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, mix in zip(axes[:-1], mixes):
         lows = []
         for i, step in enumerate(steps):
@@ -326,7 +321,6 @@ def law_figure(result: LawResult, *, mix_key: str | None = None):
         ax.axhline(1.0, color="0.8", lw=0.8)
         ax.set_title(f"{mix} mix" if mix is not None else "all prompts", fontsize=10)
         ax.set_xlabel("group size G")
-        ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right", title="measured (±2 SE)", title_fontsize=7)
     axes[0].set_ylabel("mean |update| / large-G update")
     axes[0].text(0.02, 0.98, "solid: exact φ(p, G)\ndashed: law 1 − 1/(8Gp(1−p))", transform=axes[0].transAxes,
@@ -343,23 +337,12 @@ def law_figure(result: LawResult, *, mix_key: str | None = None):
     ax.set_ylabel("measured, or law")
     ax.set_title("each mix × G × bin of p (≥ 100 prompt-steps)", fontsize=10)
     ax.legend(fontsize=7, loc="lower right")
-    ax.grid(alpha=0.3)
     fig.suptitle("The group-size law in training (tabular GRPO, lr 0.5): per-prompt logit update ÷ lr·sqrt(p(1−p)) "
                  "at the p before the step", fontsize=10)
     return fig
 
 
 def save_law_figure(result: LawResult, path=None) -> Path:
-    """Draw :func:`law_figure` and write it as PNG (atomically); returns the path."""
-    import io
-
-    import matplotlib.pyplot as plt
-
-    path = Path(path) if path is not None else default_figure_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig = law_figure(result)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-    return path
+    """Draw :func:`law_figure` and write it with :func:`gsd.plotstyle.save_figure` (atomic PNG,
+    no timestamp); ``path`` defaults to :func:`default_figure_path`.  Returns the path."""
+    return save_figure(law_figure(result), path if path is not None else default_figure_path())

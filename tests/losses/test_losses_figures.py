@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from gsd.losses import figures
+from gsd.plotstyle import save_figure
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,7 @@ def test_regeneration_is_byte_identical(written, tmp_path):
     # No timestamp in the PNG metadata: rebuilding a figure gives the same file.
     out, paths = written
     again = tmp_path / "loss_temperature.png"
-    figures.save_figure(figures.fig_temperature(), again)
+    save_figure(figures.fig_temperature(), again)
     assert again.read_bytes() == (out / "loss_temperature.png").read_bytes()
 
 
@@ -37,13 +38,6 @@ def test_seed_examples_agree():
     df = figures.seed_examples()
     assert df["agrees"].all(), df[~df["agrees"]]
     assert len(df) == 14
-
-
-def test_default_outdir(monkeypatch, tmp_path):
-    monkeypatch.setenv("GSD_FIGURES_DIR", str(tmp_path))
-    assert figures.default_outdir() == tmp_path
-    monkeypatch.delenv("GSD_FIGURES_DIR")
-    assert figures.default_outdir().name == "figures"
 
 
 @pytest.mark.parametrize("name", list(figures._FIGURES))

@@ -1,0 +1,123 @@
+"""Atomic file writes: a reader never sees a half-written file.
+
+Every file the package writes (reports, figures, run folders, sweep tables, plans) goes to a
+temporary sibling ``.NAME.<pid>.<random>.tmp`` in the destination folder first, is flushed to
+disk, and is then moved over the final name with :func:`os.replace` (atomic on POSIX and Windows
+within one file system).  A process killed at any instant leaves the old file or the new one,
+never half of one; a failed write removes its temporary file.
+
+* :func:`write_atomic` — bytes or text;
+* :func:`write_json` / :func:`read_json` — indented, strict JSON (NaN and ±inf become ``null``);
+* :func:`write_table` — a DataFrame as parquet (or CSV for a ``.csv`` path);
+* :func:`atomic_path` — a temporary path for writers that need one (``torch.save``, ...);
+* :func:`remove_temps` — clear the temporary files a killed process left in a folder.
+
+Only the standard library is imported here; numpy and pandas are used when given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import uuid
+from pathlib import Path
+
+__all__ = ["write_atomic", "write_json", "read_json", "write_table", "atomic_path", "jsonable",
+           "remove_temps", "TEMP_GLOB"]
+
+#: Glob matching the temporary files of this module (``.NAME.<pid>.<random>.tmp``).
+TEMP_GLOB = ".*.tmp"
+
+
+@contextlib.contextmanager
+def atomic_path(path):
+    """Yield a temporary sibling of ``path`` to write; on success it replaces ``path``.
+
+    The parent folder is created.  If the block raises, the temporary file is removed and
+    ``path`` is left as it was::
+
+        with atomic_path(run / "checkpoint.pt") as tmp:
+            torch.save(state, tmp)
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        yield tmp
+        _fsync(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path, data) -> Path:
+    """Write ``data`` (str as UTF-8, or bytes) to ``path`` atomically; returns the path."""
+    payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(payload)
+    return path
+
+
+def jsonable(obj):
+    """Plain-Python copy of ``obj`` for strict JSON: numpy scalars/arrays → Python numbers/lists,
+    NaN/±inf → None, Path → str, dict keys → str."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if hasattr(obj, "tolist") and hasattr(obj, "dtype"):  # numpy arrays and scalars
+        obj = obj.tolist()
+        if isinstance(obj, list):
+            return jsonable(obj)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def write_json(path, obj) -> Path:
+    """Write ``obj`` as indented JSON atomically (keys in insertion order, NaN/±inf as ``null``,
+    other non-JSON objects as their ``str``); returns the path."""
+    return write_atomic(path, json.dumps(jsonable(obj), indent=2, allow_nan=False, default=str) + "\n")
+
+
+def read_json(path):
+    """The content of a JSON file."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def write_table(path, df) -> Path:
+    """Write the DataFrame ``df`` (without its index) atomically: CSV if ``path`` ends in
+    ``.csv``, parquet otherwise; returns the path."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        if path.suffix.lower() == ".csv":
+            df.to_csv(tmp, index=False)
+        else:
+            df.to_parquet(tmp, index=False)
+    return path
+
+
+def remove_temps(folder) -> list[Path]:
+    """Delete the temporary files (:data:`TEMP_GLOB`) left in ``folder`` by a killed writer.
+
+    Only for a folder no other live process is writing to; returns what was removed.
+    """
+    removed = []
+    for tmp in Path(folder).glob(TEMP_GLOB):
+        if tmp.is_file():
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
