@@ -3,24 +3,54 @@
     .venv/bin/python benchmarks/bench_simulator.py --out runs/bench_simulator.json [--threads 1]
     .venv/bin/python benchmarks/bench_simulator.py --device cuda --prompts 1000000 --out runs/bench_cuda.json
 
-Part 1 — the paper's three-arm campaign (DESIGN §1.5: 6,000 tabular prompts, G = 8, 150 steps,
-SGD lr 0.5, DAPO ≤ 4 draws, plus the 200-draw decile measurement), timed two ways:
+Both sides run in this process, one after the other, after a warm-up (the first torch optimizer
+step imports torch._dynamo, a one-time cost reported separately); every figure is the best of
+``--repeats`` runs.
 
-* ``ledger``: both sides produce the same measurements — per step the silent fraction and its
-  prediction, the gradient mass per decile against the closed forms m_method(p, G), the quartile
-  means, DAPO's expected cost — with the same core functions (``gsd.silent``, ``gsd.update``);
-* ``bare``: the numpy loop only samples k ~ Binom(G, p) and applies z += lr·σ (GRPO, DAPO) or
-  lr·σ² (Dr.GRPO) — the paper's analytic-gain approach — while the engine runs with its
-  closed-form columns off (``closed_form_every = 0``).
+What the numpy side is.  The paper's own approach (DESIGN §1.5): a loop over steps, vectorised
+over prompts, that applies the analytic gain instead of differentiating anything — per step
+p = expit(z); k ~ Binom(G, p) per prompt (``Generator.binomial``; DAPO draws ``max_draws`` groups
+at once and keeps the first non-silent one, a prompt silent in every draw gets no update, every
+draw counts); σ = sqrt(k(G−k))/G; z += lr·σ (GRPO, DAPO) or lr·σ² (Dr.GRPO).  Same population
+(``initial_solve_rates`` of the same config, loaded inside the timer as the engine loads it),
+same G, steps, lr and draws.  Three levels of bookkeeping on top of that loop:
 
-and, for the engine, both rollout paths: ``answers`` (G Bernoulli answers per group, loss per
-answer: G times the random numbers of the numpy loop) and ``counts`` (one binomial count per
-group, the same loss summed per (answer, reward) cell).  The engine always builds the loss and
-backpropagates it; the numpy loop never differentiates.  Both run in this process, after a warm-up
-(the first torch optimizer step imports torch._dynamo, a one-time cost reported separately).
+* ``bare``: nothing but the loop (and the silent fraction and groups drawn): the floor of the
+  analytic-gain approach, no measurement at all;
+* ``paper``: what the paper measures and reports — per step the silent fraction against the
+  mean of P_silent(p, G) (a), the zero-update fraction, groups drawn and DAPO's expected groups
+  (``dapo_generation_cost``), the mean p of each initial-p quartile (c); and, once, measurement
+  (b): the gradient mass per decile of initial p from 200 independent draws at the initial p,
+  against the closed forms m_GRPO and m_Dr (``expected_update``);
+* ``ledger``: every column of the engine's ledger (``gsd.simulator.COLUMNS``): the above plus
+  the gradient mass per decile, the closed forms Σ m_method(p, G) per decile, the large-G
+  update Σ sqrt(p(1−p)) per decile and the law's, mean p and mean 2·arcsin√p — with the same
+  core functions (``gsd.silent``, ``gsd.update``) — and measurement (b).
 
-Part 2 — per-step throughput of the engine at --prompts × --group-size (default 10^5 × 64),
-with and without the closed-form columns, beside the numpy loop at the same size.
+What the engine side is.  ``run_simulation`` on the same config (DESIGN §1.5: 6,000 tabular
+prompts, G = 8, 150 steps, SGD lr 0.5, DAPO ≤ 4 draws, float64, a checkpoint every 25 steps),
+one run folder per arm.  It always samples the groups, builds the loss −Σ mean_group(A·log π)
+from the core's advantages, backpropagates it through autograd, steps a torch SGD optimizer,
+writes its full ledger row (autograd gradient mass per decile, silent and DAPO predictions,
+quartile means, …) and its files (config, checkpoints with every random state and the ledger so
+far, ledger parquet, summary).  Against ``bare`` and ``paper`` it runs with its per-step closed
+forms off (``closed_form_every = 0``), against ``ledger`` with them on; with ``paper`` and
+``ledger`` it also runs measurement (b) (``measure_initial_deciles``, autograd over 200 draws).
+So the engine never does less than the numpy side: at ``paper`` it still writes its whole ledger
+and its files.  ``engine_steps_s`` is the part of the engine's time spent inside its steps (the
+ledger's ``wall_s``), i.e. without set-up, checkpoints and summary.
+
+Both rollout paths of the engine are timed: ``answers`` (G Bernoulli answers per group and a
+loss term per answer: G times the random numbers of the numpy loop) and ``counts`` (one binomial
+count per group, the loss summed per (answer, reward) cell: the numpy loop's random numbers).
+
+Part 2 — per-step cost against the prompt count: the GRPO arm at ``paper`` level, G = 8, for
+N = 100 … 10^5 prompts, engine (both paths) and numpy; the ratio at each N, and a fit
+t(N) = t_fixed + N·t_prompt per side, which says how much of the gap is per-step fixed cost.
+
+Part 3 — per-step throughput of the engine at --prompts × --group-size (default 10^5 × 64),
+with and without the closed-form columns, beside the numpy loop at the same size (``bare`` and
+``ledger`` levels).
 """
 
 from __future__ import annotations
@@ -45,49 +75,73 @@ from gsd.update import expected_update
 from gsd.weighting import decile_index
 
 ARMS = ("grpo", "dr_grpo", "dapo")
+LEVELS = ("bare", "paper", "ledger")
+DRAWS = 200  # measurement (b)
 
 
 # --------------------------------------------------------------------------- numpy reference
-def numpy_arm(p0, method, *, G, steps, lr, max_draws, seed, ledger):
-    """The paper's analytic-gain loop: Δz_j = lr·σ_j (GRPO/DAPO) or lr·σ_j² (Dr.GRPO)."""
+def numpy_arm(p0, method, *, G, steps, lr, max_draws, seed, level):
+    """The paper's analytic-gain loop: Δz_j = lr·σ_j (GRPO/DAPO) or lr·σ_j² (Dr.GRPO).
+
+    ``level``: ``"bare"``, ``"paper"`` or ``"ledger"`` (see the module docstring).  Returns the
+    per-step rows (dicts of numbers and arrays)."""
     rng = np.random.default_rng(seed)
     N = p0.size
+    D = max_draws if method == "dapo" else 1
     z = logit(p0)
     dec = decile_index(p0)
     order = np.argsort(p0, kind="stable")
     quart = np.empty(N, dtype=np.int64)
     quart[order] = np.arange(N) * 4 // N
+    quart_n = np.bincount(quart, minlength=4)
     cols = np.arange(N)
+    kw = {"max_draws": D} if method == "dapo" else {}
     rows = []
+    generations = 0
     for _ in range(steps):
         p = expit(z)
-        if method == "dapo":
-            k = rng.binomial(G, p, size=(max_draws, N))
+        if D > 1:
+            k = rng.binomial(G, p, size=(D, N))
             silent = (k == 0) | (k == G)
             first = np.argmax(~silent, axis=0)
             kept = ~silent.all(axis=0)
             kk = k[first, cols]
-            groups = np.where(kept, first + 1, max_draws).sum()
+            groups = int(np.where(kept, first + 1, D).sum())
             g = np.where(kept, np.sqrt(kk * (G - kk)) / G, 0.0)
+            zero = ~kept
         else:
             k = rng.binomial(G, p)
             silent = ((k == 0) | (k == G))[None]
             groups = N
             sigma = np.sqrt(k * (G - k)) / G
             g = sigma if method == "grpo" else sigma * sigma
+            zero = silent[0]
+        generations += groups * G
         row = {"silent_frac": silent[0].mean(), "groups": groups}
-        if ledger:
+        if level != "bare":
             s = silent_rate(p, G)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                m = expected_update(p, G, method, **({"max_draws": max_draws} if method == "dapo" else {}))
             row.update(
                 silent_pred=s.mean(),
+                zero_update_frac=zero.mean(),
+                zero_update_pred=(s**D).mean(),
+                groups_pred=dapo_generation_cost(p, G, max_draws=D).sum() if D > 1 else N,
+                generations_cum=generations,
+                quartile_mean_p=np.bincount(quart, weights=p, minlength=4) / quart_n,
+            )
+        if level == "ledger":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                m = expected_update(p, G, method, **kw)
+            lim = np.sqrt(p * (1.0 - p))
+            row.update(
+                grad_mass=g.sum(),
                 grad_mass_d=np.bincount(dec, weights=g, minlength=10),
+                grad_pred=m.sum(),
                 grad_pred_d=np.bincount(dec, weights=m, minlength=10),
+                grad_limit=lim.sum(),
+                grad_law=(lim - 1.0 / (8.0 * G * lim)).sum(),
+                grad_limit_d=np.bincount(dec, weights=lim, minlength=10),
                 mean_p=p.mean(),
                 mean_arcsin=(2 * np.arcsin(np.sqrt(p))).mean(),
-                quartiles=np.bincount(quart, weights=p, minlength=4) / np.bincount(quart, minlength=4),
-                groups_pred=dapo_generation_cost(p, G, max_draws=max_draws).sum() if method == "dapo" else N,
             )
         rows.append(row)
         z = z + lr * g
@@ -95,6 +149,8 @@ def numpy_arm(p0, method, *, G, steps, lr, max_draws, seed, ledger):
 
 
 def numpy_deciles(p0, *, G, draws, seed):
+    """Measurement (b): mean update per prompt over ``draws`` groups at p0, per decile, against
+    the closed forms, as shares."""
     rng = np.random.default_rng(seed)
     dec = decile_index(p0)
     k = rng.binomial(G, p0, size=(draws, p0.size))
@@ -107,34 +163,41 @@ def numpy_deciles(p0, *, G, draws, seed):
     return out
 
 
-# --------------------------------------------------------------------------- timing helpers
-def timed(fn):
+def numpy_campaign(base: SimConfig, *, level: str) -> float:
     t0 = time.perf_counter()
-    out = fn()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    return time.perf_counter() - t0, out
-
-
-def engine_campaign(base: SimConfig, work: Path, *, closed_forms: bool, draws: int):
-    cfg = base.with_overrides({"closed_form_every": 1 if closed_forms else 0})
-    t0 = time.perf_counter()
-    summaries = {}
-    for arm in ARMS:
-        summaries[arm] = run_simulation(cfg.with_overrides({"method": arm, "name": arm}), work / f"{arm}-{closed_forms}", progress=False)
-    if closed_forms:
-        measure_initial_deciles(cfg, draws=draws)
-    return time.perf_counter() - t0, summaries
-
-
-def numpy_campaign(base: SimConfig, *, ledger: bool, draws: int):
     p0 = initial_solve_rates(base)
+    for arm in ARMS:
+        numpy_arm(p0, arm, G=base.group_size, steps=base.steps, lr=base.lr, max_draws=base.max_draws, seed=base.seed, level=level)
+    if level != "bare":
+        numpy_deciles(p0, G=base.group_size, draws=DRAWS, seed=base.seed)
+    return time.perf_counter() - t0
+
+
+# --------------------------------------------------------------------------- engine side
+def engine_campaign(base: SimConfig, work: Path, *, level: str):
+    """The three arms through ``run_simulation`` (+ measurement (b) unless ``bare``); returns
+    (total seconds, seconds inside the steps)."""
+    cfg = base.with_overrides({"closed_form_every": 1 if level == "ledger" else 0})
+    shutil.rmtree(work, ignore_errors=True)
     t0 = time.perf_counter()
     for arm in ARMS:
-        numpy_arm(p0, arm, G=base.group_size, steps=base.steps, lr=base.lr, max_draws=base.max_draws, seed=base.seed, ledger=ledger)
-    if ledger:
-        numpy_deciles(p0, G=base.group_size, draws=draws, seed=base.seed)
-    return time.perf_counter() - t0
+        run_simulation(cfg.with_overrides({"method": arm, "name": arm}), work / arm, progress=False)
+    if level != "bare":
+        measure_initial_deciles(cfg, draws=DRAWS)
+    total = time.perf_counter() - t0
+    steps = sum(float(read_ledger(work / arm)["wall_s"].sum()) for arm in ARMS)
+    return total, steps
+
+
+def sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def fit_line(n, t):
+    """Least-squares t = a + b·n; returns (a, b)."""
+    b, a = np.polyfit(np.asarray(n, dtype=np.float64), np.asarray(t, dtype=np.float64), 1)
+    return float(a), float(b)
 
 
 def main(argv=None) -> int:
@@ -146,8 +209,11 @@ def main(argv=None) -> int:
     ap.add_argument("--group-size", type=int, default=64, help="throughput: G")
     ap.add_argument("--steps", type=int, default=4, help="throughput: timed steps (after one warm-up step)")
     ap.add_argument("--dtype", default="float32", choices=("float32", "float64"), help="throughput dtype")
-    ap.add_argument("--repeats", type=int, default=2, help="campaign timings: best of this many")
+    ap.add_argument("--repeats", type=int, default=3, help="campaign and scaling timings: best of this many")
+    ap.add_argument("--scaling-prompts", default="100,1000,6000,30000,100000", help="part 2: prompt counts ('' to skip)")
+    ap.add_argument("--scaling-steps", type=int, default=30, help="part 2: steps per run")
     ap.add_argument("--skip-campaign", action="store_true")
+    ap.add_argument("--skip-throughput", action="store_true")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -162,49 +228,98 @@ def main(argv=None) -> int:
                     "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else None},
     }
     try:
-        t_first, _ = timed(lambda: run_simulation(SimConfig(n_prompts=100, steps=2, device=args.device), work / "warm", progress=False))
-        results["first_run_overhead_s"] = t_first  # torch._dynamo import on the first optimizer step, etc.
+        t0 = time.perf_counter()
+        run_simulation(SimConfig(n_prompts=100, steps=2, device=args.device), work / "warm", progress=False)
+        sync(args.device)
+        results["first_run_overhead_s"] = time.perf_counter() - t0  # torch._dynamo import on the first optimizer step, etc.
 
+        # --- part 1: the campaign --------------------------------------------------------------
         if not args.skip_campaign:
             camp = {}
-            for mode, cf in (("ledger", True), ("bare", False)):
-                ref = min(numpy_campaign(SimConfig(), ledger=cf, draws=200) for _ in range(args.repeats))
+            for level in LEVELS:
+                ref = min(numpy_campaign(SimConfig(), level=level) for _ in range(args.repeats))
                 for rollouts in ("answers", "counts"):
                     base = SimConfig(device=args.device, rollouts=rollouts)  # the paper's campaign (DESIGN §1.5)
-                    eng = min(engine_campaign(base, work / f"r{rollouts}{i}", closed_forms=cf, draws=200)[0]
-                              for i in range(args.repeats))
-                    camp[f"{mode}/{rollouts}"] = {"engine_s": eng, "numpy_s": ref, "ratio": eng / ref}
+                    runs = [engine_campaign(base, work / f"c-{level}-{rollouts}", level=level) for _ in range(args.repeats)]
+                    eng, eng_steps = min(runs)
+                    camp[f"{level}/{rollouts}"] = {"engine_s": eng, "engine_steps_s": eng_steps, "numpy_s": ref, "ratio": eng / ref}
             results["campaign"] = camp
 
-        tp = {"prompts": n_tp, "group_size": args.group_size, "dtype": args.dtype, "steps_timed": args.steps}
-        big = SimConfig(n_prompts=n_tp, group_size=args.group_size, steps=args.steps + 1, device=args.device, dtype=args.dtype,
-                        replace=n_tp > 191_501, checkpoint_every=10**6)
-        variants = [(f"engine_{r}_{'with' if cf else 'no'}_closed_form", r, cf) for r in ("answers", "counts") for cf in (0, 1)]
-        for label, rollouts, cf in variants:
-            folder = work / f"tp-{label}"
-            run_simulation(big.with_overrides({"closed_form_every": cf, "rollouts": rollouts}), folder, progress=False)
-            wall = read_ledger(folder)["wall_s"].to_numpy()[1:]  # step 0 warms caches
-            tp[label] = {"s_per_step": float(np.median(wall)), "answers_per_s": n_tp * args.group_size / float(np.median(wall))}
-            shutil.rmtree(folder)
-        p0 = initial_solve_rates(big)
-        t_np, _ = timed(lambda: numpy_arm(p0, "grpo", G=args.group_size, steps=args.steps, lr=0.5, max_draws=4, seed=0, ledger=False))
-        tp["numpy_bare"] = {"s_per_step": t_np / args.steps, "answers_per_s": n_tp * args.group_size * args.steps / t_np}
-        results["throughput"] = tp
+        # --- part 2: per-step cost against N (GRPO arm, paper level, G = 8) ----------------------
+        ns = [int(x) for x in args.scaling_prompts.split(",") if x.strip()]
+        if ns:
+            scal = {"group_size": 8, "steps": args.scaling_steps, "rows": []}
+            for n in ns:
+                cfg = SimConfig(n_prompts=n, steps=args.scaling_steps, device=args.device, replace=True, closed_form_every=0,
+                                checkpoint_every=10**6)
+                p0 = initial_solve_rates(cfg)
+                t_np = []
+                for _ in range(args.repeats):
+                    t0 = time.perf_counter()
+                    numpy_arm(p0, "grpo", G=8, steps=args.scaling_steps, lr=cfg.lr, max_draws=4, seed=0, level="paper")
+                    t_np.append((time.perf_counter() - t0) / args.scaling_steps)
+                row = {"n_prompts": n, "numpy_s_per_step": min(t_np)}
+                for rollouts in ("answers", "counts"):
+                    best = []
+                    for i in range(args.repeats):
+                        folder = work / f"s-{n}-{rollouts}-{i}"
+                        run_simulation(cfg.with_overrides({"rollouts": rollouts}), folder, progress=False)
+                        best.append(float(np.median(read_ledger(folder)["wall_s"].to_numpy()[1:])))
+                        shutil.rmtree(folder)
+                    row[f"engine_{rollouts}_s_per_step"] = min(best)
+                    row[f"ratio_{rollouts}"] = min(best) / row["numpy_s_per_step"]
+                scal["rows"].append(row)
+            n_arr = [r["n_prompts"] for r in scal["rows"]]
+            for key in ("numpy", "engine_answers", "engine_counts"):
+                a, b = fit_line(n_arr, [r[f"{key}_s_per_step"] for r in scal["rows"]])
+                scal[f"fit_{key}"] = {"fixed_us": a * 1e6, "per_prompt_ns": b * 1e9}
+            results["scaling"] = scal
+
+        # --- part 3: throughput at n_tp × G ----------------------------------------------------
+        if not args.skip_throughput:
+            tp = {"prompts": n_tp, "group_size": args.group_size, "dtype": args.dtype, "steps_timed": args.steps}
+            big = SimConfig(n_prompts=n_tp, group_size=args.group_size, steps=args.steps + 1, device=args.device, dtype=args.dtype,
+                            replace=n_tp > 191_501, checkpoint_every=10**6)
+            variants = [(f"engine_{r}_{'with' if cf else 'no'}_closed_form", r, cf) for r in ("answers", "counts") for cf in (0, 1)]
+            for label, rollouts, cf in variants:
+                folder = work / f"tp-{label}"
+                run_simulation(big.with_overrides({"closed_form_every": cf, "rollouts": rollouts}), folder, progress=False)
+                wall = read_ledger(folder)["wall_s"].to_numpy()[1:]  # step 0 warms caches
+                tp[label] = {"s_per_step": float(np.median(wall)), "answers_per_s": n_tp * args.group_size / float(np.median(wall))}
+                shutil.rmtree(folder)
+            p0 = initial_solve_rates(big)
+            for level in ("bare", "ledger"):
+                t0 = time.perf_counter()
+                numpy_arm(p0, "grpo", G=args.group_size, steps=args.steps, lr=0.5, max_draws=4, seed=0, level=level)
+                t_np = time.perf_counter() - t0
+                tp[f"numpy_{level}"] = {"s_per_step": t_np / args.steps, "answers_per_s": n_tp * args.group_size * args.steps / t_np}
+            results["throughput"] = tp
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
     print(f"torch {torch.__version__}, {results['machine']['threads']} CPU thread(s), device {args.device}")
     print(f"first-run overhead (imports on the first optimizer step): {results['first_run_overhead_s']:.2f} s")
     if "campaign" in results:
-        print("\nthree-arm paper campaign (6,000 prompts, G = 8, 150 steps; + 200-draw deciles in 'ledger')")
-        print(f"{'mode/rollouts':<16} {'engine s':>10} {'numpy s':>10} {'ratio':>8}")
+        print(f"\nthree-arm paper campaign (6,000 prompts, G = 8, 150 steps; + {DRAWS}-draw deciles at 'paper' and 'ledger')")
+        print(f"{'level/rollouts':<16} {'engine s':>9} {'(steps)':>9} {'numpy s':>9} {'ratio':>7}")
         for mode, r in results["campaign"].items():
-            print(f"{mode:<16} {r['engine_s']:>10.3f} {r['numpy_s']:>10.3f} {r['ratio']:>8.2f}")
-    tp = results["throughput"]
-    print(f"\nper-step throughput at {tp['prompts']:,} prompts × G = {tp['group_size']} ({tp['dtype']})")
-    print(f"{'variant':<36} {'s/step':>10} {'answers/s':>14}")
-    for key in [v[0] for v in variants] + ["numpy_bare"]:
-        print(f"{key:<36} {tp[key]['s_per_step']:>10.4f} {tp[key]['answers_per_s']:>14,.0f}")
+            print(f"{mode:<16} {r['engine_s']:>9.3f} {r['engine_steps_s']:>9.3f} {r['numpy_s']:>9.3f} {r['ratio']:>7.2f}")
+    if "scaling" in results:
+        sc = results["scaling"]
+        print(f"\nper-step cost against N (GRPO, G = 8, 'paper' level, {sc['steps']} steps, best of {args.repeats})")
+        print(f"{'N':>8} {'numpy ms':>9} {'answers ms':>11} {'ratio':>6} {'counts ms':>10} {'ratio':>6}")
+        for r in sc["rows"]:
+            print(f"{r['n_prompts']:>8,} {r['numpy_s_per_step'] * 1e3:>9.3f} {r['engine_answers_s_per_step'] * 1e3:>11.3f} "
+                  f"{r['ratio_answers']:>6.2f} {r['engine_counts_s_per_step'] * 1e3:>10.3f} {r['ratio_counts']:>6.2f}")
+        for key in ("numpy", "engine_answers", "engine_counts"):
+            f = sc[f"fit_{key}"]
+            print(f"  fit {key:<15} t = {f['fixed_us']:7.0f} µs + N × {f['per_prompt_ns']:6.1f} ns")
+    if "throughput" in results:
+        tp = results["throughput"]
+        print(f"\nper-step throughput at {tp['prompts']:,} prompts × G = {tp['group_size']} ({tp['dtype']})")
+        print(f"{'variant':<36} {'s/step':>10} {'answers/s':>14}")
+        for key in [k for k in tp if k.startswith(("engine_", "numpy_"))]:
+            print(f"{key:<36} {tp[key]['s_per_step']:>10.4f} {tp[key]['answers_per_s']:>14,.0f}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")

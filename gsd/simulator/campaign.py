@@ -122,6 +122,11 @@ def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo"
     canon = (torch.arange(G, device=device)[None, :] < torch.arange(G + 1, device=device)[:, None]).to(dtype)
     chunk = max(1, (1 << 22) // (N * (G if cfg.rollouts == "answers" else 1)))  # draws per backward: ~4M terms at most
     out = {"draws": draws, "n_prompts": N, "group_size": G, "counts": np.bincount(decile, minlength=N_DECILES).tolist()}
+
+    def pick(table, k):
+        """table[k] for an index tensor k of any shape (index_select: several times faster than advanced indexing)."""
+        return table.index_select(0, k.reshape(-1)).reshape(k.shape)
+
     for method in methods:
         table = advantages(canon, method, ddof=cfg.ddof, eps=cfg.eps)  # the core, as in the engine
         adv_right, adv_wrong = table[:, 0], table[:, -1]
@@ -137,12 +142,12 @@ def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo"
             if cfg.rollouts == "answers":
                 y = torch.rand((c, N, G), generator=gen, device=device, dtype=dtype) < p[:, None]
                 k = y.sum(dim=-1)
-                A = torch.where(y, adv_right[k][..., None], adv_wrong[k][..., None])
+                A = torch.where(y, pick(adv_right, k)[..., None], pick(adv_wrong, k)[..., None])
                 terms = A * torch.where(y, ls_pos[:, None], ls_neg[:, None])
             else:  # the same groups as counts: k right answers share one term, G − k wrong ones another
                 right = torch.binomial(torch.full((c, N), float(G), device=device, dtype=dtype), p.expand(c, N).contiguous(), generator=gen)
                 k = right.long()
-                terms = right * adv_right[k] * ls_pos + (G - right) * adv_wrong[k] * ls_neg
+                terms = right * pick(adv_right, k) * ls_pos + (G - right) * pick(adv_wrong, k) * ls_neg
             loss = -terms.sum() / (G * draws)
             loss.backward(retain_graph=True)
             done += c

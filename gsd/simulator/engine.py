@@ -21,6 +21,24 @@ A run is a folder: ``config.json`` (the resolved config), ``ledger.parquet``, ``
 replaced atomically.  ``resume=True`` continues from the checkpoint; on CPU the ledger is then
 identical to an uninterrupted run's, wall-time columns aside.
 
+Speed without other numbers.  The per-step cost at the paper's size (6,000 prompts, G = 8) is
+mostly fixed cost per torch call, so the loop keeps calls few and tensors contiguous, and every
+change below leaves every ledger value and every parameter bit-identical (the tests replay the
+identity; a seeded run's ledger is compared with the previous implementation's):
+
+* with counts, the loss is built per (answer, reward) cell on (B,) vectors and laid out as the
+  same (B, 4) tensor only for the sums; an exact verifier's two empty cells are not computed;
+* one draw (GRPO, Dr.GRPO) takes its groups as a view, DAPO's kept draws by one flat
+  ``index_select``; advantages come from the core's table by ``index_select``;
+* plain SGD on CPU applies torch.optim.SGD's own update (``p.add_(grad, alpha=−lr)``) without the
+  optimizer's per-call bookkeeping; gradients are cleared by setting them to None, as
+  ``zero_grad(set_to_none=True)`` does;
+* the ledger is a preallocated float64 table filled in place: one device→host copy per step,
+  and a checkpoint writes it straight to parquet through pyarrow (no DataFrame).
+
+Results depend on the number of torch threads (a reduction split across threads rounds
+differently), as they always have: compare runs made with the same thread count.
+
 Random streams (fixed, so a test can replay them): one ``torch.Generator`` on the run's device,
 seeded from ``sub_seed(seed, STREAM_ROLLOUTS)``, draws per step, in this order: the batch
 (``randperm``, only when ``batch_size < n_prompts``); the (D, B, G) uniforms of the answers or
@@ -35,23 +53,24 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from ..atomic import atomic_path, read_json, remove_temps, write_json, write_table
+from ..atomic import atomic_path, read_json, remove_temps, write_json
 from ..groups import advantages
 from ..weighting import decile_index
 from .config import SimConfig, config_diff, resolve_device
 from .ledger import (
     COLUMNS,
-    INT_COLUMNS,
     LEDGER_FILE,
     N_DECILES,
     N_QUARTILES,
+    large_group_update,
+    ledger_frame,
     predicted_silent,
     predicted_update,
     summarise,
+    write_ledger,
 )
 from .policy import make_policy
 from .population import STREAM_INIT, STREAM_ROLLOUTS, initial_solve_rates, sub_seed
@@ -101,17 +120,6 @@ def _save_checkpoint(path: Path, obj: dict) -> None:
         torch.save(obj, tmp)
 
 
-def _rows_from_table(table: torch.Tensor) -> list[dict]:
-    """Ledger rows back from the checkpoint's float64 table (integers are exact below 2^53)."""
-    rows = []
-    for values in table.tolist():
-        row = dict(zip(COLUMNS, values))
-        for c in INT_COLUMNS:
-            row[c] = int(row[c])
-        rows.append(row)
-    return rows
-
-
 def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = True) -> dict:
     """Train one arm and return its summary (see :func:`gsd.simulator.ledger.summarise`).
 
@@ -131,12 +139,17 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
     N, G, B = cfg.n_prompts, cfg.group_size, cfg.batch_size or cfg.n_prompts
     D = cfg.max_draws if cfg.method == "dapo" else 1  # groups drawn per prompt per step, at most
     adv_method = "grpo" if cfg.method == "dapo" else cfg.method  # DAPO = GRPO advantages + redraws
+    counts = cfg.rollouts == "counts"
     policy = make_policy(cfg, p0, seed=sub_seed(cfg.seed, STREAM_INIT), dtype=dtype, device=device)
     params = [q for q in policy.parameters() if q.requires_grad]
     if cfg.optimizer == "sgd":
         opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum)
     else:
         opt = torch.optim.Adam(params, lr=cfg.lr)
+    # Plain SGD on CPU: torch.optim.SGD's own update (its single-tensor path, p −= lr·grad for every
+    # parameter with a gradient) applied directly, which skips the ~40 µs of Python bookkeeping
+    # its step() costs per call; same numbers, and the optimizer's state (empty) is unchanged.
+    plain_sgd = cfg.optimizer == "sgd" and cfg.momentum == 0 and device.type == "cpu"
     gen = torch.Generator(device=device).manual_seed(sub_seed(cfg.seed, STREAM_ROLLOUTS))
     with torch.no_grad():
         z_ref = policy().detach().clone()  # the frozen initial policy of the KL penalty
@@ -149,14 +162,9 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
     quartile = torch.as_tensor(quartile_np, device=device)
     quartile_n = torch.bincount(quartile, minlength=N_QUARTILES).to(dtype)
     arange_b = torch.arange(B, device=device)
-    zeros_b = torch.zeros(B, dtype=torch.int64, device=device)
     zero = torch.zeros((), device=device, dtype=dtype)
     full_g = torch.full((D, B), float(G), device=device, dtype=dtype)  # counts path: G answers per group
     nu = torch.tensor(cfg.verifier_noise, device=device, dtype=dtype)
-    # Counts path: the four (answer, reward) cells — right & marked right, right & marked wrong,
-    # wrong & marked right, wrong & marked wrong.
-    CELL_ANSWER = torch.tensor([True, True, False, False], device=device)
-    CELL_REWARD = torch.tensor([True, False, True, False], device=device)
     use_ratio = cfg.clip or cfg.ppo_epochs > 1
     # Binary rewards: a group's advantages depend only on (r_i, k), so the core's advantages()
     # is evaluated once on the G + 1 possible groups (row k: k right, then G − k wrong) and
@@ -165,7 +173,45 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
     table = advantages(canon, adv_method, ddof=cfg.ddof, eps=cfg.eps)  # (G + 1, G)
     adv_right = table[:, 0].clone()  # A of a right answer in a group with k right (unused at k = 0)
     adv_wrong = table[:, -1].clone()  # A of a wrong answer (unused at k = G)
-    rows: list[dict] = []
+
+    # Per-answer quantities travel as lists of "cells": with answers, one (B, G) tensor; with
+    # counts, the (answer, reward) cells of a group — 0: right & marked right, 1: right & marked
+    # wrong, 2: wrong & marked right, 3: wrong & marked wrong — as (B,) tensors, each weighted by
+    # how many answers it holds (w).  An exact verifier leaves cells 1 and 2 empty: only the
+    # live cells are computed.  Every sum over answers first lays the four cells out as one
+    # (B, 4) tensor, the empty ones as zeros (:func:`total`), so it sums the same numbers in the
+    # same order as a (B, 4) loss would, while the element-wise work (and its backward) stays
+    # on contiguous (B,) vectors.
+    live = (0, 1, 2, 3) if cfg.verifier_noise > 0 else (0, 3)
+    zeros_b = torch.zeros(B, device=device, dtype=dtype)
+
+    def log_pi(z, y):
+        """log π(y_i) of every answer: [(B, G)] (y: True = right), or of each live cell."""
+        pos, neg = F.logsigmoid(z), F.logsigmoid(-z)
+        if not counts:
+            return [torch.where(y, pos[:, None], neg[:, None])]
+        if cfg.kl_coef > 0 and len(live) == 4:
+            # Two cells share pos (and neg): one view each, so that each cell's gradients (policy
+            # and KL terms) add up before the two cells' do, as they did on a (B, 4) tensor.
+            pos, neg = (pos.view_as(pos), pos.view_as(pos)), (neg.view_as(neg), neg.view_as(neg))
+        else:
+            pos, neg = (pos, pos), (neg, neg)
+        return [(pos[0], pos[1], neg[0], neg[1])[c] for c in live]
+
+    def total(cells, w):
+        """Σ over every answer of a per-answer quantity given per cell (w: the cells' counts)."""
+        if w is None:
+            return cells[0].sum()
+        layout = [zeros_b] * 4
+        for c, n, x in zip(live, w, cells):
+            layout[c] = n * x
+        return torch.stack(layout, dim=1).sum()
+
+    # The ledger: one float64 row per step in COLUMNS order (integers are exact below 2^53).
+    col = {c: j for j, c in enumerate(COLUMNS)}
+    ledger = np.full((cfg.steps, len(COLUMNS)), np.nan)
+    MASS, PRED, LIMIT = (col[f"grad_{what}_d0"] for what in ("mass", "pred", "limit"))
+    QUART = col["mean_p_q1"]
     generations_cum = 0
     start = 0
 
@@ -176,28 +222,28 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
                 f"config key 'device' = {cfg.device!r}: the checkpoint was written on {ckpt['device_type']}, "
                 f"this process would run on {device.type}; the random streams differ, resume on {ckpt['device_type']}"
             )
+        if ckpt["ledger_columns"] != list(COLUMNS):
+            raise ValueError(f"out_dir {str(out)!r}: the checkpoint's ledger has other columns (written by another version)")
         policy.load_state_dict(ckpt["policy"])
         opt.load_state_dict(ckpt["optimizer"])
         gen.set_state(ckpt["rng_rollouts"])
         torch.set_rng_state(ckpt["rng_torch_cpu"])
         z_ref = ckpt["z_ref"].to(device)
-        if ckpt["ledger_columns"] != list(COLUMNS):
-            raise ValueError(f"out_dir {str(out)!r}: the checkpoint's ledger has other columns (written by another version)")
-        rows = _rows_from_table(ckpt["ledger"])
         start = int(ckpt["step"])
-        generations_cum = int(rows[-1]["generations_cum"]) if rows else 0
+        ledger[:start] = ckpt["ledger"].numpy()
+        generations_cum = int(ledger[start - 1, col["generations_cum"]]) if start else 0
 
     def state_of_all(p):
-        """mean p, mean 2·arcsin√p, and mean p per initial quartile (as one tensor)."""
+        """[mean p, mean 2·arcsin√p] (0-d tensors) and the mean p per initial quartile (4,)."""
         q_means = torch.zeros(N_QUARTILES, device=device, dtype=dtype).index_add_(0, quartile, p) / quartile_n
-        return torch.cat([torch.stack([p.mean(), (2 * torch.asin(p.sqrt())).mean()]), q_means])
+        return [p.mean(), (2 * torch.asin(p.sqrt())).mean()], q_means
 
-    def state_dict_of(vec):
-        v = vec.tolist()
+    def state_dict_of(state):
+        v = torch.cat([torch.stack(state[0]), state[1]]).tolist()
         return {"mean_p": v[0], "mean_arcsin": v[1], "quartile_mean_p": v[2:]}
 
     def checkpoint(next_step):
-        cols = list(COLUMNS)
+        done_rows = ledger[:next_step]
         _save_checkpoint(
             out / CHECKPOINT_FILE,
             {
@@ -208,11 +254,11 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
                 "rng_torch_cpu": torch.get_rng_state(),
                 "z_ref": z_ref.cpu(),
                 "device_type": device.type,
-                "ledger_columns": cols,
-                "ledger": torch.tensor([[r[c] for c in cols] for r in rows], dtype=torch.float64).reshape(len(rows), len(cols)),
+                "ledger_columns": list(COLUMNS),
+                "ledger": torch.from_numpy(done_rows.copy()),
             },
         )
-        write_table(out / LEDGER_FILE, pd.DataFrame(rows, columns=cols))
+        write_ledger(out / LEDGER_FILE, done_rows)
 
     kill_after = int(os.environ[KILL_ENV]) if os.environ.get(KILL_ENV) else None
     with torch.no_grad():
@@ -227,12 +273,12 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
         # --- 1. the policy the step samples from ---------------------------------------------
         with torch.no_grad():
             p_all = torch.sigmoid(policy())
-            state_vec = state_of_all(p_all)
+            state_means, state_quartiles = state_of_all(p_all)
 
         # --- 2. batch and rollouts -----------------------------------------------------------
         idx = None if B == N else torch.randperm(N, generator=gen, device=device)[:B]
         p_b = p_all if idx is None else p_all[idx]
-        if cfg.rollouts == "answers":
+        if not counts:
             # G Bernoulli answers per prompt and per draw; rewards = the verifier's marks.
             answers = torch.rand((D, B, G), generator=gen, device=device, dtype=dtype) < p_b[:, None]  # True = right
             rewards = answers
@@ -240,15 +286,16 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
                 rewards = answers ^ (torch.rand((D, B, G), generator=gen, device=device, dtype=dtype) < cfg.verifier_noise)
             k = rewards.sum(dim=-1)  # (D, B): answers the verifier marked right
         else:
-            # The same groups as counts per (answer, reward) cell, in CELL_ANSWER/CELL_REWARD order.
+            # The same groups as answers counted per (answer, reward) cell, in log_pi's order.
             right = torch.binomial(full_g, p_b.expand(D, B).contiguous(), generator=gen)  # (D, B)
             if cfg.verifier_noise > 0:
                 flip_r = torch.binomial(right, nu.expand(D, B), generator=gen)  # right answers marked wrong
                 flip_w = torch.binomial(full_g - right, nu.expand(D, B), generator=gen)  # wrong answers marked right
-            else:
-                flip_r = flip_w = torch.zeros_like(right)
-            cells = torch.stack([right - flip_r, flip_r, flip_w, full_g - right - flip_w], dim=-1)  # (D, B, 4)
-            k = (cells[..., 0] + cells[..., 2]).long()
+                cells = [right - flip_r, flip_r, flip_w, full_g - right - flip_w]  # (D, B) each
+                k = (cells[0] + cells[2]).long()
+            else:  # cells 1 and 2 are empty (not live)
+                cells = [right, None, None, full_g - right]
+                k = right.long()
         silent = (k == 0) | (k == G)  # what the *verifier* sees decides silence
         if D > 1:
             # DAPO dynamic sampling, all draws at once: keep the first non-silent group.  A prompt
@@ -256,17 +303,28 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
             lead = silent.to(torch.int64).cumprod(dim=0).sum(dim=0)  # silent draws before the first kept one
             zero_update = lead == D
             draws_used = torch.clamp(lead + 1, max=D)
-            pick = draws_used - 1
-        else:
-            zero_update, draws_used, pick = silent[0], None, zeros_b
-        k_b = k[pick, arange_b]
-        if cfg.rollouts == "answers":
-            y, r, w = answers[pick, arange_b], rewards[pick, arange_b], None  # (B, G) each
-        else:
-            y, r, w = CELL_ANSWER, CELL_REWARD, cells[pick, arange_b]  # (4,), (4,), (B, 4) counts
+            take = (draws_used - 1) * B + arange_b  # the kept draw of each prompt, as a row of the (D·B, …) tensors
+            k_b = k.reshape(D * B).index_select(0, take)
+            if counts:
+                y, w = None, [cells[c].reshape(D * B).index_select(0, take) for c in live]  # the live cells' counts, (B,) each
+            else:
+                y = answers.reshape(D * B, G).index_select(0, take)  # (B, G)
+                r = y if rewards is answers else rewards.reshape(D * B, G).index_select(0, take)
+                w = None
+        else:  # one draw: the (only) draw is the kept one
+            zero_update, draws_used = silent[0], None
+            k_b = k[0]
+            if counts:
+                y, w = None, [cells[c][0] for c in live]
+            else:
+                y, r, w = answers[0], rewards[0], None
 
         # --- 3. advantages (math core, via its table over the G + 1 possible groups) ---------
-        A = torch.where(r, adv_right[k_b][:, None], adv_wrong[k_b][:, None])  # (B, G) or (B, 4)
+        a_right, a_wrong = adv_right.index_select(0, k_b), adv_wrong.index_select(0, k_b)  # (B,)
+        if counts:
+            A = [(a_right, a_wrong, a_right, a_wrong)[c] for c in live]  # by the cells' rewards
+        else:
+            A = [torch.where(r, a_right[:, None], a_wrong[:, None])]  # (B, G)
 
         # --- 4. loss, backward, optimizer ----------------------------------------------------
         # Loss = −Σ_prompts (1/G) Σ_answers A_i·log π(y_i); with counts, equal answers are summed
@@ -276,103 +334,96 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
             z = policy(idx)
             if epoch == 0 and z.requires_grad and not z.is_leaf:
                 z.retain_grad()
-            logp = torch.where(y, F.logsigmoid(z)[:, None], F.logsigmoid(-z)[:, None])  # log π(y_i)
+            logp = log_pi(z, y)  # log π(y_i), per cell
             if use_ratio:
                 if logp_old is None:
-                    logp_old = logp.detach()
-                ratio = torch.exp(logp - logp_old)  # exactly 1 on the first epoch
-                surrogate = ratio * A
+                    logp_old = [x.detach() for x in logp]
+                ratio = [torch.exp(x - x_old) for x, x_old in zip(logp, logp_old)]  # exactly 1 on the first epoch
+                surrogate = [rt * a for rt, a in zip(ratio, A)]
                 if cfg.clip:
-                    surrogate = torch.minimum(surrogate, ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high) * A)
+                    surrogate = [torch.minimum(s, rt.clamp(1 - cfg.clip_low, 1 + cfg.clip_high) * a)
+                                 for s, rt, a in zip(surrogate, ratio, A)]
             else:
-                surrogate = A * logp  # one epoch, no clip: the ratio is 1 and its gradient the score
-            pg_loss = -(surrogate if w is None else w * surrogate).sum() / G
+                surrogate = [a * x for a, x in zip(A, logp)]  # one epoch, no clip: the ratio is 1 and its gradient the score
+            pg_loss = -total(surrogate, w) / G
             loss = pg_loss
             if cfg.kl_coef > 0:
                 zr = z_ref if idx is None else z_ref[idx]
-                logp_ref = torch.where(y, F.logsigmoid(zr)[:, None], F.logsigmoid(-zr)[:, None])
-                log_rho = logp_ref - logp
-                k3 = torch.exp(log_rho) - 1.0 - log_rho  # ≥ 0, unbiased for KL(π‖π_ref)
-                k3_sum = (k3 if w is None else w * k3).sum()
+                log_rho = [x_ref - x for x_ref, x in zip(log_pi(zr, y), logp)]
+                k3 = [torch.exp(x) - 1.0 - x for x in log_rho]  # ≥ 0, unbiased for KL(π‖π_ref)
+                k3_sum = total(k3, w)
                 loss = pg_loss + cfg.kl_coef * k3_sum / G
             if epoch == 0 and cfg.kl_coef > 0:
                 # The ledger compares the policy-gradient part with the closed forms.
                 dz = torch.autograd.grad(pg_loss, z, retain_graph=True)[0].detach()
-            opt.zero_grad(set_to_none=True)
+            for q in params:  # = opt.zero_grad(set_to_none=True), without its per-call overhead
+                q.grad = None
             loss.backward()
             if epoch == 0:
                 if cfg.kl_coef == 0:
                     dz = z.grad.detach().clone()
                 first_loss = loss.detach()
                 kl_mean = k3_sum.detach() / (B * G) if cfg.kl_coef > 0 else zero
-            opt.step()
-        with torch.no_grad():
-            if cfg.clip:
-                outside = ((ratio < 1 - cfg.clip_low) | (ratio > 1 + cfg.clip_high)).to(dtype)
-                clip_frac = (outside if w is None else w * outside).sum() / (B * G)
+            if plain_sgd:
+                with torch.no_grad():
+                    for q in params:
+                        if q.grad is not None:
+                            q.add_(q.grad, alpha=-cfg.lr)
             else:
-                clip_frac = zero
+                opt.step()
 
-            # --- 5. ledger row -----------------------------------------------------------------
+        # --- 5. ledger row -------------------------------------------------------------------
+        with torch.no_grad():
+            # Everything the row needs from the device, in one float64 vector and one copy.
+            f64 = torch.float64
+            parts = [silent[0].to(dtype).mean().to(f64), first_loss.to(f64)]
+            if D > 1:
+                parts += [zero_update.to(dtype).mean().to(f64), draws_used.sum().to(f64)]
+            if cfg.kl_coef > 0:
+                parts.append(kl_mean.to(f64))
+            if cfg.clip:
+                outside = [((rt < 1 - cfg.clip_low) | (rt > 1 + cfg.clip_high)).to(dtype) for rt in ratio]
+                parts.append((total(outside, w) / (B * G)).to(f64))
             dec_b = decile if idx is None else decile[idx]
-            mass_d = torch.zeros(N_DECILES, device=device, dtype=dtype).index_add_(0, dec_b, -dz)  # g_j = −∂L/∂z_j
-            groups = draws_used.sum().to(dtype) if draws_used is not None else zero + B
-            scalars = torch.cat(
-                [
-                    torch.stack(
-                        [
-                            silent[0].to(dtype).mean(),
-                            zero_update.to(dtype).mean(),
-                            groups,
-                            first_loss.to(dtype),
-                            kl_mean.to(dtype),
-                            clip_frac,
-                        ]
-                    ),
-                    mass_d,
-                    state_vec,
-                ]
-            ).cpu()  # one device→host copy per step
-        v = scalars.tolist()
-        p_host = p_b.detach().to("cpu", torch.float64).numpy()
-        groups_n = int(round(v[2]))
+            mass_d = torch.zeros(N_DECILES, device=device, dtype=dtype).index_add_(0, dec_b, dz, alpha=-1)  # g_j = −∂L/∂z_j
+            j = len(parts)
+            parts += [m.to(f64) for m in state_means]
+            v = torch.cat([torch.stack(parts), mass_d.to(f64), state_quartiles.to(f64)]).cpu().tolist()
+        silent_frac, loss_v = v[0], v[1]
+        zero_frac, groups_n = (v[2], int(round(v[3]))) if D > 1 else (silent_frac, B)
+        kl_v = v[2 * (D > 1) + 2] if cfg.kl_coef > 0 else 0.0
+        clip_v = v[j - 1] if cfg.clip else 0.0
+        state_v = v[j : j + 2] + v[j + 2 + N_DECILES :]  # mean p, mean arcsin, the quartile means
+        mass_v = v[j + 2 : j + 2 + N_DECILES]
         generations_cum += groups_n * G
-        row = {
-            "step": step,
-            "n_batch": B,
-            "silent_frac": v[0],
-            "zero_update_frac": v[1],
-            "groups": groups_n,
-            "generations": groups_n * G,
-            "generations_cum": generations_cum,
-            "loss": v[3],
-            "kl": v[4],
-            "clip_frac": v[5],
-            "grad_mass": float(sum(v[6 : 6 + N_DECILES])),
-        }
-        row.update({f"grad_mass_d{d}": v[6 + d] for d in range(N_DECILES)})
-        row.update(predicted_silent(p_host, cfg))
+
+        p_host = p_b.detach().to("cpu", torch.float64).numpy()
+        dec_host = decile_np if idx is None else decile_np[idx.cpu().numpy()]
+        row = ledger[step]
+        row[col["step"]], row[col["n_batch"]] = step, B
+        row[col["silent_frac"]], row[col["zero_update_frac"]] = silent_frac, zero_frac
+        row[col["groups"]], row[col["generations"]], row[col["generations_cum"]] = groups_n, groups_n * G, generations_cum
+        row[col["loss"]], row[col["kl"]], row[col["clip_frac"]] = loss_v, kl_v, clip_v
+        row[col["grad_mass"]] = float(sum(mass_v))
+        row[MASS : MASS + N_DECILES] = mass_v
+        pred = predicted_silent(p_host, cfg)
+        row[col["silent_pred"]], row[col["zero_update_pred"]], row[col["groups_pred"]] = (
+            pred["silent_pred"], pred["zero_update_pred"], pred["groups_pred"])
         if cfg.closed_form_every and step % cfg.closed_form_every == 0:
             m = predicted_update(p_host, cfg)
-            dec_host = decile_np if idx is None else decile_np[idx.cpu().numpy()]
-            m_d = np.bincount(dec_host, weights=m, minlength=N_DECILES)
-            row["grad_pred"] = float(m.sum())
-            row.update({f"grad_pred_d{d}": float(m_d[d]) for d in range(N_DECILES)})
-        else:
-            row["grad_pred"] = float("nan")
-            row.update({f"grad_pred_d{d}": float("nan") for d in range(N_DECILES)})
-        sv = v[6 + N_DECILES :]
-        row.update({"mean_p": sv[0], "mean_arcsin": sv[1]})
-        row.update({f"mean_p_q{q + 1}": sv[2 + q] for q in range(N_QUARTILES)})
-        row["wall_s"] = time.perf_counter() - t0
-        rows.append({c: row[c] for c in COLUMNS})
+            row[col["grad_pred"]] = float(m.sum())
+            row[PRED : PRED + N_DECILES] = np.bincount(dec_host, weights=m, minlength=N_DECILES)
+        row[col["grad_limit"]], row[col["grad_law"]], row[LIMIT : LIMIT + N_DECILES] = large_group_update(p_host, G, dec_host)
+        row[col["mean_p"]], row[col["mean_arcsin"]] = state_v[0], state_v[1]
+        row[QUART : QUART + N_QUARTILES] = state_v[2:]
+        row[col["wall_s"]] = time.perf_counter() - t0
 
         done = step + 1
         if done % cfg.checkpoint_every == 0 or done == cfg.steps:
             checkpoint(done)
         bar.update(1)
         if progress and (step % 10 == 0 or done == cfg.steps):
-            bar.set_postfix(silent=f"{v[0]:.3f}", pred=f"{row['silent_pred']:.3f}", mean_p=f"{sv[0]:.3f}")
+            bar.set_postfix(silent=f"{silent_frac:.3f}", pred=f"{pred['silent_pred']:.3f}", mean_p=f"{state_v[0]:.3f}")
         if kill_after is not None and step == kill_after:
             bar.close()
             print(f"{KILL_ENV}={kill_after}: dying after step {step}", file=sys.stderr, flush=True)
@@ -382,7 +433,6 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
     # --- summary: written last, it marks the run complete ------------------------------------
     with torch.no_grad():
         final = state_dict_of(state_of_all(torch.sigmoid(policy())))
-    ledger = pd.DataFrame(rows, columns=list(COLUMNS))
-    summary = summarise(ledger, cfg, initial=initial, final=final, device=str(device))
+    summary = summarise(ledger_frame(ledger), cfg, initial=initial, final=final, device=str(device))
     write_json(out / SUMMARY_FILE, summary)
     return read_json(out / SUMMARY_FILE)

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..atomic import atomic_path
 from ..silent import dapo_generation_cost, silent_rate
 from ..update import expected_update
 
@@ -31,9 +32,12 @@ __all__ = [
     "reward_rate",
     "predicted_update",
     "predicted_silent",
+    "large_group_update",
+    "ledger_frame",
     "r_squared",
     "summarise",
     "read_ledger",
+    "write_ledger",
     "LEDGER_FILE",
 ]
 
@@ -62,11 +66,17 @@ COLUMNS: dict[str, str] = {
     "grad_mass": "Σ over batch prompts of g_j = −∂L/∂z_j, the autograd logit gradient of the first epoch's policy loss "
     "(the update before the learning rate; g_j ≥ 0 with an exact verifier, so this is Σ|∂L/∂z_j| there; a noisy verifier can make g_j < 0)",
     "grad_pred": "Σ over batch prompts of the closed form m_method(p_j, G) at the p before the step (NaN on steps without closed forms)",
+    "grad_limit": "Σ over batch prompts of sqrt(p_j(1−p_j)) at the p before the step: the large-G GRPO update (DESIGN §1.3, §1.4); "
+    "grad_mass / grad_limit is the step's measured fidelity (the mass-weighted mean of |Δz_j| / (lr·sqrt(p_j(1−p_j)))) and "
+    "grad_pred / grad_limit its exact expectation Σ φ(p_j, G)·sqrt(p_j(1−p_j)) / grad_limit (GRPO with ddof 0, eps 0, exact verifier)",
+    "grad_law": "Σ over batch prompts of sqrt(p_j(1−p_j))·(1 − 1/(8·G·p_j(1−p_j))) at the p before the step: the update the "
+    "group-size law predicts (DESIGN §1.4), so grad_law / grad_limit is the law's fidelity at the same weights",
 }
 COLUMNS.update(
     {f"grad_mass_d{d}": f"grad_mass restricted to prompts whose initial p lies in decile {d} ([{d / 10:.1f}, {(d + 1) / 10:.1f}))" for d in range(N_DECILES)}
 )
 COLUMNS.update({f"grad_pred_d{d}": f"grad_pred restricted to initial-p decile {d}" for d in range(N_DECILES)})
+COLUMNS.update({f"grad_limit_d{d}": f"grad_limit restricted to initial-p decile {d}" for d in range(N_DECILES)})
 COLUMNS.update(
     {
         "mean_p": "mean p over all prompts, before the step",
@@ -136,6 +146,31 @@ def predicted_silent(p, cfg) -> dict:
     return {"silent_pred": float(s.mean()), "zero_update_pred": float(zero.mean()), "groups_pred": float(groups)}
 
 
+def large_group_update(p, G: int, decile, n_bins: int = N_DECILES):
+    """The large-G GRPO update sqrt(p(1−p)) of each prompt, summed: ``(grad_limit, grad_law,
+    per-decile grad_limit)`` for the ledger's columns of the same names.
+
+    grad_law sums sqrt(p(1−p))·fidelity_law(p, G) = sqrt(p(1−p)) − 1/(8G·sqrt(p(1−p)))
+    (DESIGN §1.4, :func:`gsd.update.fidelity_law`); a prompt at p ∈ {0, 1} (reachable only by
+    rounding a saturated logit) contributes the law's limit there, −∞.
+    """
+    p = np.asarray(p, dtype=np.float64)
+    lim = np.sqrt(p * (1.0 - p))
+    with np.errstate(divide="ignore"):
+        law = lim - 1.0 / (8.0 * G * lim)
+    return float(lim.sum()), float(law.sum()), np.bincount(decile, weights=lim, minlength=n_bins)
+
+
+def ledger_frame(table: np.ndarray) -> pd.DataFrame:
+    """The ledger as a DataFrame from its float64 (steps, len(COLUMNS)) table: the
+    :data:`INT_COLUMNS` as int64 (exact below 2^53), the rest float64."""
+    table = np.asarray(table, dtype=np.float64).reshape(-1, len(COLUMNS))
+    return pd.DataFrame(
+        {c: (table[:, j].astype(np.int64) if c in INT_COLUMNS else table[:, j]) for j, c in enumerate(COLUMNS)},
+        columns=list(COLUMNS),
+    )
+
+
 # --------------------------------------------------------------------------- summary
 def r_squared(observed, predicted) -> float:
     """Coefficient of determination of ``predicted`` as a prediction of ``observed``.
@@ -164,6 +199,13 @@ def summarise(ledger: pd.DataFrame, cfg, *, initial: dict, final: dict, device: 
     * ``decile_share_measured`` / ``decile_share_closed_form``: each initial-p decile's share of
       the logit-gradient mass summed over the steps with closed forms (DESIGN §1.3's budget
       share, measured by autograd against Σ m_method);
+    * ``fidelity_measured`` / ``fidelity_exact`` / ``fidelity_law``: Σ grad_mass, Σ grad_pred and
+      Σ grad_law over Σ grad_limit — the mass-weighted fidelity of the run's updates to the
+      large-G GRPO update, as measured by autograd, as the exact closed form predicts it
+      (φ(p, G) for GRPO with ddof 0, eps 0 and an exact verifier; for another method the ratio
+      of its m_method to sqrt(p(1−p))) and as the group-size law predicts it.  All three over
+      the steps with closed forms (every step when the run has none: then ``fidelity_exact``
+      is NaN); the ``_step0`` variants are the first step's, at the initial population;
     * ``initial`` / ``final``: mean p, mean 2·arcsin√p and the four initial-p quartile means;
     * ``generations_total``: answers generated (DAPO's redraws included).
     """
@@ -173,6 +215,13 @@ def summarise(ledger: pd.DataFrame, cfg, *, initial: dict, final: dict, device: 
     share_m, share_c = _shares(measured), _shares(closed)
     diff = np.abs(np.asarray(share_m) - np.asarray(share_c))
     total_pred = float(ledger.loc[cf, "grad_pred"].sum())
+    fid_rows = ledger.loc[cf] if cf.any() else ledger
+    first = ledger.iloc[:1]
+
+    def ratio(rows, col):
+        den = float(rows["grad_limit"].to_numpy().sum())
+        return float(rows[col].to_numpy().sum()) / den if len(rows) and den > 0 else math.nan  # NaN stays NaN
+
     out = {
         "complete": True,
         "name": cfg.name,
@@ -193,6 +242,12 @@ def summarise(ledger: pd.DataFrame, cfg, *, initial: dict, final: dict, device: 
         "decile_share_max_abs_diff": float(np.nanmax(diff)) if np.isfinite(diff).any() else math.nan,
         "grad_mass_over_closed_form": float(ledger.loc[cf, "grad_mass"].sum() / total_pred) if total_pred > 0 else math.nan,
         "closed_form_steps": int(cf.sum()),
+        "fidelity_measured": ratio(fid_rows, "grad_mass"),
+        "fidelity_exact": ratio(ledger.loc[cf], "grad_pred"),
+        "fidelity_law": ratio(fid_rows, "grad_law"),
+        "fidelity_measured_step0": ratio(first, "grad_mass"),
+        "fidelity_exact_step0": ratio(first, "grad_pred"),
+        "fidelity_law_step0": ratio(first, "grad_law"),
         "initial": initial,
         "final": final,
         "groups_total": int(ledger["groups"].sum()),
@@ -205,6 +260,23 @@ def summarise(ledger: pd.DataFrame, cfg, *, initial: dict, final: dict, device: 
 
 
 # --------------------------------------------------------------------------- files
+def write_ledger(path, table: np.ndarray) -> Path:
+    """Write the ledger table (see :func:`ledger_frame`) as parquet, atomically.
+
+    Straight from the numpy columns through pyarrow (no DataFrame: a run rewrites its ledger
+    at every checkpoint); :func:`read_ledger` reads it back as :func:`ledger_frame` would
+    build it, dtypes included.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = np.asarray(table, dtype=np.float64).reshape(-1, len(COLUMNS))
+    arrow = pa.table({c: (table[:, j].astype(np.int64) if c in INT_COLUMNS else table[:, j]) for j, c in enumerate(COLUMNS)})
+    with atomic_path(path) as tmp:
+        pq.write_table(arrow, tmp, use_dictionary=False)
+    return Path(path)
+
+
 def read_ledger(folder) -> pd.DataFrame:
     """A run folder's ledger."""
     path = Path(folder) / LEDGER_FILE

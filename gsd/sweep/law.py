@@ -21,15 +21,26 @@ everything else) hold two consecutive states of one trajectory.  The shipped gri
 first step).  Each measured Δz/η is checked to be one of the possible values sqrt(k(G−k))/G —
 the proof that the two checkpoints are consecutive.
 
-:func:`law_in_training` turns a finished sweep into tidy tables (by difficulty mix and G, and
-by bin of p); :func:`law_figure` draws them; :func:`run_law_sweep` runs the grid.
+What the ledger adds.  Every run's ledger also has, per step, ``grad_mass`` (Σ_j |Δz_j|/η here)
+and ``grad_limit`` = Σ_j sqrt(p_j(1−p_j)) at the p before the step (and ``grad_law``, the law's
+Σ_j sqrt(p_j(1−p_j))·(1 − 1/(8Gp_j(1−p_j)))), so grad_mass / grad_limit is the step's
+*mass-weighted* fidelity — for every step of a run, not only the steps a checkpoint pair
+brackets.  It is kept beside the pairs, not instead of them: a ledger has sums (by decile of
+*initial* p), so it cannot give the per-prompt (unweighted) means, their standard errors from
+the spread of r_j, the table by bin of the p *before* the step, or the lattice check — the
+pairs can.  :func:`ledger_fidelity` reads it (``LawResult.by_step``); at the steps the pairs
+measure, the two agree to rounding (the tests check it).
+
+:func:`law_in_training` turns a finished sweep into tidy tables (by difficulty mix and G, by
+bin of p, and by step from the ledgers); :func:`law_figure` draws them; :func:`run_law_sweep`
+runs the grid.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +56,7 @@ __all__ = [
     "law_grid",
     "run_law_sweep",
     "step_updates",
+    "ledger_fidelity",
     "law_in_training",
     "law_figure",
     "save_law_figure",
@@ -167,17 +179,9 @@ def step_updates(sweep_dir, table: pd.DataFrame | None = None) -> pd.DataFrame:
     ``step`` (0-based index of the measured step), ``p`` before it and ``ratio`` = r_j."""
     sweep_dir = Path(sweep_dir)
     table = load_results(sweep_dir) if table is None else table
-    if "steps" not in table.columns:
-        raise ValueError("the law sweep must vary `steps` (pairs t, t+1; 1 gives the first step)")
-    if (table["status"] != "complete").any():
-        missing = table.loc[table["status"] != "complete", "run"].tolist()
-        raise ValueError(f"{len(missing)} run(s) are not complete (e.g. {missing[0]}); finish the sweep first")
-    cols = list(table.columns)
-    keys = cols[cols.index("run") + 1 : cols.index("status")]
-    family_keys = [k for k in keys if k != "steps"]
+    family_keys, families = _families(table)
     frames = []
-    for fam, rows in table.groupby(family_keys, sort=False) if family_keys else [((), table)]:
-        fam = fam if isinstance(fam, tuple) else (fam,)
+    for fam, rows in families:
         runs = {}
         for _, row in rows.iterrows():
             cfg, z0, z = _read_run(sweep_dir / row["run_dir"])
@@ -202,6 +206,58 @@ def step_updates(sweep_dir, table: pd.DataFrame | None = None) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def _families(table: pd.DataFrame):
+    """(family keys without ``steps``, [(family values, rows of the results table)])."""
+    if "steps" not in table.columns:
+        raise ValueError("the law sweep must vary `steps` (pairs t, t+1; 1 gives the first step)")
+    if (table["status"] != "complete").any():
+        missing = table.loc[table["status"] != "complete", "run"].tolist()
+        raise ValueError(f"{len(missing)} run(s) are not complete (e.g. {missing[0]}); finish the sweep first")
+    cols = list(table.columns)
+    keys = cols[cols.index("run") + 1 : cols.index("status")]
+    family_keys = [k for k in keys if k != "steps"]
+    groups = table.groupby(family_keys, sort=False) if family_keys else [((), table)]
+    return family_keys, [(fam if isinstance(fam, tuple) else (fam,), rows) for fam, rows in groups]
+
+
+def ledger_fidelity(sweep_dir, table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Mass-weighted fidelity of every training step, from the runs' ledgers.
+
+    One row per (family, step) — seeds pooled as sums — with ``runs``, ``mean_p`` before the
+    step (mean over the runs), ``measured`` = Σ grad_mass / Σ grad_limit, ``law`` = Σ grad_law /
+    Σ grad_limit and ``exact`` = Σ grad_pred / Σ grad_limit (NaN when the runs have no closed
+    forms, ``closed_form_every = 0``, as in the shipped grid).  Each family's longest run is read
+    (a shorter one repeats its first steps exactly).  Raises ``ValueError`` when the ledgers
+    predate the ``grad_limit`` columns."""
+    from ..simulator.ledger import read_ledger
+
+    sweep_dir = Path(sweep_dir)
+    table = load_results(sweep_dir) if table is None else table
+    family_keys, families = _families(table)
+    pooled_keys = [k for k in family_keys if k != "seed"]
+    frames = []
+    for fam, rows in families:
+        longest = rows.loc[rows["steps"].astype(int).idxmax()]
+        ledger = read_ledger(sweep_dir / longest["run_dir"])
+        if "grad_limit" not in ledger.columns:
+            raise ValueError(f"run {longest['run']}: its ledger has no grad_limit column (written by an older gsd); rerun the sweep")
+        frame = ledger[["step", "mean_p", "grad_mass", "grad_limit", "grad_law", "grad_pred"]].copy()
+        for k, v in zip(family_keys, fam):
+            frame[k] = v
+        frames.append(frame)
+    data = pd.concat(frames, ignore_index=True)
+    keys = [*pooled_keys, "step"]
+    out = data.groupby(keys, sort=False).agg(
+        runs=("step", "size"), mean_p=("mean_p", "mean"), grad_mass=("grad_mass", "sum"),
+        grad_limit=("grad_limit", "sum"), grad_law=("grad_law", "sum"),
+        grad_pred=("grad_pred", lambda x: x.to_numpy().sum()),  # NaN stays NaN
+    ).reset_index()
+    out["measured"] = out["grad_mass"] / out["grad_limit"]
+    out["law"] = out["grad_law"] / out["grad_limit"]
+    out["exact"] = out["grad_pred"] / out["grad_limit"]
+    return _sorted(out, keys, data)
+
+
 @dataclass
 class LawResult:
     """Tidy tables of the law in training.
@@ -212,12 +268,15 @@ class LawResult:
     standard errors: ``z``) and ``law − exact``.  ``by_bin``: the same per (mix, G, bin of p
     before the step), steps and seeds pooled (φ depends on p only).  ``updates``: the
     per-prompt rows they come from.  ``family_keys``: the grid keys other than steps and seed.
+    ``by_step``: :func:`ledger_fidelity` — the mass-weighted fidelity of every step from the
+    ledgers (empty when the ledgers predate its columns).
     """
 
     by_group: pd.DataFrame
     by_bin: pd.DataFrame
     updates: pd.DataFrame
     family_keys: list
+    by_step: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def group_keys(self) -> list:
@@ -249,6 +308,7 @@ def _aggregate(df: pd.DataFrame, keys: list) -> pd.DataFrame:
 
 def law_in_training(sweep_dir, *, bins=P_BINS, table: pd.DataFrame | None = None) -> LawResult:
     """Measured per-prompt update attenuation against exact φ and the law, from a law sweep."""
+    table = load_results(sweep_dir) if table is None else table
     upd = step_updates(sweep_dir, table)
     G = upd["group_size"].to_numpy()
     upd["phi"] = fidelity(upd["p"].to_numpy(), G)
@@ -265,6 +325,10 @@ def law_in_training(sweep_dir, *, bins=P_BINS, table: pd.DataFrame | None = None
     bin_keys = [k for k in keys if k != "step"]
     by_bin = _aggregate(upd, [*bin_keys, "p_lo", "p_hi"])
     result.by_bin = _sorted(by_bin, [*bin_keys, "p_lo"], upd)
+    try:
+        result.by_step = ledger_fidelity(sweep_dir, table)
+    except ValueError:  # ledgers of an older gsd, without grad_limit: the pair tables stand alone
+        result.by_step = pd.DataFrame()
     return result
 
 

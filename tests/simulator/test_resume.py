@@ -65,3 +65,20 @@ def test_resume_after_kill_equals_uninterrupted(tmp_path, name):
     pb = torch.load(cut / "checkpoint.pt", weights_only=True)["policy"]
     for key in pa:
         assert torch.equal(pa[key], pb[key]), key
+
+
+def test_ledger_file_is_the_checkpoint_table(tmp_path):
+    """The parquet ledger (written by pyarrow straight from the table) reads back as the
+    checkpoint's float64 table, integer columns as int64, column order as COLUMNS."""
+    import numpy as np
+
+    from gsd.simulator.ledger import COLUMNS, INT_COLUMNS, ledger_frame
+
+    cfg = SimConfig(n_prompts=300, steps=5, checkpoint_every=2, device="cpu", closed_form_every=2, method="dapo")
+    run_simulation(cfg, tmp_path / "r", progress=False)
+    ledger = read_ledger(tmp_path / "r")
+    table = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)["ledger"].numpy()
+    assert list(ledger.columns) == list(COLUMNS) and table.shape == (5, len(COLUMNS))
+    pd.testing.assert_frame_equal(ledger, ledger_frame(table), check_exact=True)
+    assert all(ledger[c].dtype == np.int64 for c in INT_COLUMNS)
+    assert ledger["grad_pred"].isna().tolist() == [False, True, False, True, False]

@@ -70,6 +70,23 @@ def test_per_prompt_rows_and_bins_are_consistent(result):
     assert bb["mix"].iloc[0] == "hard"  # grid order, not alphabetical
 
 
+def test_ledger_fidelity_of_every_step_matches_the_pairs(result):
+    """The ledger's mass-weighted fidelity (grad_mass / grad_limit, grad_law / grad_limit) covers
+    every step of each family's longest run, and at the steps the checkpoint pairs measure it is
+    the pairs' per-prompt ratios weighted by sqrt(p(1−p)), to rounding."""
+    bs = result.by_step
+    assert list(bs.columns[:3]) == ["mix", "group_size", "step"]
+    assert len(bs) == 3 * 3 * 6 and (bs["runs"] == 1).all()  # mixes × G × steps 0…5 of the steps = 6 runs
+    assert bs["exact"].isna().all()  # the grid runs without closed forms
+    upd = result.updates.assign(w=lambda d: np.sqrt(d["p"] * (1 - d["p"])))
+    upd["wr"], upd["wl"] = upd["w"] * upd["ratio"], upd["w"] * upd["law"]
+    pairs = upd.groupby(["mix", "group_size", "step"])[["w", "wr", "wl"]].sum()
+    ledger = bs.set_index(["mix", "group_size", "step"]).sort_index()
+    for key, row in pairs.iterrows():
+        assert ledger.loc[key, "measured"] == pytest.approx(row["wr"] / row["w"], rel=1e-10)
+        assert ledger.loc[key, "law"] == pytest.approx(row["wl"] / row["w"], rel=1e-10)
+
+
 def test_figure_is_written(result, tmp_path):
     path = law.save_law_figure(result, tmp_path / "law.png")
     assert path.stat().st_size > 10_000 and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
