@@ -137,3 +137,25 @@ def figures_dir() -> Path:
         return Path(env)
     root = checkout_root()
     return root / "figures" if root else Path("figures")
+
+
+#: Environment variable that asks notebooks and figure makers for their small, fast version.
+FAST_ENV = "GSD_NOTEBOOK_FAST"
+
+
+def fast_mode(fast: bool | None = None) -> bool:
+    """``fast`` if given, else whether $GSD_NOTEBOOK_FAST is set (to anything but '', 0, false, no)."""
+    import os
+
+    if fast is not None:
+        return bool(fast)
+    return os.environ.get(FAST_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def group_size_axis(ax, ticks) -> None:
+    """A log2 x axis labelled with the group sizes themselves (2, 4, 8, …)."""
+    ticks = [int(t) for t in ticks]
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([str(t) for t in ticks])
+    ax.set_xlabel("group size G")

@@ -57,19 +57,21 @@ def large_group_weight(p, method: str):
     return v if method == "dr_grpo" else np.sqrt(v)
 
 
-def _weights(p, method, G):
+def _weights(p, method, G, ddof=0, eps=0.0):
     if G is None:
         return large_group_weight(p, method)
     G = as_group_size(G, minimum=2)
-    return expected_update(p, G, method)
+    return expected_update(p, G, method, ddof=ddof, eps=eps)
 
 
-def budget_share(p, selected, *, method: str = "grpo", G=None):
+def budget_share(p, selected, *, method: str = "grpo", G=None, ddof: int = 0, eps: float = 0.0):
     """Share of the gradient budget that the prompts in ``selected`` receive (DESIGN §1.3).
 
     share = Σ_{j ∈ selected} m(p_j) / Σ_j m(p_j), with m the large-G weight (``G=None``, the
     paper's choice on real data: sqrt(p(1−p)) for GRPO, p(1−p) for Dr.GRPO) or the exact
-    finite-G expected update :func:`gsd.update.expected_update` for an integer ``G``.
+    finite-G expected update :func:`gsd.update.expected_update` for an integer ``G``, with the
+    std convention ``ddof``/``eps`` that GRPO and DAPO divide by (paper: 0, 0; ignored for
+    ``G=None``, where the convention no longer matters).
 
     ``selected`` is a boolean mask of p's shape.
     """
@@ -79,7 +81,7 @@ def budget_share(p, selected, *, method: str = "grpo", G=None):
         raise ValueError(f"selected must be a boolean mask, got dtype {mask.dtype}")
     if mask.shape != p.shape:
         raise ValueError(f"selected must have p's shape {p.shape}, got {mask.shape}")
-    w = _weights(p, method, G)
+    w = _weights(p, method, G, ddof, eps)
     total = w.sum()
     if total <= 0:
         raise ValueError(f"p carries no gradient at all (every p in {{0, 1}}): {_show(p)}")
@@ -104,10 +106,10 @@ def decile_index(p):
     return np.minimum((p * 10).astype(np.int64), 9)
 
 
-def decile_shares(p, *, method: str = "grpo", G=None):
+def decile_shares(p, *, method: str = "grpo", G=None, ddof: int = 0, eps: float = 0.0):
     """Budget share of each of the ten deciles of p (sums to 1); see :func:`budget_share`."""
     p = np.atleast_1d(as_probability(p)).ravel()
-    w = _weights(p, method, G)
+    w = _weights(p, method, G, ddof, eps)
     total = w.sum()
     if total <= 0:
         raise ValueError(f"p carries no gradient at all (every p in {{0, 1}}): {_show(p)}")

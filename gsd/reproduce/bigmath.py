@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from .. import data as _data
-from ..plotstyle import COLORS, method_label, new_figure, styled
+from ..plotstyle import COLORS, method_label, group_size_axis, new_figure, styled
 from ..silent import silent_rate, silent_rate_subsampled
 from ..weighting import budget_share, decile_index, decile_shares, extreme_mask, medium_mask
 
@@ -281,10 +281,7 @@ def silent_figure(d=None, group_sizes=(2, 4, 8, 16, 32, 64)):
                 label=f"exact subsampling of the {d.n} rollouts")
     floor = 100 * population_shares(d)["silent_at_every_G"]
     ax.axhline(floor, color=COLORS["law"], lw=1, ls=":", label=f"p̂ ∈ {{0, 1}}: {floor:.1f} %")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(list(tab.G))
-    ax.set_xticklabels([str(g) for g in tab.G])
-    ax.set_xlabel("group size G")
+    group_size_axis(ax, tab.G)
     ax.set_ylabel("silent groups (%)")
     ax.set_ylim(0, None)
     ax.legend()

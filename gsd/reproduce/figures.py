@@ -9,23 +9,16 @@ campaign figure (``campaign.png``, only when a campaign run folder is given or f
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from pathlib import Path
 from typing import Callable
 
-from ..plotstyle import figures_dir, save_figure
+from ..plotstyle import FAST_ENV, fast_mode, figures_dir, save_figure
 from . import bigmath, dapo_fit, group_size_table, theory
 
 __all__ = ["FIGURES", "FAST_ENV", "fast_mode", "monte_carlo_sizes", "make_figures", "make_all"]
 
 #: Environment variable that asks notebooks and makers for small Monte Carlo runs.
-FAST_ENV = "GSD_NOTEBOOK_FAST"
-
-
-def fast_mode() -> bool:
-    """True when ``GSD_NOTEBOOK_FAST`` is set to something other than '', '0' or 'false'."""
-    return os.environ.get(FAST_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
 def monte_carlo_sizes(fast: bool | None = None) -> dict:

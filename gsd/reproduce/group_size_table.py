@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..groupsize import group_size_law, required_group_size
-from ..plotstyle import COLORS, new_figure, styled
+from ..plotstyle import COLORS, group_size_axis, new_figure, styled
 from ..update import fidelity, fidelity_law
 
 __all__ = [
@@ -113,12 +113,8 @@ def fidelity_vs_group_size_figure(probabilities=(0.5, 0.1, 0.05), fidelities=FID
     for fid in fidelities:
         ax.axhline(fid, color=COLORS["law"], lw=0.8, ls=":")
         ax.text(2.1, fid + 0.003, f"{100 * fid:.0f} %", fontsize=7, color=COLORS["law"], va="bottom")
-    ax.set_xscale("log", base=2)
-    ticks = [2 ** i for i in range(1, int(np.log2(max_G)) + 1)]
-    ax.set_xticks(ticks)
-    ax.set_xticklabels([str(t) for t in ticks])
+    group_size_axis(ax, [2 ** i for i in range(1, int(np.log2(max_G)) + 1)])
     ax.set_ylim(0.5, 1.0)
-    ax.set_xlabel("group size G")
     ax.set_ylabel("fidelity φ(p, G)")
     ax.set_title("fidelity of a group of G to the large-group GRPO update")
     fig.legend(loc="outside right center")

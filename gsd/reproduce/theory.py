@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..groups import group_update, identity_terms
-from ..plotstyle import COLORS, method_label, new_figure, styled
+from ..plotstyle import COLORS, method_label, group_size_axis, new_figure, styled
 from ..silent import dapo_generation_cost, group_size_for_silent_rate, silent_rate
 from ..update import expected_update, fidelity, fidelity_law
 from ..weighting import arcsin_objective, difficulty_weight
@@ -200,12 +200,8 @@ def fidelity_law_figure(curves: pd.DataFrame | None = None):
     for color, (p, sub) in zip((COLORS["grpo"], COLORS["dr_grpo"], COLORS["dapo"]), curves.groupby("p", sort=False)):
         ax.plot(sub.G, sub.exact, color=color, label=f"p = {p:g} exact")
         ax.plot(sub.G, sub.law, color=color, ls="--", lw=1.0, label=f"p = {p:g} law")
-    ax.set_xscale("log", base=2)
-    ticks = [2, 4, 8, 16, 32, 64, 128, 256]
-    ax.set_xticks(ticks)
-    ax.set_xticklabels([str(t) for t in ticks])
+    group_size_axis(ax, [2, 4, 8, 16, 32, 64, 128, 256])
     ax.set_ylim(0.5, 1.0)
-    ax.set_xlabel("group size G")
     ax.set_ylabel("fidelity φ(p, G)")
     ax.set_title("exact fidelity vs the law 1 − 1/(8Gp(1−p))")
     ax.legend(loc="lower right")

@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..plotstyle import checkout_root, figures_dir, new_figure, save_figure, styled
+from ..plotstyle import checkout_root, fast_mode, figures_dir, new_figure, save_figure, styled
 from ..update import fidelity, fidelity_law
 from .engine import load_results, run_sweep
 from .grid import Grid, load_grid
@@ -69,7 +69,6 @@ __all__ = [
 
 #: Bins of the p before the step for the by-bin table.
 P_BINS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
-FAST_ENV = "GSD_NOTEBOOK_FAST"
 #: Config values the exact relation |Δz| = η·σ needs (key -> allowed value).
 _REQUIRED = {"method": "grpo", "policy": "tabular", "optimizer": "sgd", "momentum": 0.0, "ppo_epochs": 1,
              "clip": False, "kl_coef": 0.0, "verifier_noise": 0.0, "ddof": 0, "eps": 0.0, "batch_size": 0}
@@ -97,13 +96,6 @@ def default_figure_path(fast: bool | None = None) -> Path:
     ``law_in_training.png``, or ``law_in_training_fast.png`` in fast mode (so that a quick run
     never replaces the figure of the full grid)."""
     return figures_dir() / ("law_in_training_fast.png" if fast_mode(fast) else "law_in_training.png")
-
-
-def fast_mode(fast: bool | None = None) -> bool:
-    """``fast`` if given, else whether $GSD_NOTEBOOK_FAST is set (to anything but '', 0, false, no)."""
-    if fast is not None:
-        return bool(fast)
-    return os.environ.get(FAST_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
 # ------------------------------------------------------------------------------ the grid

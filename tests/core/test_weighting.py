@@ -63,3 +63,16 @@ def test_budget_share_finite_G_uses_expected_update():
     mask = np.array([True, False, True])
     w = gsd.expected_update(p, 8, "grpo")
     assert gsd.budget_share(p, mask, method="grpo", G=8) == pytest.approx(w[mask].sum() / w.sum())
+
+
+def test_budget_share_takes_the_trainer_convention():
+    # With ddof 1 and eps 0 every GRPO group update shrinks by the same sqrt((G−1)/G): shares unchanged.
+    p = np.array([0.05, 0.5, 0.95, 0.3])
+    mask = np.array([True, False, True, False])
+    paper = gsd.budget_share(p, mask, method="grpo", G=8)
+    assert gsd.budget_share(p, mask, method="grpo", G=8, ddof=1) == pytest.approx(paper, rel=1e-12)
+    # A large eps damps small-σ groups (mostly extreme prompts) more: their share falls.
+    w = gsd.expected_update(p, 8, "grpo", eps=0.5)
+    got = gsd.budget_share(p, mask, method="grpo", G=8, eps=0.5)
+    assert got == pytest.approx(w[mask].sum() / w.sum()) and got < paper
+    np.testing.assert_allclose(gsd.decile_shares(p, G=8, eps=0.5).sum(), 1.0)
