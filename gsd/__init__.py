@@ -15,6 +15,7 @@ from .groupsize import (
     plan_group_sizes,
     required_group_size,
 )
+from .posterior import BetaPosterior, fit_beta_prior, posterior_from_counts
 from .silent import (
     UNREACHABLE,
     dapo_generation_cost,
@@ -50,4 +51,5 @@ __all__ = [
     "extreme_mask", "medium_mask", "decile_index", "decile_shares",
     "trainer_advantages", "convention_gap",
     "load_bigmath", "load_histogram", "load_solve_rates",
+    "BetaPosterior", "fit_beta_prior", "posterior_from_counts",
 ]
