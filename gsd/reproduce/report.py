@@ -27,8 +27,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._validate import InputError
 from .. import __version__
-from ..atomic import write_atomic, write_json
+from ..atomic import make_folder, write_atomic, write_json
 from ..plotstyle import save_figure
 from ..trainers import convention_gap
 from ..update import fidelity
@@ -309,8 +310,8 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"out: {str(out)!r} exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
+        raise InputError(f"out: {str(out)!r} exists and is not a folder")
+    make_folder(out)
     fig_dir = Path(figures_dir) if figures_dir is not None else out / "figures"
     t_start = time.perf_counter()
     stages = _Stages(total=7, show=progress)

@@ -16,6 +16,8 @@ import contextlib
 from importlib import resources
 from pathlib import Path
 
+from .._validate import InputError
+
 __all__ = ["shipped_file", "shipped_configs", "config_file"]
 
 _CONFIG_DIR = "configs"
@@ -36,12 +38,12 @@ def shipped_file(name: str) -> Path:
 
     Raises
     ------
-    ValueError
+    gsd.InputError
         If the package ships no file of that name.
     """
     entry = resources.files(__name__).joinpath(name)
     if not entry.is_file():
-        raise ValueError(f"name: the package ships no file {name!r}")
+        raise InputError(f"name: the package ships no file {name!r}")
     return _as_path(entry)
 
 
@@ -77,7 +79,7 @@ def config_file(spec, *, what: str = "config") -> Path:
 
     Raises
     ------
-    ValueError
+    gsd.InputError
         If ``spec`` is neither a file nor a shipped name; the message lists the shipped names.
 
     Examples
@@ -93,5 +95,5 @@ def config_file(spec, *, what: str = "config") -> Path:
     shipped = shipped_configs()
     if str(path.parent) == "." and name in shipped:
         return shipped[name]
-    raise ValueError(f"{what} not found: {str(spec)!r} is neither a file nor the name of a shipped config "
+    raise InputError(f"{what} not found: {str(spec)!r} is neither a file nor the name of a shipped config "
                      f"({', '.join(shipped)})")

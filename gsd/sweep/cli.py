@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .._validate import InputError
 from .backends import BACKENDS
 
 
@@ -43,11 +44,11 @@ def _sweep(args) -> int:
     from .engine import plan_sweep, run_sweep
 
     if args.workers is not None and args.workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+        raise InputError(f"--workers must be >= 1, got {args.workers}")
     if args.max_retries < 0:
-        raise ValueError(f"--max-retries must be >= 0, got {args.max_retries}")
+        raise InputError(f"--max-retries must be >= 0, got {args.max_retries}")
     if args.address and args.backend != "ray":
-        raise ValueError("--address needs --backend ray")
+        raise InputError("--address needs --backend ray")
 
     if args.dry_run:
         import importlib
