@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._binomial import symmetric_expectation
-from ._validate import as_ddof, as_eps, as_group_size, as_probability
+from ._validate import InputError, as_ddof, as_eps, as_group_size, as_probability
 from .silent import _minor, _nonsilent, _silent
 
 __all__ = ["UPDATE_METHODS", "expected_update", "fidelity", "fidelity_law"]
@@ -61,13 +61,13 @@ def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0
     σ = sqrt(G−1)/G), and 0 with a finite ``max_draws``.
     """
     if method not in UPDATE_METHODS:
-        raise ValueError(f"method must be one of {UPDATE_METHODS}, got {method!r}")
+        raise InputError(f"method must be one of {UPDATE_METHODS}, got {method!r}")
     ddof = as_ddof(ddof)
     eps = as_eps(eps)
     p = as_probability(p)
     G = as_group_size(G, minimum=2 if method in ("dapo", "rloo") else 1)
     if ddof and (G <= ddof).any():
-        raise ValueError(f"ddof={ddof} needs G >= {ddof + 1}, got G={G.min()}")
+        raise InputError(f"ddof={ddof} needs G >= {ddof + 1}, got G={G.min()}")
     if method == "dr_grpo":
         return p * (1.0 - p) * (1.0 - 1.0 / G)
     if method == "rloo":
