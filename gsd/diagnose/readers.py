@@ -31,10 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-try:  # the package's input-error class (a ValueError the CLI prints as one line)
-    from .._validate import InputError
-except ImportError:  # pragma: no cover - older checkouts
-    InputError = ValueError
+from .._validate import InputError
 
 __all__ = ["FORMATS", "RolloutLog", "BadRow", "read_rollouts", "find_log_files", "detect_format"]
 
@@ -365,7 +362,14 @@ def _read_parquet(path, cols, reward):
         wanted |= {n for n, t in zip(schema.names, schema.types) if str(t) in _NUMBER_TYPES}
     names = [n for n in schema.names if n in wanted]
     start = 1
-    for batch in pf.iter_batches(batch_size=_CHUNK_ROWS, columns=names):
+    batches = pf.iter_batches(batch_size=_CHUNK_ROWS, columns=names)
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (OSError, pa.ArrowException) as exc:  # a damaged file: say which, not a traceback
+            raise InputError(f"{path}: parquet file damaged near row {start} ({str(exc).splitlines()[0]})") from None
         table = pa.Table.from_batches([batch])
         yield table, np.arange(start, start + table.num_rows)
         start += table.num_rows

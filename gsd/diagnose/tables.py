@@ -37,7 +37,8 @@ import pandas as pd
 
 from ..posterior import fit_beta_prior, posterior_from_counts
 from .betabinom import expected_scale, expected_sigma, silent_prob
-from .readers import InputError, RolloutLog
+from .._validate import InputError
+from .readers import RolloutLog
 
 __all__ = ["binarise", "group_table", "step_table", "prompt_table", "Diagnosis", "diagnose_log", "STEP_KEYS"]
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._validate import InputError
 from ..atomic import atomic_path
 
 __all__ = ["write_verl_step", "write_trl_step", "ROLLOUT_LOGS"]
@@ -30,7 +31,7 @@ def _column(values, n, name):
     if arr.ndim == 0:
         arr = np.full(n, arr.item())
     if arr.shape != (n,):
-        raise ValueError(f"{name} must have one entry per rollout ({n}), got shape {arr.shape}")
+        raise InputError(f"{name} must have one entry per rollout ({n}), got shape {arr.shape}")
     return arr
 
 
