@@ -5,6 +5,7 @@ number, the group's reward std σ = sqrt(k(G−k))/G:  g = σ²/(σ_c + eps)·(s
 GRPO divides by σ, Dr.GRPO does not, DAPO drops the groups where σ = 0.  See DESIGN.md §1.
 """
 
+from ._validate import InputError
 from .data import load_bigmath, load_histogram, load_solve_rates
 from .groups import METHODS, advantages, group_std, group_update, identity_terms, is_silent
 from .groupsize import (
@@ -14,6 +15,7 @@ from .groupsize import (
     plan_group_sizes,
     required_group_size,
 )
+from .posterior import BetaPosterior, fit_beta_prior, posterior_from_counts
 from .silent import (
     UNREACHABLE,
     dapo_generation_cost,
@@ -38,6 +40,7 @@ from .weighting import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "InputError",
     "METHODS", "UPDATE_METHODS", "UNREACHABLE", "EXCEEDS_MAX", "DEFAULT_MAX_GROUP_SIZE", "CONVENTIONS",
     "group_std", "is_silent", "advantages", "group_update", "identity_terms",
     "silent_rate", "nonsilent_rate", "silent_rate_subsampled", "group_size_for_silent_rate",
@@ -48,4 +51,5 @@ __all__ = [
     "extreme_mask", "medium_mask", "decile_index", "decile_shares",
     "trainer_advantages", "convention_gap",
     "load_bigmath", "load_histogram", "load_solve_rates",
+    "BetaPosterior", "fit_beta_prior", "posterior_from_counts",
 ]

@@ -1,7 +1,8 @@
 """The ``gsd`` command line.
 
-Every sub-command prints a readable table by default and JSON with ``--json``.  Bad input is
-reported as one line on stderr with exit status 2 (never a traceback).
+Every sub-command prints a readable table by default and JSON with ``--json``.  Bad input
+(:class:`gsd.InputError`) is reported as one line on stderr with exit status 2; any other
+exception is a bug and keeps its traceback.
 
 Sub-commands live beside the code they drive: each module in ``_COMMANDS`` exposes
 ``register(subparsers)``, which adds its parser and sets ``func`` to a handler
@@ -18,6 +19,8 @@ import sys
 import numpy as np
 import pandas as pd
 
+from ._validate import InputError
+
 # Modules that add sub-commands; optional ones are skipped if they are not there yet.
 _COMMANDS = (
     "gsd.cli_core",
@@ -28,8 +31,13 @@ _COMMANDS = (
 )
 
 
-class CliError(ValueError):
-    """A usage error found by a handler (reported like any ValueError)."""
+# Sub-commands whose code still raises plain ValueError for bad input (the simulator, until it
+# raises InputError): their ValueErrors are reported as input errors too.
+_VALUE_ERROR_IS_INPUT = frozenset({"simulate"})
+
+
+class CliError(InputError):
+    """A usage error found by a handler (reported like any InputError)."""
 
 
 def parse_list(text: str, kind=float, name: str = "value"):
@@ -79,7 +87,9 @@ def main(argv=None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except ValueError as exc:  # includes CliError
+    except ValueError as exc:  # InputError (and CliError) only: anything else is a bug
+        if not isinstance(exc, InputError) and args.command not in _VALUE_ERROR_IS_INPUT:
+            raise
         print(f"gsd {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

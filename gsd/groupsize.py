@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ._binomial import unique_pairs
-from ._validate import as_group_size, as_open_unit, as_probability
+from ._validate import InputError, as_group_size, as_open_unit, as_probability
 from .silent import UNREACHABLE, group_size_for_silent_rate, silent_rate
 from .update import fidelity
 
@@ -62,7 +62,7 @@ def required_group_size(p, epsilon, *, rule: str = "exact", max_group_size: int 
     reaches the target.
     """
     if rule not in ("exact", "law"):
-        raise ValueError(f"rule must be 'exact' or 'law', got {rule!r}")
+        raise InputError(f"rule must be 'exact' or 'law', got {rule!r}")
     p = as_probability(p)
     epsilon = as_open_unit(epsilon, "epsilon")
     cap = int(as_group_size(max_group_size, "max_group_size", minimum=2))
@@ -133,7 +133,7 @@ def plan_group_sizes(
     planned G (NaN where there is none).
     """
     if (epsilon is None) == (delta is None):
-        raise ValueError("give exactly one of epsilon (fidelity target) or delta (silent-rate target)")
+        raise InputError("give exactly one of epsilon (fidelity target) or delta (silent-rate target)")
     p = np.atleast_1d(as_probability(p)).ravel()
     if epsilon is not None:
         g = required_group_size(p, epsilon, rule=rule, max_group_size=max_group_size)

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ._validate import InputError
+
 __all__ = ["Method", "METHOD_SPECS", "UPDATE_METHODS", "ADVANTAGE_METHODS", "method_spec"]
 
 
@@ -58,11 +60,11 @@ ADVANTAGE_METHODS: tuple[str, ...] = tuple(n for n, m in METHOD_SPECS.items() if
 
 
 def method_spec(method: str, allowed: tuple[str, ...] = UPDATE_METHODS) -> Method:
-    """The :class:`Method` named ``method``; ``ValueError`` naming it when it is not in ``allowed``.
+    """The :class:`Method` named ``method``; :class:`gsd.InputError` naming it when it is not in ``allowed``.
 
     >>> method_spec("grpo").divides_by_std
     True
     """
     if not isinstance(method, str) or method not in allowed:
-        raise ValueError(f"method must be one of {allowed}, got {method!r}")
+        raise InputError(f"method must be one of {allowed}, got {method!r}")
     return METHOD_SPECS[method]

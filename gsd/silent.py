@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import hypergeom
 
-from ._validate import _show, as_group_size, as_open_unit, as_probability
+from ._validate import InputError, _show, as_group_size, as_open_unit, as_probability
 
 __all__ = [
     "UNREACHABLE",
@@ -82,9 +82,9 @@ def silent_rate_subsampled(k, n, G):
     G = as_group_size(G)
     k, n, G = np.broadcast_arrays(k, n, G)
     if (k > n).any():
-        raise ValueError(f"k must be <= n, got k={_show(k[k > n])} with n={_show(n[k > n])}")
+        raise InputError(f"k must be <= n, got k={_show(k[k > n])} with n={_show(n[k > n])}")
     if (G > n).any():
-        raise ValueError(f"G must be <= n (a subset of the logged rollouts), got G={_show(G[G > n])} with n={_show(n[G > n])}")
+        raise InputError(f"G must be <= n (a subset of the logged rollouts), got G={_show(G[G > n])} with n={_show(n[G > n])}")
     # scipy's argument order: (x, M = population, n = successes, N = draws).
     return hypergeom.pmf(0, n, k, G) + hypergeom.pmf(G, n, k, G)
 

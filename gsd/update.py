@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._binomial import symmetric_expectation
-from ._validate import as_ddof, as_eps, as_group_size, as_probability, as_unit_interval
+from ._validate import InputError, as_ddof, as_eps, as_group_size, as_probability, as_unit_interval
 from .methods import UPDATE_METHODS as _ALL_METHODS
 from .silent import _minor, _nonsilent, _silent
 
@@ -73,7 +73,7 @@ def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0
     if verifier_noise:
         nu = float(as_unit_interval(verifier_noise, "verifier_noise"))
         if nu >= 0.5:
-            raise ValueError(f"verifier_noise must lie in [0, 0.5) (at 0.5 the reward carries no information), got {verifier_noise!r}")
+            raise InputError(f"verifier_noise must lie in [0, 0.5) (at 0.5 the reward carries no information), got {verifier_noise!r}")
         p = as_probability(p)
         q = p * (1.0 - nu) + (1.0 - p) * nu
         m = expected_update(q, G, method, ddof=ddof, eps=eps, max_draws=max_draws)
@@ -81,13 +81,13 @@ def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0
         with np.errstate(invalid="ignore", divide="ignore"):
             return m * np.where(v > 0, (1.0 - 2.0 * nu) * p * (1.0 - p) / np.where(v > 0, v, 1.0), 0.0)
     if method not in UPDATE_METHODS:
-        raise ValueError(f"method must be one of {UPDATE_METHODS}, got {method!r}")
+        raise InputError(f"method must be one of {UPDATE_METHODS}, got {method!r}")
     ddof = as_ddof(ddof)
     eps = as_eps(eps)
     p = as_probability(p)
     G = as_group_size(G, minimum=2 if method in ("dapo", "rloo") else 1)
     if ddof and (G <= ddof).any():
-        raise ValueError(f"ddof={ddof} needs G >= {ddof + 1}, got G={G.min()}")
+        raise InputError(f"ddof={ddof} needs G >= {ddof + 1}, got G={G.min()}")
     if method == "dr_grpo":
         return p * (1.0 - p) * (1.0 - 1.0 / G)
     if method == "rloo":

@@ -1,0 +1,222 @@
+"""What logged answers say about a prompt's solve rate: Beta posteriors from counts.
+
+A prompt answered right k times out of n logged rollouts has, under a Beta(a, b) prior on its
+solve rate p, the posterior
+
+    p | k, n  ~  Beta(a + k, b + n − k).
+
+The prior is either given, or fitted to the whole dataset by maximising the beta-binomial
+marginal likelihood (empirical Bayes):
+
+    log L(a, b) = Σ_i [ log C(n_i, k_i) + log B(a + k_i, b + n_i − k_i) − log B(a, b) ].
+
+This is what turns "0 right out of 8" into "probably hard" rather than "never solvable": the
+posterior keeps mass above 0, pulled towards the dataset's typical difficulty.  Expectations of
+a group-size value under the posterior are exact sums over the beta-binomial distribution of
+the group's number of right answers (see :ref:`theory-allocation`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._validate import _show, as_group_size
+
+__all__ = ["BetaPosterior", "fit_beta_prior", "posterior_from_counts", "PRIORS"]
+
+#: Named fixed priors accepted by :func:`posterior_from_counts` besides ``"empirical-bayes"``.
+PRIORS = {"uniform": (1.0, 1.0), "jeffreys": (0.5, 0.5)}
+
+# The fit works in (logit m, log s), m = a/(a+b) the mean solve rate and s = a+b the prior's
+# concentration: the likelihood is smooth in m, while in s it can be flat for a long way (counts
+# from one or two rollouts barely see over-dispersion), which in (log a, log b) sent L-BFGS to a
+# corner.  A dataset with no over-dispersion (every prompt equally hard) pushes s to infinity;
+# the bound keeps the fit finite and ``fit_beta_prior(..., full_output=True)`` reports it.
+_LOG_S_BOUNDS = (np.log(2e-3), np.log(2e6))
+_LOGIT_M_BOUNDS = (-30.0, 30.0)
+
+
+@dataclass(frozen=True)
+class BetaPosterior:
+    """Per-prompt Beta(a, b) distributions of the solve rate (arrays of one shape).
+
+    Attributes
+    ----------
+    a, b : ndarray
+        The posterior parameters, a = a₀ + k, b = b₀ + n − k.
+    prior : tuple of float
+        The prior (a₀, b₀) they were built from.
+    """
+
+    a: np.ndarray
+    b: np.ndarray
+    prior: tuple
+
+    def __post_init__(self):
+        a = np.asarray(self.a, dtype=np.float64)
+        b = np.asarray(self.b, dtype=np.float64)
+        for name, v in (("a", a), ("b", b)):
+            bad = ~(np.isfinite(v) & (v > 0))
+            if bad.any():
+                raise ValueError(f"{name} must be finite and > 0, got {_show(v[bad])}")
+        a, b = np.broadcast_arrays(a, b)
+        object.__setattr__(self, "a", a)
+        object.__setattr__(self, "b", b)
+
+    @property
+    def shape(self):
+        return self.a.shape
+
+    @property
+    def mean(self) -> np.ndarray:
+        """Posterior mean a / (a + b)."""
+        return self.a / (self.a + self.b)
+
+    def interval(self, level: float = 0.9):
+        """Equal-tailed credible interval (lo, hi) of the given level, per prompt."""
+        from scipy.stats import beta
+
+        if not (isinstance(level, float | int) and 0.0 < level < 1.0):
+            raise ValueError(f"level must be a number in (0, 1), got {level!r}")
+        tail = (1.0 - level) / 2.0
+        return beta.ppf(tail, self.a, self.b), beta.isf(tail, self.a, self.b)
+
+
+def _counts(k, n):
+    """k and n as int64 arrays of one broadcast shape with 0 ≤ k ≤ n."""
+    k = as_group_size(k, "k", minimum=0)
+    n = as_group_size(n, "n", minimum=0)
+    try:
+        k, n = np.broadcast_arrays(k, n)
+    except ValueError:
+        raise ValueError(f"k and n must broadcast together, got shapes {np.shape(k)} and {np.shape(n)}") from None
+    bad = k > n
+    if bad.any():
+        raise ValueError(f"k must be <= n, got k = {_show(k[bad])} with n = {_show(n[bad])}")
+    return k, n
+
+
+def _neg_loglik(x, k, n, w):
+    """−log L and its gradient in x = (logit m, log s), up to the constant Σ log C(n, k)."""
+    from scipy.special import betaln, digamma, expit
+
+    m, s = expit(x[0]), np.exp(x[1])
+    a, b = m * s, (1.0 - m) * s
+    ll = w @ (betaln(a + k, b + n - k) - betaln(a, b))
+    # ∂/∂a [log B(a + k, b + n − k) − log B(a, b)] = ψ(a+k) − ψ(a) − [ψ(a+b+n) − ψ(a+b)]
+    dab = digamma(s + n) - digamma(s)
+    ga = w @ (digamma(a + k) - digamma(a) - dab)
+    gb = w @ (digamma(b + n - k) - digamma(b) - dab)
+    d_logit_m = s * (ga - gb) * m * (1.0 - m)
+    d_log_s = s * (m * ga + (1.0 - m) * gb)
+    return -ll, -np.array([d_logit_m, d_log_s])
+
+
+def fit_beta_prior(k, n, *, full_output: bool = False):
+    """Empirical-Bayes Beta prior: the (a, b) maximising the beta-binomial marginal likelihood.
+
+    Parameters
+    ----------
+    k, n : array_like of int
+        Right answers and logged rollouts per prompt (0 ≤ k ≤ n).  Prompts with n = 0 carry no
+        information and are ignored by the fit.
+    full_output : bool
+        Also return a dict with the maximised log-likelihood, the number of prompts used and
+        whether the concentration a + b hit a bound (2e-3 or 2e6).
+
+    Returns
+    -------
+    (a, b) : tuple of float
+        The fitted prior (and the dict when ``full_output``).
+
+    Notes
+    -----
+    Maximises :math:`\\sum_i \\log B(a + k_i, b + n_i - k_i) - \\log B(a, b)` over the mean
+    :math:`m = a/(a+b)` (logit scale) and the concentration :math:`s = a + b` (log scale,
+    bounded to [2e-3, 2e6]) with L-BFGS-B and the analytic (digamma) gradient, started at the
+    pooled rate and the best s of a coarse grid.  Identical (k, n) pairs are summed once, so the cost depends
+    on the number of distinct pairs, not of prompts.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> p = rng.beta(2.0, 5.0, size=20000)
+    >>> a, b = fit_beta_prior(rng.binomial(16, p), 16)
+    >>> round(a, 1), round(b, 1)
+    (2.0, 4.9)
+    """
+    from scipy.optimize import minimize
+
+    k, n = _counts(k, n)
+    k, n = k.ravel(), n.ravel()
+    keep = n > 0
+    if not keep.any():
+        raise ValueError("n: no prompt has a logged rollout (every n is 0); a prior cannot be fitted")
+    pairs, w = np.unique(np.stack([k[keep], n[keep]]), axis=1, return_counts=True)
+    kk, nn = pairs[0].astype(np.float64), pairs[1].astype(np.float64)
+    w = w.astype(np.float64)
+
+    # Start at the pooled mean rate and the best concentration on a coarse log grid (cheap: the
+    # cost is per distinct (k, n) pair), then polish both with L-BFGS-B.
+    m0 = float(np.clip(w @ kk / (w @ nn), 1e-6, 1 - 1e-6))
+    logit_m0 = np.log(m0 / (1.0 - m0))
+    grid = np.linspace(*_LOG_S_BOUNDS, 41)
+    start = min(grid, key=lambda ls: _neg_loglik(np.array([logit_m0, ls]), kk, nn, w)[0])
+    bounds = [_LOGIT_M_BOUNDS, _LOG_S_BOUNDS]
+    res = minimize(_neg_loglik, np.array([logit_m0, start]), args=(kk, nn, w), jac=True,
+                   method="L-BFGS-B", bounds=bounds, options={"ftol": 1e-13, "gtol": 1e-8, "maxiter": 1000})
+    m, s = 1.0 / (1.0 + np.exp(-res.x[0])), float(np.exp(res.x[1]))
+    a, b = float(m * s), float((1.0 - m) * s)
+    if not full_output:
+        return a, b
+    at_bound = bool(np.isclose(res.x[1], _LOG_S_BOUNDS[0]) or np.isclose(res.x[1], _LOG_S_BOUNDS[1]))
+    # L-BFGS-B may stop on a line-search failure at the floating-point limit of an optimum; judge
+    # convergence by the gradient itself (relative to the number of prompts), free coordinates only.
+    grad = _neg_loglik(res.x, kk, nn, w)[1]
+    free = np.array([True, not at_bound])
+    converged = bool(np.all(np.abs(grad[free]) <= 1e-6 * w.sum()))
+    return (a, b), {"loglik": float(-res.fun), "prompts": int(w.sum()), "at_bound": at_bound,
+                    "converged": converged}
+
+
+def posterior_from_counts(k, n, prior="empirical-bayes") -> BetaPosterior:
+    """Per-prompt Beta posterior of the solve rate from k right answers out of n.
+
+    Parameters
+    ----------
+    k, n : array_like of int
+        Counts per prompt, broadcast together, 0 ≤ k ≤ n (n = 0: the posterior is the prior).
+    prior : ``"empirical-bayes"``, ``"uniform"``, ``"jeffreys"`` or (a, b)
+        The Beta prior: fitted to these counts by :func:`fit_beta_prior` (default), Beta(1, 1),
+        Beta(½, ½), or a given pair of finite positive numbers.
+
+    Returns
+    -------
+    BetaPosterior
+        a = a₀ + k, b = b₀ + n − k, with ``mean`` and ``interval(level)``.
+
+    Examples
+    --------
+    >>> post = posterior_from_counts([0, 4, 8], 8, prior="uniform")
+    >>> post.mean.tolist()
+    [0.1, 0.5, 0.9]
+    """
+    k, n = _counts(k, n)
+    if isinstance(prior, str):
+        if prior == "empirical-bayes":
+            a0, b0 = fit_beta_prior(k, n)
+        elif prior in PRIORS:
+            a0, b0 = PRIORS[prior]
+        else:
+            raise ValueError(f"prior must be 'empirical-bayes', {', '.join(map(repr, PRIORS))} or (a, b), got {prior!r}")
+    else:
+        try:
+            a0, b0 = (float(x) for x in prior)
+        except (TypeError, ValueError):
+            raise ValueError(f"prior must be 'empirical-bayes', {', '.join(map(repr, PRIORS))} or (a, b), got {prior!r}") from None
+        if not (np.isfinite(a0) and np.isfinite(b0) and a0 > 0 and b0 > 0):
+            raise ValueError(f"prior must be two finite numbers > 0, got {prior!r}")
+    return BetaPosterior(a0 + k, b0 + (n - k), (a0, b0))

@@ -1,0 +1,103 @@
+"""Beta posteriors from counts: the fitted prior against a direct likelihood maximisation."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import integrate, optimize
+from scipy.stats import betabinom, binom
+from scipy.stats import beta as beta_dist
+
+import gsd
+
+
+def _direct_fit(k, n):
+    """Nelder–Mead on the ungrouped beta-binomial log-likelihood (scipy's own pmf)."""
+    def nll(x):
+        a, b = np.exp(x)
+        return -betabinom.logpmf(k, n, a, b).sum()
+    res = optimize.minimize(nll, [0.0, 0.0], method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 20000})
+    return np.exp(res.x), -res.fun
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.floats(0.3, 8), st.floats(0.3, 8), st.integers(2, 32), st.integers(0, 2**31 - 1))
+def test_fit_maximises_the_marginal_likelihood(a, b, n, seed):
+    rng = np.random.default_rng(seed)
+    p = rng.beta(a, b, size=400)
+    nn = rng.integers(1, n + 1, size=p.size)  # ragged counts: prompts seen a different number of times
+    k = rng.binomial(nn, p)
+    (fa, fb), info = gsd.fit_beta_prior(k, nn, full_output=True)
+    (da, db), dll = _direct_fit(k, nn)
+    ours = betabinom.logpmf(k, nn, fa, fb).sum()
+    # Our optimum is at least as good as an independent optimiser's (bounded fits may differ a hair).
+    assert ours >= dll - 1e-6 * abs(dll)
+    if not info["at_bound"]:
+        assert info["converged"]
+
+
+def test_fit_recovers_a_known_prior():
+    rng = np.random.default_rng(1)
+    p = rng.beta(0.7, 2.5, size=50_000)
+    k = rng.binomial(64, p)
+    a, b = gsd.fit_beta_prior(k, 64)
+    assert a == pytest.approx(0.7, rel=0.05) and b == pytest.approx(2.5, rel=0.05)
+
+
+def test_no_overdispersion_gives_a_concentrated_prior():
+    rng = np.random.default_rng(2)
+    k = rng.binomial(8, 0.3, size=5000)  # every prompt equally hard: the true a + b is infinite
+    (a, b), info = gsd.fit_beta_prior(k, 8, full_output=True)
+    assert a / (a + b) == pytest.approx(0.3, abs=0.01)
+    assert a + b > 100  # prior sd below 0.05: the fit sees (almost) no spread
+
+
+def test_identical_counts_hit_the_concentration_bound_and_say_so():
+    (a, b), info = gsd.fit_beta_prior(np.full(100, 4), 8, full_output=True)
+    assert info["at_bound"] and a / (a + b) == pytest.approx(0.5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 30), st.integers(0, 30), st.floats(0.2, 5), st.floats(0.2, 5))
+def test_posterior_mean_matches_numerical_bayes(k, extra, a0, b0):
+    n = k + extra
+    post = gsd.posterior_from_counts(k, n, prior=(a0, b0))
+    like = lambda p: beta_dist.pdf(p, a0, b0) * binom.pmf(k, n, p)
+    z = integrate.quad(like, 0, 1, epsabs=0, epsrel=1e-11, limit=200)[0]
+    m = integrate.quad(lambda p: p * like(p), 0, 1, epsabs=0, epsrel=1e-11, limit=200)[0] / z
+    assert float(post.mean) == pytest.approx(m, rel=1e-7)
+
+
+def test_named_priors_and_unseen_prompts():
+    post = gsd.posterior_from_counts([0, 3, 0], [8, 8, 0], prior="jeffreys")
+    np.testing.assert_allclose(post.a, [0.5, 3.5, 0.5])
+    np.testing.assert_allclose(post.b, [8.5, 5.5, 0.5])
+    lo, hi = post.interval(0.9)
+    assert np.all(lo < post.mean) and np.all(post.mean < hi)
+    np.testing.assert_allclose(lo, beta_dist.ppf(0.05, post.a, post.b))
+
+
+def test_empirical_bayes_default_shrinks_zero_of_eight():
+    rng = np.random.default_rng(3)
+    k = rng.binomial(8, rng.beta(1.5, 3.0, size=3000))
+    post = gsd.posterior_from_counts(np.append(k, 0), 8)
+    assert 0 < post.mean[-1] < 0.15  # "probably hard", not "never"
+    a0, b0 = post.prior
+    assert post.a[-1] == pytest.approx(a0) and post.b[-1] == pytest.approx(b0 + 8)
+
+
+@pytest.mark.parametrize("k, n, prior, match", [
+    (-1, 8, "uniform", "k must be an integer >= 0"),
+    (9, 8, "uniform", "k must be <= n"),
+    (float("nan"), 8, "uniform", "k must be an integer"),
+    (1, float("inf"), "uniform", "n must be an integer"),
+    ([1, 2], [3, 4, 5], "uniform", "broadcast"),
+    (1, 8, "flat", "prior must be"),
+    (1, 8, (0.0, 1.0), "prior must be two finite numbers > 0"),
+    (1, 8, (float("inf"), 1.0), "prior must be two finite numbers > 0"),
+    (1, 8, "xy", "prior must be"),
+    (0, 0, "empirical-bayes", "no prompt has a logged rollout"),
+])
+def test_bad_input(k, n, prior, match):
+    with pytest.raises(ValueError, match=match):
+        gsd.posterior_from_counts(k, n, prior=prior)
