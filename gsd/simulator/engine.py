@@ -13,7 +13,8 @@ the run's state (:func:`setup`), then per step
 6. a checkpoint every ``checkpoint_every`` steps.
 
 A run is a folder: ``config.json`` (the resolved config), ``ledger.parquet``, ``checkpoint.pt``
-(policy, optimizer, every random state, the ledger so far, the step) and, once finished,
+(policy, optimizer, every random state, the ledger so far, the step), with ``rollout_log`` set
+a ``rollouts/`` folder in verl's or TRL's log format (:mod:`.rollout_log`) and, once finished,
 ``summary.json`` — the mark a sweep engine looks for (:func:`is_complete`).  Every file is
 replaced atomically.  ``resume=True`` continues from the checkpoint; on CPU the ledger is then
 identical to an uninterrupted run's, wall-time columns aside.  Results depend on the number of
@@ -44,6 +45,7 @@ from .sampling import Batch, Groups, plan_batch, sample_groups
 __all__ = ["run_simulation", "is_complete", "setup", "RunState"]
 
 CONFIG_FILE, CHECKPOINT_FILE, SUMMARY_FILE = "config.json", "checkpoint.pt", "summary.json"
+ROLLOUTS_DIR = "rollouts"  # the rollout log's folder in a run folder (config key rollout_log)
 
 
 def is_complete(out_dir) -> bool:
@@ -227,6 +229,10 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
     if mode == "done":
         return found
     run = setup(cfg, p0, device)
+    if cfg.rollout_log != "none":
+        from .rollout_log import RolloutLogWriter
+
+        run.rollout_writer = RolloutLogWriter(cfg.rollout_log, out / ROLLOUTS_DIR)
     if mode == "resume":
         _load_checkpoint(run, found, out)
     with torch.no_grad():
