@@ -13,7 +13,7 @@ rollouts, the expected fidelity of the groups drawn and the effective-gradient r
 prompt, the posterior of its solve rate and the group size a fidelity target needs.
 Formats: verl's {step}.jsonl rollout dumps (trainer.rollout_data_dir), TRL's
 completions/completions_{step:05d}.parquet (log_completions=True), or any CSV / parquet /
-JSONL table. See docs/theory.md, section Real rollout logs."""
+JSONL table. See docs/theory.md, section Rollout logs."""
 
 
 def register(sub) -> None:
