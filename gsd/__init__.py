@@ -24,7 +24,7 @@ from .silent import (
     silent_rate,
     silent_rate_subsampled,
 )
-from .trainers import CONVENTIONS, convention_gap, trainer_advantages
+from .trainers import CONVENTIONS, convention_gap, multi_reward_advantages, trainer_advantages
 from .update import UPDATE_METHODS, expected_update, fidelity, fidelity_law
 from .weighting import (
     arcsin_objective,
@@ -49,7 +49,7 @@ __all__ = [
     "required_group_size", "group_size_law", "plan_group_sizes",
     "arcsin_objective", "difficulty_weight", "large_group_weight", "budget_share",
     "extreme_mask", "medium_mask", "decile_index", "decile_shares",
-    "trainer_advantages", "convention_gap",
+    "trainer_advantages", "multi_reward_advantages", "convention_gap",
     "load_bigmath", "load_histogram", "load_solve_rates",
     "BetaPosterior", "fit_beta_prior", "posterior_from_counts",
 ]

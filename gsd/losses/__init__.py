@@ -7,6 +7,7 @@ Small differentiable torch functions, batched over leading dimensions, one modul
 * :mod:`~gsd.losses.dpo` — DPO loss, gradient and the "preferred answer got rarer" flag;
 * :mod:`~gsd.losses.surrogate` — clipped surrogate, dual clip, clip-higher, GRPO objective;
 * :mod:`~gsd.losses.aggregation` — loss aggregation modes, length bias, TRL / verl presets;
+  (``trainer="verl"`` in :func:`kl_estimate` and :func:`grpo_objective`: verl's clamps)
 * :mod:`~gsd.losses.figures` — the seed's illustrations and the analyses, as PNG files.
 """
 
@@ -26,6 +27,9 @@ from .aggregation import (
 from .dpo import dpo_diagnostics, dpo_flags, dpo_gain, dpo_grad, dpo_loss, dpo_loss_from_gains, dpo_margin
 from .kl import (
     KL_ESTIMATORS,
+    KL_TRAINERS,
+    VERL_K3_MAX,
+    VERL_LOG_RATIO_CLIP,
     KLTerms,
     estimator_moments,
     estimator_sweep,
@@ -44,6 +48,8 @@ from .kl import (
     sequence_reverse_kl,
 )
 from .surrogate import (
+    OBJECTIVE_TRAINERS,
+    VERL_CLIP_RATIO_C,
     CLIP_DUAL,
     CLIP_HIGH,
     CLIP_LOW,
@@ -79,6 +85,9 @@ __all__ = [
     # kl
     "KLTerms",
     "KL_ESTIMATORS",
+    "KL_TRAINERS",
+    "VERL_LOG_RATIO_CLIP",
+    "VERL_K3_MAX",
     "kl_divergence",
     "kl_terms",
     "forward_kl_terms",
@@ -103,6 +112,8 @@ __all__ = [
     "dpo_flags",
     "dpo_diagnostics",
     # surrogate
+    "OBJECTIVE_TRAINERS",
+    "VERL_CLIP_RATIO_C",
     "UNCLIPPED",
     "CLIP_HIGH",
     "CLIP_LOW",

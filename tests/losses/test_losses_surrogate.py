@@ -1,5 +1,7 @@
 """Clipped surrogate, dual clip, clip-higher and the GRPO per-token objective (gsd.losses.surrogate)."""
 
+import math
+
 import pytest
 import torch
 from hypothesis import assume, given, settings
@@ -15,6 +17,7 @@ from gsd.losses import (
     clipped_surrogate_grad,
     flat_regions,
     grpo_objective,
+    kl_estimate,
     zero_grad_mask,
 )
 
@@ -135,3 +138,40 @@ def test_grpo_objective_gradient_on_policy():
     obj = grpo_objective(logp, logp.detach(), adv)
     (g,) = torch.autograd.grad(obj.sum(), logp)
     assert torch.allclose(g, adv[:, None].expand(2, 2))
+
+
+def test_grpo_objective_verl_preset():
+    # verl 0.9.1 compute_policy_loss_vanilla, restated per token (loss = −objective):
+    # ρ = exp(clamp(logp − old, ±20)); m = max(−Aρ, −A clip(ρ, 1 − lo, 1 + hi));
+    # loss = min(−A c, m) for A < 0, else m; c = clip_ratio_c = 3 by default.
+    logp = torch.tensor([-30.0, -0.1, -25.0, -0.01, -1.0, -15.0, -0.9, -1.1], dtype=torch.float64)
+    old = torch.tensor([-0.2, -40.0, -0.3, -30.0, -1.5, -0.5, -1.0, -1.0], dtype=torch.float64)
+    adv = torch.tensor([1.0, -1.0, -1.0, 1.0, 2.0, -2.0, 0.7, -0.4], dtype=torch.float64)
+    lo, hi, c = 0.2, 0.28, 3.0
+    want = []
+    for lp, lo_, a in zip(logp.tolist(), old.tolist(), adv.tolist()):
+        rho = math.exp(min(max(lp - lo_, -20.0), 20.0))
+        m = max(-a * rho, -a * min(max(rho, 1 - lo), 1 + hi))
+        want.append(min(-a * c, m) if a < 0 else m)
+    x = logp.clone().requires_grad_(True)
+    obj = grpo_objective(x, old, adv, eps_low=lo, eps_high=hi, trainer="verl")
+    torch.testing.assert_close(-obj.detach(), torch.tensor(want, dtype=torch.float64), rtol=1e-14, atol=0.0)
+    (g,) = torch.autograd.grad(obj.sum(), x)
+    # clamped (|log ρ| > 20) or on a flat branch: no gradient; the last two tokens are unclipped
+    assert torch.equal(g[:6], torch.zeros(6, dtype=torch.float64))
+    torch.testing.assert_close(g[6:], adv[6:] * torch.exp(logp - old)[6:])
+    # the only value change against the formula as written: A > 0 with ρ < e^−20 (token 0)
+    exact = grpo_objective(logp, old, adv, eps_low=lo, eps_high=hi, dual_clip=c)
+    differs = (exact != obj.detach()).nonzero().ravel().tolist()
+    assert differs == [0]
+    assert float(-obj[0].detach()) == pytest.approx(-math.exp(-20.0), rel=1e-12)
+    # with β > 0 the k3 term is verl's clamped one
+    ref = torch.tensor([-0.1, -30.0, -0.01, -25.0, -15.0, -1.0, -0.5, -2.0], dtype=torch.float64)
+    with_kl = grpo_objective(logp, old, adv, ref, eps_low=lo, eps_high=hi, beta=0.1, trainer="verl")
+    k3v = kl_estimate(logp, ref, "k3", trainer="verl")
+    torch.testing.assert_close(with_kl, obj.detach() - 0.1 * k3v)
+    assert float(k3v.max()) == 10.0
+    # "trl" is the formula as written
+    torch.testing.assert_close(grpo_objective(logp, old, adv, ref, beta=0.1, trainer="trl"), grpo_objective(logp, old, adv, ref, beta=0.1))
+    with pytest.raises(ValueError, match="trainer"):
+        grpo_objective(logp, old, adv, trainer="openrlhf")
