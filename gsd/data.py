@@ -1,8 +1,9 @@
 """Difficulty data: the Big-Math solve rates the project ships, or a user's per-problem file.
 
-The shipped table ``data/bigmath_solve_rate_histogram.csv`` counts, for each k = 0 … 64, the
-Big-Math problems that Llama-3.1-8B-Instruct solved in k of 64 rollouts (215,608 problems;
-provenance in ``data/README.md``).  :func:`load_bigmath` expands it to one solve rate per
+The shipped table ``bigmath_solve_rate_histogram.csv`` (package data in :mod:`gsd.resources`)
+counts, for each k = 0 … 64, the Big-Math problems that Llama-3.1-8B-Instruct solved in k of 64
+rollouts (215,608 problems; provenance in the ``README.md`` beside it, shown in the docs under
+"Data").  :func:`load_bigmath` expands it to one solve rate per
 problem; :func:`load_solve_rates` reads a user's per-problem file instead (parquet, CSV or
 JSONL with a ``llama8b_solve_rate`` column), so every analysis runs unchanged on either.
 """
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ._validate import InputError
+from .resources import shipped_file
 
 __all__ = [
     "BIGMATH_ROLLOUTS",
@@ -32,9 +34,10 @@ _HISTOGRAM = "bigmath_solve_rate_histogram.csv"
 
 
 def data_dir() -> Path:
-    """The project's ``data/`` folder (override with the ``GSD_DATA_DIR`` environment variable)."""
+    """The folder holding the shipped histogram: the package's own (:mod:`gsd.resources`),
+    or ``$GSD_DATA_DIR`` when that environment variable is set."""
     env = os.environ.get("GSD_DATA_DIR")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "data"
+    return Path(env) if env else shipped_file(_HISTOGRAM).parent
 
 
 def load_histogram(path=None) -> pd.DataFrame:

@@ -6,7 +6,7 @@ and writes one tidy ``results.parquet``.  :mod:`gsd.sweep.law` measures the grou
 training from a sweep over group sizes and difficulty mixes.
 
 >>> from gsd.sweep import run_sweep                                     # doctest: +SKIP
->>> res = run_sweep("simulations/law_in_training.toml", "sweeps/law")   # doctest: +SKIP
+>>> res = run_sweep("law_in_training", "sweeps/law")                     # doctest: +SKIP
 >>> res.table.head()                                                     # doctest: +SKIP
 """
 

@@ -20,7 +20,7 @@ def register(sub) -> None:
             "(a killed sweep resumes where it stopped), retry failures, and write OUT/results.parquet."
         ),
     )
-    p.add_argument("--grid", required=True, help="grid file (TOML with [sweep], [base], [grid]; see simulations/)")
+    p.add_argument("--grid", required=True, help="grid file (TOML with [sweep], [base], [grid]) or the name of a shipped grid: law_in_training, methods_mlp_grid")
     p.add_argument("--out", required=True, help="sweep folder, e.g. sweeps/NAME")
     p.add_argument("--backend", choices=BACKENDS, default="local",
                    help="local: process pool on this machine (default); ray: Ray tasks (pip install 'gsd[ray]'); "

@@ -47,6 +47,7 @@ from types import ModuleType
 from typing import Any
 
 from .._validate import InputError
+from ..resources import config_file
 
 try:  # Python >= 3.11
     import tomllib
@@ -102,10 +103,9 @@ class RunSpec:
 
 # ----------------------------------------------------------------------------------- parsing
 def load_grid(path) -> Grid:
-    """Read and check a grid TOML file."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"grid file not found: {str(path)!r}")
+    """Read and check a grid TOML file, given by path or as the name of a shipped grid
+    (:func:`gsd.resources.config_file`, e.g. ``"law_in_training"``)."""
+    path = config_file(path, what="grid file")
     text = path.read_text(encoding="utf-8")
     try:
         data = tomllib.loads(text)

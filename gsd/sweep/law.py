@@ -16,8 +16,8 @@ Where the Δz come from.  The simulator's ledger keeps per-step sums by decile o
 not per-prompt updates, so this module reads them from checkpoints: a run of ``steps = t``
 ends with a checkpoint holding the logits after t steps (and the initial logits), and because
 a run's random streams do not depend on ``steps``, runs with ``steps = t`` and ``t + 1`` (same
-everything else) hold two consecutive states of one trajectory.  The shipped grid
-``simulations/law_in_training.toml`` therefore varies ``steps`` over pairs (1 alone gives the
+everything else) hold two consecutive states of one trajectory.
+The shipped grid ``law_in_training`` therefore varies ``steps`` over pairs (1 alone gives the
 first step).  Each measured Δz/η is checked to be one of the possible values sqrt(k(G−k))/G —
 the proof that the two checkpoints are consecutive.
 
@@ -49,6 +49,7 @@ import pandas as pd
 from .._validate import InputError
 from ..plotstyle import checkout_root, fast_mode, figures_dir, new_figure, save_figure, styled
 from ..update import fidelity, fidelity_law
+from ..resources import config_file
 from .engine import load_results, run_sweep
 from .grid import Grid, load_grid
 
@@ -78,9 +79,8 @@ _LATTICE_TOL = 1e-6
 
 # ------------------------------------------------------------------------------ locations
 def default_grid_path() -> Path:
-    """``simulations/law_in_training.toml`` of the checkout (editable install), else ./simulations."""
-    root = checkout_root()
-    return (root if root else Path(".")) / "simulations" / "law_in_training.toml"
+    """The shipped grid ``law_in_training`` (:func:`gsd.resources.config_file`)."""
+    return config_file("law_in_training", what="grid file")
 
 
 def default_sweep_dir(fast: bool | None = None) -> Path:
