@@ -16,6 +16,8 @@ rules in our words; no code copied):
   drops the division (its Dr.GRPO).  A group of one response gets mean 0 and std 1, so
   A = r/(1 + eps), not 0.  Its two RLOO estimators agree for G >= 2 (A_i = r_i − mean_{j≠i} r_j)
   and disagree at G = 1: ``rloo`` returns the reward itself, ``rloo_vectorized`` returns 0.
+  DAPO's dynamic sampling (``algorithm.filter_groups.enable``, off by default) drops groups of
+  two or more responses whose metric has a standard deviation of exactly 0 and refills the batch.
 * OpenRLHF (``openrlhf/trainer/ppo_utils/experience_maker.py``): ``group_norm`` divides by
   the std (ddof 1) + 1e-9, ``dr_grpo`` only centres, ``rloo`` uses the leave-one-out baseline;
   its command line refuses ``n_samples_per_prompt = 1`` for all three.

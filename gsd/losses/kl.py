@@ -48,6 +48,7 @@ __all__ = [
     "k1",
     "k2",
     "k3",
+    "k3_of_log_ratio",
     "kl_estimate",
     "estimator_moments",
     "sample_estimator",
@@ -246,10 +247,16 @@ def k3(logq, logp, *, log_ratio_clip: float | None = None, max_value: float | No
     if log_ratio_clip is not None:
         c = as_positive(log_ratio_clip, "log_ratio_clip")
         d = d.clamp(-c, c)
-    out = torch.expm1(d) - d
+    out = k3_of_log_ratio(d)
     if max_value is not None:
         out = out.clamp(max=as_positive(max_value, "max_value"))
     return out
+
+
+def k3_of_log_ratio(log_ratio):
+    """k3 = expm1(d) − d with d = log p(y) − log q(y), without input checks (the formula of
+    :func:`k3`, for callers such as the simulator that build valid tensors themselves)."""
+    return torch.expm1(log_ratio) - log_ratio
 
 
 def kl_estimate(logq, logp, kind: str = "k3", *, trainer: str | None = None):
