@@ -238,7 +238,9 @@ def k3(logq, logp, *, log_ratio_clip: float | None = None, max_value: float | No
 
     Notes
     -----
-    With both clamps unset this is the exact estimator, as TRL 1.16 computes it.  verl 0.9.1
+    With both clamps unset this is the exact estimator, as TRL 1.16 computes it (TRL then
+    multiplies it by the importance ratio by default, ``use_bias_correction_kl=True``: see
+    :func:`~gsd.losses.surrogate.grpo_objective` with ``trainer="trl"``).  verl 0.9.1
     (``kl_penalty_forward``) clamps the log-ratio to ±20 and k3 to [−10, 10];
     ``kl_estimate(..., trainer="verl")`` applies both, so k3 never exceeds 10 there.
     """

@@ -185,8 +185,11 @@ def grpo_objective(
 
     ``trainer`` (see :ref:`theory-losses`):
 
-    * None or ``"trl"``: the formula as written — TRL 1.16's ``_compute_loss`` for the grpo,
-      bnpo, dr_grpo and dapo loss types clamps nothing (its ``delta`` is ``dual_clip`` here);
+    * None: the formula as written (TRL 1.16 with ``use_bias_correction_kl=False``);
+    * ``"trl"``: TRL 1.16's ``_compute_loss`` defaults for the grpo, bnpo, dr_grpo and dapo loss
+      types at ``importance_sampling_level="token"``: nothing clamped (its ``delta`` is
+      ``dual_clip`` here), and ``use_bias_correction_kl=True``, so the penalty is β·ρ_t·k3_t — the
+      same value on-policy (ρ = 1) but a different gradient, since ρ is differentiated too;
     * ``"verl"`` (verl 0.9.1 ``compute_policy_loss_vanilla`` with ``kl_loss_type=low_var_kl``):
       log(ρ) clamped to ±20 before exponentiating, the dual clip always on (``dual_clip``
       defaults to verl's ``clip_ratio_c`` = 3), and k3 clamped as in
@@ -222,5 +225,8 @@ def grpo_objective(
         lr = as_float_tensor(logp_ref, "logp_ref").to(lp.dtype)
         if lr.shape != lp.shape:
             raise InputError(f"logp_ref must have logp's shape {tuple(lp.shape)}, got {tuple(lr.shape)}")
-        obj = obj - beta * kl_estimate(lp, lr, "k3", trainer=trainer)
+        kl = kl_estimate(lp, lr, "k3", trainer=trainer)
+        if trainer == "trl":
+            kl = kl * ratio  # TRL's use_bias_correction_kl (default True): the importance-weighted k3
+        obj = obj - beta * kl
     return obj

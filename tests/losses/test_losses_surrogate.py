@@ -107,7 +107,7 @@ def test_verl_dual_clip_loss_form():
     assert torch.allclose(ours, verl, atol=1e-12)
 
 
-def test_grpo_objective_matches_trl_per_token_loss():
+def test_grpo_objective_matches_trl_per_token_loss_without_bias_correction():
     g = torch.Generator().manual_seed(1)
     B, T = 3, 5
     logp = -torch.rand(B, T, generator=g, dtype=torch.float64) * 3
@@ -129,6 +129,35 @@ def test_grpo_objective_matches_trl_per_token_loss():
     assert torch.allclose(
         grpo_objective(logp, old, adv, eps_low=lo, eps_high=hi), obj + beta * (torch.exp(ref - logp) - (ref - logp) - 1)
     )
+
+
+def test_grpo_objective_trl_preset_weights_k3_by_the_ratio():
+    # TRL 1.16, use_bias_correction_kl=True (its default): per_token_kl = k3 · ρ, ρ = exp(logp − old)
+    # differentiated as well; the clipped term is unchanged.
+    g = torch.Generator().manual_seed(2)
+    logp = (-torch.rand(2, 4, generator=g, dtype=torch.float64) * 3).requires_grad_(True)
+    old = -torch.rand(2, 4, generator=g, dtype=torch.float64) * 3
+    ref = -torch.rand(2, 4, generator=g, dtype=torch.float64) * 3
+    adv = torch.tensor([0.8, -1.3], dtype=torch.float64)
+    beta, lo, hi = 0.05, 0.2, 0.28
+    rho = torch.exp(logp - old)
+    a = adv[:, None]
+    d = ref - logp
+    want = torch.minimum(rho * a, torch.clamp(rho, 1 - lo, 1 + hi) * a) - beta * (torch.exp(d) - d - 1) * rho
+    got = grpo_objective(logp, old, adv, ref, eps_low=lo, eps_high=hi, beta=beta, trainer="trl")
+    torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-14)
+    (g_got,) = torch.autograd.grad(got.sum(), logp)
+    (g_want,) = torch.autograd.grad(want.sum(), logp)
+    torch.testing.assert_close(g_got, g_want, rtol=1e-12, atol=1e-14)
+    # on-policy the value equals the uncorrected one, the gradient does not: ∂(ρ k3)/∂logp = k3 + ∂k3/∂logp
+    on = logp.detach().clone().requires_grad_(True)
+    v_trl = grpo_objective(on, on.detach(), adv, ref, beta=beta, trainer="trl")
+    v_none = grpo_objective(on, on.detach(), adv, ref, beta=beta)
+    torch.testing.assert_close(v_trl, v_none)
+    (g_trl,) = torch.autograd.grad(v_trl.sum(), on)
+    (g_none,) = torch.autograd.grad(v_none.sum(), on)
+    dd = ref - on.detach()
+    torch.testing.assert_close(g_trl - g_none, -beta * (torch.exp(dd) - dd - 1))
 
 
 def test_grpo_objective_gradient_on_policy():
@@ -171,7 +200,5 @@ def test_grpo_objective_verl_preset():
     k3v = kl_estimate(logp, ref, "k3", trainer="verl")
     torch.testing.assert_close(with_kl, obj.detach() - 0.1 * k3v)
     assert float(k3v.max()) == 10.0
-    # "trl" is the formula as written
-    torch.testing.assert_close(grpo_objective(logp, old, adv, ref, beta=0.1, trainer="trl"), grpo_objective(logp, old, adv, ref, beta=0.1))
     with pytest.raises(ValueError, match="trainer"):
         grpo_objective(logp, old, adv, trainer="openrlhf")
