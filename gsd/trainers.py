@@ -151,7 +151,8 @@ def trainer_advantages(rewards, trainer: str = "trl", *, scale: str | None = Non
     Notes
     -----
     One response per group (G = 1), as the trainers compute it: TRL 0 (its evaluation path;
-    training refuses G < 2); verl ``group`` r/(1 + 1e-6), ``none`` and ``rloo`` r,
+    training refuses G < 2); verl ``group`` r/(1 + 1e-6) (verl adds eps to a float32 1, so it
+    divides by 1 + 9.54e-7: 4.6e-8 relative), ``none`` and ``rloo`` r,
     ``rloo_vectorized`` 0; the paper 0; OpenRLHF refuses.
 
     Examples
