@@ -1,4 +1,4 @@
-"""The seed's illustrations and the loss-geometry analyses as PNG figures (DESIGN.md §2).
+"""The seed's illustrations and the loss-geometry analyses as PNG figures (:ref:`theory-losses`).
 
 :func:`make_all` writes every figure to a folder and returns their paths; each ``fig_*``
 function returns one matplotlib Figure built from the library functions (no number here is
@@ -445,7 +445,7 @@ def seed_examples():
 # --------------------------------------------------------------------------- command line
 def register(sub) -> None:
     """Add ``gsd losses`` to the ``gsd`` command line (see gsd.cli's ``_COMMANDS``)."""
-    p = sub.add_parser("losses", help="loss geometry (DESIGN §2): the seed's worked numbers; --figures writes the PNGs")
+    p = sub.add_parser("losses", help="loss geometry (see docs/theory.md, section Loss geometry): the seed's worked numbers; --figures writes the PNGs")
     p.add_argument(
         "--figures",
         metavar="DIR",
@@ -462,7 +462,7 @@ def _cli_losses(args) -> int:
     from gsd.cli import emit
 
     table = seed_examples()
-    emit(table, args.json, title="Loss geometry: the seed's worked numbers (DESIGN.md §2)")
+    emit(table, args.json, title="Loss geometry: the seed's worked numbers (see docs/theory.md, section Loss geometry)")
     if args.figures is not None:
         paths = make_all(args.figures or None)
         if not args.json:

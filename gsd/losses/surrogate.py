@@ -1,5 +1,5 @@
 """PPO/GRPO clipped surrogate, its flat regions, dual clip, clip-higher and the GRPO per-token
-objective with a k3 penalty to the reference (DESIGN.md §2; DeepSeekMath eq. 3).
+objective with a k3 penalty to the reference (:ref:`theory-losses`; DeepSeekMath eq. 3).
 
 With ρ = πθ(y_t|s_t) / π_old(y_t|s_t) the probability ratio of a sampled token and A its
 advantage, the contribution to *maximise* is

@@ -1,4 +1,4 @@
-"""Trainer conventions (DESIGN §1.6), written from each trainer's documented formula."""
+"""Trainer conventions (docs/theory.md, section What trainers compute), written from each trainer's documented formula."""
 
 import numpy as np
 import pytest
