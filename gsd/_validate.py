@@ -12,6 +12,8 @@ import numbers
 
 import numpy as np
 
+from ._errors import InputError
+
 __all__ = [
     "InputError",
     "as_probability",
@@ -22,15 +24,6 @@ __all__ = [
     "as_eps",
     "is_torch",
 ]
-
-
-class InputError(ValueError):
-    """Bad input to a gsd function or command: the message names the argument and the value.
-
-    A subclass of ``ValueError``, so ``except ValueError`` still catches it.  The ``gsd``
-    command line reports exactly this class as one line on stderr with exit status 2; any other
-    exception is a bug and keeps its traceback.
-    """
 
 
 def _show(value, limit: int = 6) -> str:

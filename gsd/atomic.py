@@ -46,7 +46,7 @@ _DESTINATION_ERRNOS = frozenset(
 
 def _unwritable(path, exc: OSError):
     """The InputError for an OSError that says ``path`` cannot be written."""
-    from ._validate import InputError  # numpy-free callers (run subprocesses) import it only here
+    from ._errors import InputError
 
     reason = {errno.ENOTDIR: "a file is in the way of a folder on the path",
               errno.EEXIST: "a file is in the way of a folder on the path",

@@ -14,7 +14,6 @@ import os
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ._validate import InputError
 from .resources import shipped_file
@@ -42,6 +41,8 @@ def data_dir() -> Path:
 
 def load_histogram(path=None) -> pd.DataFrame:
     """The shipped counts: columns ``k``, ``p_hat`` (= k/64), ``count``; checked for consistency."""
+    import pandas as pd  # here, not at the top: `gsd` commands that read no file start faster
+
     path = Path(path) if path is not None else data_dir() / _HISTOGRAM
     if not path.is_file():
         raise InputError(f"path: no solve-rate histogram at {str(path)!r}")
@@ -75,6 +76,8 @@ def load_solve_rates(path, column: str = BIGMATH_COLUMN) -> np.ndarray:
 
     The column must hold numbers in [0, 1]; anything else raises ``InputError`` naming it.
     """
+    import pandas as pd
+
     path = Path(path)
     if not path.is_file():
         raise InputError(f"path: no such file {str(path)!r}")

@@ -13,7 +13,6 @@ The exact search is a vectorised integer bisection.  It is valid because φ is n
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ._binomial import unique_pairs
 from ._validate import InputError, as_group_size, as_open_unit, as_probability
@@ -123,15 +122,22 @@ def plan_group_sizes(
     delta=None,
     rule: str = "exact",
     max_group_size: int = DEFAULT_MAX_GROUP_SIZE,
-) -> pd.DataFrame:
+):
     """One group size per prompt, with what it buys (the table behind ``gsd plan``).
 
     Give exactly one target: ``epsilon`` (fidelity ≥ 1 − ε, :func:`required_group_size`) or
     ``delta`` (P_silent ≤ δ, :func:`gsd.silent.group_size_for_silent_rate`).  Columns: ``p``,
     ``group_size`` (with the sentinels −1 = unreachable, 0 = above ``max_group_size``),
     ``status`` ("ok", "unreachable", "exceeds_max"), ``fidelity`` and ``silent_rate`` at the
-    planned G (NaN where there is none).
+    planned G (NaN where there is none).  Returns a pandas DataFrame.
     """
+    import pandas as pd
+
+    return pd.DataFrame(_plan_columns(p, epsilon=epsilon, delta=delta, rule=rule, max_group_size=max_group_size))
+
+
+def _plan_columns(p, *, epsilon, delta, rule, max_group_size) -> dict:
+    """The columns of :func:`plan_group_sizes` as numpy arrays (for callers that skip pandas)."""
     if (epsilon is None) == (delta is None):
         raise InputError("give exactly one of epsilon (fidelity target) or delta (silent-rate target)")
     p = np.atleast_1d(as_probability(p)).ravel()
@@ -147,4 +153,4 @@ def plan_group_sizes(
     if ok.any():
         fid[ok] = fidelity(p[ok], g[ok])
         sil[ok] = silent_rate(p[ok], g[ok])
-    return pd.DataFrame({"p": p, "group_size": g, "status": status, "fidelity": fid, "silent_rate": sil})
+    return {"p": p, "group_size": g, "status": status, "fidelity": fid, "silent_rate": sil}

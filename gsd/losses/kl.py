@@ -45,6 +45,7 @@ __all__ = [
     "k1",
     "k2",
     "k3",
+    "k3_of_log_ratio",
     "kl_estimate",
     "estimator_moments",
     "sample_estimator",
@@ -212,8 +213,13 @@ def k3(logq, logp):
     The form TRL (``beta`` > 0) and verl (``low_var_kl`` / ``k3``) use for GRPO's penalty.
     """
     lq, lp = _logprob_pair(logq, logp)
-    d = lp - lq
-    return torch.expm1(d) - d
+    return k3_of_log_ratio(lp - lq)
+
+
+def k3_of_log_ratio(log_ratio):
+    """k3 = expm1(d) − d with d = log p(y) − log q(y), without input checks (the formula of
+    :func:`k3`, for callers such as the simulator that build valid tensors themselves)."""
+    return torch.expm1(log_ratio) - log_ratio
 
 
 def kl_estimate(logq, logp, kind: str = "k3"):

@@ -37,6 +37,7 @@ __all__ = [
     "CLIP_LOW",
     "CLIP_DUAL",
     "clipped_surrogate",
+    "clipped_surrogate_unchecked",
     "clipped_surrogate_grad",
     "clip_region",
     "zero_grad_mask",
@@ -88,10 +89,16 @@ def clipped_surrogate(ratio, advantage, *, eps_low: float = 0.2, eps_high: float
     """
     lo, hi, c = _params(eps_low, eps_high, dual_clip)
     r, a = _ratio_adv(ratio, advantage)
-    out = torch.minimum(r * a, torch.clamp(r, 1.0 - lo, 1.0 + hi) * a)
+    out = clipped_surrogate_unchecked(r, a, lo, hi)
     if c is not None:
         out = torch.where(a < 0, torch.maximum(out, c * a), out)
     return out
+
+
+def clipped_surrogate_unchecked(ratio, advantage, eps_low: float, eps_high: float):
+    """min(ρA, clip(ρ, 1−ε_low, 1+ε_high)·A) without input checks (the formula of
+    :func:`clipped_surrogate`, for callers such as the simulator that build valid tensors)."""
+    return torch.minimum(ratio * advantage, torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * advantage)
 
 
 def clip_region(ratio, advantage, *, eps_low: float = 0.2, eps_high: float | None = None, dual_clip=None):

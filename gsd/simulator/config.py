@@ -19,6 +19,8 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..methods import UPDATE_METHODS
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package
@@ -26,7 +28,7 @@ except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package
 
 __all__ = ["SimConfig", "parse_assignment", "resolve_device", "config_diff"]
 
-METHODS = ("grpo", "dr_grpo", "dapo")
+METHODS = UPDATE_METHODS  # every method of gsd.methods
 POLICIES = ("tabular", "mlp")
 DIFFICULTIES = ("bigmath", "beta", "file")
 OPTIMIZERS = ("sgd", "adam")
@@ -77,7 +79,7 @@ class SimConfig:
     rollouts: str = "answers"  # answers: G Bernoulli answers per group, loss per answer | counts: k ~ Binom(G, p) per group, the same loss summed per (answer, reward) cell — same distribution, O(B) not O(B·G)
 
     # --- method -----------------------------------------------------------------------------
-    method: str = "grpo"  # grpo | dr_grpo | dapo (GRPO advantages + redraw of silent groups)
+    method: str = "grpo"  # grpo | dr_grpo | dapo (GRPO advantages + redraw of silent groups) | rloo
     ddof: int = 0  # std convention GRPO/DAPO divide by: 0 = population (paper), 1 = sample (TRL, verl)
     eps: float = 0.0  # added to the std before dividing (paper: 0)
     max_draws: int = 4  # dapo: groups drawn per prompt at most, all counted as generation cost

@@ -22,11 +22,15 @@ import numpy as np
 import pandas as pd
 
 from ..atomic import atomic_path
+from ..methods import method_spec
 from ..silent import dapo_generation_cost, silent_rate
-from ..update import expected_update
+from ..update import expected_update, fidelity_law
+from ..weighting import large_group_weight
 
 __all__ = [
     "COLUMNS",
+    "BLOCKS",
+    "Ledger",
     "WALL_COLUMNS",
     "INT_COLUMNS",
     "reward_rate",
@@ -105,60 +109,80 @@ def reward_rate(p, noise: float):
     return p if noise == 0 else p * (1.0 - noise) + (1.0 - p) * noise
 
 
-def predicted_update(p, cfg) -> np.ndarray:
-    """Expected logit update of each prompt, m_method(p, G) of DESIGN §1.3.
+def predicted_update(p, cfg, G=None) -> np.ndarray:
+    """Expected logit update of each prompt, m_method(p, G) (:ref:`theory-update`), at the
+    run's ddof/eps, DAPO's ``max_draws`` and verifier noise: :func:`gsd.update.expected_update`.
 
-    GRPO and Dr.GRPO: :func:`gsd.update.expected_update` with the run's ddof/eps.  DAPO with
-    at most D draws: ``expected_update(..., "dapo", max_draws=D)`` = m_DAPO·(1 − P_silent^D).
-
-    With a noisy verifier (each reward flipped with probability ν) the rewards are Bernoulli(q),
-    q = p(1−ν) + (1−p)ν, and given the rewards each answer is right with probability
-    p(1−ν)/q (reward 1) or pν/(1−q) (reward 0).  The logit score is y − p, so the expected
-    contrast s̄₊ − s̄₋ given the rewards is p(1−ν)/q − pν/(1−q) = (1−2ν)·p(1−p)/(q(1−q)),
-    the same for every group; the identity g = σ²/(σ_c+eps)·(s̄₊ − s̄₋) then gives
-        E[g] = m_method(q, G) · (1−2ν)·p(1−p)/(q(1−q)),
-    which is m_method(p, G) at ν = 0.
+    ``G``: each prompt's group size (default: the config's ``group_size``).
     """
-    p = np.asarray(p, dtype=np.float64)
-    q = reward_rate(p, cfg.verifier_noise)
-    kw = {"ddof": cfg.ddof, "eps": cfg.eps}
-    if cfg.method == "dapo":
+    kw = {"ddof": cfg.ddof, "eps": cfg.eps, "verifier_noise": cfg.verifier_noise}
+    if method_spec(cfg.method).redraws_silent:
         kw["max_draws"] = cfg.max_draws
     with np.errstate(divide="ignore", invalid="ignore"):  # the core takes log1p(−1) where 1 − P_silent rounds to 1 (large G)
-        m = expected_update(q, cfg.group_size, cfg.method, **kw)
-    if cfg.verifier_noise:
-        v = q * (1.0 - q)
-        factor = np.where(v > 0, (1.0 - 2.0 * cfg.verifier_noise) * p * (1.0 - p) / np.where(v > 0, v, 1.0), 0.0)
-        m = m * factor
-    return m
+        return expected_update(p, cfg.group_size if G is None else G, cfg.method, **kw)
 
 
-def predicted_silent(p, cfg) -> dict:
-    """Predicted per-batch means: silent rate (DESIGN §1.2), zero-update rate and groups drawn."""
+def predicted_silent(p, cfg, G=None) -> dict:
+    """Predicted per-batch means: silent rate (:ref:`theory-silent`), zero-update rate and groups drawn."""
+    G = cfg.group_size if G is None else G
     q = reward_rate(p, cfg.verifier_noise)
-    s = silent_rate(q, cfg.group_size)
-    if cfg.method == "dapo":
+    s = silent_rate(q, G)
+    if method_spec(cfg.method).redraws_silent:
         zero = s**cfg.max_draws
-        groups = dapo_generation_cost(q, cfg.group_size, max_draws=cfg.max_draws).sum()
+        groups = dapo_generation_cost(q, G, max_draws=cfg.max_draws).sum()
     else:
         zero = s
         groups = float(q.size)
     return {"silent_pred": float(s.mean()), "zero_update_pred": float(zero.mean()), "groups_pred": float(groups)}
 
 
-def large_group_update(p, G: int, decile, n_bins: int = N_DECILES):
+def large_group_update(p, G, decile, n_bins: int = N_DECILES):
     """The large-G GRPO update sqrt(p(1−p)) of each prompt, summed: ``(grad_limit, grad_law,
     per-decile grad_limit)`` for the ledger's columns of the same names.
 
-    grad_law sums sqrt(p(1−p))·fidelity_law(p, G) = sqrt(p(1−p)) − 1/(8G·sqrt(p(1−p)))
-    (DESIGN §1.4, :func:`gsd.update.fidelity_law`); a prompt at p ∈ {0, 1} (reachable only by
-    rounding a saturated logit) contributes the law's limit there, −∞.
+    grad_law sums sqrt(p(1−p))·fidelity_law(p, G) (:ref:`theory-law`; the core's
+    :func:`gsd.weighting.large_group_weight` and :func:`gsd.update.fidelity_law`); a prompt at
+    p ∈ {0, 1} (reachable only by rounding a saturated logit) contributes the law's limit
+    there, −∞.  ``G``: the group size, or one per prompt.
     """
-    p = np.asarray(p, dtype=np.float64)
-    lim = np.sqrt(p * (1.0 - p))
-    with np.errstate(divide="ignore"):
-        law = lim - 1.0 / (8.0 * G * lim)
+    lim = large_group_weight(p, "grpo")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        law = np.where(lim > 0, lim * fidelity_law(p, G), -np.inf)
     return float(lim.sum()), float(law.sum()), np.bincount(decile, weights=lim, minlength=n_bins)
+
+
+#: Column blocks, filled by one name: ``grad_mass_d`` → grad_mass_d0 … grad_mass_d9, etc.
+BLOCKS: dict[str, list[str]] = {
+    **{f"grad_{what}_d": [f"grad_{what}_d{d}" for d in range(N_DECILES)] for what in ("mass", "pred", "limit")},
+    "mean_p_q": [f"mean_p_q{q + 1}" for q in range(N_QUARTILES)],
+}
+
+
+class Ledger:
+    """The run's ledger: a float64 (steps, len(COLUMNS)) table, filled row by row by column name.
+
+    ``put(step, silent_frac=0.1, grad_mass_d=array_of_10, ...)``: plain names are columns of
+    :data:`COLUMNS`, block names (:data:`BLOCKS`) fill their columns in order.  Unset entries
+    stay NaN.  Integers are exact below 2^53.
+    """
+
+    def __init__(self, steps: int):
+        self.table = np.full((steps, len(COLUMNS)), np.nan)
+        self._at = {c: slice(j, j + 1) for j, c in enumerate(COLUMNS)}
+        index = list(COLUMNS)
+        for name, cols in BLOCKS.items():
+            j = index.index(cols[0])
+            self._at[name] = slice(j, j + len(cols))
+
+    def put(self, row_index: int, /, **values) -> None:
+        row = self.table[row_index]
+        for name, value in values.items():
+            row[self._at[name]] = value
+
+    def get(self, step: int, name: str):
+        """The value (or block) ``name`` of row ``step``."""
+        v = self.table[step, self._at[name]]
+        return v if v.size > 1 else float(v[0])
 
 
 def ledger_frame(table: np.ndarray) -> pd.DataFrame:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pandas as pd
-
 from .._validate import InputError
 from .backends import BACKENDS
 
@@ -52,6 +50,8 @@ def _sweep(args) -> int:
 
     if args.dry_run:
         import importlib
+
+        import pandas as pd
 
         specs = plan_sweep(args.grid, args.out, args.simulator)
         sim = importlib.import_module(args.simulator)
