@@ -182,7 +182,7 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
     for name, arm in campaign["arms"].items():
         folder = out / "arms" / name
         arm_summaries[name] = run_simulation(SimConfig.from_dict(arm), folder, resume=resume, progress=progress)
-        ledger = read_ledger(folder)
+        ledger = read_ledger(folder, columns=["step", "silent_frac", "silent_pred", "mean_p_q1"])
         final = arm_summaries[name]["final"]
         series[name] = {
             "method": arm["method"],
@@ -190,7 +190,7 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
             "silent_frac": ledger["silent_frac"].tolist(),
             "silent_pred": ledger["silent_pred"].tolist(),
             # Quartile means are recorded before each step; the final state closes the curve.
-            "hard_quartile_step": ledger["step"].tolist() + [len(ledger)],
+            "hard_quartile_step": ledger["step"].tolist() + [len(ledger["step"])],
             "hard_quartile_mean_p": ledger["mean_p_q1"].tolist() + [final["quartile_mean_p"][0]],
         }
 

@@ -19,7 +19,6 @@ import math
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ..atomic import atomic_path
 from ..methods import method_spec
@@ -179,15 +178,22 @@ class Ledger:
         for name, value in values.items():
             row[self._at[name]] = value
 
+    def columns(self, rows: int | None = None) -> dict:
+        """The first ``rows`` rows (default: all) as {column: float64 array}, no DataFrame."""
+        t = self.table if rows is None else self.table[:rows]
+        return {c: t[:, j] for j, c in enumerate(COLUMNS)}
+
     def get(self, step: int, name: str):
         """The value (or block) ``name`` of row ``step``."""
         v = self.table[step, self._at[name]]
         return v if v.size > 1 else float(v[0])
 
 
-def ledger_frame(table: np.ndarray) -> pd.DataFrame:
+def ledger_frame(table: np.ndarray):
     """The ledger as a DataFrame from its float64 (steps, len(COLUMNS)) table: the
     :data:`INT_COLUMNS` as int64 (exact below 2^53), the rest float64."""
+    import pandas as pd
+
     table = np.asarray(table, dtype=np.float64).reshape(-1, len(COLUMNS))
     return pd.DataFrame(
         {c: (table[:, j].astype(np.int64) if c in INT_COLUMNS else table[:, j]) for j, c in enumerate(COLUMNS)},
@@ -216,8 +222,11 @@ def _shares(x):
     return (x / total).tolist() if total > 0 else [math.nan] * len(x)
 
 
-def summarise(ledger: pd.DataFrame, cfg, *, initial: dict, final: dict, device: str) -> dict:
+def summarise(ledger, cfg, *, initial: dict, final: dict, device: str) -> dict:
     """The run's summary: how well the closed forms tracked the training dynamics.
+
+    ``ledger``: its columns by name (the float64 table's :meth:`Ledger.columns`, or a
+    DataFrame as :func:`read_ledger` returns).
 
     * ``silent_r2``: R² of ``silent_pred`` against ``silent_frac`` over the steps;
     * ``decile_share_measured`` / ``decile_share_closed_form``: each initial-p decile's share of
@@ -233,51 +242,53 @@ def summarise(ledger: pd.DataFrame, cfg, *, initial: dict, final: dict, device: 
     * ``initial`` / ``final``: mean p, mean 2·arcsin√p and the four initial-p quartile means;
     * ``generations_total``: answers generated (DAPO's redraws included).
     """
-    cf = ledger["grad_pred"].notna()
-    measured = ledger.loc[cf, [f"grad_mass_d{d}" for d in range(N_DECILES)]].sum().to_numpy()
-    closed = ledger.loc[cf, [f"grad_pred_d{d}" for d in range(N_DECILES)]].sum().to_numpy()
+    col = {c: np.asarray(ledger[c], dtype=np.float64) for c in COLUMNS}
+    cf = ~np.isnan(col["grad_pred"])
+    measured = np.array([col[f"grad_mass_d{d}"][cf].sum() for d in range(N_DECILES)])
+    closed = np.array([col[f"grad_pred_d{d}"][cf].sum() for d in range(N_DECILES)])
     share_m, share_c = _shares(measured), _shares(closed)
     diff = np.abs(np.asarray(share_m) - np.asarray(share_c))
-    total_pred = float(ledger.loc[cf, "grad_pred"].sum())
-    fid_rows = ledger.loc[cf] if cf.any() else ledger
-    first = ledger.iloc[:1]
+    total_pred = float(col["grad_pred"][cf].sum())
+    fid_rows = cf if cf.any() else np.ones_like(cf)
+    first = np.arange(cf.size) < 1
 
-    def ratio(rows, col):
-        den = float(rows["grad_limit"].to_numpy().sum())
-        return float(rows[col].to_numpy().sum()) / den if len(rows) and den > 0 else math.nan  # NaN stays NaN
+    def ratio(rows, name):
+        den = float(col["grad_limit"][rows].sum())
+        return float(col[name][rows].sum()) / den if rows.any() and den > 0 else math.nan  # NaN stays NaN
 
+    silent, pred = col["silent_frac"], col["silent_pred"]
     out = {
         "complete": True,
         "name": cfg.name,
         "method": cfg.method,
         "policy": cfg.policy,
         "device": device,
-        "steps": int(len(ledger)),
+        "steps": int(cf.size),
         "n_prompts": cfg.n_prompts,
         "group_size": cfg.group_size,
-        "silent_r2": r_squared(ledger["silent_frac"], ledger["silent_pred"]),
-        "silent_rmse": float(np.sqrt(((ledger["silent_frac"] - ledger["silent_pred"]) ** 2).mean())),
-        "silent_frac_mean": float(ledger["silent_frac"].mean()),
-        "silent_pred_mean": float(ledger["silent_pred"].mean()),
-        "zero_update_frac_mean": float(ledger["zero_update_frac"].mean()),
-        "zero_update_pred_mean": float(ledger["zero_update_pred"].mean()),
+        "silent_r2": r_squared(silent, pred),
+        "silent_rmse": float(np.sqrt(((silent - pred) ** 2).mean())),
+        "silent_frac_mean": float(silent.mean()),
+        "silent_pred_mean": float(pred.mean()),
+        "zero_update_frac_mean": float(col["zero_update_frac"].mean()),
+        "zero_update_pred_mean": float(col["zero_update_pred"].mean()),
         "decile_share_measured": share_m,
         "decile_share_closed_form": share_c,
         "decile_share_max_abs_diff": float(np.nanmax(diff)) if np.isfinite(diff).any() else math.nan,
-        "grad_mass_over_closed_form": float(ledger.loc[cf, "grad_mass"].sum() / total_pred) if total_pred > 0 else math.nan,
+        "grad_mass_over_closed_form": float(col["grad_mass"][cf].sum() / total_pred) if total_pred > 0 else math.nan,
         "closed_form_steps": int(cf.sum()),
         "fidelity_measured": ratio(fid_rows, "grad_mass"),
-        "fidelity_exact": ratio(ledger.loc[cf], "grad_pred"),
+        "fidelity_exact": ratio(cf, "grad_pred"),
         "fidelity_law": ratio(fid_rows, "grad_law"),
         "fidelity_measured_step0": ratio(first, "grad_mass"),
         "fidelity_exact_step0": ratio(first, "grad_pred"),
         "fidelity_law_step0": ratio(first, "grad_law"),
         "initial": initial,
         "final": final,
-        "groups_total": int(ledger["groups"].sum()),
-        "groups_pred_total": float(ledger["groups_pred"].sum()),
-        "generations_total": int(ledger["generations"].sum()),
-        "wall_s_total": float(ledger["wall_s"].sum()),
+        "groups_total": int(col["groups"].sum()),
+        "groups_pred_total": float(col["groups_pred"].sum()),
+        "generations_total": int(col["generations"].sum()),
+        "wall_s_total": float(col["wall_s"].sum()),
         "config": cfg.to_dict(),
     }
     return out
@@ -301,9 +312,17 @@ def write_ledger(path, table: np.ndarray) -> Path:
     return Path(path)
 
 
-def read_ledger(folder) -> pd.DataFrame:
-    """A run folder's ledger."""
+def read_ledger(folder, columns=None):
+    """A run folder's ledger as a DataFrame; with ``columns`` (a list of names), just those as
+    {name: numpy array}, read through pyarrow without pandas."""
     path = Path(folder) / LEDGER_FILE
     if not path.is_file():
         raise ValueError(f"out_dir {str(folder)!r} holds no ledger")
+    if columns is not None:
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path, columns=list(columns))
+        return {c: table.column(c).to_numpy() for c in columns}
+    import pandas as pd
+
     return pd.read_parquet(path)
