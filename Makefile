@@ -23,7 +23,7 @@ test: $(VENV)/.installed
 
 # The documentation site, warnings as errors; notebooks run in their fast mode (cached between builds).
 docs: $(VENV)/.installed
-	$(PY) -m sphinx -b html -W --keep-going docs docs/_build/html
+	$(PY) -m sphinx -b html -E -W --keep-going docs docs/_build/html
 	@echo "open docs/_build/html/index.html"
 
 reproduce: $(VENV)/.installed
