@@ -35,6 +35,7 @@ OPTIMIZERS = ("sgd", "adam")
 DTYPES = ("float32", "float64")
 MLP_OFFSETS = ("frozen", "learned")
 ROLLOUTS = ("answers", "counts")
+ROLLOUT_LOGS = ("none", "verl", "trl")
 
 
 def _default_beta_mixture():
@@ -77,6 +78,7 @@ class SimConfig:
     batch_size: int = 0  # prompts per step, sampled without replacement; 0 = every prompt every step
     verifier_noise: float = 0.0  # ν: the verifier flips each reward with this probability
     rollouts: str = "answers"  # answers: G Bernoulli answers per group, loss per answer | counts: k ~ Binom(G, p) per group, the same loss summed per (answer, reward) cell — same distribution, O(B) not O(B·G)
+    rollout_log: str = "none"  # none | verl ({step}.jsonl) | trl (completions/completions_{step:05d}.parquet): log every step's rollouts into the run folder's rollouts/, for gsd diagnose
 
     # --- method -----------------------------------------------------------------------------
     method: str = "grpo"  # grpo | dr_grpo | dapo (GRPO advantages + redraw of silent groups) | rloo
@@ -113,6 +115,7 @@ class SimConfig:
             ("dtype", DTYPES),
             ("mlp_offset", MLP_OFFSETS),
             ("rollouts", ROLLOUTS),
+            ("rollout_log", ROLLOUT_LOGS),
         ):
             if getattr(self, key) not in choices:
                 bad(key, f"must be one of {choices}")
