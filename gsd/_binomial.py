@@ -1,6 +1,6 @@
 """Exact binomial expectations E[f(k)], k ~ Binom(G, p), broadcast over arrays of (p, G).
 
-The sums of DESIGN §1.3 have no closed form, so they are summed term by term — but only over
+The expected updates of :ref:`theory-update` have no closed form, so they are summed term by term — but only over
 the window of k where the binomial mass is not negligible, which keeps G = 10^5 cheap and
 exact to rounding:
 

@@ -319,6 +319,17 @@ def _read_table_file(path: Path, fmt: str, cols: dict, reward, col: _Collector):
 
 
 def _add_table(path, fmt, cols, reward, col, table, lines):
+    if fmt == "trl" and "mode" in table.column_names:
+        # Some TRL versions log evaluation completions too, marked by a mode column: keep training.
+        import pyarrow.compute as pc
+
+        train = pc.fill_null(pc.equal(table.column("mode"), "train"), False)
+        if lines is None:
+            lines = np.arange(1, table.num_rows + 1)
+        lines = lines[np.asarray(train.to_numpy(zero_copy_only=False), dtype=bool)]
+        table = table.filter(train).drop_columns(["mode"])
+        if table.num_rows == 0:
+            return
     columns = table.column_names
     dtypes = {name: table.schema.field(name).type for name in columns}
     pcol = cols["prompt"]
@@ -357,7 +368,7 @@ def _read_parquet(path, cols, reward):
     except Exception as exc:  # pyarrow raises several types for a non-parquet file
         raise InputError(f"{path}: not a readable parquet file ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
     schema = pf.schema_arrow
-    wanted = {cols["prompt"], cols["step"]} | ({r.strip() for r in re.split(r"[+,]", reward)} if reward else set())
+    wanted = {cols["prompt"], cols["step"], "mode"} | ({r.strip() for r in re.split(r"[+,]", reward)} if reward else set())
     if not reward:  # the reward is picked among the numeric columns: read those
         wanted |= {n for n, t in zip(schema.names, schema.types) if str(t) in _NUMBER_TYPES}
     names = [n for n in schema.names if n in wanted]

@@ -1,7 +1,7 @@
 """``gsd simulate``: one training run, or the paper's multi-arm campaign.
 
-    gsd simulate --config simulations/mlp_interference.toml --out runs/mlp [--set lr=0.02 ...]
-    gsd simulate --campaign simulations/paper_campaign.toml --out runs/paper [--figure figures/campaign.png]
+    gsd simulate --config mlp_interference --out runs/mlp [--set lr=0.02 ...]
+    gsd simulate --campaign paper_campaign --out runs/paper [--figure figures/campaign.png]
     gsd simulate --out runs/paper_grpo                  # the defaults: the paper's GRPO arm
 
 ``--resume`` continues an interrupted run (or campaign) in the same folder; a finished one is
@@ -23,8 +23,8 @@ def register(sub) -> None:
         description=__doc__.split("\n\n")[0],
     )
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--config", help="TOML (or JSON) file of SimConfig keys (default: the dataclass defaults)")
-    src.add_argument("--campaign", help="campaign TOML with [base] and [arms.NAME] tables, e.g. simulations/paper_campaign.toml")
+    src.add_argument("--config", help="TOML (or JSON) file of SimConfig keys, or the name of a shipped config (mlp_interference) (default: the dataclass defaults)")
+    src.add_argument("--campaign", help="campaign TOML with [base] and [arms.NAME] tables, or the name of a shipped campaign (paper_campaign)")
     p.add_argument("--out", required=True, help="run (or campaign) folder")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config key (repeatable); values are read as TOML, e.g. --set method=dapo --set lr=0.1")

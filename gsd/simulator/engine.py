@@ -13,7 +13,8 @@ the run's state (:func:`setup`), then per step
 6. a checkpoint every ``checkpoint_every`` steps.
 
 A run is a folder: ``config.json`` (the resolved config), ``ledger.parquet``, ``checkpoint.pt``
-(policy, optimizer, every random state, the ledger so far, the step) and, once finished,
+(policy, optimizer, every random state, the ledger so far, the step), with ``rollout_log`` set
+a ``rollouts/`` folder in verl's or TRL's log format (:mod:`.rollout_log`) and, once finished,
 ``summary.json`` — the mark a sweep engine looks for (:func:`is_complete`).  Every file is
 replaced atomically.  ``resume=True`` continues from the checkpoint; on CPU the ledger is then
 identical to an uninterrupted run's, wall-time columns aside.  Results depend on the number of
@@ -46,6 +47,7 @@ from .sampling import Batch, Groups, plan_batch, sample_groups
 __all__ = ["run_simulation", "is_complete", "setup", "RunState", "cpu_threads"]
 
 CONFIG_FILE, CHECKPOINT_FILE, SUMMARY_FILE = "config.json", "checkpoint.pt", "summary.json"
+ROLLOUTS_DIR = "rollouts"  # the rollout log's folder in a run folder (config key rollout_log)
 
 
 #: Answers per step below which a CPU run uses one torch thread (see :func:`cpu_threads`).
@@ -275,6 +277,10 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
 
     with cpu_threads(device, answers_per_step(cfg)):
         run = setup(cfg, p0, device)
+        if cfg.rollout_log != "none":
+            from .rollout_log import RolloutLogWriter
+
+            run.rollout_writer = RolloutLogWriter(cfg.rollout_log, out / ROLLOUTS_DIR)
         if mode == "resume":
             _load_checkpoint(run, found, out)
         initial = population_summary(run, run.z_ref)

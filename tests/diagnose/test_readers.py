@@ -129,3 +129,16 @@ def test_bad_input(tmp_path, case, match):
         target.write_text("this is not parquet")
     with pytest.raises(ValueError, match=match):
         read_rollouts(target, **kwargs)
+
+
+def test_trl_chat_prompts_and_eval_rows(tmp_path):
+    chat = [[{"role": "user", "content": f"q{i % 3}"}] for i in range(12)]
+    df = pd.DataFrame({"mode": ["train"] * 8 + ["eval"] * 4, "step": 7, "prompt": chat, "completion": "a",
+                       "accuracy_reward": [1.0, 0, 1, 0, 1, 1, 0, 0, 1, 1, 1, 1], "advantage": 0.0})
+    (tmp_path / "completions").mkdir()
+    df.to_parquet(tmp_path / "completions" / "completions_00007.parquet")
+    log = read_rollouts(tmp_path)
+    assert log.rows == 8 and set(log.step) == {7}  # the evaluation rows are left out
+    assert sorted(log.labels) == sorted({str(x) for x in ['[{"content": "q0", "role": "user"}]',
+                                                          '[{"content": "q1", "role": "user"}]',
+                                                          '[{"content": "q2", "role": "user"}]']})
