@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._binomial import unique_pairs
-from ._validate import InputError, as_group_size, as_open_unit, as_probability
-from .silent import UNREACHABLE, group_size_for_silent_rate, silent_rate
+from ._validate import MAX_EXACT_GROUP_SIZE, InputError, as_group_size, as_open_unit, as_probability
+from .silent import EXCEEDS_MAX, UNREACHABLE, group_size_for_silent_rate, silent_rate
 from .update import fidelity
 
 __all__ = [
@@ -28,8 +28,6 @@ __all__ = [
     "plan_group_sizes",
 ]
 
-#: Returned when the target is not reached at any G ≤ ``max_group_size``.
-EXCEEDS_MAX = 0
 DEFAULT_MAX_GROUP_SIZE = 1_000_000
 
 
@@ -53,7 +51,8 @@ def required_group_size(p, epsilon, *, rule: str = "exact", max_group_size: int 
     p : success probabilities in [0, 1]
     epsilon : tolerated shortfall in (0, 1), broadcast against p
     rule : ``"exact"`` (the exact φ, by bisection) or ``"law"`` (max(2, ceil(1/(8εp(1−p))))).
-    max_group_size : search limit.
+    max_group_size : search limit; at most 10^9 for ``rule="exact"`` (the exact sums' limit,
+        :data:`~gsd._validate.MAX_EXACT_GROUP_SIZE`) and 2^53 for ``rule="law"``.
 
     Returns int64 of the broadcast shape, with two documented sentinels so that a dataset
     holding such prompts is still planned: :data:`UNREACHABLE` (−1) where p ∈ {0, 1} (every
@@ -64,7 +63,8 @@ def required_group_size(p, epsilon, *, rule: str = "exact", max_group_size: int 
         raise InputError(f"rule must be 'exact' or 'law', got {rule!r}")
     p = as_probability(p)
     epsilon = as_open_unit(epsilon, "epsilon")
-    cap = int(as_group_size(max_group_size, "max_group_size", minimum=2))
+    limit = {"maximum": MAX_EXACT_GROUP_SIZE} if rule == "exact" else {}
+    cap = int(as_group_size(max_group_size, "max_group_size", minimum=2, **limit))
     p, epsilon = np.broadcast_arrays(p, epsilon)
     shape = p.shape
     law = group_size_law(p, epsilon)
@@ -129,7 +129,8 @@ def plan_group_sizes(
     ``delta`` (P_silent ≤ δ, :func:`gsd.silent.group_size_for_silent_rate`).  Columns: ``p``,
     ``group_size`` (with the sentinels −1 = unreachable, 0 = above ``max_group_size``),
     ``status`` ("ok", "unreachable", "exceeds_max"), ``fidelity`` and ``silent_rate`` at the
-    planned G (NaN where there is none).  Returns a pandas DataFrame.
+    planned G (NaN where there is none).  Returns a pandas DataFrame.  ``max_group_size`` is
+    at most 10^9 (the fidelity column is an exact sum).
     """
     import pandas as pd
 
@@ -140,12 +141,12 @@ def _plan_columns(p, *, epsilon, delta, rule, max_group_size) -> dict:
     """The columns of :func:`plan_group_sizes` as numpy arrays (for callers that skip pandas)."""
     if (epsilon is None) == (delta is None):
         raise InputError("give exactly one of epsilon (fidelity target) or delta (silent-rate target)")
+    as_group_size(max_group_size, "max_group_size", minimum=2, maximum=MAX_EXACT_GROUP_SIZE)
     p = np.atleast_1d(as_probability(p)).ravel()
     if epsilon is not None:
         g = required_group_size(p, epsilon, rule=rule, max_group_size=max_group_size)
     else:
-        g = group_size_for_silent_rate(p, delta)
-        g = np.where(g > max_group_size, EXCEEDS_MAX, g)
+        g = group_size_for_silent_rate(p, delta, max_group_size=max_group_size)
     ok = g >= 2
     status = np.where(ok, "ok", np.where(g == UNREACHABLE, "unreachable", "exceeds_max"))
     fid = np.full(p.shape, np.nan)

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import InputError, _show, as_group_size, as_open_unit, as_probability
+from ._validate import MAX_GROUP_SIZE, InputError, _show, as_group_size, as_open_unit, as_probability
 
 __all__ = [
     "UNREACHABLE",
+    "EXCEEDS_MAX",
     "silent_rate",
     "nonsilent_rate",
     "silent_rate_subsampled",
@@ -27,6 +28,10 @@ __all__ = [
 
 #: Returned as a group size when no finite G reaches the target (p = 0 or p = 1).
 UNREACHABLE = -1
+#: Returned as a group size when the target needs a G above the caller's ``max_group_size``.
+EXCEEDS_MAX = 0
+# Logged rollouts per prompt that silent_rate_subsampled accepts (see there).
+_MAX_LOGGED = 10**6
 
 
 def _minor(p):
@@ -74,10 +79,11 @@ def silent_rate_subsampled(k, n, G):
         [C(k, G) + C(n − k, G)] / C(n, G).
 
     This is the finite-sample counterpart of :func:`silent_rate` at p̂ = k/n (DESIGN §1.5).
-    Broadcast over k, n and G; needs 0 ≤ k ≤ n and 1 ≤ G ≤ n.
+    Broadcast over k, n and G; needs 0 ≤ k ≤ n and 1 ≤ G ≤ n ≤ 10^6 (scipy's hypergeometric
+    pmf, exact, slows from milliseconds to seconds beyond a few million rollouts).
     """
     k = as_group_size(k, "k", minimum=0)
-    n = as_group_size(n, "n", minimum=1)
+    n = as_group_size(n, "n", minimum=1, maximum=_MAX_LOGGED)
     G = as_group_size(G)
     k, n, G = np.broadcast_arrays(k, n, G)
     if (k > n).any():
@@ -90,23 +96,32 @@ def silent_rate_subsampled(k, n, G):
     return hypergeom.pmf(0, n, k, G) + hypergeom.pmf(G, n, k, G)
 
 
-def group_size_for_silent_rate(p, delta):
+def group_size_for_silent_rate(p, delta, *, max_group_size: int = MAX_GROUP_SIZE):
     """Smallest G with P_silent(p, G) ≤ delta (DESIGN §1.4, the silent-rate form of planning).
 
     P_silent decreases in G for 0 < p < 1, and m^G ≤ P_silent ≤ 2·m^G with m = max(p, 1 − p),
     so the answer lies in [log δ / log m, log(δ/2) / log m]; an integer bisection over that
-    bracket finds it exactly.  p = 0 or 1 is silent at every G: returns :data:`UNREACHABLE`.
-    Returns int64 of the broadcast shape; always ≥ 2 (a single answer is always silent).
+    bracket finds it exactly.  Returns int64 of the broadcast shape; always ≥ 2 (a single
+    answer is always silent), with two documented sentinels: :data:`UNREACHABLE` (−1) where
+    p ∈ {0, 1} (silent at every G) and :data:`EXCEEDS_MAX` (0) where the answer is above
+    ``max_group_size`` (at most and by default 2^53; e.g. p = 1e-20 needs G ≈ 4.6e20 for δ = 0.01).
     """
     p = as_probability(p)
     delta = as_open_unit(delta, "delta")
+    cap = int(as_group_size(max_group_size, "max_group_size", minimum=2))
     p, delta = np.broadcast_arrays(p, delta)
     a = _minor(p)
     ok = a > 0
     a_ok = np.where(ok, a, 0.5)
     log_m = np.log1p(-a_ok)
-    lo = np.maximum(2, np.ceil(np.log(delta) / log_m)).astype(np.int64)
-    hi = np.maximum(2, np.ceil(np.log(delta / 2) / log_m)).astype(np.int64)
+    # The bracket in floats first: for tiny p it lies far beyond int64.
+    lo_f = np.maximum(2.0, np.ceil(np.log(delta) / log_m))
+    hi_f = np.maximum(2.0, np.ceil(np.log(delta / 2) / log_m))
+    ok &= lo_f <= cap
+    lo = np.where(ok, np.minimum(lo_f, cap), 2).astype(np.int64)
+    hi = np.where(ok, np.minimum(hi_f, cap), 2).astype(np.int64)
+    # P_silent(cap) may still exceed delta when lo ≤ cap < the answer.
+    ok &= _silent(a_ok, hi.astype(np.float64)) <= delta
     # Invariant: P(hi) <= delta; the answer is in [lo, hi].
     while True:
         open_ = lo < hi
@@ -116,7 +131,7 @@ def group_size_for_silent_rate(p, delta):
         good = _silent(a_ok, mid.astype(np.float64)) <= delta
         hi = np.where(open_ & good, mid, hi)
         lo = np.where(open_ & ~good, mid + 1, lo)
-    return np.where(ok, hi, UNREACHABLE)
+    return np.where(ok, hi, np.where(a > 0, EXCEEDS_MAX, UNREACHABLE))
 
 
 def dapo_generation_cost(p, G, *, max_draws=None):

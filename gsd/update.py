@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._binomial import symmetric_expectation
-from ._validate import InputError, as_ddof, as_eps, as_group_size, as_probability
+from ._validate import MAX_EXACT_GROUP_SIZE, InputError, as_ddof, as_eps, as_group_size, as_probability
 from .silent import _minor, _nonsilent, _silent
 
 __all__ = ["UPDATE_METHODS", "expected_update", "fidelity", "fidelity_law"]
@@ -59,13 +59,19 @@ def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0
     At p ∈ {0, 1} every group is silent: GRPO and Dr.GRPO give 0; DAPO with unlimited redraws
     gives its limit as p → 0 (a kept group then has exactly one odd answer,
     σ = sqrt(G−1)/G), and 0 with a finite ``max_draws``.
+
+    G is limited to :data:`~gsd._validate.MAX_EXACT_GROUP_SIZE` (10^9) for ``"grpo"`` and
+    ``"dapo"`` (exact sums) and to 2^53 for the closed forms ``"dr_grpo"`` and ``"rloo"``; a
+    larger G raises :class:`gsd.InputError`.
     """
     if method not in UPDATE_METHODS:
         raise InputError(f"method must be one of {UPDATE_METHODS}, got {method!r}")
     ddof = as_ddof(ddof)
     eps = as_eps(eps)
     p = as_probability(p)
-    G = as_group_size(G, minimum=2 if method in ("dapo", "rloo") else 1)
+    exact = method in ("grpo", "dapo")  # summed over k: bounded G keeps the sum cheap
+    G = as_group_size(G, minimum=2 if method in ("dapo", "rloo") else 1,
+                      **({"maximum": MAX_EXACT_GROUP_SIZE} if exact else {}))
     if ddof and (G <= ddof).any():
         raise InputError(f"ddof={ddof} needs G >= {ddof + 1}, got G={G.min()}")
     if method == "dr_grpo":
@@ -99,10 +105,11 @@ def fidelity(p, G):
     σ = f(r̄) with f(x) = sqrt(x(1−x)) concave, and the mean of G+1 draws is the conditional
     expectation of the mean of a random G-subset of them, so by Jensen
     E f(r̄_{G+1}) ≥ E f(r̄_G).  (The tests check this by brute force as well.)
-    At p ∈ {0, 1}: 0 (the limit, every group silent).
+    At p ∈ {0, 1}: 0 (the limit, every group silent).  G ≤ 10^9
+    (:data:`~gsd._validate.MAX_EXACT_GROUP_SIZE`, the exact sum's limit).
     """
     p = as_probability(p)
-    G = as_group_size(G)
+    G = as_group_size(G, maximum=MAX_EXACT_GROUP_SIZE)
     m = symmetric_expectation(p, G, _grpo_term(0, 0.0))
     scale = np.sqrt(p * (1.0 - p))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -113,9 +120,17 @@ def fidelity_law(p, G):
     """The delta-method approximation φ ≈ 1 − 1/(8·G·p(1−p)) (DESIGN §1.4).
 
     Asymptotic in G·p(1−p): it overstates φ for hard prompts (p = 0.05, G = 64: 0.959 against
-    the exact 0.945) and goes negative for small G·p(1−p).  −inf at p ∈ {0, 1}.
+    the exact 0.945).
+
+    Notes
+    -----
+    NaN where the law has no meaning: G·p(1−p) < 1/8 (the law would be ≤ 0; this includes
+    p ∈ {0, 1}) and G = 1 (a group of one is always silent, φ = 0, while the law can give up
+    to 1/2).  Use :func:`fidelity` there.  G ≤ 2^53.
     """
     p = as_probability(p)
     G = as_group_size(G)
-    with np.errstate(divide="ignore"):
-        return 1.0 - 1.0 / (8.0 * G * p * (1.0 - p))
+    x = G * p * (1.0 - p)
+    meaningful = (8.0 * x >= 1.0) & (G >= 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(meaningful, 1.0 - 1.0 / (8.0 * x), np.nan)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import InputError, _show, as_group_size, as_probability
+from ._validate import MAX_EXACT_GROUP_SIZE, MAX_GROUP_SIZE, InputError, _show, as_group_size, as_probability
 from .update import expected_update
 
 __all__ = [
@@ -60,7 +60,8 @@ def large_group_weight(p, method: str):
 def _weights(p, method, G, ddof=0, eps=0.0):
     if G is None:
         return large_group_weight(p, method)
-    G = as_group_size(G, minimum=2)
+    # the closed form of Dr.GRPO takes any G; the others are exact sums, bounded in G
+    G = as_group_size(G, minimum=2, maximum=MAX_GROUP_SIZE if method == "dr_grpo" else MAX_EXACT_GROUP_SIZE)
     return expected_update(p, G, method, ddof=ddof, eps=eps)
 
 
