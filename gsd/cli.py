@@ -25,6 +25,7 @@ _COMMANDS = (
     "gsd.simulator.cli",
     "gsd.reproduce.cli",
     "gsd.sweep.cli",
+    "gsd.diagnose.cli",
 )
 
 

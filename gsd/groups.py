@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._validate import InputError, _show, as_ddof, as_eps, is_torch
+from .methods import ADVANTAGE_METHODS
 
 __all__ = [
     "METHODS",
@@ -28,8 +29,8 @@ __all__ = [
     "identity_terms",
 ]
 
-#: Advantage estimators understood by :func:`advantages`.
-METHODS = ("grpo", "dr_grpo", "rloo")
+#: Advantage estimators understood by :func:`advantages` (derived from :mod:`gsd.methods`).
+METHODS = ADVANTAGE_METHODS
 
 
 # --------------------------------------------------------------------------- input checks

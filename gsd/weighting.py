@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._validate import MAX_EXACT_GROUP_SIZE, MAX_GROUP_SIZE, InputError, _show, as_group_size, as_probability
+from .methods import method_spec
 from .update import expected_update
 
 __all__ = [
@@ -45,23 +46,20 @@ def difficulty_weight(p):
         return 1.0 / np.sqrt(p * (1.0 - p))
 
 
-_METHODS = ("grpo", "dr_grpo", "dapo")
-
-
 def large_group_weight(p, method: str):
-    """Large-G per-prompt update: sqrt(p(1−p)) for GRPO and DAPO, p(1−p) for Dr.GRPO."""
-    if method not in _METHODS:
-        raise InputError(f"method must be one of {_METHODS}, got {method!r}")
+    """Large-G per-prompt update: sqrt(p(1−p)) for the methods that divide by the group std
+    (GRPO, DAPO), p(1−p) for the others (Dr.GRPO, RLOO); see :mod:`gsd.methods`."""
+    spec = method_spec(method)
     p = as_probability(p)
     v = p * (1.0 - p)
-    return v if method == "dr_grpo" else np.sqrt(v)
+    return np.sqrt(v) if spec.divides_by_std else v
 
 
 def _weights(p, method, G, ddof=0, eps=0.0):
     if G is None:
         return large_group_weight(p, method)
-    # the closed form of Dr.GRPO takes any G; the others are exact sums, bounded in G
-    G = as_group_size(G, minimum=2, maximum=MAX_GROUP_SIZE if method == "dr_grpo" else MAX_EXACT_GROUP_SIZE)
+    # E[σ²/σ] (the methods that divide by the std) is an exact sum, bounded in G; E[σ²] is closed
+    G = as_group_size(G, minimum=2, maximum=MAX_EXACT_GROUP_SIZE if method_spec(method).divides_by_std else MAX_GROUP_SIZE)
     return expected_update(p, G, method, ddof=ddof, eps=eps)
 
 

@@ -32,7 +32,7 @@ def register(sub) -> None:
                    help="override one config key (repeatable); values are read as TOML, e.g. --set method=dapo --set lr=0.1")
     p.add_argument("--resume", action="store_true", help="continue the unfinished run in --out")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), help="override the config's device")
-    p.add_argument("--threads", type=int, help="torch CPU threads (small batches run fastest on 1)")
+    p.add_argument("--threads", type=int, help="torch CPU threads for large runs (a run of fewer than 2^18 answers per step always uses one: more threads only add hand-offs there)")
     p.add_argument("--figure", help="campaign: also write the figure here (e.g. figures/campaign.png)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")

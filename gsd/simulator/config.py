@@ -19,6 +19,8 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..methods import UPDATE_METHODS
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package
@@ -26,13 +28,14 @@ except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package
 
 __all__ = ["SimConfig", "parse_assignment", "resolve_device", "config_diff"]
 
-METHODS = ("grpo", "dr_grpo", "dapo")
+METHODS = UPDATE_METHODS  # every method of gsd.methods
 POLICIES = ("tabular", "mlp")
 DIFFICULTIES = ("bigmath", "beta", "file")
 OPTIMIZERS = ("sgd", "adam")
 DTYPES = ("float32", "float64")
 MLP_OFFSETS = ("frozen", "learned")
 ROLLOUTS = ("answers", "counts")
+ROLLOUT_LOGS = ("none", "verl", "trl")
 
 
 def _default_beta_mixture():
@@ -75,9 +78,10 @@ class SimConfig:
     batch_size: int = 0  # prompts per step, sampled without replacement; 0 = every prompt every step
     verifier_noise: float = 0.0  # ν: the verifier flips each reward with this probability
     rollouts: str = "answers"  # answers: G Bernoulli answers per group, loss per answer | counts: k ~ Binom(G, p) per group, the same loss summed per (answer, reward) cell — same distribution, O(B) not O(B·G)
+    rollout_log: str = "none"  # none | verl ({step}.jsonl) | trl (completions/completions_{step:05d}.parquet): log every step's rollouts into the run folder's rollouts/, for gsd diagnose
 
     # --- method -----------------------------------------------------------------------------
-    method: str = "grpo"  # grpo | dr_grpo | dapo (GRPO advantages + redraw of silent groups)
+    method: str = "grpo"  # grpo | dr_grpo | dapo (GRPO advantages + redraw of silent groups) | rloo
     ddof: int = 0  # std convention GRPO/DAPO divide by: 0 = population (paper), 1 = sample (TRL, verl)
     eps: float = 0.0  # added to the std before dividing (paper: 0)
     max_draws: int = 4  # dapo: groups drawn per prompt at most, all counted as generation cost
@@ -111,6 +115,7 @@ class SimConfig:
             ("dtype", DTYPES),
             ("mlp_offset", MLP_OFFSETS),
             ("rollouts", ROLLOUTS),
+            ("rollout_log", ROLLOUT_LOGS),
         ):
             if getattr(self, key) not in choices:
                 bad(key, f"must be one of {choices}")

@@ -19,14 +19,17 @@ import math
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ..atomic import atomic_path
+from ..methods import method_spec
 from ..silent import dapo_generation_cost, silent_rate
-from ..update import expected_update
+from ..update import expected_update, fidelity_law
+from ..weighting import large_group_weight
 
 __all__ = [
     "COLUMNS",
+    "BLOCKS",
+    "Ledger",
     "WALL_COLUMNS",
     "INT_COLUMNS",
     "reward_rate",
@@ -105,65 +108,92 @@ def reward_rate(p, noise: float):
     return p if noise == 0 else p * (1.0 - noise) + (1.0 - p) * noise
 
 
-def predicted_update(p, cfg) -> np.ndarray:
-    """Expected logit update of each prompt, m_method(p, G) of DESIGN §1.3.
+def predicted_update(p, cfg, G=None) -> np.ndarray:
+    """Expected logit update of each prompt, m_method(p, G) (:ref:`theory-update`), at the
+    run's ddof/eps, DAPO's ``max_draws`` and verifier noise: :func:`gsd.update.expected_update`.
 
-    GRPO and Dr.GRPO: :func:`gsd.update.expected_update` with the run's ddof/eps.  DAPO with
-    at most D draws: ``expected_update(..., "dapo", max_draws=D)`` = m_DAPO·(1 − P_silent^D).
-
-    With a noisy verifier (each reward flipped with probability ν) the rewards are Bernoulli(q),
-    q = p(1−ν) + (1−p)ν, and given the rewards each answer is right with probability
-    p(1−ν)/q (reward 1) or pν/(1−q) (reward 0).  The logit score is y − p, so the expected
-    contrast s̄₊ − s̄₋ given the rewards is p(1−ν)/q − pν/(1−q) = (1−2ν)·p(1−p)/(q(1−q)),
-    the same for every group; the identity g = σ²/(σ_c+eps)·(s̄₊ − s̄₋) then gives
-        E[g] = m_method(q, G) · (1−2ν)·p(1−p)/(q(1−q)),
-    which is m_method(p, G) at ν = 0.
+    ``G``: each prompt's group size (default: the config's ``group_size``).
     """
-    p = np.asarray(p, dtype=np.float64)
-    q = reward_rate(p, cfg.verifier_noise)
-    kw = {"ddof": cfg.ddof, "eps": cfg.eps}
-    if cfg.method == "dapo":
+    kw = {"ddof": cfg.ddof, "eps": cfg.eps, "verifier_noise": cfg.verifier_noise}
+    if method_spec(cfg.method).redraws_silent:
         kw["max_draws"] = cfg.max_draws
     with np.errstate(divide="ignore", invalid="ignore"):  # the core takes log1p(−1) where 1 − P_silent rounds to 1 (large G)
-        m = expected_update(q, cfg.group_size, cfg.method, **kw)
-    if cfg.verifier_noise:
-        v = q * (1.0 - q)
-        factor = np.where(v > 0, (1.0 - 2.0 * cfg.verifier_noise) * p * (1.0 - p) / np.where(v > 0, v, 1.0), 0.0)
-        m = m * factor
-    return m
+        return expected_update(p, cfg.group_size if G is None else G, cfg.method, **kw)
 
 
-def predicted_silent(p, cfg) -> dict:
-    """Predicted per-batch means: silent rate (DESIGN §1.2), zero-update rate and groups drawn."""
+def predicted_silent(p, cfg, G=None) -> dict:
+    """Predicted per-batch means: silent rate (:ref:`theory-silent`), zero-update rate and groups drawn."""
+    G = cfg.group_size if G is None else G
     q = reward_rate(p, cfg.verifier_noise)
-    s = silent_rate(q, cfg.group_size)
-    if cfg.method == "dapo":
+    s = silent_rate(q, G)
+    if method_spec(cfg.method).redraws_silent:
         zero = s**cfg.max_draws
-        groups = dapo_generation_cost(q, cfg.group_size, max_draws=cfg.max_draws).sum()
+        groups = dapo_generation_cost(q, G, max_draws=cfg.max_draws).sum()
     else:
         zero = s
         groups = float(q.size)
     return {"silent_pred": float(s.mean()), "zero_update_pred": float(zero.mean()), "groups_pred": float(groups)}
 
 
-def large_group_update(p, G: int, decile, n_bins: int = N_DECILES):
+def large_group_update(p, G, decile, n_bins: int = N_DECILES):
     """The large-G GRPO update sqrt(p(1−p)) of each prompt, summed: ``(grad_limit, grad_law,
     per-decile grad_limit)`` for the ledger's columns of the same names.
 
-    grad_law sums sqrt(p(1−p))·fidelity_law(p, G) = sqrt(p(1−p)) − 1/(8G·sqrt(p(1−p)))
-    (DESIGN §1.4, :func:`gsd.update.fidelity_law`); a prompt at p ∈ {0, 1} (reachable only by
-    rounding a saturated logit) contributes the law's limit there, −∞.
+    grad_law sums sqrt(p(1−p))·fidelity_law(p, G) (:ref:`theory-law`; the core's
+    :func:`gsd.weighting.large_group_weight` and :func:`gsd.update.fidelity_law`); a prompt at
+    p ∈ {0, 1} (reachable only by rounding a saturated logit) contributes the law's limit
+    there, −∞.  ``G``: the group size, or one per prompt.
     """
-    p = np.asarray(p, dtype=np.float64)
-    lim = np.sqrt(p * (1.0 - p))
-    with np.errstate(divide="ignore"):
-        law = lim - 1.0 / (8.0 * G * lim)
+    lim = large_group_weight(p, "grpo")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        law = np.where(lim > 0, lim * fidelity_law(p, G), -np.inf)
     return float(lim.sum()), float(law.sum()), np.bincount(decile, weights=lim, minlength=n_bins)
 
 
-def ledger_frame(table: np.ndarray) -> pd.DataFrame:
+#: Column blocks, filled by one name: ``grad_mass_d`` → grad_mass_d0 … grad_mass_d9, etc.
+BLOCKS: dict[str, list[str]] = {
+    **{f"grad_{what}_d": [f"grad_{what}_d{d}" for d in range(N_DECILES)] for what in ("mass", "pred", "limit")},
+    "mean_p_q": [f"mean_p_q{q + 1}" for q in range(N_QUARTILES)],
+}
+
+
+class Ledger:
+    """The run's ledger: a float64 (steps, len(COLUMNS)) table, filled row by row by column name.
+
+    ``put(step, silent_frac=0.1, grad_mass_d=array_of_10, ...)``: plain names are columns of
+    :data:`COLUMNS`, block names (:data:`BLOCKS`) fill their columns in order.  Unset entries
+    stay NaN.  Integers are exact below 2^53.
+    """
+
+    def __init__(self, steps: int):
+        self.table = np.full((steps, len(COLUMNS)), np.nan)
+        self._at = {c: slice(j, j + 1) for j, c in enumerate(COLUMNS)}
+        index = list(COLUMNS)
+        for name, cols in BLOCKS.items():
+            j = index.index(cols[0])
+            self._at[name] = slice(j, j + len(cols))
+
+    def put(self, row_index: int, /, **values) -> None:
+        row = self.table[row_index]
+        for name, value in values.items():
+            row[self._at[name]] = value
+
+    def columns(self, rows: int | None = None) -> dict:
+        """The first ``rows`` rows (default: all) as {column: float64 array}, no DataFrame."""
+        t = self.table if rows is None else self.table[:rows]
+        return {c: t[:, j] for j, c in enumerate(COLUMNS)}
+
+    def get(self, step: int, name: str):
+        """The value (or block) ``name`` of row ``step``."""
+        v = self.table[step, self._at[name]]
+        return v if v.size > 1 else float(v[0])
+
+
+def ledger_frame(table: np.ndarray):
     """The ledger as a DataFrame from its float64 (steps, len(COLUMNS)) table: the
     :data:`INT_COLUMNS` as int64 (exact below 2^53), the rest float64."""
+    import pandas as pd
+
     table = np.asarray(table, dtype=np.float64).reshape(-1, len(COLUMNS))
     return pd.DataFrame(
         {c: (table[:, j].astype(np.int64) if c in INT_COLUMNS else table[:, j]) for j, c in enumerate(COLUMNS)},
@@ -192,13 +222,16 @@ def _shares(x):
     return (x / total).tolist() if total > 0 else [math.nan] * len(x)
 
 
-def summarise(ledger: pd.DataFrame, cfg, *, initial: dict, final: dict, device: str) -> dict:
+def summarise(ledger, cfg, *, initial: dict, final: dict, device: str) -> dict:
     """The run's summary: how well the closed forms tracked the training dynamics.
+
+    ``ledger``: its columns by name (the float64 table's :meth:`Ledger.columns`, or a
+    DataFrame as :func:`read_ledger` returns).
 
     * ``silent_r2``: R² of ``silent_pred`` against ``silent_frac`` over the steps;
     * ``decile_share_measured`` / ``decile_share_closed_form``: each initial-p decile's share of
-      the logit-gradient mass summed over the steps with closed forms (DESIGN §1.3's budget
-      share, measured by autograd against Σ m_method);
+      the logit-gradient mass summed over the steps with closed forms (the budget share of
+      :ref:`theory-update`, measured by autograd against Σ m_method);
     * ``fidelity_measured`` / ``fidelity_exact`` / ``fidelity_law``: Σ grad_mass, Σ grad_pred and
       Σ grad_law over Σ grad_limit — the mass-weighted fidelity of the run's updates to the
       large-G GRPO update, as measured by autograd, as the exact closed form predicts it
@@ -209,51 +242,53 @@ def summarise(ledger: pd.DataFrame, cfg, *, initial: dict, final: dict, device: 
     * ``initial`` / ``final``: mean p, mean 2·arcsin√p and the four initial-p quartile means;
     * ``generations_total``: answers generated (DAPO's redraws included).
     """
-    cf = ledger["grad_pred"].notna()
-    measured = ledger.loc[cf, [f"grad_mass_d{d}" for d in range(N_DECILES)]].sum().to_numpy()
-    closed = ledger.loc[cf, [f"grad_pred_d{d}" for d in range(N_DECILES)]].sum().to_numpy()
+    col = {c: np.asarray(ledger[c], dtype=np.float64) for c in COLUMNS}
+    cf = ~np.isnan(col["grad_pred"])
+    measured = np.array([col[f"grad_mass_d{d}"][cf].sum() for d in range(N_DECILES)])
+    closed = np.array([col[f"grad_pred_d{d}"][cf].sum() for d in range(N_DECILES)])
     share_m, share_c = _shares(measured), _shares(closed)
     diff = np.abs(np.asarray(share_m) - np.asarray(share_c))
-    total_pred = float(ledger.loc[cf, "grad_pred"].sum())
-    fid_rows = ledger.loc[cf] if cf.any() else ledger
-    first = ledger.iloc[:1]
+    total_pred = float(col["grad_pred"][cf].sum())
+    fid_rows = cf if cf.any() else np.ones_like(cf)
+    first = np.arange(cf.size) < 1
 
-    def ratio(rows, col):
-        den = float(rows["grad_limit"].to_numpy().sum())
-        return float(rows[col].to_numpy().sum()) / den if len(rows) and den > 0 else math.nan  # NaN stays NaN
+    def ratio(rows, name):
+        den = float(col["grad_limit"][rows].sum())
+        return float(col[name][rows].sum()) / den if rows.any() and den > 0 else math.nan  # NaN stays NaN
 
+    silent, pred = col["silent_frac"], col["silent_pred"]
     out = {
         "complete": True,
         "name": cfg.name,
         "method": cfg.method,
         "policy": cfg.policy,
         "device": device,
-        "steps": int(len(ledger)),
+        "steps": int(cf.size),
         "n_prompts": cfg.n_prompts,
         "group_size": cfg.group_size,
-        "silent_r2": r_squared(ledger["silent_frac"], ledger["silent_pred"]),
-        "silent_rmse": float(np.sqrt(((ledger["silent_frac"] - ledger["silent_pred"]) ** 2).mean())),
-        "silent_frac_mean": float(ledger["silent_frac"].mean()),
-        "silent_pred_mean": float(ledger["silent_pred"].mean()),
-        "zero_update_frac_mean": float(ledger["zero_update_frac"].mean()),
-        "zero_update_pred_mean": float(ledger["zero_update_pred"].mean()),
+        "silent_r2": r_squared(silent, pred),
+        "silent_rmse": float(np.sqrt(((silent - pred) ** 2).mean())),
+        "silent_frac_mean": float(silent.mean()),
+        "silent_pred_mean": float(pred.mean()),
+        "zero_update_frac_mean": float(col["zero_update_frac"].mean()),
+        "zero_update_pred_mean": float(col["zero_update_pred"].mean()),
         "decile_share_measured": share_m,
         "decile_share_closed_form": share_c,
         "decile_share_max_abs_diff": float(np.nanmax(diff)) if np.isfinite(diff).any() else math.nan,
-        "grad_mass_over_closed_form": float(ledger.loc[cf, "grad_mass"].sum() / total_pred) if total_pred > 0 else math.nan,
+        "grad_mass_over_closed_form": float(col["grad_mass"][cf].sum() / total_pred) if total_pred > 0 else math.nan,
         "closed_form_steps": int(cf.sum()),
         "fidelity_measured": ratio(fid_rows, "grad_mass"),
-        "fidelity_exact": ratio(ledger.loc[cf], "grad_pred"),
+        "fidelity_exact": ratio(cf, "grad_pred"),
         "fidelity_law": ratio(fid_rows, "grad_law"),
         "fidelity_measured_step0": ratio(first, "grad_mass"),
         "fidelity_exact_step0": ratio(first, "grad_pred"),
         "fidelity_law_step0": ratio(first, "grad_law"),
         "initial": initial,
         "final": final,
-        "groups_total": int(ledger["groups"].sum()),
-        "groups_pred_total": float(ledger["groups_pred"].sum()),
-        "generations_total": int(ledger["generations"].sum()),
-        "wall_s_total": float(ledger["wall_s"].sum()),
+        "groups_total": int(col["groups"].sum()),
+        "groups_pred_total": float(col["groups_pred"].sum()),
+        "generations_total": int(col["generations"].sum()),
+        "wall_s_total": float(col["wall_s"].sum()),
         "config": cfg.to_dict(),
     }
     return out
@@ -277,9 +312,17 @@ def write_ledger(path, table: np.ndarray) -> Path:
     return Path(path)
 
 
-def read_ledger(folder) -> pd.DataFrame:
-    """A run folder's ledger."""
+def read_ledger(folder, columns=None):
+    """A run folder's ledger as a DataFrame; with ``columns`` (a list of names), just those as
+    {name: numpy array}, read through pyarrow without pandas."""
     path = Path(folder) / LEDGER_FILE
     if not path.is_file():
         raise ValueError(f"out_dir {str(folder)!r} holds no ledger")
+    if columns is not None:
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path, columns=list(columns))
+        return {c: table.column(c).to_numpy() for c in columns}
+    import pandas as pd
+
     return pd.read_parquet(path)
