@@ -1,4 +1,4 @@
-"""Every knob of a simulation, in one dataclass (DESIGN §1.5 gives the paper's values).
+"""Every knob of a simulation, in one dataclass (:ref:`theory-paper` gives the paper's values).
 
 A run is fully described by a :class:`SimConfig`: the engine reads nothing else, so two runs
 with equal configs produce equal ledgers (on CPU), and a run folder can refuse a config that
@@ -17,9 +17,9 @@ import json
 import math
 import typing
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..methods import UPDATE_METHODS
+from ..resources import config_file
 
 try:
     import tomllib
@@ -45,7 +45,7 @@ def _default_beta_mixture():
 
 @dataclass(frozen=True)
 class SimConfig:
-    """One simulation run.  Defaults are the GRPO arm of the paper's campaign (DESIGN §1.5)."""
+    """One simulation run.  Defaults are the GRPO arm of the paper's campaign (:ref:`theory-paper`)."""
 
     # --- run --------------------------------------------------------------------------------
     name: str = "run"  # a label, copied into the summary; changes no number
@@ -195,9 +195,9 @@ class SimConfig:
 
 # ------------------------------------------------------------------------------------------
 def read_config_file(path) -> dict:
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"config file {str(path)!r} does not exist")
+    """The keys of a TOML or JSON file, given by path or as the name of a shipped config
+    (:func:`gsd.resources.config_file`)."""
+    path = config_file(path, what="config file")
     try:
         if path.suffix.lower() == ".json":
             return json.loads(path.read_text())

@@ -3,7 +3,7 @@
 Each training step appends one row: what the step *did* (silent groups seen, generations
 spent, the autograd logit-gradient mass per decile of initial p) beside what the closed forms
 of the math core *predict* for the same prompts at the policy the step sampled from
-(DESIGN §1.2 and §1.3).  :data:`COLUMNS` names and explains every column.
+(:ref:`theory-silent`, :ref:`theory-update`).  :data:`COLUMNS` names and explains every column.
 
 The closed forms come from :mod:`gsd.silent` and :mod:`gsd.update`, unchanged; the only thing
 added here is the effect of a noisy verifier, derived below.
@@ -69,11 +69,11 @@ COLUMNS: dict[str, str] = {
     "grad_mass": "Σ over batch prompts of g_j = −∂L/∂z_j, the autograd logit gradient of the first epoch's policy loss "
     "(the update before the learning rate; g_j ≥ 0 with an exact verifier, so this is Σ|∂L/∂z_j| there; a noisy verifier can make g_j < 0)",
     "grad_pred": "Σ over batch prompts of the closed form m_method(p_j, G) at the p before the step (NaN on steps without closed forms)",
-    "grad_limit": "Σ over batch prompts of sqrt(p_j(1−p_j)) at the p before the step: the large-G GRPO update (DESIGN §1.3, §1.4); "
+    "grad_limit": "Σ over batch prompts of sqrt(p_j(1−p_j)) at the p before the step: the large-G GRPO update (docs/theory.md, sections Expected update and The group-size law); "
     "grad_mass / grad_limit is the step's measured fidelity (the mass-weighted mean of |Δz_j| / (lr·sqrt(p_j(1−p_j)))) and "
     "grad_pred / grad_limit its exact expectation Σ φ(p_j, G)·sqrt(p_j(1−p_j)) / grad_limit (GRPO with ddof 0, eps 0, exact verifier)",
     "grad_law": "Σ over batch prompts of sqrt(p_j(1−p_j))·(1 − 1/(8·G·p_j(1−p_j))) at the p before the step: the update the "
-    "group-size law predicts (DESIGN §1.4), so grad_law / grad_limit is the law's fidelity at the same weights",
+    "group-size law predicts (docs/theory.md, section The group-size law), so grad_law / grad_limit is the law's fidelity at the same weights",
 }
 COLUMNS.update(
     {f"grad_mass_d{d}": f"grad_mass restricted to prompts whose initial p lies in decile {d} ([{d / 10:.1f}, {(d + 1) / 10:.1f}))" for d in range(N_DECILES)}
@@ -146,7 +146,7 @@ def large_group_update(p, G, decile, n_bins: int = N_DECILES):
     """
     lim = large_group_weight(p, "grpo")
     with np.errstate(divide="ignore", invalid="ignore"):
-        law = np.where(lim > 0, lim * fidelity_law(p, G), -np.inf)
+        law = np.where(lim > 0, lim * fidelity_law(p, G, extrapolate=True), -np.inf)
     return float(lim.sum()), float(law.sum()), np.bincount(decile, weights=lim, minlength=n_bins)
 
 
