@@ -9,7 +9,8 @@ Formats (what the trainers write, see :ref:`theory-logs`):
 * ``trl`` — ``GRPOTrainer(log_completions=True)``: ``completions/completions_{step:05d}.parquet``
   with ``step``, ``prompt``, ``completion``, one column per reward function (named after the
   function), extra logged columns and ``advantage``.  With several reward functions choose one
-  (``reward="name"``) or their sum (``reward="a+b"``).
+  (``reward="name"``) or their sum (``reward="a+b"``; unweighted, a function that returned None
+  for a rollout counts as 0 there, as in TRL).
 * ``table`` — any CSV, parquet or JSONL file with a prompt-id, a reward and (optionally) a step
   column, named by the caller.
 
@@ -338,10 +339,10 @@ def _add_table(path, fmt, cols, reward, col, table, lines):
                          + ("" if fmt != "table" else " (name it with --prompt-col)"))
     names = _pick_reward(columns, reward, fmt, path, dtypes)
     col.reward_names.extend(n for n in names if n not in col.reward_names)
-    rewards = None
-    for name in names:
-        r = _numeric(table.column(name), name, path)
-        rewards = r if rewards is None else rewards + r
+    parts = np.stack([_numeric(table.column(name), name, path) for name in names])
+    # Like TRL's sum over reward functions: one that did not apply (None) counts as 0, unless
+    # none applied.  A single column keeps its NaN (a missing reward is a bad row).
+    rewards = parts[0] if len(names) == 1 else np.where(np.isnan(parts).all(axis=0), np.nan, np.nansum(parts, axis=0))
     scol = cols["step"]
     if scol and scol in columns:
         steps = _numeric(table.column(scol), scol, path)

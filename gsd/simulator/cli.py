@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 
-import pandas as pd
-
 from ..cli import CliError, emit
 from .config import SimConfig, parse_assignment, resolve_device
 
@@ -79,22 +77,22 @@ def _simulate(args) -> int:
     return 0
 
 
-def _arm_table(summaries: dict) -> pd.DataFrame:
-    rows = []
-    for name, s in summaries.items():
-        rows.append(
-            {
-                "arm": name,
-                "method": s["method"],
-                "silent_R2": s["silent_r2"],
-                "decile_share_max_diff": s["decile_share_max_abs_diff"],
-                "mass/closed_form": s["grad_mass_over_closed_form"],
-                "mean_p_final": s["final"]["mean_p"],
-                "hard_q_final": s["final"]["quartile_mean_p"][0],
-                "generations": s["generations_total"],
-            }
-        )
-    return pd.DataFrame(rows)
+def _arm_table(summaries: dict) -> dict:
+    """One row per arm, as {column: list} (printed by :func:`gsd.cli.emit` without pandas)."""
+    rows = [
+        {
+            "arm": name,
+            "method": s["method"],
+            "silent_R2": s["silent_r2"],
+            "decile_share_max_diff": s["decile_share_max_abs_diff"],
+            "mass/closed_form": s["grad_mass_over_closed_form"],
+            "mean_p_final": s["final"]["mean_p"],
+            "hard_q_final": s["final"]["quartile_mean_p"][0],
+            "generations": s["generations_total"],
+        }
+        for name, s in summaries.items()
+    ]
+    return {key: [r[key] for r in rows] for key in rows[0]}
 
 
 def _print_campaign(summary: dict, as_json: bool) -> None:
@@ -109,7 +107,7 @@ def _print_campaign(summary: dict, as_json: bool) -> None:
         table[f"{m}_measured"] = dec[m]["share_measured"]
         table[f"{m}_closed"] = dec[m]["share_closed_form"]
     print()
-    emit(pd.DataFrame(table), False, title=f"initial-population gradient-mass shares ({dec['draws']} draws per prompt)")
+    emit(table, False, title=f"initial-population gradient-mass shares ({dec['draws']} draws per prompt)")
     ratio = summary.get("dapo_generation_cost_ratio")
     if ratio is not None:
         print(f"\nDAPO generations / GRPO generations: {ratio:.4f} (closed form {summary['dapo_generation_cost_ratio_pred']:.4f})")
