@@ -128,11 +128,17 @@ def setup(cfg: SimConfig, p0: np.ndarray, device: torch.device) -> RunState:
         cfg=cfg, device=device, dtype=dtype, policy=policy, opt=opt,
         gen=torch.Generator(device=device).manual_seed(sub_seed(cfg.seed, STREAM_ROLLOUTS)),
         z_ref=z_ref,
-        adv=AdvantageTable([cfg.group_size], spec.advantage, ddof=cfg.ddof, eps=cfg.eps, dtype=dtype, device=device),
+        adv=AdvantageTable(group_sizes(cfg), spec.advantage, ddof=cfg.ddof, eps=cfg.eps, dtype=dtype, device=device),
         decile_np=decile_np, decile=torch.as_tensor(decile_np, device=device),
         quartile=torch.as_tensor(quartile, device=device),
         ledger=Ledger(cfg.steps), draws=cfg.max_draws if spec.redraws_silent else 1,
     )
+
+
+def group_sizes(cfg: SimConfig) -> list[int]:
+    """Every group size :func:`plan_batch` may hand out in this run (the advantage table's
+    rows): the config's ``group_size``; a per-prompt allocation lists its whole range here."""
+    return [cfg.group_size]
 
 
 def population_state(run: RunState, p: torch.Tensor) -> dict:
