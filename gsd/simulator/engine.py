@@ -236,6 +236,8 @@ def fill_ledger_row(run: RunState, step: int, batch: Batch, groups: Groups, trai
     run.generations_cum += int(host["generations"])
     keep = host["G"] > 0
     p, G = host["p"][keep], host["G"][keep].astype(np.int64)
+    if batch.uniform:
+        G = batch.g_max  # one group size: the closed forms take it as a number
     dec = (run.decile_np if batch.idx is None else run.decile_np[host["idx"].astype(np.int64)])[keep]
     grad_limit, grad_law, grad_limit_d = large_group_update(p, G, dec)
     row = dict(
