@@ -5,6 +5,16 @@ number, the group's reward std σ = sqrt(k(G−k))/G:  g = σ²/(σ_c + eps)·(s
 GRPO divides by σ, Dr.GRPO does not, DAPO drops the groups where σ = 0.  See DESIGN.md §1.
 """
 
+from .allocation import (
+    ALLOCATION_VALUES,
+    Allocation,
+    UniformAdvice,
+    allocate_group_sizes,
+    allocation_value,
+    concavity_violations,
+    expected_silent_rate,
+    uniform_group_size_advice,
+)
 from .data import load_bigmath, load_histogram, load_solve_rates
 from .groups import METHODS, advantages, group_std, group_update, identity_terms, is_silent
 from .groupsize import (
@@ -50,4 +60,6 @@ __all__ = [
     "trainer_advantages", "convention_gap",
     "load_bigmath", "load_histogram", "load_solve_rates",
     "BetaPosterior", "fit_beta_prior", "posterior_from_counts",
+    "ALLOCATION_VALUES", "Allocation", "UniformAdvice", "allocation_value", "allocate_group_sizes",
+    "expected_silent_rate", "uniform_group_size_advice", "concavity_violations",
 ]
