@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import groups, groupsize, silent, trainers, update
+from . import cli_allocation, groups, groupsize, silent, trainers, update
 from .atomic import write_table
 from .cli import CliError, emit, parse_list
 from .data import BIGMATH_COLUMN, load_solve_rates
@@ -41,13 +41,14 @@ def register(sub) -> None:
     src.add_argument("--p", help="success probabilities, comma-separated")
     src.add_argument("--input", help="per-prompt file (parquet, CSV or JSONL)")
     p.add_argument("--column", default=BIGMATH_COLUMN, help=f"solve-rate column of --input (default {BIGMATH_COLUMN})")
-    tgt = p.add_mutually_exclusive_group(required=True)
+    tgt = p.add_mutually_exclusive_group()
     tgt.add_argument("--epsilon", type=float, help="fidelity target 1 − ε")
     tgt.add_argument("--delta", type=float, help="silent-rate target δ")
     p.add_argument("--rule", choices=("exact", "law"), default="exact")
     p.add_argument("--max-group-size", type=int, default=groupsize.DEFAULT_MAX_GROUP_SIZE)
     p.add_argument("--output", help="write the plan to OUT.csv or OUT.parquet")
     p.add_argument("--json", action="store_true")
+    cli_allocation.add_arguments(p)
     p.set_defaults(func=_plan)
 
     p = sub.add_parser("conventions", help="how far TRL / verl / OpenRLHF's GRPO update lies from the paper's")
@@ -122,6 +123,10 @@ def _fidelity(args) -> int:
 
 
 def _plan(args) -> int:
+    if args.budget is not None:
+        return cli_allocation.plan_budget(args)
+    if args.epsilon is None and args.delta is None:
+        raise CliError("give a target (--epsilon or --delta) or a rollout budget (--budget)")
     p = load_solve_rates(args.input, args.column) if args.input else parse_list(args.p, float, "p")
     plan = groupsize.plan_group_sizes(p, epsilon=args.epsilon, delta=args.delta, rule=args.rule,
                                       max_group_size=args.max_group_size)
