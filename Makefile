@@ -31,6 +31,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_simulator.py --out runs/bench_simulator.json
 	$(PY) benchmarks/bench_sweep.py
+	$(PY) benchmarks/bench_diagnose.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

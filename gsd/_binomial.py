@@ -23,7 +23,6 @@ import functools
 import math
 
 import numpy as np
-from scipy.stats import binom
 
 # Terms evaluated per chunk: bounds the temporary memory (~10 arrays of 8 bytes each).
 _CHUNK_TERMS = 1 << 21
@@ -146,6 +145,8 @@ def _expectation_small(a, n, f):
 
 
 def _sum_chunk(a, n, lo, width, f, out, start, stop):
+    from scipy.stats import binom  # only for G > _SMALL_G: scipy.stats takes ~1 s to import
+
     w = width[start:stop]
     offsets = np.concatenate(([0], np.cumsum(w)[:-1]))
     pair = np.repeat(np.arange(stop - start), w)

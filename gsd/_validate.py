@@ -1,8 +1,9 @@
 """Input checks shared by every public function.
 
-Each check raises ``ValueError`` with a message that names the argument and shows the bad
-value, so that a caller (or the CLI, which prints the message on one line) knows what to fix.
-Nothing in the package returns a number computed from invalid input.
+Each check raises :class:`InputError` (a ``ValueError``) with a message that names the
+argument and shows the bad value, so that a caller (or the CLI, which prints the message on
+one line) knows what to fix.  Nothing in the package returns a number computed from invalid
+input; ±inf is refused wherever NaN is.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ import numbers
 
 import numpy as np
 
+from ._errors import InputError
+
 __all__ = [
+    "InputError",
     "as_probability",
     "as_group_size",
     "as_open_unit",
@@ -43,35 +47,35 @@ def as_probability(p, name: str = "p") -> np.ndarray:
     try:
         arr = np.asarray(p, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number or an array of numbers in [0, 1], got {p!r}") from None
+        raise InputError(f"{name} must be a number or an array of numbers in [0, 1], got {p!r}") from None
     if arr.size == 0:
-        raise ValueError(f"{name} is empty")
+        raise InputError(f"{name} is empty")
     bad = ~((arr >= 0.0) & (arr <= 1.0))  # NaN fails both comparisons
     if bad.any():
-        raise ValueError(f"{name} must lie in [0, 1] (no NaN), got {_show(arr[bad])}")
+        raise InputError(f"{name} must lie in [0, 1] (no NaN), got {_show(arr[bad])}")
     return arr
 
 
 def as_group_size(G, name: str = "G", minimum: int = 1) -> np.ndarray:
     """G as an int64 array of integers >= minimum (floats equal to integers are accepted)."""
     if isinstance(G, bool):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {G!r}")
+        raise InputError(f"{name} must be an integer >= {minimum}, got {G!r}")
     try:
         raw = np.asarray(G)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {G!r}") from None
+        raise InputError(f"{name} must be an integer >= {minimum}, got {G!r}") from None
     if raw.size == 0:
-        raise ValueError(f"{name} is empty")
+        raise InputError(f"{name} is empty")
     if raw.dtype.kind not in "iuf" or raw.dtype == np.bool_:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {_show(raw)}")
+        raise InputError(f"{name} must be an integer >= {minimum}, got {_show(raw)}")
     if raw.dtype.kind == "f":
         bad = ~np.isfinite(raw) | (raw != np.round(raw))
         if bad.any():
-            raise ValueError(f"{name} must be an integer >= {minimum}, got {_show(raw[bad])}")
+            raise InputError(f"{name} must be an integer >= {minimum}, got {_show(raw[bad])}")
     arr = raw.astype(np.int64)
     bad = arr < minimum
     if bad.any():
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {_show(arr[bad])}")
+        raise InputError(f"{name} must be an integer >= {minimum}, got {_show(arr[bad])}")
     return arr
 
 
@@ -80,33 +84,33 @@ def as_open_unit(x, name: str) -> np.ndarray:
     try:
         arr = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number in (0, 1), got {x!r}") from None
+        raise InputError(f"{name} must be a number in (0, 1), got {x!r}") from None
     if arr.size == 0:
-        raise ValueError(f"{name} is empty")
+        raise InputError(f"{name} is empty")
     bad = ~((arr > 0.0) & (arr < 1.0))
     if bad.any():
-        raise ValueError(f"{name} must lie in the open interval (0, 1), got {_show(arr[bad])}")
+        raise InputError(f"{name} must lie in the open interval (0, 1), got {_show(arr[bad])}")
     return arr
 
 
 def as_positive(x, name: str) -> float:
     """A finite scalar > 0."""
     if not isinstance(x, numbers.Real) or isinstance(x, bool) or not np.isfinite(x) or x <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
+        raise InputError(f"{name} must be a finite number > 0, got {x!r}")
     return float(x)
 
 
 def as_ddof(ddof) -> int:
     """The delta degrees of freedom of a std: 0 (population, the paper) or 1 (torch.std default)."""
     if isinstance(ddof, bool) or not isinstance(ddof, numbers.Integral) or ddof not in (0, 1):
-        raise ValueError(f"ddof must be 0 (population std, the paper) or 1 (sample std), got {ddof!r}")
+        raise InputError(f"ddof must be 0 (population std, the paper) or 1 (sample std), got {ddof!r}")
     return int(ddof)
 
 
 def as_eps(eps) -> float:
     """The constant added to the std before dividing: finite and >= 0."""
     if not isinstance(eps, numbers.Real) or isinstance(eps, bool) or not np.isfinite(eps) or eps < 0:
-        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
+        raise InputError(f"eps must be a finite number >= 0, got {eps!r}")
     return float(eps)
 
 
@@ -124,15 +128,17 @@ __all__ += [
 def as_unit_interval(x, name: str) -> float:
     """A scalar in the closed interval [0, 1] (a mixing weight such as λ)."""
     if not isinstance(x, numbers.Real) or isinstance(x, bool) or not (0.0 <= x <= 1.0):
-        raise ValueError(f"{name} must be a number in [0, 1], got {x!r}")
+        raise InputError(f"{name} must be a number in [0, 1], got {x!r}")
     return float(x)
 
 
-def as_float_tensor(x, name: str):
-    """x as a floating torch tensor (array-likes become float64); empty or NaN input is refused.
+def as_float_tensor(x, name: str, *, allow: str | None = None):
+    """x as a floating torch tensor (array-likes become float64); empty or non-finite input is refused.
 
-    A floating tensor is returned as is (same dtype, device and autograd graph); ±inf is allowed
-    (a log-probability of an impossible token is −inf).
+    A floating tensor is returned as is (same dtype, device and autograd graph).  ``allow``
+    loosens the finiteness rule where a non-finite value means something: ``"-inf"`` for
+    log-probabilities and logits (the log of a zero probability, a masked token), ``"any"`` when
+    the caller checks only some entries itself (padding positions may hold anything).
     """
     import torch
 
@@ -141,12 +147,18 @@ def as_float_tensor(x, name: str):
     else:
         try:
             t = torch.as_tensor(np.asarray(x, dtype=np.float64))
-        except (TypeError, ValueError):
-            raise ValueError(f"{name} must be a tensor or an array of numbers, got {x!r}") from None
+        except (TypeError, ValueError, OverflowError):
+            raise InputError(f"{name} must be a tensor or an array of numbers, got {x!r}") from None
     if t.numel() == 0:
-        raise ValueError(f"{name} is empty (shape {tuple(t.shape)})")
-    if bool(torch.isnan(t.detach()).any()):
-        raise ValueError(f"{name} contains NaN")
+        raise InputError(f"{name} is empty (shape {tuple(t.shape)})")
+    if allow == "any":
+        return t
+    d = t.detach()
+    if bool(torch.isnan(d).any()):
+        raise InputError(f"{name} contains NaN")
+    bad = torch.isinf(d) if allow is None else (d == float("inf"))
+    if bool(bad.any()):
+        raise InputError(f"{name} contains {float(d[bad][0])!r} (must be finite{'' if allow is None else ' or -inf'})")
     return t
 
 
@@ -160,23 +172,23 @@ def check_distribution(p, name: str, atol: float | None = None) -> None:
 
     d = p.detach()
     if d.ndim == 0:
-        raise ValueError(f"{name} must have an outcome axis (shape (..., V)), got a scalar")
+        raise InputError(f"{name} must have an outcome axis (shape (..., V)), got a scalar")
     if atol is None:
         atol = max(1e-6, d.shape[-1] * torch.finfo(d.dtype).eps)
     neg = d < 0
     if bool(neg.any()):
-        raise ValueError(f"{name} has negative probabilities: {_show(d[neg].cpu().numpy())}")
+        raise InputError(f"{name} has negative probabilities: {_show(d[neg].cpu().numpy())}")
     if not bool(torch.isfinite(d).all()):
-        raise ValueError(f"{name} has non-finite probabilities")
+        raise InputError(f"{name} has non-finite probabilities")
     err = (d.sum(dim=-1) - 1.0).abs()
     bad = err > atol
     if bool(bad.any()):
         sums = d.sum(dim=-1)[bad].cpu().numpy()
-        raise ValueError(f"{name} must sum to 1 over its last axis (tolerance {atol:g}), got sums {_show(sums)}")
+        raise InputError(f"{name} must sum to 1 over its last axis (tolerance {atol:g}), got sums {_show(sums)}")
 
 
 def broadcast_shapes(**named):
-    """The common broadcast shape of the named tensors, or ValueError naming them and their shapes."""
+    """The common broadcast shape of the named tensors, or InputError naming them and their shapes."""
     import torch
 
     shapes = {k: tuple(v.shape) for k, v in named.items()}
@@ -184,4 +196,4 @@ def broadcast_shapes(**named):
         return torch.broadcast_shapes(*shapes.values())
     except RuntimeError:
         listing = ", ".join(f"{k} {s}" for k, s in shapes.items())
-        raise ValueError(f"shapes do not broadcast together: {listing}") from None
+        raise InputError(f"shapes do not broadcast together: {listing}") from None

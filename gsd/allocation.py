@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from ._binomial import symmetric_expectation, unique_pairs
+from ._errors import InputError
 from ._validate import _show, as_group_size, as_probability
 from .posterior import BetaPosterior
 from .silent import _minor, _nonsilent, _silent
@@ -76,7 +77,7 @@ _CONCAVE_RTOL = 1e-11
 
 def _value_spec(value):
     if value not in _VALUES:
-        raise ValueError(f"value must be one of {ALLOCATION_VALUES}, got {value!r}")
+        raise InputError(f"value must be one of {ALLOCATION_VALUES}, got {value!r}")
     return _VALUES[value]
 
 
@@ -442,9 +443,9 @@ def _grid_args(g_min, g_max, step):
     g_max = int(as_group_size(g_max, "g_max", minimum=1))
     step = int(as_group_size(step, "step", minimum=1))
     if g_min > g_max:
-        raise ValueError(f"g_min must be <= g_max, got g_min={g_min} and g_max={g_max}")
+        raise InputError(f"g_min must be <= g_max, got g_min={g_min} and g_max={g_max}")
     if (g_max - g_min) % step:
-        raise ValueError(f"step must divide g_max - g_min, got step={step} with g_min={g_min}, g_max={g_max}")
+        raise InputError(f"step must divide g_max - g_min, got step={step} with g_min={g_min}, g_max={g_max}")
     return g_min, g_max, step
 
 
@@ -456,7 +457,7 @@ class _Problem:
         self.value_name = value
         self.g_min, self.g_max, self.step = _grid_args(g_min, g_max, step)
         if not isinstance(skip, bool | np.bool_):
-            raise ValueError(f"skip must be True or False, got {skip!r}")
+            raise InputError(f"skip must be True or False, got {skip!r}")
         self.skip = bool(skip)
         kind, src = _as_source(p_or_posterior)
         if kind == "point":
@@ -477,7 +478,7 @@ class _Problem:
         self.n_types = self.counts.size
         grid = np.arange(self.g_min, self.g_max + 1, self.step, dtype=np.int64)
         if self.n_types * grid.size > _MAX_TABLE:
-            raise ValueError(
+            raise InputError(
                 f"g_max: {self.n_types} distinct prompts × {grid.size} grid points exceed the allocator's "
                 f"table limit ({_MAX_TABLE:,}); use a larger step, a smaller g_max or fewer distinct rates")
         table = _value_table(kind, types, grid, self.spec)
@@ -589,10 +590,10 @@ class _Problem:
 
 def _budget_arg(budget):
     if isinstance(budget, bool):
-        raise ValueError(f"budget must be an integer >= 1, got {budget!r}")
+        raise InputError(f"budget must be an integer >= 1, got {budget!r}")
     arr = as_group_size(budget, "budget", minimum=1)
     if arr.ndim:
-        raise ValueError(f"budget must be one integer, got {_show(arr)}")
+        raise InputError(f"budget must be one integer, got {_show(arr)}")
     return int(arr)
 
 
@@ -647,9 +648,9 @@ def allocate_group_sizes(p_or_posterior, budget, *, value: str = "update", g_min
     budget = _budget_arg(budget)
     prob = _Problem(p_or_posterior, value, g_min, g_max, step, skip)
     if prob.skip and budget < prob.g_min:
-        raise ValueError(f"budget must be >= g_min ({prob.g_min}) to serve any prompt, got budget={budget}")
+        raise InputError(f"budget must be >= g_min ({prob.g_min}) to serve any prompt, got budget={budget}")
     if not prob.skip and budget < prob.base:
-        raise ValueError(f"budget must be >= n_prompts × g_min = {prob.n} × {prob.g_min} = {prob.base} "
+        raise InputError(f"budget must be >= n_prompts × g_min = {prob.n} × {prob.g_min} = {prob.base} "
                          f"when skip=False, got budget={budget}")
     groups, total, spent, lam, exact, gap = prob.solve(budget)
     G, val = prob.per_prompt(groups)

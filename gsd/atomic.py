@@ -10,7 +10,12 @@ never half of one; a failed write removes its temporary file.
 * :func:`write_json` / :func:`read_json` — indented, strict JSON (NaN and ±inf become ``null``);
 * :func:`write_table` — a DataFrame as parquet (or CSV for a ``.csv`` path);
 * :func:`atomic_path` — a temporary path for writers that need one (``torch.save``, ...);
-* :func:`remove_temps` — clear the temporary files a killed process left in a folder.
+* :func:`remove_temps` — clear the temporary files a killed process left in a folder;
+* :func:`make_folder` — create an output folder.
+
+A destination that cannot be written (a read-only folder, a file where a folder is expected,
+a folder where a file is expected, a full disk) raises :class:`gsd.InputError` naming the path
+and the reason, which the command line reports as one line.
 
 Only the standard library is imported here; numpy and pandas are used when given.
 """
@@ -18,6 +23,7 @@ Only the standard library is imported here; numpy and pandas are used when given
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -25,10 +31,43 @@ import uuid
 from pathlib import Path
 
 __all__ = ["write_atomic", "write_json", "read_json", "write_table", "atomic_path", "jsonable",
-           "remove_temps", "TEMP_GLOB"]
+           "remove_temps", "make_folder", "TEMP_GLOB"]
 
 #: Glob matching the temporary files of this module (``.NAME.<pid>.<random>.tmp``).
 TEMP_GLOB = ".*.tmp"
+
+# OSErrors that say the destination cannot take the write: the user's choice of path (or disk),
+# not a bug, so they become one-line input errors.  Anything else keeps its traceback.
+_DESTINATION_ERRNOS = frozenset(
+    getattr(errno, name) for name in ("EACCES", "EPERM", "EROFS", "ENOTDIR", "EISDIR", "EEXIST", "ENAMETOOLONG",
+                                      "ENOSPC", "EDQUOT", "ELOOP") if hasattr(errno, name)
+)
+
+
+def _unwritable(path, exc: OSError):
+    """The InputError for an OSError that says ``path`` cannot be written."""
+    from ._errors import InputError
+
+    reason = {errno.ENOTDIR: "a file is in the way of a folder on the path",
+              errno.EEXIST: "a file is in the way of a folder on the path",
+              errno.EISDIR: "it is a folder, a file is expected"}.get(exc.errno, exc.strerror or str(exc))
+    return InputError(f"cannot write {str(path)!r}: {reason}")
+
+
+def make_folder(path) -> Path:
+    """Create the folder ``path`` (and its parents) if needed; returns it as a Path.
+
+    A file where the folder (or a parent) should be, or a parent that cannot be written, raises
+    :class:`gsd.InputError` naming the path.
+    """
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # every way mkdir fails is about the path (or its file system)
+        raise _unwritable(path, exc) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise _unwritable(path, PermissionError(errno.EACCES, "permission denied (read-only folder)"))
+    return path
 
 
 @contextlib.contextmanager
@@ -42,14 +81,21 @@ def atomic_path(path):
             torch.save(state, tmp)
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
+    if path.is_dir():
+        raise _unwritable(path, IsADirectoryError(errno.EISDIR, "is a directory"))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         yield tmp
         _fsync(tmp)
         os.replace(tmp, path)
+    except OSError as exc:
+        if exc.errno not in _DESTINATION_ERRNOS:
+            raise
+        raise _unwritable(path, exc) from None
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
 
 
 def _fsync(path: Path) -> None:

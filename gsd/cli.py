@@ -1,39 +1,47 @@
 """The ``gsd`` command line.
 
-Every sub-command prints a readable table by default and JSON with ``--json``.  Bad input is
-reported as one line on stderr with exit status 2 (never a traceback).
+Every sub-command prints a readable table by default and JSON with ``--json``.  Bad input
+(:class:`gsd.InputError`) is reported as one line on stderr with exit status 2; any other
+exception is a bug and keeps its traceback.
 
 Sub-commands live beside the code they drive: each module in ``_COMMANDS`` exposes
 ``register(subparsers)``, which adds its parser and sets ``func`` to a handler
-``handler(args) -> int``.
+``handler(args) -> int``.  Those modules import nothing heavy at module level (numpy, scipy,
+pandas and torch load inside the handlers), so ``gsd --help`` and the small commands start fast.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
 
-import numpy as np
-import pandas as pd
+from ._errors import InputError
 
 # Modules that add sub-commands; optional ones are skipped if they are not there yet.
 _COMMANDS = (
     "gsd.cli_core",
-    "gsd.losses.figures",
+    "gsd.losses.cli",
     "gsd.simulator.cli",
     "gsd.reproduce.cli",
     "gsd.sweep.cli",
+    "gsd.diagnose.cli",
 )
 
 
-class CliError(ValueError):
-    """A usage error found by a handler (reported like any ValueError)."""
+# Sub-commands whose code still raises plain ValueError for bad input (the simulator, until it
+# raises InputError): their ValueErrors are reported as input errors too.
+_VALUE_ERROR_IS_INPUT = frozenset({"simulate"})
+
+
+class CliError(InputError):
+    """A usage error found by a handler (reported like any InputError)."""
 
 
 def parse_list(text: str, kind=float, name: str = "value"):
     """'0.1,0.5' → np.array([0.1, 0.5]); a clear error naming the option otherwise."""
+    import numpy as np
+
     try:
         values = [kind(x) for x in str(text).split(",") if x.strip() != ""]
     except ValueError:
@@ -43,8 +51,28 @@ def parse_list(text: str, kind=float, name: str = "value"):
     return np.array(values)
 
 
-def emit(df: pd.DataFrame, as_json: bool, *, title: str | None = None, floatfmt: str = "{:.6g}") -> None:
-    """Print a table (or JSON records) to stdout."""
+def emit(df, as_json: bool, *, title: str | None = None, floatfmt: str = "{:.6g}") -> None:
+    """Print a table (or JSON records) to stdout.
+
+    ``df`` is a DataFrame, or a mapping of column name to 1-d array: the small commands pass
+    the mapping, which is printed without importing pandas (it costs more start-up time than
+    their whole computation).
+    """
+    import json
+
+    if not hasattr(df, "to_json"):
+        columns = {name: _plain(values) for name, values in df.items()}
+        if as_json:
+            rows = [dict(zip(columns, row)) for row in zip(*columns.values())]
+            print(json.dumps(rows, indent=2))
+            return
+        if title:
+            print(title)
+        print(_text_table(columns, floatfmt))
+        return
+
+    import pandas as pd
+
     if as_json:
         print(json.dumps(json.loads(df.to_json(orient="records", double_precision=15)), indent=2))
         return
@@ -52,6 +80,28 @@ def emit(df: pd.DataFrame, as_json: bool, *, title: str | None = None, floatfmt:
         print(title)
     with pd.option_context("display.max_rows", 200, "display.width", 160):
         print(df.to_string(index=False, float_format=lambda x: floatfmt.format(x)))
+
+
+def _plain(values) -> list:
+    """A column as Python values, NaN/±inf as None (JSON null, as pandas writes them)."""
+    import math
+
+    out = values.tolist() if hasattr(values, "tolist") else list(values)
+    return [None if isinstance(v, float) and not math.isfinite(v) else v for v in out]
+
+
+def _text_table(columns: dict, floatfmt: str) -> str:
+    """Right-aligned columns under their names, like ``DataFrame.to_string(index=False)``."""
+    def cell(v):
+        if v is None:
+            return "NaN"
+        return floatfmt.format(v) if isinstance(v, float) else str(v)
+
+    cells = {name: [cell(v) for v in values] for name, values in columns.items()}
+    widths = {name: max([len(name), *map(len, col)]) for name, col in cells.items()}
+    lines = [" ".join(name.rjust(widths[name]) for name in cells)]
+    lines += [" ".join(row) for row in zip(*([c.rjust(widths[n]) for c in col] for n, col in cells.items()))]
+    return "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,7 +129,9 @@ def main(argv=None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except ValueError as exc:  # includes CliError
+    except ValueError as exc:  # InputError (and CliError) only: anything else is a bug
+        if not isinstance(exc, InputError) and args.command not in _VALUE_ERROR_IS_INPUT:
+            raise
         print(f"gsd {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -12,16 +12,8 @@ adds ``posterior_mean``, ``group_size``, ``expected_value``, ``silent_probabilit
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
-from . import tables
-from .allocation import ALLOCATION_VALUES, allocate_group_sizes, expected_silent_rate, uniform_group_size_advice
-from .atomic import write_table
 from .cli import CliError, emit, parse_list
-from .posterior import posterior_from_counts
 
 HELP = "rollouts per step to share out among the prompts (see docs/theory.md, section Budget allocation)"
 
@@ -30,8 +22,8 @@ def add_arguments(p) -> None:
     """The budget options of ``gsd plan``."""
     g = p.add_argument_group("budget allocation (with --budget)")
     g.add_argument("--budget", type=int, help=HELP)
-    g.add_argument("--value", choices=ALLOCATION_VALUES, default="update",
-                   help="what a group is worth: update = E[σ̂] (GRPO), dr_grpo, progress, nonsilent, knapsack")
+    g.add_argument("--value", default="update",
+                   help="what a group is worth: update = E[σ̂] (GRPO, default), dr_grpo, progress, nonsilent, knapsack")
     g.add_argument("--g-min", type=int, default=2, help="smallest group size served (default 2)")
     g.add_argument("--g-max", type=int, default=512, help="largest group size (default 512)")
     g.add_argument("--step", type=int, default=1, help="group sizes g_min, g_min + step, …, g_max (default 1)")
@@ -55,7 +47,13 @@ def _prior(text: str):
 
 
 def _source(args):
-    """(table, source for the allocator over the usable rows, usable mask, posterior mean, kind)."""
+    """(table, per-row status, source for the allocator over the usable rows, mean, kind)."""
+    import numpy as np
+    import pandas as pd
+
+    from . import tables
+    from .posterior import posterior_from_counts
+
     if args.input is None:
         if args.k_column or args.n_column or args.prompt_column:
             raise CliError("--k-column, --n-column and --prompt-column need --input")
@@ -93,6 +91,13 @@ def _source(args):
 
 
 def plan_budget(args) -> int:
+    import numpy as np
+    import pandas as pd
+
+    from . import tables
+    from .allocation import allocate_group_sizes, expected_silent_rate, uniform_group_size_advice
+    from .atomic import write_table
+
     if args.epsilon is not None or args.delta is not None:
         raise CliError("--budget plans by value; it does not take --epsilon or --delta")
     df, status, src, mean, kind = _source(args)
@@ -125,10 +130,9 @@ def plan_budget(args) -> int:
     summary = plan.summary() | {"rows": len(out), "unusable_rows": int((~ok).sum()),
                                 "best_uniform_G": advice.best_G, "uniform_at_budget": advice.at_budget}
     if args.output:
-        path = Path(args.output)
-        if path.suffix not in (".csv", ".parquet"):
+        if not args.output.endswith((".csv", ".parquet")):
             raise CliError(f"--output must end in .csv or .parquet, got {args.output!r}")
-        write_table(path, out)  # atomic: never a half-written plan
+        write_table(args.output, out)  # atomic: never a half-written plan
     if args.json:
         rows = json.loads(out.to_json(orient="records", double_precision=15))
         print(json.dumps({"summary": summary, "rows": rows} | ({"advice": json.loads(advice.curve.to_json(

@@ -1,17 +1,17 @@
-"""Sub-commands of the math core: identity, silent, fidelity, plan, conventions, tour."""
+"""Sub-commands of the math core: identity, silent, fidelity, plan, conventions, tour.
+
+Each handler imports what it needs when it runs, so that ``gsd --help`` and the small
+commands do not pay for scipy, pandas or torch.
+"""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
-from . import cli_allocation, groups, groupsize, silent, trainers, update
-from .atomic import write_table
+from . import cli_allocation
 from .cli import CliError, emit, parse_list
-from .data import BIGMATH_COLUMN, load_solve_rates
+from .data import BIGMATH_COLUMN
+from .groupsize import DEFAULT_MAX_GROUP_SIZE
 
 
 def register(sub) -> None:
@@ -45,7 +45,7 @@ def register(sub) -> None:
     tgt.add_argument("--epsilon", type=float, help="fidelity target 1 − ε")
     tgt.add_argument("--delta", type=float, help="silent-rate target δ")
     p.add_argument("--rule", choices=("exact", "law"), default="exact")
-    p.add_argument("--max-group-size", type=int, default=groupsize.DEFAULT_MAX_GROUP_SIZE)
+    p.add_argument("--max-group-size", type=int, default=DEFAULT_MAX_GROUP_SIZE)
     p.add_argument("--output", help="write the plan to OUT.csv or OUT.parquet")
     p.add_argument("--json", action="store_true")
     cli_allocation.add_arguments(p)
@@ -61,6 +61,10 @@ def register(sub) -> None:
 
 
 def _identity(args) -> int:
+    import numpy as np
+
+    from . import groups
+
     r = parse_list(args.rewards, float, "rewards")
     if args.scores is None:
         s = (r - r.mean())[:, None]  # Bernoulli-logit score y − p at p = r̄
@@ -96,29 +100,36 @@ def _identity(args) -> int:
 
 
 def _silent(args) -> int:
+    import numpy as np
+
+    from . import silent
+
     p = parse_list(args.p, float, "p")[:, None]
     G = parse_list(args.G, float, "G")[None, :]
     P = silent.silent_rate(p, G)
     cost = silent.dapo_generation_cost(p, G, max_draws=args.max_draws)
     pb, Gb = np.broadcast_arrays(p, G)
-    df = pd.DataFrame({"p": pb.ravel(), "G": Gb.ravel().astype(int), "silent_rate": P.ravel(),
-                       "dapo_groups_per_prompt": cost.ravel()})
-    emit(df, args.json)
+    emit({"p": pb.ravel(), "G": Gb.ravel().astype(int), "silent_rate": P.ravel(),
+          "dapo_groups_per_prompt": cost.ravel()}, args.json)
     return 0
 
 
 def _fidelity(args) -> int:
+    import numpy as np
+
+    from . import update
+
     p = parse_list(args.p, float, "p")[:, None]
     G = parse_list(args.G, float, "G")[None, :]
     pb, Gb = np.broadcast_arrays(p, G)
-    df = pd.DataFrame({
+    table = {
         "p": pb.ravel(), "G": Gb.ravel().astype(int),
         "fidelity": update.fidelity(p, G).ravel(),
         "law": update.fidelity_law(p, G).ravel(),
         "m_grpo": update.expected_update(p, G, "grpo").ravel(),
         "m_dr_grpo": update.expected_update(p, G, "dr_grpo").ravel(),
-    })
-    emit(df, args.json)
+    }
+    emit(table, args.json)
     return 0
 
 
@@ -127,14 +138,28 @@ def _plan(args) -> int:
         return cli_allocation.plan_budget(args)
     if args.epsilon is None and args.delta is None:
         raise CliError("give a target (--epsilon or --delta) or a rollout budget (--budget)")
-    p = load_solve_rates(args.input, args.column) if args.input else parse_list(args.p, float, "p")
-    plan = groupsize.plan_group_sizes(p, epsilon=args.epsilon, delta=args.delta, rule=args.rule,
+    import numpy as np
+
+    from . import groupsize
+
+    if args.output and not args.output.endswith((".csv", ".parquet")):
+        raise CliError(f"--output must end in .csv or .parquet, got {args.output!r}")
+    if args.input:
+        from .data import load_solve_rates
+
+        p = load_solve_rates(args.input, args.column)
+    else:
+        p = parse_list(args.p, float, "p")
+    columns = groupsize._plan_columns(p, epsilon=args.epsilon, delta=args.delta, rule=args.rule,
                                       max_group_size=args.max_group_size)
+    if args.output or args.input:
+        import pandas as pd
+
+        plan = pd.DataFrame(columns)
     if args.output:
-        out = Path(args.output)
-        if out.suffix not in (".csv", ".parquet"):
-            raise CliError(f"--output must end in .csv or .parquet, got {args.output!r}")
-        write_table(out, plan)  # atomic: never a half-written plan
+        from .atomic import write_table
+
+        write_table(args.output, plan)  # atomic: never a half-written plan
     if args.input:
         counts = plan["status"].value_counts()
         summary = plan[plan.status == "ok"]["group_size"].describe(percentiles=[0.5, 0.9, 0.99])
@@ -149,14 +174,18 @@ def _plan(args) -> int:
             if args.output:
                 print(f"plan written to {args.output}")
         return 0
-    shown = plan.copy()
-    shown["group_size"] = np.where(shown.status == "ok", shown.group_size.astype(str),
-                                   np.where(shown.status == "unreachable", "never", f">{args.max_group_size}"))
+    status = columns["status"]
+    shown = dict(columns, group_size=np.where(status == "ok", columns["group_size"].astype(str),
+                                              np.where(status == "unreachable", "never", f">{args.max_group_size}")))
     emit(shown, args.json)
     return 0
 
 
 def _conventions(args) -> int:
+    import pandas as pd
+
+    from . import trainers
+
     G = parse_list(args.G, float, "G")
     df = pd.concat([trainers.convention_gap(G, t) for t in trainers.CONVENTIONS], ignore_index=True)
     emit(df, args.json)
@@ -165,7 +194,9 @@ def _conventions(args) -> int:
 
 def tour() -> int:
     """The worked numbers of the core, printed (the short version of the reproduction)."""
-    from . import weighting
+    import numpy as np
+
+    from . import groups, groupsize, silent, trainers, update, weighting
     from .data import load_bigmath
 
     r = np.array([0.0, 1, 1, 0])

@@ -1,8 +1,9 @@
 """Difficulty data: the Big-Math solve rates the project ships, or a user's per-problem file.
 
-The shipped table ``data/bigmath_solve_rate_histogram.csv`` counts, for each k = 0 … 64, the
-Big-Math problems that Llama-3.1-8B-Instruct solved in k of 64 rollouts (215,608 problems;
-provenance in ``data/README.md``).  :func:`load_bigmath` expands it to one solve rate per
+The shipped table ``bigmath_solve_rate_histogram.csv`` (package data in :mod:`gsd.resources`)
+counts, for each k = 0 … 64, the Big-Math problems that Llama-3.1-8B-Instruct solved in k of 64
+rollouts (215,608 problems; provenance in the ``README.md`` beside it, shown in the docs under
+"Data").  :func:`load_bigmath` expands it to one solve rate per
 problem; :func:`load_solve_rates` reads a user's per-problem file instead (parquet, CSV or
 JSONL with a ``llama8b_solve_rate`` column), so every analysis runs unchanged on either.
 """
@@ -13,7 +14,9 @@ import os
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+
+from ._validate import InputError
+from .resources import shipped_file
 
 __all__ = [
     "BIGMATH_ROLLOUTS",
@@ -30,27 +33,30 @@ _HISTOGRAM = "bigmath_solve_rate_histogram.csv"
 
 
 def data_dir() -> Path:
-    """The project's ``data/`` folder (override with the ``GSD_DATA_DIR`` environment variable)."""
+    """The folder holding the shipped histogram: the package's own (:mod:`gsd.resources`),
+    or ``$GSD_DATA_DIR`` when that environment variable is set."""
     env = os.environ.get("GSD_DATA_DIR")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "data"
+    return Path(env) if env else shipped_file(_HISTOGRAM).parent
 
 
 def load_histogram(path=None) -> pd.DataFrame:
     """The shipped counts: columns ``k``, ``p_hat`` (= k/64), ``count``; checked for consistency."""
+    import pandas as pd  # here, not at the top: `gsd` commands that read no file start faster
+
     path = Path(path) if path is not None else data_dir() / _HISTOGRAM
     if not path.is_file():
-        raise ValueError(f"path: no solve-rate histogram at {str(path)!r}")
+        raise InputError(f"path: no solve-rate histogram at {str(path)!r}")
     df = pd.read_csv(path)
     missing = {"k", "p_hat", "count"} - set(df.columns)
     if missing:
-        raise ValueError(f"path: {str(path)!r} lacks columns {sorted(missing)}")
+        raise InputError(f"path: {str(path)!r} lacks columns {sorted(missing)}")
     n = int(df["k"].max())
     if not np.array_equal(df["k"].to_numpy(), np.arange(n + 1)):
-        raise ValueError(f"path: {str(path)!r} must list k = 0 … {n} once each, in order")
+        raise InputError(f"path: {str(path)!r} must list k = 0 … {n} once each, in order")
     if not np.allclose(df["p_hat"].to_numpy(), df["k"].to_numpy() / n, atol=5e-7):
-        raise ValueError(f"path: {str(path)!r} has p_hat different from k/{n}")
+        raise InputError(f"path: {str(path)!r} has p_hat different from k/{n}")
     if (df["count"] < 0).any():
-        raise ValueError(f"path: {str(path)!r} has negative counts")
+        raise InputError(f"path: {str(path)!r} has negative counts")
     return df
 
 
@@ -68,11 +74,13 @@ def load_bigmath(path=None, *, with_k: bool = False):
 def load_solve_rates(path, column: str = BIGMATH_COLUMN) -> np.ndarray:
     """Per-problem solve rates from a parquet, CSV or JSONL file (rows with no value dropped).
 
-    The column must hold numbers in [0, 1]; anything else raises ``ValueError`` naming it.
+    The column must hold numbers in [0, 1]; anything else raises ``InputError`` naming it.
     """
+    import pandas as pd
+
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"path: no such file {str(path)!r}")
+        raise InputError(f"path: no such file {str(path)!r}")
     suffix = "".join(path.suffixes[-2:]).lower() if path.suffix == ".gz" else path.suffix.lower()
     if suffix in (".parquet", ".pq"):
         df = pd.read_parquet(path, columns=[column]) if _has_column_parquet(path, column) else None
@@ -81,19 +89,19 @@ def load_solve_rates(path, column: str = BIGMATH_COLUMN) -> np.ndarray:
     elif suffix in (".jsonl", ".jsonl.gz", ".json"):
         df = pd.read_json(path, lines=suffix != ".json")
     else:
-        raise ValueError(f"path: unsupported file type {path.suffix!r} (use .parquet, .csv or .jsonl)")
+        raise InputError(f"path: unsupported file type {path.suffix!r} (use .parquet, .csv or .jsonl)")
     if df is None or column not in df.columns:
-        raise ValueError(f"column: {column!r} is not a column of {str(path)!r}")
+        raise InputError(f"column: {column!r} is not a column of {str(path)!r}")
     values = pd.to_numeric(df[column], errors="coerce")
     bad = values.isna() & df[column].notna()
     if bad.any():
-        raise ValueError(f"column: {column!r} holds non-numeric values, e.g. {df[column][bad].iloc[0]!r}")
+        raise InputError(f"column: {column!r} holds non-numeric values, e.g. {df[column][bad].iloc[0]!r}")
     p = values.dropna().to_numpy(np.float64)
     if p.size == 0:
-        raise ValueError(f"column: {column!r} of {str(path)!r} has no values")
+        raise InputError(f"column: {column!r} of {str(path)!r} has no values")
     out = (p < 0) | (p > 1)
     if out.any():
-        raise ValueError(f"column: {column!r} must hold solve rates in [0, 1], got {p[out][0]!r}")
+        raise InputError(f"column: {column!r} must hold solve rates in [0, 1], got {p[out][0]!r}")
     return p
 
 

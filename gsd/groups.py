@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import _show, as_ddof, as_eps, is_torch
+from ._validate import InputError, _show, as_ddof, as_eps, is_torch
+from .methods import ADVANTAGE_METHODS
 
 __all__ = [
     "METHODS",
@@ -28,8 +29,8 @@ __all__ = [
     "identity_terms",
 ]
 
-#: Advantage estimators understood by :func:`advantages`.
-METHODS = ("grpo", "dr_grpo", "rloo")
+#: Advantage estimators understood by :func:`advantages` (derived from :mod:`gsd.methods`).
+METHODS = ADVANTAGE_METHODS
 
 
 # --------------------------------------------------------------------------- input checks
@@ -40,29 +41,29 @@ def _check_rewards(rewards, *, binary: bool = False, name: str = "rewards"):
 
         r = rewards if rewards.is_floating_point() else rewards.to(torch.get_default_dtype())
         if r.ndim == 0:
-            raise ValueError(f"{name} must have a group axis (shape (..., G)), got a scalar")
+            raise InputError(f"{name} must have a group axis (shape (..., G)), got a scalar")
         if r.shape[-1] == 0 or r.numel() == 0:
-            raise ValueError(f"{name} has an empty group (shape {tuple(r.shape)})")
-        if bool(torch.isnan(r).any()):
-            raise ValueError(f"{name} contains NaN")
+            raise InputError(f"{name} has an empty group (shape {tuple(r.shape)})")
+        if not bool(torch.isfinite(r).all()):
+            raise InputError(f"{name} must be finite (no NaN or ±inf), got {_show(r[~torch.isfinite(r)].detach().cpu().numpy())}")
         if binary and not bool(((r == 0) | (r == 1)).all()):
             bad = r[(r != 0) & (r != 1)]
-            raise ValueError(f"{name} must be binary (0 or 1) here, got {_show(bad.detach().cpu().numpy())}")
+            raise InputError(f"{name} must be binary (0 or 1) here, got {_show(bad.detach().cpu().numpy())}")
         return r
     try:
         r = np.asarray(rewards, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be an array of numbers of shape (..., G), got {rewards!r}") from None
+        raise InputError(f"{name} must be an array of numbers of shape (..., G), got {rewards!r}") from None
     if r.ndim == 0:
-        raise ValueError(f"{name} must have a group axis (shape (..., G)), got the scalar {r.item()!r}")
+        raise InputError(f"{name} must have a group axis (shape (..., G)), got the scalar {r.item()!r}")
     if r.shape[-1] == 0 or r.size == 0:
-        raise ValueError(f"{name} has an empty group (shape {r.shape})")
-    if np.isnan(r).any():
-        raise ValueError(f"{name} contains NaN")
+        raise InputError(f"{name} has an empty group (shape {r.shape})")
+    if not np.isfinite(r).all():
+        raise InputError(f"{name} must be finite (no NaN or ±inf), got {_show(r[~np.isfinite(r)])}")
     if binary:
         bad = (r != 0) & (r != 1)
         if bad.any():
-            raise ValueError(
+            raise InputError(
                 f"{name} must be binary (0 or 1) for this binary-only formula, got {_show(r[bad])}; "
                 "for graded rewards use group_update (g = Cov_group(r, s) / (σ_c + eps))"
             )
@@ -72,28 +73,31 @@ def _check_rewards(rewards, *, binary: bool = False, name: str = "rewards"):
 def _check_scores(scores, rewards):
     """Scores must be (..., G, D) with the rewards' (..., G) in front."""
     if is_torch(rewards) != is_torch(scores):
-        raise ValueError("rewards and scores must both be numpy arrays or both torch tensors")
+        raise InputError("rewards and scores must both be numpy arrays or both torch tensors")
     if is_torch(scores):
         s = scores if scores.is_floating_point() else scores.to(rewards.dtype)
     else:
         try:
             s = np.asarray(scores, dtype=np.float64)
         except (TypeError, ValueError):
-            raise ValueError(f"scores must be an array of numbers of shape (..., G, D), got {scores!r}") from None
+            raise InputError(f"scores must be an array of numbers of shape (..., G, D), got {scores!r}") from None
     if tuple(s.shape[:-1]) != tuple(rewards.shape) or s.ndim != rewards.ndim + 1:
-        raise ValueError(
+        raise InputError(
             f"scores must have shape rewards.shape + (D,) = {tuple(rewards.shape)} + (D,), "
             f"got {tuple(s.shape)}"
         )
     if s.shape[-1] == 0:
-        raise ValueError("scores has an empty score dimension D = 0")
+        raise InputError("scores has an empty score dimension D = 0")
+    finite = s.isfinite() if is_torch(s) else np.isfinite(s)
+    if not bool(finite.all()):
+        raise InputError(f"scores must be finite (no NaN or ±inf), got {_show(s[~finite].detach().cpu().numpy() if is_torch(s) else s[~finite])}")
     return s
 
 
 def _group_size_for_ddof(r, ddof: int) -> int:
     G = r.shape[-1]
     if ddof >= G:
-        raise ValueError(f"ddof={ddof} needs groups of at least {ddof + 1} rewards, got G={G}")
+        raise InputError(f"ddof={ddof} needs groups of at least {ddof + 1} rewards, got G={G}")
     return G
 
 
@@ -139,7 +143,7 @@ def advantages(rewards, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0
     Returns an array of the rewards' shape (numpy float64, or a torch tensor like the input).
     """
     if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        raise InputError(f"method must be one of {METHODS}, got {method!r}")
     ddof = as_ddof(ddof)
     eps = as_eps(eps)
     r = _check_rewards(rewards)
@@ -147,7 +151,7 @@ def advantages(rewards, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0
     torch_in = is_torch(r)
     centred = r - (r.mean(dim=-1, keepdim=True) if torch_in else r.mean(axis=-1, keepdims=True))
     if method == "rloo" and G < 2:
-        raise ValueError(f"rloo needs groups of at least 2 rewards, got G={G}")
+        raise InputError(f"rloo needs groups of at least 2 rewards, got G={G}")
     if method in ("dr_grpo", "rloo"):
         # Silent groups: exactly 0 (the mean of equal floats can differ from them by rounding).
         silent = is_silent(r)
@@ -208,7 +212,7 @@ def identity_terms(rewards, scores):
         general:               g = σ² / (σ_c + eps) · contrast
 
     A silent group has no right or no wrong answers: its contrast is undefined and is returned
-    as 0 (its update is 0 under every method).  Non-binary rewards raise ``ValueError``: the
+    as 0 (its update is 0 under every method).  Non-binary rewards raise ``InputError``: the
     identity does not hold in this form for graded rewards.
     """
     r = _check_rewards(rewards, binary=True)

@@ -13,10 +13,9 @@ The exact search is a vectorised integer bisection.  It is valid because φ is n
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ._binomial import unique_pairs
-from ._validate import as_group_size, as_open_unit, as_probability
+from ._validate import InputError, as_group_size, as_open_unit, as_probability
 from .silent import UNREACHABLE, group_size_for_silent_rate, silent_rate
 from .update import fidelity
 
@@ -62,7 +61,7 @@ def required_group_size(p, epsilon, *, rule: str = "exact", max_group_size: int 
     reaches the target.
     """
     if rule not in ("exact", "law"):
-        raise ValueError(f"rule must be 'exact' or 'law', got {rule!r}")
+        raise InputError(f"rule must be 'exact' or 'law', got {rule!r}")
     p = as_probability(p)
     epsilon = as_open_unit(epsilon, "epsilon")
     cap = int(as_group_size(max_group_size, "max_group_size", minimum=2))
@@ -123,17 +122,24 @@ def plan_group_sizes(
     delta=None,
     rule: str = "exact",
     max_group_size: int = DEFAULT_MAX_GROUP_SIZE,
-) -> pd.DataFrame:
+):
     """One group size per prompt, with what it buys (the table behind ``gsd plan``).
 
     Give exactly one target: ``epsilon`` (fidelity ≥ 1 − ε, :func:`required_group_size`) or
     ``delta`` (P_silent ≤ δ, :func:`gsd.silent.group_size_for_silent_rate`).  Columns: ``p``,
     ``group_size`` (with the sentinels −1 = unreachable, 0 = above ``max_group_size``),
     ``status`` ("ok", "unreachable", "exceeds_max"), ``fidelity`` and ``silent_rate`` at the
-    planned G (NaN where there is none).
+    planned G (NaN where there is none).  Returns a pandas DataFrame.
     """
+    import pandas as pd
+
+    return pd.DataFrame(_plan_columns(p, epsilon=epsilon, delta=delta, rule=rule, max_group_size=max_group_size))
+
+
+def _plan_columns(p, *, epsilon, delta, rule, max_group_size) -> dict:
+    """The columns of :func:`plan_group_sizes` as numpy arrays (for callers that skip pandas)."""
     if (epsilon is None) == (delta is None):
-        raise ValueError("give exactly one of epsilon (fidelity target) or delta (silent-rate target)")
+        raise InputError("give exactly one of epsilon (fidelity target) or delta (silent-rate target)")
     p = np.atleast_1d(as_probability(p)).ravel()
     if epsilon is not None:
         g = required_group_size(p, epsilon, rule=rule, max_group_size=max_group_size)
@@ -147,4 +153,4 @@ def plan_group_sizes(
     if ok.any():
         fid[ok] = fidelity(p[ok], g[ok])
         sil[ok] = silent_rate(p[ok], g[ok])
-    return pd.DataFrame({"p": p, "group_size": g, "status": status, "fidelity": fid, "silent_rate": sil})
+    return {"p": p, "group_size": g, "status": status, "fidelity": fid, "silent_rate": sil}

@@ -13,9 +13,8 @@ when p is within 1e-12 of 0 or 1 and G is 10^5; the complement 1 − P_silent is
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import hypergeom
 
-from ._validate import _show, as_group_size, as_open_unit, as_probability
+from ._validate import InputError, _show, as_group_size, as_open_unit, as_probability
 
 __all__ = [
     "UNREACHABLE",
@@ -82,10 +81,12 @@ def silent_rate_subsampled(k, n, G):
     G = as_group_size(G)
     k, n, G = np.broadcast_arrays(k, n, G)
     if (k > n).any():
-        raise ValueError(f"k must be <= n, got k={_show(k[k > n])} with n={_show(n[k > n])}")
+        raise InputError(f"k must be <= n, got k={_show(k[k > n])} with n={_show(n[k > n])}")
     if (G > n).any():
-        raise ValueError(f"G must be <= n (a subset of the logged rollouts), got G={_show(G[G > n])} with n={_show(n[G > n])}")
+        raise InputError(f"G must be <= n (a subset of the logged rollouts), got G={_show(G[G > n])} with n={_show(n[G > n])}")
     # scipy's argument order: (x, M = population, n = successes, N = draws).
+    from scipy.stats import hypergeom  # imported here: scipy.stats takes ~1 s to load
+
     return hypergeom.pmf(0, n, k, G) + hypergeom.pmf(G, n, k, G)
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ._errors import InputError
+
 __all__ = ["read_table", "require_columns", "numeric_column", "counts_from_columns", "counts_from_rollouts",
            "describe_bad_rows", "OK"]
 
@@ -33,19 +35,19 @@ def read_table(path, *, option: str = "input") -> pd.DataFrame:
     """
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"{option}: no such file {str(path)!r}")
+        raise InputError(f"{option}: no such file {str(path)!r}")
     suffix = "".join(path.suffixes[-2:]).lower() if path.suffix.lower() == ".gz" else path.suffix.lower()
     kind = _READERS.get(suffix)
     if kind is None:
-        raise ValueError(f"{option}: unsupported file type {suffix!r} of {str(path)!r} (use .parquet, .csv or .jsonl)")
+        raise InputError(f"{option}: unsupported file type {suffix!r} of {str(path)!r} (use .parquet, .csv or .jsonl)")
     try:
         if kind == "parquet":
             return pd.read_parquet(path)
         if kind == "csv":
             return pd.read_csv(path)
         return pd.read_json(path, lines=kind == "jsonl")
-    except (OSError, ValueError, pd.errors.ParserError) as exc:
-        raise ValueError(f"{option}: cannot read {str(path)!r} as {kind}: {str(exc).splitlines()[0]}") from None
+    except (OSError, ValueError, pd.errors.ParserError) as exc:  # damaged or mislabelled file
+        raise InputError(f"{option}: cannot read {str(path)!r} as {kind}: {str(exc).splitlines()[0]}") from None
 
 
 def require_columns(df: pd.DataFrame, columns: dict, source: str = "the input") -> None:
@@ -53,7 +55,7 @@ def require_columns(df: pd.DataFrame, columns: dict, source: str = "the input") 
     for option, column in columns.items():
         if column not in df.columns:
             have = ", ".join(map(repr, map(str, df.columns))) or "none"
-            raise ValueError(f"{option}: {column!r} is not a column of {source}; its columns are: {have}")
+            raise InputError(f"{option}: {column!r} is not a column of {source}; its columns are: {have}")
 
 
 def numeric_column(df: pd.DataFrame, column: str, *, integer: bool = False, lo=None, hi=None):

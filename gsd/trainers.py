@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ._validate import as_group_size, is_torch
+from ._validate import InputError, as_group_size, is_torch
 from .groups import _check_rewards, advantages
 
 __all__ = ["Convention", "CONVENTIONS", "trainer_advantages", "convention_gap"]
@@ -52,7 +52,7 @@ CONVENTIONS = {
 
 def _convention(trainer: str) -> Convention:
     if trainer not in CONVENTIONS:
-        raise ValueError(f"trainer must be one of {tuple(CONVENTIONS)}, got {trainer!r}")
+        raise InputError(f"trainer must be one of {tuple(CONVENTIONS)}, got {trainer!r}")
     return CONVENTIONS[trainer]
 
 
@@ -72,7 +72,7 @@ def trainer_advantages(rewards, trainer: str = "trl", *, scale: str | None = Non
     conv = _convention(trainer)
     scale = conv.scales[0] if scale is None else scale
     if scale not in conv.scales:
-        raise ValueError(f"scale for trainer {trainer!r} must be one of {conv.scales}, got {scale!r}")
+        raise InputError(f"scale for trainer {trainer!r} must be one of {conv.scales}, got {scale!r}")
     r = _check_rewards(rewards)
     G = r.shape[-1]
     if trainer == "verl" and G == 1:
@@ -87,7 +87,7 @@ def trainer_advantages(rewards, trainer: str = "trl", *, scale: str | None = Non
     centred = advantages(r, "dr_grpo")
     n = r.numel() if is_torch(r) else r.size
     if n < 2:
-        raise ValueError("scale='batch' needs at least 2 rewards in the batch")
+        raise InputError("scale='batch' needs at least 2 rewards in the batch")
     std = r.std(correction=1) if is_torch(r) else r.std(ddof=1)
     return centred / (std + conv.eps)
 

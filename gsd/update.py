@@ -18,13 +18,14 @@ from __future__ import annotations
 import numpy as np
 
 from ._binomial import symmetric_expectation
-from ._validate import as_ddof, as_eps, as_group_size, as_probability
+from ._validate import InputError, as_ddof, as_eps, as_group_size, as_probability, as_unit_interval
+from .methods import UPDATE_METHODS as _ALL_METHODS
 from .silent import _minor, _nonsilent, _silent
 
 __all__ = ["UPDATE_METHODS", "expected_update", "fidelity", "fidelity_law"]
 
-#: Methods understood by :func:`expected_update`.
-UPDATE_METHODS = ("grpo", "dr_grpo", "dapo", "rloo")
+#: Methods understood by :func:`expected_update` (every method of :mod:`gsd.methods`).
+UPDATE_METHODS = _ALL_METHODS
 
 
 def _grpo_term(ddof: int, eps: float):
@@ -41,7 +42,7 @@ def _grpo_term(ddof: int, eps: float):
     return f
 
 
-def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0, max_draws=None):
+def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0, max_draws=None, verifier_noise: float = 0.0):
     """Expected per-prompt logit update m_method(p, G) of a Bernoulli-logit policy (DESIGN §1.3).
 
     Parameters
@@ -56,18 +57,37 @@ def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0
         signal).  An integer D gives the per-prompt expectation when a silent group is redrawn
         up to D draws in all and then gets zero update: m_DAPO · (1 − P_silent^D).
 
+    verifier_noise : ν ∈ [0, 0.5), the probability that the verifier flips each reward.  The
+        rewards are then Bernoulli(q), q = p(1−ν) + (1−p)ν, and given them an answer is right
+        with probability p(1−ν)/q (reward 1) or pν/(1−q) (reward 0); the logit score is y − p,
+        so the expected contrast s̄₊ − s̄₋ is (1−2ν)·p(1−p)/(q(1−q)) for every group and
+
+            m_method(p, G; ν) = m_method(q, G) · (1−2ν)·p(1−p) / (q(1−q)),
+
+        which is m_method(p, G) at ν = 0.
+
     At p ∈ {0, 1} every group is silent: GRPO and Dr.GRPO give 0; DAPO with unlimited redraws
     gives its limit as p → 0 (a kept group then has exactly one odd answer,
     σ = sqrt(G−1)/G), and 0 with a finite ``max_draws``.
     """
+    if verifier_noise:
+        nu = float(as_unit_interval(verifier_noise, "verifier_noise"))
+        if nu >= 0.5:
+            raise InputError(f"verifier_noise must lie in [0, 0.5) (at 0.5 the reward carries no information), got {verifier_noise!r}")
+        p = as_probability(p)
+        q = p * (1.0 - nu) + (1.0 - p) * nu
+        m = expected_update(q, G, method, ddof=ddof, eps=eps, max_draws=max_draws)
+        v = q * (1.0 - q)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return m * np.where(v > 0, (1.0 - 2.0 * nu) * p * (1.0 - p) / np.where(v > 0, v, 1.0), 0.0)
     if method not in UPDATE_METHODS:
-        raise ValueError(f"method must be one of {UPDATE_METHODS}, got {method!r}")
+        raise InputError(f"method must be one of {UPDATE_METHODS}, got {method!r}")
     ddof = as_ddof(ddof)
     eps = as_eps(eps)
     p = as_probability(p)
     G = as_group_size(G, minimum=2 if method in ("dapo", "rloo") else 1)
     if ddof and (G <= ddof).any():
-        raise ValueError(f"ddof={ddof} needs G >= {ddof + 1}, got G={G.min()}")
+        raise InputError(f"ddof={ddof} needs G >= {ddof + 1}, got G={G.min()}")
     if method == "dr_grpo":
         return p * (1.0 - p) * (1.0 - 1.0 / G)
     if method == "rloo":

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import _show, as_group_size, as_probability
+from ._validate import InputError, _show, as_group_size, as_probability
+from .methods import method_spec
 from .update import expected_update
 
 __all__ = [
@@ -45,16 +46,13 @@ def difficulty_weight(p):
         return 1.0 / np.sqrt(p * (1.0 - p))
 
 
-_METHODS = ("grpo", "dr_grpo", "dapo")
-
-
 def large_group_weight(p, method: str):
-    """Large-G per-prompt update: sqrt(p(1−p)) for GRPO and DAPO, p(1−p) for Dr.GRPO."""
-    if method not in _METHODS:
-        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    """Large-G per-prompt update: sqrt(p(1−p)) for the methods that divide by the group std
+    (GRPO, DAPO), p(1−p) for the others (Dr.GRPO, RLOO); see :mod:`gsd.methods`."""
+    spec = method_spec(method)
     p = as_probability(p)
     v = p * (1.0 - p)
-    return v if method == "dr_grpo" else np.sqrt(v)
+    return np.sqrt(v) if spec.divides_by_std else v
 
 
 def _weights(p, method, G, ddof=0, eps=0.0):
@@ -78,13 +76,13 @@ def budget_share(p, selected, *, method: str = "grpo", G=None, ddof: int = 0, ep
     p = np.atleast_1d(as_probability(p))
     mask = np.asarray(selected)
     if mask.dtype != np.bool_:
-        raise ValueError(f"selected must be a boolean mask, got dtype {mask.dtype}")
+        raise InputError(f"selected must be a boolean mask, got dtype {mask.dtype}")
     if mask.shape != p.shape:
-        raise ValueError(f"selected must have p's shape {p.shape}, got {mask.shape}")
+        raise InputError(f"selected must have p's shape {p.shape}, got {mask.shape}")
     w = _weights(p, method, G, ddof, eps)
     total = w.sum()
     if total <= 0:
-        raise ValueError(f"p carries no gradient at all (every p in {{0, 1}}): {_show(p)}")
+        raise InputError(f"p carries no gradient at all (every p in {{0, 1}}): {_show(p)}")
     return float(w[mask].sum() / total)
 
 
@@ -112,5 +110,5 @@ def decile_shares(p, *, method: str = "grpo", G=None, ddof: int = 0, eps: float 
     w = _weights(p, method, G, ddof, eps)
     total = w.sum()
     if total <= 0:
-        raise ValueError(f"p carries no gradient at all (every p in {{0, 1}}): {_show(p)}")
+        raise InputError(f"p carries no gradient at all (every p in {{0, 1}}): {_show(p)}")
     return np.bincount(decile_index(p), weights=w, minlength=10) / total

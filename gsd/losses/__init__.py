@@ -7,122 +7,26 @@ Small differentiable torch functions, batched over leading dimensions, one modul
 * :mod:`~gsd.losses.dpo` — DPO loss, gradient and the "preferred answer got rarer" flag;
 * :mod:`~gsd.losses.surrogate` — clipped surrogate, dual clip, clip-higher, GRPO objective;
 * :mod:`~gsd.losses.aggregation` — loss aggregation modes, length bias, TRL / verl presets;
-* :mod:`~gsd.losses.figures` — the seed's illustrations and the analyses, as PNG files.
+* :mod:`~gsd.losses.figures` — the seed's illustrations and the analyses, as PNG files;
+* :mod:`~gsd.losses.cli` — the ``gsd losses`` command.
 """
 
-from .aggregation import (
-    AGG_MODES,
-    TRL_LOSS_TYPES,
-    VERL_AGG_MODES,
-    VERL_LEGACY_AGG_MODES,
-    AggPreset,
-    aggregate,
-    aggregate_as,
-    per_token_weight,
-    sequence_weights,
-    token_weights,
-    trainer_table,
-)
-from .dpo import dpo_diagnostics, dpo_flags, dpo_gain, dpo_grad, dpo_loss, dpo_loss_from_gains, dpo_margin
-from .kl import (
-    KL_ESTIMATORS,
-    KLTerms,
-    estimator_moments,
-    estimator_sweep,
-    estimator_table,
-    forward_kl_terms,
-    k1,
-    k2,
-    k3,
-    kl_divergence,
-    kl_estimate,
-    kl_terms,
-    reverse_kl_per_token,
-    reverse_kl_terms,
-    sample_estimator,
-    sampled_log_ratio,
-    sequence_reverse_kl,
-)
-from .surrogate import (
-    CLIP_DUAL,
-    CLIP_HIGH,
-    CLIP_LOW,
-    UNCLIPPED,
-    clip_region,
-    clipped_surrogate,
-    clipped_surrogate_grad,
-    flat_regions,
-    grpo_objective,
-    zero_grad_mask,
-)
-from .temperature import (
-    distillation_grad,
-    distillation_loss,
-    log_softmax_t,
-    soft_term,
-    soft_term_grad,
-    soft_term_grad_limit,
-    softmax_t,
-    temperature_table,
-)
+from .._lazy import lazy_exports
 
-__all__ = [
-    # temperature
-    "softmax_t",
-    "log_softmax_t",
-    "soft_term",
-    "soft_term_grad",
-    "soft_term_grad_limit",
-    "distillation_loss",
-    "distillation_grad",
-    "temperature_table",
-    # kl
-    "KLTerms",
-    "KL_ESTIMATORS",
-    "kl_divergence",
-    "kl_terms",
-    "forward_kl_terms",
-    "reverse_kl_terms",
-    "reverse_kl_per_token",
-    "sequence_reverse_kl",
-    "sampled_log_ratio",
-    "k1",
-    "k2",
-    "k3",
-    "kl_estimate",
-    "estimator_moments",
-    "sample_estimator",
-    "estimator_table",
-    "estimator_sweep",
-    # dpo
-    "dpo_gain",
-    "dpo_margin",
-    "dpo_loss",
-    "dpo_loss_from_gains",
-    "dpo_grad",
-    "dpo_flags",
-    "dpo_diagnostics",
-    # surrogate
-    "UNCLIPPED",
-    "CLIP_HIGH",
-    "CLIP_LOW",
-    "CLIP_DUAL",
-    "clipped_surrogate",
-    "clipped_surrogate_grad",
-    "clip_region",
-    "zero_grad_mask",
-    "flat_regions",
-    "grpo_objective",
-    # aggregation
-    "AGG_MODES",
-    "AggPreset",
-    "TRL_LOSS_TYPES",
-    "VERL_AGG_MODES",
-    "VERL_LEGACY_AGG_MODES",
-    "aggregate",
-    "aggregate_as",
-    "per_token_weight",
-    "token_weights",
-    "sequence_weights",
-    "trainer_table",
-]
+# Public names and their submodule, imported on first use (torch loads only then).
+_EXPORTS = {
+    "temperature": ("softmax_t", "log_softmax_t", "soft_term", "soft_term_grad", "soft_term_grad_limit",
+        "distillation_loss", "distillation_grad", "temperature_table"),
+    "kl": ("KLTerms", "KL_ESTIMATORS", "kl_divergence", "kl_terms", "forward_kl_terms",
+        "reverse_kl_terms", "reverse_kl_per_token", "sequence_reverse_kl", "sampled_log_ratio",
+        "k1", "k2", "k3", "kl_estimate", "estimator_moments", "sample_estimator", "estimator_table",
+        "estimator_sweep"),
+    "dpo": ("dpo_gain", "dpo_margin", "dpo_loss", "dpo_loss_from_gains", "dpo_grad", "dpo_flags",
+        "dpo_diagnostics"),
+    "surrogate": ("UNCLIPPED", "CLIP_HIGH", "CLIP_LOW", "CLIP_DUAL", "clipped_surrogate",
+        "clipped_surrogate_grad", "clip_region", "zero_grad_mask", "flat_regions", "grpo_objective"),
+    "aggregation": ("AGG_MODES", "AggPreset", "TRL_LOSS_TYPES", "VERL_AGG_MODES", "VERL_LEGACY_AGG_MODES",
+        "aggregate", "aggregate_as", "per_token_weight", "token_weights", "sequence_weights",
+        "trainer_table"),
+}
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -78,7 +78,7 @@ from typing import NamedTuple
 
 import torch
 
-from .._validate import as_float_tensor, as_positive
+from .._validate import InputError, as_float_tensor, as_positive
 
 __all__ = [
     "AGG_MODES",
@@ -153,17 +153,17 @@ _FRAMEWORKS = {"trl": TRL_LOSS_TYPES, "verl": VERL_AGG_MODES, "verl-legacy": VER
 
 def _check_mode(mode, rows):
     if mode not in AGG_MODES:
-        raise ValueError(f"mode must be one of {AGG_MODES}, got {mode!r}")
+        raise InputError(f"mode must be one of {AGG_MODES}, got {mode!r}")
     if rows not in ROWS:
-        raise ValueError(f"rows must be one of {ROWS}, got {rows!r}")
+        raise InputError(f"rows must be one of {ROWS}, got {rows!r}")
 
 
 def _mask(mask, name="mask"):
     m = as_float_tensor(mask, name)
     if m.ndim < 2:
-        raise ValueError(f"{name} must have shape (..., B, T), got {tuple(m.shape)}")
+        raise InputError(f"{name} must have shape (..., B, T), got {tuple(m.shape)}")
     if bool(((m.detach() != 0) & (m.detach() != 1)).any()):
-        raise ValueError(f"{name} must hold only 0 and 1 (active / padding tokens)")
+        raise InputError(f"{name} must hold only 0 and 1 (active / padding tokens)")
     return m
 
 
@@ -189,9 +189,9 @@ def per_token_weight(
     _check_mode(mode, rows)
     n = as_float_tensor(lengths, "lengths")
     if n.ndim < 1:
-        raise ValueError(f"lengths must have shape (..., B), got a scalar")
+        raise InputError(f"lengths must have shape (..., B), got a scalar")
     if bool((n.detach() < 0).any()):
-        raise ValueError("lengths must be >= 0")
+        raise InputError("lengths must be >= 0")
     B = n.shape[-1]
     if rows == "all":
         b_eff = torch.full(n.shape[:-1] + (1,), float(B), dtype=n.dtype, device=n.device)
@@ -199,7 +199,7 @@ def per_token_weight(
         b_eff = (n > 0).to(n.dtype).sum(dim=-1, keepdim=True).clamp_min(1.0)
     if mode in _NORM_MODES:
         if norm is None and padded_length is None:
-            raise ValueError("norm (the constant L) or padded_length is required for the *-norm modes")
+            raise InputError("norm (the constant L) or padded_length is required for the *-norm modes")
         L = _norm(norm, padded_length)
     ones = torch.ones_like(n)
     if mode == "token-mean":
@@ -239,12 +239,15 @@ def aggregate(loss, mask, mode: str = "token-mean", *, rows: str = "all", norm: 
     the module docstring for the formulas and :func:`aggregate_as` for trainer presets.
     """
     _check_mode(mode, rows)
-    l = as_float_tensor(loss, "loss")
+    l = as_float_tensor(loss, "loss", allow="any")  # padding may hold anything; active tokens are checked below
     m = _mask(mask)
     if tuple(l.shape) != tuple(m.shape):
-        raise ValueError(
+        raise InputError(
             f"loss and mask must have the same shape (..., B, T), got {tuple(l.shape)} and {tuple(m.shape)}"
         )
+    bad = (m.detach() > 0) & ~torch.isfinite(l.detach())
+    if bool(bad.any()):
+        raise InputError(f"loss is not finite at {int(bad.sum())} active token(s), e.g. {float(l.detach()[bad][0])!r}")
     m = m.to(l.dtype)
     B, T = l.shape[-2], l.shape[-1]
     # Padding positions may hold garbage (even inf); select rather than multiply so they cannot leak.
@@ -271,10 +274,10 @@ def aggregate(loss, mask, mode: str = "token-mean", *, rows: str = "all", norm: 
 
 def _preset(framework, name):
     if framework not in _FRAMEWORKS:
-        raise ValueError(f"framework must be one of {tuple(_FRAMEWORKS)}, got {framework!r}")
+        raise InputError(f"framework must be one of {tuple(_FRAMEWORKS)}, got {framework!r}")
     table = _FRAMEWORKS[framework]
     if name not in table:
-        raise ValueError(f"{framework} has no aggregation named {name!r}; known: {tuple(table)}")
+        raise InputError(f"{framework} has no aggregation named {name!r}; known: {tuple(table)}")
     return table[name]
 
 
@@ -287,7 +290,7 @@ def aggregate_as(loss, mask, framework: str, name: str, *, norm: float | None = 
     """
     p = _preset(framework, name)
     if p.norm == "required" and norm is None:
-        raise ValueError(f"{framework} {name} needs norm (max_completion_length)")
+        raise InputError(f"{framework} {name} needs norm (max_completion_length)")
     return aggregate(loss, mask, p.mode, rows=p.rows, norm=norm)
 
 
@@ -299,9 +302,9 @@ def trainer_table(loss, mask, *, max_completion_length: float | None = None):
     """
     import pandas as pd
 
-    l = as_float_tensor(loss, "loss")
+    l = as_float_tensor(loss, "loss", allow="any")  # aggregate_as checks the active tokens
     if l.ndim != 2:
-        raise ValueError(f"trainer_table takes one batch, loss of shape (B, T), got {tuple(l.shape)}")
+        raise InputError(f"trainer_table takes one batch, loss of shape (B, T), got {tuple(l.shape)}")
     mcl = (
         float(l.shape[-1])
         if max_completion_length is None

@@ -440,31 +440,3 @@ def seed_examples():
     df = pd.DataFrame(rows, columns=["quantity", "computed", "seed"])
     df["agrees"] = [math.isclose(c, s, abs_tol=0.005) for c, s in zip(df["computed"], df["seed"])]
     return df
-
-
-# --------------------------------------------------------------------------- command line
-def register(sub) -> None:
-    """Add ``gsd losses`` to the ``gsd`` command line (see gsd.cli's ``_COMMANDS``)."""
-    p = sub.add_parser("losses", help="loss geometry (DESIGN §2): the seed's worked numbers; --figures writes the PNGs")
-    p.add_argument(
-        "--figures",
-        metavar="DIR",
-        nargs="?",
-        const="",
-        default=None,
-        help="also write the loss_*.png figures (to DIR, default: the checkout's figures/)",
-    )
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=_cli_losses)
-
-
-def _cli_losses(args) -> int:
-    from gsd.cli import emit
-
-    table = seed_examples()
-    emit(table, args.json, title="Loss geometry: the seed's worked numbers (DESIGN.md §2)")
-    if args.figures is not None:
-        paths = make_all(args.figures or None)
-        if not args.json:
-            print("\n".join(str(p) for p in paths))
-    return 0 if bool(table["agrees"].all()) else 1

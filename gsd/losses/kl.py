@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import torch
 
-from .._validate import as_float_tensor, broadcast_shapes, check_distribution
+from .._validate import InputError, as_float_tensor, broadcast_shapes, check_distribution
 
 __all__ = [
     "KLTerms",
@@ -45,6 +45,7 @@ __all__ = [
     "k1",
     "k2",
     "k3",
+    "k3_of_log_ratio",
     "kl_estimate",
     "estimator_moments",
     "sample_estimator",
@@ -74,7 +75,7 @@ def _dist_pair(a, b, name_a, name_b):
     a = _dist(a, name_a)
     b = _dist(b, name_b)
     if a.shape != b.shape:
-        raise ValueError(f"{name_a} and {name_b} must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
+        raise InputError(f"{name_a} and {name_b} must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
     return a, b.to(a.dtype)
 
 
@@ -123,9 +124,9 @@ def _mask_for(mask, shape, like):
         return None
     m = as_float_tensor(mask, "mask").to(like.dtype)
     if tuple(m.shape) != tuple(shape):
-        raise ValueError(f"mask must have shape {tuple(shape)} (the positions), got {tuple(m.shape)}")
+        raise InputError(f"mask must have shape {tuple(shape)} (the positions), got {tuple(m.shape)}")
     if bool(((m != 0) & (m != 1)).any()):
-        raise ValueError("mask must hold only 0 and 1")
+        raise InputError("mask must hold only 0 and 1")
     return m
 
 
@@ -165,15 +166,15 @@ def sampled_log_ratio(student, teacher, tokens):
         try:
             tokens = torch.as_tensor(tokens)
         except (TypeError, ValueError, RuntimeError):
-            raise ValueError(f"tokens must be integer token ids, got {tokens!r}") from None
+            raise InputError(f"tokens must be integer token ids, got {tokens!r}") from None
     if tokens.is_floating_point() or tokens.dtype == torch.bool:
-        raise ValueError(f"tokens must hold integer ids, got dtype {tokens.dtype}")
+        raise InputError(f"tokens must hold integer ids, got dtype {tokens.dtype}")
     if tuple(tokens.shape) != tuple(q.shape[:-1]):
-        raise ValueError(f"tokens must have shape {tuple(q.shape[:-1])}, got {tuple(tokens.shape)}")
+        raise InputError(f"tokens must have shape {tuple(q.shape[:-1])}, got {tuple(tokens.shape)}")
     V = q.shape[-1]
     bad = (tokens < 0) | (tokens >= V)
     if bool(bad.any()):
-        raise ValueError(f"tokens must lie in [0, {V}), got {tokens[bad].tolist()[:6]}")
+        raise InputError(f"tokens must lie in [0, {V}), got {tokens[bad].tolist()[:6]}")
     idx = tokens.long().unsqueeze(-1)
     return (torch.log(q.gather(-1, idx)) - torch.log(p.gather(-1, idx))).squeeze(-1)
 
@@ -181,12 +182,12 @@ def sampled_log_ratio(student, teacher, tokens):
 # --------------------------------------------------------------------------- sampled estimators
 def _logprob_pair(logq, logp):
     lq = as_float_tensor(logq, "logq")
-    lp = as_float_tensor(logp, "logp")
+    lp = as_float_tensor(logp, "logp", allow="-inf")  # the reference may give a sampled token 0: KL = inf
     broadcast_shapes(logq=lq, logp=lp)
     # A little slack: log_softmax in float32 can round a certain token to a hair above 0.
     for name, t in (("logq", lq), ("logp", lp)):
         if bool((t.detach() > 1e-6).any()):
-            raise ValueError(f"{name} must be log-probabilities (<= 0), got a maximum of {float(t.detach().max())!r}")
+            raise InputError(f"{name} must be log-probabilities (<= 0), got a maximum of {float(t.detach().max())!r}")
     return lq, lp.to(lq.dtype)
 
 
@@ -212,14 +213,19 @@ def k3(logq, logp):
     The form TRL (``beta`` > 0) and verl (``low_var_kl`` / ``k3``) use for GRPO's penalty.
     """
     lq, lp = _logprob_pair(logq, logp)
-    d = lp - lq
-    return torch.expm1(d) - d
+    return k3_of_log_ratio(lp - lq)
+
+
+def k3_of_log_ratio(log_ratio):
+    """k3 = expm1(d) − d with d = log p(y) − log q(y), without input checks (the formula of
+    :func:`k3`, for callers such as the simulator that build valid tensors themselves)."""
+    return torch.expm1(log_ratio) - log_ratio
 
 
 def kl_estimate(logq, logp, kind: str = "k3"):
     """Dispatch to :func:`k1`, :func:`k2` or :func:`k3` by name."""
     if kind not in KL_ESTIMATORS:
-        raise ValueError(f"kind must be one of {KL_ESTIMATORS}, got {kind!r}")
+        raise InputError(f"kind must be one of {KL_ESTIMATORS}, got {kind!r}")
     return {"k1": k1, "k2": k2, "k3": k3}[kind](logq, logp)
 
 
@@ -231,7 +237,7 @@ def estimator_moments(q, p, kind: str = "k3"):
     """
     q, p = _dist_pair(q, p, "q", "p")
     if kind not in KL_ESTIMATORS:
-        raise ValueError(f"kind must be one of {KL_ESTIMATORS}, got {kind!r}")
+        raise InputError(f"kind must be one of {KL_ESTIMATORS}, got {kind!r}")
     seen = q > 0
     # Values on unseen entries are irrelevant; give them a harmless log-probability.
     lq = torch.where(seen, torch.log(q), torch.zeros_like(q))
@@ -246,9 +252,9 @@ def sample_estimator(q, p, kind: str = "k3", n: int = 10_000, *, generator: torc
     """n Monte-Carlo values of an estimator with tokens drawn from q: tensor (n,) for q, p of shape (V,)."""
     q, p = _dist_pair(q, p, "q", "p")
     if q.ndim != 1:
-        raise ValueError(f"sample_estimator takes single distributions (shape (V,)), got {tuple(q.shape)}")
+        raise InputError(f"sample_estimator takes single distributions (shape (V,)), got {tuple(q.shape)}")
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+        raise InputError(f"n must be an integer >= 1, got {n!r}")
     y = torch.multinomial(q.detach(), n, replacement=True, generator=generator)
     return kl_estimate(torch.log(q[y]), torch.log(p[y]), kind)
 
@@ -299,7 +305,7 @@ def estimator_sweep(q, direction, scales=None):
     q = _dist(q, "q").detach().double()
     d = as_float_tensor(direction, "direction").detach().double()
     if d.shape != q.shape or q.ndim != 1:
-        raise ValueError(f"direction must have q's shape (V,), got {tuple(d.shape)} and {tuple(q.shape)}")
+        raise InputError(f"direction must have q's shape (V,), got {tuple(d.shape)} and {tuple(q.shape)}")
     if scales is None:
         scales = torch.linspace(0.0, 3.0, 31, dtype=torch.float64).tolist()
     rows = []

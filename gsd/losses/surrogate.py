@@ -28,7 +28,7 @@ import numbers
 
 import torch
 
-from .._validate import as_float_tensor, as_open_unit, broadcast_shapes
+from .._validate import InputError, as_float_tensor, as_open_unit, broadcast_shapes
 from .kl import k3
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "CLIP_LOW",
     "CLIP_DUAL",
     "clipped_surrogate",
+    "clipped_surrogate_unchecked",
     "clipped_surrogate_grad",
     "clip_region",
     "zero_grad_mask",
@@ -50,7 +51,7 @@ UNCLIPPED, CLIP_HIGH, CLIP_LOW, CLIP_DUAL = 0, 1, 2, 3
 
 def _eps(x, name):
     if not isinstance(x, numbers.Real) or isinstance(x, bool):
-        raise ValueError(f"{name} must be a number in (0, 1), got {x!r}")
+        raise InputError(f"{name} must be a number in (0, 1), got {x!r}")
     return float(as_open_unit(x, name))
 
 
@@ -64,7 +65,7 @@ def _params(eps_low, eps_high, dual_clip):
             or not dual_clip > 1.0
             or dual_clip == float("inf")
         ):
-            raise ValueError(f"dual_clip must be a finite number > 1 (e.g. 3), got {dual_clip!r}")
+            raise InputError(f"dual_clip must be a finite number > 1 (e.g. 3), got {dual_clip!r}")
         dual_clip = float(dual_clip)
     return lo, hi, dual_clip
 
@@ -74,7 +75,7 @@ def _ratio_adv(ratio, advantage):
     a = as_float_tensor(advantage, "advantage").to(r.dtype)
     broadcast_shapes(ratio=r, advantage=a)
     if bool((r.detach() < 0).any()):
-        raise ValueError("ratio must be >= 0 (a ratio of probabilities)")
+        raise InputError("ratio must be >= 0 (a ratio of probabilities)")
     return r, a
 
 
@@ -88,10 +89,16 @@ def clipped_surrogate(ratio, advantage, *, eps_low: float = 0.2, eps_high: float
     """
     lo, hi, c = _params(eps_low, eps_high, dual_clip)
     r, a = _ratio_adv(ratio, advantage)
-    out = torch.minimum(r * a, torch.clamp(r, 1.0 - lo, 1.0 + hi) * a)
+    out = clipped_surrogate_unchecked(r, a, lo, hi)
     if c is not None:
         out = torch.where(a < 0, torch.maximum(out, c * a), out)
     return out
+
+
+def clipped_surrogate_unchecked(ratio, advantage, eps_low: float, eps_high: float):
+    """min(ρA, clip(ρ, 1−ε_low, 1+ε_high)·A) without input checks (the formula of
+    :func:`clipped_surrogate`, for callers such as the simulator that build valid tensors)."""
+    return torch.minimum(ratio * advantage, torch.clamp(ratio, 1.0 - eps_low, 1.0 + eps_high) * advantage)
 
 
 def clip_region(ratio, advantage, *, eps_low: float = 0.2, eps_high: float | None = None, dual_clip=None):
@@ -139,7 +146,7 @@ def flat_regions(advantage: float, *, eps_low: float = 0.2, eps_high: float | No
     """
     lo, hi, c = _params(eps_low, eps_high, dual_clip)
     if not isinstance(advantage, numbers.Real) or isinstance(advantage, bool) or advantage != advantage:
-        raise ValueError(f"advantage must be a number, got {advantage!r}")
+        raise InputError(f"advantage must be a number, got {advantage!r}")
     inf = float("inf")
     if advantage > 0:
         return [(1.0 + hi, inf)]
@@ -170,11 +177,11 @@ def grpo_objective(
     that trainers aggregate (see :mod:`gsd.losses.aggregation`) is the negative of this.
     """
     if not isinstance(beta, numbers.Real) or isinstance(beta, bool) or not (0.0 <= beta < float("inf")):
-        raise ValueError(f"beta must be a finite number >= 0, got {beta!r}")
+        raise InputError(f"beta must be a finite number >= 0, got {beta!r}")
     lp = as_float_tensor(logp, "logp")
     lo_ = as_float_tensor(logp_old, "logp_old").to(lp.dtype)
     if lo_.shape != lp.shape:
-        raise ValueError(f"logp and logp_old must have the same shape, got {tuple(lp.shape)} and {tuple(lo_.shape)}")
+        raise InputError(f"logp and logp_old must have the same shape, got {tuple(lp.shape)} and {tuple(lo_.shape)}")
     a = as_float_tensor(advantages, "advantages").to(lp.dtype)
     if a.ndim == lp.ndim - 1 and tuple(a.shape) == tuple(lp.shape[:-1]):
         a = a.unsqueeze(-1)  # one advantage per response, shared by its tokens
@@ -184,9 +191,9 @@ def grpo_objective(
     obj = torch.broadcast_to(obj, torch.broadcast_shapes(obj.shape, lp.shape))
     if beta > 0:
         if logp_ref is None:
-            raise ValueError("logp_ref is required when beta > 0")
+            raise InputError("logp_ref is required when beta > 0")
         lr = as_float_tensor(logp_ref, "logp_ref").to(lp.dtype)
         if lr.shape != lp.shape:
-            raise ValueError(f"logp_ref must have logp's shape {tuple(lp.shape)}, got {tuple(lr.shape)}")
+            raise InputError(f"logp_ref must have logp's shape {tuple(lp.shape)}, got {tuple(lr.shape)}")
         obj = obj - beta * k3(lp, lr)
     return obj

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from .._validate import as_float_tensor, as_positive, as_unit_interval
+from .._validate import InputError, as_float_tensor, as_positive, as_unit_interval
 
 __all__ = [
     "softmax_t",
@@ -30,9 +30,9 @@ __all__ = [
 
 
 def _logits(x, name):
-    t = as_float_tensor(x, name)
+    t = as_float_tensor(x, name, allow="-inf")  # −inf masks a token
     if t.ndim == 0:
-        raise ValueError(f"{name} must have a vocabulary axis (shape (..., N)), got a scalar")
+        raise InputError(f"{name} must have a vocabulary axis (shape (..., N)), got a scalar")
     return t
 
 
@@ -40,7 +40,7 @@ def _pair(student_logits, teacher_logits):
     z = _logits(student_logits, "student_logits")
     v = _logits(teacher_logits, "teacher_logits")
     if z.shape != v.shape:
-        raise ValueError(
+        raise InputError(
             f"student_logits and teacher_logits must have the same shape, got {tuple(z.shape)} and {tuple(v.shape)}"
         )
     return z, v.to(z.dtype)
@@ -113,14 +113,14 @@ def _targets(target, lead_shape, n):
         try:
             y = torch.as_tensor(target)
         except (TypeError, ValueError, RuntimeError):
-            raise ValueError(f"target must be integer class indices, got {target!r}") from None
+            raise InputError(f"target must be integer class indices, got {target!r}") from None
     if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
-        raise ValueError(f"target must hold integer class indices, got dtype {y.dtype}")
+        raise InputError(f"target must hold integer class indices, got dtype {y.dtype}")
     if tuple(y.shape) != tuple(lead_shape):
-        raise ValueError(f"target must have the logits' leading shape {tuple(lead_shape)}, got {tuple(y.shape)}")
+        raise InputError(f"target must have the logits' leading shape {tuple(lead_shape)}, got {tuple(y.shape)}")
     bad = (y < 0) | (y >= n)
     if bool(bad.any()):
-        raise ValueError(f"target indices must lie in [0, {n}), got {y[bad].tolist()[:6]}")
+        raise InputError(f"target indices must lie in [0, {n}), got {y[bad].tolist()[:6]}")
     return y.long()
 
 
@@ -173,7 +173,7 @@ def temperature_table(student_logits, teacher_logits, temperatures=(1, 2, 4, 8, 
 
     z, v = _pair(student_logits, teacher_logits)
     if z.ndim != 1:
-        raise ValueError(f"temperature_table takes one pair of logit vectors (shape (N,)), got {tuple(z.shape)}")
+        raise InputError(f"temperature_table takes one pair of logit vectors (shape (N,)), got {tuple(z.shape)}")
     z, v = z.detach().double(), v.detach().double()
     limit = soft_term_grad_limit(z, v)
     rows = []

@@ -56,7 +56,7 @@ import pandas as pd
 from scipy.interpolate import PchipInterpolator
 from scipy.optimize import brentq, curve_fit, minimize_scalar
 
-from .._validate import as_probability
+from .._validate import InputError, as_probability
 from ..plotstyle import COLORS, new_figure, styled
 
 __all__ = [
@@ -102,7 +102,7 @@ class AllCorrectModel:
             p = load_bigmath()
         p = as_probability(p, "difficulty").ravel()
         if not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
-            raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}")
+            raise InputError(f"n_samples must be an integer >= 1, got {n_samples!r}")
         values, counts = np.unique(p, return_counts=True)
         self.values = values
         self.weights = counts / counts.sum()
@@ -146,7 +146,7 @@ class AllCorrectModel:
         fraction = float(fraction)
         lo, hi = float(self._F[0]), float(self._F[-1])
         if not (lo < fraction < hi):
-            raise ValueError(
+            raise InputError(
                 f"plateau: {fraction:.6g} is outside what the difficulty distribution can produce "
                 f"for E[p^({self.n_samples}/T)] with T in [{_T_RANGE[0]:g}, {_T_RANGE[1]:g}]: "
                 f"({lo:.6g}, {hi:.6g}); the share of problems with p = 1 is {self.floor:.4g} and with p > 0 "
@@ -253,21 +253,21 @@ def _check_curve(steps, fraction, plateau_points):
     steps = np.asarray(steps, dtype=np.float64).ravel()
     fraction = np.asarray(fraction, dtype=np.float64).ravel()
     if steps.shape != fraction.shape:
-        raise ValueError(f"steps and fraction must have the same length, got {steps.size} and {fraction.size}")
+        raise InputError(f"steps and fraction must have the same length, got {steps.size} and {fraction.size}")
     for name, arr in (("step", steps), ("fraction", fraction)):
         bad = ~np.isfinite(arr)
         if bad.any():
-            raise ValueError(f"{name}: not a finite number at row {int(np.argmax(bad))} (NaN or inf)")
+            raise InputError(f"{name}: not a finite number at row {int(np.argmax(bad))} (NaN or inf)")
     if not isinstance(plateau_points, (int, np.integer)) or plateau_points < 1:
-        raise ValueError(f"plateau_points must be an integer >= 1, got {plateau_points!r}")
+        raise InputError(f"plateau_points must be an integer >= 1, got {plateau_points!r}")
     if steps.size < plateau_points + 3:
-        raise ValueError(f"fraction: need at least {plateau_points + 3} logged points, got {steps.size}")
+        raise InputError(f"fraction: need at least {plateau_points + 3} logged points, got {steps.size}")
     if (np.diff(steps) <= 0).any():
         i = int(np.argmax(np.diff(steps) <= 0)) + 1
-        raise ValueError(f"step: must increase strictly, row {i} has {steps[i]:g} after {steps[i - 1]:g}")
+        raise InputError(f"step: must increase strictly, row {i} has {steps[i]:g} after {steps[i - 1]:g}")
     out = (fraction < 0) | (fraction > 1)
     if out.any():
-        raise ValueError(f"fraction: must lie in [0, 1], got {fraction[out][0]:g} at row {int(np.argmax(out))}")
+        raise InputError(f"fraction: must lie in [0, 1], got {fraction[out][0]:g} at row {int(np.argmax(out))}")
     return steps, fraction
 
 
@@ -275,21 +275,21 @@ def read_curve(path, *, step_column: str = "step", fraction_column: str = "fract
     """(steps, fraction) from a CSV (or parquet) file with those two columns."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"curve: no such file {str(path)!r}")
+        raise InputError(f"curve: no such file {str(path)!r}")
     try:
         df = pd.read_parquet(path) if path.suffix.lower() in (".parquet", ".pq") else pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as exc:
-        raise ValueError(f"curve: cannot read {str(path)!r} as a table ({exc.__class__.__name__})") from None
+        raise InputError(f"curve: cannot read {str(path)!r} as a table ({exc.__class__.__name__})") from None
     missing = [c for c in (step_column, fraction_column) if c not in df.columns]
     if missing:
-        raise ValueError(f"curve: {str(path)!r} lacks column(s) {missing}; it has {list(df.columns)}")
+        raise InputError(f"curve: {str(path)!r} lacks column(s) {missing}; it has {list(df.columns)}")
     out = []
     for col in (step_column, fraction_column):
         values = pd.to_numeric(df[col], errors="coerce")
         bad = values.isna()
         if bad.any():
             i = int(np.argmax(bad.to_numpy()))
-            raise ValueError(f"curve: column {col!r} has a missing or non-numeric value at row {i} ({df[col].iloc[i]!r})")
+            raise InputError(f"curve: column {col!r} has a missing or non-numeric value at row {i} ({df[col].iloc[i]!r})")
         out.append(values.to_numpy(np.float64))
     return out[0], out[1]
 
@@ -363,17 +363,17 @@ def fit_all_correct_curve(steps, fraction, difficulty=None, *, n_samples: int = 
     """
     steps, fraction = _check_curve(steps, fraction, plateau_points)
     if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+        raise InputError(f"confidence must be in (0, 1), got {confidence!r}")
     if not isinstance(n_bootstrap, (int, np.integer)) or n_bootstrap < 0:
-        raise ValueError(f"n_bootstrap must be an integer >= 0, got {n_bootstrap!r}")
+        raise InputError(f"n_bootstrap must be an integer >= 0, got {n_bootstrap!r}")
     if model is None:
         model = AllCorrectModel(difficulty, n_samples)
     t = steps - float(start_step)
     if (t < 0).any():
-        raise ValueError(f"start_step: {start_step:g} is after the first logged step {steps[0]:g}")
+        raise InputError(f"start_step: {start_step:g} is after the first logged step {steps[0]:g}")
     span = float(t.max())
     if span <= 0:
-        raise ValueError("step: the logged steps must span a positive range after start_step")
+        raise InputError("step: the logged steps must span a positive range after start_step")
     dt = np.diff(np.concatenate([[0.0], t]))
     dt_min = float(dt[dt > 0].min())
     log_bounds = (np.log(dt_min / 100.0), np.log(span * 100.0))
@@ -454,11 +454,11 @@ def synthetic_curve(difficulty=None, *, tau: float = REFERENCE_CURVE["tau"], T_i
     ``competence``.  Default steps: 0, 10, …, 600 (7.5 τ, so the last 8 points sit on the plateau).
     """
     if not tau > 0:
-        raise ValueError(f"tau must be > 0, got {tau!r}")
+        raise InputError(f"tau must be > 0, got {tau!r}")
     if not T_inf > 0:
-        raise ValueError(f"T_inf must be > 0, got {T_inf!r}")
+        raise InputError(f"T_inf must be > 0, got {T_inf!r}")
     if not noise_sd >= 0:
-        raise ValueError(f"noise_sd must be >= 0, got {noise_sd!r}")
+        raise InputError(f"noise_sd must be >= 0, got {noise_sd!r}")
     if model is None:
         model = AllCorrectModel(difficulty, n_samples)
     steps = np.arange(0.0, 601.0, 10.0) if steps is None else np.asarray(steps, dtype=np.float64)

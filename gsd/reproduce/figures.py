@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from .._validate import InputError
 from ..plotstyle import FAST_ENV, fast_mode, figures_dir, save_figure
 from . import bigmath, dapo_fit, group_size_table, theory
 
@@ -59,7 +60,7 @@ def make_figures(outdir=None, *, fast: bool = False, only=None, progress: bool =
     names = list(FIGURES) if only is None else list(only)
     unknown = [n for n in names if n not in FIGURES]
     if unknown:
-        raise ValueError(f"only: unknown figure(s) {unknown}; known: {sorted(FIGURES)}")
+        raise InputError(f"only: unknown figure(s) {unknown}; known: {sorted(FIGURES)}")
     paths = []
     for name in names:
         fig = FIGURES[name](fast)
@@ -90,14 +91,14 @@ def loss_figures(outdir) -> tuple[list[Path], str | None]:
 def campaign_figure(source, outdir) -> tuple[list[Path], str | None]:
     """``campaign.png`` from a campaign run folder or summary, if the simulator is present.
 
-    A folder that holds no finished campaign raises ``ValueError`` naming it.
+    A folder that holds no finished campaign raises ``InputError`` naming it.
     """
     if source is None:
         return [], "no campaign run given or found"
     if not isinstance(source, dict):
         source = Path(source)
         if not (source / "campaign_summary.json").is_file():
-            raise ValueError(f"campaign: {str(source)!r} holds no finished campaign (no campaign_summary.json)")
+            raise InputError(f"campaign: {str(source)!r} holds no finished campaign (no campaign_summary.json)")
     mod, why = _optional("gsd.simulator.campaign")
     if mod is None:
         return [], why
@@ -123,7 +124,7 @@ def make_all(outdir=None, *, fast: bool = False, campaign=None, include_losses: 
     """
     out = Path(outdir) if outdir is not None else figures_dir()
     if campaign is not None and not isinstance(campaign, dict) and not (Path(campaign) / "campaign_summary.json").is_file():
-        raise ValueError(f"campaign: {str(campaign)!r} holds no finished campaign (no campaign_summary.json)")
+        raise InputError(f"campaign: {str(campaign)!r} holds no finished campaign (no campaign_summary.json)")
     written = make_figures(out, fast=fast, progress=progress)
     skipped = {}
     if include_losses:

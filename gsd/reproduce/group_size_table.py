@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .._validate import InputError
 from ..groupsize import group_size_law, required_group_size
 from ..plotstyle import COLORS, group_size_axis, new_figure, styled
 from ..update import fidelity, fidelity_law
@@ -59,7 +60,7 @@ def group_size_table(fidelities=FIDELITIES, probabilities=PROBABILITIES) -> pd.D
     g_exact = required_group_size(P, eps, rule="exact")
     g_comp = required_group_size(1.0 - P, eps, rule="exact")
     if (g_exact < 2).any():
-        raise ValueError("probabilities: every p must lie strictly between 0 and 1")
+        raise InputError("probabilities: every p must lie strictly between 0 and 1")
     law = group_size_law(P, eps)
     below = np.where(g_exact > 2, fidelity(P, np.maximum(g_exact - 1, 1)), np.nan)
     return pd.DataFrame({

@@ -27,15 +27,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._validate import InputError
 from .. import __version__
-from ..atomic import write_atomic, write_json
+from ..atomic import make_folder, write_atomic, write_json
 from ..plotstyle import save_figure
 from ..trainers import convention_gap
 from ..update import fidelity
 from . import bigmath, dapo_fit, group_size_table, theory
 from .figures import _optional, campaign_figure, loss_figures, make_figures, monte_carlo_sizes
 
-__all__ = ["Published", "PUBLISHED", "compare", "run_reproduction", "REPORT_KEYS", "DEFAULT_OUT"]
+__all__ = ["Published", "PUBLISHED", "HISTOGRAM_NOTE", "compare", "run_reproduction", "REPORT_KEYS", "DEFAULT_OUT"]
 
 DEFAULT_OUT = Path("reports") / "latest"
 #: Top-level keys of report.json.
@@ -45,7 +46,12 @@ REPORT_KEYS = ("meta", "comparisons", "bigmath", "group_size_table", "theory", "
 
 @dataclass(frozen=True)
 class Published:
-    """A number the paper (or the project's notes on it) prints, in its printed units."""
+    """A number the paper prints, in its printed units.
+
+    ``data`` is ``"histogram"`` when our number is computed from the shipped Big-Math histogram,
+    whose k = 63 / k = 64 bar was split with two other published figures (see
+    :data:`HISTOGRAM_NOTE`), so the row is not a fully independent check.
+    """
 
     quantity: str
     value: float
@@ -53,21 +59,32 @@ class Published:
     scale: float  # ours × scale is in the printed units
     unit: str
     source: str
+    data: str = ""
 
 
-#: key → the published value our number is compared with (DESIGN §1.4 – §1.6, data/README.md).
+_PAPER = "docs/theory.md, section The paper's definitions and reproduction targets"
+_LAW = "docs/theory.md, section The group-size law"
+_TRAINERS = "docs/theory.md, section What trainers compute"
+
+#: What a row marked "histogram" depends on (shown under the comparison table).
+HISTOGRAM_NOTE = ("computed from the shipped Big-Math histogram (gsd/resources/README.md), whose shared "
+                  "k = 63 / k = 64 bar was split with two published figures: the decile shares of the paper's "
+                  "Big-Math panel and the \"Big-Math (frozen)\" E[p^32] marker of its DAPO figure; these rows are "
+                  "therefore not fully independent of the paper's figures")
+
+#: key → the published value our number is compared with.
 PUBLISHED = {
     "bigmath_silent_G8": Published("Big-Math: expected silent share at G = 8 (closed form)", 44.3, 1, 100.0, "%",
-                                   "data/README.md; DESIGN §1.5 rounds it to 44 %"),
+                                   f"the paper's Big-Math figure; its text rounds it to 44 % ({_PAPER})", "histogram"),
     "bigmath_extreme_share_dr_grpo": Published("Big-Math: extreme prompts' gradient share, Dr.GRPO (large G)", 13.9, 1,
-                                               100.0, "%", "DESIGN §1.5"),
+                                               100.0, "%", _PAPER, "histogram"),
     "bigmath_extreme_share_grpo": Published("Big-Math: extreme prompts' gradient share, GRPO (large G)", 24.7, 1, 100.0,
-                                            "%", "DESIGN §1.5"),
-    "fidelity_law_p0.05_G64": Published("fidelity at p = 0.05, G = 64, by the law", 0.959, 3, 1.0, "", "DESIGN §1.4"),
-    "fidelity_exact_p0.05_G64": Published("fidelity at p = 0.05, G = 64, exact", 0.945, 3, 1.0, "", "DESIGN §1.4"),
-    "trl_gap_G8": Published("TRL's GRPO update below the paper's at G = 8 (ddof 1)", 6.5, 1, 1.0, "%", "DESIGN §1.6"),
+                                            "%", _PAPER, "histogram"),
+    "fidelity_law_p0.05_G64": Published("fidelity at p = 0.05, G = 64, by the law", 0.959, 3, 1.0, "", _LAW),
+    "fidelity_exact_p0.05_G64": Published("fidelity at p = 0.05, G = 64, exact", 0.945, 3, 1.0, "", _LAW),
+    "trl_gap_G8": Published("TRL's GRPO update below the paper's at G = 8 (ddof 1)", 6.5, 1, 1.0, "%", _TRAINERS),
     "campaign_silent_r2": Published("campaign: R² of GRPO-arm silent fraction vs closed form", 0.999, 3, 1.0, "",
-                                    "DESIGN §1.5"),
+                                    _PAPER, "histogram"),
 }
 
 
@@ -92,6 +109,7 @@ def compare(ours: dict) -> list[dict]:
             "agrees_at_printed_precision": bool(computed and round(value, pub.decimals) == round(pub.value, pub.decimals)),
             "computed": computed,
             "source": pub.source,
+            "data": pub.data,
             "decimals": pub.decimals,
         })
     return rows
@@ -292,8 +310,8 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"out: {str(out)!r} exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
+        raise InputError(f"out: {str(out)!r} exists and is not a folder")
+    make_folder(out)
     fig_dir = Path(figures_dir) if figures_dir is not None else out / "figures"
     t_start = time.perf_counter()
     stages = _Stages(total=7, show=progress)
@@ -333,6 +351,7 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
         for row in comparisons:
             if row["key"].startswith("bigmath_"):
                 row["note"] = "computed on a user file, not the paper's data"
+                row["data"] = "user file"
     total = time.perf_counter() - t_start
     report = {
         "meta": {
@@ -412,11 +431,14 @@ def render_markdown(report: dict) -> str:
             "published": f"{r['published']:.{d}f}{sp}",
             "difference": "—" if not r["computed"] else f"{r['difference']:+.{d + 2}f}{dunit}",
             "agree": "yes" if r["agrees_at_printed_precision"] else ("—" if not r["computed"] else "no"),
+            "data": r.get("data") or "—",
             "source": r["source"] + (f" ({r['note']})" if r.get("note") else ""),
         })
     L.append(_md_table(rows, [("quantity", "quantity"), ("ours", "ours"), ("published", "published"),
                               ("difference", "ours − published"), ("agree", "agrees at printed precision"),
-                              ("source", "published in")]))
+                              ("data", "data"), ("source", "published in")]))
+    if any(r.get("data") == "histogram" for r in report["comparisons"]):
+        L.append(f"\nRows with data \"histogram\": {HISTOGRAM_NOTE}.")
     L.append("")
 
     # Big-Math

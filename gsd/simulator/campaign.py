@@ -21,18 +21,19 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ..atomic import read_json, write_json
-from ..groups import advantages
+from ..methods import ADVANTAGE_METHODS
 from ..plotstyle import COLORS, method_label, new_figure, save_figure, styled
 from ..update import expected_update
 from ..weighting import decile_index
 from .config import SimConfig, config_diff, read_config_file, resolve_device
 from .engine import run_simulation
 from .ledger import N_DECILES, read_ledger
+from .loss import AdvantageTable, policy_loss
 from .policy import make_policy
 from .population import STREAM_INIT, initial_solve_rates, sub_seed
+from .sampling import Batch, sample_groups
 
 __all__ = ["default_campaign_path", "load_campaign", "run_paper_campaign", "measure_initial_deciles", "make_campaign_figure"]
 
@@ -86,8 +87,8 @@ def load_campaign(config_path=None, overrides: dict | None = None) -> dict:
     if isinstance(draws, bool) or not isinstance(draws, int) or draws < 1:
         raise ValueError(f"campaign key 'decile_draws' = {draws!r}: must be an integer >= 1")
     methods = raw["decile_methods"]
-    if not isinstance(methods, list) or not methods or any(m not in ("grpo", "dr_grpo") for m in methods):
-        raise ValueError(f"campaign key 'decile_methods' = {methods!r}: must be a non-empty list of 'grpo'/'dr_grpo'")
+    if not isinstance(methods, list) or not methods or any(m not in ADVANTAGE_METHODS for m in methods):
+        raise ValueError(f"campaign key 'decile_methods' = {methods!r}: must be a non-empty list of {ADVANTAGE_METHODS}")
     if not isinstance(raw["arms"], dict) or not raw["arms"]:
         raise ValueError("campaign needs at least one [arms.NAME] table")
     base = SimConfig.from_dict(raw["base"])
@@ -106,10 +107,12 @@ def load_campaign(config_path=None, overrides: dict | None = None) -> dict:
 def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo", "dr_grpo"), progress: bool = False) -> dict:
     """Gradient mass per decile of initial p, from ``draws`` independent groups per prompt.
 
-    Builds the run's policy at its initial population, draws ``draws`` groups of G answers per
-    prompt (as answers or as counts, following ``cfg.rollouts``), and backpropagates the same loss as the engine (group mean of A·log π, summed over
-    prompts and averaged over draws).  −∂L/∂z_j is then the mean update of prompt j, compared
-    per decile with Σ m_method(p_j, G) (DESIGN §1.3).  Returns, per method, the measured and
+    Builds the run's policy at its initial population and runs the engine's own stages on it:
+    :func:`~.sampling.sample_groups` draws ``draws`` groups of G answers per prompt (as answers
+    or as counts, following ``cfg.rollouts``), the core's advantages come from the same
+    :class:`~.loss.AdvantageTable`, and :func:`~.loss.policy_loss` (averaged over the draws) is
+    backpropagated.  −∂L/∂z_j is then the mean update of prompt j, compared per decile with
+    Σ m_method(p_j, G) (:ref:`theory-update`).  Returns, per method, the measured and
     closed-form decile shares, the measured/closed-form ratio per decile and overall.
     """
     device = torch.device(resolve_device(cfg.device))
@@ -119,41 +122,28 @@ def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo"
     policy = make_policy(cfg, p0, seed=sub_seed(cfg.seed, STREAM_INIT), dtype=dtype, device=device)
     gen = torch.Generator(device=device).manual_seed(sub_seed(cfg.seed, STREAM_DECILES))
     decile = decile_index(p0)
-    canon = (torch.arange(G, device=device)[None, :] < torch.arange(G + 1, device=device)[:, None]).to(dtype)
     chunk = max(1, (1 << 22) // (N * (G if cfg.rollouts == "answers" else 1)))  # draws per backward: ~4M terms at most
     out = {"draws": draws, "n_prompts": N, "group_size": G, "counts": np.bincount(decile, minlength=N_DECILES).tolist()}
-
-    def pick(table, k):
-        """table[k] for an index tensor k of any shape (index_select: several times faster than advanced indexing)."""
-        return table.index_select(0, k.reshape(-1)).reshape(k.shape)
-
     for method in methods:
-        table = advantages(canon, method, ddof=cfg.ddof, eps=cfg.eps)  # the core, as in the engine
-        adv_right, adv_wrong = table[:, 0], table[:, -1]
+        table = AdvantageTable([G], method, ddof=cfg.ddof, eps=cfg.eps, dtype=dtype, device=device)
         z = policy()
         if not z.is_leaf:
             z.retain_grad()
         policy.zero_grad(set_to_none=True)
-        ls_pos, ls_neg = F.logsigmoid(z), F.logsigmoid(-z)
         p = torch.sigmoid(z.detach())
         done = 0
         while done < draws:
             c = min(chunk, draws - done)
-            if cfg.rollouts == "answers":
-                y = torch.rand((c, N, G), generator=gen, device=device, dtype=dtype) < p[:, None]
-                k = y.sum(dim=-1)
-                A = torch.where(y, pick(adv_right, k)[..., None], pick(adv_wrong, k)[..., None])
-                terms = A * torch.where(y, ls_pos[:, None], ls_neg[:, None])
-            else:  # the same groups as counts: k right answers share one term, G − k wrong ones another
-                right = torch.binomial(torch.full((c, N), float(G), device=device, dtype=dtype), p.expand(c, N).contiguous(), generator=gen)
-                k = right.long()
-                terms = right * pick(adv_right, k) * ls_pos + (G - right) * pick(adv_wrong, k) * ls_neg
-            loss = -terms.sum() / (G * draws)
-            loss.backward(retain_graph=True)
+            # c independent draws of every prompt = one batch of c·N prompts (draw-major).
+            batch = Batch(idx=None, p=p.repeat(c), G=torch.full((c * N,), G, device=device), g_max=G, uniform=True)
+            groups = sample_groups(batch, draws=1, noise=cfg.verifier_noise, rollouts=cfg.rollouts, gen=gen)
+            terms = policy_loss(z.repeat(c), groups.n, table.lookup(groups.G, groups.k), G=groups.G)
+            (terms.pg_loss / draws).backward(retain_graph=True)
             done += c
         g_mean = (-z.grad).detach().to("cpu", torch.float64).numpy()  # mean update per prompt
         measured = np.bincount(decile, weights=g_mean, minlength=N_DECILES)
-        closed = np.bincount(decile, weights=expected_update(p0, G, method, ddof=cfg.ddof, eps=cfg.eps), minlength=N_DECILES)
+        m = expected_update(p0, G, method, ddof=cfg.ddof, eps=cfg.eps, verifier_noise=cfg.verifier_noise)
+        closed = np.bincount(decile, weights=m, minlength=N_DECILES)
         share_m, share_c = measured / measured.sum(), closed / closed.sum()
         with np.errstate(invalid="ignore", divide="ignore"):
             ratio = np.where(closed > 0, measured / closed, np.nan)

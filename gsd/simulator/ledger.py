@@ -22,11 +22,15 @@ import numpy as np
 import pandas as pd
 
 from ..atomic import atomic_path
+from ..methods import method_spec
 from ..silent import dapo_generation_cost, silent_rate
-from ..update import expected_update
+from ..update import expected_update, fidelity_law
+from ..weighting import large_group_weight
 
 __all__ = [
     "COLUMNS",
+    "BLOCKS",
+    "Ledger",
     "WALL_COLUMNS",
     "INT_COLUMNS",
     "reward_rate",
@@ -89,6 +93,16 @@ COLUMNS.update(
         for q in range(N_QUARTILES)
     }
 )
+COLUMNS.update(
+    {
+        "effective_ratio": "effective-gradient ratio: groups drawn this step that were not silent / groups drawn "
+        "(= 1 − silent_frac without redraws; DAPO's redraws count in the denominator)",
+        "value_planned": "Σ over the batch of the allocator's expected value (config key allocation) at the plan's G, "
+        "under what the plan knew (allocation_source); NaN for a fixed G or before the first informed plan",
+        "grad_planned": "Σ over the batch of E[σ̂] at the plan's G under what the plan knew: the GRPO update the plan "
+        "expects, to compare with grad_mass (NaN for a fixed G)",
+    }
+)
 COLUMNS.update({"wall_s": "wall-clock seconds of this step (differs between otherwise identical runs)"})
 
 #: Columns holding integers (the rest are floats).
@@ -105,60 +119,80 @@ def reward_rate(p, noise: float):
     return p if noise == 0 else p * (1.0 - noise) + (1.0 - p) * noise
 
 
-def predicted_update(p, cfg) -> np.ndarray:
-    """Expected logit update of each prompt, m_method(p, G) of DESIGN §1.3.
+def predicted_update(p, cfg, G=None) -> np.ndarray:
+    """Expected logit update of each prompt, m_method(p, G) (:ref:`theory-update`), at the
+    run's ddof/eps, DAPO's ``max_draws`` and verifier noise: :func:`gsd.update.expected_update`.
 
-    GRPO and Dr.GRPO: :func:`gsd.update.expected_update` with the run's ddof/eps.  DAPO with
-    at most D draws: ``expected_update(..., "dapo", max_draws=D)`` = m_DAPO·(1 − P_silent^D).
-
-    With a noisy verifier (each reward flipped with probability ν) the rewards are Bernoulli(q),
-    q = p(1−ν) + (1−p)ν, and given the rewards each answer is right with probability
-    p(1−ν)/q (reward 1) or pν/(1−q) (reward 0).  The logit score is y − p, so the expected
-    contrast s̄₊ − s̄₋ given the rewards is p(1−ν)/q − pν/(1−q) = (1−2ν)·p(1−p)/(q(1−q)),
-    the same for every group; the identity g = σ²/(σ_c+eps)·(s̄₊ − s̄₋) then gives
-        E[g] = m_method(q, G) · (1−2ν)·p(1−p)/(q(1−q)),
-    which is m_method(p, G) at ν = 0.
+    ``G``: each prompt's group size (default: the config's ``group_size``).
     """
-    p = np.asarray(p, dtype=np.float64)
-    q = reward_rate(p, cfg.verifier_noise)
-    kw = {"ddof": cfg.ddof, "eps": cfg.eps}
-    if cfg.method == "dapo":
+    kw = {"ddof": cfg.ddof, "eps": cfg.eps, "verifier_noise": cfg.verifier_noise}
+    if method_spec(cfg.method).redraws_silent:
         kw["max_draws"] = cfg.max_draws
     with np.errstate(divide="ignore", invalid="ignore"):  # the core takes log1p(−1) where 1 − P_silent rounds to 1 (large G)
-        m = expected_update(q, cfg.group_size, cfg.method, **kw)
-    if cfg.verifier_noise:
-        v = q * (1.0 - q)
-        factor = np.where(v > 0, (1.0 - 2.0 * cfg.verifier_noise) * p * (1.0 - p) / np.where(v > 0, v, 1.0), 0.0)
-        m = m * factor
-    return m
+        return expected_update(p, cfg.group_size if G is None else G, cfg.method, **kw)
 
 
-def predicted_silent(p, cfg) -> dict:
-    """Predicted per-batch means: silent rate (DESIGN §1.2), zero-update rate and groups drawn."""
+def predicted_silent(p, cfg, G=None) -> dict:
+    """Predicted per-batch means: silent rate (:ref:`theory-silent`), zero-update rate and groups drawn."""
+    G = cfg.group_size if G is None else G
     q = reward_rate(p, cfg.verifier_noise)
-    s = silent_rate(q, cfg.group_size)
-    if cfg.method == "dapo":
+    s = silent_rate(q, G)
+    if method_spec(cfg.method).redraws_silent:
         zero = s**cfg.max_draws
-        groups = dapo_generation_cost(q, cfg.group_size, max_draws=cfg.max_draws).sum()
+        groups = dapo_generation_cost(q, G, max_draws=cfg.max_draws).sum()
     else:
         zero = s
         groups = float(q.size)
     return {"silent_pred": float(s.mean()), "zero_update_pred": float(zero.mean()), "groups_pred": float(groups)}
 
 
-def large_group_update(p, G: int, decile, n_bins: int = N_DECILES):
+def large_group_update(p, G, decile, n_bins: int = N_DECILES):
     """The large-G GRPO update sqrt(p(1−p)) of each prompt, summed: ``(grad_limit, grad_law,
     per-decile grad_limit)`` for the ledger's columns of the same names.
 
-    grad_law sums sqrt(p(1−p))·fidelity_law(p, G) = sqrt(p(1−p)) − 1/(8G·sqrt(p(1−p)))
-    (DESIGN §1.4, :func:`gsd.update.fidelity_law`); a prompt at p ∈ {0, 1} (reachable only by
-    rounding a saturated logit) contributes the law's limit there, −∞.
+    grad_law sums sqrt(p(1−p))·fidelity_law(p, G) (:ref:`theory-law`; the core's
+    :func:`gsd.weighting.large_group_weight` and :func:`gsd.update.fidelity_law`); a prompt at
+    p ∈ {0, 1} (reachable only by rounding a saturated logit) contributes the law's limit
+    there, −∞.  ``G``: the group size, or one per prompt.
     """
-    p = np.asarray(p, dtype=np.float64)
-    lim = np.sqrt(p * (1.0 - p))
-    with np.errstate(divide="ignore"):
-        law = lim - 1.0 / (8.0 * G * lim)
+    lim = large_group_weight(p, "grpo")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        law = np.where(lim > 0, lim * fidelity_law(p, G), -np.inf)
     return float(lim.sum()), float(law.sum()), np.bincount(decile, weights=lim, minlength=n_bins)
+
+
+#: Column blocks, filled by one name: ``grad_mass_d`` → grad_mass_d0 … grad_mass_d9, etc.
+BLOCKS: dict[str, list[str]] = {
+    **{f"grad_{what}_d": [f"grad_{what}_d{d}" for d in range(N_DECILES)] for what in ("mass", "pred", "limit")},
+    "mean_p_q": [f"mean_p_q{q + 1}" for q in range(N_QUARTILES)],
+}
+
+
+class Ledger:
+    """The run's ledger: a float64 (steps, len(COLUMNS)) table, filled row by row by column name.
+
+    ``put(step, silent_frac=0.1, grad_mass_d=array_of_10, ...)``: plain names are columns of
+    :data:`COLUMNS`, block names (:data:`BLOCKS`) fill their columns in order.  Unset entries
+    stay NaN.  Integers are exact below 2^53.
+    """
+
+    def __init__(self, steps: int):
+        self.table = np.full((steps, len(COLUMNS)), np.nan)
+        self._at = {c: slice(j, j + 1) for j, c in enumerate(COLUMNS)}
+        index = list(COLUMNS)
+        for name, cols in BLOCKS.items():
+            j = index.index(cols[0])
+            self._at[name] = slice(j, j + len(cols))
+
+    def put(self, row_index: int, /, **values) -> None:
+        row = self.table[row_index]
+        for name, value in values.items():
+            row[self._at[name]] = value
+
+    def get(self, step: int, name: str):
+        """The value (or block) ``name`` of row ``step``."""
+        v = self.table[step, self._at[name]]
+        return v if v.size > 1 else float(v[0])
 
 
 def ledger_frame(table: np.ndarray) -> pd.DataFrame:
@@ -254,9 +288,42 @@ def summarise(ledger: pd.DataFrame, cfg, *, initial: dict, final: dict, device: 
         "groups_pred_total": float(ledger["groups_pred"].sum()),
         "generations_total": int(ledger["generations"].sum()),
         "wall_s_total": float(ledger["wall_s"].sum()),
+        **allocation_summary(ledger, final),
         "config": cfg.to_dict(),
     }
     return out
+
+
+#: Training targets whose cost in generations the summary reports: (ledger column, threshold).
+TARGETS = {"mean_p_0.9": ("mean_p", 0.9), "hard_quartile_p_0.8": ("mean_p_q1", 0.8)}
+
+
+def generations_to_target(ledger: pd.DataFrame, column: str, threshold: float, final_value: float):
+    """Answers generated before ``column`` first reached ``threshold`` (NaN if it never did).
+
+    The ledger's state columns are read before each step, so reaching the target at step t
+    cost the generations of steps 0 … t−1; the state after the last step counts too.
+    """
+    before = ledger[column].to_numpy()
+    spent = np.concatenate([[0], ledger["generations_cum"].to_numpy()])
+    hit = np.nonzero(np.concatenate([before, [final_value]]) >= threshold)[0]
+    return float(spent[hit[0]]) if hit.size else math.nan
+
+
+def allocation_summary(ledger: pd.DataFrame, final: dict) -> dict:
+    """Budget-allocation view of a run: effective-gradient ratio, generations to the targets,
+    planned value against measured gradient mass."""
+    final_cols = {"mean_p": final["mean_p"], "mean_p_q1": final["quartile_mean_p"][0]}
+    groups = float(ledger["groups"].sum())
+    kept = float((ledger["n_batch"] * (1 - ledger["zero_update_frac"])).sum())
+    planned = ledger["grad_planned"].notna()
+    return {
+        "effective_ratio": kept / groups if groups else math.nan,
+        "generations_to_target": {name: generations_to_target(ledger, col, thr, final_cols[col])
+                                  for name, (col, thr) in TARGETS.items()},
+        "grad_mass_over_planned": float(ledger.loc[planned, "grad_mass"].sum() / ledger.loc[planned, "grad_planned"].sum())
+        if planned.any() else math.nan,
+    }
 
 
 # --------------------------------------------------------------------------- files

@@ -6,18 +6,17 @@ and writes one tidy ``results.parquet``.  :mod:`gsd.sweep.law` measures the grou
 training from a sweep over group sizes and difficulty mixes.
 
 >>> from gsd.sweep import run_sweep                                     # doctest: +SKIP
->>> res = run_sweep("simulations/law_in_training.toml", "sweeps/law")   # doctest: +SKIP
+>>> res = run_sweep("law_in_training", "sweeps/law")                     # doctest: +SKIP
 >>> res.table.head()                                                     # doctest: +SKIP
 """
 
-from .backends import BACKENDS, RAY_INSTALL_HINT, LocalBackend, RayBackend, SerialBackend, TaskFailed, run_task
-from .engine import SweepResult, load_results, plan_sweep, results_table, run_sweep
-from .grid import Grid, RunSpec, expand, load_grid, parse_grid, run_name
-from .lock import LockBusy, RunLock
+from .._lazy import lazy_exports
 
-__all__ = [
-    "BACKENDS", "RAY_INSTALL_HINT", "LocalBackend", "RayBackend", "SerialBackend", "TaskFailed", "run_task",
-    "SweepResult", "run_sweep", "plan_sweep", "results_table", "load_results",
-    "Grid", "RunSpec", "load_grid", "parse_grid", "expand", "run_name",
-    "RunLock", "LockBusy",
-]
+# Imported on first use, so that `gsd sweep --help` (and `gsd --help`) load no pandas.
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "backends": ("BACKENDS", "RAY_INSTALL_HINT", "LocalBackend", "RayBackend", "SerialBackend", "TaskFailed",
+                 "run_task"),
+    "engine": ("SweepResult", "run_sweep", "plan_sweep", "results_table", "load_results"),
+    "grid": ("Grid", "RunSpec", "load_grid", "parse_grid", "expand", "run_name"),
+    "lock": ("RunLock", "LockBusy"),
+})

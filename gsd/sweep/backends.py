@@ -31,6 +31,7 @@ from concurrent import futures
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
+from .._validate import InputError
 from .lock import RunLock
 
 __all__ = [
@@ -151,7 +152,7 @@ class LocalBackend:
 
     def __init__(self, workers: int | None = None, threads_per_run: int = 1):
         if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
-            raise ValueError(f"workers must be a positive integer, got {workers!r}")
+            raise InputError(f"workers must be a positive integer, got {workers!r}")
         self.workers = workers
         self.threads = max(1, int(threads_per_run))
         self._pool: futures.ProcessPoolExecutor | None = None
@@ -244,7 +245,7 @@ class SerialBackend:
 
     def __init__(self, workers: int | None = None):
         if workers not in (None, 1):
-            raise ValueError(f"the serial backend runs one run at a time; got workers={workers!r}")
+            raise InputError(f"the serial backend runs one run at a time; got workers={workers!r}")
         self._results: dict = {}
         self._next = 0
 
@@ -279,7 +280,7 @@ def import_ray():
     try:
         import ray  # noqa: PLC0415
     except ImportError:
-        raise ValueError(RAY_INSTALL_HINT) from None
+        raise InputError(RAY_INSTALL_HINT) from None
     return ray
 
 
@@ -297,7 +298,7 @@ class RayBackend:
     def __init__(self, address: str | None = None, workers: int | None = None,
                  num_gpus: float | None = None, runtime_env: dict | None = None, init_kwargs: dict | None = None):
         if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
-            raise ValueError(f"workers must be a positive integer, got {workers!r}")
+            raise InputError(f"workers must be a positive integer, got {workers!r}")
         self.address = address
         self.workers = workers
         self.num_gpus = num_gpus
@@ -336,9 +337,9 @@ class RayBackend:
         need_cpu = max(s.num_cpus for s in specs)
         need_gpu = max(s.num_gpus for s in specs)
         if need_cpu > have.get("CPU", 0):
-            raise ValueError(f"each run asks for {need_cpu:g} CPU(s) but the Ray cluster has {have.get('CPU', 0):g}")
+            raise InputError(f"each run asks for {need_cpu:g} CPU(s) but the Ray cluster has {have.get('CPU', 0):g}")
         if need_gpu > have.get("GPU", 0):
-            raise ValueError(
+            raise InputError(
                 f"runs on a cuda device ask for {need_gpu:g} GPU(s) but the Ray cluster has {have.get('GPU', 0):g}"
             )
 
@@ -386,13 +387,13 @@ def make_backend(backend, *, workers=None, address=None, **options):
         return backend
     if backend == "local":
         if address:
-            raise ValueError("--address is for the ray backend; the local backend runs on this machine")
+            raise InputError("--address is for the ray backend; the local backend runs on this machine")
         return LocalBackend(workers=workers, **options)
     if backend == "ray":
         import_ray()  # fail early, with the install hint
         return RayBackend(address=address, workers=workers, **options)
     if backend == "serial":
         if address:
-            raise ValueError("--address is for the ray backend; the serial backend runs in this process")
+            raise InputError("--address is for the ray backend; the serial backend runs in this process")
         return SerialBackend(workers=workers, **options)
-    raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    raise InputError(f"backend must be one of {BACKENDS}, got {backend!r}")

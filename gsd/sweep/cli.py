@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pandas as pd
-
+from .._validate import InputError
 from .backends import BACKENDS
 
 
@@ -19,7 +18,7 @@ def register(sub) -> None:
             "(a killed sweep resumes where it stopped), retry failures, and write OUT/results.parquet."
         ),
     )
-    p.add_argument("--grid", required=True, help="grid file (TOML with [sweep], [base], [grid]; see simulations/)")
+    p.add_argument("--grid", required=True, help="grid file (TOML with [sweep], [base], [grid]) or the name of a shipped grid: law_in_training, methods_mlp_grid")
     p.add_argument("--out", required=True, help="sweep folder, e.g. sweeps/NAME")
     p.add_argument("--backend", choices=BACKENDS, default="local",
                    help="local: process pool on this machine (default); ray: Ray tasks (pip install 'gsd[ray]'); "
@@ -43,14 +42,16 @@ def _sweep(args) -> int:
     from .engine import plan_sweep, run_sweep
 
     if args.workers is not None and args.workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+        raise InputError(f"--workers must be >= 1, got {args.workers}")
     if args.max_retries < 0:
-        raise ValueError(f"--max-retries must be >= 0, got {args.max_retries}")
+        raise InputError(f"--max-retries must be >= 0, got {args.max_retries}")
     if args.address and args.backend != "ray":
-        raise ValueError("--address needs --backend ray")
+        raise InputError("--address needs --backend ray")
 
     if args.dry_run:
         import importlib
+
+        import pandas as pd
 
         specs = plan_sweep(args.grid, args.out, args.simulator)
         sim = importlib.import_module(args.simulator)

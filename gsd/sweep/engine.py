@@ -31,7 +31,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..atomic import write_atomic, write_json, write_table
+from .._validate import InputError
+from ..atomic import make_folder, write_atomic, write_json, write_table
 from .backends import TaskFailed, make_backend, read_summary
 from .grid import Grid, RunSpec, expand, load_grid
 
@@ -80,7 +81,7 @@ def load_results(out) -> pd.DataFrame:
     """The results table of a sweep folder."""
     path = Path(out) / RESULTS
     if not path.is_file():
-        raise ValueError(f"no results table in {str(out)!r} (run the sweep first)")
+        raise InputError(f"no results table in {str(out)!r} (run the sweep first)")
     return pd.read_parquet(path)
 
 
@@ -183,15 +184,14 @@ def run_sweep(
         (``None``: wait).
     """
     if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
-        raise ValueError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+        raise InputError(f"max_retries must be an integer >= 0, got {max_retries!r}")
     t0 = time.perf_counter()
     grid = grid if isinstance(grid, Grid) else load_grid(grid)
     out = Path(out)
     specs = plan_sweep(grid, out, simulator)
     sim = importlib.import_module(simulator)
     backend_obj = make_backend(backend, workers=workers, address=address, **(backend_options or {}))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "runs").mkdir(exist_ok=True)
+    make_folder(out / "runs")
     if grid.text is not None:
         write_atomic(out / "grid.toml", grid.text)
     manifest = {

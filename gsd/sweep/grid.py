@@ -46,6 +46,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from .._validate import InputError
+from ..resources import config_file
+
 try:  # Python >= 3.11
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
@@ -100,15 +103,14 @@ class RunSpec:
 
 # ----------------------------------------------------------------------------------- parsing
 def load_grid(path) -> Grid:
-    """Read and check a grid TOML file."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"grid file not found: {str(path)!r}")
+    """Read and check a grid TOML file, given by path or as the name of a shipped grid
+    (:func:`gsd.resources.config_file`, e.g. ``"law_in_training"``)."""
+    path = config_file(path, what="grid file")
     text = path.read_text(encoding="utf-8")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"grid file {str(path)!r} is not valid TOML: {exc}") from None
+        raise InputError(f"grid file {str(path)!r} is not valid TOML: {exc}") from None
     return parse_grid(data, source=path, text=text)
 
 
@@ -116,32 +118,32 @@ def parse_grid(data: dict, *, source: Path | None = None, text: str | None = Non
     """Check a grid given as a dict (the parsed TOML) and return a :class:`Grid`."""
     where = f"grid file {str(source)!r}" if source else "grid"
     if not isinstance(data, dict):
-        raise ValueError(f"{where} must be a table, got {type(data).__name__}")
+        raise InputError(f"{where} must be a table, got {type(data).__name__}")
     unknown = sorted(set(data) - set(_TABLES))
     if unknown:
-        raise ValueError(f"{where}: unknown table(s) {unknown}; expected [sweep], [base] and [grid]")
+        raise InputError(f"{where}: unknown table(s) {unknown}; expected [sweep], [base] and [grid]")
     sweep = data.get("sweep", {})
     base = data.get("base", {})
     grid = data.get("grid")
     for name, table in (("sweep", sweep), ("base", base)):
         if not isinstance(table, dict):
-            raise ValueError(f"{where}: [{name}] must be a table")
+            raise InputError(f"{where}: [{name}] must be a table")
     if not isinstance(grid, dict) or not grid:
-        raise ValueError(f"{where}: needs a non-empty [grid] table of key = [values]")
+        raise InputError(f"{where}: needs a non-empty [grid] table of key = [values]")
     bad = sorted(set(sweep) - set(_SWEEP_KEYS))
     if bad:
-        raise ValueError(f"{where}: unknown key(s) {bad} in [sweep]; allowed: {list(_SWEEP_KEYS)}")
+        raise InputError(f"{where}: unknown key(s) {bad} in [sweep]; allowed: {list(_SWEEP_KEYS)}")
 
     base_config = None
     if "config" in sweep:
         cfg = sweep["config"]
         if not isinstance(cfg, str) or not cfg:
-            raise ValueError(f"{where}: [sweep] config must be a path string, got {cfg!r}")
+            raise InputError(f"{where}: [sweep] config must be a path string, got {cfg!r}")
         base_config = Path(cfg)
         if not base_config.is_absolute() and source is not None:
             base_config = Path(source).parent / base_config
         if not base_config.is_file():
-            raise ValueError(f"{where}: base config not found: {str(base_config)!r}")
+            raise InputError(f"{where}: base config not found: {str(base_config)!r}")
     num_cpus = _resource(sweep.get("num_cpus", 1), "num_cpus", where)
     num_gpus = sweep.get("num_gpus")
     if num_gpus is not None:
@@ -150,17 +152,17 @@ def parse_grid(data: dict, *, source: Path | None = None, text: str | None = Non
     axes = []
     for key, values in grid.items():
         if not isinstance(values, list):
-            raise ValueError(f"{where}: grid.{key} must be a list of values, got {values!r}")
+            raise InputError(f"{where}: grid.{key} must be a list of values, got {values!r}")
         if not values:
-            raise ValueError(f"{where}: grid.{key} is an empty list")
+            raise InputError(f"{where}: grid.{key} is an empty list")
         for v in values:
             if isinstance(v, dict):
                 _check_bundle(v, key, where, grid_keys=set(grid) - {key})
             elif isinstance(v, list):
-                raise ValueError(f"{where}: grid.{key} holds a list {v!r}; use a table to set several keys")
+                raise InputError(f"{where}: grid.{key} holds a list {v!r}; use a table to set several keys")
         labels = [_display(v) for v in values]
         if len(set(map(repr, labels))) != len(labels):
-            raise ValueError(f"{where}: grid.{key} repeats a value: {labels}")
+            raise InputError(f"{where}: grid.{key} repeats a value: {labels}")
         axes.append((str(key), tuple(values)))
     description = sweep.get("description", "")
     return Grid(
@@ -179,19 +181,19 @@ def _resource(value, name, where, allow_zero=False) -> float:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < 0 or (value == 0 and not allow_zero):
         kind = "non-negative" if allow_zero else "positive"
-        raise ValueError(f"{where}: [sweep] {name} must be a {kind} number, got {value!r}")
+        raise InputError(f"{where}: [sweep] {name} must be a {kind} number, got {value!r}")
     return float(value)
 
 
 def _check_bundle(bundle: dict, key: str, where: str, grid_keys: set) -> None:
     if "label" in bundle and not isinstance(bundle["label"], (str, int, float)):
-        raise ValueError(f"{where}: grid.{key} label must be a string, got {bundle['label']!r}")
+        raise InputError(f"{where}: grid.{key} label must be a string, got {bundle['label']!r}")
     settings = {k for k in bundle if k != "label"}
     if not settings:
-        raise ValueError(f"{where}: grid.{key} has a table with no settings: {bundle!r}")
+        raise InputError(f"{where}: grid.{key} has a table with no settings: {bundle!r}")
     clash = sorted(settings & grid_keys)
     if clash:
-        raise ValueError(f"{where}: grid.{key} sets {clash}, which another grid key varies")
+        raise InputError(f"{where}: grid.{key} sets {clash}, which another grid key varies")
 
 
 def _display(value):
@@ -251,7 +253,7 @@ def _simulator(simulator) -> ModuleType:
     try:
         return importlib.import_module(simulator)
     except ModuleNotFoundError as exc:
-        raise ValueError(f"simulator module {simulator!r} cannot be imported: {exc}") from None
+        raise InputError(f"simulator module {simulator!r} cannot be imported: {exc}") from None
 
 
 def build_config(sim: ModuleType, base_config: Path | None, overrides: dict):
@@ -260,7 +262,7 @@ def build_config(sim: ModuleType, base_config: Path | None, overrides: dict):
         cfg = sim.SimConfig.from_toml(base_config) if base_config else sim.SimConfig()
         return cfg.with_overrides(overrides) if overrides else cfg
     except (TypeError, KeyError, AttributeError) as exc:
-        raise ValueError(str(exc)) from None
+        raise InputError(str(exc)) from None
 
 
 def expand(grid: Grid, simulator="gsd.simulator") -> list[RunSpec]:
@@ -289,10 +291,10 @@ def expand(grid: Grid, simulator="gsd.simulator") -> list[RunSpec]:
             config = build_config(sim, grid.base_config, overrides)
             config_dict = config.to_dict()
         except ValueError as exc:
-            raise ValueError(f"grid point ({shown}): {exc}") from None
+            raise InputError(f"grid point ({shown}): {exc}") from None
         name = run_name(params, config_hash(_identity(config_dict, defaults)))
         if name in seen:
-            raise ValueError(f"grid points ({seen[name]}) and ({shown}) give the same run {name!r}")
+            raise InputError(f"grid points ({seen[name]}) and ({shown}) give the same run {name!r}")
         seen[name] = shown
         if "name" in config_dict and "name" not in overrides:
             config = config.with_overrides({"name": name})

@@ -16,8 +16,8 @@ Where the Δz come from.  The simulator's ledger keeps per-step sums by decile o
 not per-prompt updates, so this module reads them from checkpoints: a run of ``steps = t``
 ends with a checkpoint holding the logits after t steps (and the initial logits), and because
 a run's random streams do not depend on ``steps``, runs with ``steps = t`` and ``t + 1`` (same
-everything else) hold two consecutive states of one trajectory.  The shipped grid
-``simulations/law_in_training.toml`` therefore varies ``steps`` over pairs (1 alone gives the
+everything else) hold two consecutive states of one trajectory.
+The shipped grid ``law_in_training`` therefore varies ``steps`` over pairs (1 alone gives the
 first step).  Each measured Δz/η is checked to be one of the possible values sqrt(k(G−k))/G —
 the proof that the two checkpoints are consecutive.
 
@@ -46,8 +46,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._validate import InputError
 from ..plotstyle import checkout_root, fast_mode, figures_dir, new_figure, save_figure, styled
 from ..update import fidelity, fidelity_law
+from ..resources import config_file
 from .engine import load_results, run_sweep
 from .grid import Grid, load_grid
 
@@ -77,9 +79,8 @@ _LATTICE_TOL = 1e-6
 
 # ------------------------------------------------------------------------------ locations
 def default_grid_path() -> Path:
-    """``simulations/law_in_training.toml`` of the checkout (editable install), else ./simulations."""
-    root = checkout_root()
-    return (root if root else Path(".")) / "simulations" / "law_in_training.toml"
+    """The shipped grid ``law_in_training`` (:func:`gsd.resources.config_file`)."""
+    return config_file("law_in_training", what="grid file")
 
 
 def default_sweep_dir(fast: bool | None = None) -> Path:
@@ -137,7 +138,7 @@ def _read_run(run_dir: Path):
         cfg = json.load(fh)
     ckpt = torch.load(run_dir / "checkpoint.pt", map_location="cpu", weights_only=True)
     if int(ckpt["step"]) != int(cfg["steps"]):
-        raise ValueError(f"run {run_dir.name}: its checkpoint is at step {ckpt['step']}, not the final {cfg['steps']}")
+        raise InputError(f"run {run_dir.name}: its checkpoint is at step {ckpt['step']}, not the final {cfg['steps']}")
     z = ckpt["policy"]["z"].to(torch.float64).numpy()
     z0 = ckpt["z_ref"].to(torch.float64).numpy()
     return cfg, z0, z
@@ -146,7 +147,7 @@ def _read_run(run_dir: Path):
 def _check_config(cfg: dict, name: str) -> None:
     bad = {k: cfg.get(k) for k, v in _REQUIRED.items() if cfg.get(k) != v}
     if bad:
-        raise ValueError(
+        raise InputError(
             f"run {name}: the law measurement needs the paper's tabular GRPO with plain SGD "
             f"({', '.join(f'{k}={v!r}' for k, v in _REQUIRED.items())}); this run has {bad}"
         )
@@ -159,7 +160,7 @@ def _ratios(z_before, z_after, lr, G, label):
     kk = (sigma * G) ** 2  # = k(G − k), an integer, for an update of one GRPO step
     off = np.abs(kk - np.round(kk))
     if sigma.min() < -_LATTICE_TOL or off.max() > _LATTICE_TOL * G * G:
-        raise ValueError(
+        raise InputError(
             f"{label}: the logit changes are not single GRPO steps (max distance to the σ lattice "
             f"{off.max():.3g}); are the two checkpoints consecutive states of one run?"
         )
@@ -194,17 +195,17 @@ def step_updates(sweep_dir, table: pd.DataFrame | None = None) -> pd.DataFrame:
                 frame.insert(len(frame.columns) - 3, k, v)
             frames.append(frame)
     if not frames:
-        raise ValueError("no measurable steps: the sweep needs steps = 1 or a pair t, t + 1 per family")
+        raise InputError("no measurable steps: the sweep needs steps = 1 or a pair t, t + 1 per family")
     return pd.concat(frames, ignore_index=True)
 
 
 def _families(table: pd.DataFrame):
     """(family keys without ``steps``, [(family values, rows of the results table)])."""
     if "steps" not in table.columns:
-        raise ValueError("the law sweep must vary `steps` (pairs t, t+1; 1 gives the first step)")
+        raise InputError("the law sweep must vary `steps` (pairs t, t+1; 1 gives the first step)")
     if (table["status"] != "complete").any():
         missing = table.loc[table["status"] != "complete", "run"].tolist()
-        raise ValueError(f"{len(missing)} run(s) are not complete (e.g. {missing[0]}); finish the sweep first")
+        raise InputError(f"{len(missing)} run(s) are not complete (e.g. {missing[0]}); finish the sweep first")
     cols = list(table.columns)
     keys = cols[cols.index("run") + 1 : cols.index("status")]
     family_keys = [k for k in keys if k != "steps"]
@@ -232,7 +233,7 @@ def ledger_fidelity(sweep_dir, table: pd.DataFrame | None = None) -> pd.DataFram
         longest = rows.loc[rows["steps"].astype(int).idxmax()]
         ledger = read_ledger(sweep_dir / longest["run_dir"])
         if "grad_limit" not in ledger.columns:
-            raise ValueError(f"run {longest['run']}: its ledger has no grad_limit column (written by an older gsd); rerun the sweep")
+            raise InputError(f"run {longest['run']}: its ledger has no grad_limit column (written by an older gsd); rerun the sweep")
         frame = ledger[["step", "mean_p", "grad_mass", "grad_limit", "grad_law", "grad_pred"]].copy()
         for k, v in zip(family_keys, fam):
             frame[k] = v
@@ -307,7 +308,7 @@ def law_in_training(sweep_dir, *, bins=P_BINS, table: pd.DataFrame | None = None
     upd["law"] = fidelity_law(upd["p"].to_numpy(), G)
     family = [c for c in upd.columns if c not in ("step", "p", "ratio", "phi", "law", "seed")]
     if "group_size" not in family:
-        raise ValueError("the law sweep needs group_size among its grid keys")
+        raise InputError("the law sweep needs group_size among its grid keys")
     result = LawResult(by_group=pd.DataFrame(), by_bin=pd.DataFrame(), updates=upd, family_keys=family)
     keys = result.group_keys
     result.by_group = _sorted(_aggregate(upd, keys), keys, upd)

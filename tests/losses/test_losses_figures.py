@@ -51,8 +51,10 @@ def test_cli_subcommand(capsys, tmp_path):
     import argparse
     import json
 
+    from gsd.losses import cli
+
     parser = argparse.ArgumentParser(prog="gsd")
-    figures.register(parser.add_subparsers())
+    cli.register(parser.add_subparsers())
     args = parser.parse_args(["losses", "--json"])
     assert args.func(args) == 0
     records = json.loads(capsys.readouterr().out)

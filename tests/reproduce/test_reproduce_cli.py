@@ -89,12 +89,17 @@ def test_reproduce_fast_writes_the_report(fast_report):
         assert by[key]["computed"] and by[key]["agrees_at_printed_precision"], by[key]
         assert by[key]["difference"] == pytest.approx(by[key]["ours"] - by[key]["published"])
     assert not by["campaign_silent_r2"]["computed"]
+    # Rows computed from the histogram (whose 63/64 bar was split with published figures) say so.
+    from_histogram = {k for k, r in by.items() if r["data"] == "histogram"}
+    assert from_histogram == {"bigmath_silent_G8", "bigmath_extreme_share_dr_grpo", "bigmath_extreme_share_grpo",
+                              "campaign_silent_r2"}
     assert rep["campaign"]["status"] == "skipped"
     assert rep["meta"]["mode"] == "fast"
     assert rep["group_size_table"]["all_symmetric"] and rep["group_size_table"]["matches_brute_force_scan"]
     assert rep["dapo"]["fit"]["tau"] > 0
     md = (fast_report / "report.md").read_text()
     assert "## Ours vs published" in md and "44.3" in md and "campaign: skipped" in md
+    assert "E[p^32] marker" in md and "decile shares" in md
     names = {p.split("/")[-1] for p in rep["figures"]["written"]}
     from gsd.reproduce.figures import FIGURES
 

@@ -12,16 +12,23 @@ import pytest
 import torch
 
 from gsd.simulator import SimConfig, is_complete, read_ledger, run_simulation
-from gsd.simulator.engine import KILL_ENV
 from gsd.simulator.ledger import WALL_COLUMNS
 
-_CHILD = "import json, sys; from gsd.simulator import SimConfig, run_simulation; " \
-         "run_simulation(SimConfig.from_dict(json.loads(sys.argv[1])), sys.argv[2], progress=False)"
+# The child dies like SIGKILL (os._exit: no clean-up) right after step KILL_AFTER is done.
+_CHILD = """
+import json, os, sys
+from gsd.simulator import SimConfig, run_simulation
+kill_after = int(sys.argv[3])
+def die(step):
+    if step == kill_after:
+        os._exit(86)
+run_simulation(SimConfig.from_dict(json.loads(sys.argv[1])), sys.argv[2], progress=False, on_step=die)
+"""
 
 
 def _killed_run(cfg, folder, after_step):
-    env = {**os.environ, KILL_ENV: str(after_step), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(cfg.to_dict()), str(folder)],
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(cfg.to_dict()), str(folder), str(after_step)],
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 86, proc.stderr  # died by the hook, not by an error
 

@@ -1,0 +1,62 @@
+"""Diagnose a GRPO run from its rollout logs (verl, TRL or a plain table).
+
+``gsd diagnose LOG...`` reads the rollouts a trainer logged and says, step by step, how much of
+the generation budget fell in silent groups, what the closed forms predicted from each prompt's
+posterior before the step, the fidelity of the group sizes drawn, and which group sizes the data
+recommend next (see :ref:`theory-logs` for the formats and :ref:`theory-silent` for the math).
+
+* :func:`read_rollouts` — logs → :class:`RolloutLog` (prompt code, step, reward per rollout);
+* :func:`diagnose_log` — :class:`RolloutLog` → :class:`Diagnosis` (per-group, per-step and
+  per-prompt tables and a summary);
+* :func:`diagnose` — both at once;
+* :func:`write_outputs`, :func:`format_report`, :func:`diagnosis_figure` — what the CLI writes.
+"""
+
+import importlib
+
+__all__ = ["FORMATS", "STEP_KEYS", "BadRow", "RolloutLog", "Diagnosis", "read_rollouts", "diagnose_log", "diagnose",
+           "binarise", "format_report", "diagnosis_json", "write_outputs", "diagnosis_figure",
+           "write_verl_step", "write_trl_step"]
+
+# Public names and the submodule that defines them, imported on first use so that the CLI can
+# register ``gsd diagnose`` without loading pandas, pyarrow or scipy.
+_LAZY = {
+    "FORMATS": "readers", "BadRow": "readers", "RolloutLog": "readers", "read_rollouts": "readers",
+    "STEP_KEYS": "tables", "Diagnosis": "tables", "binarise": "tables", "diagnose_log": "tables",
+    "format_report": "report", "diagnosis_json": "report", "write_outputs": "report",
+    "diagnosis_figure": "figure", "write_verl_step": "writers", "write_trl_step": "writers",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def diagnose(paths, *, fmt: str = "auto", reward=None, threshold=None, prompt_col=None, step_col=None,
+             prior="empirical-bayes", epsilon: float = 0.05, level: float = 0.9, budget=None,
+             progress=None):
+    """Read rollout logs and diagnose them: :func:`read_rollouts` then :func:`diagnose_log`.
+
+    Takes the arguments of both and returns a :class:`Diagnosis`.
+
+    Examples
+    --------
+    >>> import json, tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> for step in (1, 2):
+    ...     rows = [{"input": q, "score": s, "step": step} for q, ss in (("a", (0, 1, 1, 0)), ("b", (0, 0, 0, 0)))
+    ...             for s in ss]
+    ...     _ = (d / f"{step}.jsonl").write_text("".join(json.dumps(r) + "\\n" for r in rows))
+    >>> dx = diagnose(d, prior="uniform")
+    >>> dx.steps[["step", "groups", "rollouts", "silent_frac", "wasted_rollouts"]].to_dict("records")[0]
+    {'step': 1, 'groups': 2, 'rollouts': 8, 'silent_frac': 0.5, 'wasted_rollouts': 4}
+    """
+    from .readers import read_rollouts
+    from .tables import diagnose_log
+
+    log = read_rollouts(paths, fmt=fmt, reward=reward, prompt_col=prompt_col, step_col=step_col, progress=progress)
+    return diagnose_log(log, threshold=threshold, prior=prior, epsilon=epsilon, level=level, budget=budget)

@@ -1,0 +1,60 @@
+"""``gsd diagnose``: read a run's rollout logs and report silent groups, predictions and advice.
+
+Only argparse is imported here; the readers and the math are imported when the command runs.
+"""
+
+from __future__ import annotations
+
+_HELP = "diagnose a GRPO run from its rollout logs (verl, TRL or a table)"
+_DESCRIPTION = """\
+Read the rollouts a trainer logged and report, per step, the groups and rollouts, the silent
+groups measured vs predicted from each prompt's Beta posterior before the step, the wasted
+rollouts, the expected fidelity of the groups drawn and the effective-gradient ratio; per
+prompt, the posterior of its solve rate and the group size a fidelity target needs.
+Formats: verl's {step}.jsonl rollout dumps (trainer.rollout_data_dir), TRL's
+completions/completions_{step:05d}.parquet (log_completions=True), or any CSV / parquet /
+JSONL table. See docs/theory.md, section Real rollout logs."""
+
+
+def register(sub) -> None:
+    import argparse
+
+    p = sub.add_parser("diagnose", help=_HELP, description=_DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("logs", nargs="+", metavar="LOG", help="log files, folders or glob patterns")
+    p.add_argument("--format", dest="fmt", choices=("auto", "verl", "trl", "table"), default="auto",
+                   help="log format (default: from the file names)")
+    p.add_argument("--reward", help="reward key or column (verl: score by default, e.g. acc; TRL: the reward "
+                                    "function's column, or a+b for a sum; table: required)")
+    p.add_argument("--threshold", type=float, help="count reward >= T as right (needed for graded rewards)")
+    p.add_argument("--prompt-col", help="prompt-id column of a table (default prompt; verl: input)")
+    p.add_argument("--step-col", help="step column of a table (default step; else the number ending the file name)")
+    p.add_argument("--prior", default="empirical-bayes", choices=("empirical-bayes", "uniform", "jeffreys"),
+                   help="prior of each prompt's solve rate (default: fitted to the run)")
+    p.add_argument("--epsilon", type=float, default=0.05, help="fidelity target 1 - epsilon of the advice (default 0.05)")
+    p.add_argument("--level", type=float, default=0.9, help="level of the per-prompt credible intervals (default 0.9)")
+    p.add_argument("--budget", type=int, help="rollouts per step to allocate over the prompts (needs the budget allocator)")
+    p.add_argument("--out", help="write steps.parquet, prompts.parquet, groups.parquet, summary.json and diagnose.png here")
+    p.add_argument("--json", action="store_true", help="print {summary, steps} as JSON instead of the report")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_diagnose)
+
+
+def _diagnose(args) -> int:
+    import json
+
+    from . import diagnose
+    from .report import diagnosis_json, format_report, write_outputs
+
+    dx = diagnose(args.logs, fmt=args.fmt, reward=args.reward, threshold=args.threshold, prompt_col=args.prompt_col,
+                  step_col=args.step_col, prior=args.prior, epsilon=args.epsilon, level=args.level, budget=args.budget,
+                  progress=False if args.no_progress else None)
+    if args.out:
+        write_outputs(dx, args.out)
+    if args.json:
+        print(json.dumps(diagnosis_json(dx), indent=2, allow_nan=False))
+    else:
+        print(format_report(dx))
+        if args.out:
+            print(f"Tables, summary and figure written to {args.out}")
+    return 0

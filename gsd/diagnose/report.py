@@ -1,0 +1,95 @@
+"""What ``gsd diagnose`` prints and writes: the human report, the JSON, the output folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..atomic import jsonable, write_json, write_table
+from .tables import STEP_KEYS, Diagnosis
+
+__all__ = ["format_report", "diagnosis_json", "write_outputs", "OUTPUT_FILES"]
+
+#: Files written by :func:`write_outputs` into the output folder.
+OUTPUT_FILES = ("steps.parquet", "prompts.parquet", "groups.parquet", "summary.json", "diagnose.png")
+
+_GROUP_COLUMNS = ("step", "prompt", "G", "k", "n_before", "k_before", "a", "b", "silent", "silent_pred",
+                  "sigma", "sigma_pred")
+
+
+def diagnosis_json(dx: Diagnosis) -> dict:
+    """``{"summary": {...}, "steps": [{"step", "groups", "rollouts", "silent_frac", "silent_pred",
+    "wasted_rollouts", "fidelity", ...}, ...]}``; NaN becomes ``null``."""
+    steps = dx.steps
+    records = steps[list(STEP_KEYS) + [c for c in steps.columns if c not in STEP_KEYS]].to_dict("records")
+    return jsonable({"summary": dx.summary, "steps": records})
+
+
+def _pct(x) -> str:
+    return "—" if x is None or not np.isfinite(x) else f"{100 * x:.1f} %"
+
+
+def format_report(dx: Diagnosis, *, max_steps: int = 12) -> str:
+    """A short human report: what was read, the run in five numbers, the steps, the advice."""
+    s, c = dx.summary, dx.summary["calibration"]
+    lines = [
+        f"Read {s['rows']:,} rollouts ({s['format']}, reward {s['reward']!r}: {s['rewards_as']}) from "
+        f"{s['files']} file(s): {s['steps']} steps, {s['prompts']:,} prompts, {s['groups']:,} groups.",
+    ]
+    if s["bad_rows"]:
+        lines.append(f"{s['bad_rows']:,} row(s) could not be used, e.g. " + "; ".join(s["bad_rows_listed"][:3]))
+    if s["singletons"]:
+        lines.append(f"{s['singletons']:,} prompt-steps had a single rollout (no group): left out of the silent fractions.")
+    if s["steps_without_groups"]:
+        shown = ", ".join(map(str, s["steps_without_groups"][:8]))
+        lines.append(f"Steps with one rollout per prompt (no groups): {shown}{' ...' if len(s['steps_without_groups']) > 8 else ''}.")
+    prior = s["prior"]
+    lines += [
+        "",
+        f"  silent groups        {_pct(s['silent_frac'])} measured, {_pct(s['silent_pred'])} predicted "
+        f"(z = {c['z']:+.1f} over all groups)",
+        f"  wasted rollouts      {s['wasted_rollouts']:,} ({_pct(s['wasted_share'])} of the generation)",
+        f"  effective-gradient   {_pct(s['effective_gradient_ratio'])} of the rollouts carried a signal",
+        f"  fidelity of groups   {s['fidelity']:.3f} (expected GRPO update / large-group update)",
+        f"  prior of p           Beta({prior['a']:.3g}, {prior['b']:.3g}), mean {prior['mean']:.3f} (empirical Bayes over the run)"
+        if "loglik" in prior else f"  prior of p           Beta({prior['a']:.3g}, {prior['b']:.3g})",
+        "",
+    ]
+    st = dx.steps
+    show = st if len(st) <= max_steps else st.iloc[np.unique(np.linspace(0, len(st) - 1, max_steps).round().astype(int))]
+    lines.append(f"{'step':>8} {'groups':>7} {'rollouts':>9} {'silent':>8} {'pred':>8} {'wasted':>8} {'fidelity':>9}")
+    for r in show.itertuples(index=False):
+        lines.append(f"{r.step:>8} {r.groups:>7} {r.rollouts:>9} {_pct(r.silent_frac):>8} {_pct(r.silent_pred):>8} "
+                     f"{_pct(r.wasted_share):>8} {r.fidelity:>9.3f}")
+    if len(st) > max_steps:
+        lines.append(f"({len(st)} steps; --json or --out for all of them)")
+    pr = dx.prompts
+    gs = pr["group_size"]
+    ok = gs > 0
+    lines += [
+        "",
+        f"Recommended group sizes for fidelity >= {1 - s['epsilon']:.2f} at each prompt's posterior mean: "
+        + (f"median {np.median(gs[ok]):.0f}, 90th percentile {np.percentile(gs[ok], 90):.0f}" if ok.any() else "none reachable")
+        + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "") + ".",
+        "Predictions use each prompt's Beta posterior before the step; see docs/theory.md, section "
+        "Real rollout logs, for the formats and the formulas.",
+    ]
+    return "\n".join(lines)
+
+
+def write_outputs(dx: Diagnosis, out, *, figure: bool = True) -> list[Path]:
+    """Write the tables (parquet), the summary (JSON) and the figure into ``out``, atomically."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [
+        write_table(out / "steps.parquet", dx.steps),
+        write_table(out / "prompts.parquet", dx.prompts),
+        write_table(out / "groups.parquet", dx.groups[list(_GROUP_COLUMNS)]),
+        write_json(out / "summary.json", dx.summary),
+    ]
+    if figure:
+        from .figure import diagnosis_figure
+
+        written.append(diagnosis_figure(dx, out / "diagnose.png"))
+    return written

@@ -1,0 +1,340 @@
+"""What a run's rollouts say: per-group, per-step and per-prompt tables, and a run summary.
+
+A *group* is the rollouts of one prompt at one step (G of them, k right).  It is *silent* when
+k ∈ {0, G}: every answer got the same reward, σ = 0, and GRPO, Dr.GRPO and DAPO all learn
+nothing from it (see :ref:`theory-silent`).  Groups of one rollout (G = 1) carry no group
+statistic at all; they are counted apart (``singletons``) and left out of the silent fractions.
+
+Predictions use, for each group, the Beta posterior of its prompt's solve rate built from that
+prompt's rollouts at *earlier* steps only, with the run's empirical-Bayes prior (fitted once to
+every prompt's totals, :func:`gsd.fit_beta_prior`):
+
+    p | before step t  ~  Beta(a₀ + k_<t, b₀ + n_<t − k_<t),
+
+so the prediction of step t uses nothing of step t.  Under that posterior the exact
+beta-binomial sums of :mod:`gsd.diagnose.betabinom` give the group's probability of being silent,
+its expected σ̂ (the expected GRPO update of a Bernoulli-logit prompt, :ref:`theory-update`) and
+the expected large-group update E[sqrt(p(1 − p))].  The step's *fidelity* is their ratio summed
+over the groups drawn,
+
+    φ_t = Σ_groups E[σ̂] / Σ_groups E[sqrt(p(1 − p))],
+
+the share of the large-group update that the step's group sizes keep on average
+(:ref:`theory-law`); ``fidelity_plugin`` is the mean of :func:`gsd.fidelity` at each group's
+posterior mean instead.  The *effective-gradient ratio* is the share of the step's rollouts that
+sit in a non-silent group (Knapsack RL's measure of how much of the generation carried signal).
+
+The posterior assumes a prompt's p does not move; during training it does, so the predictions
+of a fast-learning run lag (the calibration numbers of the summary say by how much).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..posterior import fit_beta_prior, posterior_from_counts
+from .betabinom import expected_scale, expected_sigma, silent_prob
+from .._validate import InputError
+from .readers import RolloutLog
+
+__all__ = ["binarise", "group_table", "step_table", "prompt_table", "Diagnosis", "diagnose_log", "STEP_KEYS"]
+
+#: Keys of every per-step record of ``gsd diagnose --json`` (and columns of the step table).
+STEP_KEYS = ("step", "groups", "rollouts", "silent_frac", "silent_pred", "wasted_rollouts", "fidelity")
+
+
+def binarise(reward, threshold=None):
+    """Rewards as right (1) / wrong (0), and a note on how.
+
+    With ``threshold``: right ⇔ reward ≥ threshold.  Without: rewards must be 0/1, or take
+    exactly two values (the higher one is "right", e.g. verl's −1/+1 scores); graded rewards
+    need a threshold.
+
+    Examples
+    --------
+    >>> binarise([0.0, 1.0, 1.0])[0].tolist()
+    [0, 1, 1]
+    >>> binarise([-1.0, 1.0])[1]
+    'two reward values: 1 counts as right, -1 as wrong'
+    >>> binarise([0.2, 0.7, 0.9], threshold=0.5)[0].tolist()
+    [0, 1, 1]
+    """
+    reward = np.asarray(reward, dtype=np.float64)
+    if threshold is not None:
+        t = float(threshold)
+        if not np.isfinite(t):
+            raise InputError(f"threshold must be a finite number, got {threshold!r}")
+        return (reward >= t).astype(np.int8), f"reward >= {t:g} counts as right"
+    values = pd.unique(reward)
+    if values.size <= 2 and np.all(np.isin(values, (0.0, 1.0))):
+        return reward.astype(np.int8), "binary rewards (0/1)"
+    if values.size == 2:
+        lo, hi = np.sort(values)
+        return (reward == hi).astype(np.int8), f"two reward values: {hi:g} counts as right, {lo:g} as wrong"
+    if values.size == 1:
+        return np.zeros(reward.size, np.int8), f"one reward value ({values[0]:g}): every group is silent"
+    shown = ", ".join(f"{v:g}" for v in np.sort(values)[:5])
+    raise InputError(f"rewards are graded ({values.size} distinct values: {shown}, ...): "
+                     "pass --threshold T to count reward >= T as right")
+
+
+def group_table(log: RolloutLog, right) -> pd.DataFrame:
+    """One row per (step, prompt): ``step``, ``prompt`` (code), ``G``, ``k``, and the posterior
+    before the step, ``a`` and ``b`` (prior added later by :func:`diagnose_log`: here the
+    counts ``n_before``, ``k_before``).  Sorted by step, then prompt."""
+    steps_u, sidx = np.unique(log.step, return_inverse=True)
+    P = int(log.labels.size)
+    key = sidx.astype(np.int64) * P + log.prompt
+    uniq, inv = np.unique(key, return_inverse=True)
+    G = np.bincount(inv).astype(np.int64)
+    k = np.bincount(inv, weights=np.asarray(right, dtype=np.float64)).round().astype(np.int64)
+    gstep = uniq // P
+    prompt = uniq % P
+    # Counts of the same prompt at earlier steps: cumulative sums along (prompt, step) order.
+    order = np.lexsort((gstep, prompt))
+    po = prompt[order]
+    start = np.r_[True, po[1:] != po[:-1]]
+    seg = np.cumsum(start) - 1
+    n_before = np.empty_like(G)
+    k_before = np.empty_like(k)
+    for src, dst in ((G, n_before), (k, k_before)):
+        cs = np.cumsum(src[order]) - src[order]  # exclusive cumulative sum
+        dst[order] = cs - cs[np.flatnonzero(start)][seg]
+    return pd.DataFrame({"step": steps_u[gstep], "prompt": prompt, "G": G, "k": k,
+                         "n_before": n_before, "k_before": k_before})
+
+
+def _predict(groups: pd.DataFrame, prior) -> pd.DataFrame:
+    """Add the posterior before the step and the group's predicted statistics."""
+    a = prior[0] + groups["k_before"].to_numpy(np.float64)
+    b = prior[1] + (groups["n_before"] - groups["k_before"]).to_numpy(np.float64)
+    G = groups["G"].to_numpy()
+    k = groups["k"].to_numpy()
+    multi = G >= 2
+    out = groups.assign(
+        a=a, b=b,
+        silent=multi & ((k == 0) | (k == G)),
+        sigma=np.sqrt(k * (G - k)) / G,
+        p_before=a / (a + b),
+    )
+    q = np.ones(G.size)
+    es = np.zeros(G.size)
+    q[multi] = silent_prob(a[multi], b[multi], G[multi])
+    es[multi] = expected_sigma(a[multi], b[multi], G[multi])
+    out["silent_pred"] = q
+    out["sigma_pred"] = es
+    out["scale_pred"] = expected_scale(a, b)
+    from ..update import fidelity
+
+    fp = np.full(G.size, np.nan)
+    if multi.any():
+        fp[multi] = fidelity(out["p_before"].to_numpy()[multi], G[multi])
+    out["fidelity_plugin"] = fp
+    return out
+
+
+def step_table(groups: pd.DataFrame) -> pd.DataFrame:
+    """Per-step measured and predicted statistics from the predicted group table.
+
+    Columns: ``step``, ``groups`` (G ≥ 2), ``singletons`` (G = 1), ``rollouts`` (all, singletons
+    included), ``new_prompts``, ``mean_group_size``, ``silent_groups``, ``silent_frac``,
+    ``silent_pred`` (mean predicted probability), ``silent_pred_sd`` (sd of the measured fraction
+    if the predictions are right: sqrt(Σq(1−q))/groups), ``all_wrong``, ``all_right``,
+    ``wasted_rollouts`` (rollouts in silent groups), ``wasted_share``,
+    ``effective_gradient_ratio``, ``sigma_mean`` and ``sigma_pred`` (measured and predicted mean
+    σ̂), ``fidelity``, ``fidelity_plugin``, ``solve_rate`` (mean k/G).
+    """
+    g = groups
+    multi = g["G"] >= 2
+    q = g["silent_pred"].where(multi, 0.0)
+    df = pd.DataFrame({
+        "step": g["step"],
+        "groups": multi.astype(np.int64),
+        "singletons": (~multi).astype(np.int64),
+        "rollouts": g["G"],
+        "new_prompts": (g["n_before"] == 0).astype(np.int64),
+        "multi_rollouts": g["G"].where(multi, 0),
+        "silent_groups": g["silent"].astype(np.int64),
+        "q": q,
+        "qvar": q * (1.0 - q),
+        "all_wrong": (g["silent"] & (g["k"] == 0)).astype(np.int64),
+        "all_right": (g["silent"] & (g["k"] == g["G"])).astype(np.int64),
+        "wasted_rollouts": g["G"].where(g["silent"], 0),
+        "sigma": g["sigma"].where(multi, 0.0),
+        "sigma_pred": g["sigma_pred"].where(multi, 0.0),
+        "scale_pred": g["scale_pred"].where(multi, 0.0),
+        "fidelity_plugin": g["fidelity_plugin"].where(multi, 0.0),
+        "solve": (g["k"] / g["G"]).where(multi, 0.0),
+    })
+    s = df.groupby("step", sort=True).sum()
+    n = s["groups"].where(s["groups"] > 0)  # NaN for a step without any group
+    out = pd.DataFrame({
+        "step": s.index.to_numpy(),
+        "groups": s["groups"].to_numpy(),
+        "singletons": s["singletons"].to_numpy(),
+        "rollouts": s["rollouts"].to_numpy(),
+        "new_prompts": s["new_prompts"].to_numpy(),
+        "mean_group_size": (s["multi_rollouts"] / n).to_numpy(),
+        "silent_groups": s["silent_groups"].to_numpy(),
+        "silent_frac": (s["silent_groups"] / n).to_numpy(),
+        "silent_pred": (s["q"] / n).to_numpy(),
+        "silent_pred_sd": (np.sqrt(s["qvar"]) / n).to_numpy(),
+        "all_wrong": s["all_wrong"].to_numpy(),
+        "all_right": s["all_right"].to_numpy(),
+        "wasted_rollouts": s["wasted_rollouts"].to_numpy(),
+        "wasted_share": (s["wasted_rollouts"] / s["rollouts"]).to_numpy(),
+        "effective_gradient_ratio": ((s["multi_rollouts"] - s["wasted_rollouts"]) / s["rollouts"]).to_numpy(),
+        "sigma_mean": (s["sigma"] / n).to_numpy(),
+        "sigma_pred": (s["sigma_pred"] / n).to_numpy(),
+        "fidelity": (s["sigma_pred"] / s["scale_pred"].where(s["scale_pred"] > 0)).to_numpy(),
+        "fidelity_plugin": (s["fidelity_plugin"] / n).to_numpy(),
+        "solve_rate": (s["solve"] / n).to_numpy(),
+    })
+    return out
+
+
+def prompt_table(log: RolloutLog, groups: pd.DataFrame, prior, *, epsilon: float = 0.05, level: float = 0.9,
+                 budget: int | None = None) -> pd.DataFrame:
+    """Per-prompt counts, posterior and recommended group size.
+
+    Columns: ``prompt`` (its first 80 characters), ``prompt_hash``, ``rollouts`` n, ``right`` k,
+    ``steps`` (groups it had), ``silent_steps``, ``p_mean``, ``p_lo``, ``p_hi`` (equal-tailed
+    ``level`` credible interval of Beta(a₀ + k, b₀ + n − k)), ``group_size`` (smallest G with
+    fidelity ≥ 1 − ε at ``p_mean``, :func:`gsd.required_group_size`; 0 when above its cap), and
+    with ``budget`` (rollouts per step over all prompts) ``group_size_budget`` from the budget
+    allocator when the package has one.
+    """
+    P = log.labels.size
+    n = np.bincount(groups["prompt"], weights=groups["G"], minlength=P).astype(np.int64)
+    k = np.bincount(groups["prompt"], weights=groups["k"], minlength=P).round().astype(np.int64)
+    steps = np.bincount(groups["prompt"], weights=groups["G"] >= 2, minlength=P).astype(np.int64)
+    silent = np.bincount(groups["prompt"], weights=groups["silent"], minlength=P).astype(np.int64)
+    post = posterior_from_counts(k, n, prior=prior)
+    lo, hi = post.interval(level)
+    from ..groupsize import required_group_size
+
+    out = pd.DataFrame({"prompt": log.labels.astype(str), "prompt_hash": log.hashes, "rollouts": n, "right": k,
+                        "steps": steps, "silent_steps": silent, "p_mean": post.mean, "p_lo": lo, "p_hi": hi,
+                        "group_size": required_group_size(post.mean, epsilon)})
+    if budget is not None:
+        alloc = _allocate(post.mean, budget)
+        if alloc is not None:
+            out["group_size_budget"] = alloc
+    return out
+
+
+def _allocate(p, budget):
+    """The budget allocator's group sizes, when this version of the package has one."""
+    import gsd
+
+    allocate = getattr(gsd, "allocate_group_sizes", None)
+    if allocate is None:
+        return None
+    result = allocate(p, budget)
+    return np.asarray(getattr(result, "group_sizes", result))
+
+
+@dataclass
+class Diagnosis:
+    """Everything ``gsd diagnose`` reports: the three tables and the run summary."""
+
+    steps: pd.DataFrame
+    prompts: pd.DataFrame
+    groups: pd.DataFrame
+    summary: dict
+
+
+def _calibration(steps: pd.DataFrame, groups: pd.DataFrame) -> dict:
+    """How well the predicted silent fractions match the measured ones."""
+    multi = groups["G"] >= 2
+    q = groups["silent_pred"][multi].to_numpy()
+    x = groups["silent"][multi].to_numpy()
+    seen = multi & (groups["n_before"] > 0)
+    expected, measured, sd = float(q.sum()), float(x.sum()), float(np.sqrt((q * (1 - q)).sum()))
+    ok = steps["groups"] > 0
+    corr = float(np.corrcoef(steps["silent_frac"][ok], steps["silent_pred"][ok])[0, 1]) if ok.sum() > 2 else float("nan")
+    return {
+        "silent_groups_measured": measured,
+        "silent_groups_predicted": expected,
+        "z": (measured - expected) / sd if sd > 0 else float("nan"),
+        "mean_abs_step_diff": float((steps["silent_frac"] - steps["silent_pred"])[ok].abs().mean()),
+        "step_corr": corr,
+        "seen_before_measured": float(groups["silent"][seen].mean()) if seen.any() else float("nan"),
+        "seen_before_predicted": float(groups["silent_pred"][seen].mean()) if seen.any() else float("nan"),
+    }
+
+
+def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", epsilon: float = 0.05,
+                 level: float = 0.9, budget: int | None = None) -> Diagnosis:
+    """Per-step and per-prompt diagnosis of a run read by :func:`gsd.diagnose.read_rollouts`.
+
+    Parameters
+    ----------
+    log : RolloutLog
+    threshold : float, optional
+        Binarise graded rewards: reward ≥ threshold is right (see :func:`binarise`).
+    prior : ``"empirical-bayes"`` (default), ``"uniform"``, ``"jeffreys"`` or (a, b)
+        Prior of every prompt's solve rate; empirical Bayes fits it to the run's totals.
+    epsilon : float
+        Fidelity target 1 − ε of the recommended group sizes.
+    level : float
+        Level of the per-prompt credible intervals.
+    budget : int, optional
+        Rollouts per step to allocate over the prompts (needs the budget allocator).
+
+    Returns
+    -------
+    Diagnosis
+
+    Raises
+    ------
+    InputError
+        Graded rewards without a threshold, or no step with a group of two or more rollouts.
+    """
+    right, note = binarise(log.reward, threshold)
+    groups = group_table(log, right)
+    if not (groups["G"] >= 2).any():
+        raise InputError("no prompt has two or more rollouts in one step, so there is no group to diagnose "
+                         "(is the prompt column right? one rollout per prompt is not GRPO)")
+    totals = groups.groupby("prompt")[["k", "G"]].sum()
+    if isinstance(prior, str) and prior == "empirical-bayes":
+        (a0, b0), info = fit_beta_prior(totals["k"].to_numpy(), totals["G"].to_numpy(), full_output=True)
+    else:
+        a0, b0 = posterior_from_counts(0, 0, prior=prior).prior
+        info = {}
+    groups = _predict(groups, (a0, b0))
+    steps = step_table(groups)
+    prompts = prompt_table(log, groups, (a0, b0), epsilon=epsilon, level=level, budget=budget)
+    no_groups = steps.loc[steps["groups"] == 0, "step"].tolist()
+    rollouts = int(steps["rollouts"].sum())
+    multi = groups["G"] >= 2
+    summary = {
+        "format": log.fmt,
+        "files": len(log.files),
+        "reward": log.reward_name,
+        "rewards_as": note,
+        "rows": log.rows,
+        "bad_rows": log.bad_count,
+        "bad_rows_listed": [str(b) for b in log.bad_rows],
+        "steps": int(len(steps)),
+        "steps_without_groups": no_groups,
+        "prompts": int(log.labels.size),
+        "groups": int(multi.sum()),
+        "singletons": int((~multi).sum()),
+        "rollouts": rollouts,
+        "silent_frac": float(groups["silent"][multi].mean()),
+        "silent_pred": float(groups["silent_pred"][multi].mean()),
+        "wasted_rollouts": int(steps["wasted_rollouts"].sum()),
+        "wasted_share": float(steps["wasted_rollouts"].sum() / rollouts),
+        "effective_gradient_ratio": float(((groups["G"] * (multi & ~groups["silent"])).sum()) / rollouts),
+        "fidelity": float(groups["sigma_pred"][multi].sum() / groups["scale_pred"][multi].sum()),
+        "prior": {"a": a0, "b": b0, "mean": a0 / (a0 + b0), "concentration": a0 + b0, **info},
+        "calibration": _calibration(steps, groups),
+        "epsilon": epsilon,
+        "median_group_size_recommended": float(np.median(prompts["group_size"][prompts["group_size"] > 0]))
+        if (prompts["group_size"] > 0).any() else float("nan"),
+    }
+    return Diagnosis(steps=steps, prompts=prompts, groups=groups, summary=summary)

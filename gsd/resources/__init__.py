@@ -1,0 +1,99 @@
+"""Files shipped inside the package: the Big-Math histogram and the simulation configs.
+
+Everything here is package data, read through :mod:`importlib.resources`, so an installed wheel
+finds it wherever it lives; nothing depends on a source checkout.
+
+* ``bigmath_solve_rate_histogram.csv`` — the Big-Math solve-rate counts (provenance in the
+  ``README.md`` beside it);
+* ``configs/NAME.toml`` — the campaign and grid definitions, addressed by ``NAME`` on the command
+  line (``gsd sweep --grid law_in_training``) or by a path to a file of one's own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+from importlib import resources
+from pathlib import Path
+
+from .._validate import InputError
+
+__all__ = ["shipped_file", "shipped_configs", "config_file"]
+
+_CONFIG_DIR = "configs"
+# Keeps files extracted from a zipped install alive for the life of the process.
+_EXTRACTED = contextlib.ExitStack()
+atexit.register(_EXTRACTED.close)
+
+
+def _as_path(entry) -> Path:
+    """A real file-system path for a resource (extracted once if the package is zipped)."""
+    if isinstance(entry, Path):
+        return entry
+    return _EXTRACTED.enter_context(resources.as_file(entry))
+
+
+def shipped_file(name: str) -> Path:
+    """Path of a file shipped in ``gsd/resources``, e.g. ``"bigmath_solve_rate_histogram.csv"``.
+
+    Raises
+    ------
+    gsd.InputError
+        If the package ships no file of that name.
+    """
+    entry = resources.files(__name__).joinpath(name)
+    if not entry.is_file():
+        raise InputError(f"name: the package ships no file {name!r}")
+    return _as_path(entry)
+
+
+def shipped_configs() -> dict[str, Path]:
+    """The shipped configs, name (file stem) → path, sorted by name.
+
+    Examples
+    --------
+    >>> from gsd.resources import shipped_configs
+    >>> "law_in_training" in shipped_configs()
+    True
+    """
+    folder = resources.files(__name__).joinpath(_CONFIG_DIR)
+    entries = sorted((e for e in folder.iterdir() if e.name.endswith(".toml")), key=lambda e: e.name)
+    return {e.name[: -len(".toml")]: _as_path(e) for e in entries}
+
+
+def config_file(spec, *, what: str = "config") -> Path:
+    """A config file given as a path or as the name of a shipped config.
+
+    Parameters
+    ----------
+    spec : str or path-like
+        An existing file (used as it is), or the name of a shipped config with or without
+        ``.toml`` (see :func:`shipped_configs`).  A file of that name in the working folder
+        takes precedence over the shipped one.
+    what : str
+        What the file is (``"config"``, ``"grid file"``), used in the error message.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    gsd.InputError
+        If ``spec`` is neither a file nor a shipped name; the message lists the shipped names.
+
+    Examples
+    --------
+    >>> from gsd.resources import config_file
+    >>> config_file("law_in_training").name
+    'law_in_training.toml'
+    """
+    path = Path(spec)
+    if path.is_file():
+        return path
+    name = path.name[: -len(".toml")] if path.name.endswith(".toml") else path.name
+    shipped = shipped_configs()
+    if str(path.parent) == "." and name in shipped:
+        return shipped[name]
+    raise InputError(f"{what} not found: {str(spec)!r} is neither a file nor the name of a shipped config "
+                     f"({', '.join(shipped)})")

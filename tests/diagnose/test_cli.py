@@ -1,0 +1,91 @@
+"""``gsd diagnose``: report, JSON, output folder, and one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gsd.cli import main
+
+from .conftest import direct_steps, rollouts, write_trl, write_verl
+
+
+def run(capsys, *argv):
+    rc = main(["diagnose", "--no-progress", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_json_steps_and_summary(capsys, verl_log):
+    folder, df, (bad_file, bad_line) = verl_log
+    rc, out, err = run(capsys, folder, "--json")
+    assert rc == 0, err
+    data = json.loads(out)
+    steps = data["steps"]
+    want = direct_steps(df)
+    assert [s["step"] for s in steps] == want["step"].tolist()
+    for s, (_, w) in zip(steps, want.iterrows()):
+        assert set(s) >= {"step", "groups", "rollouts", "silent_frac", "silent_pred", "wasted_rollouts", "fidelity"}
+        assert (s["groups"], s["rollouts"], s["wasted_rollouts"]) == (w["groups"], w["rollouts"], w["wasted"])
+        assert s["silent_frac"] == pytest.approx(w["silent_frac"], rel=1e-12)
+        assert 0 < s["silent_pred"] < 1 and 0 < s["fidelity"] < 1
+    summary = data["summary"]
+    assert summary["bad_rows"] == 1 and summary["bad_rows_listed"][0].endswith(f"{bad_file.name}:{bad_line}: not valid JSON "
+                                                                               "(Expecting value)")
+
+
+def test_report_and_out_folder(capsys, tmp_path):
+    df, _ = rollouts(graded=True)
+    write_trl(tmp_path / "trl", df)
+    rc, out, err = run(capsys, tmp_path / "trl", "--reward", "accuracy_reward", "--threshold", "0.5", "--out", tmp_path / "dx")
+    assert rc == 0, err
+    assert "silent groups" in out and "reward >= 0.5 counts as right" in out and "docs/theory.md" in out
+    for name in ("steps.parquet", "prompts.parquet", "groups.parquet", "summary.json", "diagnose.png"):
+        assert (tmp_path / "dx" / name).stat().st_size > 0
+    steps = pd.read_parquet(tmp_path / "dx" / "steps.parquet")
+    np.testing.assert_array_equal(steps["silent_groups"], direct_steps(df)["silent"])
+    prompts = pd.read_parquet(tmp_path / "dx" / "prompts.parquet")
+    assert len(prompts) == df["prompt"].nunique() and prompts["group_size"].min() >= 0
+
+
+def _bad_case(tmp_path, case):
+    df, _ = rollouts(steps=2, prompts=30)
+    if case == "empty-folder":
+        (tmp_path / "empty").mkdir()
+        return [tmp_path / "empty"]
+    if case == "wrong-format":
+        write_verl(tmp_path / "v", df)
+        return [tmp_path / "v", "--format", "trl"]
+    if case == "missing-reward-key":
+        write_verl(tmp_path / "v", df)
+        return [tmp_path / "v", "--reward", "accuracy"]
+    if case == "non-numeric-scores":
+        write_verl(tmp_path / "v", df)
+        for path in (tmp_path / "v").glob("*.jsonl"):
+            path.write_text(re.sub(r'"score":[0-9.]+', '"score":"right"', path.read_text()))
+        return [tmp_path / "v"]
+    if case == "one-rollout-per-prompt":
+        write_verl(tmp_path / "v", df.drop_duplicates(["step", "prompt"]))
+        return [tmp_path / "v"]
+    if case == "graded-without-threshold":
+        write_verl(tmp_path / "v", rollouts(steps=2, prompts=30, graded=True)[0])
+        return [tmp_path / "v"]
+    raise AssertionError(case)
+
+
+@pytest.mark.parametrize("case, message", [
+    ("empty-folder", "no rollout log file found"),
+    ("wrong-format", "no TRL's completions_{step:05d}.parquet file in"),
+    ("missing-reward-key", "reward column 'accuracy' not found"),
+    ("non-numeric-scores", "no usable rollout in 2 file(s); first unusable row: "),
+    ("one-rollout-per-prompt", "no prompt has two or more rollouts in one step"),
+    ("graded-without-threshold", "pass --threshold T"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, tmp_path, case, message):
+    rc, out, err = run(capsys, *_bad_case(tmp_path, case))
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("gsd diagnose: error: ") and message in err

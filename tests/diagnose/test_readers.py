@@ -1,0 +1,131 @@
+"""Readers: verl, TRL and plain tables give the rows that were written; bad rows are reported."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gsd.diagnose import read_rollouts
+from gsd.diagnose.readers import find_log_files
+
+from .conftest import rollouts, write_trl, write_verl
+
+
+def _as_frame(log):
+    return pd.DataFrame({"step": log.step, "prompt": log.labels[log.prompt], "reward": log.reward})
+
+
+def _same_rows(log, df, reward="score"):
+    got = _as_frame(log).sort_values(["step", "prompt", "reward"]).reset_index(drop=True)
+    want = df.rename(columns={reward: "reward"})[["step", "prompt", "reward"]]
+    want = want.sort_values(["step", "prompt", "reward"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)
+
+
+def test_verl_rows_and_malformed_line(verl_log):
+    folder, df, (bad_file, bad_line) = verl_log
+    log = read_rollouts(folder)
+    assert log.fmt == "verl" and log.reward_name == "score"
+    _same_rows(log, df)
+    assert log.bad_count == 1
+    assert log.bad_rows[0].file == str(bad_file.resolve()) and log.bad_rows[0].line == bad_line
+    assert "not valid JSON" in log.bad_rows[0].reason
+    assert log.labels.size == df["prompt"].nunique()
+
+
+def test_verl_named_key(tmp_path):
+    df, _ = rollouts(graded=True)
+    write_verl(tmp_path, df)
+    log = read_rollouts(tmp_path, reward="acc")
+    _same_rows(log, df.assign(acc=df["right"].astype(float)), reward="acc")
+
+
+def test_verl_glob_and_file_list(tmp_path):
+    df, _ = rollouts()
+    write_verl(tmp_path, df)
+    by_glob = read_rollouts(str(tmp_path / "[12].jsonl"))
+    assert set(np.unique(by_glob.step)) == {1, 2}
+    files = sorted(tmp_path.glob("*.jsonl"))
+    assert [f.name for f in find_log_files(files)] == [f"{s}.jsonl" for s in range(1, 6)]
+
+
+def test_trl_one_sum_and_ambiguous(tmp_path):
+    df, _ = rollouts(graded=True)
+    write_trl(tmp_path / "out", df)
+    log = read_rollouts(tmp_path / "out", reward="accuracy_reward")
+    assert log.fmt == "trl"
+    _same_rows(log, df)
+    both = read_rollouts(tmp_path / "out", reward="accuracy_reward+format_reward")
+    _same_rows(both, df.assign(score=df["score"] + 0.5))
+    with pytest.raises(ValueError, match="several reward columns .*accuracy_reward, format_reward"):
+        read_rollouts(tmp_path / "out")
+    write_trl(tmp_path / "single", df, names=("accuracy_reward",))
+    _same_rows(read_rollouts(tmp_path / "single"), df)  # one reward function: found by itself
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".jsonl"])
+def test_plain_table(tmp_path, suffix):
+    df, _ = rollouts()
+    table = df.rename(columns={"prompt": "qid", "score": "r", "step": "it"})[["qid", "r", "it"]]
+    path = tmp_path / f"log{suffix}"
+    if suffix == ".csv":
+        table.to_csv(path, index=False)
+    elif suffix == ".parquet":
+        table.to_parquet(path)
+    else:
+        table.to_json(path, orient="records", lines=True)
+    log = read_rollouts(path, reward="r", prompt_col="qid", step_col="it")
+    assert log.fmt == "table"
+    _same_rows(log, df)
+
+
+def test_csv_bad_rows_reported_with_lines(tmp_path):
+    path = tmp_path / "log.csv"
+    path.write_text("prompt,reward,step\na,1,1\na,0,1\na,oops,1\nb,1,1,extra\nb,0,1\nb,,1\n")
+    log = read_rollouts(path, reward="reward")
+    assert log.rows == 3
+    assert sorted((b.line, b.reason.split(" ")[0]) for b in log.bad_rows) == [(4, "reward"), (5, "malformed"), (7, "reward")]
+
+
+def test_non_numeric_scores_are_reported(tmp_path):
+    df, _ = rollouts(steps=1, prompts=20)
+    write_verl(tmp_path, df)
+    path = tmp_path / "1.jsonl"
+    lines = path.read_text().splitlines()
+    lines[4] = lines[4].replace('"score":', '"score":"n/a","was":')
+    path.write_text("\n".join(lines) + "\n")
+    log = read_rollouts(tmp_path)
+    assert log.bad_count == 1 and log.bad_rows[0].line == 5
+    assert "not a number" in log.bad_rows[0].reason
+    assert log.rows == len(df) - 1
+
+
+@pytest.mark.parametrize("case, match", [
+    ("empty", "no rollout log file found"),
+    ("missing", "neither a file"),
+    ("pattern", "matches no file"),
+    ("wrong-format", "format trl reads"),
+    ("missing-key", "reward column 'accuracy' not found"),
+    ("not-parquet", "not a readable parquet file"),
+])
+def test_bad_input(tmp_path, case, match):
+    df, _ = rollouts(steps=2, prompts=10)
+    write_verl(tmp_path / "v", df)
+    (tmp_path / "empty").mkdir()
+    kwargs = {}
+    if case == "empty":
+        target = tmp_path / "empty"
+    elif case == "missing":
+        target = tmp_path / "nothing-here"
+    elif case == "pattern":
+        target = str(tmp_path / "*.nothing")
+    elif case == "wrong-format":
+        target, kwargs = tmp_path / "v" / "1.jsonl", {"fmt": "trl"}
+    elif case == "missing-key":
+        target, kwargs = tmp_path / "v", {"reward": "accuracy"}
+    else:
+        target = tmp_path / "completions_00001.parquet"
+        target.write_text("this is not parquet")
+    with pytest.raises(ValueError, match=match):
+        read_rollouts(target, **kwargs)

@@ -1,0 +1,132 @@
+"""Per-step and per-prompt tables against a direct pandas/scipy computation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import betabinom
+
+import gsd
+from gsd.diagnose import diagnose, diagnose_log, read_rollouts
+
+from .conftest import direct_steps, rollouts, write_trl, write_verl
+
+
+def _direct_predictions(df, prior):
+    """Posterior before each step from cumulative counts, then scipy's beta-binomial pmf."""
+    g = df.groupby(["step", "prompt"])["right"].agg(G="size", k="sum").reset_index()
+    g = g.sort_values(["prompt", "step"])
+    g["n_before"] = g.groupby("prompt")["G"].cumsum() - g["G"]
+    g["k_before"] = g.groupby("prompt")["k"].cumsum() - g["k"]
+    a = prior[0] + g["k_before"]
+    b = prior[1] + g["n_before"] - g["k_before"]
+    g["q"] = betabinom.pmf(0, g["G"], a, b) + betabinom.pmf(g["G"], g["G"], a, b)
+    ks = np.arange(17)
+    pmf = betabinom.pmf(ks[None, :], g["G"].to_numpy()[:, None], a.to_numpy()[:, None], b.to_numpy()[:, None])
+    sig = np.sqrt(np.clip(ks[None, :] * (g["G"].to_numpy()[:, None] - ks[None, :]), 0, None)) / g["G"].to_numpy()[:, None]
+    g["es"] = (pmf * sig).sum(axis=1)
+    from scipy.special import beta as B
+
+    g["scale"] = B(a + 0.5, b + 0.5) / B(a, b)
+    return g
+
+
+@pytest.mark.parametrize("fmt", ["verl", "trl"])
+def test_step_numbers_equal_direct_computation(tmp_path, fmt):
+    df, _ = rollouts(graded=True)
+    if fmt == "verl":
+        write_verl(tmp_path, df, malformed_step=3)
+        dx = diagnose(tmp_path, threshold=0.5)
+    else:
+        write_trl(tmp_path, df)
+        dx = diagnose(tmp_path, reward="accuracy_reward", threshold=0.5)
+    want = direct_steps(df)
+    got = dx.steps
+    np.testing.assert_array_equal(got["step"], want["step"])
+    for col, ref in (("groups", "groups"), ("rollouts", "rollouts"), ("silent_groups", "silent"),
+                     ("wasted_rollouts", "wasted")):
+        np.testing.assert_array_equal(got[col], want[ref], err_msg=col)
+    np.testing.assert_allclose(got["silent_frac"], want["silent_frac"], rtol=1e-12)
+    np.testing.assert_allclose(got["effective_gradient_ratio"], 1 - want["wasted"] / want["rollouts"], rtol=1e-12)
+
+    prior = (dx.summary["prior"]["a"], dx.summary["prior"]["b"])
+    direct = _direct_predictions(df, prior)
+    per_step = direct.groupby("step").agg(q=("q", "mean"), es=("es", "sum"), scale=("scale", "sum"))
+    np.testing.assert_allclose(got["silent_pred"], per_step["q"], rtol=1e-9)
+    np.testing.assert_allclose(got["fidelity"], per_step["es"] / per_step["scale"], rtol=1e-9)
+    assert dx.summary["bad_rows"] == (1 if fmt == "verl" else 0)
+
+
+def test_prior_is_the_run_fit_and_prompts_table(tmp_path):
+    df, p_true = rollouts()
+    write_verl(tmp_path, df)
+    dx = diagnose(tmp_path, epsilon=0.1, level=0.8)
+    totals = df.groupby("prompt")["right"].agg(["sum", "size"])
+    a, b = gsd.fit_beta_prior(totals["sum"], totals["size"])
+    assert dx.summary["prior"]["a"] == pytest.approx(a) and dx.summary["prior"]["b"] == pytest.approx(b)
+    pr = dx.prompts.set_index("prompt").loc[totals.index]
+    np.testing.assert_array_equal(pr["rollouts"], totals["size"])
+    np.testing.assert_array_equal(pr["right"], totals["sum"])
+    post = gsd.posterior_from_counts(totals["sum"].to_numpy(), totals["size"].to_numpy(), prior=(a, b))
+    np.testing.assert_allclose(pr["p_mean"], post.mean, rtol=1e-12)
+    lo, hi = post.interval(0.8)
+    np.testing.assert_allclose(pr["p_lo"], lo, rtol=1e-12)
+    np.testing.assert_array_equal(pr["group_size"], gsd.required_group_size(post.mean, 0.1))
+    g = df.groupby(["prompt", "step"])["right"].agg(["sum", "size"])
+    silent = ((g["sum"] == 0) | (g["sum"] == g["size"])).groupby("prompt").sum()
+    np.testing.assert_array_equal(pr["silent_steps"], silent.loc[totals.index])
+
+
+def test_first_step_predicted_from_prior_alone(tmp_path):
+    df, _ = rollouts()
+    write_verl(tmp_path, df)
+    dx = diagnose(tmp_path, prior="uniform")
+    first = dx.groups[dx.groups["step"] == 1]
+    assert (first["n_before"] == 0).all()
+    # Uniform prior: P(silent) = 2/(G + 1) for every group.
+    np.testing.assert_allclose(first["silent_pred"], 2.0 / (first["G"] + 1), rtol=1e-12)
+
+
+def test_graded_rewards_need_a_threshold(tmp_path):
+    df, _ = rollouts(graded=True, steps=2)
+    write_verl(tmp_path, df)
+    with pytest.raises(ValueError, match="graded .* --threshold"):
+        diagnose(tmp_path)
+
+
+def test_two_valued_scores_map_to_right_and_wrong(tmp_path):
+    df, _ = rollouts(steps=3)
+    write_verl(tmp_path, df.assign(score=2 * df["score"] - 1))  # verl-style −1 / +1
+    dx = diagnose(tmp_path)
+    assert "1 counts as right, -1 as wrong" in dx.summary["rewards_as"]
+    np.testing.assert_array_equal(dx.steps["silent_groups"], direct_steps(df)["silent"])
+
+
+def test_singletons_counted_apart_and_no_groups_is_an_error(tmp_path):
+    df, _ = rollouts(steps=3, prompts=50)
+    one = df[df["step"] == 2].drop_duplicates("prompt")  # step 2: one rollout per prompt
+    mixed = pd.concat([df[df["step"] != 2], one])
+    write_verl(tmp_path / "mixed", mixed)
+    dx = diagnose(tmp_path / "mixed")
+    row = dx.steps.set_index("step").loc[2]
+    assert row["groups"] == 0 and row["singletons"] == len(one) and np.isnan(row["silent_frac"])
+    assert dx.summary["steps_without_groups"] == [2]
+    assert dx.summary["singletons"] == len(one)
+    write_verl(tmp_path / "single", one)
+    with pytest.raises(ValueError, match="no prompt has two or more rollouts"):
+        diagnose(tmp_path / "single")
+
+
+def test_missing_prompts_keep_their_history(tmp_path):
+    df, _ = rollouts(steps=4, prompts=40)
+    write_verl(tmp_path, df)
+    log = read_rollouts(tmp_path)
+    dx = diagnose_log(log)
+    g = dx.groups
+    seen = df.groupby("prompt")["step"].nunique()
+    # A prompt's n_before at a step is the number of its rollouts at earlier steps, skipped steps included.
+    label = log.labels[g["prompt"]]
+    for lab, step, n_before in zip(label[:200], g["step"][:200], g["n_before"][:200]):
+        assert n_before == int(((df["prompt"] == lab) & (df["step"] < step)).sum())
+    assert (seen < 4).any()  # some prompts are missing on some steps

@@ -1,0 +1,112 @@
+"""The built wheel, installed non-editable into a fresh virtual environment, works on its own.
+
+The wheel is built from a copy of the sources (so the checkout gets no ``build/`` folder) and
+installed with ``--no-deps``; the new environment sees this environment's packages (numpy,
+torch, …) through a ``.pth`` line, so nothing is downloaded or reinstalled.  A ``.pth`` line
+adds a folder without running the ``.pth`` files inside it, so the editable install of the
+checkout is not active there — and the test asserts that ``gsd`` is imported from the wheel.
+Every command runs with its working folder outside the checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = ("pyproject.toml", "README.md", "gsd")
+
+
+def _run(cmd, *, cwd, env, timeout=300):
+    res = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert res.returncode == 0, f"{cmd} exited {res.returncode}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr}"
+    return res.stdout
+
+
+@pytest.fixture(scope="module")
+def wheel_env(tmp_path_factory):
+    pytest.importorskip("setuptools")
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = tmp / "src"
+    src.mkdir()
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(ROOT / name, src / name)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GSD_", "PYTHON", "VIRTUAL_ENV"))}
+    env["MPLBACKEND"] = "Agg"
+    dist = tmp / "dist"
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
+          "-w", dist, src], cwd=tmp, env=env)
+    (wheel,) = dist.glob("gsd-*.whl")
+
+    prefix = tmp / "venv"
+    venv.EnvBuilder(with_pip=False).create(prefix)
+    python = prefix / "bin" / "python"
+    inner_site = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                           cwd=tmp, env=env).strip())
+    # This environment's dependencies, appended after the new environment's own site-packages.
+    outer = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    (inner_site / "_outer_dependencies.pth").write_text("".join(f"{p}\n" for p in sorted(outer)))
+    _run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", "-q", wheel],
+         cwd=tmp, env=env)
+    work = tmp / "work"
+    work.mkdir()
+    return {"python": python, "gsd": prefix / "bin" / "gsd", "prefix": prefix, "cwd": work, "env": env,
+            "wheel": wheel}
+
+
+def test_wheel_ships_data_and_configs(wheel_env):
+    import zipfile
+
+    names = set(zipfile.ZipFile(wheel_env["wheel"]).namelist())
+    assert "gsd/resources/bigmath_solve_rate_histogram.csv" in names
+    assert "gsd/resources/README.md" in names
+    assert any(n.startswith("gsd/resources/configs/") and n.endswith(".toml") for n in names)
+
+
+def test_package_imports_from_the_wheel_and_loads_bigmath(wheel_env):
+    code = ("import json, gsd, gsd.resources; p = gsd.load_bigmath(); "
+            "print(json.dumps({'file': gsd.__file__, 'n': int(p.size), 'mean': float(p.mean()), "
+            "'configs': sorted(gsd.resources.shipped_configs())}))")
+    out = json.loads(_run([wheel_env["python"], "-c", code], cwd=wheel_env["cwd"], env=wheel_env["env"]))
+    assert Path(out["file"]).resolve().is_relative_to(wheel_env["prefix"].resolve())
+    assert not Path(out["file"]).resolve().is_relative_to(ROOT)
+    assert out["n"] == 215_608
+    assert 0.0 < out["mean"] < 1.0
+    assert "law_in_training" in out["configs"]
+
+
+def test_cli_plan(wheel_env):
+    out = json.loads(_run([wheel_env["gsd"], "plan", "--p", "0.5,0.05", "--epsilon", "0.05", "--json"],
+                          cwd=wheel_env["cwd"], env=wheel_env["env"]))
+    import gsd
+
+    assert [int(r["group_size"]) for r in out] == list(gsd.required_group_size([0.5, 0.05], 0.05))
+
+
+def test_cli_bigmath(wheel_env):
+    out = _run([wheel_env["gsd"], "bigmath"], cwd=wheel_env["cwd"], env=wheel_env["env"])
+    assert "215608" in out.replace(",", "")
+
+
+def test_cli_simulate_five_steps(wheel_env):
+    run = wheel_env["cwd"] / "run"
+    _run([wheel_env["gsd"], "simulate", "--out", run, "--set", "steps=5", "--set", "n_prompts=200",
+          "--device", "cpu", "--no-progress", "--json"], cwd=wheel_env["cwd"], env=wheel_env["env"])
+    assert (run / "summary.json").is_file() and (run / "ledger.parquet").is_file()
+
+
+def test_cli_shipped_grid_by_name(wheel_env):
+    out = _run([wheel_env["gsd"], "sweep", "--grid", "law_in_training", "--out", wheel_env["cwd"] / "sweep",
+                "--dry-run", "--json"], cwd=wheel_env["cwd"], env=wheel_env["env"])
+    assert len(json.loads(out)) > 0

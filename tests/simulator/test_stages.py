@@ -1,0 +1,88 @@
+"""The engine's stages on their own: a per-prompt group size flows through sampling,
+advantages, the loss and the generation count, and every logit still moves by the identity
+g = σ²/(σ_c + eps) of its own group (checked against a direct computation from the counts)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gsd.simulator.loss import AdvantageTable, policy_loss
+from gsd.simulator.sampling import Batch, sample_groups
+
+from .conftest import expected_update_of_k
+
+
+def _batch(p, G):
+    G = torch.as_tensor(G, dtype=torch.int64)
+    return Batch(idx=None, p=torch.as_tensor(p, dtype=torch.float64), G=G, g_max=int(G.max()), uniform=bool((G == G.max()).all()))
+
+
+@pytest.mark.parametrize("rollouts", ["answers", "counts"])
+@pytest.mark.parametrize("method, ddof, eps", [("grpo", 0, 0.0), ("grpo", 1, 1e-2), ("dr_grpo", 0, 0.0)])
+def test_per_prompt_group_size_gives_each_prompt_its_identity(rollouts, method, ddof, eps):
+    rng = np.random.default_rng(0)
+    N = 3000
+    p = rng.uniform(0.05, 0.95, N)
+    sizes = [0, 2, 3, 5, 8, 16]
+    G = rng.choice(sizes, N)
+    batch = _batch(p, G)
+    gen = torch.Generator().manual_seed(1)
+    groups = sample_groups(batch, draws=1, noise=0.0, rollouts=rollouts, gen=gen)
+    k = groups.k.numpy()
+    assert (k <= G).all() and (k[G == 0] == 0).all()
+    assert groups.n.sum(dim=(1, 2)).numpy().tolist() == G.astype(float).tolist()  # every answer in one cell
+    assert groups.drawn.numpy().tolist() == (G > 0).astype(int).tolist()  # a skipped prompt draws nothing
+    silent = ((k == 0) | (k == G)) & (G > 0)
+    assert groups.silent_first.numpy().tolist() == silent.tolist()
+
+    table = AdvantageTable(sizes[1:], method, ddof=ddof, eps=eps, dtype=torch.float64, device="cpu")
+    z = torch.logit(batch.p).requires_grad_(True)
+    policy_loss(z, groups.n, table.lookup(groups.G, groups.k), G=groups.G).loss.backward()
+    g = np.zeros(N)
+    for size in sizes[1:]:  # the identity at each prompt's own G
+        at = G == size
+        g[at] = expected_update_of_k(k[at], size, method, ddof, eps)
+    np.testing.assert_allclose(-z.grad.numpy(), g, rtol=1e-12, atol=1e-14)
+    assert (z.grad.numpy()[G == 0] == 0).all()
+
+
+@pytest.mark.parametrize("rollouts", ["answers", "counts"])
+def test_rewards_and_dapo_draws_with_per_prompt_sizes(rollouts):
+    p = np.full(400, 0.03)
+    G = np.tile([0, 4, 9, 12], 100)
+    groups = sample_groups(_batch(p, G), draws=3, noise=0.0, rollouts=rollouts, gen=torch.Generator().manual_seed(2))
+    r = groups.rewards().numpy()
+    assert r.shape == (400, 12)
+    assert ((r == 1).sum(1) == groups.k.numpy()).all()
+    assert ((r >= 0).sum(1) == G).all()  # padding beyond each prompt's G
+    drawn = groups.drawn.numpy()
+    assert (drawn[G == 0] == 0).all() and drawn[G > 0].min() >= 1 and drawn.max() == 3
+    # generations of the step = Σ groups drawn × G (what the ledger counts)
+    assert int((groups.drawn * groups.G).sum()) == int((drawn * G).sum())
+    kept_silent = groups.zero_update.numpy()
+    k = groups.k.numpy()
+    assert (((k == 0) | (k == G))[G > 0] == kept_silent[G > 0]).all()
+    assert (drawn[kept_silent] == 3).all()
+
+
+def test_noisy_verifier_cells_are_consistent():
+    """Flipped rewards: k counts what the verifier marked right; answers stay in their rows."""
+    p = np.full(5000, 0.3)
+    groups = sample_groups(_batch(p, np.full(5000, 6)), draws=1, noise=0.2, rollouts="answers", gen=torch.Generator().manual_seed(3))
+    n = groups.n.numpy()
+    assert (n >= 0).all()
+    assert np.array_equal(n[:, 0, 0] + n[:, 1, 0], groups.k.numpy())
+    # reward rate q = p(1−ν) + (1−p)ν = 0.38; the right-answer rate stays p
+    assert n[:, :, 0].sum() / n.sum() == pytest.approx(0.38, abs=0.01)
+    assert n[:, 0, :].sum() / n.sum() == pytest.approx(0.3, abs=0.01)
+
+
+def test_rloo_trains_and_tracks_its_closed_form(tmp_path):
+    """Every method of gsd.methods runs in the simulator: RLOO's update is p(1−p) exactly."""
+    from gsd.simulator import SimConfig, run_simulation
+
+    s = run_simulation(SimConfig(n_prompts=3000, steps=10, method="rloo", device="cpu", seed=7), tmp_path / "r", progress=False)
+    assert s["grad_mass_over_closed_form"] == pytest.approx(1.0, abs=0.01)
+    assert s["final"]["mean_p"] > s["initial"]["mean_p"]
