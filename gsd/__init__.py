@@ -21,7 +21,7 @@ _EXPORTS = {
     "posterior": ("BetaPosterior", "fit_beta_prior", "posterior_from_counts"),
     "silent": ("UNREACHABLE", "dapo_generation_cost", "group_size_for_silent_rate", "nonsilent_rate",
                "silent_rate", "silent_rate_subsampled"),
-    "trainers": ("CONVENTIONS", "convention_gap", "trainer_advantages"),
+    "trainers": ("CONVENTIONS", "convention_gap", "multi_reward_advantages", "trainer_advantages"),
     "update": ("UPDATE_METHODS", "expected_update", "fidelity", "fidelity_law"),
     "weighting": ("arcsin_objective", "budget_share", "decile_index", "decile_shares", "difficulty_weight",
                   "extreme_mask", "large_group_weight", "medium_mask"),

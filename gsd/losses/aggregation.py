@@ -26,50 +26,52 @@ so each token of a long response counts less — a long wrong answer (negative a
 penalised less per token than a short one, and a short right answer is rewarded more per token.
 token-mean and the constant normalisers give every token the same weight whatever its length.
 
-Trainer conventions (read in their source through the code index; formulas restated, not copied):
+Trainer conventions, checked against the installed TRL 1.16.0 and verl 0.9.1 (formulas
+restated, not copied; see :ref:`theory-losses`):
 
-TRL ``GRPOTrainer`` ``loss_type`` — ``trl/trainer/grpo_trainer.py`` ``_compute_loss`` of
-huggingface/trl at commit d2b69d7 (mid 2025, before ``dapo`` existed; default ``bnpo``) for
-grpo / bnpo / dr_grpo; ``dapo`` from the later ``GRPOConfig`` docstring ("normalizing with the
-number of active token in the global accumulated batch", now the default) and the
-``_compute_loss`` / ``num_items_in_batch`` code of later TRL versions as carried by TRL-derived
-trainers in the index (the stored huggingface/trl copy predates it):
+TRL ``GRPOTrainer`` ``loss_type`` (``trl/trainer/grpo_trainer.py``, ``_compute_loss``; the
+default is ``dapo``):
 
-* ``grpo``: per row, token sum / max(n_i, 1); then the plain mean over all B rows.
+* ``grpo`` and ``sapo``: per row, token sum / max(n_i, 1); then the plain mean over all B rows.
 * ``bnpo``: Σ S_i / max(Σ n_i, 1) over the local (per-device) batch.
 * ``dr_grpo``: Σ S_i / (B · max_completion_length) — B counts every row, the constant is the
   configured maximum completion length, not the padded width of the batch.
-* ``dapo``: Σ S_i / (N / P) with N the active-token count of the whole generation batch
-  gathered over the P processes; after DDP averages gradients over processes and
-  accumulation sums micro-batches this is the global token mean. On one process and one
-  micro-batch it equals ``bnpo`` (token-mean). N is counted before
-  ``mask_truncated_completions`` zeroes truncated rows, so with that option the denominator
-  still includes their tokens.
-* Later versions also divide the grpo / bnpo / dr_grpo values by the number of
-  gradient-accumulation steps (dapo's normaliser already spans them); with one step nothing
-  changes.
+* ``dapo``, ``cispo`` and ``vespo``: Σ S_i / (N / P · GA / S), with N the active-token count
+  of the whole generation batch gathered over the P processes, GA the accumulation steps and S
+  ``steps_per_generation`` (by default S = GA); after DDP averages gradients and accumulation
+  sums micro-batches this is the global token mean.  On one process and one micro-batch it
+  equals ``bnpo`` (token-mean).  N is counted *after* ``mask_truncated_completions`` zeroes
+  the truncated rows (``_generate_and_score_completions`` masks ``completion_mask`` and then
+  sums it into ``num_items_in_batch``), so with that option the denominator excludes their
+  tokens: pass the masked mask and the preset is exact.
+* ``luspo``: Σ_i S_i / B, every row counted (seq-mean-token-sum, rows="all").
+* grpo / sapo / bnpo / dr_grpo / luspo are then divided by the number of gradient-accumulation
+  steps (dapo's normaliser already spans them); with one step nothing changes.
 
-verl ``agg_loss`` in ``verl/trainer/ppo/core_algos.py``, two generations:
+The presets cover the aggregation step only: cispo, sapo, vespo and luspo also change the
+per-token loss (clipped weights, soft gates, sequence-level ratios), which is not modelled here.
 
-* current — verl-project/verl at commit 018f23b, ``agg_loss(loss_mat, loss_mask,
-  loss_agg_mode, dp_size, batch_num_tokens, global_batch_size, loss_scale_factor)``:
-  token-mean = Σ S_i / (global token count); token-sum = Σ S_i; seq-mean-token-sum and
-  seq-mean-token-mean divide by the number of rows with at least one active token
-  (rows="nonempty"; seq-mean-token-mean divides each row by n_i + 1e-8);
-  seq-mean-token-sum-norm = seq-mean-token-sum / ``loss_scale_factor`` (default: the padded
-  length T). Distributed runs pass the global counts and multiply by dp_size, so the result
-  is the global-batch value; on one process it is the formula above.
-* legacy — volcengine/verl at commit 26b5d6b (mid 2025), ``agg_loss(loss_mat, loss_mask,
-  loss_agg_mode)``: the same token-mean; seq-mean-token-sum and seq-mean-token-mean take
-  ``torch.mean`` over all B rows (an empty row is 0/0 = NaN in seq-mean-token-mean there; here
-  it counts 0); and seq-mean-token-sum-norm = Σ_i S_i / T — the whole token sum over the padded
-  length, *not* divided by B. ``VERL_LEGACY_AGG_MODES`` reproduces it (mode ``token-sum-norm``).
+verl ``agg_loss`` in ``verl/trainer/ppo/core_algos.py`` (``actor.loss_agg_mode``, default
+``token-mean``), two generations:
 
-Against DESIGN.md §1.6: its formulas match TRL (recent) and current verl. Not in the table:
-legacy verl's seq-mean-token-sum-norm is B times larger (no mean over rows); TRL's grpo counts
-fully masked rows in its mean while current verl's seq-mean-* skip them; TRL's default was
-``bnpo`` before ``dapo`` was added; verl now also has ``token-sum``; and TRL's dapo normaliser
-includes tokens of truncated answers that ``mask_truncated_completions`` removes.
+* current (0.9.1) — ``agg_loss(loss_mat, loss_mask, loss_agg_mode, dp_size, batch_num_tokens,
+  global_batch_size, loss_scale_factor)``: token-mean = Σ S_i / (global token count);
+  token-sum = Σ S_i; seq-mean-token-sum and seq-mean-token-mean divide by the number of rows
+  with at least one active token (rows="nonempty"); seq-mean-token-sum-norm =
+  seq-mean-token-sum / ``loss_scale_factor`` (default: the padded length T). Distributed runs
+  pass the global counts and multiply by dp_size, so the result is the global-batch value; on
+  one process it is the formula above.  Two differences: seq-mean-token-mean divides each row
+  by n_i + 1e-8 rather than n_i (a relative difference of 1e-8/n_i), and a batch with no active
+  token gives 0/0 = NaN in token-mean and the seq-mean-* modes where :func:`aggregate` returns 0.
+* legacy — volcengine/verl at commit 26b5d6b (mid 2025; not re-checked, the signature is gone
+  from 0.9.1), ``agg_loss(loss_mat, loss_mask, loss_agg_mode)``: the same token-mean;
+  seq-mean-token-sum and seq-mean-token-mean take ``torch.mean`` over all B rows (an empty row
+  is 0/0 = NaN in seq-mean-token-mean there; here it counts 0); and seq-mean-token-sum-norm =
+  Σ_i S_i / T — the whole token sum over the padded length, *not* divided by B.
+  ``VERL_LEGACY_AGG_MODES`` reproduces it (mode ``token-sum-norm``).
+
+Legacy verl's seq-mean-token-sum-norm is B times larger (no mean over rows); TRL's grpo counts
+fully masked rows in its mean while current verl's seq-mean-* skip them.
 """
 
 from __future__ import annotations
@@ -123,15 +125,19 @@ class AggPreset(NamedTuple):
     norm: str | None = None
 
 
-#: TRL ``GRPOConfig.loss_type`` → aggregation (one process, one accumulation step).
+#: TRL ``GRPOConfig.loss_type`` → aggregation (one process, one accumulation step; TRL 1.16).
 TRL_LOSS_TYPES = {
     "grpo": AggPreset("seq-mean-token-mean", "all"),
     "bnpo": AggPreset("token-mean"),
     "dr_grpo": AggPreset("seq-mean-token-sum-norm", "all", "required"),
     "dapo": AggPreset("token-mean"),
+    "cispo": AggPreset("token-mean"),
+    "sapo": AggPreset("seq-mean-token-mean", "all"),
+    "luspo": AggPreset("seq-mean-token-sum", "all"),
+    "vespo": AggPreset("token-mean"),
 }
 
-#: verl ``actor.loss_agg_mode`` (current ``agg_loss``) → aggregation (one process).
+#: verl ``actor.loss_agg_mode`` (0.9.1 ``agg_loss``) → aggregation (one process).
 VERL_AGG_MODES = {
     "token-mean": AggPreset("token-mean"),
     "token-sum": AggPreset("token-sum"),

@@ -30,11 +30,14 @@ from typing import NamedTuple
 
 import torch
 
-from .._validate import InputError, as_float_tensor, broadcast_shapes, check_distribution
+from .._validate import InputError, as_float_tensor, as_positive, broadcast_shapes, check_distribution
 
 __all__ = [
     "KLTerms",
     "KL_ESTIMATORS",
+    "KL_TRAINERS",
+    "VERL_LOG_RATIO_CLIP",
+    "VERL_K3_MAX",
     "kl_divergence",
     "kl_terms",
     "forward_kl_terms",
@@ -55,6 +58,13 @@ __all__ = [
 
 #: Names accepted by :func:`kl_estimate` and the estimator analyses.
 KL_ESTIMATORS = ("k1", "k2", "k3")
+#: ``trainer`` presets of :func:`kl_estimate` (None = the exact estimators).
+KL_TRAINERS = (None, "trl", "verl")
+#: verl 0.9.1 clamps log(p/q) to ±20 before k3 (``kl_penalty_forward``) and the policy log-ratio
+#: log(πθ/π_old) likewise before the importance ratio (``compute_policy_loss_vanilla``).
+VERL_LOG_RATIO_CLIP = 20.0
+#: verl 0.9.1 clamps k3 to at most 10.
+VERL_K3_MAX = 10.0
 
 
 class KLTerms(NamedTuple):
@@ -207,13 +217,42 @@ def k2(logq, logp):
     return 0.5 * (lq - lp) ** 2
 
 
-def k3(logq, logp):
+def k3(logq, logp, *, log_ratio_clip: float | None = None, max_value: float | None = None):
     """k3 = p/q − 1 − log(p/q), y ∼ q: >= 0 and unbiased for KL(q‖p) (since E_q[p/q] = 1).
 
     The form TRL (``beta`` > 0) and verl (``low_var_kl`` / ``k3``) use for GRPO's penalty.
+
+    Parameters
+    ----------
+    logq, logp : tensor_like
+        Log-probabilities of the sampled token under the sampling policy q and the reference p.
+    log_ratio_clip : float, optional
+        Clamp log(p/q) to [−c, c] before the formula (verl: 20).
+    max_value : float, optional
+        Clamp the result to at most this value (verl: 10).
+
+    Returns
+    -------
+    torch.Tensor
+        Elementwise k3.  Where a clamp is active its gradient is 0, as in the trainer.
+
+    Notes
+    -----
+    With both clamps unset this is the exact estimator, as TRL 1.16 computes it (TRL then
+    multiplies it by the importance ratio by default, ``use_bias_correction_kl=True``: see
+    :func:`~gsd.losses.surrogate.grpo_objective` with ``trainer="trl"``).  verl 0.9.1
+    (``kl_penalty_forward``) clamps the log-ratio to ±20 and k3 to [−10, 10];
+    ``kl_estimate(..., trainer="verl")`` applies both, so k3 never exceeds 10 there.
     """
     lq, lp = _logprob_pair(logq, logp)
-    return k3_of_log_ratio(lp - lq)
+    d = lp - lq
+    if log_ratio_clip is not None:
+        c = as_positive(log_ratio_clip, "log_ratio_clip")
+        d = d.clamp(-c, c)
+    out = k3_of_log_ratio(d)
+    if max_value is not None:
+        out = out.clamp(max=as_positive(max_value, "max_value"))
+    return out
 
 
 def k3_of_log_ratio(log_ratio):
@@ -222,10 +261,31 @@ def k3_of_log_ratio(log_ratio):
     return torch.expm1(log_ratio) - log_ratio
 
 
-def kl_estimate(logq, logp, kind: str = "k3"):
-    """Dispatch to :func:`k1`, :func:`k2` or :func:`k3` by name."""
+def kl_estimate(logq, logp, kind: str = "k3", *, trainer: str | None = None):
+    """Dispatch to :func:`k1`, :func:`k2` or :func:`k3` by name, optionally as a trainer computes it.
+
+    Parameters
+    ----------
+    logq, logp : tensor_like
+        Log-probabilities of the sampled token under the sampling policy and the reference.
+    kind : {"k1", "k2", "k3"}
+        verl calls them ``kl``/``k1``, ``mse``/``k2`` and ``low_var_kl``/``k3``.
+    trainer : {None, "trl", "verl"}
+        None or ``"trl"``: the exact estimators (TRL 1.16 clamps nothing).  ``"verl"``: k3 with
+        the log-ratio clamped to ±:data:`VERL_LOG_RATIO_CLIP` and the result to at most
+        :data:`VERL_K3_MAX` (verl 0.9.1 ``kl_penalty_forward``); k1 and k2 unclamped, as there.
+
+    Notes
+    -----
+    verl also offers ``abs`` and straight-through variants (``k3+``: the value of k3 with the
+    gradient of k2); they are not reproduced here.
+    """
     if kind not in KL_ESTIMATORS:
         raise InputError(f"kind must be one of {KL_ESTIMATORS}, got {kind!r}")
+    if trainer not in KL_TRAINERS:
+        raise InputError(f"trainer must be one of {KL_TRAINERS}, got {trainer!r}")
+    if kind == "k3" and trainer == "verl":
+        return k3(logq, logp, log_ratio_clip=VERL_LOG_RATIO_CLIP, max_value=VERL_K3_MAX)
     return {"k1": k1, "k2": k2, "k3": k3}[kind](logq, logp)
 
 

@@ -29,9 +29,11 @@ import numbers
 import torch
 
 from .._validate import InputError, as_float_tensor, as_open_unit, broadcast_shapes
-from .kl import k3
+from .kl import VERL_LOG_RATIO_CLIP, kl_estimate
 
 __all__ = [
+    "OBJECTIVE_TRAINERS",
+    "VERL_CLIP_RATIO_C",
     "UNCLIPPED",
     "CLIP_HIGH",
     "CLIP_LOW",
@@ -47,6 +49,10 @@ __all__ = [
 
 #: Codes returned by :func:`clip_region`.
 UNCLIPPED, CLIP_HIGH, CLIP_LOW, CLIP_DUAL = 0, 1, 2, 3
+#: ``trainer`` presets of :func:`grpo_objective` (None = the formula as written).
+OBJECTIVE_TRAINERS = (None, "trl", "verl")
+#: verl's default dual-clip constant ``clip_ratio_c`` (0.9.1 ``actor.yaml``; it must exceed 1).
+VERL_CLIP_RATIO_C = 3.0
 
 
 def _eps(x, name):
@@ -165,6 +171,7 @@ def grpo_objective(
     eps_high: float | None = None,
     beta: float = 0.0,
     dual_clip=None,
+    trainer: str | None = None,
 ):
     """GRPO's per-token objective: C(ρ_t, A) − β · k3_t, shape (..., T).
 
@@ -175,7 +182,27 @@ def grpo_objective(
     advantages : (...,) one per response (broadcast over its tokens) or (..., T) per token;
     β >= 0 (0 = no penalty, TRL's default; then ``logp_ref`` may be None). The per-token loss
     that trainers aggregate (see :mod:`gsd.losses.aggregation`) is the negative of this.
+
+    ``trainer`` (see :ref:`theory-losses`):
+
+    * None: the formula as written (TRL 1.16 with ``use_bias_correction_kl=False``);
+    * ``"trl"``: TRL 1.16's ``_compute_loss`` defaults for the grpo, bnpo, dr_grpo and dapo loss
+      types at ``importance_sampling_level="token"``: nothing clamped (its ``delta`` is
+      ``dual_clip`` here), and ``use_bias_correction_kl=True``, so the penalty is β·ρ_t·k3_t — the
+      same value on-policy (ρ = 1) but a different gradient, since ρ is differentiated too;
+    * ``"verl"`` (verl 0.9.1 ``compute_policy_loss_vanilla`` with ``kl_loss_type=low_var_kl``):
+      log(ρ) clamped to ±20 before exponentiating, the dual clip always on (``dual_clip``
+      defaults to verl's ``clip_ratio_c`` = 3), and k3 clamped as in
+      :func:`~gsd.losses.kl.kl_estimate` (log-ratio ±20, value ≤ 10).  Where a clamp is active
+      the gradient is 0; the value differs from the exact one only for |log ρ| > 20 with A > 0 and
+      ρ < e^−20 (the dual clip, for c <= e^20, and the ε-clip already flatten the other cases)
+      and where k3 > 10.
     """
+    if trainer not in OBJECTIVE_TRAINERS:
+        raise InputError(f"trainer must be one of {OBJECTIVE_TRAINERS}, got {trainer!r}")
+    verl = trainer == "verl"
+    if verl and dual_clip is None:
+        dual_clip = VERL_CLIP_RATIO_C
     if not isinstance(beta, numbers.Real) or isinstance(beta, bool) or not (0.0 <= beta < float("inf")):
         raise InputError(f"beta must be a finite number >= 0, got {beta!r}")
     lp = as_float_tensor(logp, "logp")
@@ -186,7 +213,10 @@ def grpo_objective(
     if a.ndim == lp.ndim - 1 and tuple(a.shape) == tuple(lp.shape[:-1]):
         a = a.unsqueeze(-1)  # one advantage per response, shared by its tokens
     broadcast_shapes(logp=lp, advantages=a)
-    ratio = torch.exp(lp - lo_)
+    log_ratio = lp - lo_
+    if verl:
+        log_ratio = log_ratio.clamp(-VERL_LOG_RATIO_CLIP, VERL_LOG_RATIO_CLIP)
+    ratio = torch.exp(log_ratio)
     obj = clipped_surrogate(ratio, a, eps_low=eps_low, eps_high=eps_high, dual_clip=dual_clip)
     obj = torch.broadcast_to(obj, torch.broadcast_shapes(obj.shape, lp.shape))
     if beta > 0:
@@ -195,5 +225,8 @@ def grpo_objective(
         lr = as_float_tensor(logp_ref, "logp_ref").to(lp.dtype)
         if lr.shape != lp.shape:
             raise InputError(f"logp_ref must have logp's shape {tuple(lp.shape)}, got {tuple(lr.shape)}")
-        obj = obj - beta * k3(lp, lr)
+        kl = kl_estimate(lp, lr, "k3", trainer=trainer)
+        if trainer == "trl":
+            kl = kl * ratio  # TRL's use_bias_correction_kl (default True): the importance-weighted k3
+        obj = obj - beta * kl
     return obj

@@ -1,8 +1,8 @@
 """Loss aggregation modes, length weights and the TRL / verl conventions (gsd.losses.aggregation).
 
-The expected values below are the trainers' formulas restated in plain loops (read from TRL's
-``GRPOTrainer._compute_loss`` and verl's ``core_algos.agg_loss``; see the module docstring for
-the versions), so a change of convention on either side shows up here.
+The expected values below are the trainers' formulas restated in plain loops (read from TRL
+1.16's ``GRPOTrainer._compute_loss`` and verl 0.9.1's ``core_algos.agg_loss``), so a change of
+convention on either side shows up here.
 """
 
 import math
@@ -61,15 +61,18 @@ def trl_expected(loss, mask, loss_type, max_completion_length):
     B = len(rows)
     total = sum(s for s, _ in rows)
     count = sum(n for _, n in rows)
-    if loss_type == "grpo":  # each row's token mean (count floored at 1), then the mean over all rows
+    if loss_type in ("grpo", "sapo"):  # each row's token mean (count floored at 1), then the mean over all rows
         return sum(s / max(n, 1) for s, n in rows) / B
     if loss_type == "bnpo":  # token sum over the local batch / its token count (floored at 1)
         return total / max(count, 1)
     if loss_type == "dr_grpo":  # token sum / (rows × max_completion_length)
         return total / (B * max_completion_length)
-    if loss_type == "dapo":  # token sum / (global token count / processes); one process
-        processes = 1
-        return total / (count / processes)
+    if loss_type in ("dapo", "cispo", "vespo"):
+        # token sum / (generation-batch token count / processes · accumulation / steps_per_generation)
+        processes, accumulation, steps_per_generation = 1, 1, 1
+        return total / (count / processes * accumulation / steps_per_generation)
+    if loss_type == "luspo":  # each row's token sum, then the mean over all rows
+        return total / B
     raise AssertionError(loss_type)
 
 
@@ -136,6 +139,18 @@ def test_numbers_on_the_reference_batch():
     assert float(aggregate(LOSS, MASK, "seq-mean-token-sum-norm", norm=8)) == pytest.approx(total / 32)
     # on one process TRL's dapo and bnpo coincide with verl's token-mean
     assert float(aggregate_as(LOSS, MASK, "trl", "dapo")) == float(aggregate_as(LOSS, MASK, "verl", "token-mean"))
+
+
+def test_trl_dapo_denominator_after_mask_truncated_completions():
+    # TRL 1.16 zeroes the truncated rows of completion_mask first and sums the token count from
+    # the zeroed mask, so their tokens are in neither the numerator nor the denominator.
+    truncated = torch.tensor([False, True, False, False])
+    masked = MASK * (~truncated).unsqueeze(1)
+    kept_rows = [(s, n) for (s, n), t in zip(rows_of(LOSS, MASK), truncated.tolist()) if not t]
+    expected = sum(s for s, _ in kept_rows) / sum(n for _, n in kept_rows)  # (−0.5 − 0.25 + 3) / 7
+    assert expected == pytest.approx(2.25 / 7)
+    for loss_type in ("dapo", "bnpo"):
+        assert float(aggregate_as(LOSS, masked, "trl", loss_type)) == pytest.approx(expected, rel=1e-14)
 
 
 def test_empty_rows_split_the_conventions():

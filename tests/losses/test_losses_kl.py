@@ -179,3 +179,35 @@ def test_estimator_sweep():
     np.testing.assert_allclose(df["mean_k1"], df["kl_qp"], atol=1e-12)
     np.testing.assert_allclose(df["mean_k3"], df["kl_qp"], atol=1e-12)
     assert (df["mean_k2"].iloc[1:] != df["kl_qp"].iloc[1:]).all()
+
+
+def _verl_k3(logq, logp):
+    """verl 0.9.1 low_var_kl, restated: log(p/q) clamped to ±20, then k3 clamped to [−10, 10]."""
+    d = min(max(logp - logq, -20.0), 20.0)
+    return min(max(math.exp(d) - d - 1.0, -10.0), 10.0)
+
+
+def test_verl_k3_clamps():
+    logq = torch.tensor([-30.0, -0.1, -25.0, -0.01, -1.0, -15.0, -2.0, -0.5], dtype=torch.float64)
+    logp = torch.tensor([-0.1, -30.0, -0.01, -25.0, -15.0, -1.0, -0.5, -2.0], dtype=torch.float64)
+    got = kl_estimate(logq, logp, "k3", trainer="verl")
+    want = torch.tensor([_verl_k3(a, b) for a, b in zip(logq.tolist(), logp.tolist())], dtype=torch.float64)
+    torch.testing.assert_close(got, want, rtol=1e-14, atol=1e-14)
+    assert float(got.max()) == 10.0 and float(k3(logq, logp).max()) > 1e12  # the exact k3 is unbounded
+    # the same numbers through k3's own arguments; k1 and k2 are not clamped by verl
+    torch.testing.assert_close(k3(logq, logp, log_ratio_clip=20, max_value=10), got)
+    assert torch.equal(kl_estimate(logq, logp, "k1", trainer="verl"), k1(logq, logp))
+    assert torch.equal(kl_estimate(logq, logp, "k3", trainer="trl"), k3(logq, logp))
+    # where a clamp is active the gradient is 0; the first six points are all clamped (k3 > 10)
+    lq = logq.clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(kl_estimate(lq, logp, "k3", trainer="verl").sum(), lq)
+    assert torch.equal(g[:6], torch.zeros(6, dtype=torch.float64))
+    d = (logp - logq)[6:]
+    torch.testing.assert_close(g[6:], 1 - torch.exp(d))  # ∂/∂log q of e^d − d − 1, d = log p − log q
+
+
+def test_kl_estimate_trainer_refused():
+    with pytest.raises(ValueError, match="trainer"):
+        kl_estimate(-1.0, -2.0, "k3", trainer="openrlhf")
+    with pytest.raises(ValueError, match="log_ratio_clip"):
+        k3(-1.0, -2.0, log_ratio_clip=-1)

@@ -1,5 +1,7 @@
 """Clipped surrogate, dual clip, clip-higher and the GRPO per-token objective (gsd.losses.surrogate)."""
 
+import math
+
 import pytest
 import torch
 from hypothesis import assume, given, settings
@@ -15,6 +17,7 @@ from gsd.losses import (
     clipped_surrogate_grad,
     flat_regions,
     grpo_objective,
+    kl_estimate,
     zero_grad_mask,
 )
 
@@ -104,7 +107,7 @@ def test_verl_dual_clip_loss_form():
     assert torch.allclose(ours, verl, atol=1e-12)
 
 
-def test_grpo_objective_matches_trl_per_token_loss():
+def test_grpo_objective_matches_trl_per_token_loss_without_bias_correction():
     g = torch.Generator().manual_seed(1)
     B, T = 3, 5
     logp = -torch.rand(B, T, generator=g, dtype=torch.float64) * 3
@@ -128,6 +131,35 @@ def test_grpo_objective_matches_trl_per_token_loss():
     )
 
 
+def test_grpo_objective_trl_preset_weights_k3_by_the_ratio():
+    # TRL 1.16, use_bias_correction_kl=True (its default): per_token_kl = k3 · ρ, ρ = exp(logp − old)
+    # differentiated as well; the clipped term is unchanged.
+    g = torch.Generator().manual_seed(2)
+    logp = (-torch.rand(2, 4, generator=g, dtype=torch.float64) * 3).requires_grad_(True)
+    old = -torch.rand(2, 4, generator=g, dtype=torch.float64) * 3
+    ref = -torch.rand(2, 4, generator=g, dtype=torch.float64) * 3
+    adv = torch.tensor([0.8, -1.3], dtype=torch.float64)
+    beta, lo, hi = 0.05, 0.2, 0.28
+    rho = torch.exp(logp - old)
+    a = adv[:, None]
+    d = ref - logp
+    want = torch.minimum(rho * a, torch.clamp(rho, 1 - lo, 1 + hi) * a) - beta * (torch.exp(d) - d - 1) * rho
+    got = grpo_objective(logp, old, adv, ref, eps_low=lo, eps_high=hi, beta=beta, trainer="trl")
+    torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-14)
+    (g_got,) = torch.autograd.grad(got.sum(), logp)
+    (g_want,) = torch.autograd.grad(want.sum(), logp)
+    torch.testing.assert_close(g_got, g_want, rtol=1e-12, atol=1e-14)
+    # on-policy the value equals the uncorrected one, the gradient does not: ∂(ρ k3)/∂logp = k3 + ∂k3/∂logp
+    on = logp.detach().clone().requires_grad_(True)
+    v_trl = grpo_objective(on, on.detach(), adv, ref, beta=beta, trainer="trl")
+    v_none = grpo_objective(on, on.detach(), adv, ref, beta=beta)
+    torch.testing.assert_close(v_trl, v_none)
+    (g_trl,) = torch.autograd.grad(v_trl.sum(), on)
+    (g_none,) = torch.autograd.grad(v_none.sum(), on)
+    dd = ref - on.detach()
+    torch.testing.assert_close(g_trl - g_none, -beta * (torch.exp(dd) - dd - 1))
+
+
 def test_grpo_objective_gradient_on_policy():
     # On-policy (old = logp detached) with β = 0 the gradient w.r.t. logp is A per token.
     logp = torch.tensor([[-1.0, -2.0], [-0.5, -0.7]], dtype=torch.float64, requires_grad=True)
@@ -135,3 +167,38 @@ def test_grpo_objective_gradient_on_policy():
     obj = grpo_objective(logp, logp.detach(), adv)
     (g,) = torch.autograd.grad(obj.sum(), logp)
     assert torch.allclose(g, adv[:, None].expand(2, 2))
+
+
+def test_grpo_objective_verl_preset():
+    # verl 0.9.1 compute_policy_loss_vanilla, restated per token (loss = −objective):
+    # ρ = exp(clamp(logp − old, ±20)); m = max(−Aρ, −A clip(ρ, 1 − lo, 1 + hi));
+    # loss = min(−A c, m) for A < 0, else m; c = clip_ratio_c = 3 by default.
+    logp = torch.tensor([-30.0, -0.1, -25.0, -0.01, -1.0, -15.0, -0.9, -1.1], dtype=torch.float64)
+    old = torch.tensor([-0.2, -40.0, -0.3, -30.0, -1.5, -0.5, -1.0, -1.0], dtype=torch.float64)
+    adv = torch.tensor([1.0, -1.0, -1.0, 1.0, 2.0, -2.0, 0.7, -0.4], dtype=torch.float64)
+    lo, hi, c = 0.2, 0.28, 3.0
+    want = []
+    for lp, lo_, a in zip(logp.tolist(), old.tolist(), adv.tolist()):
+        rho = math.exp(min(max(lp - lo_, -20.0), 20.0))
+        m = max(-a * rho, -a * min(max(rho, 1 - lo), 1 + hi))
+        want.append(min(-a * c, m) if a < 0 else m)
+    x = logp.clone().requires_grad_(True)
+    obj = grpo_objective(x, old, adv, eps_low=lo, eps_high=hi, trainer="verl")
+    torch.testing.assert_close(-obj.detach(), torch.tensor(want, dtype=torch.float64), rtol=1e-14, atol=0.0)
+    (g,) = torch.autograd.grad(obj.sum(), x)
+    # clamped (|log ρ| > 20) or on a flat branch: no gradient; the last two tokens are unclipped
+    assert torch.equal(g[:6], torch.zeros(6, dtype=torch.float64))
+    torch.testing.assert_close(g[6:], adv[6:] * torch.exp(logp - old)[6:])
+    # the only value change against the formula as written: A > 0 with ρ < e^−20 (token 0)
+    exact = grpo_objective(logp, old, adv, eps_low=lo, eps_high=hi, dual_clip=c)
+    differs = (exact != obj.detach()).nonzero().ravel().tolist()
+    assert differs == [0]
+    assert float(-obj[0].detach()) == pytest.approx(-math.exp(-20.0), rel=1e-12)
+    # with β > 0 the k3 term is verl's clamped one
+    ref = torch.tensor([-0.1, -30.0, -0.01, -25.0, -15.0, -1.0, -0.5, -2.0], dtype=torch.float64)
+    with_kl = grpo_objective(logp, old, adv, ref, eps_low=lo, eps_high=hi, beta=0.1, trainer="verl")
+    k3v = kl_estimate(logp, ref, "k3", trainer="verl")
+    torch.testing.assert_close(with_kl, obj.detach() - 0.1 * k3v)
+    assert float(k3v.max()) == 10.0
+    with pytest.raises(ValueError, match="trainer"):
+        grpo_objective(logp, old, adv, trainer="openrlhf")
