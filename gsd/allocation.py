@@ -121,8 +121,13 @@ def _beta_nonsilent(a, b, G):
 
 
 def _beta_sigma(a, b, G):
-    """E[σ̂] = Σ_k BetaBinom(k; G, a, b)·sqrt(k(G−k))/G, dense, one block per distinct G."""
-    from scipy.stats import betabinom
+    """E[σ̂] = Σ_k BetaBinom(k; G, a, b)·sqrt(k(G−k))/G, dense, one block per distinct G.
+
+    The pmf is C(G, k)·B(a + k, b + G − k)/B(a, b), evaluated in logs with ``scipy.special``
+    (the same formula as ``scipy.stats.betabinom.pmf``, without its per-call argument handling,
+    which costs more than the sum itself here).
+    """
+    from scipy.special import betaln, gammaln
 
     out = np.empty(a.shape)
     order = np.argsort(G, kind="stable")
@@ -131,11 +136,13 @@ def _beta_sigma(a, b, G):
     for g, lo, hi in zip(sizes.tolist(), bounds[:-1], bounds[1:]):  # one block per distinct G
         k = np.arange(g + 1)
         f = _sigma_f(k, np.full(g + 1, g))
+        lchoose = gammaln(g + 1.0) - gammaln(k + 1.0) - gammaln(g - k + 1.0)
         rows = max(1, _BLOCK_TERMS // (g + 1))
         for r0 in range(lo, hi, rows):
             idx = order[r0:min(hi, r0 + rows)]
-            pmf = betabinom.pmf(k[None, :], g, a[idx][:, None], b[idx][:, None])
-            out[idx] = pmf @ f
+            aa, bb = a[idx][:, None], b[idx][:, None]
+            logpmf = lchoose + betaln(aa + k, bb + (g - k)) - betaln(aa, bb)
+            out[idx] = np.exp(logpmf) @ f
     return out
 
 
@@ -325,6 +332,8 @@ def _envelope(x, Y):
     """
     rows, m = Y.shape
     active = np.ones((rows, m), dtype=bool)
+    if m <= 2 or _concave_rows(x, Y).all():
+        return active  # the common case (every value for g_min ≥ 2): one vectorised check
     pos = np.arange(m)
     while True:
         idx = np.where(active, pos, -1)
@@ -347,6 +356,16 @@ def _envelope(x, Y):
         if not below.any():
             return active
         active[r_i[below], c_i[below]] = False
+
+
+def _concave_rows(x, Y):
+    """Rows whose slopes never rise beyond rounding (the tolerance of :func:`_envelope`)."""
+    dx = np.diff(x)
+    slope = np.diff(Y, axis=1) / dx
+    vmax = np.maximum(np.abs(Y[:, :-2]), np.maximum(np.abs(Y[:, 1:-1]), np.abs(Y[:, 2:])))
+    tol = (_CONCAVE_RTOL * np.maximum(np.abs(slope[:, :-1]), np.abs(slope[:, 1:]))
+           + 8 * np.finfo(float).eps * vmax / np.minimum(dx[:-1], dx[1:]))
+    return (np.diff(slope, axis=1) <= tol).all(axis=1)
 
 
 def concavity_violations(p_or_posterior, *, value="update", g_min=2, g_max=512, step=1, skip=True):
