@@ -6,13 +6,13 @@ PY     := $(VENV)/bin/python
 # The CPU build of torch we test with. For CUDA see README ("GPU").
 TORCH  ?= torch==2.13.0
 
-.PHONY: install test reproduce figures bench clean
+.PHONY: install test docs reproduce figures bench clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH)
-	$(PY) -m pip install -q -e ".[test,bench]"
+	$(PY) -m pip install -q -e ".[test,bench,docs]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 
@@ -20,6 +20,11 @@ install: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
+
+# The documentation site, warnings as errors; notebooks run in their fast mode (cached between builds).
+docs: $(VENV)/.installed
+	$(PY) -m sphinx -b html -E -W --keep-going docs docs/_build/html
+	@echo "open docs/_build/html/index.html"
 
 reproduce: $(VENV)/.installed
 	$(VENV)/bin/gsd reproduce --out reports/latest --figures figures
@@ -34,4 +39,4 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/bench_diagnose.py
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis docs/_build docs/api/generated

@@ -7,7 +7,8 @@ Both sides run in this process, one after the other, after a warm-up (the first 
 step imports torch._dynamo, a one-time cost reported separately); every figure is the best of
 ``--repeats`` runs.
 
-What the numpy side is.  The paper's own approach (DESIGN §1.5): a loop over steps, vectorised
+What the numpy side is.  The paper's own approach (see docs/theory.md, section The paper's definitions and
+reproduction targets): a loop over steps, vectorised
 over prompts, that applies the analytic gain instead of differentiating anything — per step
 p = expit(z); k ~ Binom(G, p) per prompt (``Generator.binomial``; DAPO draws ``max_draws`` groups
 at once and keeps the first non-silent one, a prompt silent in every draw gets no update, every
@@ -27,7 +28,7 @@ same G, steps, lr and draws.  Three levels of bookkeeping on top of that loop:
   update Σ sqrt(p(1−p)) per decile and the law's, mean p and mean 2·arcsin√p — with the same
   core functions (``gsd.silent``, ``gsd.update``) — and measurement (b).
 
-What the engine side is.  ``run_simulation`` on the same config (DESIGN §1.5: 6,000 tabular
+What the engine side is.  ``run_simulation`` on the same config (the paper's campaign: 6,000 tabular
 prompts, G = 8, 150 steps, SGD lr 0.5, DAPO ≤ 4 draws, float64, a checkpoint every 25 steps),
 one run folder per arm.  It always samples the groups, builds the loss −Σ mean_group(A·log π)
 from the core's advantages, backpropagates it through autograd, steps a torch SGD optimizer,
@@ -239,7 +240,7 @@ def main(argv=None) -> int:
             for level in LEVELS:
                 ref = min(numpy_campaign(SimConfig(), level=level) for _ in range(args.repeats))
                 for rollouts in ("answers", "counts"):
-                    base = SimConfig(device=args.device, rollouts=rollouts)  # the paper's campaign (DESIGN §1.5)
+                    base = SimConfig(device=args.device, rollouts=rollouts)  # the paper's campaign
                     runs = [engine_campaign(base, work / f"c-{level}-{rollouts}", level=level) for _ in range(args.repeats)]
                     eng, eng_steps = min(runs)
                     camp[f"{level}/{rollouts}"] = {"engine_s": eng, "engine_steps_s": eng_steps, "numpy_s": ref, "ratio": eng / ref}

@@ -2,7 +2,7 @@
 
 For right/wrong rewards the per-prompt update of all three methods is a function of one
 number, the group's reward std σ = sqrt(k(G−k))/G:  g = σ²/(σ_c + eps)·(s̄₊ − s̄₋).
-GRPO divides by σ, Dr.GRPO does not, DAPO drops the groups where σ = 0.  See DESIGN.md §1.
+GRPO divides by σ, Dr.GRPO does not, DAPO drops the groups where σ = 0.  See :ref:`theory-identity`.
 """
 
 from ._lazy import lazy_exports

@@ -1,4 +1,4 @@
-"""Group statistics, advantages and the per-prompt update (DESIGN.md §1, §1.1).
+"""Group statistics, advantages and the per-prompt update (:ref:`theory-identity`).
 
 A *group* is the G rewards of one prompt, stored along the last axis: rewards have shape
 (..., G) and per-answer scores s_i = ∇θ log π(y_i | x) have shape (..., G, D). Every function
@@ -103,15 +103,36 @@ def _group_size_for_ddof(r, ddof: int) -> int:
 
 # --------------------------------------------------------------------------- statistics
 def group_std(rewards, *, ddof: int = 0):
-    """Standard deviation of each group of rewards (last axis).
-
-    σ_ddof = sqrt( Σ_i (r_i − r̄)² / (G − ddof) ).  For binary rewards with k right out of G,
-    σ_0 = sqrt(k(G−k)) / G and σ_1 = σ_0 · sqrt(G/(G−1))  (DESIGN §1).
+    r"""Standard deviation of each group of rewards (the last axis).
 
     Parameters
     ----------
-    rewards : array (..., G), numpy or torch
-    ddof : 0 (population, the paper) or 1 (sample, ``torch.std`` default)
+    rewards : array_like or torch.Tensor, shape (..., G)
+        Rewards, one group per row; finite numbers.
+    ddof : {0, 1}, optional
+        0: population std (the paper's convention, default); 1: sample std (``torch.std``'s
+        default, used by TRL, verl and OpenRLHF). Needs G > ddof.
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor, shape (...)
+        The std of each group, of the input's kind (a torch tensor stays on its device).
+
+    Notes
+    -----
+    .. math::
+
+        \sigma_{\text{ddof}} = \sqrt{\frac{1}{G - \text{ddof}} \sum_i (r_i - \bar r)^2} ,
+
+    so for binary rewards with k right out of G, :math:`\sigma_0 = \sqrt{k(G-k)}/G` and
+    :math:`\sigma_1 = \sigma_0 \sqrt{G/(G-1)}` (:ref:`theory-identity`).
+
+    Examples
+    --------
+    >>> gsd.group_std([[0, 1, 1, 0], [1, 1, 1, 1]])
+    array([0.5, 0. ])
+    >>> float(gsd.group_std([0, 1, 1, 0], ddof=1))
+    0.5773502691896257
     """
     ddof = as_ddof(ddof)
     r = _check_rewards(rewards)
@@ -122,7 +143,23 @@ def group_std(rewards, *, ddof: int = 0):
 
 
 def is_silent(rewards):
-    """True where a group carries no signal: all G rewards equal (σ = 0; for binary, k ∈ {0, G})."""
+    """Whether each group is silent: all its G rewards are equal.
+
+    Parameters
+    ----------
+    rewards : array_like or torch.Tensor, shape (..., G)
+
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor of bool, shape (...)
+        True where σ = 0 (for binary rewards: k ∈ {0, G}); such a group carries no learning
+        signal (:ref:`theory-silent`).
+
+    Examples
+    --------
+    >>> gsd.is_silent([[0, 0, 0], [0, 1, 0]])
+    array([ True, False])
+    """
     r = _check_rewards(rewards)
     if is_torch(r):
         return (r == r[..., :1]).all(dim=-1)
@@ -130,17 +167,45 @@ def is_silent(rewards):
 
 
 def advantages(rewards, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0):
-    """Group-relative advantages A_i of each reward (DESIGN §1 table).
+    r"""Group-relative advantages A_i of each reward.
 
-    * ``"grpo"``:    A_i = (r_i − r̄) / (σ_ddof + eps)
-    * ``"dr_grpo"``: A_i = r_i − r̄                    (``ddof``/``eps`` unused)
-    * ``"rloo"``:    A_i = r_i − mean_{j≠i} r_j = G/(G−1) · (r_i − r̄)   (leave-one-out baseline)
+    Parameters
+    ----------
+    rewards : array_like or torch.Tensor, shape (..., G)
+        Rewards, one group per row; finite numbers (binary or graded).
+    method : {"grpo", "dr_grpo", "rloo"}, optional
+        The advantage estimator (default ``"grpo"``).  DAPO uses GRPO's advantages; its dynamic
+        sampling acts on which groups are kept (:func:`gsd.dapo_generation_cost`).
+    ddof : {0, 1}, optional
+        The std GRPO divides by: 0 population (the paper, default), 1 sample.
+    eps : float, optional
+        Added to the std before dividing (the paper: 0).  Unused by ``"dr_grpo"`` and ``"rloo"``.
 
-    DAPO uses GRPO's advantages; its dynamic sampling (dropping silent groups) acts on which
-    groups are kept, see :mod:`gsd.silent`.  Silent groups get A_i = 0 under every method (with
-    eps = 0 GRPO would otherwise compute 0/0).
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor, shape (..., G)
+        float64 for numpy input; a torch tensor of the input's dtype and device otherwise.
 
-    Returns an array of the rewards' shape (numpy float64, or a torch tensor like the input).
+    Notes
+    -----
+    .. math::
+
+        A_i^{\text{GRPO}} = \frac{r_i - \bar r}{\sigma_{\text{ddof}} + \epsilon}, \qquad
+        A_i^{\text{Dr.GRPO}} = r_i - \bar r, \qquad
+        A_i^{\text{RLOO}} = r_i - \frac{1}{G-1} \sum_{j \ne i} r_j = \frac{G}{G-1} (r_i - \bar r).
+
+    A silent group gets :math:`A_i = 0` under every method (with eps = 0, GRPO would otherwise
+    compute 0/0).  See :ref:`theory-identity` and, for the trainers' own settings,
+    :func:`gsd.trainer_advantages`.
+
+    Examples
+    --------
+    >>> gsd.advantages([0, 1, 1, 0])
+    array([-1.,  1.,  1., -1.])
+    >>> gsd.advantages([0, 1, 1, 0], "dr_grpo")
+    array([-0.5,  0.5,  0.5, -0.5])
+    >>> gsd.advantages([1, 1, 1])  # silent: zero, not NaN
+    array([0., 0., 0.])
     """
     if method not in METHODS:
         raise InputError(f"method must be one of {METHODS}, got {method!r}")
@@ -184,14 +249,43 @@ def advantages(rewards, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0
 
 
 def group_update(rewards, scores, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0):
-    """The per-prompt policy-gradient estimate g = (1/G) Σ_i A_i s_i (DESIGN §1).
+    r"""The per-prompt policy-gradient estimate: the group mean of advantage times score.
 
-    On-policy (ratio 1, no clip active).  For any rewards this equals
-    Cov_group(r, s) / (σ_ddof + eps) under GRPO (Cov with 1/G) and Cov_group(r, s) under
-    Dr.GRPO; for binary rewards it is the identity of §1.1,
-    g = σ² / (σ_c + eps) · (s̄₊ − s̄₋).
+    Parameters
+    ----------
+    rewards : array_like or torch.Tensor, shape (..., G)
+        Rewards of each group (binary or graded).
+    scores : array_like or torch.Tensor, shape (..., G, D)
+        Score vector :math:`s_i = \nabla_\theta \log \pi(y_i \mid x)` of each answer; the same
+        kind (numpy or torch) as ``rewards``.
+    method, ddof, eps
+        As in :func:`advantages`.
 
-    rewards : (..., G); scores : (..., G, D).  Returns (..., D).
+    Returns
+    -------
+    numpy.ndarray or torch.Tensor, shape (..., D)
+        The update of each prompt.
+
+    Notes
+    -----
+    On policy (importance ratio 1, no clipping active):
+
+    .. math::
+
+        g = \frac{1}{G} \sum_{i=1}^{G} A_i s_i
+          = \frac{\mathrm{Cov}_{\text{group}}(r, s)}{\sigma_{\text{ddof}} + \epsilon} \ \text{(GRPO)},
+
+    and for binary rewards the identity :math:`g = \sigma^2/(\sigma_c + \epsilon)\,(\bar s_+ - \bar s_-)`
+    of :ref:`theory-identity` (:func:`identity_terms` gives its two factors).
+
+    Examples
+    --------
+    >>> rewards = np.array([0, 1, 1, 0])
+    >>> scores = np.array([[0.3], [1.1], [0.7], [-0.2]])
+    >>> gsd.group_update(rewards, scores)
+    array([0.425])
+    >>> gsd.group_update(rewards, scores, "dr_grpo")  # sigma = 0.5 times GRPO's
+    array([0.2125])
     """
     A = advantages(rewards, method, ddof=ddof, eps=eps)
     s = _check_scores(scores, A)
@@ -201,19 +295,49 @@ def group_update(rewards, scores, method: str = "grpo", *, ddof: int = 0, eps: f
 
 
 def identity_terms(rewards, scores):
-    """The two factors of the group-standard-deviation identity (DESIGN §1.1), binary rewards.
+    r"""The two factors of the group-standard-deviation identity, for binary rewards.
 
-    Returns ``(sigma, contrast)`` with σ = sqrt(k(G−k))/G (ddof 0) of shape (...,) and
-    contrast = s̄₊ − s̄₋ (mean score of the right answers minus that of the wrong ones) of
-    shape (..., D), so that
+    Parameters
+    ----------
+    rewards : array_like or torch.Tensor, shape (..., G)
+        Binary rewards (0 or 1); anything else raises :class:`gsd.InputError`, since the identity
+        does not hold in this form for graded rewards.
+    scores : array_like or torch.Tensor, shape (..., G, D)
+        Score vector of each answer.
 
-        GRPO (ddof 0, eps 0):  g = σ · contrast
-        Dr.GRPO:               g = σ² · contrast
-        general:               g = σ² / (σ_c + eps) · contrast
+    Returns
+    -------
+    sigma : numpy.ndarray or torch.Tensor, shape (...)
+        :math:`\sigma = \sqrt{k(G-k)}/G`, the population std of the rewards.
+    contrast : numpy.ndarray or torch.Tensor, shape (..., D)
+        :math:`\bar s_+ - \bar s_-`, the mean score of the right answers minus that of the
+        wrong ones; 0 for a silent group (whose update is 0 under every method).
 
-    A silent group has no right or no wrong answers: its contrast is undefined and is returned
-    as 0 (its update is 0 under every method).  Non-binary rewards raise ``InputError``: the
-    identity does not hold in this form for graded rewards.
+    Notes
+    -----
+    For every finite G and score dimension (:ref:`theory-identity`, the paper's central
+    result [1]_):
+
+    .. math::
+
+        g = \frac{\sigma^2}{\sigma_c + \epsilon} (\bar s_+ - \bar s_-), \qquad
+        g_{\text{GRPO}} = \sigma (\bar s_+ - \bar s_-), \qquad
+        g_{\text{Dr.GRPO}} = \sigma^2 (\bar s_+ - \bar s_-).
+
+    References
+    ----------
+    .. [1] Y. Y. Bay and K. A. Yearick, "GRPO, Dr. GRPO, and DAPO Are Three Operations on One
+       Number: The Group-Standard-Deviation Identity", arXiv:2607.00152, 2026.
+
+    Examples
+    --------
+    >>> rewards = np.array([0, 1, 1, 0])
+    >>> scores = np.array([[0.3], [1.1], [0.7], [-0.2]])
+    >>> sigma, contrast = gsd.identity_terms(rewards, scores)
+    >>> float(sigma), contrast
+    (0.5, array([0.85]))
+    >>> sigma * contrast  # equals gsd.group_update(rewards, scores)
+    array([0.425])
     """
     r = _check_rewards(rewards, binary=True)
     s = _check_scores(scores, r)

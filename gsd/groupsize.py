@@ -1,4 +1,4 @@
-"""Group-size planning: how many answers a prompt needs (DESIGN §1.4).
+"""Group-size planning: how many answers a prompt needs (:ref:`theory-law`).
 
 Two targets:
 
@@ -34,10 +34,36 @@ DEFAULT_MAX_GROUP_SIZE = 1_000_000
 
 
 def group_size_law(p, epsilon):
-    """The law's continuous value 1/(8·ε·p(1−p)) (DESIGN §1.4); inf at p ∈ {0, 1}.
+    r"""The group size the paper's law asks for, as a real number.
 
-    The paper's Table 2 prints ``round`` of this; :func:`required_group_size` with
-    ``rule="law"`` returns its ceiling (the smallest G the law deems sufficient).
+    Parameters
+    ----------
+    p : array_like
+        Probability of a right answer, in [0, 1].
+    epsilon : array_like
+        Tolerated shortfall of the fidelity, in (0, 1).  Broadcasts with ``p``.
+
+    Returns
+    -------
+    numpy.ndarray or float
+        :math:`1/(8 \varepsilon p(1-p))`; inf at p ∈ {0, 1}.
+
+    Notes
+    -----
+    Solving :math:`1 - 1/(8 G p(1-p)) \ge 1 - \varepsilon` (:func:`gsd.fidelity_law`) for G:
+
+    .. math::
+
+        G \gtrsim \frac{1}{8\,\varepsilon\,p(1-p)} = \frac{w(p)^2}{8\,\varepsilon},
+
+    the square of the difficulty weight :math:`w(p)` (:ref:`theory-law`).  The paper's Table 2
+    prints ``round`` of this value; :func:`required_group_size` with ``rule="law"`` returns its
+    ceiling.
+
+    Examples
+    --------
+    >>> gsd.group_size_law([0.5, 0.05], 0.05)
+    array([10.        , 52.63157895])
     """
     p = as_probability(p)
     epsilon = as_open_unit(epsilon, "epsilon")
@@ -46,19 +72,42 @@ def group_size_law(p, epsilon):
 
 
 def required_group_size(p, epsilon, *, rule: str = "exact", max_group_size: int = DEFAULT_MAX_GROUP_SIZE):
-    """Smallest G ≥ 2 whose fidelity φ(p, G) reaches 1 − ε (DESIGN §1.4).
+    r"""Smallest group size G ≥ 2 whose fidelity reaches 1 − ε.
 
     Parameters
     ----------
-    p : success probabilities in [0, 1]
-    epsilon : tolerated shortfall in (0, 1), broadcast against p
-    rule : ``"exact"`` (the exact φ, by bisection) or ``"law"`` (max(2, ceil(1/(8εp(1−p))))).
-    max_group_size : search limit.
+    p : array_like
+        Probability of a right answer, in [0, 1].
+    epsilon : array_like
+        Tolerated shortfall of the fidelity, in (0, 1).  Broadcasts with ``p``.
+    rule : {"exact", "law"}, optional
+        ``"exact"`` (default): the exact fidelity :func:`gsd.fidelity`, by integer bisection;
+        ``"law"``: :math:`\max(2, \lceil 1/(8 \varepsilon p(1-p)) \rceil)`.
+    max_group_size : int, optional
+        Search limit (default :data:`DEFAULT_MAX_GROUP_SIZE`).
 
-    Returns int64 of the broadcast shape, with two documented sentinels so that a dataset
-    holding such prompts is still planned: :data:`UNREACHABLE` (−1) where p ∈ {0, 1} (every
-    group is silent, φ = 0 at every G) and :data:`EXCEEDS_MAX` (0) where no G ≤ max_group_size
-    reaches the target.
+    Returns
+    -------
+    numpy.ndarray of int64
+        The smallest G, with two documented sentinels so that a dataset holding such prompts is
+        still planned: :data:`UNREACHABLE` (−1) where p ∈ {0, 1} (every group is silent) and
+        :data:`EXCEEDS_MAX` (0) where no G ≤ ``max_group_size`` reaches the target.
+
+    Notes
+    -----
+    Solves :math:`\min\{G \ge 2 : \varphi(p, G) \ge 1 - \varepsilon\}`.  The bisection is
+    valid because φ is nondecreasing in G (proof in :func:`gsd.fidelity`; the tests also
+    compare with a brute-force scan).  The law's answer is smaller for hard prompts, where it
+    overstates φ (:ref:`theory-law`).
+
+    Examples
+    --------
+    >>> gsd.required_group_size([0.5, 0.05, 0.0], 0.05)
+    array([11, 69, -1])
+    >>> gsd.required_group_size([0.5, 0.05], 0.05, rule="law")
+    array([10, 53])
+    >>> int(gsd.required_group_size(0.001, 0.01, max_group_size=1000))  # EXCEEDS_MAX
+    0
     """
     if rule not in ("exact", "law"):
         raise InputError(f"rule must be 'exact' or 'law', got {rule!r}")
@@ -123,13 +172,36 @@ def plan_group_sizes(
     rule: str = "exact",
     max_group_size: int = DEFAULT_MAX_GROUP_SIZE,
 ):
-    """One group size per prompt, with what it buys (the table behind ``gsd plan``).
+    r"""One group size per prompt, with what it buys (the table behind ``gsd plan``).
 
-    Give exactly one target: ``epsilon`` (fidelity ≥ 1 − ε, :func:`required_group_size`) or
-    ``delta`` (P_silent ≤ δ, :func:`gsd.silent.group_size_for_silent_rate`).  Columns: ``p``,
-    ``group_size`` (with the sentinels −1 = unreachable, 0 = above ``max_group_size``),
-    ``status`` ("ok", "unreachable", "exceeds_max"), ``fidelity`` and ``silent_rate`` at the
-    planned G (NaN where there is none).  Returns a pandas DataFrame.
+    Parameters
+    ----------
+    p : array_like
+        Solve rates of the prompts, in [0, 1].
+    epsilon : float or array_like, optional
+        Fidelity target 1 − ε (:func:`required_group_size`).
+    delta : float or array_like, optional
+        Silent-rate target :math:`P_{\text{silent}} \le \delta`
+        (:func:`gsd.group_size_for_silent_rate`).  Give exactly one of ``epsilon`` and ``delta``.
+    rule : {"exact", "law"}, optional
+        For ``epsilon``: the exact fidelity (default) or the paper's law.
+    max_group_size : int, optional
+        Search limit.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``p``; ``group_size`` (with the sentinels −1 = unreachable and 0 = above
+        ``max_group_size``); ``status`` ("ok", "unreachable", "exceeds_max"); ``fidelity`` and
+        ``silent_rate`` at the planned G (NaN where there is none).
+
+    Examples
+    --------
+    >>> gsd.plan_group_sizes([0.5, 0.05, 1.0], epsilon=0.05)
+          p  group_size       status  fidelity  silent_rate
+    0  0.50          11           ok  0.950486     0.000977
+    1  0.05          69           ok  0.950595     0.029035
+    2  1.00          -1  unreachable       NaN          NaN
     """
     import pandas as pd
 

@@ -1,4 +1,4 @@
-"""Silent groups: how often a group of G answers carries no signal (DESIGN §1.2).
+"""Silent groups: how often a group of G answers carries no signal (:ref:`theory-silent`).
 
 A group is silent when its G binary rewards agree (k ∈ {0, G}, σ = 0).  For a prompt answered
 right with probability p, independently,
@@ -43,12 +43,36 @@ def _nonsilent(a, G):
 
 
 def silent_rate(p, G):
-    """P_silent(p, G) = p^G + (1 − p)^G (DESIGN §1.2), broadcast over p and G.
+    r"""Probability that a group of G answers is silent (all right or all wrong).
+
+    Parameters
+    ----------
+    p : array_like
+        Probability of a right answer, in [0, 1].
+    G : array_like of int
+        Group size, ≥ 1.  ``p`` and ``G`` broadcast against each other.
+
+    Returns
+    -------
+    numpy.ndarray or float
+        :math:`P_{\text{silent}}(p, G)`, of the broadcast shape.
+
+    Notes
+    -----
+    .. math::
+
+        P_{\text{silent}}(p, G) = p^G + (1 - p)^G ,
+
+    evaluated as :math:`a^G + \exp(G \log(1 - a))` with :math:`a = \min(p, 1-p)`, so that
+    neither term loses digits for p within 1e-12 of 0 or 1 and G up to 10^5
+    (:ref:`theory-silent`).
 
     Examples
     --------
-    >>> float(silent_rate(0.5, 8))
-    0.0078125
+    >>> gsd.silent_rate([0.5, 0.05], 8)
+    array([0.0078125 , 0.66342043])
+    >>> gsd.silent_rate(0.05, [8, 64])
+    array([0.66342043, 0.03752414])
     """
     p = as_probability(p)
     G = as_group_size(G)
@@ -56,9 +80,30 @@ def silent_rate(p, G):
 
 
 def nonsilent_rate(p, G):
-    """1 − P_silent(p, G): the probability that a group carries signal (DAPO's acceptance rate).
+    r"""Probability that a group carries signal, 1 − P_silent (DAPO's acceptance rate).
 
-    Computed as −expm1(G·log1p(−a)) − a^G, a = min(p, 1 − p), accurate where 1 − P_silent ~ G·p.
+    Parameters
+    ----------
+    p : array_like
+        Probability of a right answer, in [0, 1].
+    G : array_like of int
+        Group size, ≥ 1.
+
+    Returns
+    -------
+    numpy.ndarray or float
+        :math:`1 - p^G - (1-p)^G`, of the broadcast shape.
+
+    Notes
+    -----
+    Computed as :math:`-\mathrm{expm1}(G \log(1 - a)) - a^G` with :math:`a = \min(p, 1-p)`,
+    accurate where the rate is tiny (about G·p) — where ``1 - silent_rate(p, G)`` would return
+    0 or noise.
+
+    Examples
+    --------
+    >>> float(gsd.nonsilent_rate(1e-12, 8))  # 1 - silent_rate(1e-12, 8) gives 8.0e-12 ± 1e-16
+    7.999999999972e-12
     """
     p = as_probability(p)
     G = as_group_size(G)
@@ -66,15 +111,39 @@ def nonsilent_rate(p, G):
 
 
 def silent_rate_subsampled(k, n, G):
-    """Exact silent probability of a G-subset drawn without replacement from n logged rollouts.
+    r"""Silent probability of G answers drawn without replacement from n logged rollouts.
 
-    If k of the n logged rollouts are right, the number right in the subset is hypergeometric
-    and the subset is silent with probability
+    Parameters
+    ----------
+    k : array_like of int
+        Right answers among the logged rollouts, 0 ≤ k ≤ n.
+    n : array_like of int
+        Logged rollouts of the prompt, ≥ 1.
+    G : array_like of int
+        Size of the subset, 1 ≤ G ≤ n.  ``k``, ``n`` and ``G`` broadcast together.
 
-        [C(k, G) + C(n − k, G)] / C(n, G).
+    Returns
+    -------
+    numpy.ndarray or float
+        The exact probability that the subset is silent.
 
-    This is the finite-sample counterpart of :func:`silent_rate` at p̂ = k/n (DESIGN §1.5).
-    Broadcast over k, n and G; needs 0 ≤ k ≤ n and 1 ≤ G ≤ n.
+    Notes
+    -----
+    The number right in the subset is hypergeometric, so
+
+    .. math::
+
+        P_{\text{silent}} = \frac{\binom{k}{G} + \binom{n-k}{G}}{\binom{n}{G}} ,
+
+    the finite-sample counterpart of :func:`silent_rate` at :math:`\hat p = k/n`; the paper
+    reports both for Big-Math (:ref:`theory-paper`).
+
+    Examples
+    --------
+    >>> float(gsd.silent_rate_subsampled(k=3, n=64, G=8))
+    0.6653225806451614
+    >>> gsd.silent_rate_subsampled([0, 32], 64, 8)
+    array([1.        , 0.00475278])
     """
     k = as_group_size(k, "k", minimum=0)
     n = as_group_size(n, "n", minimum=1)
@@ -91,12 +160,34 @@ def silent_rate_subsampled(k, n, G):
 
 
 def group_size_for_silent_rate(p, delta):
-    """Smallest G with P_silent(p, G) ≤ delta (DESIGN §1.4, the silent-rate form of planning).
+    r"""Smallest group size whose silent rate is at most ``delta``.
 
-    P_silent decreases in G for 0 < p < 1, and m^G ≤ P_silent ≤ 2·m^G with m = max(p, 1 − p),
-    so the answer lies in [log δ / log m, log(δ/2) / log m]; an integer bisection over that
-    bracket finds it exactly.  p = 0 or 1 is silent at every G: returns :data:`UNREACHABLE`.
-    Returns int64 of the broadcast shape; always ≥ 2 (a single answer is always silent).
+    The silent-rate form of group-size planning (:ref:`theory-silent`, :ref:`theory-law`).
+
+    Parameters
+    ----------
+    p : array_like
+        Probability of a right answer, in [0, 1].
+    delta : array_like
+        Target silent rate, in (0, 1).  ``p`` and ``delta`` broadcast together.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The smallest G ≥ 2 with :math:`P_{\text{silent}}(p, G) \le \delta` (a single answer
+        is always silent); :data:`UNREACHABLE` (−1) at p ∈ {0, 1}, silent at every G.
+
+    Notes
+    -----
+    :math:`P_{\text{silent}}` decreases in G for 0 < p < 1 and
+    :math:`m^G \le P_{\text{silent}} \le 2 m^G` with :math:`m = \max(p, 1-p)`, so the answer
+    lies in :math:`[\log\delta / \log m,\ \log(\delta/2) / \log m]`; an integer bisection
+    over that bracket finds it exactly.
+
+    Examples
+    --------
+    >>> gsd.group_size_for_silent_rate([0.5, 0.05, 0.0], 0.01)
+    array([ 8, 90, -1])
     """
     p = as_probability(p)
     delta = as_open_unit(delta, "delta")
@@ -120,15 +211,41 @@ def group_size_for_silent_rate(p, delta):
 
 
 def dapo_generation_cost(p, G, *, max_draws=None):
-    """Expected groups generated per prompt under DAPO's dynamic sampling (DESIGN §1.2).
+    r"""Expected groups drawn per prompt under DAPO's dynamic sampling.
 
-    A silent group is dropped and redrawn.  With unlimited redraws the number of groups drawn
-    until one carries signal is geometric: E = 1 / (1 − P_silent).  With at most ``max_draws``
-    draws in all (the paper's campaign uses 4) it is truncated:
+    Parameters
+    ----------
+    p : array_like
+        Probability of a right answer, in [0, 1].
+    G : array_like of int
+        Group size, ≥ 1.
+    max_draws : int, optional
+        Draws allowed in all (the paper's campaign: 4); None (default) redraws until a group
+        carries signal.
 
-        E = Σ_{d=0}^{D−1} P_silent^d = (1 − P_silent^D) / (1 − P_silent).
+    Returns
+    -------
+    numpy.ndarray or float
+        Expected number of groups generated (multiply by G for rollouts); ``inf`` at
+        p ∈ {0, 1} with unlimited redraws.
 
-    Multiply by G for rollouts.  p = 0 or 1 with unlimited redraws costs ``inf``.
+    Notes
+    -----
+    A silent group is dropped and redrawn, so the number of draws is geometric, truncated at
+    :math:`D` = ``max_draws`` (:ref:`theory-silent`):
+
+    .. math::
+
+        \mathbb{E}[\text{draws}] = \frac{1}{1 - P_{\text{silent}}}
+        \quad\text{or}\quad
+        \sum_{d=0}^{D-1} P_{\text{silent}}^d = \frac{1 - P_{\text{silent}}^D}{1 - P_{\text{silent}}} .
+
+    Examples
+    --------
+    >>> float(gsd.dapo_generation_cost(0.05, 8))
+    2.9710656649360696
+    >>> float(gsd.dapo_generation_cost(0.05, 8, max_draws=4))
+    2.3955361244220703
     """
     p = as_probability(p)
     G = as_group_size(G)

@@ -308,13 +308,40 @@ def _reward_weights(weights, K: int, like):
 
 
 def convention_gap(G, trainer: str = "trl") -> pd.DataFrame:
-    """How far a trainer's GRPO update lies from the paper's, per group size (DESIGN §1.6).
+    r"""How far a trainer's GRPO update lies from the paper's, per group size.
 
-    For a binary group with k right the trainer's update is σ²/(σ_c + eps)·(s̄₊ − s̄₋) against
-    the paper's σ·(s̄₊ − s̄₋), a ratio σ/(σ_c + eps) that depends on k only through eps.
-    Columns: ``G``, ``ddof``, ``eps``, ``ratio_no_eps`` = sqrt((G − ddof)/G), ``ratio_min`` and
-    ``ratio_max`` over k = 1 … G−1 (eps bites hardest at k = 1), and ``gap_percent`` =
-    100·(1 − ratio_no_eps).
+    Parameters
+    ----------
+    G : int or array_like of int
+        Group sizes, ≥ 2.
+    trainer : {"trl", "verl", "openrlhf", "paper"}, optional
+        Whose convention (:data:`CONVENTIONS`); default ``"trl"``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per G: ``trainer``, ``G``, ``ddof``, ``eps``; ``ratio_no_eps``, the trainer's
+        update over the paper's with eps = 0; ``ratio_min`` and ``ratio_max`` over
+        k = 1 … G − 1 (eps bites hardest at k = 1); ``gap_percent`` = 100 (1 − ratio_no_eps).
+
+    Notes
+    -----
+    For a binary group the trainer's update is :math:`\sigma^2/(\sigma_c + \epsilon)\,
+    (\bar s_+ - \bar s_-)` against the paper's :math:`\sigma\,(\bar s_+ - \bar s_-)`, a ratio
+
+    .. math::
+
+        \frac{\sigma}{\sigma_c + \epsilon} \xrightarrow{\ \epsilon = 0\ }
+        \sqrt{\frac{G - \text{ddof}}{G}}
+
+    that depends on k only through eps (:ref:`theory-trainers`).
+
+    Examples
+    --------
+    >>> gsd.convention_gap([4, 8], "trl")[["G", "ratio_no_eps", "gap_percent"]].round(4)
+       G  ratio_no_eps  gap_percent
+    0  4        0.8660      13.3975
+    1  8        0.9354       6.4586
     """
     conv = _convention(trainer)
     G = np.atleast_1d(as_group_size(G, minimum=2)).ravel()

@@ -1,4 +1,6 @@
-"""Expected update size of each method and the fidelity of a finite group (DESIGN §1.3, §1.4).
+"""Expected update size of each method and the fidelity of a finite group.
+
+See :ref:`theory-update` and :ref:`theory-law`.
 
 For a Bernoulli-logit policy (one logit z per prompt, p = sigmoid(z)) the score of answer y is
 y − p, so s̄₊ − s̄₋ = 1 and the per-prompt logit gradient equals the method's function of σ:
@@ -43,32 +45,68 @@ def _grpo_term(ddof: int, eps: float):
 
 
 def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0, max_draws=None, verifier_noise: float = 0.0):
-    """Expected per-prompt logit update m_method(p, G) of a Bernoulli-logit policy (DESIGN §1.3).
+    r"""Expected per-prompt logit update of a Bernoulli-logit policy, exact.
 
     Parameters
     ----------
-    p : success probability, array-like in [0, 1]
-    G : group size, integer ≥ 1 (≥ 2 for ``"dapo"`` and ``"rloo"``)
-    method : ``"grpo"`` (E[σ²/(σ_c+eps)]), ``"dr_grpo"`` (E[σ²] = p(1−p)(1−1/G), exact),
-        ``"dapo"`` (GRPO's, conditioned on a non-silent group), or ``"rloo"``
-        (E[G/(G−1)·σ²] = p(1−p), exactly the large-G Dr.GRPO update at every G).
-    ddof, eps : the std convention GRPO and DAPO divide by (paper: 0, 0).
-    max_draws : DAPO only.  ``None`` gives E[σ | not silent] (redraw until a group carries
-        signal).  An integer D gives the per-prompt expectation when a silent group is redrawn
-        up to D draws in all and then gets zero update: m_DAPO · (1 − P_silent^D).
+    p : array_like
+        Probability of a right answer, in [0, 1].
+    G : array_like of int
+        Group size, ≥ 1 (≥ 2 for ``"dapo"`` and ``"rloo"``).  Broadcasts with ``p``.
+    method : {"grpo", "dr_grpo", "dapo", "rloo"}, optional
+        ``"grpo"`` (default): :math:`\mathbb{E}[\sigma^2/(\sigma_c + \epsilon)]`;
+        ``"dr_grpo"``: :math:`\mathbb{E}[\sigma^2]`; ``"dapo"``: GRPO's, conditioned on a
+        non-silent group; ``"rloo"``: :math:`\mathbb{E}[\tfrac{G}{G-1}\sigma^2] = p(1-p)`, the
+        large-G Dr.GRPO update at every G.
+    ddof : {0, 1}, optional
+        The std GRPO and DAPO divide by (the paper: 0).
+    eps : float, optional
+        Added to that std (the paper: 0).
+    max_draws : int, optional
+        DAPO only.  None (default): redraw until a group carries signal.  An integer D: a
+        silent group is redrawn up to D draws in all and then gets no update, which multiplies
+        the update by :math:`1 - P_{\text{silent}}^D`.
+    verifier_noise : float, optional
+        ν ∈ [0, 0.5), the probability that the verifier flips each reward (default 0).
 
-    verifier_noise : ν ∈ [0, 0.5), the probability that the verifier flips each reward.  The
-        rewards are then Bernoulli(q), q = p(1−ν) + (1−p)ν, and given them an answer is right
-        with probability p(1−ν)/q (reward 1) or pν/(1−q) (reward 0); the logit score is y − p,
-        so the expected contrast s̄₊ − s̄₋ is (1−2ν)·p(1−p)/(q(1−q)) for every group and
+    Returns
+    -------
+    numpy.ndarray or float
+        :math:`m_{\text{method}}(p, G)`, of the broadcast shape.
 
-            m_method(p, G; ν) = m_method(q, G) · (1−2ν)·p(1−p) / (q(1−q)),
+    Notes
+    -----
+    With one logit per prompt the contrast :math:`\bar s_+ - \bar s_-` is exactly 1, so the
+    update of a group is the method's power of σ and (:ref:`theory-update`)
 
-        which is m_method(p, G) at ν = 0.
+    .. math::
+
+        m_{\text{Dr}} = p(1-p)\Big(1 - \frac1G\Big), \qquad
+        m_{\text{GRPO}} = \sum_{k=0}^{G} \binom{G}{k} p^k (1-p)^{G-k} \frac{\sqrt{k(G-k)}}{G}, \qquad
+        m_{\text{DAPO}} = \frac{m_{\text{GRPO}}}{1 - P_{\text{silent}}} ,
+
+    :math:`m_{\text{GRPO}}` for the paper's ddof 0 and eps 0.  The sum has no closed form; it
+    is evaluated exactly over the binomial terms that carry mass, so G up to 10^5 stays cheap.
+
+    With verifier noise the rewards are Bernoulli(q), :math:`q = p(1-\nu) + (1-p)\nu`, the
+    expected contrast becomes :math:`(1-2\nu)\,p(1-p)/(q(1-q))` and
+
+    .. math::
+
+        m_{\text{method}}(p, G; \nu) = m_{\text{method}}(q, G)\,\frac{(1-2\nu)\,p(1-p)}{q(1-q)} .
 
     At p ∈ {0, 1} every group is silent: GRPO and Dr.GRPO give 0; DAPO with unlimited redraws
     gives its limit as p → 0 (a kept group then has exactly one odd answer,
-    σ = sqrt(G−1)/G), and 0 with a finite ``max_draws``.
+    :math:`\sigma = \sqrt{G-1}/G`), and 0 with a finite ``max_draws``.
+
+    Examples
+    --------
+    >>> float(gsd.expected_update(0.05, 8))             # E[sigma]
+    0.11747047522186338
+    >>> float(gsd.expected_update(0.05, 8, "dr_grpo"))  # p(1-p)(1 - 1/G)
+    0.0415625
+    >>> float(gsd.expected_update(0.05, 8, "dapo", max_draws=4))
+    0.28140476694700145
     """
     if verifier_noise:
         nu = float(as_unit_interval(verifier_noise, "verifier_noise"))
@@ -112,14 +150,39 @@ def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0
 
 
 def fidelity(p, G):
-    """φ(p, G) = m_GRPO(p, G) / sqrt(p(1−p)) (DESIGN §1.4), exact.
+    r"""Fidelity of a group of G answers to the large-group GRPO update, exact.
 
-    The fraction of the large-group GRPO update that a group of G keeps on average (paper's
-    convention: ddof 0, eps 0).  0 ≤ φ < 1, and φ → 1 as G → ∞.  φ is nondecreasing in G:
-    σ = f(r̄) with f(x) = sqrt(x(1−x)) concave, and the mean of G+1 draws is the conditional
-    expectation of the mean of a random G-subset of them, so by Jensen
-    E f(r̄_{G+1}) ≥ E f(r̄_G).  (The tests check this by brute force as well.)
-    At p ∈ {0, 1}: 0 (the limit, every group silent).
+    Parameters
+    ----------
+    p : array_like
+        Probability of a right answer, in [0, 1].
+    G : array_like of int
+        Group size, ≥ 1.  Broadcasts with ``p``.
+
+    Returns
+    -------
+    numpy.ndarray or float
+        φ(p, G) ∈ [0, 1): the fraction of the large-group update that a group of G keeps on
+        average (the paper's convention, ddof 0 and eps 0); 0 at p ∈ {0, 1}, where every
+        group is silent.
+
+    Notes
+    -----
+    .. math::
+
+        \varphi(p, G) = \frac{m_{\text{GRPO}}(p, G)}{\sqrt{p(1-p)}} \longrightarrow 1
+        \quad (G \to \infty) .
+
+    φ is nondecreasing in G: :math:`\sigma = f(\bar r)` with :math:`f(x) = \sqrt{x(1-x)}`
+    concave, and the mean of G + 1 draws is the conditional expectation of the mean of a random
+    G-subset of them, so by Jensen's inequality :math:`\mathbb{E} f(\bar r_{G+1}) \ge
+    \mathbb{E} f(\bar r_G)`; the tests also check it by brute force.  Compare
+    :func:`fidelity_law`, the paper's approximation (:ref:`theory-law`).
+
+    Examples
+    --------
+    >>> gsd.fidelity(0.05, [8, 64])
+    array([0.53899151, 0.94510408])
     """
     p = as_probability(p)
     G = as_group_size(G)
@@ -130,10 +193,37 @@ def fidelity(p, G):
 
 
 def fidelity_law(p, G):
-    """The delta-method approximation φ ≈ 1 − 1/(8·G·p(1−p)) (DESIGN §1.4).
+    r"""The paper's group-size law: the delta-method approximation of the fidelity.
 
-    Asymptotic in G·p(1−p): it overstates φ for hard prompts (p = 0.05, G = 64: 0.959 against
-    the exact 0.945) and goes negative for small G·p(1−p).  −inf at p ∈ {0, 1}.
+    Parameters
+    ----------
+    p : array_like
+        Probability of a right answer, in [0, 1].
+    G : array_like of int
+        Group size, ≥ 1.
+
+    Returns
+    -------
+    numpy.ndarray or float
+        :math:`1 - 1/(8 G p (1-p))`; −inf at p ∈ {0, 1}.
+
+    Notes
+    -----
+    Expanding :math:`\mathbb{E}[\sqrt{\sigma^2}]` to second order around the mean of
+    :math:`\sigma^2` gives (:ref:`theory-law`)
+
+    .. math::
+
+        \varphi(p, G) \approx 1 - \frac{1}{8\,G\,p(1-p)} .
+
+    The law is asymptotic in :math:`G p (1-p)`: it overstates φ for hard prompts (p = 0.05,
+    G = 64: 0.959 against the exact 0.945, :func:`fidelity`) and is negative, hence
+    meaningless, below :math:`G p(1-p) = 1/8`.
+
+    Examples
+    --------
+    >>> gsd.fidelity_law(0.05, [8, 64])
+    array([0.67105263, 0.95888158])
     """
     p = as_probability(p)
     G = as_group_size(G)

@@ -1,4 +1,4 @@
-"""Implicit objectives, difficulty weighting and gradient-budget shares (DESIGN §1.3, §1.5).
+"""Implicit objectives, difficulty weighting and gradient-budget shares (:ref:`theory-update`).
 
 In the large-G limit Dr.GRPO ascends the success rate p (logit gradient p(1−p)) and GRPO
 ascends the variance-stabilising objective 2·arcsin√p (logit gradient sqrt(p(1−p))): relative
@@ -26,10 +26,33 @@ __all__ = [
 
 
 def arcsin_objective(p, *, normalized: bool = False):
-    """GRPO's implicit objective 2·arcsin(√p) (DESIGN §1.3); ``normalized`` gives (2/π)·arcsin√p ∈ [0, 1].
+    r"""GRPO's implicit objective, the variance-stabilising transform of p.
 
-    Its derivative in p is 1/sqrt(p(1−p)) = :func:`difficulty_weight`, and in the logit z it is
-    sqrt(p(1−p)), the large-G GRPO update.
+    Parameters
+    ----------
+    p : array_like
+        Probability of a right answer, in [0, 1].
+    normalized : bool, optional
+        If True, divide by π so that the value lies in [0, 1].
+
+    Returns
+    -------
+    numpy.ndarray or float
+        :math:`F(p) = 2 \arcsin\sqrt p` (or :math:`F(p)/\pi`).
+
+    Notes
+    -----
+    .. math::
+
+        F'(p) = \frac{1}{\sqrt{p(1-p)}} = w(p), \qquad
+        \frac{\mathrm d F}{\mathrm d z} = \sqrt{p(1-p)} ,
+
+    so in the large-G limit GRPO ascends F while Dr.GRPO ascends p (:ref:`theory-update`).
+
+    Examples
+    --------
+    >>> gsd.arcsin_objective([0, 0.5, 1])
+    array([0.        , 1.57079633, 3.14159265])
     """
     p = as_probability(p)
     value = 2.0 * np.arcsin(np.sqrt(p))
@@ -37,9 +60,31 @@ def arcsin_objective(p, *, normalized: bool = False):
 
 
 def difficulty_weight(p):
-    """w(p) = 1/sqrt(p(1−p)): GRPO's weight on a prompt relative to Dr.GRPO (DESIGN §1.3).
+    r"""GRPO's weight on a prompt relative to Dr.GRPO's (the difficulty weight).
 
-    2 at p = 1/2, inf at p ∈ {0, 1}.
+    Parameters
+    ----------
+    p : array_like
+        Probability of a right answer, in [0, 1].
+
+    Returns
+    -------
+    numpy.ndarray or float
+        :math:`w(p)`: 2 at p = 1/2, growing at both extremes, inf at p ∈ {0, 1}.
+
+    Notes
+    -----
+    .. math::
+
+        w(p) = \frac{1}{\sqrt{p(1-p)}} ,
+
+    the ratio of the large-G updates :math:`\sqrt{p(1-p)}` (GRPO) and :math:`p(1-p)`
+    (Dr.GRPO); its square sets the group size a prompt needs (:ref:`theory-law`).
+
+    Examples
+    --------
+    >>> gsd.difficulty_weight([0.5, 0.05])
+    array([2.        , 4.58831468])
     """
     p = as_probability(p)
     with np.errstate(divide="ignore"):
@@ -47,8 +92,26 @@ def difficulty_weight(p):
 
 
 def large_group_weight(p, method: str):
-    """Large-G per-prompt update: sqrt(p(1−p)) for the methods that divide by the group std
-    (GRPO, DAPO), p(1−p) for the others (Dr.GRPO, RLOO); see :mod:`gsd.methods`."""
+    r"""Per-prompt update of a method in the large-group limit.
+
+    Parameters
+    ----------
+    p : array_like
+        Probability of a right answer, in [0, 1].
+    method : str
+        A method of :mod:`gsd.methods` (``"grpo"``, ``"dr_grpo"``, ``"dapo"``, ``"rloo"``).
+
+    Returns
+    -------
+    numpy.ndarray or float
+        :math:`\sqrt{p(1-p)}` for the methods that divide by the group std (GRPO, DAPO),
+        :math:`p(1-p)` for the others (Dr.GRPO, RLOO).
+
+    Examples
+    --------
+    >>> float(gsd.large_group_weight(0.05, "dr_grpo"))
+    0.0475
+    """
     spec = method_spec(method)
     p = as_probability(p)
     v = p * (1.0 - p)
@@ -63,15 +126,44 @@ def _weights(p, method, G, ddof=0, eps=0.0):
 
 
 def budget_share(p, selected, *, method: str = "grpo", G=None, ddof: int = 0, eps: float = 0.0):
-    """Share of the gradient budget that the prompts in ``selected`` receive (DESIGN §1.3).
+    r"""Share of the gradient budget that a set of prompts receives.
 
-    share = Σ_{j ∈ selected} m(p_j) / Σ_j m(p_j), with m the large-G weight (``G=None``, the
-    paper's choice on real data: sqrt(p(1−p)) for GRPO, p(1−p) for Dr.GRPO) or the exact
-    finite-G expected update :func:`gsd.update.expected_update` for an integer ``G``, with the
-    std convention ``ddof``/``eps`` that GRPO and DAPO divide by (paper: 0, 0; ignored for
-    ``G=None``, where the convention no longer matters).
+    Parameters
+    ----------
+    p : array_like
+        Solve rates of all the prompts, in [0, 1].
+    selected : array_like of bool
+        Mask of p's shape: the prompts whose share is wanted (e.g. :func:`extreme_mask`).
+    method : str, optional
+        ``"grpo"`` (default), ``"dr_grpo"``, ``"dapo"`` or ``"rloo"``.
+    G : int, optional
+        None (default): the large-G weights, the paper's choice on real data
+        (:func:`large_group_weight`); an integer: the exact finite-G expected update
+        (:func:`gsd.expected_update`).
+    ddof, eps : optional
+        The std convention GRPO and DAPO divide by at finite G (the paper: 0, 0).
 
-    ``selected`` is a boolean mask of p's shape.
+    Returns
+    -------
+    float
+        The share, in [0, 1].
+
+    Notes
+    -----
+    .. math::
+
+        \mathrm{share}_m(B) = \frac{\sum_{j \in B} m(p_j, G)}{\sum_j m(p_j, G)} .
+
+    On Big-Math the paper's extreme prompts receive 13.9 % under Dr.GRPO and 24.7 % under GRPO
+    (:ref:`theory-paper`).
+
+    Examples
+    --------
+    >>> p = np.array([0.05, 0.5, 0.95])
+    >>> gsd.budget_share(p, gsd.extreme_mask(p))
+    0.46574911961722804
+    >>> gsd.budget_share(p, gsd.extreme_mask(p), method="dr_grpo")
+    0.2753623188405798
     """
     p = np.atleast_1d(as_probability(p))
     mask = np.asarray(selected)
@@ -87,25 +179,49 @@ def budget_share(p, selected, *, method: str = "grpo", G=None, ddof: int = 0, ep
 
 
 def extreme_mask(p):
-    """The paper's "extreme" prompts: 0 < p < 0.1 or 0.9 < p < 1 (DESIGN §1.5)."""
+    """The paper's "extreme" prompts: 0 < p < 0.1 or 0.9 < p < 1 (:ref:`theory-paper`).
+
+    Examples
+    --------
+    >>> gsd.extreme_mask([0.0, 0.05, 0.5, 0.95])
+    array([False,  True, False,  True])
+    """
     p = as_probability(p)
     return ((p > 0) & (p < 0.1)) | ((p > 0.9) & (p < 1))
 
 
 def medium_mask(p):
-    """The paper's "medium" prompts: 0.4 ≤ p ≤ 0.6 (DESIGN §1.5)."""
+    """The paper's "medium" prompts: 0.4 ≤ p ≤ 0.6 (:ref:`theory-paper`).
+
+    Examples
+    --------
+    >>> gsd.medium_mask([0.05, 0.4, 0.6])
+    array([False,  True,  True])
+    """
     p = as_probability(p)
     return (p >= 0.4) & (p <= 0.6)
 
 
 def decile_index(p):
-    """Decile bin of each p: [0, 0.1) → 0, …, [0.9, 1] → 9."""
+    """Decile bin of each p: [0, 0.1) → 0, …, [0.9, 1] → 9.
+
+    Examples
+    --------
+    >>> gsd.decile_index([0, 0.05, 0.1, 0.95, 1.0])
+    array([0, 0, 1, 9, 9])
+    """
     p = as_probability(p)
     return np.minimum((p * 10).astype(np.int64), 9)
 
 
 def decile_shares(p, *, method: str = "grpo", G=None, ddof: int = 0, eps: float = 0.0):
-    """Budget share of each of the ten deciles of p (sums to 1); see :func:`budget_share`."""
+    """Budget share of each of the ten deciles of p (sums to 1); see :func:`budget_share`.
+
+    Examples
+    --------
+    >>> gsd.decile_shares([0.05, 0.5, 0.95]).round(3)
+    array([0.233, 0.   , 0.   , 0.   , 0.   , 0.534, 0.   , 0.   , 0.   , 0.233])
+    """
     p = np.atleast_1d(as_probability(p)).ravel()
     w = _weights(p, method, G, ddof, eps)
     total = w.sum()

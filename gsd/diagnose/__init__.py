@@ -38,7 +38,7 @@ def __getattr__(name):
 
 def diagnose(paths, *, fmt: str = "auto", reward=None, threshold=None, prompt_col=None, step_col=None,
              prior="empirical-bayes", epsilon: float = 0.05, level: float = 0.9, budget=None,
-             progress=None):
+             half_life=None, progress=None):
     """Read rollout logs and diagnose them: :func:`read_rollouts` then :func:`diagnose_log`.
 
     Takes the arguments of both and returns a :class:`Diagnosis`.
@@ -59,4 +59,5 @@ def diagnose(paths, *, fmt: str = "auto", reward=None, threshold=None, prompt_co
     from .tables import diagnose_log
 
     log = read_rollouts(paths, fmt=fmt, reward=reward, prompt_col=prompt_col, step_col=step_col, progress=progress)
-    return diagnose_log(log, threshold=threshold, prior=prior, epsilon=epsilon, level=level, budget=budget)
+    return diagnose_log(log, threshold=threshold, prior=prior, epsilon=epsilon, level=level, budget=budget,
+                        half_life=half_life)

@@ -13,7 +13,7 @@ rollouts, the expected fidelity of the groups drawn and the effective-gradient r
 prompt, the posterior of its solve rate and the group size a fidelity target needs.
 Formats: verl's {step}.jsonl rollout dumps (trainer.rollout_data_dir), TRL's
 completions/completions_{step:05d}.parquet (log_completions=True), or any CSV / parquet /
-JSONL table. See docs/theory.md, section Real rollout logs."""
+JSONL table. See docs/theory.md, section Rollout logs."""
 
 
 def register(sub) -> None:
@@ -33,6 +33,8 @@ def register(sub) -> None:
                    help="prior of each prompt's solve rate (default: fitted to the run)")
     p.add_argument("--epsilon", type=float, default=0.05, help="fidelity target 1 - epsilon of the advice (default 0.05)")
     p.add_argument("--level", type=float, default=0.9, help="level of the per-prompt credible intervals (default 0.9)")
+    p.add_argument("--half-life", type=float, help="steps after which an old rollout counts half in the posteriors "
+                                                   "(default: every earlier rollout counts fully)")
     p.add_argument("--budget", type=int, help="rollouts per step to allocate over the prompts (needs the budget allocator)")
     p.add_argument("--out", help="write steps.parquet, prompts.parquet, groups.parquet, summary.json and diagnose.png here")
     p.add_argument("--json", action="store_true", help="print {summary, steps} as JSON instead of the report")
@@ -48,6 +50,7 @@ def _diagnose(args) -> int:
 
     dx = diagnose(args.logs, fmt=args.fmt, reward=args.reward, threshold=args.threshold, prompt_col=args.prompt_col,
                   step_col=args.step_col, prior=args.prior, epsilon=args.epsilon, level=args.level, budget=args.budget,
+                  half_life=args.half_life,
                   progress=False if args.no_progress else None)
     if args.out:
         write_outputs(dx, args.out)

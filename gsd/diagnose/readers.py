@@ -9,7 +9,8 @@ Formats (what the trainers write, see :ref:`theory-logs`):
 * ``trl`` — ``GRPOTrainer(log_completions=True)``: ``completions/completions_{step:05d}.parquet``
   with ``step``, ``prompt``, ``completion``, one column per reward function (named after the
   function), extra logged columns and ``advantage``.  With several reward functions choose one
-  (``reward="name"``) or their sum (``reward="a+b"``).
+  (``reward="name"``) or their sum (``reward="a+b"``; unweighted, a function that returned None
+  for a rollout counts as 0 there, as in TRL).
 * ``table`` — any CSV, parquet or JSONL file with a prompt-id, a reward and (optionally) a step
   column, named by the caller.
 
@@ -319,6 +320,17 @@ def _read_table_file(path: Path, fmt: str, cols: dict, reward, col: _Collector):
 
 
 def _add_table(path, fmt, cols, reward, col, table, lines):
+    if fmt == "trl" and "mode" in table.column_names:
+        # Some TRL versions log evaluation completions too, marked by a mode column: keep training.
+        import pyarrow.compute as pc
+
+        train = pc.fill_null(pc.equal(table.column("mode"), "train"), False)
+        if lines is None:
+            lines = np.arange(1, table.num_rows + 1)
+        lines = lines[np.asarray(train.to_numpy(zero_copy_only=False), dtype=bool)]
+        table = table.filter(train).drop_columns(["mode"])
+        if table.num_rows == 0:
+            return
     columns = table.column_names
     dtypes = {name: table.schema.field(name).type for name in columns}
     pcol = cols["prompt"]
@@ -327,10 +339,10 @@ def _add_table(path, fmt, cols, reward, col, table, lines):
                          + ("" if fmt != "table" else " (name it with --prompt-col)"))
     names = _pick_reward(columns, reward, fmt, path, dtypes)
     col.reward_names.extend(n for n in names if n not in col.reward_names)
-    rewards = None
-    for name in names:
-        r = _numeric(table.column(name), name, path)
-        rewards = r if rewards is None else rewards + r
+    parts = np.stack([_numeric(table.column(name), name, path) for name in names])
+    # Like TRL's sum over reward functions: one that did not apply (None) counts as 0, unless
+    # none applied.  A single column keeps its NaN (a missing reward is a bad row).
+    rewards = parts[0] if len(names) == 1 else np.where(np.isnan(parts).all(axis=0), np.nan, np.nansum(parts, axis=0))
     scol = cols["step"]
     if scol and scol in columns:
         steps = _numeric(table.column(scol), scol, path)
@@ -357,7 +369,7 @@ def _read_parquet(path, cols, reward):
     except Exception as exc:  # pyarrow raises several types for a non-parquet file
         raise InputError(f"{path}: not a readable parquet file ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
     schema = pf.schema_arrow
-    wanted = {cols["prompt"], cols["step"]} | ({r.strip() for r in re.split(r"[+,]", reward)} if reward else set())
+    wanted = {cols["prompt"], cols["step"], "mode"} | ({r.strip() for r in re.split(r"[+,]", reward)} if reward else set())
     if not reward:  # the reward is picked among the numeric columns: read those
         wanted |= {n for n, t in zip(schema.names, schema.types) if str(t) in _NUMBER_TYPES}
     names = [n for n in schema.names if n in wanted]

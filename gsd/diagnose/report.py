@@ -14,7 +14,7 @@ __all__ = ["format_report", "diagnosis_json", "write_outputs", "OUTPUT_FILES"]
 #: Files written by :func:`write_outputs` into the output folder.
 OUTPUT_FILES = ("steps.parquet", "prompts.parquet", "groups.parquet", "summary.json", "diagnose.png")
 
-_GROUP_COLUMNS = ("step", "prompt", "G", "k", "n_before", "k_before", "a", "b", "silent", "silent_pred",
+_GROUP_COLUMNS = ("step", "prompt", "G", "k", "n_before", "k_before", "n_eff", "k_eff", "a", "b", "silent", "silent_pred",
                   "sigma", "sigma_pred")
 
 
@@ -73,7 +73,7 @@ def format_report(dx: Diagnosis, *, max_steps: int = 12) -> str:
         + (f"median {np.median(gs[ok]):.0f}, 90th percentile {np.percentile(gs[ok], 90):.0f}" if ok.any() else "none reachable")
         + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "") + ".",
         "Predictions use each prompt's Beta posterior before the step; see docs/theory.md, section "
-        "Real rollout logs, for the formats and the formulas.",
+        "Rollout logs, for the formats and the formulas.",
     ]
     return "\n".join(lines)
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..posterior import fit_beta_prior, posterior_from_counts
+from ..posterior import BetaPosterior, fit_beta_prior, posterior_from_counts
 from .betabinom import expected_scale, expected_sigma, silent_prob
 from .._validate import InputError
 from .readers import RolloutLog
@@ -81,10 +81,14 @@ def binarise(reward, threshold=None):
                      "pass --threshold T to count reward >= T as right")
 
 
-def group_table(log: RolloutLog, right) -> pd.DataFrame:
-    """One row per (step, prompt): ``step``, ``prompt`` (code), ``G``, ``k``, and the posterior
-    before the step, ``a`` and ``b`` (prior added later by :func:`diagnose_log`: here the
-    counts ``n_before``, ``k_before``).  Sorted by step, then prompt."""
+def group_table(log: RolloutLog, right, *, half_life: float | None = None) -> pd.DataFrame:
+    """One row per (step, prompt), sorted by step then prompt.
+
+    Columns: ``step``, ``prompt`` (code), ``G``, ``k``; ``n_before`` and ``k_before``, the
+    prompt's rollouts and right answers at earlier steps; ``n_eff`` and ``k_eff``, the same
+    counts with each earlier group weighted by 2^(−Δ/half_life), Δ its age in steps (equal to
+    ``n_before`` and ``k_before`` when ``half_life`` is None).
+    """
     steps_u, sidx = np.unique(log.step, return_inverse=True)
     P = int(log.labels.size)
     key = sidx.astype(np.int64) * P + log.prompt
@@ -93,6 +97,7 @@ def group_table(log: RolloutLog, right) -> pd.DataFrame:
     k = np.bincount(inv, weights=np.asarray(right, dtype=np.float64)).round().astype(np.int64)
     gstep = uniq // P
     prompt = uniq % P
+    step = steps_u[gstep]
     # Counts of the same prompt at earlier steps: cumulative sums along (prompt, step) order.
     order = np.lexsort((gstep, prompt))
     po = prompt[order]
@@ -103,14 +108,55 @@ def group_table(log: RolloutLog, right) -> pd.DataFrame:
     for src, dst in ((G, n_before), (k, k_before)):
         cs = np.cumsum(src[order]) - src[order]  # exclusive cumulative sum
         dst[order] = cs - cs[np.flatnonzero(start)][seg]
-    return pd.DataFrame({"step": steps_u[gstep], "prompt": prompt, "G": G, "k": k,
-                         "n_before": n_before, "k_before": k_before})
+    out = pd.DataFrame({"step": step, "prompt": prompt, "G": G, "k": k, "n_before": n_before, "k_before": k_before})
+    if half_life is None:
+        out["n_eff"], out["k_eff"] = n_before.astype(np.float64), k_before.astype(np.float64)
+    else:
+        n_eff, k_eff = _discounted_before(order, start, step, (G, k), half_life)
+        out["n_eff"], out["k_eff"] = n_eff, k_eff
+    return out
+
+
+def _half_life(h) -> float:
+    h = float(h)
+    if not (np.isfinite(h) and h > 0):
+        raise InputError(f"half_life must be a finite number of steps > 0, got {h!r}")
+    return h
+
+
+def _discounted_before(order, start, step, values, half_life):
+    """Per group, Σ over the prompt's earlier groups of 2^(−(t − s)/half_life)·x_s, for each
+    x in ``values``.  ``order`` sorts the groups by (prompt, step); ``start`` marks each
+    prompt's first group in that order.
+
+    The recurrence D_j = λ^(t_j − t_{j−1})·(D_{j−1} + x_{j−1}) runs along each prompt's groups;
+    it is evaluated for every prompt at once, one pass per rank j (at most the number of steps).
+    """
+    lam_log2 = -1.0 / _half_life(half_life)
+    n = order.size
+    t = step[order].astype(np.float64)
+    first = np.flatnonzero(start)
+    rank = np.arange(n) - first[np.cumsum(start) - 1]  # position of each group within its prompt
+    by_rank = np.argsort(rank, kind="stable")
+    bounds = np.searchsorted(rank[by_rank], np.arange(rank.max() + 2))
+    outs = []
+    for x in values:
+        xs = x[order].astype(np.float64)
+        d = np.zeros(n)
+        for j in range(1, rank.max() + 1):
+            rows = by_rank[bounds[j]:bounds[j + 1]]
+            prev = rows - 1
+            d[rows] = np.exp2(lam_log2 * (t[rows] - t[prev])) * (d[prev] + xs[prev])
+        out = np.empty(n)
+        out[order] = d
+        outs.append(out)
+    return outs
 
 
 def _predict(groups: pd.DataFrame, prior) -> pd.DataFrame:
     """Add the posterior before the step and the group's predicted statistics."""
-    a = prior[0] + groups["k_before"].to_numpy(np.float64)
-    b = prior[1] + (groups["n_before"] - groups["k_before"]).to_numpy(np.float64)
+    a = prior[0] + groups["k_eff"].to_numpy(np.float64)
+    b = prior[1] + (groups["n_eff"] - groups["k_eff"]).to_numpy(np.float64)
     G = groups["G"].to_numpy()
     k = groups["k"].to_numpy()
     multi = G >= 2
@@ -197,12 +243,13 @@ def step_table(groups: pd.DataFrame) -> pd.DataFrame:
 
 
 def prompt_table(log: RolloutLog, groups: pd.DataFrame, prior, *, epsilon: float = 0.05, level: float = 0.9,
-                 budget: int | None = None) -> pd.DataFrame:
+                 budget: int | None = None, half_life: float | None = None) -> pd.DataFrame:
     """Per-prompt counts, posterior and recommended group size.
 
     Columns: ``prompt`` (its first 80 characters), ``prompt_hash``, ``rollouts`` n, ``right`` k,
     ``steps`` (groups it had), ``silent_steps``, ``p_mean``, ``p_lo``, ``p_hi`` (equal-tailed
-    ``level`` credible interval of Beta(a₀ + k, b₀ + n − k)), ``group_size`` (smallest G with
+    ``level`` credible interval of Beta(a₀ + k, b₀ + n − k); with ``half_life`` the counts of
+    each group weigh 2^(−age/half_life), its age counted from the last step), ``group_size`` (smallest G with
     fidelity ≥ 1 − ε at ``p_mean``, :func:`gsd.required_group_size`; 0 when above its cap), and
     with ``budget`` (rollouts per step over all prompts) ``group_size_budget`` from the budget
     allocator when the package has one.
@@ -212,7 +259,13 @@ def prompt_table(log: RolloutLog, groups: pd.DataFrame, prior, *, epsilon: float
     k = np.bincount(groups["prompt"], weights=groups["k"], minlength=P).round().astype(np.int64)
     steps = np.bincount(groups["prompt"], weights=groups["G"] >= 2, minlength=P).astype(np.int64)
     silent = np.bincount(groups["prompt"], weights=groups["silent"], minlength=P).astype(np.int64)
-    post = posterior_from_counts(k, n, prior=prior)
+    if half_life is None:
+        post = posterior_from_counts(k, n, prior=prior)
+    else:
+        w = np.exp2(-(groups["step"].max() - groups["step"].to_numpy()) / _half_life(half_life))
+        n_eff = np.bincount(groups["prompt"], weights=w * groups["G"], minlength=P)
+        k_eff = np.bincount(groups["prompt"], weights=w * groups["k"], minlength=P)
+        post = BetaPosterior(prior[0] + k_eff, prior[1] + n_eff - k_eff, tuple(prior))
     lo, hi = post.interval(level)
     from ..groupsize import required_group_size
 
@@ -268,7 +321,7 @@ def _calibration(steps: pd.DataFrame, groups: pd.DataFrame) -> dict:
 
 
 def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", epsilon: float = 0.05,
-                 level: float = 0.9, budget: int | None = None) -> Diagnosis:
+                 level: float = 0.9, budget: int | None = None, half_life: float | None = None) -> Diagnosis:
     """Per-step and per-prompt diagnosis of a run read by :func:`gsd.diagnose.read_rollouts`.
 
     Parameters
@@ -284,6 +337,9 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         Level of the per-prompt credible intervals.
     budget : int, optional
         Rollouts per step to allocate over the prompts (needs the budget allocator).
+    half_life : float, optional
+        Forget old rollouts: a group s steps old weighs 2^(−s/half_life) in the posteriors (the
+        solve rates move during training).  None: every earlier rollout counts fully.
 
     Returns
     -------
@@ -295,7 +351,7 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         Graded rewards without a threshold, or no step with a group of two or more rollouts.
     """
     right, note = binarise(log.reward, threshold)
-    groups = group_table(log, right)
+    groups = group_table(log, right, half_life=half_life)
     if not (groups["G"] >= 2).any():
         raise InputError("no prompt has two or more rollouts in one step, so there is no group to diagnose "
                          "(is the prompt column right? one rollout per prompt is not GRPO)")
@@ -307,7 +363,7 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         info = {}
     groups = _predict(groups, (a0, b0))
     steps = step_table(groups)
-    prompts = prompt_table(log, groups, (a0, b0), epsilon=epsilon, level=level, budget=budget)
+    prompts = prompt_table(log, groups, (a0, b0), epsilon=epsilon, level=level, budget=budget, half_life=half_life)
     no_groups = steps.loc[steps["groups"] == 0, "step"].tolist()
     rollouts = int(steps["rollouts"].sum())
     multi = groups["G"] >= 2
@@ -334,6 +390,7 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         "prior": {"a": a0, "b": b0, "mean": a0 / (a0 + b0), "concentration": a0 + b0, **info},
         "calibration": _calibration(steps, groups),
         "epsilon": epsilon,
+        "half_life": half_life,
         "median_group_size_recommended": float(np.median(prompts["group_size"][prompts["group_size"] > 0]))
         if (prompts["group_size"] > 0).any() else float("nan"),
     }

@@ -1,4 +1,4 @@
-"""Loss geometry of the objectives around GRPO (DESIGN.md §2).
+"""Loss geometry of the objectives around GRPO (:ref:`theory-losses`).
 
 Small differentiable torch functions, batched over leading dimensions, one module per topic:
 

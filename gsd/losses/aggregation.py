@@ -1,5 +1,5 @@
 """Loss aggregation over a batch of responses, and the length bias each choice implies
-(DESIGN.md §1.6 and §2).
+(:ref:`theory-trainers`, :ref:`theory-losses`).
 
 Given per-token losses ``l`` of shape (..., B, T) — B responses padded to T positions — and a
 0/1 ``mask`` of active (response) tokens, write n_i = Σ_t m_it for the length of response i and
@@ -187,7 +187,7 @@ def per_token_weight(
     lengths : (..., B) active-token counts n_i of the responses in the batch (>= 0). Returns
     (..., B): the ∂(aggregate)/∂l_it shared by each active token of response i (the value is
     also reported for empty rows; it multiplies no token there). ``norm`` is the constant L of
-    the *-norm modes; it defaults to ``padded_length`` (T), which is then required.
+    the ``*-norm`` modes; it defaults to ``padded_length`` (T), which is then required.
 
     Example: in a batch of lengths (10, 100) under seq-mean-token-mean a token of the short
     answer weighs 1/20, one of the long answer 1/200; under token-mean both weigh 1/110.
@@ -241,7 +241,7 @@ def aggregate(loss, mask, mode: str = "token-mean", *, rows: str = "all", norm: 
     """Reduce per-token losses (..., B, T) to one value per batch (...,) under ``mode``.
 
     mask : 0/1 (..., B, T), 1 on response tokens; rows : "all" or "nonempty" (how B' counts
-    rows in the seq-mean-* modes); norm : the constant L of the *-norm modes (default T). See
+    rows in the ``seq-mean-*`` modes); norm : the constant L of the ``*-norm`` modes (default T). See
     the module docstring for the formulas and :func:`aggregate_as` for trainer presets.
     """
     _check_mode(mode, rows)

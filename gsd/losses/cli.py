@@ -8,7 +8,7 @@ from __future__ import annotations
 
 def register(sub) -> None:
     """Add ``gsd losses`` to the ``gsd`` command line (see gsd.cli's ``_COMMANDS``)."""
-    p = sub.add_parser("losses", help="loss geometry (DESIGN §2): the seed's worked numbers; --figures writes the PNGs")
+    p = sub.add_parser("losses", help="loss geometry (see docs/theory.md, section Loss geometry): the seed's worked numbers; --figures writes the PNGs")
     p.add_argument(
         "--figures",
         metavar="DIR",
@@ -26,7 +26,7 @@ def _cli_losses(args) -> int:
     from .figures import make_all, seed_examples
 
     table = seed_examples()
-    emit(table, args.json, title="Loss geometry: the seed's worked numbers (DESIGN.md §2)")
+    emit(table, args.json, title="Loss geometry: the seed's worked numbers (see docs/theory.md, section Loss geometry)")
     if args.figures is not None:
         paths = make_all(args.figures or None)
         if not args.json:

@@ -1,5 +1,5 @@
 """Direct Preference Optimization: the loss, its gradient and the "both answers fall" diagnostic
-(DESIGN.md §2; Rafailov et al. 2023, eq. 7).
+(:ref:`theory-losses`; Rafailov et al. 2023, eq. 7).
 
 For a recorded pair (x, y_w preferred, y_l rejected) and sequence log-probabilities summed
 over each answer's tokens:

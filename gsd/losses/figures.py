@@ -1,4 +1,4 @@
-"""The seed's illustrations and the loss-geometry analyses as PNG figures (DESIGN.md §2).
+"""The seed's illustrations and the loss-geometry analyses as PNG figures (:ref:`theory-losses`).
 
 :func:`make_all` writes every figure to a folder and returns their paths; each ``fig_*``
 function returns one matplotlib Figure built from the library functions (no number here is

@@ -1,4 +1,4 @@
-"""Forward and reverse KL, on-policy distillation and sampled KL estimators (DESIGN.md §2).
+"""Forward and reverse KL, on-policy distillation and sampled KL estimators (:ref:`theory-losses`).
 
 Two families of inputs:
 

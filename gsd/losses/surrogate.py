@@ -1,5 +1,5 @@
 """PPO/GRPO clipped surrogate, its flat regions, dual clip, clip-higher and the GRPO per-token
-objective with a k3 penalty to the reference (DESIGN.md §2; DeepSeekMath eq. 3).
+objective with a k3 penalty to the reference (:ref:`theory-losses`; DeepSeekMath eq. 3).
 
 With ρ = πθ(y_t|s_t) / π_old(y_t|s_t) the probability ratio of a sampled token and A its
 advantage, the contribution to *maximise* is
@@ -194,7 +194,7 @@ def grpo_objective(
       log(ρ) clamped to ±20 before exponentiating, the dual clip always on (``dual_clip``
       defaults to verl's ``clip_ratio_c`` = 3), and k3 clamped as in
       :func:`~gsd.losses.kl.kl_estimate` (log-ratio ±20, value ≤ 10).  Where a clamp is active
-      the gradient is 0; the value differs from the exact one only for |log ρ| > 20 with A > 0 and
+      the gradient is 0; the value differs from the exact one only for ``|log ρ| > 20`` with A > 0 and
       ρ < e^−20 (the dual clip, for c <= e^20, and the ε-clip already flatten the other cases)
       and where k3 > 10.
     """

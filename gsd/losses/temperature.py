@@ -1,4 +1,4 @@
-"""Softmax with a temperature and classical (Hinton-style) distillation (DESIGN.md §2).
+"""Softmax with a temperature and classical (Hinton-style) distillation (:ref:`theory-losses`).
 
 Notation: ``z`` are the student's logits, ``v`` the teacher's, both of shape (..., N) over a
 vocabulary of N entries; ``q^T = softmax(z / T)`` and ``p^T = softmax(v / T)``. Every function

@@ -1,5 +1,5 @@
 """The Big-Math analysis: how much of a real difficulty distribution is silent, and where
-GRPO and Dr.GRPO spend their gradient budget (DESIGN §1.5).
+GRPO and Dr.GRPO spend their gradient budget (:ref:`theory-paper`).
 
 Input is one solve rate per problem.  By default that is the shipped histogram of Big-Math
 (215,608 problems, p̂ = k/64 from 64 rollouts of Llama-3.1-8B-Instruct); a user's per-problem

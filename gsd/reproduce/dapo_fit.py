@@ -2,7 +2,7 @@
 the silent mass under a difficulty distribution that sharpens during training?
 
 DAPO logs, along training, the fraction of evaluation prompts answered right in all of their
-n = 32 samples.  Under the closed form of DESIGN §1.2 that fraction is the all-correct half of
+n = 32 samples.  Under the closed form of :ref:`theory-silent` that fraction is the all-correct half of
 the silent mass, E[p^n], taken over the current solve rates.  This module fits the simplest
 model that connects the two and reports how much of the curve it explains.
 

@@ -1,4 +1,4 @@
-"""The paper's group-size table (its Table 2) and the figures around it (DESIGN §1.4, §1.5).
+"""The paper's group-size table (its Table 2) and the figures around it (:ref:`theory-law`, :ref:`theory-paper`).
 
 For a target fidelity 1 − ε and a success probability p, two group sizes are compared:
 

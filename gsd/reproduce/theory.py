@@ -1,4 +1,4 @@
-"""The theory figures of the paper, each with the numbers behind it (DESIGN §1.1 – §1.4).
+"""The theory figures of the paper, each with the numbers behind it (:ref:`theory-identity` to :ref:`theory-law`).
 
 * the identity g = σ·(s̄₊ − s̄₋): Monte Carlo groups at G = 8 with random score vectors
   whose mean is offset by a baseline b — the update computed from the advantages matches the

@@ -95,5 +95,5 @@ def config_file(spec, *, what: str = "config") -> Path:
     shipped = shipped_configs()
     if str(path.parent) == "." and name in shipped:
         return shipped[name]
-    raise InputError(f"{what} not found: {str(spec)!r} is neither a file nor the name of a shipped config "
-                     f"({', '.join(shipped)})")
+    raise InputError(f"{what} {str(spec)!r} not found: it does not exist and is not the name of a shipped "
+                     f"config ({', '.join(shipped)})")

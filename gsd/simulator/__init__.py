@@ -1,6 +1,6 @@
 """Training simulator: a Bernoulli-logit policy trained by GRPO, Dr.GRPO and DAPO in torch.
 
-The gradient mass the closed forms of DESIGN §1.3 predict is here *produced* — by autograd
+The gradient mass the closed forms of :ref:`theory-update` predict is here *produced* — by autograd
 through a torch policy and an optimizer — and recorded step by step in a ledger beside the
 prediction, so the closed forms are tested as training dynamics rather than restated.
 
@@ -11,7 +11,7 @@ Public API (also used by the sweep engine and the reproduction):
 * :func:`is_complete` — whether a run folder holds a finished run;
 * :data:`COLUMNS` — the ledger's columns and their meaning; :func:`read_ledger`;
 * :func:`run_paper_campaign`, :func:`make_campaign_figure`, :func:`measure_initial_deciles` —
-  the paper's three-arm campaign (DESIGN §1.5) and its figure.
+  the paper's three-arm campaign (:ref:`theory-paper`) and its figure.
 
 Only the config is imported eagerly: torch, pandas and matplotlib load on first use, so that
 ``gsd`` sub-commands that do not simulate start fast.

@@ -1,11 +1,11 @@
-"""The paper's controlled campaign (DESIGN §1.5): three arms, one population, one figure.
+"""The paper's controlled campaign (:ref:`theory-paper`): three arms, one population, one figure.
 
 * Arms: GRPO, Dr.GRPO and DAPO (≤ 4 draws), each a :func:`run_simulation` run of the same
   base config, so they start from the same initial population (same seed).
 * Measurement (a): per-step silent fraction against the mean of p^G + (1−p)^G (R² per arm).
 * Measurement (b): gradient mass per decile of initial p from repeated group draws on the
   initial population (:func:`measure_initial_deciles`), autograd gradient averaged over the
-  draws, against the finite-G closed forms m_GRPO and m_Dr (DESIGN §1.3), as shares.
+  draws, against the finite-G closed forms m_GRPO and m_Dr (:ref:`theory-update`), as shares.
 * Measurement (c): mean p of the initially hardest quartile over training, and DAPO's
   generation cost relative to GRPO.
 
@@ -25,6 +25,7 @@ import torch
 from ..atomic import read_json, write_json
 from ..methods import ADVANTAGE_METHODS
 from ..plotstyle import COLORS, method_label, new_figure, save_figure, styled
+from ..resources import config_file
 from ..update import expected_update
 from ..weighting import decile_index
 from .config import SimConfig, config_diff, read_config_file, resolve_device
@@ -45,39 +46,31 @@ CAMPAIGN_KEYS = {
     "decile_draws": "independent group draws per prompt at the initial p for measurement (b)",
     "decile_methods": "methods measured in (b) (the paper: grpo and dr_grpo)",
 }
-_DEFAULT_CAMPAIGN = {
-    "decile_draws": 200,
-    "decile_methods": ["grpo", "dr_grpo"],
-    "base": {"name": "paper"},
-    "arms": {"grpo": {"method": "grpo"}, "dr_grpo": {"method": "dr_grpo"}, "dapo": {"method": "dapo", "max_draws": 4}},
-}
+#: Values of the campaign-level keys when a campaign file leaves them out.
+_CAMPAIGN_KEY_DEFAULTS = {"decile_draws": 200, "decile_methods": ["grpo", "dr_grpo"]}
 
 
 def default_campaign_path() -> Path:
-    """The repository's ``simulations/paper_campaign.toml``."""
-    return Path(__file__).resolve().parents[2] / "simulations" / "paper_campaign.toml"
+    """The shipped campaign ``paper_campaign`` (package data, :mod:`gsd.resources`)."""
+    return config_file("paper_campaign", what="campaign file")
 
 
 def load_campaign(config_path=None, overrides: dict | None = None) -> dict:
     """The resolved campaign: ``{"decile_draws", "decile_methods", "base": {...}, "arms": {name: {...}}}``.
 
-    ``config_path`` None: the repository's paper campaign if present, else the same values
-    built in.  ``overrides``: campaign keys (:data:`CAMPAIGN_KEYS`) or base-config keys.
+    ``config_path``: a campaign file, or the name of a shipped one (None: ``paper_campaign``,
+    the paper's campaign).  ``overrides``: campaign keys (:data:`CAMPAIGN_KEYS`) or base-config keys.
     Every arm config is validated here, before any work.
     """
-    if config_path is None and default_campaign_path().is_file():
-        config_path = default_campaign_path()
-    if config_path is None:
-        raw = copy.deepcopy(_DEFAULT_CAMPAIGN)
-    else:
-        data = read_config_file(config_path)
-        if "arms" not in data or "base" not in data:
-            raise ValueError(f"campaign file {str(config_path)!r} needs a [base] table and [arms.NAME] tables")
-        raw = {**{k: v for k, v in _DEFAULT_CAMPAIGN.items() if k in CAMPAIGN_KEYS}, **data.get("campaign", {})}
-        raw["base"], raw["arms"] = data["base"], data["arms"]
-        unknown = sorted(set(data) - {"campaign", "base", "arms"}) + sorted(set(data.get("campaign", {})) - set(CAMPAIGN_KEYS))
-        if unknown:
-            raise ValueError(f"campaign file {str(config_path)!r}: unknown key {unknown[0]!r}")
+    config_path = default_campaign_path() if config_path is None else config_path
+    data = read_config_file(config_path)
+    if "arms" not in data or "base" not in data:
+        raise ValueError(f"campaign file {str(config_path)!r} needs a [base] table and [arms.NAME] tables")
+    raw = {**copy.deepcopy(_CAMPAIGN_KEY_DEFAULTS), **data.get("campaign", {})}
+    raw["base"], raw["arms"] = data["base"], data["arms"]
+    unknown = sorted(set(data) - {"campaign", "base", "arms"}) + sorted(set(data.get("campaign", {})) - set(CAMPAIGN_KEYS))
+    if unknown:
+        raise ValueError(f"campaign file {str(config_path)!r}: unknown key {unknown[0]!r}")
     for key, value in (overrides or {}).items():
         if key in CAMPAIGN_KEYS:
             raw[key] = value
@@ -189,7 +182,7 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
     for name, arm in campaign["arms"].items():
         folder = out / "arms" / name
         arm_summaries[name] = run_simulation(SimConfig.from_dict(arm), folder, resume=resume, progress=progress)
-        ledger = read_ledger(folder)
+        ledger = read_ledger(folder, columns=["step", "silent_frac", "silent_pred", "mean_p_q1"])
         final = arm_summaries[name]["final"]
         series[name] = {
             "method": arm["method"],
@@ -197,7 +190,7 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
             "silent_frac": ledger["silent_frac"].tolist(),
             "silent_pred": ledger["silent_pred"].tolist(),
             # Quartile means are recorded before each step; the final state closes the curve.
-            "hard_quartile_step": ledger["step"].tolist() + [len(ledger)],
+            "hard_quartile_step": ledger["step"].tolist() + [len(ledger["step"])],
             "hard_quartile_mean_p": ledger["mean_p_q1"].tolist() + [final["quartile_mean_p"][0]],
         }
 
@@ -248,7 +241,7 @@ def _flat(campaign: dict) -> dict:
 
 # --------------------------------------------------------------------------- figure
 def make_campaign_figure(summary_or_dir, path) -> Path:
-    """The three-panel campaign figure (DESIGN §1.5), written atomically to ``path`` (PNG, or
+    """The three-panel campaign figure (:ref:`theory-paper`), written atomically to ``path`` (PNG, or
     PDF/SVG by its suffix) with :func:`gsd.plotstyle.save_figure`; returns the path.
 
     (a) silent fraction per step, measured (dots) and predicted mean of p^G + (1−p)^G (line);

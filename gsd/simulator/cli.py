@@ -1,7 +1,7 @@
 """``gsd simulate``: one training run, or the paper's multi-arm campaign.
 
-    gsd simulate --config simulations/mlp_interference.toml --out runs/mlp [--set lr=0.02 ...]
-    gsd simulate --campaign simulations/paper_campaign.toml --out runs/paper [--figure figures/campaign.png]
+    gsd simulate --config mlp_interference --out runs/mlp [--set lr=0.02 ...]
+    gsd simulate --campaign paper_campaign --out runs/paper [--figure figures/campaign.png]
     gsd simulate --out runs/paper_grpo                  # the defaults: the paper's GRPO arm
 
 ``--resume`` continues an interrupted run (or campaign) in the same folder; a finished one is
@@ -11,8 +11,6 @@ not redone.  Every bad key or value is reported as one line with exit status 2.
 from __future__ import annotations
 
 import json
-
-import pandas as pd
 
 from ..cli import CliError, emit
 from .config import SimConfig, parse_assignment, resolve_device
@@ -25,14 +23,14 @@ def register(sub) -> None:
         description=__doc__.split("\n\n")[0],
     )
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--config", help="TOML (or JSON) file of SimConfig keys (default: the dataclass defaults)")
-    src.add_argument("--campaign", help="campaign TOML with [base] and [arms.NAME] tables, e.g. simulations/paper_campaign.toml")
+    src.add_argument("--config", help="TOML (or JSON) file of SimConfig keys, or the name of a shipped config (mlp_interference) (default: the dataclass defaults)")
+    src.add_argument("--campaign", help="campaign TOML with [base] and [arms.NAME] tables, or the name of a shipped campaign (paper_campaign)")
     p.add_argument("--out", required=True, help="run (or campaign) folder")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override one config key (repeatable); values are read as TOML, e.g. --set method=dapo --set lr=0.1")
     p.add_argument("--resume", action="store_true", help="continue the unfinished run in --out")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), help="override the config's device")
-    p.add_argument("--threads", type=int, help="torch CPU threads (small batches run fastest on 1)")
+    p.add_argument("--threads", type=int, help="torch CPU threads for large runs (a run of fewer than 2^18 answers per step always uses one: more threads only add hand-offs there)")
     p.add_argument("--figure", help="campaign: also write the figure here (e.g. figures/campaign.png)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -79,22 +77,22 @@ def _simulate(args) -> int:
     return 0
 
 
-def _arm_table(summaries: dict) -> pd.DataFrame:
-    rows = []
-    for name, s in summaries.items():
-        rows.append(
-            {
-                "arm": name,
-                "method": s["method"],
-                "silent_R2": s["silent_r2"],
-                "decile_share_max_diff": s["decile_share_max_abs_diff"],
-                "mass/closed_form": s["grad_mass_over_closed_form"],
-                "mean_p_final": s["final"]["mean_p"],
-                "hard_q_final": s["final"]["quartile_mean_p"][0],
-                "generations": s["generations_total"],
-            }
-        )
-    return pd.DataFrame(rows)
+def _arm_table(summaries: dict) -> dict:
+    """One row per arm, as {column: list} (printed by :func:`gsd.cli.emit` without pandas)."""
+    rows = [
+        {
+            "arm": name,
+            "method": s["method"],
+            "silent_R2": s["silent_r2"],
+            "decile_share_max_diff": s["decile_share_max_abs_diff"],
+            "mass/closed_form": s["grad_mass_over_closed_form"],
+            "mean_p_final": s["final"]["mean_p"],
+            "hard_q_final": s["final"]["quartile_mean_p"][0],
+            "generations": s["generations_total"],
+        }
+        for name, s in summaries.items()
+    ]
+    return {key: [r[key] for r in rows] for key in rows[0]}
 
 
 def _print_campaign(summary: dict, as_json: bool) -> None:
@@ -109,7 +107,7 @@ def _print_campaign(summary: dict, as_json: bool) -> None:
         table[f"{m}_measured"] = dec[m]["share_measured"]
         table[f"{m}_closed"] = dec[m]["share_closed_form"]
     print()
-    emit(pd.DataFrame(table), False, title=f"initial-population gradient-mass shares ({dec['draws']} draws per prompt)")
+    emit(table, False, title=f"initial-population gradient-mass shares ({dec['draws']} draws per prompt)")
     ratio = summary.get("dapo_generation_cost_ratio")
     if ratio is not None:
         print(f"\nDAPO generations / GRPO generations: {ratio:.4f} (closed form {summary['dapo_generation_cost_ratio_pred']:.4f})")

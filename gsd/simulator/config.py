@@ -1,4 +1,4 @@
-"""Every knob of a simulation, in one dataclass (DESIGN §1.5 gives the paper's values).
+"""Every knob of a simulation, in one dataclass (:ref:`theory-paper` gives the paper's values).
 
 A run is fully described by a :class:`SimConfig`: the engine reads nothing else, so two runs
 with equal configs produce equal ledgers (on CPU), and a run folder can refuse a config that
@@ -17,9 +17,9 @@ import json
 import math
 import typing
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..methods import UPDATE_METHODS
+from ..resources import config_file
 
 try:
     import tomllib
@@ -35,6 +35,7 @@ OPTIMIZERS = ("sgd", "adam")
 DTYPES = ("float32", "float64")
 MLP_OFFSETS = ("frozen", "learned")
 ROLLOUTS = ("answers", "counts")
+ROLLOUT_LOGS = ("none", "verl", "trl")
 ALLOCATION_SOURCES = ("logged", "oracle")
 
 
@@ -45,7 +46,7 @@ def _default_beta_mixture():
 
 @dataclass(frozen=True)
 class SimConfig:
-    """One simulation run.  Defaults are the GRPO arm of the paper's campaign (DESIGN §1.5)."""
+    """One simulation run.  Defaults are the GRPO arm of the paper's campaign (:ref:`theory-paper`)."""
 
     # --- run --------------------------------------------------------------------------------
     name: str = "run"  # a label, copied into the summary; changes no number
@@ -78,6 +79,7 @@ class SimConfig:
     batch_size: int = 0  # prompts per step, sampled without replacement; 0 = every prompt every step
     verifier_noise: float = 0.0  # ν: the verifier flips each reward with this probability
     rollouts: str = "answers"  # answers: G Bernoulli answers per group, loss per answer | counts: k ~ Binom(G, p) per group, the same loss summed per (answer, reward) cell — same distribution, O(B) not O(B·G)
+    rollout_log: str = "none"  # none | verl ({step}.jsonl) | trl (completions/completions_{step:05d}.parquet): log every step's rollouts into the run folder's rollouts/, for gsd diagnose
 
     # --- method -----------------------------------------------------------------------------
     method: str = "grpo"  # grpo | dr_grpo | dapo (GRPO advantages + redraw of silent groups) | rloo
@@ -123,6 +125,7 @@ class SimConfig:
             ("dtype", DTYPES),
             ("mlp_offset", MLP_OFFSETS),
             ("rollouts", ROLLOUTS),
+            ("rollout_log", ROLLOUT_LOGS),
         ):
             if getattr(self, key) not in choices:
                 bad(key, f"must be one of {choices}")
@@ -232,9 +235,9 @@ class SimConfig:
 
 # ------------------------------------------------------------------------------------------
 def read_config_file(path) -> dict:
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"config file {str(path)!r} does not exist")
+    """The keys of a TOML or JSON file, given by path or as the name of a shipped config
+    (:func:`gsd.resources.config_file`)."""
+    path = config_file(path, what="config file")
     try:
         if path.suffix.lower() == ".json":
             return json.loads(path.read_text())

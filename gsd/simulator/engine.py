@@ -15,7 +15,8 @@ the run's state (:func:`setup`), then per step
 6. a checkpoint every ``checkpoint_every`` steps.
 
 A run is a folder: ``config.json`` (the resolved config), ``ledger.parquet``, ``checkpoint.pt``
-(policy, optimizer, every random state, the ledger so far, the step) and, once finished,
+(policy, optimizer, every random state, the ledger so far, the step), with ``rollout_log`` set
+a ``rollouts/`` folder in verl's or TRL's log format (:mod:`.rollout_log`) and, once finished,
 ``summary.json`` — the mark a sweep engine looks for (:func:`is_complete`).  Every file is
 replaced atomically.  ``resume=True`` continues from the checkpoint; on CPU the ledger is then
 identical to an uninterrupted run's, wall-time columns aside.  Results depend on the number of
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,17 +39,44 @@ from ..atomic import atomic_path, read_json, remove_temps, write_json
 from ..methods import method_spec
 from ..weighting import decile_index
 from .config import SimConfig, config_diff, resolve_device
-from .ledger import COLUMNS, LEDGER_FILE, N_DECILES, N_QUARTILES, Ledger, large_group_update, ledger_frame
+from .ledger import COLUMNS, LEDGER_FILE, N_DECILES, N_QUARTILES, Ledger, large_group_update
 from .ledger import predicted_silent, predicted_update, summarise, write_ledger
+from .budget import BudgetPlanner
 from .loss import AdvantageTable, log_pi, policy_loss
+from .optim import SGD, Adam, make_optimizer
 from .policy import make_policy
 from .population import STREAM_INIT, STREAM_ROLLOUTS, initial_solve_rates, sub_seed
-from .budget import BudgetPlanner
 from .sampling import Batch, Groups, plan_batch, sample_groups
 
-__all__ = ["run_simulation", "is_complete", "setup", "RunState"]
+__all__ = ["run_simulation", "is_complete", "setup", "RunState", "cpu_threads"]
 
 CONFIG_FILE, CHECKPOINT_FILE, SUMMARY_FILE = "config.json", "checkpoint.pt", "summary.json"
+ROLLOUTS_DIR = "rollouts"  # the rollout log's folder in a run folder (config key rollout_log)
+
+
+#: Answers per step below which a CPU run uses one torch thread (see :func:`cpu_threads`).
+SMALL_STEP = 1 << 18
+
+
+@contextmanager
+def cpu_threads(device: torch.device, answers_per_step: int):
+    """Run a small CPU workload on one torch thread, then restore the thread count.
+
+    Below :data:`SMALL_STEP` answers per step every tensor is too small for torch to split, so
+    extra threads only add hand-offs — and on a loaded machine each hand-off waits for a core
+    (10–100× slower steps measured on 2 busy cores).  The numbers are the same: a tensor this
+    small is reduced by one thread either way (the paper campaign's ledgers are bit-identical at
+    1 and 2 threads).  Larger runs keep torch's setting (``gsd simulate --threads``).
+    """
+    before = torch.get_num_threads()
+    small = device.type == "cpu" and answers_per_step < SMALL_STEP
+    if small and before > 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
 
 
 def is_complete(out_dir) -> bool:
@@ -63,7 +92,7 @@ class RunState:
     device: torch.device
     dtype: torch.dtype
     policy: torch.nn.Module
-    opt: torch.optim.Optimizer
+    opt: SGD | Adam
     gen: torch.Generator  # the rollout stream
     z_ref: torch.Tensor  # logits of the frozen initial policy (the KL penalty's reference)
     adv: AdvantageTable
@@ -88,8 +117,7 @@ def setup(cfg: SimConfig, p0: np.ndarray, device: torch.device) -> RunState:
     dtype = getattr(torch, cfg.dtype)
     spec = method_spec(cfg.method)
     policy = make_policy(cfg, p0, seed=sub_seed(cfg.seed, STREAM_INIT), dtype=dtype, device=device)
-    params = [q for q in policy.parameters() if q.requires_grad]
-    opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum) if cfg.optimizer == "sgd" else torch.optim.Adam(params, lr=cfg.lr)
+    opt = make_optimizer(cfg, policy.parameters())
     with torch.no_grad():
         z_ref = policy().detach().clone()
     decile_np = decile_index(p0)
@@ -126,7 +154,10 @@ def to_host(named: dict) -> dict:
     return out
 
 
-def _summary_state(host: dict) -> dict:
+@torch.no_grad()
+def population_summary(run: RunState, z: torch.Tensor) -> dict:
+    """The summary's ``initial`` / ``final`` entry for logits ``z``: mean p, mean arcsin, quartiles."""
+    host = to_host(population_state(run, torch.sigmoid(z)))
     return {"mean_p": host["mean_p"], "mean_arcsin": host["mean_arcsin"], "quartile_mean_p": host["mean_p_q"].tolist()}
 
 
@@ -163,7 +194,7 @@ def train_on_groups(run: RunState, batch: Batch, groups: Groups) -> dict:
         if epoch == 0 and cfg.kl_coef:
             # The ledger compares the policy-gradient part alone with the closed forms.
             out["dz"] = -torch.autograd.grad(terms.pg_loss, z, retain_graph=True)[0].detach()
-        run.opt.zero_grad(set_to_none=True)
+        run.opt.zero_grad()
         terms.loss.backward()
         if epoch == 0:
             if not cfg.kl_coef:
@@ -222,6 +253,26 @@ def fill_ledger_row(run: RunState, step: int, batch: Batch, groups: Groups, trai
 
 
 # --------------------------------------------------------------------------- the loop
+def train_step(run: RunState, step: int) -> dict:
+    """One training step, stage by stage; returns the ledger row it wrote."""
+    cfg, t0 = run.cfg, time.perf_counter()
+    with torch.no_grad():
+        p_all = torch.sigmoid(run.policy())  # the policy this step samples from
+        state = population_state(run, p_all)
+    batch = plan_batch(p_all, group_size=cfg.group_size, batch_size=cfg.batch_size, gen=run.gen)
+    if run.planner is not None:
+        batch = run.planner.plan(step, batch)
+    groups = sample_groups(batch, draws=run.draws, noise=cfg.verifier_noise, rollouts=cfg.rollouts, gen=run.gen)
+    if run.planner is not None:
+        run.planner.observe(step, batch, groups)
+    record_rollouts(run, step, batch, groups)
+    trained = train_on_groups(run, batch, groups)
+    with torch.no_grad():
+        row = fill_ledger_row(run, step, batch, groups, trained, state)
+    run.ledger.put(step, wall_s=time.perf_counter() - t0)
+    return row
+
+
 def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = True, on_step=None) -> dict:
     """Train one arm and return its summary (see :func:`gsd.simulator.ledger.summarise`).
 
@@ -236,45 +287,39 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
     mode, found = _open_run_folder(out, cfg, resume)
     if mode == "done":
         return found
-    run = setup(cfg, p0, device)
-    if mode == "resume":
-        _load_checkpoint(run, found, out)
-    with torch.no_grad():
-        initial = _summary_state(to_host(population_state(run, torch.sigmoid(run.z_ref))))
-
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=cfg.steps, initial=run.start, disable=not progress, desc=f"{cfg.name} [{cfg.method}]", unit="step")
-    for step in range(run.start, cfg.steps):
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            p_all = torch.sigmoid(run.policy())  # the policy this step samples from
-            state = population_state(run, p_all)
-        batch = plan_batch(p_all, group_size=cfg.group_size, batch_size=cfg.batch_size, gen=run.gen)
-        if run.planner is not None:
-            batch = run.planner.plan(step, batch)
-        groups = sample_groups(batch, draws=run.draws, noise=cfg.verifier_noise, rollouts=cfg.rollouts, gen=run.gen)
-        if run.planner is not None:
-            run.planner.observe(step, batch, groups)
-        record_rollouts(run, step, batch, groups)
-        trained = train_on_groups(run, batch, groups)
-        with torch.no_grad():
-            row = fill_ledger_row(run, step, batch, groups, trained, state)
-        run.ledger.put(step, wall_s=time.perf_counter() - t0)
-        if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
-            checkpoint(run, out, step + 1)
-        bar.update(1)
-        if progress and (step % 10 == 0 or step + 1 == cfg.steps):
-            bar.set_postfix(silent=f"{row['silent_frac']:.3f}", pred=f"{row['silent_pred']:.3f}", mean_p=f"{row['mean_p']:.3f}")
-        if on_step is not None:
-            on_step(step)
-    bar.close()
+    with cpu_threads(device, answers_per_step(cfg)):
+        run = setup(cfg, p0, device)
+        if cfg.rollout_log != "none":
+            from .rollout_log import RolloutLogWriter
 
-    with torch.no_grad():
-        final = _summary_state(to_host(population_state(run, torch.sigmoid(run.policy()))))
-    summary = summarise(ledger_frame(run.ledger.table), cfg, initial=initial, final=final, device=str(device))
+            run.rollout_writer = RolloutLogWriter(cfg.rollout_log, out / ROLLOUTS_DIR)
+        if mode == "resume":
+            _load_checkpoint(run, found, out)
+        initial = population_summary(run, run.z_ref)
+        bar = tqdm(total=cfg.steps, initial=run.start, disable=not progress, desc=f"{cfg.name} [{cfg.method}]", unit="step")
+        for step in range(run.start, cfg.steps):
+            row = train_step(run, step)
+            if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
+                checkpoint(run, out, step + 1)
+            bar.update(1)
+            if progress and (step % 10 == 0 or step + 1 == cfg.steps):
+                bar.set_postfix(silent=f"{row['silent_frac']:.3f}", pred=f"{row['silent_pred']:.3f}", mean_p=f"{row['mean_p']:.3f}")
+            if on_step is not None:
+                on_step(step)
+        bar.close()
+        final = population_summary(run, run.policy())
+    summary = summarise(run.ledger.columns(), cfg, initial=initial, final=final, device=str(device))
     write_json(out / SUMMARY_FILE, summary)  # written last: it marks the run complete
     return read_json(out / SUMMARY_FILE)
+
+
+def answers_per_step(cfg: SimConfig) -> int:
+    """Answers a step draws at most: batch × G × (DAPO: max_draws)."""
+    if cfg.allocation != "fixed" and cfg.budget:
+        return cfg.budget  # a budget plan draws at most its budget (no redraws with a plan)
+    return (cfg.batch_size or cfg.n_prompts) * cfg.group_size * (cfg.max_draws if method_spec(cfg.method).redraws_silent else 1)
 
 
 # --------------------------------------------------------------------------- run folder

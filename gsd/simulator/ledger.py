@@ -3,7 +3,7 @@
 Each training step appends one row: what the step *did* (silent groups seen, generations
 spent, the autograd logit-gradient mass per decile of initial p) beside what the closed forms
 of the math core *predict* for the same prompts at the policy the step sampled from
-(DESIGN §1.2 and §1.3).  :data:`COLUMNS` names and explains every column.
+(:ref:`theory-silent`, :ref:`theory-update`).  :data:`COLUMNS` names and explains every column.
 
 The closed forms come from :mod:`gsd.silent` and :mod:`gsd.update`, unchanged; the only thing
 added here is the effect of a noisy verifier, derived below.
@@ -19,7 +19,6 @@ import math
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ..atomic import atomic_path
 from ..methods import method_spec
@@ -70,11 +69,11 @@ COLUMNS: dict[str, str] = {
     "grad_mass": "Σ over batch prompts of g_j = −∂L/∂z_j, the autograd logit gradient of the first epoch's policy loss "
     "(the update before the learning rate; g_j ≥ 0 with an exact verifier, so this is Σ|∂L/∂z_j| there; a noisy verifier can make g_j < 0)",
     "grad_pred": "Σ over batch prompts of the closed form m_method(p_j, G) at the p before the step (NaN on steps without closed forms)",
-    "grad_limit": "Σ over batch prompts of sqrt(p_j(1−p_j)) at the p before the step: the large-G GRPO update (DESIGN §1.3, §1.4); "
+    "grad_limit": "Σ over batch prompts of sqrt(p_j(1−p_j)) at the p before the step: the large-G GRPO update (docs/theory.md, sections Expected update and The group-size law); "
     "grad_mass / grad_limit is the step's measured fidelity (the mass-weighted mean of |Δz_j| / (lr·sqrt(p_j(1−p_j)))) and "
     "grad_pred / grad_limit its exact expectation Σ φ(p_j, G)·sqrt(p_j(1−p_j)) / grad_limit (GRPO with ddof 0, eps 0, exact verifier)",
     "grad_law": "Σ over batch prompts of sqrt(p_j(1−p_j))·(1 − 1/(8·G·p_j(1−p_j))) at the p before the step: the update the "
-    "group-size law predicts (DESIGN §1.4), so grad_law / grad_limit is the law's fidelity at the same weights",
+    "group-size law predicts (docs/theory.md, section The group-size law), so grad_law / grad_limit is the law's fidelity at the same weights",
 }
 COLUMNS.update(
     {f"grad_mass_d{d}": f"grad_mass restricted to prompts whose initial p lies in decile {d} ([{d / 10:.1f}, {(d + 1) / 10:.1f}))" for d in range(N_DECILES)}
@@ -189,15 +188,22 @@ class Ledger:
         for name, value in values.items():
             row[self._at[name]] = value
 
+    def columns(self, rows: int | None = None) -> dict:
+        """The first ``rows`` rows (default: all) as {column: float64 array}, no DataFrame."""
+        t = self.table if rows is None else self.table[:rows]
+        return {c: t[:, j] for j, c in enumerate(COLUMNS)}
+
     def get(self, step: int, name: str):
         """The value (or block) ``name`` of row ``step``."""
         v = self.table[step, self._at[name]]
         return v if v.size > 1 else float(v[0])
 
 
-def ledger_frame(table: np.ndarray) -> pd.DataFrame:
+def ledger_frame(table: np.ndarray):
     """The ledger as a DataFrame from its float64 (steps, len(COLUMNS)) table: the
     :data:`INT_COLUMNS` as int64 (exact below 2^53), the rest float64."""
+    import pandas as pd
+
     table = np.asarray(table, dtype=np.float64).reshape(-1, len(COLUMNS))
     return pd.DataFrame(
         {c: (table[:, j].astype(np.int64) if c in INT_COLUMNS else table[:, j]) for j, c in enumerate(COLUMNS)},
@@ -226,13 +232,16 @@ def _shares(x):
     return (x / total).tolist() if total > 0 else [math.nan] * len(x)
 
 
-def summarise(ledger: pd.DataFrame, cfg, *, initial: dict, final: dict, device: str) -> dict:
+def summarise(ledger, cfg, *, initial: dict, final: dict, device: str) -> dict:
     """The run's summary: how well the closed forms tracked the training dynamics.
+
+    ``ledger``: its columns by name (the float64 table's :meth:`Ledger.columns`, or a
+    DataFrame as :func:`read_ledger` returns).
 
     * ``silent_r2``: R² of ``silent_pred`` against ``silent_frac`` over the steps;
     * ``decile_share_measured`` / ``decile_share_closed_form``: each initial-p decile's share of
-      the logit-gradient mass summed over the steps with closed forms (DESIGN §1.3's budget
-      share, measured by autograd against Σ m_method);
+      the logit-gradient mass summed over the steps with closed forms (the budget share of
+      :ref:`theory-update`, measured by autograd against Σ m_method);
     * ``fidelity_measured`` / ``fidelity_exact`` / ``fidelity_law``: Σ grad_mass, Σ grad_pred and
       Σ grad_law over Σ grad_limit — the mass-weighted fidelity of the run's updates to the
       large-G GRPO update, as measured by autograd, as the exact closed form predicts it
@@ -243,52 +252,54 @@ def summarise(ledger: pd.DataFrame, cfg, *, initial: dict, final: dict, device: 
     * ``initial`` / ``final``: mean p, mean 2·arcsin√p and the four initial-p quartile means;
     * ``generations_total``: answers generated (DAPO's redraws included).
     """
-    cf = ledger["grad_pred"].notna()
-    measured = ledger.loc[cf, [f"grad_mass_d{d}" for d in range(N_DECILES)]].sum().to_numpy()
-    closed = ledger.loc[cf, [f"grad_pred_d{d}" for d in range(N_DECILES)]].sum().to_numpy()
+    col = {c: np.asarray(ledger[c], dtype=np.float64) for c in COLUMNS}
+    cf = ~np.isnan(col["grad_pred"])
+    measured = np.array([col[f"grad_mass_d{d}"][cf].sum() for d in range(N_DECILES)])
+    closed = np.array([col[f"grad_pred_d{d}"][cf].sum() for d in range(N_DECILES)])
     share_m, share_c = _shares(measured), _shares(closed)
     diff = np.abs(np.asarray(share_m) - np.asarray(share_c))
-    total_pred = float(ledger.loc[cf, "grad_pred"].sum())
-    fid_rows = ledger.loc[cf] if cf.any() else ledger
-    first = ledger.iloc[:1]
+    total_pred = float(col["grad_pred"][cf].sum())
+    fid_rows = cf if cf.any() else np.ones_like(cf)
+    first = np.arange(cf.size) < 1
 
-    def ratio(rows, col):
-        den = float(rows["grad_limit"].to_numpy().sum())
-        return float(rows[col].to_numpy().sum()) / den if len(rows) and den > 0 else math.nan  # NaN stays NaN
+    def ratio(rows, name):
+        den = float(col["grad_limit"][rows].sum())
+        return float(col[name][rows].sum()) / den if rows.any() and den > 0 else math.nan  # NaN stays NaN
 
+    silent, pred = col["silent_frac"], col["silent_pred"]
     out = {
         "complete": True,
         "name": cfg.name,
         "method": cfg.method,
         "policy": cfg.policy,
         "device": device,
-        "steps": int(len(ledger)),
+        "steps": int(cf.size),
         "n_prompts": cfg.n_prompts,
         "group_size": cfg.group_size,
-        "silent_r2": r_squared(ledger["silent_frac"], ledger["silent_pred"]),
-        "silent_rmse": float(np.sqrt(((ledger["silent_frac"] - ledger["silent_pred"]) ** 2).mean())),
-        "silent_frac_mean": float(ledger["silent_frac"].mean()),
-        "silent_pred_mean": float(ledger["silent_pred"].mean()),
-        "zero_update_frac_mean": float(ledger["zero_update_frac"].mean()),
-        "zero_update_pred_mean": float(ledger["zero_update_pred"].mean()),
+        "silent_r2": r_squared(silent, pred),
+        "silent_rmse": float(np.sqrt(((silent - pred) ** 2).mean())),
+        "silent_frac_mean": float(silent.mean()),
+        "silent_pred_mean": float(pred.mean()),
+        "zero_update_frac_mean": float(col["zero_update_frac"].mean()),
+        "zero_update_pred_mean": float(col["zero_update_pred"].mean()),
         "decile_share_measured": share_m,
         "decile_share_closed_form": share_c,
         "decile_share_max_abs_diff": float(np.nanmax(diff)) if np.isfinite(diff).any() else math.nan,
-        "grad_mass_over_closed_form": float(ledger.loc[cf, "grad_mass"].sum() / total_pred) if total_pred > 0 else math.nan,
+        "grad_mass_over_closed_form": float(col["grad_mass"][cf].sum() / total_pred) if total_pred > 0 else math.nan,
         "closed_form_steps": int(cf.sum()),
         "fidelity_measured": ratio(fid_rows, "grad_mass"),
-        "fidelity_exact": ratio(ledger.loc[cf], "grad_pred"),
+        "fidelity_exact": ratio(cf, "grad_pred"),
         "fidelity_law": ratio(fid_rows, "grad_law"),
         "fidelity_measured_step0": ratio(first, "grad_mass"),
         "fidelity_exact_step0": ratio(first, "grad_pred"),
         "fidelity_law_step0": ratio(first, "grad_law"),
         "initial": initial,
         "final": final,
-        "groups_total": int(ledger["groups"].sum()),
-        "groups_pred_total": float(ledger["groups_pred"].sum()),
-        "generations_total": int(ledger["generations"].sum()),
-        "wall_s_total": float(ledger["wall_s"].sum()),
-        **allocation_summary(ledger, final),
+        "groups_total": int(col["groups"].sum()),
+        "groups_pred_total": float(col["groups_pred"].sum()),
+        "generations_total": int(col["generations"].sum()),
+        "wall_s_total": float(col["wall_s"].sum()),
+        **allocation_summary(col, final),
         "config": cfg.to_dict(),
     }
     return out
@@ -298,31 +309,34 @@ def summarise(ledger: pd.DataFrame, cfg, *, initial: dict, final: dict, device: 
 TARGETS = {"mean_p_0.9": ("mean_p", 0.9), "hard_quartile_p_0.8": ("mean_p_q1", 0.8)}
 
 
-def generations_to_target(ledger: pd.DataFrame, column: str, threshold: float, final_value: float):
+def generations_to_target(ledger, column: str, threshold: float, final_value: float):
     """Answers generated before ``column`` first reached ``threshold`` (NaN if it never did).
 
-    The ledger's state columns are read before each step, so reaching the target at step t
-    cost the generations of steps 0 … t−1; the state after the last step counts too.
+    ``ledger``: the ledger's columns by name (a DataFrame or a dict of arrays).  Its state
+    columns are read before each step, so reaching the target at step t cost the generations of
+    steps 0 … t−1; the state after the last step counts too.
     """
-    before = ledger[column].to_numpy()
-    spent = np.concatenate([[0], ledger["generations_cum"].to_numpy()])
+    before = np.asarray(ledger[column], dtype=np.float64)
+    spent = np.concatenate([[0.0], np.asarray(ledger["generations_cum"], dtype=np.float64)])
     hit = np.nonzero(np.concatenate([before, [final_value]]) >= threshold)[0]
     return float(spent[hit[0]]) if hit.size else math.nan
 
 
-def allocation_summary(ledger: pd.DataFrame, final: dict) -> dict:
+def allocation_summary(col, final: dict) -> dict:
     """Budget-allocation view of a run: effective-gradient ratio, generations to the targets,
-    planned value against measured gradient mass."""
+    planned value against measured gradient mass (``col``: the ledger's columns by name)."""
+    col = {c: np.asarray(col[c], dtype=np.float64) for c in
+           ("groups", "n_batch", "zero_update_frac", "grad_planned", "grad_mass", "generations_cum", "mean_p", "mean_p_q1")}
     final_cols = {"mean_p": final["mean_p"], "mean_p_q1": final["quartile_mean_p"][0]}
-    groups = float(ledger["groups"].sum())
-    kept = float((ledger["n_batch"] * (1 - ledger["zero_update_frac"])).sum())
-    planned = ledger["grad_planned"].notna()
+    groups = col["groups"].sum()
+    kept = (col["n_batch"] * (1 - col["zero_update_frac"])).sum()
+    planned = ~np.isnan(col["grad_planned"])
+    den = col["grad_planned"][planned].sum()
     return {
-        "effective_ratio": kept / groups if groups else math.nan,
-        "generations_to_target": {name: generations_to_target(ledger, col, thr, final_cols[col])
-                                  for name, (col, thr) in TARGETS.items()},
-        "grad_mass_over_planned": float(ledger.loc[planned, "grad_mass"].sum() / ledger.loc[planned, "grad_planned"].sum())
-        if planned.any() else math.nan,
+        "effective_ratio": float(kept / groups) if groups else math.nan,
+        "generations_to_target": {name: generations_to_target(col, c, thr, final_cols[c])
+                                  for name, (c, thr) in TARGETS.items()},
+        "grad_mass_over_planned": float(col["grad_mass"][planned].sum() / den) if planned.any() and den > 0 else math.nan,
     }
 
 
@@ -344,9 +358,17 @@ def write_ledger(path, table: np.ndarray) -> Path:
     return Path(path)
 
 
-def read_ledger(folder) -> pd.DataFrame:
-    """A run folder's ledger."""
+def read_ledger(folder, columns=None):
+    """A run folder's ledger as a DataFrame; with ``columns`` (a list of names), just those as
+    {name: numpy array}, read through pyarrow without pandas."""
     path = Path(folder) / LEDGER_FILE
     if not path.is_file():
         raise ValueError(f"out_dir {str(folder)!r} holds no ledger")
+    if columns is not None:
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path, columns=list(columns))
+        return {c: table.column(c).to_numpy() for c in columns}
+    import pandas as pd
+
     return pd.read_parquet(path)

@@ -1,8 +1,8 @@
 """Bernoulli-logit policies: each prompt j is answered right with probability p_j = sigmoid(z_j).
 
 The score of an answer y ∈ {0, 1} is ∂ log π(y)/∂z = y − p, so for a binary verifier the
-contrast s̄₊ − s̄₋ of DESIGN §1.1 is exactly 1 in logit space and the per-prompt logit gradient
-is the method's function of the group std σ (DESIGN §1.3).  Both policies expose
+contrast s̄₊ − s̄₋ of :ref:`theory-identity` is exactly 1 in logit space and the per-prompt logit gradient
+is the method's function of the group std σ (:ref:`theory-update`).  Both policies expose
 ``forward(idx) -> z`` (logits of the prompts ``idx``, or of all prompts when ``idx`` is None);
 the engine measures ∂L/∂z on that output, so the ledger is the same for both.
 

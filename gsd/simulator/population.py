@@ -1,4 +1,4 @@
-"""Where the prompts start: the initial success probability of each prompt (DESIGN §1.5).
+"""Where the prompts start: the initial success probability of each prompt (:ref:`theory-paper`).
 
 Three sources, all giving a float64 numpy array of ``n_prompts`` values in [p_min, p_max]:
 

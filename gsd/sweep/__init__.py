@@ -5,9 +5,12 @@ into ordinary run folders, runs what is not complete yet (retrying failures by r
 and writes one tidy ``results.parquet``.  :mod:`gsd.sweep.law` measures the group-size law in
 training from a sweep over group sizes and difficulty mixes.
 
->>> from gsd.sweep import run_sweep                                     # doctest: +SKIP
->>> res = run_sweep("law_in_training", "sweeps/law")                     # doctest: +SKIP
->>> res.table.head()                                                     # doctest: +SKIP
+.. code-block:: python
+
+    from gsd.sweep import run_sweep
+
+    res = run_sweep("law_in_training", "sweeps/law")   # the shipped grid, or a TOML file
+    res.table.head()
 """
 
 from .._lazy import lazy_exports

@@ -1,10 +1,12 @@
-"""The group-size law measured in training (DESIGN §1.4, issue 6).
+"""The group-size law measured in training (:ref:`theory-law`, issue 6).
 
 For the paper's model — one logit per prompt, GRPO with the population std, plain SGD with
 learning rate η, every prompt every step — a training step moves logit j by exactly
-η·σ_j, σ_j = sqrt(k(G−k))/G for a group with k right answers (DESIGN §1.3: the logit score
+η·σ_j, σ_j = sqrt(k(G−k))/G for a group with k right answers (:ref:`theory-update`: the logit score
 contrast is 1).  Dividing by the large-group update η·sqrt(p_j(1−p_j)) at the p before the step
 gives a per-prompt *empirical fidelity*
+
+::
 
     r_j = |Δz_j| / (η · sqrt(p_j(1−p_j))),      E[r_j | p_j] = φ(p_j, G) exactly,
 
@@ -21,7 +23,7 @@ The shipped grid ``law_in_training`` therefore varies ``steps`` over pairs (1 al
 first step).  Each measured Δz/η is checked to be one of the possible values sqrt(k(G−k))/G —
 the proof that the two checkpoints are consecutive.
 
-What the ledger adds.  Every run's ledger also has, per step, ``grad_mass`` (Σ_j |Δz_j|/η here)
+What the ledger adds.  Every run's ledger also has, per step, ``grad_mass`` (Σ_j ``|Δz_j|``/η here)
 and ``grad_limit`` = Σ_j sqrt(p_j(1−p_j)) at the p before the step (and ``grad_law``, the law's
 Σ_j sqrt(p_j(1−p_j))·(1 − 1/(8Gp_j(1−p_j)))), so grad_mass / grad_limit is the step's
 *mass-weighted* fidelity — for every step of a run, not only the steps a checkpoint pair

@@ -158,7 +158,7 @@ def test_rloo_expected_update_is_p_times_one_minus_p():
 
 
 def test_fidelity_published_example_and_law():
-    # DESIGN §1.4: p = 0.05, G = 64: law 0.959, exact 0.945.
+    # docs/theory.md, section The group-size law: p = 0.05, G = 64: law 0.959, exact 0.945.
     assert round(float(gsd.fidelity_law(0.05, 64)), 3) == 0.959
     assert round(float(gsd.fidelity(0.05, 64)), 3) == 0.945
 

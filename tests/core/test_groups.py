@@ -1,4 +1,4 @@
-"""Group statistics, advantages and the identity g = σ²/(σ_c + eps)·(s̄₊ − s̄₋) (DESIGN §1.1)."""
+"""Group statistics, advantages and the identity g = σ²/(σ_c + eps)·(s̄₊ − s̄₋) (docs/theory.md, section The group-standard-deviation identity)."""
 
 import numpy as np
 import pytest

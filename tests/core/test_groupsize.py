@@ -1,4 +1,4 @@
-"""Group-size planning against brute force (DESIGN §1.4)."""
+"""Group-size planning against brute force (docs/theory.md, section The group-size law)."""
 
 import numpy as np
 import pytest

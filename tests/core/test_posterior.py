@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate, optimize
-from scipy.stats import betabinom, binom
+from scipy.stats import betabinom
 from scipy.stats import beta as beta_dist
 
 import gsd
@@ -16,11 +16,11 @@ def _direct_fit(k, n):
     def nll(x):
         a, b = np.exp(x)
         return -betabinom.logpmf(k, n, a, b).sum()
-    res = optimize.minimize(nll, [0.0, 0.0], method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 20000})
+    res = optimize.minimize(nll, [0.0, 0.0], method="Nelder-Mead", options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 4000})
     return np.exp(res.x), -res.fun
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(st.floats(0.3, 8), st.floats(0.3, 8), st.integers(2, 32), st.integers(0, 2**31 - 1))
 def test_fit_maximises_the_marginal_likelihood(a, b, n, seed):
     rng = np.random.default_rng(seed)
@@ -60,12 +60,13 @@ def test_identical_counts_hit_the_concentration_bound_and_say_so():
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 30), st.integers(0, 30), st.floats(0.2, 5), st.floats(0.2, 5))
 def test_posterior_mean_matches_numerical_bayes(k, extra, a0, b0):
+    # Prior × likelihood integrated numerically, independent of the conjugate update: QUADPACK's
+    # algebraic weight p^α (1 − p)^β takes the endpoint singularities of a0 or b0 < 1 exactly.
     n = k + extra
     post = gsd.posterior_from_counts(k, n, prior=(a0, b0))
-    like = lambda p: beta_dist.pdf(p, a0, b0) * binom.pmf(k, n, p)
-    z = integrate.quad(like, 0, 1, epsabs=0, epsrel=1e-11, limit=200)[0]
-    m = integrate.quad(lambda p: p * like(p), 0, 1, epsabs=0, epsrel=1e-11, limit=200)[0] / z
-    assert float(post.mean) == pytest.approx(m, rel=1e-7)
+    w = dict(weight="alg", wvar=(a0 - 1 + k, b0 - 1 + n - k), epsabs=0, epsrel=1e-13)
+    m = integrate.quad(lambda p: p, 0, 1, **w)[0] / integrate.quad(lambda p: 1.0, 0, 1, **w)[0]
+    assert float(post.mean) == pytest.approx(m, rel=1e-10)
 
 
 def test_named_priors_and_unseen_prompts():

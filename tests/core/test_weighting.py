@@ -43,7 +43,7 @@ def test_bigmath_headline_figures():
     gr = np.sum((c * np.sqrt(ph * (1 - ph)))[ext]) / np.sum(c * np.sqrt(ph * (1 - ph)))
     assert gsd.budget_share(p, gsd.extreme_mask(p), method="dr_grpo") == pytest.approx(dr, rel=1e-12)
     assert gsd.budget_share(p, gsd.extreme_mask(p), method="grpo") == pytest.approx(gr, rel=1e-12)
-    # Published (DESIGN §1.5): 44.3 %, 13.9 %, 24.7 % — reported to the printed precision.
+    # Published (docs/theory.md, section The paper's definitions and reproduction targets): 44.3 %, 13.9 %, 24.7 % — reported to the printed precision.
     assert round(100 * silent8, 1) == 44.3
     assert round(100 * dr, 1) == 13.9 and round(100 * gr, 1) == 24.7
 

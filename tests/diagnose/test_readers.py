@@ -129,3 +129,25 @@ def test_bad_input(tmp_path, case, match):
         target.write_text("this is not parquet")
     with pytest.raises(ValueError, match=match):
         read_rollouts(target, **kwargs)
+
+
+def test_trl_chat_prompts_and_eval_rows(tmp_path):
+    chat = [[{"role": "user", "content": f"q{i % 3}"}] for i in range(12)]
+    df = pd.DataFrame({"mode": ["train"] * 8 + ["eval"] * 4, "step": 7, "prompt": chat, "completion": "a",
+                       "accuracy_reward": [1.0, 0, 1, 0, 1, 1, 0, 0, 1, 1, 1, 1], "advantage": 0.0})
+    (tmp_path / "completions").mkdir()
+    df.to_parquet(tmp_path / "completions" / "completions_00007.parquet")
+    log = read_rollouts(tmp_path)
+    assert log.rows == 8 and set(log.step) == {7}  # the evaluation rows are left out
+    assert sorted(log.labels) == sorted({str(x) for x in ['[{"content": "q0", "role": "user"}]',
+                                                          '[{"content": "q1", "role": "user"}]',
+                                                          '[{"content": "q2", "role": "user"}]']})
+
+
+def test_trl_sum_skips_functions_that_did_not_apply(tmp_path):
+    df = pd.DataFrame({"step": 1, "prompt": ["a"] * 4, "completion": "x", "math": [1.0, None, 0.0, None],
+                       "code": [None, 1.0, 0.0, None], "advantage": 0.0})
+    (tmp_path / "completions").mkdir()
+    df.to_parquet(tmp_path / "completions" / "completions_00001.parquet")
+    log = read_rollouts(tmp_path, reward="math+code")
+    assert log.reward.tolist() == [1.0, 1.0, 0.0] and log.bad_count == 1 and log.bad_rows[0].line == 4

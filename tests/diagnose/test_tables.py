@@ -130,3 +130,29 @@ def test_missing_prompts_keep_their_history(tmp_path):
     for lab, step, n_before in zip(label[:200], g["step"][:200], g["n_before"][:200]):
         assert n_before == int(((df["prompt"] == lab) & (df["step"] < step)).sum())
     assert (seen < 4).any()  # some prompts are missing on some steps
+
+
+def test_half_life_discounts_against_a_direct_loop(tmp_path):
+    df, _ = rollouts(steps=6, prompts=60, seed=3)
+    df = df[~((df["step"] == 4) & (df["prompt"].str.contains(" 1")))]  # gaps: some prompts skip step 4
+    write_verl(tmp_path, df)
+    h = 2.5
+    dx = diagnose(tmp_path, half_life=h, prior=(1.0, 1.0))
+    g = dx.groups
+    labels = read_rollouts(tmp_path).labels
+    counts = df.groupby(["prompt", "step"])["right"].agg(["size", "sum"])
+    for row in g.sample(80, random_state=0).itertuples():
+        past = counts.loc[labels[row.prompt]]
+        past = past[past.index < row.step]
+        w = 2.0 ** (-(row.step - past.index.to_numpy()) / h)
+        assert row.n_eff == pytest.approx((w * past["size"]).sum(), rel=1e-12, abs=1e-300)
+        assert row.k_eff == pytest.approx((w * past["sum"]).sum(), rel=1e-12, abs=1e-300)
+        assert row.a == pytest.approx(1.0 + row.k_eff) and row.b == pytest.approx(1.0 + row.n_eff - row.k_eff)
+    # Per prompt: every group weighs 2^(−age/h), age counted from the last step.
+    pr = dx.prompts.set_index("prompt")
+    for lab in labels[:20]:
+        c = counts.loc[lab]
+        w = 2.0 ** (-(6 - c.index.to_numpy()) / h)
+        assert pr.loc[lab, "p_mean"] == pytest.approx((1 + (w * c["sum"]).sum()) / (2 + (w * c["size"]).sum()), rel=1e-12)
+    with pytest.raises(ValueError, match="half_life"):
+        diagnose(tmp_path, half_life=0)

@@ -27,7 +27,7 @@ def test_configs_by_name_or_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert config_file(f"{name}.toml").resolve() == own.resolve()
     # Unknown: the error names the argument and lists what is shipped.
-    with pytest.raises(ValueError, match=rf"grid file not found: 'nope'.*{name}"):
+    with pytest.raises(ValueError, match=rf"grid file 'nope' not found.*{name}"):
         config_file("nope", what="grid file")
     with pytest.raises(ValueError, match="not found"):
         config_file(tmp_path / "sub" / name)  # a path in another folder is never a shipped name

@@ -75,15 +75,17 @@ def test_wheel_ships_data_and_configs(wheel_env):
 
 
 def test_package_imports_from_the_wheel_and_loads_bigmath(wheel_env):
-    code = ("import json, gsd, gsd.resources; p = gsd.load_bigmath(); "
+    code = ("import json, gsd, gsd.resources; from gsd.simulator.campaign import load_campaign; "
+            "p = gsd.load_bigmath(); c = load_campaign(); "
             "print(json.dumps({'file': gsd.__file__, 'n': int(p.size), 'mean': float(p.mean()), "
-            "'configs': sorted(gsd.resources.shipped_configs())}))")
+            "'configs': sorted(gsd.resources.shipped_configs()), 'arms': sorted(c['arms'])}))")
     out = json.loads(_run([wheel_env["python"], "-c", code], cwd=wheel_env["cwd"], env=wheel_env["env"]))
     assert Path(out["file"]).resolve().is_relative_to(wheel_env["prefix"].resolve())
     assert not Path(out["file"]).resolve().is_relative_to(ROOT)
     assert out["n"] == 215_608
     assert 0.0 < out["mean"] < 1.0
-    assert "law_in_training" in out["configs"]
+    assert {"law_in_training", "paper_campaign"} <= set(out["configs"])
+    assert out["arms"] == ["dapo", "dr_grpo", "grpo"]  # the paper's campaign, from package data
 
 
 def test_cli_plan(wheel_env):

@@ -37,7 +37,7 @@ def kernel():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=NAMES)
-def test_notebook_executes(path, kernel, tmp_path, monkeypatch):
+def test_notebook_executes(path, kernel, tmp_path, monkeypatch, executed_notebooks):
     import nbclient
 
     monkeypatch.setenv("GSD_NOTEBOOK_FAST", "1")
@@ -58,3 +58,4 @@ def test_notebook_executes(path, kernel, tmp_path, monkeypatch):
     n_fig_cells = sum("figure(" in c.source for c in nb.cells if c.cell_type == "code")
     assert len(images) >= n_fig_cells
     assert elapsed < 60, f"{path.name} took {elapsed:.1f} s"
+    nbformat.write(nb, executed_notebooks / path.name)  # rendered as it is by the docs build

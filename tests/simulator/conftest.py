@@ -48,7 +48,7 @@ def replay_first_step(cfg):
 
 
 def expected_update_of_k(k, G, method, ddof=0, eps=0.0):
-    """g for a binary group with k right (DESIGN §1.1 with s̄₊ − s̄₋ = 1): σ²/(σ_c + eps) or σ²."""
+    """g for a binary group with k right (the identity of docs/theory.md with s̄₊ − s̄₋ = 1): σ²/(σ_c + eps) or σ²."""
     k = np.asarray(k, dtype=np.float64)
     sigma = np.sqrt(k * (G - k)) / G
     if method == "dr_grpo":

@@ -1,4 +1,5 @@
-"""A short version of the paper's campaign (DESIGN §1.5): the closed forms track training."""
+"""A short version of the paper's campaign (docs/theory.md, section The paper's definitions and
+reproduction targets): the closed forms track training."""
 
 from __future__ import annotations
 

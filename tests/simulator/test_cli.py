@@ -20,7 +20,7 @@ from gsd.cli import main
         (["--set", "method=ppo"], "'method' = 'ppo'"),
         (["--set", "nonsense"], "key=value"),
         (["--config", "does/not/exist.toml"], "does not exist"),
-        (["--campaign", "simulations/paper_campaign.toml", "--set", "decile_draws=0"], "decile_draws"),
+        (["--campaign", "paper_campaign", "--set", "decile_draws=0"], "decile_draws"),
         (["--threads", "0"], "--threads"),
     ],
 )
@@ -55,7 +55,7 @@ def test_run_and_resume_flags(tmp_path, capsys):
 
 def test_campaign_cli(tmp_path, capsys):
     fig = tmp_path / "fig" / "campaign.png"
-    rc = main(["simulate", "--campaign", "simulations/paper_campaign.toml", "--out", str(tmp_path / "c"), "--no-progress",
+    rc = main(["simulate", "--campaign", "paper_campaign", "--out", str(tmp_path / "c"), "--no-progress",
                "--set", "n_prompts=300", "--set", "steps=5", "--set", "decile_draws=5", "--figure", str(fig)])
     assert rc == 0
     out = capsys.readouterr().out

@@ -72,7 +72,7 @@ def test_bad_files(tmp_path):
     with pytest.raises(ValueError, match="'learning_rate'"):
         SimConfig.from_toml(tmp_path / "unknown.toml")
     with pytest.raises(ValueError, match="campaign"):
-        SimConfig.from_toml(os.path.join(os.path.dirname(__file__), "..", "..", "simulations", "paper_campaign.toml"))
+        SimConfig.from_toml("paper_campaign")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")

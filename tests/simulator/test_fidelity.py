@@ -1,5 +1,5 @@
 """The fidelity columns of the ledger: grad_limit = Σ sqrt(p(1−p)) (the large-G GRPO update),
-grad_law (the group-size law's update), and the summary's fidelity entries (DESIGN §1.4).
+grad_law (the group-size law's update), and the summary's fidelity entries (docs/theory.md, section The group-size law).
 
 For tabular GRPO with ddof 0, eps 0 and an exact verifier, grad_mass / grad_limit is the
 mass-weighted fidelity measured by autograd and grad_pred / grad_limit its exact expectation

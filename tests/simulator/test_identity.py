@@ -1,6 +1,6 @@
 """One step through the whole stack (sampling → core advantages → autograd → SGD) moves each
 tabular logit by exactly lr·g_j, g_j = σ (GRPO), σ² (Dr.GRPO), σ²/(σ_c + eps) in general
-(DESIGN §1.1, §1.3) — with σ recomputed here from a replay of the sampled rewards."""
+(docs/theory.md, sections The group-standard-deviation identity and Expected update) — with σ recomputed here from a replay of the sampled rewards."""
 
 from __future__ import annotations
 

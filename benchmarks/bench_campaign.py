@@ -1,0 +1,88 @@
+"""Whole-process benchmark: ``gsd simulate --campaign`` against the paper's workload as a plain
+numpy + matplotlib script (``benchmarks/paper_workload.py``), timed side by side in one run.
+
+    .venv/bin/python benchmarks/bench_campaign.py --out runs/bench_campaign.json [--repeats 3]
+
+Each side is a fresh Python process (imports, work, files, figure), started the same way, run
+alternately ``--repeats`` times; the figure is the best wall time of each and their ratio.  The
+campaign is the repository's ``simulations/paper_campaign.toml`` (3 arms × 150 steps × 6,000
+prompts, G = 8, 200-draw decile measurement, ledger, checkpoints, summary and figure); the
+script does the paper's loop (analytic gain, no autograd) with a 400-draw decile measurement and
+one figure.  ``--device`` picks the campaign's device (cuda: the CUDA path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def timed(cmd, cwd, env=None) -> float:
+    """Wall seconds of one process, started in ``cwd`` (not the checkout: ``-m`` puts the cwd
+    first on sys.path, which would shadow ``--baseline-root``)."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"bench_campaign: {' '.join(map(str, cmd))} failed:\n{proc.stderr[-2000:]}")
+    return wall
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="results JSON path")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"))
+    ap.add_argument("--campaign", default=str(ROOT / "simulations" / "paper_campaign.toml"))
+    ap.add_argument("--baseline-root", help="also time the campaign of another checkout of gsd (e.g. a git worktree "
+                    "of an earlier commit), imported from there: before/after in the same run")
+    args = ap.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="gsd-bench-campaign-"))
+    gsd = [sys.executable, "-m", "gsd.cli"]
+    script = [sys.executable, str(ROOT / "benchmarks" / "paper_workload.py")]
+    times = {"gsd_campaign_s": [], "paper_script_s": []}
+    if args.baseline_root:
+        times["baseline_campaign_s"] = []
+        base_env = {**os.environ, "PYTHONPATH": str(Path(args.baseline_root).resolve())}
+    try:
+        for i in range(args.repeats):
+            times["paper_script_s"].append(timed(script + ["--out", str(work / f"script-{i}")], work))
+            campaign = ["simulate", "--campaign", args.campaign, "--device", args.device, "--no-progress", "--out"]
+            times["gsd_campaign_s"].append(timed(gsd + campaign + [str(work / f"campaign-{i}")], work))
+            if args.baseline_root:
+                times["baseline_campaign_s"].append(timed(gsd + campaign + [str(work / f"baseline-{i}")], work, env=base_env))
+        summary = json.loads((work / "campaign-0" / "campaign_summary.json").read_text())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    best = {k: min(v) for k, v in times.items()}
+    results = {
+        "machine": {"python": platform.python_version(), "platform": platform.platform(), "device": args.device},
+        "runs": times,
+        "best": best,
+        "ratio": best["gsd_campaign_s"] / best["paper_script_s"],
+        "baseline_ratio": best["baseline_campaign_s"] / best["paper_script_s"] if args.baseline_root else None,
+        "campaign_silent_r2": summary["silent_r2"],
+    }
+    print(f"whole process, best of {args.repeats}: gsd simulate --campaign {best['gsd_campaign_s']:.2f} s, "
+          f"plain numpy script {best['paper_script_s']:.2f} s, ratio {results['ratio']:.2f}")
+    if args.baseline_root:
+        print(f"baseline checkout {args.baseline_root}: {best['baseline_campaign_s']:.2f} s, ratio {results['baseline_ratio']:.2f}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

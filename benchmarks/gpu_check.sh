@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# GPU check of the simulator, in under 5 minutes: the CUDA path of the paper campaign and the
+# scale benchmark (10^6 prompts x G = 64), every figure written to one folder.
+#
+#   bash benchmarks/gpu_check.sh [OUT]          # default OUT: runs/gpu_check
+#
+# Needs the package installed with a CUDA build of torch (README, "GPU"). Without a CUDA device
+# it runs a small CPU fallback of the same steps (a check that the script itself works), and
+# says so in OUT/figures.txt. Each part has its own time limit, so the whole stays under 5 min.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-runs/gpu_check}
+PY=${PY:-.venv/bin/python}
+[ -x "$PY" ] || PY=python3
+mkdir -p "$OUT"
+LOG="$OUT/log.txt"
+: > "$LOG"
+
+if "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>>"$LOG"; then
+  DEVICE=cuda
+  CAMPAIGN_SETS=()
+  SCALE=(--prompts 1000000 --group-size 64 --steps 3 --dtype float32)
+  nvidia-smi > "$OUT/nvidia_smi.txt" 2>&1 || true
+else
+  DEVICE=cpu
+  echo "gpu_check: no CUDA device, running the small CPU fallback (not a GPU measurement)" | tee -a "$LOG"
+  CAMPAIGN_SETS=(--set n_prompts=1000 --set steps=20 --set decile_draws=20)
+  SCALE=(--prompts 20000 --group-size 64 --steps 2 --dtype float32)
+fi
+"$PY" -c "import torch, platform; print('torch', torch.__version__, 'cuda', torch.version.cuda, platform.platform())" >> "$LOG" 2>&1
+
+status=0
+# 1. The paper campaign on the device (3 arms x 150 steps x 6,000 prompts, G = 8), whole process.
+rm -rf "$OUT/campaign"
+start=$(date +%s%N)
+timeout 150 "$PY" -m gsd.cli simulate --campaign simulations/paper_campaign.toml --out "$OUT/campaign" \
+  --device "$DEVICE" --no-progress --json "${CAMPAIGN_SETS[@]}" > "$OUT/campaign.json" 2>> "$LOG" || status=1
+end=$(date +%s%N)
+echo "campaign_process_ms $(( (end - start) / 1000000 ))" > "$OUT/campaign_time.txt"
+
+# 2. Scale: per-step throughput at 10^6 prompts x G = 64, with and without the per-step closed
+#    forms, beside the numpy loop at the same size (benchmarks/bench_simulator.py, part 3).
+timeout 150 "$PY" benchmarks/bench_simulator.py --device "$DEVICE" "${SCALE[@]}" --skip-campaign \
+  --scaling-prompts "" --out "$OUT/bench_scale.json" > "$OUT/bench_scale.txt" 2>> "$LOG" || status=1
+
+# 3. The figures, in one file.
+"$PY" - "$OUT" "$DEVICE" <<'EOF' >> "$LOG" 2>&1 || status=1
+import json, sys
+from pathlib import Path
+out, device = Path(sys.argv[1]), sys.argv[2]
+lines = [f"device: {device}" + ("" if device == "cuda" else " (CPU fallback: small sizes, not a GPU measurement)")]
+camp = out / "campaign.json"
+if camp.is_file() and camp.stat().st_size:
+    s = json.loads(camp.read_text())
+    lines.append("campaign silent R2: " + ", ".join(f"{k} {v:.5f}" for k, v in s["silent_r2"].items()))
+    lines.append("campaign hardest-quartile final mean p: " + ", ".join(f"{k} {v:.4f}" for k, v in s["hard_quartile_final"].items()))
+    lines.append(f"campaign DAPO generations / GRPO: {s['dapo_generation_cost_ratio']:.4f} (closed form {s['dapo_generation_cost_ratio_pred']:.4f})")
+    for m in ("grpo", "dr_grpo"):
+        lines.append(f"campaign initial deciles {m}: largest share gap {s['decile_measurement'][m]['share_max_abs_diff']:.5f}")
+    lines.append((out / "campaign_time.txt").read_text().strip())
+else:
+    lines.append("campaign: no result (see log.txt)")
+bench = out / "bench_scale.json"
+if bench.is_file():
+    tp = json.loads(bench.read_text())["throughput"]
+    lines.append(f"scale {tp['prompts']:,} prompts x G = {tp['group_size']} ({tp['dtype']}), s/step:")
+    for key, v in tp.items():
+        if isinstance(v, dict):
+            lines.append(f"  {key:<38} {v['s_per_step']:.4f} s  {v['answers_per_s']:,.0f} answers/s")
+    ref = tp["numpy_ledger"]["s_per_step"]
+    for rollouts in ("answers", "counts"):
+        lines.append(f"  ratio engine_{rollouts}_with_closed_form / numpy_ledger: {tp[f'engine_{rollouts}_with_closed_form']['s_per_step'] / ref:.2f}")
+else:
+    lines.append("scale benchmark: no result (see log.txt)")
+(out / "figures.txt").write_text("\n".join(lines) + "\n")
+print("\n".join(lines))
+EOF
+cat "$OUT/figures.txt" 2>/dev/null
+exit $status

@@ -1,0 +1,84 @@
+"""Sphinx configuration of the gsd documentation (``make docs``)."""
+
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "_ext"))
+
+import gsd  # noqa: E402  (the installed package is the one documented)
+
+# Notebooks run in their fast mode (the kernels inherit this environment).
+os.environ.setdefault("GSD_NOTEBOOK_FAST", "1")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+project = "gsd"
+author = "the gsd authors"
+copyright = "the gsd authors, MIT licence"
+release = version = gsd.__version__
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.intersphinx",
+    "numpydoc",
+    "myst_nb",
+    "sphinxarg.ext",
+    "gsd_docs",
+]
+
+source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "Thumbs.db", ".DS_Store"]
+root_doc = "index"
+
+# --- API reference
+autosummary_generate = True
+autosummary_ignore_module_all = False  # a module page lists exactly its __all__
+templates_path = ["_templates"]
+autodoc_default_options = {"members": False}
+autodoc_typehints = "none"  # numpydoc's Parameters sections carry the types
+numpydoc_show_class_members = False
+numpydoc_class_members_toctree = False
+numpydoc_use_plots = False
+
+intersphinx_mapping = {}  # offline build: no inventories fetched
+
+# --- MyST and notebooks
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
+myst_heading_anchors = 3
+myst_dmath_double_inline = True
+nb_execution_mode = os.environ.get("GSD_DOCS_NB_EXECUTION", "cache")
+nb_execution_timeout = 300
+nb_execution_in_temp = True  # what a notebook writes into its working folder stays out of the checkout
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+nb_merge_streams = True
+
+math_eqref_format = "({number})"
+math_numfig = True
+numfig = True
+
+# --- HTML
+html_theme = "pydata_sphinx_theme"
+html_title = f"gsd {release}"
+html_theme_options = {
+    "navigation_with_keys": False,
+    "show_toc_level": 2,
+    "secondary_sidebar_items": ["page-toc"],
+}
+html_static_path = []
+html_last_updated_fmt = None
+
+
+def _scratch_outputs(app):
+    """Whatever the notebooks write goes beside the build, never into the checkout's figures/
+    or sweeps/."""
+    scratch = Path(app.doctreedir) / "notebook-outputs"
+    os.environ.setdefault("GSD_FIGURES_DIR", str(scratch / "figures"))
+    os.environ.setdefault("GSD_SWEEPS_DIR", str(scratch / "sweeps"))
+
+
+def setup(app):
+    app.connect("builder-inited", _scratch_outputs)

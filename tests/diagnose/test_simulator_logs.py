@@ -1,0 +1,65 @@
+"""Closure with the simulator: its verl/TRL rollout logs, diagnosed, give back what it knows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gsd.diagnose import diagnose
+from gsd.diagnose.closure import closure_config, closure_figure, simulate_and_diagnose
+from gsd.simulator import SimConfig
+
+CONFIG = closure_config(fast=True)  # 200 prompts, 40 steps, half of them per step
+
+
+@pytest.fixture(scope="module")
+def closures(tmp_path_factory):
+    return {fmt: simulate_and_diagnose(CONFIG, tmp_path_factory.mktemp(f"sim_{fmt}") / "run", fmt=fmt)
+            for fmt in ("verl", "trl")}
+
+
+def test_files_in_each_format(closures):
+    run = closures["verl"].run
+    assert sorted(p.name for p in (run / "rollouts").iterdir()) == sorted(f"{s}.jsonl" for s in range(1, 41))
+    run = closures["trl"].run
+    trl = sorted(p.name for p in (run / "rollouts" / "completions").iterdir())
+    assert trl == [f"completions_{s:05d}.parquet" for s in range(1, 41)]
+    cols = pd.read_parquet(run / "rollouts" / "completions" / "completions_00001.parquet").columns.tolist()
+    assert cols == ["step", "prompt", "completion", "correctness", "p", "advantage"]
+
+
+@pytest.mark.parametrize("fmt", ["verl", "trl"])
+def test_diagnosis_recovers_the_simulation(closures, fmt):
+    c = closures[fmt]
+    dx, ledger = c.diagnosis, c.ledger
+    # Silent fractions and rollouts: exactly the simulator's own, step by step.
+    np.testing.assert_array_equal(dx.steps["step"], ledger["step"] + 1)
+    sc = c.silent_check()
+    np.testing.assert_allclose(sc["diagnosis"], sc["simulator"], rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(dx.steps["rollouts"], ledger["generations"])
+    # Recovered solve rates against the truth, for prompts seen at least 64 times.
+    rec = c.recovery(64)
+    assert rec["prompts"] > 100 and rec["corr"] >= 0.9
+    # Calibration: over all groups, and within quantile bins of the predicted probability.
+    assert abs(dx.summary["calibration"]["z"]) < 3
+    rel = c.reliability(bins=5)
+    assert (rel["z"].abs() < 4).all(), rel
+
+
+def test_both_formats_give_the_same_diagnosis(closures):
+    pd.testing.assert_frame_equal(closures["verl"].diagnosis.steps, closures["trl"].diagnosis.steps)
+    np.testing.assert_allclose(closures["verl"].truth, closures["trl"].truth, rtol=1e-13)  # JSON keeps 15 digits
+
+
+def test_figure_and_cli_on_the_run(closures, tmp_path):
+    fig = closure_figure(closures["verl"])
+    assert len(fig.axes) == 3
+    dx = diagnose(closures["verl"].run / "rollouts", half_life=10, progress=False)
+    assert dx.summary["half_life"] == 10 and np.isfinite(dx.summary["calibration"]["z"])
+
+
+def test_rollout_log_key_is_checked():
+    with pytest.raises(ValueError, match="rollout_log"):
+        SimConfig(rollout_log="csv")
+    assert SimConfig().rollout_log == "none"
