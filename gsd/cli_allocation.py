@@ -15,7 +15,7 @@ import json
 
 from .cli import CliError, emit, parse_list
 
-HELP = "rollouts per step to share out among the prompts (see docs/theory.md, section Budget allocation)"
+HELP = "rollouts per step to share out among the prompts (see docs/theory.md, section Spending a rollout budget)"
 
 
 def add_arguments(p) -> None:

@@ -617,8 +617,8 @@ def _allocation_markdown(a: dict) -> list[str]:
     ref = a["reference_arm"]
     L.append(f"Run folder `{a['run_dir']}`; seeds {a['seeds']}; " + ", ".join(f"{k} = {v}" for k, v in setup.items())
              + f". Every arm is read at the total generations of {LABELS.get(ref, ref)} (all its steps); allocated "
-             "arms share 8 rollouts per prompt per step (budget allocation: see docs/theory.md, section Budget "
-             "allocation). Mean over seeds [95 % t-interval].\n")
+             "arms share 8 rollouts per prompt per step (see docs/theory.md, section Spending a rollout "
+             "budget). Mean over seeds [95 % t-interval].\n")
     t = a["targets"]
     rows = []
     for name, r in a["arms"].items():

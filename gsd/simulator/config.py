@@ -96,7 +96,7 @@ class SimConfig:
     clip_low: float = 0.2  # ε_low: ratio floor 1 − ε_low
     clip_high: float = 0.2  # ε_high: ratio ceiling 1 + ε_high (DAPO's clip-higher sets it above ε_low)
     kl_coef: float = 0.0  # β of the k3 penalty to the frozen initial policy (0: none)
-    # --- budget allocation (per-prompt group sizes; see docs/theory.md, section Budget allocation) ---
+    # --- budget allocation (per-prompt group sizes; see docs/theory.md, section Spending a rollout budget) ---
     allocation: str = "fixed"  # fixed (every prompt gets group_size) | update | dr_grpo | progress | nonsilent | knapsack
     budget: int = 0  # rollouts per step shared by the allocator; 0 = batch prompts × group_size
     replan_every: int = 1  # steps between two plans (the plan in between is kept)
