@@ -41,7 +41,7 @@ __all__ = ["Published", "PUBLISHED", "HISTOGRAM_NOTE", "compare", "run_reproduct
 DEFAULT_OUT = Path("reports") / "latest"
 #: Top-level keys of report.json.
 REPORT_KEYS = ("meta", "comparisons", "bigmath", "group_size_table", "theory", "dapo", "conventions",
-               "campaign", "figures")
+               "campaign", "allocation", "figures")
 
 
 @dataclass(frozen=True)
@@ -660,10 +660,16 @@ def allocation_verdict(a: dict) -> str:
         else:
             lines.append("Neither arm reached the hardest-quartile target within the budget; the ~2× compute claim "
                          "cannot be checked at this size.")
+    from .allocation_campaign import LABELS
+
     real = {n: r for n, r in arms.items() if not n.startswith("oracle")}
-    best = max(real, key=lambda n: real[n]["hard_quartile_p"]["mean"])
-    best_eff = max(real, key=lambda n: real[n]["effective_ratio"]["mean"])
-    lines.append(f"Best arm without the oracle by the hardest quartile at equal generations: {best} "
-                 f"({_ci(real[best]['hard_quartile_p'])}); by effective-gradient ratio: {best_eff}. A higher "
+
+    def best(key):
+        name = max(real, key=lambda n: real[n][key]["mean"])
+        return f"{LABELS.get(name, name)} ({_ci(real[name][key])})"
+
+    lines.append(f"Without the oracle, at equal generations, the best arm by the hardest quartile's p is "
+                 f"{best('hard_quartile_p')}; by mean 2·arcsin√p (GRPO's objective) {best('mean_arcsin')}; by mean p "
+                 f"{best('mean_p')}; by effective-gradient ratio {best('effective_ratio')}. A higher "
                  "effective-gradient ratio is not by itself more learning: what matters is where the gradient goes.")
     return " ".join(lines)
