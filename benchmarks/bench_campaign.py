@@ -5,7 +5,7 @@ numpy + matplotlib script (``benchmarks/paper_workload.py``), timed side by side
 
 Each side is a fresh Python process (imports, work, files, figure), started the same way, run
 alternately ``--repeats`` times; the figure is the best wall time of each and their ratio.  The
-campaign is the repository's ``simulations/paper_campaign.toml`` (3 arms × 150 steps × 6,000
+campaign is the shipped ``paper_campaign`` (3 arms × 150 steps × 6,000
 prompts, G = 8, 200-draw decile measurement, ledger, checkpoints, summary and figure); the
 script does the paper's loop (analytic gain, no autograd) with a 400-draw decile measurement and
 one figure.  ``--device`` picks the campaign's device (cuda: the CUDA path).
@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, help="results JSON path")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"))
-    ap.add_argument("--campaign", default=str(ROOT / "simulations" / "paper_campaign.toml"))
+    ap.add_argument("--campaign", default="paper_campaign", help="campaign file or shipped campaign name")
     ap.add_argument("--baseline-root", help="also time the campaign of another checkout of gsd (e.g. a git worktree "
                     "of an earlier commit), imported from there: before/after in the same run")
     args = ap.parse_args(argv)

@@ -33,7 +33,7 @@ status=0
 # 1. The paper campaign on the device (3 arms x 150 steps x 6,000 prompts, G = 8), whole process.
 rm -rf "$OUT/campaign"
 start=$(date +%s%N)
-timeout 150 "$PY" -m gsd.cli simulate --campaign simulations/paper_campaign.toml --out "$OUT/campaign" \
+timeout 150 "$PY" -m gsd.cli simulate --campaign paper_campaign --out "$OUT/campaign" \
   --device "$DEVICE" --no-progress --json "${CAMPAIGN_SETS[@]}" > "$OUT/campaign.json" 2>> "$LOG" || status=1
 end=$(date +%s%N)
 echo "campaign_process_ms $(( (end - start) / 1000000 ))" > "$OUT/campaign_time.txt"

@@ -273,21 +273,18 @@ def prompt_table(log: RolloutLog, groups: pd.DataFrame, prior, *, epsilon: float
                         "steps": steps, "silent_steps": silent, "p_mean": post.mean, "p_lo": lo, "p_hi": hi,
                         "group_size": required_group_size(post.mean, epsilon)})
     if budget is not None:
-        alloc = _allocate(post.mean, budget)
-        if alloc is not None:
-            out["group_size_budget"] = alloc
+        out["group_size_budget"] = _allocate(post, budget)
     return out
 
 
-def _allocate(p, budget):
-    """The budget allocator's group sizes, when this version of the package has one."""
+def _allocate(post, budget):
+    """Group sizes of the budget allocator (:ref:`theory-allocation`) for these posteriors."""
     import gsd
 
     allocate = getattr(gsd, "allocate_group_sizes", None)
     if allocate is None:
-        return None
-    result = allocate(p, budget)
-    return np.asarray(getattr(result, "group_sizes", result))
+        raise InputError("budget: this version of gsd has no budget allocator (gsd.allocate_group_sizes)")
+    return np.asarray(allocate(post, budget).group_size)
 
 
 @dataclass

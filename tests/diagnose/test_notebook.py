@@ -23,7 +23,7 @@ def test_committed_without_outputs_and_thin():
             assert word not in cell.source, f"{word!r} in a cell"
 
 
-def test_notebook_executes(tmp_path, monkeypatch):
+def test_notebook_executes(tmp_path, monkeypatch, executed_notebooks):
     nbclient = pytest.importorskip("nbclient")
     kernelspec = pytest.importorskip("jupyter_client.kernelspec")
     if "python3" not in kernelspec.find_kernel_specs():
@@ -43,3 +43,4 @@ def test_notebook_executes(tmp_path, monkeypatch):
     assert len(images) == sum("figure(" in c.source for c in nb.cells if c.cell_type == "code") == 3
     assert (tmp_path / "runs" / "diagnose_closure" / "rollouts" / "40.jsonl").is_file()
     assert elapsed < 120, f"notebook took {elapsed:.1f} s"
+    nbformat.write(nb, executed_notebooks / NOTEBOOK.name)  # rendered as it is by the docs build

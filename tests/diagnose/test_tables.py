@@ -156,3 +156,18 @@ def test_half_life_discounts_against_a_direct_loop(tmp_path):
         assert pr.loc[lab, "p_mean"] == pytest.approx((1 + (w * c["sum"]).sum()) / (2 + (w * c["size"]).sum()), rel=1e-12)
     with pytest.raises(ValueError, match="half_life"):
         diagnose(tmp_path, half_life=0)
+
+
+def test_budget_allocation_of_the_posteriors(tmp_path):
+    df, _ = rollouts(steps=3, prompts=80)
+    write_verl(tmp_path, df)
+    if not hasattr(gsd, "allocate_group_sizes"):
+        with pytest.raises(ValueError, match="budget"):
+            diagnose(tmp_path, budget=640)
+        pytest.skip("no budget allocator in this version")
+    dx = diagnose(tmp_path, budget=640)
+    a, b = dx.summary["prior"]["a"], dx.summary["prior"]["b"]
+    pr = dx.prompts
+    post = gsd.posterior_from_counts(pr["right"].to_numpy(), pr["rollouts"].to_numpy(), prior=(a, b))
+    np.testing.assert_array_equal(pr["group_size_budget"], gsd.allocate_group_sizes(post, 640).group_size)
+    assert pr["group_size_budget"].sum() <= 640
