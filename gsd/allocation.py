@@ -69,8 +69,9 @@ ALLOCATION_VALUES = tuple(_VALUES)
 
 # Terms per dense block of a beta-binomial sum (bounds temporary memory to ~16 MB per array).
 _BLOCK_TERMS = 1 << 21
-# Largest value table (distinct prompts × grid points) the allocator builds: 800 MB of float64.
-_MAX_TABLE = 100_000_000
+# Largest value table (distinct prompts × grid points) the allocator builds: 160 MB of float64 (its
+# envelope, segment and index tables take a few times that).
+_MAX_TABLE = 20_000_000
 # Rows whose slopes rise by less than this (relative) are concave to rounding.
 _CONCAVE_RTOL = 1e-11
 

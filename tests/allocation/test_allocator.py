@@ -184,3 +184,11 @@ def test_bad_rates_and_counts_are_refused():
         gsd.posterior_from_counts([-1, 2], 8)
     with pytest.raises(ValueError, match="k must be <= n"):
         gsd.posterior_from_counts([9, 2], 8)
+
+
+def test_too_many_distinct_prompts_for_the_grid_is_an_input_error():
+    """10^5 distinct rates × 511 grid points: refused before any work, naming g_max."""
+    p = np.linspace(0.001, 0.999, 100_000)
+    with pytest.raises(gsd.InputError, match="g_max: 100000 distinct prompts × 511 grid points"):
+        gsd.allocate_group_sizes(p, 800_000)
+    assert gsd.allocate_group_sizes(np.round(p, 3), 800_000, g_max=64).spent == 800_000  # 999 distinct: fine
