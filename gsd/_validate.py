@@ -16,6 +16,8 @@ from ._errors import InputError
 
 __all__ = [
     "InputError",
+    "MAX_GROUP_SIZE",
+    "MAX_EXACT_GROUP_SIZE",
     "as_probability",
     "as_group_size",
     "as_open_unit",
@@ -32,7 +34,7 @@ def _show(value, limit: int = 6) -> str:
     if arr.ndim == 0:
         return repr(arr.item())
     flat = arr.ravel()
-    text = ", ".join(repr(x.item()) for x in flat[:limit])
+    text = ", ".join(repr(x.item() if hasattr(x, "item") else x) for x in flat[:limit])
     more = f", ... ({flat.size} values)" if flat.size > limit else ""
     return f"[{text}{more}]"
 
@@ -56,14 +58,32 @@ def as_probability(p, name: str = "p") -> np.ndarray:
     return arr
 
 
-def as_group_size(G, name: str = "G", minimum: int = 1) -> np.ndarray:
-    """G as an int64 array of integers >= minimum (floats equal to integers are accepted)."""
+#: Largest group size any function accepts: every integer up to 2^53 is exact in float64,
+#: where the closed forms (p^G, G·p(1−p), ...) compute.
+MAX_GROUP_SIZE = 2**53
+#: Largest group size of the exact binomial sums (fidelity, expected updates): their window of
+#: k holds ~24·sqrt(G·p(1−p)) + 80 terms, at most ~0.4 million (a few MB, well under a second).
+MAX_EXACT_GROUP_SIZE = 10**9
+
+
+def as_group_size(G, name: str = "G", minimum: int = 1, maximum: int = MAX_GROUP_SIZE) -> np.ndarray:
+    """G as an int64 array of integers in [minimum, maximum] (floats equal to integers are accepted).
+
+    ``maximum`` is the function's documented limit (:data:`MAX_GROUP_SIZE` by default, or
+    :data:`MAX_EXACT_GROUP_SIZE` for the exact sums): a larger G is refused by name rather
+    than overflowing, hanging or exhausting memory.
+    """
     if isinstance(G, bool):
         raise InputError(f"{name} must be an integer >= {minimum}, got {G!r}")
     try:
         raw = np.asarray(G)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InputError(f"{name} must be an integer >= {minimum}, got {G!r}") from None
+    if raw.dtype == object and raw.size and all(isinstance(x, numbers.Integral) for x in raw.ravel()):
+        # Python integers beyond int64
+        big = [int(x) for x in raw.ravel() if int(x) > maximum]
+        if big:
+            raise InputError(f"{name} must be <= {maximum:,} (this function's limit), got {_show(big if raw.ndim else big[0])}")
     if raw.size == 0:
         raise InputError(f"{name} is empty")
     if raw.dtype.kind not in "iuf" or raw.dtype == np.bool_:
@@ -72,6 +92,9 @@ def as_group_size(G, name: str = "G", minimum: int = 1) -> np.ndarray:
         bad = ~np.isfinite(raw) | (raw != np.round(raw))
         if bad.any():
             raise InputError(f"{name} must be an integer >= {minimum}, got {_show(raw[bad])}")
+    big = raw > maximum  # before the cast: a float or uint64 beyond int64 would wrap around
+    if big.any():
+        raise InputError(f"{name} must be <= {maximum:,} (this function's limit), got {_show(raw[big] if raw.ndim else raw)}")
     arr = raw.astype(np.int64)
     bad = arr < minimum
     if bad.any():

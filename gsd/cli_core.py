@@ -30,7 +30,7 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_silent)
 
-    p = sub.add_parser("fidelity", help="exact fidelity φ(p, G) against the group-size law")
+    p = sub.add_parser("fidelity", help="exact fidelity φ(p, G) against the group-size law (G <= 10^9)")
     p.add_argument("--p", required=True)
     p.add_argument("--G", required=True)
     p.add_argument("--json", action="store_true")
@@ -130,6 +130,9 @@ def _fidelity(args) -> int:
         "m_dr_grpo": update.expected_update(p, G, "dr_grpo").ravel(),
     }
     emit(table, args.json)
+    if not args.json and np.isnan(table["law"]).any():
+        print("law NaN: G = 1 or G·p(1−p) < 1/8, where the law has no meaning (use the exact fidelity;"
+              " see docs/theory.md, section The group-size law)")
     return 0
 
 

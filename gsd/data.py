@@ -122,16 +122,23 @@ def load_solve_rates(path, column: str = BIGMATH_COLUMN) -> np.ndarray:
     if not path.is_file():
         raise InputError(f"path: no such file {str(path)!r}")
     suffix = "".join(path.suffixes[-2:]).lower() if path.suffix == ".gz" else path.suffix.lower()
-    if suffix in (".parquet", ".pq"):
-        df = pd.read_parquet(path, columns=[column]) if _has_column_parquet(path, column) else None
-    elif suffix in (".csv", ".csv.gz"):
-        df = pd.read_csv(path)
-    elif suffix in (".jsonl", ".jsonl.gz", ".json"):
-        df = pd.read_json(path, lines=suffix != ".json")
-    else:
+    if suffix not in (".parquet", ".pq", ".csv", ".csv.gz", ".jsonl", ".jsonl.gz", ".json"):
         raise InputError(f"path: unsupported file type {path.suffix!r} (use .parquet, .csv or .jsonl)")
-    if df is None or column not in df.columns:
-        raise InputError(f"column: {column!r} is not a column of {str(path)!r}")
+    try:
+        if suffix in (".parquet", ".pq"):
+            import pyarrow.parquet as pq
+
+            names = pq.read_schema(path).names
+            df = pd.read_parquet(path, columns=[column]) if column in names else pd.DataFrame(columns=names)
+        elif suffix in (".csv", ".csv.gz"):
+            df = pd.read_csv(path)
+        else:
+            df = pd.read_json(path, lines=suffix != ".json")
+    except (ValueError, OSError, UnicodeError) as exc:  # pandas/pyarrow parse errors are ValueErrors
+        raise InputError(f"path: cannot read {str(path)!r} as {suffix[1:]} ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+    if column not in df.columns:
+        raise InputError(f"column: {column!r} is not a column of {str(path)!r}; it has {[str(c) for c in df.columns]}")
     values = pd.to_numeric(df[column], errors="coerce")
     bad = values.isna() & df[column].notna()
     if bad.any():
@@ -143,9 +150,3 @@ def load_solve_rates(path, column: str = BIGMATH_COLUMN) -> np.ndarray:
     if out.any():
         raise InputError(f"column: {column!r} must hold solve rates in [0, 1], got {p[out][0]!r}")
     return p
-
-
-def _has_column_parquet(path: Path, column: str) -> bool:
-    import pyarrow.parquet as pq
-
-    return column in pq.read_schema(path).names

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._binomial import unique_pairs
-from ._validate import InputError, as_group_size, as_open_unit, as_probability
-from .silent import UNREACHABLE, group_size_for_silent_rate, silent_rate
+from ._validate import MAX_EXACT_GROUP_SIZE, InputError, as_group_size, as_open_unit, as_probability
+from .silent import EXCEEDS_MAX, UNREACHABLE, group_size_for_silent_rate, silent_rate
 from .update import fidelity
 
 __all__ = [
@@ -28,8 +28,6 @@ __all__ = [
     "plan_group_sizes",
 ]
 
-#: Returned when the target is not reached at any G ≤ ``max_group_size``.
-EXCEEDS_MAX = 0
 DEFAULT_MAX_GROUP_SIZE = 1_000_000
 
 
@@ -84,7 +82,8 @@ def required_group_size(p, epsilon, *, rule: str = "exact", max_group_size: int 
         ``"exact"`` (default): the exact fidelity :func:`gsd.fidelity`, by integer bisection;
         ``"law"``: :math:`\max(2, \lceil 1/(8 \varepsilon p(1-p)) \rceil)`.
     max_group_size : int, optional
-        Search limit (default :data:`DEFAULT_MAX_GROUP_SIZE`).
+        Search limit (default :data:`DEFAULT_MAX_GROUP_SIZE`); at most 10^9 for
+        ``rule="exact"`` (the exact sums' limit) and 2^53 for ``rule="law"``.
 
     Returns
     -------
@@ -113,7 +112,8 @@ def required_group_size(p, epsilon, *, rule: str = "exact", max_group_size: int 
         raise InputError(f"rule must be 'exact' or 'law', got {rule!r}")
     p = as_probability(p)
     epsilon = as_open_unit(epsilon, "epsilon")
-    cap = int(as_group_size(max_group_size, "max_group_size", minimum=2))
+    limit = {"maximum": MAX_EXACT_GROUP_SIZE} if rule == "exact" else {}
+    cap = int(as_group_size(max_group_size, "max_group_size", minimum=2, **limit))
     p, epsilon = np.broadcast_arrays(p, epsilon)
     shape = p.shape
     law = group_size_law(p, epsilon)
@@ -186,7 +186,7 @@ def plan_group_sizes(
     rule : {"exact", "law"}, optional
         For ``epsilon``: the exact fidelity (default) or the paper's law.
     max_group_size : int, optional
-        Search limit.
+        Search limit, at most 10^9 (the fidelity column is an exact sum).
 
     Returns
     -------
@@ -212,12 +212,12 @@ def _plan_columns(p, *, epsilon, delta, rule, max_group_size) -> dict:
     """The columns of :func:`plan_group_sizes` as numpy arrays (for callers that skip pandas)."""
     if (epsilon is None) == (delta is None):
         raise InputError("give exactly one of epsilon (fidelity target) or delta (silent-rate target)")
+    as_group_size(max_group_size, "max_group_size", minimum=2, maximum=MAX_EXACT_GROUP_SIZE)
     p = np.atleast_1d(as_probability(p)).ravel()
     if epsilon is not None:
         g = required_group_size(p, epsilon, rule=rule, max_group_size=max_group_size)
     else:
-        g = group_size_for_silent_rate(p, delta)
-        g = np.where(g > max_group_size, EXCEEDS_MAX, g)
+        g = group_size_for_silent_rate(p, delta, max_group_size=max_group_size)
     ok = g >= 2
     status = np.where(ok, "ok", np.where(g == UNREACHABLE, "unreachable", "exceeds_max"))
     fid = np.full(p.shape, np.nan)

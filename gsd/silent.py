@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import InputError, _show, as_group_size, as_open_unit, as_probability
+from ._validate import MAX_GROUP_SIZE, InputError, _show, as_group_size, as_open_unit, as_probability
 
 __all__ = [
     "UNREACHABLE",
+    "EXCEEDS_MAX",
     "silent_rate",
     "nonsilent_rate",
     "silent_rate_subsampled",
@@ -27,6 +28,10 @@ __all__ = [
 
 #: Returned as a group size when no finite G reaches the target (p = 0 or p = 1).
 UNREACHABLE = -1
+#: Returned as a group size when the target needs a G above the caller's ``max_group_size``.
+EXCEEDS_MAX = 0
+# Logged rollouts per prompt that silent_rate_subsampled accepts (see there).
+_MAX_LOGGED = 10**6
 
 
 def _minor(p):
@@ -146,7 +151,7 @@ def silent_rate_subsampled(k, n, G):
     array([1.        , 0.00475278])
     """
     k = as_group_size(k, "k", minimum=0)
-    n = as_group_size(n, "n", minimum=1)
+    n = as_group_size(n, "n", minimum=1, maximum=_MAX_LOGGED)
     G = as_group_size(G)
     k, n, G = np.broadcast_arrays(k, n, G)
     if (k > n).any():
@@ -159,7 +164,7 @@ def silent_rate_subsampled(k, n, G):
     return hypergeom.pmf(0, n, k, G) + hypergeom.pmf(G, n, k, G)
 
 
-def group_size_for_silent_rate(p, delta):
+def group_size_for_silent_rate(p, delta, *, max_group_size: int = MAX_GROUP_SIZE):
     r"""Smallest group size whose silent rate is at most ``delta``.
 
     The silent-rate form of group-size planning (:ref:`theory-silent`, :ref:`theory-law`).
@@ -170,12 +175,16 @@ def group_size_for_silent_rate(p, delta):
         Probability of a right answer, in [0, 1].
     delta : array_like
         Target silent rate, in (0, 1).  ``p`` and ``delta`` broadcast together.
+    max_group_size : int, optional
+        Largest G to return, at most and by default 2^53 (every integer exact in float64).
 
     Returns
     -------
     numpy.ndarray of int64
         The smallest G ≥ 2 with :math:`P_{\text{silent}}(p, G) \le \delta` (a single answer
-        is always silent); :data:`UNREACHABLE` (−1) at p ∈ {0, 1}, silent at every G.
+        is always silent); :data:`UNREACHABLE` (−1) at p ∈ {0, 1}, silent at every G, and
+        :data:`EXCEEDS_MAX` (0) where the answer is above ``max_group_size`` (p = 1e-20 needs
+        G ≈ 4.6e20 for δ = 0.01: a sentinel, never an overflowed integer).
 
     Notes
     -----
@@ -188,16 +197,25 @@ def group_size_for_silent_rate(p, delta):
     --------
     >>> gsd.group_size_for_silent_rate([0.5, 0.05, 0.0], 0.01)
     array([ 8, 90, -1])
+    >>> int(gsd.group_size_for_silent_rate(1e-20, 0.01))  # EXCEEDS_MAX
+    0
     """
     p = as_probability(p)
     delta = as_open_unit(delta, "delta")
+    cap = int(as_group_size(max_group_size, "max_group_size", minimum=2))
     p, delta = np.broadcast_arrays(p, delta)
     a = _minor(p)
     ok = a > 0
     a_ok = np.where(ok, a, 0.5)
     log_m = np.log1p(-a_ok)
-    lo = np.maximum(2, np.ceil(np.log(delta) / log_m)).astype(np.int64)
-    hi = np.maximum(2, np.ceil(np.log(delta / 2) / log_m)).astype(np.int64)
+    # The bracket in floats first: for tiny p it lies far beyond int64.
+    lo_f = np.maximum(2.0, np.ceil(np.log(delta) / log_m))
+    hi_f = np.maximum(2.0, np.ceil(np.log(delta / 2) / log_m))
+    ok &= lo_f <= cap
+    lo = np.where(ok, np.minimum(lo_f, cap), 2).astype(np.int64)
+    hi = np.where(ok, np.minimum(hi_f, cap), 2).astype(np.int64)
+    # P_silent(cap) may still exceed delta when lo ≤ cap < the answer.
+    ok &= _silent(a_ok, hi.astype(np.float64)) <= delta
     # Invariant: P(hi) <= delta; the answer is in [lo, hi].
     while True:
         open_ = lo < hi
@@ -207,7 +225,7 @@ def group_size_for_silent_rate(p, delta):
         good = _silent(a_ok, mid.astype(np.float64)) <= delta
         hi = np.where(open_ & good, mid, hi)
         lo = np.where(open_ & ~good, mid + 1, lo)
-    return np.where(ok, hi, UNREACHABLE)
+    return np.where(ok, hi, np.where(a > 0, EXCEEDS_MAX, UNREACHABLE))
 
 
 def dapo_generation_cost(p, G, *, max_draws=None):

@@ -20,8 +20,17 @@ from __future__ import annotations
 import numpy as np
 
 from ._binomial import symmetric_expectation
-from ._validate import InputError, as_ddof, as_eps, as_group_size, as_probability, as_unit_interval
+from ._validate import (
+    MAX_EXACT_GROUP_SIZE,
+    InputError,
+    as_ddof,
+    as_eps,
+    as_group_size,
+    as_probability,
+    as_unit_interval,
+)
 from .methods import UPDATE_METHODS as _ALL_METHODS
+from .methods import method_spec
 from .silent import _minor, _nonsilent, _silent
 
 __all__ = ["UPDATE_METHODS", "expected_update", "fidelity", "fidelity_law"]
@@ -99,6 +108,10 @@ def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0
     gives its limit as p → 0 (a kept group then has exactly one odd answer,
     :math:`\sigma = \sqrt{G-1}/G`), and 0 with a finite ``max_draws``.
 
+    G is at most 10^9 for ``"grpo"`` and ``"dapo"`` (exact sums over k, whose window of
+    ~24·sqrt(G p(1−p)) terms stays a few MB) and 2^53 for the closed forms ``"dr_grpo"`` and
+    ``"rloo"``; a larger G raises :class:`gsd.InputError`.
+
     Examples
     --------
     >>> float(gsd.expected_update(0.05, 8))             # E[sigma]
@@ -123,7 +136,9 @@ def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0
     ddof = as_ddof(ddof)
     eps = as_eps(eps)
     p = as_probability(p)
-    G = as_group_size(G, minimum=2 if method in ("dapo", "rloo") else 1)
+    exact = method_spec(method).divides_by_std  # E[σ²/σ] is summed over k: bounded G keeps it cheap
+    G = as_group_size(G, minimum=2 if method in ("dapo", "rloo") else 1,
+                      **({"maximum": MAX_EXACT_GROUP_SIZE} if exact else {}))
     if ddof and (G <= ddof).any():
         raise InputError(f"ddof={ddof} needs G >= {ddof + 1}, got G={G.min()}")
     if method == "dr_grpo":
@@ -157,7 +172,7 @@ def fidelity(p, G):
     p : array_like
         Probability of a right answer, in [0, 1].
     G : array_like of int
-        Group size, ≥ 1.  Broadcasts with ``p``.
+        Group size, 1 ≤ G ≤ 10^9 (the exact sum's limit).  Broadcasts with ``p``.
 
     Returns
     -------
@@ -185,14 +200,14 @@ def fidelity(p, G):
     array([0.53899151, 0.94510408])
     """
     p = as_probability(p)
-    G = as_group_size(G)
+    G = as_group_size(G, maximum=MAX_EXACT_GROUP_SIZE)
     m = symmetric_expectation(p, G, _grpo_term(0, 0.0))
     scale = np.sqrt(p * (1.0 - p))
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(scale > 0, m / np.where(scale > 0, scale, 1.0), 0.0)
 
 
-def fidelity_law(p, G):
+def fidelity_law(p, G, *, extrapolate: bool = False):
     r"""The paper's group-size law: the delta-method approximation of the fidelity.
 
     Parameters
@@ -200,12 +215,15 @@ def fidelity_law(p, G):
     p : array_like
         Probability of a right answer, in [0, 1].
     G : array_like of int
-        Group size, ≥ 1.
+        Group size, 1 ≤ G ≤ 2^53.
+    extrapolate : bool, optional
+        Return the formula everywhere (−inf at p ∈ {0, 1}), for sums that need the law's own
+        prediction even where it is no fidelity (the simulator's ledger).  Default False.
 
     Returns
     -------
     numpy.ndarray or float
-        :math:`1 - 1/(8 G p (1-p))`; −inf at p ∈ {0, 1}.
+        :math:`1 - 1/(8 G p (1-p))`, or NaN where the law has no meaning (see Notes).
 
     Notes
     -----
@@ -218,14 +236,22 @@ def fidelity_law(p, G):
 
     The law is asymptotic in :math:`G p (1-p)`: it overstates φ for hard prompts (p = 0.05,
     G = 64: 0.959 against the exact 0.945, :func:`fidelity`) and is negative, hence
-    meaningless, below :math:`G p(1-p) = 1/8`.
+    meaningless, below :math:`G p(1-p) = 1/8`.  There (p ∈ {0, 1} included) it returns NaN,
+    and at G = 1 as well: a group of one is always silent, φ = 0, while the formula can give
+    up to 1/2.  Use :func:`fidelity` there.
 
     Examples
     --------
     >>> gsd.fidelity_law(0.05, [8, 64])
     array([0.67105263, 0.95888158])
+    >>> gsd.fidelity_law([0.5, 0.05], [1, 2])  # no meaning: G = 1, G p(1-p) < 1/8
+    array([nan, nan])
     """
     p = as_probability(p)
     G = as_group_size(G)
-    with np.errstate(divide="ignore"):
-        return 1.0 - 1.0 / (8.0 * G * p * (1.0 - p))
+    x = G * p * (1.0 - p)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        law = 1.0 - 1.0 / (8.0 * x)
+    if extrapolate:
+        return law
+    return np.where((8.0 * x >= 1.0) & (G >= 2), law, np.nan)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import InputError, _show, as_group_size, as_probability
+from ._validate import MAX_EXACT_GROUP_SIZE, MAX_GROUP_SIZE, InputError, _show, as_group_size, as_probability
 from .methods import method_spec
 from .update import expected_update
 
@@ -121,7 +121,8 @@ def large_group_weight(p, method: str):
 def _weights(p, method, G, ddof=0, eps=0.0):
     if G is None:
         return large_group_weight(p, method)
-    G = as_group_size(G, minimum=2)
+    # E[σ²/σ] (the methods that divide by the std) is an exact sum, bounded in G; E[σ²] is closed
+    G = as_group_size(G, minimum=2, maximum=MAX_EXACT_GROUP_SIZE if method_spec(method).divides_by_std else MAX_GROUP_SIZE)
     return expected_update(p, G, method, ddof=ddof, eps=eps)
 
 

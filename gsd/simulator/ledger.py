@@ -156,7 +156,7 @@ def large_group_update(p, G, decile, n_bins: int = N_DECILES):
     """
     lim = large_group_weight(p, "grpo")
     with np.errstate(divide="ignore", invalid="ignore"):
-        law = np.where(lim > 0, lim * fidelity_law(p, G), -np.inf)
+        law = np.where(lim > 0, lim * fidelity_law(p, G, extrapolate=True), -np.inf)
     return float(lim.sum()), float(law.sum()), np.bincount(decile, weights=lim, minlength=n_bins)
 
 

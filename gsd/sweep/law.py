@@ -307,7 +307,7 @@ def law_in_training(sweep_dir, *, bins=P_BINS, table: pd.DataFrame | None = None
     upd = step_updates(sweep_dir, table)
     G = upd["group_size"].to_numpy()
     upd["phi"] = fidelity(upd["p"].to_numpy(), G)
-    upd["law"] = fidelity_law(upd["p"].to_numpy(), G)
+    upd["law"] = fidelity_law(upd["p"].to_numpy(), G, extrapolate=True)  # the formula, as documented above
     family = [c for c in upd.columns if c not in ("step", "p", "ratio", "phi", "law", "seed")]
     if "group_size" not in family:
         raise InputError("the law sweep needs group_size among its grid keys")
