@@ -103,7 +103,8 @@ def test_a_per_prompt_allocation_runs_through_the_engine(tmp_path, monkeypatch):
         return Batch(idx=None, p=p_all, G=G, g_max=16, uniform=False)
 
     monkeypatch.setattr(engine, "plan_batch", plan)
-    monkeypatch.setattr(engine, "group_sizes", lambda cfg: sizes[1:])
+    table = engine.AdvantageTable  # every size the plan may hand out gets its advantages
+    monkeypatch.setattr(engine, "AdvantageTable", lambda _sizes, *a, **k: table(sizes[1:], *a, **k))
     for rollouts in ("answers", "counts"):
         handed.clear()
         cfg = SimConfig(n_prompts=4000, steps=6, device="cpu", seed=3, method="dapo", max_draws=2, rollouts=rollouts)
