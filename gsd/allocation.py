@@ -72,6 +72,9 @@ _BLOCK_TERMS = 1 << 21
 # Largest value table (distinct prompts × grid points) the allocator builds: 160 MB of float64 (its
 # envelope, segment and index tables take a few times that).
 _MAX_TABLE = 20_000_000
+# Plans the greedy cannot certify are solved exactly by dynamic programming up to this work
+# (prompts × grid points × budget): a fraction of a second.
+_MAX_DP = 20_000_000
 # Rows whose slopes rise by less than this (relative) are concave to rounding.
 _CONCAVE_RTOL = 1e-11
 
@@ -590,6 +593,36 @@ class _Problem:
         gap = 0.0 if exact else max(0.0, lp_total - total)
         return groups, total, spent, lam, exact, gap
 
+    def dp_size(self, budget: int) -> int:
+        """Work of :meth:`exact_dp`: prompts × grid points × (budget + 1)."""
+        return self.n * self.x.size * (budget + 1)
+
+    def exact_dp(self, budget: int):
+        """The optimum over the grid by dynamic programming over prompts × budget (small instances).
+
+        best[b] is the largest total of the prompts so far within b rollouts; each prompt takes
+        the best of its choices (every grid point, not only the envelope's), recorded for the
+        backtrack.  One vectorised max per prompt, so the cost is prompts × grid × budget.
+        """
+        cost = self.x.astype(np.int64)
+        rows = self.table_full[self.inverse]
+        width = budget + 1
+        best = np.zeros(width)
+        b = np.arange(width)
+        choice = np.empty((self.n, width), dtype=np.int32)
+        for i in range(self.n):  # the DP is sequential in prompts; bounded by _MAX_DP
+            prev = b[None, :] - cost[:, None]
+            cand = np.where(prev >= 0, best[np.maximum(prev, 0)] + rows[i][:, None], -np.inf)
+            choice[i] = np.argmax(cand, axis=0)
+            best = cand[choice[i], b]
+        col = np.empty(self.n, dtype=np.int64)
+        left = int(np.argmax(best))
+        for i in range(self.n - 1, -1, -1):
+            col[i] = choice[i, left]
+            left -= int(cost[col[i]])
+        G = cost[col]
+        return G.reshape(self.shape), rows[np.arange(self.n), col].reshape(self.shape)
+
     def per_prompt(self, groups):
         """G and value per prompt: within a type, earlier prompts get the larger G."""
         gt, ge, gc = groups
@@ -650,8 +683,10 @@ def allocate_group_sizes(p_or_posterior, budget, *, value: str = "update", g_min
     out by decreasing value per rollout until the budget is spent, which solves the Lagrangian
     relaxation exactly, and the remainder goes greedily to the best next segment that fits.
     When every segment costs the same number of rollouts (concave rows and g_min = step, or
-    ``skip=False``), this greedy is optimal (Gross, 1956); otherwise ``gap_bound`` bounds the
-    distance to the optimum by the Lagrangian bound.  The values of :data:`ALLOCATION_VALUES`
+    ``skip=False``), this greedy is optimal (Gross, 1956).  Otherwise (unequal costs: the entry
+    g_min against the step, or an envelope) a plan whose Lagrangian bound is not met is solved
+    again exactly by dynamic programming when prompts × grid × budget ≤ 2·10^7, and beyond
+    that ``gap_bound`` bounds its distance to the optimum (at most one segment's value).  The values of :data:`ALLOCATION_VALUES`
     are concave on the grid for g_min ≥ 2 (checked by :func:`concavity_violations`); G = 1 is
     worth 0, so g_min = 1 with skipping makes the envelope jump from 0 to 2.
     Cost: the table of distinct prompts × grid points (E[σ̂] by a pmf recurrence over G), one
@@ -674,6 +709,10 @@ def allocate_group_sizes(p_or_posterior, budget, *, value: str = "update", g_min
                          f"when skip=False, got budget={budget}")
     groups, total, spent, lam, exact, gap = prob.solve(budget)
     G, val = prob.per_prompt(groups)
+    if not exact and prob.dp_size(budget) <= _MAX_DP:
+        # Small enough for the exact dynamic programme over the whole grid (envelope or not).
+        G, val = prob.exact_dp(budget)
+        exact, gap = True, 0.0
     return Allocation(group_size=G, value=val, total=float(val.sum()), budget=budget, spent=int(G.sum()),
                       multiplier=lam, exact=exact, gap_bound=gap, envelope=prob.envelope,
                       envelope_sizes=prob.envelope_sizes, value_name=value,
