@@ -14,8 +14,8 @@ the run's state (:func:`setup`), then for each step :func:`train_step` runs the 
    device→host copy per step (:mod:`.ledger`);
 6. a checkpoint every ``checkpoint_every`` steps (:func:`checkpoint`).
 
-A prompt's group size is a per-prompt integer tensor from step 1 on (a constant today), so an
-allocator that returns its own sizes from :func:`plan_batch` changes nothing downstream: the
+A prompt's group size is a per-prompt integer tensor from step 1 on (constant unless a budget
+plan replaces it, see :mod:`.budget`), so an allocator's own sizes change nothing downstream: the
 advantage table covers every size it may return, the loss averages each group over its own G,
 and the ledger counts Σ groups drawn × G as the step's generations.  Small CPU steps run on one
 torch thread (:func:`cpu_threads`); the optimizers are :mod:`.optim`'s.
