@@ -29,11 +29,6 @@ _COMMANDS = (
 )
 
 
-# Sub-commands whose code still raises plain ValueError for bad input (the simulator, until it
-# raises InputError): their ValueErrors are reported as input errors too.
-_VALUE_ERROR_IS_INPUT = frozenset({"simulate"})
-
-
 class CliError(InputError):
     """A usage error found by a handler (reported like any InputError)."""
 
@@ -129,9 +124,7 @@ def main(argv=None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except ValueError as exc:  # InputError (and CliError) only: anything else is a bug
-        if not isinstance(exc, InputError) and args.command not in _VALUE_ERROR_IS_INPUT:
-            raise
+    except InputError as exc:  # and CliError; anything else is a bug and keeps its traceback
         print(f"gsd {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

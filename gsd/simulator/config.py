@@ -7,7 +7,7 @@ differs from the one it was started with.
 Configs come from code (``SimConfig(method="dapo")``), from a flat TOML file
 (:meth:`SimConfig.from_toml`) or from ``key=value`` strings (``gsd simulate --set lr=0.1``).
 All three paths go through the same checks: an unknown key, a value of the wrong type or out
-of range raises one ``ValueError`` that names the key and the value, before any work is done.
+of range raises one ``InputError`` that names the key and the value, before any work is done.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import math
 import typing
 from dataclasses import dataclass, field
 
+from .._errors import InputError
 from ..methods import UPDATE_METHODS
 from ..resources import config_file
 
@@ -105,7 +106,7 @@ class SimConfig:
 
     def _check_values(self) -> None:
         def bad(key, why):
-            raise ValueError(f"config key {key!r} = {getattr(self, key)!r}: {why}")
+            raise InputError(f"config key {key!r} = {getattr(self, key)!r}: {why}")
 
         for key, choices in (
             ("method", METHODS),
@@ -169,7 +170,7 @@ class SimConfig:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def with_overrides(self, overrides: dict | None) -> "SimConfig":
-        """A copy with some keys replaced; unknown keys and bad values raise ``ValueError``."""
+        """A copy with some keys replaced; unknown keys and bad values raise ``InputError``."""
         if not overrides:
             return self
         _check_keys(overrides, "override")
@@ -185,7 +186,7 @@ class SimConfig:
         """Read a flat TOML (or JSON, e.g. a run folder's ``config.json``) file of keys."""
         data = read_config_file(path)
         if "arms" in data or "base" in data:
-            raise ValueError(f"config file {str(path)!r} is a campaign (it has [base]/[arms]); use --campaign")
+            raise InputError(f"config file {str(path)!r} is a campaign (it has [base]/[arms]); use --campaign")
         return cls.from_dict(data)
 
     def key(self) -> str:
@@ -204,14 +205,14 @@ def read_config_file(path) -> dict:
         with open(path, "rb") as fh:
             return tomllib.load(fh)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"config file {str(path)!r} is not valid TOML/JSON: {exc}") from None
+        raise InputError(f"config file {str(path)!r} is not valid TOML/JSON: {exc}") from None
 
 
 def _check_keys(data: dict, what: str) -> None:
     known = {f.name for f in dataclasses.fields(SimConfig)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ValueError(f"unknown {what} key {unknown[0]!r} = {data[unknown[0]]!r} (known keys: {', '.join(sorted(known))})")
+        raise InputError(f"unknown {what} key {unknown[0]!r} = {data[unknown[0]]!r} (known keys: {', '.join(sorted(known))})")
 
 
 def _is_number(v) -> bool:
@@ -221,7 +222,7 @@ def _is_number(v) -> bool:
 def _coerce(key, value, kind):
     """Check a value against the field's annotation; ints are accepted where floats are."""
     def wrong():
-        raise ValueError(f"config key {key!r} = {value!r}: must be of type {getattr(kind, '__name__', kind)}")
+        raise InputError(f"config key {key!r} = {value!r}: must be of type {getattr(kind, '__name__', kind)}")
 
     if kind is bool:
         if not isinstance(value, bool):
@@ -238,7 +239,7 @@ def _coerce(key, value, kind):
             wrong()
         value = float(value)
         if math.isnan(value):
-            raise ValueError(f"config key {key!r} = nan: must be a number")
+            raise InputError(f"config key {key!r} = nan: must be a number")
         return value
     if kind is str:
         if not isinstance(value, str):
@@ -260,10 +261,10 @@ def _plain(value):
 def parse_assignment(text: str) -> tuple[str, object]:
     """'lr=0.1' → ('lr', 0.1); the value is read as a TOML value, else kept as a bare string."""
     if "=" not in text:
-        raise ValueError(f"--set expects key=value, got {text!r}")
+        raise InputError(f"--set expects key=value, got {text!r}")
     key, raw = (s.strip() for s in text.split("=", 1))
     if not key:
-        raise ValueError(f"--set expects key=value, got {text!r}")
+        raise InputError(f"--set expects key=value, got {text!r}")
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
@@ -279,11 +280,11 @@ def resolve_device(device: str) -> str:
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise ValueError(f"config key 'device' = {device!r}: CUDA was requested but torch sees no CUDA device")
+            raise InputError(f"config key 'device' = {device!r}: CUDA was requested but torch sees no CUDA device")
         if ":" in device and int(device.split(":")[1]) >= torch.cuda.device_count():
-            raise ValueError(f"config key 'device' = {device!r}: only {torch.cuda.device_count()} CUDA device(s)")
+            raise InputError(f"config key 'device' = {device!r}: only {torch.cuda.device_count()} CUDA device(s)")
     elif device != "cpu":
-        raise ValueError(f"config key 'device' = {device!r}: must be auto, cpu, cuda or cuda:N")
+        raise InputError(f"config key 'device' = {device!r}: must be auto, cpu, cuda or cuda:N")
     return device
 
 
