@@ -116,11 +116,23 @@ def as_open_unit(x, name: str) -> np.ndarray:
     return arr
 
 
+def _real(x) -> float | None:
+    """x as a float if it is a real number (not a bool) that float64 holds finitely, else None."""
+    if not isinstance(x, numbers.Real) or isinstance(x, bool):
+        return None
+    try:
+        v = float(x)
+    except OverflowError:  # an integer beyond float range
+        return None
+    return v if np.isfinite(v) else None
+
+
 def as_positive(x, name: str) -> float:
     """A finite scalar > 0."""
-    if not isinstance(x, numbers.Real) or isinstance(x, bool) or not np.isfinite(x) or x <= 0:
+    v = _real(x)
+    if v is None or v <= 0:
         raise InputError(f"{name} must be a finite number > 0, got {x!r}")
-    return float(x)
+    return v
 
 
 def as_ddof(ddof) -> int:
@@ -132,9 +144,10 @@ def as_ddof(ddof) -> int:
 
 def as_eps(eps) -> float:
     """The constant added to the std before dividing: finite and >= 0."""
-    if not isinstance(eps, numbers.Real) or isinstance(eps, bool) or not np.isfinite(eps) or eps < 0:
+    v = _real(eps)
+    if v is None or v < 0:
         raise InputError(f"eps must be a finite number >= 0, got {eps!r}")
-    return float(eps)
+    return v
 
 
 # --------------------------------------------------------------------------- torch inputs

@@ -65,7 +65,7 @@ def group_size_law(p, epsilon):
     """
     p = as_probability(p)
     epsilon = as_open_unit(epsilon, "epsilon")
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):  # inf at p ∈ {0, 1} and for subnormal p
         return 1.0 / (8.0 * epsilon * p * (1.0 - p))
 
 
@@ -130,7 +130,8 @@ def required_group_size(p, epsilon, *, rule: str = "exact", max_group_size: int 
         return out
     first, inverse = unique_pairs(a, eps)
     ka, keps = a[first], eps[first]
-    guess = np.maximum(2.0, np.ceil(1.0 / (8.0 * keps * ka * (1.0 - ka))))
+    with np.errstate(over="ignore"):  # a subnormal p: the law's G overflows to inf, capped below
+        guess = np.maximum(2.0, np.ceil(1.0 / (8.0 * keps * ka * (1.0 - ka))))
     g = _exact_search(ka, 1.0 - keps, guess, cap)
     out[interior] = g[inverse]
     return out

@@ -19,6 +19,7 @@ import typing
 from dataclasses import dataclass, field
 
 from .._errors import InputError
+from .._validate import MAX_EXACT_GROUP_SIZE
 from ..methods import UPDATE_METHODS
 from ..resources import config_file
 
@@ -37,6 +38,9 @@ DTYPES = ("float32", "float64")
 MLP_OFFSETS = ("frozen", "learned")
 ROLLOUTS = ("answers", "counts")
 ROLLOUT_LOGS = ("none", "verl", "trl")
+#: rollouts = "answers" draws every answer of a step at once: (prompts per step) × group_size is
+#: at most this (2^31, the largest tensor the step indexes; 17 GB in float64).
+MAX_ANSWERS_PER_STEP = 2**31
 
 
 def _default_beta_mixture():
@@ -139,6 +143,17 @@ class SimConfig:
             bad("max_draws", "must be >= 1 (1 = no redraw)")
         if self.batch_size > self.n_prompts:
             bad("batch_size", f"cannot exceed n_prompts = {self.n_prompts} (0 means all)")
+        if self.group_size > MAX_EXACT_GROUP_SIZE:
+            bad("group_size", f"must be <= {MAX_EXACT_GROUP_SIZE:,} (the ledger's exact sums)")
+        answers = (self.batch_size or self.n_prompts) * self.group_size
+        if self.rollouts == "answers" and answers > MAX_ANSWERS_PER_STEP:
+            bad("group_size", f"with {self.batch_size or self.n_prompts} prompts per step that is {answers:,} answers "
+                f"per draw, above the limit of {MAX_ANSWERS_PER_STEP:,} for rollouts = 'answers' (use rollouts = "
+                "'counts', or fewer prompts per step)")
+        for key in ("steps", "n_prompts", "checkpoint_every", "ppo_epochs", "mlp_embed_dim", "mlp_hidden", "seed",
+                    "closed_form_every"):
+            if getattr(self, key) > 2**53:
+                bad(key, f"must be <= 2^53")
         for key in ("lr",):
             if not (getattr(self, key) > 0 and math.isfinite(getattr(self, key))):
                 bad(key, "must be a finite number > 0")
@@ -230,16 +245,19 @@ def _coerce(key, value, kind):
         return value
     if kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
+            if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
                 return int(value)
             wrong()
         return int(value)
     if kind is float:
         if not _is_number(value):
             wrong()
-        value = float(value)
-        if math.isnan(value):
-            raise InputError(f"config key {key!r} = nan: must be a number")
+        try:
+            value = float(value)
+        except OverflowError:  # an integer beyond float range
+            wrong()
+        if not math.isfinite(value):
+            raise InputError(f"config key {key!r} = {value!r}: must be a finite number")
         return value
     if kind is str:
         if not isinstance(value, str):
