@@ -9,7 +9,8 @@ Outcomes:
 * ``clear error`` — the package's input error (:class:`gsd.InputError`; at a baseline revision
   without it, any ``ValueError``), or for the CLI exit status 2 with one line (argparse's usage
   errors included);
-* ``answer`` — a result in range where one was expected;
+* ``answer`` — a result in range where one was expected (``answer (NaN/inf shown)``: the CLI
+  printed NaN or inf, to be read against the command's note);
 * ``wrong answer`` — a result where an error was expected, or out of range / non-finite
   where it was not documented;
 * ``traceback`` — any other exception (TypeError, OverflowError, a plain ValueError, ...), or
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import os
 import select
 import subprocess
@@ -43,13 +45,22 @@ NUMS = ["float('nan')", "float('inf')", "-float('inf')", "-1", "-0.5", "0", "1",
 
 
 def _real(v):
+    """The value of the expression ``v`` if it is a real number float64 holds finitely (bools count
+    as 0/1, as numpy reads them: binary rewards are often booleans)."""
     try:
         x = eval(v)
     except Exception:
         return None
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
+    if not isinstance(x, (int, float)):
         return None
-    return x
+    try:
+        return x if math.isfinite(float(x)) else None
+    except OverflowError:
+        return None
+
+
+def finite(v):
+    return _real(v) is not None
 
 
 def is_prob(v):
@@ -59,7 +70,7 @@ def is_prob(v):
 
 def is_int(v, lo=1, hi=2**53):
     x = _real(v)
-    return x is not None and float(x) == int(x) and lo <= x <= hi if x is not None and abs(x) < 1e300 else False
+    return x is not None and not isinstance(x, bool) and float(x) == int(x) and lo <= x <= hi
 
 
 def is_open(v):
@@ -76,7 +87,7 @@ API = [
     ("gsd.nonsilent_rate(0.3, {})", is_int, "(v >= 0) & (v <= 1)"),
     ("gsd.dapo_generation_cost({}, 8, max_draws=4)", is_prob, "(v >= 1) & (v <= 4)"),
     ("gsd.dapo_generation_cost(0.3, {}, max_draws=4)", is_int, "(v >= 1) & (v <= 4)"),
-    ("gsd.dapo_generation_cost(0.3, 8, max_draws={})", is_int, "(v >= 1)"),
+    ("gsd.dapo_generation_cost(0.3, 8, max_draws={})", lambda v: is_int(v) or v == "None", "(v >= 1)"),
     ("gsd.silent_rate_subsampled({}, 64, 8)", lambda v: is_int(v, 0, 64), "(v >= 0) & (v <= 1)"),
     ("gsd.silent_rate_subsampled(3, {}, 2)", lambda v: is_int(v, 3, 10**6), "(v >= 0) & (v <= 1)"),
     ("gsd.group_size_for_silent_rate({}, 0.01)", is_prob, "v >= -1"),
@@ -84,7 +95,7 @@ API = [
     ("gsd.expected_update({}, 8)", is_prob, "(v >= 0) & (v <= 0.5)"),
     ("gsd.expected_update(0.3, {})", lambda v: is_int(v, 1, EXACT), "(v >= 0) & (v <= 0.5)"),
     ("gsd.expected_update(0.3, {}, 'dr_grpo')", is_int, "(v >= 0) & (v <= 0.25)"),
-    ("gsd.expected_update(0.3, 8, eps={})", lambda v: _real(v) is not None and 0 <= _real(v) < 1e300, "v >= 0"),
+    ("gsd.expected_update(0.3, 8, eps={})", lambda v: finite(v) and 0 <= _real(v) and v != "True", "v >= 0"),
     ("gsd.expected_update(0.3, 8, ddof={})", lambda v: v in ("0", "1"), "v >= 0"),
     ("gsd.fidelity({}, 8)", is_prob, "(v >= 0) & (v <= 1)"),
     ("gsd.fidelity(0.3, {})", lambda v: is_int(v, 1, EXACT), "(v >= 0) & (v <= 1)"),
@@ -94,28 +105,29 @@ API = [
     ("gsd.required_group_size(0.3, {})", is_open, "v >= 0"),
     ("gsd.required_group_size(0.3, 0.05, max_group_size={})", lambda v: is_int(v, 2, EXACT), "v >= 0"),
     ("gsd.group_size_law({}, 0.05)", is_prob, "v >= 0"),
-    ("gsd.plan_group_sizes([{}], epsilon=0.05)", is_prob, "v >= -1"),
-    ("gsd.plan_group_sizes([0.3], delta={})", is_open, "v >= -1"),
-    ("gsd.advantages([0, 1, {}])", lambda v: _real(v) is not None and abs(_real(v)) < 1e300, "np.isfinite(v)"),
+    ("gsd.plan_group_sizes([{}], epsilon=0.05)", is_prob, "np.isnan(v) | (v >= -1)"),
+    ("gsd.plan_group_sizes([0.3], delta={})", is_open, "np.isnan(v) | (v >= -1)"),
+    ("gsd.advantages([0, 1, {}])", finite, "np.isfinite(v)"),
     ("gsd.advantages({})", lambda v: False, "np.isfinite(v)"),
-    ("gsd.group_std([0, 1, {}])", lambda v: _real(v) is not None and abs(_real(v)) < 1e300, "v >= 0"),
-    ("gsd.group_update([0, 1], [[0.0], [{}]])", lambda v: _real(v) is not None and abs(_real(v)) < 1e300, "np.isfinite(v)"),
+    ("gsd.group_std([0, 1, {}])", finite, "v >= 0"),
+    ("gsd.group_update([0, 1], [[0.0], [{}]])", finite, "np.isfinite(v)"),
     ("gsd.identity_terms([0, 1, {}], [[0.0], [1.0], [2.0]])", lambda v: v in ("0", "1", "True"), "np.isfinite(v)"),
-    ("gsd.trainer_advantages([0, 1, {}], 'trl')", lambda v: _real(v) is not None and abs(_real(v)) < 1e300, "np.isfinite(v)"),
+    ("gsd.trainer_advantages([0, 1, {}], 'trl')", finite, "np.isfinite(v)"),
     ("gsd.convention_gap({})", lambda v: is_int(v, 2), "v >= 0"),
     ("gsd.difficulty_weight({})", is_prob, "np.isfinite(v) | np.isinf(v)"),
     ("gsd.budget_share([0.3, {}], np.array([True, False]))", is_prob, "(v >= 0) & (v <= 1)"),
-    ("gsd.budget_share([0.3, 0.6], np.array([True, False]), G={})", lambda v: is_int(v, 2, EXACT), "(v >= 0) & (v <= 1)"),
+    ("gsd.budget_share([0.3, 0.6], np.array([True, False]), G={})", lambda v: is_int(v, 2, EXACT) or v == "None",
+     "(v >= 0) & (v <= 1)"),
     ("gsd.decile_shares([0.3, {}])", is_prob, "(v >= 0) & (v <= 1)"),
 ]
 LOSSES = [
-    ("L.softmax_t([1.0, {}])", lambda v: _real(v) is not None and abs(_real(v)) < 1e300 or v == "-float('inf')",
+    ("L.softmax_t([1.0, {}])", lambda v: finite(v) or v == "-float('inf')",
      "(v >= 0) & (v <= 1)"),
-    ("L.softmax_t([1.0, 0.0], T={})", lambda v: _real(v) is not None and 0 < _real(v) < 1e300, "(v >= 0) & (v <= 1)"),
+    ("L.softmax_t([1.0, 0.0], T={})", lambda v: finite(v) and 0 < _real(v) and v != "True", "(v >= 0) & (v <= 1)"),
     ("L.kl_divergence([0.5, 0.5], [{}, 0.5])", lambda v: v == "0.5", "v >= 0"),
-    ("L.clipped_surrogate({}, 1.0)", lambda v: _real(v) is not None and 0 <= _real(v) < 1e300, "np.isfinite(v)"),
-    ("L.clipped_surrogate(1.2, {})", lambda v: _real(v) is not None and abs(_real(v)) < 1e300, "np.isfinite(v)"),
-    ("L.aggregate([[1.0, {}]], [[1, 1]])", lambda v: _real(v) is not None and abs(_real(v)) < 1e300, "np.isfinite(v)"),
+    ("L.clipped_surrogate({}, 1.0)", lambda v: finite(v) and 0 <= _real(v), "np.isfinite(v)"),
+    ("L.clipped_surrogate(1.2, {})", finite, "np.isfinite(v)"),
+    ("L.aggregate([[1.0, {}]], [[1, 1]])", finite, "np.isfinite(v)"),
 ]
 
 
@@ -123,8 +135,9 @@ def api_cases():
     cases = []
     for template, valid, check in API + LOSSES:
         for v in NUMS:
-            cases.append({"kind": "api", "expr": template.format(v), "expect": "answer" if valid(v) else "error",
-                          "check": check})
+            # a nested list is an array of the same numbers: valid where the function broadcasts
+            expect = "either" if v == "[[0.5]]" else "answer" if valid(v) else "error"
+            cases.append({"kind": "api", "expr": template.format(v), "expect": expect, "check": check})
     return cases
 
 
@@ -142,11 +155,11 @@ def _tok_ok(kind, t):
     if kind == "p":
         return all(0 <= x <= 1 for x in vals)
     if kind == "G":
-        return all(x == int(x) and 1 <= x <= EXACT for x in vals if abs(x) < 1e300) and all(abs(x) < 1e300 for x in vals)
+        return all(math.isfinite(x) and x == int(x) and 1 <= x <= EXACT for x in vals)
     if kind == "open":
         return all(0 < x < 1 for x in vals) and len(vals) == 1
     if kind == "rewards":
-        return all(abs(x) < 1e300 for x in vals)
+        return all(math.isfinite(x) for x in vals)
     return False
 
 
@@ -164,7 +177,7 @@ def cli_cases(tmp: Path):
     cases = []
 
     def add(argv, ok):
-        cases.append({"kind": "cli", "argv": argv, "expect": "answer" if ok else "error"})
+        cases.append({"kind": "cli", "argv": argv, "expect": ok if isinstance(ok, str) else "answer" if ok else "error"})
 
     for t in CLI_TOKENS:
         add(["silent", "--p", t, "--G", "8"], _tok_ok("p", t))
@@ -176,18 +189,21 @@ def cli_cases(tmp: Path):
         add(["plan", "--p", "0.3", "--delta", t], _tok_ok("open", t))
         add(["identity", "--rewards", f"0,1,{t}"], _tok_ok("rewards", f"0,1,{t}"))
         add(["conventions", "--G", t], _tok_ok("G", t) and all(float(x) >= 2 for x in t.split(",") if x.strip()))
-        add(["group-size-table", "--p", t], _tok_ok("open", t) or (_tok_ok("p", t) and all(
+        add(["group-size-table", "--p", t], "either" if t == "1e-320" else _tok_ok("open", t) or (_tok_ok("p", t) and all(
             0 < float(x) < 1 for x in t.split(",") if x.strip())))
         add(["bigmath", "--G", t], t in ("8", "1000000000"))
     for path in paths:
         add(["plan", "--input", path, "--epsilon", "0.05"], path.endswith("nan.csv"))
-        add(["plan", "--p", "0.3", "--epsilon", "0.05", "--output", path], False)
         add(["bigmath", "--input", path], path.endswith("nan.csv"))
         add(["dapo-fit", "--curve", path], False)
         add(["diagnose", path], False)
         add(["sweep", "--grid", path, "--out", str(tmp / "sw")], False)
-        add(["simulate", "--config", path, "--out", str(tmp / "sim")], False)
+        add(["simulate", "--config", path, "--out", str(tmp / "sim")], "either" if path.endswith("empty.csv") else False)
         add(["simulate", "--out", path, "--set", "steps=0"], False)
+    unwritable = [str(tmp / "adir.csv"), str(tmp / "afile" / "sub" / "x.csv"), "/sys/gsd/x.csv", "/nonexistent/x.txt",
+                  str(tmp / "afile" / "x.parquet")]
+    for path in unwritable:  # last: a case that wrongly succeeds must not overwrite the inputs above
+        add(["plan", "--p", "0.3", "--epsilon", "0.05", "--output", path], False)
     for s in ["steps=-1", "steps=nan", "group_size=1e300", "lr=inf", "method='x'", "nokey=1", "steps", "=", "seed=1.5"]:
         add(["simulate", "--out", str(tmp / "simset"), "--set", s], False)
     add(["plan", "--input", str(tmp / "other.csv"), "--column", "nope", "--epsilon", "0.1"], False)
@@ -289,11 +305,13 @@ def verdict(case, res) -> str:
     o = res["outcome"]
     if o in ("hang", "crash", "MemoryError", "traceback"):
         return o
+    if case["expect"] == "either":
+        return o if o in ("clear error", "answer") else "wrong answer"
     if case["expect"] == "error":
         return "clear error" if o == "clear error" else "wrong answer"
     if o == "clear error":
         return "refused valid input"
-    return "answer" if o == "answer" else "wrong answer"
+    return {"answer": "answer", "answer with nan/inf": "answer (NaN/inf shown)"}.get(o, "wrong answer")
 
 
 def run_all(pythonpath: str, cases: list, budget: float, first_budget: float) -> list:
@@ -335,8 +353,8 @@ def main(argv=None) -> int:
             if args.baseline:
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
     kinds = ("api", "cli")
-    verdicts = ["clear error", "answer", "wrong answer", "refused valid input", "traceback", "MemoryError", "hang",
-                "crash"]
+    verdicts = ["clear error", "answer", "answer (NaN/inf shown)", "wrong answer", "refused valid input", "traceback",
+                "MemoryError", "hang", "crash"]
     print(f"{'verdict':<22}" + "".join(f"{f'{s} {k}':>16}" for s in results for k in kinds))
     for v in verdicts:
         counts = [sum(1 for r in results[s] if r["kind"] == k and r["verdict"] == v) for s in results for k in kinds]

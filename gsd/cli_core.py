@@ -111,7 +111,8 @@ def _silent(args) -> int:
     emit({"p": pb.ravel(), "G": Gb.ravel().astype(np.int64), "silent_rate": P.ravel(),
           "dapo_groups_per_prompt": cost.ravel()}, args.json)
     if not args.json and np.isinf(cost).any():
-        print("dapo_groups_per_prompt inf: at p = 0 or 1 every group is silent and DAPO redraws forever (see --max-draws)")
+        print("dapo_groups_per_prompt inf: every group is silent (p = 0 or 1) or so nearly that the cost exceeds "
+              "float range; DAPO redraws forever (see --max-draws)")
     return 0
 
 

@@ -215,10 +215,15 @@ def _plan_columns(p, *, epsilon, delta, rule, max_group_size) -> dict:
         raise InputError("give exactly one of epsilon (fidelity target) or delta (silent-rate target)")
     as_group_size(max_group_size, "max_group_size", minimum=2, maximum=MAX_EXACT_GROUP_SIZE)
     p = np.atleast_1d(as_probability(p)).ravel()
+    name, target = ("epsilon", epsilon) if epsilon is not None else ("delta", delta)
+    target = as_open_unit(target, name)
+    if target.size not in (1, p.size):  # one target, or one per prompt: the table has a row per prompt
+        raise InputError(f"{name} must be one number or one per prompt ({p.size}), got {target.size} values")
+    target = target.ravel() if target.size == p.size else target.reshape(())
     if epsilon is not None:
-        g = required_group_size(p, epsilon, rule=rule, max_group_size=max_group_size)
+        g = required_group_size(p, target, rule=rule, max_group_size=max_group_size)
     else:
-        g = group_size_for_silent_rate(p, delta, max_group_size=max_group_size)
+        g = group_size_for_silent_rate(p, target, max_group_size=max_group_size)
     ok = g >= 2
     status = np.where(ok, "ok", np.where(g == UNREACHABLE, "unreachable", "exceeds_max"))
     fid = np.full(p.shape, np.nan)

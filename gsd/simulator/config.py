@@ -219,7 +219,7 @@ def read_config_file(path) -> dict:
             return json.loads(path.read_text())
         with open(path, "rb") as fh:
             return tomllib.load(fh)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"config file {str(path)!r} is not valid TOML/JSON: {exc}") from None
 
 
