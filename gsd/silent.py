@@ -209,8 +209,9 @@ def group_size_for_silent_rate(p, delta, *, max_group_size: int = MAX_GROUP_SIZE
     a_ok = np.where(ok, a, 0.5)
     log_m = np.log1p(-a_ok)
     # The bracket in floats first: for tiny p it lies far beyond int64.
-    lo_f = np.maximum(2.0, np.ceil(np.log(delta) / log_m))
-    hi_f = np.maximum(2.0, np.ceil(np.log(delta / 2) / log_m))
+    with np.errstate(over="ignore"):  # a subnormal p: the bracket overflows to inf, refused below
+        lo_f = np.maximum(2.0, np.ceil(np.log(delta) / log_m))
+        hi_f = np.maximum(2.0, np.ceil(np.log(delta / 2) / log_m))
     ok &= lo_f <= cap
     lo = np.where(ok, np.minimum(lo_f, cap), 2).astype(np.int64)
     hi = np.where(ok, np.minimum(hi_f, cap), 2).astype(np.int64)
