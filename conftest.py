@@ -5,8 +5,15 @@ Nothing is skipped here: a module whose doctests cannot be imported fails the ru
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
+
+ROOT = Path(__file__).resolve().parent
 
 #: Tests that build the docs run last, so that they can render the notebooks that the notebook
 #: tests executed earlier in the same session instead of executing them a second time.
@@ -30,3 +37,48 @@ def _doctest_namespace(doctest_namespace):
 def executed_notebooks(tmp_path_factory):
     """A folder where notebook tests leave the notebooks they executed (for the docs build)."""
     return tmp_path_factory.mktemp("executed_notebooks")
+
+
+@pytest.fixture
+def run_notebook(tmp_path, monkeypatch, executed_notebooks):
+    """Execute a notebook top to bottom in ``tmp_path`` and fail on any error output.
+
+    ``run_notebook(path, fast=True, timeout=120, env=None)`` runs it with $GSD_NOTEBOOK_FAST
+    set (``fast``), figures written to ``tmp_path/figures``, gsd imported from this checkout and
+    ``env`` added to the kernel's environment.  It returns ``nb`` (the executed notebook),
+    ``elapsed`` (seconds), ``images`` (the PNG outputs) and ``figure_cells`` (code cells that
+    call ``figure(``), and leaves the executed notebook for the docs build.
+    """
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    kernelspec = pytest.importorskip("jupyter_client.kernelspec")
+    if "python3" not in kernelspec.find_kernel_specs():
+        pytest.skip("no python3 Jupyter kernel installed")
+
+    def run(path, *, fast: bool = True, timeout: int = 120, env: dict | None = None):
+        path = Path(path)
+        if fast:
+            monkeypatch.setenv("GSD_NOTEBOOK_FAST", "1")
+        monkeypatch.setenv("GSD_FIGURES_DIR", str(tmp_path / "figures"))
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+        monkeypatch.setenv("MPLBACKEND", "Agg")
+        for key, value in (env or {}).items():
+            monkeypatch.setenv(key, str(value))
+        nb = nbformat.read(path, as_version=4)
+        client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                         resources={"metadata": {"path": str(tmp_path)}})
+        start = time.perf_counter()
+        client.execute()
+        elapsed = time.perf_counter() - start
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        errors = [o for c in code for o in c.outputs if o.output_type == "error"]
+        assert not errors, f"{path.name}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
+        nbformat.write(nb, executed_notebooks / path.name)
+        return SimpleNamespace(
+            nb=nb,
+            elapsed=elapsed,
+            images=[o for c in code for o in c.outputs if "image/png" in o.get("data", {})],
+            figure_cells=sum("figure(" in c.source for c in code),
+        )
+
+    return run

@@ -321,6 +321,20 @@ def main(argv=None) -> int:
         print(f"{'variant':<36} {'s/step':>10} {'answers/s':>14}")
         for key in [k for k in tp if k.startswith(("engine_", "numpy_"))]:
             print(f"{key:<36} {tp[key]['s_per_step']:>10.4f} {tp[key]['answers_per_s']:>14,.0f}")
+    goals = {}
+    if "campaign" in results:
+        for r in ("answers", "counts"):  # goal: ≤ 1.5
+            goals[f"paper size, full ledger, {r}: engine / numpy loop"] = results["campaign"][f"ledger/{r}"]["ratio"]
+    if "throughput" in results:
+        tp = results["throughput"]
+        for r in ("answers", "counts"):  # goal: ≤ 1.0
+            goals[f"{tp['prompts']:,} x {tp['group_size']}, per-step closed forms, {r}: engine / numpy loop"] = (
+                tp[f"engine_{r}_with_closed_form"]["s_per_step"] / tp["numpy_ledger"]["s_per_step"])
+    if goals:
+        results["goals"] = goals
+        print("\nthe issue's ratios (same run)")
+        for key, value in goals.items():
+            print(f"  {key:<62} {value:6.2f}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")

@@ -72,6 +72,15 @@ def format_report(dx: Diagnosis, *, max_steps: int = 12) -> str:
         f"Recommended group sizes for fidelity >= {1 - s['epsilon']:.2f} at each prompt's posterior mean: "
         + (f"median {np.median(gs[ok]):.0f}, 90th percentile {np.percentile(gs[ok], 90):.0f}" if ok.any() else "none reachable")
         + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "") + ".",
+    ]
+    if "group_size_budget" in pr:
+        alloc = pr["group_size_budget"]
+        drawn = alloc > 0
+        lines.append(f"A budget of {s['budget']:,} rollouts per step ({int(alloc.sum()):,} spent), allocated over the posteriors: "
+                     f"{int(drawn.sum()):,} of {len(pr):,} prompts drawn"
+                     + (f", G from {alloc[drawn].min()} to {alloc[drawn].max()} (median {np.median(alloc[drawn]):.0f})"
+                        if drawn.any() else "") + ".")
+    lines += [
         "Predictions use each prompt's Beta posterior before the step; see docs/theory.md, section "
         "Rollout logs, for the formats and the formulas.",
     ]

@@ -388,6 +388,7 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         "calibration": _calibration(steps, groups),
         "epsilon": epsilon,
         "half_life": half_life,
+        "budget": budget,
         "median_group_size_recommended": float(np.median(prompts["group_size"][prompts["group_size"] > 0]))
         if (prompts["group_size"] > 0).any() else float("nan"),
     }

@@ -3,9 +3,6 @@ notebook.  Runs the real simulator on the tiny (fast) grid, once per session."""
 
 from __future__ import annotations
 
-import os
-import time
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -109,39 +106,11 @@ def test_refuses_what_it_cannot_measure(law_sweep, tmp_path):
 
 
 # ------------------------------------------------------------------------------ notebook
-def test_notebook_is_committed_without_outputs_and_thin():
-    nbformat = pytest.importorskip("nbformat")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    nbformat.validate(nb)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert any("import gsd" in c.source for c in code)
-    for cell in code:
-        assert cell.outputs == [] and cell.execution_count is None
-        for word in ("def ", "class ", "for ", "while ", "lambda"):
-            assert word not in cell.source
-
-
-def test_notebook_executes_in_fast_mode(law_sweep, tmp_path, monkeypatch, executed_notebooks):
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    kernelspec = pytest.importorskip("jupyter_client.kernelspec")
-    if "python3" not in kernelspec.find_kernel_specs():
-        pytest.skip("no python3 Jupyter kernel installed")
-    monkeypatch.setenv("GSD_NOTEBOOK_FAST", "1")
-    monkeypatch.setenv("GSD_SWEEPS_DIR", str(law_sweep.out.parent))  # the sweep is there: nothing to rerun
-    monkeypatch.setenv("GSD_FIGURES_DIR", str(tmp_path / "figures"))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
-    start = time.perf_counter()
-    client.execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
-    assert not errors
-    images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if "image/png" in o.get("data", {})]
-    assert images
+# (Committed without outputs and thin: tests/docs/test_notebooks.py.)
+def test_notebook_executes_in_fast_mode(law_sweep, run_notebook, tmp_path):
+    # The sweep is there already: the notebook reruns nothing.
+    run = run_notebook(NOTEBOOK, env={"GSD_SWEEPS_DIR": str(law_sweep.out.parent)})
+    assert run.images
     assert (tmp_path / "figures" / "law_in_training_fast.png").is_file()
-    assert time.perf_counter() - start < 60
+    assert run.elapsed < 60
     assert isinstance(pd.read_parquet(law_sweep.out / "results.parquet"), pd.DataFrame)
-    nbformat.write(nb, executed_notebooks / NOTEBOOK.name)  # rendered as it is by the docs build
