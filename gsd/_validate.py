@@ -20,6 +20,7 @@ __all__ = [
     "MAX_EXACT_GROUP_SIZE",
     "as_probability",
     "as_group_size",
+    "as_scalar_group_size",
     "as_open_unit",
     "as_positive",
     "as_ddof",
@@ -92,14 +93,22 @@ def as_group_size(G, name: str = "G", minimum: int = 1, maximum: int = MAX_GROUP
         bad = ~np.isfinite(raw) | (raw != np.round(raw))
         if bad.any():
             raise InputError(f"{name} must be an integer >= {minimum}, got {_show(raw[bad])}")
-    big = raw > maximum  # before the cast: a float or uint64 beyond int64 would wrap around
+    # both bounds before the cast: a float or uint64 beyond int64 would wrap around
+    small = raw < minimum
+    if small.any():
+        raise InputError(f"{name} must be an integer >= {minimum}, got {_show(raw[small] if raw.ndim else raw)}")
+    big = raw > maximum
     if big.any():
         raise InputError(f"{name} must be <= {maximum:,} (this function's limit), got {_show(raw[big] if raw.ndim else raw)}")
-    arr = raw.astype(np.int64)
-    bad = arr < minimum
-    if bad.any():
-        raise InputError(f"{name} must be an integer >= {minimum}, got {_show(arr[bad])}")
-    return arr
+    return raw.astype(np.int64)
+
+
+def as_scalar_group_size(G, name: str, minimum: int = 1, maximum: int = MAX_GROUP_SIZE) -> int:
+    """One group size (a limit such as ``max_group_size``) as a Python int; see :func:`as_group_size`."""
+    arr = as_group_size(G, name, minimum, maximum)
+    if arr.ndim:
+        raise InputError(f"{name} must be one integer, got {_show(arr)}")
+    return int(arr)
 
 
 def as_open_unit(x, name: str) -> np.ndarray:

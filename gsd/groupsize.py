@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._binomial import unique_pairs
-from ._validate import MAX_EXACT_GROUP_SIZE, InputError, as_group_size, as_open_unit, as_probability
+from ._validate import MAX_EXACT_GROUP_SIZE, InputError, as_open_unit, as_probability, as_scalar_group_size
 from .silent import EXCEEDS_MAX, UNREACHABLE, group_size_for_silent_rate, silent_rate
 from .update import fidelity
 
@@ -113,7 +113,7 @@ def required_group_size(p, epsilon, *, rule: str = "exact", max_group_size: int 
     p = as_probability(p)
     epsilon = as_open_unit(epsilon, "epsilon")
     limit = {"maximum": MAX_EXACT_GROUP_SIZE} if rule == "exact" else {}
-    cap = int(as_group_size(max_group_size, "max_group_size", minimum=2, **limit))
+    cap = as_scalar_group_size(max_group_size, "max_group_size", minimum=2, **limit)
     p, epsilon = np.broadcast_arrays(p, epsilon)
     shape = p.shape
     law = group_size_law(p, epsilon)
@@ -213,7 +213,7 @@ def _plan_columns(p, *, epsilon, delta, rule, max_group_size) -> dict:
     """The columns of :func:`plan_group_sizes` as numpy arrays (for callers that skip pandas)."""
     if (epsilon is None) == (delta is None):
         raise InputError("give exactly one of epsilon (fidelity target) or delta (silent-rate target)")
-    as_group_size(max_group_size, "max_group_size", minimum=2, maximum=MAX_EXACT_GROUP_SIZE)
+    as_scalar_group_size(max_group_size, "max_group_size", minimum=2, maximum=MAX_EXACT_GROUP_SIZE)
     p = np.atleast_1d(as_probability(p)).ravel()
     name, target = ("epsilon", epsilon) if epsilon is not None else ("delta", delta)
     target = as_open_unit(target, name)

@@ -14,7 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import MAX_GROUP_SIZE, InputError, _show, as_group_size, as_open_unit, as_probability
+from ._validate import (
+    MAX_GROUP_SIZE,
+    InputError,
+    _show,
+    as_group_size,
+    as_open_unit,
+    as_probability,
+    as_scalar_group_size,
+)
 
 __all__ = [
     "UNREACHABLE",
@@ -202,14 +210,15 @@ def group_size_for_silent_rate(p, delta, *, max_group_size: int = MAX_GROUP_SIZE
     """
     p = as_probability(p)
     delta = as_open_unit(delta, "delta")
-    cap = int(as_group_size(max_group_size, "max_group_size", minimum=2))
+    cap = as_scalar_group_size(max_group_size, "max_group_size", minimum=2)
     p, delta = np.broadcast_arrays(p, delta)
     a = _minor(p)
     ok = a > 0
     a_ok = np.where(ok, a, 0.5)
     log_m = np.log1p(-a_ok)
     # The bracket in floats first: for tiny p it lies far beyond int64.
-    with np.errstate(over="ignore"):  # a subnormal p: the bracket overflows to inf, refused below
+    # A subnormal p (or δ/2 rounding to 0) puts the bracket's end at inf: capped below.
+    with np.errstate(over="ignore", divide="ignore"):
         lo_f = np.maximum(2.0, np.ceil(np.log(delta) / log_m))
         hi_f = np.maximum(2.0, np.ceil(np.log(delta / 2) / log_m))
     ok &= lo_f <= cap
@@ -270,7 +279,7 @@ def dapo_generation_cost(p, G, *, max_draws=None):
     G = as_group_size(G)
     a = _minor(p)
     q = _nonsilent(a, G)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # q = 0 or subnormal: inf
         if max_draws is None:
             return 1.0 / q
         D = as_group_size(max_draws, "max_draws")

@@ -250,7 +250,7 @@ def fidelity_law(p, G, *, extrapolate: bool = False):
     p = as_probability(p)
     G = as_group_size(G)
     x = G * p * (1.0 - p)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # x = 0 or subnormal: −inf
         law = 1.0 - 1.0 / (8.0 * x)
     if extrapolate:
         return law
