@@ -21,6 +21,7 @@ __all__ = [
     "as_probability",
     "as_group_size",
     "as_scalar_group_size",
+    "broadcast",
     "as_open_unit",
     "as_positive",
     "as_ddof",
@@ -101,6 +102,16 @@ def as_group_size(G, name: str = "G", minimum: int = 1, maximum: int = MAX_GROUP
     if big.any():
         raise InputError(f"{name} must be <= {maximum:,} (this function's limit), got {_show(raw[big] if raw.ndim else raw)}")
     return raw.astype(np.int64)
+
+
+def broadcast(**named) -> list:
+    """The named arrays broadcast together (``np.broadcast_arrays``), or an InputError naming them
+    and their shapes."""
+    try:
+        return np.broadcast_arrays(*named.values())
+    except ValueError:
+        listing = ", ".join(f"{k} {np.shape(v)}" for k, v in named.items())
+        raise InputError(f"shapes do not broadcast together: {listing}") from None
 
 
 def as_scalar_group_size(G, name: str, minimum: int = 1, maximum: int = MAX_GROUP_SIZE) -> int:

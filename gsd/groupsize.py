@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._binomial import unique_pairs
-from ._validate import MAX_EXACT_GROUP_SIZE, InputError, as_open_unit, as_probability, as_scalar_group_size
+from ._validate import MAX_EXACT_GROUP_SIZE, InputError, as_open_unit, as_probability, as_scalar_group_size, broadcast
 from .silent import EXCEEDS_MAX, UNREACHABLE, group_size_for_silent_rate, silent_rate
 from .update import fidelity
 
@@ -63,8 +63,7 @@ def group_size_law(p, epsilon):
     >>> gsd.group_size_law([0.5, 0.05], 0.05)
     array([10.        , 52.63157895])
     """
-    p = as_probability(p)
-    epsilon = as_open_unit(epsilon, "epsilon")
+    p, epsilon = broadcast(p=as_probability(p), epsilon=as_open_unit(epsilon, "epsilon"))
     with np.errstate(divide="ignore", over="ignore"):  # inf at p ∈ {0, 1} and for subnormal p
         return 1.0 / (8.0 * epsilon * p * (1.0 - p))
 
@@ -114,7 +113,7 @@ def required_group_size(p, epsilon, *, rule: str = "exact", max_group_size: int 
     epsilon = as_open_unit(epsilon, "epsilon")
     limit = {"maximum": MAX_EXACT_GROUP_SIZE} if rule == "exact" else {}
     cap = as_scalar_group_size(max_group_size, "max_group_size", minimum=2, **limit)
-    p, epsilon = np.broadcast_arrays(p, epsilon)
+    p, epsilon = broadcast(p=p, epsilon=epsilon)
     shape = p.shape
     law = group_size_law(p, epsilon)
     interior = (p > 0) & (p < 1)
