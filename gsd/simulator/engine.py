@@ -1,7 +1,7 @@
 """The training loop: a Bernoulli-logit policy trained by GRPO, Dr.GRPO, DAPO or RLOO.
 
 :func:`run_simulation` reads top to bottom like a cleanrl script: open the run folder, build
-the run's state (:func:`setup`), then per step
+the run's state (:func:`setup`), then for each step :func:`train_step` runs the stages
 
 1. :func:`plan_batch` — the batch and each prompt's group size G; with a budget allocation,
    :class:`~.budget.BudgetPlanner` replaces the constant G by its plan (0 = skipped);
@@ -12,7 +12,13 @@ the run's state (:func:`setup`), then per step
    :func:`~.loss.policy_loss` (PPO epochs, clip, k3), backward, optimizer step;
 5. :func:`fill_ledger_row` — what the step did beside what the closed forms predict, one
    device→host copy per step (:mod:`.ledger`);
-6. a checkpoint every ``checkpoint_every`` steps.
+6. a checkpoint every ``checkpoint_every`` steps (:func:`checkpoint`).
+
+A prompt's group size is a per-prompt integer tensor from step 1 on (constant unless a budget
+plan replaces it, see :mod:`.budget`), so an allocator's own sizes change nothing downstream: the
+advantage table covers every size it may return, the loss averages each group over its own G,
+and the ledger counts Σ groups drawn × G as the step's generations.  Small CPU steps run on one
+torch thread (:func:`cpu_threads`); the optimizers are :mod:`.optim`'s.
 
 A run is a folder: ``config.json`` (the resolved config), ``ledger.parquet``, ``checkpoint.pt``
 (policy, optimizer, every random state, the ledger so far, the step), with ``rollout_log`` set
@@ -232,6 +238,8 @@ def fill_ledger_row(run: RunState, step: int, batch: Batch, groups: Groups, trai
     run.generations_cum += int(host["generations"])
     keep = host["G"] > 0
     p, G = host["p"][keep], host["G"][keep].astype(np.int64)
+    if batch.uniform:
+        G = batch.g_max  # one group size: the closed forms take it as a number
     dec = (run.decile_np if batch.idx is None else run.decile_np[host["idx"].astype(np.int64)])[keep]
     grad_limit, grad_law, grad_limit_d = large_group_update(p, G, dec)
     row = dict(
