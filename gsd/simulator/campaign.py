@@ -286,12 +286,12 @@ def _campaign_figure(summary: dict):
     ax_a.legend(fontsize=8)
 
     dec = summary["decile_measurement"]
-    methods = [m for m in ("grpo", "dr_grpo") if m in dec]
+    methods = [m for m in ADVANTAGE_METHODS if m in dec]
     x = np.arange(N_DECILES)
     width = 0.8 / max(1, len(methods))
     for i, m in enumerate(methods):
         off = (i - (len(methods) - 1) / 2) * width
-        ax_b.bar(x + off, dec[m]["share_measured"], width=width, color=COLORS[m], alpha=0.55, label=f"{method_label(m)} measured")
+        ax_b.bar(x + off, dec[m]["share_measured"], width=width, color=COLORS.get(m), alpha=0.55, label=f"{method_label(m)} measured")
         ax_b.plot(x + off, dec[m]["share_closed_form"], "k_", ms=12, mew=2)
     ax_b.plot([], [], "k_", ms=12, mew=2, label="closed form $m(p, G)$")
     ax_b.set_xticks(x, [f"{d / 10:.1f}" for d in range(N_DECILES)], fontsize=8)

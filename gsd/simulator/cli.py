@@ -15,6 +15,7 @@ import json
 
 from .._errors import InputError
 from ..cli import CliError, emit
+from ..methods import ADVANTAGE_METHODS
 from .config import SimConfig, parse_assignment, resolve_device
 
 
@@ -118,7 +119,7 @@ def _print_campaign(summary: dict, as_json: bool) -> None:
         return
     emit(_arm_table(summary["arms"]), False, title="arms (ledger over training)")
     dec = summary["decile_measurement"]
-    methods = [m for m in ("grpo", "dr_grpo") if m in dec]
+    methods = [m for m in ADVANTAGE_METHODS if m in dec]
     table = {"decile": [f"{d / 10:.1f}" for d in range(10)]}
     for m in methods:
         table[f"{m}_measured"] = dec[m]["share_measured"]

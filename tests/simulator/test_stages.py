@@ -117,3 +117,14 @@ def test_a_per_prompt_allocation_runs_through_the_engine(tmp_path, monkeypatch):
             assert row["generations"] % 2 == 0 and row["generations"] >= int(G.sum())  # Σ drawn × G, every G even
         assert s["grad_mass_over_closed_form"] == pytest.approx(1.0, abs=0.02)  # the closed forms at each prompt's G
         assert s["groups_total"] == pytest.approx(s["groups_pred_total"], rel=0.02)
+
+
+def test_campaign_measures_any_advantage_method(tmp_path):
+    """decile_methods takes every method with its own advantages (gsd.methods), RLOO included."""
+    from gsd.simulator import run_paper_campaign
+
+    s = run_paper_campaign(tmp_path / "c", overrides={"n_prompts": 400, "steps": 3, "decile_draws": 20,
+                                                      "decile_methods": ["grpo", "rloo"]}, progress=False)
+    assert set(s["decile_measurement"]) >= {"grpo", "rloo"}
+    assert s["decile_measurement"]["rloo"]["mass_ratio"] == pytest.approx(1.0, abs=0.05)
+    assert (tmp_path / "c" / "campaign.png").stat().st_size > 10_000
