@@ -64,7 +64,8 @@ def silent_rate(p, G):
     p : array_like
         Probability of a right answer, in [0, 1].
     G : array_like of int
-        Group size, ≥ 1.  ``p`` and ``G`` broadcast against each other.
+        Group size, 1 ≤ G ≤ 2^53 (every integer exact in float64).  ``p`` and ``G``
+        broadcast against each other.
 
     Returns
     -------
@@ -101,7 +102,7 @@ def nonsilent_rate(p, G):
     p : array_like
         Probability of a right answer, in [0, 1].
     G : array_like of int
-        Group size, ≥ 1.
+        Group size, 1 ≤ G ≤ 2^53.
 
     Returns
     -------
@@ -247,7 +248,7 @@ def dapo_generation_cost(p, G, *, max_draws=None):
     p : array_like
         Probability of a right answer, in [0, 1].
     G : array_like of int
-        Group size, ≥ 1.
+        Group size, 1 ≤ G ≤ 2^53.
     max_draws : int, optional
         Draws allowed in all (the paper's campaign: 4); None (default) redraws until a group
         carries signal.

@@ -62,7 +62,8 @@ def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0
     p : array_like
         Probability of a right answer, in [0, 1].
     G : array_like of int
-        Group size, ≥ 1 (≥ 2 for ``"dapo"`` and ``"rloo"``).  Broadcasts with ``p``.
+        Group size, ≥ 1 (≥ 2 for ``"dapo"`` and ``"rloo"``); at most 10^9 for ``"grpo"`` and
+        ``"dapo"`` (exact sums) and 2^53 for the closed forms.  Broadcasts with ``p``.
     method : {"grpo", "dr_grpo", "dapo", "rloo"}, optional
         ``"grpo"`` (default): :math:`\mathbb{E}[\sigma^2/(\sigma_c + \epsilon)]`;
         ``"dr_grpo"``: :math:`\mathbb{E}[\sigma^2]`; ``"dapo"``: GRPO's, conditioned on a
