@@ -37,6 +37,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/bench_simulator.py --out runs/bench_simulator.json
 	$(PY) benchmarks/bench_sweep.py
 	$(PY) benchmarks/bench_diagnose.py
+	$(PY) benchmarks/bench_allocation.py --out runs/bench_allocation.json
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis docs/_build docs/api/generated

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from . import cli_allocation
 from .cli import CliError, emit, parse_list
 from .data import BIGMATH_COLUMN
 from .groupsize import DEFAULT_MAX_GROUP_SIZE
@@ -40,13 +41,14 @@ def register(sub) -> None:
     src.add_argument("--p", help="success probabilities, comma-separated")
     src.add_argument("--input", help="per-prompt file (parquet, CSV or JSONL)")
     p.add_argument("--column", default=BIGMATH_COLUMN, help=f"solve-rate column of --input (default {BIGMATH_COLUMN})")
-    tgt = p.add_mutually_exclusive_group(required=True)
+    tgt = p.add_mutually_exclusive_group()
     tgt.add_argument("--epsilon", type=float, help="fidelity target 1 − ε")
     tgt.add_argument("--delta", type=float, help="silent-rate target δ")
     p.add_argument("--rule", choices=("exact", "law"), default="exact")
     p.add_argument("--max-group-size", type=int, default=DEFAULT_MAX_GROUP_SIZE)
     p.add_argument("--output", help="write the plan to OUT.csv or OUT.parquet")
     p.add_argument("--json", action="store_true")
+    cli_allocation.add_arguments(p)
     p.set_defaults(func=_plan)
 
     p = sub.add_parser("conventions", help="how far TRL / verl / OpenRLHF's GRPO update lies from the paper's")
@@ -135,6 +137,10 @@ def _fidelity(args) -> int:
 
 
 def _plan(args) -> int:
+    if args.budget is not None:
+        return cli_allocation.plan_budget(args)
+    if args.epsilon is None and args.delta is None:
+        raise CliError("give a target (--epsilon or --delta) or a rollout budget (--budget)")
     import numpy as np
 
     from . import groupsize

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._binomial import unique_pairs
 from ._validate import _show, as_group_size
 
 __all__ = ["BetaPosterior", "fit_beta_prior", "posterior_from_counts", "PRIORS"]
@@ -155,9 +156,10 @@ def fit_beta_prior(k, n, *, full_output: bool = False):
     keep = n > 0
     if not keep.any():
         raise ValueError("n: no prompt has a logged rollout (every n is 0); a prior cannot be fitted")
-    pairs, w = np.unique(np.stack([k[keep], n[keep]]), axis=1, return_counts=True)
-    kk, nn = pairs[0].astype(np.float64), pairs[1].astype(np.float64)
-    w = w.astype(np.float64)
+    k, n = k[keep], n[keep]
+    first, inverse = unique_pairs(k, n)  # a lexsort: ~30x faster than np.unique(axis=1) at 10^6
+    kk, nn = k[first].astype(np.float64), n[first].astype(np.float64)
+    w = np.bincount(inverse, minlength=first.size).astype(np.float64)
 
     # Start at the pooled mean rate and the best concentration on a coarse log grid (cheap: the
     # cost is per distinct (k, n) pair), then polish both with L-BFGS-B.

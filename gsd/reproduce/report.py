@@ -29,7 +29,7 @@ import pandas as pd
 
 from .._validate import InputError
 from .. import __version__
-from ..atomic import make_folder, write_atomic, write_json
+from ..atomic import make_folder, read_json, write_atomic, write_json
 from ..plotstyle import save_figure
 from ..trainers import convention_gap
 from ..update import fidelity
@@ -41,7 +41,7 @@ __all__ = ["Published", "PUBLISHED", "HISTOGRAM_NOTE", "compare", "run_reproduct
 DEFAULT_OUT = Path("reports") / "latest"
 #: Top-level keys of report.json.
 REPORT_KEYS = ("meta", "comparisons", "bigmath", "group_size_table", "theory", "dapo", "conventions",
-               "campaign", "figures")
+               "campaign", "allocation", "figures")
 
 
 @dataclass(frozen=True)
@@ -244,6 +244,23 @@ def _campaign_stage(out: Path, progress: bool, overrides: dict | None = None):
     return {"status": "ok", "run_dir": str(run_dir), "reused_complete_run": reused, **campaign_numbers(summary)}
 
 
+def _allocation_stage(out: Path, progress: bool):
+    """Beyond the paper: the budget-allocation campaign (fixed G, DAPO, allocated values)."""
+    mod, why = _optional("gsd.reproduce.allocation_campaign")
+    if mod is None:
+        return {"status": "not available", "reason": why}
+    run_dir = out / "allocation"
+    try:
+        summary = mod.run_allocation_campaign(run_dir, progress=False)
+    except ValueError as exc:  # e.g. a run folder of another config: report it, keep the rest
+        return {"status": "failed", "reason": str(exc), "run_dir": str(run_dir)}
+    return {"status": "ok", "run_dir": str(run_dir), "seeds": summary["seeds"],
+            "reference_arm": summary["reference_arm"], "targets": summary["targets"],
+            "budget_generations": summary["budget_generations"], "arms": summary["arms"],
+            "setup": {k: summary["campaign"]["base"].get(k) for k in ("n_prompts", "steps", "group_size", "lr",
+                                                                      "g_min", "g_max", "replan_every", "logged_window")}}
+
+
 def _find_r2(summary) -> float | None:
     """The GRPO arm's silent-fraction R² (``summary["silent_r2"]["grpo"]``), None if absent."""
     r2 = summary.get("silent_r2") if isinstance(summary, dict) else None
@@ -272,7 +289,7 @@ def campaign_numbers(summary: dict) -> dict:
     return out
 
 
-def _figures_stage(fig_dir: Path, fast: bool, campaign: dict, theory_frames, dapo_result):
+def _figures_stage(fig_dir: Path, fast: bool, campaign: dict, theory_frames, dapo_result, allocation=None):
     from . import figures as F
 
     # The Monte Carlo runs and the fit of the earlier stages are drawn as they are, not redrawn.
@@ -296,6 +313,13 @@ def _figures_stage(fig_dir: Path, fast: bool, campaign: dict, theory_frames, dap
         why = f"campaign {campaign.get('status')}"
     if why:
         skipped["campaign"] = why
+    if allocation and allocation.get("status") == "ok":
+        from .allocation_campaign import allocation_figure
+
+        summary = read_json(Path(allocation["run_dir"]) / "allocation_summary.json")
+        written.append(save_figure(allocation_figure(summary, allocation["run_dir"]), fig_dir / "allocation_campaign.png"))
+    else:
+        skipped["allocation_campaign"] = f"allocation campaign {(allocation or {}).get('status', 'not run')}"
     return {"written": [Path(p) for p in written], "skipped": skipped}
 
 
@@ -314,7 +338,7 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
     make_folder(out)
     fig_dir = Path(figures_dir) if figures_dir is not None else out / "figures"
     t_start = time.perf_counter()
-    stages = _Stages(total=7, show=progress)
+    stages = _Stages(total=8, show=progress)
     big = stages.run("Big-Math: silent rates, budget and decile shares", _bigmath_stage, difficulty)
     gst = stages.run("group-size table (exact vs law)", _group_size_stage)
     th = stages.run("theory: identity and objective Monte Carlo", _theory_stage, fast, seed)
@@ -330,7 +354,12 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
             camp = stages.run("controlled campaign (simulator)", _campaign_stage, out, progress)
         except ImportError as exc:  # a half-installed simulator: say so, keep the rest
             camp = {"status": "not available", "reason": f"{exc.__class__.__name__}: {exc}"}
-    figs = stages.run("figures", _figures_stage, fig_dir, fast, camp, th.pop("_frames"), dapo)
+    if skip_campaign:
+        stages.i += 1
+        alloc = {"status": "skipped", "reason": "--skip-campaign"}
+    else:
+        alloc = stages.run("beyond the paper: budget allocation campaign (simulator)", _allocation_stage, out, progress)
+    figs = stages.run("figures", _figures_stage, fig_dir, fast, camp, th.pop("_frames"), dapo, alloc)
     dapo.pop("_fit")
     dapo.pop("_curve")
     base = out.resolve()
@@ -371,6 +400,7 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
         "dapo": dapo,
         "conventions": conv,
         "campaign": camp,
+        "allocation": alloc,
         "figures": figs,
     }
     write_json(out / "report.json", report)
@@ -548,6 +578,8 @@ def render_markdown(report: dict) -> str:
                  f"{_fmt(c.get('dapo_generation_cost_ratio_pred'))} predicted by the closed form. "
                  f"Decile measurement: {c.get('decile_draws')} group draws per prompt.\n")
 
+    L += _allocation_markdown(report.get("allocation") or {"status": "not run"})
+
     # Figures
     fg = report["figures"]
     L.append("## Figures\n")
@@ -563,3 +595,81 @@ def render_markdown(report: dict) -> str:
     return "\n".join(L)
 
 
+
+
+def _ci(r, nd=3, scale=1.0):
+    """'mean [lo, hi]' of a seed interval (scaled), '—' where missing."""
+    if not r or r.get("n", 0) == 0 or not math.isfinite(r.get("mean", math.nan)):
+        return "—"
+    m, lo, hi = (r[k] * scale for k in ("mean", "lo", "hi"))
+    part = f"{m:.{nd}f}" + (f" [{lo:.{nd}f}, {hi:.{nd}f}]" if math.isfinite(lo) else "")
+    return part + (f" ({r['n']}/{r['of']} seeds)" if r["n"] < r["of"] else "")
+
+
+def _allocation_markdown(a: dict) -> list[str]:
+    """The "beyond the paper" section: the allocation campaign's table and what it says."""
+    from .allocation_campaign import LABELS
+
+    L = ["## Beyond the paper: budget allocation (simulator)\n"]
+    if a.get("status") != "ok":
+        return L + [f"allocation campaign: {a.get('status')} ({a.get('reason', '')}).\n"]
+    setup = a.get("setup", {})
+    ref = a["reference_arm"]
+    L.append(f"Run folder `{a['run_dir']}`; seeds {a['seeds']}; " + ", ".join(f"{k} = {v}" for k, v in setup.items())
+             + f". Every arm is read at the total generations of {LABELS.get(ref, ref)} (all its steps); allocated "
+             "arms share 8 rollouts per prompt per step (see docs/theory.md, section Spending a rollout "
+             "budget). Mean over seeds [95 % t-interval].\n")
+    t = a["targets"]
+    rows = []
+    for name, r in a["arms"].items():
+        rows.append({"arm": LABELS.get(name, name), "eff": _ci(r["effective_ratio"]),
+                     "gain": _ci(r["effective_ratio_gain"], 1, 100.0),
+                     "g_hq": _ci(r["generations_to_hard_quartile_p"], 2, 1e-6),
+                     "cr": _ci(r["compute_ratio_hard_quartile_p"], 2),
+                     "g_mp": _ci(r["generations_to_mean_p"], 2, 1e-6),
+                     "hq": _ci(r["hard_quartile_p"]), "mp": _ci(r["mean_p"]), "arc": _ci(r["mean_arcsin"])})
+    L.append(_md_table(rows, [("arm", "arm"), ("eff", "effective-gradient ratio"), ("gain", "vs fixed G = 8 (%)"),
+                              ("g_hq", f"generations (M) to hardest quartile ≥ {t['hard_quartile_p']}"),
+                              ("cr", "fixed G = 8 generations / arm's, same target"),
+                              ("g_mp", f"generations (M) to mean p ≥ {t['mean_p']}"),
+                              ("hq", "hardest quartile p, equal generations"), ("mp", "mean p"),
+                              ("arc", "mean 2·arcsin√p")]))
+    L.append("")
+    L.append(allocation_verdict(a) + "\n")
+    return L
+
+
+def allocation_verdict(a: dict) -> str:
+    """Plain words on Knapsack RL's claims and the winning value, from the campaign's numbers."""
+    arms = a["arms"]
+    lines = []
+    k = arms.get("knapsack")
+    if k:
+        gain = k["effective_ratio_gain"]["mean"] * 100
+        lo, hi = (k["effective_ratio_gain"][x] * 100 for x in ("lo", "hi"))
+        inside = 20 <= gain <= 40
+        lines.append(f"Knapsack RL's value raises the effective-gradient ratio by {gain:+.0f} % "
+                     f"[{lo:+.0f}, {hi:+.0f}] over fixed G = 8 (claim: +20–40 %): "
+                     + ("within the claimed range." if inside else ("above the claimed range." if gain > 40 else
+                                                                    "below the claimed range.")))
+        cr = k["compute_ratio_hard_quartile_p"]
+        if cr["n"]:
+            lines.append(f"Fixed G = 8 needs {cr['mean']:.2f}× the generations of the Knapsack arm to bring the "
+                         f"hardest quartile to p ≥ {a['targets']['hard_quartile_p']} (claim: ~2×): "
+                         + ("the claim holds here." if cr["mean"] >= 1.8 else "far less than 2× here."))
+        else:
+            lines.append("Neither arm reached the hardest-quartile target within the budget; the ~2× compute claim "
+                         "cannot be checked at this size.")
+    from .allocation_campaign import LABELS
+
+    real = {n: r for n, r in arms.items() if not n.startswith("oracle")}
+
+    def best(key):
+        name = max(real, key=lambda n: real[n][key]["mean"])
+        return f"{LABELS.get(name, name)} ({_ci(real[name][key])})"
+
+    lines.append(f"Without the oracle, at equal generations, the best arm by the hardest quartile's p is "
+                 f"{best('hard_quartile_p')}; by mean 2·arcsin√p (GRPO's objective) {best('mean_arcsin')}; by mean p "
+                 f"{best('mean_p')}; by effective-gradient ratio {best('effective_ratio')}. A higher "
+                 "effective-gradient ratio is not by itself more learning: what matters is where the gradient goes.")
+    return " ".join(lines)

@@ -36,6 +36,7 @@ DTYPES = ("float32", "float64")
 MLP_OFFSETS = ("frozen", "learned")
 ROLLOUTS = ("answers", "counts")
 ROLLOUT_LOGS = ("none", "verl", "trl")
+ALLOCATION_SOURCES = ("logged", "oracle")
 
 
 def _default_beta_mixture():
@@ -95,6 +96,15 @@ class SimConfig:
     clip_low: float = 0.2  # ε_low: ratio floor 1 − ε_low
     clip_high: float = 0.2  # ε_high: ratio ceiling 1 + ε_high (DAPO's clip-higher sets it above ε_low)
     kl_coef: float = 0.0  # β of the k3 penalty to the frozen initial policy (0: none)
+    # --- budget allocation (per-prompt group sizes; see docs/theory.md, section Spending a rollout budget) ---
+    allocation: str = "fixed"  # fixed (every prompt gets group_size) | update | dr_grpo | progress | nonsilent | knapsack
+    budget: int = 0  # rollouts per step shared by the allocator; 0 = batch prompts × group_size
+    replan_every: int = 1  # steps between two plans (the plan in between is kept)
+    allocation_source: str = "logged"  # logged: the run's own counts so far, through the posterior | oracle: the true p (an upper bound)
+    logged_window: int = 0  # logged source: count only the last W steps' answers (0: every step so far)
+    g_min: int = 2  # smallest group size the allocator gives a prompt it serves
+    g_max: int = 64  # largest group size
+    g_step: int = 1  # group sizes g_min, g_min + g_step, …, g_max
 
     # ------------------------------------------------------------------------------------------
     def __post_init__(self):
@@ -153,6 +163,7 @@ class SimConfig:
             bad("clip_low", "must be < 1 (the ratio floor 1 − clip_low must stay positive)")
         if not 0 < self.p_min < self.p_max < 1:
             bad("p_min", f"need 0 < p_min < p_max < 1, got p_min={self.p_min}, p_max={self.p_max}")
+        self._check_allocation(bad)
         if self.difficulty == "file" and not self.difficulty_path:
             bad("difficulty_path", "the file difficulty source needs a path")
         if self.difficulty == "beta":
@@ -162,6 +173,35 @@ class SimConfig:
             )
             if not ok:
                 bad("beta_mixture", "must be a non-empty list of [weight, a, b] with every entry > 0")
+
+    def _check_allocation(self, bad) -> None:
+        from ..allocation import ALLOCATION_VALUES
+
+        if self.allocation not in ("fixed", *ALLOCATION_VALUES):
+            bad("allocation", f"must be one of {('fixed', *ALLOCATION_VALUES)}")
+        if self.allocation_source not in ALLOCATION_SOURCES:
+            bad("allocation_source", f"must be one of {ALLOCATION_SOURCES}")
+        for key in ("replan_every", "g_min", "g_step"):
+            if getattr(self, key) < 1:
+                bad(key, "must be >= 1")
+        if self.budget < 0:
+            bad("budget", "must be >= 0 (0 = batch prompts × group_size)")
+        if self.logged_window < 0:
+            bad("logged_window", "must be >= 0 (0 = every step so far)")
+        if self.g_max < self.g_min:
+            bad("g_max", f"must be >= g_min = {self.g_min}")
+        if (self.g_max - self.g_min) % self.g_step:
+            bad("g_step", f"must divide g_max - g_min = {self.g_max - self.g_min}")
+        if self.allocation != "fixed":
+            if self.method == "dapo":
+                bad("allocation", "a budget plan with DAPO's redraws is not modelled; use method grpo, dr_grpo or rloo")
+            if self.replan_every > 1 and self.batch_size not in (0, self.n_prompts):
+                bad("replan_every", "a plan kept over several steps needs every prompt in every batch (batch_size = 0)")
+            if self.ddof >= self.g_min:
+                bad("ddof", f"needs g_min > ddof, got g_min={self.g_min}")
+            budget = self.budget or (self.batch_size or self.n_prompts) * self.group_size
+            if budget < self.g_min:
+                bad("budget", f"must be >= g_min = {self.g_min} to serve any prompt")
 
     # ------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:

@@ -3,8 +3,10 @@
 :func:`run_simulation` reads top to bottom like a cleanrl script: open the run folder, build
 the run's state (:func:`setup`), then per step
 
-1. :func:`plan_batch` — the batch and each prompt's group size G (the budget allocator's hook);
-2. :func:`sample_groups` — draw the groups (DAPO: up to ``max_draws`` each) as cell counts;
+1. :func:`plan_batch` — the batch and each prompt's group size G; with a budget allocation,
+   :class:`~.budget.BudgetPlanner` replaces the constant G by its plan (0 = skipped);
+2. :func:`sample_groups` — draw the groups (DAPO: up to ``max_draws`` each) as cell counts
+   (the planner adds them to its per-prompt counts);
 3. :func:`record_rollouts` — hand them to the rollout log, when one is configured;
 4. :func:`train_on_groups` — advantages from the core's table, the loss of
    :func:`~.loss.policy_loss` (PPO epochs, clip, k3), backward, optimizer step;
@@ -24,6 +26,7 @@ the same thread count.  Random streams: see :mod:`.sampling`.
 
 from __future__ import annotations
 
+import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,6 +41,7 @@ from ..weighting import decile_index
 from .config import SimConfig, config_diff, resolve_device
 from .ledger import COLUMNS, LEDGER_FILE, N_DECILES, N_QUARTILES, Ledger, large_group_update
 from .ledger import predicted_silent, predicted_update, summarise, write_ledger
+from .budget import BudgetPlanner
 from .loss import AdvantageTable, log_pi, policy_loss
 from .optim import SGD, Adam, make_optimizer
 from .policy import make_policy
@@ -100,6 +104,7 @@ class RunState:
     generations_cum: int = 0
     start: int = 0
     rollout_writer: object = None  # the rollout log's writer (None: no log); see record_rollouts
+    planner: object = None  # the budget allocator's planner (None: every prompt gets group_size); see .budget
     quartile_n: torch.Tensor = field(init=False)
 
     def __post_init__(self):
@@ -118,14 +123,16 @@ def setup(cfg: SimConfig, p0: np.ndarray, device: torch.device) -> RunState:
     decile_np = decile_index(p0)
     quartile = np.empty(p0.size, dtype=np.int64)
     quartile[np.argsort(p0, kind="stable")] = np.arange(p0.size) * N_QUARTILES // p0.size
+    planner = None if cfg.allocation == "fixed" else BudgetPlanner(cfg, p0.size, device)
+    sizes = [cfg.group_size] if planner is None else list(planner.sizes)
     return RunState(
         cfg=cfg, device=device, dtype=dtype, policy=policy, opt=opt,
         gen=torch.Generator(device=device).manual_seed(sub_seed(cfg.seed, STREAM_ROLLOUTS)),
         z_ref=z_ref,
-        adv=AdvantageTable([cfg.group_size], spec.advantage, ddof=cfg.ddof, eps=cfg.eps, dtype=dtype, device=device),
+        adv=AdvantageTable(sizes, spec.advantage, ddof=cfg.ddof, eps=cfg.eps, dtype=dtype, device=device),
         decile_np=decile_np, decile=torch.as_tensor(decile_np, device=device),
         quartile=torch.as_tensor(quartile, device=device),
-        ledger=Ledger(cfg.steps), draws=cfg.max_draws if spec.redraws_silent else 1,
+        ledger=Ledger(cfg.steps), draws=cfg.max_draws if spec.redraws_silent else 1, planner=planner,
     )
 
 
@@ -233,6 +240,9 @@ def fill_ledger_row(run: RunState, step: int, batch: Batch, groups: Groups, trai
         grad_mass=float(host["grad_mass_d"].sum()), grad_mass_d=host["grad_mass_d"],
         grad_limit=grad_limit, grad_law=grad_law, grad_limit_d=grad_limit_d,
         mean_p=host["mean_p"], mean_arcsin=host["mean_arcsin"], mean_p_q=host["mean_p_q"],
+        effective_ratio=(n_batch - host["zero_update"]) / host["groups"] if host["groups"] else math.nan,
+        value_planned=run.planner.value_planned if run.planner else math.nan,
+        grad_planned=run.planner.grad_planned if run.planner else math.nan,
         **predicted_silent(p, cfg, G),
     )
     if cfg.closed_form_every and step % cfg.closed_form_every == 0:
@@ -250,7 +260,11 @@ def train_step(run: RunState, step: int) -> dict:
         p_all = torch.sigmoid(run.policy())  # the policy this step samples from
         state = population_state(run, p_all)
     batch = plan_batch(p_all, group_size=cfg.group_size, batch_size=cfg.batch_size, gen=run.gen)
+    if run.planner is not None:
+        batch = run.planner.plan(step, batch)
     groups = sample_groups(batch, draws=run.draws, noise=cfg.verifier_noise, rollouts=cfg.rollouts, gen=run.gen)
+    if run.planner is not None:
+        run.planner.observe(step, batch, groups)
     record_rollouts(run, step, batch, groups)
     trained = train_on_groups(run, batch, groups)
     with torch.no_grad():
@@ -303,6 +317,8 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
 
 def answers_per_step(cfg: SimConfig) -> int:
     """Answers a step draws at most: batch × G × (DAPO: max_draws)."""
+    if cfg.allocation != "fixed" and cfg.budget:
+        return cfg.budget  # a budget plan draws at most its budget (no redraws with a plan)
     return (cfg.batch_size or cfg.n_prompts) * cfg.group_size * (cfg.max_draws if method_spec(cfg.method).redraws_silent else 1)
 
 
@@ -347,6 +363,8 @@ def checkpoint(run: RunState, out: Path, next_step: int) -> None:
         "ledger_columns": list(COLUMNS),
         "ledger": torch.from_numpy(done_rows.copy()),
     }
+    if run.planner is not None:
+        state["planner"] = run.planner.state_dict()
     with atomic_path(out / CHECKPOINT_FILE) as tmp:
         torch.save(state, tmp)
     write_ledger(out / LEDGER_FILE, done_rows)
@@ -366,6 +384,8 @@ def _load_checkpoint(run: RunState, path: Path, out: Path) -> None:
     run.gen.set_state(ckpt["rng_rollouts"])
     torch.set_rng_state(ckpt["rng_torch_cpu"])
     run.z_ref = ckpt["z_ref"].to(run.device)
+    if run.planner is not None:
+        run.planner.load_state_dict(ckpt["planner"])
     run.start = int(ckpt["step"])
     run.ledger.table[: run.start] = ckpt["ledger"].numpy()
     run.generations_cum = int(run.ledger.get(run.start - 1, "generations_cum")) if run.start else 0

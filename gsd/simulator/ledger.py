@@ -92,6 +92,16 @@ COLUMNS.update(
         for q in range(N_QUARTILES)
     }
 )
+COLUMNS.update(
+    {
+        "effective_ratio": "effective-gradient ratio: groups drawn this step that were not silent / groups drawn "
+        "(= 1 − silent_frac without redraws; DAPO's redraws count in the denominator)",
+        "value_planned": "Σ over the batch of the allocator's expected value (config key allocation) at the plan's G, "
+        "under what the plan knew (allocation_source); NaN for a fixed G or before the first informed plan",
+        "grad_planned": "Σ over the batch of E[σ̂] at the plan's G under what the plan knew: the GRPO update the plan "
+        "expects, to compare with grad_mass (NaN for a fixed G)",
+    }
+)
 COLUMNS.update({"wall_s": "wall-clock seconds of this step (differs between otherwise identical runs)"})
 
 #: Columns holding integers (the rest are floats).
@@ -289,9 +299,45 @@ def summarise(ledger, cfg, *, initial: dict, final: dict, device: str) -> dict:
         "groups_pred_total": float(col["groups_pred"].sum()),
         "generations_total": int(col["generations"].sum()),
         "wall_s_total": float(col["wall_s"].sum()),
+        **allocation_summary(col, final),
         "config": cfg.to_dict(),
     }
     return out
+
+
+#: Training targets whose cost in generations the summary reports: (ledger column, threshold).
+TARGETS = {"mean_p_0.9": ("mean_p", 0.9), "hard_quartile_p_0.8": ("mean_p_q1", 0.8)}
+
+
+def generations_to_target(ledger, column: str, threshold: float, final_value: float):
+    """Answers generated before ``column`` first reached ``threshold`` (NaN if it never did).
+
+    ``ledger``: the ledger's columns by name (a DataFrame or a dict of arrays).  Its state
+    columns are read before each step, so reaching the target at step t cost the generations of
+    steps 0 … t−1; the state after the last step counts too.
+    """
+    before = np.asarray(ledger[column], dtype=np.float64)
+    spent = np.concatenate([[0.0], np.asarray(ledger["generations_cum"], dtype=np.float64)])
+    hit = np.nonzero(np.concatenate([before, [final_value]]) >= threshold)[0]
+    return float(spent[hit[0]]) if hit.size else math.nan
+
+
+def allocation_summary(col, final: dict) -> dict:
+    """Budget-allocation view of a run: effective-gradient ratio, generations to the targets,
+    planned value against measured gradient mass (``col``: the ledger's columns by name)."""
+    col = {c: np.asarray(col[c], dtype=np.float64) for c in
+           ("groups", "n_batch", "zero_update_frac", "grad_planned", "grad_mass", "generations_cum", "mean_p", "mean_p_q1")}
+    final_cols = {"mean_p": final["mean_p"], "mean_p_q1": final["quartile_mean_p"][0]}
+    groups = col["groups"].sum()
+    kept = (col["n_batch"] * (1 - col["zero_update_frac"])).sum()
+    planned = ~np.isnan(col["grad_planned"])
+    den = col["grad_planned"][planned].sum()
+    return {
+        "effective_ratio": float(kept / groups) if groups else math.nan,
+        "generations_to_target": {name: generations_to_target(col, c, thr, final_cols[c])
+                                  for name, (c, thr) in TARGETS.items()},
+        "grad_mass_over_planned": float(col["grad_mass"][planned].sum() / den) if planned.any() and den > 0 else math.nan,
+    }
 
 
 # --------------------------------------------------------------------------- files

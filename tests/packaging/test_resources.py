@@ -3,13 +3,14 @@
 import pytest
 
 import gsd
+from gsd.data import data_dir
 from gsd.resources import config_file, shipped_configs, shipped_file
 
 
 def test_histogram_is_package_data():
     path = shipped_file("bigmath_solve_rate_histogram.csv")
     assert path.parent.parent == type(path)(gsd.__file__).parent
-    assert gsd.data.data_dir() == path.parent
+    assert data_dir() == path.parent
     assert (path.parent / "README.md").is_file()  # the provenance travels with the data
     with pytest.raises(ValueError, match="no_such.csv"):
         shipped_file("no_such.csv")

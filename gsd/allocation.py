@@ -1,0 +1,789 @@
+"""Spending a rollout budget: how many answers each prompt should get.
+
+A trainer draws G_i answers for prompt i and can afford B = Σ_i G_i rollouts per step.  Each G_i
+is 0 (the prompt is skipped this step) or on the grid g_min, g_min + s, …, g_max, and the plan
+maximises Σ_i V(p_i, G_i) for one of five values of a group of G answers (see
+:ref:`theory-allocation`):
+
+==============  ==========================================================================
+``update``      E[σ̂], the expected GRPO update of a Bernoulli-logit prompt (silence and the
+                finite-G attenuation included)
+``dr_grpo``     E[σ̂²] = p(1−p)(1 − 1/G), Dr.GRPO's expected update
+``progress``    p(1−p)·E[σ̂], the first-order change of p under GRPO
+``nonsilent``   1 − p^G − (1−p)^G, the probability that the group carries a gradient
+``knapsack``    (1 − p^G − (1−p)^G)·p(1−p)², the value of Knapsack RL (Li et al., 2025)
+==============  ==========================================================================
+
+Every value is w(p)·h(p, G) with a monomial weight w(p) = p^i (1−p)^j and h ∈ {E[σ̂], E[σ̂²],
+P(not silent)}.  When p is unknown and described by a posterior Beta(a, b) (see
+:func:`gsd.posterior_from_counts`), the expectation over p is exact:
+
+    E[p^i (1−p)^j h(p, G)] = B(a+i, b+j)/B(a, b) · E_{p ~ Beta(a+i, b+j)}[h(p, G)],
+
+and E[h] is a beta-binomial sum (E[σ̂]), a ratio of beta functions (P(not silent)) or
+E[p(1−p)](1 − 1/G) (E[σ̂²]).
+
+The allocator works on the table of values of each distinct prompt (distinct p, or distinct
+posterior) over the grid, takes the upper concave envelope of every row in (rollouts, value)
+space and hands out envelope segments by decreasing value per rollout (the Lagrangian solution),
+then spends the remainder greedily.  It is exactly optimal when every segment costs the same
+number of rollouts (a separable concave problem with unit costs, where the greedy is optimal);
+otherwise it reports an upper bound on its distance to the optimum.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ._binomial import symmetric_expectation, unique_pairs
+from ._errors import InputError
+from ._validate import _show, as_group_size, as_probability
+from .posterior import BetaPosterior
+from .silent import _minor, _nonsilent, _silent
+
+__all__ = [
+    "ALLOCATION_VALUES",
+    "Allocation",
+    "UniformAdvice",
+    "allocation_value",
+    "allocate_group_sizes",
+    "expected_silent_rate",
+    "uniform_group_size_advice",
+    "concavity_violations",
+]
+
+#: value name → (i, j, h): V = p^i (1−p)^j · h(p, G).
+_VALUES = {
+    "update": (0, 0, "sigma"),
+    "dr_grpo": (0, 0, "sigma2"),
+    "progress": (1, 1, "sigma"),
+    "nonsilent": (0, 0, "nonsilent"),
+    "knapsack": (1, 2, "nonsilent"),
+}
+#: Values understood by :func:`allocation_value` and :func:`allocate_group_sizes`.
+ALLOCATION_VALUES = tuple(_VALUES)
+
+# Terms per dense block of a beta-binomial sum (bounds temporary memory to ~16 MB per array).
+_BLOCK_TERMS = 1 << 21
+# Largest value table (distinct prompts × grid points) the allocator builds: 160 MB of float64 (its
+# envelope, segment and index tables take a few times that).
+_MAX_TABLE = 20_000_000
+# Plans the greedy cannot certify are solved exactly by dynamic programming up to this work
+# (prompts × grid points × budget): a fraction of a second.
+_MAX_DP = 20_000_000
+# Rows whose slopes rise by less than this (relative) are concave to rounding.
+_CONCAVE_RTOL = 1e-11
+
+
+def _value_spec(value):
+    if value not in _VALUES:
+        raise InputError(f"value must be one of {ALLOCATION_VALUES}, got {value!r}")
+    return _VALUES[value]
+
+
+def _sigma_f(k, G):
+    """σ̂ = sqrt(k(G−k))/G, 0 at G = 0."""
+    Gf = np.maximum(G, 1).astype(np.float64)
+    return np.sqrt(k * (G - k)) / Gf
+
+
+# --------------------------------------------------------------------------- values, one pair at a time
+def _point_value(p, G, spec):
+    """V(p, G) for known p (arrays of one shape, G ≥ 0)."""
+    i, j, h = spec
+    out = np.zeros(p.shape)
+    on = G >= 2  # a group of 0 or 1 answers is always silent: every value is 0
+    if not on.any():
+        return out
+    pp, GG = p[on], G[on]
+    if h == "sigma":
+        base = symmetric_expectation(pp, GG, _sigma_f)
+    elif h == "sigma2":
+        base = pp * (1.0 - pp) * (1.0 - 1.0 / GG)
+    else:
+        base = _nonsilent(_minor(pp), GG)
+    out[on] = pp**i * (1.0 - pp) ** j * base
+    return out
+
+
+def _log_beta_moment(a, b, i, j):
+    """log E[p^i (1−p)^j] under Beta(a, b)."""
+    from scipy.special import betaln
+
+    return betaln(a + i, b + j) - betaln(a, b)
+
+
+def _beta_nonsilent(a, b, G):
+    """1 − E[p^G] − E[(1−p)^G] under Beta(a, b), without cancelling the larger term."""
+    l1 = _log_beta_moment(a, b, G, 0)
+    l2 = _log_beta_moment(a, b, 0, G)
+    return -np.expm1(np.maximum(l1, l2)) - np.exp(np.minimum(l1, l2))
+
+
+def _beta_sigma(a, b, G):
+    """E[σ̂] = Σ_k BetaBinom(k; G, a, b)·sqrt(k(G−k))/G, dense, one block per distinct G.
+
+    The pmf is C(G, k)·B(a + k, b + G − k)/B(a, b), evaluated in logs with ``scipy.special``
+    (the same formula as ``scipy.stats.betabinom.pmf``, without its per-call argument handling,
+    which costs more than the sum itself here).
+    """
+    from scipy.special import betaln, gammaln
+
+    out = np.empty(a.shape)
+    order = np.argsort(G, kind="stable")
+    sizes, starts = np.unique(G[order], return_index=True)
+    bounds = np.append(starts, G.size)
+    for g, lo, hi in zip(sizes.tolist(), bounds[:-1], bounds[1:]):  # one block per distinct G
+        k = np.arange(g + 1)
+        f = _sigma_f(k, np.full(g + 1, g))
+        lchoose = gammaln(g + 1.0) - gammaln(k + 1.0) - gammaln(g - k + 1.0)
+        rows = max(1, _BLOCK_TERMS // (g + 1))
+        for r0 in range(lo, hi, rows):
+            idx = order[r0:min(hi, r0 + rows)]
+            aa, bb = a[idx][:, None], b[idx][:, None]
+            logpmf = lchoose + betaln(aa + k, bb + (g - k)) - betaln(aa, bb)
+            out[idx] = np.exp(logpmf) @ f
+    return out
+
+
+def _beta_value(a, b, G, spec):
+    """E[V(p, G)] under Beta(a, b) (arrays of one shape, G ≥ 0)."""
+    i, j, h = spec
+    out = np.zeros(a.shape)
+    on = G >= 2
+    if not on.any():
+        return out
+    aa, bb, GG = a[on] + i, b[on] + j, G[on]
+    scale = np.exp(_log_beta_moment(a[on], b[on], i, j)) if (i or j) else 1.0
+    if h == "sigma":
+        base = _beta_sigma(aa, bb, GG)
+    elif h == "sigma2":
+        base = aa * bb / ((aa + bb) * (aa + bb + 1.0)) * (1.0 - 1.0 / GG)
+    else:
+        base = _beta_nonsilent(aa, bb, GG)
+    out[on] = scale * base
+    return out
+
+
+def _as_source(p_or_posterior):
+    """('beta', (a, b)) for a BetaPosterior, ('point', p) for probabilities."""
+    if isinstance(p_or_posterior, BetaPosterior):
+        return "beta", (p_or_posterior.a, p_or_posterior.b)
+    return "point", as_probability(p_or_posterior)
+
+
+def allocation_value(p_or_posterior, G, value: str = "update"):
+    """Expected value of a group of G answers for a prompt, exact, broadcast over prompts and G.
+
+    Parameters
+    ----------
+    p_or_posterior : array_like of float in [0, 1], or BetaPosterior
+        The prompt's solve rate, or its posterior (:func:`gsd.posterior_from_counts`); with a
+        posterior the value is the exact expectation over p.
+    G : array_like of int ≥ 0
+        Group size; G = 0 (a skipped prompt) and G = 1 are worth 0 under every value.
+    value : {"update", "dr_grpo", "progress", "nonsilent", "knapsack"}
+
+    Returns
+    -------
+    ndarray of float64, the broadcast shape of the prompts and G.
+
+    Notes
+    -----
+    With σ̂ = sqrt(k(G−k))/G and k ~ Binom(G, p):
+
+    .. math::
+
+        V_\\mathrm{update} = E[\\hat\\sigma], \\quad V_\\mathrm{dr\\_grpo} = p(1-p)(1 - 1/G), \\quad
+        V_\\mathrm{progress} = p(1-p) E[\\hat\\sigma],
+
+        V_\\mathrm{nonsilent} = 1 - p^G - (1-p)^G, \\quad
+        V_\\mathrm{knapsack} = (1 - p^G - (1-p)^G)\\, p (1-p)^2 .
+
+    Under a posterior Beta(a, b), E[p^i(1−p)^j h(p, G)] = B(a+i, b+j)/B(a, b)·E_{Beta(a+i, b+j)}[h]:
+    E[σ̂] becomes a beta-binomial sum over k = 0 … G, and E[p^G] = B(a+G, b)/B(a, b).
+    See :ref:`theory-allocation`.
+
+    Examples
+    --------
+    >>> round(float(allocation_value(0.5, 2)), 6)  # E[σ̂] = P(k = 1)·1/2
+    0.25
+    >>> round(float(allocation_value(0.5, 8, "nonsilent")), 6)
+    0.992188
+    >>> from gsd import posterior_from_counts
+    >>> post = posterior_from_counts(0, 8, prior="uniform")  # 0 right of 8: probably hard
+    >>> round(float(allocation_value(post, 16, "nonsilent")), 4)  # 1 − E[(1−p)^16] − E[p^16]
+    0.64
+    """
+    spec = _value_spec(value)
+    kind, src = _as_source(p_or_posterior)
+    G = as_group_size(G, minimum=0)
+    if kind == "point":
+        p, Gb = np.broadcast_arrays(src, G)
+        return _point_value(p.ravel(), Gb.ravel(), spec).reshape(p.shape)
+    a, b, Gb = np.broadcast_arrays(src[0], src[1], G)
+    a, b, g = a.ravel(), b.ravel(), Gb.ravel()
+    # Posteriors from counts repeat: evaluate each distinct (a, b, G) once.
+    order = np.lexsort((g, b, a))
+    new = np.ones(order.size, dtype=bool)
+    new[1:] = (np.diff(a[order]) != 0) | (np.diff(b[order]) != 0) | (np.diff(g[order]) != 0)
+    first = order[new]
+    inverse = np.empty(order.size, dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return _beta_value(a[first], b[first], g[first], spec)[inverse].reshape(Gb.shape)
+
+
+def expected_silent_rate(p_or_posterior, G):
+    """Probability that a group of G answers is silent: p^G + (1−p)^G, or its posterior mean.
+
+    Under Beta(a, b) it is E[p^G] + E[(1−p)^G] = [B(a+G, b) + B(a, b+G)] / B(a, b).  G ≥ 1.
+
+    Examples
+    --------
+    >>> round(float(expected_silent_rate(0.5, 8)), 7)
+    0.0078125
+    """
+    kind, src = _as_source(p_or_posterior)
+    G = as_group_size(G)
+    if kind == "point":
+        return _silent(_minor(src), G)
+    return np.exp(_log_beta_moment(src[0], src[1], G, 0)) + np.exp(_log_beta_moment(src[0], src[1], 0, G))
+
+
+# --------------------------------------------------------------------------- value tables on a grid
+def _sigma_table(grid, p=None, a=None, b=None):
+    """E[σ̂] at every G of ``grid`` for each row, by the pmf recurrence over G.
+
+    Adding one answer to a group of G: P_{G+1}(k) = P_G(k−1)·r(k−1, G) + P_G(k)·(1 − r(k, G)),
+    r = p for known p and r = (a+k)/(a+b+G) under Beta(a, b) (Pólya's urn: the predictive
+    probability of a right answer).  Each step is a convex combination, so the pmf stays exact
+    to ~G ulp with no cancellation; the whole grid costs Σ_G (G+1) operations per row, like one
+    dense sum at every G.  Rows are processed in blocks to bound memory.
+    """
+    point = p is not None
+    rows = p.size if point else a.size
+    gmax = int(grid[-1])
+    col = np.full(gmax + 1, -1)
+    col[grid] = np.arange(grid.size)
+    out = np.zeros((rows, grid.size))
+    block = max(1, (1 << 17) // (gmax + 2))  # ~1 MB per block: the sweep stays in cache (4x faster)
+    k = np.arange(gmax + 1, dtype=np.float64)
+    for r0 in range(0, rows, block):
+        sl = slice(r0, min(rows, r0 + block))
+        n = sl.stop - sl.start
+        P = np.zeros((n, gmax + 2))
+        P[:, 0] = 1.0
+        up = np.empty((n, gmax + 1))
+        if point:
+            x = _minor(p[sl])[:, None]  # σ̂ is symmetric in k ↔ G−k: work with min(p, 1−p)
+            r, q = x, 1.0 - x
+        else:
+            aa, bb = a[sl][:, None], b[sl][:, None]
+        for g in range(gmax):  # P holds the pmf of g answers; build g + 1
+            if not point:
+                r = (aa + k[: g + 1]) / (aa + bb + g)
+                q = (bb + g - k[: g + 1]) / (aa + bb + g)
+            u = np.multiply(P[:, : g + 1], r, out=up[:, : g + 1])
+            P[:, : g + 1] *= q
+            P[:, 1 : g + 2] += u
+            c = col[g + 1]
+            if c >= 0:
+                kk = np.arange(g + 2)
+                out[sl, c] = P[:, : g + 2] @ (np.sqrt(kk * (g + 1 - kk)) / (g + 1))
+    return out
+
+
+def _value_table(kind, src, grid, spec):
+    """Rows × grid table of V for distinct prompts (src: p, or (a, b))."""
+    i, j, h = spec
+    Gg = grid[None, :].astype(np.float64)
+    on = grid >= 2
+    if kind == "point":
+        p = src[:, None]
+        if h == "sigma":
+            base = _sigma_table(grid, p=src)
+        elif h == "sigma2":
+            base = p * (1.0 - p) * (1.0 - 1.0 / Gg)
+        else:
+            base = _nonsilent(_minor(p), Gg)
+        table = p**i * (1.0 - p) ** j * base
+    else:
+        a, b = src
+        aa, bb = a + i, b + j
+        if h == "sigma":
+            base = _sigma_table(grid, a=aa, b=bb)
+        elif h == "sigma2":
+            base = (aa * bb / ((aa + bb) * (aa + bb + 1.0)))[:, None] * (1.0 - 1.0 / Gg)
+        else:
+            base = _beta_nonsilent(aa[:, None], bb[:, None], Gg)
+        scale = np.exp(_log_beta_moment(a, b, i, j))[:, None] if (i or j) else 1.0
+        table = scale * base
+    return np.where(on[None, :], table, 0.0)
+
+
+# --------------------------------------------------------------------------- concave envelope
+def _envelope(x, Y):
+    """Mask of the points of each row of Y (over common abscissae x) on its upper concave envelope.
+
+    A point strictly below the chord of its active neighbours lies below the envelope, so such
+    points can be dropped all at once; repeating until none is left gives the envelope's vertices.
+    Slopes that rise by less than a relative 1e-11, or by less than the rounding of the values
+    (8 ulp of |V| per rollout), count as equal.
+    """
+    rows, m = Y.shape
+    active = np.ones((rows, m), dtype=bool)
+    if m <= 2 or _concave_rows(x, Y).all():
+        return active  # the common case (every value for g_min ≥ 2): one vectorised check
+    pos = np.arange(m)
+    while True:
+        idx = np.where(active, pos, -1)
+        prev = np.maximum.accumulate(np.concatenate([np.full((rows, 1), -1), idx[:, :-1]], axis=1), axis=1)
+        idx_r = np.where(active, pos, m)[:, ::-1]
+        nxt = np.minimum.accumulate(np.concatenate([np.full((rows, 1), m), idx_r[:, :-1]], axis=1), axis=1)[:, ::-1]
+        inner = active & (prev >= 0) & (nxt < m)
+        if not inner.any():
+            return active
+        r_i, c_i = np.nonzero(inner)
+        pv, nx = prev[r_i, c_i], nxt[r_i, c_i]
+        s_in = (Y[r_i, c_i] - Y[r_i, pv]) / (x[c_i] - x[pv])
+        s_out = (Y[r_i, nx] - Y[r_i, c_i]) / (x[nx] - x[c_i])
+        # Rounding of the values themselves (a few ulp of |V|) bounds how well a slope is known:
+        # far out on the grid, nonsilent's increments fall below the ulp of V ≈ 1.
+        vmax = np.maximum(np.maximum(np.abs(Y[r_i, pv]), np.abs(Y[r_i, c_i])), np.abs(Y[r_i, nx]))
+        dx = np.minimum(x[c_i] - x[pv], x[nx] - x[c_i])
+        tol = _CONCAVE_RTOL * np.maximum(np.abs(s_in), np.abs(s_out)) + 8 * np.finfo(float).eps * vmax / dx
+        below = s_out > s_in + tol
+        if not below.any():
+            return active
+        active[r_i[below], c_i[below]] = False
+
+
+def _concave_rows(x, Y):
+    """Rows whose slopes never rise beyond rounding (the tolerance of :func:`_envelope`)."""
+    dx = np.diff(x)
+    slope = np.diff(Y, axis=1) / dx
+    vmax = np.maximum(np.abs(Y[:, :-2]), np.maximum(np.abs(Y[:, 1:-1]), np.abs(Y[:, 2:])))
+    tol = (_CONCAVE_RTOL * np.maximum(np.abs(slope[:, :-1]), np.abs(slope[:, 1:]))
+           + 8 * np.finfo(float).eps * vmax / np.minimum(dx[:-1], dx[1:]))
+    return (np.diff(slope, axis=1) <= tol).all(axis=1)
+
+
+def concavity_violations(p_or_posterior, *, value="update", g_min=2, g_max=512, step=1, skip=True):
+    """Where a value's increments per rollout rise along the allocation grid (non-concave rows).
+
+    Returns a DataFrame with one row per (prompt, grid point) that lies strictly below the upper
+    concave envelope of its row in (rollouts, value) space: columns ``prompt`` (index into the
+    flattened input), ``G`` and ``shortfall`` (envelope minus value, relative to the value).
+    Empty when every row is concave, i.e. when the greedy on single increments is optimal.
+
+    Examples
+    --------
+    >>> len(concavity_violations([0.05, 0.5], value="nonsilent", g_max=64))
+    0
+    >>> concavity_violations([0.5], value="update", g_min=1, g_max=4).G.tolist()  # V(1) = 0
+    [1]
+    """
+    prob = _Problem(p_or_posterior, value, g_min, g_max, step, skip)
+    x, Y, act = prob.x, prob.table_full, prob.active
+    r, c = np.nonzero(~act)
+    if r.size == 0:
+        return pd.DataFrame({"prompt": np.empty(0, np.int64), "G": np.empty(0, np.int64), "shortfall": np.empty(0)})
+    env = np.empty(r.size)
+    for_rows = np.unique(r)
+    env_full = np.full(Y.shape, np.nan)
+    for t in for_rows:  # only the few non-concave distinct rows
+        env_full[t] = np.interp(x, x[act[t]], Y[t, act[t]])
+    env = env_full[r, c]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        short = np.where(Y[r, c] > 0, (env - Y[r, c]) / Y[r, c], np.inf)
+    # Map distinct rows back to the first prompt of each type.
+    first = np.full(prob.n_types, -1)
+    first[prob.inverse[::-1]] = np.arange(prob.inverse.size)[::-1]
+    return pd.DataFrame({"prompt": first[r], "G": x[c].astype(np.int64), "shortfall": short})
+
+
+# --------------------------------------------------------------------------- the allocator
+@dataclass(frozen=True)
+class Allocation:
+    """A plan: group sizes per prompt and what they buy.
+
+    Attributes
+    ----------
+    group_size : ndarray of int64
+        G per prompt (input shape); 0 = skipped this step.
+    value : ndarray of float64
+        Expected value of each prompt at its G.
+    total : float
+        Σ value, the objective.
+    budget, spent : int
+        Rollouts available and used (spent ≤ budget).
+    multiplier : float
+        The value per rollout of the last segment handed out (the Lagrange multiplier λ).
+    exact : bool
+        True when the plan is certified optimal over the grid: every envelope segment costs the
+        same number of rollouts (greedy on equal-cost concave increments is optimal), or the
+        Lagrangian bound is met.
+    gap_bound : float
+        Upper bound on (optimum − total); 0 when ``exact``.
+    envelope : bool
+        True when some prompt's values were not concave on the grid and the plan used their
+        upper concave envelope (grid points below it are never chosen).
+    envelope_sizes : ndarray of int64
+        The grid G that lie below some prompt's envelope (never chosen for that prompt).
+    value_name : str
+    """
+
+    group_size: np.ndarray
+    value: np.ndarray
+    total: float
+    budget: int
+    spent: int
+    multiplier: float
+    exact: bool
+    gap_bound: float
+    envelope: bool
+    envelope_sizes: np.ndarray
+    value_name: str
+    grid: tuple = field(default=())
+
+    def summary(self) -> dict:
+        """The scalars, for reports and ``--json``."""
+        g = self.group_size
+        return {"value": self.value_name, "budget": self.budget, "spent": self.spent,
+                "total_value": self.total, "prompts": int(g.size), "skipped": int((g == 0).sum()),
+                "mean_group_size_served": float(g[g > 0].mean()) if (g > 0).any() else 0.0,
+                "multiplier": self.multiplier, "exact": self.exact, "gap_bound": self.gap_bound,
+                "envelope": self.envelope, "envelope_sizes": self.envelope_sizes.tolist(),
+                "g_min": self.grid[0], "g_max": self.grid[1], "step": self.grid[2], "skip": self.grid[3]}
+
+
+def _grid_args(g_min, g_max, step):
+    g_min = int(as_group_size(g_min, "g_min", minimum=1))
+    g_max = int(as_group_size(g_max, "g_max", minimum=1))
+    step = int(as_group_size(step, "step", minimum=1))
+    if g_min > g_max:
+        raise InputError(f"g_min must be <= g_max, got g_min={g_min} and g_max={g_max}")
+    if (g_max - g_min) % step:
+        raise InputError(f"step must divide g_max - g_min, got step={step} with g_min={g_min}, g_max={g_max}")
+    return g_min, g_max, step
+
+
+class _Problem:
+    """The distinct prompts, their value table on the grid, its envelope and sorted segments."""
+
+    def __init__(self, p_or_posterior, value, g_min, g_max, step, skip):
+        self.spec = _value_spec(value)
+        self.value_name = value
+        self.g_min, self.g_max, self.step = _grid_args(g_min, g_max, step)
+        if not isinstance(skip, bool | np.bool_):
+            raise InputError(f"skip must be True or False, got {skip!r}")
+        self.skip = bool(skip)
+        kind, src = _as_source(p_or_posterior)
+        if kind == "point":
+            flat = src.ravel()
+            self.shape = src.shape
+            uniq, inverse, counts = np.unique(flat, return_inverse=True, return_counts=True)
+            types = uniq
+        else:
+            a, b = (x.ravel() for x in src)
+            self.shape = src[0].shape
+            first, inverse = unique_pairs(a, b)
+            order = np.argsort(inverse[first])
+            first = first[order]
+            counts = np.bincount(inverse, minlength=first.size)
+            types = (a[first], b[first])
+        self.inverse, self.counts = inverse.ravel(), counts.astype(np.int64)
+        self.n = self.inverse.size
+        self.n_types = self.counts.size
+        grid = np.arange(self.g_min, self.g_max + 1, self.step, dtype=np.int64)
+        if self.n_types * grid.size > _MAX_TABLE:
+            raise InputError(
+                f"g_max: {self.n_types} distinct prompts × {grid.size} grid points exceed the allocator's "
+                f"table limit ({_MAX_TABLE:,}); use a larger step, a smaller g_max or fewer distinct rates")
+        table = _value_table(kind, types, grid, self.spec)
+        if self.skip:
+            self.x = np.concatenate([[0], grid]).astype(np.float64)
+            self.table_full = np.concatenate([np.zeros((self.n_types, 1)), table], axis=1)
+        else:
+            self.x = grid.astype(np.float64)
+            self.table_full = table
+        self.active = _envelope(self.x, self.table_full)
+        self.envelope = not self.active.all()
+        self.envelope_sizes = np.unique(np.broadcast_to(self.x, self.active.shape)[~self.active]).astype(np.int64)
+        # Envelope segments, flat in row-major order (row, then increasing G).
+        r, c = np.nonzero(self.active)
+        same = r[1:] == r[:-1]
+        self.seg_row, self.seg_start, self.seg_end = r[:-1][same], c[:-1][same], c[1:][same]
+        self.seg_cost = (self.x[self.seg_end] - self.x[self.seg_start]).astype(np.int64)
+        self.seg_gain = self.table_full[self.seg_row, self.seg_end] - self.table_full[self.seg_row, self.seg_start]
+        slope = self.seg_gain / self.seg_cost
+        useful = slope > 0  # concave rows: once a slope is ≤ 0, every later one is too
+        self.seg_row, self.seg_start, self.seg_end = self.seg_row[useful], self.seg_start[useful], self.seg_end[useful]
+        self.seg_cost, self.seg_gain, slope = self.seg_cost[useful], self.seg_gain[useful], slope[useful]
+        # Slopes may rise along a row within the rounding tolerance of the envelope; their running
+        # minimum keeps every row's segments in G order after the sort (a prompt takes a prefix).
+        rank = np.arange(self.seg_row.size) - np.searchsorted(self.seg_row, self.seg_row)
+        running = np.full(self.table_full.shape, np.inf)
+        running[self.seg_row, rank] = slope
+        self.seg_slope = np.minimum.accumulate(running, axis=1)[self.seg_row, rank]
+        self.order = np.argsort(-self.seg_slope, kind="stable")  # ties keep row order, then G order
+        wcost = self.seg_cost[self.order] * self.counts[self.seg_row[self.order]]
+        self.cum_cost = np.cumsum(wcost)
+        self.cum_gain = np.cumsum(self.seg_gain[self.order] * self.counts[self.seg_row[self.order]])
+        self.equal_costs = np.unique(self.seg_cost).size <= 1
+        self.next_seg = np.full(self.table_full.shape, -1, dtype=np.int64)
+        self.next_seg[self.seg_row, self.seg_start] = np.arange(self.seg_row.size)
+        self.base = 0 if self.skip else self.g_min * self.n
+
+    def solve(self, budget):
+        """Per-type groups (type, end column, count), total value, spent, λ, LP bound."""
+        avail = budget - self.base
+        n_full = int(np.searchsorted(self.cum_cost, avail, side="right"))
+        taken = self.order[:n_full]
+        end = np.zeros(self.n_types, dtype=np.int64)
+        np.maximum.at(end, self.seg_row[taken], self.seg_end[taken])
+        spent_items = int(self.cum_cost[n_full - 1]) if n_full else 0
+        gained = float(self.cum_gain[n_full - 1]) if n_full else 0.0
+        rem = avail - spent_items
+        g_type = list(range(self.n_types))
+        g_end = end.tolist()
+        g_count = self.counts.tolist()
+        lp = gained
+        lam = 0.0
+        if n_full < self.order.size:
+            s = self.order[n_full]
+            t, cost, gain = int(self.seg_row[s]), int(self.seg_cost[s]), float(self.seg_gain[s])
+            lam = float(self.seg_slope[s])
+            lp += rem / cost * gain
+            q = rem // cost  # < counts[t]: the item did not fit for every prompt of its type
+            if q:
+                g_count[t] -= q
+                g_type.append(t), g_end.append(int(self.seg_end[s])), g_count.append(q)
+                rem -= q * cost
+                gained += q * gain
+        elif n_full:
+            lam = float(self.seg_slope[self.order[n_full - 1]])
+        # Fix-up: spend the remainder on the best next segment that still fits.
+        while rem > 0:
+            gt, ge, gc = np.array(g_type), np.array(g_end), np.array(g_count)
+            nxt = self.next_seg[gt, ge]
+            ok = (nxt >= 0) & (gc > 0)
+            ok[ok] &= self.seg_cost[nxt[ok]] <= rem
+            if not ok.any():
+                break
+            cand = np.nonzero(ok)[0]
+            best = cand[np.argmax(self.seg_slope[nxt[cand]])]
+            s = nxt[best]
+            cost, gain = int(self.seg_cost[s]), float(self.seg_gain[s])
+            q = min(g_count[best], rem // cost)
+            g_count[best] -= q
+            g_type.append(g_type[best]), g_end.append(int(self.seg_end[s])), g_count.append(q)
+            rem -= q * cost
+            gained += q * gain
+        groups = (np.array(g_type), np.array(g_end), np.array(g_count))
+        base_value = float(self.counts @ self.table_full[:, 0])
+        total = base_value + gained
+        spent = self.base + (avail - rem)
+        lp_total = base_value + lp
+        exact = self.equal_costs or lp_total - total <= 1e-12 * max(abs(total), 1e-300)
+        gap = 0.0 if exact else max(0.0, lp_total - total)
+        return groups, total, spent, lam, exact, gap
+
+    def dp_size(self, budget: int) -> int:
+        """Work of :meth:`exact_dp`: prompts × grid points × (budget + 1)."""
+        return self.n * self.x.size * (budget + 1)
+
+    def exact_dp(self, budget: int):
+        """The optimum over the grid by dynamic programming over prompts × budget (small instances).
+
+        best[b] is the largest total of the prompts so far within b rollouts; each prompt takes
+        the best of its choices (every grid point, not only the envelope's), recorded for the
+        backtrack.  One vectorised max per prompt, so the cost is prompts × grid × budget.
+        """
+        cost = self.x.astype(np.int64)
+        rows = self.table_full[self.inverse]
+        width = budget + 1
+        best = np.zeros(width)
+        b = np.arange(width)
+        choice = np.empty((self.n, width), dtype=np.int32)
+        for i in range(self.n):  # the DP is sequential in prompts; bounded by _MAX_DP
+            prev = b[None, :] - cost[:, None]
+            cand = np.where(prev >= 0, best[np.maximum(prev, 0)] + rows[i][:, None], -np.inf)
+            choice[i] = np.argmax(cand, axis=0)
+            best = cand[choice[i], b]
+        col = np.empty(self.n, dtype=np.int64)
+        left = int(np.argmax(best))
+        for i in range(self.n - 1, -1, -1):
+            col[i] = choice[i, left]
+            left -= int(cost[col[i]])
+        G = cost[col]
+        return G.reshape(self.shape), rows[np.arange(self.n), col].reshape(self.shape)
+
+    def per_prompt(self, groups):
+        """G and value per prompt: within a type, earlier prompts get the larger G."""
+        gt, ge, gc = groups
+        order = np.lexsort((-ge, gt))  # by type, then larger G first
+        gt, ge, gc = gt[order], ge[order], gc[order]
+        type_start = np.concatenate([[0], np.cumsum(self.counts)[:-1]])
+        bounds = np.cumsum(gc)  # global positions, types in order
+        srt = np.argsort(self.inverse, kind="stable")
+        rank = np.empty(self.n, dtype=np.int64)
+        rank[srt] = np.arange(self.n) - type_start[self.inverse[srt]]
+        key = type_start[self.inverse] + rank
+        grp = np.searchsorted(bounds, key, side="right")
+        col = ge[grp]
+        G = self.x[col].astype(np.int64)
+        val = self.table_full[self.inverse, col]
+        return G.reshape(self.shape), val.reshape(self.shape)
+
+
+def _budget_arg(budget):
+    if isinstance(budget, bool):
+        raise InputError(f"budget must be an integer >= 1, got {budget!r}")
+    arr = as_group_size(budget, "budget", minimum=1)
+    if arr.ndim:
+        raise InputError(f"budget must be one integer, got {_show(arr)}")
+    return int(arr)
+
+
+def allocate_group_sizes(p_or_posterior, budget, *, value: str = "update", g_min=2, g_max=512, step=1,
+                         skip: bool = True) -> Allocation:
+    """Group size per prompt maximising the total expected value under a rollout budget.
+
+    Parameters
+    ----------
+    p_or_posterior : array_like of float in [0, 1], or BetaPosterior
+        Solve rates, or posteriors from logged counts (:func:`gsd.posterior_from_counts`).
+    budget : int
+        Rollouts available, Σ G_i ≤ budget.
+    value : {"update", "dr_grpo", "progress", "nonsilent", "knapsack"}
+        What a group is worth (:func:`allocation_value`).
+    g_min, g_max, step : int
+        The allowed sizes g_min, g_min + step, …, g_max (step must divide g_max − g_min; a step
+        of 8 matches inference batches of 8).
+    skip : bool
+        Allow G = 0 (the prompt is not drawn this step).  With ``skip=False`` every prompt gets
+        at least g_min and the budget must cover n_prompts·g_min.
+
+    Returns
+    -------
+    Allocation
+        ``group_size`` per prompt, ``value``, ``total``, ``spent``, the multiplier λ, and the
+        optimality certificate (``exact``, ``gap_bound``, ``envelope``, ``envelope_sizes``).
+
+    Notes
+    -----
+    Maximises :math:`\\sum_i V(p_i, G_i)` subject to :math:`\\sum_i G_i \\le B`.  Each distinct
+    prompt's values on the grid (with the point (0, 0) when skipping is allowed) are replaced by
+    their upper concave envelope in (rollouts, value) space; the envelope's segments are handed
+    out by decreasing value per rollout until the budget is spent, which solves the Lagrangian
+    relaxation exactly, and the remainder goes greedily to the best next segment that fits.
+    When every segment costs the same number of rollouts (concave rows and g_min = step, or
+    ``skip=False``), this greedy is optimal (Gross, 1956).  Otherwise (unequal costs: the entry
+    g_min against the step, or an envelope) a plan whose Lagrangian bound is not met is solved
+    again exactly by dynamic programming when prompts × grid × budget ≤ 2·10^7, and beyond
+    that ``gap_bound`` bounds its distance to the optimum (at most one segment's value).  The values of :data:`ALLOCATION_VALUES`
+    are concave on the grid for g_min ≥ 2 (checked by :func:`concavity_violations`); G = 1 is
+    worth 0, so g_min = 1 with skipping makes the envelope jump from 0 to 2.
+    Cost: the table of distinct prompts × grid points (E[σ̂] by a pmf recurrence over G), one
+    sort of the segments, then O(n_prompts).  See :ref:`theory-allocation`.
+
+    Examples
+    --------
+    >>> plan = allocate_group_sizes([0.02, 0.5, 0.98, 0.3], 32, g_max=16)
+    >>> plan.group_size.tolist(), plan.spent, plan.exact
+    ([6, 9, 6, 11], 32, True)
+    >>> allocate_group_sizes([0.02, 0.5, 0.98, 0.3], 32, value="nonsilent", g_max=16).group_size.tolist()
+    [8, 6, 9, 9]
+    """
+    budget = _budget_arg(budget)
+    prob = _Problem(p_or_posterior, value, g_min, g_max, step, skip)
+    if prob.skip and budget < prob.g_min:
+        raise InputError(f"budget must be >= g_min ({prob.g_min}) to serve any prompt, got budget={budget}")
+    if not prob.skip and budget < prob.base:
+        raise InputError(f"budget must be >= n_prompts × g_min = {prob.n} × {prob.g_min} = {prob.base} "
+                         f"when skip=False, got budget={budget}")
+    groups, total, spent, lam, exact, gap = prob.solve(budget)
+    G, val = prob.per_prompt(groups)
+    if not exact and prob.dp_size(budget) <= _MAX_DP:
+        # Small enough for the exact dynamic programme over the whole grid (envelope or not).
+        G, val = prob.exact_dp(budget)
+        exact, gap = True, 0.0
+    return Allocation(group_size=G, value=val, total=float(val.sum()), budget=budget, spent=int(G.sum()),
+                      multiplier=lam, exact=exact, gap_bound=gap, envelope=prob.envelope,
+                      envelope_sizes=prob.envelope_sizes, value_name=value,
+                      grid=(prob.g_min, prob.g_max, prob.step, prob.skip))
+
+
+# --------------------------------------------------------------------------- uniform G advice
+@dataclass(frozen=True)
+class UniformAdvice:
+    """Uniform group sizes against the allocated plan at the same budget.
+
+    Attributes
+    ----------
+    curve : DataFrame
+        One row per grid G: ``G``, ``rollouts`` (n_prompts·G), ``uniform_value`` (Σ V(p_i, G)),
+        ``value_per_rollout``, ``allocated_value`` (the allocator at the same budget),
+        ``gain`` (allocated / uniform) and ``uniform_rollouts_to_match`` (the smallest uniform
+        budget on the grid whose value reaches the allocated one; NaN beyond g_max) with
+        ``compute_ratio`` = that budget / n_prompts·G.
+    best_G : int
+        The uniform G with the largest value per rollout.
+    budget : int or None
+        The budget asked about (None: not given).
+    at_budget : dict
+        At ``budget``: the largest uniform G it affords, its value, the allocated value and
+        their ratio (empty when no budget was given).
+    """
+
+    curve: pd.DataFrame
+    best_G: int
+    budget: int | None
+    at_budget: dict
+
+
+def uniform_group_size_advice(p_or_posterior, budget=None, *, value: str = "update", g_min=2, g_max=512,
+                              step=1) -> UniformAdvice:
+    """Value per rollout of every uniform G, the best one, and the allocated plan beside it.
+
+    Examples
+    --------
+    >>> adv = uniform_group_size_advice([0.05, 0.5, 0.9], value="update", g_max=32, budget=30)
+    >>> adv.best_G, adv.at_budget["uniform_G"], round(adv.at_budget["gain"], 4)
+    (2, 10, 1.005)
+    >>> bool((adv.curve.gain >= 1 - 1e-12).all())  # the allocator never does worse than uniform
+    True
+    """
+    prob = _Problem(p_or_posterior, value, g_min, g_max, step, True)
+    grid = prob.x[1:].astype(np.int64)
+    uniform = prob.counts @ prob.table_full[:, 1:]
+    rollouts = prob.n * grid
+    allocated = np.array([prob.solve(int(b))[1] for b in rollouts])
+    # Smallest uniform budget reaching the allocated value (uniform value is nondecreasing in G).
+    reach = np.searchsorted(np.maximum.accumulate(uniform), allocated * (1 - 1e-12), side="left")
+    match = np.where(reach < grid.size, rollouts[np.minimum(reach, grid.size - 1)], np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        curve = pd.DataFrame({"G": grid, "rollouts": rollouts, "uniform_value": uniform,
+                              "value_per_rollout": uniform / rollouts, "allocated_value": allocated,
+                              "gain": np.where(uniform > 0, allocated / uniform, np.nan),
+                              "uniform_rollouts_to_match": match, "compute_ratio": match / rollouts})
+    best = int(grid[np.argmax(curve.value_per_rollout.to_numpy())])
+    at = {}
+    if budget is not None:
+        budget = _budget_arg(budget)
+        affordable = grid[grid * prob.n <= budget]
+        alloc_total = prob.solve(budget)[1] if budget >= prob.g_min else 0.0
+        if affordable.size:
+            gu = int(affordable[-1])
+            uv = float(uniform[grid == gu][0])
+            at = {"budget": budget, "uniform_G": gu, "uniform_value": uv, "allocated_value": alloc_total,
+                  "gain": alloc_total / uv if uv > 0 else math.nan}
+        else:
+            at = {"budget": budget, "uniform_G": None, "uniform_value": math.nan, "allocated_value": alloc_total,
+                  "gain": math.nan}
+    return UniformAdvice(curve=curve, best_G=best, budget=budget, at_budget=at)

@@ -1,0 +1,156 @@
+"""``gsd plan --budget``: share a rollout budget among prompts (handler and its options).
+
+The options are added to the ``plan`` parser by :func:`add_arguments`; :func:`plan_budget` runs
+when ``--budget`` is given.  Inputs: known rates (``--p``, or ``--input`` with ``--column``),
+logged counts (``--input`` with ``--k-column``/``--n-column``) or a per-rollout table grouped by
+a prompt id (``--prompt-column``/``--reward-column``).  The output keeps every input column and
+the input row order (per-rollout input: one row per prompt, in order of first appearance) and
+adds ``posterior_mean``, ``group_size``, ``expected_value``, ``silent_probability`` and
+``status``; a row that cannot be planned keeps its place with the reason in ``status``.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .cli import CliError, emit, parse_list
+
+HELP = "rollouts per step to share out among the prompts (see docs/theory.md, section Spending a rollout budget)"
+
+
+def add_arguments(p) -> None:
+    """The budget options of ``gsd plan``."""
+    g = p.add_argument_group("budget allocation (with --budget)")
+    g.add_argument("--budget", type=int, help=HELP)
+    g.add_argument("--value", default="update",
+                   help="what a group is worth: update = E[σ̂] (GRPO, default), dr_grpo, progress, nonsilent, knapsack")
+    g.add_argument("--g-min", type=int, default=2, help="smallest group size served (default 2)")
+    g.add_argument("--g-max", type=int, default=512, help="largest group size (default 512)")
+    g.add_argument("--step", type=int, default=1, help="group sizes g_min, g_min + step, …, g_max (default 1)")
+    g.add_argument("--no-skip", action="store_true", help="serve every prompt (at least g_min answers)")
+    g.add_argument("--k-column", help="--input column of right answers per prompt (with --n-column)")
+    g.add_argument("--n-column", help="--input column of logged rollouts per prompt (with --k-column)")
+    g.add_argument("--prompt-column", help="--input is one row per rollout: the prompt-id column to group by")
+    g.add_argument("--reward-column", default="reward", help="0/1 reward column of a per-rollout --input (default reward)")
+    g.add_argument("--prior", default="empirical-bayes",
+                   help="prior of the solve rate for counts: empirical-bayes (default), uniform, jeffreys or A,B")
+    g.add_argument("--advice", action="store_true", help="also print value per rollout of every uniform G")
+
+
+def _prior(text: str):
+    if text in ("empirical-bayes", "uniform", "jeffreys"):
+        return text
+    vals = parse_list(text, float, "prior")
+    if vals.size != 2:
+        raise CliError(f"--prior must be empirical-bayes, uniform, jeffreys or A,B, got {text!r}")
+    return tuple(vals.tolist())
+
+
+def _source(args):
+    """(table, per-row status, source for the allocator over the usable rows, mean, kind)."""
+    import numpy as np
+    import pandas as pd
+
+    from . import tables
+    from .posterior import posterior_from_counts
+
+    if args.input is None:
+        if args.k_column or args.n_column or args.prompt_column:
+            raise CliError("--k-column, --n-column and --prompt-column need --input")
+        p = parse_list(args.p, float, "p")
+        df = pd.DataFrame({"p": p})
+        _, status = tables.numeric_column(df, "p", lo=0, hi=1)
+        ok = status == tables.OK
+        return df, status, p[ok], p, "rates"
+    raw = tables.read_table(args.input, option="input")
+    source = repr(str(args.input))
+    if args.prompt_column:
+        if args.k_column or args.n_column:
+            raise CliError("give either --prompt-column (per-rollout table) or --k-column/--n-column, not both")
+        tables.require_columns(raw, {"prompt-column": args.prompt_column, "reward-column": args.reward_column}, source)
+        df = tables.counts_from_rollouts(raw, args.prompt_column, args.reward_column)
+        k, n, status = df["right"].to_numpy(), df["rollouts"].to_numpy(), df.pop("status").to_numpy(object)
+    elif args.k_column or args.n_column:
+        if not (args.k_column and args.n_column):
+            raise CliError("--k-column and --n-column go together")
+        tables.require_columns(raw, {"k-column": args.k_column, "n-column": args.n_column}, source)
+        df = raw
+        k, n, status = tables.counts_from_columns(raw, args.k_column, args.n_column)
+    else:
+        tables.require_columns(raw, {"column": args.column}, source)
+        p, status = tables.numeric_column(raw, args.column, lo=0, hi=1)
+        ok = status == tables.OK
+        return raw, status, p[ok], p, "rates"
+    ok = status == tables.OK
+    if not ok.any():
+        raise CliError(f"input: no usable row in {source}; " + tables.describe_bad_rows(status, 3))
+    post = posterior_from_counts(k[ok], n[ok], prior=_prior(args.prior))
+    mean = np.full(len(df), np.nan)
+    mean[ok] = post.mean
+    return df, status, post, mean, "counts"
+
+
+def plan_budget(args) -> int:
+    import numpy as np
+    import pandas as pd
+
+    from . import tables
+    from .allocation import allocate_group_sizes, expected_silent_rate, uniform_group_size_advice
+    from .atomic import write_table
+
+    if args.epsilon is not None or args.delta is not None:
+        raise CliError("--budget plans by value; it does not take --epsilon or --delta")
+    df, status, src, mean, kind = _source(args)
+    ok = status == tables.OK
+    if not ok.any():
+        raise CliError("input: no usable row; " + tables.describe_bad_rows(status, 3))
+    plan = allocate_group_sizes(src, args.budget, value=args.value, g_min=args.g_min, g_max=args.g_max,
+                                step=args.step, skip=not args.no_skip)
+    G = pd.array(np.zeros(len(df), dtype=np.int64), dtype="Int64")
+    G[~ok] = pd.NA
+    G[ok] = plan.group_size
+    value = np.full(len(df), np.nan)
+    value[ok] = plan.value
+    silent = np.full(len(df), np.nan)
+    served = plan.group_size > 0
+    if served.any():
+        sub = src[served] if kind == "rates" else type(src)(src.a[served], src.b[served], src.prior)
+        idx = np.nonzero(ok)[0][served]
+        silent[idx] = expected_silent_rate(sub, plan.group_size[served])
+    st = status.copy()
+    st[np.nonzero(ok)[0]] = np.where(served, "planned", "skipped")
+    out = df.copy()
+    out["posterior_mean"] = np.where(ok, mean, np.nan)
+    out["group_size"] = G
+    out["expected_value"] = value
+    out["silent_probability"] = silent
+    out["status"] = st
+    advice = uniform_group_size_advice(src, args.budget, value=args.value, g_min=args.g_min, g_max=args.g_max,
+                                       step=args.step)
+    summary = plan.summary() | {"rows": len(out), "unusable_rows": int((~ok).sum()),
+                                "best_uniform_G": advice.best_G, "uniform_at_budget": advice.at_budget}
+    if args.output:
+        if not args.output.endswith((".csv", ".parquet")):
+            raise CliError(f"--output must end in .csv or .parquet, got {args.output!r}")
+        write_table(args.output, out)  # atomic: never a half-written plan
+    if args.json:
+        rows = json.loads(out.to_json(orient="records", double_precision=15))
+        print(json.dumps({"summary": summary, "rows": rows} | ({"advice": json.loads(advice.curve.to_json(
+            orient="records", double_precision=15))} if args.advice else {}), indent=2))
+        return 0
+    ub = advice.at_budget
+    print(f"{len(out)} rows, budget {plan.budget} rollouts, value {plan.value_name}: spent {plan.spent}, "
+          f"served {int(served.sum())}, skipped {int((~served).sum())}, total value {plan.total:.6g}"
+          f" ({'optimal' if plan.exact else f'within {plan.gap_bound:.3g} of optimal'})")
+    if ub.get("uniform_G"):
+        print(f"uniform G = {ub['uniform_G']} at this budget: value {ub['uniform_value']:.6g}; "
+              f"the plan gives {ub['gain']:.4g}x; best uniform G (value per rollout): {advice.best_G}")
+    bad = tables.describe_bad_rows(status)
+    if bad:
+        print(bad + " — kept in place, status says why")
+    if args.output:
+        print(f"plan written to {args.output}")
+    emit(out, False)
+    if args.advice:
+        emit(advice.curve, False, title="uniform G against the allocated plan at the same budget")
+    return 0

@@ -1,0 +1,197 @@
+"""Budget allocation in training: fixed G, DAPO and the allocator's values at equal generations.
+
+The campaign (shipped config ``allocation_campaign``) trains the tabular Bernoulli-logit policy
+on the Big-Math population once per arm and seed: fixed G = 8 and G = 16, DAPO (≤ 4 draws) and
+budget plans of 8 rollouts per prompt per step under the values ``knapsack`` (Knapsack RL's),
+``update`` and ``progress`` from the run's own logged counts, and ``update``/``knapsack`` with
+the true p (the oracle).  Every arm is read at the total generations of the reference arm
+(fixed G = 8, all its steps):
+
+* effective-gradient ratio: non-silent groups / groups drawn, over the steps within the budget;
+* generations spent to reach mean p ≥ 0.9 and hardest-quartile mean p ≥ 0.8 (NaN: not within
+  the budget), and the reference arm's generations over the arm's (the compute ratio);
+* mean p, mean 2·arcsin√p and the hardest-quartile mean p after the last step within the budget.
+
+Seeds give a mean and a 95 % Student-t interval.  See :ref:`theory-allocation`.  The campaign is
+a folder: ``runs/<arm>/seed<S>/`` (ordinary, resumable run folders), ``allocation_summary.json``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..atomic import read_json, write_json
+
+__all__ = ["load_allocation_campaign", "run_allocation_campaign", "arm_metrics", "allocation_figure",
+           "CONFIG_NAME", "summary_table"]
+
+#: Name of the shipped campaign config (``gsd/resources/configs/allocation_campaign.toml``).
+CONFIG_NAME = "allocation_campaign"
+SUMMARY_FILE = "allocation_summary.json"
+
+
+def load_allocation_campaign(path=None) -> dict:
+    """The campaign: ``{"seeds", "reference_arm", "targets", "base", "arms"}``, every arm config checked."""
+    from ..resources import config_file
+    from ..simulator.config import SimConfig, read_config_file
+
+    data = read_config_file(config_file(path or CONFIG_NAME, what="campaign file"))
+    camp = data.get("campaign", {})
+    out = {"seeds": list(camp.get("seeds", [0, 1, 2])), "reference_arm": camp.get("reference_arm", "fixed_g8"),
+           "targets": dict(camp.get("targets", {"mean_p": 0.9, "hard_quartile_p": 0.8})),
+           "base": data["base"], "arms": data["arms"]}
+    if out["reference_arm"] not in out["arms"]:
+        raise ValueError(f"reference_arm {out['reference_arm']!r} is not an arm ({', '.join(out['arms'])})")
+    for name, arm in out["arms"].items():
+        SimConfig.from_dict({**out["base"], **arm, "name": name})
+    return out
+
+
+def _state_after(led, t: int, final: dict, column: str) -> float:
+    """A state column after step t: the next row's 'before' value, or the run's final state."""
+    if t + 1 < len(led):
+        return float(led[column].iloc[t + 1])
+    key = {"mean_p": "mean_p", "mean_arcsin": "mean_arcsin"}.get(column)
+    return float(final[key]) if key else float(final["quartile_mean_p"][0])
+
+
+def arm_metrics(run_dir, budget: float, targets: dict) -> dict:
+    """One run read at ``budget`` total generations (see the module docstring)."""
+    from ..simulator.ledger import generations_to_target, read_ledger
+
+    led = read_ledger(run_dir)
+    summary = read_json(Path(run_dir) / "summary.json")
+    final = summary["final"]
+    within = led["generations_cum"].to_numpy() <= budget * (1 + 1e-12)
+    t = int(np.nonzero(within)[0][-1]) if within.any() else -1
+    rows = led.iloc[: t + 1]
+    kept = float((rows["n_batch"] * (1 - rows["zero_update_frac"])).sum())
+    groups = float(rows["groups"].sum())
+    cols = {"mean_p": "mean_p", "hard_quartile_p": "mean_p_q1"}
+    gens = {}
+    for name, thr in targets.items():
+        g = generations_to_target(led, cols[name], thr, final["mean_p"] if name == "mean_p" else final["quartile_mean_p"][0])
+        gens[name] = g if g <= budget * (1 + 1e-12) else math.nan
+    return {
+        "generations": float(rows["generations"].sum()), "steps": t + 1,
+        "effective_ratio": kept / groups if groups else math.nan,
+        "generations_to": gens,
+        "mean_p": _state_after(led, t, final, "mean_p"),
+        "mean_arcsin": _state_after(led, t, final, "mean_arcsin"),
+        "hard_quartile_p": _state_after(led, t, final, "mean_p_q1"),
+        "grad_mass_over_planned": summary.get("grad_mass_over_planned"),
+    }
+
+
+def _interval(values) -> dict:
+    """Mean and 95 % Student-t interval over seeds (NaN-aware: counts the seeds with a value)."""
+    from scipy.stats import t as student
+
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=np.float64)
+    n_all = len(values)
+    if v.size == 0:
+        return {"mean": math.nan, "lo": math.nan, "hi": math.nan, "n": 0, "of": n_all}
+    m = float(v.mean())
+    h = float(student.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else math.nan
+    return {"mean": m, "lo": m - h, "hi": m + h, "n": int(v.size), "of": n_all}
+
+
+def run_allocation_campaign(out, *, config=None, seeds=None, steps_scale: float = 1.0, progress: bool = True) -> dict:
+    """Run (or resume) every arm × seed under ``out`` and write the summary; returns it.
+
+    ``seeds``: override the campaign's seeds; ``steps_scale``: multiply every arm's steps (the
+    notebook's fast mode uses a fraction; the comparison stays at equal generations).
+    """
+    from ..simulator.config import SimConfig
+    from ..simulator.engine import run_simulation
+
+    camp = load_allocation_campaign(config)
+    seeds = camp["seeds"] if seeds is None else list(seeds)
+    out = Path(out)
+    runs = {}
+    for name, arm in camp["arms"].items():
+        for seed in seeds:
+            cfg = {**camp["base"], **arm, "name": name, "seed": seed}
+            cfg["steps"] = max(1, int(round(cfg.get("steps", 150) * steps_scale)))
+            folder = out / "runs" / name / f"seed{seed}"
+            run_simulation(SimConfig.from_dict(cfg), folder, resume=True, progress=progress)
+            runs[(name, seed)] = folder
+    ref = camp["reference_arm"]
+    budget = {seed: read_json(runs[(ref, seed)] / "summary.json")["generations_total"] for seed in seeds}
+    per_run = {name: {seed: arm_metrics(runs[(name, seed)], budget[seed], camp["targets"]) for seed in seeds}
+               for name in camp["arms"]}
+    arms = {}
+    for name, by_seed in per_run.items():
+        ms = list(by_seed.values())
+        ref_ms = list(per_run[ref].values())
+        row = {key: _interval([m[key] for m in ms]) for key in
+               ("effective_ratio", "mean_p", "mean_arcsin", "hard_quartile_p", "generations")}
+        for tgt in camp["targets"]:
+            row[f"generations_to_{tgt}"] = _interval([m["generations_to"][tgt] for m in ms])
+            row[f"compute_ratio_{tgt}"] = _interval([r["generations_to"][tgt] / m["generations_to"][tgt]
+                                                     for r, m in zip(ref_ms, ms)])
+        row["effective_ratio_gain"] = _interval([m["effective_ratio"] / r["effective_ratio"] - 1 for r, m in zip(ref_ms, ms)])
+        arms[name] = row
+    summary = {"seeds": seeds, "reference_arm": ref, "budget_generations": budget, "targets": camp["targets"],
+               "steps_scale": steps_scale, "arms": arms,
+               "per_run": {n: {str(s): m for s, m in d.items()} for n, d in per_run.items()}, "campaign": camp}
+    write_json(out / SUMMARY_FILE, summary)
+    return summary
+
+
+#: Display names of the arms (the rest keep their config name).
+LABELS = {"fixed_g8": "fixed G = 8", "fixed_g16": "fixed G = 16", "dapo": "DAPO (≤ 4 draws)",
+          "knapsack": "Knapsack RL value", "update": "update (E[σ̂])", "progress": "progress",
+          "oracle_update": "oracle, update", "oracle_knapsack": "oracle, knapsack"}
+
+
+def summary_table(summary: dict):
+    """One row per arm, one column per (metric, mean/lo/hi): the campaign's numbers as a DataFrame."""
+    import pandas as pd
+
+    flat = {LABELS.get(name, name): {(metric, stat): r[metric][stat] for metric in r for stat in ("mean", "lo", "hi")}
+            for name, r in summary["arms"].items()}
+    return pd.DataFrame.from_dict(flat, orient="index")
+
+
+def allocation_figure(summary: dict, out_dir=None):
+    """Hardest-quartile mean p against generations (mean over seeds) and the effective-gradient
+    ratio per arm with its interval.  ``out_dir``: the campaign folder (its ledgers draw the curves)."""
+    from ..plotstyle import styled
+
+    return styled(_allocation_figure)(summary, out_dir)
+
+
+def _allocation_figure(summary: dict, out_dir=None):
+    from ..plotstyle import new_figure
+    from ..simulator.ledger import read_ledger
+
+    fig, (ax, bx) = new_figure(2, width=10.0, height=3.6)
+    palette = ["#444444", "#7f7f7f", "#2ca02c", "#ff7f0e", "#1f77b4", "#9467bd", "#17becf", "#d62728"]
+    root = Path(out_dir) if out_dir is not None else None
+    names = list(summary["arms"])
+    for i, name in enumerate(names):
+        if root is not None:
+            curves = []
+            for seed in summary["seeds"]:
+                led = read_ledger(root / "runs" / name / f"seed{seed}")
+                curves.append((led["generations_cum"].to_numpy() - led["generations"].to_numpy(), led["mean_p_q1"].to_numpy()))
+            grid = np.linspace(0, max(summary["budget_generations"].values()), 60)
+            ys = np.mean([np.interp(grid, x, y, right=np.nan) for x, y in curves], axis=0)
+            ax.plot(grid / 1e6, ys, color=palette[i % len(palette)], label=LABELS.get(name, name),
+                    ls="--" if name.startswith("oracle") else "-")
+        r = summary["arms"][name]["effective_ratio"]
+        bx.bar(i, r["mean"], color=palette[i % len(palette)])
+        if np.isfinite(r["lo"]):
+            bx.errorbar(i, r["mean"], yerr=[[r["mean"] - r["lo"]], [r["hi"] - r["mean"]]], color="k", capsize=3)
+    ax.set_xlabel("generations (millions)")
+    ax.set_ylabel("mean p, initially hardest quartile")
+    ax.set_title("learning per generation")
+    ax.legend(loc="lower right", fontsize=7)
+    bx.set_xticks(range(len(names)), [LABELS.get(n, n) for n in names], rotation=35, ha="right", fontsize=7)
+    bx.set_ylabel("non-silent groups / groups drawn")
+    bx.set_title(f"effective-gradient ratio (mean, 95 % CI, {len(summary['seeds'])} seeds)")
+    return fig

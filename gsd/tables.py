@@ -1,0 +1,132 @@
+"""Per-prompt and per-rollout tables from files: read, pick columns, judge every row.
+
+The rule for file inputs: a row with a missing or invalid value is never dropped while the
+others shift.  It stays in place with a ``status`` that says what is wrong, the other rows are
+computed, and the caller's output keeps every input column in the input order.  A column that
+is not there is an error that lists the columns that are.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ._errors import InputError
+
+__all__ = ["read_table", "require_columns", "numeric_column", "counts_from_columns", "counts_from_rollouts",
+           "describe_bad_rows", "OK"]
+
+#: Status of a row whose values are usable.
+OK = "ok"
+
+_READERS = {
+    ".parquet": "parquet", ".pq": "parquet",
+    ".csv": "csv", ".csv.gz": "csv",
+    ".jsonl": "jsonl", ".jsonl.gz": "jsonl", ".json": "json",
+}
+
+
+def read_table(path, *, option: str = "input") -> pd.DataFrame:
+    """A parquet, CSV or JSONL file as a DataFrame (columns and row order as in the file).
+
+    ``option`` names the argument in error messages (e.g. ``"input"`` for ``--input``).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{option}: no such file {str(path)!r}")
+    suffix = "".join(path.suffixes[-2:]).lower() if path.suffix.lower() == ".gz" else path.suffix.lower()
+    kind = _READERS.get(suffix)
+    if kind is None:
+        raise InputError(f"{option}: unsupported file type {suffix!r} of {str(path)!r} (use .parquet, .csv or .jsonl)")
+    try:
+        if kind == "parquet":
+            return pd.read_parquet(path)
+        if kind == "csv":
+            return pd.read_csv(path)
+        return pd.read_json(path, lines=kind == "jsonl")
+    except (OSError, ValueError, pd.errors.ParserError) as exc:  # damaged or mislabelled file
+        raise InputError(f"{option}: cannot read {str(path)!r} as {kind}: {str(exc).splitlines()[0]}") from None
+
+
+def require_columns(df: pd.DataFrame, columns: dict, source: str = "the input") -> None:
+    """Every ``{option: column}`` must exist; otherwise a ValueError naming it and listing the columns."""
+    for option, column in columns.items():
+        if column not in df.columns:
+            have = ", ".join(map(repr, map(str, df.columns))) or "none"
+            raise InputError(f"{option}: {column!r} is not a column of {source}; its columns are: {have}")
+
+
+def numeric_column(df: pd.DataFrame, column: str, *, integer: bool = False, lo=None, hi=None):
+    """A column as float64 (NaN where unusable) and a per-row status.
+
+    Statuses: ``"ok"``, ``"missing <column>"`` (empty / NaN / None), ``"<column> not a number"``,
+    ``"<column> not finite"`` (±inf), ``"<column> not an integer"`` (when ``integer``),
+    ``"<column> below <lo>"`` / ``"<column> above <hi>"``.
+    """
+    raw = df[column]
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    status = np.full(len(df), OK, dtype=object)
+    missing = raw.isna().to_numpy()
+    status[missing] = f"missing {column}"
+    status[~missing & np.isnan(values)] = f"{column} not a number"
+    inf = np.isinf(values)
+    status[inf] = f"{column} not finite"
+    fin = np.isfinite(values)
+    if integer:
+        status[fin & (values != np.round(values))] = f"{column} not an integer"
+    if lo is not None:
+        status[fin & (values < lo)] = f"{column} below {lo}"
+    if hi is not None:
+        status[fin & (values > hi)] = f"{column} above {hi}"
+    values = np.where(status == OK, values, np.nan)
+    return values, status
+
+
+def counts_from_columns(df: pd.DataFrame, k_column: str, n_column: str):
+    """Right answers k and rollouts n per row, with a status (k > n, negative, missing, …).
+
+    Returns (k, n, status): int64 arrays (0 where the row is not ok) and the per-row status.
+    """
+    k, sk = numeric_column(df, k_column, integer=True, lo=0)
+    n, sn = numeric_column(df, n_column, integer=True, lo=0)
+    status = np.where(sk != OK, sk, sn).astype(object)
+    over = (status == OK) & (k > n)
+    status[over] = f"{k_column} > {n_column}"
+    ok = status == OK
+    return np.where(ok, k, 0).astype(np.int64), np.where(ok, n, 0).astype(np.int64), status
+
+
+def counts_from_rollouts(df: pd.DataFrame, prompt_column: str, reward_column: str) -> pd.DataFrame:
+    """One row per prompt (in order of first appearance) from a per-rollout table of 0/1 rewards.
+
+    Columns: the prompt column, ``rollouts`` (rows with a usable reward), ``right`` (their sum),
+    ``bad_rollouts`` (rows whose reward is missing or not 0/1; counted, never silently used) and
+    ``status`` (``"ok"``, or ``"no usable reward"`` when every rollout of the prompt is bad).
+    Rows with a missing prompt id are counted under a prompt id of NaN.
+    """
+    r, status = numeric_column(df, reward_column, lo=0, hi=1)
+    binary = (status == OK) & ((r == 0) | (r == 1))
+    status[(status == OK) & ~binary] = f"{reward_column} not 0 or 1"
+    ids = df[prompt_column]
+    codes, uniques = pd.factorize(ids, use_na_sentinel=False)
+    m = len(uniques)
+    rollouts = np.bincount(codes, weights=binary, minlength=m).astype(np.int64)
+    right = np.bincount(codes, weights=np.where(binary, r, 0.0), minlength=m).astype(np.int64)
+    bad = np.bincount(codes, weights=~binary, minlength=m).astype(np.int64)
+    out = pd.DataFrame({prompt_column: uniques, "rollouts": rollouts, "right": right, "bad_rollouts": bad})
+    out["status"] = np.where(rollouts > 0, OK, "no usable reward")
+    out.attrs["bad_rows"] = np.nonzero(~binary)[0]
+    return out
+
+
+def describe_bad_rows(status, limit: int = 10) -> str:
+    """'3 rows not usable: 4 (missing k), 7 (k > n), …' (0-based row numbers), or '' if all are ok."""
+    status = np.asarray(status, dtype=object)
+    bad = np.nonzero(status != OK)[0]
+    if bad.size == 0:
+        return ""
+    shown = ", ".join(f"{i} ({status[i]})" for i in bad[:limit])
+    more = f", … ({bad.size - limit} more)" if bad.size > limit else ""
+    return f"{bad.size} row{'s' if bad.size > 1 else ''} not usable (0-based): {shown}{more}"

@@ -1,0 +1,129 @@
+"""`gsd plan --budget` and gsd.tables: rows kept in place, columns kept, errors exit 2."""
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gsd
+from gsd import tables
+from gsd.cli import main
+
+
+def _run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def counts_csv(tmp_path):
+    df = pd.DataFrame({"id": ["a", "b", "c", "d", "e", "f", "g"], "note": list("ABCDEFG"),
+                       "k": [0, 3, None, 9, 8, -1, 5], "n": [8, 8, 8, 8, 8, 8, 16]})
+    path = tmp_path / "counts.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+def test_counts_input_keeps_rows_columns_and_order(capsys, counts_csv):
+    code, out, err = _run(capsys, "plan", "--input", str(counts_csv), "--k-column", "k", "--n-column", "n",
+                          "--budget", "40", "--g-max", "32", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    rows = pd.DataFrame(res["rows"])
+    assert rows["id"].tolist() == list("abcdefg") and rows["note"].tolist() == list("ABCDEFG")
+    st = dict(zip(rows.id, rows.status))
+    assert st["c"] == "missing k" and st["d"] == "k > n" and st["f"] == "k below 0"
+    good = rows[rows.status.isin(["planned", "skipped"])]
+    assert len(good) == 4 and rows.loc[~rows.status.isin(["planned", "skipped"]), "group_size"].isna().all()
+    assert good.group_size.sum() <= 40
+    # The plan equals the library's on the usable rows, with the posterior fitted to them alone.
+    post = gsd.posterior_from_counts([0, 3, 8, 5], [8, 8, 8, 16])
+    plan = gsd.allocate_group_sizes(post, 40, g_max=32)
+    assert good.group_size.tolist() == plan.group_size.tolist()
+    np.testing.assert_allclose(good.expected_value, plan.value, rtol=1e-12)
+    np.testing.assert_allclose(good.posterior_mean, post.mean, rtol=1e-12)
+    served = plan.group_size > 0
+    sub = gsd.BetaPosterior(post.a[served], post.b[served], post.prior)
+    np.testing.assert_allclose(good.silent_probability[served], gsd.expected_silent_rate(sub, plan.group_size[served]))
+    assert res["summary"]["unusable_rows"] == 3 and res["summary"]["spent"] == plan.spent
+
+
+def test_table_output_and_file(capsys, counts_csv, tmp_path):
+    out_path = tmp_path / "plan.parquet"
+    code, out, err = _run(capsys, "plan", "--input", str(counts_csv), "--k-column", "k", "--n-column", "n",
+                          "--budget", "40", "--output", str(out_path), "--advice")
+    assert code == 0, err
+    assert "3 rows not usable (0-based): 2 (missing k), 3 (k > n), 5 (k below 0)" in out
+    assert "uniform G" in out
+    df = pd.read_parquet(out_path)
+    assert list(df.columns[:4]) == ["id", "note", "k", "n"] and len(df) == 7
+
+
+def test_per_rollout_table_grouped_by_prompt(capsys, tmp_path):
+    rng = np.random.default_rng(0)
+    ids = rng.choice(["q1", "q2", "q3", "q4"], size=80)
+    reward = rng.integers(0, 2, size=80).astype(float)
+    reward[5] = np.nan
+    reward[7] = 0.5
+    path = tmp_path / "rollouts.jsonl"
+    pd.DataFrame({"prompt": ids, "reward": reward}).to_json(path, orient="records", lines=True)
+    code, out, err = _run(capsys, "plan", "--input", str(path), "--prompt-column", "prompt", "--budget", "32",
+                          "--value", "knapsack", "--json")
+    assert code == 0, err
+    rows = pd.DataFrame(json.loads(out)["rows"])
+    first_seen = list(dict.fromkeys(ids))
+    assert rows.prompt.tolist() == first_seen
+    for _, r in rows.iterrows():
+        mine = (ids == r.prompt) & np.isin(reward, [0, 1])
+        assert r.rollouts == mine.sum() and r.right == reward[mine].sum()
+    assert rows.bad_rollouts.sum() == 2
+
+
+def test_rates_input_and_plain_p(capsys):
+    code, out, err = _run(capsys, "plan", "--p", "0.02,0.5,0.98,0.3", "--budget", "32", "--g-max", "16", "--json")
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert [r["group_size"] for r in rows] == [6, 9, 6, 11]
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--p", "0.5,0.2", "--budget", "1"], "budget must be >= g_min"),
+    (["--p", "0.5,0.2", "--budget", "10", "--g-min", "8", "--g-max", "4"], "g_min must be <= g_max"),
+    (["--p", "0.5,0.2", "--budget", "10", "--g-min", "2", "--g-max", "9", "--step", "2"], "step must divide"),
+    (["--p", "0.5", "--budget", "10", "--value", "dapo"], "value must be one of"),
+    (["--p", "0.5", "--budget", "10", "--epsilon", "0.05"], "does not take --epsilon"),
+    (["--p", "0.5"], "give a target"),
+])
+def test_errors_exit_2_with_one_line(capsys, argv, match):
+    code, out, err = _run(capsys, "plan", *argv)
+    assert code == 2 and err.count("\n") == 1
+    assert re.search(match, err), err
+
+
+def test_nan_rate_is_an_unusable_row_not_a_shift(capsys):
+    code, out, err = _run(capsys, "plan", "--p", "0.5,nan,0.3", "--budget", "10", "--json")
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert [r["status"] for r in rows] == ["planned", "missing p", "planned"]
+    assert rows[1]["group_size"] is None
+    code, out, err = _run(capsys, "plan", "--p", "nan", "--budget", "10")
+    assert code == 2 and "no usable row" in err
+
+
+def test_missing_column_lists_the_columns(capsys, counts_csv):
+    code, out, err = _run(capsys, "plan", "--input", str(counts_csv), "--k-column", "right", "--n-column", "n",
+                          "--budget", "40")
+    assert code == 2 and "'right' is not a column" in err and "'id', 'note', 'k', 'n'" in err
+
+
+def test_numeric_column_statuses():
+    df = pd.DataFrame({"x": [0.5, None, "abc", np.inf, 1.5, -0.1, 2.0]})
+    v, st = tables.numeric_column(df, "x", lo=0, hi=1)
+    assert st.tolist() == ["ok", "missing x", "x not a number", "x not finite", "x above 1", "x below 0", "x above 1"]
+    assert np.isnan(v[1:]).all() and v[0] == 0.5
+    k, n, st = tables.counts_from_columns(pd.DataFrame({"k": [1, 2.5, 3], "n": [2, 4, 2]}), "k", "n")
+    assert st.tolist() == ["ok", "k not an integer", "k > n"]
+    assert tables.describe_bad_rows(["ok", "ok"]) == ""
