@@ -66,10 +66,10 @@ def symmetric_expectation(p: np.ndarray, G: np.ndarray, f) -> np.ndarray:
             out[~tiny] = symmetric_expectation(a[~tiny], n[~tiny], f)
         return out.reshape(shape)
     # Real data repeats (p, G) pairs (Big-Math has 65 distinct p among 215,608 prompts).  A
-    # simulator's p are all distinct after one step: there the sort would cost as much as the
-    # sums, so it runs only when a probe of the first pairs finds repeats.
+    # simulator's p are mostly distinct after a few steps: there the sort would cost as much as
+    # the sums, so it runs only when a probe of the first pairs is at least half repeats.
     probe = min(a.size, 256)
-    if probe < 2 or unique_pairs(a[:probe], n[:probe])[0].size == probe:
+    if probe < 2 or 2 * unique_pairs(a[:probe], n[:probe])[0].size > probe:
         return _expectation_flat(a, n, f).reshape(shape)
     first, inverse = unique_pairs(a, n)
     if first.size < a.size:

@@ -10,7 +10,8 @@ the true p (the oracle).  Every arm is read at the total generations of the refe
 * effective-gradient ratio: non-silent groups / groups drawn, over the steps within the budget;
 * generations spent to reach mean p ≥ 0.9 and hardest-quartile mean p ≥ 0.8 (NaN: not within
   the budget), and the reference arm's generations over the arm's (the compute ratio);
-* mean p, mean 2·arcsin√p and the hardest-quartile mean p after the last step within the budget.
+* mean p, mean 2·arcsin√p and the hardest-quartile mean p after the last step within the budget;
+* for the allocated arms, the measured gradient mass over the E[σ̂] the plans expected.
 
 Seeds give a mean and a 95 % Student-t interval.  See :ref:`theory-allocation`.  The campaign is
 a folder: ``runs/<arm>/seed<S>/`` (ordinary, resumable run folders), ``allocation_summary.json``.
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._errors import InputError
 from ..atomic import read_json, write_json
 
 __all__ = ["load_allocation_campaign", "run_allocation_campaign", "arm_metrics", "allocation_figure",
@@ -44,7 +46,7 @@ def load_allocation_campaign(path=None) -> dict:
            "targets": dict(camp.get("targets", {"mean_p": 0.9, "hard_quartile_p": 0.8})),
            "base": data["base"], "arms": data["arms"]}
     if out["reference_arm"] not in out["arms"]:
-        raise ValueError(f"reference_arm {out['reference_arm']!r} is not an arm ({', '.join(out['arms'])})")
+        raise InputError(f"reference_arm {out['reference_arm']!r} is not an arm ({', '.join(out['arms'])})")
     for name, arm in out["arms"].items():
         SimConfig.from_dict({**out["base"], **arm, "name": name})
     return out
@@ -133,6 +135,7 @@ def run_allocation_campaign(out, *, config=None, seeds=None, steps_scale: float 
             row[f"generations_to_{tgt}"] = _interval([m["generations_to"][tgt] for m in ms])
             row[f"compute_ratio_{tgt}"] = _interval([r["generations_to"][tgt] / m["generations_to"][tgt]
                                                      for r, m in zip(ref_ms, ms)])
+        row["grad_mass_over_planned"] = _interval([m["grad_mass_over_planned"] for m in ms])
         row["effective_ratio_gain"] = _interval([m["effective_ratio"] / r["effective_ratio"] - 1 for r, m in zip(ref_ms, ms)])
         arms[name] = row
     summary = {"seeds": seeds, "reference_arm": ref, "budget_generations": budget, "targets": camp["targets"],

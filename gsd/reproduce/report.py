@@ -627,13 +627,14 @@ def _allocation_markdown(a: dict) -> list[str]:
                      "g_hq": _ci(r["generations_to_hard_quartile_p"], 2, 1e-6),
                      "cr": _ci(r["compute_ratio_hard_quartile_p"], 2),
                      "g_mp": _ci(r["generations_to_mean_p"], 2, 1e-6),
-                     "hq": _ci(r["hard_quartile_p"]), "mp": _ci(r["mean_p"]), "arc": _ci(r["mean_arcsin"])})
+                     "hq": _ci(r["hard_quartile_p"]), "mp": _ci(r["mean_p"]), "arc": _ci(r["mean_arcsin"]),
+                     "gp": _ci(r.get("grad_mass_over_planned"), 2)})
     L.append(_md_table(rows, [("arm", "arm"), ("eff", "effective-gradient ratio"), ("gain", "vs fixed G = 8 (%)"),
                               ("g_hq", f"generations (M) to hardest quartile ≥ {t['hard_quartile_p']}"),
                               ("cr", "fixed G = 8 generations / arm's, same target"),
                               ("g_mp", f"generations (M) to mean p ≥ {t['mean_p']}"),
                               ("hq", "hardest quartile p, equal generations"), ("mp", "mean p"),
-                              ("arc", "mean 2·arcsin√p")]))
+                              ("arc", "mean 2·arcsin√p"), ("gp", "gradient mass measured / planned")]))
     L.append("")
     L.append(allocation_verdict(a) + "\n")
     return L

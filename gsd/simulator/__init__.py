@@ -1,4 +1,4 @@
-"""Training simulator: a Bernoulli-logit policy trained by GRPO, Dr.GRPO and DAPO in torch.
+"""Training simulator: a Bernoulli-logit policy trained by GRPO, Dr.GRPO, DAPO or RLOO in torch.
 
 The gradient mass the closed forms of :ref:`theory-update` predict is here *produced* — by autograd
 through a torch policy and an optimizer — and recorded step by step in a ledger beside the

@@ -1,7 +1,7 @@
 """The training loop: a Bernoulli-logit policy trained by GRPO, Dr.GRPO, DAPO or RLOO.
 
 :func:`run_simulation` reads top to bottom like a cleanrl script: open the run folder, build
-the run's state (:func:`setup`), then per step
+the run's state (:func:`setup`), then for each step :func:`train_step` runs the stages
 
 1. :func:`plan_batch` — the batch and each prompt's group size G; with a budget allocation,
    :class:`~.budget.BudgetPlanner` replaces the constant G by its plan (0 = skipped);
@@ -12,7 +12,13 @@ the run's state (:func:`setup`), then per step
    :func:`~.loss.policy_loss` (PPO epochs, clip, k3), backward, optimizer step;
 5. :func:`fill_ledger_row` — what the step did beside what the closed forms predict, one
    device→host copy per step (:mod:`.ledger`);
-6. a checkpoint every ``checkpoint_every`` steps.
+6. a checkpoint every ``checkpoint_every`` steps (:func:`checkpoint`).
+
+A prompt's group size is a per-prompt integer tensor from step 1 on (constant unless a budget
+plan replaces it, see :mod:`.budget`), so an allocator's own sizes change nothing downstream: the
+advantage table covers every size it may return, the loss averages each group over its own G,
+and the ledger counts Σ groups drawn × G as the step's generations.  Small CPU steps run on one
+torch thread (:func:`cpu_threads`); the optimizers are :mod:`.optim`'s.
 
 A run is a folder: ``config.json`` (the resolved config), ``ledger.parquet``, ``checkpoint.pt``
 (policy, optimizer, every random state, the ledger so far, the step), with ``rollout_log`` set
@@ -35,7 +41,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..atomic import atomic_path, read_json, remove_temps, write_json
+from .._errors import InputError
+from ..atomic import atomic_path, make_folder, read_json, remove_temps, write_json
 from ..methods import method_spec
 from ..weighting import decile_index
 from .config import SimConfig, config_diff, resolve_device
@@ -231,6 +238,8 @@ def fill_ledger_row(run: RunState, step: int, batch: Batch, groups: Groups, trai
     run.generations_cum += int(host["generations"])
     keep = host["G"] > 0
     p, G = host["p"][keep], host["G"][keep].astype(np.int64)
+    if batch.uniform:
+        G = batch.g_max  # one group size: the closed forms take it as a number
     dec = (run.decile_np if batch.idx is None else run.decile_np[host["idx"].astype(np.int64)])[keep]
     grad_limit, grad_law, grad_limit_d = large_group_update(p, G, dec)
     row = dict(
@@ -334,17 +343,17 @@ def _open_run_folder(out: Path, cfg: SimConfig, resume: bool):
         saved = read_json(saved_path)
         if saved != cfg.to_dict():
             diff = "; ".join(config_diff(saved, cfg.to_dict()))
-            raise ValueError(f"out_dir {str(out)!r} holds a run with a different config ({diff}); use another folder")
+            raise InputError(f"out_dir {str(out)!r} holds a run with a different config ({diff}); use another folder")
         if is_complete(out):
             return "done", read_json(out / SUMMARY_FILE)
         if not resume:
-            raise ValueError(f"out_dir {str(out)!r} holds an unfinished run of this config; pass resume (--resume) to continue it")
+            raise InputError(f"out_dir {str(out)!r} holds an unfinished run of this config; pass resume (--resume) to continue it")
         remove_temps(out)  # half-written files of the killed process
         ckpt = out / CHECKPOINT_FILE
         return ("resume", ckpt) if ckpt.is_file() else ("fresh", None)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ValueError(f"out_dir {str(out)!r} exists and is not a run folder (no {CONFIG_FILE}); use an empty or new folder")
-    out.mkdir(parents=True, exist_ok=True)
+        raise InputError(f"out_dir {str(out)!r} exists and is not a run folder (no {CONFIG_FILE}); use an empty or new folder")
+    make_folder(out)
     write_json(saved_path, cfg.to_dict())
     return "fresh", None
 
@@ -373,12 +382,12 @@ def checkpoint(run: RunState, out: Path, next_step: int) -> None:
 def _load_checkpoint(run: RunState, path: Path, out: Path) -> None:
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     if ckpt["device_type"] != run.device.type:
-        raise ValueError(
+        raise InputError(
             f"config key 'device' = {run.cfg.device!r}: the checkpoint was written on {ckpt['device_type']}, "
             f"this process would run on {run.device.type}; the random streams differ, resume on {ckpt['device_type']}"
         )
     if ckpt["ledger_columns"] != list(COLUMNS):
-        raise ValueError(f"out_dir {str(out)!r}: the checkpoint's ledger has other columns (written by another version)")
+        raise InputError(f"out_dir {str(out)!r}: the checkpoint's ledger has other columns (written by another version)")
     run.policy.load_state_dict(ckpt["policy"])
     run.opt.load_state_dict(ckpt["optimizer"])
     run.gen.set_state(ckpt["rng_rollouts"])

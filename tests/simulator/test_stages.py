@@ -86,3 +86,45 @@ def test_rloo_trains_and_tracks_its_closed_form(tmp_path):
     s = run_simulation(SimConfig(n_prompts=3000, steps=10, method="rloo", device="cpu", seed=7), tmp_path / "r", progress=False)
     assert s["grad_mass_over_closed_form"] == pytest.approx(1.0, abs=0.01)
     assert s["final"]["mean_p"] > s["initial"]["mean_p"]
+
+
+def test_a_per_prompt_allocation_runs_through_the_engine(tmp_path, monkeypatch):
+    """Swap plan_batch for one that hands out a random G per prompt (0 = skipped): the engine's
+    loss, ledger and generation count follow it without another code path."""
+    import gsd.simulator.engine as engine
+    from gsd.simulator import SimConfig, read_ledger, run_simulation
+
+    sizes = [0, 2, 4, 8, 16]
+    handed = []
+
+    def plan(p_all, *, group_size, batch_size, gen):
+        G = torch.as_tensor(np.random.default_rng(len(handed)).choice(sizes, p_all.shape[0]))
+        handed.append(G.clone())
+        return Batch(idx=None, p=p_all, G=G, g_max=16, uniform=False)
+
+    monkeypatch.setattr(engine, "plan_batch", plan)
+    table = engine.AdvantageTable  # every size the plan may hand out gets its advantages
+    monkeypatch.setattr(engine, "AdvantageTable", lambda _sizes, *a, **k: table(sizes[1:], *a, **k))
+    for rollouts in ("answers", "counts"):
+        handed.clear()
+        cfg = SimConfig(n_prompts=4000, steps=6, device="cpu", seed=3, method="dapo", max_draws=2, rollouts=rollouts)
+        s = run_simulation(cfg, tmp_path / rollouts, progress=False)
+        ledger = read_ledger(tmp_path / rollouts)
+        for step, G in enumerate(handed):
+            row = ledger.iloc[step]
+            assert row["n_batch"] == int((G > 0).sum())
+            assert row["groups"] >= row["n_batch"]
+            assert row["generations"] % 2 == 0 and row["generations"] >= int(G.sum())  # Σ drawn × G, every G even
+        assert s["grad_mass_over_closed_form"] == pytest.approx(1.0, abs=0.02)  # the closed forms at each prompt's G
+        assert s["groups_total"] == pytest.approx(s["groups_pred_total"], rel=0.02)
+
+
+def test_campaign_measures_any_advantage_method(tmp_path):
+    """decile_methods takes every method with its own advantages (gsd.methods), RLOO included."""
+    from gsd.simulator import run_paper_campaign
+
+    s = run_paper_campaign(tmp_path / "c", overrides={"n_prompts": 400, "steps": 3, "decile_draws": 20,
+                                                      "decile_methods": ["grpo", "rloo"]}, progress=False)
+    assert set(s["decile_measurement"]) >= {"grpo", "rloo"}
+    assert s["decile_measurement"]["rloo"]["mass_ratio"] == pytest.approx(1.0, abs=0.05)
+    assert (tmp_path / "c" / "campaign.png").stat().st_size > 10_000
