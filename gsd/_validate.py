@@ -20,6 +20,8 @@ __all__ = [
     "MAX_EXACT_GROUP_SIZE",
     "as_probability",
     "as_group_size",
+    "as_scalar_group_size",
+    "broadcast",
     "as_open_unit",
     "as_positive",
     "as_ddof",
@@ -92,14 +94,32 @@ def as_group_size(G, name: str = "G", minimum: int = 1, maximum: int = MAX_GROUP
         bad = ~np.isfinite(raw) | (raw != np.round(raw))
         if bad.any():
             raise InputError(f"{name} must be an integer >= {minimum}, got {_show(raw[bad])}")
-    big = raw > maximum  # before the cast: a float or uint64 beyond int64 would wrap around
+    # both bounds before the cast: a float or uint64 beyond int64 would wrap around
+    small = raw < minimum
+    if small.any():
+        raise InputError(f"{name} must be an integer >= {minimum}, got {_show(raw[small] if raw.ndim else raw)}")
+    big = raw > maximum
     if big.any():
         raise InputError(f"{name} must be <= {maximum:,} (this function's limit), got {_show(raw[big] if raw.ndim else raw)}")
-    arr = raw.astype(np.int64)
-    bad = arr < minimum
-    if bad.any():
-        raise InputError(f"{name} must be an integer >= {minimum}, got {_show(arr[bad])}")
-    return arr
+    return raw.astype(np.int64)
+
+
+def broadcast(**named) -> list:
+    """The named arrays broadcast together (``np.broadcast_arrays``), or an InputError naming them
+    and their shapes."""
+    try:
+        return np.broadcast_arrays(*named.values())
+    except ValueError:
+        listing = ", ".join(f"{k} {np.shape(v)}" for k, v in named.items())
+        raise InputError(f"shapes do not broadcast together: {listing}") from None
+
+
+def as_scalar_group_size(G, name: str, minimum: int = 1, maximum: int = MAX_GROUP_SIZE) -> int:
+    """One group size (a limit such as ``max_group_size``) as a Python int; see :func:`as_group_size`."""
+    arr = as_group_size(G, name, minimum, maximum)
+    if arr.ndim:
+        raise InputError(f"{name} must be one integer, got {_show(arr)}")
+    return int(arr)
 
 
 def as_open_unit(x, name: str) -> np.ndarray:
@@ -116,11 +136,23 @@ def as_open_unit(x, name: str) -> np.ndarray:
     return arr
 
 
+def _real(x) -> float | None:
+    """x as a float if it is a real number (not a bool) that float64 holds finitely, else None."""
+    if not isinstance(x, numbers.Real) or isinstance(x, bool):
+        return None
+    try:
+        v = float(x)
+    except OverflowError:  # an integer beyond float range
+        return None
+    return v if np.isfinite(v) else None
+
+
 def as_positive(x, name: str) -> float:
     """A finite scalar > 0."""
-    if not isinstance(x, numbers.Real) or isinstance(x, bool) or not np.isfinite(x) or x <= 0:
+    v = _real(x)
+    if v is None or v <= 0:
         raise InputError(f"{name} must be a finite number > 0, got {x!r}")
-    return float(x)
+    return v
 
 
 def as_ddof(ddof) -> int:
@@ -132,9 +164,10 @@ def as_ddof(ddof) -> int:
 
 def as_eps(eps) -> float:
     """The constant added to the std before dividing: finite and >= 0."""
-    if not isinstance(eps, numbers.Real) or isinstance(eps, bool) or not np.isfinite(eps) or eps < 0:
+    v = _real(eps)
+    if v is None or v < 0:
         raise InputError(f"eps must be a finite number >= 0, got {eps!r}")
-    return float(eps)
+    return v
 
 
 # --------------------------------------------------------------------------- torch inputs

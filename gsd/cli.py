@@ -29,11 +29,6 @@ _COMMANDS = (
 )
 
 
-# Sub-commands whose code still raises plain ValueError for bad input (the simulator, until it
-# raises InputError): their ValueErrors are reported as input errors too.
-_VALUE_ERROR_IS_INPUT = frozenset({"simulate"})
-
-
 class CliError(InputError):
     """A usage error found by a handler (reported like any InputError)."""
 
@@ -61,9 +56,9 @@ def emit(df, as_json: bool, *, title: str | None = None, floatfmt: str = "{:.6g}
     import json
 
     if not hasattr(df, "to_json"):
-        columns = {name: _plain(values) for name, values in df.items()}
+        columns = {name: values.tolist() if hasattr(values, "tolist") else list(values) for name, values in df.items()}
         if as_json:
-            rows = [dict(zip(columns, row)) for row in zip(*columns.values())]
+            rows = [dict(zip(columns, map(_json_number, row))) for row in zip(*columns.values())]
             print(json.dumps(rows, indent=2))
             return
         if title:
@@ -82,20 +77,19 @@ def emit(df, as_json: bool, *, title: str | None = None, floatfmt: str = "{:.6g}
         print(df.to_string(index=False, float_format=lambda x: floatfmt.format(x)))
 
 
-def _plain(values) -> list:
-    """A column as Python values, NaN/±inf as None (JSON null, as pandas writes them)."""
+def _json_number(v):
+    """NaN and ±inf as None (JSON null, as pandas writes them)."""
     import math
 
-    out = values.tolist() if hasattr(values, "tolist") else list(values)
-    return [None if isinstance(v, float) and not math.isfinite(v) else v for v in out]
+    return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
 def _text_table(columns: dict, floatfmt: str) -> str:
     """Right-aligned columns under their names, like ``DataFrame.to_string(index=False)``."""
     def cell(v):
-        if v is None:
-            return "NaN"
-        return floatfmt.format(v) if isinstance(v, float) else str(v)
+        if isinstance(v, float):
+            return "NaN" if v != v else floatfmt.format(v)  # inf prints as inf
+        return str(v)
 
     cells = {name: [cell(v) for v in values] for name, values in columns.items()}
     widths = {name: max([len(name), *map(len, col)]) for name, col in cells.items()}
@@ -129,9 +123,7 @@ def main(argv=None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except ValueError as exc:  # InputError (and CliError) only: anything else is a bug
-        if not isinstance(exc, InputError) and args.command not in _VALUE_ERROR_IS_INPUT:
-            raise
+    except InputError as exc:  # and CliError; anything else is a bug and keeps its traceback
         print(f"gsd {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

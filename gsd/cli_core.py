@@ -66,6 +66,7 @@ def _identity(args) -> int:
     from . import groups
 
     r = parse_list(args.rewards, float, "rewards")
+    std = float(groups.group_std(r, ddof=args.ddof))  # checks the rewards before any arithmetic on them
     if args.scores is None:
         s = (r - r.mean())[:, None]  # Bernoulli-logit score y − p at p = r̄
     else:
@@ -74,7 +75,7 @@ def _identity(args) -> int:
             raise CliError(f"--scores needs one value per reward ({r.size}), got {s.shape[0]}")
     rows = {
         "rewards": r.tolist(),
-        "std_ddof": float(groups.group_std(r, ddof=args.ddof)),
+        "std_ddof": std,
         "silent": bool(groups.is_silent(r)),
         "adv_grpo": groups.advantages(r, "grpo", ddof=args.ddof, eps=args.eps).tolist(),
         "adv_dr_grpo": groups.advantages(r, "dr_grpo").tolist(),
@@ -109,8 +110,11 @@ def _silent(args) -> int:
     P = silent.silent_rate(p, G)
     cost = silent.dapo_generation_cost(p, G, max_draws=args.max_draws)
     pb, Gb = np.broadcast_arrays(p, G)
-    emit({"p": pb.ravel(), "G": Gb.ravel().astype(int), "silent_rate": P.ravel(),
+    emit({"p": pb.ravel(), "G": Gb.ravel().astype(np.int64), "silent_rate": P.ravel(),
           "dapo_groups_per_prompt": cost.ravel()}, args.json)
+    if not args.json and np.isinf(cost).any():
+        print("dapo_groups_per_prompt inf: every group is silent (p = 0 or 1) or so nearly that the cost exceeds "
+              "float range; DAPO redraws forever (see --max-draws)")
     return 0
 
 
@@ -121,10 +125,11 @@ def _fidelity(args) -> int:
 
     p = parse_list(args.p, float, "p")[:, None]
     G = parse_list(args.G, float, "G")[None, :]
+    fid = update.fidelity(p, G)  # checks p and G first
     pb, Gb = np.broadcast_arrays(p, G)
     table = {
-        "p": pb.ravel(), "G": Gb.ravel().astype(int),
-        "fidelity": update.fidelity(p, G).ravel(),
+        "p": pb.ravel(), "G": Gb.ravel().astype(np.int64),
+        "fidelity": fid.ravel(),
         "law": update.fidelity_law(p, G).ravel(),
         "m_grpo": update.expected_update(p, G, "grpo").ravel(),
         "m_dr_grpo": update.expected_update(p, G, "dr_grpo").ravel(),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._binomial import unique_pairs
-from ._validate import MAX_EXACT_GROUP_SIZE, InputError, as_group_size, as_open_unit, as_probability
+from ._validate import MAX_EXACT_GROUP_SIZE, InputError, as_open_unit, as_probability, as_scalar_group_size, broadcast
 from .silent import EXCEEDS_MAX, UNREACHABLE, group_size_for_silent_rate, silent_rate
 from .update import fidelity
 
@@ -63,9 +63,8 @@ def group_size_law(p, epsilon):
     >>> gsd.group_size_law([0.5, 0.05], 0.05)
     array([10.        , 52.63157895])
     """
-    p = as_probability(p)
-    epsilon = as_open_unit(epsilon, "epsilon")
-    with np.errstate(divide="ignore"):
+    p, epsilon = broadcast(p=as_probability(p), epsilon=as_open_unit(epsilon, "epsilon"))
+    with np.errstate(divide="ignore", over="ignore"):  # inf at p ∈ {0, 1} and for subnormal p
         return 1.0 / (8.0 * epsilon * p * (1.0 - p))
 
 
@@ -113,8 +112,8 @@ def required_group_size(p, epsilon, *, rule: str = "exact", max_group_size: int 
     p = as_probability(p)
     epsilon = as_open_unit(epsilon, "epsilon")
     limit = {"maximum": MAX_EXACT_GROUP_SIZE} if rule == "exact" else {}
-    cap = int(as_group_size(max_group_size, "max_group_size", minimum=2, **limit))
-    p, epsilon = np.broadcast_arrays(p, epsilon)
+    cap = as_scalar_group_size(max_group_size, "max_group_size", minimum=2, **limit)
+    p, epsilon = broadcast(p=p, epsilon=epsilon)
     shape = p.shape
     law = group_size_law(p, epsilon)
     interior = (p > 0) & (p < 1)
@@ -130,7 +129,8 @@ def required_group_size(p, epsilon, *, rule: str = "exact", max_group_size: int 
         return out
     first, inverse = unique_pairs(a, eps)
     ka, keps = a[first], eps[first]
-    guess = np.maximum(2.0, np.ceil(1.0 / (8.0 * keps * ka * (1.0 - ka))))
+    with np.errstate(over="ignore"):  # a subnormal p: the law's G overflows to inf, capped below
+        guess = np.maximum(2.0, np.ceil(1.0 / (8.0 * keps * ka * (1.0 - ka))))
     g = _exact_search(ka, 1.0 - keps, guess, cap)
     out[interior] = g[inverse]
     return out
@@ -212,12 +212,17 @@ def _plan_columns(p, *, epsilon, delta, rule, max_group_size) -> dict:
     """The columns of :func:`plan_group_sizes` as numpy arrays (for callers that skip pandas)."""
     if (epsilon is None) == (delta is None):
         raise InputError("give exactly one of epsilon (fidelity target) or delta (silent-rate target)")
-    as_group_size(max_group_size, "max_group_size", minimum=2, maximum=MAX_EXACT_GROUP_SIZE)
+    as_scalar_group_size(max_group_size, "max_group_size", minimum=2, maximum=MAX_EXACT_GROUP_SIZE)
     p = np.atleast_1d(as_probability(p)).ravel()
+    name, target = ("epsilon", epsilon) if epsilon is not None else ("delta", delta)
+    target = as_open_unit(target, name)
+    if target.size not in (1, p.size):  # one target, or one per prompt: the table has a row per prompt
+        raise InputError(f"{name} must be one number or one per prompt ({p.size}), got {target.size} values")
+    target = target.ravel() if target.size == p.size else target.reshape(())
     if epsilon is not None:
-        g = required_group_size(p, epsilon, rule=rule, max_group_size=max_group_size)
+        g = required_group_size(p, target, rule=rule, max_group_size=max_group_size)
     else:
-        g = group_size_for_silent_rate(p, delta, max_group_size=max_group_size)
+        g = group_size_for_silent_rate(p, target, max_group_size=max_group_size)
     ok = g >= 2
     status = np.where(ok, "ok", np.where(g == UNREACHABLE, "unreachable", "exceeds_max"))
     fid = np.full(p.shape, np.nan)

@@ -14,7 +14,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import MAX_GROUP_SIZE, InputError, _show, as_group_size, as_open_unit, as_probability
+from ._validate import (
+    MAX_GROUP_SIZE,
+    InputError,
+    _show,
+    as_group_size,
+    as_open_unit,
+    as_probability,
+    as_scalar_group_size,
+    broadcast,
+)
 
 __all__ = [
     "UNREACHABLE",
@@ -55,7 +64,8 @@ def silent_rate(p, G):
     p : array_like
         Probability of a right answer, in [0, 1].
     G : array_like of int
-        Group size, ≥ 1.  ``p`` and ``G`` broadcast against each other.
+        Group size, 1 ≤ G ≤ 2^53 (every integer exact in float64).  ``p`` and ``G``
+        broadcast against each other.
 
     Returns
     -------
@@ -80,7 +90,7 @@ def silent_rate(p, G):
     array([0.66342043, 0.03752414])
     """
     p = as_probability(p)
-    G = as_group_size(G)
+    p, G = broadcast(p=p, G=as_group_size(G))
     return _silent(_minor(p), G)
 
 
@@ -92,7 +102,7 @@ def nonsilent_rate(p, G):
     p : array_like
         Probability of a right answer, in [0, 1].
     G : array_like of int
-        Group size, ≥ 1.
+        Group size, 1 ≤ G ≤ 2^53.
 
     Returns
     -------
@@ -111,7 +121,7 @@ def nonsilent_rate(p, G):
     7.999999999972e-12
     """
     p = as_probability(p)
-    G = as_group_size(G)
+    p, G = broadcast(p=p, G=as_group_size(G))
     return _nonsilent(_minor(p), G)
 
 
@@ -153,7 +163,7 @@ def silent_rate_subsampled(k, n, G):
     k = as_group_size(k, "k", minimum=0)
     n = as_group_size(n, "n", minimum=1, maximum=_MAX_LOGGED)
     G = as_group_size(G)
-    k, n, G = np.broadcast_arrays(k, n, G)
+    k, n, G = broadcast(k=k, n=n, G=G)
     if (k > n).any():
         raise InputError(f"k must be <= n, got k={_show(k[k > n])} with n={_show(n[k > n])}")
     if (G > n).any():
@@ -202,15 +212,17 @@ def group_size_for_silent_rate(p, delta, *, max_group_size: int = MAX_GROUP_SIZE
     """
     p = as_probability(p)
     delta = as_open_unit(delta, "delta")
-    cap = int(as_group_size(max_group_size, "max_group_size", minimum=2))
-    p, delta = np.broadcast_arrays(p, delta)
+    cap = as_scalar_group_size(max_group_size, "max_group_size", minimum=2)
+    p, delta = broadcast(p=p, delta=delta)
     a = _minor(p)
     ok = a > 0
     a_ok = np.where(ok, a, 0.5)
     log_m = np.log1p(-a_ok)
     # The bracket in floats first: for tiny p it lies far beyond int64.
-    lo_f = np.maximum(2.0, np.ceil(np.log(delta) / log_m))
-    hi_f = np.maximum(2.0, np.ceil(np.log(delta / 2) / log_m))
+    # A subnormal p (or δ/2 rounding to 0) puts the bracket's end at inf: capped below.
+    with np.errstate(over="ignore", divide="ignore"):
+        lo_f = np.maximum(2.0, np.ceil(np.log(delta) / log_m))
+        hi_f = np.maximum(2.0, np.ceil(np.log(delta / 2) / log_m))
     ok &= lo_f <= cap
     lo = np.where(ok, np.minimum(lo_f, cap), 2).astype(np.int64)
     hi = np.where(ok, np.minimum(hi_f, cap), 2).astype(np.int64)
@@ -236,7 +248,7 @@ def dapo_generation_cost(p, G, *, max_draws=None):
     p : array_like
         Probability of a right answer, in [0, 1].
     G : array_like of int
-        Group size, ≥ 1.
+        Group size, 1 ≤ G ≤ 2^53.
     max_draws : int, optional
         Draws allowed in all (the paper's campaign: 4); None (default) redraws until a group
         carries signal.
@@ -266,13 +278,13 @@ def dapo_generation_cost(p, G, *, max_draws=None):
     2.3955361244220703
     """
     p = as_probability(p)
-    G = as_group_size(G)
+    p, G = broadcast(p=p, G=as_group_size(G))
     a = _minor(p)
     q = _nonsilent(a, G)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # q = 0 or subnormal: inf
         if max_draws is None:
             return 1.0 / q
-        D = as_group_size(max_draws, "max_draws")
+        D, q = broadcast(max_draws=as_group_size(max_draws, "max_draws"), p=q)
         # log s = log1p(−q): q is the accurate one of the two when s is close to 1.
         # (1 − s^D)/(1 − s) → D as s → 1 (a prompt that is always silent uses every draw).
         cost = -np.expm1(D * np.log1p(-q)) / q

@@ -313,7 +313,7 @@ def convention_gap(G, trainer: str = "trl") -> pd.DataFrame:
     Parameters
     ----------
     G : int or array_like of int
-        Group sizes, ≥ 2.
+        Group sizes, 2 ≤ G ≤ 2^53 (a closed form in G: no loop over k).
     trainer : {"trl", "verl", "openrlhf", "paper"}, optional
         Whose convention (:data:`CONVENTIONS`); default ``"trl"``.
 

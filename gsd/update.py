@@ -28,6 +28,7 @@ from ._validate import (
     as_group_size,
     as_probability,
     as_unit_interval,
+    broadcast,
 )
 from .methods import UPDATE_METHODS as _ALL_METHODS
 from .methods import method_spec
@@ -61,7 +62,8 @@ def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0
     p : array_like
         Probability of a right answer, in [0, 1].
     G : array_like of int
-        Group size, ≥ 1 (≥ 2 for ``"dapo"`` and ``"rloo"``).  Broadcasts with ``p``.
+        Group size, ≥ 1 (≥ 2 for ``"dapo"`` and ``"rloo"``); at most 10^9 for ``"grpo"`` and
+        ``"dapo"`` (exact sums) and 2^53 for the closed forms.  Broadcasts with ``p``.
     method : {"grpo", "dr_grpo", "dapo", "rloo"}, optional
         ``"grpo"`` (default): :math:`\mathbb{E}[\sigma^2/(\sigma_c + \epsilon)]`;
         ``"dr_grpo"``: :math:`\mathbb{E}[\sigma^2]`; ``"dapo"``: GRPO's, conditioned on a
@@ -139,12 +141,13 @@ def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0
     exact = method_spec(method).divides_by_std  # E[σ²/σ] is summed over k: bounded G keeps it cheap
     G = as_group_size(G, minimum=2 if method in ("dapo", "rloo") else 1,
                       **({"maximum": MAX_EXACT_GROUP_SIZE} if exact else {}))
+    p, G = broadcast(p=p, G=G)
     if ddof and (G <= ddof).any():
         raise InputError(f"ddof={ddof} needs G >= {ddof + 1}, got G={G.min()}")
     if method == "dr_grpo":
         return p * (1.0 - p) * (1.0 - 1.0 / G)
     if method == "rloo":
-        return np.broadcast_to(p * (1.0 - p), np.broadcast_shapes(p.shape, G.shape)).copy()
+        return p * (1.0 - p)  # p and G are broadcast already
     f = _grpo_term(ddof, eps)
     m = symmetric_expectation(p, G, f)
     if method == "grpo":
@@ -199,8 +202,7 @@ def fidelity(p, G):
     >>> gsd.fidelity(0.05, [8, 64])
     array([0.53899151, 0.94510408])
     """
-    p = as_probability(p)
-    G = as_group_size(G, maximum=MAX_EXACT_GROUP_SIZE)
+    p, G = broadcast(p=as_probability(p), G=as_group_size(G, maximum=MAX_EXACT_GROUP_SIZE))
     m = symmetric_expectation(p, G, _grpo_term(0, 0.0))
     scale = np.sqrt(p * (1.0 - p))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -247,10 +249,9 @@ def fidelity_law(p, G, *, extrapolate: bool = False):
     >>> gsd.fidelity_law([0.5, 0.05], [1, 2])  # no meaning: G = 1, G p(1-p) < 1/8
     array([nan, nan])
     """
-    p = as_probability(p)
-    G = as_group_size(G)
+    p, G = broadcast(p=as_probability(p), G=as_group_size(G))
     x = G * p * (1.0 - p)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # x = 0 or subnormal: −inf
         law = 1.0 - 1.0 / (8.0 * x)
     if extrapolate:
         return law

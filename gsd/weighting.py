@@ -140,7 +140,8 @@ def budget_share(p, selected, *, method: str = "grpo", G=None, ddof: int = 0, ep
     G : int, optional
         None (default): the large-G weights, the paper's choice on real data
         (:func:`large_group_weight`); an integer: the exact finite-G expected update
-        (:func:`gsd.expected_update`).
+        (:func:`gsd.expected_update`), 2 ≤ G ≤ 10^9 for the methods that divide by the std
+        (exact sums) and ≤ 2^53 for the others.
     ddof, eps : optional
         The std convention GRPO and DAPO divide by at finite G (the paper: 0, 0).
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import glob as _glob
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,8 +136,27 @@ def find_log_files(paths, fmt: str = "auto") -> list[Path]:
 _NAMES = {"trl": "TRL's completions_{step:05d}.parquet", "verl": "verl's {step}.jsonl"}
 
 
+# A folder is searched recursively; beyond this many entries it is not a log folder (``/``, a home).
+_MAX_FOLDER_ENTRIES = 200_000
+
+
+def _walk(folder: Path) -> list[Path]:
+    """The files under ``folder`` (hidden files skipped), or an InputError for an unreadable or huge tree."""
+    def unreadable(exc):
+        raise InputError(f"LOG: cannot read the folder {str(exc.filename)!r} ({exc.strerror})")
+
+    files, seen = [], 0
+    for root, dirs, names in os.walk(folder, onerror=unreadable):
+        seen += len(dirs) + len(names)
+        if seen > _MAX_FOLDER_ENTRIES:
+            raise InputError(f"LOG: {str(folder)!r} holds more than {_MAX_FOLDER_ENTRIES:,} files and folders; "
+                             "name the log files or the run's log folder")
+        files.extend(Path(root, n) for n in names if not n.startswith("."))
+    return [p for p in files if p.is_file()]
+
+
 def _files_in_folder(folder: Path, fmt: str) -> list[Path]:
-    files = [p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")]
+    files = _walk(folder)
     trl = [p for p in files if _is_trl_name(p)]
     verl = [p for p in files if _is_verl_name(p)]
     for name, mine, other in (("trl", trl, verl), ("verl", verl, trl)):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import jsonable, write_json, write_table
+from ..atomic import jsonable, make_folder, write_json, write_table
 from .tables import STEP_KEYS, Diagnosis
 
 __all__ = ["format_report", "diagnosis_json", "write_outputs", "OUTPUT_FILES"]
@@ -89,8 +89,7 @@ def format_report(dx: Diagnosis, *, max_steps: int = 12) -> str:
 
 def write_outputs(dx: Diagnosis, out, *, figure: bool = True) -> list[Path]:
     """Write the tables (parquet), the summary (JSON) and the figure into ``out``, atomically."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_folder(out)
     written = [
         write_table(out / "steps.parquet", dx.steps),
         write_table(out / "prompts.parquet", dx.prompts),

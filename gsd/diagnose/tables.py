@@ -12,7 +12,8 @@ every prompt's totals, :func:`gsd.fit_beta_prior`):
     p | before step t  ~  Beta(a₀ + k_<t, b₀ + n_<t − k_<t),
 
 so the prediction of step t uses nothing of step t.  Under that posterior the exact
-beta-binomial sums of :mod:`gsd.diagnose.betabinom` give the group's probability of being silent,
+beta-binomial sums of :mod:`gsd.allocation` (:func:`gsd.expected_silent_rate`,
+:func:`gsd.allocation_value`) give the group's probability of being silent,
 its expected σ̂ (the expected GRPO update of a Bernoulli-logit prompt, :ref:`theory-update`) and
 the expected large-group update E[sqrt(p(1 − p))].  The step's *fidelity* is their ratio summed
 over the groups drawn,
@@ -36,11 +37,11 @@ import numpy as np
 import pandas as pd
 
 from ..posterior import BetaPosterior, fit_beta_prior, posterior_from_counts
-from .betabinom import expected_scale, expected_sigma, silent_prob
 from .._validate import InputError
 from .readers import RolloutLog
 
-__all__ = ["binarise", "group_table", "step_table", "prompt_table", "Diagnosis", "diagnose_log", "STEP_KEYS"]
+__all__ = ["binarise", "group_table", "step_table", "prompt_table", "Diagnosis", "diagnose_log", "expected_scale",
+           "STEP_KEYS"]
 
 #: Keys of every per-step record of ``gsd diagnose --json`` (and columns of the step table).
 STEP_KEYS = ("step", "groups", "rollouts", "silent_frac", "silent_pred", "wasted_rollouts", "fidelity")
@@ -153,6 +154,22 @@ def _discounted_before(order, start, step, values, half_life):
     return outs
 
 
+def expected_scale(a, b) -> np.ndarray:
+    """E[sqrt(p(1 − p))] for p ~ Beta(a, b): B(a + ½, b + ½)/B(a, b), the expected large-group
+    GRPO update (the denominator of the step's fidelity).
+
+    Examples
+    --------
+    >>> round(float(expected_scale(1.0, 1.0)), 12)   # uniform p: π/8
+    0.392699081699
+    """
+    from scipy.special import betaln
+
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    return np.exp(betaln(a + 0.5, b + 0.5) - betaln(a, b))
+
+
 def _predict(groups: pd.DataFrame, prior) -> pd.DataFrame:
     """Add the posterior before the step and the group's predicted statistics."""
     a = prior[0] + groups["k_eff"].to_numpy(np.float64)
@@ -166,10 +183,14 @@ def _predict(groups: pd.DataFrame, prior) -> pd.DataFrame:
         sigma=np.sqrt(k * (G - k)) / G,
         p_before=a / (a + b),
     )
+    from ..allocation import allocation_value, expected_silent_rate
+
     q = np.ones(G.size)
     es = np.zeros(G.size)
-    q[multi] = silent_prob(a[multi], b[multi], G[multi])
-    es[multi] = expected_sigma(a[multi], b[multi], G[multi])
+    if multi.any():
+        post = BetaPosterior(a[multi], b[multi], tuple(prior))
+        q[multi] = expected_silent_rate(post, G[multi])
+        es[multi] = allocation_value(post, G[multi], "update")  # E[σ̂], the expected GRPO update
     out["silent_pred"] = q
     out["sigma_pred"] = es
     out["scale_pred"] = expected_scale(a, b)

@@ -53,19 +53,27 @@ def softmax_t(logits, T: float = 1.0):
     (0.88, 0.12) at T = 1 and (0.73, 0.27) at T = 2.
     """
     T = as_positive(T, "T")
-    return torch.softmax(_logits(logits, "logits") / T, dim=-1)
+    return torch.softmax(_tempered(_logits(logits, "logits"), T), dim=-1)
 
 
 def log_softmax_t(logits, T: float = 1.0):
     """log softmax(z / T) over the last axis (numerically stable)."""
     T = as_positive(T, "T")
-    return torch.log_softmax(_logits(logits, "logits") / T, dim=-1)
+    return torch.log_softmax(_tempered(_logits(logits, "logits"), T), dim=-1)
+
+
+def _tempered(z, T: float):
+    """(z − max z)/T: the same softmax as z/T, with no inf − inf when T is tiny (the one-hot limit)."""
+    top = z.detach().amax(dim=-1, keepdim=True)
+    if not bool(torch.isfinite(top).all()):
+        raise InputError("logits: every entry of a distribution is -inf (no token is possible)")
+    return (z - top) / T
 
 
 def _soft_kl(z, v, T):
     # KL(p^T || q^T) from log-probabilities; xlogy keeps 0·log 0 = 0 for underflowed teacher entries.
-    log_q = torch.log_softmax(z / T, dim=-1)
-    log_p = torch.log_softmax(v / T, dim=-1)
+    log_q = torch.log_softmax(_tempered(z, T), dim=-1)
+    log_p = torch.log_softmax(_tempered(v, T), dim=-1)
     p = log_p.exp()
     return (torch.special.xlogy(p, p) - p * log_q).sum(dim=-1)
 
@@ -89,7 +97,7 @@ def soft_term_grad(student_logits, teacher_logits, T: float = 1.0, *, scaled: bo
     """
     z, v = _pair(student_logits, teacher_logits)
     T = as_positive(T, "T")
-    diff = torch.softmax(z / T, dim=-1) - torch.softmax(v / T, dim=-1)
+    diff = torch.softmax(_tempered(z, T), dim=-1) - torch.softmax(_tempered(v, T), dim=-1)
     return diff * T if scaled else diff / T
 
 
@@ -156,7 +164,7 @@ def distillation_grad(student_logits, teacher_logits, target, *, T: float = 2.0,
     y = _targets(target, z.shape[:-1], z.shape[-1])
     onehot = torch.nn.functional.one_hot(y, z.shape[-1]).to(z.dtype)
     hard = torch.softmax(z, dim=-1) - onehot
-    soft = T * (torch.softmax(z / T, dim=-1) - torch.softmax(v / T, dim=-1))
+    soft = T * (torch.softmax(_tempered(z, T), dim=-1) - torch.softmax(_tempered(v, T), dim=-1))
     return (1.0 - lam) * hard + lam * soft
 
 

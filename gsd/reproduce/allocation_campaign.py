@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._errors import InputError
 from ..atomic import read_json, write_json
 
 __all__ = ["load_allocation_campaign", "run_allocation_campaign", "arm_metrics", "allocation_figure",
@@ -45,7 +46,7 @@ def load_allocation_campaign(path=None) -> dict:
            "targets": dict(camp.get("targets", {"mean_p": 0.9, "hard_quartile_p": 0.8})),
            "base": data["base"], "arms": data["arms"]}
     if out["reference_arm"] not in out["arms"]:
-        raise ValueError(f"reference_arm {out['reference_arm']!r} is not an arm ({', '.join(out['arms'])})")
+        raise InputError(f"reference_arm {out['reference_arm']!r} is not an arm ({', '.join(out['arms'])})")
     for name, arm in out["arms"].items():
         SimConfig.from_dict({**out["base"], **arm, "name": name})
     return out

@@ -112,7 +112,10 @@ def _is_histogram(path) -> bool:
     path = Path(path)
     if path.suffix.lower() != ".csv" or not path.is_file():
         return False
-    head = pd.read_csv(path, nrows=0)
+    try:
+        head = pd.read_csv(path, nrows=0)
+    except (ValueError, UnicodeError):  # not a readable CSV: load_solve_rates says so by name
+        return False
     return {"k", "p_hat", "count"} <= set(head.columns)
 
 

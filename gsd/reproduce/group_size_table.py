@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .._validate import InputError
-from ..groupsize import group_size_law, required_group_size
+from ..groupsize import DEFAULT_MAX_GROUP_SIZE, EXCEEDS_MAX, UNREACHABLE, group_size_law, required_group_size
 from ..plotstyle import COLORS, group_size_axis, new_figure, styled
 from ..update import fidelity, fidelity_law
 
@@ -59,8 +59,12 @@ def group_size_table(fidelities=FIDELITIES, probabilities=PROBABILITIES) -> pd.D
     eps = 1.0 - F
     g_exact = required_group_size(P, eps, rule="exact")
     g_comp = required_group_size(1.0 - P, eps, rule="exact")
-    if (g_exact < 2).any():
+    if (g_exact == UNREACHABLE).any():
         raise InputError("probabilities: every p must lie strictly between 0 and 1")
+    if (g_exact == EXCEEDS_MAX).any():
+        hard = P[g_exact == EXCEEDS_MAX]
+        raise InputError(f"probabilities: p = {float(hard[0])!r} needs a group larger than {DEFAULT_MAX_GROUP_SIZE:,} "
+                         "for these fidelities")
     law = group_size_law(P, eps)
     below = np.where(g_exact > 2, fidelity(P, np.maximum(g_exact - 1, 1)), np.nan)
     return pd.DataFrame({

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..atomic import read_json, write_json
+from .._errors import InputError
+from ..atomic import make_folder, read_json, write_json
 from ..methods import ADVANTAGE_METHODS
 from ..plotstyle import COLORS, method_label, new_figure, save_figure, styled
 from ..resources import config_file
@@ -65,12 +66,12 @@ def load_campaign(config_path=None, overrides: dict | None = None) -> dict:
     config_path = default_campaign_path() if config_path is None else config_path
     data = read_config_file(config_path)
     if "arms" not in data or "base" not in data:
-        raise ValueError(f"campaign file {str(config_path)!r} needs a [base] table and [arms.NAME] tables")
+        raise InputError(f"campaign file {str(config_path)!r} needs a [base] table and [arms.NAME] tables")
     raw = {**copy.deepcopy(_CAMPAIGN_KEY_DEFAULTS), **data.get("campaign", {})}
     raw["base"], raw["arms"] = data["base"], data["arms"]
     unknown = sorted(set(data) - {"campaign", "base", "arms"}) + sorted(set(data.get("campaign", {})) - set(CAMPAIGN_KEYS))
     if unknown:
-        raise ValueError(f"campaign file {str(config_path)!r}: unknown key {unknown[0]!r}")
+        raise InputError(f"campaign file {str(config_path)!r}: unknown key {unknown[0]!r}")
     for key, value in (overrides or {}).items():
         if key in CAMPAIGN_KEYS:
             raw[key] = value
@@ -78,18 +79,18 @@ def load_campaign(config_path=None, overrides: dict | None = None) -> dict:
             raw["base"][key] = value
     draws = raw["decile_draws"]
     if isinstance(draws, bool) or not isinstance(draws, int) or draws < 1:
-        raise ValueError(f"campaign key 'decile_draws' = {draws!r}: must be an integer >= 1")
+        raise InputError(f"campaign key 'decile_draws' = {draws!r}: must be an integer >= 1")
     methods = raw["decile_methods"]
     if not isinstance(methods, list) or not methods or any(m not in ADVANTAGE_METHODS for m in methods):
-        raise ValueError(f"campaign key 'decile_methods' = {methods!r}: must be a non-empty list of {ADVANTAGE_METHODS}")
+        raise InputError(f"campaign key 'decile_methods' = {methods!r}: must be a non-empty list of {ADVANTAGE_METHODS}")
     if not isinstance(raw["arms"], dict) or not raw["arms"]:
-        raise ValueError("campaign needs at least one [arms.NAME] table")
+        raise InputError("campaign needs at least one [arms.NAME] table")
     base = SimConfig.from_dict(raw["base"])
     raw["base"] = base.to_dict()
     arms = {}
     for name, arm in raw["arms"].items():
         if not isinstance(arm, dict):
-            raise ValueError(f"campaign arm {name!r} must be a table of config keys, got {arm!r}")
+            raise InputError(f"campaign arm {name!r} must be a table of config keys, got {arm!r}")
         cfg = base.with_overrides({"name": f"{base.name}-{name}", **arm})
         arms[name] = cfg.to_dict()
     raw["arms"] = arms
@@ -176,12 +177,12 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
         old = read_json(saved)
         if old != campaign:
             diff = "; ".join(config_diff(_flat(old), _flat(campaign)))
-            raise ValueError(f"out_dir {str(out)!r} holds a different campaign ({diff}); use another folder")
+            raise InputError(f"out_dir {str(out)!r} holds a different campaign ({diff}); use another folder")
         if (out / "campaign_summary.json").is_file():
             return read_json(out / "campaign_summary.json")
-    elif out.exists() and any(out.iterdir()):
-        raise ValueError(f"out_dir {str(out)!r} exists and is not a campaign folder (no campaign.json)")
-    out.mkdir(parents=True, exist_ok=True)
+    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputError(f"out_dir {str(out)!r} exists and is not a campaign folder (no campaign.json)")
+    make_folder(out)
     write_json(saved, campaign)
     # Check every arm's device before the first arm starts.
     for arm in campaign["arms"].values():

@@ -10,8 +10,10 @@ not redone.  Every bad key or value is reported as one line with exit status 2.
 
 from __future__ import annotations
 
+import contextlib
 import json
 
+from .._errors import InputError
 from ..cli import CliError, emit
 from ..methods import ADVANTAGE_METHODS
 from .config import SimConfig, parse_assignment, resolve_device
@@ -45,6 +47,19 @@ def _overrides(args) -> dict:
     return out
 
 
+@contextlib.contextmanager
+def _memory_is_input():
+    """A run too large for this machine's memory is the size the user asked for: one line."""
+    try:
+        yield
+    except (MemoryError, RuntimeError) as exc:
+        text = str(exc)
+        if not isinstance(exc, MemoryError) and "allocate" not in text and "out of memory" not in text:
+            raise
+        raise InputError("the run does not fit in memory (lower n_prompts, batch_size or group_size, or set "
+                         f"rollouts = 'counts'; the run folder resumes with --resume): {text.splitlines()[0] if text else type(exc).__name__}") from None
+
+
 def _simulate(args) -> int:
     if args.threads is not None:
         if args.threads < 1:
@@ -59,8 +74,9 @@ def _simulate(args) -> int:
         from .campaign import load_campaign, make_campaign_figure, run_paper_campaign
 
         load_campaign(args.campaign, overrides)  # every error before any work
-        summary = run_paper_campaign(args.out, config_path=args.campaign, overrides=overrides,
-                                     progress=not args.no_progress, resume=args.resume)
+        with _memory_is_input():
+            summary = run_paper_campaign(args.out, config_path=args.campaign, overrides=overrides,
+                                         progress=not args.no_progress, resume=args.resume)
         if args.figure:
             make_campaign_figure(summary, args.figure)
         _print_campaign(summary, args.json)
@@ -70,7 +86,8 @@ def _simulate(args) -> int:
     cfg = SimConfig.from_toml(args.config) if args.config else SimConfig()
     cfg = cfg.with_overrides(overrides)
     resolve_device(cfg.device)
-    summary = run_simulation(cfg, args.out, resume=args.resume, progress=not args.no_progress)
+    with _memory_is_input():
+        summary = run_simulation(cfg, args.out, resume=args.resume, progress=not args.no_progress)
     if args.json:
         print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2))
     else:

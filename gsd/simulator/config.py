@@ -7,7 +7,7 @@ differs from the one it was started with.
 Configs come from code (``SimConfig(method="dapo")``), from a flat TOML file
 (:meth:`SimConfig.from_toml`) or from ``key=value`` strings (``gsd simulate --set lr=0.1``).
 All three paths go through the same checks: an unknown key, a value of the wrong type or out
-of range raises one ``ValueError`` that names the key and the value, before any work is done.
+of range raises one ``InputError`` that names the key and the value, before any work is done.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import math
 import typing
 from dataclasses import dataclass, field
 
+from .._errors import InputError
+from .._validate import MAX_EXACT_GROUP_SIZE
 from ..methods import UPDATE_METHODS
 from ..resources import config_file
 
@@ -37,6 +39,9 @@ MLP_OFFSETS = ("frozen", "learned")
 ROLLOUTS = ("answers", "counts")
 ROLLOUT_LOGS = ("none", "verl", "trl")
 ALLOCATION_SOURCES = ("logged", "oracle")
+#: rollouts = "answers" draws every answer of a step at once: (prompts per step) × group_size is
+#: at most this (2^31, the largest tensor the step indexes; 17 GB in float64).
+MAX_ANSWERS_PER_STEP = 2**31
 
 
 def _default_beta_mixture():
@@ -115,7 +120,7 @@ class SimConfig:
 
     def _check_values(self) -> None:
         def bad(key, why):
-            raise ValueError(f"config key {key!r} = {getattr(self, key)!r}: {why}")
+            raise InputError(f"config key {key!r} = {getattr(self, key)!r}: {why}")
 
         for key, choices in (
             ("method", METHODS),
@@ -148,6 +153,17 @@ class SimConfig:
             bad("max_draws", "must be >= 1 (1 = no redraw)")
         if self.batch_size > self.n_prompts:
             bad("batch_size", f"cannot exceed n_prompts = {self.n_prompts} (0 means all)")
+        if self.group_size > MAX_EXACT_GROUP_SIZE:
+            bad("group_size", f"must be <= {MAX_EXACT_GROUP_SIZE:,} (the ledger's exact sums)")
+        answers = (self.batch_size or self.n_prompts) * self.group_size
+        if self.rollouts == "answers" and answers > MAX_ANSWERS_PER_STEP:
+            bad("group_size", f"with {self.batch_size or self.n_prompts} prompts per step that is {answers:,} answers "
+                f"per draw, above the limit of {MAX_ANSWERS_PER_STEP:,} for rollouts = 'answers' (use rollouts = "
+                "'counts', or fewer prompts per step)")
+        for key in ("steps", "n_prompts", "checkpoint_every", "ppo_epochs", "mlp_embed_dim", "mlp_hidden", "seed",
+                    "closed_form_every"):
+            if getattr(self, key) > 2**53:
+                bad(key, f"must be <= 2^53")
         for key in ("lr",):
             if not (getattr(self, key) > 0 and math.isfinite(getattr(self, key))):
                 bad(key, "must be a finite number > 0")
@@ -209,7 +225,7 @@ class SimConfig:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def with_overrides(self, overrides: dict | None) -> "SimConfig":
-        """A copy with some keys replaced; unknown keys and bad values raise ``ValueError``."""
+        """A copy with some keys replaced; unknown keys and bad values raise ``InputError``."""
         if not overrides:
             return self
         _check_keys(overrides, "override")
@@ -225,7 +241,7 @@ class SimConfig:
         """Read a flat TOML (or JSON, e.g. a run folder's ``config.json``) file of keys."""
         data = read_config_file(path)
         if "arms" in data or "base" in data:
-            raise ValueError(f"config file {str(path)!r} is a campaign (it has [base]/[arms]); use --campaign")
+            raise InputError(f"config file {str(path)!r} is a campaign (it has [base]/[arms]); use --campaign")
         return cls.from_dict(data)
 
     def key(self) -> str:
@@ -243,15 +259,15 @@ def read_config_file(path) -> dict:
             return json.loads(path.read_text())
         with open(path, "rb") as fh:
             return tomllib.load(fh)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"config file {str(path)!r} is not valid TOML/JSON: {exc}") from None
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"config file {str(path)!r} is not valid TOML/JSON: {exc}") from None
 
 
 def _check_keys(data: dict, what: str) -> None:
     known = {f.name for f in dataclasses.fields(SimConfig)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ValueError(f"unknown {what} key {unknown[0]!r} = {data[unknown[0]]!r} (known keys: {', '.join(sorted(known))})")
+        raise InputError(f"unknown {what} key {unknown[0]!r} = {data[unknown[0]]!r} (known keys: {', '.join(sorted(known))})")
 
 
 def _is_number(v) -> bool:
@@ -261,7 +277,7 @@ def _is_number(v) -> bool:
 def _coerce(key, value, kind):
     """Check a value against the field's annotation; ints are accepted where floats are."""
     def wrong():
-        raise ValueError(f"config key {key!r} = {value!r}: must be of type {getattr(kind, '__name__', kind)}")
+        raise InputError(f"config key {key!r} = {value!r}: must be of type {getattr(kind, '__name__', kind)}")
 
     if kind is bool:
         if not isinstance(value, bool):
@@ -269,16 +285,19 @@ def _coerce(key, value, kind):
         return value
     if kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
+            if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
                 return int(value)
             wrong()
         return int(value)
     if kind is float:
         if not _is_number(value):
             wrong()
-        value = float(value)
-        if math.isnan(value):
-            raise ValueError(f"config key {key!r} = nan: must be a number")
+        try:
+            value = float(value)
+        except OverflowError:  # an integer beyond float range
+            wrong()
+        if not math.isfinite(value):
+            raise InputError(f"config key {key!r} = {value!r}: must be a finite number")
         return value
     if kind is str:
         if not isinstance(value, str):
@@ -300,10 +319,10 @@ def _plain(value):
 def parse_assignment(text: str) -> tuple[str, object]:
     """'lr=0.1' → ('lr', 0.1); the value is read as a TOML value, else kept as a bare string."""
     if "=" not in text:
-        raise ValueError(f"--set expects key=value, got {text!r}")
+        raise InputError(f"--set expects key=value, got {text!r}")
     key, raw = (s.strip() for s in text.split("=", 1))
     if not key:
-        raise ValueError(f"--set expects key=value, got {text!r}")
+        raise InputError(f"--set expects key=value, got {text!r}")
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
@@ -319,11 +338,11 @@ def resolve_device(device: str) -> str:
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise ValueError(f"config key 'device' = {device!r}: CUDA was requested but torch sees no CUDA device")
+            raise InputError(f"config key 'device' = {device!r}: CUDA was requested but torch sees no CUDA device")
         if ":" in device and int(device.split(":")[1]) >= torch.cuda.device_count():
-            raise ValueError(f"config key 'device' = {device!r}: only {torch.cuda.device_count()} CUDA device(s)")
+            raise InputError(f"config key 'device' = {device!r}: only {torch.cuda.device_count()} CUDA device(s)")
     elif device != "cpu":
-        raise ValueError(f"config key 'device' = {device!r}: must be auto, cpu, cuda or cuda:N")
+        raise InputError(f"config key 'device' = {device!r}: must be auto, cpu, cuda or cuda:N")
     return device
 
 

@@ -41,7 +41,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..atomic import atomic_path, read_json, remove_temps, write_json
+from .._errors import InputError
+from ..atomic import atomic_path, make_folder, read_json, remove_temps, write_json
 from ..methods import method_spec
 from ..weighting import decile_index
 from .config import SimConfig, config_diff, resolve_device
@@ -342,17 +343,17 @@ def _open_run_folder(out: Path, cfg: SimConfig, resume: bool):
         saved = read_json(saved_path)
         if saved != cfg.to_dict():
             diff = "; ".join(config_diff(saved, cfg.to_dict()))
-            raise ValueError(f"out_dir {str(out)!r} holds a run with a different config ({diff}); use another folder")
+            raise InputError(f"out_dir {str(out)!r} holds a run with a different config ({diff}); use another folder")
         if is_complete(out):
             return "done", read_json(out / SUMMARY_FILE)
         if not resume:
-            raise ValueError(f"out_dir {str(out)!r} holds an unfinished run of this config; pass resume (--resume) to continue it")
+            raise InputError(f"out_dir {str(out)!r} holds an unfinished run of this config; pass resume (--resume) to continue it")
         remove_temps(out)  # half-written files of the killed process
         ckpt = out / CHECKPOINT_FILE
         return ("resume", ckpt) if ckpt.is_file() else ("fresh", None)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ValueError(f"out_dir {str(out)!r} exists and is not a run folder (no {CONFIG_FILE}); use an empty or new folder")
-    out.mkdir(parents=True, exist_ok=True)
+        raise InputError(f"out_dir {str(out)!r} exists and is not a run folder (no {CONFIG_FILE}); use an empty or new folder")
+    make_folder(out)
     write_json(saved_path, cfg.to_dict())
     return "fresh", None
 
@@ -381,12 +382,12 @@ def checkpoint(run: RunState, out: Path, next_step: int) -> None:
 def _load_checkpoint(run: RunState, path: Path, out: Path) -> None:
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     if ckpt["device_type"] != run.device.type:
-        raise ValueError(
+        raise InputError(
             f"config key 'device' = {run.cfg.device!r}: the checkpoint was written on {ckpt['device_type']}, "
             f"this process would run on {run.device.type}; the random streams differ, resume on {ckpt['device_type']}"
         )
     if ckpt["ledger_columns"] != list(COLUMNS):
-        raise ValueError(f"out_dir {str(out)!r}: the checkpoint's ledger has other columns (written by another version)")
+        raise InputError(f"out_dir {str(out)!r}: the checkpoint's ledger has other columns (written by another version)")
     run.policy.load_state_dict(ckpt["policy"])
     run.opt.load_state_dict(ckpt["optimizer"])
     run.gen.set_state(ckpt["rng_rollouts"])

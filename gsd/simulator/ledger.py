@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._errors import InputError
 from ..atomic import atomic_path
 from ..methods import method_spec
 from ..silent import dapo_generation_cost, silent_rate
@@ -363,7 +364,7 @@ def read_ledger(folder, columns=None):
     {name: numpy array}, read through pyarrow without pandas."""
     path = Path(folder) / LEDGER_FILE
     if not path.is_file():
-        raise ValueError(f"out_dir {str(folder)!r} holds no ledger")
+        raise InputError(f"out_dir {str(folder)!r} holds no ledger")
     if columns is not None:
         import pyarrow.parquet as pq
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._errors import InputError
 from ..data import load_bigmath, load_solve_rates
 
 __all__ = ["initial_solve_rates", "sub_seed"]
@@ -53,9 +54,9 @@ def initial_solve_rates(cfg) -> np.ndarray:
         if cfg.interior_only:
             pool = pool[(pool > 0) & (pool < 1)]
         if pool.size == 0:
-            raise ValueError(f"config key 'difficulty' = {cfg.difficulty!r}: the source has no usable solve rates")
+            raise InputError(f"config key 'difficulty' = {cfg.difficulty!r}: the source has no usable solve rates")
         if not cfg.replace and cfg.n_prompts > pool.size:
-            raise ValueError(
+            raise InputError(
                 f"config key 'n_prompts' = {cfg.n_prompts}: the {cfg.difficulty} source has only {pool.size} "
                 "usable solve rates; set replace = true to draw with replacement"
             )

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._errors import InputError
 from ..diagnose.writers import ROLLOUT_LOGS, write_trl_step, write_verl_step
 
 __all__ = ["RolloutLogWriter", "REWARD_NAME", "TRUTH_KEY"]
@@ -35,7 +36,7 @@ class RolloutLogWriter:
 
     def __init__(self, fmt: str, folder):
         if fmt not in ROLLOUT_LOGS:
-            raise ValueError(f"rollout_log must be one of {ROLLOUT_LOGS}, got {fmt!r}")
+            raise InputError(f"rollout_log must be one of {ROLLOUT_LOGS}, got {fmt!r}")
         self.fmt = fmt
         self.folder = Path(folder)
 

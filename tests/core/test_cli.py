@@ -7,46 +7,40 @@ import sys
 import pandas as pd
 import pytest
 
-from gsd.cli import main
 
 
-def run(capsys, *argv):
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
-
-def test_identity_json(capsys):
-    rc, out, _ = run(capsys, "identity", "--rewards", "0,1,1,0", "--json")
+def test_identity_json(gsd_cli):
+    rc, out, _ = gsd_cli("identity", "--rewards", "0,1,1,0", "--json")
     data = json.loads(out)
     assert rc == 0 and data["adv_grpo"] == [-1, 1, 1, -1]
     assert data["g_grpo"] == pytest.approx(data["identity_grpo"]) and data["sigma"] == 0.5
 
 
-def test_identity_with_scores_and_ddof(capsys):
-    rc, out, _ = run(capsys, "identity", "--rewards", "1,0,0,0", "--scores", "2,1,0,-1", "--ddof", "1", "--eps", "1e-4", "--json")
+def test_identity_with_scores_and_ddof(gsd_cli):
+    rc, out, _ = gsd_cli("identity", "--rewards", "1,0,0,0", "--scores", "2,1,0,-1", "--ddof", "1", "--eps", "1e-4", "--json")
     d = json.loads(out)
     sigma, sigma1 = 3**0.5 / 4, 3**0.5 / 4 * (4 / 3) ** 0.5
     assert d["g_grpo"] == pytest.approx(sigma**2 / (sigma1 + 1e-4) * (2 - 0))
 
 
-def test_silent_and_fidelity_lists(capsys):
-    rc, out, _ = run(capsys, "silent", "--p", "0.5,0.05", "--G", "8,64", "--json")
+def test_silent_and_fidelity_lists(gsd_cli):
+    rc, out, _ = gsd_cli("silent", "--p", "0.5,0.05", "--G", "8,64", "--json")
     rows = json.loads(out)
     assert rc == 0 and len(rows) == 4 and rows[0]["silent_rate"] == 0.0078125
-    rc, out, _ = run(capsys, "fidelity", "--p", "0.05", "--G", "64")
+    rc, out, _ = gsd_cli("fidelity", "--p", "0.05", "--G", "64")
     assert "0.945" in out and "0.9588" in out
 
 
-def test_plan_file_roundtrip(tmp_path, capsys):
+def test_plan_file_roundtrip(tmp_path, gsd_cli):
     src = tmp_path / "in.csv"
     pd.DataFrame({"rate": [0.0, 0.05, 0.5, 1.0]}).to_csv(src, index=False)
     out = tmp_path / "plan.parquet"
-    rc, text, _ = run(capsys, "plan", "--input", str(src), "--column", "rate", "--epsilon", "0.05", "--output", str(out))
+    rc, text, _ = gsd_cli("plan", "--input", str(src), "--column", "rate", "--epsilon", "0.05", "--output", str(out))
     assert rc == 0 and "unreachable 2" in text
     plan = pd.read_parquet(out)
     assert plan.group_size.tolist() == [-1, 69, 11, -1]
-    rc, text, _ = run(capsys, "plan", "--p", "0,0.5", "--delta", "0.01")
+    rc, text, _ = gsd_cli("plan", "--p", "0,0.5", "--delta", "0.01")
     assert "never" in text and rc == 0
 
 
@@ -61,8 +55,8 @@ def test_plan_file_roundtrip(tmp_path, capsys):
         (["identity", "--rewards", "0,1", "--scores", "1"], "--scores needs one value per reward"),
     ],
 )
-def test_errors_are_one_line_exit_2(capsys, argv, needle):
-    rc, out, err = run(capsys, *argv)
+def test_errors_are_one_line_exit_2(gsd_cli, argv, needle):
+    rc, out, err = gsd_cli(*argv)
     assert rc == 2 and needle in err and err.count("\n") == 1 and "Traceback" not in err
 
 

@@ -51,14 +51,9 @@ def test_torch_inputs_refuse_inf_but_logits_may_mask_with_minus_inf():
         L.aggregate(loss, mask)
 
 
-def run(capsys, *argv):
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
-
-def test_cli_reports_input_errors_as_one_line(capsys):
-    rc, _, err = run(capsys, "identity", "--rewards", "0,1,inf")
+def test_cli_reports_input_errors_as_one_line(gsd_cli):
+    rc, _, err = gsd_cli("identity", "--rewards", "0,1,inf")
     assert rc == 2 and err.count("\n") == 1 and "rewards must be finite" in err
 
 
@@ -91,7 +86,7 @@ def _readonly(monkeypatch, folder):
 
 
 @pytest.mark.parametrize("case", ["read-only folder", "file in the way", "folder where a file goes", "read-only fs"])
-def test_unwritable_output_is_one_line_exit_2(tmp_path, monkeypatch, capsys, case):
+def test_unwritable_output_is_one_line_exit_2(tmp_path, monkeypatch, gsd_cli, case):
     if case == "read-only folder":
         ro = tmp_path / "ro"
         ro.mkdir()
@@ -105,7 +100,7 @@ def test_unwritable_output_is_one_line_exit_2(tmp_path, monkeypatch, capsys, cas
         target.mkdir()
     else:
         target = "/sys/gsd-cannot-write-here/plan.csv"
-    rc, _, err = run(capsys, "plan", "--p", "0.5", "--epsilon", "0.05", "--output", str(target))
+    rc, _, err = gsd_cli("plan", "--p", "0.5", "--epsilon", "0.05", "--output", str(target))
     assert rc == 2 and err.count("\n") == 1 and "cannot write" in err and "Traceback" not in err, err
 
 

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 import gsd
 from gsd._validate import MAX_EXACT_GROUP_SIZE, MAX_GROUP_SIZE
-from gsd.cli import main
 
 # (call with G, G limit): every public function that takes a group size.
 WITH_G = [
@@ -111,44 +110,39 @@ def test_fidelity_law_is_in_0_1_or_nan_by_its_documented_rule(p, G):
     assert (0.0 <= law < 1.0) if meaningful else math.isnan(law)
 
 
-def run(capsys, *argv):
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, err
 
-
-def test_cli_conventions_at_a_billion(capsys):
-    rc, out, _ = run(capsys, "conventions", "--G", "1000000000", "--json")
+def test_cli_conventions_at_a_billion(gsd_cli):
+    rc, out, _ = gsd_cli("conventions", "--G", "1000000000", "--json")
     assert rc == 0 and len(__import__("json").loads(out)) == 4
 
 
-def test_cli_fidelity_flags_the_law(capsys):
-    rc, out, _ = run(capsys, "fidelity", "--p", "0.5", "--G", "1,8")
+def test_cli_fidelity_flags_the_law(gsd_cli):
+    rc, out, _ = gsd_cli("fidelity", "--p", "0.5", "--G", "1,8")
     assert rc == 0 and "NaN" in out and "no meaning" in out
-    rc, _, err = run(capsys, "fidelity", "--p", "0.5", "--G", str(2**62))
+    rc, _, err = gsd_cli("fidelity", "--p", "0.5", "--G", str(2**62))
     assert rc == 2 and "<= 1,000,000,000" in err and err.count("\n") == 1
 
 
-def test_cli_plan_for_a_tiny_p_reports_exceeds_max(capsys):
-    rc, out, _ = run(capsys, "plan", "--p", "1e-20,0.5", "--delta", "0.01", "--json")
+def test_cli_plan_for_a_tiny_p_reports_exceeds_max(gsd_cli):
+    rc, out, _ = gsd_cli("plan", "--p", "1e-20,0.5", "--delta", "0.01", "--json")
     rows = __import__("json").loads(out)
     assert rc == 0 and rows[0]["status"] == "exceeds_max" and rows[1]["group_size"] == "8"
 
 
-def test_column_error_lists_the_columns(tmp_path, capsys):
+def test_column_error_lists_the_columns(tmp_path, gsd_cli):
     src = tmp_path / "rates.csv"
     pd.DataFrame({"prompt_id": [1, 2], "rate": [0.1, 0.2]}).to_csv(src, index=False)
-    rc, _, err = run(capsys, "plan", "--input", str(src), "--column", "solve", "--epsilon", "0.1")
+    rc, _, err = gsd_cli("plan", "--input", str(src), "--column", "solve", "--epsilon", "0.1")
     assert rc == 2 and "'solve'" in err and "['prompt_id', 'rate']" in err
     pq = tmp_path / "rates.parquet"
     pd.DataFrame({"prompt_id": [1, 2], "rate": [0.1, 0.2]}).to_parquet(pq)
-    rc, _, err = run(capsys, "plan", "--input", str(pq), "--column", "solve", "--epsilon", "0.1")
+    rc, _, err = gsd_cli("plan", "--input", str(pq), "--column", "solve", "--epsilon", "0.1")
     assert rc == 2 and "['prompt_id', 'rate']" in err
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet", ".jsonl"])
-def test_unreadable_input_file_is_one_line(tmp_path, capsys, suffix):
+def test_unreadable_input_file_is_one_line(tmp_path, gsd_cli, suffix):
     bad = tmp_path / f"garbage{suffix}"
     bad.write_bytes(b"\x00\xff\xfe not a table \x00")
-    rc, _, err = run(capsys, "plan", "--input", str(bad), "--epsilon", "0.1")
+    rc, _, err = gsd_cli("plan", "--input", str(bad), "--epsilon", "0.1")
     assert rc == 2 and "cannot read" in err and err.count("\n") == 1

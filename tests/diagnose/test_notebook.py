@@ -1,4 +1,4 @@
-"""notebooks/10_diagnose.ipynb runs top to bottom (fast mode) and shows its three figures.
+"""notebooks/11_diagnose.ipynb runs top to bottom (fast mode) and shows its three figures.
 
 (Committed without outputs and thin: tests/docs/test_notebooks.py.)
 """
@@ -6,7 +6,7 @@
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-NOTEBOOK = ROOT / "notebooks" / "10_diagnose.ipynb"
+NOTEBOOK = ROOT / "notebooks" / "11_diagnose.ipynb"
 
 
 def test_notebook_executes(run_notebook, tmp_path):

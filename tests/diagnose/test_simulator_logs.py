@@ -63,3 +63,26 @@ def test_rollout_log_key_is_checked():
     with pytest.raises(ValueError, match="rollout_log"):
         SimConfig(rollout_log="csv")
     assert SimConfig().rollout_log == "none"
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_resumed_run_logs_the_same_rollouts(tmp_path):
+    cfg = {**CONFIG, "steps": 8, "checkpoint_every": 3, "rollout_log": "verl"}
+    from gsd.simulator import run_simulation
+
+    run_simulation(cfg, tmp_path / "whole", progress=False)
+
+    def stop_after_step_4(step):
+        if step == 4:
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        run_simulation(cfg, tmp_path / "cut", progress=False, on_step=stop_after_step_4)
+    assert (tmp_path / "cut" / "rollouts" / "5.jsonl").is_file() and not (tmp_path / "cut" / "rollouts" / "6.jsonl").exists()
+    run_simulation(cfg, tmp_path / "cut", resume=True, progress=False)  # from the checkpoint after step 3
+    for step in range(1, 9):
+        name = f"{step}.jsonl"
+        assert (tmp_path / "cut" / "rollouts" / name).read_bytes() == (tmp_path / "whole" / "rollouts" / name).read_bytes()

@@ -171,3 +171,29 @@ def test_budget_allocation_of_the_posteriors(tmp_path):
     post = gsd.posterior_from_counts(pr["right"].to_numpy(), pr["rollouts"].to_numpy(), prior=(a, b))
     np.testing.assert_array_equal(pr["group_size_budget"], gsd.allocate_group_sizes(post, 640).group_size)
     assert pr["group_size_budget"].sum() <= 640
+
+
+@pytest.mark.parametrize("a, b", [(1e-3, 50.0), (0.02, 0.01), (300.0, 1e-2), (5.0, 5.0), (2e5, 3e5)])
+def test_expected_scale_against_mpmath(a, b):
+    mpmath = pytest.importorskip("mpmath")
+    from gsd.diagnose.tables import expected_scale
+
+    mpmath.mp.dps = 40
+    want = mpmath.beta(a + 0.5, b + 0.5) / mpmath.beta(a, b)
+    assert expected_scale(a, b) == pytest.approx(float(want), rel=1e-9)
+
+
+@pytest.mark.parametrize("p", [0.05, 0.3, 0.9])
+def test_known_p_limit_of_the_predictions(tmp_path, p):
+    """With a prior concentrated at p (and no history), the predictions are the known-p closed forms."""
+    df, _ = rollouts(steps=1, prompts=50)
+    write_verl(tmp_path, df)
+    s = 1e7  # Var p = p(1−p)/s moves every expectation by O(G²/s)
+    dx = diagnose(tmp_path, prior=(p * s, (1 - p) * s))
+    g = dx.groups
+    np.testing.assert_allclose(g["silent_pred"], gsd.silent_rate(p, g["G"].to_numpy()), rtol=1e-4)
+    np.testing.assert_allclose(g["sigma_pred"], gsd.expected_update(p, g["G"].to_numpy()), rtol=1e-4)
+    G = g["G"].to_numpy()
+    want = gsd.expected_update(p, G).sum() / (len(G) * np.sqrt(p * (1 - p)))
+    assert dx.steps["fidelity"].iloc[0] == pytest.approx(want, rel=1e-4)
+    np.testing.assert_allclose(dx.steps["fidelity_plugin"].iloc[0], gsd.fidelity(p, G).mean(), rtol=1e-4)
