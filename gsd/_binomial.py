@@ -67,9 +67,10 @@ def symmetric_expectation(p: np.ndarray, G: np.ndarray, f) -> np.ndarray:
         return out.reshape(shape)
     # Real data repeats (p, G) pairs (Big-Math has 65 distinct p among 215,608 prompts).  A
     # simulator's p are mostly distinct after a few steps: there the sort would cost as much as
-    # the sums, so it runs only when a probe of the first pairs is at least half repeats.
-    probe = min(a.size, 256)
-    if probe < 2 or 2 * unique_pairs(a[:probe], n[:probe])[0].size > probe:
+    # the sums, so it runs only when a spread probe of 1,024 pairs holds ≥ 10 % repeats (at
+    # 4,000 distinct values among 10^5 pairs the probe already finds ~12 %).
+    probe = np.unique(np.linspace(0, a.size - 1, min(a.size, 1024)).astype(np.int64))
+    if probe.size < 2 or 10 * unique_pairs(a[probe], n[probe])[0].size > 9 * probe.size:
         return _expectation_flat(a, n, f).reshape(shape)
     first, inverse = unique_pairs(a, n)
     if first.size < a.size:
