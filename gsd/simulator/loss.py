@@ -82,12 +82,14 @@ def policy_loss(z, n, adv, *, G, logp_old=None, z_ref=None, kl_coef=0.0, clip=No
     w = n / G.clamp(min=1).to(n.dtype)[:, None, None]  # each answer's weight in its group's mean
     a = adv[:, None, :]  # by the cell's reward
     if logp_old is None:
-        ratio, surrogate = None, logp[:, :, None] * a
+        # Σ_cells w·A·log π(y) = Σ_y log π(y)·(Σ_r w[y, r]·A[r]): the constant factor first,
+        # so autograd sees one (B, 2) product instead of two (B, 2, 2) ones.
+        ratio, pg_loss = None, -(logp * (w * a).sum(-1)).sum()
     else:
         ratio = torch.exp(logp - logp_old)  # exactly 1 on the first epoch
         r = ratio[:, :, None]
         surrogate = r * a if clip is None else clipped_surrogate_unchecked(r, a, clip[0], clip[1])
-    pg_loss = -(w * surrogate).sum()
+        pg_loss = -(w * surrogate).sum()
     if not kl_coef:
         return LossTerms(loss=pg_loss, pg_loss=pg_loss, kl_sum=None, ratio=ratio)
     k3 = k3_of_log_ratio(log_pi(z_ref) - logp)  # (B, 2), per answer
