@@ -195,7 +195,7 @@ def cli_cases(tmp: Path):
     for path in paths:
         add(["plan", "--input", path, "--epsilon", "0.05"], path.endswith("nan.csv"))
         add(["bigmath", "--input", path], path.endswith("nan.csv"))
-        add(["dapo-fit", "--curve", path], False)
+        add(["dapo-fit", path, "--bootstrap", "5"], False)
         add(["diagnose", path], False)
         add(["sweep", "--grid", path, "--out", str(tmp / "sw")], False)
         add(["simulate", "--config", path, "--out", str(tmp / "sim")], "either" if path.endswith("empty.csv") else False)

@@ -129,7 +129,7 @@ def required_group_size(p, epsilon, *, rule: str = "exact", max_group_size: int 
         return out
     first, inverse = unique_pairs(a, eps)
     ka, keps = a[first], eps[first]
-    with np.errstate(over="ignore"):  # a subnormal p: the law's G overflows to inf, capped below
+    with np.errstate(over="ignore", divide="ignore"):  # a subnormal p: the law's G is inf, capped below
         guess = np.maximum(2.0, np.ceil(1.0 / (8.0 * keps * ka * (1.0 - ka))))
     g = _exact_search(ka, 1.0 - keps, guess, cap)
     out[interior] = g[inverse]

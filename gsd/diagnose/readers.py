@@ -471,27 +471,28 @@ def _read_csv(path, col: _Collector):
         raise InputError(f"{path}: not a readable CSV file ({exc})") from None
     next_line = 2  # line of the first data row (after the header), 1-based
     skipped_total = []
-    while True:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                df = next(reader)
-            except StopIteration:
-                break
-            except (UnicodeDecodeError, pd.errors.ParserError) as exc:
-                raise InputError(f"{path}: not a readable CSV file ({exc})") from None
-        skipped = []
-        for w in caught:
-            for m in re.finditer(r"Skipping line (\d+): (.*)", str(w.message)):
-                skipped.append(int(m.group(1)))
-                col.bad(path, int(m.group(1)), f"malformed CSV row ({m.group(2).strip()})")
-        skipped_total.extend(skipped)
-        # Data rows are consecutive lines once the skipped ones are taken out (no quoted newlines).
-        lines = np.arange(next_line, next_line + len(df) + len(skipped))
-        if skipped:
-            lines = lines[~np.isin(lines, skipped)][: len(df)]
-        next_line = int(lines[-1]) + 1 if len(lines) else next_line + len(skipped)
-        yield pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False), lines
+    with reader:  # closes the file when the caller stops early (an error in a later chunk)
+        while True:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    df = next(reader)
+                except StopIteration:
+                    break
+                except (UnicodeDecodeError, pd.errors.ParserError) as exc:
+                    raise InputError(f"{path}: not a readable CSV file ({exc})") from None
+            skipped = []
+            for w in caught:
+                for m in re.finditer(r"Skipping line (\d+): (.*)", str(w.message)):
+                    skipped.append(int(m.group(1)))
+                    col.bad(path, int(m.group(1)), f"malformed CSV row ({m.group(2).strip()})")
+            skipped_total.extend(skipped)
+            # Data rows are consecutive lines once the skipped ones are taken out (no quoted newlines).
+            lines = np.arange(next_line, next_line + len(df) + len(skipped))
+            if skipped:
+                lines = lines[~np.isin(lines, skipped)][: len(df)]
+            next_line = int(lines[-1]) + 1 if len(lines) else next_line + len(skipped)
+            yield pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False), lines
 
 
 # --------------------------------------------------------------------------------------------

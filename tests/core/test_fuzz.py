@@ -197,7 +197,7 @@ def commands(draw, files):
     if kind == "group-size-table":
         return ["group-size-table", "--p", t(tokens), "--fidelity", t(st.sampled_from(["0.9", "0.99"]))]
     if kind == "dapo-fit":
-        return ["dapo-fit", "--curve", t(paths(files))]
+        return ["dapo-fit", t(paths(files)), "--bootstrap", "5"]
     if kind == "sweep":
         return ["sweep", "--grid", t(paths(files)), "--out", str(files / "sw"), "--dry-run"]
     if kind == "simulate-config":  # every case fails before training: --set steps=0 is out of range
