@@ -229,18 +229,20 @@ def fill_ledger_row(run: RunState, step: int, batch: Batch, groups: Groups, trai
         "groups": groups.drawn.sum(), "generations": (groups.drawn * groups.G).sum(),
         "loss": trained["loss"], "kl": trained["kl"], "clip_frac": trained.get("clip_frac", torch.zeros((), device=dev)),
         "grad_mass_d": torch.zeros(N_DECILES, device=dev, dtype=run.dtype).index_add_(0, dec_b, trained["dz"]),
-        **state, "p": batch.p, "G": batch.G,
+        **state, "p": batch.p,
     }
+    if not batch.uniform:  # one group size needs no copy: the closed forms take it as a number
+        named["G"] = batch.G
     if batch.idx is not None:
         named["idx"] = batch.idx
     host = to_host(named)
     n_batch = host["n_batch"]
     run.generations_cum += int(host["generations"])
-    keep = host["G"] > 0
-    p, G = host["p"][keep], host["G"][keep].astype(np.int64)
-    if batch.uniform:
-        G = batch.g_max  # one group size: the closed forms take it as a number
-    dec = (run.decile_np if batch.idx is None else run.decile_np[host["idx"].astype(np.int64)])[keep]
+    dec = run.decile_np if batch.idx is None else run.decile_np[host["idx"].astype(np.int64)]
+    p, G = host["p"], batch.g_max
+    if not batch.uniform:
+        keep = host["G"] > 0
+        p, G, dec = p[keep], host["G"][keep].astype(np.int64), dec[keep]
     grad_limit, grad_law, grad_limit_d = large_group_update(p, G, dec)
     row = dict(
         step=step, n_batch=n_batch, silent_frac=host["silent"] / n_batch, zero_update_frac=host["zero_update"] / n_batch,
