@@ -37,7 +37,8 @@ __all__ = [
     "make_all",
 ]
 
-#: The seed's inputs (seeds/000_*), the only numbers this module takes as given.
+#: The seed's inputs (the worked examples of the project's source note on these objectives;
+#: see docs/theory.md, section Loss geometry), the only numbers this module takes as given.
 SEED = {
     "logits": (2.0, 0.0),
     "tokens2": ("cat", "dog"),
