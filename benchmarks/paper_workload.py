@@ -1,7 +1,7 @@
 """The paper's campaign workload as a plain numpy + matplotlib script (the speed reference of
 ``benchmarks/bench_campaign.py``; it imports nothing from gsd).
 
-    python benchmarks/paper_workload.py --out /tmp/paper_workload [--draws 400]
+    python benchmarks/paper_workload.py --out runs/paper_workload [--draws 400]
 
 What the paper's own loop does (see docs/theory.md, section "The paper's definitions"): 6,000
 tabular prompts from the interior Big-Math solve rates clipped to [0.02, 0.98], G = 8, 150

@@ -22,6 +22,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # ships MathJax in _static: equations render without a network
     "sphinx.ext.intersphinx",
     "numpydoc",
     "myst_nb",

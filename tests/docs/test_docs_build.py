@@ -64,6 +64,12 @@ def test_theory_page_has_every_section_label_and_numbered_equations(site):
 
 
 @pytest.mark.docs_build
+def test_equations_render_offline(site):
+    # The site carries its own MathJax and points at it, so the equations render with no network.
+    assert (site["out"] / "_static" / "mathjax" / "tex-chtml.js").is_file()
+    assert "_static/mathjax/tex-chtml.js" in _text(site["out"] / "theory.html")
+
+
 def test_api_reference_documents_every_public_name(site):
     generated = site["out"] / "api" / "generated"
     for name in gsd.__all__:
