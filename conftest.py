@@ -82,3 +82,15 @@ def run_notebook(tmp_path, monkeypatch, executed_notebooks):
         )
 
     return run
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Run a test on one torch CPU thread (restored after): small simulator tensors run fastest,
+    and least noisily on a shared machine, on one thread."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

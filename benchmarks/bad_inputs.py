@@ -32,6 +32,7 @@ import select
 import subprocess
 import sys
 import tempfile
+from gsd.atomic import write_json  # a benchmark's result file is never half-written
 import time
 from pathlib import Path
 
@@ -366,7 +367,7 @@ def main(argv=None) -> int:
             what = r.get("expr") or "gsd " + " ".join(r["argv"])
             print(f"[{r['verdict']}] {what}  ->  {r['detail']}")
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+        write_json(args.json, results)
     return 0
 
 

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from gsd.atomic import write_json  # a benchmark's result file is never half-written
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,8 +80,7 @@ def main(argv=None) -> int:
     if args.baseline_root:
         print(f"baseline checkout {args.baseline_root}: {best['baseline_campaign_s']:.2f} s, ratio {results['baseline_ratio']:.2f}")
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    write_json(out, results)
     print(f"wrote {out}")
     return 0
 

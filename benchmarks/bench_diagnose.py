@@ -22,7 +22,6 @@ The ratio baseline / diagnose is reported with both times and memories.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import resource
@@ -43,6 +42,7 @@ print(time.perf_counter() - t0, dx.summary["rows"], dx.summary["silent_frac"], d
 BASELINE = """
 import sys, time, glob
 import pandas as pd
+from gsd.atomic import write_json  # a benchmark's result file is never half-written
 t0 = time.perf_counter()
 frames = [pd.read_json(f, lines=True) for f in sorted(glob.glob(sys.argv[1] + "/*.jsonl"))]
 df = pd.concat(frames, ignore_index=True)
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
             print(f"pandas baseline: {b['seconds']:.1f} s, peak RSS {b['peak_rss_mb']:.0f} MB (silent {b['silent_frac']:.3f}); "
                   f"diagnose is {b['seconds'] / d['seconds']:.1f}x faster, {b['peak_rss_mb'] / d['peak_rss_mb']:.1f}x less memory")
     if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+        write_json(args.out, result)
     return 0
 
 

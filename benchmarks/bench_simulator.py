@@ -57,7 +57,6 @@ with and without the closed-form columns, beside the numpy loop at the same size
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import shutil
 import sys
@@ -74,6 +73,7 @@ from gsd.simulator import SimConfig, measure_initial_deciles, read_ledger, run_s
 from gsd.simulator.population import initial_solve_rates
 from gsd.update import expected_update
 from gsd.weighting import decile_index
+from gsd.atomic import write_json  # a benchmark's result file is never half-written
 
 ARMS = ("grpo", "dr_grpo", "dapo")
 LEVELS = ("bare", "paper", "ledger")
@@ -336,8 +336,7 @@ def main(argv=None) -> int:
         for key, value in goals.items():
             print(f"  {key:<62} {value:6.2f}")
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    write_json(out, results)
     print(f"\nwrote {out}")
     return 0
 

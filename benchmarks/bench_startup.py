@@ -15,7 +15,6 @@ The table also names the heavy libraries (torch, scipy, pandas, matplotlib) each
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -23,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from gsd.atomic import write_json  # a benchmark's result file is never half-written
 
 ROOT = Path(__file__).resolve().parents[1]
 # main just before start-up was worked on (every library imported eagerly)
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     if bas and any(ROOT.as_posix() in v["gsd_from"] for v in bas.values()):
         print("warning: the baseline runs imported the current checkout, not the baseline", file=sys.stderr)
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        write_json(args.json, results)
     return 0
 
 

@@ -17,7 +17,6 @@ A second call on a finished sweep (everything skipped) is timed too: the engine'
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -26,6 +25,7 @@ import time
 from pathlib import Path
 
 from gsd.sweep import run_sweep
+from gsd.atomic import write_json  # a benchmark's result file is never half-written
 
 GRID = """
 [sweep]
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
               "grid": {"runs": 24, "steps": args.steps, "n_prompts": args.n_prompts}, "results": rows,
               "ray_init_s": ray_init}
     if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.out, report)
     return 0
 
 

@@ -15,10 +15,10 @@ one three-panel figure.  It writes ``summary.json`` and ``figure.png`` to ``--ou
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
+from gsd.atomic import write_json  # a benchmark's result file is never half-written
 
 HISTOGRAM = Path(__file__).resolve().parents[1] / "gsd" / "resources" / "bigmath_solve_rate_histogram.csv"
 
@@ -100,7 +100,7 @@ def main():
     fig.savefig(out / "figure.png", dpi=150)
     summary = {name: {"r2": r["r2"], "groups": r["groups"], "hard_q_final": r["hard_q"][-1]} for name, r in arms.items()}
     summary["dapo_cost"] = arms["dapo"]["groups"] / arms["grpo"]["groups"]
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_json(out / "summary.json", summary)
 
 
 if __name__ == "__main__":

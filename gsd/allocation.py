@@ -204,6 +204,11 @@ def allocation_value(p_or_posterior, G, value: str = "update"):
         V_\\mathrm{nonsilent} = 1 - p^G - (1-p)^G, \\quad
         V_\\mathrm{knapsack} = (1 - p^G - (1-p)^G)\\, p (1-p)^2 .
 
+    Convention: σ̂ is the population std (ddof 0, no eps), the paper's.  A trainer that divides by
+    the sample std (ddof 1, eps 0, e.g. TRL or verl with their eps neglected) realises
+    sqrt((G−1)/G) times the ``update`` and ``progress`` values at every group size (see
+    :func:`gsd.convention_gap`); ``dr_grpo``, ``nonsilent`` and ``knapsack`` do not depend on it.
+
     Under a posterior Beta(a, b), E[p^i(1−p)^j h(p, G)] = B(a+i, b+j)/B(a, b)·E_{Beta(a+i, b+j)}[h]:
     E[σ̂] becomes a beta-binomial sum over k = 0 … G, and E[p^G] = B(a+G, b)/B(a, b).
     See :ref:`theory-allocation`.

@@ -18,12 +18,7 @@ from gsd.simulator.population import initial_solve_rates
 from gsd.simulator.sampling import plan_batch, sample_groups
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _cfg(**kw):

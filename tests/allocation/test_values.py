@@ -144,3 +144,14 @@ def test_value_errors_name_the_argument():
         gsd.allocation_value(np.inf, 8)
     with pytest.raises(ValueError, match="G must be an integer >= 0"):
         gsd.allocation_value(0.5, -1)
+
+
+@pytest.mark.parametrize("G", [2, 3, 8, 64, 1000])
+def test_update_value_is_the_paper_convention_and_ddof1_is_a_constant_factor(G):
+    # The documented convention: `update` is E[σ̂] with ddof 0; a ddof-1 trainer (eps 0) realises
+    # sqrt((G−1)/G) of it, by the core's independent sum with ddof=1.
+    p = np.array([1e-6, 0.05, 0.3, 0.5, 0.97])
+    paper = gsd.allocation_value(p, G, "update")
+    np.testing.assert_allclose(paper, gsd.expected_update(p, G, "grpo"), rtol=1e-12)
+    trainer = gsd.expected_update(p, G, "grpo", ddof=1, eps=0.0)
+    np.testing.assert_allclose(trainer, np.sqrt((G - 1) / G) * paper, rtol=1e-12)

@@ -10,12 +10,8 @@ from gsd.simulator.population import STREAM_ROLLOUTS, initial_solve_rates, sub_s
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
-    """Small tensors run fastest (and least noisily on a shared machine) on one CPU thread."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_torch_thread):
+    """Every simulator test runs on one torch thread (the root conftest's fixture)."""
 
 
 def replay_first_step(cfg):
