@@ -35,15 +35,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ._binomial import symmetric_expectation, unique_pairs
 from ._errors import InputError
 from ._validate import _show, as_group_size, as_probability
 from .posterior import BetaPosterior
 from .silent import _minor, _nonsilent, _silent
+
+if TYPE_CHECKING:  # pandas loads inside the two functions that build DataFrames
+    import pandas as pd
 
 __all__ = [
     "ALLOCATION_VALUES",
@@ -394,6 +397,8 @@ def concavity_violations(p_or_posterior, *, value="update", g_min=2, g_max=512, 
     """
     prob = _Problem(p_or_posterior, value, g_min, g_max, step, skip)
     x, Y, act = prob.x, prob.table_full, prob.active
+    import pandas as pd  # here, not at module level: the simulator imports this module and never needs pandas
+
     r, c = np.nonzero(~act)
     if r.size == 0:
         return pd.DataFrame({"prompt": np.empty(0, np.int64), "G": np.empty(0, np.int64), "shortfall": np.empty(0)})
@@ -764,6 +769,8 @@ def uniform_group_size_advice(p_or_posterior, budget=None, *, value: str = "upda
     >>> bool((adv.curve.gain >= 1 - 1e-12).all())  # the allocator never does worse than uniform
     True
     """
+    import pandas as pd
+
     prob = _Problem(p_or_posterior, value, g_min, g_max, step, True)
     grid = prob.x[1:].astype(np.int64)
     uniform = prob.counts @ prob.table_full[:, 1:]

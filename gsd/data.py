@@ -62,21 +62,57 @@ def load_histogram(path=None) -> pd.DataFrame:
     """
     import pandas as pd  # here, not at the top: `gsd` commands that read no file start faster
 
+    path = _histogram_path(path)
+    df = pd.read_csv(path)
+    _check_histogram(path, {c: df[c].to_numpy() for c in _HISTOGRAM_COLUMNS if c in df.columns})
+    return df
+
+
+#: The columns of a solve-rate histogram file.
+_HISTOGRAM_COLUMNS = ("k", "p_hat", "count")
+
+
+def _histogram_path(path) -> Path:
     path = Path(path) if path is not None else data_dir() / _HISTOGRAM
     if not path.is_file():
         raise InputError(f"path: no solve-rate histogram at {str(path)!r}")
-    df = pd.read_csv(path)
-    missing = {"k", "p_hat", "count"} - set(df.columns)
+    return path
+
+
+def _check_histogram(path: Path, columns: dict) -> tuple[np.ndarray, np.ndarray]:
+    """k and count (int64) of the columns (name → values) of a histogram file; InputError
+    unless they hold numbers with k = 0 … n once each in order, p_hat = k/n and counts ≥ 0."""
+    missing = set(_HISTOGRAM_COLUMNS) - set(columns)
     if missing:
         raise InputError(f"path: {str(path)!r} lacks columns {sorted(missing)}")
-    n = int(df["k"].max())
-    if not np.array_equal(df["k"].to_numpy(), np.arange(n + 1)):
-        raise InputError(f"path: {str(path)!r} must list k = 0 … {n} once each, in order")
-    if not np.allclose(df["p_hat"].to_numpy(), df["k"].to_numpy() / n, atol=5e-7):
+    try:
+        k, p_hat, count = (np.asarray(columns[c], dtype=np.float64) for c in _HISTOGRAM_COLUMNS)
+    except (TypeError, ValueError):
+        raise InputError(f"path: {str(path)!r} holds a value that is not a number") from None
+    n = int(k.max()) if k.size and np.isfinite(k).all() else -1
+    if n < 1 or not np.array_equal(k, np.arange(n + 1)):
+        raise InputError(f"path: {str(path)!r} must list k = 0 … n once each, in order")
+    if not np.allclose(p_hat, k / n, atol=5e-7):
         raise InputError(f"path: {str(path)!r} has p_hat different from k/{n}")
-    if (df["count"] < 0).any():
-        raise InputError(f"path: {str(path)!r} has negative counts")
-    return df
+    if not (np.isfinite(count) & (count >= 0)).all():
+        raise InputError(f"path: {str(path)!r} has negative or non-finite counts")
+    return k.astype(np.int64), count.astype(np.int64)
+
+
+def _histogram_arrays(path=None) -> tuple[np.ndarray, np.ndarray]:
+    """k and count of a histogram file, checked as :func:`load_histogram` checks it, read
+    without pandas (whose import costs a simulation more than the rest of its start-up)."""
+    import csv
+
+    path = _histogram_path(path)
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.reader(f) if r]
+    header = rows[0] if rows else []
+    try:
+        columns = {c: [r[header.index(c)] for r in rows[1:]] for c in _HISTOGRAM_COLUMNS if c in header}
+    except IndexError:
+        raise InputError(f"path: {str(path)!r} has a row shorter than its header") from None
+    return _check_histogram(path, columns)
 
 
 def load_bigmath(path=None, *, with_k: bool = False):
@@ -105,9 +141,9 @@ def load_bigmath(path=None, *, with_k: bool = False):
     >>> float(gsd.silent_rate(p, 8).mean())  # the paper: 44.3 % of prompts silent at G = 8
     0.44278...
     """
-    df = load_histogram(path)
-    k = np.repeat(df["k"].to_numpy(np.int64), df["count"].to_numpy(np.int64))
-    p = k / int(df["k"].max())
+    k_values, counts = _histogram_arrays(path)
+    k = np.repeat(k_values, counts)
+    p = k / int(k_values[-1])
     return (p, k) if with_k else p
 
 
