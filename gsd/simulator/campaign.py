@@ -268,9 +268,15 @@ def make_campaign_figure(summary_or_dir, path) -> Path:
     return save_figure(_campaign_figure(summary), path)
 
 
+#: Subplot margins of the campaign figure (figure fractions; 15 × 4.6 in).
+_MARGINS = {"left": 0.045, "right": 0.99, "bottom": 0.11, "top": 0.885, "wspace": 0.2}
+
+
 @styled
 def _campaign_figure(summary: dict):
-    fig, (ax_a, ax_b, ax_c) = new_figure(3, width=15, height=4.6)
+    # Fixed margins and legend places, no mathtext: the figure is drawn once, with no layout or
+    # legend-placement search (about half of what constrained layout costs to write it).
+    fig, (ax_a, ax_b, ax_c) = new_figure(3, width=15, height=4.6, margins=_MARGINS)
     G = summary["campaign"]["base"]["group_size"]
     N = summary["campaign"]["base"]["n_prompts"]
 
@@ -282,8 +288,8 @@ def _campaign_figure(summary: dict):
         ax_a.plot(s["step"], s["silent_pred"], "-", lw=1.4, color=color, label=f"{method_label(s['method'])} (R² = {r2_txt})")
     ax_a.set_xlabel("step")
     ax_a.set_ylabel("silent fraction (first draw)")
-    ax_a.set_title(f"(a) silent groups: measured (dots) vs mean $p^G+(1-p)^G$ (lines), G = {G}", fontsize=9)
-    ax_a.legend(fontsize=8)
+    ax_a.set_title(f"(a) silent groups: measured (dots) vs mean pᴳ + (1−p)ᴳ (lines), G = {G}", fontsize=9)
+    ax_a.legend(fontsize=8, loc="lower right")
 
     dec = summary["decile_measurement"]
     methods = [m for m in ADVANTAGE_METHODS if m in dec]
@@ -293,7 +299,7 @@ def _campaign_figure(summary: dict):
         off = (i - (len(methods) - 1) / 2) * width
         ax_b.bar(x + off, dec[m]["share_measured"], width=width, color=COLORS.get(m), alpha=0.55, label=f"{method_label(m)} measured")
         ax_b.plot(x + off, dec[m]["share_closed_form"], "k_", ms=12, mew=2)
-    ax_b.plot([], [], "k_", ms=12, mew=2, label="closed form $m(p, G)$")
+    ax_b.plot([], [], "k_", ms=12, mew=2, label="closed form m(p, G)")
     ax_b.set_xticks(x, [f"{d / 10:.1f}" for d in range(N_DECILES)], fontsize=8)
     ax_b.set_xlabel("decile of initial p (lower edge)")
     ax_b.set_ylabel("share of gradient mass")
@@ -301,7 +307,7 @@ def _campaign_figure(summary: dict):
     if tallest > 0:
         ax_b.set_ylim(0, 1.3 * tallest)  # room for the legend above the bars
     ax_b.set_title(f"(b) gradient mass by decile, {dec['draws']} group draws per prompt", fontsize=9)
-    ax_b.legend(fontsize=8)
+    ax_b.legend(fontsize=8, loc="upper right")
 
     ratio = summary.get("dapo_generation_cost_ratio")
     for s in summary["series"].values():
@@ -313,6 +319,6 @@ def _campaign_figure(summary: dict):
     ax_c.set_title("(c) mean p of the initially hardest quartile", fontsize=9)
     ax_c.set_xlabel("step")
     ax_c.set_ylabel("mean p (hardest quartile)")
-    ax_c.legend(fontsize=8)
+    ax_c.legend(fontsize=8, loc="lower right")
     fig.suptitle(f"Bernoulli-logit campaign: {N} prompts, G = {G}, autograd vs closed forms", fontsize=10)
     return fig

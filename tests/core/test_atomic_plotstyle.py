@@ -94,3 +94,10 @@ def test_save_figure_is_atomic_and_reproducible(tmp_path, suffix):
     if suffix == ".png":
         assert a.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not _leftovers(tmp_path)
+
+
+def test_new_figure_with_fixed_margins():
+    fig, axes = plotstyle.new_figure(2, margins={"left": 0.1, "right": 0.95, "wspace": 0.3})
+    assert fig.get_layout_engine() is None and len(axes) == 2
+    assert (fig.subplotpars.left, fig.subplotpars.right, fig.subplotpars.wspace) == (0.1, 0.95, 0.3)
+    assert plotstyle.new_figure()[0].get_layout_engine() is not None  # constrained by default
