@@ -13,6 +13,7 @@ pandas and torch load inside the handlers), so ``gsd --help`` and the small comm
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 
@@ -115,6 +116,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: True in the ``gsd`` process itself (set by :func:`run`); False when :func:`main` is called
+#: from Python, whose garbage collector is left alone.
+_CONSOLE = False
+
+
+def imports_done() -> None:
+    """In the ``gsd`` process: freeze what exists now (gc.freeze), once a handler has imported
+    its heavy modules.
+
+    torch alone brings ~2·10^5 objects that live as long as the process; frozen, the cyclic
+    garbage collector stops walking them in every full collection it makes later, during the
+    work and at interpreter exit (0.2–0.4 s of a campaign's wall time).  Objects made afterwards
+    are collected as usual.  A no-op when :func:`main` is called from Python (tests, notebooks).
+    """
+    if _CONSOLE:
+        gc.freeze()
+
+
+def run() -> int:
+    """The ``gsd`` console command: :func:`main` with :func:`imports_done` enabled, and every
+    object frozen before the interpreter's final collections (the process ends here)."""
+    global _CONSOLE
+    _CONSOLE = True
+    try:
+        return main()
+    finally:
+        _CONSOLE = False
+        gc.freeze()
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -137,4 +168,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(run())

@@ -14,7 +14,7 @@ import contextlib
 import json
 
 from .._errors import InputError
-from ..cli import CliError, emit
+from ..cli import CliError, emit, imports_done
 from ..methods import ADVANTAGE_METHODS
 from .config import SimConfig, parse_assignment, resolve_device
 
@@ -73,6 +73,7 @@ def _simulate(args) -> int:
     if args.campaign:
         from .campaign import load_campaign, make_campaign_figure, run_paper_campaign
 
+        imports_done()
         load_campaign(args.campaign, overrides)  # every error before any work
         with _memory_is_input():
             summary = run_paper_campaign(args.out, config_path=args.campaign, overrides=overrides,
@@ -83,6 +84,7 @@ def _simulate(args) -> int:
         return 0
     from .engine import run_simulation
 
+    imports_done()
     cfg = SimConfig.from_toml(args.config) if args.config else SimConfig()
     cfg = cfg.with_overrides(overrides)
     resolve_device(cfg.device)

@@ -61,3 +61,20 @@ def test_campaign_cli(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "DAPO generations / GRPO generations" in out and "dr_grpo_measured" in out
     assert fig.stat().st_size > 10_000
+
+
+def test_console_entry_freezes_the_heap_only_in_its_own_process(tmp_path, monkeypatch, capsys):
+    """`gsd` (gsd.cli.run) freezes the objects its imports made, once they are loaded and again
+    before exit; main() called from Python never touches the garbage collector."""
+    import gc
+
+    import gsd.cli
+
+    calls = []
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    argv = ["simulate", "--out", str(tmp_path / "r"), "--no-progress", "--set", "n_prompts=50", "--set", "steps=2"]
+    assert main(argv) == 0 and calls == []
+    monkeypatch.setattr(sys, "argv", ["gsd", *argv[:2], str(tmp_path / "r2"), *argv[3:]])
+    assert gsd.cli.run() == 0
+    assert calls == ["freeze", "freeze"]
+    assert main(argv[:2] + [str(tmp_path / "r3")] + argv[3:]) == 0 and calls == ["freeze", "freeze"]
