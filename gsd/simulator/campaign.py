@@ -106,8 +106,11 @@ def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo"
     or as counts, following ``cfg.rollouts``), the core's advantages come from the same
     :class:`~.loss.AdvantageTable`, and :func:`~.loss.policy_loss` (averaged over the draws) is
     backpropagated.  −∂L/∂z_j is then the mean update of prompt j, compared per decile with
-    Σ m_method(p_j, G) (:ref:`theory-update`).  Returns, per method, the measured and
-    closed-form decile shares, the measured/closed-form ratio per decile and overall.
+    Σ m_method(p_j, G) (:ref:`theory-update`).  The methods are paired: each drawn group is
+    scored by every method's loss, so their measurements differ by the method alone (and a
+    method's numbers do not depend on which others are measured beside it).  Returns, per
+    method, the measured and closed-form decile shares, the measured/closed-form ratio per
+    decile and overall.
     """
     device = torch.device(resolve_device(cfg.device))
     dtype = getattr(torch, cfg.dtype)
@@ -116,48 +119,57 @@ def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo"
     policy = make_policy(cfg, p0, seed=sub_seed(cfg.seed, STREAM_INIT), dtype=dtype, device=device)
     gen = torch.Generator(device=device).manual_seed(sub_seed(cfg.seed, STREAM_DECILES))
     decile = decile_index(p0)
+    methods = list(dict.fromkeys(methods))
     # Draws per backward: few enough for one CPU thread (cpu_threads), which on a busy machine
     # is 2-3x faster than two; the generator's stream does not depend on the split.
     chunk = max(1, SMALL_STEP // (N * (G if cfg.rollouts == "answers" else 1)))
     out = {"draws": draws, "n_prompts": N, "group_size": G, "counts": np.bincount(decile, minlength=N_DECILES).tolist()}
     with cpu_threads(device, chunk * N * G):
-        for method in methods:
-            g_mean = _mean_update(cfg, policy, gen, method, draws, chunk)
-            measured = np.bincount(decile, weights=g_mean, minlength=N_DECILES)
-            m = expected_update(p0, G, method, ddof=cfg.ddof, eps=cfg.eps, verifier_noise=cfg.verifier_noise)
-            closed = np.bincount(decile, weights=m, minlength=N_DECILES)
-            share_m, share_c = measured / measured.sum(), closed / closed.sum()
-            with np.errstate(invalid="ignore", divide="ignore"):
-                ratio = np.where(closed > 0, measured / closed, np.nan)
-            out[method] = {
-                "share_measured": share_m.tolist(),
-                "share_closed_form": share_c.tolist(),
-                "share_max_abs_diff": float(np.max(np.abs(share_m - share_c))),
-                "mass_ratio_per_decile": ratio.tolist(),
-                "mass_ratio": float(measured.sum() / closed.sum()),
-            }
+        g_means = _mean_updates(cfg, policy, gen, methods, draws, chunk)
+    for method, g_mean in zip(methods, g_means):
+        measured = np.bincount(decile, weights=g_mean, minlength=N_DECILES)
+        m = expected_update(p0, G, method, ddof=cfg.ddof, eps=cfg.eps, verifier_noise=cfg.verifier_noise)
+        closed = np.bincount(decile, weights=m, minlength=N_DECILES)
+        share_m, share_c = measured / measured.sum(), closed / closed.sum()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = np.where(closed > 0, measured / closed, np.nan)
+        out[method] = {
+            "share_measured": share_m.tolist(),
+            "share_closed_form": share_c.tolist(),
+            "share_max_abs_diff": float(np.max(np.abs(share_m - share_c))),
+            "mass_ratio_per_decile": ratio.tolist(),
+            "mass_ratio": float(measured.sum() / closed.sum()),
+        }
     return out
 
 
-def _mean_update(cfg, policy, gen, method, draws, chunk) -> np.ndarray:
-    """−∂L/∂z_j averaged over ``draws`` groups per prompt at the policy's current p (float64)."""
+def _mean_updates(cfg, policy, gen, methods, draws, chunk) -> list[np.ndarray]:
+    """−∂L/∂z_j of each method, averaged over the same ``draws`` groups per prompt at the
+    policy's current p (float64).
+
+    The gradient is taken with respect to the logits z only (a leaf per method, so that one
+    backward pass per chunk of draws yields every method's gradient): the policy's parameters
+    play no part in −∂L/∂z.
+    """
     G, N = cfg.group_size, cfg.n_prompts
-    z = policy()
-    table = AdvantageTable([G], method, ddof=cfg.ddof, eps=cfg.eps, dtype=z.dtype, device=z.device)
-    if not z.is_leaf:
-        z.retain_grad()
-    policy.zero_grad(set_to_none=True)
-    p = torch.sigmoid(z.detach())
+    with torch.no_grad():
+        z0 = policy()
+    p = torch.sigmoid(z0)
+    zs = [z0.clone().requires_grad_(True) for _ in methods]
+    tables = [AdvantageTable([G], m, ddof=cfg.ddof, eps=cfg.eps, dtype=z0.dtype, device=z0.device) for m in methods]
+    sums = [torch.zeros_like(z0) for _ in methods]
     done = 0
     while done < draws:
         c = min(chunk, draws - done)
         # c independent draws of every prompt = one batch of c·N prompts (draw-major).
-        batch = Batch(idx=None, p=p.repeat(c), G=torch.full((c * N,), G, device=z.device), g_max=G, uniform=True)
+        batch = Batch(idx=None, p=p.repeat(c), G=torch.full((c * N,), G, device=z0.device), g_max=G, uniform=True)
         groups = sample_groups(batch, draws=1, noise=cfg.verifier_noise, rollouts=cfg.rollouts, gen=gen)
-        terms = policy_loss(z.repeat(c), groups.n, table.lookup(groups.G, groups.k), G=groups.G)
-        (terms.pg_loss / draws).backward(retain_graph=True)
+        loss = sum(policy_loss(z.repeat(c), groups.n, t.lookup(groups.G, groups.k), G=groups.G).pg_loss / draws
+                   for z, t in zip(zs, tables))
+        for total, grad in zip(sums, torch.autograd.grad(loss, zs)):
+            total += grad
         done += c
-    return (-z.grad).detach().to("cpu", torch.float64).numpy()
+    return [(-total).to("cpu", torch.float64).numpy() for total in sums]
 
 
 # --------------------------------------------------------------------------- the campaign

@@ -79,3 +79,41 @@ def test_campaign_folder_and_figure(campaign, tmp_path):
         run_paper_campaign(out, overrides={"n_prompts": 3000, "steps": 40, "decile_draws": 60}, progress=False)
     path = make_campaign_figure(out, tmp_path / "fig.png")  # from the folder alone
     assert path.stat().st_size > 10_000
+
+
+def test_campaign_figure_fits_its_fixed_margins(campaign):
+    """The figure is drawn with fixed margins (no layout engine): every panel with its labels,
+    title and legend lies inside the figure, left of the next panel and below the suptitle."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from gsd.simulator.campaign import _campaign_figure
+
+    _, s = campaign
+    fig = _campaign_figure(s)
+    assert fig.get_layout_engine() is None
+    FigureCanvasAgg(fig)
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    boxes = [ax.get_tightbbox(renderer) for ax in fig.axes]
+    assert len(boxes) == 3
+    top = fig._suptitle.get_window_extent(renderer)
+    for box in boxes:
+        assert box.x0 >= 0 and box.y0 >= 0 and box.x1 <= fig.bbox.width and box.y1 <= top.y0
+    for left, right in zip(boxes, boxes[1:]):
+        assert left.x1 < right.x0
+    assert top.x0 >= 0 and top.x1 <= fig.bbox.width and top.y1 <= fig.bbox.height
+
+
+def test_decile_methods_are_paired(monkeypatch):
+    """Every method scores the same drawn groups: Dr.GRPO measured beside GRPO is Dr.GRPO
+    measured alone, and the split of the draws into chunks changes nothing but rounding."""
+    import gsd.simulator.campaign as campaign_module
+    from gsd.simulator.campaign import measure_initial_deciles
+
+    cfg = SimConfig.from_dict(load_campaign(None, {"n_prompts": 500})["base"])
+    both = measure_initial_deciles(cfg, draws=12, methods=["grpo", "dr_grpo"])
+    assert measure_initial_deciles(cfg, draws=12, methods=["dr_grpo"])["dr_grpo"] == both["dr_grpo"]
+    monkeypatch.setattr(campaign_module, "SMALL_STEP", 500 * 8 * 5)  # chunks of 5, 5, 2 draws
+    split = measure_initial_deciles(cfg, draws=12, methods=["grpo", "dr_grpo"])
+    for m in ("grpo", "dr_grpo"):
+        np.testing.assert_allclose(split[m]["share_measured"], both[m]["share_measured"], rtol=1e-12)
