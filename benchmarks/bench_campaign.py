@@ -9,6 +9,11 @@ campaign is the shipped ``paper_campaign`` (3 arms × 150 steps × 6,000
 prompts, G = 8, 200-draw decile measurement, ledger, checkpoints, summary and figure); the
 script does the paper's loop (analytic gain, no autograd) with a 400-draw decile measurement and
 one figure.  ``--device`` picks the campaign's device (cuda: the CUDA path).
+
+Where the campaign's time goes (``phases`` in the JSON, from its fastest run): the stages the
+campaign times itself (``wall_s`` in its summary: arms, decile measurement, figure with
+matplotlib's import) and the rest of the process (interpreter start, imports, config checks,
+summary files, interpreter exit).
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ def main(argv=None) -> int:
     gsd = [sys.executable, "-m", "gsd.cli"]
     script = [sys.executable, str(ROOT / "benchmarks" / "paper_workload.py")]
     times = {"gsd_campaign_s": [], "paper_script_s": []}
+    stages = []
     if args.baseline_root:
         times["baseline_campaign_s"] = []
         base_env = {**os.environ, "PYTHONPATH": str(Path(args.baseline_root).resolve())}
@@ -61,22 +67,28 @@ def main(argv=None) -> int:
             times["paper_script_s"].append(timed(script + ["--out", str(work / f"script-{i}")], work))
             campaign = ["simulate", "--campaign", args.campaign, "--device", args.device, "--no-progress", "--out"]
             times["gsd_campaign_s"].append(timed(gsd + campaign + [str(work / f"campaign-{i}")], work))
+            stages.append(json.loads((work / f"campaign-{i}" / "campaign_summary.json").read_text()).get("wall_s", {}))
             if args.baseline_root:
                 times["baseline_campaign_s"].append(timed(gsd + campaign + [str(work / f"baseline-{i}")], work, env=base_env))
         summary = json.loads((work / "campaign-0" / "campaign_summary.json").read_text())
     finally:
         shutil.rmtree(work, ignore_errors=True)
     best = {k: min(v) for k, v in times.items()}
+    fastest = stages[times["gsd_campaign_s"].index(best["gsd_campaign_s"])]
+    phases = {k: fastest[k] for k in ("arms", "decile_measurement", "figure") if k in fastest}
+    phases["start_imports_exit"] = best["gsd_campaign_s"] - sum(phases.values())
     results = {
         "machine": {"python": platform.python_version(), "platform": platform.platform(), "device": args.device},
         "runs": times,
         "best": best,
         "ratio": best["gsd_campaign_s"] / best["paper_script_s"],
         "baseline_ratio": best["baseline_campaign_s"] / best["paper_script_s"] if args.baseline_root else None,
+        "phases": phases,
         "campaign_silent_r2": summary["silent_r2"],
     }
     print(f"whole process, best of {args.repeats}: gsd simulate --campaign {best['gsd_campaign_s']:.2f} s, "
           f"plain numpy script {best['paper_script_s']:.2f} s, ratio {results['ratio']:.2f}")
+    print("campaign phases (fastest run): " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
     if args.baseline_root:
         print(f"baseline checkout {args.baseline_root}: {best['baseline_campaign_s']:.2f} s, ratio {results['baseline_ratio']:.2f}")
     out = Path(args.out)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -180,7 +181,8 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
     are not rerun and unfinished ones resume from their checkpoints unless ``resume=False``).
     The summary holds, per arm, the silent-fraction R², decile shares (ledger, over training)
     and final quartile means; the initial-population decile measurement; DAPO's generation
-    cost relative to GRPO; and the per-step series the figure is drawn from.
+    cost relative to GRPO; the per-step series the figure is drawn from; and ``wall_s``, the
+    wall seconds of each stage (arms, decile_measurement, figure) of the run that wrote it.
     """
     campaign = load_campaign(config_path, overrides)
     out = Path(out_dir)
@@ -201,6 +203,7 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
         resolve_device(arm["device"])
 
     arm_summaries, series = {}, {}
+    wall = {"arms": time.perf_counter()}  # each stage's wall seconds (summary["wall_s"]): what a speed-up bought
     for name, arm in campaign["arms"].items():
         folder = out / "arms" / name
         arm_summaries[name] = run_simulation(SimConfig.from_dict(arm), folder, resume=resume, progress=progress)
@@ -216,9 +219,12 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
             "hard_quartile_mean_p": ledger["mean_p_q1"].tolist() + [final["quartile_mean_p"][0]],
         }
 
+    wall["arms"] = time.perf_counter() - wall["arms"]
+    wall["decile_measurement"] = time.perf_counter()
     base = SimConfig.from_dict(campaign["base"])
     deciles = measure_initial_deciles(base, draws=campaign["decile_draws"], methods=campaign["decile_methods"])
     write_json(out / "deciles.json", deciles)
+    wall["decile_measurement"] = time.perf_counter() - wall["decile_measurement"]
 
     def by_method(method):
         return next((n for n, a in campaign["arms"].items() if a["method"] == method), None)
@@ -247,8 +253,11 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
         "dapo_generation_cost_ratio_pred": cost_ratio_pred,
         "series": series,
     }
+    wall["figure"] = time.perf_counter()
     figure = make_campaign_figure(summary, out / "campaign.png")
+    wall["figure"] = time.perf_counter() - wall["figure"]
     summary["figure"] = str(figure)
+    summary["wall_s"] = wall
     write_json(out / "campaign_summary.json", summary)
     return read_json(out / "campaign_summary.json")
 
