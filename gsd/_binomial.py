@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 
 import numpy as np
 
@@ -31,6 +32,8 @@ _PAD = 40
 _TINY = 1e-250
 # Up to this G every term is summed densely (see _expectation_small).
 _SMALL_G = 128
+# Entries of one dense block (see _dense_sum): 2 MB of float64, cache-sized.
+_BLOCK_ENTRIES = 1 << 18
 
 
 def binomial_window(a: np.ndarray, G: np.ndarray):
@@ -124,32 +127,74 @@ def _binomial_row(g: int) -> np.ndarray:
 
 
 def _expectation_small(a, n, f):
-    """The full sum over k = 0 … G for small G, one dense (pairs × (G+1)) block per distinct G.
+    """The full sum over k = 0 … G for small G, one dense ((G+1) × pairs) block per distinct G.
 
-    pmf(k) = C(G, k)·a^k·(1−a)^(G−k) with the powers built by cumulative products: the
+    pmf(k) = C(G, k)·a^k·(1−a)^(G−k) with the powers built by repeated products: the
     relative error is at most ~2G ulp (≤ 3e-14 at G = 128), and it is 10-50× faster than
     calling scipy's pmf term by term, which matters when a simulator evaluates 10^4 prompts
     every step.  Requires a ≥ _TINY (no underflow of a itself).
     """
+    if n[0] == n.min() == n.max():  # one group size (a simulator's step): no grouping pass
+        g = int(n[0])
+        return _dense_sum(a, g, _weights(g, f))
     out = np.empty(a.shape)
     order = np.argsort(n, kind="stable")
     sizes, starts = np.unique(n[order], return_index=True)
     bounds = np.append(starts, n.size)
     for g, lo, hi in zip(sizes.tolist(), bounds[:-1], bounds[1:]):  # one block per distinct G
         idx = order[lo:hi]
-        ag = a[idx]
-        # (G+1, pairs): each cumulative product runs over contiguous rows (2× faster than
-        # along the short axis of (pairs, G+1)), with the same multiplications per entry.
-        powers = np.empty((g + 1, idx.size))
-        powers[0] = 1.0
-        powers[1:] = ag
-        up = np.cumprod(powers, axis=0)  # a^k
-        powers[1:] = 1.0 - ag
-        np.cumprod(powers, axis=0, out=powers)  # (1−a)^j
-        up *= powers[::-1]  # a^k (1−a)^(G−k)
-        k = np.arange(g + 1)
-        weights = _binomial_row(g) * f(k, np.full(g + 1, g, dtype=np.int64))
-        out[idx] = weights @ up
+        out[idx] = _dense_sum(a[idx], g, _weights(g, f))
+    return out
+
+
+def _weights(g: int, f) -> np.ndarray:
+    """C(g, k)·f(k, g) for k = 0 … g."""
+    return _binomial_row(g) * f(np.arange(g + 1), np.full(g + 1, g, dtype=np.int64))
+
+
+_local = threading.local()
+
+
+def _scratch(size: int) -> np.ndarray:
+    """A float64 work buffer of ``size`` entries, kept per thread between calls.
+
+    A fresh multi-MB ``np.empty`` on every call is returned to the OS when freed (glibc's trim
+    threshold) and paged in again by the next call — 4–5× the cost of the arithmetic at 6,000
+    prompts and G = 8, where a simulator calls this every step.
+    """
+    buf = getattr(_local, "buf", None)
+    if buf is None or buf.size < size:
+        buf = _local.buf = np.empty(max(size, _BLOCK_ENTRIES))
+    return buf[:size]
+
+
+def _dense_sum(a: np.ndarray, g: int, weights: np.ndarray) -> np.ndarray:
+    """Σ_k weights[k]·a^k·(1−a)^(g−k) for each entry of ``a``, in column blocks.
+
+    Row k of a (g+1, cols) buffer is built as a^k = a^(k−1)·a, then multiplied by
+    (1−a)^(g−k), also built one factor at a time: the multiplications of two ``np.cumprod``
+    along axis 0, in the same order (the same bits), one vectorised multiply per row.  numpy's
+    cumprod does not vectorise across columns and full-width (g+1, pairs) temporaries spill the
+    cache (and, above glibc's trim threshold, are paged in afresh on every call): blocks of
+    ~2^18 entries are 3–10× faster at G = 8–128 on 10^4–10^5 prompts.  The loops run over the
+    g+1 powers and the blocks, never over prompts.
+    """
+    out = np.empty(a.size)
+    cols = max(1, min(a.size, max(256, _BLOCK_ENTRIES // (g + 1))))
+    buf, run = _scratch((g + 1) * cols).reshape(g + 1, cols), np.empty(cols)
+    for s in range(0, a.size, cols):
+        x = a[s : s + cols]
+        up, d = buf[:, : x.size], run[: x.size]
+        up[0] = 1.0
+        for j in range(1, g + 1):
+            np.multiply(up[j - 1], x, out=up[j])  # a^j
+        b = 1.0 - x
+        d[:] = b
+        for j in range(g - 1, -1, -1):
+            up[j] *= d  # a^j (1−a)^(g−j)
+            if j:
+                d *= b
+        out[s : s + x.size] = weights @ up
     return out
 
 
