@@ -207,11 +207,11 @@ def train_on_groups(run: RunState, batch: Batch, groups: Groups) -> dict:
             if not cfg.kl_coef:
                 out["dz"] = -z.grad.detach()
             out["loss"] = terms.loss.detach()
-            out["kl"] = terms.kl_sum.detach() / groups.n.sum() if cfg.kl_coef else torch.zeros((), device=run.device)
+            out["kl"] = terms.kl_sum.detach() / groups.G.sum() if cfg.kl_coef else torch.zeros((), device=run.device)
         run.opt.step()
     if cfg.clip:
         outside = ((terms.ratio < 1 - cfg.clip_low) | (terms.ratio > 1 + cfg.clip_high)).to(run.dtype)  # (B, 2)
-        out["clip_frac"] = (groups.n.sum(-1) * outside).sum() / groups.n.sum()
+        out["clip_frac"] = ((groups.n[..., 0] + groups.n[..., 1]) * outside).sum() / groups.G.sum()
     return out
 
 
