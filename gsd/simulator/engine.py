@@ -150,13 +150,18 @@ def population_state(run: RunState, p: torch.Tensor) -> dict:
 
 
 def to_host(named: dict) -> dict:
-    """Device tensors → float64 numpy, in one copy: {name: float (0-d) or 1-d array}."""
-    flat = [t.detach().reshape(-1).to(torch.float64) for t in named.values()]
-    host = torch.cat(flat).cpu().numpy()
+    """Device tensors → float64 numpy, in one copy: {name: float (0-d) or 1-d array}.
+
+    One ``cat`` does the casts: an empty float64 head makes it promote every int, bool and
+    float32 entry to float64 (a float32 result would round counts above 2^24).
+    """
+    tensors = list(named.values())
+    head = torch.empty(0, dtype=torch.float64, device=tensors[0].device)
+    host = torch.cat([head] + [t.detach().reshape(-1) for t in tensors]).cpu().numpy()
     out, j = {}, 0
-    for name, t in zip(named, flat):
+    for name, t in zip(named, tensors):
         v = host[j : j + t.numel()]
-        out[name] = float(v[0]) if named[name].dim() == 0 else v
+        out[name] = float(v[0]) if t.dim() == 0 else v
         j += t.numel()
     return out
 
@@ -207,11 +212,11 @@ def train_on_groups(run: RunState, batch: Batch, groups: Groups) -> dict:
             if not cfg.kl_coef:
                 out["dz"] = -z.grad.detach()
             out["loss"] = terms.loss.detach()
-            out["kl"] = terms.kl_sum.detach() / groups.n.sum() if cfg.kl_coef else torch.zeros((), device=run.device)
+            out["kl"] = terms.kl_sum.detach() / groups.G.sum() if cfg.kl_coef else torch.zeros((), device=run.device)
         run.opt.step()
     if cfg.clip:
         outside = ((terms.ratio < 1 - cfg.clip_low) | (terms.ratio > 1 + cfg.clip_high)).to(run.dtype)  # (B, 2)
-        out["clip_frac"] = (groups.n.sum(-1) * outside).sum() / groups.n.sum()
+        out["clip_frac"] = ((groups.n[..., 0] + groups.n[..., 1]) * outside).sum() / groups.G.sum()
     return out
 
 

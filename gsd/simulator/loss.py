@@ -79,20 +79,27 @@ def policy_loss(z, n, adv, *, G, logp_old=None, z_ref=None, kl_coef=0.0, clip=No
     reference policy when ``kl_coef`` > 0.
     """
     logp = log_pi(z)
-    w = n / G.clamp(min=1).to(n.dtype)[:, None, None]  # each answer's weight in its group's mean
-    a = adv[:, None, :]  # by the cell's reward
+    # Per cell (answer y, reward r) the weight n[y, r]/G of its answers in the group mean.  The
+    # cells are handled as two (B, 2) views, one per reward, never summed along their size-2
+    # axis: torch reduces a trailing axis of 2 ~20× slower than it adds two views.
+    g = G.clamp(min=1).to(n.dtype)[:, None]
+    w_r, w_w = n[..., 0] / g, n[..., 1] / g  # (B, 2) by answer: rewards marked right / wrong
+    a_r, a_w = adv[:, 0:1], adv[:, 1:2]
     if logp_old is None:
         # Σ_cells w·A·log π(y) = Σ_y log π(y)·(Σ_r w[y, r]·A[r]): the constant factor first,
-        # so autograd sees one (B, 2) product instead of two (B, 2, 2) ones.
-        ratio, pg_loss = None, -(logp * (w * a).sum(-1)).sum()
+        # so autograd sees one (B, 2) product.
+        ratio, pg_loss = None, -(logp * (w_r * a_r + w_w * a_w)).sum()
     else:
-        ratio = torch.exp(logp - logp_old)  # exactly 1 on the first epoch
-        r = ratio[:, :, None]
-        surrogate = r * a if clip is None else clipped_surrogate_unchecked(r, a, clip[0], clip[1])
-        pg_loss = -(w * surrogate).sum()
+        ratio = torch.exp(logp - logp_old)  # (B, 2), exactly 1 on the first epoch
+        if clip is None:
+            surrogate_r, surrogate_w = ratio * a_r, ratio * a_w
+        else:
+            surrogate_r = clipped_surrogate_unchecked(ratio, a_r, clip[0], clip[1])
+            surrogate_w = clipped_surrogate_unchecked(ratio, a_w, clip[0], clip[1])
+        pg_loss = -(w_r * surrogate_r + w_w * surrogate_w).sum()
     if not kl_coef:
         return LossTerms(loss=pg_loss, pg_loss=pg_loss, kl_sum=None, ratio=ratio)
     k3 = k3_of_log_ratio(log_pi(z_ref) - logp)  # (B, 2), per answer
-    kl_sum = (n.sum(-1) * k3).sum()
-    loss = pg_loss + kl_coef * (w.sum(-1) * k3).sum()
+    kl_sum = ((n[..., 0] + n[..., 1]) * k3).sum()
+    loss = pg_loss + kl_coef * ((w_r + w_w) * k3).sum()
     return LossTerms(loss=loss, pg_loss=pg_loss, kl_sum=kl_sum, ratio=ratio)

@@ -113,10 +113,10 @@ def _draw_counts(batch: Batch, draws: int, noise: float, rollouts: str, gen: tor
     if valid is not None:
         right &= valid
     if not noise:
-        return right.sum(-1).to(dtype), None, None
+        return right.sum(-1, dtype=dtype), None, None
     flip = torch.rand(shape, generator=gen, device=device, dtype=dtype) < noise  # drawn only when used
     wrong = ~right if valid is None else valid & ~right
-    return right.sum(-1).to(dtype), (right & flip).sum(-1).to(dtype), (wrong & flip).sum(-1).to(dtype)
+    return right.sum(-1, dtype=dtype), (right & flip).sum(-1, dtype=dtype), (wrong & flip).sum(-1, dtype=dtype)
 
 
 def sample_groups(batch: Batch, *, draws: int, noise: float, rollouts: str, gen: torch.Generator) -> Groups:
@@ -128,26 +128,28 @@ def sample_groups(batch: Batch, *, draws: int, noise: float, rollouts: str, gen:
     last draw, whose advantages are 0.  ``noise``: the verifier flips each reward with this
     probability; silence is what the verifier sees.
     """
-    right, flip_r, flip_w = _draw_counts(batch, draws, noise, rollouts, gen)
-    total = batch.G.to(right.dtype).expand_as(right)
-    if flip_r is None:
-        flip_r = flip_w = torch.zeros_like(right)
-    # (D, B, 2, 2): [right & marked right, right & marked wrong], [wrong & marked right, wrong & marked wrong]
-    n = torch.stack([right - flip_r, flip_r, flip_w, total - right - flip_w], dim=-1).unflatten(-1, (2, 2))
-    k = (n[..., RIGHT, RIGHT] + n[..., WRONG, RIGHT]).long()
+    right, flip_r, flip_w = _draw_counts(batch, draws, noise, rollouts, gen)  # (D, B) each
+    k = right if flip_r is None else right - flip_r + flip_w  # answers the verifier marked right
+    G = batch.G.to(right.dtype)
+    silent = (k == 0) | (k == G)
     sampled = batch.G > 0
-    silent = ((k == 0) | (k == batch.G)) & sampled
+    if not batch.uniform:
+        silent &= sampled  # a skipped prompt (G = 0) is not a silent group
     if draws == 1:
-        return Groups(n=n[0], k=k[0], G=batch.G, silent_first=silent[0], zero_update=silent[0], drawn=sampled.long())
-    D, B = silent.shape
-    lead = silent.long().cumprod(dim=0).sum(dim=0)  # silent draws before the first kept one
-    drawn = torch.clamp(lead + 1, max=D) * sampled
-    take = (torch.clamp(lead, max=D - 1)) * B + torch.arange(B, device=k.device)  # the kept draw, as a row of (D·B, …)
-    return Groups(
-        n=n.reshape(D * B, 2, 2).index_select(0, take),
-        k=k.reshape(D * B).index_select(0, take),
-        G=batch.G,
-        silent_first=silent[0],
-        zero_update=lead == D,
-        drawn=drawn,
-    )
+        first, zero_update, drawn, kept = silent[0], silent[0], sampled.long(), (lambda t: t[0])
+    else:
+        D, B = silent.shape
+        lead = silent.long().cumprod(dim=0).sum(dim=0)  # silent draws before the first kept one
+        drawn = torch.clamp(lead + 1, max=D) * sampled
+        take = torch.clamp(lead, max=D - 1) * B + torch.arange(B, device=k.device)  # the kept draw, as an entry of (D·B,)
+        first, zero_update, kept = silent[0], lead == D, (lambda t: t.reshape(D * B).index_select(0, take))
+    # The cells of the kept group only, (B, 2, 2): [right & marked right, right & marked wrong],
+    # [wrong & marked right, wrong & marked wrong].
+    r = kept(right)
+    if flip_r is None:
+        zero = torch.zeros_like(r)
+        n = torch.stack([r, zero, zero, G - r], dim=-1)
+    else:
+        fr, fw = kept(flip_r), kept(flip_w)
+        n = torch.stack([r - fr, fr, fw, G - r - fw], dim=-1)
+    return Groups(n=n.unflatten(-1, (2, 2)), k=kept(k).long(), G=batch.G, silent_first=first, zero_update=zero_update, drawn=drawn)

@@ -169,3 +169,20 @@ def test_broadcasting_shapes():
     assert gsd.fidelity(p, G).shape == (5, 3)
     assert gsd.expected_update(p, G, "dapo").shape == (5, 3)
     assert gsd.silent_rate(p, G).shape == (5, 3)
+
+
+@pytest.mark.parametrize("G", [8, 64, 128])
+def test_dense_sums_span_several_blocks(G):
+    """The dense small-G sum runs in column blocks of a reused buffer: on more prompts than one
+    block holds, with repeated and mixed group sizes, every entry matches scipy's full sum."""
+    from gsd._binomial import _BLOCK_ENTRIES
+
+    n = 3 * _BLOCK_ENTRIES // (G + 1) + 17  # three blocks and a ragged end
+    rng = np.random.default_rng(G)
+    p = np.concatenate([rng.uniform(0, 1, n), rng.choice([0.05, 0.5, 0.93], n)])  # repeats too
+    sizes = np.where(np.arange(p.size) % 3 == 0, G, G // 2)  # two group sizes, interleaved
+    k = np.arange(G + 1)[:, None]
+    sigma = np.sqrt(np.clip(k * (sizes - k), 0, None)) / sizes  # k > G: pmf 0
+    direct = (binom.pmf(k, sizes, p) * sigma).sum(axis=0)
+    got = gsd.expected_update(p, sizes)
+    np.testing.assert_allclose(got, direct, rtol=1e-12, atol=1e-300)

@@ -128,3 +128,20 @@ def test_campaign_measures_any_advantage_method(tmp_path):
     assert set(s["decile_measurement"]) >= {"grpo", "rloo"}
     assert s["decile_measurement"]["rloo"]["mass_ratio"] == pytest.approx(1.0, abs=0.05)
     assert (tmp_path / "c" / "campaign.png").stat().st_size > 10_000
+
+
+def test_to_host_keeps_every_dtype_exact():
+    """One cat brings ints, bools and float32 to the host as float64 without rounding: a
+    float32 result would turn 2^24 + 1 generations into 2^24."""
+    from gsd.simulator.engine import to_host
+
+    named = {
+        "count": torch.tensor(2**24 + 1),
+        "flag": torch.tensor([True, False]).sum(),
+        "f32": torch.tensor([0.1, 0.2], dtype=torch.float32),
+        "f64": torch.tensor(1 / 3, dtype=torch.float64),
+    }
+    host = to_host(named)
+    assert host["count"] == 2**24 + 1 and host["flag"] == 1.0
+    assert host["f32"].dtype == np.float64 and host["f32"].tolist() == [float(np.float32(0.1)), float(np.float32(0.2))]
+    assert host["f64"] == 1 / 3
