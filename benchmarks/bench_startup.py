@@ -30,7 +30,7 @@ DEFAULT_BASELINE = "1971267"
 HEAVY = ("torch", "scipy", "pandas", "matplotlib")
 
 # (label, argv after the interpreter).  The CLI is run as the console script runs it.
-_CLI = "import sys; from gsd.cli import main; sys.exit(main())"
+_CLI = "import sys, gsd.cli as c; sys.exit(getattr(c, 'run', c.main)())"  # run: the console entry (older revisions: main)
 COMMANDS = [
     ("import gsd", ["-c", "import gsd"]),
     ("gsd --help", ["-c", _CLI, "--help"]),
