@@ -54,13 +54,24 @@ def _unwritable(path, exc: OSError):
     return InputError(f"cannot write {str(path)!r}: {reason}")
 
 
+def _writable_name(path) -> Path:
+    """``path`` as a Path; a NUL character, which no file system accepts (the OS calls raise
+    ValueError, not OSError), is the user's path error."""
+    path = Path(path)
+    if "\x00" in str(path):
+        from ._errors import InputError
+
+        raise InputError(f"cannot write {str(path)!r}: a path cannot hold a NUL character")
+    return path
+
+
 def make_folder(path) -> Path:
     """Create the folder ``path`` (and its parents) if needed; returns it as a Path.
 
     A file where the folder (or a parent) should be, or a parent that cannot be written, raises
     :class:`gsd.InputError` naming the path.
     """
-    path = Path(path)
+    path = _writable_name(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # every way mkdir fails is about the path (or its file system)
@@ -80,7 +91,7 @@ def atomic_path(path):
         with atomic_path(run / "checkpoint.pt") as tmp:
             torch.save(state, tmp)
     """
-    path = Path(path)
+    path = _writable_name(path)
     make_folder(path.parent)
     if path.is_dir():
         raise _unwritable(path, IsADirectoryError(errno.EISDIR, "is a directory"))

@@ -89,7 +89,7 @@ def group_size_table_wide(table: pd.DataFrame | None = None) -> pd.DataFrame:
     out = pd.DataFrame({"p": sorted(t.p.unique(), reverse=True)})
     out["1 - p"] = 1.0 - out.p
     for fid in sorted(t.fidelity.unique()):
-        sub = t[t.fidelity == fid].set_index("p")
+        sub = t[t.fidelity == fid].drop_duplicates("p").set_index("p")  # a p asked twice: one row
         tag = f"{100 * fid:.0f}%"
         out[f"{tag} exact"] = out.p.map(sub.G_exact).astype(int)
         out[f"{tag} law"] = out.p.map(sub.G_law).astype(int)

@@ -101,3 +101,13 @@ def test_new_figure_with_fixed_margins():
     assert fig.get_layout_engine() is None and len(axes) == 2
     assert (fig.subplotpars.left, fig.subplotpars.right, fig.subplotpars.wspace) == (0.1, 0.95, 0.3)
     assert plotstyle.new_figure()[0].get_layout_engine() is not None  # constrained by default
+
+
+def test_a_nul_character_in_a_path_is_an_input_error(tmp_path):
+    from gsd import InputError
+
+    with pytest.raises(InputError, match="NUL"):
+        atomic.write_json(tmp_path / "r" / "a\x00.json", {})
+    with pytest.raises(InputError, match="NUL"):
+        atomic.make_folder(tmp_path / "a\x00b")
+    assert not (tmp_path / "r").exists() and not _leftovers(tmp_path)

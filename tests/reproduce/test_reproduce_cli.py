@@ -129,6 +129,10 @@ def test_bigmath_and_group_size_table_commands(capsys):
     assert code == 0 and rows[3]["95% exact"] == 69
     code, _, err = run(capsys, "group-size-table", "--p", "0,0.5")
     assert code == 2 and len(err.strip().splitlines()) == 1
+    # A p given twice is one row of the wide table, the same as given once.
+    code, out, _ = run(capsys, "group-size-table", "--p", ".1,.1", "--fidelity", "0.9", "--json")
+    twice = json.loads(out)
+    assert code == 0 and twice == json.loads(run(capsys, "group-size-table", "--p", ".1", "--fidelity", "0.9", "--json")[1])
 
 
 def test_figures_command_writes_selected_makers(capsys, tmp_path, monkeypatch):
