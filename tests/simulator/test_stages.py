@@ -145,3 +145,34 @@ def test_to_host_keeps_every_dtype_exact():
     assert host["count"] == 2**24 + 1 and host["flag"] == 1.0
     assert host["f32"].dtype == np.float64 and host["f32"].tolist() == [float(np.float32(0.1)), float(np.float32(0.2))]
     assert host["f64"] == 1 / 3
+
+
+def test_ledger_file_round_trip_without_pandas(tmp_path):
+    """write_ledger / read_ledger(columns=...) go through pyarrow's buffers: the same values and
+    dtypes as the DataFrame reader, NaN kept, and pandas never imported on that path (a fresh
+    interpreter checks it: the campaign process does not need pandas)."""
+    import subprocess
+    import sys
+
+    from gsd.simulator.ledger import COLUMNS, INT_COLUMNS, read_ledger, write_ledger
+
+    rng = np.random.default_rng(0)
+    table = rng.uniform(0, 100, (7, len(COLUMNS)))
+    for c in INT_COLUMNS:
+        table[:, list(COLUMNS).index(c)] = rng.integers(0, 2**40, 7)
+    table[3, list(COLUMNS).index("grad_pred")] = np.nan
+    write_ledger(tmp_path / "ledger.parquet", table)
+    frame = read_ledger(tmp_path)
+    cols = read_ledger(tmp_path, columns=list(COLUMNS))
+    for j, c in enumerate(COLUMNS):
+        assert cols[c].dtype == frame[c].dtype == (np.int64 if c in INT_COLUMNS else np.float64)
+        np.testing.assert_array_equal(cols[c], frame[c].to_numpy())
+        np.testing.assert_array_equal(cols[c], table[:, j].astype(cols[c].dtype))
+    code = (
+        "import sys, numpy as np; from gsd.simulator.ledger import COLUMNS, write_ledger, read_ledger; "
+        f"write_ledger({str(tmp_path / 'b' / 'ledger.parquet')!r}, np.zeros((3, len(COLUMNS)))); "
+        f"read_ledger({str(tmp_path / 'b')!r}, columns=['step', 'silent_frac']); "
+        "assert 'pandas' not in sys.modules, 'pandas imported'"
+    )
+    (tmp_path / "b").mkdir()
+    subprocess.run([sys.executable, "-c", code], check=True)
