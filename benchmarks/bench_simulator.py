@@ -45,6 +45,10 @@ Both rollout paths of the engine are timed: ``answers`` (G Bernoulli answers per
 loss term per answer: G times the random numbers of the numpy loop) and ``counts`` (one binomial
 count per group, the loss summed per (answer, reward) cell: the numpy loop's random numbers).
 
+``torch_floor``: the three arms as the barest torch autograd loop (``torch_floor_campaign``:
+sample, advantages from the core's table, loss, backward, SGD; no ledger, closed forms or files)
+against the ``bare`` numpy loop — how close any torch engine could come at this size.
+
 Part 2 — per-step cost against the prompt count: the GRPO arm at ``paper`` level, G = 8, for
 N = 100 … 10^5 prompts, engine (both paths) and numpy; the ratio at each N, and a fit
 t(N) = t_fixed + N·t_prompt per side, which says how much of the gap is per-step fixed cost.
@@ -174,6 +178,46 @@ def numpy_campaign(base: SimConfig, *, level: str) -> float:
     return time.perf_counter() - t0
 
 
+# --------------------------------------------------------------------------- torch floor
+def torch_floor_campaign(base: SimConfig) -> float:
+    """The least a torch autograd loop can do per step at the paper's size: sample G answers per
+    prompt (DAPO: ``max_draws`` groups, keep the first non-silent), look the advantages up in
+    the core's table, −Σ mean_group(A·log π) through autograd, one SGD step.  No ledger, no
+    closed forms, no files — what the engine would cost with every measurement removed, so the
+    gap between it and the numpy loop is the price of torch's per-operation dispatch alone."""
+    import torch.nn.functional as F
+
+    from gsd.methods import method_spec
+    from gsd.simulator.loss import AdvantageTable
+
+    t0 = time.perf_counter()
+    p0 = initial_solve_rates(base)
+    G = base.group_size
+    for arm in ARMS:
+        D = base.max_draws if arm == "dapo" else 1
+        gen = torch.Generator().manual_seed(base.seed)
+        z = torch.logit(torch.as_tensor(p0, dtype=torch.float64)).requires_grad_(True)
+        table = AdvantageTable([G], method_spec(arm).advantage, ddof=base.ddof, eps=base.eps, dtype=torch.float64, device=z.device)
+        rows = torch.arange(z.numel())
+        for _ in range(base.steps):
+            with torch.no_grad():
+                p = torch.sigmoid(z)
+            k = (torch.rand((D, z.numel(), G), generator=gen, dtype=torch.float64) < p[:, None]).sum(-1)
+            if D > 1:
+                silent = (k == 0) | (k == G)
+                k = k[torch.clamp(silent.long().cumprod(0).sum(0), max=D - 1), rows]
+            else:
+                k = k[0]
+            adv = table.lookup(torch.full_like(k, G), k)
+            c_right, c_wrong = k * adv[:, 0] / G, (G - k) * adv[:, 1] / G
+            loss = -(F.logsigmoid(z) * c_right + F.logsigmoid(-z) * c_wrong).sum()
+            z.grad = None
+            loss.backward()
+            with torch.no_grad():
+                z.add_(z.grad, alpha=-base.lr)
+    return time.perf_counter() - t0
+
+
 # --------------------------------------------------------------------------- engine side
 def engine_campaign(base: SimConfig, work: Path, *, level: str):
     """The three arms through ``run_simulation`` (+ measurement (b) unless ``bare``); returns
@@ -244,6 +288,9 @@ def main(argv=None) -> int:
                     runs = [engine_campaign(base, work / f"c-{level}-{rollouts}", level=level) for _ in range(args.repeats)]
                     eng, eng_steps = min(runs)
                     camp[f"{level}/{rollouts}"] = {"engine_s": eng, "engine_steps_s": eng_steps, "numpy_s": ref, "ratio": eng / ref}
+            floor = min(torch_floor_campaign(SimConfig()) for _ in range(args.repeats))
+            bare = camp["bare/answers"]["numpy_s"]
+            camp["torch_floor"] = {"engine_s": floor, "engine_steps_s": floor, "numpy_s": bare, "ratio": floor / bare}
             results["campaign"] = camp
 
         # --- part 2: per-step cost against N (GRPO arm, paper level, G = 8) ----------------------
@@ -305,6 +352,8 @@ def main(argv=None) -> int:
         print(f"{'level/rollouts':<16} {'engine s':>9} {'(steps)':>9} {'numpy s':>9} {'ratio':>7}")
         for mode, r in results["campaign"].items():
             print(f"{mode:<16} {r['engine_s']:>9.3f} {r['engine_steps_s']:>9.3f} {r['numpy_s']:>9.3f} {r['ratio']:>7.2f}")
+        print("  (torch_floor: a bare torch autograd loop — sample, advantages, loss, backward, SGD; no ledger —\n"
+              "   against the bare numpy loop: the cost of torch's per-operation dispatch alone)")
     if "scaling" in results:
         sc = results["scaling"]
         print(f"\nper-step cost against N (GRPO, G = 8, 'paper' level, {sc['steps']} steps, best of {args.repeats})")
