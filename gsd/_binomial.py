@@ -14,7 +14,9 @@ dropped tail is smaller still by many orders of magnitude.  The pmf comes from
 G = 10^5 and p = 1e-12, checked against mpmath in the tests).
 
 All pairs are flattened into one ragged vector of terms, evaluated in chunks, and reduced with
-``np.add.reduceat`` — no Python loop over prompts or over k.
+``np.add.reduceat`` — no Python loop over prompts or over k.  Up to G = 128 every k is summed
+instead, as a dense ((G+1) × pairs) product built one power at a time in cache-sized blocks
+(:func:`_dense_sum`); above G = 32 repeated (p, G) pairs are first reduced to distinct ones.
 """
 
 from __future__ import annotations
