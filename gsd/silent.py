@@ -222,7 +222,10 @@ def group_size_for_silent_rate(p, delta, *, max_group_size: int = MAX_GROUP_SIZE
     # A subnormal p (or δ/2 rounding to 0) puts the bracket's end at inf: capped below.
     with np.errstate(over="ignore", divide="ignore"):
         lo_f = np.maximum(2.0, np.ceil(np.log(delta) / log_m))
-        hi_f = np.maximum(2.0, np.ceil(np.log(delta / 2) / log_m))
+        # Slack beyond the bracket: at its end the bound can be tight (p = 1/2, δ = 2^−5: 2·m^6 = δ)
+        # and P_silent computed one ulp above δ, which would report a reachable target as beyond
+        # the cap.  The bisection below still returns the smallest G whose P_silent ≤ δ.
+        hi_f = np.maximum(2.0, np.ceil(np.log(delta / 2) / log_m * (1 + 1e-9)) + 1)
     ok &= lo_f <= cap
     lo = np.where(ok, np.minimum(lo_f, cap), 2).astype(np.int64)
     hi = np.where(ok, np.minimum(hi_f, cap), 2).astype(np.int64)

@@ -84,3 +84,15 @@ def test_silent_rate_group_size_examples():
     plan = gsd.plan_group_sizes([0.05, 1.0], delta=0.05)
     assert plan.group_size[0] == int(np.ceil(np.log(0.05) / np.log(0.95)))
     assert plan.status[1] == "unreachable"
+
+
+def test_silent_rate_group_size_at_a_tight_bracket():
+    """p = 1/2, δ = 2^−5: the bracket's end G = 6 has P_silent = δ exactly in real numbers and one
+    ulp above δ in floating point.  The answer is the smallest G whose computed silent rate is
+    ≤ δ — found by hypothesis returning EXCEEDS_MAX (0) before the bracket had slack."""
+    g = int(gsd.group_size_for_silent_rate(0.5, 2.0**-5))
+    assert g >= 2
+    assert gsd.silent_rate(0.5, g) <= 2.0**-5 < gsd.silent_rate(0.5, g - 1)
+    many = gsd.group_size_for_silent_rate(0.5, 2.0 ** -np.arange(1, 40, dtype=float))
+    assert (many >= 2).all()
+    assert (gsd.silent_rate(0.5, many) <= 2.0 ** -np.arange(1, 40)).all()
