@@ -41,9 +41,10 @@ import numpy as np
 
 from ._binomial import symmetric_expectation, unique_pairs
 from ._errors import InputError
-from ._validate import _show, as_group_size, as_probability
+from ._validate import _show, as_ddof, as_eps, as_group_size, as_probability
 from .posterior import BetaPosterior
 from .silent import _minor, _nonsilent, _silent
+from .update import _grpo_term
 
 if TYPE_CHECKING:  # pandas loads inside the two functions that build DataFrames
     import pandas as pd
@@ -82,29 +83,25 @@ _MAX_DP = 20_000_000
 _CONCAVE_RTOL = 1e-11
 
 
-def _value_spec(value):
+def _value_spec(value, ddof=0, eps=0.0):
+    """(i, j, h, f): V = p^i (1−p)^j · h(p, G), and f(k, G) the GRPO term σ̂²/(σ̂_c + eps) of
+    the std convention (ddof, eps) that the ``update`` and ``progress`` values average."""
     if value not in _VALUES:
         raise InputError(f"value must be one of {ALLOCATION_VALUES}, got {value!r}")
-    return _VALUES[value]
-
-
-def _sigma_f(k, G):
-    """σ̂ = sqrt(k(G−k))/G, 0 at G = 0."""
-    Gf = np.maximum(G, 1).astype(np.float64)
-    return np.sqrt(k * (G - k)) / Gf
+    return (*_VALUES[value], _grpo_term(as_ddof(ddof), as_eps(eps)))
 
 
 # --------------------------------------------------------------------------- values, one pair at a time
 def _point_value(p, G, spec):
     """V(p, G) for known p (arrays of one shape, G ≥ 0)."""
-    i, j, h = spec
+    i, j, h, f = spec
     out = np.zeros(p.shape)
     on = G >= 2  # a group of 0 or 1 answers is always silent: every value is 0
     if not on.any():
         return out
     pp, GG = p[on], G[on]
     if h == "sigma":
-        base = symmetric_expectation(pp, GG, _sigma_f)
+        base = symmetric_expectation(pp, GG, f)
     elif h == "sigma2":
         base = pp * (1.0 - pp) * (1.0 - 1.0 / GG)
     else:
@@ -127,8 +124,9 @@ def _beta_nonsilent(a, b, G):
     return -np.expm1(np.maximum(l1, l2)) - np.exp(np.minimum(l1, l2))
 
 
-def _beta_sigma(a, b, G):
-    """E[σ̂] = Σ_k BetaBinom(k; G, a, b)·sqrt(k(G−k))/G, dense, one block per distinct G.
+def _beta_sigma(a, b, G, f):
+    """E[f(k, G)] = Σ_k BetaBinom(k; G, a, b)·f(k, G) (f: the GRPO term, σ̂ in the paper's
+    convention), dense, one block per distinct G ≥ 2.
 
     The pmf is C(G, k)·B(a + k, b + G − k)/B(a, b), evaluated in logs with ``scipy.special``
     (the same formula as ``scipy.stats.betabinom.pmf``, without its per-call argument handling,
@@ -142,20 +140,20 @@ def _beta_sigma(a, b, G):
     bounds = np.append(starts, G.size)
     for g, lo, hi in zip(sizes.tolist(), bounds[:-1], bounds[1:]):  # one block per distinct G
         k = np.arange(g + 1)
-        f = _sigma_f(k, np.full(g + 1, g))
+        fk = f(k, np.full(g + 1, g))
         lchoose = gammaln(g + 1.0) - gammaln(k + 1.0) - gammaln(g - k + 1.0)
         rows = max(1, _BLOCK_TERMS // (g + 1))
         for r0 in range(lo, hi, rows):
             idx = order[r0:min(hi, r0 + rows)]
             aa, bb = a[idx][:, None], b[idx][:, None]
             logpmf = lchoose + betaln(aa + k, bb + (g - k)) - betaln(aa, bb)
-            out[idx] = np.exp(logpmf) @ f
+            out[idx] = np.exp(logpmf) @ fk
     return out
 
 
 def _beta_value(a, b, G, spec):
     """E[V(p, G)] under Beta(a, b) (arrays of one shape, G ≥ 0)."""
-    i, j, h = spec
+    i, j, h, f = spec
     out = np.zeros(a.shape)
     on = G >= 2
     if not on.any():
@@ -163,7 +161,7 @@ def _beta_value(a, b, G, spec):
     aa, bb, GG = a[on] + i, b[on] + j, G[on]
     scale = np.exp(_log_beta_moment(a[on], b[on], i, j)) if (i or j) else 1.0
     if h == "sigma":
-        base = _beta_sigma(aa, bb, GG)
+        base = _beta_sigma(aa, bb, GG, f)
     elif h == "sigma2":
         base = aa * bb / ((aa + bb) * (aa + bb + 1.0)) * (1.0 - 1.0 / GG)
     else:
@@ -179,7 +177,7 @@ def _as_source(p_or_posterior):
     return "point", as_probability(p_or_posterior)
 
 
-def allocation_value(p_or_posterior, G, value: str = "update"):
+def allocation_value(p_or_posterior, G, value: str = "update", *, ddof: int = 0, eps: float = 0.0):
     """Expected value of a group of G answers for a prompt, exact, broadcast over prompts and G.
 
     Parameters
@@ -190,6 +188,11 @@ def allocation_value(p_or_posterior, G, value: str = "update"):
     G : array_like of int ≥ 0
         Group size; G = 0 (a skipped prompt) and G = 1 are worth 0 under every value.
     value : {"update", "dr_grpo", "progress", "nonsilent", "knapsack"}
+    ddof : {0, 1}, optional
+        The std the trainer divides the advantages by: 0 (population, the paper's; default) or 1
+        (sample std, ``torch.std``'s default, as TRL and verl compute it).
+    eps : float, optional
+        Added to that std (default 0; TRL and verl add 1e-4 and 1e-6).
 
     Returns
     -------
@@ -197,7 +200,7 @@ def allocation_value(p_or_posterior, G, value: str = "update"):
 
     Notes
     -----
-    With σ̂ = sqrt(k(G−k))/G and k ~ Binom(G, p):
+    With σ̂ = sqrt(k(G−k))/G and k ~ Binom(G, p), in the paper's convention (ddof 0, eps 0):
 
     .. math::
 
@@ -207,10 +210,12 @@ def allocation_value(p_or_posterior, G, value: str = "update"):
         V_\\mathrm{nonsilent} = 1 - p^G - (1-p)^G, \\quad
         V_\\mathrm{knapsack} = (1 - p^G - (1-p)^G)\\, p (1-p)^2 .
 
-    Convention: σ̂ is the population std (ddof 0, no eps), the paper's.  A trainer that divides by
-    the sample std (ddof 1, eps 0, e.g. TRL or verl with their eps neglected) realises
-    sqrt((G−1)/G) times the ``update`` and ``progress`` values at every group size (see
-    :func:`gsd.convention_gap`); ``dr_grpo``, ``nonsilent`` and ``knapsack`` do not depend on it.
+    Convention: ``update`` and ``progress`` average the logit update GRPO makes, E[σ̂²/(σ̂_c + eps)]
+    with σ̂_c = σ̂·sqrt(G/(G − ddof)) the std the trainer divides by — σ̂ itself in the paper's
+    convention, the same sum as :func:`gsd.expected_update` (method ``"grpo"``).  With ddof = 1
+    and eps = 0 the value is sqrt((G−1)/G) times the paper's, a factor that depends on G and so
+    moves the plan (see :func:`gsd.convention_gap`); ``dr_grpo``, ``nonsilent`` and ``knapsack``
+    do not depend on the std.
 
     Under a posterior Beta(a, b), E[p^i(1−p)^j h(p, G)] = B(a+i, b+j)/B(a, b)·E_{Beta(a+i, b+j)}[h]:
     E[σ̂] becomes a beta-binomial sum over k = 0 … G, and E[p^G] = B(a+G, b)/B(a, b).
@@ -227,7 +232,7 @@ def allocation_value(p_or_posterior, G, value: str = "update"):
     >>> round(float(allocation_value(post, 16, "nonsilent")), 4)  # 1 − E[(1−p)^16] − E[p^16]
     0.64
     """
-    spec = _value_spec(value)
+    spec = _value_spec(value, ddof, eps)
     kind, src = _as_source(p_or_posterior)
     G = as_group_size(G, minimum=0)
     if kind == "point":
@@ -263,8 +268,9 @@ def expected_silent_rate(p_or_posterior, G):
 
 
 # --------------------------------------------------------------------------- value tables on a grid
-def _sigma_table(grid, p=None, a=None, b=None):
-    """E[σ̂] at every G of ``grid`` for each row, by the pmf recurrence over G.
+def _sigma_table(grid, f, p=None, a=None, b=None):
+    """E[f(k, G)] (f: the GRPO term, σ̂ in the paper's convention) at every G ≥ 2 of ``grid``
+    for each row, by the pmf recurrence over G (0 at G < 2, whose groups are always silent).
 
     Adding one answer to a group of G: P_{G+1}(k) = P_G(k−1)·r(k−1, G) + P_G(k)·(1 − r(k, G)),
     r = p for known p and r = (a+k)/(a+b+G) under Beta(a, b) (Pólya's urn: the predictive
@@ -299,21 +305,20 @@ def _sigma_table(grid, p=None, a=None, b=None):
             P[:, : g + 1] *= q
             P[:, 1 : g + 2] += u
             c = col[g + 1]
-            if c >= 0:
-                kk = np.arange(g + 2)
-                out[sl, c] = P[:, : g + 2] @ (np.sqrt(kk * (g + 1 - kk)) / (g + 1))
+            if c >= 0 and g + 1 >= 2:
+                out[sl, c] = P[:, : g + 2] @ f(np.arange(g + 2), np.full(g + 2, g + 1))
     return out
 
 
 def _value_table(kind, src, grid, spec):
     """Rows × grid table of V for distinct prompts (src: p, or (a, b))."""
-    i, j, h = spec
+    i, j, h, f = spec
     Gg = grid[None, :].astype(np.float64)
     on = grid >= 2
     if kind == "point":
         p = src[:, None]
         if h == "sigma":
-            base = _sigma_table(grid, p=src)
+            base = _sigma_table(grid, f, p=src)
         elif h == "sigma2":
             base = p * (1.0 - p) * (1.0 - 1.0 / Gg)
         else:
@@ -323,7 +328,7 @@ def _value_table(kind, src, grid, spec):
         a, b = src
         aa, bb = a + i, b + j
         if h == "sigma":
-            base = _sigma_table(grid, a=aa, b=bb)
+            base = _sigma_table(grid, f, a=aa, b=bb)
         elif h == "sigma2":
             base = (aa * bb / ((aa + bb) * (aa + bb + 1.0)))[:, None] * (1.0 - 1.0 / Gg)
         else:
@@ -380,7 +385,8 @@ def _concave_rows(x, Y):
     return (np.diff(slope, axis=1) <= tol).all(axis=1)
 
 
-def concavity_violations(p_or_posterior, *, value="update", g_min=2, g_max=512, step=1, skip=True):
+def concavity_violations(p_or_posterior, *, value="update", g_min=2, g_max=512, step=1, skip=True,
+                         ddof: int = 0, eps: float = 0.0):
     """Where a value's increments per rollout rise along the allocation grid (non-concave rows).
 
     Returns a DataFrame with one row per (prompt, grid point) that lies strictly below the upper
@@ -395,7 +401,7 @@ def concavity_violations(p_or_posterior, *, value="update", g_min=2, g_max=512, 
     >>> concavity_violations([0.5], value="update", g_min=1, g_max=4).G.tolist()  # V(1) = 0
     [1]
     """
-    prob = _Problem(p_or_posterior, value, g_min, g_max, step, skip)
+    prob = _Problem(p_or_posterior, value, g_min, g_max, step, skip, ddof, eps)
     x, Y, act = prob.x, prob.table_full, prob.active
     import pandas as pd  # here, not at module level: the simulator imports this module and never needs pandas
 
@@ -445,6 +451,10 @@ class Allocation:
     envelope_sizes : ndarray of int64
         The grid G that lie below some prompt's envelope (never chosen for that prompt).
     value_name : str
+    grid : tuple
+        (g_min, g_max, step, skip).
+    ddof, eps : int, float
+        The std convention of the ``update`` and ``progress`` values.
     """
 
     group_size: np.ndarray
@@ -459,6 +469,8 @@ class Allocation:
     envelope_sizes: np.ndarray
     value_name: str
     grid: tuple = field(default=())
+    ddof: int = 0
+    eps: float = 0.0
 
     def summary(self) -> dict:
         """The scalars, for reports and ``--json``."""
@@ -468,7 +480,8 @@ class Allocation:
                 "mean_group_size_served": float(g[g > 0].mean()) if (g > 0).any() else 0.0,
                 "multiplier": self.multiplier, "exact": self.exact, "gap_bound": self.gap_bound,
                 "envelope": self.envelope, "envelope_sizes": self.envelope_sizes.tolist(),
-                "g_min": self.grid[0], "g_max": self.grid[1], "step": self.grid[2], "skip": self.grid[3]}
+                "g_min": self.grid[0], "g_max": self.grid[1], "step": self.grid[2], "skip": self.grid[3],
+                "ddof": self.ddof, "eps": self.eps}
 
 
 def _grid_args(g_min, g_max, step):
@@ -485,9 +498,10 @@ def _grid_args(g_min, g_max, step):
 class _Problem:
     """The distinct prompts, their value table on the grid, its envelope and sorted segments."""
 
-    def __init__(self, p_or_posterior, value, g_min, g_max, step, skip):
-        self.spec = _value_spec(value)
+    def __init__(self, p_or_posterior, value, g_min, g_max, step, skip, ddof=0, eps=0.0):
+        self.spec = _value_spec(value, ddof, eps)
         self.value_name = value
+        self.ddof, self.eps = as_ddof(ddof), float(as_eps(eps))
         self.g_min, self.g_max, self.step = _grid_args(g_min, g_max, step)
         if not isinstance(skip, bool | np.bool_):
             raise InputError(f"skip must be True or False, got {skip!r}")
@@ -544,7 +558,12 @@ class _Problem:
         wcost = self.seg_cost[self.order] * self.counts[self.seg_row[self.order]]
         self.cum_cost = np.cumsum(wcost)
         self.cum_gain = np.cumsum(self.seg_gain[self.order] * self.counts[self.seg_row[self.order]])
-        self.equal_costs = np.unique(self.seg_cost).size <= 1
+        # Equal costs certify the greedy (Gross) on the envelope; that is the grid's optimum too only
+        # if no point below the envelope could be needed: one worth no more than the row's first
+        # choice (V(1) = 0 at g_min = 1) never is, a pair under ddof 1 (worth sqrt(1/2) of the
+        # paper's) may be when the budget cannot buy the next segment.
+        harmless = self.active | (self.table_full <= self.table_full[:, :1])
+        self.equal_costs = np.unique(self.seg_cost).size <= 1 and bool(harmless.all())
         self.next_seg = np.full(self.table_full.shape, -1, dtype=np.int64)
         self.next_seg[self.seg_row, self.seg_start] = np.arange(self.seg_row.size)
         self.base = 0 if self.skip else self.g_min * self.n
@@ -661,7 +680,7 @@ def _budget_arg(budget):
 
 
 def allocate_group_sizes(p_or_posterior, budget, *, value: str = "update", g_min=2, g_max=512, step=1,
-                         skip: bool = True) -> Allocation:
+                         skip: bool = True, ddof: int = 0, eps: float = 0.0) -> Allocation:
     """Group size per prompt maximising the total expected value under a rollout budget.
 
     Parameters
@@ -678,6 +697,9 @@ def allocate_group_sizes(p_or_posterior, budget, *, value: str = "update", g_min
     skip : bool
         Allow G = 0 (the prompt is not drawn this step).  With ``skip=False`` every prompt gets
         at least g_min and the budget must cover n_prompts·g_min.
+    ddof, eps : int, float
+        The trainer's std convention for the ``update`` and ``progress`` values
+        (:func:`allocation_value`); default the paper's, ddof 0 and eps 0.
 
     Returns
     -------
@@ -693,12 +715,16 @@ def allocate_group_sizes(p_or_posterior, budget, *, value: str = "update", g_min
     out by decreasing value per rollout until the budget is spent, which solves the Lagrangian
     relaxation exactly, and the remainder goes greedily to the best next segment that fits.
     When every segment costs the same number of rollouts (concave rows and g_min = step, or
-    ``skip=False``), this greedy is optimal (Gross, 1956).  Otherwise (unequal costs: the entry
+    ``skip=False``) and no grid point below the envelope carries value, this greedy is optimal
+    (Gross, 1956).  Otherwise (unequal costs: the entry
     g_min against the step, or an envelope) a plan whose Lagrangian bound is not met is solved
     again exactly by dynamic programming when prompts × grid × budget ≤ 2·10^7, and beyond
     that ``gap_bound`` bounds its distance to the optimum (at most one segment's value).  The values of :data:`ALLOCATION_VALUES`
     are concave on the grid for g_min ≥ 2 (checked by :func:`concavity_violations`); G = 1 is
-    worth 0, so g_min = 1 with skipping makes the envelope jump from 0 to 2.
+    worth 0, so g_min = 1 with skipping makes the envelope jump from 0 to 2.  With ``ddof=1`` a
+    pair is worth sqrt(1/2) of the paper's value: with skipping, G = 2 lies below the chord from 0
+    to 3 for ``update`` and ``progress``, and only a budget too small for 3 serves it (then by
+    the exact programme).
     Cost: the table of distinct prompts × grid points (E[σ̂] by a pmf recurrence over G), one
     sort of the segments, then O(n_prompts).  See :ref:`theory-allocation`.
 
@@ -711,7 +737,7 @@ def allocate_group_sizes(p_or_posterior, budget, *, value: str = "update", g_min
     [8, 6, 9, 9]
     """
     budget = _budget_arg(budget)
-    prob = _Problem(p_or_posterior, value, g_min, g_max, step, skip)
+    prob = _Problem(p_or_posterior, value, g_min, g_max, step, skip, ddof, eps)
     if prob.skip and budget < prob.g_min:
         raise InputError(f"budget must be >= g_min ({prob.g_min}) to serve any prompt, got budget={budget}")
     if not prob.skip and budget < prob.base:
@@ -726,7 +752,7 @@ def allocate_group_sizes(p_or_posterior, budget, *, value: str = "update", g_min
     return Allocation(group_size=G, value=val, total=float(val.sum()), budget=budget, spent=int(G.sum()),
                       multiplier=lam, exact=exact, gap_bound=gap, envelope=prob.envelope,
                       envelope_sizes=prob.envelope_sizes, value_name=value,
-                      grid=(prob.g_min, prob.g_max, prob.step, prob.skip))
+                      grid=(prob.g_min, prob.g_max, prob.step, prob.skip), ddof=prob.ddof, eps=prob.eps)
 
 
 # --------------------------------------------------------------------------- uniform G advice
@@ -758,8 +784,11 @@ class UniformAdvice:
 
 
 def uniform_group_size_advice(p_or_posterior, budget=None, *, value: str = "update", g_min=2, g_max=512,
-                              step=1) -> UniformAdvice:
+                              step=1, ddof: int = 0, eps: float = 0.0) -> UniformAdvice:
     """Value per rollout of every uniform G, the best one, and the allocated plan beside it.
+
+    The arguments are those of :func:`allocate_group_sizes` (``ddof``, ``eps``: the trainer's std
+    convention for the ``update`` and ``progress`` values).
 
     Examples
     --------
@@ -771,7 +800,7 @@ def uniform_group_size_advice(p_or_posterior, budget=None, *, value: str = "upda
     """
     import pandas as pd
 
-    prob = _Problem(p_or_posterior, value, g_min, g_max, step, True)
+    prob = _Problem(p_or_posterior, value, g_min, g_max, step, True, ddof, eps)
     grid = prob.x[1:].astype(np.int64)
     uniform = prob.counts @ prob.table_full[:, 1:]
     rollouts = prob.n * grid

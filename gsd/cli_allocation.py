@@ -28,6 +28,11 @@ def add_arguments(p) -> None:
     g.add_argument("--g-max", type=int, default=512, help="largest group size (default 512)")
     g.add_argument("--step", type=int, default=1, help="group sizes g_min, g_min + step, …, g_max (default 1)")
     g.add_argument("--no-skip", action="store_true", help="serve every prompt (at least g_min answers)")
+    g.add_argument("--ddof", type=int, default=0,
+                   help="your trainer's std for --value update/progress: 0 population (the paper, default), "
+                        "1 sample std (TRL, verl)")
+    g.add_argument("--eps", type=float, default=0.0,
+                   help="added to that std before dividing (default 0; TRL 1e-4, verl 1e-6); not the --epsilon target")
     g.add_argument("--k-column", help="--input column of right answers per prompt (with --n-column)")
     g.add_argument("--n-column", help="--input column of logged rollouts per prompt (with --k-column)")
     g.add_argument("--prompt-column", help="--input is one row per rollout: the prompt-id column to group by")
@@ -105,7 +110,7 @@ def plan_budget(args) -> int:
     if not ok.any():
         raise CliError("input: no usable row; " + tables.describe_bad_rows(status, 3))
     plan = allocate_group_sizes(src, args.budget, value=args.value, g_min=args.g_min, g_max=args.g_max,
-                                step=args.step, skip=not args.no_skip)
+                                step=args.step, skip=not args.no_skip, ddof=args.ddof, eps=args.eps)
     G = pd.array(np.zeros(len(df), dtype=np.int64), dtype="Int64")
     G[~ok] = pd.NA
     G[ok] = plan.group_size
@@ -126,7 +131,7 @@ def plan_budget(args) -> int:
     out["silent_probability"] = silent
     out["status"] = st
     advice = uniform_group_size_advice(src, args.budget, value=args.value, g_min=args.g_min, g_max=args.g_max,
-                                       step=args.step)
+                                       step=args.step, ddof=args.ddof, eps=args.eps)
     summary = plan.summary() | {"rows": len(out), "unusable_rows": int((~ok).sum()),
                                 "best_uniform_G": advice.best_G, "uniform_at_budget": advice.at_budget}
     if args.output:

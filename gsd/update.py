@@ -41,11 +41,19 @@ UPDATE_METHODS = _ALL_METHODS
 
 
 def _grpo_term(ddof: int, eps: float):
-    """f(k, G) = σ² / (σ_c + eps), with 0 for a silent group (k ∈ {0, G})."""
+    """f(k, G) = σ² / (σ_c + eps), with 0 for a silent group (k ∈ {0, G}).
+
+    σ = sqrt(k(G−k))/G is the population std of the group's rewards and σ_c the std the trainer
+    divides by (σ·sqrt(G/(G−ddof))).  In the paper's convention (ddof 0, eps 0) f is σ itself,
+    returned as such (σ²/σ would round twice).  The one source of the GRPO term for the exact
+    expectations of :func:`expected_update` and the allocation values of :mod:`gsd.allocation`.
+    """
 
     def f(k, G):
         G = G.astype(np.float64)
         sigma = np.sqrt(k * (G - k)) / G
+        if not ddof and not eps:
+            return sigma
         sigma_c = sigma * np.sqrt(G / (G - ddof)) if ddof else sigma
         with np.errstate(invalid="ignore", divide="ignore"):
             val = sigma * sigma / (sigma_c + eps)

@@ -41,7 +41,7 @@ class BudgetPlanner:
         self.ring = torch.zeros((W, 2, n_prompts), dtype=torch.float64, device=device) if W else None
         self.G: torch.Tensor | None = None  # the current plan for the batch (B,) int64
         self.value_planned = math.nan  # Σ of the plan's expected values (the chosen value)
-        self.grad_planned = math.nan  # Σ E[σ̂] of the plan: the GRPO update it expects
+        self.grad_planned = math.nan  # Σ of the plan's expected GRPO update, in the run's ddof/eps
 
     @property
     def sizes(self) -> range:
@@ -97,11 +97,13 @@ class BudgetPlanner:
             G = _uniform_plan(B, budget, cfg.g_min, cfg.g_max, cfg.g_step)
             self.value_planned = self.grad_planned = math.nan
         else:
+            # The run's own std convention: its GRPO update is E[σ̂²/(σ̂_c + eps)], not E[σ̂].
+            conv = {"ddof": cfg.ddof, "eps": cfg.eps}
             plan = allocate_group_sizes(src, budget, value=cfg.allocation, g_min=cfg.g_min, g_max=cfg.g_max,
-                                        step=cfg.g_step)
+                                        step=cfg.g_step, **conv)
             G = plan.group_size
             self.value_planned = plan.total
-            self.grad_planned = float(allocation_value(src, G, "update").sum())
+            self.grad_planned = float(allocation_value(src, G, "update", **conv).sum())
         self.G = torch.as_tensor(G, dtype=torch.int64, device=batch.p.device)
 
     def state_dict(self) -> dict:

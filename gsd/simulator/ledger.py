@@ -99,8 +99,9 @@ COLUMNS.update(
         "(= 1 − silent_frac without redraws; DAPO's redraws count in the denominator)",
         "value_planned": "Σ over the batch of the allocator's expected value (config key allocation) at the plan's G, "
         "under what the plan knew (allocation_source); NaN for a fixed G or before the first informed plan",
-        "grad_planned": "Σ over the batch of E[σ̂] at the plan's G under what the plan knew: the GRPO update the plan "
-        "expects, to compare with grad_mass (NaN for a fixed G)",
+        "grad_planned": "Σ over the batch of the GRPO update E[σ̂²/(σ̂_c + eps)] at the plan's G, in the run's std "
+        "convention (ddof, eps; E[σ̂] in the paper's), under what the plan knew: the update the plan expects, to "
+        "compare with grad_mass (NaN for a fixed G)",
     }
 )
 COLUMNS.update({"wall_s": "wall-clock seconds of this step (differs between otherwise identical runs)"})

@@ -25,12 +25,12 @@ def _dp_optimum(values, choices, budget):
     return float(best.max())
 
 
-def _table(src, choices, value):
+def _table(src, choices, value, **conv):
     """Value of every prompt at every choice (prompts × choices), pairwise."""
     G = np.array(choices)[None, :]
     if isinstance(src, gsd.BetaPosterior):
-        return gsd.allocation_value(gsd.BetaPosterior(src.a[:, None], src.b[:, None], src.prior), G, value)
-    return gsd.allocation_value(np.asarray(src)[:, None], G, value)
+        return gsd.allocation_value(gsd.BetaPosterior(src.a[:, None], src.b[:, None], src.prior), G, value, **conv)
+    return gsd.allocation_value(np.asarray(src)[:, None], G, value, **conv)
 
 
 def _instance(draw_seed, n, value, posterior):
@@ -46,13 +46,14 @@ def _instance(draw_seed, n, value, posterior):
 @settings(max_examples=120, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 5), value=st.sampled_from(VALUES),
        posterior=st.booleans(), g_min=st.integers(1, 4), step=st.integers(1, 3), m=st.integers(0, 5),
-       skip=st.booleans(), frac=st.floats(0, 1))
-def test_allocator_matches_brute_force_dp(seed, n, value, posterior, g_min, step, m, skip, frac):
+       skip=st.booleans(), frac=st.floats(0, 1), conv=st.sampled_from([(0, 0.0), (1, 0.0), (1, 1e-4)]))
+def test_allocator_matches_brute_force_dp(seed, n, value, posterior, g_min, step, m, skip, frac, conv):
     g_max = g_min + m * step
     src = _instance(seed, n, value, posterior)
     lo = g_min if skip else n * g_min
     budget = int(lo + frac * (n * g_max + 3 - lo))
-    plan = gsd.allocate_group_sizes(src, budget, value=value, g_min=g_min, g_max=g_max, step=step, skip=skip)
+    conv = {"ddof": conv[0], "eps": conv[1]}
+    plan = gsd.allocate_group_sizes(src, budget, value=value, g_min=g_min, g_max=g_max, step=step, skip=skip, **conv)
     G = plan.group_size
     # Constraints: budget, grid, skip.
     assert G.sum() <= budget and plan.spent == G.sum()
@@ -60,10 +61,10 @@ def test_allocator_matches_brute_force_dp(seed, n, value, posterior, g_min, step
     assert np.all((G[on] >= g_min) & (G[on] <= g_max) & ((G[on] - g_min) % step == 0))
     if not skip:
         assert on.all()
-    np.testing.assert_allclose(plan.value, gsd.allocation_value(src, G, value), rtol=1e-11, atol=1e-300)
+    np.testing.assert_allclose(plan.value, gsd.allocation_value(src, G, value, **conv), rtol=1e-11, atol=1e-300)
     # Optimality against the oracle.
     choices = ([0] if skip else []) + list(range(g_min, g_max + 1, step))
-    table = _table(src, choices, value)
+    table = _table(src, choices, value, **conv)
     best = _dp_optimum(table, choices, budget)
     tol = 1e-9 * max(abs(best), 1e-300)
     assert plan.total <= best + tol
@@ -72,8 +73,24 @@ def test_allocator_matches_brute_force_dp(seed, n, value, posterior, g_min, step
         assert plan.total == pytest.approx(best, rel=1e-9, abs=1e-300)
     else:
         assert best <= plan.total + plan.gap_bound + tol
-    if g_min >= 2 or not skip:
+    divides_by_std = value in ("update", "progress")
+    if (g_min >= 2 or not skip) and not (conv["ddof"] == 1 and divides_by_std and skip and g_min == 2):
         assert not plan.envelope  # every value is concave on these grids
+
+
+@pytest.mark.parametrize("value", ["update", "progress"])
+def test_sample_std_puts_a_pair_below_the_envelope(value):
+    """ddof 1: a group of 2 is worth sqrt(1/2) of the paper's, below the chord from 0 to 3 for
+    every p, so with skipping the plan never serves 2; from 2 on the rows are concave."""
+    p = np.concatenate([np.logspace(-12, -1, 12), np.linspace(0.1, 0.9, 17), 1 - np.logspace(-12, -1, 12)])
+    v0, v2, v3 = (gsd.allocation_value(p, g, value, ddof=1) for g in (0, 2, 3))
+    assert (v2 / 2 < (v3 - v0) / 3).all()  # below the chord, by the values themselves
+    bad = gsd.concavity_violations(p, value=value, g_max=128, ddof=1)
+    assert set(bad.G) == {2} and len(bad) == np.unique(p).size  # one row per distinct prompt
+    assert len(gsd.concavity_violations(p, value=value, g_max=128, ddof=1, skip=False)) == 0
+    plan = gsd.allocate_group_sizes(np.linspace(0.05, 0.95, 19), 19 * 8, value=value, g_max=64, ddof=1)
+    assert plan.envelope and plan.envelope_sizes.tolist() == [2] and not (plan.group_size == 2).any()
+    assert plan.summary()["ddof"] == 1
 
 
 @pytest.mark.parametrize("value", VALUES)

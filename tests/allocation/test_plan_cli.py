@@ -89,6 +89,22 @@ def test_rates_input_and_plain_p(capsys):
     assert [r["group_size"] for r in rows] == [6, 9, 6, 11]
 
 
+def test_trainer_std_convention_flows_to_the_plan(capsys):
+    """--ddof/--eps value groups as that trainer updates them: the API's plan, and another one."""
+    p = [0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98]
+    argv = ["plan", "--p", ",".join(map(str, p)), "--budget", "16", "--g-max", "16", "--json"]
+    code, out, err = _run(capsys, *argv, "--ddof", "1", "--eps", "1e-4")
+    assert code == 0, err
+    got = json.loads(out)
+    want = gsd.allocate_group_sizes(p, 16, g_max=16, ddof=1, eps=1e-4)
+    assert [r["group_size"] for r in got["rows"]] == want.group_size.tolist()
+    assert got["summary"]["ddof"] == 1 and got["summary"]["eps"] == 1e-4
+    np.testing.assert_allclose([r["expected_value"] for r in got["rows"]], want.value, rtol=1e-12)
+    paper = gsd.allocate_group_sizes(p, 16, g_max=16).group_size.tolist()
+    assert paper != want.group_size.tolist()  # the convention changes the plan: no pair under ddof 1
+    assert 2 in paper and 2 not in want.group_size.tolist()
+
+
 @pytest.mark.parametrize("argv,match", [
     (["--p", "0.5,0.2", "--budget", "1"], "budget must be >= g_min"),
     (["--p", "0.5,0.2", "--budget", "10", "--g-min", "8", "--g-max", "4"], "g_min must be <= g_max"),
@@ -96,6 +112,8 @@ def test_rates_input_and_plain_p(capsys):
     (["--p", "0.5", "--budget", "10", "--value", "dapo"], "value must be one of"),
     (["--p", "0.5", "--budget", "10", "--epsilon", "0.05"], "does not take --epsilon"),
     (["--p", "0.5"], "give a target"),
+    (["--p", "0.5", "--budget", "10", "--ddof", "2"], "ddof must be 0"),
+    (["--p", "0.5", "--budget", "10", "--eps", "-1"], "eps must be a finite number"),
 ])
 def test_errors_exit_2_with_one_line(capsys, argv, match):
     code, out, err = _run(capsys, "plan", *argv)

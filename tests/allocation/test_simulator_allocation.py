@@ -57,6 +57,22 @@ def test_the_plan_is_the_allocators(source):
             np.testing.assert_allclose(planner.n_cum - before[0], groups.G.double() - first[1])
 
 
+def test_the_plan_uses_the_runs_std_convention():
+    """A run with ddof 1 and eps plans with them, and grad_planned is its own GRPO update
+    E[σ̂²/(σ̂_c + eps)], the quantity grad_mass measures for that run."""
+    cfg = _cfg(allocation_source="oracle", budget=300 * 6, ddof=1, eps=1e-4)
+    run = setup(cfg, initial_solve_rates(cfg), torch.device("cpu"))
+    with torch.no_grad():
+        p_all = torch.sigmoid(run.policy())
+    batch = run.planner.plan(0, plan_batch(p_all, group_size=cfg.group_size, batch_size=0, gen=run.gen))
+    p = p_all.numpy()
+    want = gsd.allocate_group_sizes(p, cfg.budget, value="update", g_max=32, ddof=1, eps=1e-4).group_size
+    np.testing.assert_array_equal(batch.G.numpy(), want)
+    assert (want != gsd.allocate_group_sizes(p, cfg.budget, value="update", g_max=32).group_size).any()
+    grpo = gsd.expected_update(p[want > 0], want[want > 0], "grpo", ddof=1, eps=1e-4).sum()
+    assert run.planner.grad_planned == pytest.approx(grpo, rel=1e-12)
+
+
 def test_run_respects_the_budget_and_logs_the_plan(tmp_path):
     cfg = _cfg(budget=300 * 5, g_step=3, g_min=2, g_max=32, allocation_source="oracle", replan_every=2)
     summary = run_simulation(cfg, tmp_path / "run", progress=False)

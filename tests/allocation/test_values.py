@@ -15,13 +15,21 @@ from gsd.allocation import _Problem
 VALUES = gsd.ALLOCATION_VALUES
 
 
-def _direct(p, G, value):
+def _grpo_step(k, G, ddof=0, eps=0.0):
+    """The logit update of a group with k right of G, written out: σ²/(σ_c + eps), 0 if silent."""
+    sigma = np.sqrt(k * (G - k)) / G
+    sigma_c = sigma * np.sqrt(G / (G - ddof))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(sigma > 0, sigma**2 / (sigma_c + eps), 0.0)
+
+
+def _direct(p, G, value, ddof=0, eps=0.0):
     """Each value by its definition, with a full binomial sum over k = 0 … G."""
     if G < 2:
         return 0.0
     k = np.arange(G + 1)
     pmf = binom.pmf(k, G, p)
-    sigma = float(pmf @ (np.sqrt(k * (G - k)) / G))
+    sigma = float(pmf @ _grpo_step(k, G, ddof, eps))
     nonsilent = 1.0 - p**G - (1.0 - p) ** G
     return {"update": sigma, "dr_grpo": float(pmf @ (k * (G - k) / G**2)), "progress": p * (1 - p) * sigma,
             "nonsilent": nonsilent, "knapsack": nonsilent * p * (1 - p) ** 2}[value]
@@ -33,6 +41,31 @@ def test_point_values_match_direct_sums(p, G, value):
     got = float(gsd.allocation_value(p, G, value))
     # nonsilent by 1 − p^G − (1−p)^G loses digits when it is small; the abs term allows for that.
     assert got == pytest.approx(_direct(p, G, value), rel=1e-10, abs=1e-15)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(st.just(0.0), st.just(1.0), st.floats(1e-6, 1 - 1e-6)), st.integers(0, 300), st.sampled_from(VALUES),
+       st.sampled_from([0, 1]), st.sampled_from([0.0, 1e-6, 1e-4, 0.1]))
+def test_point_values_match_direct_sums_in_every_std_convention(p, G, value, ddof, eps):
+    """ddof and eps as a trainer sets them: the update a group of G actually makes, averaged."""
+    got = float(gsd.allocation_value(p, G, value, ddof=ddof, eps=eps))
+    assert got == pytest.approx(_direct(p, G, value, ddof, eps), rel=1e-10, abs=1e-15)
+
+
+@pytest.mark.parametrize("ddof,eps", [(1, 0.0), (0, 1e-4), (1, 1e-6), (1, 0.1)])
+def test_posterior_values_in_a_trainer_convention_match_betabinomial_sums(ddof, eps):
+    """Under Beta(a, b): Σ_k BetaBinom(k; G, a, b)·σ²/(σ_c + eps), by scipy's pmf."""
+    from scipy.stats import betabinom
+
+    for a, b, G in [(0.5, 0.5, 2), (2.0, 7.0, 8), (30.0, 3.0, 64), (0.8, 1.4, 300)]:
+        k = np.arange(G + 1)
+        want = float(betabinom.pmf(k, G, a, b) @ _grpo_step(k, G, ddof, eps))
+        post = gsd.BetaPosterior(a, b, (a, b))
+        assert float(gsd.allocation_value(post, G, "update", ddof=ddof, eps=eps)) == pytest.approx(want, rel=1e-11)
+        want_progress = a * b / ((a + b) * (a + b + 1)) * float(
+            betabinom.pmf(k, G, a + 1, b + 1) @ _grpo_step(k, G, ddof, eps))  # E[p(1−p)·m] = B-moment × shifted sum
+        got = float(gsd.allocation_value(post, G, "progress", ddof=ddof, eps=eps))
+        assert got == pytest.approx(want_progress, rel=1e-11)
 
 
 @settings(max_examples=40, deadline=None)
@@ -118,18 +151,21 @@ def test_silent_rate_under_posterior():
 
 # ---------------------------------------------------------------------------- the allocator's tables
 @pytest.mark.parametrize("value", VALUES)
-def test_grid_tables_equal_pairwise_values(value):
+@pytest.mark.parametrize("ddof,eps", [(0, 0.0), (1, 1e-4)])
+def test_grid_tables_equal_pairwise_values(value, ddof, eps):
     """The pmf recurrence over G (point p and Beta rows) equals the pairwise exact values."""
+    conv = {"ddof": ddof, "eps": eps}
     rng = np.random.default_rng(7)
     p = np.concatenate([[0.0, 1.0, 1e-12, 1 - 1e-9, 0.5], rng.uniform(size=20)])
     grid = np.arange(2, 303, 3)
-    prob = _Problem(p, value, 2, 302, 3, False)
-    want = gsd.allocation_value(np.unique(p)[:, None], grid[None, :], value)
+    prob = _Problem(p, value, 2, 302, 3, False, **conv)
+    want = gsd.allocation_value(np.unique(p)[:, None], grid[None, :], value, **conv)
     np.testing.assert_allclose(prob.table_full, want, rtol=1e-11, atol=1e-300)
     post = gsd.posterior_from_counts(rng.integers(0, 9, 30), 8, prior=(0.7, 1.3))
-    prob = _Problem(post, value, 2, 200, 2, True)
+    prob = _Problem(post, value, 2, 200, 2, True, **conv)
     a, b = (np.unique(np.stack([post.a, post.b]), axis=1))
-    want = gsd.allocation_value(gsd.BetaPosterior(a[:, None], b[:, None], post.prior), np.arange(2, 201, 2)[None, :], value)
+    want = gsd.allocation_value(gsd.BetaPosterior(a[:, None], b[:, None], post.prior), np.arange(2, 201, 2)[None, :], value,
+                                **conv)
     order = np.lexsort((b, a))
     got = prob.table_full[:, 1:]
     np.testing.assert_allclose(np.sort(got, axis=0), np.sort(want[order], axis=0), rtol=1e-11, atol=1e-300)
@@ -148,10 +184,23 @@ def test_value_errors_name_the_argument():
 
 @pytest.mark.parametrize("G", [2, 3, 8, 64, 1000])
 def test_update_value_is_the_paper_convention_and_ddof1_is_a_constant_factor(G):
-    # The documented convention: `update` is E[σ̂] with ddof 0; a ddof-1 trainer (eps 0) realises
-    # sqrt((G−1)/G) of it, by the core's independent sum with ddof=1.
+    # By default `update` is E[σ̂] with ddof 0; a ddof-1 trainer (eps 0) realises sqrt((G−1)/G)
+    # of it, which allocation_value(ddof=1) and the core's expected_update both give.
     p = np.array([1e-6, 0.05, 0.3, 0.5, 0.97])
     paper = gsd.allocation_value(p, G, "update")
     np.testing.assert_allclose(paper, gsd.expected_update(p, G, "grpo"), rtol=1e-12)
-    trainer = gsd.expected_update(p, G, "grpo", ddof=1, eps=0.0)
+    trainer = gsd.allocation_value(p, G, "update", ddof=1)
     np.testing.assert_allclose(trainer, np.sqrt((G - 1) / G) * paper, rtol=1e-12)
+    np.testing.assert_allclose(trainer, gsd.expected_update(p, G, "grpo", ddof=1, eps=0.0), rtol=1e-12)
+    # The values that do not divide by the std ignore the convention.
+    for value in ("dr_grpo", "nonsilent", "knapsack"):
+        np.testing.assert_array_equal(gsd.allocation_value(p, G, value, ddof=1, eps=0.1), gsd.allocation_value(p, G, value))
+
+
+def test_convention_arguments_are_checked():
+    with pytest.raises(ValueError, match="ddof must be 0"):
+        gsd.allocation_value(0.5, 8, ddof=2)
+    with pytest.raises(ValueError, match="eps must be a finite number"):
+        gsd.allocate_group_sizes([0.5], 8, eps=float("nan"))
+    with pytest.raises(ValueError, match="eps must be a finite number"):
+        gsd.uniform_group_size_advice([0.5], eps=-1e-3)
