@@ -29,9 +29,6 @@ import torch
 
 __all__ = ["Batch", "Groups", "plan_batch", "sample_groups"]
 
-#: Cell axes of :attr:`Groups.n`: answer (0 right, 1 wrong) × reward (0 marked right, 1 marked wrong).
-RIGHT, WRONG = 0, 1
-
 
 @dataclass
 class Batch:
