@@ -5,6 +5,11 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 # The CPU build of torch we test with. For CUDA see README ("GPU").
 TORCH  ?= torch==2.13.0
+# verl 0.9.1 without its GPU stack: the modules verl.trainer.ppo.ray_trainer imports, which the
+# tests run (its rollout dump and batch balancing) on the CPU.
+VERL   ?= verl==0.9.1 torchdata==0.11.0
+VERL_DEPS ?= tensordict==0.10.0 omegaconf==2.4.0 codetiming==1.4.0 orjson==3.13.0 pillow==13.0.0 peft==0.21.2 \
+             cachetools==8.0.2 uvicorn==0.54.0 fastapi==0.165.0
 
 .PHONY: install test docs reproduce figures bench clean
 
@@ -12,7 +17,9 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH)
-	$(PY) -m pip install -q -e ".[test,bench,docs]"
+	$(PY) -m pip install -q -e ".[test,bench,docs,trl]"
+	$(PY) -m pip install -q --no-deps $(VERL)
+	$(PY) -m pip install -q $(VERL_DEPS)
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 

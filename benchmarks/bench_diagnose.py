@@ -55,7 +55,7 @@ print(time.perf_counter() - t0, len(df), float(silent), float("nan"))
 def make_dump(folder: Path, steps: int, per_step: int, G: int, dataset: int, output_chars: int, seed: int = 0) -> int:
     import numpy as np
 
-    from gsd.diagnose.writers import write_verl_step
+    from gsd.integrations.verl import write_step as write_verl_step
 
     rng = np.random.default_rng(seed)
     p = rng.beta(0.6, 0.9, dataset)

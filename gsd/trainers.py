@@ -44,6 +44,7 @@ import pandas as pd
 
 from ._validate import InputError, _show, as_group_size, is_torch
 from .groups import _check_rewards, advantages
+from .integrations import trl as _trl, verl as _verl
 
 __all__ = [
     "Convention",
@@ -68,15 +69,8 @@ class Convention:
 
 CONVENTIONS = {
     "paper": Convention("paper", 0, 0.0, ("group", "none"), "arXiv 2607.00152: population std, no eps"),
-    "trl": Convention("trl", 1, 1e-4, ("group", "batch", "none"), "TRL 1.16 GRPOTrainer, scale_rewards"),
-    "verl": Convention(
-        "verl",
-        1,
-        1e-6,
-        ("group", "none", "rloo", "rloo_vectorized"),
-        "verl 0.9.1 compute_grpo_outcome_advantage (norm_adv_by_std_in_grpo), compute_rloo_outcome_advantage, "
-        "compute_rloo_vectorized_outcome_advantage",
-    ),
+    "trl": Convention("trl", _trl.DDOF, _trl.EPS, _trl.SCALES, _trl.SOURCE),
+    "verl": Convention("verl", _verl.DDOF, _verl.EPS, _verl.SCALES, _verl.SOURCE),
     "openrlhf": Convention("openrlhf", 1, 1e-9, ("group", "none", "rloo"), "OpenRLHF 0.11.2 group_norm / dr_grpo / rloo"),
 }
 

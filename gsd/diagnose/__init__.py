@@ -16,7 +16,7 @@ import importlib
 
 __all__ = ["FORMATS", "STEP_KEYS", "BadRow", "RolloutLog", "Diagnosis", "read_rollouts", "diagnose_log", "diagnose",
            "binarise", "format_report", "diagnosis_json", "write_outputs", "diagnosis_figure",
-           "write_verl_step", "write_trl_step"]
+           "write_verl_step", "write_trl_step", "parse_reward"]
 
 # Public names and the submodule that defines them, imported on first use so that the CLI can
 # register ``gsd diagnose`` without loading pandas, pyarrow or scipy.
@@ -24,11 +24,17 @@ _LAZY = {
     "FORMATS": "readers", "BadRow": "readers", "RolloutLog": "readers", "read_rollouts": "readers",
     "STEP_KEYS": "tables", "Diagnosis": "tables", "binarise": "tables", "diagnose_log": "tables",
     "format_report": "report", "diagnosis_json": "report", "write_outputs": "report",
-    "diagnosis_figure": "figure", "write_verl_step": "writers", "write_trl_step": "writers",
+    "diagnosis_figure": "figure", "parse_reward": "readers",
 }
+# The log writers live with their trainer (gsd.integrations), under these names here.
+_WRITERS = {"write_verl_step": "verl", "write_trl_step": "trl"}
 
 
 def __getattr__(name):
+    if name in _WRITERS:
+        value = importlib.import_module(f"gsd.integrations.{_WRITERS[name]}").write_step
+        globals()[name] = value
+        return value
     if name in _LAZY:
         value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
         globals()[name] = value
@@ -37,8 +43,8 @@ def __getattr__(name):
 
 
 def diagnose(paths, *, fmt: str = "auto", reward=None, threshold=None, prompt_col=None, step_col=None,
-             prior="empirical-bayes", epsilon: float = 0.05, level: float = 0.9, budget=None,
-             half_life=None, progress=None):
+             group_col=None, group_size=None, prior="empirical-bayes", epsilon: float = 0.05, level: float = 0.9,
+             budget=None, half_life=None, progress=None):
     """Read rollout logs and diagnose them: :func:`read_rollouts` then :func:`diagnose_log`.
 
     Takes the arguments of both and returns a :class:`Diagnosis`.
@@ -58,6 +64,7 @@ def diagnose(paths, *, fmt: str = "auto", reward=None, threshold=None, prompt_co
     from .readers import read_rollouts
     from .tables import diagnose_log
 
-    log = read_rollouts(paths, fmt=fmt, reward=reward, prompt_col=prompt_col, step_col=step_col, progress=progress)
+    log = read_rollouts(paths, fmt=fmt, reward=reward, prompt_col=prompt_col, step_col=step_col, group_col=group_col,
+                        group_size=group_size, progress=progress)
     return diagnose_log(log, threshold=threshold, prior=prior, epsilon=epsilon, level=level, budget=budget,
                         half_life=half_life)

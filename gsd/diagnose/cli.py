@@ -11,9 +11,13 @@ Read the rollouts a trainer logged and report, per step, the groups and rollouts
 groups measured vs predicted from each prompt's Beta posterior before the step, the wasted
 rollouts, the expected fidelity of the groups drawn and the effective-gradient ratio; per
 prompt, the posterior of its solve rate and the group size a fidelity target needs.
-Formats: verl's {step}.jsonl rollout dumps (trainer.rollout_data_dir), TRL's
-completions/completions_{step:05d}.parquet (log_completions=True), or any CSV / parquet /
-JSONL table. See docs/theory.md, section Rollout logs."""
+Formats: verl's {step}.jsonl rollout dumps (trainer.rollout_data_dir; a run folder holding
+rollout_data/ and validation_data/ reads the training dump), TRL's output_dir or its
+completions/completions_{step:05d}.parquet (log_completions=True; trainer_state.json, when
+there, tells the evaluation steps and TRL's own frac_reward_zero_std), or any CSV / parquet /
+JSONL table. A group is what the trainer normalised together: TRL, a block of num_generations
+rows; verl, the rows of a step with one prompt text (or one --group-col value). A group is
+silent when every reward in it is equal. See the docs page "Reading real logs"."""
 
 
 def register(sub) -> None:
@@ -24,9 +28,16 @@ def register(sub) -> None:
     p.add_argument("logs", nargs="+", metavar="LOG", help="log files, folders or glob patterns")
     p.add_argument("--format", dest="fmt", choices=("auto", "verl", "trl", "table"), default="auto",
                    help="log format (default: from the file names)")
-    p.add_argument("--reward", help="reward key or column (verl: score by default, e.g. acc; TRL: the reward "
-                                    "function's column, or a+b for a sum; table: required)")
-    p.add_argument("--threshold", type=float, help="count reward >= T as right (needed for graded rewards)")
+    p.add_argument("--reward", help="the reward the trainer normalises: a column / key, or a weighted sum "
+                                    "'correct+0.5*fmt' (terms name or coef*name joined by + or -). Default: verl's "
+                                    "score; TRL, the sum of its reward columns with weight 1 (TRL does not log its "
+                                    "reward_weights: give them here); a table: required")
+    p.add_argument("--threshold", type=float, help="count reward >= T as right for the posteriors and predictions "
+                                                   "(graded rewards without it get the measured figures only); "
+                                                   "silence stays 'every reward of the group equal'")
+    p.add_argument("--group-col", help="column (verl: reward extra key) whose value identifies a group within a step, "
+                                       "e.g. a dataset index: exact groups when a prompt text appears twice in a step")
+    p.add_argument("--group-size", type=int, help="TRL's num_generations (default: inferred from the files)")
     p.add_argument("--prompt-col", help="prompt-id column of a table (default prompt; verl: input)")
     p.add_argument("--step-col", help="step column of a table (default step; else the number ending the file name)")
     p.add_argument("--prior", default="empirical-bayes", choices=("empirical-bayes", "uniform", "jeffreys"),
@@ -49,7 +60,7 @@ def _diagnose(args) -> int:
     from .report import diagnosis_json, format_report, write_outputs
 
     dx = diagnose(args.logs, fmt=args.fmt, reward=args.reward, threshold=args.threshold, prompt_col=args.prompt_col,
-                  step_col=args.step_col, prior=args.prior, epsilon=args.epsilon, level=args.level, budget=args.budget,
+                  step_col=args.step_col, group_col=args.group_col, group_size=args.group_size, prior=args.prior, epsilon=args.epsilon, level=args.level, budget=args.budget,
                   half_life=args.half_life,
                   progress=False if args.no_progress else None)
     if args.out:

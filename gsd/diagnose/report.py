@@ -14,8 +14,8 @@ __all__ = ["format_report", "diagnosis_json", "write_outputs", "OUTPUT_FILES"]
 #: Files written by :func:`write_outputs` into the output folder.
 OUTPUT_FILES = ("steps.parquet", "prompts.parquet", "groups.parquet", "summary.json", "diagnose.png")
 
-_GROUP_COLUMNS = ("step", "prompt", "G", "k", "n_before", "k_before", "n_eff", "k_eff", "a", "b", "silent", "silent_pred",
-                  "sigma", "sigma_pred")
+_GROUP_COLUMNS = ("step", "prompt", "G", "k", "n_before", "k_before", "n_eff", "k_eff", "a", "b", "silent", "binary_silent",
+                  "silent_pred", "sigma", "sigma_pred")
 
 
 def diagnosis_json(dx: Diagnosis) -> dict:
@@ -31,12 +31,17 @@ def _pct(x) -> str:
 
 
 def format_report(dx: Diagnosis, *, max_steps: int = 12) -> str:
-    """A short human report: what was read, the run in five numbers, the steps, the advice."""
-    s, c = dx.summary, dx.summary["calibration"]
+    """A short human report: what was read, the warnings, the run in five numbers, the steps, the advice."""
+    s, c = dx.summary, dx.summary.get("calibration") or {}
+    predicted = s["prior"] is not None
     lines = [
-        f"Read {s['rows']:,} rollouts ({s['format']}, reward {s['reward']!r}: {s['rewards_as']}) from "
-        f"{s['files']} file(s): {s['steps']} steps, {s['prompts']:,} prompts, {s['groups']:,} groups.",
+        f"Read {s['rows']:,} rollouts ({s['format']}) from {s['files']} file(s): {s['steps']} steps, "
+        f"{s['prompts']:,} prompts, {s['groups']:,} groups.",
+        f"  groups: {s['group_by']}",
+        f"  silent: {s['silence']}",
+        f"  right/wrong for the predictions: {s['rewards_as']}" if predicted else "",
     ]
+    lines = [x for x in lines if x]
     if s["bad_rows"]:
         lines.append(f"{s['bad_rows']:,} row(s) could not be used, e.g. " + "; ".join(s["bad_rows_listed"][:3]))
     if s["singletons"]:
@@ -44,35 +49,48 @@ def format_report(dx: Diagnosis, *, max_steps: int = 12) -> str:
     if s["steps_without_groups"]:
         shown = ", ".join(map(str, s["steps_without_groups"][:8]))
         lines.append(f"Steps with one rollout per prompt (no groups): {shown}{' ...' if len(s['steps_without_groups']) > 8 else ''}.")
-    prior = s["prior"]
+    for w in s["warnings"]:
+        lines.append(f"WARNING: {w}")
+    of = s["of"]
+    lines.append("")
+    if predicted:
+        lines.append(f"  silent groups        {_pct(s['silent_frac'])} measured, {_pct(s['silent_pred'])} predicted "
+                     f"(z = {c.get('z', float('nan')):+.1f} over all groups)")
+    else:
+        lines.append(f"  silent groups        {_pct(s['silent_frac'])} measured")
     lines += [
-        "",
-        f"  silent groups        {_pct(s['silent_frac'])} measured, {_pct(s['silent_pred'])} predicted "
-        f"(z = {c['z']:+.1f} over all groups)",
-        f"  wasted rollouts      {s['wasted_rollouts']:,} ({_pct(s['wasted_share'])} of the generation)",
-        f"  effective-gradient   {_pct(s['effective_gradient_ratio'])} of the rollouts carried a signal",
-        f"  fidelity of groups   {s['fidelity']:.3f} (expected GRPO update / large-group update)",
-        f"  prior of p           Beta({prior['a']:.3g}, {prior['b']:.3g}), mean {prior['mean']:.3f} (empirical Bayes over the run)"
-        if "loglik" in prior else f"  prior of p           Beta({prior['a']:.3g}, {prior['b']:.3g})",
-        "",
+        f"  wasted rollouts      {s['wasted_rollouts']:,} ({_pct(s['wasted_share'])} of {of})",
+        f"  effective-gradient   {_pct(s['effective_gradient_ratio'])} of {of} carried a signal",
     ]
+    if predicted:
+        prior = s["prior"]
+        lines += [
+            f"  fidelity of groups   {s['fidelity']:.3f} (expected GRPO update / large-group update)",
+            f"  prior of p           Beta({prior['a']:.3g}, {prior['b']:.3g}), mean {prior['mean']:.3f} (empirical Bayes over the run)"
+            if "loglik" in prior else f"  prior of p           Beta({prior['a']:.3g}, {prior['b']:.3g})",
+        ]
+    lines.append("")
     st = dx.steps
+    trainer = "trainer_silent_frac" in st
     show = st if len(st) <= max_steps else st.iloc[np.unique(np.linspace(0, len(st) - 1, max_steps).round().astype(int))]
-    lines.append(f"{'step':>8} {'groups':>7} {'rollouts':>9} {'silent':>8} {'pred':>8} {'wasted':>8} {'fidelity':>9}")
+    lines.append(f"{'step':>8} {'groups':>7} {'rollouts':>9} {'silent':>8} {'pred':>8} {'wasted':>8} {'fidelity':>9}"
+                 + (f" {'TRL says':>9}" if trainer else ""))
     for r in show.itertuples(index=False):
         lines.append(f"{r.step:>8} {r.groups:>7} {r.rollouts:>9} {_pct(r.silent_frac):>8} {_pct(r.silent_pred):>8} "
-                     f"{_pct(r.wasted_share):>8} {r.fidelity:>9.3f}")
+                     f"{_pct(r.wasted_share):>8} {_num(r.fidelity):>9}"
+                     + (f" {_pct(r.trainer_silent_frac):>9}" if trainer else ""))
     if len(st) > max_steps:
         lines.append(f"({len(st)} steps; --json or --out for all of them)")
     pr = dx.prompts
-    gs = pr["group_size"]
-    ok = gs > 0
-    lines += [
-        "",
-        f"Recommended group sizes for fidelity >= {1 - s['epsilon']:.2f} at each prompt's posterior mean: "
-        + (f"median {np.median(gs[ok]):.0f}, 90th percentile {np.percentile(gs[ok], 90):.0f}" if ok.any() else "none reachable")
-        + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "") + ".",
-    ]
+    if "group_size" in pr:
+        gs = pr["group_size"]
+        ok = gs > 0
+        lines += [
+            "",
+            f"Recommended group sizes for fidelity >= {1 - s['epsilon']:.2f} at each prompt's posterior mean: "
+            + (f"median {np.median(gs[ok]):.0f}, 90th percentile {np.percentile(gs[ok], 90):.0f}" if ok.any() else "none reachable")
+            + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "") + ".",
+        ]
     if "group_size_budget" in pr:
         alloc = pr["group_size_budget"]
         drawn = alloc > 0
@@ -81,10 +99,14 @@ def format_report(dx: Diagnosis, *, max_steps: int = 12) -> str:
                      + (f", G from {alloc[drawn].min()} to {alloc[drawn].max()} (median {np.median(alloc[drawn]):.0f})"
                         if drawn.any() else "") + ".")
     lines += [
-        "Predictions use each prompt's Beta posterior before the step; see docs/theory.md, section "
-        "Rollout logs, for the formats and the formulas.",
+        "Predictions use each prompt's Beta posterior before the step; see the docs page 'Reading real logs' and "
+        "docs/theory.md, section Rollout logs, for the formats and the formulas.",
     ]
     return "\n".join(lines)
+
+
+def _num(x) -> str:
+    return "—" if x is None or not np.isfinite(x) else f"{x:.3f}"
 
 
 def write_outputs(dx: Diagnosis, out, *, figure: bool = True) -> list[Path]:

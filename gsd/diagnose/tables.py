@@ -82,40 +82,59 @@ def binarise(reward, threshold=None):
                      "pass --threshold T to count reward >= T as right")
 
 
-def group_table(log: RolloutLog, right, *, half_life: float | None = None) -> pd.DataFrame:
-    """One row per (step, prompt), sorted by step then prompt.
+def group_table(log: RolloutLog, right=None, *, half_life: float | None = None) -> pd.DataFrame:
+    """One row per group (the rollouts the trainer normalised together), sorted by step then prompt.
 
-    Columns: ``step``, ``prompt`` (code), ``G``, ``k``; ``n_before`` and ``k_before``, the
-    prompt's rollouts and right answers at earlier steps; ``n_eff`` and ``k_eff``, the same
-    counts with each earlier group weighted by 2^(−Δ/half_life), Δ its age in steps (equal to
-    ``n_before`` and ``k_before`` when ``half_life`` is None).
+    Columns: ``step``, ``prompt`` (code), ``G``, ``k`` (right answers; NaN when ``right`` is
+    None), ``silent`` (G ≥ 2 and every reward of the group equal: zero std, the trainer's
+    silence), ``binary_silent`` (k ∈ {0, G}); ``n_before`` and ``k_before``, the prompt's
+    rollouts and right answers at earlier steps (a prompt drawn twice in one step does not see
+    its sibling group); ``n_eff`` and ``k_eff``, the same counts with each earlier step weighted
+    by 2^(−Δ/half_life), Δ its age in steps (equal to ``n_before`` and ``k_before`` when
+    ``half_life`` is None).
     """
-    steps_u, sidx = np.unique(log.step, return_inverse=True)
-    P = int(log.labels.size)
-    key = sidx.astype(np.int64) * P + log.prompt
-    uniq, inv = np.unique(key, return_inverse=True)
-    G = np.bincount(inv).astype(np.int64)
-    k = np.bincount(inv, weights=np.asarray(right, dtype=np.float64)).round().astype(np.int64)
-    gstep = uniq // P
-    prompt = uniq % P
-    step = steps_u[gstep]
-    # Counts of the same prompt at earlier steps: cumulative sums along (prompt, step) order.
-    order = np.lexsort((gstep, prompt))
-    po = prompt[order]
-    start = np.r_[True, po[1:] != po[:-1]]
+    from .readers import silent_groups
+
+    grp = log.group
+    n_groups = int(grp.max()) + 1
+    order = np.argsort(grp, kind="stable")
+    starts = np.searchsorted(grp[order], np.arange(n_groups))
+    G = np.bincount(grp, minlength=n_groups).astype(np.int64)
+    step = log.step[order][starts]
+    prompt = log.prompt[order][starts]
+    r = log.reward[order]
+    silent = (G >= 2) & silent_groups(np.maximum.reduceat(r, starts), np.minimum.reduceat(r, starts))
+    binary = right is not None
+    k = np.bincount(grp, weights=np.asarray(right, dtype=np.float64), minlength=n_groups).round().astype(np.int64) \
+        if binary else np.zeros(n_groups, np.int64)
+    # The prompt's counts at earlier steps, from its per-step totals (exclusive cumulative sums).
+    steps_u, sidx = np.unique(step, return_inverse=True)
+    pkey = prompt.astype(np.int64) * steps_u.size + sidx.ravel()
+    ukey, pinv = np.unique(pkey, return_inverse=True)
+    pinv = pinv.ravel()
+    pprompt = ukey // steps_u.size
+    pstep = steps_u[ukey % steps_u.size]
+    start = np.r_[True, pprompt[1:] != pprompt[:-1]]
     seg = np.cumsum(start) - 1
-    n_before = np.empty_like(G)
-    k_before = np.empty_like(k)
-    for src, dst in ((G, n_before), (k, k_before)):
-        cs = np.cumsum(src[order]) - src[order]  # exclusive cumulative sum
-        dst[order] = cs - cs[np.flatnonzero(start)][seg]
-    out = pd.DataFrame({"step": step, "prompt": prompt, "G": G, "k": k, "n_before": n_before, "k_before": k_before})
+    before = []
+    for x in (G, k):
+        tot = np.bincount(pinv, weights=x, minlength=ukey.size)
+        cs = np.cumsum(tot) - tot
+        before.append((cs - cs[np.flatnonzero(start)][seg]).round().astype(np.int64)[pinv])
+    out = pd.DataFrame({"step": step, "prompt": prompt, "G": G, "k": k, "silent": silent,
+                        "binary_silent": (G >= 2) & ((k == 0) | (k == G)) if binary else np.zeros(n_groups, bool),
+                        "n_before": before[0], "k_before": before[1]})
     if half_life is None:
-        out["n_eff"], out["k_eff"] = n_before.astype(np.float64), k_before.astype(np.float64)
+        out["n_eff"], out["k_eff"] = before[0].astype(np.float64), before[1].astype(np.float64)
     else:
-        n_eff, k_eff = _discounted_before(order, start, step, (G, k), half_life)
-        out["n_eff"], out["k_eff"] = n_eff, k_eff
-    return out
+        totals = [np.bincount(pinv, weights=x, minlength=ukey.size) for x in (G, k)]
+        n_eff, k_eff = _discounted_before(np.arange(ukey.size), start, pstep, totals, half_life)
+        out["n_eff"], out["k_eff"] = n_eff[pinv], k_eff[pinv]
+    if not binary:
+        for c in ("k", "k_before", "k_eff"):
+            out[c] = np.nan
+        out["binary_silent"] = out["silent"]
+    return out.sort_values(["step", "prompt"], kind="stable").reset_index(drop=True)
 
 
 def _half_life(h) -> float:
@@ -172,14 +191,17 @@ def expected_scale(a, b) -> np.ndarray:
 
 def _predict(groups: pd.DataFrame, prior) -> pd.DataFrame:
     """Add the posterior before the step and the group's predicted statistics."""
+    G = groups["G"].to_numpy()
+    if prior is None:  # graded rewards without a threshold: measured figures only
+        nan = np.full(G.size, np.nan)
+        return groups.assign(a=nan, b=nan, sigma=nan, p_before=nan, silent_pred=nan, sigma_pred=nan, scale_pred=nan,
+                             fidelity_plugin=nan)
     a = prior[0] + groups["k_eff"].to_numpy(np.float64)
     b = prior[1] + (groups["n_eff"] - groups["k_eff"]).to_numpy(np.float64)
-    G = groups["G"].to_numpy()
     k = groups["k"].to_numpy()
     multi = G >= 2
     out = groups.assign(
         a=a, b=b,
-        silent=multi & ((k == 0) | (k == G)),
         sigma=np.sqrt(k * (G - k)) / G,
         p_before=a / (a + b),
     )
@@ -260,6 +282,10 @@ def step_table(groups: pd.DataFrame) -> pd.DataFrame:
         "fidelity_plugin": (s["fidelity_plugin"] / n).to_numpy(),
         "solve_rate": (s["solve"] / n).to_numpy(),
     })
+    if g["silent_pred"].isna().all():  # no right/wrong: only what was measured
+        for c in ("silent_pred", "silent_pred_sd", "all_wrong", "all_right", "sigma_mean", "sigma_pred", "fidelity",
+                  "fidelity_plugin", "solve_rate"):
+            out[c] = np.nan
     return out
 
 
@@ -277,9 +303,12 @@ def prompt_table(log: RolloutLog, groups: pd.DataFrame, prior, *, epsilon: float
     """
     P = log.labels.size
     n = np.bincount(groups["prompt"], weights=groups["G"], minlength=P).astype(np.int64)
-    k = np.bincount(groups["prompt"], weights=groups["k"], minlength=P).round().astype(np.int64)
     steps = np.bincount(groups["prompt"], weights=groups["G"] >= 2, minlength=P).astype(np.int64)
     silent = np.bincount(groups["prompt"], weights=groups["silent"], minlength=P).astype(np.int64)
+    if prior is None:  # graded rewards without a threshold: no posterior
+        return pd.DataFrame({"prompt": log.labels.astype(str), "prompt_hash": log.hashes, "rollouts": n,
+                             "steps": steps, "silent_steps": silent})
+    k = np.bincount(groups["prompt"], weights=groups["k"], minlength=P).round().astype(np.int64)
     if half_life is None:
         post = posterior_from_counts(k, n, prior=prior)
     else:
@@ -319,23 +348,37 @@ class Diagnosis:
 
 
 def _calibration(steps: pd.DataFrame, groups: pd.DataFrame) -> dict:
-    """How well the predicted silent fractions match the measured ones."""
+    """How well the predicted probabilities of a right/wrong-silent group match what happened."""
     multi = groups["G"] >= 2
     q = groups["silent_pred"][multi].to_numpy()
-    x = groups["silent"][multi].to_numpy()
+    x = groups["binary_silent"][multi].to_numpy()
+    if np.isnan(q).all():
+        return {}
     seen = multi & (groups["n_before"] > 0)
     expected, measured, sd = float(q.sum()), float(x.sum()), float(np.sqrt((q * (1 - q)).sum()))
-    ok = steps["groups"] > 0
-    corr = float(np.corrcoef(steps["silent_frac"][ok], steps["silent_pred"][ok])[0, 1]) if ok.sum() > 2 else float("nan")
+    per_step = groups[multi].groupby("step")[["binary_silent", "silent_pred"]].mean()
+    corr = float(np.corrcoef(per_step["binary_silent"], per_step["silent_pred"])[0, 1]) \
+        if len(per_step) > 2 and per_step["binary_silent"].std() > 0 and per_step["silent_pred"].std() > 0 else float("nan")
     return {
         "silent_groups_measured": measured,
         "silent_groups_predicted": expected,
         "z": (measured - expected) / sd if sd > 0 else float("nan"),
-        "mean_abs_step_diff": float((steps["silent_frac"] - steps["silent_pred"])[ok].abs().mean()),
+        "mean_abs_step_diff": float((per_step["binary_silent"] - per_step["silent_pred"]).abs().mean()),
         "step_corr": corr,
-        "seen_before_measured": float(groups["silent"][seen].mean()) if seen.any() else float("nan"),
+        "seen_before_measured": float(groups["binary_silent"][seen].mean()) if seen.any() else float("nan"),
         "seen_before_predicted": float(groups["silent_pred"][seen].mean()) if seen.any() else float("nan"),
     }
+
+
+def _right(reward, threshold):
+    """Right/wrong for the posteriors, and how; None (and why) for graded rewards without a threshold."""
+    try:
+        return binarise(reward, threshold)
+    except InputError as exc:
+        if threshold is not None or "graded" not in str(exc):
+            raise
+        return None, (str(exc).split(":")[0] + ": the measured figures are given; predictions and posteriors need "
+                      "--threshold T (reward >= T counts as right)")
 
 
 def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", epsilon: float = 0.05,
@@ -346,7 +389,10 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
     ----------
     log : RolloutLog
     threshold : float, optional
-        Binarise graded rewards: reward ≥ threshold is right (see :func:`binarise`).
+        Turn the reward into right (reward ≥ threshold) / wrong for the posteriors and the
+        predictions (see :func:`binarise`).  It does not change what is silent: a group is
+        silent when its rewards are all equal, as the trainer sees it.  Graded rewards without
+        a threshold get every measured figure and no prediction.
     prior : ``"empirical-bayes"`` (default), ``"uniform"``, ``"jeffreys"`` or (a, b)
         Prior of every prompt's solve rate; empirical Bayes fits it to the run's totals.
     epsilon : float
@@ -366,35 +412,63 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
     Raises
     ------
     InputError
-        Graded rewards without a threshold, or no step with a group of two or more rollouts.
+        No step with a group of two or more rollouts.
     """
-    right, note = binarise(log.reward, threshold)
+    right, note = _right(log.reward, threshold)
     groups = group_table(log, right, half_life=half_life)
     if not (groups["G"] >= 2).any():
         raise InputError("no prompt has two or more rollouts in one step, so there is no group to diagnose "
                          "(is the prompt column right? one rollout per prompt is not GRPO)")
-    totals = groups.groupby("prompt")[["k", "G"]].sum()
-    if isinstance(prior, str) and prior == "empirical-bayes":
+    warnings = list(log.warnings)
+    info = {}
+    if right is None:
+        a0 = b0 = None
+        warnings.append(note)
+    elif isinstance(prior, str) and prior == "empirical-bayes":
+        totals = groups.groupby("prompt")[["k", "G"]].sum()
         (a0, b0), info = fit_beta_prior(totals["k"].to_numpy(), totals["G"].to_numpy(), full_output=True)
+        if info.get("at_bound") or not info.get("converged", True):
+            warnings.append(f"the empirical-Bayes prior Beta({a0:.3g}, {b0:.3g}) "
+                            + ("hit the bound of its concentration" if info.get("at_bound") else "did not converge")
+                            + ": the run's totals barely constrain it (too few prompts seen twice, or every prompt "
+                            "all right / all wrong); its predictions are not reliable — try --prior uniform or jeffreys")
     else:
         a0, b0 = posterior_from_counts(0, 0, prior=prior).prior
-        info = {}
-    groups = _predict(groups, (a0, b0))
+    groups = _predict(groups, None if a0 is None else (a0, b0))
     steps = step_table(groups)
-    prompts = prompt_table(log, groups, (a0, b0), epsilon=epsilon, level=level, budget=budget, half_life=half_life)
+    if log.trainer_silent:
+        steps["trainer_silent_frac"] = steps["step"].map(log.trainer_silent).astype(np.float64)
+    prompts = prompt_table(log, groups, None if a0 is None else (a0, b0), epsilon=epsilon, level=level,
+                           budget=budget if a0 is not None else None, half_life=half_life)
     no_groups = steps.loc[steps["groups"] == 0, "step"].tolist()
     rollouts = int(steps["rollouts"].sum())
     multi = groups["G"] >= 2
+    calibration = _calibration(steps, groups)
+    if calibration and abs(calibration.get("z", 0.0)) > 3:
+        warnings.append(f"the predicted silent groups miss the measured ones by z = {calibration['z']:+.1f} sd "
+                        f"({calibration['silent_groups_predicted']:.0f} predicted, "
+                        f"{calibration['silent_groups_measured']:.0f} measured): the solve rates move during "
+                        "training; let old rollouts count less with --half-life H (e.g. a few steps)")
+    logged = "the logged rollouts" if log.missing_steps else "the generation"
     summary = {
         "format": log.fmt,
         "files": len(log.files),
         "reward": log.reward_name,
         "rewards_as": note,
+        "silence": log.silence,
+        "group_by": log.group_by,
+        "group_size": log.group_size,
         "rows": log.rows,
         "bad_rows": log.bad_count,
         "bad_rows_listed": [str(b) for b in log.bad_rows],
         "steps": int(len(steps)),
         "steps_without_groups": no_groups,
+        "repeated_steps": list(log.repeated_steps),
+        "missing_steps": list(log.missing_steps),
+        "eval_steps": list(log.eval_steps),
+        "incomplete_groups": int(log.incomplete_groups),
+        "incomplete_rollouts": int(log.incomplete_rollouts),
+        "of": logged,
         "prompts": int(log.labels.size),
         "groups": int(multi.sum()),
         "singletons": int((~multi).sum()),
@@ -404,13 +478,15 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         "wasted_rollouts": int(steps["wasted_rollouts"].sum()),
         "wasted_share": float(steps["wasted_rollouts"].sum() / rollouts),
         "effective_gradient_ratio": float(((groups["G"] * (multi & ~groups["silent"])).sum()) / rollouts),
-        "fidelity": float(groups["sigma_pred"][multi].sum() / groups["scale_pred"][multi].sum()),
-        "prior": {"a": a0, "b": b0, "mean": a0 / (a0 + b0), "concentration": a0 + b0, **info},
-        "calibration": _calibration(steps, groups),
+        "fidelity": float(groups["sigma_pred"][multi].sum() / groups["scale_pred"][multi].sum())
+        if a0 is not None else float("nan"),
+        "prior": {"a": a0, "b": b0, "mean": a0 / (a0 + b0), "concentration": a0 + b0, **info} if a0 is not None else None,
+        "calibration": calibration,
         "epsilon": epsilon,
         "half_life": half_life,
         "budget": budget,
         "median_group_size_recommended": float(np.median(prompts["group_size"][prompts["group_size"] > 0]))
-        if (prompts["group_size"] > 0).any() else float("nan"),
+        if "group_size" in prompts and (prompts["group_size"] > 0).any() else float("nan"),
+        "warnings": warnings,
     }
     return Diagnosis(steps=steps, prompts=prompts, groups=groups, summary=summary)

@@ -179,7 +179,7 @@ def record_rollouts(run: RunState, step: int, batch: Batch, groups: Groups) -> N
     :meth:`Groups.rewards`).  Without a log this returns at once: no device→host copy."""
     if run.rollout_writer is None:
         return
-    run.rollout_writer(step, batch, groups)
+    run.rollout_writer(step, batch, groups, run.adv.lookup(groups.G, groups.k))
 
 
 def train_on_groups(run: RunState, batch: Batch, groups: Groups) -> dict:
@@ -310,7 +310,8 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
         if cfg.rollout_log != "none":
             from .rollout_log import RolloutLogWriter
 
-            run.rollout_writer = RolloutLogWriter(cfg.rollout_log, out / ROLLOUTS_DIR)
+            run.rollout_writer = RolloutLogWriter(cfg.rollout_log, out / ROLLOUTS_DIR,
+                                                  rows=logged_rows_per_step(cfg) * cfg.steps)
         if mode == "resume":
             _load_checkpoint(run, found, out)
         initial = population_summary(run, run.z_ref)
@@ -329,6 +330,13 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
     summary = summarise(run.ledger.columns(), cfg, initial=initial, final=final, device=str(device))
     write_json(out / SUMMARY_FILE, summary)  # written last: it marks the run complete
     return read_json(out / SUMMARY_FILE)
+
+
+def logged_rows_per_step(cfg: SimConfig) -> int:
+    """Rollouts a step logs at most: its kept groups (DAPO's redraws are not logged)."""
+    if cfg.allocation != "fixed" and cfg.budget:
+        return cfg.budget
+    return (cfg.batch_size or cfg.n_prompts) * cfg.group_size
 
 
 def answers_per_step(cfg: SimConfig) -> int:

@@ -8,17 +8,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gsd.diagnose.writers import write_trl_step, write_verl_step
+from gsd.integrations.trl import write_step as write_trl_step
+from gsd.integrations.verl import write_step as write_verl_step
 
 STEPS = 5
 PROMPTS = 300
 
 
-def rollouts(seed=0, prompts=PROMPTS, steps=STEPS, graded=False):
+def rollouts(seed=0, prompts=PROMPTS, steps=STEPS, graded=False, fixed_group_size=None):
     """One row per rollout: step, prompt, right, score (graded: right·0.8 + U(0, 0.2)).
 
     Each step draws ~80 % of the prompts (so some are missing on some steps) with a group
-    size from {4, 8, 16}, chosen per step and, for a tenth of the prompts, per prompt.
+    size from {4, 8, 16}, chosen per step and, for a tenth of the prompts, per prompt; or
+    ``fixed_group_size`` for all (as TRL draws).
     """
     rng = np.random.default_rng(seed)
     p = rng.beta(0.5, 0.7, prompts)
@@ -28,6 +30,8 @@ def rollouts(seed=0, prompts=PROMPTS, steps=STEPS, graded=False):
         G = np.full(drawn.size, rng.choice([4, 8, 16]))
         odd = rng.random(drawn.size) < 0.1
         G[odd] = rng.choice([4, 8, 16], size=int(odd.sum()))
+        if fixed_group_size:
+            G[:] = fixed_group_size
         pid = np.repeat(drawn, G)
         right = (rng.random(pid.size) < p[pid]).astype(int)
         score = right * 0.8 + rng.uniform(0, 0.2, pid.size) if graded else right.astype(float)
@@ -60,11 +64,13 @@ def write_trl(folder, df, *, names=("accuracy_reward", "format_reward")):
         write_trl_step(folder, step, part["prompt"].to_numpy(), rewards, completions="answer")
 
 
-def direct_steps(df, right="right"):
-    """Per-step numbers computed directly with pandas from the rows."""
-    g = df.groupby(["step", "prompt"])[right].agg(["size", "sum"]).reset_index()
+def direct_steps(df, right="right", reward=None):
+    """Per-step numbers computed directly with pandas from the rows; a group is silent when its
+    ``reward`` values are all equal (default: all right or all wrong)."""
+    g = df.groupby(["step", "prompt"]).agg(size=(right, "size"), sum=(right, "sum"),
+                                           distinct=(reward or right, "nunique")).reset_index()
     multi = g["size"] >= 2
-    g["silent"] = multi & ((g["sum"] == 0) | (g["sum"] == g["size"]))
+    g["silent"] = multi & (g["distinct"] == 1)
     g["multi"] = multi
     g["wasted"] = g["size"].where(g["silent"], 0)
     s = g.groupby("step").agg(groups=("multi", "sum"), rollouts=("size", "sum"), silent=("silent", "sum"),

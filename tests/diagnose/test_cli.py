@@ -47,7 +47,8 @@ def test_report_and_out_folder(capsys, tmp_path):
     for name in ("steps.parquet", "prompts.parquet", "groups.parquet", "summary.json", "diagnose.png"):
         assert (tmp_path / "dx" / name).stat().st_size > 0
     steps = pd.read_parquet(tmp_path / "dx" / "steps.parquet")
-    np.testing.assert_array_equal(steps["silent_groups"], direct_steps(df)["silent"])
+    # The trainer's silence is every reward equal, whatever the threshold (which only makes right/wrong).
+    np.testing.assert_array_equal(steps["silent_groups"], direct_steps(df, reward="score")["silent"])
     prompts = pd.read_parquet(tmp_path / "dx" / "prompts.parquet")
     assert len(prompts) == df["prompt"].nunique() and prompts["group_size"].min() >= 0
 
@@ -71,9 +72,6 @@ def _bad_case(tmp_path, case):
     if case == "one-rollout-per-prompt":
         write_verl(tmp_path / "v", df.drop_duplicates(["step", "prompt"]))
         return [tmp_path / "v"]
-    if case == "graded-without-threshold":
-        write_verl(tmp_path / "v", rollouts(steps=2, prompts=30, graded=True)[0])
-        return [tmp_path / "v"]
     raise AssertionError(case)
 
 
@@ -83,9 +81,25 @@ def _bad_case(tmp_path, case):
     ("missing-reward-key", "reward column 'accuracy' not found"),
     ("non-numeric-scores", "no usable rollout in 2 file(s); first unusable row: "),
     ("one-rollout-per-prompt", "no prompt has two or more rollouts in one step"),
-    ("graded-without-threshold", "pass --threshold T"),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, tmp_path, case, message):
     rc, out, err = run(capsys, *_bad_case(tmp_path, case))
     assert rc == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("gsd diagnose: error: ") and message in err
+
+
+def test_graded_rewards_without_threshold_get_the_measured_figures(capsys, tmp_path):
+    df, _ = rollouts(steps=3, prompts=40, graded=True)
+    df.loc[df.index[:8], "score"] = 0.5  # one group of equal graded rewards: silent for the trainer
+    write_verl(tmp_path / "v", df)
+    rc, out, err = run(capsys, tmp_path / "v", "--json")
+    assert rc == 0, err
+    data = json.loads(out)
+    summary = data["summary"]
+    assert summary["prior"] is None and summary["silent_pred"] is None
+    assert any("--threshold T" in w for w in summary["warnings"])
+    direct = direct_steps(df, reward="score")
+    assert [s["silent_groups"] for s in data["steps"]] == direct["silent"].tolist()
+    assert [s["wasted_rollouts"] for s in data["steps"]] == direct["wasted"].tolist()
+    rc, out, err = run(capsys, tmp_path / "v")
+    assert rc == 0 and "WARNING: rewards are graded" in out

@@ -58,8 +58,16 @@ def test_trl_one_sum_and_ambiguous(tmp_path):
     _same_rows(log, df)
     both = read_rollouts(tmp_path / "out", reward="accuracy_reward+format_reward")
     _same_rows(both, df.assign(score=df["score"] + 0.5))
-    with pytest.raises(ValueError, match="several reward columns .*accuracy_reward, format_reward"):
-        read_rollouts(tmp_path / "out")
+    # By default, what TRL normalises: the sum of the reward columns, weight 1 each (TRL does not
+    # log its reward_weights), said in a warning; weights are given in the expression.
+    default = read_rollouts(tmp_path / "out")
+    _same_rows(default, df.assign(score=df["score"] + 0.5))
+    assert default.reward_name == "accuracy_reward + format_reward"
+    assert any("reward_weights" in w for w in default.warnings)
+    weighted = read_rollouts(tmp_path / "out", reward="2*accuracy_reward - 0.5*format_reward")
+    _same_rows(weighted, df.assign(score=2 * df["score"] - 0.25))
+    assert weighted.reward_name == "2*accuracy_reward - 0.5*format_reward"
+    assert not any("reward_weights" in w for w in weighted.warnings)
     write_trl(tmp_path / "single", df, names=("accuracy_reward",))
     _same_rows(read_rollouts(tmp_path / "single"), df)  # one reward function: found by itself
 
@@ -82,9 +90,11 @@ def test_plain_table(tmp_path, suffix):
 
 def test_csv_bad_rows_reported_with_lines(tmp_path):
     path = tmp_path / "log.csv"
-    path.write_text("prompt,reward,step\na,1,1\na,0,1\na,oops,1\nb,1,1,extra\nb,0,1\nb,,1\n")
+    path.write_text("prompt,reward,step\na,1,1\na,0,1\na,oops,1\nb,1,1,extra\nb,0,1\nb,,1\nc,1,1\nc,1,1\n")
     log = read_rollouts(path, reward="reward")
-    assert log.rows == 3
+    # a and b lost a row each: incomplete, left out whole (their 3 usable rows with them); c stays.
+    assert log.rows == 2 and log.labels[log.prompt].tolist() == ["c", "c"]
+    assert log.incomplete_groups == 2 and log.incomplete_rollouts == 3
     assert sorted((b.line, b.reason.split(" ")[0]) for b in log.bad_rows) == [(4, "reward"), (5, "malformed"), (7, "reward")]
 
 
@@ -98,7 +108,10 @@ def test_non_numeric_scores_are_reported(tmp_path):
     log = read_rollouts(tmp_path)
     assert log.bad_count == 1 and log.bad_rows[0].line == 5
     assert "not a number" in log.bad_rows[0].reason
-    assert log.rows == len(df) - 1
+    # The row's group is incomplete: left out whole.
+    lost = (df["prompt"] == df.iloc[4]["prompt"]).sum()
+    assert log.incomplete_groups == 1 and log.incomplete_rollouts == lost - 1
+    assert log.rows == len(df) - lost
 
 
 @pytest.mark.parametrize("case, match", [
@@ -132,16 +145,16 @@ def test_bad_input(tmp_path, case, match):
 
 
 def test_trl_chat_prompts_and_eval_rows(tmp_path):
-    chat = [[{"role": "user", "content": f"q{i % 3}"}] for i in range(12)]
+    system = {"role": "system", "content": "You are a careful solver."}
+    chat = [[system, {"role": "user", "content": f"q{i // 4}"}] for i in range(12)]
     df = pd.DataFrame({"mode": ["train"] * 8 + ["eval"] * 4, "step": 7, "prompt": chat, "completion": "a",
-                       "accuracy_reward": [1.0, 0, 1, 0, 1, 1, 0, 0, 1, 1, 1, 1], "advantage": 0.0})
+                       "accuracy_reward": [1.0, 0, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1], "advantage": 0.0})
     (tmp_path / "completions").mkdir()
     df.to_parquet(tmp_path / "completions" / "completions_00007.parquet")
     log = read_rollouts(tmp_path)
     assert log.rows == 8 and set(log.step) == {7}  # the evaluation rows are left out
-    assert sorted(log.labels) == sorted({str(x) for x in ['[{"content": "q0", "role": "user"}]',
-                                                          '[{"content": "q1", "role": "user"}]',
-                                                          '[{"content": "q2", "role": "user"}]']})
+    assert sorted(log.labels) == ["q0", "q1"]  # a conversation is labelled by its last user message
+    assert log.group_size == 4 and np.bincount(log.group).tolist() == [4, 4]
 
 
 def test_trl_sum_skips_functions_that_did_not_apply(tmp_path):

@@ -34,14 +34,15 @@ def _direct_predictions(df, prior):
 
 @pytest.mark.parametrize("fmt", ["verl", "trl"])
 def test_step_numbers_equal_direct_computation(tmp_path, fmt):
-    df, _ = rollouts(graded=True)
+    # TRL draws num_generations for every prompt; verl's table may mix sizes.
+    df, _ = rollouts(graded=True, fixed_group_size=8 if fmt == "trl" else None)
     if fmt == "verl":
         write_verl(tmp_path, df, malformed_step=3)
         dx = diagnose(tmp_path, threshold=0.5)
     else:
         write_trl(tmp_path, df)
         dx = diagnose(tmp_path, reward="accuracy_reward", threshold=0.5)
-    want = direct_steps(df)
+    want = direct_steps(df, reward="score")
     got = dx.steps
     np.testing.assert_array_equal(got["step"], want["step"])
     for col, ref in (("groups", "groups"), ("rollouts", "rollouts"), ("silent_groups", "silent"),
@@ -88,11 +89,14 @@ def test_first_step_predicted_from_prior_alone(tmp_path):
     np.testing.assert_allclose(first["silent_pred"], 2.0 / (first["G"] + 1), rtol=1e-12)
 
 
-def test_graded_rewards_need_a_threshold(tmp_path):
+def test_graded_rewards_need_a_threshold_for_predictions_only(tmp_path):
     df, _ = rollouts(graded=True, steps=2)
     write_verl(tmp_path, df)
+    dx = diagnose(tmp_path)
+    assert dx.steps["silent_pred"].isna().all() and dx.summary["prior"] is None
+    assert "p_mean" not in dx.prompts and any("--threshold" in w for w in dx.summary["warnings"])
     with pytest.raises(ValueError, match="graded .* --threshold"):
-        diagnose(tmp_path)
+        gsd.diagnose.binarise(df["score"])
 
 
 def test_two_valued_scores_map_to_right_and_wrong(tmp_path):
