@@ -499,7 +499,7 @@ def _hash_values(arr):
     ok = np.array([v is not None for v in values], dtype=bool)
     h = np.zeros(values.size, np.int64)
     if ok.any():
-        h[ok] = pd.util.hash_array(values[ok].astype(str), categorize=False).astype(np.int64)
+        h[ok] = pd.util.hash_array(values[ok], categorize=True).astype(np.int64)
     return h, ok
 
 

@@ -26,7 +26,20 @@ def test_files_in_each_format(closures):
     trl = sorted(p.name for p in (run / "rollouts" / "completions").iterdir())
     assert trl == [f"completions_{s:05d}.parquet" for s in range(1, 41)]
     cols = pd.read_parquet(run / "rollouts" / "completions" / "completions_00001.parquet").columns.tolist()
-    assert cols == ["step", "prompt", "completion", "correctness", "p", "advantage"]
+    assert cols == ["step", "prompt", "completion", "correctness", "true_p", "advantage"]
+
+
+def test_trl_log_holds_the_advantages_the_run_used(closures):
+    import gsd
+
+    c = closures["trl"]
+    df = pd.read_parquet(c.run / "rollouts" / "completions" / "completions_00007.parquet")
+    G = c.diagnosis.summary["group_size"]
+    assert G == CONFIG["group_size"]
+    rewards = df["correctness"].to_numpy().reshape(-1, G)
+    want = gsd.advantages(rewards, "grpo")  # the run's method and convention (paper: ddof 0, eps 0)
+    np.testing.assert_allclose(df["advantage"].to_numpy().reshape(-1, G), want, rtol=0, atol=1e-12)
+    assert np.abs(want).max() > 0.5  # not all zero
 
 
 @pytest.mark.parametrize("fmt", ["verl", "trl"])
