@@ -112,6 +112,8 @@ def main(argv=None) -> int:
             print(f"pandas baseline: {b['seconds']:.1f} s, peak RSS {b['peak_rss_mb']:.0f} MB (silent {b['silent_frac']:.3f}); "
                   f"diagnose is {b['seconds'] / d['seconds']:.1f}x faster, {b['peak_rss_mb'] / d['peak_rss_mb']:.1f}x less memory")
     if args.out:
+        from gsd.atomic import write_json
+
         write_json(args.out, result)
     return 0
 

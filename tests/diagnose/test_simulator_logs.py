@@ -99,3 +99,15 @@ def test_resumed_run_logs_the_same_rollouts(tmp_path):
     for step in range(1, 9):
         name = f"{step}.jsonl"
         assert (tmp_path / "cut" / "rollouts" / name).read_bytes() == (tmp_path / "whole" / "rollouts" / name).read_bytes()
+
+
+def test_a_large_verl_log_is_announced(tmp_path):
+    from gsd.simulator.rollout_log import LARGE_LOG_BYTES, RolloutLogWriter
+
+    with pytest.warns(UserWarning, match=r"rollout_log=verl will write about .* MB"):
+        RolloutLogWriter("verl", tmp_path, rows=LARGE_LOG_BYTES // 50)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        RolloutLogWriter("trl", tmp_path, rows=LARGE_LOG_BYTES // 50)  # parquet: 30x smaller, no warning
