@@ -35,7 +35,6 @@ from pathlib import Path
 import numpy as np
 
 from .._validate import InputError
-from ..integrations import TRUTH_COLUMN
 from ..integrations import trl as _trl
 from ..integrations import verl as _verl
 

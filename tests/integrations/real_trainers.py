@@ -18,6 +18,22 @@ CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }} {{ m['content'] }} {% e
                  "{% if add_generation_prompt %}assistant {% endif %}")
 
 
+def diagnose_json(capsys, *argv):
+    """``gsd diagnose --json`` on ``argv``: the parsed output (what the trainers printed before is dropped)."""
+    from gsd.cli import main
+
+    capsys.readouterr()  # verl's writer prints a line per dump
+    rc = main(["diagnose", "--no-progress", "--json", *map(str, argv)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def steps_of(data):
+    """{step: (groups, silent_frac, wasted_rollouts)} of a ``gsd diagnose --json`` output."""
+    return {s["step"]: (s["groups"], s["silent_frac"], s["wasted_rollouts"]) for s in data["steps"]}
+
+
 def tokenizer():
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast

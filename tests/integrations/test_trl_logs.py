@@ -3,7 +3,6 @@ step's groups, silent fraction and wasted rollouts equal what the reward functio
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -11,22 +10,11 @@ pytest.importorskip("trl", reason="the tests against the real TRL need trl==1.16
 
 from gsd.cli import main  # noqa: E402
 
-from .real_trainers import trl_run  # noqa: E402
+from .real_trainers import diagnose_json, steps_of, trl_run  # noqa: E402
 
 PROMPTS = [f"q{i} w1 w2" for i in range(8)]
 # Some prompts never right, some always, some in between: silent and live groups every step.
 P = [0.0, 1.0, 0.5, 0.2, 0.8, 0.0, 1.0, 0.5]
-
-
-def diagnose_json(capsys, *argv):
-    rc = main(["diagnose", "--no-progress", "--json", *map(str, argv)])
-    out, err = capsys.readouterr()
-    assert rc == 0, err
-    return json.loads(out)
-
-
-def steps_of(data):
-    return {s["step"]: (s["groups"], s["silent_frac"], s["wasted_rollouts"]) for s in data["steps"]}
 
 
 @pytest.fixture(scope="module")

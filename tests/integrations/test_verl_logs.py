@@ -9,24 +9,11 @@ import pytest
 
 pytest.importorskip("verl", reason="the tests against the real verl need verl==0.9.1 (make install)")
 
-from gsd.cli import main  # noqa: E402
 
-from .real_trainers import VerlRun  # noqa: E402
+from .real_trainers import VerlRun, diagnose_json, steps_of  # noqa: E402
 
 PROMPTS = [f"q{i} w1 w2" for i in range(6)]
 P = [0.0, 1.0, 0.5, 0.3, 0.7, 0.5]
-
-
-def diagnose_json(capsys, *argv):
-    capsys.readouterr()  # verl's writer prints a line per dump
-    rc = main(["diagnose", "--no-progress", "--json", *map(str, argv)])
-    out, err = capsys.readouterr()
-    assert rc == 0, err
-    return json.loads(out)
-
-
-def steps_of(data):
-    return {s["step"]: (s["groups"], s["silent_frac"], s["wasted_rollouts"]) for s in data["steps"]}
 
 
 def dump(folder, steps=3, prompts=PROMPTS, **kw):
