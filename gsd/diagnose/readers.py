@@ -124,8 +124,7 @@ class RolloutLog:
 
     def __post_init__(self):
         if self.group is None:  # a log built by hand: one group per (step, prompt)
-            _, self.group = np.unique(np.stack([self.step, self.prompt]), axis=1, return_inverse=True)
-            self.group = self.group.astype(np.int64).ravel()
+            self.group = pair_codes(self.step, self.prompt)[0]
 
     @property
     def rows(self) -> int:
@@ -842,20 +841,36 @@ def _assemble(reader: _Reader, fmt, group_col, warnings):
         in_step = keep & (step == c.steps[0]) if c.steps.size else np.zeros(h.size, bool)
         if not in_step.any():
             continue
-        _, inv, sizes = np.unique(pair[:, in_step], axis=1, return_inverse=True, return_counts=True)
+        inv, _ = pair_codes(step[in_step], gkey[in_step])
+        sizes = np.bincount(inv)
         usual = Counter(sizes.tolist()).most_common(1)[0][0]
         short = sizes < usual
         if short.any() and short.sum() <= c.unattributed_bad and np.all((sizes <= usual) | (sizes % usual == 0)):
-            incomplete[np.flatnonzero(in_step)[short[inv.ravel()]]] = True
+            incomplete[np.flatnonzero(in_step)[short[inv]]] = True
         else:
             warnings.append(f"{c.file.name}: {c.unattributed_bad} unreadable line(s) could not be placed in a group; "
                             "the group(s) they belonged to may be counted short")
     keep = usable & ~incomplete
-    lost_groups = np.unique(pair[:, incomplete], axis=1).shape[1] if incomplete.any() else 0
+    lost_groups = pair_codes(step[incomplete], gkey[incomplete])[1]
     return {"hash": h[keep], "step": step[keep], "reward": reward[keep], "gkey": gkey[keep],
             "incomplete_groups": int(lost_groups), "incomplete_rollouts": int((incomplete & usable).sum()),
             "advantage": np.concatenate([c.advantage for c in chunks])[keep]
             if fmt == "trl" and all(c.advantage is not None for c in chunks) else None}
+
+
+def pair_codes(a, b):
+    """Dense codes of the pairs (a[i], b[i]), numbered in (a, b) order, and the number of pairs:
+    a lexicographic sort of two int64 keys (``np.unique(axis=1)`` sorts a void view, ~5x slower)."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    if a.size == 0:
+        return np.zeros(0, np.int64), 0
+    order = np.lexsort((b, a))
+    sa, sb = a[order], b[order]
+    new = np.r_[True, (sa[1:] != sa[:-1]) | (sb[1:] != sb[:-1])]
+    codes = np.empty(a.size, np.int64)
+    codes[order] = np.cumsum(new) - 1
+    return codes, int(new.sum())
 
 
 def _in_pairs(pair, bad_pairs):
@@ -947,8 +962,7 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
         raise InputError(f"LOG: no usable rollout in {len(files)} file(s){detail}")
     uniq, code = np.unique(got["hash"], return_inverse=True)
     labels = np.array([reader.labels[int(v)] for v in uniq.tolist()], dtype=object)
-    _, group = np.unique(np.stack([got["step"], got["gkey"]]), axis=1, return_inverse=True)
-    group = group.astype(np.int64).ravel()
+    group, _ = pair_codes(got["step"], got["gkey"])
     code = code.astype(np.int64).ravel()
     terms = reader.terms or []
     reward_name = _reward_text(terms)
@@ -990,7 +1004,7 @@ def _check_groups(code, group, got, fmt, group_col, G, warnings):
     """Warnings about the groups the log allows: merged duplicates, several prompts in a group,
     and (TRL) silence that disagrees with the logged advantages."""
     sizes = np.bincount(group)
-    mixed = int(np.unique(np.stack([group, code]), axis=1).shape[1] - sizes.size)
+    mixed = pair_codes(group, code)[1] - sizes.size
     if mixed and group_col:
         warnings.append(f"the group column {group_col!r} puts several prompts in one group ({mixed} extra prompt-groups)")
     if fmt != "trl" and not group_col and sizes.size:
