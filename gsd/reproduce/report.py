@@ -67,7 +67,7 @@ _LAW = "docs/theory.md, section The group-size law"
 _TRAINERS = "docs/theory.md, section What trainers compute"
 
 #: What a row marked "histogram" depends on (shown under the comparison table).
-HISTOGRAM_NOTE = ("computed from the shipped Big-Math histogram (gsd/resources/README.md), whose shared "
+HISTOGRAM_NOTE = ("computed from the shipped Big-Math histogram (data/README.md), whose shared "
                   "k = 63 / k = 64 bar was split with two published figures: the decile shares of the paper's "
                   "Big-Math panel and the \"Big-Math (frozen)\" E[p^32] marker of its DAPO figure; these rows are "
                   "therefore not fully independent of the paper's figures")

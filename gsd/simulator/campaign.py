@@ -53,7 +53,7 @@ _CAMPAIGN_KEY_DEFAULTS = {"decile_draws": 200, "decile_methods": ["grpo", "dr_gr
 
 
 def default_campaign_path() -> Path:
-    """The shipped campaign ``paper_campaign`` (package data, :mod:`gsd.resources`)."""
+    """The shipped campaign ``paper_campaign`` (``simulations/paper_campaign.toml``, :mod:`gsd.resources`)."""
     return config_file("paper_campaign", what="campaign file")
 
 
