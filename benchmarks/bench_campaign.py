@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, help="results JSON path")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"))
-    ap.add_argument("--campaign", default=str(ROOT / "gsd" / "resources" / "configs" / "paper_campaign.toml"),
+    ap.add_argument("--campaign", default=str(ROOT / "simulations" / "paper_campaign.toml"),
                     help="campaign file (a path: a --baseline-root checkout may predate shipped names)")
     ap.add_argument("--baseline-root", help="also time the campaign of another checkout of gsd (e.g. a git worktree "
                     "of an earlier commit), imported from there: before/after in the same run")

@@ -8,6 +8,7 @@ input; ±inf is refused wherever NaN is.
 
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
@@ -27,7 +28,20 @@ __all__ = [
     "as_ddof",
     "as_eps",
     "is_torch",
+    "numpy_result",
 ]
+
+
+def numpy_result(fn):
+    """Decorator for the functions that broadcast over p and G: scalars in give a numpy scalar
+    out, arrays in give an array out (a 0-d array result becomes its scalar, as numpy's own
+    functions do), whichever path inside computed it."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        return out[()] if isinstance(out, np.ndarray) and out.ndim == 0 else out
+
+    return wrapper
 
 
 def _show(value, limit: int = 6) -> str:

@@ -157,8 +157,8 @@ def main(argv=None) -> int:
     except InputError as exc:  # and CliError; anything else is a bug and keeps its traceback
         print(f"gsd {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"gsd {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # a handler may say where it stopped and how to go on
+        print(f"gsd {args.command}: interrupted" + (f": {exc}" if str(exc) else ""), file=sys.stderr)
         return 130
     except BrokenPipeError:  # `gsd ... | head`: the reader left; not an error of ours
         import os

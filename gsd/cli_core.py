@@ -20,20 +20,20 @@ def register(sub) -> None:
     p.add_argument("--scores", help="comma-separated scalar scores s_i, one per reward (default: the Bernoulli-logit score r_i − r̄)")
     p.add_argument("--ddof", type=int, default=0, help="std convention: 0 population (paper), 1 sample")
     p.add_argument("--eps", type=float, default=0.0, help="added to the std before dividing (paper: 0)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_identity)
 
     p = sub.add_parser("silent", help="silent-group rate p^G + (1−p)^G and DAPO's cost")
     p.add_argument("--p", required=True, help="success probabilities, comma-separated")
     p.add_argument("--G", required=True, help="group sizes, comma-separated")
     p.add_argument("--max-draws", type=int, default=None, help="DAPO draws in all (default: unlimited)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_silent)
 
     p = sub.add_parser("fidelity", help="exact fidelity φ(p, G) against the group-size law (G <= 10^9)")
-    p.add_argument("--p", required=True)
-    p.add_argument("--G", required=True)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--p", required=True, help="success probabilities, comma-separated")
+    p.add_argument("--G", required=True, help="group sizes, comma-separated (every p with every G)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_fidelity)
 
     p = sub.add_parser("plan", help="group size per prompt for a fidelity or silent-rate target")
@@ -44,16 +44,18 @@ def register(sub) -> None:
     tgt = p.add_mutually_exclusive_group()
     tgt.add_argument("--epsilon", type=float, help="fidelity target 1 − ε")
     tgt.add_argument("--delta", type=float, help="silent-rate target δ")
-    p.add_argument("--rule", choices=("exact", "law"), default="exact")
-    p.add_argument("--max-group-size", type=int, default=DEFAULT_MAX_GROUP_SIZE)
+    p.add_argument("--rule", choices=("exact", "law"), default="exact",
+                   help="fidelity target: the exact smallest G, or the group-size law 1/(8εp(1−p)) (default exact)")
+    p.add_argument("--max-group-size", type=int, default=DEFAULT_MAX_GROUP_SIZE,
+                   help=f"largest G considered; beyond it a prompt's G prints as >MAX (default {DEFAULT_MAX_GROUP_SIZE:,})")
     p.add_argument("--output", help="write the plan to OUT.csv or OUT.parquet")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     cli_allocation.add_arguments(p)
     p.set_defaults(func=_plan)
 
     p = sub.add_parser("conventions", help="how far TRL / verl / OpenRLHF's GRPO update lies from the paper's")
-    p.add_argument("--G", default="4,8,16,64")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--G", default="4,8,16,64", help="group sizes, comma-separated (default 4,8,16,64)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_conventions)
 
     p = sub.add_parser("tour", help="print the worked numbers of the core")
@@ -196,7 +198,15 @@ def _conventions(args) -> int:
 
     G = parse_list(args.G, float, "G")
     df = pd.concat([trainers.convention_gap(G, t) for t in trainers.CONVENTIONS], ignore_index=True)
-    emit(df, args.json)
+    if args.json:
+        emit(df, True)
+        return 0
+    # The trainer's ratio with its own eps comes first (what `gsd tour` prints); eps = 0 after it.
+    emit(df[["trainer", "G", "ddof", "eps", "ratio_min", "ratio_max", "ratio_no_eps", "gap_percent"]].rename(
+        columns={"ratio_min": "ratio(k=1)", "ratio_max": "ratio(k=G/2)", "ratio_no_eps": "ratio(eps=0)",
+                 "gap_percent": "gap%(eps=0)"}), False, floatfmt="{:.5g}",
+         title="the trainer's GRPO update over the paper's, with its own ddof and eps, for k right of G "
+               "(eps weighs most at k = 1); then with eps = 0, and the gap that leaves")
     return 0
 
 
@@ -230,7 +240,8 @@ def tour() -> int:
     print(f"5. Big-Math ({p.size:,} prompts): silent at G = 8 {silent.silent_rate(p, 8).mean():.1%}; extreme share"
           f" {weighting.budget_share(p, ext, method='dr_grpo'):.1%} (Dr.GRPO) vs"
           f" {weighting.budget_share(p, ext, method='grpo'):.1%} (GRPO)")
-    print("6. Trainers' GRPO update vs the paper's at G = 8 (ddof 1): "
-          + ", ".join(f"{t} {float(trainers.convention_gap(8, t).ratio_min.iloc[0]):.4f}"
-                      for t in ("trl", "verl", "openrlhf")))
+    gaps = {t: trainers.convention_gap(8, t).iloc[0] for t in ("trl", "verl", "openrlhf")}
+    print("6. Trainers' GRPO update vs the paper's at G = 8, k = 1, with their ddof 1 and eps (`gsd conventions`): "
+          + ", ".join(f"{t} {float(row.ratio_min):.5g}" for t, row in gaps.items())
+          + f"; {float(gaps['trl'].ratio_no_eps):.5g} with eps = 0")
     return 0

@@ -1,6 +1,7 @@
 """Difficulty data: the Big-Math solve rates the project ships, or a user's per-problem file.
 
-The shipped table ``bigmath_solve_rate_histogram.csv`` (package data in :mod:`gsd.resources`)
+The shipped table ``bigmath_solve_rate_histogram.csv`` (``data/`` of the source tree, read
+through :mod:`gsd.resources`)
 counts, for each k = 0 … 64, the Big-Math problems that Llama-3.1-8B-Instruct solved in k of 64
 rollouts (215,608 problems; provenance in the ``README.md`` beside it, shown in the docs under
 "Data").  :func:`load_bigmath` expands it to one solve rate per
@@ -33,7 +34,7 @@ _HISTOGRAM = "bigmath_solve_rate_histogram.csv"
 
 
 def data_dir() -> Path:
-    """The folder holding the shipped histogram: the package's own (:mod:`gsd.resources`),
+    """The folder holding the shipped histogram: the package's own (``data/``, :mod:`gsd.resources`),
     or ``$GSD_DATA_DIR`` when that environment variable is set."""
     env = os.environ.get("GSD_DATA_DIR")
     return Path(env) if env else shipped_file(_HISTOGRAM).parent

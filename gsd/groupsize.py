@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._binomial import unique_pairs
-from ._validate import MAX_EXACT_GROUP_SIZE, InputError, as_open_unit, as_probability, as_scalar_group_size, broadcast
+from ._validate import MAX_EXACT_GROUP_SIZE, InputError, as_open_unit, as_probability, as_scalar_group_size, broadcast, numpy_result
 from .silent import EXCEEDS_MAX, UNREACHABLE, group_size_for_silent_rate, silent_rate
 from .update import fidelity
 
@@ -68,6 +68,7 @@ def group_size_law(p, epsilon):
         return 1.0 / (8.0 * epsilon * p * (1.0 - p))
 
 
+@numpy_result
 def required_group_size(p, epsilon, *, rule: str = "exact", max_group_size: int = DEFAULT_MAX_GROUP_SIZE):
     r"""Smallest group size G ≥ 2 whose fidelity reaches 1 − ε.
 

@@ -23,6 +23,7 @@ from ._validate import (
     as_probability,
     as_scalar_group_size,
     broadcast,
+    numpy_result,
 )
 
 __all__ = [
@@ -174,6 +175,7 @@ def silent_rate_subsampled(k, n, G):
     return hypergeom.pmf(0, n, k, G) + hypergeom.pmf(G, n, k, G)
 
 
+@numpy_result
 def group_size_for_silent_rate(p, delta, *, max_group_size: int = MAX_GROUP_SIZE):
     r"""Smallest group size whose silent rate is at most ``delta``.
 

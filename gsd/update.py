@@ -29,6 +29,7 @@ from ._validate import (
     as_probability,
     as_unit_interval,
     broadcast,
+    numpy_result,
 )
 from .methods import UPDATE_METHODS as _ALL_METHODS
 from .methods import method_spec
@@ -62,6 +63,7 @@ def _grpo_term(ddof: int, eps: float):
     return f
 
 
+@numpy_result
 def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0, max_draws=None, verifier_noise: float = 0.0):
     r"""Expected per-prompt logit update of a Bernoulli-logit policy, exact.
 
@@ -175,6 +177,7 @@ def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0
     return cond * kept
 
 
+@numpy_result
 def fidelity(p, G):
     r"""Fidelity of a group of G answers to the large-group GRPO update, exact.
 
@@ -217,6 +220,7 @@ def fidelity(p, G):
         return np.where(scale > 0, m / np.where(scale > 0, scale, 1.0), 0.0)
 
 
+@numpy_result
 def fidelity_law(p, G, *, extrapolate: bool = False):
     r"""The paper's group-size law: the delta-method approximation of the fidelity.
 

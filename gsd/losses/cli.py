@@ -17,7 +17,7 @@ def register(sub) -> None:
         default=None,
         help="also write the loss_*.png figures (to DIR, default: the checkout's figures/)",
     )
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the worked numbers as JSON records")
     p.set_defaults(func=_cli_losses)
 
 

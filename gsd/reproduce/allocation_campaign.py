@@ -30,7 +30,7 @@ from ..atomic import read_json, write_json
 __all__ = ["load_allocation_campaign", "run_allocation_campaign", "arm_metrics", "allocation_figure",
            "CONFIG_NAME", "summary_table"]
 
-#: Name of the shipped campaign config (``gsd/resources/configs/allocation_campaign.toml``).
+#: Name of the shipped campaign config (``simulations/allocation_campaign.toml``).
 CONFIG_NAME = "allocation_campaign"
 SUMMARY_FILE = "allocation_summary.json"
 

@@ -18,7 +18,7 @@ def register(sub) -> None:
     p.add_argument("--figures", default=None, help="figure folder (default OUT/figures)")
     p.add_argument("--difficulty", default=None,
                    help="analyse this per-problem solve-rate file instead of the shipped Big-Math histogram")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo checks and the DAPO fit (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--json", action="store_true", help="print the comparison table as JSON")
     p.set_defaults(func=_reproduce)
@@ -34,17 +34,19 @@ def register(sub) -> None:
 
     p = sub.add_parser("bigmath", help="silent rates and gradient-budget shares of a difficulty distribution")
     p.add_argument("--input", default=None, help="per-problem solve-rate file (default: shipped Big-Math histogram)")
-    p.add_argument("--column", default=BIGMATH_COLUMN)
+    p.add_argument("--column", default=BIGMATH_COLUMN, help=f"solve-rate column of --input (default {BIGMATH_COLUMN})")
     p.add_argument("--G", type=int, default=8, help="finite group size for the budget shares (default 8)")
-    p.add_argument("--table", choices=("summary", "silent", "budget", "deciles"), default="summary")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--table", choices=("summary", "silent", "budget", "deciles"), default="summary",
+                   help="what to print: the headline numbers, silent rates per G, budget shares or decile shares "
+                        "(default summary)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_bigmath)
 
     p = sub.add_parser("group-size-table", help="the paper's table: exact smallest G vs the law, per fidelity and p")
     p.add_argument("--fidelity", default="0.9,0.95,0.99", help="fidelity targets, comma-separated")
     p.add_argument("--p", default="0.5,0.3,0.1,0.05", help="success probabilities, comma-separated")
     p.add_argument("--long", action="store_true", help="one row per (fidelity, p) with the checks")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_group_size_table)
 
     p = sub.add_parser("dapo-fit", help="fit the competence timescale of a logged all-correct curve (step, fraction)")
@@ -52,15 +54,16 @@ def register(sub) -> None:
     p.add_argument("--difficulty", default=None,
                    help="initial solve rates: per-problem file or k,p_hat,count histogram (default: Big-Math)")
     p.add_argument("--column", default=BIGMATH_COLUMN, help="solve-rate column of --difficulty")
-    p.add_argument("--step-column", default="step")
-    p.add_argument("--fraction-column", default="fraction")
+    p.add_argument("--step-column", default="step", help="column of training steps (default step)")
+    p.add_argument("--fraction-column", default="fraction",
+                   help="column of the fraction of prompts with all samples right (default fraction)")
     p.add_argument("--samples", type=int, default=32, help="evaluation samples per prompt (default 32)")
     p.add_argument("--plateau-points", type=int, default=8, help="final points that pin the plateau (default 8)")
     p.add_argument("--start-step", type=float, default=0.0, help="step at which competence is 1 (default 0)")
     p.add_argument("--bootstrap", type=int, default=200, help="bootstrap replicates (default 200)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     p.add_argument("--figure", default=None, help="also draw the fit to this PNG")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_dapo_fit)
 
 

@@ -17,6 +17,7 @@ read when the comparison table is written.
 from __future__ import annotations
 
 import math
+import os
 import platform
 import sys
 import time
@@ -33,7 +34,7 @@ from ..atomic import make_folder, read_json, write_atomic, write_json
 from ..plotstyle import save_figure
 from ..trainers import convention_gap
 from ..update import fidelity
-from . import bigmath, dapo_fit, group_size_table, theory
+from . import bigmath, dapo_fit, group_size_table, provenance, theory
 from .figures import _optional, campaign_figure, loss_figures, make_figures, monte_carlo_sizes
 
 __all__ = ["Published", "PUBLISHED", "HISTOGRAM_NOTE", "compare", "run_reproduction", "REPORT_KEYS", "DEFAULT_OUT"]
@@ -67,7 +68,7 @@ _LAW = "docs/theory.md, section The group-size law"
 _TRAINERS = "docs/theory.md, section What trainers compute"
 
 #: What a row marked "histogram" depends on (shown under the comparison table).
-HISTOGRAM_NOTE = ("computed from the shipped Big-Math histogram (gsd/resources/README.md), whose shared "
+HISTOGRAM_NOTE = ("computed from the shipped Big-Math histogram (data/README.md), whose shared "
                   "k = 63 / k = 64 bar was split with two published figures: the decile shares of the paper's "
                   "Big-Math panel and the \"Big-Math (frozen)\" E[p^32] marker of its DAPO figure; these rows are "
                   "therefore not fully independent of the paper's figures")
@@ -231,17 +232,29 @@ def _conventions_stage():
     return _records(pd.concat(frames, ignore_index=True))
 
 
+def _reuse(run_dir: Path, config, marker: str, finished: str, progress: bool) -> dict:
+    """Reuse only what this code and config made (:mod:`.provenance`), and say which it is."""
+    prep = provenance.prepare_folder(run_dir, config, marker=marker)
+    reused = prep["earlier"] == "same" and (run_dir / finished).is_file()
+    note = {"none": "computed", "other": "computed again: the earlier results there were made by other code or config",
+            "same": "reused: an earlier complete run by the same code and config" if reused else
+            "resumed: an earlier unfinished run by the same code and config"}[prep["earlier"]]
+    if progress and prep["earlier"] != "none":
+        print(f"      {run_dir}: {note} (fingerprint {prep['fingerprint'][:12]})", file=sys.stderr, flush=True)
+    return {"reused_complete_run": reused, "reuse": note, "fingerprint": prep["fingerprint"]}
+
+
 def _campaign_stage(out: Path, progress: bool, overrides: dict | None = None):
     mod, why = _optional("gsd.simulator.campaign")
     if mod is None:
         return {"status": "not available", "reason": why}
     run_dir = out / "campaign"
-    reused = (run_dir / "campaign_summary.json").is_file()
     try:
+        reuse = _reuse(run_dir, mod.load_campaign(None, overrides), "campaign.json", "campaign_summary.json", progress)
         summary = mod.run_paper_campaign(run_dir, progress=progress, overrides=overrides)
-    except ValueError as exc:  # e.g. the folder holds a different campaign: report it, keep the rest
+    except ValueError as exc:  # e.g. the folder holds files of another origin: report it, keep the rest
         return {"status": "failed", "reason": str(exc), "run_dir": str(run_dir)}
-    return {"status": "ok", "run_dir": str(run_dir), "reused_complete_run": reused, **campaign_numbers(summary)}
+    return {"status": "ok", "run_dir": str(run_dir), **reuse, **campaign_numbers(summary)}
 
 
 def _allocation_stage(out: Path, progress: bool):
@@ -251,10 +264,11 @@ def _allocation_stage(out: Path, progress: bool):
         return {"status": "not available", "reason": why}
     run_dir = out / "allocation"
     try:
+        reuse = _reuse(run_dir, mod.load_allocation_campaign(), "runs", mod.SUMMARY_FILE, progress)
         summary = mod.run_allocation_campaign(run_dir, progress=False)
     except ValueError as exc:  # e.g. a run folder of another config: report it, keep the rest
         return {"status": "failed", "reason": str(exc), "run_dir": str(run_dir)}
-    return {"status": "ok", "run_dir": str(run_dir), "seeds": summary["seeds"],
+    return {"status": "ok", "run_dir": str(run_dir), **reuse, "seeds": summary["seeds"],
             "reference_arm": summary["reference_arm"], "targets": summary["targets"],
             "budget_generations": summary["budget_generations"], "arms": summary["arms"],
             "setup": {k: summary["campaign"]["base"].get(k) for k in ("n_prompts", "steps", "group_size", "lr",
@@ -362,9 +376,9 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
     figs = stages.run("figures", _figures_stage, fig_dir, fast, camp, th.pop("_frames"), dapo, alloc)
     dapo.pop("_fit")
     dapo.pop("_curve")
-    base = out.resolve()
-    figs["written"] = sorted(str(p.resolve().relative_to(base)) if p.resolve().is_relative_to(base) else str(p.resolve())
-                             for p in figs["written"])
+    # Relative to the report, so its links work wherever the folder is moved with its figures
+    # (`make reproduce` writes them to ../../figures).
+    figs["written"] = sorted(Path(os.path.relpath(p.resolve(), out.resolve())).as_posix() for p in figs["written"])
 
     ours = {
         "bigmath_silent_G8": big["headline"]["silent_G8_closed_form"],
@@ -562,8 +576,7 @@ def render_markdown(report: dict) -> str:
         L.append(f"campaign: {c['status']} ({c.get('reason', '')}).\n")
     else:
         setup = c.get("setup", {})
-        L.append(f"Run folder `{c['run_dir']}`" + (" (an earlier complete run of the same campaign, reused)" if
-                 c.get("reused_complete_run") else "") + ". Setup: " +
+        L.append(f"Run folder `{c['run_dir']}` ({_reuse_note(c)}). Setup: " +
                  ", ".join(f"{k} = {v}" for k, v in setup.items()) + ".\n")
         r2 = c.get("silent_r2") or {}
         rmse = c.get("silent_rmse") or {}
@@ -597,6 +610,11 @@ def render_markdown(report: dict) -> str:
 
 
 
+def _reuse_note(stage: dict) -> str:
+    fp = stage.get("fingerprint")
+    return stage.get("reuse", "computed") + (f"; code and config fingerprint `{fp[:12]}`" if fp else "")
+
+
 def _ci(r, nd=3, scale=1.0):
     """'mean [lo, hi]' of a seed interval (scaled), '—' where missing."""
     if not r or r.get("n", 0) == 0 or not math.isfinite(r.get("mean", math.nan)):
@@ -615,7 +633,7 @@ def _allocation_markdown(a: dict) -> list[str]:
         return L + [f"allocation campaign: {a.get('status')} ({a.get('reason', '')}).\n"]
     setup = a.get("setup", {})
     ref = a["reference_arm"]
-    L.append(f"Run folder `{a['run_dir']}`; seeds {a['seeds']}; " + ", ".join(f"{k} = {v}" for k, v in setup.items())
+    L.append(f"Run folder `{a['run_dir']}` ({_reuse_note(a)}); seeds {a['seeds']}; " + ", ".join(f"{k} = {v}" for k, v in setup.items())
              + f". Every arm is read at the total generations of {LABELS.get(ref, ref)} (all its steps); allocated "
              "arms share 8 rollouts per prompt per step (see docs/theory.md, section Spending a rollout "
              "budget). Mean over seeds [95 % t-interval].\n")

@@ -1,12 +1,16 @@
-"""Files shipped inside the package: the Big-Math histogram and the simulation configs.
+"""Files shipped with the package: the Big-Math histogram and the simulation configs.
 
-Everything here is package data, read through :mod:`importlib.resources`, so an installed wheel
-finds it wherever it lives; nothing depends on a source checkout.
+In the source tree they are the top-level folders a user reads and copies:
 
-* ``bigmath_solve_rate_histogram.csv`` — the Big-Math solve-rate counts (provenance in the
-  ``README.md`` beside it);
-* ``configs/NAME.toml`` — the campaign and grid definitions, addressed by ``NAME`` on the command
-  line (``gsd sweep --grid law_in_training``) or by a path to a file of one's own.
+* ``data/`` — ``bigmath_solve_rate_histogram.csv``, the Big-Math solve-rate counts, with their
+  provenance (``data/README.md``);
+* ``simulations/NAME.toml`` — the campaign and grid definitions, addressed by ``NAME`` on the
+  command line (``gsd sweep --grid law_in_training``) or by a path to a file of one's own
+  (``gsd simulate --campaign simulations/paper_campaign.toml``).
+
+The build installs them as the packages ``gsd._data`` and ``gsd._simulations`` (package-dir
+mapping in ``pyproject.toml``, which an editable install follows too), read here through
+:mod:`importlib.resources`: an installed wheel finds them wherever it lives.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from .._validate import InputError
 
 __all__ = ["shipped_file", "shipped_configs", "config_file"]
 
-_CONFIG_DIR = "configs"
+#: The packages holding the data files and the configs (``data/`` and ``simulations/`` of the source tree).
+_DATA_PACKAGE = "gsd._data"
+_CONFIGS_PACKAGE = "gsd._simulations"
 # Keeps files extracted from a zipped install alive for the life of the process.
 _EXTRACTED = contextlib.ExitStack()
 atexit.register(_EXTRACTED.close)
@@ -34,15 +40,16 @@ def _as_path(entry) -> Path:
 
 
 def shipped_file(name: str) -> Path:
-    """Path of a file shipped in ``gsd/resources``, e.g. ``"bigmath_solve_rate_histogram.csv"``.
+    """Path of a data file the package ships (``data/`` of the source tree), e.g.
+    ``"bigmath_solve_rate_histogram.csv"``.
 
     Raises
     ------
     gsd.InputError
         If the package ships no file of that name.
     """
-    entry = resources.files(__name__).joinpath(name)
-    if not entry.is_file():
+    entry = resources.files(_DATA_PACKAGE).joinpath(name)
+    if name == "__init__.py" or not entry.is_file():
         raise InputError(f"name: the package ships no file {name!r}")
     return _as_path(entry)
 
@@ -56,7 +63,7 @@ def shipped_configs() -> dict[str, Path]:
     >>> "law_in_training" in shipped_configs()
     True
     """
-    folder = resources.files(__name__).joinpath(_CONFIG_DIR)
+    folder = resources.files(_CONFIGS_PACKAGE)
     entries = sorted((e for e in folder.iterdir() if e.name.endswith(".toml")), key=lambda e: e.name)
     return {e.name[: -len(".toml")]: _as_path(e) for e in entries}
 

@@ -30,7 +30,7 @@ from ..plotstyle import COLORS, method_label, new_figure, save_figure, styled
 from ..resources import config_file
 from ..update import expected_update
 from ..weighting import decile_index
-from .config import SimConfig, config_diff, read_config_file, resolve_device
+from .config import SimConfig, config_diff, read_config_file, repeat_settings, resolve_device
 from .engine import SMALL_STEP, cpu_threads, run_simulation
 from .ledger import N_DECILES, read_ledger
 from .loss import AdvantageTable, policy_loss
@@ -53,7 +53,7 @@ _CAMPAIGN_KEY_DEFAULTS = {"decile_draws": 200, "decile_methods": ["grpo", "dr_gr
 
 
 def default_campaign_path() -> Path:
-    """The shipped campaign ``paper_campaign`` (package data, :mod:`gsd.resources`)."""
+    """The shipped campaign ``paper_campaign`` (``simulations/paper_campaign.toml``, :mod:`gsd.resources`)."""
     return config_file("paper_campaign", what="campaign file")
 
 
@@ -174,7 +174,8 @@ def _mean_updates(cfg, policy, gen, methods, draws, chunk) -> list[np.ndarray]:
 
 
 # --------------------------------------------------------------------------- the campaign
-def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = None, progress: bool = True, resume: bool = True) -> dict:
+def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = None, progress: bool = True, resume: bool = True,
+                       notify=None) -> dict:
     """Run every arm of the campaign, the decile measurement and the figure; return the summary.
 
     ``out_dir`` is the campaign folder (new, or one holding this very campaign: finished arms
@@ -183,6 +184,8 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
     and final quartile means; the initial-population decile measurement; DAPO's generation
     cost relative to GRPO; the per-step series the figure is drawn from; and ``wall_s``, the
     wall seconds of each stage (arms, decile_measurement, figure) of the run that wrote it.
+    ``notify(message)``: told when the campaign or an arm is found finished or resumes
+    (:func:`~.engine.run_simulation`).
     """
     campaign = load_campaign(config_path, overrides)
     out = Path(out_dir)
@@ -191,8 +194,11 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
         old = read_json(saved)
         if old != campaign:
             diff = "; ".join(config_diff(_flat(old), _flat(campaign)))
-            raise InputError(f"out_dir {str(out)!r} holds a different campaign ({diff}); use another folder")
+            raise InputError(f"out_dir {str(out)!r} holds a different campaign ({diff}); to continue it, "
+                             f"{_how_to_repeat(old, campaign)}, or use another folder")
         if (out / "campaign_summary.json").is_file():
+            if notify is not None:
+                notify(f"campaign finished earlier in {str(out)!r}; its summary is read back, nothing reruns")
             return read_json(out / "campaign_summary.json")
     elif out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"out_dir {str(out)!r} exists and is not a campaign folder (no campaign.json)")
@@ -206,7 +212,8 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
     wall = {"arms": time.perf_counter()}  # each stage's wall seconds (summary["wall_s"]): what a speed-up bought
     for name, arm in campaign["arms"].items():
         folder = out / "arms" / name
-        arm_summaries[name] = run_simulation(SimConfig.from_dict(arm), folder, resume=resume, progress=progress)
+        arm_summaries[name] = run_simulation(SimConfig.from_dict(arm), folder, resume=resume, progress=progress,
+                                              notify=notify)
         ledger = read_ledger(folder, columns=["step", "silent_frac", "silent_pred", "mean_p_q1"])
         final = arm_summaries[name]["final"]
         series[name] = {
@@ -260,6 +267,18 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
     summary["wall_s"] = wall
     write_json(out / "campaign_summary.json", summary)
     return read_json(out / "campaign_summary.json")
+
+
+def _how_to_repeat(saved: dict, asked: dict) -> str:
+    """What turns the campaign ``asked`` back into ``saved``: the ``--set``s of its campaign and base
+    keys when they explain every difference, else the campaign file that made it."""
+    want, have = ({**{k: v for k, v in c.items() if k not in ("base", "arms")}, **c["base"]} for c in (saved, asked))
+    base_keys = {k for k in want if want[k] != have.get(k)}
+    arms_explained = saved["arms"].keys() == asked["arms"].keys() and all(
+        k in base_keys for name, arm in saved["arms"].items() for k in arm if arm[k] != asked["arms"][name].get(k))
+    if base_keys and arms_explained:
+        return f"give it the same settings (gsd simulate: {repeat_settings(want, have)})"
+    return "run the campaign file that made it"
 
 
 def _flat(campaign: dict) -> dict:

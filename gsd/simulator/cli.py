@@ -4,14 +4,18 @@
     gsd simulate --campaign paper_campaign --out runs/paper [--figure figures/campaign.png]
     gsd simulate --out runs/paper_grpo                  # the defaults: the paper's GRPO arm
 
-``--resume`` continues an interrupted run (or campaign) in the same folder; a finished one is
-not redone.  Every bad key or value is reported as one line with exit status 2.
+``--resume`` continues an interrupted run (or campaign) in the same folder, from its last
+checkpoint; a finished one is not redone (it says so).  After Ctrl-C the command prints the step it
+stopped at and the exact command that resumes it.  Every bad key or value is reported as one line
+with exit status 2.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import shlex
+import sys
 
 from .._errors import InputError
 from ..cli import CliError, emit, imports_done
@@ -60,6 +64,34 @@ def _memory_is_input():
                          f"rollouts = 'counts'; the run folder resumes with --resume): {text.splitlines()[0] if text else type(exc).__name__}") from None
 
 
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _resume_command(args) -> str:
+    """The command that continues this one's folder: the same source, --set and device, plus --resume."""
+    cmd = ["gsd", "simulate"]
+    if args.campaign or args.config:
+        cmd += ["--campaign", args.campaign] if args.campaign else ["--config", args.config]
+    cmd += ["--out", args.out]
+    for s in args.sets:
+        cmd += ["--set", s]
+    for flag, value in (("--device", args.device), ("--threads", args.threads)):
+        if value is not None:
+            cmd += [flag, str(value)]
+    return shlex.join([*cmd, "--resume"])
+
+
+@contextlib.contextmanager
+def _interrupt_says_how_to_resume(args):
+    from .engine import RunInterrupted
+
+    try:
+        yield
+    except RunInterrupted as exc:
+        raise KeyboardInterrupt(f"{exc}\nresume with: {_resume_command(args)}") from None
+
+
 def _simulate(args) -> int:
     if args.threads is not None:
         if args.threads < 1:
@@ -75,9 +107,9 @@ def _simulate(args) -> int:
 
         imports_done()
         load_campaign(args.campaign, overrides)  # every error before any work
-        with _memory_is_input():
+        with _memory_is_input(), _interrupt_says_how_to_resume(args):
             summary = run_paper_campaign(args.out, config_path=args.campaign, overrides=overrides,
-                                         progress=not args.no_progress, resume=args.resume)
+                                         progress=not args.no_progress, resume=args.resume, notify=_say)
         if args.figure:
             make_campaign_figure(summary, args.figure)
         _print_campaign(summary, args.json)
@@ -88,8 +120,8 @@ def _simulate(args) -> int:
     cfg = SimConfig.from_toml(args.config) if args.config else SimConfig()
     cfg = cfg.with_overrides(overrides)
     resolve_device(cfg.device)
-    with _memory_is_input():
-        summary = run_simulation(cfg, args.out, resume=args.resume, progress=not args.no_progress)
+    with _memory_is_input(), _interrupt_says_how_to_resume(args):
+        summary = run_simulation(cfg, args.out, resume=args.resume, progress=not args.no_progress, notify=_say)
     if args.json:
         print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2))
     else:

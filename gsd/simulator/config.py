@@ -350,3 +350,33 @@ def config_diff(a: dict, b: dict) -> list[str]:
     """Keys whose values differ, as 'key: a → b' lines."""
     keys = sorted(set(a) | set(b))
     return [f"{k}: {a.get(k)!r} → {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)]
+
+
+def repeat_settings(saved: dict, asked: dict) -> str:
+    """The ``--set key=value`` options that turn the config ``asked`` back into ``saved``.
+
+    A run folder refuses a different config; this is what its message suggests to continue the
+    run it holds (the ``--set``s the first command had, or their equivalent).  Values are written
+    as TOML, the way :func:`parse_assignment` reads them back.
+
+    >>> repeat_settings({"group_size": 16, "method": "grpo"}, {"group_size": 8, "method": "grpo"})
+    '--set group_size=16'
+    """
+    import shlex
+
+    return " ".join(f"--set {shlex.quote(f'{k}={_toml_value(saved[k])}')}" for k in sorted(saved)
+                    if k in asked and saved[k] != asked[k])
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return value if value.isidentifier() and value not in ("true", "false", "inf", "nan") else json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"no TOML form for {value!r}")

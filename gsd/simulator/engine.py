@@ -45,7 +45,7 @@ from .._errors import InputError
 from ..atomic import atomic_path, make_folder, read_json, remove_temps, write_json
 from ..methods import method_spec
 from ..weighting import decile_index
-from .config import SimConfig, config_diff, resolve_device
+from .config import SimConfig, config_diff, repeat_settings, resolve_device
 from .ledger import COLUMNS, LEDGER_FILE, N_DECILES, N_QUARTILES, Ledger, large_group_update
 from .ledger import predicted_silent, predicted_update, summarise, write_ledger
 from .budget import BudgetPlanner
@@ -55,7 +55,7 @@ from .policy import make_policy
 from .population import STREAM_INIT, STREAM_ROLLOUTS, initial_solve_rates, sub_seed
 from .sampling import Batch, Groups, plan_batch, sample_groups
 
-__all__ = ["run_simulation", "is_complete", "setup", "RunState", "cpu_threads"]
+__all__ = ["run_simulation", "is_complete", "setup", "RunState", "cpu_threads", "RunInterrupted"]
 
 CONFIG_FILE, CHECKPOINT_FILE, SUMMARY_FILE = "config.json", "checkpoint.pt", "summary.json"
 ROLLOUTS_DIR = "rollouts"  # the rollout log's folder in a run folder (config key rollout_log)
@@ -289,19 +289,40 @@ def train_step(run: RunState, step: int) -> dict:
     return row
 
 
-def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = True, on_step=None) -> dict:
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or any KeyboardInterrupt) during a run: where it stopped and where it resumes.
+
+    Steps are counted as the progress bar counts them, by steps done: ``step`` of ``steps`` were
+    done when it stopped, and ``resume_step`` is the run folder's last checkpoint, where a resume
+    continues (0: no checkpoint yet, a resume starts over).
+    """
+
+    def __init__(self, out: Path, name: str, step: int, steps: int, resume_step: int):
+        self.out, self.name, self.step, self.steps, self.resume_step = out, name, step, steps, resume_step
+        super().__init__(f"{name}: stopped at step {step} of {steps} in {str(out)!r}; "
+                         + (f"its last checkpoint is at step {resume_step}, where a resume continues"
+                            if resume_step else "no checkpoint yet, a resume starts at step 0"))
+
+
+def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = True, on_step=None,
+                   notify=None) -> dict:
     """Train one arm and return its summary (see :func:`gsd.simulator.ledger.summarise`).
 
     ``config``: a :class:`SimConfig` or a dict of its keys.  ``out_dir``: the run folder (new,
     empty, or holding this very config).  A finished run is not redone: its summary is
     returned.  ``on_step(step)``: called after each step (and its checkpoint, if any).
+    ``notify(message)``: told, in one line, when the run is found finished or resumes at a
+    checkpoint (the CLI prints it).  A KeyboardInterrupt during training is raised again as
+    :class:`RunInterrupted`, which says at which step the run stopped and where it resumes.
     """
     cfg = config if isinstance(config, SimConfig) else SimConfig.from_dict(config)
     device = torch.device(resolve_device(cfg.device))  # before touching the disk: bad device = no folder
     out = Path(out_dir)
     p0 = initial_solve_rates(cfg)  # before touching the disk too: a bad source = no folder
     mode, found = _open_run_folder(out, cfg, resume)
+    say = notify or (lambda message: None)
     if mode == "done":
+        say(f"{cfg.name}: finished earlier ({cfg.steps} steps in {str(out)!r}); its summary is read back, nothing reruns")
         return found
     from tqdm.auto import tqdm
 
@@ -314,17 +335,27 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
                                                   rows=logged_rows_per_step(cfg) * cfg.steps)
         if mode == "resume":
             _load_checkpoint(run, found, out)
+            say(f"{cfg.name}: resuming at step {run.start} of {cfg.steps} (the checkpoint in {str(out)!r})")
+        elif mode == "restart":
+            say(f"{cfg.name}: no checkpoint in {str(out)!r} yet; starting at step 0 of {cfg.steps}")
         initial = population_summary(run, run.z_ref)
         bar = tqdm(total=cfg.steps, initial=run.start, disable=not progress, desc=f"{cfg.name} [{cfg.method}]", unit="step")
-        for step in range(run.start, cfg.steps):
-            row = train_step(run, step)
-            if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
-                checkpoint(run, out, step + 1)
-            bar.update(1)
-            if progress and (step % 10 == 0 or step + 1 == cfg.steps):
-                bar.set_postfix(silent=f"{row['silent_frac']:.3f}", pred=f"{row['silent_pred']:.3f}", mean_p=f"{row['mean_p']:.3f}")
-            if on_step is not None:
-                on_step(step)
+        saved = done = run.start
+        try:
+            for step in range(run.start, cfg.steps):
+                row = train_step(run, step)
+                done = step + 1
+                if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
+                    checkpoint(run, out, step + 1)
+                    saved = step + 1
+                bar.update(1)
+                if progress and (step % 10 == 0 or step + 1 == cfg.steps):
+                    bar.set_postfix(silent=f"{row['silent_frac']:.3f}", pred=f"{row['silent_pred']:.3f}", mean_p=f"{row['mean_p']:.3f}")
+                if on_step is not None:
+                    on_step(step)
+        except KeyboardInterrupt:
+            bar.close()
+            raise RunInterrupted(out, cfg.name, done, cfg.steps, saved) from None
         bar.close()
         final = population_summary(run, run.policy())
     summary = summarise(run.ledger.columns(), cfg, initial=initial, final=final, device=str(device))
@@ -351,21 +382,24 @@ def _open_run_folder(out: Path, cfg: SimConfig, resume: bool):
     """Create the folder, or check that the one there belongs to this config.
 
     Returns ``("done", summary)`` for a finished run of the same config, ``("resume", path)``
-    when a checkpoint should be loaded, ``("fresh", None)`` otherwise.
+    when a checkpoint should be loaded, ``("restart", None)`` for an unfinished run that has none
+    yet, ``("fresh", None)`` otherwise.
     """
     saved_path = out / CONFIG_FILE
     if saved_path.is_file():
         saved = read_json(saved_path)
         if saved != cfg.to_dict():
             diff = "; ".join(config_diff(saved, cfg.to_dict()))
-            raise InputError(f"out_dir {str(out)!r} holds a run with a different config ({diff}); use another folder")
+            raise InputError(f"out_dir {str(out)!r} holds a run with a different config ({diff}); to continue that "
+                             f"run, give it the same config (gsd simulate: {repeat_settings(saved, cfg.to_dict())}), "
+                             "or use another folder")
         if is_complete(out):
             return "done", read_json(out / SUMMARY_FILE)
         if not resume:
             raise InputError(f"out_dir {str(out)!r} holds an unfinished run of this config; pass resume (--resume) to continue it")
         remove_temps(out)  # half-written files of the killed process
         ckpt = out / CHECKPOINT_FILE
-        return ("resume", ckpt) if ckpt.is_file() else ("fresh", None)
+        return ("resume", ckpt) if ckpt.is_file() else ("restart", None)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"out_dir {str(out)!r} exists and is not a run folder (no {CONFIG_FILE}); use an empty or new folder")
     make_folder(out)

@@ -34,7 +34,7 @@ def register(sub) -> None:
     p.add_argument("--simulator", default="gsd.simulator",
                    help="module providing SimConfig, run_simulation and is_complete (default gsd.simulator)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the sweep's outcome (with --dry-run: its runs) as JSON")
     p.set_defaults(func=_sweep)
 
 

@@ -63,3 +63,22 @@ def test_errors_are_one_line_exit_2(gsd_cli, argv, needle):
 def test_console_script_entry_point():
     res = subprocess.run([sys.executable, "-m", "gsd.cli", "silent", "--p", "2", "--G", "8"], capture_output=True, text=True)
     assert res.returncode == 2 and res.stderr.startswith("gsd silent: error:")
+
+
+def test_conventions_and_tour_print_the_same_trainer_ratio(gsd_cli):
+    """The ratio a trainer's row shows first is with that row's own eps (TRL: 1e-4), as the tour's."""
+    import re
+
+    import gsd
+
+    rc, table, _ = gsd_cli("conventions", "--G", "8")
+    trl = next(line.split() for line in table.splitlines() if line.split()[:1] == ["trl"])
+    header = table.splitlines()[1].split()
+    assert rc == 0 and header[4] == "ratio(k=1)" and trl[3] == "0.0001"
+    rc, tour, _ = gsd_cli("tour")
+    in_tour = re.search(r"trl (0\.\d+)", tour).group(1)
+    assert trl[4] == in_tour == f"{gsd.convention_gap(8, 'trl').ratio_min.iloc[0]:.5g}"
+    # The eps-free ratio is labelled as such, and differs from TRL's own in the printed digits.
+    assert header[6] == "ratio(eps=0)" and trl[6] != trl[4]
+    rc, out, _ = gsd_cli("conventions", "--G", "8", "--json")
+    assert {"ratio_min", "ratio_no_eps", "eps"} <= set(json.loads(out)[0])  # JSON keeps the API's names

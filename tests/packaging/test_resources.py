@@ -1,19 +1,53 @@
-"""Package data is found through importlib.resources, by name, wherever the package lives."""
+"""Package data is found through importlib.resources, by name, wherever the package lives.
+
+In the source tree the data live in ``data/`` and the configs in ``simulations/`` (one copy of each
+file in git); the build maps them into the package as ``gsd._data`` and ``gsd._simulations``.
+"""
+
+import tomllib
+from pathlib import Path
 
 import pytest
 
-import gsd
 from gsd.data import data_dir
 from gsd.resources import config_file, shipped_configs, shipped_file
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_histogram_is_package_data():
     path = shipped_file("bigmath_solve_rate_histogram.csv")
-    assert path.parent.parent == type(path)(gsd.__file__).parent
+    assert path.read_bytes() == (ROOT / "data" / "bigmath_solve_rate_histogram.csv").read_bytes()
     assert data_dir() == path.parent
     assert (path.parent / "README.md").is_file()  # the provenance travels with the data
     with pytest.raises(ValueError, match="no_such.csv"):
         shipped_file("no_such.csv")
+    with pytest.raises(ValueError, match="__init__.py"):
+        shipped_file("__init__.py")  # the marker that makes the folder a package is not data
+
+
+def test_one_copy_of_each_shipped_file():
+    """The top-level folders are the only home of the shipped files: nothing left under gsd/."""
+    shipped = {p.name for p in (ROOT / "data").iterdir()} | {p.name for p in (ROOT / "simulations").iterdir()}
+    copies = [p for p in (ROOT / "gsd").rglob("*") if p.suffix in (".csv", ".toml", ".md") and p.name in shipped]
+    assert copies == []
+    assert set(shipped_configs()) == {p.stem for p in (ROOT / "simulations").glob("*.toml")}
+
+
+def test_every_shipped_config_is_commented_for_a_copy():
+    for name, path in shipped_configs().items():
+        text = path.read_text()
+        assert text.startswith("#"), name  # a header that says what the file is
+        assert "copy" in text.lower(), f"{name}: no word on how to copy and edit it"
+
+
+def test_pyproject_lists_every_package():
+    """Packages are listed (two of them map folders outside gsd/), so a new sub-package must be too."""
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "gsd").rglob("__init__.py")
+               if "__pycache__" not in p.parts}
+    assert on_disk <= set(setup["packages"]), f"add to [tool.setuptools] packages: {sorted(on_disk - set(setup['packages']))}"
+    assert setup["package-dir"] == {"gsd._data": "data", "gsd._simulations": "simulations"}
 
 
 def test_configs_by_name_or_path(tmp_path, monkeypatch):

@@ -5,7 +5,9 @@ installed with ``--no-deps``; the new environment sees this environment's packag
 torch, …) through a ``.pth`` line, so nothing is downloaded or reinstalled.  A ``.pth`` line
 adds a folder without running the ``.pth`` files inside it, so the editable install of the
 checkout is not active there — and the test asserts that ``gsd`` is imported from the wheel.
-Every command runs with its working folder outside the checkout.
+Every command runs with its working folder outside the checkout.  The shipped files live in the
+checkout's top-level ``data/`` and ``simulations/``; the wheel carries them as ``gsd/_data`` and
+``gsd/_simulations``, and the shipped names work from the wheel and from the editable install.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ("pyproject.toml", "README.md", "gsd")
+SOURCES = ("pyproject.toml", "README.md", "gsd", "data", "simulations")
+#: A campaign run small enough for a test: the shipped campaign's arms, 2 steps of 200 prompts.
+TINY_CAMPAIGN = ["--set", "steps=2", "--set", "n_prompts=200", "--set", "decile_draws=2", "--device", "cpu",
+                 "--no-progress", "--json"]
 
 
 def _run(cmd, *, cwd, env, timeout=300):
@@ -69,9 +74,11 @@ def test_wheel_ships_data_and_configs(wheel_env):
     import zipfile
 
     names = set(zipfile.ZipFile(wheel_env["wheel"]).namelist())
-    assert "gsd/resources/bigmath_solve_rate_histogram.csv" in names
-    assert "gsd/resources/README.md" in names
-    assert any(n.startswith("gsd/resources/configs/") and n.endswith(".toml") for n in names)
+    assert "gsd/_data/bigmath_solve_rate_histogram.csv" in names
+    assert "gsd/_data/README.md" in names
+    shipped = {f"gsd/_simulations/{p.name}" for p in (ROOT / "simulations").glob("*.toml")}
+    assert shipped and shipped <= names
+    assert not any(n.startswith(("data/", "simulations/")) for n in names)  # inside the package only
 
 
 def test_package_imports_from_the_wheel_and_loads_bigmath(wheel_env):
@@ -112,3 +119,34 @@ def test_cli_shipped_grid_by_name(wheel_env):
     out = _run([wheel_env["gsd"], "sweep", "--grid", "law_in_training", "--out", wheel_env["cwd"] / "sweep",
                 "--dry-run", "--json"], cwd=wheel_env["cwd"], env=wheel_env["env"])
     assert len(json.loads(out)) > 0
+
+
+def test_cli_shipped_campaign_by_name(wheel_env):
+    out = _run([wheel_env["gsd"], "simulate", "--campaign", "paper_campaign", "--out", wheel_env["cwd"] / "camp",
+                *TINY_CAMPAIGN], cwd=wheel_env["cwd"], env=wheel_env["env"])
+    assert sorted(json.loads(out)["arms"]) == ["dapo", "dr_grpo", "grpo"]
+
+
+def test_editable_install_finds_the_shipped_files(tmp_path):
+    """The development install (pip install -e) maps the same names onto data/ and simulations/."""
+    import gsd
+    from gsd.resources import shipped_configs, shipped_file
+
+    if not Path(gsd.__file__).resolve().is_relative_to(ROOT):
+        pytest.skip("gsd is not imported from this checkout")
+    assert shipped_file("README.md").resolve() == (ROOT / "data" / "README.md").resolve()
+    assert shipped_configs()["paper_campaign"].resolve() == (ROOT / "simulations" / "paper_campaign.toml").resolve()
+    exe = Path(sys.executable).parent / "gsd"
+    if not exe.is_file():
+        pytest.skip("no gsd script beside this interpreter")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GSD_", "PYTHON"))}
+    env["MPLBACKEND"] = "Agg"
+    # By name from a folder outside the checkout, and by the path a user copies from, in the checkout.
+    by_name = _run([exe, "simulate", "--campaign", "paper_campaign", "--out", tmp_path / "a", *TINY_CAMPAIGN],
+                   cwd=tmp_path, env=env)
+    by_path = _run([exe, "simulate", "--campaign", "simulations/paper_campaign.toml", "--out", tmp_path / "b",
+                    *TINY_CAMPAIGN], cwd=ROOT, env=env)
+    a, b = json.loads(by_name)["arms"], json.loads(by_path)["arms"]
+    assert sorted(a) == ["dapo", "dr_grpo", "grpo"]
+    assert {n: (r["silent_frac_mean"], r["final"]) for n, r in a.items()} == \
+        {n: (r["silent_frac_mean"], r["final"]) for n, r in b.items()}  # the same campaign, run twice

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gsd.reproduce import report
+from gsd.reproduce import provenance, report
 
 
 def test_campaign_numbers_from_a_summary():
@@ -30,16 +30,27 @@ def test_campaign_not_installed_is_reported(monkeypatch):
     assert out == {"status": "not available", "reason": "gsd.simulator.campaign not installed"}
 
 
-def test_campaign_stage_runs_the_simulator(tmp_path):
+def test_campaign_stage_runs_the_simulator(tmp_path, monkeypatch, capsys):
     pytest.importorskip("gsd.simulator.campaign")
     small = {"n_prompts": 800, "steps": 40, "decile_draws": 20}  # a small campaign: the wiring, not the paper's numbers
     out = report._campaign_stage(tmp_path, False, small)
-    assert out["status"] == "ok" and not out["reused_complete_run"]
+    assert out["status"] == "ok" and not out["reused_complete_run"] and out["reuse"] == "computed"
     assert set(out["silent_r2"]) == {"grpo", "dr_grpo", "dapo"}
     assert out["setup"]["n_prompts"] == 800 and out["setup"]["steps"] == 40
     assert 0.9 < out["silent_r2_grpo"] <= 1.0
     assert out["dapo_generation_cost_ratio"] > 1
     again = report._campaign_stage(tmp_path, False, small)
     assert again["reused_complete_run"] and again["silent_r2_grpo"] == out["silent_r2_grpo"]
-    clash = report._campaign_stage(tmp_path, False, {**small, "steps": 41})  # a different campaign in that folder
-    assert clash["status"] == "failed" and "different campaign" in clash["reason"]
+    assert again["reuse"].startswith("reused: an earlier complete run by the same code and config")
+    assert again["fingerprint"] == out["fingerprint"]
+    # After a code change the folder's results are not reused: they are computed again.
+    summary = tmp_path / "campaign" / "campaign_summary.json"
+    before = summary.read_text()
+    real = provenance.code_fingerprint()
+    monkeypatch.setattr(provenance, "code_fingerprint", lambda: real[::-1])
+    changed = report._campaign_stage(tmp_path, True, small)
+    assert changed["status"] == "ok" and not changed["reused_complete_run"]
+    assert changed["reuse"].startswith("computed again") and changed["fingerprint"] != out["fingerprint"]
+    assert "computed again: the earlier results there were made by other code or config" in capsys.readouterr().err
+    assert summary.read_text() != before  # rewritten (its wall times differ), not read back
+    assert changed["silent_r2_grpo"] == out["silent_r2_grpo"]  # the same code underneath: the same numbers

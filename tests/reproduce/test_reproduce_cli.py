@@ -1,6 +1,7 @@
 """The reproduction's command line: dapo-fit, reproduce, bigmath, group-size-table, figures."""
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -71,8 +72,10 @@ def test_dapo_fit_bad_input_exits_2_with_one_line(capsys, tmp_path):
 
 @pytest.fixture(scope="module")
 def fast_report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("rep") / "tmp"
-    code = main(["reproduce", "--fast", "--skip-campaign", "--out", str(out), "--quiet", "--json"])
+    root = tmp_path_factory.mktemp("rep")
+    out = root / "reports" / "latest"  # the layout of `make reproduce`: figures beside, not inside
+    code = main(["reproduce", "--fast", "--skip-campaign", "--out", str(out), "--figures", str(root / "figures"),
+                 "--quiet", "--json"])
     assert code == 0
     return out
 
@@ -105,7 +108,11 @@ def test_reproduce_fast_writes_the_report(fast_report):
 
     assert set(FIGURES) <= names
     for name in FIGURES:
-        assert (fast_report / "figures" / name).stat().st_size > 5000
+        assert (fast_report.parents[1] / "figures" / name).stat().st_size > 5000
+    # The report's figure links are relative to the report, and lead to the figures.
+    links = re.findall(r"^- \[[^]]+\]\(([^)]+)\)$", md, flags=re.M)
+    assert len(links) == len(rep["figures"]["written"]) >= len(FIGURES)
+    assert all(link.startswith("../../figures/") and (fast_report / link).is_file() for link in links), links
     assert not list(fast_report.rglob("*.tmp"))  # atomic writes leave nothing behind
 
 

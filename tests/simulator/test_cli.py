@@ -46,11 +46,68 @@ def test_run_and_resume_flags(tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out)
     assert summary["method"] == "dapo" and summary["steps"] == 4
     assert json.loads((out / "config.json").read_text())["seed"] == 2
-    # Same folder, other config: refused.
+    # Same folder, other config: refused, and the message says which --set makes it the same run.
     assert main(["simulate", "--config", str(cfg), "--out", str(out), "--no-progress", "--set", "seed=3"]) == 2
-    assert "different config" in capsys.readouterr().err
-    # Same config again: already complete, printed again.
+    err = capsys.readouterr().err
+    assert "different config (seed: 2 → 3)" in err and "gsd simulate: --set seed=2)" in err
+    # Without the --set at all: the same suggestion.
+    assert main(["simulate", "--config", str(cfg), "--out", str(out), "--no-progress", "--resume"]) == 2
+    assert "--set seed=2" in capsys.readouterr().err
+    # Same config again: already complete, says so, printed again.
     assert main(["simulate", "--config", str(cfg), "--out", str(out), "--no-progress", "--set", "seed=2", "--resume"]) == 0
+    assert "finished earlier (4 steps" in capsys.readouterr().err
+
+
+def test_ctrl_c_says_where_it_stopped_and_how_to_resume(tmp_path, capsys, monkeypatch):
+    import shlex
+
+    from gsd.simulator import engine
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('n_prompts = 200\nsteps = 10\ncheckpoint_every = 4\ndevice = "cpu"\n')
+    out = tmp_path / "run dir"  # a space: the printed command must quote it
+    real_step = engine.train_step
+
+    def ctrl_c_in_step_8(run, step):
+        if step == 7:
+            raise KeyboardInterrupt
+        return real_step(run, step)
+
+    monkeypatch.setattr(engine, "train_step", ctrl_c_in_step_8)
+    argv = ["simulate", "--config", str(cfg), "--out", str(out), "--no-progress", "--set", "lr=0.25",
+            "--set", 'name="my run"']
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert "stopped at step 7 of 10" in err and "last checkpoint is at step 4, where a resume continues" in err
+    command = err.split("resume with: ", 1)[1].strip()
+    assert command.startswith("gsd simulate ") and command.endswith(" --resume")
+    monkeypatch.setattr(engine, "train_step", real_step)
+    # The printed command, run as it is, continues the same run at its checkpoint.
+    assert main(shlex.split(command)[1:] + ["--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "my run: resuming at step 4 of 10" in err
+    assert json.loads((out / "config.json").read_text())["lr"] == 0.25
+    assert main(shlex.split(command)[1:]) == 0
+    assert "finished earlier" in capsys.readouterr().err
+
+
+def test_resume_without_a_checkpoint_says_it_starts_over(tmp_path, capsys, monkeypatch):
+    from gsd.simulator import engine
+
+    real_step = engine.train_step
+
+    def ctrl_c(run, step):
+        if step == 1:
+            raise KeyboardInterrupt
+        return real_step(run, step)
+
+    monkeypatch.setattr(engine, "train_step", ctrl_c)
+    argv = ["simulate", "--out", str(tmp_path / "r"), "--no-progress", "--set", "n_prompts=100", "--set", "steps=6"]
+    assert main(argv) == 130
+    assert "no checkpoint yet, a resume starts at step 0" in capsys.readouterr().err
+    monkeypatch.setattr(engine, "train_step", real_step)
+    assert main([*argv, "--resume"]) == 0
+    assert "no checkpoint in" in (err := capsys.readouterr().err) and "starting at step 0 of 6" in err
 
 
 def test_campaign_cli(tmp_path, capsys):
@@ -61,6 +118,13 @@ def test_campaign_cli(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "DAPO generations / GRPO generations" in out and "dr_grpo_measured" in out
     assert fig.stat().st_size > 10_000
+    # A finished campaign says so; another --set is refused with the --set that continues it.
+    argv = ["simulate", "--campaign", "paper_campaign", "--out", str(tmp_path / "c"), "--no-progress",
+            "--set", "n_prompts=300", "--set", "steps=5", "--set", "decile_draws=5"]
+    assert main(argv) == 0
+    assert "campaign finished earlier" in capsys.readouterr().err
+    assert main([*argv[:-2], "--set", "decile_draws=6"]) == 2
+    assert "give it the same settings (gsd simulate: --set decile_draws=5)" in capsys.readouterr().err
 
 
 def test_console_entry_freezes_the_heap_only_in_its_own_process(tmp_path, monkeypatch, capsys):

@@ -1,0 +1,153 @@
+"""Every shell line of README.md's code blocks runs, as typed, in a fresh folder.
+
+The lines run in order in one temporary folder (a later line may use what an earlier one wrote,
+as the resume line does), with the small input files they name made first by :data:`MAKERS`.
+Only the two ``make`` lines are not run here: ``make test`` is this suite, and ``make reproduce``
+is ``gsd reproduce`` (tests/reproduce); the test checks that the Makefile has both targets.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+
+pytestmark = pytest.mark.slow
+
+#: Lines not run, with the reason.
+NOT_RUN = {"make reproduce": "gsd reproduce, tested in tests/reproduce",
+           "make test": "this test suite"}
+
+
+def readme_shell_lines(text: str) -> list[str]:
+    """The commands of the ```bash blocks, in order (blank and comment-only lines left out)."""
+    lines = []
+    for block in re.findall(r"^```(?:bash|sh|console|shell)\n(.*?)^```", text, flags=re.S | re.M):
+        lines += [ln.strip() for ln in block.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    return lines
+
+
+def _command(line: str) -> str:
+    return line.split(" #", 1)[0].strip()
+
+
+# --------------------------------------------------------------------------- input files
+def _rates(path: Path, rng) -> None:
+    import pandas as pd
+
+    pd.DataFrame({"llama8b_solve_rate": rng.beta(0.6, 0.6, 300)}).to_parquet(path)
+
+
+def _counts(path: Path, rng) -> None:
+    import pandas as pd
+
+    n = np.full(200, 8)
+    pd.DataFrame({"prompt": [f"q{i}" for i in range(200)], "right": rng.binomial(n, rng.beta(0.6, 0.6, 200)),
+                  "rollouts": n}).to_csv(path, index=False)
+
+
+def _rollouts_jsonl(path: Path, rng) -> None:
+    import pandas as pd
+
+    p = rng.beta(0.6, 0.6, 100)
+    frame = pd.DataFrame({"prompt_id": np.repeat(np.arange(100), 8),
+                          "reward": (rng.random(800) < np.repeat(p, 8)).astype(float)})
+    frame.to_json(path, orient="records", lines=True)
+
+
+def _groups(rng, steps=3, prompts=40, G=8):
+    """(step, prompt index, right/wrong) of a small run whose prompts get easier."""
+    p = rng.beta(0.6, 0.6, prompts)
+    for step in range(1, steps + 1):
+        p = np.clip(p + 0.05, 0.0, 1.0)
+        yield step, np.repeat(np.arange(prompts), G), (rng.random(prompts * G) < np.repeat(p, G)).astype(float)
+
+
+def _verl_dumps(folder: Path, rng) -> None:
+    from gsd.integrations.verl import write_step
+
+    for step, prompt, right in _groups(rng):
+        write_step(folder, step, [f"question {j}" for j in prompt], right, extra={"acc": right, "index": prompt})
+    for step, prompt, right in _groups(rng, steps=2):  # a validation dump beside the training one
+        write_step(folder.parent / "validation_data", step, [f"question {j}" for j in prompt], right)
+
+
+def _trl_completions(folder: Path, rng) -> None:
+    from gsd.integrations.trl import write_step
+
+    for step, prompt, right in _groups(rng):
+        fmt = (rng.random(right.size) < 0.9).astype(float)
+        write_step(folder, step, [f"question {j}" for j in prompt], {"accuracy_reward": right, "format_reward": fmt})
+
+
+def _table_log(path: Path, rng) -> None:
+    import pandas as pd
+
+    rows = [pd.DataFrame({"qid": prompt, "r": right, "it": step}) for step, prompt, right in _groups(rng)]
+    pd.concat(rows).to_csv(path, index=False)
+
+
+def _curve(path: Path, rng) -> None:
+    from gsd.reproduce import dapo_fit
+
+    dapo_fit.synthetic_curve()[["step", "fraction"]].to_csv(path, index=False)
+
+
+def _simulations(folder: Path, rng) -> None:
+    shutil.copytree(ROOT / "simulations", folder, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"),
+                    dirs_exist_ok=True)
+
+
+#: The input files README's lines name, relative to the folder the lines run in → maker.
+MAKERS = {
+    "rates.parquet": _rates,
+    "counts.csv": _counts,
+    "rollouts.jsonl": _rollouts_jsonl,
+    "runs/my_verl/rollout_data": _verl_dumps,
+    "out/completions": lambda folder, rng: _trl_completions(folder.parent, rng),
+    "log.csv": _table_log,
+    "curve.csv": _curve,
+    "simulations/paper_campaign.toml": lambda path, rng: _simulations(path.parent, rng),
+}
+
+
+def test_readme_lines_are_found():
+    lines = readme_shell_lines(README.read_text())
+    commands = [_command(ln) for ln in lines]
+    assert set(NOT_RUN) <= set(commands)
+    makefile = (ROOT / "Makefile").read_text()
+    assert all(re.search(rf"^{cmd.split()[1]}:", makefile, flags=re.M) for cmd in NOT_RUN)
+    assert sum(c.startswith("gsd ") for c in commands) >= 20
+    for name in MAKERS:  # every input made here is one a line names (no stale makers)
+        assert any(name in c for c in commands), f"no README line names {name}"
+    assert not [c for c in commands if re.search(r"\[--|\.\.\.|\bFILE\b|\bDIR\b", c)], "placeholders are not runnable"
+
+
+def test_every_readme_line_runs_as_typed(tmp_path):
+    rng = np.random.default_rng(0)
+    for name, make in MAKERS.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        make(path, rng)
+    bin_dir = Path(sys.executable).parent
+    if not (bin_dir / "gsd").is_file():
+        pytest.skip("no gsd script beside this interpreter")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GSD_", "PYTHON"))}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", MPLBACKEND="Agg")
+    failures = []
+    for line in readme_shell_lines(README.read_text()):
+        if _command(line) in NOT_RUN:
+            continue
+        res = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        if res.returncode != 0:
+            failures.append(f"$ {line}\n  exit {res.returncode}: {(res.stderr or res.stdout).strip()[-600:]}")
+    assert not failures, "README lines that fail as typed:\n" + "\n".join(failures)
