@@ -34,6 +34,24 @@ class CliError(InputError):
     """A usage error found by a handler (reported like any InputError)."""
 
 
+def bounded_int(lo: int, hi: int, why: str):
+    """An argparse ``type`` for an integer option in [lo, hi]: the option's schema, checked while
+    the command line is parsed (before any folder or memory is touched).  argparse reports a
+    refusal as ``argument --NAME: must be an integer in [lo, hi] (why), got 'TEXT'``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except (TypeError, ValueError):
+            value = None
+        if value is None or not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be an integer in [{lo:,}, {hi:,}] ({why}), got {text!r}")
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in some messages
+    return parse
+
+
 def parse_list(text: str, kind=float, name: str = "value"):
     """'0.1,0.5' → np.array([0.1, 0.5]); a clear error naming the option otherwise."""
     import numpy as np

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 
-from .cli import CliError, emit, parse_list
+from ._validate import MAX_EXACT_GROUP_SIZE
+from .cli import CliError, bounded_int, emit, parse_list
 
 HELP = "rollouts per step to share out among the prompts (see docs/theory.md, section Spending a rollout budget)"
 
@@ -21,12 +22,12 @@ HELP = "rollouts per step to share out among the prompts (see docs/theory.md, se
 def add_arguments(p) -> None:
     """The budget options of ``gsd plan``."""
     g = p.add_argument_group("budget allocation (with --budget)")
-    g.add_argument("--budget", type=int, help=HELP)
+    g.add_argument("--budget", type=bounded_int(1, 2**53, "a float64 holds it exactly"), help=HELP)
     g.add_argument("--value", default="update",
                    help="what a group is worth: update = E[σ̂] (GRPO, default), dr_grpo, progress, nonsilent, knapsack")
-    g.add_argument("--g-min", type=int, default=2, help="smallest group size served (default 2)")
-    g.add_argument("--g-max", type=int, default=512, help="largest group size (default 512)")
-    g.add_argument("--step", type=int, default=1, help="group sizes g_min, g_min + step, …, g_max (default 1)")
+    g.add_argument("--g-min", type=bounded_int(1, MAX_EXACT_GROUP_SIZE, "the exact sums' limit"), default=2, help="smallest group size served (default 2)")
+    g.add_argument("--g-max", type=bounded_int(1, MAX_EXACT_GROUP_SIZE, "the exact sums' limit"), default=512, help="largest group size (default 512)")
+    g.add_argument("--step", type=bounded_int(1, MAX_EXACT_GROUP_SIZE, "the exact sums' limit"), default=1, help="group sizes g_min, g_min + step, …, g_max (default 1)")
     g.add_argument("--no-skip", action="store_true", help="serve every prompt (at least g_min answers)")
     g.add_argument("--ddof", type=int, default=0,
                    help="your trainer's std for --value update/progress: 0 population (the paper, default), "

@@ -43,11 +43,12 @@ import torch
 
 from .._errors import InputError
 from ..atomic import atomic_path, make_folder, read_json, remove_temps, write_json
+from ..lock import hold_folder
 from ..methods import method_spec
 from ..weighting import decile_index
 from .config import SimConfig, config_diff, resolve_device
 from .ledger import COLUMNS, LEDGER_FILE, N_DECILES, N_QUARTILES, Ledger, large_group_update
-from .ledger import predicted_silent, predicted_update, summarise, write_ledger
+from .ledger import predicted_silent, predicted_update, read_ledger, summarise, write_ledger
 from .budget import BudgetPlanner
 from .loss import AdvantageTable, log_pi, policy_loss
 from .optim import SGD, Adam, make_optimizer
@@ -300,6 +301,11 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
     device = torch.device(resolve_device(cfg.device))  # before touching the disk: bad device = no folder
     out = Path(out_dir)
     p0 = initial_solve_rates(cfg)  # before touching the disk too: a bad source = no folder
+    with hold_folder(out, option="out_dir"):  # a second process on this folder: one-line error
+        return _run_in_folder(cfg, device, p0, out, resume, progress, on_step)
+
+
+def _run_in_folder(cfg, device, p0, out: Path, resume: bool, progress: bool, on_step) -> dict:
     mode, found = _open_run_folder(out, cfg, resume)
     if mode == "done":
         return found
@@ -326,6 +332,7 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
                 on_step(step)
         bar.close()
         final = population_summary(run, run.policy())
+    _verify_ledger(out, run.ledger.table[: cfg.steps])
     summary = summarise(run.ledger.columns(), cfg, initial=initial, final=final, device=str(device))
     write_json(out / SUMMARY_FILE, summary)  # written last: it marks the run complete
     return read_json(out / SUMMARY_FILE)
@@ -386,8 +393,31 @@ def checkpoint(run: RunState, out: Path, next_step: int) -> None:
     write_ledger(out / LEDGER_FILE, done_rows)
 
 
+_CHECKPOINT_KEYS = ("step", "policy", "optimizer", "rng_rollouts", "rng_torch_cpu", "z_ref", "device_type",
+                    "ledger_columns", "ledger")
+
+
+def _damaged(path: Path, why: str) -> InputError:
+    return InputError(f"{str(path)!r} is damaged ({why}); delete it, or the run folder, and run again")
+
+
 def _load_checkpoint(run: RunState, path: Path, out: Path) -> None:
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    """Restore the run from its checkpoint, and rewrite the ledger file from it: the checkpoint
+    is written first, so a ledger that lags it (a kill between the two) or that is damaged is
+    replaced by the rows the run continues from."""
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a cut or overwritten file fails in pickle, zipfile or torch itself
+        raise _damaged(path, f"{type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}") from None
+    missing = [k for k in _CHECKPOINT_KEYS if not isinstance(ckpt, dict) or k not in ckpt]
+    if missing:
+        raise _damaged(path, f"no {missing[0]!r} entry")
+    if run.planner is not None and "planner" not in ckpt:
+        raise _damaged(path, "no 'planner' entry")
+    start, rows = ckpt["step"], ckpt["ledger"]
+    if not (isinstance(start, int) and 0 < start <= run.cfg.steps and tuple(rows.shape) == (start, len(COLUMNS))):
+        raise _damaged(path, f"step {start!r} and a ledger of shape {tuple(rows.shape)} do not fit a run of "
+                             f"{run.cfg.steps} steps")
     if ckpt["device_type"] != run.device.type:
         raise InputError(
             f"config key 'device' = {run.cfg.device!r}: the checkpoint was written on {ckpt['device_type']}, "
@@ -405,3 +435,13 @@ def _load_checkpoint(run: RunState, path: Path, out: Path) -> None:
     run.start = int(ckpt["step"])
     run.ledger.table[: run.start] = ckpt["ledger"].numpy()
     run.generations_cum = int(run.ledger.get(run.start - 1, "generations_cum")) if run.start else 0
+    write_ledger(out / LEDGER_FILE, run.ledger.table[: run.start])
+
+
+def _verify_ledger(out: Path, rows: np.ndarray) -> None:
+    """Read the ledger file back before the run is marked complete: it must hold ``rows``."""
+    path = out / LEDGER_FILE
+    on_disk = read_ledger(out, columns=list(COLUMNS))
+    back = np.column_stack([np.asarray(on_disk[c], dtype=np.float64) for c in COLUMNS]) if len(rows) else rows
+    if back.shape != rows.shape or not np.array_equal(back, rows.astype(np.float64), equal_nan=True):
+        raise _damaged(path, "it does not hold the rows the run computed")
