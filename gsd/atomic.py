@@ -176,8 +176,28 @@ def write_table(path, df) -> Path:
         if path.suffix.lower() == ".csv":
             df.to_csv(tmp, index=False)
         else:
-            df.to_parquet(tmp, index=False)
+            try:
+                df.to_parquet(tmp, index=False)
+            except (TypeError, ValueError, NotImplementedError) as exc:
+                if not type(exc).__module__.startswith("pyarrow"):
+                    raise
+                raise _unparquetable(path, df, exc) from None
     return path
+
+
+def _unparquetable(path, df, exc):
+    """The InputError for a table parquet cannot hold as it is: a column of mixed types (ids
+    that are numbers in some rows and text in others) would have to change its values."""
+    from ._errors import InputError
+
+    for name in df.columns:
+        col = df[name]
+        if col.dtype == object:
+            kinds = sorted({type(v).__name__ for v in col.dropna().tolist()})
+            if len(kinds) > 1:
+                return InputError(f"cannot write {str(path)!r} as parquet: column {str(name)!r} mixes {', '.join(kinds)} "
+                                  "values and parquet holds one type per column; write .csv, or give the column one type")
+    return InputError(f"cannot write {str(path)!r} as parquet: {str(exc).splitlines()[0][:160]}")
 
 
 def remove_temps(folder) -> list[Path]:

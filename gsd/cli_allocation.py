@@ -106,6 +106,8 @@ def plan_budget(args) -> int:
 
     if args.epsilon is not None or args.delta is not None:
         raise CliError("--budget plans by value; it does not take --epsilon or --delta")
+    if args.output and not args.output.endswith((".csv", ".parquet")):  # before any work
+        raise CliError(f"--output must end in .csv or .parquet, got {args.output!r}")
     df, status, src, mean, kind = _source(args)
     ok = status == tables.OK
     if not ok.any():
@@ -125,19 +127,13 @@ def plan_budget(args) -> int:
         silent[idx] = expected_silent_rate(sub, plan.group_size[served])
     st = status.copy()
     st[np.nonzero(ok)[0]] = np.where(served, "planned", "skipped")
-    out = df.copy()
-    out["posterior_mean"] = np.where(ok, mean, np.nan)
-    out["group_size"] = G
-    out["expected_value"] = value
-    out["silent_probability"] = silent
-    out["status"] = st
+    out, renamed = tables.add_columns(df, {"posterior_mean": np.where(ok, mean, np.nan), "group_size": G,
+                                           "expected_value": value, "silent_probability": silent, "status": st})
     advice = uniform_group_size_advice(src, args.budget, value=args.value, g_min=args.g_min, g_max=args.g_max,
                                        step=args.step, ddof=args.ddof, eps=args.eps)
-    summary = plan.summary() | {"rows": len(out), "unusable_rows": int((~ok).sum()),
+    summary = plan.summary() | {"rows": len(out), "unusable_rows": int((~ok).sum()), "renamed_columns": renamed,
                                 "best_uniform_G": advice.best_G, "uniform_at_budget": advice.at_budget}
     if args.output:
-        if not args.output.endswith((".csv", ".parquet")):
-            raise CliError(f"--output must end in .csv or .parquet, got {args.output!r}")
         write_table(args.output, out)  # atomic: never a half-written plan
     if args.json:
         rows = json.loads(out.to_json(orient="records", double_precision=15))
@@ -154,6 +150,8 @@ def plan_budget(args) -> int:
     bad = tables.describe_bad_rows(status)
     if bad:
         print(bad + " — kept in place, status says why")
+    if renamed:
+        print(tables.describe_renames(renamed))
     if args.output:
         print(f"plan written to {args.output}")
     emit(out, False)
