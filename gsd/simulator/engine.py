@@ -32,6 +32,7 @@ the same thread count.  Random streams: see :mod:`.sampling`.
 
 from __future__ import annotations
 
+import io
 import math
 import time
 from contextlib import contextmanager
@@ -42,7 +43,7 @@ import numpy as np
 import torch
 
 from .._errors import InputError
-from ..atomic import atomic_path, make_folder, read_json, remove_temps, write_json
+from ..atomic import make_folder, read_json, remove_temps, write_atomic, write_json
 from ..lock import hold_folder
 from ..methods import method_spec
 from ..weighting import decile_index
@@ -388,8 +389,11 @@ def checkpoint(run: RunState, out: Path, next_step: int) -> None:
     }
     if run.planner is not None:
         state["planner"] = run.planner.state_dict()
-    with atomic_path(out / CHECKPOINT_FILE) as tmp:
-        torch.save(state, tmp)
+    # Serialised in memory, then written as bytes: torch's own file writer reports a full disk
+    # as a RuntimeError without its errno; a plain write names it (one line, see gsd.atomic).
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    write_atomic(out / CHECKPOINT_FILE, buf.getbuffer())
     write_ledger(out / LEDGER_FILE, done_rows)
 
 
