@@ -179,7 +179,8 @@ class SimConfig:
             bad("batch_size", f"cannot exceed n_prompts = {self.n_prompts} (0 means all)")
         answers = (self.batch_size or self.n_prompts) * self.group_size
         if self.rollouts == "answers" and answers > MAX_ANSWERS_PER_STEP:
-            bad("group_size", f"with {self.batch_size or self.n_prompts} prompts per step that is {answers:,} answers "
+            bad("group_size", f"with {self.batch_size or self.n_prompts} prompts per step (n_prompts, or batch_size "
+                f"if set) that is {answers:,} answers "
                 f"per draw, above the limit of {MAX_ANSWERS_PER_STEP:,} for rollouts = 'answers' (use rollouts = "
                 "'counts', or fewer prompts per step)")
         if not self.p_min < self.p_max:

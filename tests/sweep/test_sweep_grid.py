@@ -123,3 +123,17 @@ def test_bad_values_are_refused_before_anything_runs(tmp_path):
         load_grid(tmp_path / "missing.toml")
     with pytest.raises(ValueError, match="cannot be imported"):
         expand(parse_grid({"grid": {"seed": [0]}}), "no_such_simulator_module")
+
+
+def test_a_grid_beyond_the_run_limit_is_refused_before_expansion(tmp_path):
+    import time
+
+    from gsd.sweep.grid import MAX_GRID_POINTS, load_grid
+
+    path = tmp_path / "big.toml"
+    values = ", ".join(str(i) for i in range(1000))
+    path.write_text(f"[grid]\nseed = [{values}]\ncheckpoint_every = [{values.replace('0, ', '1000, ', 1)}]\n")
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=rf"seed \(1000\) × checkpoint_every \(1000\) = 1,000,000 runs.*{MAX_GRID_POINTS:,}"):
+        load_grid(path)
+    assert time.perf_counter() - start < 2
