@@ -147,11 +147,8 @@ def plan_budget(args) -> int:
     if ub.get("uniform_G"):
         print(f"uniform G = {ub['uniform_G']} at this budget: value {ub['uniform_value']:.6g}; "
               f"the plan gives {ub['gain']:.4g}x; best uniform G (value per rollout): {advice.best_G}")
-    bad = tables.describe_bad_rows(status)
-    if bad:
-        print(bad + " — kept in place, status says why")
-    if renamed:
-        print(tables.describe_renames(renamed))
+    for line in tables.table_notes(status, renamed):
+        print(line)
     if args.output:
         print(f"plan written to {args.output}")
     emit(out, False)

@@ -210,11 +210,8 @@ def _plan_table(args) -> int:
     print("group size over reachable prompts: " + ", ".join(f"{k} {v:.4g}" for k, v in summary.items()))
     if counts.get("unreachable", 0):
         print("unreachable = p in {0, 1}: every group is silent at any G (group_size -1)")
-    bad = tables.describe_bad_rows(status)
-    if bad:
-        print(bad + " — kept in place, status says why")
-    if renamed:
-        print(tables.describe_renames(renamed))
+    for line in tables.table_notes(status, renamed):
+        print(line)
     if args.output:
         print(f"plan written to {args.output}")
     return 0

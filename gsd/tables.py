@@ -18,7 +18,7 @@ import pandas as pd
 from ._errors import InputError
 
 __all__ = ["read_table", "require_columns", "numeric_column", "counts_from_columns", "counts_from_rollouts",
-           "describe_bad_rows", "add_columns", "describe_renames", "OK", "EXACT_INT"]
+           "describe_bad_rows", "add_columns", "describe_renames", "table_notes", "OK", "EXACT_INT"]
 
 #: Status of a row whose values are usable.
 OK = "ok"
@@ -174,3 +174,15 @@ def describe_renames(renamed: dict) -> str:
         return ""
     return (f"the input already has column(s) {', '.join(renamed)}: kept as they are; the new one(s) are named "
             f"{', '.join(renamed.values())}")
+
+
+def table_notes(status, renamed: dict) -> list[str]:
+    """What a command that writes a table tells the user about it: the rows it could not use
+    (kept in place) and the columns it renamed."""
+    lines = []
+    bad = describe_bad_rows(status)
+    if bad:
+        lines.append(bad + " — kept in place, status says why")
+    if renamed:
+        lines.append(describe_renames(renamed))
+    return lines
