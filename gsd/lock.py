@@ -52,8 +52,9 @@ class LockBusy(RuntimeError):
 
 
 def lock_path(folder) -> Path:
-    """The lock file of a folder: ``<folder>.lock``, beside it."""
-    folder = Path(folder)
+    """The lock file of a folder: ``<folder>.lock``, beside it (``.`` and ``..`` resolved first,
+    so the lock of the working folder lies beside it, not inside)."""
+    folder = Path(os.path.abspath(folder))
     return folder.parent / (folder.name + ".lock")
 
 

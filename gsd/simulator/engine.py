@@ -24,8 +24,10 @@ A run is a folder: ``config.json`` (the resolved config), ``ledger.parquet``, ``
 (policy, optimizer, every random state, the ledger so far, the step), with ``rollout_log`` set
 a ``rollouts/`` folder in verl's or TRL's log format (:mod:`.rollout_log`) and, once finished,
 ``summary.json`` — the mark a sweep engine looks for (:func:`is_complete`).  Every file is
-replaced atomically.  ``resume=True`` continues from the checkpoint; on CPU the ledger is then
-identical to an uninterrupted run's, wall-time columns aside.  Results depend on the number of
+replaced atomically, and one process at a time writes the folder (:func:`gsd.lock.hold_folder`).
+``resume=True`` clears what a killed process left half-written, checks the checkpoint (a damaged
+one is named), rewrites the ledger from it, and reads the ledger back before ``summary.json``; on
+CPU the ledger is then identical to an uninterrupted run's, wall-time columns aside.  Results depend on the number of
 torch threads (a reduction split across threads rounds differently): compare runs made with
 the same thread count.  Random streams: see :mod:`.sampling`.
 """
@@ -418,17 +420,17 @@ def _load_checkpoint(run: RunState, path: Path, out: Path) -> None:
         raise _damaged(path, f"no {missing[0]!r} entry")
     if run.planner is not None and "planner" not in ckpt:
         raise _damaged(path, "no 'planner' entry")
+    if ckpt["ledger_columns"] != list(COLUMNS):
+        raise InputError(f"out_dir {str(out)!r}: the checkpoint's ledger has other columns (written by another version)")
     start, rows = ckpt["step"], ckpt["ledger"]
-    if not (isinstance(start, int) and 0 < start <= run.cfg.steps and tuple(rows.shape) == (start, len(COLUMNS))):
-        raise _damaged(path, f"step {start!r} and a ledger of shape {tuple(rows.shape)} do not fit a run of "
-                             f"{run.cfg.steps} steps")
+    shape = tuple(getattr(rows, "shape", ()))
+    if not (isinstance(start, int) and 0 < start <= run.cfg.steps and shape == (start, len(COLUMNS))):
+        raise _damaged(path, f"step {start!r} and a ledger of shape {shape} do not fit a run of {run.cfg.steps} steps")
     if ckpt["device_type"] != run.device.type:
         raise InputError(
             f"config key 'device' = {run.cfg.device!r}: the checkpoint was written on {ckpt['device_type']}, "
             f"this process would run on {run.device.type}; the random streams differ, resume on {ckpt['device_type']}"
         )
-    if ckpt["ledger_columns"] != list(COLUMNS):
-        raise InputError(f"out_dir {str(out)!r}: the checkpoint's ledger has other columns (written by another version)")
     run.policy.load_state_dict(ckpt["policy"])
     run.opt.load_state_dict(ckpt["optimizer"])
     run.gen.set_state(ckpt["rng_rollouts"])
