@@ -15,7 +15,15 @@ Outcomes:
   where it was not documented;
 * ``traceback`` — any other exception (TypeError, OverflowError, a plain ValueError, ...), or
   for the CLI a traceback / exit status 1;
-* ``MemoryError``, ``hang``, ``crash`` (the worker died).
+* ``MemoryError``, ``hang``, ``crash`` (the worker died);
+* ``unclear error`` — a one-line error that does not name the knob at fault (``must_name``);
+* ``data loss`` — a run folder or output folder left damaged, mixed or littered (scenarios).
+
+Besides single calls, *scenarios* play a user's misfortunes on run folders: SIGKILL mid-run then
+``--resume``, a second ``--resume`` on a running folder, damaged ``checkpoint.pt`` /
+``summary.json`` / ``config.json`` / ``ledger.parquet``, a full disk (a file-size limit) during a
+checkpoint or while ``gsd diagnose --out`` draws its figure.  A CLI case may carry ``post``, an
+expression on the files it wrote that must hold (the rows and columns of a plan).
 
     .venv/bin/python benchmarks/bad_inputs.py                     # this checkout and the baseline
     .venv/bin/python benchmarks/bad_inputs.py --baseline '' --show wrong,traceback,hang,MemoryError
@@ -37,7 +45,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_BASELINE = "1971267"  # main before issue 11
+DEFAULT_BASELINE = "aeb7a5e"  # main before issue 17
 
 # --------------------------------------------------------------------------- the cases
 NUMS = ["float('nan')", "float('inf')", "-float('inf')", "-1", "-0.5", "0", "1", "1.5", "2", "1e-320",
@@ -132,6 +140,29 @@ LOSSES = [
 ]
 
 
+# Single calls at the limits of cost and precision: (expression, expect, range check).
+API_LIMITS = [
+    ("gsd.expected_silent_rate(gsd.posterior_from_counts(2**52, 2**53, prior='uniform'), 8)", "answer",
+     "(v >= 0) & (v <= 1) & (abs(v - 2 * 0.5**8) < 1e-9)"),
+    ("gsd.expected_silent_rate(gsd.posterior_from_counts(0, 2**53, prior='uniform'), 8)", "answer", "(v >= 0) & (v <= 1)"),
+    ("gsd.allocation_value(gsd.posterior_from_counts(2**52, 2**53, prior='uniform'), 8)", "answer",
+     "(v >= 0) & (abs(v - 0.46391398740233325) < 1e-6)"),  # allocation_value(0.5, 8)
+    ("gsd.allocation_value(0.5, 2**53)", "error", "v >= 0"),
+    ("gsd.allocation_value(0.5, 10**10, 'nonsilent')", "error", "v >= 0"),
+    ("gsd.allocation_value([0.1, 0.2], [2, 3, 4])", "error", "v >= 0"),
+    ("gsd.allocation_value(gsd.posterior_from_counts([1, 2], [3, 4]), [2, 3, 4])", "error", "v >= 0"),
+    ("gsd.expected_silent_rate([0.1, 0.2], [2, 3, 4])", "error", "v >= 0"),
+    ("gsd.allocate_group_sizes([0.3, 0.6], 2000004, g_min=2, g_max=1000002, step=1000000).group_size", "answer",
+     "v == 1000002"),
+    ("gsd.allocate_group_sizes(gsd.posterior_from_counts([3, 5], [10, 10]), 2000004, g_min=2, g_max=1000002, "
+     "step=1000000).group_size", "answer", "v == 1000002"),
+    ("gsd.allocate_group_sizes([0.3], 100, g_max=10**10).group_size", "error", "v >= 0"),
+    ("gsd.allocate_group_sizes(np.linspace(0.01, 0.99, 60), 10**6, g_max=200001).group_size", "either", "v >= 0"),
+    ("gsd.uniform_group_size_advice([0.3], 100, g_max=10**10).best_G", "error", "v >= 0"),
+    ("gsd.concavity_violations([0.3], g_max=10**10)", "either", "v >= 0"),
+]
+
+
 def api_cases():
     cases = []
     for template, valid, check in API + LOSSES:
@@ -139,6 +170,8 @@ def api_cases():
             # a nested list is an array of the same numbers: valid where the function broadcasts
             expect = "either" if v == "[[0.5]]" else "answer" if valid(v) else "error"
             cases.append({"kind": "api", "expr": template.format(v), "expect": expect, "check": check})
+    for expr, expect, check in API_LIMITS:
+        cases.append({"kind": "api", "expr": expr, "expect": expect, "check": check})
     return cases
 
 
@@ -194,7 +227,8 @@ def cli_cases(tmp: Path):
             0 < float(x) < 1 for x in t.split(",") if x.strip())))
         add(["bigmath", "--G", t], t in ("8", "1000000000"))
     for path in paths:
-        add(["plan", "--input", path, "--epsilon", "0.05"], path.endswith("nan.csv"))
+        # a row with NaN or inf is kept in place with a status saying why; the others are planned
+        add(["plan", "--input", path, "--epsilon", "0.05"], path.endswith(("nan.csv", "inf.csv")))
         add(["bigmath", "--input", path], path.endswith("nan.csv"))
         add(["dapo-fit", path, "--bootstrap", "5"], False)
         add(["diagnose", path], False)
@@ -208,7 +242,202 @@ def cli_cases(tmp: Path):
     for s in ["steps=-1", "steps=nan", "group_size=1e300", "lr=inf", "method='x'", "nokey=1", "steps", "=", "seed=1.5"]:
         add(["simulate", "--out", str(tmp / "simset"), "--set", s], False)
     add(["plan", "--input", str(tmp / "other.csv"), "--column", "nope", "--epsilon", "0.1"], False)
+    cases += limit_cases(tmp)
     return cases
+
+
+SMALL_RUN = ["--no-progress", "--set", "n_prompts=10", "--set", "steps=1", "--set", "device=cpu"]
+
+
+def limit_cases(tmp: Path) -> list:
+    """Config keys and options at their bounds, and tables in and out (rows, columns, types)."""
+    (tmp / "rates5.csv").write_text("id,rate\n1,0.1\n2,\n3,0.5\n4,nan\n5,0.9\n")
+    (tmp / "own_cols.csv").write_text("k,n,rate,status,group_size\n1,4,0.2,mine,3\n2,4,0.5,mine,3\n")
+    (tmp / "roll.csv").write_text("prompt,reward\na,1\na,0\nb,1\nb,1\n")
+    (tmp / "bigk.csv").write_text("k,n\n9007199254740993,9007199254740995\n1,4\n")
+    (tmp / "bigid.csv").write_text("prompt,reward\n9007199254740993,1\n9007199254740992,0\n,1\n")
+    (tmp / "mixed.jsonl").write_text('{"id": 1, "rate": 0.2}\n{"id": "a", "rate": 0.4}\n')
+    seeds = ", ".join(map(str, range(1000)))
+    (tmp / "huge_grid.toml").write_text(f"[grid]\nseed = [{seeds}]\ncheckpoint_every = [{seeds.replace('0, ', '1000, ', 1)}]\n")
+    out = tmp / "out"
+    cases = []
+
+    def add(argv, expect, must_name=None, post=None):
+        cases.append({"kind": "cli", "argv": argv, "expect": expect, "must_name": must_name, "post": post})
+
+    for i, (sets, knob) in enumerate([
+        (["--set", "g_max=1000000000000000000000000000000", "--set", "allocation=update"], "g_max"),
+        (["--set", "max_draws=1000000000000000000000", "--set", "method=dapo"], "max_draws"),
+        (["--set", "g_max=100000", "--set", "allocation=update"], "g_max"),
+        (["--set", "group_size=100000", "--set", "rollouts=counts"], "group_size"),
+        (["--set", "ppo_epochs=1000000000000"], "ppo_epochs"),
+        (["--set", "steps=100000000000"], "steps"),
+        (["--threads", "100000"], "threads"),
+    ]):  # a folder each: a case that wrongly runs must not change the next one's answer
+        add(["simulate", "--out", str(tmp / f"limits_sim{i}")] + SMALL_RUN + sets, "error", knob)
+    add(["plan", "--p", "0.3", "--budget", "10", "--g-max", "10000000000"], "error", "g-max")
+    add(["sweep", "--grid", str(tmp / "huge_grid.toml"), "--out", str(tmp / "sw"), "--dry-run"], "error")
+    add(["plan", "--p", "0.3", "--epsilon", "0.05", "--output", "/proc/gsd-x.csv"], "error")
+    add(["plan", "--input", str(tmp / "rates5.csv"), "--column", "rate", "--epsilon", "0.05", "--output",
+         str(out / "fid.csv")], "answer", post=f"len(pd.read_csv({str(out / 'fid.csv')!r})) == 5 and "
+                                           f"pd.read_csv({str(out / 'fid.csv')!r})['id'].tolist() == [1, 2, 3, 4, 5]")
+    add(["plan", "--input", str(tmp / "rates5.csv"), "--column", "rate", "--budget", "20", "--output",
+         str(out / "bud.csv")], "answer", post=f"len(pd.read_csv({str(out / 'bud.csv')!r})) == 5")
+    for mode in (["--column", "rate"], ["--k-column", "k", "--n-column", "n"]):
+        name = str(out / f"own_{mode[0][2:]}.csv")
+        add(["plan", "--input", str(tmp / "own_cols.csv"), *mode, "--budget", "16", "--output", name], "either",
+            post=f"pd.read_csv({name!r})['status'].tolist() == ['mine', 'mine'] and "
+                 f"pd.read_csv({name!r})['group_size'].tolist() == [3, 3]")
+    for suffix in (".parquet", ".csv"):
+        add(["plan", "--input", str(tmp / "roll.csv"), "--prompt-column", "prompt", "--budget", "16", "--output",
+             str(out / f"roll{suffix}")], "answer")
+    add(["plan", "--input", str(tmp / "bigk.csv"), "--k-column", "k", "--n-column", "n", "--budget", "16", "--json"],
+        "either", post="json.loads(stdout)['rows'][0]['status'] != 'planned'")
+    add(["plan", "--input", str(tmp / "bigid.csv"), "--prompt-column", "prompt", "--budget", "16", "--json"], "either",
+        post="len(json.loads(stdout)['rows']) == 3")
+    add(["plan", "--input", str(tmp / "mixed.jsonl"), "--column", "rate", "--budget", "8", "--output",
+         str(out / "mixed.parquet")], "either",
+        post=f"pd.read_parquet({str(out / 'mixed.parquet')!r})['id'].tolist() == [1, 'a']")
+    return cases
+
+
+# --------------------------------------------------------------------------- run-folder scenarios
+# Each is the body of a function run in the worker, with ``tmp`` (a fresh folder), ``cli(*argv)``
+# -> (rc, stdout, stderr) in-process, ``gsd_process(*argv)`` -> a Popen of ``gsd`` in a child, and
+# ``judged(rc, err)`` (the CLI outcome).  It returns (outcome, detail).
+SIM_ARGS = ("'--no-progress', '--set', 'n_prompts=200', '--set', 'steps=6', '--set', 'checkpoint_every=2', "
+            "'--set', 'device=cpu'")
+SCENARIOS = {
+    "SIGKILL during a rollout-log write, then --resume: no temp file left anywhere": f"""
+args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}, '--set', 'rollout_log=verl']
+rc, _, err = cli(*args)
+(tmp / 'r' / 'summary.json').unlink()
+(tmp / 'r' / 'rollouts' / '.5.jsonl.99999.deadbeef.tmp').write_text('half')
+(tmp / 'r' / '.checkpoint.pt.99999.deadbeef.tmp').write_text('half')
+rc, _, err = cli(*args, '--resume')
+if rc != 0:
+    return judged(rc, err)
+left = sorted(str(p.relative_to(tmp)) for p in (tmp / 'r').rglob('.*.tmp'))
+return ('data loss', f'left: {{left}}') if left else ('answer', 'clean')
+""",
+    "damaged ledger.parquet, last checkpoint at the final step, --resume": f"""
+args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}]
+cli(*args)
+(tmp / 'r' / 'summary.json').unlink()
+(tmp / 'r' / 'ledger.parquet').write_bytes(b'PAR1 garbage')
+rc, _, err = cli(*args, '--resume')
+if rc != 0:
+    return judged(rc, err)
+try:
+    rows = len(pd.read_parquet(tmp / 'r' / 'ledger.parquet'))
+except Exception as exc:
+    return 'data loss', f'run marked complete with an unreadable ledger ({{type(exc).__name__}})'
+return ('answer', 'ledger rebuilt') if rows == 6 else ('data loss', f'ledger has {{rows}} rows')
+""",
+    "damaged checkpoint.pt, --resume": f"""
+args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}]
+cli(*args)
+(tmp / 'r' / 'summary.json').unlink()
+raw = (tmp / 'r' / 'checkpoint.pt').read_bytes()
+(tmp / 'r' / 'checkpoint.pt').write_bytes(raw[: len(raw) // 2])
+return judged(*cli(*args, '--resume')[::2])
+""",
+    "damaged summary.json, the command run again": f"""
+args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}]
+cli(*args)
+(tmp / 'r' / 'summary.json').write_text('{{"steps": 6, ')
+return judged(*cli(*args)[::2])
+""",
+    "damaged config.json, --resume": f"""
+args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}]
+cli(*args)
+(tmp / 'r' / 'config.json').write_text('{{"steps": 6, ')
+return judged(*cli(*args, '--resume')[::2])
+""",
+    "a second --resume on a running folder": f"""
+args = ['simulate', '--out', str(tmp / 'r'), '--no-progress', '--set', 'n_prompts=400', '--set', 'steps=300',
+        '--set', 'checkpoint_every=1', '--set', 'device=cpu']
+first = gsd_process(*args)
+try:
+    deadline = time.time() + 60
+    while not (tmp / 'r' / 'checkpoint.pt').exists():
+        if time.time() > deadline or first.poll() is not None:
+            return 'crash', 'the first run did not start'
+        time.sleep(0.05)
+    rc, _, err = cli(*args, '--resume')
+    alive = first.poll() is None
+finally:
+    first.kill()
+    _, first_err = first.communicate()
+if rc == 0:
+    return 'data loss', 'the second process ran the run again beside the first' + ('' if alive else
+           f' (first died: {{first_err.strip().splitlines()[-1][:80] if first_err.strip() else "?"}})')
+return judged(rc, err)
+""",
+    "SIGKILL at a random instant of a run, then --resume": f"""
+args = ['simulate', '--out', str(tmp / 'r'), '--no-progress', '--set', 'n_prompts=300', '--set', 'steps=40',
+        '--set', 'checkpoint_every=3', '--set', 'device=cpu', '--set', 'rollout_log=verl']
+first = gsd_process(*args)
+deadline = time.time() + 60
+while not (tmp / 'r' / 'checkpoint.pt').exists() and time.time() < deadline and first.poll() is None:
+    time.sleep(0.01)
+time.sleep(0.137)
+first.send_signal(signal.SIGKILL)
+first.communicate()
+rc, _, err = cli(*args, '--resume')
+if rc != 0:
+    return judged(rc, err)
+left = sorted(str(p.relative_to(tmp)) for p in (tmp / 'r').rglob('.*.tmp'))
+ledger = pd.read_parquet(tmp / 'r' / 'ledger.parquet')
+logs = sorted((tmp / 'r' / 'rollouts').iterdir())
+for f in logs:
+    for line in f.read_text().splitlines():
+        json.loads(line)
+if left or ledger['step'].tolist() != list(range(40)) or len(logs) != 40:
+    return 'data loss', f'temps {{left}}, ledger steps {{len(ledger)}}, logs {{len(logs)}}'
+return 'answer', 'resumed whole'
+""",
+    "a full disk (file-size limit) during a checkpoint": f"""
+args = ['simulate', '--out', str(tmp / 'r'), '--no-progress', '--set', 'n_prompts=4000', '--set', 'steps=2',
+        '--set', 'checkpoint_every=1', '--set', 'device=cpu']
+with file_size_limit(16 << 10):
+    rc, _, err = cli(*args)
+left = sorted(str(p.relative_to(tmp)) for p in (tmp / 'r').rglob('.*.tmp')) if (tmp / 'r').exists() else []
+if left:
+    return 'data loss', f'left: {{left}}'
+return judged(rc, err)
+""",
+    "gsd diagnose --out: the disk fills while the figure is written": f"""
+for name, steps in (('a', 3), ('b', 4)):
+    cli('simulate', '--out', str(tmp / name), {SIM_ARGS.replace("'steps=6'", "'steps=' + str(steps)")} ,
+        '--set', 'rollout_log=verl')
+rc, _, err = cli('diagnose', str(tmp / 'a' / 'rollouts'), '--no-progress', '--out', str(tmp / 'dx'))
+if rc != 0:
+    return 'crash', 'first diagnosis failed: ' + err[-120:]
+before = {{p.name: p.read_bytes() for p in (tmp / 'dx').iterdir() if p.is_file()}}
+import errno, matplotlib.figure
+saved = matplotlib.figure.Figure.savefig
+def full(*a, **k):
+    raise OSError(errno.ENOSPC, 'No space left on device')
+matplotlib.figure.Figure.savefig = full
+try:
+    rc, _, err = cli('diagnose', str(tmp / 'b' / 'rollouts'), '--no-progress', '--out', str(tmp / 'dx'))
+finally:
+    matplotlib.figure.Figure.savefig = saved
+after = {{p.name: p.read_bytes() for p in (tmp / 'dx').iterdir() if p.is_file()}}
+changed = sorted(n for n in before if after.get(n) != before[n])
+if changed:
+    return 'data loss', f'mixed set: {{changed}} replaced, the rest kept'
+return judged(rc, err)
+""",
+}
+
+
+def scenario_cases() -> list:
+    expect = {"damaged": "either", "a second": "error", "a full disk": "error", "gsd diagnose": "error"}
+    return [{"kind": "scenario", "name": name, "code": code, "budget": 120.0,
+             "expect": next((v for k, v in expect.items() if name.startswith(k)), "answer")}
+            for name, code in SCENARIOS.items()]
 
 
 # --------------------------------------------------------------------------- the worker
@@ -235,28 +464,92 @@ def values(x):
     return np.asarray(x, dtype=float).ravel()
 
 
+import os, shutil, signal, subprocess, tempfile, textwrap, time
+from pathlib import Path
+import pandas as pd
+
+
+def run_cli(argv):
+    """(exit status, stdout, stderr) of ``gsd ARGV``; an exception that escapes the CLI is a
+    traceback: exit 1 with its type and message on stderr (a MemoryError stays one)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(argv)
+        except SystemExit as exc:
+            rc = exc.code
+        except (MemoryError, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            rc = 1
+            print(f"{type(exc).__name__}: {str(exc)[:160]}", file=sys.stderr)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def judged(rc, err):
+    text = err.strip()
+    if rc == 2 and (len(text.splitlines()) == 1 or "usage:" in text):
+        return "clear error", text.splitlines()[-1][:160]
+    if rc == 0:
+        return "answer", ""
+    return "traceback", f"exit {rc}: {text[-160:]}"
+
+
+def gsd_process(*argv):
+    return subprocess.Popen([sys.executable, "-m", "gsd.cli", *argv], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@contextlib.contextmanager
+def file_size_limit(nbytes):
+    old = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, old[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old)
+        signal.signal(signal.SIGXFSZ, handler)
+
+
+def scenario(case):
+    env = {"tmp": Path(tempfile.mkdtemp(prefix="gsd-scenario-")), "cli": lambda *argv: run_cli(list(argv)), "judged": judged,
+           "gsd_process": gsd_process, "file_size_limit": file_size_limit, "time": time, "signal": signal,
+           "json": json, "pd": pd}
+    exec("def body():\n" + textwrap.indent(case["code"], "    "), env)
+    try:
+        outcome, detail = env["body"]()
+    finally:
+        shutil.rmtree(env["tmp"], ignore_errors=True)
+    return {"outcome": outcome, "detail": detail}
+
+
 for line in sys.stdin:
     case = json.loads(line)
     res = {}
     try:
-        if case["kind"] == "api":
+        if case["kind"] == "scenario":
+            res = scenario(case)
+        elif case["kind"] == "api":
             v = values(eval(case["expr"]))
             fine = bool(np.all(eval(case["check"], {"np": np, "v": v}))) and v.size > 0
             res = {"outcome": "answer" if fine else "out of range", "detail": repr(v[:4].tolist())}
         else:
-            out, err = io.StringIO(), io.StringIO()
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                try:
-                    rc = main(case["argv"])
-                except SystemExit as exc:
-                    rc = exc.code
-            text = err.getvalue().strip()
+            rc, o, e = run_cli(case["argv"])
+            text = e.strip()
             if rc == 2 and (len(text.splitlines()) == 1 or "usage:" in text):
-                res = {"outcome": "clear error", "detail": text.splitlines()[-1][:160]}
+                unclear = case.get("must_name") and case["must_name"] not in text
+                res = {"outcome": "unclear error" if unclear else "clear error", "detail": text.splitlines()[-1][:160]}
             elif rc == 0:
-                o = out.getvalue()
                 bad = any(w in o.replace("NaN", "nan").lower().split() for w in ("nan", "inf", "-inf"))
                 res = {"outcome": "answer with nan/inf" if bad else "answer", "detail": o[-160:]}
+                if case.get("post"):
+                    try:
+                        holds = bool(eval(case["post"], {"pd": pd, "json": json, "stdout": o}))
+                    except Exception as exc:
+                        holds, res["detail"] = False, f"{type(exc).__name__}: {str(exc)[:120]}"
+                    if not holds:
+                        res["outcome"] = "wrong answer"
             else:
                 res = {"outcome": "traceback", "detail": f"exit {rc}: {text[-160:]}"}
     except MemoryError:
@@ -304,7 +597,7 @@ class Worker:
 def verdict(case, res) -> str:
     """The catalogue's outcome: what happened, judged against what the case expects."""
     o = res["outcome"]
-    if o in ("hang", "crash", "MemoryError", "traceback"):
+    if o in ("hang", "crash", "MemoryError", "traceback", "data loss", "unclear error"):
         return o
     if case["expect"] == "either":
         return o if o in ("clear error", "answer") else "wrong answer"
@@ -321,7 +614,7 @@ def run_all(pythonpath: str, cases: list, budget: float, first_budget: float) ->
     try:
         for i, case in enumerate(cases):
             # the first case pays for the worker's start (numpy, pandas, the CLI)
-            res = w.run(case, first_budget if w.proc is None else budget)
+            res = w.run(case, max(first_budget if w.proc is None else budget, case.get("budget", 0)))
             out.append({**case, **res, "verdict": verdict(case, res)})
     finally:
         w.close()
@@ -338,24 +631,21 @@ def main(argv=None) -> int:
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        cases = api_cases() + cli_cases(tmp)
+        cases = api_cases() + cli_cases(tmp) + scenario_cases()
         sides = [("now", str(ROOT))]
-        if args.baseline:
+        if args.baseline:  # the revision's files, extracted (the repository's worktrees stay untouched)
             base = tmp / "baseline"
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(base), args.baseline],
-                           check=True)
+            base.mkdir()
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline], capture_output=True, check=True)
+            subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
             sides.append(("baseline", str(base)))
-        try:
-            for name, path in sides:
-                t0 = time.perf_counter()
-                results[name] = run_all(path, cases, args.budget, max(60.0, args.budget))
-                print(f"{name}: {len(cases)} cases in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-        finally:
-            if args.baseline:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
-    kinds = ("api", "cli")
+        for name, path in sides:
+            t0 = time.perf_counter()
+            results[name] = run_all(path, cases, args.budget, max(60.0, args.budget))
+            print(f"{name}: {len(cases)} cases in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    kinds = ("api", "cli", "scenario")
     verdicts = ["clear error", "answer", "answer (NaN/inf shown)", "wrong answer", "refused valid input", "traceback",
-                "MemoryError", "hang", "crash"]
+                "unclear error", "MemoryError", "hang", "crash", "data loss"]
     print(f"{'verdict':<22}" + "".join(f"{f'{s} {k}':>16}" for s in results for k in kinds))
     for v in verdicts:
         counts = [sum(1 for r in results[s] if r["kind"] == k and r["verdict"] == v) for s in results for k in kinds]
@@ -364,7 +654,7 @@ def main(argv=None) -> int:
     show = [s for s in args.show.split(",") if s]
     for r in results["now"]:
         if r["verdict"] in show:
-            what = r.get("expr") or "gsd " + " ".join(r["argv"])
+            what = r.get("expr") or r.get("name") or "gsd " + " ".join(r["argv"])
             print(f"[{r['verdict']}] {what}  ->  {r['detail']}")
     if args.json:
         write_json(args.json, results)

@@ -41,7 +41,7 @@ import numpy as np
 
 from ._binomial import symmetric_expectation, unique_pairs
 from ._errors import InputError
-from ._validate import _show, as_ddof, as_eps, as_group_size, as_probability
+from ._validate import MAX_EXACT_GROUP_SIZE, _show, as_ddof, as_eps, as_group_size, as_probability, broadcast
 from .posterior import BetaPosterior
 from .silent import _minor, _nonsilent, _silent
 from .update import _grpo_term
@@ -76,6 +76,12 @@ _BLOCK_TERMS = 1 << 21
 # Largest value table (distinct prompts × grid points) the allocator builds: 160 MB of float64 (its
 # envelope, segment and index tables take a few times that).
 _MAX_TABLE = 20_000_000
+# Terms of the E[σ̂] sums one value table may take (prompts × Σ_G (G + 1)): a few seconds.  The
+# pmf recurrence pays every G up to g_max whatever the grid, a dense sum only the grid's G: the
+# cheaper is used, and a table beyond this is refused before any work.
+_MAX_SUM_TERMS = 2_000_000_000
+# A dense sum term (gammaln / betaln) costs about this many recurrence terms.
+_DENSE_TERM_COST = 8
 # Plans the greedy cannot certify are solved exactly by dynamic programming up to this work
 # (prompts × grid points × budget): a fraction of a second.
 _MAX_DP = 20_000_000
@@ -110,11 +116,31 @@ def _point_value(p, G, spec):
     return out
 
 
-def _log_beta_moment(a, b, i, j):
-    """log E[p^i (1−p)^j] under Beta(a, b)."""
-    from scipy.special import betaln
+def _log_rising(x, n):
+    """log Γ(x + n) − log Γ(x) = log x(x+1)…(x+n−1), without cancelling two huge log-gammas.
 
-    return betaln(a + i, b + j) - betaln(a, b)
+    For x ≥ 10^6 (a posterior of ~10^6 counts and more) the two log-gammas are ~x·log x and
+    their difference would keep only ~x·1e-16 of absolute precision (2^53 counts: none); there
+    Stirling's series is subtracted term by term: (x − ½)·log1p(n/x) + n·log(x + n) − n plus the
+    1/(12x) corrections, accurate to ~1e-16 relative at that size.
+    """
+    from scipy.special import gammaln
+
+    x, n = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(n, dtype=np.float64))
+    big = x >= 1e6
+    out = np.empty(x.shape)
+    small = ~big
+    out[small] = gammaln(x[small] + n[small]) - gammaln(x[small])
+    xb, nb = x[big], n[big]
+    y = xb + nb
+    out[big] = (xb - 0.5) * np.log1p(nb / xb) + nb * np.log(y) - nb - nb / (12.0 * xb * y)
+    return out
+
+
+def _log_beta_moment(a, b, i, j):
+    """log E[p^i (1−p)^j] under Beta(a, b) = log B(a+i, b+j) − log B(a, b), as rising factorials
+    (stable at any count, see :func:`_log_rising`)."""
+    return _log_rising(a, i) + _log_rising(b, j) - _log_rising(np.asarray(a) + b, np.asarray(i) + j)
 
 
 def _beta_nonsilent(a, b, G):
@@ -132,7 +158,7 @@ def _beta_sigma(a, b, G, f):
     (the same formula as ``scipy.stats.betabinom.pmf``, without its per-call argument handling,
     which costs more than the sum itself here).
     """
-    from scipy.special import betaln, gammaln
+    from scipy.special import gammaln
 
     out = np.empty(a.shape)
     order = np.argsort(G, kind="stable")
@@ -146,7 +172,7 @@ def _beta_sigma(a, b, G, f):
         for r0 in range(lo, hi, rows):
             idx = order[r0:min(hi, r0 + rows)]
             aa, bb = a[idx][:, None], b[idx][:, None]
-            logpmf = lchoose + betaln(aa + k, bb + (g - k)) - betaln(aa, bb)
+            logpmf = lchoose + _log_beta_moment(aa, bb, k, g - k)
             out[idx] = np.exp(logpmf) @ fk
     return out
 
@@ -234,11 +260,12 @@ def allocation_value(p_or_posterior, G, value: str = "update", *, ddof: int = 0,
     """
     spec = _value_spec(value, ddof, eps)
     kind, src = _as_source(p_or_posterior)
-    G = as_group_size(G, minimum=0)
+    G = as_group_size(G, minimum=0, maximum=MAX_EXACT_GROUP_SIZE)
     if kind == "point":
-        p, Gb = np.broadcast_arrays(src, G)
+        p, Gb = broadcast(p_or_posterior=src, G=G)
         return _point_value(p.ravel(), Gb.ravel(), spec).reshape(p.shape)
-    a, b, Gb = np.broadcast_arrays(src[0], src[1], G)
+    a, Gb = broadcast(p_or_posterior=src[0], G=G)  # a posterior's a and b share one shape
+    b = np.broadcast_to(src[1], a.shape)
     a, b, g = a.ravel(), b.ravel(), Gb.ravel()
     # Posteriors from counts repeat: evaluate each distinct (a, b, G) once.
     order = np.lexsort((g, b, a))
@@ -263,8 +290,13 @@ def expected_silent_rate(p_or_posterior, G):
     kind, src = _as_source(p_or_posterior)
     G = as_group_size(G)
     if kind == "point":
-        return _silent(_minor(src), G)
-    return np.exp(_log_beta_moment(src[0], src[1], G, 0)) + np.exp(_log_beta_moment(src[0], src[1], 0, G))
+        p, G = broadcast(p_or_posterior=src, G=G)
+        return _silent(_minor(p), G)
+    a, G = broadcast(p_or_posterior=src[0], G=G)
+    b = np.broadcast_to(src[1], a.shape)
+    # The two tails in logs; their sum never exceeds 1 in exact arithmetic, nor here by more
+    # than rounding (clipped): a posterior of 2^53 counts must not report a rate of 2.
+    return np.minimum(np.exp(_log_beta_moment(a, b, G, 0)) + np.exp(_log_beta_moment(a, b, 0, G)), 1.0)
 
 
 # --------------------------------------------------------------------------- value tables on a grid
@@ -310,6 +342,56 @@ def _sigma_table(grid, f, p=None, a=None, b=None):
     return out
 
 
+def _sigma_costs(kind, rows, grid):
+    """(terms of the pmf recurrence, of the dense sums at the grid's G) for E[σ̂] over ``rows``
+    prompts: the recurrence pays every G up to g_max, a dense sum only the grid's (for known p
+    a window of ~12·sqrt(G) + 80 terms around the mean, under a posterior every k)."""
+    gmax = int(grid[-1])
+    recurrence = rows * gmax * (gmax + 1) // 2
+    g = grid.astype(np.float64)
+    per_g = np.minimum(g + 1, 12 * np.sqrt(g) + 80) if kind == "point" else g + 1
+    return recurrence, int(rows * _DENSE_TERM_COST * per_g.sum())
+
+
+def _sigma_on_grid(kind, grid, f, p=None, a=None, b=None):
+    """E[f(k, G)] at every G of ``grid`` for each row, by the cheaper of the pmf recurrence and
+    one dense sum per grid G (a sparse grid up to a large g_max)."""
+    rows = p.size if kind == "point" else a.size
+    recurrence, dense = _sigma_costs(kind, rows, grid)
+    if recurrence <= dense:
+        return _sigma_table(grid, f, p=p, a=a, b=b)
+    on = grid >= 2
+    out = np.zeros((rows, grid.size))
+    G = np.broadcast_to(grid[on][None, :], (rows, int(on.sum()))).ravel()
+    if kind == "point":
+        out[:, on] = symmetric_expectation(np.repeat(p, on.sum()), G, f).reshape(rows, -1)
+    else:
+        out[:, on] = _beta_sigma(np.repeat(a, on.sum()), np.repeat(b, on.sum()), G, f).reshape(rows, -1)
+    return out
+
+
+def check_table_cost(kind, n_types: int, g_min: int, g_max: int, step: int, h: str) -> None:
+    """Refuse, before any work, a value table beyond the allocator's limits (its size, and the
+    terms of its E[σ̂] sums): the error names the grid and the limit.  ``kind``: "point" (known
+    p) or "beta" (posteriors); ``h``: the value's kind (``_VALUES[value][2]``).  The simulator's
+    config calls it too, so a run's plans are checked before its folder exists."""
+    points = (g_max - g_min) // step + 1
+    if n_types * points > _MAX_TABLE:
+        raise InputError(
+            f"g_max: {n_types} distinct prompts × {points:,} grid points (g_min={g_min}, g_max={g_max}, "
+            f"step={step}) exceed the allocator's table limit ({_MAX_TABLE:,}); use a larger step, a smaller "
+            "g_max or fewer distinct rates")
+    if h != "sigma":
+        return
+    grid = np.arange(g_min, g_max + 1, step, dtype=np.int64)
+    terms = min(_sigma_costs(kind, n_types, grid))
+    if terms > _MAX_SUM_TERMS:
+        raise InputError(
+            f"g_max: the expected updates of {n_types} distinct prompts on the grid g_min={g_min}, g_max={g_max}, "
+            f"step={step} take ~{terms:.2g} terms, above the allocator's limit ({_MAX_SUM_TERMS:.0e}); use a "
+            "smaller g_max, a larger step or fewer distinct rates")
+
+
 def _value_table(kind, src, grid, spec):
     """Rows × grid table of V for distinct prompts (src: p, or (a, b))."""
     i, j, h, f = spec
@@ -318,7 +400,7 @@ def _value_table(kind, src, grid, spec):
     if kind == "point":
         p = src[:, None]
         if h == "sigma":
-            base = _sigma_table(grid, f, p=src)
+            base = _sigma_on_grid(kind, grid, f, p=src)
         elif h == "sigma2":
             base = p * (1.0 - p) * (1.0 - 1.0 / Gg)
         else:
@@ -328,7 +410,7 @@ def _value_table(kind, src, grid, spec):
         a, b = src
         aa, bb = a + i, b + j
         if h == "sigma":
-            base = _sigma_table(grid, f, a=aa, b=bb)
+            base = _sigma_on_grid(kind, grid, f, a=aa, b=bb)
         elif h == "sigma2":
             base = (aa * bb / ((aa + bb) * (aa + bb + 1.0)))[:, None] * (1.0 - 1.0 / Gg)
         else:
@@ -523,11 +605,8 @@ class _Problem:
         self.inverse, self.counts = inverse.ravel(), counts.astype(np.int64)
         self.n = self.inverse.size
         self.n_types = self.counts.size
+        check_table_cost(kind, self.n_types, self.g_min, self.g_max, self.step, self.spec[2])
         grid = np.arange(self.g_min, self.g_max + 1, self.step, dtype=np.int64)
-        if self.n_types * grid.size > _MAX_TABLE:
-            raise InputError(
-                f"g_max: {self.n_types} distinct prompts × {grid.size} grid points exceed the allocator's "
-                f"table limit ({_MAX_TABLE:,}); use a larger step, a smaller g_max or fewer distinct rates")
         table = _value_table(kind, types, grid, self.spec)
         if self.skip:
             self.x = np.concatenate([[0], grid]).astype(np.float64)

@@ -10,12 +10,14 @@ never half of one; a failed write removes its temporary file.
 * :func:`write_json` / :func:`read_json` — indented, strict JSON (NaN and ±inf become ``null``);
 * :func:`write_table` — a DataFrame as parquet (or CSV for a ``.csv`` path);
 * :func:`atomic_path` — a temporary path for writers that need one (``torch.save``, ...);
-* :func:`remove_temps` — clear the temporary files a killed process left in a folder;
+* :func:`remove_temps` — clear the temporary files a killed process left under a folder;
+* :func:`replace_set` — replace several files of a folder as one set (all new or all old);
 * :func:`make_folder` — create an output folder.
 
 A destination that cannot be written (a read-only folder, a file where a folder is expected,
-a folder where a file is expected, a full disk) raises :class:`gsd.InputError` naming the path
-and the reason, which the command line reports as one line.
+a folder where a file is expected, a full disk, a file-size limit, a pseudo file system such as
+/proc) raises :class:`gsd.InputError` naming the path and the reason, which the command line
+reports as one line; so does a file that :func:`read_json` finds damaged.
 
 Only the standard library is imported here; numpy and pandas are used when given.
 """
@@ -27,11 +29,12 @@ import errno
 import json
 import math
 import os
+import shutil
 import uuid
 from pathlib import Path
 
 __all__ = ["write_atomic", "write_json", "read_json", "write_table", "atomic_path", "jsonable",
-           "remove_temps", "make_folder", "TEMP_GLOB"]
+           "remove_temps", "replace_set", "make_folder", "TEMP_GLOB"]
 
 #: Glob matching the temporary files of this module (``.NAME.<pid>.<random>.tmp``).
 TEMP_GLOB = ".*.tmp"
@@ -40,7 +43,7 @@ TEMP_GLOB = ".*.tmp"
 # not a bug, so they become one-line input errors.  Anything else keeps its traceback.
 _DESTINATION_ERRNOS = frozenset(
     getattr(errno, name) for name in ("EACCES", "EPERM", "EROFS", "ENOTDIR", "EISDIR", "EEXIST", "ENAMETOOLONG",
-                                      "ENOSPC", "EDQUOT", "ELOOP") if hasattr(errno, name)
+                                      "ENOSPC", "EDQUOT", "ELOOP", "EFBIG", "ENOENT", "EXDEV", "ENOTEMPTY") if hasattr(errno, name)
 )
 
 
@@ -50,7 +53,10 @@ def _unwritable(path, exc: OSError):
 
     reason = {errno.ENOTDIR: "a file is in the way of a folder on the path",
               errno.EEXIST: "a file is in the way of a folder on the path",
-              errno.EISDIR: "it is a folder, a file is expected"}.get(exc.errno, exc.strerror or str(exc))
+              errno.EISDIR: "it is a folder, a file is expected",
+              errno.ENOENT: "the folder cannot hold files (a pseudo file system such as /proc, or it vanished)",
+              errno.EFBIG: "the file is larger than this process may write (file-size limit, or a full quota)",
+              }.get(exc.errno, exc.strerror or str(exc))
     return InputError(f"cannot write {str(path)!r}: {reason}")
 
 
@@ -151,8 +157,15 @@ def write_json(path, obj) -> Path:
 
 
 def read_json(path):
-    """The content of a JSON file."""
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    """The content of a JSON file; a damaged one (not UTF-8 JSON, e.g. cut short) raises
+    :class:`gsd.InputError` naming it."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        from ._errors import InputError
+
+        raise InputError(f"{str(path)!r} is damaged (not JSON: {str(exc).splitlines()[0][:80]}); "
+                         "delete it, or the folder, and run again") from None
 
 
 def write_table(path, df) -> Path:
@@ -163,18 +176,110 @@ def write_table(path, df) -> Path:
         if path.suffix.lower() == ".csv":
             df.to_csv(tmp, index=False)
         else:
-            df.to_parquet(tmp, index=False)
+            try:
+                df.to_parquet(tmp, index=False)
+            except (TypeError, ValueError, NotImplementedError) as exc:
+                if not type(exc).__module__.startswith("pyarrow"):
+                    raise
+                raise _unparquetable(path, df, exc) from None
     return path
 
 
-def remove_temps(folder) -> list[Path]:
-    """Delete the temporary files (:data:`TEMP_GLOB`) left in ``folder`` by a killed writer.
+def _unparquetable(path, df, exc):
+    """The InputError for a table parquet cannot hold as it is: a column of mixed types (ids
+    that are numbers in some rows and text in others) would have to change its values."""
+    from ._errors import InputError
 
-    Only for a folder no other live process is writing to; returns what was removed.
+    for name in df.columns:
+        col = df[name]
+        if col.dtype == object:
+            kinds = sorted({type(v).__name__ for v in col.dropna().tolist()})
+            if len(kinds) > 1:
+                return InputError(f"cannot write {str(path)!r} as parquet: column {str(name)!r} mixes {', '.join(kinds)} "
+                                  "values and parquet holds one type per column; write .csv, or give the column one type")
+    return InputError(f"cannot write {str(path)!r} as parquet: {str(exc).splitlines()[0][:160]}")
+
+
+def remove_temps(folder) -> list[Path]:
+    """Delete the temporary files and staging folders (:data:`TEMP_GLOB`) that a killed writer
+    left anywhere under ``folder`` (sub-folders included, e.g. a run's ``rollouts/``).
+
+    Only for a folder no other live process is writing to (hold its lock,
+    :func:`gsd.lock.hold_folder`); returns what was removed.
     """
     removed = []
-    for tmp in Path(folder).glob(TEMP_GLOB):
-        if tmp.is_file():
+    for tmp in sorted(Path(folder).rglob(TEMP_GLOB)):
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+        elif tmp.exists() or tmp.is_symlink():
             tmp.unlink(missing_ok=True)
-            removed.append(tmp)
+        else:
+            continue  # inside a staging folder removed above
+        removed.append(tmp)
     return removed
+
+
+# The staging folder of replace_set lists the names it replaces in this file once every file of
+# the set is on disk; a staging folder without it is an unfinished set, thrown away.
+_SET_MANIFEST = ".set-manifest.json"
+
+
+@contextlib.contextmanager
+def replace_set(folder, members=()):
+    """Write a set of files into ``folder`` so that it holds the whole new set or the whole old one.
+
+    Yields a staging folder (a hidden sibling of the files, ``.set.<pid>.<random>.tmp``): write
+    every file of the new set there under its final name.  When the block ends, the staged files
+    are moved over the old ones, and the names in ``members`` that the new set lacks are removed
+    (a figure of the previous set that this one does not draw).  A block that raises (a full disk
+    while the last file is written) leaves the folder as it was.  A process killed while moving
+    leaves a complete staged set, which the next :func:`replace_set` on the folder finishes
+    moving first.  Hold the folder's lock (:func:`gsd.lock.hold_folder`) around it::
+
+        with hold_folder(out), replace_set(out, OUTPUT_FILES) as stage:
+            write_table(stage / "steps.parquet", steps)
+            write_json(stage / "summary.json", summary)
+    """
+    folder = make_folder(folder)
+    for left in sorted(folder.glob(".set.*.tmp")):
+        _finish_set(left, folder)
+    stage = folder / f".set.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        stage.mkdir()
+        yield stage
+        names = sorted(p.name for p in stage.iterdir() if not p.name.startswith("."))
+        write_json(stage / _SET_MANIFEST, {"write": names, "remove": sorted(set(members) - set(names))})
+        _fsync_dir(stage)
+        _finish_set(stage, folder)
+    except OSError as exc:
+        if exc.errno not in _DESTINATION_ERRNOS:
+            raise
+        raise _unwritable(folder, exc) from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _finish_set(stage: Path, folder: Path) -> None:
+    """Move a complete staged set into ``folder`` (idempotent); drop an incomplete one."""
+    try:
+        manifest = json.loads((stage / _SET_MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        shutil.rmtree(stage, ignore_errors=True)
+        return
+    for name in manifest["write"]:
+        if (stage / name).exists():  # absent: moved before a kill
+            os.replace(stage / name, folder / name)
+    for name in manifest["remove"]:
+        with contextlib.suppress(FileNotFoundError):
+            (folder / name).unlink()
+    _fsync_dir(folder)
+    shutil.rmtree(stage, ignore_errors=True)
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):  # not every file system can sync a folder
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -34,6 +34,42 @@ class CliError(InputError):
     """A usage error found by a handler (reported like any InputError)."""
 
 
+class _OutOfBounds:
+    """An option value outside its schema, kept by the parser until :func:`main` reports it."""
+
+    def __init__(self, text: str, message: str):
+        self.text, self.message = text, message
+
+
+def bounded_int(lo: int, hi: int, why: str):
+    """An argparse ``type`` for an integer option in [lo, hi]: the option's schema.
+
+    A value that is not an integer is argparse's usage error; one out of range is reported by
+    :func:`main` as one line naming the option, the value as typed and the bound, before the
+    handler runs (so before any folder or memory is touched).
+    """
+
+    def integer(text: str):
+        try:
+            value = int(text, 10)
+        except ValueError:  # 1e10 is an integer too; 1.5, nan and words are argparse's usage error
+            number = float(text)
+            if not (number.is_integer() and abs(number) <= 2**53):
+                raise
+            value = int(number)
+        if not lo <= value <= hi:
+            return _OutOfBounds(text, f"must be an integer in [{lo:,}, {hi:,}] ({why})")
+        return value
+
+    return integer
+
+
+def _check_options(args) -> None:
+    for dest, value in vars(args).items():
+        if isinstance(value, _OutOfBounds):
+            raise CliError(f"--{dest.replace('_', '-')} = {value.text}: {value.message}")
+
+
 def parse_list(text: str, kind=float, name: str = "value"):
     """'0.1,0.5' → np.array([0.1, 0.5]); a clear error naming the option otherwise."""
     import numpy as np
@@ -153,6 +189,7 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     try:
+        _check_options(args)
         return int(args.func(args) or 0)
     except InputError as exc:  # and CliError; anything else is a bug and keeps its traceback
         print(f"gsd {args.command}: error: {exc}", file=sys.stderr)

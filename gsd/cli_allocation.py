@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 
-from .cli import CliError, emit, parse_list
+from ._validate import MAX_EXACT_GROUP_SIZE
+from .cli import CliError, bounded_int, emit, parse_list
 
 HELP = "rollouts per step to share out among the prompts (see docs/theory.md, section Spending a rollout budget)"
 
@@ -21,12 +22,12 @@ HELP = "rollouts per step to share out among the prompts (see docs/theory.md, se
 def add_arguments(p) -> None:
     """The budget options of ``gsd plan``."""
     g = p.add_argument_group("budget allocation (with --budget)")
-    g.add_argument("--budget", type=int, help=HELP)
+    g.add_argument("--budget", type=bounded_int(1, 2**53, "a float64 holds it exactly"), help=HELP)
     g.add_argument("--value", default="update",
                    help="what a group is worth: update = E[σ̂] (GRPO, default), dr_grpo, progress, nonsilent, knapsack")
-    g.add_argument("--g-min", type=int, default=2, help="smallest group size served (default 2)")
-    g.add_argument("--g-max", type=int, default=512, help="largest group size (default 512)")
-    g.add_argument("--step", type=int, default=1, help="group sizes g_min, g_min + step, …, g_max (default 1)")
+    g.add_argument("--g-min", type=bounded_int(1, MAX_EXACT_GROUP_SIZE, "the exact sums' limit"), default=2, help="smallest group size served (default 2)")
+    g.add_argument("--g-max", type=bounded_int(1, MAX_EXACT_GROUP_SIZE, "the exact sums' limit"), default=512, help="largest group size (default 512)")
+    g.add_argument("--step", type=bounded_int(1, MAX_EXACT_GROUP_SIZE, "the exact sums' limit"), default=1, help="group sizes g_min, g_min + step, …, g_max (default 1)")
     g.add_argument("--no-skip", action="store_true", help="serve every prompt (at least g_min answers)")
     g.add_argument("--ddof", type=int, default=0,
                    help="your trainer's std for --value update/progress: 0 population (the paper, default), "
@@ -105,6 +106,8 @@ def plan_budget(args) -> int:
 
     if args.epsilon is not None or args.delta is not None:
         raise CliError("--budget plans by value; it does not take --epsilon or --delta")
+    if args.output and not args.output.endswith((".csv", ".parquet")):  # before any work
+        raise CliError(f"--output must end in .csv or .parquet, got {args.output!r}")
     df, status, src, mean, kind = _source(args)
     ok = status == tables.OK
     if not ok.any():
@@ -124,19 +127,13 @@ def plan_budget(args) -> int:
         silent[idx] = expected_silent_rate(sub, plan.group_size[served])
     st = status.copy()
     st[np.nonzero(ok)[0]] = np.where(served, "planned", "skipped")
-    out = df.copy()
-    out["posterior_mean"] = np.where(ok, mean, np.nan)
-    out["group_size"] = G
-    out["expected_value"] = value
-    out["silent_probability"] = silent
-    out["status"] = st
+    out, renamed = tables.add_columns(df, {"posterior_mean": np.where(ok, mean, np.nan), "group_size": G,
+                                           "expected_value": value, "silent_probability": silent, "status": st})
     advice = uniform_group_size_advice(src, args.budget, value=args.value, g_min=args.g_min, g_max=args.g_max,
                                        step=args.step, ddof=args.ddof, eps=args.eps)
-    summary = plan.summary() | {"rows": len(out), "unusable_rows": int((~ok).sum()),
+    summary = plan.summary() | {"rows": len(out), "unusable_rows": int((~ok).sum()), "renamed_columns": renamed,
                                 "best_uniform_G": advice.best_G, "uniform_at_budget": advice.at_budget}
     if args.output:
-        if not args.output.endswith((".csv", ".parquet")):
-            raise CliError(f"--output must end in .csv or .parquet, got {args.output!r}")
         write_table(args.output, out)  # atomic: never a half-written plan
     if args.json:
         rows = json.loads(out.to_json(orient="records", double_precision=15))
@@ -150,9 +147,8 @@ def plan_budget(args) -> int:
     if ub.get("uniform_G"):
         print(f"uniform G = {ub['uniform_G']} at this budget: value {ub['uniform_value']:.6g}; "
               f"the plan gives {ub['gain']:.4g}x; best uniform G (value per rollout): {advice.best_G}")
-    bad = tables.describe_bad_rows(status)
-    if bad:
-        print(bad + " — kept in place, status says why")
+    for line in tables.table_notes(status, renamed):
+        print(line)
     if args.output:
         print(f"plan written to {args.output}")
     emit(out, False)

@@ -155,39 +155,67 @@ def _plan(args) -> int:
     if args.output and not args.output.endswith((".csv", ".parquet")):
         raise CliError(f"--output must end in .csv or .parquet, got {args.output!r}")
     if args.input:
-        from .data import load_solve_rates
-
-        p = load_solve_rates(args.input, args.column)
-    else:
-        p = parse_list(args.p, float, "p")
+        return _plan_table(args)
+    p = parse_list(args.p, float, "p")
     columns = groupsize._plan_columns(p, epsilon=args.epsilon, delta=args.delta, rule=args.rule,
                                       max_group_size=args.max_group_size)
-    if args.output or args.input:
+    if args.output:
         import pandas as pd
 
-        plan = pd.DataFrame(columns)
-    if args.output:
         from .atomic import write_table
 
-        write_table(args.output, plan)  # atomic: never a half-written plan
-    if args.input:
-        counts = plan["status"].value_counts()
-        summary = plan[plan.status == "ok"]["group_size"].describe(percentiles=[0.5, 0.9, 0.99])
-        if args.json:
-            print(json.dumps({"prompts": len(plan), "status": counts.to_dict(),
-                              "group_size": summary.to_dict(), "output": args.output}, indent=2))
-        else:
-            print(f"{len(plan)} prompts planned: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-            print("group size over reachable prompts: " + ", ".join(f"{k} {v:.4g}" for k, v in summary.items()))
-            if counts.get("unreachable", 0):
-                print("unreachable = p in {0, 1}: every group is silent at any G (group_size -1)")
-            if args.output:
-                print(f"plan written to {args.output}")
-        return 0
+        write_table(args.output, pd.DataFrame(columns))  # atomic: never a half-written plan
     status = columns["status"]
     shown = dict(columns, group_size=np.where(status == "ok", columns["group_size"].astype(str),
                                               np.where(status == "unreachable", "never", f">{args.max_group_size}")))
     emit(shown, args.json)
+    return 0
+
+
+def _plan_table(args) -> int:
+    """``gsd plan --input``: every input row, in order, with its columns, the plan's columns and
+    a status (a row without a usable rate keeps its place; the same reader as ``--budget``)."""
+    import numpy as np
+    import pandas as pd
+
+    from . import groupsize, tables
+    from .atomic import write_table
+
+    df = tables.read_table(args.input, option="input")
+    tables.require_columns(df, {"column": args.column}, repr(str(args.input)))
+    p, status = tables.numeric_column(df, args.column, lo=0, hi=1)
+    ok = status == tables.OK
+    if not ok.any():
+        raise CliError(f"input: no usable row in {str(args.input)!r}; " + tables.describe_bad_rows(status, 3))
+    planned = groupsize._plan_columns(p[ok], epsilon=args.epsilon, delta=args.delta, rule=args.rule,
+                                      max_group_size=args.max_group_size)
+    G = pd.array(np.zeros(len(df), dtype=np.int64), dtype="Int64")
+    G[~ok] = pd.NA
+    G[ok] = planned["group_size"]
+    st = status.copy()
+    st[ok] = planned["status"]
+    new = {"group_size": G, "status": st}
+    for name in ("fidelity", "silent_rate"):
+        new[name] = np.full(len(df), np.nan)
+        new[name][ok] = planned[name]
+    plan, renamed = tables.add_columns(df, new)
+    if args.output:
+        write_table(args.output, plan)  # atomic: never a half-written plan
+    counts = pd.Series(st).value_counts()
+    reachable = planned["status"] == "ok"
+    summary = pd.Series(planned["group_size"][reachable]).describe(percentiles=[0.5, 0.9, 0.99])
+    if args.json:
+        print(json.dumps({"prompts": len(plan), "status": counts.to_dict(), "group_size": summary.to_dict(),
+                          "renamed_columns": renamed, "output": args.output}, indent=2))
+        return 0
+    print(f"{len(plan)} rows planned: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    print("group size over reachable prompts: " + ", ".join(f"{k} {v:.4g}" for k, v in summary.items()))
+    if counts.get("unreachable", 0):
+        print("unreachable = p in {0, 1}: every group is silent at any G (group_size -1)")
+    for line in tables.table_notes(status, renamed):
+        print(line)
+    if args.output:
+        print(f"plan written to {args.output}")
     return 0
 
 

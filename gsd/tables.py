@@ -3,7 +3,9 @@
 The rule for file inputs: a row with a missing or invalid value is never dropped while the
 others shift.  It stays in place with a ``status`` that says what is wrong, the other rows are
 computed, and the caller's output keeps every input column in the input order.  A column that
-is not there is an error that lists the columns that are.
+is not there is an error that lists the columns that are.  The columns a command adds never
+replace an input column of the same name: :func:`add_columns` suffixes them and says so.
+Integers that a float64 would round (beyond 2^53) are refused, never silently merged.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import pandas as pd
 from ._errors import InputError
 
 __all__ = ["read_table", "require_columns", "numeric_column", "counts_from_columns", "counts_from_rollouts",
-           "describe_bad_rows", "OK"]
+           "describe_bad_rows", "add_columns", "describe_renames", "table_notes", "OK", "EXACT_INT"]
 
 #: Status of a row whose values are usable.
 OK = "ok"
+#: Integers above this lose their last digits in float64 (2^53).
+EXACT_INT = 2**53
 
 _READERS = {
     ".parquet": "parquet", ".pq": "parquet",
@@ -63,10 +67,12 @@ def numeric_column(df: pd.DataFrame, column: str, *, integer: bool = False, lo=N
 
     Statuses: ``"ok"``, ``"missing <column>"`` (empty / NaN / None), ``"<column> not a number"``,
     ``"<column> not finite"`` (±inf), ``"<column> not an integer"`` (when ``integer``),
+    ``"<column> beyond 2^53"`` (when ``integer``: float64 would round it),
     ``"<column> below <lo>"`` / ``"<column> above <hi>"``.
     """
     raw = df[column]
-    values = pd.to_numeric(raw, errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    numeric = pd.to_numeric(raw, errors="coerce")
+    values = numeric.to_numpy(np.float64, na_value=np.nan)
     status = np.full(len(df), OK, dtype=object)
     missing = raw.isna().to_numpy()
     status[missing] = f"missing {column}"
@@ -76,6 +82,11 @@ def numeric_column(df: pd.DataFrame, column: str, *, integer: bool = False, lo=N
     fin = np.isfinite(values)
     if integer:
         status[fin & (values != np.round(values))] = f"{column} not an integer"
+        # Compared on the integers themselves where the column holds them: 2^53 + 1 reads as 2^53.
+        exact = numeric.to_numpy(object, na_value=None) if numeric.dtype.kind in "iuO" else values
+        huge = np.array([v is not None and abs(v) > EXACT_INT for v in exact], dtype=bool) if exact.dtype == object \
+            else fin & (np.abs(values) >= EXACT_INT)  # a float at 2^53 may be a rounded 2^53 + 1
+        status[huge] = f"{column} beyond 2^53"
     if lo is not None:
         status[fin & (values < lo)] = f"{column} below {lo}"
     if hi is not None:
@@ -110,6 +121,10 @@ def counts_from_rollouts(df: pd.DataFrame, prompt_column: str, reward_column: st
     binary = (status == OK) & ((r == 0) | (r == 1))
     status[(status == OK) & ~binary] = f"{reward_column} not 0 or 1"
     ids = df[prompt_column]
+    if ids.dtype.kind == "f" and (np.abs(ids.to_numpy()) >= EXACT_INT).any():
+        # A blank id makes a column of integers float64 when read: ids beyond 2^53 would merge.
+        raise InputError(f"prompt-column: {prompt_column!r} holds ids beyond 2^53 read as floats (a missing id "
+                         "turns the column into floats), so distinct ids would merge; give the ids as text")
     codes, uniques = pd.factorize(ids, use_na_sentinel=False)
     m = len(uniques)
     rollouts = np.bincount(codes, weights=binary, minlength=m).astype(np.int64)
@@ -117,7 +132,6 @@ def counts_from_rollouts(df: pd.DataFrame, prompt_column: str, reward_column: st
     bad = np.bincount(codes, weights=~binary, minlength=m).astype(np.int64)
     out = pd.DataFrame({prompt_column: uniques, "rollouts": rollouts, "right": right, "bad_rollouts": bad})
     out["status"] = np.where(rollouts > 0, OK, "no usable reward")
-    out.attrs["bad_rows"] = np.nonzero(~binary)[0]
     return out
 
 
@@ -130,3 +144,45 @@ def describe_bad_rows(status, limit: int = 10) -> str:
     shown = ", ".join(f"{i} ({status[i]})" for i in bad[:limit])
     more = f", … ({bad.size - limit} more)" if bad.size > limit else ""
     return f"{bad.size} row{'s' if bad.size > 1 else ''} not usable (0-based): {shown}{more}"
+
+
+def add_columns(df: pd.DataFrame, new: dict, *, suffix: str = "_plan") -> tuple[pd.DataFrame, dict]:
+    """``df`` (every row and column kept) with the ``new`` columns appended, and the renames.
+
+    A new column whose name the input already uses gets ``suffix`` (then ``suffix2``, ...), so
+    an input's own ``status`` or ``group_size`` is never overwritten; the caller reports the
+    returned ``{name: new name}`` to the user.
+    """
+    out = df.copy()
+    renamed = {}
+    taken = set(map(str, out.columns))
+    for name, values in new.items():
+        final, i = name, 1
+        while final in taken:
+            final = f"{name}{suffix}{'' if i == 1 else i}"
+            i += 1
+        if final != name:
+            renamed[name] = final
+        taken.add(final)
+        out[final] = values
+    return out, renamed
+
+
+def describe_renames(renamed: dict) -> str:
+    """'the input has columns named status, group_size: the new ones are status_plan, group_size_plan'."""
+    if not renamed:
+        return ""
+    return (f"the input already has column(s) {', '.join(renamed)}: kept as they are; the new one(s) are named "
+            f"{', '.join(renamed.values())}")
+
+
+def table_notes(status, renamed: dict) -> list[str]:
+    """What a command that writes a table tells the user about it: the rows it could not use
+    (kept in place) and the columns it renamed."""
+    lines = []
+    bad = describe_bad_rows(status)
+    if bad:
+        lines.append(bad + " — kept in place, status says why")
+    if renamed:
+        lines.append(describe_renames(renamed))
+    return lines

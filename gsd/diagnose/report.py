@@ -6,7 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import jsonable, make_folder, write_json, write_table
+from ..atomic import jsonable, replace_set, write_json, write_table
+from ..lock import hold_folder
 from .tables import STEP_KEYS, Diagnosis
 
 __all__ = ["format_report", "diagnosis_json", "write_outputs", "OUTPUT_FILES"]
@@ -110,16 +111,17 @@ def _num(x) -> str:
 
 
 def write_outputs(dx: Diagnosis, out, *, figure: bool = True) -> list[Path]:
-    """Write the tables (parquet), the summary (JSON) and the figure into ``out``, atomically."""
-    out = make_folder(out)
-    written = [
-        write_table(out / "steps.parquet", dx.steps),
-        write_table(out / "prompts.parquet", dx.prompts),
-        write_table(out / "groups.parquet", dx.groups[list(_GROUP_COLUMNS)]),
-        write_json(out / "summary.json", dx.summary),
-    ]
-    if figure:
-        from .figure import diagnosis_figure
+    """Write the tables (parquet), the summary (JSON) and the figure into ``out`` as one set:
+    the folder holds this diagnosis whole or the previous one whole (a full disk while the figure
+    is drawn leaves the previous set), and one process writes it at a time."""
+    out = Path(out)
+    with hold_folder(out, option="out"), replace_set(out, OUTPUT_FILES) as stage:
+        write_table(stage / "steps.parquet", dx.steps)
+        write_table(stage / "prompts.parquet", dx.prompts)
+        write_table(stage / "groups.parquet", dx.groups[list(_GROUP_COLUMNS)])
+        write_json(stage / "summary.json", dx.summary)
+        if figure:
+            from .figure import diagnosis_figure
 
-        written.append(diagnosis_figure(dx, out / "diagnose.png"))
-    return written
+            diagnosis_figure(dx, stage / "diagnose.png")
+    return [out / name for name in OUTPUT_FILES if figure or name != "diagnose.png"]

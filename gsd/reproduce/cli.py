@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..cli import CliError, emit
+from ..cli import CliError, bounded_int, emit
 from ..data import BIGMATH_COLUMN
 
 
@@ -18,7 +18,8 @@ def register(sub) -> None:
     p.add_argument("--figures", default=None, help="figure folder (default OUT/figures)")
     p.add_argument("--difficulty", default=None,
                    help="analyse this per-problem solve-rate file instead of the shipped Big-Math histogram")
-    p.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo checks and the DAPO fit (default 0)")
+    p.add_argument("--seed", type=bounded_int(0, 2**32 - 1, "numpy's seed range"), default=0,
+                   help="seed of the Monte Carlo checks and the DAPO fit (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--json", action="store_true", help="print the comparison table as JSON")
     p.set_defaults(func=_reproduce)
@@ -57,11 +58,15 @@ def register(sub) -> None:
     p.add_argument("--step-column", default="step", help="column of training steps (default step)")
     p.add_argument("--fraction-column", default="fraction",
                    help="column of the fraction of prompts with all samples right (default fraction)")
-    p.add_argument("--samples", type=int, default=32, help="evaluation samples per prompt (default 32)")
-    p.add_argument("--plateau-points", type=int, default=8, help="final points that pin the plateau (default 8)")
+    p.add_argument("--samples", type=bounded_int(1, 10**6, "evaluation samples per prompt"), default=32,
+                   help="evaluation samples per prompt (default 32)")
+    p.add_argument("--plateau-points", type=bounded_int(1, 10**6, "points of the curve"), default=8,
+                   help="final points that pin the plateau (default 8)")
     p.add_argument("--start-step", type=float, default=0.0, help="step at which competence is 1 (default 0)")
-    p.add_argument("--bootstrap", type=int, default=200, help="bootstrap replicates (default 200)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    p.add_argument("--bootstrap", type=bounded_int(1, 10**5, "each replicate refits the curve"), default=200,
+                   help="bootstrap replicates (default 200)")
+    p.add_argument("--seed", type=bounded_int(0, 2**32 - 1, "numpy's seed range"), default=0,
+                   help="seed of the bootstrap (default 0)")
     p.add_argument("--figure", default=None, help="also draw the fit to this PNG")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_dapo_fit)
@@ -163,8 +168,6 @@ def _dapo_fit(args) -> int:
         from .bigmath import load_difficulty
 
         difficulty = load_difficulty(args.difficulty, column=args.column).p
-    if args.samples < 1:
-        raise CliError(f"--samples must be >= 1, got {args.samples}")
     fit = dapo_fit.fit_all_correct_curve(steps, fraction, difficulty, n_samples=args.samples,
                                          plateau_points=args.plateau_points, start_step=args.start_step,
                                          n_bootstrap=args.bootstrap, seed=args.seed)

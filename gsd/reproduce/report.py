@@ -30,7 +30,8 @@ import pandas as pd
 
 from .._validate import InputError
 from .. import __version__
-from ..atomic import make_folder, read_json, write_atomic, write_json
+from ..atomic import make_folder, read_json, replace_set, write_atomic, write_json
+from ..lock import hold_folder
 from ..plotstyle import save_figure
 from ..trainers import convention_gap
 from ..update import fidelity
@@ -350,78 +351,80 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
     if out.exists() and not out.is_dir():
         raise InputError(f"out: {str(out)!r} exists and is not a folder")
     make_folder(out)
-    fig_dir = Path(figures_dir) if figures_dir is not None else out / "figures"
-    t_start = time.perf_counter()
-    stages = _Stages(total=8, show=progress)
-    big = stages.run("Big-Math: silent rates, budget and decile shares", _bigmath_stage, difficulty)
-    gst = stages.run("group-size table (exact vs law)", _group_size_stage)
-    th = stages.run("theory: identity and objective Monte Carlo", _theory_stage, fast, seed)
-    dapo = stages.run("DAPO consistency fit on a generated curve", _dapo_stage, fast, seed)
-    conv = stages.run("trainer conventions at G = 8", _conventions_stage)
-    if skip_campaign:
-        stages.i += 1
-        camp = {"status": "skipped", "reason": "--skip-campaign"}
-        if progress:
-            print(f"[{stages.i}/{stages.total}] campaign skipped", file=sys.stderr)
-    else:
-        try:
-            camp = stages.run("controlled campaign (simulator)", _campaign_stage, out, progress)
-        except ImportError as exc:  # a half-installed simulator: say so, keep the rest
-            camp = {"status": "not available", "reason": f"{exc.__class__.__name__}: {exc}"}
-    if skip_campaign:
-        stages.i += 1
-        alloc = {"status": "skipped", "reason": "--skip-campaign"}
-    else:
-        alloc = stages.run("beyond the paper: budget allocation campaign (simulator)", _allocation_stage, out, progress)
-    figs = stages.run("figures", _figures_stage, fig_dir, fast, camp, th.pop("_frames"), dapo, alloc)
-    dapo.pop("_fit")
-    dapo.pop("_curve")
-    # Relative to the report, so its links work wherever the folder is moved with its figures
-    # (`make reproduce` writes them to ../../figures).
-    figs["written"] = sorted(Path(os.path.relpath(p.resolve(), out.resolve())).as_posix() for p in figs["written"])
+    with hold_folder(out, option="out"):  # one reproduction per folder at a time
+        fig_dir = Path(figures_dir) if figures_dir is not None else out / "figures"
+        t_start = time.perf_counter()
+        stages = _Stages(total=8, show=progress)
+        big = stages.run("Big-Math: silent rates, budget and decile shares", _bigmath_stage, difficulty)
+        gst = stages.run("group-size table (exact vs law)", _group_size_stage)
+        th = stages.run("theory: identity and objective Monte Carlo", _theory_stage, fast, seed)
+        dapo = stages.run("DAPO consistency fit on a generated curve", _dapo_stage, fast, seed)
+        conv = stages.run("trainer conventions at G = 8", _conventions_stage)
+        if skip_campaign:
+            stages.i += 1
+            camp = {"status": "skipped", "reason": "--skip-campaign"}
+            if progress:
+                print(f"[{stages.i}/{stages.total}] campaign skipped", file=sys.stderr)
+        else:
+            try:
+                camp = stages.run("controlled campaign (simulator)", _campaign_stage, out, progress)
+            except ImportError as exc:  # a half-installed simulator: say so, keep the rest
+                camp = {"status": "not available", "reason": f"{exc.__class__.__name__}: {exc}"}
+        if skip_campaign:
+            stages.i += 1
+            alloc = {"status": "skipped", "reason": "--skip-campaign"}
+        else:
+            alloc = stages.run("beyond the paper: budget allocation campaign (simulator)", _allocation_stage, out, progress)
+        figs = stages.run("figures", _figures_stage, fig_dir, fast, camp, th.pop("_frames"), dapo, alloc)
+        dapo.pop("_fit")
+        dapo.pop("_curve")
+        # Relative to the report, so its links work wherever the folder is moved with its figures
+        # (`make reproduce` writes them to ../../figures).
+        figs["written"] = sorted(Path(os.path.relpath(p.resolve(), out.resolve())).as_posix() for p in figs["written"])
 
-    ours = {
-        "bigmath_silent_G8": big["headline"]["silent_G8_closed_form"],
-        "bigmath_extreme_share_dr_grpo": big["headline"]["extreme_share_dr_grpo"],
-        "bigmath_extreme_share_grpo": big["headline"]["extreme_share_grpo"],
-        "fidelity_law_p0.05_G64": gst["hard_prompt_check"]["law"],
-        "fidelity_exact_p0.05_G64": gst["hard_prompt_check"]["exact"],
-        "trl_gap_G8": next(r["gap_percent"] for r in conv if r["trainer"] == "trl"),
-        "campaign_silent_r2": camp.get("silent_r2_grpo"),
-    }
-    comparisons = compare(ours)
-    if difficulty is not None:
-        for row in comparisons:
-            if row["key"].startswith("bigmath_"):
-                row["note"] = "computed on a user file, not the paper's data"
-                row["data"] = "user file"
-    total = time.perf_counter() - t_start
-    report = {
-        "meta": {
-            "gsd_version": __version__,
-            "created_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "mode": "fast" if fast else "full",
-            "seed": seed,
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "seconds": {**{k: round(v, 2) for k, v in stages.seconds.items()}, "total": round(total, 2)},
-            "out": str(out),
-        },
-        "comparisons": comparisons,
-        "bigmath": big,
-        "group_size_table": gst,
-        "theory": th,
-        "dapo": dapo,
-        "conventions": conv,
-        "campaign": camp,
-        "allocation": alloc,
-        "figures": figs,
-    }
-    write_json(out / "report.json", report)
-    write_atomic(out / "report.md", render_markdown(report))
-    if progress:
-        print(f"report: {out / 'report.md'}  ({total:.1f} s)", file=sys.stderr)
-    return report
+        ours = {
+            "bigmath_silent_G8": big["headline"]["silent_G8_closed_form"],
+            "bigmath_extreme_share_dr_grpo": big["headline"]["extreme_share_dr_grpo"],
+            "bigmath_extreme_share_grpo": big["headline"]["extreme_share_grpo"],
+            "fidelity_law_p0.05_G64": gst["hard_prompt_check"]["law"],
+            "fidelity_exact_p0.05_G64": gst["hard_prompt_check"]["exact"],
+            "trl_gap_G8": next(r["gap_percent"] for r in conv if r["trainer"] == "trl"),
+            "campaign_silent_r2": camp.get("silent_r2_grpo"),
+        }
+        comparisons = compare(ours)
+        if difficulty is not None:
+            for row in comparisons:
+                if row["key"].startswith("bigmath_"):
+                    row["note"] = "computed on a user file, not the paper's data"
+                    row["data"] = "user file"
+        total = time.perf_counter() - t_start
+        report = {
+            "meta": {
+                "gsd_version": __version__,
+                "created_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "mode": "fast" if fast else "full",
+                "seed": seed,
+                "python": platform.python_version(),
+                "platform": platform.platform(),
+                "seconds": {**{k: round(v, 2) for k, v in stages.seconds.items()}, "total": round(total, 2)},
+                "out": str(out),
+            },
+            "comparisons": comparisons,
+            "bigmath": big,
+            "group_size_table": gst,
+            "theory": th,
+            "dapo": dapo,
+            "conventions": conv,
+            "campaign": camp,
+            "allocation": alloc,
+            "figures": figs,
+        }
+        with replace_set(out, ("report.json", "report.md")) as stage:  # the two agree, always
+            write_json(stage / "report.json", report)
+            write_atomic(stage / "report.md", render_markdown(report))
+        if progress:
+            print(f"report: {out / 'report.md'}  ({total:.1f} s)", file=sys.stderr)
+        return report
 
 
 # --------------------------------------------------------------------------- markdown

@@ -25,6 +25,7 @@ import torch
 
 from .._errors import InputError
 from ..atomic import make_folder, read_json, write_json
+from ..lock import hold_folder
 from ..methods import ADVANTAGE_METHODS
 from ..plotstyle import COLORS, method_label, new_figure, save_figure, styled
 from ..resources import config_file
@@ -189,6 +190,11 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
     """
     campaign = load_campaign(config_path, overrides)
     out = Path(out_dir)
+    with hold_folder(out, option="out_dir"):  # one process per campaign folder (each arm holds its own)
+        return _run_campaign(campaign, out, progress=progress, resume=resume)
+
+
+def _run_campaign(campaign: dict, out: Path, *, progress: bool, resume: bool) -> dict:
     saved = out / "campaign.json"
     if saved.is_file():
         old = read_json(saved)

@@ -18,7 +18,7 @@ import shlex
 import sys
 
 from .._errors import InputError
-from ..cli import CliError, emit, imports_done
+from ..cli import CliError, bounded_int, emit, imports_done
 from ..methods import ADVANTAGE_METHODS
 from .config import SimConfig, parse_assignment, resolve_device
 
@@ -37,7 +37,7 @@ def register(sub) -> None:
                    help="override one config key (repeatable); values are read as TOML, e.g. --set method=dapo --set lr=0.1")
     p.add_argument("--resume", action="store_true", help="continue the unfinished run in --out")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), help="override the config's device")
-    p.add_argument("--threads", type=int, help="torch CPU threads for large runs (a run of fewer than 2^18 answers per step always uses one: more threads only add hand-offs there)")
+    p.add_argument("--threads", type=bounded_int(1, 1024, "torch CPU threads"), help="torch CPU threads for large runs (a run of fewer than 2^18 answers per step always uses one: more threads only add hand-offs there)")
     p.add_argument("--figure", help="campaign: also write the figure here (e.g. figures/campaign.png)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -94,8 +94,6 @@ def _interrupt_says_how_to_resume(args):
 
 def _simulate(args) -> int:
     if args.threads is not None:
-        if args.threads < 1:
-            raise CliError(f"--threads must be >= 1, got {args.threads}")
         import torch
 
         torch.set_num_threads(args.threads)

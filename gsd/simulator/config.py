@@ -19,7 +19,6 @@ import typing
 from dataclasses import dataclass, field
 
 from .._errors import InputError
-from .._validate import MAX_EXACT_GROUP_SIZE
 from ..methods import UPDATE_METHODS
 from ..resources import config_file
 
@@ -42,6 +41,44 @@ ALLOCATION_SOURCES = ("logged", "oracle")
 #: rollouts = "answers" draws every answer of a step at once: (prompts per step) × group_size is
 #: at most this (2^31, the largest tensor the step indexes; 17 GB in float64).
 MAX_ANSWERS_PER_STEP = 2**31
+#: The advantage table holds (G + 1)² pairs of entries for the largest G a run draws (group_size,
+#: or the allocator's g_max): 1 GiB in float64 at this G.
+MAX_SIM_GROUP_SIZE = 8191
+_INT_LIMIT = 2**53  # integers a float64 (a ledger cell, a JSON reader) holds exactly
+
+#: The schema of every numeric key: (lowest, highest, why the highest), ends included; a float
+#: key may exclude an end with ``open=("lo",)`` etc.  Checked with the keys' types (the dataclass
+#: annotations) before any folder or memory is touched; relations between keys (batch_size ≤
+#: n_prompts, g_min ≤ g_max, the answers per step, ...) are checked after it.
+BOUNDS: dict[str, tuple] = {
+    "seed": (0, _INT_LIMIT, "a float64 holds it exactly"),
+    "steps": (1, 10**6, "the ledger keeps every step in memory (~0.6 GB at 10^6 steps)"),
+    "checkpoint_every": (1, _INT_LIMIT, "a float64 holds it exactly"),
+    "closed_form_every": (0, _INT_LIMIT, "a float64 holds it exactly"),
+    "n_prompts": (1, 10**8, "each prompt keeps a logit, its optimizer state and its counts in memory"),
+    "batch_size": (0, 10**8, "at most n_prompts"),
+    "mlp_embed_dim": (1, 4096, "n_prompts × mlp_embed_dim embeddings are kept in memory"),
+    "mlp_hidden": (1, 4096, "the network's weights grow with it"),
+    "group_size": (2, MAX_SIM_GROUP_SIZE, "the advantage table holds (G + 1)² entries, 1 GiB at this G"),
+    "ddof": (0, 1, "0 = population std, 1 = sample std"),
+    "max_draws": (1, 10**6, "DAPO draws up to max_draws groups per prompt in one step"),
+    "ppo_epochs": (1, 10**4, "every epoch is a full forward and backward pass"),
+    "budget": (0, _INT_LIMIT, "a float64 holds it exactly"),
+    "replan_every": (1, _INT_LIMIT, "a float64 holds it exactly"),
+    "logged_window": (0, 10**6, "at most the steps of a run"),
+    "g_min": (1, MAX_SIM_GROUP_SIZE, "the advantage table holds (G + 1)² entries, 1 GiB at this G"),
+    "g_max": (1, MAX_SIM_GROUP_SIZE, "the advantage table holds (G + 1)² entries, 1 GiB at this G"),
+    "g_step": (1, MAX_SIM_GROUP_SIZE, "at most g_max"),
+    "lr": (0.0, 1e6, "a larger step sends every logit to ±inf at once", ("lo",)),
+    "momentum": (0.0, 1.0, "a momentum of 1 or more never forgets a step", ("hi",)),
+    "eps": (0.0, 1e6, "a larger eps swamps any std of 0/1 rewards"),
+    "kl_coef": (0.0, 1e6, "a larger coefficient swamps the policy gradient"),
+    "verifier_noise": (0.0, 0.5, "at 0.5 the reward carries no information", ("hi",)),
+    "clip_low": (0.0, 1.0, "the ratio floor 1 − clip_low must stay positive", ("lo", "hi")),
+    "clip_high": (0.0, 10.0, "a ratio ceiling beyond 11 clips nothing", ("lo", "hi")),
+    "p_min": (0.0, 1.0, "a probability strictly inside (0, 1)", ("lo", "hi")),
+    "p_max": (0.0, 1.0, "a probability strictly inside (0, 1)", ("lo", "hi")),
+}
 
 
 def _default_beta_mixture():
@@ -137,47 +174,16 @@ class SimConfig:
         dev = self.device
         if not (dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit())):
             bad("device", "must be auto, cpu, cuda or cuda:N")
-        for key in ("steps", "n_prompts", "checkpoint_every", "ppo_epochs", "mlp_embed_dim", "mlp_hidden"):
-            if getattr(self, key) < 1:
-                bad(key, "must be >= 1")
-        for key in ("closed_form_every", "batch_size", "seed"):
-            if getattr(self, key) < 0:
-                bad(key, "must be >= 0")
-        if self.group_size < 2:
-            bad("group_size", "a group needs at least 2 answers to have a spread (G >= 2)")
-        if self.ddof not in (0, 1):
-            bad("ddof", "must be 0 (population std, the paper) or 1 (sample std)")
-        if self.ddof >= self.group_size:
-            bad("ddof", f"needs group_size > ddof, got group_size={self.group_size}")
-        if self.max_draws < 1:
-            bad("max_draws", "must be >= 1 (1 = no redraw)")
+        _check_bounds(self)
         if self.batch_size > self.n_prompts:
             bad("batch_size", f"cannot exceed n_prompts = {self.n_prompts} (0 means all)")
-        if self.group_size > MAX_EXACT_GROUP_SIZE:
-            bad("group_size", f"must be <= {MAX_EXACT_GROUP_SIZE:,} (the ledger's exact sums)")
         answers = (self.batch_size or self.n_prompts) * self.group_size
         if self.rollouts == "answers" and answers > MAX_ANSWERS_PER_STEP:
-            bad("group_size", f"with {self.batch_size or self.n_prompts} prompts per step that is {answers:,} answers "
+            bad("group_size", f"with {self.batch_size or self.n_prompts} prompts per step (n_prompts, or batch_size "
+                f"if set) that is {answers:,} answers "
                 f"per draw, above the limit of {MAX_ANSWERS_PER_STEP:,} for rollouts = 'answers' (use rollouts = "
                 "'counts', or fewer prompts per step)")
-        for key in ("steps", "n_prompts", "checkpoint_every", "ppo_epochs", "mlp_embed_dim", "mlp_hidden", "seed",
-                    "closed_form_every"):
-            if getattr(self, key) > 2**53:
-                bad(key, f"must be <= 2^53")
-        for key in ("lr",):
-            if not (getattr(self, key) > 0 and math.isfinite(getattr(self, key))):
-                bad(key, "must be a finite number > 0")
-        for key in ("eps", "kl_coef", "momentum"):
-            if not (getattr(self, key) >= 0 and math.isfinite(getattr(self, key))):
-                bad(key, "must be a finite number >= 0")
-        if not 0 <= self.verifier_noise < 0.5:
-            bad("verifier_noise", "must lie in [0, 0.5): at 0.5 the reward carries no information")
-        for key in ("clip_low", "clip_high"):
-            if not 0 < getattr(self, key) < 10:
-                bad(key, "must lie in (0, 10)")
-        if self.clip_low >= 1:
-            bad("clip_low", "must be < 1 (the ratio floor 1 − clip_low must stay positive)")
-        if not 0 < self.p_min < self.p_max < 1:
+        if not self.p_min < self.p_max:
             bad("p_min", f"need 0 < p_min < p_max < 1, got p_min={self.p_min}, p_max={self.p_max}")
         self._check_allocation(bad)
         if self.difficulty == "file" and not self.difficulty_path:
@@ -197,13 +203,6 @@ class SimConfig:
             bad("allocation", f"must be one of {('fixed', *ALLOCATION_VALUES)}")
         if self.allocation_source not in ALLOCATION_SOURCES:
             bad("allocation_source", f"must be one of {ALLOCATION_SOURCES}")
-        for key in ("replan_every", "g_min", "g_step"):
-            if getattr(self, key) < 1:
-                bad(key, "must be >= 1")
-        if self.budget < 0:
-            bad("budget", "must be >= 0 (0 = batch prompts × group_size)")
-        if self.logged_window < 0:
-            bad("logged_window", "must be >= 0 (0 = every step so far)")
         if self.g_max < self.g_min:
             bad("g_max", f"must be >= g_min = {self.g_min}")
         if (self.g_max - self.g_min) % self.g_step:
@@ -218,6 +217,18 @@ class SimConfig:
             budget = self.budget or (self.batch_size or self.n_prompts) * self.group_size
             if budget < self.g_min:
                 bad("budget", f"must be >= g_min = {self.g_min} to serve any prompt")
+            from ..allocation import _VALUES, check_table_cost
+
+            # Every plan of the run, before the folder exists: the allocator's table and sums.
+            kind = "point" if self.allocation_source == "oracle" else "beta"
+            try:
+                check_table_cost(kind, self.batch_size or self.n_prompts, self.g_min, self.g_max, self.g_step,
+                                 _VALUES[self.allocation][2])
+            except InputError as exc:
+                bad("g_max", f"{str(exc).split(': ', 1)[1]} (the allocator plans the prompts of a batch)")
+            if self.logged_window * (self.batch_size or self.n_prompts) > 2**27:
+                bad("logged_window", f"keeps logged_window × n_prompts = "
+                    f"{self.logged_window * self.n_prompts:,} counts pairs in memory, above 2^27 (2 GiB)")
 
     # ------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -268,6 +279,18 @@ def _check_keys(data: dict, what: str) -> None:
     unknown = sorted(set(data) - known)
     if unknown:
         raise InputError(f"unknown {what} key {unknown[0]!r} = {data[unknown[0]]!r} (known keys: {', '.join(sorted(known))})")
+
+
+def _check_bounds(cfg: "SimConfig") -> None:
+    """Every key of :data:`BOUNDS` within its range: one error naming the key, the value and the bound."""
+    for key, (lo, hi, why, *opened) in BOUNDS.items():
+        value = getattr(cfg, key)
+        open_ends = opened[0] if opened else ()
+        low_ok = value > lo if "lo" in open_ends else value >= lo
+        high_ok = value < hi if "hi" in open_ends else value <= hi
+        if not (low_ok and high_ok):
+            span = f"{'(' if 'lo' in open_ends else '['}{lo:,}, {hi:,}{')' if 'hi' in open_ends else ']'}"
+            raise InputError(f"config key {key!r} = {value!r}: must lie in {span} ({why})")
 
 
 def _is_number(v) -> bool:

@@ -24,14 +24,17 @@ A run is a folder: ``config.json`` (the resolved config), ``ledger.parquet``, ``
 (policy, optimizer, every random state, the ledger so far, the step), with ``rollout_log`` set
 a ``rollouts/`` folder in verl's or TRL's log format (:mod:`.rollout_log`) and, once finished,
 ``summary.json`` — the mark a sweep engine looks for (:func:`is_complete`).  Every file is
-replaced atomically.  ``resume=True`` continues from the checkpoint; on CPU the ledger is then
-identical to an uninterrupted run's, wall-time columns aside.  Results depend on the number of
+replaced atomically, and one process at a time writes the folder (:func:`gsd.lock.hold_folder`).
+``resume=True`` clears what a killed process left half-written, checks the checkpoint (a damaged
+one is named), rewrites the ledger from it, and reads the ledger back before ``summary.json``; on
+CPU the ledger is then identical to an uninterrupted run's, wall-time columns aside.  Results depend on the number of
 torch threads (a reduction split across threads rounds differently): compare runs made with
 the same thread count.  Random streams: see :mod:`.sampling`.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import time
 from contextlib import contextmanager
@@ -42,12 +45,13 @@ import numpy as np
 import torch
 
 from .._errors import InputError
-from ..atomic import atomic_path, make_folder, read_json, remove_temps, write_json
+from ..atomic import make_folder, read_json, remove_temps, write_atomic, write_json
+from ..lock import hold_folder
 from ..methods import method_spec
 from ..weighting import decile_index
 from .config import SimConfig, config_diff, repeat_settings, resolve_device
 from .ledger import COLUMNS, LEDGER_FILE, N_DECILES, N_QUARTILES, Ledger, large_group_update
-from .ledger import predicted_silent, predicted_update, summarise, write_ledger
+from .ledger import predicted_silent, predicted_update, read_ledger, summarise, write_ledger
 from .budget import BudgetPlanner
 from .loss import AdvantageTable, log_pi, policy_loss
 from .optim import SGD, Adam, make_optimizer
@@ -319,6 +323,11 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
     device = torch.device(resolve_device(cfg.device))  # before touching the disk: bad device = no folder
     out = Path(out_dir)
     p0 = initial_solve_rates(cfg)  # before touching the disk too: a bad source = no folder
+    with hold_folder(out, option="out_dir"):  # a second process on this folder: one-line error
+        return _run_in_folder(cfg, device, p0, out, resume, progress, on_step)
+
+
+def _run_in_folder(cfg, device, p0, out: Path, resume: bool, progress: bool, on_step) -> dict:
     mode, found = _open_run_folder(out, cfg, resume)
     say = notify or (lambda message: None)
     if mode == "done":
@@ -358,6 +367,7 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
             raise RunInterrupted(out, cfg.name, done, cfg.steps, saved) from None
         bar.close()
         final = population_summary(run, run.policy())
+    _verify_ledger(out, run.ledger.table[: cfg.steps])
     summary = summarise(run.ledger.columns(), cfg, initial=initial, final=final, device=str(device))
     write_json(out / SUMMARY_FILE, summary)  # written last: it marks the run complete
     return read_json(out / SUMMARY_FILE)
@@ -423,20 +433,46 @@ def checkpoint(run: RunState, out: Path, next_step: int) -> None:
     }
     if run.planner is not None:
         state["planner"] = run.planner.state_dict()
-    with atomic_path(out / CHECKPOINT_FILE) as tmp:
-        torch.save(state, tmp)
+    # Serialised in memory, then written as bytes: torch's own file writer reports a full disk
+    # as a RuntimeError without its errno; a plain write names it (one line, see gsd.atomic).
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    write_atomic(out / CHECKPOINT_FILE, buf.getbuffer())
     write_ledger(out / LEDGER_FILE, done_rows)
 
 
+_CHECKPOINT_KEYS = ("step", "policy", "optimizer", "rng_rollouts", "rng_torch_cpu", "z_ref", "device_type",
+                    "ledger_columns", "ledger")
+
+
+def _damaged(path: Path, why: str) -> InputError:
+    return InputError(f"{str(path)!r} is damaged ({why}); delete it, or the run folder, and run again")
+
+
 def _load_checkpoint(run: RunState, path: Path, out: Path) -> None:
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    """Restore the run from its checkpoint, and rewrite the ledger file from it: the checkpoint
+    is written first, so a ledger that lags it (a kill between the two) or that is damaged is
+    replaced by the rows the run continues from."""
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a cut or overwritten file fails in pickle, zipfile or torch itself
+        raise _damaged(path, f"{type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}") from None
+    missing = [k for k in _CHECKPOINT_KEYS if not isinstance(ckpt, dict) or k not in ckpt]
+    if missing:
+        raise _damaged(path, f"no {missing[0]!r} entry")
+    if run.planner is not None and "planner" not in ckpt:
+        raise _damaged(path, "no 'planner' entry")
+    if ckpt["ledger_columns"] != list(COLUMNS):
+        raise InputError(f"out_dir {str(out)!r}: the checkpoint's ledger has other columns (written by another version)")
+    start, rows = ckpt["step"], ckpt["ledger"]
+    shape = tuple(getattr(rows, "shape", ()))
+    if not (isinstance(start, int) and 0 < start <= run.cfg.steps and shape == (start, len(COLUMNS))):
+        raise _damaged(path, f"step {start!r} and a ledger of shape {shape} do not fit a run of {run.cfg.steps} steps")
     if ckpt["device_type"] != run.device.type:
         raise InputError(
             f"config key 'device' = {run.cfg.device!r}: the checkpoint was written on {ckpt['device_type']}, "
             f"this process would run on {run.device.type}; the random streams differ, resume on {ckpt['device_type']}"
         )
-    if ckpt["ledger_columns"] != list(COLUMNS):
-        raise InputError(f"out_dir {str(out)!r}: the checkpoint's ledger has other columns (written by another version)")
     run.policy.load_state_dict(ckpt["policy"])
     run.opt.load_state_dict(ckpt["optimizer"])
     run.gen.set_state(ckpt["rng_rollouts"])
@@ -447,3 +483,13 @@ def _load_checkpoint(run: RunState, path: Path, out: Path) -> None:
     run.start = int(ckpt["step"])
     run.ledger.table[: run.start] = ckpt["ledger"].numpy()
     run.generations_cum = int(run.ledger.get(run.start - 1, "generations_cum")) if run.start else 0
+    write_ledger(out / LEDGER_FILE, run.ledger.table[: run.start])
+
+
+def _verify_ledger(out: Path, rows: np.ndarray) -> None:
+    """Read the ledger file back before the run is marked complete: it must hold ``rows``."""
+    path = out / LEDGER_FILE
+    on_disk = read_ledger(out, columns=list(COLUMNS))
+    back = np.column_stack([np.asarray(on_disk[c], dtype=np.float64) for c in COLUMNS]) if len(rows) else rows
+    if back.shape != rows.shape or not np.array_equal(back, rows.astype(np.float64), equal_nan=True):
+        raise _damaged(path, "it does not hold the rows the run computed")

@@ -372,14 +372,20 @@ def read_ledger(folder, columns=None):
     path = Path(folder) / LEDGER_FILE
     if not path.is_file():
         raise InputError(f"out_dir {str(folder)!r} holds no ledger")
-    if columns is not None:
-        import pyarrow.parquet as pq
+    import pyarrow as pa
 
-        table = pq.ParquetFile(path).read(columns=list(columns), use_pandas_metadata=False)
-        return {c: _column_array(table.column(c)) for c in columns}
-    import pandas as pd
+    try:
+        if columns is not None:
+            import pyarrow.parquet as pq
 
-    return pd.read_parquet(path)
+            table = pq.ParquetFile(path).read(columns=list(columns), use_pandas_metadata=False)
+            return {c: _column_array(table.column(c)) for c in columns}
+        import pandas as pd
+
+        return pd.read_parquet(path)
+    except (pa.ArrowException, OSError, KeyError, ValueError) as exc:  # cut short, overwritten, other columns
+        raise InputError(f"{str(path)!r} is damaged ({type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}); "
+                         "delete it, or the run folder, and run again") from None
 
 
 def _column_array(column) -> np.ndarray:

@@ -32,7 +32,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from .._validate import InputError
-from .lock import RunLock
+from ..lock import LockBusy, RunLock, lock_path  # noqa: F401  (LockBusy, lock_path: exported here)
 
 __all__ = [
     "BACKENDS",
@@ -64,12 +64,6 @@ class TaskFailed(RuntimeError):
 
 
 # ------------------------------------------------------------------------------ the task
-def lock_path(run_dir) -> Path:
-    """The lock file of a run folder: ``<run_dir>.lock``, beside it."""
-    run_dir = Path(run_dir)
-    return run_dir.parent / (run_dir.name + ".lock")
-
-
 def read_summary(sim, run_dir) -> dict:
     """The summary of a complete run (the simulator's loader if it has one, else summary.json)."""
     loader = getattr(sim, "load_summary", None)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from .._validate import InputError
+from ..cli import bounded_int
 from .backends import BACKENDS
 
 
@@ -25,9 +26,9 @@ def register(sub) -> None:
                         "serial: in this process, one run at a time")
     p.add_argument("--address", default=None,
                    help="ray: join an existing cluster (auto, HOST:PORT or ray://HOST:PORT) instead of starting one")
-    p.add_argument("--workers", type=int, default=None,
+    p.add_argument("--workers", type=bounded_int(1, 1024, "worker processes"), default=None,
                    help="local: processes (default: one per core); ray without --address: CPUs of the local instance")
-    p.add_argument("--max-retries", type=int, default=2, help="retries of a failed run, each resuming it (default 2)")
+    p.add_argument("--max-retries", type=bounded_int(0, 1000, "each retry resumes the run"), default=2, help="retries of a failed run, each resuming it (default 2)")
     p.add_argument("--lock-timeout", type=float, default=None,
                    help="seconds to wait for a run folder another live sweep is writing (default: wait)")
     p.add_argument("--dry-run", action="store_true", help="list the runs and whether each is complete; run nothing")
@@ -41,10 +42,6 @@ def register(sub) -> None:
 def _sweep(args) -> int:
     from .engine import plan_sweep, run_sweep
 
-    if args.workers is not None and args.workers < 1:
-        raise InputError(f"--workers must be >= 1, got {args.workers}")
-    if args.max_retries < 0:
-        raise InputError(f"--max-retries must be >= 0, got {args.max_retries}")
     if args.address and args.backend != "ray":
         raise InputError("--address needs --backend ray")
 

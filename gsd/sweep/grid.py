@@ -62,6 +62,9 @@ _TABLES = ("sweep", "base", "grid")
 _SWEEP_KEYS = ("description", "config", "num_cpus", "num_gpus")
 #: Longest readable part of a run name (the hash is appended after it).
 MAX_NAME_CHARS = 96
+#: Largest sweep (points of the product): each is a run folder, and expanding a point builds and
+#: checks its config (~0.1 ms), so the limit keeps even ``--dry-run`` to about a second.
+MAX_GRID_POINTS = 10_000
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]+")
 
 
@@ -164,6 +167,11 @@ def parse_grid(data: dict, *, source: Path | None = None, text: str | None = Non
         if len(set(map(repr, labels))) != len(labels):
             raise InputError(f"{where}: grid.{key} repeats a value: {labels}")
         axes.append((str(key), tuple(values)))
+    points = math.prod(len(values) for _, values in axes)
+    if points > MAX_GRID_POINTS:
+        sizes = " × ".join(f"{key} ({len(values)})" for key, values in axes)
+        raise InputError(f"{where}: {sizes} = {points:,} runs, above the limit of {MAX_GRID_POINTS:,} runs per "
+                         "sweep; split it into several sweeps")
     description = sweep.get("description", "")
     return Grid(
         axes=tuple(axes),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -157,14 +158,27 @@ def paths(files):
     return st.one_of(st.sampled_from(fixed), st.text(min_size=1, max_size=12).map(lambda t: str(files / "r" / t)))
 
 
-def run_cli(argv):
+def run_cli(argv, cwd):
+    """Run the CLI in ``cwd``: a relative path the fuzz draws ("" + ".csv" is ".csv") lands there,
+    never in the checkout."""
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), time_budget("gsd " + " ".join(argv)):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), time_budget("gsd " + " ".join(argv)), \
+            _working_folder(cwd):
         try:
             rc = main(argv)
         except SystemExit as exc:  # argparse: usage errors exit 2, --help 0
             rc = exc.code
     return rc, out.getvalue(), err.getvalue()
+
+
+@contextlib.contextmanager
+def _working_folder(path):
+    before = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 def check_cli(argv, rc, out, err):
@@ -212,7 +226,7 @@ def test_every_command_exits_0_or_2_with_one_line(files, data):
     argv = data.draw(commands(files))
     if "--output" in argv and not argv[-1].endswith(".csv"):
         argv[-1] += ".parquet" if argv[-1].endswith("x") else ""
-    rc, out, err = run_cli(argv)
+    rc, out, err = run_cli(argv, files)
     check_cli(argv, rc, out, err)
 
 

@@ -7,8 +7,13 @@ import os
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gsd
 
 from gsd.simulator import SimConfig, is_complete, read_ledger, run_simulation
+from gsd.simulator.config import BOUNDS
 
 BAD = [
     ({"foo": 1}, "'foo'"),
@@ -105,3 +110,43 @@ def test_run_folder_guards(tmp_path):
     with pytest.raises(ValueError, match="not a run folder"):
         run_simulation(cfg, other, progress=False)
     assert len(read_ledger(run)) == 3
+
+
+# --------------------------------------------------------------------------- the schema's bounds
+HUGE = [
+    ({"g_max": 10**30, "allocation": "update"}, "'g_max' = 1000000000000000000000000000000: must lie in [1, 8,191]"),
+    ({"max_draws": 10**21, "method": "dapo"}, "'max_draws' = 1000000000000000000000: must lie in [1, 1,000,000]"),
+    ({"group_size": 100_000, "rollouts": "counts"}, "'group_size' = 100000: must lie in [2, 8,191]"),
+    ({"steps": 2**62}, "'steps' = 4611686018427387904"),
+    ({"ppo_epochs": 10**9}, "'ppo_epochs' = 1000000000"),
+    ({"lr": 1e300}, "'lr' = 1e+300"),
+    ({"g_max": 8000, "allocation": "update"}, "'g_max' = 8000: 6000 distinct prompts"),  # the allocator's table
+]
+
+
+@pytest.mark.parametrize("overrides, text", HUGE, ids=[next(iter(o)) for o, _ in HUGE])
+def test_a_value_beyond_its_bound_names_key_value_and_bound_before_any_folder(tmp_path, overrides, text):
+    with pytest.raises(ValueError) as err:
+        run_simulation(SimConfig().with_overrides(overrides), tmp_path / "run", progress=False)
+    assert text in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "run").exists()
+
+
+def _values():
+    ints = st.one_of(st.integers(-3, 10), st.integers(-(2**70), 2**70), st.sampled_from([2**53, 2**53 + 1, 2**63, 8191, 8192]))
+    floats = st.floats(allow_nan=True, allow_infinity=True)
+    return st.one_of(ints, floats, st.booleans(), st.text(max_size=4), st.none(), st.lists(st.integers(), max_size=2))
+
+
+@given(key=st.sampled_from(sorted(BOUNDS)), value=_values())
+@settings(max_examples=300, deadline=None)
+def test_every_key_of_the_schema_accepts_within_bounds_and_names_itself_outside(key, value):
+    try:
+        cfg = SimConfig().with_overrides({key: value})
+    except ValueError as exc:
+        # the key itself, or (a relation between keys broken by this value) a message naming it beside the other
+        assert isinstance(exc, gsd.InputError) and key in str(exc) and "\n" not in str(exc), str(exc)
+        return
+    lo, hi, _, *opened = BOUNDS[key]
+    got = getattr(cfg, key)
+    assert lo <= got <= hi and got == value and not isinstance(value, bool)

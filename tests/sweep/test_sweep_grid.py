@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sweep_helpers import FAKE, write_grid
 
 from gsd.sweep import expand, load_grid, parse_grid, run_name
@@ -123,3 +125,47 @@ def test_bad_values_are_refused_before_anything_runs(tmp_path):
         load_grid(tmp_path / "missing.toml")
     with pytest.raises(ValueError, match="cannot be imported"):
         expand(parse_grid({"grid": {"seed": [0]}}), "no_such_simulator_module")
+
+
+def test_a_grid_beyond_the_run_limit_is_refused_before_expansion(tmp_path):
+    import time
+
+    from gsd.sweep.grid import MAX_GRID_POINTS, load_grid
+
+    path = tmp_path / "big.toml"
+    values = ", ".join(str(i) for i in range(1000))
+    path.write_text(f"[grid]\nseed = [{values}]\ncheckpoint_every = [{values.replace('0, ', '1000, ', 1)}]\n")
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=rf"seed \(1000\) × checkpoint_every \(1000\) = 1,000,000 runs.*{MAX_GRID_POINTS:,}"):
+        load_grid(path)
+    assert time.perf_counter() - start < 2
+
+
+def _toml_value(v):
+    import json as _json
+
+    return _json.dumps(v) if not isinstance(v, bool) else str(v).lower()
+
+
+@given(axes=st.dictionaries(
+    st.sampled_from(["seed", "group_size", "g_max", "max_draws", "lr", "steps", "method", "n_prompts", "nokey"]),
+    st.lists(st.one_of(st.integers(-2, 10**25), st.floats(allow_nan=False, allow_infinity=False), st.booleans(),
+                       st.sampled_from(["grpo", "dapo", "x"])), max_size=4),
+    min_size=1, max_size=4))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_grid_in_dry_run_lists_its_runs_or_refuses_in_one_line(tmp_path, axes):
+    import contextlib
+    import io
+
+    from gsd.cli import main
+
+    grid = tmp_path / "g.toml"
+    grid.write_text("[base]\nsteps = 1\nn_prompts = 10\n[grid]\n" +
+                    "".join(f"{k} = [{', '.join(_toml_value(v) for v in vals)}]\n" for k, vals in axes.items()))
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["sweep", "--grid", str(grid), "--out", str(tmp_path / "sw"), "--dry-run"])
+    assert rc in (0, 2) and "Traceback" not in err.getvalue()
+    if rc == 2:
+        assert err.getvalue().count("\n") == 1, err.getvalue()
+    assert not (tmp_path / "sw" / "runs").exists() or not any((tmp_path / "sw" / "runs").iterdir())

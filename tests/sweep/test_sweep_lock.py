@@ -12,7 +12,7 @@ import time
 import pytest
 
 from gsd.sweep import LockBusy, RunLock
-from gsd.sweep.lock import lock_is_stale, read_lock
+from gsd.lock import lock_is_stale, read_lock
 
 
 def _dead_pid() -> int:
@@ -116,7 +116,7 @@ if lock:
 
 
 def test_only_one_of_many_processes_takes_a_stale_lock(tmp_path):
-    import gsd.sweep.lock as lock_module
+    import gsd.lock as lock_module
 
     path = tmp_path / "run.lock"
     _write(path, pid=_dead_pid())

@@ -14,7 +14,7 @@ import pandas as pd
 from sweep_helpers import FAKE, completions, subprocess_env, write_grid
 
 from gsd.sweep import run_sweep
-from gsd.sweep.lock import read_lock
+from gsd.lock import read_lock
 
 GRID = """
 [base]

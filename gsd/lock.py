@@ -1,4 +1,11 @@
-"""A lock file per run folder, so that two sweeps never write into the same run.
+"""A lock file per output folder, so that two processes never write into the same folder.
+
+Every command that writes a folder (``gsd simulate`` and each run of a sweep, ``gsd diagnose
+--out``, ``gsd reproduce``) holds the lock ``<folder>.lock``, beside the folder, for as long as
+it writes there (:func:`hold_folder`); a second process gets a one-line error naming the owner.
+:func:`hold_folder` is re-entrant within a process: a sweep worker holds a run's lock and the
+simulator it calls holds the same folder again without waiting for itself (a bare
+:class:`RunLock` is not: two of them exclude each other even in one process).
 
 The lock is a file created with ``O_CREAT | O_EXCL`` (atomic on local file systems and on
 NFSv3+), holding JSON that names its owner: host, pid, the process start time (to tell a
@@ -29,11 +36,26 @@ import time
 import uuid
 from pathlib import Path
 
-__all__ = ["RunLock", "LockBusy", "read_lock", "lock_is_stale"]
+__all__ = ["RunLock", "LockBusy", "read_lock", "lock_is_stale", "lock_path", "hold_folder"]
+
+# Locks this process holds: resolved lock path -> (pid, the RunLock).  The pid guards against a
+# forked child, which inherits the dict but not the ownership.
+_HELD: dict = {}
 
 
 class LockBusy(RuntimeError):
     """The lock is held by a live owner (raised when the wait times out)."""
+
+    def __init__(self, message: str, owner: str = "an unknown owner"):
+        super().__init__(message)
+        self.owner = owner
+
+
+def lock_path(folder) -> Path:
+    """The lock file of a folder: ``<folder>.lock``, beside it (``.`` and ``..`` resolved first,
+    so the lock of the working folder lies beside it, not inside)."""
+    folder = Path(os.path.abspath(folder))
+    return folder.parent / (folder.name + ".lock")
 
 
 def _process_start(pid: int) -> str | None:
@@ -118,12 +140,14 @@ class RunLock:
     def acquire(self) -> "RunLock":
         if self.token is not None:
             raise RuntimeError(f"lock {self.path} is already held by this object")
+        key = _key(self.path)
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
             token = uuid.uuid4().hex
             if self._try_create(token):
                 self.token = token
+                _HELD[key] = (os.getpid(), self)
                 self._start_heartbeat()
                 return self
             info, raw = read_lock(self.path)
@@ -134,7 +158,7 @@ class RunLock:
                 continue
             if deadline is not None and time.monotonic() >= deadline:
                 owner = f"pid {info['pid']} on {info.get('host')}" if info else "an unknown owner"
-                raise LockBusy(f"run folder is locked by {owner} ({self.path})")
+                raise LockBusy(f"run folder is locked by {owner} ({self.path})", owner)
             time.sleep(self.poll)
 
     def _try_create(self, token: str) -> bool:
@@ -180,6 +204,8 @@ class RunLock:
     def release(self) -> None:
         if self.token is None:
             return
+        if _HELD.get(_key(self.path), (None, None))[1] is self:
+            del _HELD[_key(self.path)]
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -215,3 +241,50 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _key(path: Path) -> str:
+    return os.path.realpath(path)
+
+
+class hold_folder:
+    """Hold the lock of ``folder`` (:func:`lock_path`) while the block runs; a context manager.
+
+    Another live process holding it is the user's input error (two commands on one folder):
+    :class:`gsd.InputError` naming the folder and the owner's pid and host, at once
+    (``timeout=0``) or after ``timeout`` seconds.  ``option`` names the argument in the message.
+    """
+
+    def __init__(self, folder, *, option: str = "out", timeout: float | None = 0):
+        self.folder = Path(folder)
+        self.option = option
+        self.lock = RunLock(lock_path(self.folder), timeout=timeout)
+        self.borrowed = False
+
+    def __enter__(self) -> "hold_folder":
+        from ._errors import InputError  # here: the module itself stays loadable on its own
+
+        holder = _HELD.get(_key(self.lock.path))
+        if holder is not None and holder[0] == os.getpid() and holder[1].held:
+            self.borrowed = True  # this process holds it already (a sweep worker's run)
+            return self
+        try:
+            self.lock.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"{self.option} {str(self.folder)!r}: cannot create its parent folder "
+                             f"({exc.strerror or exc})") from None
+        try:
+            self.lock.acquire()
+        except LockBusy as exc:
+            raise InputError(f"{self.option} {str(self.folder)!r} is in use by {exc.owner} (lock file "
+                             f"{str(self.lock.path)!r}); wait for it to finish, or use another folder") from None
+        except OSError as exc:
+            raise InputError(f"{self.option} {str(self.folder)!r}: cannot create its lock file "
+                             f"{str(self.lock.path)!r} ({exc.strerror or exc})") from None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.borrowed:
+            self.borrowed = False
+        else:
+            self.lock.release()
