@@ -324,10 +324,10 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
     out = Path(out_dir)
     p0 = initial_solve_rates(cfg)  # before touching the disk too: a bad source = no folder
     with hold_folder(out, option="out_dir"):  # a second process on this folder: one-line error
-        return _run_in_folder(cfg, device, p0, out, resume, progress, on_step)
+        return _run_in_folder(cfg, device, p0, out, resume, progress, on_step, notify)
 
 
-def _run_in_folder(cfg, device, p0, out: Path, resume: bool, progress: bool, on_step) -> dict:
+def _run_in_folder(cfg, device, p0, out: Path, resume: bool, progress: bool, on_step, notify) -> dict:
     mode, found = _open_run_folder(out, cfg, resume)
     say = notify or (lambda message: None)
     if mode == "done":
