@@ -46,7 +46,7 @@ from ..atomic import atomic_path, make_folder, read_json, remove_temps, write_js
 from ..methods import method_spec
 from ..weighting import decile_index
 from .config import SimConfig, config_diff, resolve_device
-from .ledger import COLUMNS, LEDGER_FILE, N_DECILES, N_QUARTILES, Ledger, large_group_update
+from .ledger import COLUMNS, LEDGER_FILE, N_QUARTILES, Ledger, _total, large_group_update, per_decile
 from .ledger import predicted_silent, predicted_update, summarise, write_ledger
 from .budget import BudgetPlanner
 from .loss import AdvantageTable, log_pi, policy_loss
@@ -103,8 +103,7 @@ class RunState:
     gen: torch.Generator  # the rollout stream
     z_ref: torch.Tensor  # logits of the frozen initial policy (the KL penalty's reference)
     adv: AdvantageTable
-    decile_np: np.ndarray  # decile of each prompt's initial p (ledger columns)
-    decile: torch.Tensor
+    decile: torch.Tensor  # decile of each prompt's initial p (ledger columns)
     quartile: torch.Tensor  # initial-p quartile by rank, hardest first
     ledger: Ledger
     draws: int  # groups drawn per prompt at most (DAPO: max_draws)
@@ -127,7 +126,6 @@ def setup(cfg: SimConfig, p0: np.ndarray, device: torch.device) -> RunState:
     opt = make_optimizer(cfg, policy.parameters())
     with torch.no_grad():
         z_ref = policy().detach().clone()
-    decile_np = decile_index(p0)
     quartile = np.empty(p0.size, dtype=np.int64)
     quartile[np.argsort(p0, kind="stable")] = np.arange(p0.size) * N_QUARTILES // p0.size
     planner = None if cfg.allocation == "fixed" else BudgetPlanner(cfg, p0.size, device)
@@ -137,7 +135,7 @@ def setup(cfg: SimConfig, p0: np.ndarray, device: torch.device) -> RunState:
         gen=torch.Generator(device=device).manual_seed(sub_seed(cfg.seed, STREAM_ROLLOUTS)),
         z_ref=z_ref,
         adv=AdvantageTable(sizes, spec.advantage, ddof=cfg.ddof, eps=cfg.eps, dtype=dtype, device=device),
-        decile_np=decile_np, decile=torch.as_tensor(decile_np, device=device),
+        decile=torch.as_tensor(decile_index(p0), device=device),
         quartile=torch.as_tensor(quartile, device=device),
         ledger=Ledger(cfg.steps), draws=cfg.max_draws if spec.redraws_silent else 1, planner=planner,
     )
@@ -223,47 +221,46 @@ def train_on_groups(run: RunState, batch: Batch, groups: Groups) -> dict:
 def fill_ledger_row(run: RunState, step: int, batch: Batch, groups: Groups, trained: dict, state: dict) -> dict:
     """Write ledger row ``step`` by column name; returns the row's host values.
 
-    One device→host copy brings the step's measurements, the batch's p and G (and its prompt
-    indices) to the host, where the closed forms of the core are evaluated.
+    The closed forms of the core are evaluated on the run's device, in float64, from the
+    batch's p and G (:mod:`.ledger`, :mod:`.binomial`); one device→host copy brings them to the
+    host with the step's measurements.
     """
     cfg, dev = run.cfg, run.device
     dec_b = run.decile if batch.idx is None else run.decile[batch.idx]
     sampled = groups.G > 0
+    p = batch.p.to(torch.float64)
+    G, keep = batch.g_max, None
+    if not batch.uniform:  # a skipped prompt (G = 0) counts nowhere: its G is any valid one
+        keep = batch.G > 0
+        G = torch.where(keep, batch.G, batch.g_max)
+    limit, law, limit_d = large_group_update(p, G, dec_b, keep=keep)
     named = {
         "n_batch": sampled.sum(), "silent": groups.silent_first.sum(), "zero_update": groups.zero_update.sum(),
         "groups": groups.drawn.sum(), "generations": (groups.drawn * groups.G).sum(),
         "loss": trained["loss"], "kl": trained["kl"], "clip_frac": trained.get("clip_frac", torch.zeros((), device=dev)),
-        "grad_mass_d": torch.zeros(N_DECILES, device=dev, dtype=run.dtype).index_add_(0, dec_b, trained["dz"]),
-        **state, "p": batch.p,
+        "grad_mass_d": per_decile(trained["dz"], dec_b),
+        **state, **predicted_silent(p, cfg, G, keep),
+        "grad_limit": limit, "grad_law": law, "grad_limit_d": limit_d,
     }
-    if not batch.uniform:  # one group size needs no copy: the closed forms take it as a number
-        named["G"] = batch.G
-    if batch.idx is not None:
-        named["idx"] = batch.idx
+    if cfg.closed_form_every and step % cfg.closed_form_every == 0:
+        m = predicted_update(p, cfg, G, g_max=batch.g_max)
+        named.update(grad_pred=_total(m, keep), grad_pred_d=per_decile(m, dec_b, keep))
     host = to_host(named)
     n_batch = host["n_batch"]
     run.generations_cum += int(host["generations"])
-    dec = run.decile_np if batch.idx is None else run.decile_np[host["idx"].astype(np.int64)]
-    p, G = host["p"], batch.g_max
-    if not batch.uniform:
-        keep = host["G"] > 0
-        p, G, dec = p[keep], host["G"][keep].astype(np.int64), dec[keep]
-    grad_limit, grad_law, grad_limit_d = large_group_update(p, G, dec)
     row = dict(
         step=step, n_batch=n_batch, silent_frac=host["silent"] / n_batch, zero_update_frac=host["zero_update"] / n_batch,
         groups=host["groups"], generations=host["generations"], generations_cum=run.generations_cum,
         loss=host["loss"], kl=host["kl"], clip_frac=host["clip_frac"],
         grad_mass=float(host["grad_mass_d"].sum()), grad_mass_d=host["grad_mass_d"],
-        grad_limit=grad_limit, grad_law=grad_law, grad_limit_d=grad_limit_d,
         mean_p=host["mean_p"], mean_arcsin=host["mean_arcsin"], mean_p_q=host["mean_p_q"],
         effective_ratio=(n_batch - host["zero_update"]) / host["groups"] if host["groups"] else math.nan,
         value_planned=run.planner.value_planned if run.planner else math.nan,
         grad_planned=run.planner.grad_planned if run.planner else math.nan,
-        **predicted_silent(p, cfg, G),
+        **{c: host[c] for c in ("silent_pred", "zero_update_pred", "groups_pred", "grad_limit", "grad_law", "grad_limit_d")},
     )
-    if cfg.closed_form_every and step % cfg.closed_form_every == 0:
-        m = predicted_update(p, cfg, G)
-        row.update(grad_pred=float(m.sum()), grad_pred_d=np.bincount(dec, weights=m, minlength=N_DECILES))
+    if "grad_pred" in host:
+        row.update(grad_pred=host["grad_pred"], grad_pred_d=host["grad_pred_d"])
     run.ledger.put(step, **row)
     return row
 
