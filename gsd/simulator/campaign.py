@@ -99,7 +99,8 @@ def load_campaign(config_path=None, overrides: dict | None = None) -> dict:
 
 
 # --------------------------------------------------------------------------- measurement (b)
-def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo", "dr_grpo"), progress: bool = False) -> dict:
+def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo", "dr_grpo"), progress: bool = False,
+                            threads: int | None = None) -> dict:
     """Gradient mass per decile of initial p, from ``draws`` independent groups per prompt.
 
     Builds the run's policy at its initial population and runs the engine's own stages on it:
@@ -125,7 +126,7 @@ def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo"
     # is 2-3x faster than two; the generator's stream does not depend on the split.
     chunk = max(1, SMALL_STEP // (N * (G if cfg.rollouts == "answers" else 1)))
     out = {"draws": draws, "n_prompts": N, "group_size": G, "counts": np.bincount(decile, minlength=N_DECILES).tolist()}
-    with cpu_threads(device, chunk * N * G):
+    with cpu_threads(device, chunk * N * G, threads):
         g_means = _mean_updates(cfg, policy, gen, methods, draws, chunk)
     for method, g_mean in zip(methods, g_means):
         measured = np.bincount(decile, weights=g_mean, minlength=N_DECILES)
@@ -174,7 +175,8 @@ def _mean_updates(cfg, policy, gen, methods, draws, chunk) -> list[np.ndarray]:
 
 
 # --------------------------------------------------------------------------- the campaign
-def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = None, progress: bool = True, resume: bool = True) -> dict:
+def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = None, progress: bool = True, resume: bool = True,
+                       threads: int | None = None) -> dict:
     """Run every arm of the campaign, the decile measurement and the figure; return the summary.
 
     ``out_dir`` is the campaign folder (new, or one holding this very campaign: finished arms
@@ -183,6 +185,8 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
     and final quartile means; the initial-population decile measurement; DAPO's generation
     cost relative to GRPO; the per-step series the figure is drawn from; and ``wall_s``, the
     wall seconds of each stage (arms, decile_measurement, figure) of the run that wrote it.
+    ``threads``: torch CPU threads for every stage (default: each run chooses, see
+    :func:`~.engine.choose_threads`).
     """
     campaign = load_campaign(config_path, overrides)
     out = Path(out_dir)
@@ -206,7 +210,7 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
     wall = {"arms": time.perf_counter()}  # each stage's wall seconds (summary["wall_s"]): what a speed-up bought
     for name, arm in campaign["arms"].items():
         folder = out / "arms" / name
-        arm_summaries[name] = run_simulation(SimConfig.from_dict(arm), folder, resume=resume, progress=progress)
+        arm_summaries[name] = run_simulation(SimConfig.from_dict(arm), folder, resume=resume, progress=progress, threads=threads)
         ledger = read_ledger(folder, columns=["step", "silent_frac", "silent_pred", "mean_p_q1"])
         final = arm_summaries[name]["final"]
         series[name] = {
@@ -222,7 +226,7 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
     wall["arms"] = time.perf_counter() - wall["arms"]
     wall["decile_measurement"] = time.perf_counter()
     base = SimConfig.from_dict(campaign["base"])
-    deciles = measure_initial_deciles(base, draws=campaign["decile_draws"], methods=campaign["decile_methods"])
+    deciles = measure_initial_deciles(base, draws=campaign["decile_draws"], methods=campaign["decile_methods"], threads=threads)
     write_json(out / "deciles.json", deciles)
     wall["decile_measurement"] = time.perf_counter() - wall["decile_measurement"]
 

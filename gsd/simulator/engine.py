@@ -63,24 +63,76 @@ ROLLOUTS_DIR = "rollouts"  # the rollout log's folder in a run folder (config ke
 
 #: Answers per step below which a CPU run uses one torch thread (see :func:`cpu_threads`).
 SMALL_STEP = 1 << 18
+#: Elements of the thread probe's tensor (see :func:`threads_pay_off`): large enough for torch
+#: to split every op, a few ms per round.
+PROBE_ELEMENTS = 1 << 20
+#: More threads are kept only when the probe runs at most this fraction of one thread's time.
+PROBE_GAIN = 0.8
+
+
+def threads_pay_off(threads: int, elements: int = PROBE_ELEMENTS, rounds: int = 3) -> bool:
+    """Whether ``threads`` torch threads run a step-like workload clearly faster than one, now.
+
+    The workload is what a large step does to its tensors: uniforms, an elementwise map, a
+    comparison and two sums, over ``elements`` entries, from a private generator (the run's
+    random streams are untouched).  Rounds alternate one thread and ``threads``; the medians
+    decide.  On a machine where another process holds a core, every hand-off between threads
+    waits for that core's time slice and the multi-threaded rounds come out several times
+    slower: one thread wins.  Leaves torch's thread count as it found it.
+    """
+    before = torch.get_num_threads()
+    gen = torch.Generator().manual_seed(0)
+    buf = torch.empty(elements, dtype=torch.float32)
+    times = {1: [], threads: []}
+    try:
+        for _ in range(rounds):
+            for n in (1, threads):
+                torch.set_num_threads(n)
+                t0 = time.perf_counter()
+                torch.rand(elements, generator=gen, out=buf)
+                (torch.sigmoid(buf) < 0.5).sum()
+                buf.log1p().sum()
+                times[n].append(time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(before)
+    return float(np.median(times[threads])) <= PROBE_GAIN * float(np.median(times[1]))
+
+
+def choose_threads(device: torch.device, answers_per_step: int, threads: int | None = None) -> int:
+    """The torch CPU thread count a run uses: ``threads`` when given (``--threads``), else one
+    thread unless the step is large (≥ :data:`SMALL_STEP` answers) and a short probe shows more
+    threads pay off on this machine now (:func:`threads_pay_off`).  A GPU run keeps torch's
+    count (the host threads only launch kernels)."""
+    before = torch.get_num_threads()
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise InputError(f"threads must be an integer >= 1, got {threads!r}")
+        return threads
+    if device.type != "cpu":
+        return before
+    if before == 1 or answers_per_step < SMALL_STEP:
+        return 1
+    return before if threads_pay_off(before) else 1
 
 
 @contextmanager
-def cpu_threads(device: torch.device, answers_per_step: int):
-    """Run a small CPU workload on one torch thread, then restore the thread count.
+def cpu_threads(device: torch.device, answers_per_step: int, threads: int | None = None):
+    """Run a workload on the thread count :func:`choose_threads` picks (yielded), then restore
+    torch's count.
 
-    Below :data:`SMALL_STEP` answers per step every tensor is too small for torch to split, so
-    extra threads only add hand-offs — and on a loaded machine each hand-off waits for a core
-    (10–100× slower steps measured on 2 busy cores).  The numbers are the same: a tensor this
-    small is reduced by one thread either way (the paper campaign's ledgers are bit-identical at
-    1 and 2 threads).  Larger runs keep torch's setting (``gsd simulate --threads``).
+    Why not torch's default: below :data:`SMALL_STEP` answers per step every tensor is too
+    small for torch to split, so extra threads only add hand-offs — and on a loaded machine
+    each hand-off waits for a core (10–100× slower steps measured on 2 busy cores); above it,
+    two threads on a 2-core machine with one other CPU-bound process took 15× one thread's time
+    per step.  The numbers depend on the count (a reduction split across threads rounds
+    differently): the run summary records it, and a resumed run keeps its checkpoint's.
     """
     before = torch.get_num_threads()
-    small = device.type == "cpu" and answers_per_step < SMALL_STEP
-    if small and before > 1:
-        torch.set_num_threads(1)
+    chosen = choose_threads(device, answers_per_step, threads)
+    if chosen != before:
+        torch.set_num_threads(chosen)
     try:
-        yield
+        yield chosen
     finally:
         if torch.get_num_threads() != before:
             torch.set_num_threads(before)
@@ -286,12 +338,15 @@ def train_step(run: RunState, step: int) -> dict:
     return row
 
 
-def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = True, on_step=None) -> dict:
+def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = True, on_step=None,
+                   threads: int | None = None) -> dict:
     """Train one arm and return its summary (see :func:`gsd.simulator.ledger.summarise`).
 
     ``config``: a :class:`SimConfig` or a dict of its keys.  ``out_dir``: the run folder (new,
     empty, or holding this very config).  A finished run is not redone: its summary is
     returned.  ``on_step(step)``: called after each step (and its checkpoint, if any).
+    ``threads``: torch CPU threads (default: chosen for speed, :func:`choose_threads`; a resumed
+    run keeps its checkpoint's); the summary's ``threads`` records the count used.
     """
     cfg = config if isinstance(config, SimConfig) else SimConfig.from_dict(config)
     device = torch.device(resolve_device(cfg.device))  # before touching the disk: bad device = no folder
@@ -302,14 +357,17 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
         return found
     from tqdm.auto import tqdm
 
-    with cpu_threads(device, answers_per_step(cfg)):
+    ckpt = _read_checkpoint(found, cfg, device, out) if mode == "resume" else None
+    if ckpt is not None and threads is None and device.type == "cpu":
+        threads = ckpt.get("threads")  # the same count: the resumed ledger continues the run's
+    with cpu_threads(device, answers_per_step(cfg), threads) as used:
         run = setup(cfg, p0, device)
         if cfg.rollout_log != "none":
             from .rollout_log import RolloutLogWriter
 
             run.rollout_writer = RolloutLogWriter(cfg.rollout_log, out / ROLLOUTS_DIR)
-        if mode == "resume":
-            _load_checkpoint(run, found, out)
+        if ckpt is not None:
+            _load_checkpoint(run, ckpt)
         initial = population_summary(run, run.z_ref)
         bar = tqdm(total=cfg.steps, initial=run.start, disable=not progress, desc=f"{cfg.name} [{cfg.method}]", unit="step")
         for step in range(run.start, cfg.steps):
@@ -323,7 +381,7 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
                 on_step(step)
         bar.close()
         final = population_summary(run, run.policy())
-    summary = summarise(run.ledger.columns(), cfg, initial=initial, final=final, device=str(device))
+    summary = summarise(run.ledger.columns(), cfg, initial=initial, final=final, device=str(device), threads=used)
     write_json(out / SUMMARY_FILE, summary)  # written last: it marks the run complete
     return read_json(out / SUMMARY_FILE)
 
@@ -373,6 +431,7 @@ def checkpoint(run: RunState, out: Path, next_step: int) -> None:
         "rng_torch_cpu": torch.get_rng_state(),
         "z_ref": run.z_ref.cpu(),
         "device_type": run.device.type,
+        "threads": torch.get_num_threads(),
         "ledger_columns": list(COLUMNS),
         "ledger": torch.from_numpy(done_rows.copy()),
     }
@@ -383,15 +442,19 @@ def checkpoint(run: RunState, out: Path, next_step: int) -> None:
     write_ledger(out / LEDGER_FILE, done_rows)
 
 
-def _load_checkpoint(run: RunState, path: Path, out: Path) -> None:
+def _read_checkpoint(path: Path, cfg: SimConfig, device: torch.device, out: Path) -> dict:
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    if ckpt["device_type"] != run.device.type:
+    if ckpt["device_type"] != device.type:
         raise InputError(
-            f"config key 'device' = {run.cfg.device!r}: the checkpoint was written on {ckpt['device_type']}, "
-            f"this process would run on {run.device.type}; the random streams differ, resume on {ckpt['device_type']}"
+            f"config key 'device' = {cfg.device!r}: the checkpoint was written on {ckpt['device_type']}, "
+            f"this process would run on {device.type}; the random streams differ, resume on {ckpt['device_type']}"
         )
     if ckpt["ledger_columns"] != list(COLUMNS):
         raise InputError(f"out_dir {str(out)!r}: the checkpoint's ledger has other columns (written by another version)")
+    return ckpt
+
+
+def _load_checkpoint(run: RunState, ckpt: dict) -> None:
     run.policy.load_state_dict(ckpt["policy"])
     run.opt.load_state_dict(ckpt["optimizer"])
     run.gen.set_state(ckpt["rng_rollouts"])
