@@ -40,6 +40,7 @@ __all__ = [
     "predicted_silent",
     "large_group_update",
     "per_decile",
+    "closed_form_columns",
     "ledger_frame",
     "r_squared",
     "summarise",
@@ -218,6 +219,20 @@ def large_group_update(p, G, decile, n_bins: int = N_DECILES, keep=None):
     if not is_tensor(p):
         limit, law_sum = float(limit), float(law_sum)
     return limit, law_sum, per_decile(lim, decile, keep, n_bins)
+
+
+def closed_form_columns(p, G, decile, cfg, *, keep=None, update: bool = True, g_max: int | None = None) -> dict:
+    """A step's closed-form ledger columns from its batch: silent_pred, zero_update_pred,
+    groups_pred, grad_limit, grad_law and grad_limit_d; with ``update`` also grad_pred and
+    grad_pred_d.  ``p``, ``G`` (an int, or one per prompt), ``decile`` and ``keep``: numpy
+    arrays or tensors (then 0-d and 1-d tensors back, on p's device)."""
+    limit, law, limit_d = large_group_update(p, G, decile, keep=keep)
+    out = {**predicted_silent(p, cfg, G, keep), "grad_limit": limit, "grad_law": law, "grad_limit_d": limit_d}
+    if update:
+        m = predicted_update(p, cfg, G, g_max=g_max)
+        total = _total(m, keep)
+        out.update(grad_pred=total if is_tensor(total) else float(total), grad_pred_d=per_decile(m, decile, keep))
+    return out
 
 
 #: Column blocks, filled by one name: ``grad_mass_d`` → grad_mass_d0 … grad_mass_d9, etc.
