@@ -303,22 +303,28 @@ def fill_ledger_row(run: RunState, step: int, batch: Batch, groups: Groups, trai
         named.update(closed_form_columns(p, G, dec_b, cfg, keep=keep, update=update, g_max=batch.g_max))
         closed = {}
     host = {**to_host(named), **closed}
-    n_batch = host["n_batch"]
     run.generations_cum += int(host["generations"])
+    row = ledger_row(step, host, run.generations_cum, run.planner)
+    run.ledger.put(step, **row)
+    return row
+
+
+def ledger_row(step: int, host: dict, generations_cum: int, planner=None) -> dict:
+    """A ledger row (:meth:`Ledger.put`'s names) from a step's host values."""
+    n_batch = host["n_batch"]
     row = dict(
         step=step, n_batch=n_batch, silent_frac=host["silent"] / n_batch, zero_update_frac=host["zero_update"] / n_batch,
-        groups=host["groups"], generations=host["generations"], generations_cum=run.generations_cum,
+        groups=host["groups"], generations=host["generations"], generations_cum=generations_cum,
         loss=host["loss"], kl=host["kl"], clip_frac=host["clip_frac"],
         grad_mass=float(host["grad_mass_d"].sum()), grad_mass_d=host["grad_mass_d"],
         mean_p=host["mean_p"], mean_arcsin=host["mean_arcsin"], mean_p_q=host["mean_p_q"],
         effective_ratio=(n_batch - host["zero_update"]) / host["groups"] if host["groups"] else math.nan,
-        value_planned=run.planner.value_planned if run.planner else math.nan,
-        grad_planned=run.planner.grad_planned if run.planner else math.nan,
+        value_planned=planner.value_planned if planner else math.nan,
+        grad_planned=planner.grad_planned if planner else math.nan,
         **{c: host[c] for c in ("silent_pred", "zero_update_pred", "groups_pred", "grad_limit", "grad_law", "grad_limit_d")},
     )
     if "grad_pred" in host:
         row.update(grad_pred=host["grad_pred"], grad_pred_d=host["grad_pred_d"])
-    run.ledger.put(step, **row)
     return row
 
 
@@ -427,21 +433,29 @@ def _open_run_folder(out: Path, cfg: SimConfig, resume: bool):
 
 def checkpoint(run: RunState, out: Path, next_step: int) -> None:
     """Save everything needed to continue at ``next_step``, then the ledger so far."""
-    done_rows = run.ledger.table[:next_step]
+    write_checkpoint(out, next_step, policy=run.policy.state_dict(), optimizer=run.opt.state_dict(), gen=run.gen,
+                     z_ref=run.z_ref, device=run.device, table=run.ledger.table,
+                     planner=None if run.planner is None else run.planner.state_dict())
+
+
+def write_checkpoint(out: Path, next_step: int, *, policy: dict, optimizer: dict, gen: torch.Generator, z_ref: torch.Tensor,
+                     device: torch.device, table: np.ndarray, planner: dict | None = None) -> None:
+    """A run folder's ``checkpoint.pt`` and ledger at ``next_step`` (also a batched run's, :mod:`.batched`)."""
+    done_rows = table[:next_step]
     state = {
         "step": next_step,
-        "policy": run.policy.state_dict(),
-        "optimizer": run.opt.state_dict(),
-        "rng_rollouts": run.gen.get_state(),
+        "policy": policy,
+        "optimizer": optimizer,
+        "rng_rollouts": gen.get_state(),
         "rng_torch_cpu": torch.get_rng_state(),
-        "z_ref": run.z_ref.cpu(),
-        "device_type": run.device.type,
+        "z_ref": z_ref.cpu(),
+        "device_type": device.type,
         "threads": torch.get_num_threads(),
         "ledger_columns": list(COLUMNS),
         "ledger": torch.from_numpy(done_rows.copy()),
     }
-    if run.planner is not None:
-        state["planner"] = run.planner.state_dict()
+    if planner is not None:
+        state["planner"] = planner
     with atomic_path(out / CHECKPOINT_FILE) as tmp:
         torch.save(state, tmp)
     write_ledger(out / LEDGER_FILE, done_rows)
