@@ -370,7 +370,8 @@ def _run_program(members, *, progress: bool, threads: int | None, on_step=None) 
 
     base = members[0][1]
     device = torch.device(resolve_device(base.device))
-    answers = sum(answers_per_step(m[1]) for m in members)
+    # The count its largest run would use alone (its numbers are then those of the runs alone).
+    answers = max(answers_per_step(m[1]) for m in members)
     with cpu_threads(device, answers, threads) as used:
         prog = _Program(members, device)
         ckpts = {m[0]: m[4] for m in members}

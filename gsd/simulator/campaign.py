@@ -1,7 +1,8 @@
 """The paper's controlled campaign (:ref:`theory-paper`): three arms, one population, one figure.
 
-* Arms: GRPO, Dr.GRPO and DAPO (≤ 4 draws), each a :func:`run_simulation` run of the same
-  base config, so they start from the same initial population (same seed).
+* Arms: GRPO, Dr.GRPO and DAPO (≤ 4 draws), each a run of the same base config, so they start
+  from the same initial population (same seed); compatible arms run as one program
+  (:func:`~.batched.run_many`), each with the numbers it would have alone.
 * Measurement (a): per-step silent fraction against the mean of p^G + (1−p)^G (R² per arm).
 * Measurement (b): gradient mass per decile of initial p from repeated group draws on the
   initial population (:func:`measure_initial_deciles`), autograd gradient averaged over the
@@ -31,7 +32,8 @@ from ..resources import config_file
 from ..update import expected_update
 from ..weighting import decile_index
 from .config import SimConfig, config_diff, read_config_file, resolve_device
-from .engine import SMALL_STEP, cpu_threads, run_simulation
+from .batched import run_many
+from .engine import SMALL_STEP, cpu_threads
 from .ledger import N_DECILES, read_ledger
 from .loss import AdvantageTable, policy_loss
 from .policy import make_policy
@@ -208,9 +210,13 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
 
     arm_summaries, series = {}, {}
     wall = {"arms": time.perf_counter()}  # each stage's wall seconds (summary["wall_s"]): what a speed-up bought
-    for name, arm in campaign["arms"].items():
+    # The arms differ in method: one program where their configs allow (.batched), each arm's
+    # folder and numbers as if run alone.
+    arms = [(SimConfig.from_dict(arm), out / "arms" / name) for name, arm in campaign["arms"].items()]
+    done = run_many(arms, resume=resume, progress=progress, threads=threads)
+    for (name, arm), summary in zip(campaign["arms"].items(), done):
         folder = out / "arms" / name
-        arm_summaries[name] = run_simulation(SimConfig.from_dict(arm), folder, resume=resume, progress=progress, threads=threads)
+        arm_summaries[name] = summary
         ledger = read_ledger(folder, columns=["step", "silent_frac", "silent_pred", "mean_p_q1"])
         final = arm_summaries[name]["final"]
         series[name] = {
