@@ -8,6 +8,8 @@ Public API (also used by the sweep engine and the reproduction):
 
 * :class:`SimConfig` — every knob of a run (``from_toml``, ``with_overrides``, ``to_dict``);
 * :func:`run_simulation` — train one arm into a run folder, resumable; returns its summary;
+* :func:`run_many` — several runs, as one program where they differ only in seed, method or
+  group size (:mod:`.batched`), each as if run alone;
 * :func:`is_complete` — whether a run folder holds a finished run;
 * :data:`COLUMNS` — the ledger's columns and their meaning; :func:`read_ledger`;
 * :func:`run_paper_campaign`, :func:`make_campaign_figure`, :func:`measure_initial_deciles` —
@@ -22,6 +24,7 @@ from .config import SimConfig
 _LAZY = {
     "run_simulation": "engine",
     "is_complete": "engine",
+    "run_many": "batched",
     "COLUMNS": "ledger",
     "read_ledger": "ledger",
     "run_paper_campaign": "campaign",
