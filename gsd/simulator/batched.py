@@ -19,19 +19,18 @@ vector), so the engine's stages run once per step on all of them:
 Every operation is elementwise across prompts or a sum within one run's block, which torch
 reduces as it would reduce that run's tensor alone: on CPU, on one thread, each run's ledger,
 checkpoint and summary equal the run made alone bit for bit (wall times aside; the tests check
-it), provided its blocks are whole vector steps (:func:`batch_key`).  On more threads torch
+it), provided its blocks are whole vector steps (:func:`~.config.batch_key`).  On more threads torch
 splits a long tensor at other places than a short one: the numbers then differ in the last
 bits, as those of one run do between thread counts (the summary records the count).  Each run keeps its own folder in the single-run format (:mod:`.engine`), so a
 killed batch resumes — batched again, or run by run — to the same ledgers.
 
-What can share a program (:func:`batch_key`): tabular policies with the same config but for
+What can share a program (:func:`~.config.batch_key`): tabular policies with the same config but for
 :data:`FREE_KEYS`, a fixed group size per run (no budget allocation) and no rollout log.  The
 others run one by one through :func:`~.engine.run_simulation`.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -41,7 +40,7 @@ import torch
 from ..atomic import read_json, write_json
 from ..methods import method_spec
 from ..weighting import decile_index
-from .config import SimConfig, resolve_device
+from .config import SimConfig, batch_key, resolve_device
 from .engine import (
     SUMMARY_FILE,
     _open_run_folder,
@@ -60,35 +59,7 @@ from .policy import TabularPolicy
 from .population import STREAM_ROLLOUTS, initial_solve_rates, sub_seed
 from .sampling import Batch, Groups, draw_counts, groups_from_draws, plan_batch
 
-__all__ = ["FREE_KEYS", "batch_key", "run_many"]
-
-#: Config keys in which the runs of one program may differ.
-FREE_KEYS = ("name", "seed", "method", "group_size", "max_draws", "ddof", "eps")
-
-
-#: On CPU torch computes an elementwise op in vector registers, and the last (length mod 2
-#: vectors) entries one by one — with other roundings for sigmoid, log, exp.  A run's entries
-#: take the same path alone and in a program only when its block is a whole number of those
-#: steps: 128 bytes covers AVX-512 (the widest build; 16 float64 or 32 float32 entries).
-VECTOR_STEP_BYTES = 128
-
-
-def batch_key(cfg: SimConfig) -> str | None:
-    """Equal for runs that can share one program; None for a run that cannot join any.
-
-    On a CPU the prompts per run and per step must be whole vector steps
-    (:data:`VECTOR_STEP_BYTES`; the paper's 6,000 float64 prompts are), or a program would not
-    reproduce the run alone bit for bit.
-    """
-    if cfg.policy != "tabular" or cfg.allocation != "fixed" or cfg.rollout_log != "none":
-        return None
-    if resolve_device(cfg.device) == "cpu":
-        step = VECTOR_STEP_BYTES // getattr(torch, cfg.dtype).itemsize
-        if cfg.n_prompts % step or (cfg.batch_size or cfg.n_prompts) % step:
-            return None
-    rest = {k: v for k, v in cfg.to_dict().items() if k not in FREE_KEYS}
-    return json.dumps(rest, sort_keys=True)
-
+__all__ = ["run_many"]
 
 def run_many(runs, *, resume: bool = False, progress: bool = True, threads: int | None = None,
              max_runs: int | None = None, on_step=None) -> list[dict]:

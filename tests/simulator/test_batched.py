@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from gsd.simulator import SimConfig, read_ledger, run_simulation
-from gsd.simulator.batched import batch_key, run_many
+from gsd.simulator import batch_key
+from gsd.simulator.batched import run_many
 from gsd.simulator.ledger import WALL_COLUMNS
 
 PAPER = SimConfig(n_prompts=512, steps=7, checkpoint_every=3, device="cpu")
