@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import as_float64, namespace
+from ._arrays import as_float64, is_tensor, namespace
 from ._binomial import symmetric_expectation
 from ._validate import (
     MAX_EXACT_GROUP_SIZE,
@@ -79,10 +79,11 @@ def _method_update(p, G, method: str, ddof: int, eps: float, max_draws, expectat
     and int64), without verifier noise.  ``expectation(p, G, f)``: the exact E[f(k, G)] over
     k ~ Binom(G, p) in p's library (:func:`gsd._binomial.symmetric_expectation` for numpy).
     """
+    Gf = as_float64(G) if is_tensor(G) else G  # 1/G of an int64 tensor would be float32
     if method == "dr_grpo":
-        return p * (1.0 - p) * (1.0 - 1.0 / G)
+        return p * (1.0 - p) * (1.0 - 1.0 / Gf)
     if method == "rloo":
-        return p * (1.0 - p) + 0.0 * G  # the broadcast shape of p and G
+        return p * (1.0 - p) + 0.0 * Gf  # the broadcast shape of p and G
     f = _grpo_term(ddof, eps)
     m = expectation(p, G, f)
     if method == "grpo":
