@@ -10,15 +10,17 @@ the run's state (:func:`setup`), then for each step :func:`train_step` runs the 
 3. :func:`record_rollouts` — hand them to the rollout log, when one is configured;
 4. :func:`train_on_groups` — advantages from the core's table, the loss of
    :func:`~.loss.policy_loss` (PPO epochs, clip, k3), backward, optimizer step;
-5. :func:`fill_ledger_row` — what the step did beside what the closed forms predict, one
-   device→host copy per step (:mod:`.ledger`);
+5. :func:`fill_ledger_row` — what the step did beside what the closed forms predict (on a
+   GPU evaluated on the device), one device→host copy per step (:mod:`.ledger`);
 6. a checkpoint every ``checkpoint_every`` steps (:func:`checkpoint`).
 
 A prompt's group size is a per-prompt integer tensor from step 1 on (constant unless a budget
 plan replaces it, see :mod:`.budget`), so an allocator's own sizes change nothing downstream: the
 advantage table covers every size it may return, the loss averages each group over its own G,
-and the ledger counts Σ groups drawn × G as the step's generations.  Small CPU steps run on one
-torch thread (:func:`cpu_threads`); the optimizers are :mod:`.optim`'s.
+and the ledger counts Σ groups drawn × G as the step's generations.  A CPU run picks its torch
+thread count for speed (:func:`choose_threads`: one, unless a large step and a probe say more
+pay off); the optimizers are :mod:`.optim`'s.  Several runs that differ only in seed, method or
+group size can run as one program (:mod:`.batched`).
 
 A run is a folder: ``config.json`` (the resolved config), ``ledger.parquet``, ``checkpoint.pt``
 (policy, optimizer, every random state, the ledger so far, the step), with ``rollout_log`` set
@@ -27,7 +29,8 @@ a ``rollouts/`` folder in verl's or TRL's log format (:mod:`.rollout_log`) and, 
 replaced atomically.  ``resume=True`` continues from the checkpoint; on CPU the ledger is then
 identical to an uninterrupted run's, wall-time columns aside.  Results depend on the number of
 torch threads (a reduction split across threads rounds differently): compare runs made with
-the same thread count.  Random streams: see :mod:`.sampling`.
+the same thread count — the summary records it (``threads``) and a resume keeps the
+checkpoint's.  Random streams: see :mod:`.sampling`.
 """
 
 from __future__ import annotations
