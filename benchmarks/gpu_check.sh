@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# GPU check of the simulator, in under 5 minutes: the CUDA path of the paper campaign and the
-# scale benchmark (10^6 prompts x G = 64), every figure written to one folder.
+# GPU check of the simulator, in under 6 minutes: the CUDA path of the paper campaign, the scale
+# benchmark (10^6 prompts x G = 64: answers per second with and without the closed forms, which
+# run on the device) and many runs as one program, every figure written to one folder.
 #
 #   bash benchmarks/gpu_check.sh [OUT]          # default OUT: runs/gpu_check
 #
 # Needs the package installed with a CUDA build of torch (README, "GPU"). Without a CUDA device
 # it runs a small CPU fallback of the same steps (a check that the script itself works), and
-# says so in OUT/figures.txt. Each part has its own time limit, so the whole stays under 5 min.
+# says so in OUT/figures.txt. Each part has its own time limit, so the whole stays under 6 min.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/gpu_check}
@@ -20,12 +21,14 @@ if "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"
   DEVICE=cuda
   CAMPAIGN_SETS=()
   SCALE=(--prompts 1000000 --group-size 64 --steps 3 --dtype float32)
+  MANY=(--seeds 3 --steps 50)
   nvidia-smi > "$OUT/nvidia_smi.txt" 2>&1 || true
 else
   DEVICE=cpu
   echo "gpu_check: no CUDA device, running the small CPU fallback (not a GPU measurement)" | tee -a "$LOG"
   CAMPAIGN_SETS=(--set n_prompts=1000 --set steps=20 --set decile_draws=20)
   SCALE=(--prompts 20000 --group-size 64 --steps 2 --dtype float32)
+  MANY=(--seeds 1 --steps 10)
 fi
 "$PY" -c "import torch, platform; print('torch', torch.__version__, 'cuda', torch.version.cuda, platform.platform())" >> "$LOG" 2>&1
 
@@ -43,7 +46,12 @@ echo "campaign_process_ms $(( (end - start) / 1000000 ))" > "$OUT/campaign_time.
 timeout 150 "$PY" benchmarks/bench_simulator.py --device "$DEVICE" "${SCALE[@]}" --skip-campaign \
   --scaling-prompts "" --out "$OUT/bench_scale.json" > "$OUT/bench_scale.txt" 2>> "$LOG" || status=1
 
-# 3. The figures, in one file.
+# 3. Many runs as one program: seeds x (GRPO, Dr.GRPO, DAPO) at paper size, batched against one by one
+#    (benchmarks/bench_batched.py; on CUDA the ledger's closed forms run on the device).
+timeout 120 "$PY" benchmarks/bench_batched.py --device "$DEVICE" "${MANY[@]}" --out "$OUT/bench_batched.json" \
+  > "$OUT/bench_batched.txt" 2>> "$LOG" || status=1
+
+# 4. The figures, in one file.
 "$PY" - "$OUT" "$DEVICE" <<'EOF' >> "$LOG" 2>&1 || status=1
 import json, sys
 from pathlib import Path
@@ -72,6 +80,13 @@ if bench.is_file():
         lines.append(f"  ratio engine_{rollouts}_with_closed_form / numpy_ledger: {tp[f'engine_{rollouts}_with_closed_form']['s_per_step'] / ref:.2f}")
 else:
     lines.append("scale benchmark: no result (see log.txt)")
+many = out / "bench_batched.json"
+if many.is_file():
+    b = json.loads(many.read_text())
+    lines.append(f"many runs: {b['runs']} runs x {b['steps']} steps, separate {b['separate_s']:.2f} s, batched {b['batched_s']:.2f} s, "
+                 f"speed-up {b['speedup']:.2f}x, identical ledgers {b['identical_runs']}/{b['runs']}")
+else:
+    lines.append("many runs: no result (see log.txt)")
 (out / "figures.txt").write_text("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._arrays import namespace
 from ._validate import (
     MAX_GROUP_SIZE,
     InputError,
@@ -44,17 +45,32 @@ EXCEEDS_MAX = 0
 _MAX_LOGGED = 10**6
 
 
+# The formulas below take numpy arrays or torch tensors (:mod:`gsd._arrays`): the simulator's
+# ledger evaluates them on the run's device, the public functions on validated numpy arrays.
 def _minor(p):
     """a = min(p, 1 − p); 1 − p is exact in floating point for p ≥ 1/2."""
-    return np.minimum(p, 1.0 - p)
+    return namespace(p).minimum(p, 1.0 - p)
 
 
 def _silent(a, G):
-    return np.power(a, G) + np.exp(G * np.log1p(-a))
+    xp = namespace(a)
+    return a**G + xp.exp(G * xp.log1p(-a))
 
 
 def _nonsilent(a, G):
-    return -np.expm1(G * np.log1p(-a)) - np.power(a, G)
+    xp = namespace(a)
+    return -xp.expm1(G * xp.log1p(-a)) - a**G
+
+
+def _truncated_draws(q, D):
+    """Expected draws Σ_{d<D} s^d = (1 − s^D)/(1 − s) with s = 1 − q the silent rate (q > 0),
+    and D where q = 0 (a prompt that is always silent uses every draw).
+
+    log s = log1p(−q): q is the accurate one of the two when s is close to 1.
+    """
+    xp = namespace(q)
+    cost = -xp.expm1(D * xp.log1p(-q)) / q
+    return xp.where(q > 0, cost, D * xp.ones_like(cost))
 
 
 def silent_rate(p, G):
@@ -290,7 +306,4 @@ def dapo_generation_cost(p, G, *, max_draws=None):
         if max_draws is None:
             return 1.0 / q
         D, q = broadcast(max_draws=as_group_size(max_draws, "max_draws"), p=q)
-        # log s = log1p(−q): q is the accurate one of the two when s is close to 1.
-        # (1 − s^D)/(1 − s) → D as s → 1 (a prompt that is always silent uses every draw).
-        cost = -np.expm1(D * np.log1p(-q)) / q
-        return np.where(q > 0, cost, D * np.ones_like(cost))
+        return _truncated_draws(q, D)

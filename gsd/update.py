@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._arrays import as_float64, is_tensor, namespace
 from ._binomial import symmetric_expectation
 from ._validate import (
     MAX_EXACT_GROUP_SIZE,
@@ -33,7 +34,7 @@ from ._validate import (
 )
 from .methods import UPDATE_METHODS as _ALL_METHODS
 from .methods import method_spec
-from .silent import _minor, _nonsilent, _silent
+from .silent import _minor, _nonsilent
 
 __all__ = ["UPDATE_METHODS", "expected_update", "fidelity", "fidelity_law"]
 
@@ -47,20 +48,59 @@ def _grpo_term(ddof: int, eps: float):
     σ = sqrt(k(G−k))/G is the population std of the group's rewards and σ_c the std the trainer
     divides by (σ·sqrt(G/(G−ddof))).  In the paper's convention (ddof 0, eps 0) f is σ itself,
     returned as such (σ²/σ would round twice).  The one source of the GRPO term for the exact
-    expectations of :func:`expected_update` and the allocation values of :mod:`gsd.allocation`.
+    expectations of :func:`expected_update`, the allocation values of :mod:`gsd.allocation` and
+    the simulator's ledger on its device (k, G: numpy arrays or torch tensors).
     """
 
     def f(k, G):
-        G = G.astype(np.float64)
-        sigma = np.sqrt(k * (G - k)) / G
+        xp = namespace(G)
+        G = as_float64(G)
+        sigma = xp.sqrt(k * (G - k)) / G
         if not ddof and not eps:
             return sigma
-        sigma_c = sigma * np.sqrt(G / (G - ddof)) if ddof else sigma
+        sigma_c = sigma * xp.sqrt(G / (G - ddof)) if ddof else sigma
         with np.errstate(invalid="ignore", divide="ignore"):
             val = sigma * sigma / (sigma_c + eps)
-        return np.where(sigma > 0, val, 0.0)
+        return xp.where(sigma > 0, val, 0.0)
 
     return f
+
+
+def _noisy(m, p, q, nu: float):
+    """The update at verifier noise ν from the noiseless one at the reward rate q: m(q, G)
+    times the expected contrast (1 − 2ν)·p(1−p)/(q(1−q)); 0 where q(1−q) = 0."""
+    xp = namespace(m)
+    v = q * (1.0 - q)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return m * xp.where(v > 0, (1.0 - 2.0 * nu) * p * (1.0 - p) / xp.where(v > 0, v, 1.0), 0.0)
+
+
+def _method_update(p, G, method: str, ddof: int, eps: float, max_draws, expectation):
+    """m_method(p, G) from checked, broadcast p and G (numpy arrays or torch tensors, float64
+    and int64), without verifier noise.  ``expectation(p, G, f)``: the exact E[f(k, G)] over
+    k ~ Binom(G, p) in p's library (:func:`gsd._binomial.symmetric_expectation` for numpy).
+    """
+    Gf = as_float64(G) if is_tensor(G) else G  # 1/G of an int64 tensor would be float32
+    if method == "dr_grpo":
+        return p * (1.0 - p) * (1.0 - 1.0 / Gf)
+    if method == "rloo":
+        return p * (1.0 - p) + 0.0 * Gf  # the broadcast shape of p and G
+    f = _grpo_term(ddof, eps)
+    m = expectation(p, G, f)
+    if method == "grpo":
+        return m
+    # DAPO: E[f | not silent].
+    xp = namespace(m)
+    q = _nonsilent(_minor(p), G)
+    Gb = G + xp.zeros_like(q, dtype=xp.int64)
+    one_odd = f(xp.ones_like(Gb), Gb)  # p → 0: a kept group has exactly one odd answer
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cond = xp.where(q > 0, m / xp.where(q > 0, q, 1.0), one_odd)
+    if max_draws is None:
+        return cond
+    with np.errstate(divide="ignore"):  # q rounds to 1 when silence is negligible: log1p(−1) = −inf is right
+        kept = -xp.expm1(max_draws * xp.log1p(-q))  # 1 − P_silent^D
+    return cond * kept
 
 
 @numpy_result
@@ -133,16 +173,11 @@ def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0
     >>> float(gsd.expected_update(0.05, 8, "dapo", max_draws=4))
     0.28140476694700145
     """
+    nu = 0.0
     if verifier_noise:
         nu = float(as_unit_interval(verifier_noise, "verifier_noise"))
         if nu >= 0.5:
             raise InputError(f"verifier_noise must lie in [0, 0.5) (at 0.5 the reward carries no information), got {verifier_noise!r}")
-        p = as_probability(p)
-        q = p * (1.0 - nu) + (1.0 - p) * nu
-        m = expected_update(q, G, method, ddof=ddof, eps=eps, max_draws=max_draws)
-        v = q * (1.0 - q)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return m * np.where(v > 0, (1.0 - 2.0 * nu) * p * (1.0 - p) / np.where(v > 0, v, 1.0), 0.0)
     if method not in UPDATE_METHODS:
         raise InputError(f"method must be one of {UPDATE_METHODS}, got {method!r}")
     ddof = as_ddof(ddof)
@@ -154,27 +189,10 @@ def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0
     p, G = broadcast(p=p, G=G)
     if ddof and (G <= ddof).any():
         raise InputError(f"ddof={ddof} needs G >= {ddof + 1}, got G={G.min()}")
-    if method == "dr_grpo":
-        return p * (1.0 - p) * (1.0 - 1.0 / G)
-    if method == "rloo":
-        return p * (1.0 - p)  # p and G are broadcast already
-    f = _grpo_term(ddof, eps)
-    m = symmetric_expectation(p, G, f)
-    if method == "grpo":
-        return m
-    # DAPO: E[f | not silent].
-    a = _minor(p)
-    q = _nonsilent(a, G)
-    Gb = np.broadcast_to(G, q.shape)
-    one_odd = f(np.ones_like(Gb), Gb)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        cond = np.where(q > 0, m / np.where(q > 0, q, 1.0), one_odd)
-    if max_draws is None:
-        return cond
-    D = as_group_size(max_draws, "max_draws")
-    with np.errstate(divide="ignore"):  # q rounds to 1 when silence is negligible: log1p(−1) = −inf is right
-        kept = -np.expm1(D * np.log1p(-q))  # 1 − P_silent^D
-    return cond * kept
+    D = None if max_draws is None or method != "dapo" else as_group_size(max_draws, "max_draws")
+    q = p * (1.0 - nu) + (1.0 - p) * nu if nu else p
+    m = _method_update(q, G, method, ddof, eps, D, symmetric_expectation)
+    return _noisy(m, p, q, nu) if nu else m
 
 
 @numpy_result
@@ -262,9 +280,14 @@ def fidelity_law(p, G, *, extrapolate: bool = False):
     array([nan, nan])
     """
     p, G = broadcast(p=as_probability(p), G=as_group_size(G))
-    x = G * p * (1.0 - p)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # x = 0 or subnormal: −inf
-        law = 1.0 - 1.0 / (8.0 * x)
+        law = _law(p, G)
     if extrapolate:
         return law
-    return np.where((8.0 * x >= 1.0) & (G >= 2), law, np.nan)
+    return np.where((8.0 * G * p * (1.0 - p) >= 1.0) & (G >= 2), law, np.nan)
+
+
+def _law(p, G):
+    """1 − 1/(8·G·p(1−p)), the law's formula everywhere (numpy arrays or torch tensors)."""
+    x = G * p * (1.0 - p)
+    return 1.0 - 1.0 / (8.0 * x)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._arrays import namespace
 from ._validate import MAX_EXACT_GROUP_SIZE, MAX_GROUP_SIZE, InputError, _show, as_group_size, as_probability
 from .methods import method_spec
 from .update import expected_update
@@ -112,10 +113,13 @@ def large_group_weight(p, method: str):
     >>> float(gsd.large_group_weight(0.05, "dr_grpo"))
     0.0475
     """
-    spec = method_spec(method)
-    p = as_probability(p)
+    return _large_group(as_probability(p), method_spec(method).divides_by_std)
+
+
+def _large_group(p, divides_by_std: bool):
+    """sqrt(p(1−p)) or p(1−p) (numpy arrays or torch tensors)."""
     v = p * (1.0 - p)
-    return np.sqrt(v) if spec.divides_by_std else v
+    return namespace(v).sqrt(v) if divides_by_std else v
 
 
 def _weights(p, method, G, ddof=0, eps=0.0):

@@ -8,6 +8,8 @@ Public API (also used by the sweep engine and the reproduction):
 
 * :class:`SimConfig` — every knob of a run (``from_toml``, ``with_overrides``, ``to_dict``);
 * :func:`run_simulation` — train one arm into a run folder, resumable; returns its summary;
+* :func:`run_many` — several runs, as one program where they differ only in seed, method or
+  group size (:mod:`.batched`; :func:`batch_key` says which can share one), each as if run alone;
 * :func:`is_complete` — whether a run folder holds a finished run;
 * :data:`COLUMNS` — the ledger's columns and their meaning; :func:`read_ledger`;
 * :func:`run_paper_campaign`, :func:`make_campaign_figure`, :func:`measure_initial_deciles` —
@@ -17,11 +19,12 @@ Only the config is imported eagerly: torch, pandas and matplotlib load on first 
 ``gsd`` sub-commands that do not simulate start fast.
 """
 
-from .config import SimConfig
+from .config import SimConfig, batch_key
 
 _LAZY = {
     "run_simulation": "engine",
     "is_complete": "engine",
+    "run_many": "batched",
     "COLUMNS": "ledger",
     "read_ledger": "ledger",
     "run_paper_campaign": "campaign",
@@ -38,4 +41,4 @@ def __getattr__(name):
     raise AttributeError(f"module 'gsd.simulator' has no attribute {name!r}")
 
 
-__all__ = ["SimConfig", *_LAZY]
+__all__ = ["SimConfig", "batch_key", *_LAZY]

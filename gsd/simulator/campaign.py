@@ -1,7 +1,8 @@
 """The paper's controlled campaign (:ref:`theory-paper`): three arms, one population, one figure.
 
-* Arms: GRPO, Dr.GRPO and DAPO (≤ 4 draws), each a :func:`run_simulation` run of the same
-  base config, so they start from the same initial population (same seed).
+* Arms: GRPO, Dr.GRPO and DAPO (≤ 4 draws), each a run of the same base config, so they start
+  from the same initial population (same seed); compatible arms run as one program
+  (:func:`~.batched.run_many`), each with the numbers it would have alone.
 * Measurement (a): per-step silent fraction against the mean of p^G + (1−p)^G (R² per arm).
 * Measurement (b): gradient mass per decile of initial p from repeated group draws on the
   initial population (:func:`measure_initial_deciles`), autograd gradient averaged over the
@@ -31,8 +32,9 @@ from ..plotstyle import COLORS, method_label, new_figure, save_figure, styled
 from ..resources import config_file
 from ..update import expected_update
 from ..weighting import decile_index
+from .batched import run_many
 from .config import SimConfig, config_diff, read_config_file, repeat_settings, resolve_device
-from .engine import SMALL_STEP, cpu_threads, run_simulation
+from .engine import SMALL_STEP, cpu_threads
 from .ledger import N_DECILES, read_ledger
 from .loss import AdvantageTable, policy_loss
 from .policy import make_policy
@@ -100,7 +102,8 @@ def load_campaign(config_path=None, overrides: dict | None = None) -> dict:
 
 
 # --------------------------------------------------------------------------- measurement (b)
-def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo", "dr_grpo"), progress: bool = False) -> dict:
+def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo", "dr_grpo"), progress: bool = False,
+                            threads: int | None = None) -> dict:
     """Gradient mass per decile of initial p, from ``draws`` independent groups per prompt.
 
     Builds the run's policy at its initial population and runs the engine's own stages on it:
@@ -126,7 +129,7 @@ def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo"
     # is 2-3x faster than two; the generator's stream does not depend on the split.
     chunk = max(1, SMALL_STEP // (N * (G if cfg.rollouts == "answers" else 1)))
     out = {"draws": draws, "n_prompts": N, "group_size": G, "counts": np.bincount(decile, minlength=N_DECILES).tolist()}
-    with cpu_threads(device, chunk * N * G):
+    with cpu_threads(device, chunk * N * G, threads):
         g_means = _mean_updates(cfg, policy, gen, methods, draws, chunk)
     for method, g_mean in zip(methods, g_means):
         measured = np.bincount(decile, weights=g_mean, minlength=N_DECILES)
@@ -176,7 +179,7 @@ def _mean_updates(cfg, policy, gen, methods, draws, chunk) -> list[np.ndarray]:
 
 # --------------------------------------------------------------------------- the campaign
 def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = None, progress: bool = True, resume: bool = True,
-                       notify=None) -> dict:
+                       notify=None, threads: int | None = None) -> dict:
     """Run every arm of the campaign, the decile measurement and the figure; return the summary.
 
     ``out_dir`` is the campaign folder (new, or one holding this very campaign: finished arms
@@ -186,15 +189,16 @@ def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = No
     cost relative to GRPO; the per-step series the figure is drawn from; and ``wall_s``, the
     wall seconds of each stage (arms, decile_measurement, figure) of the run that wrote it.
     ``notify(message)``: told when the campaign or an arm is found finished or resumes
-    (:func:`~.engine.run_simulation`).
+    (:func:`~.engine.run_simulation`).  ``threads``: torch CPU threads for every stage (default:
+    each run chooses, see :func:`~.engine.choose_threads`).
     """
     campaign = load_campaign(config_path, overrides)
     out = Path(out_dir)
     with hold_folder(out, option="out_dir"):  # one process per campaign folder (each arm holds its own)
-        return _run_campaign(campaign, out, progress=progress, resume=resume)
+        return _run_campaign(campaign, out, progress=progress, resume=resume, notify=notify, threads=threads)
 
 
-def _run_campaign(campaign: dict, out: Path, *, progress: bool, resume: bool) -> dict:
+def _run_campaign(campaign: dict, out: Path, *, progress: bool, resume: bool, notify, threads) -> dict:
     saved = out / "campaign.json"
     if saved.is_file():
         old = read_json(saved)
@@ -216,10 +220,13 @@ def _run_campaign(campaign: dict, out: Path, *, progress: bool, resume: bool) ->
 
     arm_summaries, series = {}, {}
     wall = {"arms": time.perf_counter()}  # each stage's wall seconds (summary["wall_s"]): what a speed-up bought
-    for name, arm in campaign["arms"].items():
+    # The arms differ in method: one program where their configs allow (.batched), each arm's
+    # folder and numbers as if run alone.
+    arms = [(SimConfig.from_dict(arm), out / "arms" / name) for name, arm in campaign["arms"].items()]
+    done = run_many(arms, resume=resume, progress=progress, threads=threads, notify=notify)
+    for (name, arm), summary in zip(campaign["arms"].items(), done):
         folder = out / "arms" / name
-        arm_summaries[name] = run_simulation(SimConfig.from_dict(arm), folder, resume=resume, progress=progress,
-                                              notify=notify)
+        arm_summaries[name] = summary
         ledger = read_ledger(folder, columns=["step", "silent_frac", "silent_pred", "mean_p_q1"])
         final = arm_summaries[name]["final"]
         series[name] = {
@@ -235,7 +242,7 @@ def _run_campaign(campaign: dict, out: Path, *, progress: bool, resume: bool) ->
     wall["arms"] = time.perf_counter() - wall["arms"]
     wall["decile_measurement"] = time.perf_counter()
     base = SimConfig.from_dict(campaign["base"])
-    deciles = measure_initial_deciles(base, draws=campaign["decile_draws"], methods=campaign["decile_methods"])
+    deciles = measure_initial_deciles(base, draws=campaign["decile_draws"], methods=campaign["decile_methods"], threads=threads)
     write_json(out / "deciles.json", deciles)
     wall["decile_measurement"] = time.perf_counter() - wall["decile_measurement"]
 

@@ -403,3 +403,31 @@ def _toml_value(value) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"no TOML form for {value!r}")
+
+
+#: Config keys in which the runs of one program may differ.
+FREE_KEYS = ("name", "seed", "method", "group_size", "max_draws", "ddof", "eps")
+
+
+#: On CPU torch computes an elementwise op in vector registers, and the last (length mod 2
+#: vectors) entries one by one — with other roundings for sigmoid, log, exp.  A run's entries
+#: take the same path alone and in a program only when its block is a whole number of those
+#: steps: 128 bytes covers AVX-512 (the widest build; 16 float64 or 32 float32 entries).
+VECTOR_STEP_BYTES = 128
+
+
+def batch_key(cfg: SimConfig) -> str | None:
+    """Equal for runs that can share one program; None for a run that cannot join any.
+
+    On a CPU (or ``auto``) the prompts per run and per step must be whole vector steps
+    (:data:`VECTOR_STEP_BYTES`; the paper's 6,000 float64 prompts are), or a program would not
+    reproduce the run alone bit for bit.
+    """
+    if cfg.policy != "tabular" or cfg.allocation != "fixed" or cfg.rollout_log != "none":
+        return None
+    if not cfg.device.startswith("cuda"):  # cpu, or auto (decided without importing torch)
+        step = VECTOR_STEP_BYTES // {"float64": 8, "float32": 4}[cfg.dtype]
+        if cfg.n_prompts % step or (cfg.batch_size or cfg.n_prompts) % step:
+            return None
+    rest = {k: v for k, v in cfg.to_dict().items() if k not in FREE_KEYS}
+    return json.dumps(rest, sort_keys=True)

@@ -10,15 +10,17 @@ the run's state (:func:`setup`), then for each step :func:`train_step` runs the 
 3. :func:`record_rollouts` — hand them to the rollout log, when one is configured;
 4. :func:`train_on_groups` — advantages from the core's table, the loss of
    :func:`~.loss.policy_loss` (PPO epochs, clip, k3), backward, optimizer step;
-5. :func:`fill_ledger_row` — what the step did beside what the closed forms predict, one
-   device→host copy per step (:mod:`.ledger`);
+5. :func:`fill_ledger_row` — what the step did beside what the closed forms predict (on a
+   GPU evaluated on the device), one device→host copy per step (:mod:`.ledger`);
 6. a checkpoint every ``checkpoint_every`` steps (:func:`checkpoint`).
 
 A prompt's group size is a per-prompt integer tensor from step 1 on (constant unless a budget
 plan replaces it, see :mod:`.budget`), so an allocator's own sizes change nothing downstream: the
 advantage table covers every size it may return, the loss averages each group over its own G,
-and the ledger counts Σ groups drawn × G as the step's generations.  Small CPU steps run on one
-torch thread (:func:`cpu_threads`); the optimizers are :mod:`.optim`'s.
+and the ledger counts Σ groups drawn × G as the step's generations.  A CPU run picks its torch
+thread count for speed (:func:`choose_threads`: one, unless a large step and a probe say more
+pay off); the optimizers are :mod:`.optim`'s.  Several runs that differ only in seed, method or
+group size can run as one program (:mod:`.batched`).
 
 A run is a folder: ``config.json`` (the resolved config), ``ledger.parquet``, ``checkpoint.pt``
 (policy, optimizer, every random state, the ledger so far, the step), with ``rollout_log`` set
@@ -29,7 +31,8 @@ replaced atomically, and one process at a time writes the folder (:func:`gsd.loc
 one is named), rewrites the ledger from it, and reads the ledger back before ``summary.json``; on
 CPU the ledger is then identical to an uninterrupted run's, wall-time columns aside.  Results depend on the number of
 torch threads (a reduction split across threads rounds differently): compare runs made with
-the same thread count.  Random streams: see :mod:`.sampling`.
+the same thread count — the summary records it (``threads``) and a resume keeps the
+checkpoint's.  Random streams: see :mod:`.sampling`.
 """
 
 from __future__ import annotations
@@ -50,8 +53,8 @@ from ..lock import hold_folder
 from ..methods import method_spec
 from ..weighting import decile_index
 from .config import SimConfig, config_diff, repeat_settings, resolve_device
-from .ledger import COLUMNS, LEDGER_FILE, N_DECILES, N_QUARTILES, Ledger, large_group_update
-from .ledger import predicted_silent, predicted_update, read_ledger, summarise, write_ledger
+from .ledger import COLUMNS, LEDGER_FILE, N_QUARTILES, Ledger, closed_form_columns, per_decile, read_ledger, summarise
+from .ledger import write_ledger
 from .budget import BudgetPlanner
 from .loss import AdvantageTable, log_pi, policy_loss
 from .optim import SGD, Adam, make_optimizer
@@ -67,24 +70,76 @@ ROLLOUTS_DIR = "rollouts"  # the rollout log's folder in a run folder (config ke
 
 #: Answers per step below which a CPU run uses one torch thread (see :func:`cpu_threads`).
 SMALL_STEP = 1 << 18
+#: Elements of the thread probe's tensor (see :func:`threads_pay_off`): large enough for torch
+#: to split every op, a few ms per round.
+PROBE_ELEMENTS = 1 << 20
+#: More threads are kept only when the probe runs at most this fraction of one thread's time.
+PROBE_GAIN = 0.8
+
+
+def threads_pay_off(threads: int, elements: int = PROBE_ELEMENTS, rounds: int = 3) -> bool:
+    """Whether ``threads`` torch threads run a step-like workload clearly faster than one, now.
+
+    The workload is what a large step does to its tensors: uniforms, an elementwise map, a
+    comparison and two sums, over ``elements`` entries, from a private generator (the run's
+    random streams are untouched).  Rounds alternate one thread and ``threads``; the medians
+    decide.  On a machine where another process holds a core, every hand-off between threads
+    waits for that core's time slice and the multi-threaded rounds come out several times
+    slower: one thread wins.  Leaves torch's thread count as it found it.
+    """
+    before = torch.get_num_threads()
+    gen = torch.Generator().manual_seed(0)
+    buf = torch.empty(elements, dtype=torch.float32)
+    times = {1: [], threads: []}
+    try:
+        for _ in range(rounds):
+            for n in (1, threads):
+                torch.set_num_threads(n)
+                t0 = time.perf_counter()
+                torch.rand(elements, generator=gen, out=buf)
+                (torch.sigmoid(buf) < 0.5).sum()
+                buf.log1p().sum()
+                times[n].append(time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(before)
+    return float(np.median(times[threads])) <= PROBE_GAIN * float(np.median(times[1]))
+
+
+def choose_threads(device: torch.device, answers_per_step: int, threads: int | None = None) -> int:
+    """The torch CPU thread count a run uses: ``threads`` when given (``--threads``), else one
+    thread unless the step is large (≥ :data:`SMALL_STEP` answers) and a short probe shows more
+    threads pay off on this machine now (:func:`threads_pay_off`).  A GPU run keeps torch's
+    count (the host threads only launch kernels)."""
+    before = torch.get_num_threads()
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise InputError(f"threads must be an integer >= 1, got {threads!r}")
+        return threads
+    if device.type != "cpu":
+        return before
+    if before == 1 or answers_per_step < SMALL_STEP:
+        return 1
+    return before if threads_pay_off(before) else 1
 
 
 @contextmanager
-def cpu_threads(device: torch.device, answers_per_step: int):
-    """Run a small CPU workload on one torch thread, then restore the thread count.
+def cpu_threads(device: torch.device, answers_per_step: int, threads: int | None = None):
+    """Run a workload on the thread count :func:`choose_threads` picks (yielded), then restore
+    torch's count.
 
-    Below :data:`SMALL_STEP` answers per step every tensor is too small for torch to split, so
-    extra threads only add hand-offs — and on a loaded machine each hand-off waits for a core
-    (10–100× slower steps measured on 2 busy cores).  The numbers are the same: a tensor this
-    small is reduced by one thread either way (the paper campaign's ledgers are bit-identical at
-    1 and 2 threads).  Larger runs keep torch's setting (``gsd simulate --threads``).
+    Why not torch's default: below :data:`SMALL_STEP` answers per step every tensor is too
+    small for torch to split, so extra threads only add hand-offs — and on a loaded machine
+    each hand-off waits for a core (10–100× slower steps measured on 2 busy cores); above it,
+    two threads on a 2-core machine with one other CPU-bound process took 15× one thread's time
+    per step.  The numbers depend on the count (a reduction split across threads rounds
+    differently): the run summary records it, and a resumed run keeps its checkpoint's.
     """
     before = torch.get_num_threads()
-    small = device.type == "cpu" and answers_per_step < SMALL_STEP
-    if small and before > 1:
-        torch.set_num_threads(1)
+    chosen = choose_threads(device, answers_per_step, threads)
+    if chosen != before:
+        torch.set_num_threads(chosen)
     try:
-        yield
+        yield chosen
     finally:
         if torch.get_num_threads() != before:
             torch.set_num_threads(before)
@@ -107,8 +162,7 @@ class RunState:
     gen: torch.Generator  # the rollout stream
     z_ref: torch.Tensor  # logits of the frozen initial policy (the KL penalty's reference)
     adv: AdvantageTable
-    decile_np: np.ndarray  # decile of each prompt's initial p (ledger columns)
-    decile: torch.Tensor
+    decile: torch.Tensor  # decile of each prompt's initial p (ledger columns)
     quartile: torch.Tensor  # initial-p quartile by rank, hardest first
     ledger: Ledger
     draws: int  # groups drawn per prompt at most (DAPO: max_draws)
@@ -131,7 +185,6 @@ def setup(cfg: SimConfig, p0: np.ndarray, device: torch.device) -> RunState:
     opt = make_optimizer(cfg, policy.parameters())
     with torch.no_grad():
         z_ref = policy().detach().clone()
-    decile_np = decile_index(p0)
     quartile = np.empty(p0.size, dtype=np.int64)
     quartile[np.argsort(p0, kind="stable")] = np.arange(p0.size) * N_QUARTILES // p0.size
     planner = None if cfg.allocation == "fixed" else BudgetPlanner(cfg, p0.size, device)
@@ -141,7 +194,7 @@ def setup(cfg: SimConfig, p0: np.ndarray, device: torch.device) -> RunState:
         gen=torch.Generator(device=device).manual_seed(sub_seed(cfg.seed, STREAM_ROLLOUTS)),
         z_ref=z_ref,
         adv=AdvantageTable(sizes, spec.advantage, ddof=cfg.ddof, eps=cfg.eps, dtype=dtype, device=device),
-        decile_np=decile_np, decile=torch.as_tensor(decile_np, device=device),
+        decile=torch.as_tensor(decile_index(p0), device=device),
         quartile=torch.as_tensor(quartile, device=device),
         ledger=Ledger(cfg.steps), draws=cfg.max_draws if spec.redraws_silent else 1, planner=planner,
     )
@@ -227,8 +280,10 @@ def train_on_groups(run: RunState, batch: Batch, groups: Groups) -> dict:
 def fill_ledger_row(run: RunState, step: int, batch: Batch, groups: Groups, trained: dict, state: dict) -> dict:
     """Write ledger row ``step`` by column name; returns the row's host values.
 
-    One device→host copy brings the step's measurements, the batch's p and G (and its prompt
-    indices) to the host, where the closed forms of the core are evaluated.
+    The closed forms of the core are evaluated in float64 from the batch's p and G
+    (:func:`.ledger.closed_form_columns`): on a GPU as torch ops on the device (:mod:`.binomial`),
+    so the step never waits for the host; one device→host copy brings them to the host with
+    the step's measurements.  On a CPU they run in the numpy core.
     """
     cfg, dev = run.cfg, run.device
     dec_b = run.decile if batch.idx is None else run.decile[batch.idx]
@@ -237,38 +292,47 @@ def fill_ledger_row(run: RunState, step: int, batch: Batch, groups: Groups, trai
         "n_batch": sampled.sum(), "silent": groups.silent_first.sum(), "zero_update": groups.zero_update.sum(),
         "groups": groups.drawn.sum(), "generations": (groups.drawn * groups.G).sum(),
         "loss": trained["loss"], "kl": trained["kl"], "clip_frac": trained.get("clip_frac", torch.zeros((), device=dev)),
-        "grad_mass_d": torch.zeros(N_DECILES, device=dev, dtype=run.dtype).index_add_(0, dec_b, trained["dz"]),
-        **state, "p": batch.p,
+        "grad_mass_d": per_decile(trained["dz"], dec_b), **state,
     }
-    if not batch.uniform:  # one group size needs no copy: the closed forms take it as a number
-        named["G"] = batch.G
-    if batch.idx is not None:
-        named["idx"] = batch.idx
-    host = to_host(named)
-    n_batch = host["n_batch"]
-    run.generations_cum += int(host["generations"])
-    dec = run.decile_np if batch.idx is None else run.decile_np[host["idx"].astype(np.int64)]
-    p, G = host["p"], batch.g_max
+    p, G, keep = batch.p.to(torch.float64), batch.g_max, None
     if not batch.uniform:
-        keep = host["G"] > 0
-        p, G, dec = p[keep], host["G"][keep].astype(np.int64), dec[keep]
-    grad_limit, grad_law, grad_limit_d = large_group_update(p, G, dec)
+        keep = batch.G > 0
+    update = bool(cfg.closed_form_every) and step % cfg.closed_form_every == 0
+    if dev.type == "cpu":
+        # The host is the device: the core's blocked numpy sums are ~3x faster than torch ops here.
+        p, dec = p.numpy(), dec_b.numpy()
+        if keep is not None:
+            keep = keep.numpy()
+            p, G, dec, keep = p[keep], batch.G.numpy()[keep], dec[keep], None
+        closed = closed_form_columns(p, G, dec, cfg, update=update)
+    else:
+        if keep is not None:  # a skipped prompt (G = 0) counts nowhere: its G is any valid one
+            G = torch.where(keep, batch.G, batch.g_max)
+        named.update(closed_form_columns(p, G, dec_b, cfg, keep=keep, update=update, g_max=batch.g_max))
+        closed = {}
+    host = {**to_host(named), **closed}
+    run.generations_cum += int(host["generations"])
+    row = ledger_row(step, host, run.generations_cum, run.planner)
+    run.ledger.put(step, **row)
+    return row
+
+
+def ledger_row(step: int, host: dict, generations_cum: int, planner=None) -> dict:
+    """A ledger row (:meth:`Ledger.put`'s names) from a step's host values."""
+    n_batch = host["n_batch"]
     row = dict(
         step=step, n_batch=n_batch, silent_frac=host["silent"] / n_batch, zero_update_frac=host["zero_update"] / n_batch,
-        groups=host["groups"], generations=host["generations"], generations_cum=run.generations_cum,
+        groups=host["groups"], generations=host["generations"], generations_cum=generations_cum,
         loss=host["loss"], kl=host["kl"], clip_frac=host["clip_frac"],
         grad_mass=float(host["grad_mass_d"].sum()), grad_mass_d=host["grad_mass_d"],
-        grad_limit=grad_limit, grad_law=grad_law, grad_limit_d=grad_limit_d,
         mean_p=host["mean_p"], mean_arcsin=host["mean_arcsin"], mean_p_q=host["mean_p_q"],
         effective_ratio=(n_batch - host["zero_update"]) / host["groups"] if host["groups"] else math.nan,
-        value_planned=run.planner.value_planned if run.planner else math.nan,
-        grad_planned=run.planner.grad_planned if run.planner else math.nan,
-        **predicted_silent(p, cfg, G),
+        value_planned=planner.value_planned if planner else math.nan,
+        grad_planned=planner.grad_planned if planner else math.nan,
+        **{c: host[c] for c in ("silent_pred", "zero_update_pred", "groups_pred", "grad_limit", "grad_law", "grad_limit_d")},
     )
-    if cfg.closed_form_every and step % cfg.closed_form_every == 0:
-        m = predicted_update(p, cfg, G)
-        row.update(grad_pred=float(m.sum()), grad_pred_d=np.bincount(dec, weights=m, minlength=N_DECILES))
-    run.ledger.put(step, **row)
+    if "grad_pred" in host:
+        row.update(grad_pred=host["grad_pred"], grad_pred_d=host["grad_pred_d"])
     return row
 
 
@@ -309,7 +373,7 @@ class RunInterrupted(KeyboardInterrupt):
 
 
 def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = True, on_step=None,
-                   notify=None) -> dict:
+                   notify=None, threads: int | None = None) -> dict:
     """Train one arm and return its summary (see :func:`gsd.simulator.ledger.summarise`).
 
     ``config``: a :class:`SimConfig` or a dict of its keys.  ``out_dir``: the run folder (new,
@@ -318,16 +382,18 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
     ``notify(message)``: told, in one line, when the run is found finished or resumes at a
     checkpoint (the CLI prints it).  A KeyboardInterrupt during training is raised again as
     :class:`RunInterrupted`, which says at which step the run stopped and where it resumes.
+    ``threads``: torch CPU threads (default: chosen for speed, :func:`choose_threads`; a resumed
+    run keeps its checkpoint's); the summary's ``threads`` records the count used.
     """
     cfg = config if isinstance(config, SimConfig) else SimConfig.from_dict(config)
     device = torch.device(resolve_device(cfg.device))  # before touching the disk: bad device = no folder
     out = Path(out_dir)
     p0 = initial_solve_rates(cfg)  # before touching the disk too: a bad source = no folder
     with hold_folder(out, option="out_dir"):  # a second process on this folder: one-line error
-        return _run_in_folder(cfg, device, p0, out, resume, progress, on_step, notify)
+        return _run_in_folder(cfg, device, p0, out, resume, progress, on_step, notify, threads)
 
 
-def _run_in_folder(cfg, device, p0, out: Path, resume: bool, progress: bool, on_step, notify) -> dict:
+def _run_in_folder(cfg, device, p0, out: Path, resume: bool, progress: bool, on_step, notify, threads) -> dict:
     mode, found = _open_run_folder(out, cfg, resume)
     say = notify or (lambda message: None)
     if mode == "done":
@@ -335,15 +401,18 @@ def _run_in_folder(cfg, device, p0, out: Path, resume: bool, progress: bool, on_
         return found
     from tqdm.auto import tqdm
 
-    with cpu_threads(device, answers_per_step(cfg)):
+    ckpt = _read_checkpoint(found, cfg, device, out) if mode == "resume" else None
+    if ckpt is not None and threads is None and device.type == "cpu":
+        threads = ckpt.get("threads")  # the same count: the resumed ledger continues the run's
+    with cpu_threads(device, answers_per_step(cfg), threads) as used:
         run = setup(cfg, p0, device)
         if cfg.rollout_log != "none":
             from .rollout_log import RolloutLogWriter
 
             run.rollout_writer = RolloutLogWriter(cfg.rollout_log, out / ROLLOUTS_DIR,
                                                   rows=logged_rows_per_step(cfg) * cfg.steps)
-        if mode == "resume":
-            _load_checkpoint(run, found, out)
+        if ckpt is not None:
+            _load_checkpoint(run, ckpt, out)
             say(f"{cfg.name}: resuming at step {run.start} of {cfg.steps} (the checkpoint in {str(out)!r})")
         elif mode == "restart":
             say(f"{cfg.name}: no checkpoint in {str(out)!r} yet; starting at step 0 of {cfg.steps}")
@@ -368,7 +437,7 @@ def _run_in_folder(cfg, device, p0, out: Path, resume: bool, progress: bool, on_
         bar.close()
         final = population_summary(run, run.policy())
     _verify_ledger(out, run.ledger.table[: cfg.steps])
-    summary = summarise(run.ledger.columns(), cfg, initial=initial, final=final, device=str(device))
+    summary = summarise(run.ledger.columns(), cfg, initial=initial, final=final, device=str(device), threads=used)
     write_json(out / SUMMARY_FILE, summary)  # written last: it marks the run complete
     return read_json(out / SUMMARY_FILE)
 
@@ -419,20 +488,29 @@ def _open_run_folder(out: Path, cfg: SimConfig, resume: bool):
 
 def checkpoint(run: RunState, out: Path, next_step: int) -> None:
     """Save everything needed to continue at ``next_step``, then the ledger so far."""
-    done_rows = run.ledger.table[:next_step]
+    write_checkpoint(out, next_step, policy=run.policy.state_dict(), optimizer=run.opt.state_dict(), gen=run.gen,
+                     z_ref=run.z_ref, device=run.device, table=run.ledger.table,
+                     planner=None if run.planner is None else run.planner.state_dict())
+
+
+def write_checkpoint(out: Path, next_step: int, *, policy: dict, optimizer: dict, gen: torch.Generator, z_ref: torch.Tensor,
+                     device: torch.device, table: np.ndarray, planner: dict | None = None) -> None:
+    """A run folder's ``checkpoint.pt`` and ledger at ``next_step`` (also a batched run's, :mod:`.batched`)."""
+    done_rows = table[:next_step]
     state = {
         "step": next_step,
-        "policy": run.policy.state_dict(),
-        "optimizer": run.opt.state_dict(),
-        "rng_rollouts": run.gen.get_state(),
+        "policy": policy,
+        "optimizer": optimizer,
+        "rng_rollouts": gen.get_state(),
         "rng_torch_cpu": torch.get_rng_state(),
-        "z_ref": run.z_ref.cpu(),
-        "device_type": run.device.type,
+        "z_ref": z_ref.cpu(),
+        "device_type": device.type,
+        "threads": torch.get_num_threads(),
         "ledger_columns": list(COLUMNS),
         "ledger": torch.from_numpy(done_rows.copy()),
     }
-    if run.planner is not None:
-        state["planner"] = run.planner.state_dict()
+    if planner is not None:
+        state["planner"] = planner
     # Serialised in memory, then written as bytes: torch's own file writer reports a full disk
     # as a RuntimeError without its errno; a plain write names it (one line, see gsd.atomic).
     buf = io.BytesIO()
@@ -449,10 +527,9 @@ def _damaged(path: Path, why: str) -> InputError:
     return InputError(f"{str(path)!r} is damaged ({why}); delete it, or the run folder, and run again")
 
 
-def _load_checkpoint(run: RunState, path: Path, out: Path) -> None:
-    """Restore the run from its checkpoint, and rewrite the ledger file from it: the checkpoint
-    is written first, so a ledger that lags it (a kill between the two) or that is damaged is
-    replaced by the rows the run continues from."""
+def _read_checkpoint(path: Path, cfg: SimConfig, device: torch.device, out: Path) -> dict:
+    """The checkpoint of a run folder, checked: readable, complete, of this run's shape and device
+    (a damaged one is named in one line)."""
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a cut or overwritten file fails in pickle, zipfile or torch itself
@@ -460,19 +537,26 @@ def _load_checkpoint(run: RunState, path: Path, out: Path) -> None:
     missing = [k for k in _CHECKPOINT_KEYS if not isinstance(ckpt, dict) or k not in ckpt]
     if missing:
         raise _damaged(path, f"no {missing[0]!r} entry")
-    if run.planner is not None and "planner" not in ckpt:
+    if cfg.allocation != "fixed" and "planner" not in ckpt:
         raise _damaged(path, "no 'planner' entry")
     if ckpt["ledger_columns"] != list(COLUMNS):
         raise InputError(f"out_dir {str(out)!r}: the checkpoint's ledger has other columns (written by another version)")
     start, rows = ckpt["step"], ckpt["ledger"]
     shape = tuple(getattr(rows, "shape", ()))
-    if not (isinstance(start, int) and 0 < start <= run.cfg.steps and shape == (start, len(COLUMNS))):
-        raise _damaged(path, f"step {start!r} and a ledger of shape {shape} do not fit a run of {run.cfg.steps} steps")
-    if ckpt["device_type"] != run.device.type:
+    if not (isinstance(start, int) and 0 < start <= cfg.steps and shape == (start, len(COLUMNS))):
+        raise _damaged(path, f"step {start!r} and a ledger of shape {shape} do not fit a run of {cfg.steps} steps")
+    if ckpt["device_type"] != device.type:
         raise InputError(
-            f"config key 'device' = {run.cfg.device!r}: the checkpoint was written on {ckpt['device_type']}, "
-            f"this process would run on {run.device.type}; the random streams differ, resume on {ckpt['device_type']}"
+            f"config key 'device' = {cfg.device!r}: the checkpoint was written on {ckpt['device_type']}, "
+            f"this process would run on {device.type}; the random streams differ, resume on {ckpt['device_type']}"
         )
+    return ckpt
+
+
+def _load_checkpoint(run: RunState, ckpt: dict, out: Path) -> None:
+    """Restore the run from its checked checkpoint, and rewrite the ledger file from it: the
+    checkpoint is written first, so a ledger that lags it (a kill between the two) or that is
+    damaged is replaced by the rows the run continues from."""
     run.policy.load_state_dict(ckpt["policy"])
     run.opt.load_state_dict(ckpt["optimizer"])
     run.gen.set_state(ckpt["rng_rollouts"])

@@ -20,12 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
+from .._arrays import is_tensor, namespace
+from .._binomial import symmetric_expectation
 from .._errors import InputError
 from ..atomic import atomic_path
 from ..methods import method_spec
-from ..silent import dapo_generation_cost, silent_rate
-from ..update import expected_update, fidelity_law
-from ..weighting import large_group_weight
+from ..silent import _minor, _nonsilent, _silent, _truncated_draws
+from ..update import _law, _method_update, _noisy, expected_update
+from ..weighting import _large_group
 
 __all__ = [
     "COLUMNS",
@@ -37,6 +39,8 @@ __all__ = [
     "predicted_update",
     "predicted_silent",
     "large_group_update",
+    "per_decile",
+    "closed_form_columns",
     "ledger_frame",
     "r_squared",
     "summarise",
@@ -114,40 +118,90 @@ WALL_COLUMNS = ("wall_s",)
 
 
 # --------------------------------------------------------------------------- closed forms
+# Each takes the batch's p as a numpy array (host) or a torch tensor (the engine: float64 on the
+# run's device, so a GPU step never waits for the host) and evaluates the core's own formulas
+# (gsd.silent, gsd.update, gsd.weighting) in that library: numpy floats and arrays back, or
+# 0-d and 1-d tensors.  ``keep``: a mask of the prompts that count (a budget plan's G = 0
+# skips a prompt); their sums and means leave the others out.
 def reward_rate(p, noise: float):
     """Probability that the verifier says "right": q = p(1−ν) + (1−p)ν."""
-    p = np.asarray(p, dtype=np.float64)
+    p = p if is_tensor(p) else np.asarray(p, dtype=np.float64)
     return p if noise == 0 else p * (1.0 - noise) + (1.0 - p) * noise
 
 
-def predicted_update(p, cfg, G=None) -> np.ndarray:
+def _expectation(p, g_max):
+    """The exact binomial sum in p's library: the core's on numpy, the device's on a tensor."""
+    if not is_tensor(p):
+        return symmetric_expectation
+    from .binomial import device_expectation
+
+    return lambda q, G, f: device_expectation(q, G, f, g_max=g_max)
+
+
+def _g_max(G) -> int:
+    return int(G) if np.ndim(G) == 0 and not is_tensor(G) else int(G.max())
+
+
+def predicted_update(p, cfg, G=None, *, g_max: int | None = None):
     """Expected logit update of each prompt, m_method(p, G) (:ref:`theory-update`), at the
-    run's ddof/eps, DAPO's ``max_draws`` and verifier noise: :func:`gsd.update.expected_update`.
+    run's ddof/eps, DAPO's ``max_draws`` and verifier noise: the formulas of
+    :func:`gsd.update.expected_update`.
 
-    ``G``: each prompt's group size (default: the config's ``group_size``).
+    ``G``: each prompt's group size (default: the config's ``group_size``), ≥ 1 (≥ 2 for DAPO
+    and RLOO).  ``g_max``: the largest G, when ``G`` is a tensor (spares a device→host copy).
     """
-    kw = {"ddof": cfg.ddof, "eps": cfg.eps, "verifier_noise": cfg.verifier_noise}
-    if method_spec(cfg.method).redraws_silent:
-        kw["max_draws"] = cfg.max_draws
-    with np.errstate(divide="ignore", invalid="ignore"):  # the core takes log1p(−1) where 1 − P_silent rounds to 1 (large G)
-        return expected_update(p, cfg.group_size if G is None else G, cfg.method, **kw)
+    G = cfg.group_size if G is None else G
+    spec = method_spec(cfg.method)
+    if not is_tensor(p):
+        kw = {"ddof": cfg.ddof, "eps": cfg.eps, "verifier_noise": cfg.verifier_noise}
+        if spec.redraws_silent:
+            kw["max_draws"] = cfg.max_draws
+        with np.errstate(divide="ignore", invalid="ignore"):  # the core takes log1p(−1) where 1 − P_silent rounds to 1 (large G)
+            return expected_update(p, G, cfg.method, **kw)
+    q = reward_rate(p, cfg.verifier_noise)
+    g_max = _g_max(G) if g_max is None else g_max
+    m = _method_update(q, G, cfg.method, cfg.ddof, cfg.eps, cfg.max_draws if spec.redraws_silent else None,
+                       _expectation(q, g_max))
+    return _noisy(m, p, q, cfg.verifier_noise) if cfg.verifier_noise else m
 
 
-def predicted_silent(p, cfg, G=None) -> dict:
+def _mean(x, keep):
+    if keep is None:
+        return x.mean()
+    return namespace(x).where(keep, x, 0.0).sum() / keep.sum()
+
+
+def _total(x, keep):
+    return x.sum() if keep is None else namespace(x).where(keep, x, 0.0).sum()
+
+
+def per_decile(x, decile, keep=None, n_bins: int = N_DECILES):
+    """Σ of ``x`` per decile index (``np.bincount`` or ``index_add`` on the device)."""
+    if keep is not None:
+        x = namespace(x).where(keep, x, 0.0)
+    if not is_tensor(x):
+        return np.bincount(decile, weights=x, minlength=n_bins)
+    import torch
+
+    return torch.zeros(n_bins, dtype=x.dtype, device=x.device).index_add_(0, decile, x)
+
+
+def predicted_silent(p, cfg, G=None, keep=None) -> dict:
     """Predicted per-batch means: silent rate (:ref:`theory-silent`), zero-update rate and groups drawn."""
     G = cfg.group_size if G is None else G
     q = reward_rate(p, cfg.verifier_noise)
-    s = silent_rate(q, G)
-    if method_spec(cfg.method).redraws_silent:
-        zero = s**cfg.max_draws
-        groups = dapo_generation_cost(q, G, max_draws=cfg.max_draws).sum()
-    else:
-        zero = s
-        groups = float(q.size)
-    return {"silent_pred": float(s.mean()), "zero_update_pred": float(zero.mean()), "groups_pred": float(groups)}
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # as gsd.silent.dapo_generation_cost
+        s = _silent(_minor(q), G)
+        if method_spec(cfg.method).redraws_silent:
+            zero = s**cfg.max_draws
+            groups = _truncated_draws(_nonsilent(_minor(q), G), cfg.max_draws)
+        else:
+            zero, groups = s, namespace(q).ones_like(q)
+    out = {"silent_pred": _mean(s, keep), "zero_update_pred": _mean(zero, keep), "groups_pred": _total(groups, keep)}
+    return out if is_tensor(q) else {k: float(v) for k, v in out.items()}
 
 
-def large_group_update(p, G, decile, n_bins: int = N_DECILES):
+def large_group_update(p, G, decile, n_bins: int = N_DECILES, keep=None):
     """The large-G GRPO update sqrt(p(1−p)) of each prompt, summed: ``(grad_limit, grad_law,
     per-decile grad_limit)`` for the ledger's columns of the same names.
 
@@ -156,10 +210,29 @@ def large_group_update(p, G, decile, n_bins: int = N_DECILES):
     p ∈ {0, 1} (reachable only by rounding a saturated logit) contributes the law's limit
     there, −∞.  ``G``: the group size, or one per prompt.
     """
-    lim = large_group_weight(p, "grpo")
+    p = p if is_tensor(p) else np.asarray(p, dtype=np.float64)
+    xp = namespace(p)
+    lim = _large_group(p, divides_by_std=True)
     with np.errstate(divide="ignore", invalid="ignore"):
-        law = np.where(lim > 0, lim * fidelity_law(p, G, extrapolate=True), -np.inf)
-    return float(lim.sum()), float(law.sum()), np.bincount(decile, weights=lim, minlength=n_bins)
+        law = xp.where(lim > 0, lim * _law(p, G), -np.inf)
+    limit, law_sum = _total(lim, keep), _total(law, keep)
+    if not is_tensor(p):
+        limit, law_sum = float(limit), float(law_sum)
+    return limit, law_sum, per_decile(lim, decile, keep, n_bins)
+
+
+def closed_form_columns(p, G, decile, cfg, *, keep=None, update: bool = True, g_max: int | None = None) -> dict:
+    """A step's closed-form ledger columns from its batch: silent_pred, zero_update_pred,
+    groups_pred, grad_limit, grad_law and grad_limit_d; with ``update`` also grad_pred and
+    grad_pred_d.  ``p``, ``G`` (an int, or one per prompt), ``decile`` and ``keep``: numpy
+    arrays or tensors (then 0-d and 1-d tensors back, on p's device)."""
+    limit, law, limit_d = large_group_update(p, G, decile, keep=keep)
+    out = {**predicted_silent(p, cfg, G, keep), "grad_limit": limit, "grad_law": law, "grad_limit_d": limit_d}
+    if update:
+        m = predicted_update(p, cfg, G, g_max=g_max)
+        total = _total(m, keep)
+        out.update(grad_pred=total if is_tensor(total) else float(total), grad_pred_d=per_decile(m, decile, keep))
+    return out
 
 
 #: Column blocks, filled by one name: ``grad_mass_d`` → grad_mass_d0 … grad_mass_d9, etc.
@@ -234,7 +307,7 @@ def _shares(x):
     return (x / total).tolist() if total > 0 else [math.nan] * len(x)
 
 
-def summarise(ledger, cfg, *, initial: dict, final: dict, device: str) -> dict:
+def summarise(ledger, cfg, *, initial: dict, final: dict, device: str, threads: int | None = None) -> dict:
     """The run's summary: how well the closed forms tracked the training dynamics.
 
     ``ledger``: its columns by name (the float64 table's :meth:`Ledger.columns`, or a
@@ -252,7 +325,8 @@ def summarise(ledger, cfg, *, initial: dict, final: dict, device: str) -> dict:
       the steps with closed forms (every step when the run has none: then ``fidelity_exact``
       is NaN); the ``_step0`` variants are the first step's, at the initial population;
     * ``initial`` / ``final``: mean p, mean 2·arcsin√p and the four initial-p quartile means;
-    * ``generations_total``: answers generated (DAPO's redraws included).
+    * ``generations_total``: answers generated (DAPO's redraws included);
+    * ``threads``: the torch CPU threads the run used (its numbers depend on the count).
     """
     col = {c: np.asarray(ledger[c], dtype=np.float64) for c in COLUMNS}
     cf = ~np.isnan(col["grad_pred"])
@@ -275,6 +349,7 @@ def summarise(ledger, cfg, *, initial: dict, final: dict, device: str) -> dict:
         "method": cfg.method,
         "policy": cfg.policy,
         "device": device,
+        "threads": threads,
         "steps": int(cf.size),
         "n_prompts": cfg.n_prompts,
         "group_size": cfg.group_size,

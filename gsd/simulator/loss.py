@@ -68,7 +68,13 @@ def log_pi(z: torch.Tensor) -> torch.Tensor:
     return torch.stack([F.logsigmoid(z), F.logsigmoid(-z)], dim=-1)
 
 
-def policy_loss(z, n, adv, *, G, logp_old=None, z_ref=None, kl_coef=0.0, clip=None) -> LossTerms:
+def _sum(x: torch.Tensor, runs: int) -> torch.Tensor:
+    """Σ of every entry, or per run (runs > 1: the first axis holds ``runs`` equal blocks of
+    prompts); a run's block is summed as its own tensor would be (same bits on CPU)."""
+    return x.sum() if runs == 1 else x.reshape(runs, -1).sum(1)
+
+
+def policy_loss(z, n, adv, *, G, logp_old=None, z_ref=None, kl_coef=0.0, clip=None, runs: int = 1) -> LossTerms:
     """The loss of one epoch from the logits ``z`` (B,) of the batch's prompts.
 
     ``n``: (B, 2, 2) answer counts per (answer, reward) cell; ``adv``: (B, 2) advantage of a
@@ -76,7 +82,8 @@ def policy_loss(z, n, adv, *, G, logp_old=None, z_ref=None, kl_coef=0.0, clip=No
     ``logp_old``: (B, 2) log π(right), log π(wrong) of the sampling policy — given, the
     surrogate uses the ratio π/π_old (PPO epochs); None, the plain score-function term;
     ``clip``: (ε_low, ε_high) to clip the ratio, or None; ``z_ref``: logits of the frozen
-    reference policy when ``kl_coef`` > 0.
+    reference policy when ``kl_coef`` > 0.  ``runs``: the batch holds that many runs' prompts,
+    one block each (:mod:`.batched`): the sums are per run, (runs,) tensors.
     """
     logp = log_pi(z)
     # Per cell (answer y, reward r) the weight n[y, r]/G of its answers in the group mean.  The
@@ -88,7 +95,7 @@ def policy_loss(z, n, adv, *, G, logp_old=None, z_ref=None, kl_coef=0.0, clip=No
     if logp_old is None:
         # Σ_cells w·A·log π(y) = Σ_y log π(y)·(Σ_r w[y, r]·A[r]): the constant factor first,
         # so autograd sees one (B, 2) product.
-        ratio, pg_loss = None, -(logp * (w_r * a_r + w_w * a_w)).sum()
+        ratio, pg_loss = None, -_sum(logp * (w_r * a_r + w_w * a_w), runs)
     else:
         ratio = torch.exp(logp - logp_old)  # (B, 2), exactly 1 on the first epoch
         if clip is None:
@@ -96,10 +103,10 @@ def policy_loss(z, n, adv, *, G, logp_old=None, z_ref=None, kl_coef=0.0, clip=No
         else:
             surrogate_r = clipped_surrogate_unchecked(ratio, a_r, clip[0], clip[1])
             surrogate_w = clipped_surrogate_unchecked(ratio, a_w, clip[0], clip[1])
-        pg_loss = -(w_r * surrogate_r + w_w * surrogate_w).sum()
+        pg_loss = -_sum(w_r * surrogate_r + w_w * surrogate_w, runs)
     if not kl_coef:
         return LossTerms(loss=pg_loss, pg_loss=pg_loss, kl_sum=None, ratio=ratio)
     k3 = k3_of_log_ratio(log_pi(z_ref) - logp)  # (B, 2), per answer
-    kl_sum = ((n[..., 0] + n[..., 1]) * k3).sum()
-    loss = pg_loss + kl_coef * ((w_r + w_w) * k3).sum()
+    kl_sum = _sum((n[..., 0] + n[..., 1]) * k3, runs)
+    loss = pg_loss + kl_coef * _sum((w_r + w_w) * k3, runs)
     return LossTerms(loss=loss, pg_loss=pg_loss, kl_sum=kl_sum, ratio=ratio)

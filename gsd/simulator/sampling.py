@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Batch", "Groups", "plan_batch", "sample_groups"]
+__all__ = ["Batch", "Groups", "plan_batch", "sample_groups", "draw_counts", "groups_from_draws"]
 
 
 @dataclass
@@ -91,7 +91,7 @@ def plan_batch(p_all: torch.Tensor, *, group_size: int, batch_size: int, gen: to
     return Batch(idx=idx, p=p, G=G, g_max=group_size, uniform=True)
 
 
-def _draw_counts(batch: Batch, draws: int, noise: float, rollouts: str, gen: torch.Generator):
+def draw_counts(batch: Batch, draws: int, noise: float, rollouts: str, gen: torch.Generator):
     """(right, flip_r, flip_w), each (D, B): answers right, right ones marked wrong, wrong ones
     marked right, per draw and prompt (flips None for an exact verifier)."""
     D, B, dtype, device = draws, batch.p.shape[0], batch.p.dtype, batch.p.device
@@ -125,7 +125,16 @@ def sample_groups(batch: Batch, *, draws: int, noise: float, rollouts: str, gen:
     last draw, whose advantages are 0.  ``noise``: the verifier flips each reward with this
     probability; silence is what the verifier sees.
     """
-    right, flip_r, flip_w = _draw_counts(batch, draws, noise, rollouts, gen)  # (D, B) each
+    return groups_from_draws(batch, *draw_counts(batch, draws, noise, rollouts, gen))
+
+
+def groups_from_draws(batch: Batch, right, flip_r=None, flip_w=None) -> Groups:
+    """The kept groups from the (D, B) counts of :func:`draw_counts` (no randomness here).
+
+    Every operation is elementwise over prompts or along the draws: a batch that concatenates
+    several runs' prompts (:mod:`.batched`) gets each run's groups bit for bit.
+    """
+    draws = right.shape[0]
     k = right if flip_r is None else right - flip_r + flip_w  # answers the verifier marked right
     G = batch.G.to(right.dtype)
     silent = (k == 0) | (k == G)

@@ -2,7 +2,8 @@
 
 Both backends run the same task function, :func:`run_task`, which locks the run folder, skips
 the run if it is complete, and otherwise calls the simulator's ``run_simulation`` (resuming
-from whatever the folder holds).  A backend only ships tasks and reports how each ended; the
+from whatever the folder holds) — or, for a task of several runs that can share one program,
+:func:`run_program_task` (the simulator's ``run_many``; :func:`execute` picks).  A backend only ships tasks and reports how each ended; the
 driver (:mod:`gsd.sweep.engine`) decides what to retry.
 
 * :class:`LocalBackend` — ``concurrent.futures.ProcessPoolExecutor`` with the *spawn* start
@@ -18,6 +19,7 @@ driver (:mod:`gsd.sweep.engine`) decides what to retry.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import multiprocessing
@@ -42,6 +44,8 @@ __all__ = [
     "TaskFailed",
     "make_backend",
     "run_task",
+    "run_program_task",
+    "execute",
     "read_summary",
     "lock_path",
     "import_ray",
@@ -123,6 +127,49 @@ def run_task(task: dict) -> dict:
     }
 
 
+def run_program_task(task: dict) -> dict:
+    """Run several runs as one program (the simulator's ``run_many``); executes in a worker.
+
+    ``task`` holds ``names``, ``configs`` and ``run_dirs`` (one per run) beside the keys of
+    :func:`run_task`.  Every run's lock is held (taken in folder order, so two programs never
+    wait on each other); complete runs are found, the others run or resume together.  Returns
+    ``{"runs": [what run_task returns, per run]}``.
+    """
+    threads = task.get("threads")
+    if threads is not None:
+        _limit_threads(threads)
+    sim = importlib.import_module(task["simulator"])
+    if threads is not None:
+        _limit_threads(threads)
+    dirs = [Path(d) for d in task["run_dirs"]]
+    started = time.time()
+    with contextlib.ExitStack() as stack:
+        for d in sorted(dirs):
+            d.parent.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(RunLock(lock_path(d), timeout=task.get("lock_timeout")))
+        complete = [sim.is_complete(d) for d in dirs]
+        resumed = [not c and d.is_dir() and any(d.iterdir()) for c, d in zip(complete, dirs)]
+        todo = [i for i, c in enumerate(complete) if not c]
+        ran = sim.run_many([(task["configs"][i], dirs[i]) for i in todo], resume=True, progress=False) if todo else []
+        summaries = dict(zip(todo, ran))
+        runs = [{
+            "name": name,
+            "status": "found-complete" if complete[i] else "ran",
+            "resumed": resumed[i],
+            "summary": dict(read_summary(sim, dirs[i]) if complete[i] else summaries[i]),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "seconds": time.time() - started,
+            "program": len(todo),
+        } for i, name in enumerate(task["names"])]
+    return {"runs": runs}
+
+
+def execute(task: dict) -> dict:
+    """A task of :func:`run_task` or of :func:`run_program_task`, by its keys."""
+    return run_program_task(task) if "run_dirs" in task else run_task(task)
+
+
 def _init_local_worker(threads: int) -> None:
     """Pool initializer: cap threads, and die with the driver (Linux) so no orphan holds a lock."""
     _limit_threads(threads)
@@ -186,7 +233,7 @@ class LocalBackend:
         if self._broken:  # a worker died: the pool refuses work, start a fresh one
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._new_pool()
-        return self._pool.submit(run_task, task)
+        return self._pool.submit(execute, task)
 
     def wait(self, handles) -> list:
         done, _ = futures.wait(handles, return_when=futures.FIRST_COMPLETED)
@@ -253,7 +300,7 @@ class SerialBackend:
         handle = self._next
         task = {**task, "threads": None}
         try:
-            self._results[handle] = (True, run_task(task))
+            self._results[handle] = (True, execute(task))
         except Exception as exc:  # noqa: BLE001 - reported to the driver, which may retry
             detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
             self._results[handle] = (False, TaskFailed(f"{type(exc).__name__}: {exc}", detail))
@@ -321,7 +368,7 @@ class RayBackend:
                 ray.init(**kwargs)
             self._owns = True
         self._check_resources(specs)
-        self._remote = ray.remote(run_task)
+        self._remote = ray.remote(execute)
 
     def _check_resources(self, specs) -> None:
         """Refuse runs the cluster can never schedule (Ray would wait for them forever)."""

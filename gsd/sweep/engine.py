@@ -11,7 +11,9 @@ Layout of a sweep folder::
         runs/<run name>.lock present while a process writes that folder
 
 Running the same sweep again only does what is missing: complete runs are skipped, interrupted
-ones resume from their checkpoint.  The per-run lock makes it safe to run two sweeps over the
+ones resume from their checkpoint.  Runs the simulator can run as one program (its
+``batch_key``; :mod:`gsd.simulator.batched`) share a task, split over the workers; each keeps its
+own folder and lock, and ``events.jsonl`` says how many runs its program held.  The per-run lock makes it safe to run two sweeps over the
 same folder at once (each run is written by one process; the other waits, then finds it
 complete).  ``results.parquet``, ``sweep.json`` and ``grid.toml`` are replaced atomically
 (:mod:`gsd.atomic`).
@@ -247,6 +249,36 @@ def _task(spec: RunSpec, simulator: str, lock_timeout, attempt: int) -> dict:
     }
 
 
+def _units(pending, simulator: str, workers: int) -> list[list]:
+    """The pending runs as tasks: runs the simulator can run as one program (its ``batch_key``
+    equal, not None) share a task — split in ``workers`` parts so the pool stays busy — and the
+    rest are one task each.  A simulator without ``batch_key`` / ``run_many`` gets one per run."""
+    sim = importlib.import_module(simulator)
+    key_of = getattr(sim, "batch_key", None)
+    if key_of is None or not hasattr(sim, "run_many"):
+        return [[spec] for spec in pending]
+    units, groups = [], {}
+    for spec in pending:
+        key = key_of(spec.config)
+        if key is None:
+            units.append([spec])
+        else:
+            groups.setdefault(key, []).append(spec)
+    for members in groups.values():
+        size = max(1, math.ceil(len(members) / max(1, workers)))
+        units.extend(members[i : i + size] for i in range(0, len(members), size))
+    return units
+
+
+def _program_task(unit, simulator: str, lock_timeout, attempt: int) -> dict:
+    task = _task(unit[0], simulator, lock_timeout, attempt)
+    del task["config"], task["run_dir"]
+    task.update(name=f"{unit[0].name}+{len(unit) - 1}", names=[s.name for s in unit], configs=[s.config for s in unit],
+                run_dirs=[str(s.run_dir) for s in unit], num_cpus=max(s.num_cpus for s in unit),
+                num_gpus=max(s.num_gpus for s in unit))
+    return task
+
+
 def _execute(pending, backend, out, simulator, max_retries, lock_timeout, progress, total, summaries, result):
     from tqdm import tqdm
 
@@ -258,36 +290,39 @@ def _execute(pending, backend, out, simulator, max_retries, lock_timeout, progre
     result.workers = backend.size
     try:
 
-        def submit(spec):
-            attempt = result.attempts.get(spec.name, 0) + 1
-            result.attempts[spec.name] = attempt
-            inflight[backend.submit(_task(spec, simulator, lock_timeout, attempt))] = spec
+        def submit(unit):
+            for spec in unit:
+                result.attempts[spec.name] = result.attempts.get(spec.name, 0) + 1
+            attempt = result.attempts[unit[0].name]
+            task = _task(unit[0], simulator, lock_timeout, attempt) if len(unit) == 1 else _program_task(unit, simulator, lock_timeout, attempt)
+            inflight[backend.submit(task)] = unit
 
-        for spec in pending:
-            submit(spec)
+        for unit in _units(pending, simulator, backend.size):
+            submit(unit)
         while inflight:
             for handle, ok, value in backend.wait(list(inflight)):
-                spec = inflight.pop(handle)
-                attempt = result.attempts[spec.name]
+                unit = inflight.pop(handle)
+                attempt = result.attempts[unit[0].name]
                 if ok:
-                    summaries[spec.name] = value["summary"]
-                    if value["status"] == "ran":
-                        result.ran.append(spec.name)
-                    else:
-                        result.skipped.append(spec.name)
-                    _log_event(out, run=spec.name, event=value["status"], attempt=attempt, resumed=value["resumed"],
-                               host=value["host"], pid=value["pid"], seconds=value["seconds"])
-                    bar.update(1)
+                    for spec, run in zip(unit, value["runs"] if len(unit) > 1 else [value]):
+                        summaries[spec.name] = run["summary"]
+                        (result.ran if run["status"] == "ran" else result.skipped).append(spec.name)
+                        extra = {"program": run["program"]} if "program" in run else {}
+                        _log_event(out, run=spec.name, event=run["status"], attempt=attempt, resumed=run["resumed"],
+                                   host=run["host"], pid=run["pid"], seconds=run["seconds"], **extra)
+                        bar.update(1)
                     continue
                 err = value if isinstance(value, TaskFailed) else TaskFailed(str(value))
                 retry = attempt <= max_retries
-                _log_event(out, run=spec.name, event="retry" if retry else "failed", attempt=attempt,
-                           error=str(err), detail=err.detail[-4000:])
+                for spec in unit:
+                    _log_event(out, run=spec.name, event="retry" if retry else "failed", attempt=attempt,
+                               error=str(err), detail=err.detail[-4000:])
                 if retry:
-                    submit(spec)
+                    submit(unit)
                 else:
-                    result.failed[spec.name] = str(err)
-                    bar.update(1)
+                    for spec in unit:
+                        result.failed[spec.name] = str(err)
+                        bar.update(1)
         aborted = False
     finally:
         bar.close()

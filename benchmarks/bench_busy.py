@@ -1,0 +1,115 @@
+"""Per-step cost at 10^5 prompts × G = 64 on an idle machine and beside one CPU-bound process
+(a script, not a test): the engine's chosen thread count against torch's default and the numpy
+loop, each ratio from this one run.
+
+    .venv/bin/python benchmarks/bench_busy.py --out runs/bench_busy.json
+
+Two conditions, one after the other: ``idle`` (nothing started by this script) and ``busy``
+(this script starts one process spinning ``while True: pass`` on a core, and stops it by its
+pid after the condition).  In each: the engine with its default thread count (chosen by the
+probe of :func:`gsd.simulator.engine.choose_threads`; the summary's ``threads``), the engine on
+torch's default count forced (what a run used before the choice, ``--threads N``), and
+the numpy loop of ``bench_simulator.py`` at its ``ledger`` level (every ledger column with the
+core's closed forms).  Engine runs: ``rollouts = "counts"`` with closed forms every step,
+float32, the median of the ledger's ``wall_s`` after a warm-up step.  The machine's load
+(``uptime``, ``top``) is recorded before each condition: other users' processes count too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_simulator import numpy_arm  # noqa: E402  (the same numpy loop as the other benchmarks)
+
+from gsd.atomic import write_json  # noqa: E402
+from gsd.simulator import SimConfig, read_ledger, run_simulation  # noqa: E402
+from gsd.simulator.population import initial_solve_rates  # noqa: E402
+
+
+def load_snapshot() -> dict:
+    def out(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"({cmd[0]} failed: {exc})"
+
+    return {"uptime": out(["uptime"]), "top": "\n".join(out(["top", "-bn1"]).splitlines()[:20])}
+
+
+def engine_step(cfg: SimConfig, folder: Path, threads) -> tuple[float, int]:
+    summary = run_simulation(cfg, folder, progress=False, threads=threads)
+    wall = read_ledger(folder, columns=["wall_s"])["wall_s"][1:]
+    shutil.rmtree(folder)
+    return float(np.median(wall)), summary["threads"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="results JSON path")
+    ap.add_argument("--prompts", type=int, default=100_000)
+    ap.add_argument("--group-size", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=6, help="timed steps (after one warm-up step)")
+    args = ap.parse_args(argv)
+    default_threads = torch.get_num_threads()
+    cfg = SimConfig(n_prompts=args.prompts, group_size=args.group_size, steps=args.steps + 1, device="cpu", dtype="float32",
+                    replace=args.prompts > 191_501, checkpoint_every=10**6, rollouts="counts", closed_form_every=1)
+    p0 = initial_solve_rates(cfg)
+    work = Path(tempfile.mkdtemp(prefix="gsd-bench-busy-"))
+    results = {"machine": {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform(),
+                           "torch_default_threads": default_threads},
+               "prompts": args.prompts, "group_size": args.group_size, "steps_timed": args.steps}
+    run_simulation(cfg.with_overrides({"n_prompts": 100, "steps": 2}), work / "warm", progress=False)  # one-time imports
+    try:
+        for condition in ("idle", "busy"):
+            spinner = None
+            if condition == "busy":
+                spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                time.sleep(1.0)
+            try:
+                row = {"load_before": load_snapshot()}
+                t, n = engine_step(cfg, work / f"{condition}-chosen", None)
+                row["engine_chosen"] = {"s_per_step": t, "threads": n}
+                t, n = engine_step(cfg, work / f"{condition}-default", default_threads)
+                row["engine_torch_default"] = {"s_per_step": t, "threads": n}
+                t0 = time.perf_counter()
+                numpy_arm(p0, "grpo", G=args.group_size, steps=args.steps, lr=cfg.lr, max_draws=4, seed=0, level="ledger")
+                row["numpy_ledger"] = {"s_per_step": (time.perf_counter() - t0) / args.steps}
+            finally:
+                if spinner is not None:
+                    spinner.kill()
+                    spinner.wait()
+            ref = row["numpy_ledger"]["s_per_step"]
+            row["ratio_chosen"] = row["engine_chosen"]["s_per_step"] / ref
+            row["ratio_torch_default"] = row["engine_torch_default"]["s_per_step"] / ref
+            results[condition] = row
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(f"{args.prompts:,} prompts x G = {args.group_size}, counts, closed forms every step, s/step (median)")
+    print(f"{'condition':<6} {'chosen':>16} {'torch default':>20} {'numpy':>9} {'ratio chosen':>13} {'ratio default':>14}")
+    for c in ("idle", "busy"):
+        r = results[c]
+        print(f"{c:<6} {r['engine_chosen']['s_per_step']:>9.4f} ({r['engine_chosen']['threads']} thr) "
+              f"{r['engine_torch_default']['s_per_step']:>12.4f} ({r['engine_torch_default']['threads']} thr) "
+              f"{r['numpy_ledger']['s_per_step']:>9.4f} {r['ratio_chosen']:>13.2f} {r['ratio_torch_default']:>14.2f}")
+    print("load before each condition (uptime):")
+    for c in ("idle", "busy"):
+        print(f"  {c}: {results[c]['load_before']['uptime']}")
+    write_json(Path(args.out), results)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
