@@ -895,10 +895,10 @@ def _trainer_class():
 
         @property
         def gsd_skip_counts(self) -> dict:
-            """Prompts skipped so far, their turns, and the rollouts not spent on them."""
-            s = self.gsd_sampler
-            skipped = 0 if s is None else s.skipped
-            return {"skipped_prompts": skipped, "turns": 0 if s is None else s.turns,
+            """Over the training generations so far: prompts skipped to fill their batches, and the
+            rollouts not spent on them (G each)."""
+            skipped = int(sum(m["skipped"] for m in self.gsd_tracker.metrics))
+            return {"generations": self.gsd_tracker.generations, "skipped_prompts": skipped,
                     "rollouts_saved": skipped * self.num_generations}
 
     GSDGRPOTrainer.__module__ = __name__
