@@ -271,8 +271,8 @@ class GroupTracker:
         functions); default: the prompt itself (its text, or a conversation's JSON).
     prior : ``"empirical-bayes"`` (default), ``"uniform"``, ``"jeffreys"`` or (a, b)
         Prior of each prompt's solve rate.  Live, empirical Bayes is fitted to the rollouts
-        recorded *before* each generation (uniform before the first); :meth:`diagnosis` fits it
-        to the whole run, as ``gsd diagnose`` does.
+        recorded *before* each generation (uniform before the first; refitted when they have
+        grown by a quarter); :meth:`diagnosis` fits it to the whole run, as ``gsd diagnose`` does.
     epsilon : float
         Fidelity target 1 − ε of the recommended group size.
 
@@ -325,7 +325,7 @@ class GroupTracker:
         self._totals: list[np.ndarray] = []
         self._pending = None
         self._graded = False
-        self._prior_at = (-1, None)  # (generations recorded, prior) of the last fit
+        self._prior_at = (0, None)  # (rollouts recorded, prior) at the last fit
 
     # -- wrapping
 
@@ -485,7 +485,6 @@ class GroupTracker:
         recommended group size from the posteriors after it (counts updated here)."""
         from ..allocation import allocation_value, expected_silent_rate
         from ..diagnose.tables import expected_scale
-        from ..groupsize import required_group_size
         from ..posterior import BetaPosterior
 
         nan = float("nan")
@@ -503,14 +502,15 @@ class GroupTracker:
         np.add.at(self._n, codes, m)
         np.add.at(self._k, codes, right)
         seen = np.unique(codes)
-        mean = (a0 + self._k[seen]) / (a0 + b0 + self._n[seen])
-        g = np.asarray(required_group_size(mean, self.epsilon))
-        out["recommended_group_size"] = float(np.median(g[g > 0])) if (g > 0).any() else nan
+        out["recommended_group_size"] = _half_group_size((a0 + self._k[seen]) / (a0 + b0 + self._n[seen]),
+                                                         self.epsilon)
         return out
 
     def _prior_now(self):
-        """The prior for the next predictions: fitted to the rollouts recorded so far (empirical
-        Bayes, refitted once per generation; uniform before any), else the given one."""
+        """The prior for the next predictions: empirical Bayes fitted to the rollouts recorded so
+        far (uniform before any), refitted whenever they have grown by a quarter since the last
+        fit (a fit costs ~0.1 s; the prior moves slowly once there are many rollouts), else the
+        given one."""
         from ..posterior import PRIORS, fit_beta_prior
 
         if not isinstance(self.prior, str):
@@ -518,9 +518,10 @@ class GroupTracker:
         if self.prior != "empirical-bayes":
             return PRIORS[self.prior]
         size = len(self._keys)
-        if self._prior_at[0] != len(self._steps):
-            n, k = self._n[:size], self._k[:size]
-            self._prior_at = (len(self._steps), fit_beta_prior(k, n) if (n > 0).any() else PRIORS["uniform"])
+        n, k = self._n[:size], self._k[:size]
+        total = int(n.sum())
+        if self._prior_at[1] is None or (total > 0 and total >= 1.25 * self._prior_at[0]):
+            self._prior_at = (total, fit_beta_prior(k, n) if total > 0 else PRIORS["uniform"])
         return self._prior_at[1]
 
     # -- what the skipping sampler asks
@@ -661,6 +662,29 @@ class GroupTracker:
         with atomic_path(path) as tmp:
             pq.write_table(table, tmp)
         return path
+
+
+def _half_group_size(p, epsilon, limit: int = 1 << 20) -> float:
+    """Smallest G whose fidelity (:func:`gsd.fidelity`) reaches 1 − ε for at least half of the
+    solve rates ``p`` (the lower median of their :func:`gsd.required_group_size`, found by
+    bisection on G, since fidelity grows with G, without solving the prompts near 0 or 1 that
+    need thousands); NaN beyond ``limit``."""
+    from ..update import fidelity
+
+    need, half = 1.0 - epsilon, -(-p.size // 2)
+
+    def enough(G):
+        return int((fidelity(p, G) >= need).sum()) >= half
+
+    lo, hi = 1, 2
+    while not enough(hi):
+        if hi >= limit:
+            return float("nan")
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return float(hi)
 
 
 def _as_weights(weights) -> list:
