@@ -50,7 +50,7 @@ import numpy as np
 
 from . import TRUTH_COLUMN
 
-__all__ = ["GroupTracker", "GSDGRPOTrainer", "TRACKER_TABLE", "DDOF", "EPS", "SCALES", "SOURCE", "NOT_REWARD", "is_log_file", "step_of", "infer_group_size",
+__all__ = ["GroupTracker", "GSDGRPOTrainer", "SkipSampler", "LIVE_METRICS", "TRACKER_TABLE", "tracker_table", "DDOF", "EPS", "SCALES", "SOURCE", "NOT_REWARD", "is_log_file", "step_of", "infer_group_size",
            "generation_fingerprint", "find_trainer_state", "read_trainer_state", "chat_label", "write_step",
            "FILE_DESCRIPTION"]
 
@@ -838,7 +838,9 @@ def _trainer_class():
         """TRL's ``GRPOTrainer`` with gsd inside: every group tracked, gsd's figures in TRL's logs,
         and (``skip_above``) prompts predicted silent skipped before generation.
 
-        Parameters (besides ``GRPOTrainer``'s)
+        It takes ``GRPOTrainer``'s arguments and these.
+
+        Parameters
         ----------
         gsd_tracker : GroupTracker, optional
             The tracker (default: ``GroupTracker(num_generations)``).  Its reward functions are

@@ -120,6 +120,33 @@ def test_threshold_is_carried_by_the_saved_table(tmp_path, capsys):
     assert got["summary"]["rewards_as"] == "reward >= 0.5 counts as right"
 
 
+@pytest.mark.parametrize("prompt_id", [None, "qid"])
+def test_conversations_and_prompt_ids_read_back(tmp_path, capsys, prompt_id):
+    """Chat prompts (the label is the last user message) or a dataset id column, with two
+    conversations that share their last user message and one id given to two texts."""
+    import pandas as pd
+
+    chats = [[{"role": "system", "content": s}, {"role": "user", "content": "q1 w1"}] for s in ("w8", "w9")]
+    chats.append([{"role": "user", "content": "q2 w2"}])
+    qid = ["a", "a", "b"]
+    tracker = GroupTracker(2, prompt_id=prompt_id, prior="uniform")
+    [f] = tracker.wrap([lambda prompts, completions, **kw: [float(c) for c in completions]])
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        rows = [j for j in rng.permutation(3) for _ in range(2)]
+        f(prompts=[chats[j] for j in rows], completions=rng.integers(0, 2, len(rows)).tolist(),
+          qid=[qid[j] for j in rows])
+    path = tracker.save(tmp_path / "chat.parquet")
+    assert main(["diagnose", "--no-progress", "--json", "--prior", "uniform", "--out", str(tmp_path / "dx"),
+                 str(path)]) == 0
+    got = json.loads(capsys.readouterr().out)
+    dx = tracker.diagnosis()
+    assert got["steps"] == json.loads(json.dumps(diagnosis_json(dx)))["steps"]
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "dx" / "prompts.parquet"), dx.prompts)
+    want = ["a", "b"] if prompt_id else ["q1 w1", "q1 w1", "q2 w2"]
+    assert sorted(dx.prompts["prompt"]) == want and dx.summary["groups"] == 12
+
+
 @pytest.fixture(scope="module")
 def skip_runs(tmp_path_factory):
     """Half the prompts never or always right, half right with probability 1/2; the same run with
@@ -179,7 +206,7 @@ def test_skipping_keeps_the_batch_and_every_prompt(skip_runs):
     assert sum(e.get("gsd/skipped", 0) for e in truth.trainer.state.log_history) == sum(logged)
 
 
-def test_bad_arguments(runs):
+def test_bad_arguments():
     with pytest.raises(InputError, match="num_generations"):
         GroupTracker(1)
     with pytest.raises(InputError, match="threshold"):
@@ -203,8 +230,11 @@ def test_bad_arguments(runs):
         g(prompts=["a"] * 2, completions=[""] * 2, p=[0.1, 0.1])
     with pytest.raises(InputError, match="no training generation"):
         GroupTracker(2).diagnosis()
+    t4 = GroupTracker(2)
+    [h] = t4.wrap([lambda prompts, completions, **kw: [0.0, 1.0]])
+    h(prompts=["a", "a"], completions=["", ""])
     with pytest.raises(InputError, match=r"\.parquet"):
-        runs["plain"][0].save("run.csv")
+        t4.save("run.csv")
     from gsd.integrations.trl import GSDGRPOTrainer
 
     with pytest.raises(InputError, match="skip_above"):
