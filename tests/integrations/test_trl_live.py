@@ -173,9 +173,11 @@ def test_skipping_lowers_the_silent_fraction(skip_runs):
     frac_off, n_off = _silent_after_first_visit(t_off)
     frac_on, n_on = _silent_after_first_visit(t_on)
     counts = on.trainer.gsd_skip_counts
+    s_off, s_on = t_off.diagnosis().summary, t_on.diagnosis().summary
     print(f"\nsilent fraction after the first visits: {frac_off:.3f} ({n_off} groups) without skipping, "
           f"{frac_on:.3f} ({n_on} groups) with skip_above=0.9, max_skips=4; {counts}; "
-          f"{t_on.generations} and {t_off.generations} generations")
+          f"{t_off.generations} and {t_on.generations} generations; wasted rollouts {s_off['wasted_rollouts']} and "
+          f"{s_on['wasted_rollouts']} of {s_off['rollouts']} and {s_on['rollouts']}")
     assert frac_off - frac_on >= 0.15
     assert counts["generations"] == 8 and counts["skipped_prompts"] > 0
     assert counts["skipped_prompts"] == sum(m["skipped"] for m in t_on.metrics)
