@@ -1,7 +1,7 @@
 """Overhead of gsd's GroupTracker inside a TRL run, per generation, against the reward functions' own time.
 
 Run:  .venv/bin/python benchmarks/bench_trl_tracker.py [--generations 200] [--prompts-per-generation 64]
-                                                       [--G 16] [--dataset 2048] [--out bench_trl_tracker.json]
+                                                       [--G 16] [--dataset 2048] [--out FILE.json]
 
 TRL calls each reward function once per generation with the rows in group order and the dataset
 columns as keyword arguments; this benchmark makes exactly those calls, without TRL or a model:
