@@ -45,6 +45,7 @@ bench: $(VENV)/.installed
 	$(PY) benchmarks/bench_sweep.py
 	$(PY) benchmarks/bench_diagnose.py
 	$(PY) benchmarks/bench_allocation.py --out runs/bench_allocation.json
+	$(PY) benchmarks/bench_trl_tracker.py --out runs/bench_trl_tracker.json
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis docs/_build docs/api/generated

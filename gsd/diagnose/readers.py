@@ -94,6 +94,9 @@ class RolloutLog:
         Groups that lost a row, left out, and their usable rollouts.
     trainer_silent : dict
         TRL's own ``frac_reward_zero_std`` per step, when ``trainer_state.json`` was found.
+    threshold : float or None
+        The threshold the log itself declares (a table saved by gsd's ``GroupTracker``):
+        :func:`diagnose_log` uses it when given none.
     warnings : list of str
         What the reader could not undo, one line each.
     bad_rows : list of BadRow
@@ -118,6 +121,7 @@ class RolloutLog:
     incomplete_groups: int = 0
     incomplete_rollouts: int = 0
     trainer_silent: dict = field(default_factory=dict)
+    threshold: float | None = None
     warnings: list = field(default_factory=list)
     bad_rows: list = field(default_factory=list)
     bad_count: int = 0
@@ -938,6 +942,10 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
         if group_size < 2:
             raise InputError(f"group_size must be at least 2 (TRL's num_generations), got {group_size}")
     files, fmt, warnings, state_path = _discover(paths, fmt)
+    # A table saved by gsd's GroupTracker says which columns it holds and how it was grouped.
+    declared = _trl.tracker_table(files) if fmt == "table" and reward is None and group_col is None else None
+    if declared:
+        reward, group_col = declared["reward_col"], declared["group_col"]
     if group_size is not None and fmt != "trl":
         raise InputError(f"group_size is TRL's num_generations (groups are blocks of rows); the {fmt} format groups "
                          "by prompt or by --group-col")
@@ -989,6 +997,9 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
             warnings.append(f"{len(missing)} of the {last} steps have no log file ({_span(missing)}): the figures "
                             "are those of the logged rollouts, not of the whole generation"
                             + (" (TRL writes one file per logging step: logging_steps > 1)" if fmt == "trl" else ""))
+    if declared:
+        reward_name, group_by, silence, G = (declared["reward_name"], declared["group_by"], declared["silence"],
+                                             declared["group_size"])
     if got["incomplete_groups"]:
         warnings.append(f"{got['incomplete_groups']} group(s) lost a row to an unusable line: incomplete, left out "
                         f"({got['incomplete_rollouts']} usable rollouts in them)")
@@ -996,7 +1007,8 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
                       files=[str(f) for f in files], fmt=fmt, reward_name=reward_name, group=group, group_by=group_by,
                       silence=silence, group_size=G, repeated_steps=repeated, missing_steps=missing,
                       eval_steps=eval_steps, incomplete_groups=got["incomplete_groups"],
-                      incomplete_rollouts=got["incomplete_rollouts"], trainer_silent=zero_std, warnings=warnings,
+                      incomplete_rollouts=got["incomplete_rollouts"], trainer_silent=zero_std,
+                      threshold=declared["threshold"] if declared else None, warnings=warnings,
                       bad_rows=reader.bad_rows, bad_count=reader.bad_count)
 
 

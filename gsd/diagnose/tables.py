@@ -390,7 +390,7 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
     log : RolloutLog
     threshold : float, optional
         Turn the reward into right (reward ≥ threshold) / wrong for the posteriors and the
-        predictions (see :func:`binarise`).  It does not change what is silent: a group is
+        predictions (see :func:`binarise`); default: the one the log declares, if any.  It does not change what is silent: a group is
         silent when its rewards are all equal, as the trainer sees it.  Graded rewards without
         a threshold get every measured figure and no prediction.
     prior : ``"empirical-bayes"`` (default), ``"uniform"``, ``"jeffreys"`` or (a, b)
@@ -414,6 +414,8 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
     InputError
         No step with a group of two or more rollouts.
     """
+    if threshold is None:
+        threshold = log.threshold
     right, note = _right(log.reward, threshold)
     groups = group_table(log, right, half_life=half_life)
     if not (groups["G"] >= 2).any():

@@ -62,6 +62,7 @@ class Truth:
     G: int
     weights: tuple
     calls: dict = field(default_factory=dict)  # function name -> list of (global_step, prompts, rewards)
+    trainer: object = None  # the trainer that ran
 
     def record(self, name, step, prompts, rewards):
         self.calls.setdefault(name, []).append((step, prompts, rewards))
@@ -88,12 +89,14 @@ class Truth:
         return table
 
 
-def trl_run(out: Path, *, prompts, p, G=4, batch=16, max_steps=4, weights=None, second_reward=False, seed=0, **config):
+def trl_run(out: Path, *, prompts, p, G=4, batch=16, max_steps=4, weights=None, second_reward=False, seed=0,
+            trainer_cls=None, trainer_kwargs=None, wrap=None, **config):
     """Train a tiny GRPOTrainer with ``log_completions=True`` into ``out``; returns the Truth.
 
     ``p``: per prompt, the probability that the ``correct`` reward is 1 (drawn by the reward
     function from its own generator).  ``second_reward``: a second function ``fmt`` (0 or 1,
-    probability 1/2), weighted by ``weights``.
+    probability 1/2), weighted by ``weights``.  ``trainer_cls`` (default GRPOTrainer) is built
+    with ``trainer_kwargs``; ``wrap`` maps the reward functions before they are handed over.
     """
     import random
 
@@ -123,10 +126,13 @@ def trl_run(out: Path, *, prompts, p, G=4, batch=16, max_steps=4, weights=None, 
                       num_generations=G, per_device_train_batch_size=batch, max_steps=max_steps, log_completions=True,
                       num_completions_to_print=0, save_strategy="no", seed=seed, learning_rate=1e-3,
                       reward_weights=list(weights) if second_reward else None, **config)
-    trainer = GRPOTrainer(model=tiny_model(seed), reward_funcs=funcs, args=args, train_dataset=ds,
-                          eval_dataset=ds if config.get("eval_strategy", "no") != "no" else None, processing_class=tokenizer())
+    trainer = (trainer_cls or GRPOTrainer)(
+        model=tiny_model(seed), reward_funcs=wrap(funcs) if wrap else funcs, args=args, train_dataset=ds,
+        eval_dataset=ds if config.get("eval_strategy", "no") != "no" else None, processing_class=tokenizer(),
+        **(trainer_kwargs or {}))
     trainer.train()
     trainer.save_state()
+    truth.trainer = trainer
     return truth
 
 
