@@ -556,11 +556,11 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
         if bad:
             raise InputError(f"format verl reads verl's {{step}}.jsonl rollout dumps, got {bad[0]}")
 
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
     col = _Collector()
     disable = None if progress is None else not progress
-    for path in tqdm(files, desc="reading logs", unit="file", disable=disable, leave=False):
+    for path in progress_bar(files, desc="reading logs", unit="file", disable=disable, leave=False):
         _read_table_file(path, fmt, cols, reward, col)
     if not col.hashes:
         detail = f"; first unusable row: {col.bad_rows[0]}" if col.bad_rows else ""

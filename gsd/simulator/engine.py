@@ -324,7 +324,7 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
     if mode == "done":
         say(f"{cfg.name}: finished earlier ({cfg.steps} steps in {str(out)!r}); its summary is read back, nothing reruns")
         return found
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
     with cpu_threads(device, answers_per_step(cfg)):
         run = setup(cfg, p0, device)
@@ -338,7 +338,7 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
         elif mode == "restart":
             say(f"{cfg.name}: no checkpoint in {str(out)!r} yet; starting at step 0 of {cfg.steps}")
         initial = population_summary(run, run.z_ref)
-        bar = tqdm(total=cfg.steps, initial=run.start, disable=not progress, desc=f"{cfg.name} [{cfg.method}]", unit="step")
+        bar = progress_bar(total=cfg.steps, initial=run.start, disable=not progress, desc=f"{cfg.name} [{cfg.method}]", unit="step")
         saved = done = run.start
         try:
             for step in range(run.start, cfg.steps):
