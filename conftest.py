@@ -47,7 +47,8 @@ def run_notebook(tmp_path, monkeypatch, executed_notebooks):
     set (``fast``), figures written to ``tmp_path/figures``, gsd imported from this checkout and
     ``env`` added to the kernel's environment.  It returns ``nb`` (the executed notebook),
     ``elapsed`` (seconds), ``images`` (the PNG outputs) and ``figure_cells`` (code cells that
-    call ``figure(``), and leaves the executed notebook for the docs build.
+    call ``figure(``), and leaves the executed notebook for the docs build.  A notebook that
+    raises, or writes anything to stderr, fails.
     """
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
@@ -73,6 +74,9 @@ def run_notebook(tmp_path, monkeypatch, executed_notebooks):
         code = [c for c in nb.cells if c.cell_type == "code"]
         errors = [o for c in code for o in c.outputs if o.output_type == "error"]
         assert not errors, f"{path.name}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
+        # A warning or a progress bar on stderr would be rendered on the notebook's docs page.
+        stderr = [o.text for c in code for o in c.outputs if o.output_type == "stream" and o.name == "stderr"]
+        assert not stderr, f"{path.name} wrote to stderr: {stderr[0][:500]}"
         nbformat.write(nb, executed_notebooks / path.name)
         return SimpleNamespace(
             nb=nb,

@@ -9,6 +9,17 @@ sys.path.insert(0, str(HERE / "_ext"))
 
 import gsd  # noqa: E402  (the installed package is the one documented)
 
+# The notebook kernels talk to the build over CurveZMQ-encrypted sockets where the kernel says it
+# can (its kernelspec's supported_encryption; ipykernel does).  Unencrypted (jupyter_client's
+# default), every kernel logs a warning to the build's stderr: one line per notebook, which would
+# bury the warnings that matter.  myst-nb has no setting for it, so the kernel manager's default
+# policy is changed, for this process only.
+import zmq  # noqa: E402
+from jupyter_client.manager import KernelManager  # noqa: E402
+
+if zmq.has("curve"):  # a libzmq built without libsodium cannot encrypt: the warning stays
+    KernelManager.class_traits()["transport_encryption"].default_value = "auto"
+
 # Notebooks run in their fast mode (the kernels inherit this environment).
 os.environ.setdefault("GSD_NOTEBOOK_FAST", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -56,6 +67,9 @@ nb_execution_in_temp = True  # what a notebook writes into its working folder st
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
 nb_merge_streams = True
+# Anything a notebook writes to stderr (a warning, a progress bar) is a build warning, hence an
+# error under -W: a rendered page never shows a traceback-like block or a local path.
+nb_output_stderr = "warn"
 
 math_eqref_format = "({number})"
 math_numfig = True

@@ -34,7 +34,7 @@ class ConventionsTable(SphinxDirective):
 
         sizes = [int(g) for g in self.options.get("group-sizes", "4,8,16").split(",")]
         header = ["trainer", "std (ddof)", "eps", "``scale`` values (default first)", "source"]
-        header += [f"update / paper's, G = {G}" for G in sizes]
+        header += [f"update / paper's at eps = 0, G = {G}" for G in sizes]  # gsd conventions: ratio(eps=0)
         rows = []
         for name, c in CONVENTIONS.items():
             gap = gsd.convention_gap(sizes, name)

@@ -955,11 +955,11 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     cols = {"prompt": prompt_col or defaults[0], "step": step_col or defaults[1], "step_required": step_col is not None,
             "group": group_col}
 
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
     reader = _Reader(fmt, cols, reward)
     disable = None if progress is None else not progress
-    for path in tqdm(files, desc="reading logs", unit="file", disable=disable, leave=False):
+    for path in progress_bar(files, desc="reading logs", unit="file", disable=disable, leave=False):
         _read_file(path, reader)
     G, repeated, eval_steps, zero_std = None, [], [], {}
     if fmt == "trl" and any(c.hashes.size for c in reader.chunks):

@@ -50,7 +50,7 @@ import numpy as np
 
 from . import TRUTH_COLUMN
 
-__all__ = ["GroupTracker", "GSDGRPOTrainer", "SkipSampler", "LIVE_METRICS", "TRACKER_TABLE", "tracker_table",
+__all__ = ["GroupTracker", "GSDGRPOTrainer", "SkipSampler",  # noqa: F822 (GSDGRPOTrainer: built on first use) "LIVE_METRICS", "TRACKER_TABLE", "tracker_table",
            "DDOF", "EPS", "SCALES", "SOURCE", "NOT_REWARD", "is_log_file", "step_of", "infer_group_size",
            "generation_fingerprint", "find_trainer_state", "read_trainer_state", "chat_label", "write_step",
            "FILE_DESCRIPTION"]

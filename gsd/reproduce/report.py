@@ -670,8 +670,10 @@ def allocation_verdict(a: dict) -> str:
         gain = k["effective_ratio_gain"]["mean"] * 100
         lo, hi = (k["effective_ratio_gain"][x] * 100 for x in ("lo", "hi"))
         inside = 20 <= gain <= 40
+        # One seed has no interval: say so rather than print [+nan, +nan].
+        interval = f"[{lo:+.0f}, {hi:+.0f}]" if math.isfinite(lo) and math.isfinite(hi) else "(one seed: no interval)"
         lines.append(f"Knapsack RL's value raises the effective-gradient ratio by {gain:+.0f} % "
-                     f"[{lo:+.0f}, {hi:+.0f}] over fixed G = 8 (claim: +20–40 %): "
+                     f"{interval} over fixed G = 8 (claim: +20–40 %): "
                      + ("within the claimed range." if inside else ("above the claimed range." if gain > 40 else
                                                                     "below the claimed range.")))
         cr = k["compute_ratio_hard_quartile_p"]

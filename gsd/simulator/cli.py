@@ -71,14 +71,15 @@ def _say(message: str) -> None:
 
 
 def _resume_command(args) -> str:
-    """The command that continues this one's folder: the same source, --set and device, plus --resume."""
+    """The command that continues this one's folder: the same source, --set, device, threads and
+    figure, plus --resume."""
     cmd = ["gsd", "simulate"]
     if args.campaign or args.config:
         cmd += ["--campaign", args.campaign] if args.campaign else ["--config", args.config]
     cmd += ["--out", args.out]
     for s in args.sets:
         cmd += ["--set", s]
-    for flag, value in (("--device", args.device), ("--threads", args.threads)):
+    for flag, value in (("--device", args.device), ("--threads", args.threads), ("--figure", args.figure)):
         if value is not None:
             cmd += [flag, str(value)]
     return shlex.join([*cmd, "--resume"])

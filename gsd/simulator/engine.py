@@ -399,7 +399,7 @@ def _run_in_folder(cfg, device, p0, out: Path, resume: bool, progress: bool, on_
     if mode == "done":
         say(f"{cfg.name}: finished earlier ({cfg.steps} steps in {str(out)!r}); its summary is read back, nothing reruns")
         return found
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
     ckpt = _read_checkpoint(found, cfg, device, out) if mode == "resume" else None
     if ckpt is not None and threads is None and device.type == "cpu":
@@ -417,7 +417,7 @@ def _run_in_folder(cfg, device, p0, out: Path, resume: bool, progress: bool, on_
         elif mode == "restart":
             say(f"{cfg.name}: no checkpoint in {str(out)!r} yet; starting at step 0 of {cfg.steps}")
         initial = population_summary(run, run.z_ref)
-        bar = tqdm(total=cfg.steps, initial=run.start, disable=not progress, desc=f"{cfg.name} [{cfg.method}]", unit="step")
+        bar = progress_bar(total=cfg.steps, initial=run.start, disable=not progress, desc=f"{cfg.name} [{cfg.method}]", unit="step")
         saved = done = run.start
         try:
             for step in range(run.start, cfg.steps):

@@ -80,6 +80,12 @@ def test_report_section_and_verdict(campaign):
     verdict = allocation_verdict(s)
     assert "Knapsack RL's value raises the effective-gradient ratio" in verdict and "claim: +20–40 %" in verdict
     assert ac.summary_table(s).shape[0] == 3
+    assert "nan" not in verdict and "[" in verdict  # two seeds: an interval
+    # One seed (the notebook's fast mode) has no interval, and the verdict says so.
+    one = {**s, "arms": {n: {k: {**v, "lo": math.nan, "hi": math.nan} if isinstance(v, dict) else v
+                             for k, v in r.items()} for n, r in s["arms"].items()}}
+    single = allocation_verdict(one)
+    assert "nan" not in single and "(one seed: no interval)" in single
     fig = ac.allocation_figure(s, campaign[0] / "out")
     assert len(fig.axes) == 2
 

@@ -11,7 +11,6 @@ import torch
 
 import gsd
 from gsd.simulator import SimConfig, read_ledger, run_simulation
-from gsd.simulator.budget import BudgetPlanner
 from gsd.simulator.engine import setup
 from gsd.simulator.ledger import WALL_COLUMNS, generations_to_target
 from gsd.simulator.population import initial_solve_rates

@@ -7,7 +7,6 @@ import contextlib
 import io
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings

@@ -169,7 +169,7 @@ def _silent_after_first_visit(tracker):
 
 
 def test_skipping_lowers_the_silent_fraction(skip_runs):
-    (t_off, off), (t_on, on) = skip_runs["off"], skip_runs["on"]
+    (t_off, _), (t_on, on) = skip_runs["off"], skip_runs["on"]
     frac_off, n_off = _silent_after_first_visit(t_off)
     frac_on, n_on = _silent_after_first_visit(t_on)
     counts = on.trainer.gsd_skip_counts

@@ -58,22 +58,32 @@ def test_run_and_resume_flags(tmp_path, capsys):
     assert "finished earlier (4 steps" in capsys.readouterr().err
 
 
-def test_ctrl_c_says_where_it_stopped_and_how_to_resume(tmp_path, capsys, monkeypatch):
-    import shlex
-
+@pytest.fixture
+def ctrl_c_at(monkeypatch):
+    """``ctrl_c_at(n)``: the next runs get a KeyboardInterrupt when step ``n`` (0-based) starts;
+    ``ctrl_c_at(None)`` lets them run."""
     from gsd.simulator import engine
+
+    real_step = engine.train_step
+
+    def arm(at):
+        def step_or_interrupt(run, step):
+            if step == at:
+                raise KeyboardInterrupt
+            return real_step(run, step)
+
+        monkeypatch.setattr(engine, "train_step", real_step if at is None else step_or_interrupt)
+
+    return arm
+
+
+def test_ctrl_c_says_where_it_stopped_and_how_to_resume(tmp_path, capsys, ctrl_c_at):
+    import shlex
 
     cfg = tmp_path / "c.toml"
     cfg.write_text('n_prompts = 200\nsteps = 10\ncheckpoint_every = 4\ndevice = "cpu"\n')
     out = tmp_path / "run dir"  # a space: the printed command must quote it
-    real_step = engine.train_step
-
-    def ctrl_c_in_step_8(run, step):
-        if step == 7:
-            raise KeyboardInterrupt
-        return real_step(run, step)
-
-    monkeypatch.setattr(engine, "train_step", ctrl_c_in_step_8)
+    ctrl_c_at(7)
     argv = ["simulate", "--config", str(cfg), "--out", str(out), "--no-progress", "--set", "lr=0.25",
             "--set", 'name="my run"']
     assert main(argv) == 130
@@ -81,7 +91,7 @@ def test_ctrl_c_says_where_it_stopped_and_how_to_resume(tmp_path, capsys, monkey
     assert "stopped at step 7 of 10" in err and "last checkpoint is at step 4, where a resume continues" in err
     command = err.split("resume with: ", 1)[1].strip()
     assert command.startswith("gsd simulate ") and command.endswith(" --resume")
-    monkeypatch.setattr(engine, "train_step", real_step)
+    ctrl_c_at(None)
     # The printed command, run as it is, continues the same run at its checkpoint.
     assert main(shlex.split(command)[1:] + ["--no-progress"]) == 0
     err = capsys.readouterr().err
@@ -91,21 +101,12 @@ def test_ctrl_c_says_where_it_stopped_and_how_to_resume(tmp_path, capsys, monkey
     assert "finished earlier" in capsys.readouterr().err
 
 
-def test_resume_without_a_checkpoint_says_it_starts_over(tmp_path, capsys, monkeypatch):
-    from gsd.simulator import engine
-
-    real_step = engine.train_step
-
-    def ctrl_c(run, step):
-        if step == 1:
-            raise KeyboardInterrupt
-        return real_step(run, step)
-
-    monkeypatch.setattr(engine, "train_step", ctrl_c)
+def test_resume_without_a_checkpoint_says_it_starts_over(tmp_path, capsys, ctrl_c_at):
+    ctrl_c_at(1)
     argv = ["simulate", "--out", str(tmp_path / "r"), "--no-progress", "--set", "n_prompts=100", "--set", "steps=6"]
     assert main(argv) == 130
     assert "no checkpoint yet, a resume starts at step 0" in capsys.readouterr().err
-    monkeypatch.setattr(engine, "train_step", real_step)
+    ctrl_c_at(None)
     assert main([*argv, "--resume"]) == 0
     assert "no checkpoint in" in (err := capsys.readouterr().err) and "starting at step 0 of 6" in err
 
