@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # pandas loads inside the two functions that build DataFrames
 
 __all__ = [
     "ALLOCATION_VALUES",
+    "HORIZON_VALUES",
     "Allocation",
     "UniformAdvice",
     "allocation_value",
