@@ -23,7 +23,12 @@ def add_arguments(p) -> None:
     g = p.add_argument_group("budget allocation (with --budget)")
     g.add_argument("--budget", type=int, help=HELP)
     g.add_argument("--value", default="update",
-                   help="what a group is worth: update = E[σ̂] (GRPO, default), dr_grpo, progress, nonsilent, knapsack")
+                   help="what a group is worth: update = E[σ̂] (GRPO, default), dr_grpo, progress, nonsilent, knapsack, "
+                        "gain / dr_gain (one-step gain of GRPO's / Dr.GRPO's objective), horizon / dr_horizon "
+                        "(gain over --horizon steps, needs --lr)")
+    g.add_argument("--lr", type=float, default=None,
+                   help="--value horizon/dr_horizon: the per-step logit rate (a tabular SGD policy's learning rate)")
+    g.add_argument("--horizon", type=int, default=None, help="--value horizon/dr_horizon: steps looked ahead")
     g.add_argument("--g-min", type=int, default=2, help="smallest group size served (default 2)")
     g.add_argument("--g-max", type=int, default=512, help="largest group size (default 512)")
     g.add_argument("--step", type=int, default=1, help="group sizes g_min, g_min + step, …, g_max (default 1)")
@@ -109,8 +114,13 @@ def plan_budget(args) -> int:
     ok = status == tables.OK
     if not ok.any():
         raise CliError("input: no usable row; " + tables.describe_bad_rows(status, 3))
+    from .allocation import HORIZON_VALUES
+
+    look = {"lr": args.lr, "horizon": args.horizon} if args.value in HORIZON_VALUES else {}
+    if not look and (args.lr is not None or args.horizon is not None):
+        raise CliError(f"--lr and --horizon are for --value {' / '.join(HORIZON_VALUES)}, not {args.value!r}")
     plan = allocate_group_sizes(src, args.budget, value=args.value, g_min=args.g_min, g_max=args.g_max,
-                                step=args.step, skip=not args.no_skip, ddof=args.ddof, eps=args.eps)
+                                step=args.step, skip=not args.no_skip, ddof=args.ddof, eps=args.eps, **look)
     G = pd.array(np.zeros(len(df), dtype=np.int64), dtype="Int64")
     G[~ok] = pd.NA
     G[ok] = plan.group_size
@@ -131,7 +141,7 @@ def plan_budget(args) -> int:
     out["silent_probability"] = silent
     out["status"] = st
     advice = uniform_group_size_advice(src, args.budget, value=args.value, g_min=args.g_min, g_max=args.g_max,
-                                       step=args.step, ddof=args.ddof, eps=args.eps)
+                                       step=args.step, ddof=args.ddof, eps=args.eps, **look)
     summary = plan.summary() | {"rows": len(out), "unusable_rows": int((~ok).sum()),
                                 "best_uniform_G": advice.best_G, "uniform_at_budget": advice.at_budget}
     if args.output:

@@ -245,20 +245,17 @@ def _campaign_stage(out: Path, progress: bool, overrides: dict | None = None):
 
 
 def _allocation_stage(out: Path, progress: bool):
-    """Beyond the paper: the budget-allocation campaign (fixed G, DAPO, allocated values)."""
-    mod, why = _optional("gsd.reproduce.allocation_campaign")
+    """Beyond the paper: the allocation comparison at reproduce size (uniform G, DAPO, GRESO-style
+    skip, the allocator's values; tabular and MLP policies)."""
+    mod, why = _optional("gsd.reproduce.allocation_comparison")
     if mod is None:
         return {"status": "not available", "reason": why}
     run_dir = out / "allocation"
     try:
-        summary = mod.run_allocation_campaign(run_dir, progress=False)
+        summary = mod.run_comparison(run_dir, config=mod.SMALL_CONFIG_NAME)
     except ValueError as exc:  # e.g. a run folder of another config: report it, keep the rest
         return {"status": "failed", "reason": str(exc), "run_dir": str(run_dir)}
-    return {"status": "ok", "run_dir": str(run_dir), "seeds": summary["seeds"],
-            "reference_arm": summary["reference_arm"], "targets": summary["targets"],
-            "budget_generations": summary["budget_generations"], "arms": summary["arms"],
-            "setup": {k: summary["campaign"]["base"].get(k) for k in ("n_prompts", "steps", "group_size", "lr",
-                                                                      "g_min", "g_max", "replan_every", "logged_window")}}
+    return {"status": "ok", "run_dir": str(run_dir), "config": mod.SMALL_CONFIG_NAME, "comparison": summary}
 
 
 def _find_r2(summary) -> float | None:
@@ -314,12 +311,12 @@ def _figures_stage(fig_dir: Path, fast: bool, campaign: dict, theory_frames, dap
     if why:
         skipped["campaign"] = why
     if allocation and allocation.get("status") == "ok":
-        from .allocation_campaign import allocation_figure
+        from .allocation_comparison import comparison_figure
 
-        summary = read_json(Path(allocation["run_dir"]) / "allocation_summary.json")
-        written.append(save_figure(allocation_figure(summary, allocation["run_dir"]), fig_dir / "allocation_campaign.png"))
+        written.append(save_figure(comparison_figure(allocation["comparison"], allocation["run_dir"]),
+                                   fig_dir / "allocation_comparison.png"))
     else:
-        skipped["allocation_campaign"] = f"allocation campaign {(allocation or {}).get('status', 'not run')}"
+        skipped["allocation_comparison"] = f"allocation comparison {(allocation or {}).get('status', 'not run')}"
     return {"written": [Path(p) for p in written], "skipped": skipped}
 
 
@@ -358,7 +355,7 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
         stages.i += 1
         alloc = {"status": "skipped", "reason": "--skip-campaign"}
     else:
-        alloc = stages.run("beyond the paper: budget allocation campaign (simulator)", _allocation_stage, out, progress)
+        alloc = stages.run("beyond the paper: budget allocation comparison (simulator)", _allocation_stage, out, progress)
     figs = stages.run("figures", _figures_stage, fig_dir, fast, camp, th.pop("_frames"), dapo, alloc)
     dapo.pop("_fit")
     dapo.pop("_curve")
@@ -613,6 +610,18 @@ def _allocation_markdown(a: dict) -> list[str]:
     L = ["## Beyond the paper: budget allocation (simulator)\n"]
     if a.get("status") != "ok":
         return L + [f"allocation campaign: {a.get('status')} ({a.get('reason', '')}).\n"]
+    if "comparison" in a:
+        from .allocation_comparison import comparison_markdown
+
+        c = a["comparison"]
+        L.append(f"Run folder `{a['run_dir']}` (config `{a['config']}`: the comparison at a size this report can "
+                 f"afford; its numbers exercise the pipeline, the verdict is the paper-scale run's — README, section "
+                 f"Budget allocation, `gsd allocation-comparison`); seeds {c['seeds']}; "
+                 + ", ".join(f"{k} = {v}" for k, v in c["setup"].items())
+                 + ". Every arm is read at the total generations of uniform G = 8 (all its steps); allocated arms "
+                 "share 8 rollouts per prompt per step (docs/theory.md, section Allocation over a run). Mean over "
+                 "seeds [95 % t-interval].\n")
+        return L + comparison_markdown(c)
     setup = a.get("setup", {})
     ref = a["reference_arm"]
     L.append(f"Run folder `{a['run_dir']}`; seeds {a['seeds']}; " + ", ".join(f"{k} = {v}" for k, v in setup.items())
