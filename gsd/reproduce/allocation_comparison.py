@@ -159,7 +159,7 @@ def summarise_comparison(out, comp: dict | None = None) -> dict:
     for v in comp["variants"]:
         s = read_json(out / v / "allocation_summary.json")
         seeds = s["seeds"]
-        budget = {int(k): float(b) for k, b in s["budget_generations"].items()}
+        budget = {int(k): float(b) for k, b in s["budget_generations"].items()}  # by seed
         curves = {a: {seed: _objective_curve(out / v / "runs" / a / f"seed{seed}") for seed in seeds} for a in s["arms"]}
         best = max(comp["uniform_arms"], key=lambda a: s["arms"][a]["mean_arcsin"]["mean"])
         t50 = float(np.mean([_value_at(*curves[best][sd], 0.5 * budget[sd]) for sd in seeds]))
@@ -199,7 +199,7 @@ def summarise_comparison(out, comp: dict | None = None) -> dict:
         result["variants"][v] = {"best_uniform": best, "targets": {"t50": t50, "t100": t100}, "budget": budget,
                                  "overrides": comp["variants"][v], "arms": arms}
     write_json(out / SUMMARY_FILE, result)
-    return result
+    return read_json(out / SUMMARY_FILE)  # as a reader sees it: NaN as None, keys as strings
 
 
 def comparison_markdown(summary: dict) -> list[str]:
@@ -236,6 +236,12 @@ def comparison_markdown(summary: dict) -> list[str]:
     return L
 
 
+def _signed(r) -> str:
+    """'+0.0123 [+0.0100, +0.0150]' (the interval left out where there is none)."""
+    f = lambda x: "nan" if x is None or not math.isfinite(x) else f"{x:+.4f}"
+    return f"{f(r['mean'])} [{f(r['lo'])}, {f(r['hi'])}]"
+
+
 def comparison_verdict(summary: dict) -> str:
     """Plain words: which rule wins where (an interval clear of the best uniform G's), else that none does."""
     lines = []
@@ -244,16 +250,14 @@ def comparison_verdict(summary: dict) -> str:
         wins = {a: r["winner"] for a, r in sv["arms"].items() if r["winner"]}
         real = {a: r for a, r in sv["arms"].items() if a not in summary["uniform_arms"] and not a.startswith("oracle")}
         top = max(real, key=lambda a: real[a]["mean_arcsin"]["mean"])
-        d = real[top]["diff_vs_best"]
+        d = _signed(real[top]["diff_vs_best"])
         if wins:
             lines.append(f"{v}: " + "; ".join(f"{LABELS.get(a, a)} beats {LABELS.get(best, best)} on {', '.join(w)}"
                                               for a, w in wins.items())
-                         + f" (best rule {LABELS.get(top, top)}: final objective {d['mean']:+.4f} [{d['lo']:+.4f}, "
-                         f"{d['hi']:+.4f}] against it, paired).")
+                         + f" (best rule {LABELS.get(top, top)}: final objective {d} against it, paired).")
         else:
             lines.append(f"{v}: no rule's interval clears {LABELS.get(best, best)}'s; the closest, "
-                         f"{LABELS.get(top, top)}, ends {d['mean']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] in mean "
-                         "2·arcsin√p against it (paired).")
+                         f"{LABELS.get(top, top)}, ends {d} in mean 2·arcsin√p against it (paired).")
     return " ".join(lines)
 
 
@@ -274,7 +278,7 @@ def _comparison_figure(summary: dict, out_dir):
                "#d62728", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f", "#aec7e8", "#98df8a", "#ffbb78"]
     for ax, v in zip(axes, variants):
         sv = summary["variants"][v]
-        top = max(sv["budget"].values())
+        top = max(sv["budget"].values())  # JSON keys: seeds as strings
         grid = np.linspace(0, top, 80)
         for i, a in enumerate(sv["arms"]):
             ys = []
