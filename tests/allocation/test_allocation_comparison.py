@@ -3,7 +3,6 @@ objective-gain decomposition, the report section and the command."""
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest

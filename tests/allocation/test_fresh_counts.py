@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 from scipy import stats
 from scipy.special import expit, logit
 
 import gsd
-from gsd.simulator import SimConfig, read_ledger, run_simulation
+from gsd.simulator import SimConfig
 from gsd.simulator.engine import setup
-from gsd.simulator.ledger import WALL_COLUMNS
 from gsd.simulator.population import initial_solve_rates
 from gsd.simulator.sampling import plan_batch, sample_groups
+
+from .test_simulator_allocation import assert_resume_identical
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -131,22 +131,7 @@ def test_greso_skips_prompts_silent_in_their_last_visits():
                                 dict(allocation="horizon", allocation_explore="thompson", logged_half_life=2.0),
                                 dict(allocation="gain", allocation_forecast=True, replan_every=2)])
 def test_resume_is_identical(tmp_path, kw):
-    cfg = _cfg(steps=7, **kw)
-    run_simulation(cfg, tmp_path / "a", progress=False)
-    whole = read_ledger(tmp_path / "a")
-
-    class Stop(Exception):
-        pass
-
-    def die(step):
-        if step == 4:
-            raise Stop
-
-    with pytest.raises(Stop):
-        run_simulation(cfg, tmp_path / "b", progress=False, on_step=die)
-    run_simulation(cfg, tmp_path / "b", progress=False, resume=True)
-    cols = [c for c in whole.columns if c not in WALL_COLUMNS]
-    pd.testing.assert_frame_equal(whole[cols], read_ledger(tmp_path / "b")[cols])
+    assert_resume_identical(_cfg(steps=7, **kw), tmp_path)
 
 
 @pytest.mark.parametrize("kw,match", [
