@@ -55,6 +55,7 @@ LABELS = {
     "horizon_forecast": "horizon, forecast p", "gain_thompson": "gain + Thompson",
     "oracle_gain": "oracle gain (bound)", "oracle_horizon": "oracle horizon (bound)",
     "oracle_update": "oracle update (bound)",
+    "update_b4": "update, 4 per prompt", "gain_b4": "gain, 4 per prompt", "horizon_b4": "horizon, 4 per prompt",
 }
 
 
@@ -220,7 +221,7 @@ def comparison_markdown(summary: dict) -> list[str]:
         for a, r in sv["arms"].items():
             L.append(f"| {LABELS.get(a, a)} | {_ci(r['mean_arcsin'], 4)} | {_ci(r['diff_vs_best'], 4)} | "
                      f"{_ci(r['generations_to_t50'], 2, 1e-6)} | {_ci(r['generations_to_t100'], 2, 1e-6)} | "
-                     f"{_ci(r['hard_quartile_p'])} | {_ci(r['effective_ratio'])} | "
+                     f"{_ci(r['hard_quartile_p'], 4)} | {_ci(r['effective_ratio'])} | "
                      f"{_ci(r['grad_mass_over_planned'], 2)} | {', '.join(r['winner']) or '—'} |")
         L.append("")
         dec = {a: r["decomposition"] for a, r in sv["arms"].items() if "decomposition" in r}
@@ -274,21 +275,28 @@ def _comparison_figure(summary: dict, out_dir):
     variants = list(summary["variants"])
     fig, axes = new_figure(len(variants), width=5.2 * len(variants), height=3.8)
     axes = np.atleast_1d(axes)
-    palette = ["#bbbbbb", "#444444", "#888888", "#2ca02c", "#8c564b", "#ff7f0e", "#1f77b4", "#9467bd",
-               "#d62728", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f", "#aec7e8", "#98df8a", "#ffbb78"]
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab20"]
     for ax, v in zip(axes, variants):
         sv = summary["variants"][v]
-        top = max(sv["budget"].values())  # JSON keys: seeds as strings
+        top = max(sv["budget"].values())
         grid = np.linspace(0, top, 80)
-        for i, a in enumerate(sv["arms"]):
+        others = 0
+        for a in sv["arms"]:
             ys = []
             for seed in summary["seeds"]:
                 x, y = _objective_curve(Path(out_dir) / v / "runs" / a / f"seed{seed}")
                 idx = np.searchsorted(x, grid, side="right") - 1
                 ys.append(np.where(grid <= x[-1], y[np.maximum(idx, 0)], np.nan))
-            lw = 2.2 if a == sv["best_uniform"] else 1.1
-            ax.plot(grid / 1e6, np.mean(ys, axis=0), color=palette[i % len(palette)], lw=lw,
-                    ls="--" if a.startswith("oracle") else "-", label=LABELS.get(a, a))
+            if a == sv["best_uniform"]:
+                style = {"color": "k", "lw": 2.4}
+            elif a in summary["uniform_arms"]:
+                style = {"color": "#888888", "lw": 1.2, "ls": ":"}
+            else:
+                style = {"color": cmap(others % 20), "lw": 1.1, "ls": "--" if a.startswith("oracle") else "-"}
+                others += 1
+            ax.plot(grid / 1e6, np.mean(ys, axis=0), label=LABELS.get(a, a), **style)
         ax.set_xlabel("generations (millions)")
         ax.set_ylabel("mean 2·arcsin√p")
         ax.set_title(f"{v} policy (best uniform: {LABELS.get(sv['best_uniform'], sv['best_uniform'])})")
