@@ -154,7 +154,7 @@ def test_advice_states_the_comparison_verdict(capsys, counts_csv):
                           "--budget", "40", "--advice")
     assert code == 0, err
     assert EVIDENCE in out
-    assert "no allocation rule beat the best uniform G" in out
+    assert "every plan from logged counts at 8 rollouts per prompt per step lost to it" in out
     code, out, err = _run(capsys, "plan", "--input", str(counts_csv), "--k-column", "k", "--n-column", "n",
                           "--budget", "40", "--advice", "--json")
     assert json.loads(out)["evidence"] == EVIDENCE
