@@ -621,7 +621,10 @@ def _allocation_markdown(a: dict) -> list[str]:
                  + ". Every arm is read at the total generations of uniform G = 8 (all its steps); allocated arms "
                  "share 8 rollouts per prompt per step (docs/theory.md, section Allocation over a run). Mean over "
                  "seeds [95 % t-interval].\n")
-        return L + comparison_markdown(c)
+        from ..cli_allocation import EVIDENCE
+
+        return L + comparison_markdown(c) + ["At the paper's scale (README, section Budget allocation; "
+                                             "docs/allocation_comparison.md). " + EVIDENCE + "\n"]
     setup = a.get("setup", {})
     ref = a["reference_arm"]
     L.append(f"Run folder `{a['run_dir']}`; seeds {a['seeds']}; " + ", ".join(f"{k} = {v}" for k, v in setup.items())

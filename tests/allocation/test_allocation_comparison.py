@@ -130,6 +130,7 @@ def test_markdown_report_section_and_command(done, tmp_path, capsys):
     root, s = done
     md = "\n".join(_allocation_markdown({"status": "ok", "run_dir": str(root / "out"), "config": "tiny", "comparison": s}))
     assert "best uniform" in md and "Objective-gain decomposition" in md and "horizon (H-step objective)" in md
+    assert "At the paper's scale" in md
     assert ac.comparison_verdict(s).startswith("tabular:")
     from gsd.cli import main
 
