@@ -2,7 +2,7 @@
 
 A trainer draws G_i answers for prompt i and can afford B = Σ_i G_i rollouts per step.  Each G_i
 is 0 (the prompt is skipped this step) or on the grid g_min, g_min + s, …, g_max, and the plan
-maximises Σ_i V(p_i, G_i) for one of five values of a group of G answers (see
+maximises Σ_i V(p_i, G_i) for one of the values of a group of G answers (see
 :ref:`theory-allocation`):
 
 ==============  ==========================================================================
@@ -12,10 +12,14 @@ maximises Σ_i V(p_i, G_i) for one of five values of a group of G answers (see
 ``progress``    p(1−p)·E[σ̂], the first-order change of p under GRPO
 ``nonsilent``   1 − p^G − (1−p)^G, the probability that the group carries a gradient
 ``knapsack``    (1 − p^G − (1−p)^G)·p(1−p)², the value of Knapsack RL (Li et al., 2025)
+``gain``        √(p(1−p))·E[σ̂], the one-step gain of GRPO's objective 2·arcsin√p per unit lr
+``dr_gain``     p(1−p)·E[σ̂²], the one-step gain of Dr.GRPO's objective p per unit lr
+``horizon``     the gain of 2·arcsin√p over ``horizon`` steps at rate ``lr`` with G every step
+``dr_horizon``  the same for Dr.GRPO and mean p (see :ref:`theory-allocation-run`)
 ==============  ==========================================================================
 
-Every value is w(p)·h(p, G) with a monomial weight w(p) = p^i (1−p)^j and h ∈ {E[σ̂], E[σ̂²],
-P(not silent)}.  When p is unknown and described by a posterior Beta(a, b) (see
+Every one-step value is w(p)·h(p, G) with a monomial weight w(p) = p^i (1−p)^j (i, j may be
+halves) and h ∈ {E[σ̂], E[σ̂²], P(not silent)}.  When p is unknown and described by a posterior Beta(a, b) (see
 :func:`gsd.posterior_from_counts`), the expectation over p is exact:
 
     E[p^i (1−p)^j h(p, G)] = B(a+i, b+j)/B(a, b) · E_{p ~ Beta(a+i, b+j)}[h(p, G)],
@@ -218,12 +222,15 @@ def allocation_value(p_or_posterior, G, value: str = "update", *, ddof: int = 0,
         posterior the value is the exact expectation over p.
     G : array_like of int ≥ 0
         Group size; G = 0 (a skipped prompt) and G = 1 are worth 0 under every value.
-    value : {"update", "dr_grpo", "progress", "nonsilent", "knapsack"}
+    value : {"update", "dr_grpo", "progress", "nonsilent", "knapsack", "gain", "dr_gain", "horizon", "dr_horizon"}
     ddof : {0, 1}, optional
         The std the trainer divides the advantages by: 0 (population, the paper's; default) or 1
         (sample std, ``torch.std``'s default, as TRL and verl compute it).
     eps : float, optional
         Added to that std (default 0; TRL and verl add 1e-4 and 1e-6).
+    lr, horizon : float, int, optional
+        ``horizon`` and ``dr_horizon`` only (required there): the per-step logit rate (a tabular
+        SGD policy's learning rate) and the number of steps looked ahead.
 
     Returns
     -------
@@ -239,7 +246,14 @@ def allocation_value(p_or_posterior, G, value: str = "update", *, ddof: int = 0,
         V_\\mathrm{progress} = p(1-p) E[\\hat\\sigma],
 
         V_\\mathrm{nonsilent} = 1 - p^G - (1-p)^G, \\quad
-        V_\\mathrm{knapsack} = (1 - p^G - (1-p)^G)\\, p (1-p)^2 .
+        V_\\mathrm{knapsack} = (1 - p^G - (1-p)^G)\\, p (1-p)^2 ,
+
+        V_\\mathrm{gain} = \\sqrt{p(1-p)}\\, E[\\hat\\sigma], \\quad
+        V_\\mathrm{dr\\_gain} = p(1-p)\\, E[\\hat\\sigma^2] ,
+
+    and ``horizon`` / ``dr_horizon`` the gain F(z_H) − F(z_0) of the mean-field path
+    z_{t+1} = z_t + lr·m(z_t, G) (F = 2·arcsin√p or p), tabulated on a logit grid (relative error
+    ~1e-4) and integrated against the posterior of logit p (:ref:`theory-allocation-run`).
 
     Convention: ``update`` and ``progress`` average the logit update GRPO makes, E[σ̂²/(σ̂_c + eps)]
     with σ̂_c = σ̂·sqrt(G/(G − ddof)) the std the trainer divides by — σ̂ itself in the paper's
@@ -877,8 +891,11 @@ def allocate_group_sizes(p_or_posterior, budget, *, value: str = "update", g_min
         Allow G = 0 (the prompt is not drawn this step).  With ``skip=False`` every prompt gets
         at least g_min and the budget must cover n_prompts·g_min.
     ddof, eps : int, float
-        The trainer's std convention for the ``update`` and ``progress`` values
-        (:func:`allocation_value`); default the paper's, ddof 0 and eps 0.
+        The trainer's std convention for the ``update``, ``progress``, ``gain`` and ``horizon``
+        values (:func:`allocation_value`); default the paper's, ddof 0 and eps 0.
+    lr, horizon : float, int
+        The per-step logit rate and the steps looked ahead, for ``horizon`` and ``dr_horizon``
+        only (required there).
 
     Returns
     -------

@@ -131,13 +131,14 @@ class BudgetPlanner:
             if not (n > 0).any():
                 src = None
             else:
-                # Empirical-Bayes prior from the whole counts (rounded: discounted counts are
-                # fractional), then the posterior of each prompt's own (possibly fractional) counts.
-                seen = n > 0
-                a0, b0 = fit_beta_prior(np.rint(k[seen]).astype(np.int64),
-                                        np.maximum(np.rint(n[seen]), np.rint(k[seen])).astype(np.int64)) \
-                    if (np.rint(n[seen]) > 0).any() else (1.0, 1.0)
-                src = BetaPosterior(a0 + k, b0 + (n - k), (a0, b0))
+                # Empirical-Bayes prior from the whole counts, rounded (discounted counts are
+                # fractional; where every one rounds to 0 the prior is uniform), then the posterior
+                # of each prompt's own, possibly fractional, counts.
+                kr, nr = np.rint(k), np.rint(n)
+                usable = nr > 0
+                a0, b0 = (fit_beta_prior(np.minimum(kr, nr)[usable].astype(np.int64), nr[usable].astype(np.int64))
+                          if usable.any() else (1.0, 1.0))
+                src = BetaPosterior(a0 + k, b0 + np.maximum(n - k, 0.0), (a0, b0))
         if src is None:
             G = _uniform_plan(B, budget, cfg.g_min, cfg.g_max, cfg.g_step)
             self.value_planned = self.grad_planned = math.nan
