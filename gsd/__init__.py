@@ -12,7 +12,7 @@ from ._lazy import lazy_exports
 # name that needs them is touched.
 _EXPORTS = {
     "_errors": ("InputError",),
-    "allocation": ("ALLOCATION_VALUES", "Allocation", "UniformAdvice", "allocate_group_sizes", "allocation_value",
+    "allocation": ("ALLOCATION_VALUES", "HORIZON_VALUES", "Allocation", "UniformAdvice", "allocate_group_sizes", "allocation_value",
                    "concavity_violations", "expected_silent_rate", "uniform_group_size_advice"),
     "data": ("load_bigmath", "load_histogram", "load_solve_rates"),
     "groups": ("METHODS", "advantages", "group_std", "group_update", "identity_terms", "is_silent"),

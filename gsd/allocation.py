@@ -2,7 +2,7 @@
 
 A trainer draws G_i answers for prompt i and can afford B = Σ_i G_i rollouts per step.  Each G_i
 is 0 (the prompt is skipped this step) or on the grid g_min, g_min + s, …, g_max, and the plan
-maximises Σ_i V(p_i, G_i) for one of five values of a group of G answers (see
+maximises Σ_i V(p_i, G_i) for one of the values of a group of G answers (see
 :ref:`theory-allocation`):
 
 ==============  ==========================================================================
@@ -12,10 +12,14 @@ maximises Σ_i V(p_i, G_i) for one of five values of a group of G answers (see
 ``progress``    p(1−p)·E[σ̂], the first-order change of p under GRPO
 ``nonsilent``   1 − p^G − (1−p)^G, the probability that the group carries a gradient
 ``knapsack``    (1 − p^G − (1−p)^G)·p(1−p)², the value of Knapsack RL (Li et al., 2025)
+``gain``        √(p(1−p))·E[σ̂], the one-step gain of GRPO's objective 2·arcsin√p per unit lr
+``dr_gain``     p(1−p)·E[σ̂²], the one-step gain of Dr.GRPO's objective p per unit lr
+``horizon``     the gain of 2·arcsin√p over ``horizon`` steps at rate ``lr`` with G every step
+``dr_horizon``  the same for Dr.GRPO and mean p (see :ref:`theory-allocation-run`)
 ==============  ==========================================================================
 
-Every value is w(p)·h(p, G) with a monomial weight w(p) = p^i (1−p)^j and h ∈ {E[σ̂], E[σ̂²],
-P(not silent)}.  When p is unknown and described by a posterior Beta(a, b) (see
+Every one-step value is w(p)·h(p, G) with a monomial weight w(p) = p^i (1−p)^j (i, j may be
+halves) and h ∈ {E[σ̂], E[σ̂²], P(not silent)}.  When p is unknown and described by a posterior Beta(a, b) (see
 :func:`gsd.posterior_from_counts`), the expectation over p is exact:
 
     E[p^i (1−p)^j h(p, G)] = B(a+i, b+j)/B(a, b) · E_{p ~ Beta(a+i, b+j)}[h(p, G)],
@@ -51,6 +55,7 @@ if TYPE_CHECKING:  # pandas loads inside the two functions that build DataFrames
 
 __all__ = [
     "ALLOCATION_VALUES",
+    "HORIZON_VALUES",
     "Allocation",
     "UniformAdvice",
     "allocation_value",
@@ -60,14 +65,22 @@ __all__ = [
     "concavity_violations",
 ]
 
-#: value name → (i, j, h): V = p^i (1−p)^j · h(p, G).
+#: value name → (i, j, h): V = p^i (1−p)^j · h(p, G).  The exponents may be fractional: the
+#: posterior identity below holds for any real i, j > −a, −b.  ``horizon`` values are not of this
+#: form: h names the run's objective and update, and the value is an H-step mean-field gain.
 _VALUES = {
     "update": (0, 0, "sigma"),
     "dr_grpo": (0, 0, "sigma2"),
     "progress": (1, 1, "sigma"),
     "nonsilent": (0, 0, "nonsilent"),
     "knapsack": (1, 2, "nonsilent"),
+    "gain": (0.5, 0.5, "sigma"),
+    "dr_gain": (1, 1, "sigma2"),
+    "horizon": (0, 0, "horizon_grpo"),
+    "dr_horizon": (0, 0, "horizon_dr"),
 }
+#: Values that look past one step: they need the run's learning rate and a horizon in steps.
+HORIZON_VALUES = ("horizon", "dr_horizon")
 #: Values understood by :func:`allocation_value` and :func:`allocate_group_sizes`.
 ALLOCATION_VALUES = tuple(_VALUES)
 
@@ -89,23 +102,41 @@ _MAX_DP = 20_000_000
 _CONCAVE_RTOL = 1e-11
 
 
-def _value_spec(value, ddof=0, eps=0.0):
-    """(i, j, h, f): V = p^i (1−p)^j · h(p, G), and f(k, G) the GRPO term σ̂²/(σ̂_c + eps) of
-    the std convention (ddof, eps) that the ``update`` and ``progress`` values average."""
+def _value_spec(value, ddof=0, eps=0.0, lr=None, horizon=None):
+    """(i, j, h, f, look): V = p^i (1−p)^j · h(p, G), f(k, G) the GRPO term σ̂²/(σ̂_c + eps) of
+    the std convention (ddof, eps) that the ``update``, ``progress``, ``gain`` and ``horizon``
+    values average, and look = (lr, horizon) for the horizon values (None otherwise)."""
     if value not in _VALUES:
         raise InputError(f"value must be one of {ALLOCATION_VALUES}, got {value!r}")
-    return (*_VALUES[value], _grpo_term(as_ddof(ddof), as_eps(eps)))
+    ddof, eps = as_ddof(ddof), float(as_eps(eps))
+    look = (*_horizon_args(value, lr, horizon), ddof, eps) if value in HORIZON_VALUES else None
+    return (*_VALUES[value], _grpo_term(ddof, eps), look)
+
+
+def _horizon_args(value, lr, horizon):
+    """(lr, H) checked: a finite lr > 0 (at most 100) and an integer horizon 1 … 100,000 steps."""
+    if lr is None or horizon is None:
+        raise InputError(f"value {value!r} looks ahead: it needs lr= (the run's learning rate) and horizon= "
+                         f"(steps), got lr={lr!r}, horizon={horizon!r}")
+    if isinstance(lr, bool) or not isinstance(lr, int | float | np.integer | np.floating) or not (0 < lr <= 100):
+        raise InputError(f"lr must be a finite number in (0, 100], got {lr!r}")
+    if isinstance(horizon, bool) or not isinstance(horizon, int | np.integer) or not (1 <= horizon <= 100_000):
+        raise InputError(f"horizon must be an integer in [1, 100000] (steps), got {horizon!r}")
+    return float(lr), int(horizon)
 
 
 # --------------------------------------------------------------------------- values, one pair at a time
 def _point_value(p, G, spec):
     """V(p, G) for known p (arrays of one shape, G ≥ 0)."""
-    i, j, h, f = spec
+    i, j, h, f, look = spec
     out = np.zeros(p.shape)
     on = G >= 2  # a group of 0 or 1 answers is always silent: every value is 0
     if not on.any():
         return out
     pp, GG = p[on], G[on]
+    if look is not None:
+        out[on] = _horizon_point(pp, GG, h, f, look)
+        return out
     if h == "sigma":
         base = symmetric_expectation(pp, GG, f)
     elif h == "sigma2":
@@ -179,10 +210,13 @@ def _beta_sigma(a, b, G, f):
 
 def _beta_value(a, b, G, spec):
     """E[V(p, G)] under Beta(a, b) (arrays of one shape, G ≥ 0)."""
-    i, j, h, f = spec
+    i, j, h, f, look = spec
     out = np.zeros(a.shape)
     on = G >= 2
     if not on.any():
+        return out
+    if look is not None:
+        out[on] = _horizon_beta(a[on], b[on], G[on], h, f, look)
         return out
     aa, bb, GG = a[on] + i, b[on] + j, G[on]
     scale = np.exp(_log_beta_moment(a[on], b[on], i, j)) if (i or j) else 1.0
@@ -203,7 +237,8 @@ def _as_source(p_or_posterior):
     return "point", as_probability(p_or_posterior)
 
 
-def allocation_value(p_or_posterior, G, value: str = "update", *, ddof: int = 0, eps: float = 0.0):
+def allocation_value(p_or_posterior, G, value: str = "update", *, ddof: int = 0, eps: float = 0.0,
+                     lr: float | None = None, horizon: int | None = None):
     """Expected value of a group of G answers for a prompt, exact, broadcast over prompts and G.
 
     Parameters
@@ -213,12 +248,15 @@ def allocation_value(p_or_posterior, G, value: str = "update", *, ddof: int = 0,
         posterior the value is the exact expectation over p.
     G : array_like of int ≥ 0
         Group size; G = 0 (a skipped prompt) and G = 1 are worth 0 under every value.
-    value : {"update", "dr_grpo", "progress", "nonsilent", "knapsack"}
+    value : {"update", "dr_grpo", "progress", "nonsilent", "knapsack", "gain", "dr_gain", "horizon", "dr_horizon"}
     ddof : {0, 1}, optional
         The std the trainer divides the advantages by: 0 (population, the paper's; default) or 1
         (sample std, ``torch.std``'s default, as TRL and verl compute it).
     eps : float, optional
         Added to that std (default 0; TRL and verl add 1e-4 and 1e-6).
+    lr, horizon : float, int, optional
+        ``horizon`` and ``dr_horizon`` only (required there): the per-step logit rate (a tabular
+        SGD policy's learning rate) and the number of steps looked ahead.
 
     Returns
     -------
@@ -234,7 +272,14 @@ def allocation_value(p_or_posterior, G, value: str = "update", *, ddof: int = 0,
         V_\\mathrm{progress} = p(1-p) E[\\hat\\sigma],
 
         V_\\mathrm{nonsilent} = 1 - p^G - (1-p)^G, \\quad
-        V_\\mathrm{knapsack} = (1 - p^G - (1-p)^G)\\, p (1-p)^2 .
+        V_\\mathrm{knapsack} = (1 - p^G - (1-p)^G)\\, p (1-p)^2 ,
+
+        V_\\mathrm{gain} = \\sqrt{p(1-p)}\\, E[\\hat\\sigma], \\quad
+        V_\\mathrm{dr\\_gain} = p(1-p)\\, E[\\hat\\sigma^2] ,
+
+    and ``horizon`` / ``dr_horizon`` the gain F(z_H) − F(z_0) of the mean-field path
+    z_{t+1} = z_t + lr·m(z_t, G) (F = 2·arcsin√p or p), tabulated on a logit grid (relative error
+    ~1e-4) and integrated against the posterior of logit p (:ref:`theory-allocation-run`).
 
     Convention: ``update`` and ``progress`` average the logit update GRPO makes, E[σ̂²/(σ̂_c + eps)]
     with σ̂_c = σ̂·sqrt(G/(G − ddof)) the std the trainer divides by — σ̂ itself in the paper's
@@ -258,7 +303,7 @@ def allocation_value(p_or_posterior, G, value: str = "update", *, ddof: int = 0,
     >>> round(float(allocation_value(post, 16, "nonsilent")), 4)  # 1 − E[(1−p)^16] − E[p^16]
     0.64
     """
-    spec = _value_spec(value, ddof, eps)
+    spec = _value_spec(value, ddof, eps, lr, horizon)
     kind, src = _as_source(p_or_posterior)
     G = as_group_size(G, minimum=0, maximum=MAX_EXACT_GROUP_SIZE)
     if kind == "point":
@@ -394,9 +439,13 @@ def check_table_cost(kind, n_types: int, g_min: int, g_max: int, step: int, h: s
 
 def _value_table(kind, src, grid, spec):
     """Rows × grid table of V for distinct prompts (src: p, or (a, b))."""
-    i, j, h, f = spec
+    i, j, h, f, look = spec
     Gg = grid[None, :].astype(np.float64)
     on = grid >= 2
+    if look is not None:
+        tab = _horizon_table(grid, h, f, look)
+        table = _horizon_at_points(src, tab) if kind == "point" else _horizon_quadrature(*src, tab)
+        return np.where(on[None, :], table, 0.0)
     if kind == "point":
         p = src[:, None]
         if h == "sigma":
@@ -420,6 +469,143 @@ def _value_table(kind, src, grid, spec):
     return np.where(on[None, :], table, 0.0)
 
 
+# --------------------------------------------------------------------------- values that look ahead
+# The horizon values follow every prompt's logit along its mean-field path z_{t+1} = z_t + lr·m(z_t, G)
+# on a uniform grid of logits; m is tabulated once on that grid and interpolated linearly, and the
+# H-step map is built by squaring the one-step map.  The
+# grid spans p from 8e-7 to 1 − 8e-7 (beyond it a prompt's update is below 1e-6 per step) at a step
+# of 0.02 in z: linear interpolation of the smooth m and of the gain then errs by ~(0.02)²/8 relative.
+_HZ_LO, _HZ_HI, _HZ_N = -14.0, 14.0, 1401
+_HZ = np.linspace(_HZ_LO, _HZ_HI, _HZ_N)
+_HZ_STEP = (_HZ_HI - _HZ_LO) / (_HZ_N - 1)
+# A posterior narrower than this many grid steps (sd of its logit) is integrated by Gauss–Hermite
+# around its logit's mean instead of on the grid (it would fall between two nodes).
+_HZ_NARROW = 4.0
+_HZ_CACHE: dict = {}
+
+
+def _objective(h, z):
+    """The run's objective at logit z: 2·arcsin√p = 2·arctan(e^{z/2}) (GRPO), p (Dr.GRPO)."""
+    from scipy.special import expit
+
+    return 2.0 * np.arctan(np.exp(0.5 * z)) if h == "horizon_grpo" else expit(z)
+
+
+def _lerp_rows(table, z):
+    """table (nodes × cols) interpolated linearly at logits z (rows × cols, or rows for every col)."""
+    u = (np.clip(z, _HZ_LO, _HZ_HI) - _HZ_LO) / _HZ_STEP
+    i0 = np.minimum(u.astype(np.int64), _HZ_N - 2)
+    fr = u - i0
+    if z.ndim == 2:
+        col = np.arange(table.shape[1])[None, :]
+        return table[i0, col] * (1.0 - fr) + table[i0 + 1, col] * fr
+    return table[i0] * (1.0 - fr)[:, None] + table[i0 + 1] * fr[:, None]
+
+
+def _horizon_table(grid, h, f, look):
+    """Gain F(z_H) − F(z_0) of the mean-field path from every grid logit z_0, per G of ``grid``.
+
+    m(z, G) is the expected logit update of one step: E[f(k, G)] (GRPO, the run's std convention)
+    or E[σ̂²] = p(1−p)(1 − 1/G) (Dr.GRPO).  Cached per (grid, value, convention, lr, H): a run
+    replans with the same ones.
+    """
+    lr, H, ddof, eps = look
+    key = (grid.tobytes(), h, ddof, eps, lr, H)
+    if key in _HZ_CACHE:
+        return _HZ_CACHE[key]
+    from scipy.special import expit
+
+    if h == "horizon_grpo":
+        m = _sigma_table(grid, f, p=expit(_HZ))
+    else:
+        m = (expit(_HZ) * expit(-_HZ))[:, None] * (1.0 - 1.0 / grid.astype(np.float64))[None, :]
+    m = np.where(grid[None, :] >= 2, m, 0.0)
+    # The one-step map Φ(z) = z + lr·m(z, G) is the same at every step, so Φ^H from every grid
+    # logit is built by squaring (Φ^{2k} = Φ^k ∘ Φ^k, each tabulated on the grid) in log2(H)
+    # compositions rather than H steps.  Maps are tabulated as displacements Φ^k(z) − z, which
+    # interpolate linearly as accurately as m does, and are taken as 0 beyond the grid (p within
+    # 8e-7 of 0 or 1 moves by less than 1e-6 a step).
+    z0 = np.broadcast_to(_HZ[:, None], m.shape)
+    power = lr * m  # displacement of Φ
+    total = np.zeros_like(m)  # displacement of Φ^(bits of H so far)
+    bits = H
+    while True:
+        if bits & 1:
+            total = total + _shift(power, z0 + total)
+        bits >>= 1
+        if not bits:
+            break
+        power = power + _shift(power, z0 + power)
+    tab = _objective(h, z0 + total) - _objective(h, _HZ)[:, None]
+    if len(_HZ_CACHE) >= 8:
+        _HZ_CACHE.pop(next(iter(_HZ_CACHE)))
+    _HZ_CACHE[key] = tab
+    return tab
+
+
+def _shift(disp, z):
+    """A displacement table (nodes × cols) read at logits z (nodes × cols), 0 beyond the grid."""
+    inside = (z >= _HZ_LO) & (z <= _HZ_HI)
+    return np.where(inside, _lerp_rows(disp, z), 0.0)
+
+
+def _logit(p):
+    with np.errstate(divide="ignore"):
+        return np.log(p) - np.log1p(-p)
+
+
+def _horizon_at_points(p, tab):
+    """The gain table at known solve rates p (rows × cols); 0 at p ∈ {0, 1} (silent for ever)."""
+    return np.where(((p > 0) & (p < 1))[:, None], _lerp_rows(tab, _logit(p)), 0.0)
+
+
+def _horizon_quadrature(a, b, tab):
+    """E[gain] under Beta(a, b), rows × cols: the density of z = logit p, σ(z)^a σ(−z)^b / B(a, b),
+    is smooth and decays exponentially in |z|, so the trapezoid rule on the grid converges fast
+    (the mass beyond the grid, where the gain is below 1e-6 per step, is left out, not spread);
+    posteriors too narrow for the grid use 9-point Gauss–Hermite on their logit's normal
+    approximation (mean ψ(a) − ψ(b), variance ψ'(a) + ψ'(b))."""
+    from scipy.special import betaln, digamma, log_expit, polygamma
+
+    out = np.empty((a.size, tab.shape[1]))
+    mu = digamma(a) - digamma(b)
+    sd = np.sqrt(polygamma(1, a) + polygamma(1, b))
+    narrow = sd < _HZ_NARROW * _HZ_STEP
+    wide = np.nonzero(~narrow)[0]
+    lp, lq = log_expit(_HZ), log_expit(-_HZ)
+    block = max(1, (1 << 21) // _HZ_N)
+    for r0 in range(0, wide.size, block):
+        idx = wide[r0:r0 + block]
+        # The density itself, not weights renormalised to the grid: a prior like Beta(0.3, ·) keeps
+        # percents of its mass below p = 8e-7, where the gain is 0, and renormalising would hand
+        # that mass to the grid.
+        w = np.exp(a[idx, None] * lp + b[idx, None] * lq - betaln(a[idx], b[idx])[:, None]) * _HZ_STEP
+        out[idx] = w @ tab
+    if narrow.any():
+        x, wh = np.polynomial.hermite_e.hermegauss(9)  # nodes for the weight exp(−x²/2)
+        wh = wh / wh.sum()
+        zq = mu[narrow, None] + sd[narrow, None] * x[None, :]  # rows × 9
+        vals = _lerp_rows(tab, zq.ravel()).reshape(zq.shape[0], x.size, tab.shape[1])
+        out[narrow] = np.einsum("rqc,q->rc", vals, wh)
+    return out
+
+
+def _horizon_point(p, G, h, f, look):
+    """Horizon value at arbitrary (p, G) pairs (allocation_value's path)."""
+    grid, col = np.unique(G, return_inverse=True)
+    tab = _horizon_table(grid, h, f, look)
+    vals = _lerp_rows(tab, _logit(p))  # rows × distinct G
+    out = vals[np.arange(p.size), col]
+    return np.where((p > 0) & (p < 1), out, 0.0)
+
+
+def _horizon_beta(a, b, G, h, f, look):
+    """Horizon value under Beta(a, b) at arbitrary (a, b, G) triples."""
+    grid, col = np.unique(G, return_inverse=True)
+    tab = _horizon_table(grid, h, f, look)
+    return _horizon_quadrature(a, b, tab)[np.arange(a.size), col]
+
+
 # --------------------------------------------------------------------------- concave envelope
 def _envelope(x, Y):
     """Mask of the points of each row of Y (over common abscissae x) on its upper concave envelope.
@@ -431,8 +617,14 @@ def _envelope(x, Y):
     """
     rows, m = Y.shape
     active = np.ones((rows, m), dtype=bool)
-    if m <= 2 or _concave_rows(x, Y).all():
-        return active  # the common case (every value for g_min ≥ 2): one vectorised check
+    if m <= 2:
+        return active
+    bent = ~_concave_rows(x, Y)
+    if not bent.any():
+        return active  # the common case (every one-step value for g_min ≥ 2): one vectorised check
+    if not bent.all():  # peel only the rows that bend (the horizon values' hard prompts)
+        active[bent] = _envelope(x, Y[bent])
+        return active
     pos = np.arange(m)
     while True:
         idx = np.where(active, pos, -1)
@@ -468,7 +660,7 @@ def _concave_rows(x, Y):
 
 
 def concavity_violations(p_or_posterior, *, value="update", g_min=2, g_max=512, step=1, skip=True,
-                         ddof: int = 0, eps: float = 0.0):
+                         ddof: int = 0, eps: float = 0.0, lr: float | None = None, horizon: int | None = None):
     """Where a value's increments per rollout rise along the allocation grid (non-concave rows).
 
     Returns a DataFrame with one row per (prompt, grid point) that lies strictly below the upper
@@ -483,7 +675,7 @@ def concavity_violations(p_or_posterior, *, value="update", g_min=2, g_max=512, 
     >>> concavity_violations([0.5], value="update", g_min=1, g_max=4).G.tolist()  # V(1) = 0
     [1]
     """
-    prob = _Problem(p_or_posterior, value, g_min, g_max, step, skip, ddof, eps)
+    prob = _Problem(p_or_posterior, value, g_min, g_max, step, skip, ddof, eps, lr, horizon)
     x, Y, act = prob.x, prob.table_full, prob.active
     import pandas as pd  # here, not at module level: the simulator imports this module and never needs pandas
 
@@ -580,8 +772,8 @@ def _grid_args(g_min, g_max, step):
 class _Problem:
     """The distinct prompts, their value table on the grid, its envelope and sorted segments."""
 
-    def __init__(self, p_or_posterior, value, g_min, g_max, step, skip, ddof=0, eps=0.0):
-        self.spec = _value_spec(value, ddof, eps)
+    def __init__(self, p_or_posterior, value, g_min, g_max, step, skip, ddof=0, eps=0.0, lr=None, horizon=None):
+        self.spec = _value_spec(value, ddof, eps, lr, horizon)
         self.value_name = value
         self.ddof, self.eps = as_ddof(ddof), float(as_eps(eps))
         self.g_min, self.g_max, self.step = _grid_args(g_min, g_max, step)
@@ -759,7 +951,8 @@ def _budget_arg(budget):
 
 
 def allocate_group_sizes(p_or_posterior, budget, *, value: str = "update", g_min=2, g_max=512, step=1,
-                         skip: bool = True, ddof: int = 0, eps: float = 0.0) -> Allocation:
+                         skip: bool = True, ddof: int = 0, eps: float = 0.0, lr: float | None = None,
+                         horizon: int | None = None) -> Allocation:
     """Group size per prompt maximising the total expected value under a rollout budget.
 
     Parameters
@@ -777,8 +970,11 @@ def allocate_group_sizes(p_or_posterior, budget, *, value: str = "update", g_min
         Allow G = 0 (the prompt is not drawn this step).  With ``skip=False`` every prompt gets
         at least g_min and the budget must cover n_prompts·g_min.
     ddof, eps : int, float
-        The trainer's std convention for the ``update`` and ``progress`` values
-        (:func:`allocation_value`); default the paper's, ddof 0 and eps 0.
+        The trainer's std convention for the ``update``, ``progress``, ``gain`` and ``horizon``
+        values (:func:`allocation_value`); default the paper's, ddof 0 and eps 0.
+    lr, horizon : float, int
+        The per-step logit rate and the steps looked ahead, for ``horizon`` and ``dr_horizon``
+        only (required there).
 
     Returns
     -------
@@ -816,7 +1012,7 @@ def allocate_group_sizes(p_or_posterior, budget, *, value: str = "update", g_min
     [8, 6, 9, 9]
     """
     budget = _budget_arg(budget)
-    prob = _Problem(p_or_posterior, value, g_min, g_max, step, skip, ddof, eps)
+    prob = _Problem(p_or_posterior, value, g_min, g_max, step, skip, ddof, eps, lr, horizon)
     if prob.skip and budget < prob.g_min:
         raise InputError(f"budget must be >= g_min ({prob.g_min}) to serve any prompt, got budget={budget}")
     if not prob.skip and budget < prob.base:
@@ -863,7 +1059,8 @@ class UniformAdvice:
 
 
 def uniform_group_size_advice(p_or_posterior, budget=None, *, value: str = "update", g_min=2, g_max=512,
-                              step=1, ddof: int = 0, eps: float = 0.0) -> UniformAdvice:
+                              step=1, ddof: int = 0, eps: float = 0.0, lr: float | None = None,
+                              horizon: int | None = None) -> UniformAdvice:
     """Value per rollout of every uniform G, the best one, and the allocated plan beside it.
 
     The arguments are those of :func:`allocate_group_sizes` (``ddof``, ``eps``: the trainer's std
@@ -879,7 +1076,7 @@ def uniform_group_size_advice(p_or_posterior, budget=None, *, value: str = "upda
     """
     import pandas as pd
 
-    prob = _Problem(p_or_posterior, value, g_min, g_max, step, True, ddof, eps)
+    prob = _Problem(p_or_posterior, value, g_min, g_max, step, True, ddof, eps, lr, horizon)
     grid = prob.x[1:].astype(np.int64)
     uniform = prob.counts @ prob.table_full[:, 1:]
     rollouts = prob.n * grid

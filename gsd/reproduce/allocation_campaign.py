@@ -72,10 +72,11 @@ def arm_metrics(run_dir, budget: float, targets: dict) -> dict:
     rows = led.iloc[: t + 1]
     kept = float((rows["n_batch"] * (1 - rows["zero_update_frac"])).sum())
     groups = float(rows["groups"].sum())
-    cols = {"mean_p": "mean_p", "hard_quartile_p": "mean_p_q1"}
+    cols = {"mean_p": "mean_p", "hard_quartile_p": "mean_p_q1", "mean_arcsin": "mean_arcsin"}
+    ends = {"mean_p": final["mean_p"], "hard_quartile_p": final["quartile_mean_p"][0], "mean_arcsin": final["mean_arcsin"]}
     gens = {}
     for name, thr in targets.items():
-        g = generations_to_target(led, cols[name], thr, final["mean_p"] if name == "mean_p" else final["quartile_mean_p"][0])
+        g = generations_to_target(led, cols[name], thr, ends[name])
         gens[name] = g if g <= budget * (1 + 1e-12) else math.nan
     return {
         "generations": float(rows["generations"].sum()), "steps": t + 1,
@@ -101,16 +102,19 @@ def _interval(values) -> dict:
     return {"mean": m, "lo": m - h, "hi": m + h, "n": int(v.size), "of": n_all}
 
 
-def run_allocation_campaign(out, *, config=None, seeds=None, steps_scale: float = 1.0, progress: bool = True) -> dict:
+def run_allocation_campaign(out, *, config=None, seeds=None, steps_scale: float = 1.0, progress: bool = True,
+                            campaign: dict | None = None, on_run=None) -> dict:
     """Run (or resume) every arm × seed under ``out`` and write the summary; returns it.
 
     ``seeds``: override the campaign's seeds; ``steps_scale``: multiply every arm's steps (the
-    notebook's fast mode uses a fraction; the comparison stays at equal generations).
+    notebook's fast mode uses a fraction; the comparison stays at equal generations);
+    ``campaign``: an already loaded campaign dict instead of ``config``; ``on_run(name, seed)``:
+    called after each run (progress logs).
     """
     from ..simulator.config import SimConfig
     from ..simulator.engine import run_simulation
 
-    camp = load_allocation_campaign(config)
+    camp = campaign if campaign is not None else load_allocation_campaign(config)
     seeds = camp["seeds"] if seeds is None else list(seeds)
     out = Path(out)
     runs = {}
@@ -121,6 +125,8 @@ def run_allocation_campaign(out, *, config=None, seeds=None, steps_scale: float 
             folder = out / "runs" / name / f"seed{seed}"
             run_simulation(SimConfig.from_dict(cfg), folder, resume=True, progress=progress)
             runs[(name, seed)] = folder
+            if on_run is not None:
+                on_run(name, seed)
     ref = camp["reference_arm"]
     budget = {seed: read_json(runs[(ref, seed)] / "summary.json")["generations_total"] for seed in seeds}
     per_run = {name: {seed: arm_metrics(runs[(name, seed)], budget[seed], camp["targets"]) for seed in seeds}

@@ -1,4 +1,5 @@
-"""Sub-commands of the reproduction: reproduce, figures, bigmath, group-size-table, dapo-fit."""
+"""Sub-commands of the reproduction: reproduce, figures, bigmath, group-size-table, dapo-fit,
+allocation-comparison."""
 
 from __future__ import annotations
 
@@ -70,6 +71,20 @@ def register(sub) -> None:
     p.add_argument("--figure", default=None, help="also draw the fit to this PNG")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_dapo_fit)
+
+    p = sub.add_parser("allocation-comparison",
+                       help="which way of spending rollouts learns fastest at equal generations (simulator)")
+    p.add_argument("--out", default="runs/allocation_comparison", help="campaign folder (default runs/allocation_comparison); "
+                   "an unfinished one is resumed")
+    p.add_argument("--config", default="allocation_comparison",
+                   help="campaign file or shipped name (default allocation_comparison: the paper's scale; "
+                        "allocation_comparison_small: the size gsd reproduce runs)")
+    p.add_argument("--variant", action="append", default=None,
+                   help="run only this variant now (repeatable; e.g. one process per variant); the summary is "
+                        "written once every variant has run")
+    p.add_argument("--figure", default=None, help="also draw objective against generations to this PNG")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=_allocation_comparison)
 
 
 def _parse_floats(text, name):
@@ -183,4 +198,24 @@ def _dapo_fit(args) -> int:
         emit(fit.table(), False, title=f"all-correct curve fit: {args.curve}")
         for note in fit.notes:
             print(f"note: {note}", file=sys.stderr)
+    return 0
+
+
+def _allocation_comparison(args) -> int:
+    import time
+
+    from .allocation_comparison import comparison_figure, comparison_markdown, run_comparison
+
+    t0 = time.perf_counter()
+    log = None if args.quiet else (lambda msg: print(f"[{time.perf_counter() - t0:7.0f} s] {msg}", file=sys.stderr,
+                                                     flush=True))
+    summary = run_comparison(args.out, config=args.config, variants=args.variant, log=log)
+    if not summary:
+        print(f"ran {', '.join(args.variant)}; the summary waits for the other variants (run them into {args.out})")
+        return 0
+    print("\n".join(comparison_markdown(summary)))
+    if args.figure:
+        from ..plotstyle import save_figure
+
+        save_figure(comparison_figure(summary, args.out), args.figure)
     return 0

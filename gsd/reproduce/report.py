@@ -259,21 +259,19 @@ def _campaign_stage(out: Path, progress: bool, overrides: dict | None = None):
 
 
 def _allocation_stage(out: Path, progress: bool):
-    """Beyond the paper: the budget-allocation campaign (fixed G, DAPO, allocated values)."""
-    mod, why = _optional("gsd.reproduce.allocation_campaign")
+    """Beyond the paper: the allocation comparison at reproduce size (uniform G, DAPO, GRESO-style
+    skip, the allocator's values; tabular and MLP policies)."""
+    mod, why = _optional("gsd.reproduce.allocation_comparison")
     if mod is None:
         return {"status": "not available", "reason": why}
     run_dir = out / "allocation"
     try:
-        reuse = _reuse(run_dir, mod.load_allocation_campaign(), "runs", mod.SUMMARY_FILE, progress)
-        summary = mod.run_allocation_campaign(run_dir, progress=False)
+        comp = mod.load_comparison(mod.SMALL_CONFIG_NAME)
+        reuse = _reuse(run_dir, comp, next(iter(comp["variants"])), mod.SUMMARY_FILE, progress)
+        summary = mod.run_comparison(run_dir, config=mod.SMALL_CONFIG_NAME)
     except ValueError as exc:  # e.g. a run folder of another config: report it, keep the rest
         return {"status": "failed", "reason": str(exc), "run_dir": str(run_dir)}
-    return {"status": "ok", "run_dir": str(run_dir), **reuse, "seeds": summary["seeds"],
-            "reference_arm": summary["reference_arm"], "targets": summary["targets"],
-            "budget_generations": summary["budget_generations"], "arms": summary["arms"],
-            "setup": {k: summary["campaign"]["base"].get(k) for k in ("n_prompts", "steps", "group_size", "lr",
-                                                                      "g_min", "g_max", "replan_every", "logged_window")}}
+    return {"status": "ok", "run_dir": str(run_dir), **reuse, "config": mod.SMALL_CONFIG_NAME, "comparison": summary}
 
 
 def _find_r2(summary) -> float | None:
@@ -329,12 +327,12 @@ def _figures_stage(fig_dir: Path, fast: bool, campaign: dict, theory_frames, dap
     if why:
         skipped["campaign"] = why
     if allocation and allocation.get("status") == "ok":
-        from .allocation_campaign import allocation_figure
+        from .allocation_comparison import comparison_figure
 
-        summary = read_json(Path(allocation["run_dir"]) / "allocation_summary.json")
-        written.append(save_figure(allocation_figure(summary, allocation["run_dir"]), fig_dir / "allocation_campaign.png"))
+        written.append(save_figure(comparison_figure(allocation["comparison"], allocation["run_dir"]),
+                                   fig_dir / "allocation_comparison.png"))
     else:
-        skipped["allocation_campaign"] = f"allocation campaign {(allocation or {}).get('status', 'not run')}"
+        skipped["allocation_comparison"] = f"allocation comparison {(allocation or {}).get('status', 'not run')}"
     return {"written": [Path(p) for p in written], "skipped": skipped}
 
 
@@ -374,7 +372,7 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
             stages.i += 1
             alloc = {"status": "skipped", "reason": "--skip-campaign"}
         else:
-            alloc = stages.run("beyond the paper: budget allocation campaign (simulator)", _allocation_stage, out, progress)
+            alloc = stages.run("beyond the paper: budget allocation comparison (simulator)", _allocation_stage, out, progress)
         figs = stages.run("figures", _figures_stage, fig_dir, fast, camp, th.pop("_frames"), dapo, alloc)
         dapo.pop("_fit")
         dapo.pop("_curve")
@@ -620,9 +618,9 @@ def _reuse_note(stage: dict) -> str:
 
 def _ci(r, nd=3, scale=1.0):
     """'mean [lo, hi]' of a seed interval (scaled), '—' where missing."""
-    if not r or r.get("n", 0) == 0 or not math.isfinite(r.get("mean", math.nan)):
+    if not r or r.get("n", 0) == 0 or not math.isfinite(r.get("mean") if r.get("mean") is not None else math.nan):
         return "—"
-    m, lo, hi = (r[k] * scale for k in ("mean", "lo", "hi"))
+    m, lo, hi = (math.nan if r[k] is None else r[k] * scale for k in ("mean", "lo", "hi"))  # JSON writes NaN as null
     part = f"{m:.{nd}f}" + (f" [{lo:.{nd}f}, {hi:.{nd}f}]" if math.isfinite(lo) else "")
     return part + (f" ({r['n']}/{r['of']} seeds)" if r["n"] < r["of"] else "")
 
@@ -634,6 +632,21 @@ def _allocation_markdown(a: dict) -> list[str]:
     L = ["## Beyond the paper: budget allocation (simulator)\n"]
     if a.get("status") != "ok":
         return L + [f"allocation campaign: {a.get('status')} ({a.get('reason', '')}).\n"]
+    if "comparison" in a:
+        from .allocation_comparison import comparison_markdown
+
+        c = a["comparison"]
+        L.append(f"Run folder `{a['run_dir']}` (config `{a['config']}`: the comparison at a size this report can "
+                 f"afford; its numbers exercise the pipeline, the verdict is the paper-scale run's — README, section "
+                 f"Budget allocation, `gsd allocation-comparison`); seeds {c['seeds']}; "
+                 + ", ".join(f"{k} = {v}" for k, v in c["setup"].items())
+                 + ". Every arm is read at the total generations of uniform G = 8 (all its steps); allocated arms "
+                 "share 8 rollouts per prompt per step (docs/theory.md, section Allocation over a run). Mean over "
+                 "seeds [95 % t-interval].\n")
+        from ..cli_allocation import EVIDENCE
+
+        return L + comparison_markdown(c) + ["At the paper's scale (README, section Budget allocation; "
+                                             "docs/allocation_comparison.md). " + EVIDENCE + "\n"]
     setup = a.get("setup", {})
     ref = a["reference_arm"]
     L.append(f"Run folder `{a['run_dir']}` ({_reuse_note(a)}); seeds {a['seeds']}; " + ", ".join(f"{k} = {v}" for k, v in setup.items())

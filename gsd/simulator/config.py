@@ -38,6 +38,7 @@ MLP_OFFSETS = ("frozen", "learned")
 ROLLOUTS = ("answers", "counts")
 ROLLOUT_LOGS = ("none", "verl", "trl")
 ALLOCATION_SOURCES = ("logged", "oracle")
+ALLOCATION_EXPLORE = ("none", "thompson")
 #: rollouts = "answers" draws every answer of a step at once: (prompts per step) × group_size is
 #: at most this (2^31, the largest tensor the step indexes; 17 GB in float64).
 MAX_ANSWERS_PER_STEP = 2**31
@@ -139,7 +140,7 @@ class SimConfig:
     clip_high: float = 0.2  # ε_high: ratio ceiling 1 + ε_high (DAPO's clip-higher sets it above ε_low)
     kl_coef: float = 0.0  # β of the k3 penalty to the frozen initial policy (0: none)
     # --- budget allocation (per-prompt group sizes; see docs/theory.md, section Spending a rollout budget) ---
-    allocation: str = "fixed"  # fixed (every prompt gets group_size) | update | dr_grpo | progress | nonsilent | knapsack
+    allocation: str = "fixed"  # fixed (every prompt gets group_size) | greso (skip prompts silent in recent visits) | a value of gsd.ALLOCATION_VALUES
     budget: int = 0  # rollouts per step shared by the allocator; 0 = batch prompts × group_size
     replan_every: int = 1  # steps between two plans (the plan in between is kept)
     allocation_source: str = "logged"  # logged: the run's own counts so far, through the posterior | oracle: the true p (an upper bound)
@@ -147,6 +148,13 @@ class SimConfig:
     g_min: int = 2  # smallest group size the allocator gives a prompt it serves
     g_max: int = 64  # largest group size
     g_step: int = 1  # group sizes g_min, g_min + g_step, …, g_max
+    horizon: int = 0  # horizon / dr_horizon values: steps looked ahead (0: every step left in the run)
+    allocation_lr: float = 0.0  # the per-step logit rate the horizon values and the forecast assume (0: lr, exact for a tabular SGD policy)
+    allocation_explore: str = "none"  # none | thompson: plan on one draw of p from each prompt's posterior
+    logged_half_life: float = 0.0  # logged source: an answer a steps old weighs 2^(−(a−1)/h) (0: no discount; needs logged_window = 0)
+    allocation_forecast: bool = False  # move each prompt's estimate along its expected updates to the steps the plan serves
+    greso_visits: int = 2  # greso: skip a prompt silent in each of its last V visits ...
+    greso_explore: float = 0.25  # ... except with this probability (it is drawn again)
 
     # ------------------------------------------------------------------------------------------
     def __post_init__(self):
@@ -199,8 +207,26 @@ class SimConfig:
     def _check_allocation(self, bad) -> None:
         from ..allocation import ALLOCATION_VALUES
 
-        if self.allocation not in ("fixed", *ALLOCATION_VALUES):
-            bad("allocation", f"must be one of {('fixed', *ALLOCATION_VALUES)}")
+        if self.allocation not in ("fixed", "greso", *ALLOCATION_VALUES):
+            bad("allocation", f"must be one of {('fixed', 'greso', *ALLOCATION_VALUES)}")
+        if self.allocation_explore not in ALLOCATION_EXPLORE:
+            bad("allocation_explore", f"must be one of {ALLOCATION_EXPLORE}")
+        if not (self.logged_half_life >= 0 and math.isfinite(self.logged_half_life)):
+            bad("logged_half_life", "must be a finite number >= 0 (0 = no discount)")
+        if not (0 <= self.allocation_lr <= 100 and math.isfinite(self.allocation_lr)):
+            bad("allocation_lr", "must be a finite number in [0, 100] (0 = lr)")
+        if not 0 <= self.horizon <= 100_000:
+            bad("horizon", "must lie in [0, 100000] (0 = every step left)")
+        if self.logged_half_life and self.logged_window:
+            bad("logged_half_life", "discounts every answer so far: set logged_window = 0 (one of the two)")
+        if self.allocation_explore == "thompson" and self.allocation_source != "logged":
+            bad("allocation_explore", "Thompson draws come from the logged posterior: needs allocation_source = 'logged'")
+        if self.allocation_forecast and self.method not in ("grpo", "dr_grpo"):
+            bad("allocation_forecast", "forecasts the GRPO or Dr.GRPO update: needs method grpo or dr_grpo")
+        if self.greso_visits < 1:
+            bad("greso_visits", "must be >= 1")
+        if not 0 <= self.greso_explore <= 1:
+            bad("greso_explore", "must lie in [0, 1]")
         if self.allocation_source not in ALLOCATION_SOURCES:
             bad("allocation_source", f"must be one of {ALLOCATION_SOURCES}")
         if self.g_max < self.g_min:

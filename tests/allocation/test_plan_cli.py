@@ -145,3 +145,29 @@ def test_numeric_column_statuses():
     k, n, st = tables.counts_from_columns(pd.DataFrame({"k": [1, 2.5, 3], "n": [2, 4, 2]}), "k", "n")
     assert st.tolist() == ["ok", "k not an integer", "k > n"]
     assert tables.describe_bad_rows(["ok", "ok"]) == ""
+
+
+def test_advice_states_the_comparison_verdict(capsys, counts_csv):
+    from gsd.cli_allocation import EVIDENCE
+
+    code, out, err = _run(capsys, "plan", "--input", str(counts_csv), "--k-column", "k", "--n-column", "n",
+                          "--budget", "40", "--advice")
+    assert code == 0, err
+    assert EVIDENCE in out
+    assert "every plan from logged counts at 8 rollouts per prompt per step lost to it" in out
+    code, out, err = _run(capsys, "plan", "--input", str(counts_csv), "--k-column", "k", "--n-column", "n",
+                          "--budget", "40", "--advice", "--json")
+    assert json.loads(out)["evidence"] == EVIDENCE
+
+
+def test_horizon_value_takes_lr_and_horizon(capsys):
+    code, out, err = _run(capsys, "plan", "--p", "0.02,0.3,0.5,0.9", "--budget", "32", "--g-max", "16",
+                          "--value", "horizon", "--lr", "0.5", "--horizon", "50", "--json")
+    assert code == 0, err
+    got = [r["group_size"] for r in json.loads(out)["rows"]]
+    want = gsd.allocate_group_sizes([0.02, 0.3, 0.5, 0.9], 32, g_max=16, value="horizon", lr=0.5, horizon=50)
+    assert got == want.group_size.tolist()
+    code, out, err = _run(capsys, "plan", "--p", "0.3", "--budget", "32", "--value", "horizon")
+    assert code == 2 and "lr" in err
+    code, out, err = _run(capsys, "plan", "--p", "0.3", "--budget", "32", "--lr", "0.5")
+    assert code == 2 and "--lr and --horizon" in err

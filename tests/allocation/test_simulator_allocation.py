@@ -97,14 +97,18 @@ def read_ledger_of(tmp_path, cfg):
 
 
 def test_resume_of_an_allocated_run_is_identical(tmp_path):
-    cfg = _cfg(allocation_source="logged", logged_window=3, steps=7)
+    assert_resume_identical(_cfg(allocation_source="logged", logged_window=3, steps=7), tmp_path)
+
+
+def assert_resume_identical(cfg, tmp_path, stop_at=4):
+    """A run stopped after step ``stop_at`` and resumed writes the uninterrupted run's ledger."""
     whole = read_ledger_of(tmp_path / "a", cfg)
 
     class Stop(Exception):
         pass
 
     def die(step):
-        if step == 4:
+        if step == stop_at:
             raise Stop
 
     with pytest.raises(Stop):

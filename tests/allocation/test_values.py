@@ -12,7 +12,8 @@ from scipy.stats import binom
 import gsd
 from gsd.allocation import _Problem
 
-VALUES = gsd.ALLOCATION_VALUES
+# The one-step values; the horizon values (they need lr and a horizon) have tests/allocation/test_lookahead.py.
+VALUES = tuple(v for v in gsd.ALLOCATION_VALUES if v not in gsd.HORIZON_VALUES)
 
 
 def _grpo_step(k, G, ddof=0, eps=0.0):
@@ -31,8 +32,10 @@ def _direct(p, G, value, ddof=0, eps=0.0):
     pmf = binom.pmf(k, G, p)
     sigma = float(pmf @ _grpo_step(k, G, ddof, eps))
     nonsilent = 1.0 - p**G - (1.0 - p) ** G
-    return {"update": sigma, "dr_grpo": float(pmf @ (k * (G - k) / G**2)), "progress": p * (1 - p) * sigma,
-            "nonsilent": nonsilent, "knapsack": nonsilent * p * (1 - p) ** 2}[value]
+    sigma2 = float(pmf @ (k * (G - k) / G**2))
+    return {"update": sigma, "dr_grpo": sigma2, "progress": p * (1 - p) * sigma,
+            "nonsilent": nonsilent, "knapsack": nonsilent * p * (1 - p) ** 2,
+            "gain": np.sqrt(p * (1 - p)) * sigma, "dr_gain": p * (1 - p) * sigma2}[value]
 
 
 @settings(max_examples=150, deadline=None)
@@ -103,8 +106,10 @@ def _mp_point(p, G, value, kmax=None):
         term = term * (G - k + 1) / k * p / (1 - p)
         sigma += term * mp.sqrt(k * (G - k)) / G
     nonsilent = 1 - p**G - (1 - p) ** G
-    return {"update": sigma, "progress": p * (1 - p) * sigma, "dr_grpo": p * (1 - p) * (1 - mp.mpf(1) / G),
-            "nonsilent": nonsilent, "knapsack": nonsilent * p * (1 - p) ** 2}[value]
+    dr = p * (1 - p) * (1 - mp.mpf(1) / G)
+    return {"update": sigma, "progress": p * (1 - p) * sigma, "dr_grpo": dr,
+            "nonsilent": nonsilent, "knapsack": nonsilent * p * (1 - p) ** 2,
+            "gain": mp.sqrt(p * (1 - p)) * sigma, "dr_gain": p * (1 - p) * dr}[value]
 
 
 @pytest.mark.parametrize("value", VALUES)
@@ -124,18 +129,19 @@ def test_point_values_against_mpmath_at_extremes(value, p, G):
 @pytest.mark.parametrize("a,b,G", [(1e-3, 50.0, 512), (0.5, 0.5, 2000), (200.0, 3.0, 64), (2.0, 1e4, 4096)])
 def test_posterior_values_against_mpmath(value, a, b, G):
     """Beta-binomial sums in 40 digits: E[p^i (1−p)^j h] with h by its definition."""
-    i, j = {"progress": (1, 1), "knapsack": (1, 2)}.get(value, (0, 0))
+    i, j = {"progress": (1, 1), "knapsack": (1, 2), "gain": (mp.mpf(1) / 2, mp.mpf(1) / 2),
+            "dr_gain": (1, 1)}.get(value, (0, 0))
     A, B = mp.mpf(a), mp.mpf(b)
     lbeta = lambda x, y: mp.log(mp.beta(x, y))
     scale = mp.e ** (lbeta(A + i, B + j) - lbeta(A, B))
     A, B = A + i, B + j
-    if value in ("update", "progress"):
+    if value in ("update", "progress", "gain"):
         s = mp.mpf(0)
         for k in range(1, G):
             s += mp.binomial(G, k) * mp.e ** (lbeta(A + k, B + G - k) - lbeta(A, B)) * mp.sqrt(k * (G - k)) / G
         want = scale * s
-    elif value == "dr_grpo":
-        want = A * B / ((A + B) * (A + B + 1)) * (1 - mp.mpf(1) / G)
+    elif value in ("dr_grpo", "dr_gain"):
+        want = scale * A * B / ((A + B) * (A + B + 1)) * (1 - mp.mpf(1) / G)
     else:
         want = scale * (1 - mp.e ** (lbeta(A + G, B) - lbeta(A, B)) - mp.e ** (lbeta(A, B + G) - lbeta(A, B)))
     got = float(gsd.allocation_value(gsd.BetaPosterior(a, b, (a, b)), G, value))

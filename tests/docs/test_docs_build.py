@@ -20,7 +20,8 @@ import gsd
 
 ROOT = Path(__file__).resolve().parents[2]
 THEORY_LABELS = ("theory-identity", "theory-silent", "theory-update", "theory-law", "theory-paper",
-                 "theory-trainers", "theory-losses", "theory-conventions", "theory-allocation", "theory-logs")
+                 "theory-trainers", "theory-losses", "theory-conventions", "theory-allocation", "theory-allocation-run",
+                 "theory-logs")
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,304 @@
+"""Which way of spending rollouts makes a policy learn faster, at equal generations.
+
+The comparison (shipped configs ``allocation_comparison`` at the paper's scale and
+``allocation_comparison_small`` for ``gsd reproduce``) runs every arm of one budget-allocation
+campaign (:mod:`.allocation_campaign`) once per seed and per *variant* (the tabular policy and
+the shared-parameter MLP): uniform G ∈ {4, 8, 16}, DAPO (≤ 4 draws), a GRESO-style skip, Knapsack
+RL's value, the one-step values and the values that look ahead, each from the run's own logged
+counts (with fresh-count variants), and the oracle as an upper bound.  Every arm is read at the
+total generations of the reference arm (uniform G = 8, all its steps).
+
+Per variant it then names the **best uniform G** (the largest mean final objective, mean
+2·arcsin√p, chosen after the fact: the strongest baseline, since a user can always tune one
+number) and reads every arm against it:
+
+* objective targets: what the best uniform G reaches (mean over seeds) after 50 % and 100 % of
+  the budget, and the generations each arm spends to reach them (NaN: not within the budget);
+* the final objective, its paired difference from the best uniform G (seed by seed: both arms
+  start from the same population), the hardest-quartile p and the effective-gradient ratio;
+* a **winner** flag: the arm's 95 % interval lies entirely on the better side of the best
+  uniform G's interval (higher objective, or fewer generations to a target);
+* the objective-gain decomposition: the change of mean 2·arcsin√p from the start, split by the
+  initial-difficulty quartile of the prompts (sums to the whole gain), for every arm whose last
+  step lies exactly at the budget (DAPO's and GRESO's runs overshoot it and are left out).
+
+See :ref:`theory-allocation`.  Output: ``<out>/<variant>/`` (an allocation campaign folder) and
+``<out>/comparison_summary.json``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .._errors import InputError
+from ..atomic import read_json, write_json
+from .allocation_campaign import _interval, run_allocation_campaign
+
+__all__ = ["load_comparison", "run_comparison", "summarise_comparison", "comparison_markdown",
+           "comparison_figure", "CONFIG_NAME", "SMALL_CONFIG_NAME", "LABELS"]
+
+CONFIG_NAME = "allocation_comparison"
+SMALL_CONFIG_NAME = "allocation_comparison_small"
+SUMMARY_FILE = "comparison_summary.json"
+#: The old campaign's targets, kept beside the objective targets (mean p, hardest quartile).
+FIXED_TARGETS = {"mean_p": 0.9, "hard_quartile_p": 0.8}
+
+LABELS = {
+    "fixed_g4": "uniform G = 4", "fixed_g8": "uniform G = 8", "fixed_g16": "uniform G = 16",
+    "dapo": "DAPO (≤ 4 draws)", "greso": "GRESO-style skip", "knapsack": "Knapsack RL value",
+    "update": "update E[σ̂] (today's default)", "gain": "gain (one-step objective)",
+    "horizon": "horizon (H-step objective)", "horizon_thompson": "horizon + Thompson",
+    "update_halflife": "update, half-life counts", "update_forecast": "update, forecast p",
+    "horizon_forecast": "horizon, forecast p", "gain_thompson": "gain + Thompson",
+    "oracle_gain": "oracle gain (bound)", "oracle_horizon": "oracle horizon (bound)",
+    "oracle_update": "oracle update (bound)",
+    "update_b4": "update, 4 per prompt", "gain_b4": "gain, 4 per prompt", "horizon_b4": "horizon, 4 per prompt",
+}
+
+
+def load_comparison(path=None) -> dict:
+    """The comparison: ``{"seeds", "reference_arm", "uniform_arms", "variants", "base", "arms"}``,
+    every (variant, arm) config checked."""
+    from ..resources import config_file
+    from ..simulator.config import SimConfig, read_config_file
+
+    data = read_config_file(config_file(path or CONFIG_NAME, what="campaign file"))
+    camp = data.get("campaign", {})
+    out = {"seeds": list(camp.get("seeds", [0, 1, 2, 3, 4])), "reference_arm": camp.get("reference_arm", "fixed_g8"),
+           "uniform_arms": list(camp.get("uniform_arms", ["fixed_g4", "fixed_g8", "fixed_g16"])),
+           "variants": dict(data.get("variants", {"tabular": {}})), "base": data["base"], "arms": data["arms"]}
+    for name in (out["reference_arm"], *out["uniform_arms"]):
+        if name not in out["arms"]:
+            raise InputError(f"campaign arm {name!r} (reference or uniform) is not an arm ({', '.join(out['arms'])})")
+    for v, over in out["variants"].items():
+        for name, arm in out["arms"].items():
+            SimConfig.from_dict({**out["base"], **over, **arm, "name": name})
+    return out
+
+
+def _variant_campaign(comp: dict, variant: str) -> dict:
+    return {"seeds": comp["seeds"], "reference_arm": comp["reference_arm"], "targets": dict(FIXED_TARGETS),
+            "base": {**comp["base"], **comp["variants"][variant]}, "arms": comp["arms"]}
+
+
+def run_comparison(out, *, config=None, seeds=None, variants=None, log=None) -> dict:
+    """Run (or resume) every variant × arm × seed under ``out``, then summarise (returns the summary).
+
+    ``variants``: a subset of the comparison's variants to run now (the summary needs them all:
+    it is written once every variant has run); ``log(message)``: a line per finished run.
+    """
+    comp = load_comparison(config)
+    if seeds is not None:
+        comp["seeds"] = list(seeds)
+    todo = list(comp["variants"]) if variants is None else list(variants)
+    for v in todo:
+        if v not in comp["variants"]:
+            raise InputError(f"variant must be one of {list(comp['variants'])}, got {v!r}")
+        on_run = None if log is None else (lambda name, seed, v=v: log(f"{v} {name} seed {seed} done"))
+        run_allocation_campaign(Path(out) / v, campaign=_variant_campaign(comp, v), progress=False, on_run=on_run)
+    if all((Path(out) / v / "allocation_summary.json").is_file() for v in comp["variants"]):
+        return summarise_comparison(out, comp)
+    return {}
+
+
+def _objective_curve(run_dir):
+    """(generations spent, mean 2·arcsin√p after them): the state before each step, then the final."""
+    from ..simulator.ledger import read_ledger
+
+    led = read_ledger(run_dir)
+    final = read_json(Path(run_dir) / "summary.json")["final"]
+    x = np.concatenate([[0.0], led["generations_cum"].to_numpy(dtype=np.float64)])
+    y = np.concatenate([led["mean_arcsin"].to_numpy(dtype=np.float64), [final["mean_arcsin"]]])
+    return x, y
+
+
+def _value_at(x, y, g):
+    """The objective after at most g generations (the last state within them)."""
+    i = int(np.searchsorted(x, g * (1 + 1e-12), side="right")) - 1
+    return float(y[max(i, 0)])
+
+
+def _generations_to(x, y, target, budget):
+    hit = np.nonzero((y >= target) & (x <= budget * (1 + 1e-12)))[0]
+    return float(x[hit[0]]) if hit.size else math.nan
+
+
+def _decomposition(run_dir) -> list[float]:
+    """Change of mean 2·arcsin√p from the start to the run's end, by initial-difficulty quartile
+    (hardest first; each part is Σ over the quartile / all prompts, so the parts sum to the change)."""
+    import torch
+
+    from ..simulator.config import SimConfig
+    from ..simulator.policy import make_policy
+    from ..simulator.population import STREAM_INIT, initial_solve_rates, sub_seed
+
+    cfg = SimConfig.from_dict(read_json(Path(run_dir) / "config.json"))
+    p0 = initial_solve_rates(cfg)
+    policy = make_policy(cfg, p0, seed=sub_seed(cfg.seed, STREAM_INIT), dtype=getattr(torch, cfg.dtype),
+                         device=torch.device("cpu"))
+    state = torch.load(Path(run_dir) / "checkpoint.pt", map_location="cpu", weights_only=True)
+    policy.load_state_dict(state["policy"])
+    with torch.no_grad():
+        p1 = torch.sigmoid(policy()).double().numpy()
+    gain = 2 * np.arcsin(np.sqrt(p1)) - 2 * np.arcsin(np.sqrt(p0))
+    quart = np.empty(p0.size, dtype=np.int64)
+    quart[np.argsort(p0, kind="stable")] = np.arange(p0.size) * 4 // p0.size
+    return (np.bincount(quart, weights=gain, minlength=4) / p0.size).tolist()
+
+
+def summarise_comparison(out, comp: dict | None = None) -> dict:
+    """Read every variant's campaign under ``out`` against its best uniform G; write the summary."""
+    out = Path(out)
+    comp = comp or load_comparison()
+    result = {"seeds": comp["seeds"], "reference_arm": comp["reference_arm"], "uniform_arms": comp["uniform_arms"],
+              "setup": {k: comp["base"].get(k) for k in ("n_prompts", "steps", "group_size", "lr", "g_min", "g_max",
+                                                         "replan_every", "logged_window", "difficulty")},
+              "variants": {}}
+    for v in comp["variants"]:
+        s = read_json(out / v / "allocation_summary.json")
+        seeds = s["seeds"]
+        budget = {int(k): float(b) for k, b in s["budget_generations"].items()}  # by seed
+        curves = {a: {seed: _objective_curve(out / v / "runs" / a / f"seed{seed}") for seed in seeds} for a in s["arms"]}
+        best = max(comp["uniform_arms"], key=lambda a: s["arms"][a]["mean_arcsin"]["mean"])
+        t50 = float(np.mean([_value_at(*curves[best][sd], 0.5 * budget[sd]) for sd in seeds]))
+        t100 = float(np.mean([_value_at(*curves[best][sd], budget[sd]) for sd in seeds]))
+        arms = {}
+        for a, r in s["arms"].items():
+            per = s["per_run"][a]
+            g50 = [_generations_to(*curves[a][sd], t50, budget[sd]) for sd in seeds]
+            g100 = [_generations_to(*curves[a][sd], t100, budget[sd]) for sd in seeds]
+            b50 = [_generations_to(*curves[best][sd], t50, budget[sd]) for sd in seeds]
+            diff = [per[str(sd)]["mean_arcsin"] - s["per_run"][best][str(sd)]["mean_arcsin"] for sd in seeds]
+            at_budget = all(per[str(sd)]["steps"] == int(read_json(out / v / "runs" / a / f"seed{sd}" / "config.json")["steps"])
+                            for sd in seeds)
+            row = {"mean_arcsin": r["mean_arcsin"], "diff_vs_best": _interval(diff),
+                   "hard_quartile_p": r["hard_quartile_p"], "mean_p": r["mean_p"],
+                   "effective_ratio": r["effective_ratio"], "grad_mass_over_planned": r["grad_mass_over_planned"],
+                   "generations_to_t50": _interval(g50), "generations_to_t100": _interval(g100),
+                   "speedup_t50": _interval([b / g if g > 0 else math.nan for b, g in zip(b50, g50)])}
+            if at_budget:
+                parts = np.array([_decomposition(out / v / "runs" / a / f"seed{sd}") for sd in seeds])
+                row["decomposition"] = [_interval(parts[:, q].tolist()) for q in range(4)]
+            arms[a] = row
+        ref = arms[best]
+        for a, row in arms.items():
+            if a in comp["uniform_arms"] or a.startswith("oracle"):
+                row["winner"] = []
+                continue
+            won = []
+            if row["mean_arcsin"]["lo"] > ref["mean_arcsin"]["hi"]:
+                won.append("final objective")
+            if row["hard_quartile_p"]["lo"] > ref["hard_quartile_p"]["hi"]:
+                won.append("hardest quartile")
+            if row["generations_to_t50"]["n"] == len(seeds) and ref["generations_to_t50"]["n"] == len(seeds) \
+                    and row["generations_to_t50"]["hi"] < ref["generations_to_t50"]["lo"]:
+                won.append("generations to the 50 % target")
+            row["winner"] = won
+        result["variants"][v] = {"best_uniform": best, "targets": {"t50": t50, "t100": t100}, "budget": budget,
+                                 "overrides": comp["variants"][v], "arms": arms}
+    write_json(out / SUMMARY_FILE, result)
+    return read_json(out / SUMMARY_FILE)  # as a reader sees it: NaN as None, keys as strings
+
+
+def comparison_markdown(summary: dict) -> list[str]:
+    """The comparison's tables (one per variant), the decomposition and the verdict, as markdown lines."""
+    from .report import _ci
+
+    L = []
+    for v, sv in summary["variants"].items():
+        best = sv["best_uniform"]
+        t = sv["targets"]
+        L.append(f"**{v} policy** ({', '.join(f'{k} = {x}' for k, x in sv['overrides'].items()) or 'base config'}); "
+                 f"best uniform: {LABELS.get(best, best)}; objective targets (mean 2·arcsin√p that it reaches at "
+                 f"50 % / 100 % of the budget): {t['t50']:.4f} / {t['t100']:.4f}.\n")
+        L.append("| arm | final objective | − best uniform (paired) | generations (M) to 50 % target | "
+                 "generations (M) to 100 % target | hardest-quartile p | effective-gradient ratio | "
+                 "mass measured / planned | wins |")
+        L.append("|---|---|---|---|---|---|---|---|---|")
+        for a, r in sv["arms"].items():
+            L.append(f"| {LABELS.get(a, a)} | {_ci(r['mean_arcsin'], 4)} | {_ci(r['diff_vs_best'], 4)} | "
+                     f"{_ci(r['generations_to_t50'], 2, 1e-6)} | {_ci(r['generations_to_t100'], 2, 1e-6)} | "
+                     f"{_ci(r['hard_quartile_p'], 4)} | {_ci(r['effective_ratio'])} | "
+                     f"{_ci(r['grad_mass_over_planned'], 2)} | {', '.join(r['winner']) or '—'} |")
+        L.append("")
+        dec = {a: r["decomposition"] for a, r in sv["arms"].items() if "decomposition" in r}
+        if dec:
+            L.append(f"Objective-gain decomposition ({v}): change of mean 2·arcsin√p from the start, by initial "
+                     "quartile (Q1 hardest; the parts sum to the gain).\n")
+            L.append("| arm | Q1 (hardest) | Q2 | Q3 | Q4 (easiest) |")
+            L.append("|---|---|---|---|---|")
+            for a, parts in dec.items():
+                L.append(f"| {LABELS.get(a, a)} | " + " | ".join(_ci(q, 4) for q in parts) + " |")
+            L.append("")
+    L.append(comparison_verdict(summary) + "\n")
+    return L
+
+
+def _signed(r) -> str:
+    """'+0.0123 [+0.0100, +0.0150]' (the interval left out where there is none)."""
+    f = lambda x: "nan" if x is None or not math.isfinite(x) else f"{x:+.4f}"
+    return f"{f(r['mean'])} [{f(r['lo'])}, {f(r['hi'])}]"
+
+
+def comparison_verdict(summary: dict) -> str:
+    """Plain words: which rule wins where (an interval clear of the best uniform G's), else that none does."""
+    lines = []
+    for v, sv in summary["variants"].items():
+        best = sv["best_uniform"]
+        wins = {a: r["winner"] for a, r in sv["arms"].items() if r["winner"]}
+        real = {a: r for a, r in sv["arms"].items() if a not in summary["uniform_arms"] and not a.startswith("oracle")}
+        top = max(real, key=lambda a: real[a]["mean_arcsin"]["mean"])
+        d = _signed(real[top]["diff_vs_best"])
+        if wins:
+            lines.append(f"{v}: " + "; ".join(f"{LABELS.get(a, a)} beats {LABELS.get(best, best)} on {', '.join(w)}"
+                                              for a, w in wins.items())
+                         + f" (best rule {LABELS.get(top, top)}: final objective {d} against it, paired).")
+        else:
+            lines.append(f"{v}: no rule's interval clears {LABELS.get(best, best)}'s; the closest, "
+                         f"{LABELS.get(top, top)}, ends {d} in mean 2·arcsin√p against it (paired).")
+    return " ".join(lines)
+
+
+def comparison_figure(summary: dict, out_dir):
+    """Mean 2·arcsin√p against generations (mean over seeds), one panel per variant."""
+    from ..plotstyle import styled
+
+    return styled(_comparison_figure)(summary, out_dir)
+
+
+def _comparison_figure(summary: dict, out_dir):
+    from ..plotstyle import new_figure
+
+    variants = list(summary["variants"])
+    fig, axes = new_figure(len(variants), width=5.2 * len(variants), height=3.8)
+    axes = np.atleast_1d(axes)
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab20"]
+    for ax, v in zip(axes, variants):
+        sv = summary["variants"][v]
+        top = max(sv["budget"].values())
+        grid = np.linspace(0, top, 80)
+        others = 0
+        for a in sv["arms"]:
+            ys = []
+            for seed in summary["seeds"]:
+                x, y = _objective_curve(Path(out_dir) / v / "runs" / a / f"seed{seed}")
+                idx = np.searchsorted(x, grid, side="right") - 1
+                ys.append(np.where(grid <= x[-1], y[np.maximum(idx, 0)], np.nan))
+            if a == sv["best_uniform"]:
+                style = {"color": "k", "lw": 2.4}
+            elif a in summary["uniform_arms"]:
+                style = {"color": "#888888", "lw": 1.2, "ls": ":"}
+            else:
+                style = {"color": cmap(others % 20), "lw": 1.1, "ls": "--" if a.startswith("oracle") else "-"}
+                others += 1
+            ax.plot(grid / 1e6, np.mean(ys, axis=0), label=LABELS.get(a, a), **style)
+        ax.set_xlabel("generations (millions)")
+        ax.set_ylabel("mean 2·arcsin√p")
+        ax.set_title(f"{v} policy (best uniform: {LABELS.get(sv['best_uniform'], sv['best_uniform'])})")
+    axes[-1].legend(loc="lower right", fontsize=6)
+    return fig

@@ -1,0 +1,149 @@
+"""The allocation comparison end to end on a tiny campaign: best uniform G, targets, winners, the
+objective-gain decomposition, the report section and the command."""
+
+from __future__ import annotations
+
+
+import numpy as np
+import pytest
+
+from gsd.atomic import read_json
+from gsd.reproduce import allocation_comparison as ac
+from gsd.reproduce.report import _allocation_markdown
+from gsd.simulator.ledger import read_ledger
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+TINY = """
+[campaign]
+seeds = [0, 1]
+reference_arm = "fixed_g8"
+uniform_arms = ["fixed_g4", "fixed_g8", "fixed_g16"]
+
+[variants.tabular]
+policy = "tabular"
+
+[variants.mlp]
+policy = "mlp"
+optimizer = "adam"
+lr = 0.01
+allocation_lr = 0.5
+
+[base]
+steps = 6
+n_prompts = 60
+rollouts = "counts"
+closed_form_every = 0
+checkpoint_every = 100
+device = "cpu"
+g_max = 16
+replan_every = 2
+logged_window = 2
+
+[arms.fixed_g4]
+allocation = "fixed"
+group_size = 4
+steps = 12
+
+[arms.fixed_g8]
+allocation = "fixed"
+
+[arms.fixed_g16]
+allocation = "fixed"
+group_size = 16
+steps = 3
+
+[arms.greso]
+allocation = "greso"
+replan_every = 1
+steps = 12
+
+[arms.horizon]
+allocation = "horizon"
+
+[arms.oracle_gain]
+allocation = "gain"
+allocation_source = "oracle"
+"""
+
+
+@pytest.fixture(scope="module")
+def done(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cmp")
+    (root / "tiny.toml").write_text(TINY)
+    summary = ac.run_comparison(root / "out", config=root / "tiny.toml")
+    return root, summary
+
+
+def _curve(run):
+    led = read_ledger(run)
+    final = read_json(run / "summary.json")["final"]["mean_arcsin"]
+    return np.r_[0.0, led.generations_cum.to_numpy()], np.r_[led.mean_arcsin.to_numpy(), final]
+
+
+def test_best_uniform_and_targets_by_direct_reading(done):
+    root, s = done
+    assert s == read_json(root / "out" / ac.SUMMARY_FILE)
+    for v, sv in s["variants"].items():
+        finals = {a: np.mean([read_json(root / "out" / v / "runs" / a / f"seed{sd}" / "summary.json")["final"]["mean_arcsin"]
+                              for sd in (0, 1)]) for a in ("fixed_g4", "fixed_g8", "fixed_g16")}
+        best = max(finals, key=finals.get)
+        assert sv["best_uniform"] == best
+        assert sv["arms"][best]["mean_arcsin"]["mean"] == pytest.approx(finals[best], rel=1e-12)
+        t50 = []
+        for sd in (0, 1):
+            budget = sv["budget"][str(sd)]
+            x, y = _curve(root / "out" / v / "runs" / best / f"seed{sd}")
+            t50.append(y[np.nonzero(x <= 0.5 * budget)[0][-1]])
+        assert sv["targets"]["t50"] == pytest.approx(np.mean(t50), rel=1e-12)
+        # The best uniform reaches its own 100 % target (the mean of its seeds' ends) in some seed.
+        assert sv["arms"][best]["generations_to_t100"]["n"] >= 1
+
+
+def test_winner_flag_is_interval_clearance(done):
+    _, s = done
+    for sv in s["variants"].values():
+        ref = sv["arms"][sv["best_uniform"]]
+        for a, r in sv["arms"].items():
+            if a.startswith("oracle") or a.startswith("fixed"):
+                assert r["winner"] == []
+                continue
+            clear = r["mean_arcsin"]["lo"] > ref["mean_arcsin"]["hi"]
+            assert ("final objective" in r["winner"]) == clear
+        # A paired difference of the best uniform with itself is exactly 0.
+        assert ref["diff_vs_best"]["mean"] == 0.0
+
+
+def test_decomposition_sums_to_the_objective_change(done):
+    root, s = done
+    for v, sv in s["variants"].items():
+        assert "decomposition" not in sv["arms"]["greso"]  # its run overshoots the budget
+        for a in ("fixed_g8", "horizon", "fixed_g4"):
+            parts = [q["mean"] for q in sv["arms"][a]["decomposition"]]
+            change = np.mean([read_json(root / "out" / v / "runs" / a / f"seed{sd}" / "summary.json")["final"]["mean_arcsin"]
+                              - read_json(root / "out" / v / "runs" / a / f"seed{sd}" / "summary.json")["initial"]["mean_arcsin"]
+                              for sd in (0, 1)])
+            assert sum(parts) == pytest.approx(change, rel=1e-9, abs=1e-12)
+
+
+def test_markdown_report_section_and_command(done, tmp_path, capsys):
+    root, s = done
+    md = "\n".join(_allocation_markdown({"status": "ok", "run_dir": str(root / "out"), "config": "tiny", "comparison": s}))
+    assert "best uniform" in md and "Objective-gain decomposition" in md and "horizon (H-step objective)" in md
+    assert "At the paper's scale" in md
+    assert ac.comparison_verdict(s).startswith("tabular:")
+    from gsd.cli import main
+
+    png = tmp_path / "cmp.png"
+    assert main(["allocation-comparison", "--config", str(root / "tiny.toml"), "--out", str(root / "out"), "--quiet",
+                 "--figure", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "| uniform G = 8 |" in out and png.is_file() and png.stat().st_size > 10_000
+
+
+def test_a_variant_alone_waits_for_the_summary(tmp_path):
+    (tmp_path / "tiny.toml").write_text(TINY.replace("seeds = [0, 1]", "seeds = [0]"))
+    assert ac.run_comparison(tmp_path / "o", config=tmp_path / "tiny.toml", variants=["tabular"]) == {}
+    assert not (tmp_path / "o" / ac.SUMMARY_FILE).exists()
+    with pytest.raises(ValueError, match="variant"):
+        ac.run_comparison(tmp_path / "o", config=tmp_path / "tiny.toml", variants=["cnn"])
