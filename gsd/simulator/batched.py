@@ -343,7 +343,7 @@ def _opt_join(states) -> dict:
 
 def _run_program(members, *, progress: bool, threads: int | None, on_step=None) -> list[dict]:
     """Run compatible runs (at the same next step) as one program; their summaries, in order."""
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
 
     base = members[0][1]
     device = torch.device(resolve_device(base.device))
@@ -356,7 +356,7 @@ def _run_program(members, *, progress: bool, threads: int | None, on_step=None) 
             prog.load([ckpts[pos] for pos in prog.positions])
         initial = prog.population_summaries(prog.z_ref)
         steps = base.steps
-        bar = tqdm(total=steps, initial=prog.start, disable=not progress, desc=f"{prog.R} runs", unit="step")
+        bar = progress_bar(total=steps, initial=prog.start, disable=not progress, desc=f"{prog.R} runs", unit="step")
         for step in range(prog.start, steps):
             prog.step(step)
             if (step + 1) % base.checkpoint_every == 0 or step + 1 == steps:
