@@ -248,8 +248,9 @@ class SimConfig:
             # Every plan of the run, before the folder exists: the allocator's table and sums.
             kind = "point" if self.allocation_source == "oracle" else "beta"
             try:
-                check_table_cost(kind, self.batch_size or self.n_prompts, self.g_min, self.g_max, self.g_step,
-                                 _VALUES[self.allocation][2])
+                if self.allocation in _VALUES:  # greso skips without a value table
+                    check_table_cost(kind, self.batch_size or self.n_prompts, self.g_min, self.g_max, self.g_step,
+                                     _VALUES[self.allocation][2])
             except InputError as exc:
                 bad("g_max", f"{str(exc).split(': ', 1)[1]} (the allocator plans the prompts of a batch)")
             if self.logged_window * (self.batch_size or self.n_prompts) > 2**27:
