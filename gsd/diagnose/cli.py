@@ -40,6 +40,9 @@ def register(sub) -> None:
     p.add_argument("--group-size", type=int, help="TRL's num_generations (default: inferred from the files)")
     p.add_argument("--prompt-col", help="prompt-id column of a table (default prompt; verl: input)")
     p.add_argument("--step-col", help="step column of a table (default step; else the number ending the file name)")
+    p.add_argument("--ddof", type=int, choices=(0, 1), help="the std the trainer divides by, for the expected update "
+                   "and fidelity (default: the log's trainer, TRL and verl 1; a table 0, the paper's)")
+    p.add_argument("--eps", type=float, help="added to that std (default: TRL 1e-4, verl 1e-6, a table 0)")
     p.add_argument("--prior", default="empirical-bayes", choices=("empirical-bayes", "uniform", "jeffreys"),
                    help="prior of each prompt's solve rate (default: fitted to the run)")
     p.add_argument("--epsilon", type=float, default=0.05, help="fidelity target 1 - epsilon of the advice (default 0.05)")
@@ -61,7 +64,7 @@ def _diagnose(args) -> int:
 
     dx = diagnose(args.logs, fmt=args.fmt, reward=args.reward, threshold=args.threshold, prompt_col=args.prompt_col,
                   step_col=args.step_col, group_col=args.group_col, group_size=args.group_size, prior=args.prior, epsilon=args.epsilon, level=args.level, budget=args.budget,
-                  half_life=args.half_life,
+                  half_life=args.half_life, ddof=args.ddof, eps=args.eps,
                   progress=False if args.no_progress else None)
     if args.out:
         write_outputs(dx, args.out)

@@ -99,7 +99,10 @@ def simulate_and_diagnose(config: dict, out, *, fmt: str = "verl", half_life=Non
         raise AssertionError("the truth and the rewards were read for different prompts")  # pragma: no cover
     P = log.labels.size
     truth = np.bincount(truth_log.prompt, weights=truth_log.reward, minlength=P) / np.bincount(truth_log.prompt, minlength=P)
-    dx = diagnose_log(log, half_life=half_life)
+    from ..simulator import SimConfig
+
+    run_cfg = SimConfig.from_dict({**config, "rollout_log": fmt})
+    dx = diagnose_log(log, half_life=half_life, ddof=run_cfg.ddof, eps=run_cfg.eps)  # the run's own std
     return Closure(run=out, fmt=fmt, diagnosis=dx, truth=truth, ledger=pd.read_parquet(out / "ledger.parquet"))
 
 

@@ -94,6 +94,9 @@ class RolloutLog:
         Groups that lost a row, left out, and their usable rollouts.
     trainer_silent : dict
         TRL's own ``frac_reward_zero_std`` per step, when ``trainer_state.json`` was found.
+    trainer : str or None
+        The trainer whose convention the update follows when the format does not say it (a table
+        saved by gsd's ``GroupTracker`` in a TRL run: ``"trl"``); None: the format's.
     threshold : float or None
         The threshold the log itself declares (a table saved by gsd's ``GroupTracker``):
         :func:`diagnose_log` uses it when given none.
@@ -121,6 +124,7 @@ class RolloutLog:
     incomplete_groups: int = 0
     incomplete_rollouts: int = 0
     trainer_silent: dict = field(default_factory=dict)
+    trainer: str | None = None
     threshold: float | None = None
     warnings: list = field(default_factory=list)
     bad_rows: list = field(default_factory=list)
@@ -498,7 +502,7 @@ def _hash_values(arr):
 
     strings, _ = _as_string_array(arr)
     values = np.asarray(strings.to_numpy(zero_copy_only=False), dtype=object)
-    ok = np.array([v is not None for v in values], dtype=bool)
+    ok = ~np.asarray(strings.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     h = np.zeros(values.size, np.int64)
     if ok.any():
         h[ok] = pd.util.hash_array(values[ok], categorize=True).astype(np.int64)
@@ -542,16 +546,15 @@ def _integers(arr):
             ok = valid & (raw < 2**63)
             return np.where(ok, raw, 0).astype(np.int64), ok
         return arr.fill_null(0).cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64), valid
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
+    if pa.types.is_string(t) or pa.types.is_large_string(t):  # a CSV's steps: text read as exact integers
+        import pyarrow.compute as pc
+
+        text = pc.utf8_trim_whitespace(arr)
+        ok = np.asarray(pc.fill_null(pc.match_substring_regex(text, r"^[-+]?[0-9]{1,18}$"), False)
+                        .to_numpy(zero_copy_only=False), dtype=bool)  # 18 digits always fit int64
         out = np.zeros(len(arr), np.int64)
-        ok = np.zeros(len(arr), bool)
-        for i, v in enumerate(arr.to_pylist()):
-            try:
-                x = int(str(v).strip()) if v is not None and re.fullmatch(r"\s*[-+]?\d+\s*", str(v)) else None
-            except ValueError:
-                x = None
-            if x is not None and -2**63 <= x < 2**63:
-                out[i], ok[i] = x, True
+        if ok.any():
+            out[ok] = pc.cast(text.filter(pa.array(ok)), pa.int64()).to_numpy(zero_copy_only=False)
         return out, ok
     f = _numeric(arr, "step", "")
     ok = np.isfinite(f) & (f == np.round(f)) & (np.abs(f) < _MAX_STEP)
@@ -1008,7 +1011,8 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
                       silence=silence, group_size=G, repeated_steps=repeated, missing_steps=missing,
                       eval_steps=eval_steps, incomplete_groups=got["incomplete_groups"],
                       incomplete_rollouts=got["incomplete_rollouts"], trainer_silent=zero_std,
-                      threshold=declared["threshold"] if declared else None, warnings=warnings,
+                      threshold=declared["threshold"] if declared else None, trainer="trl" if declared else None,
+                      warnings=warnings,
                       bad_rows=reader.bad_rows, bad_count=reader.bad_count)
 
 

@@ -66,7 +66,8 @@ def format_report(dx: Diagnosis, *, max_steps: int = 12) -> str:
     if predicted:
         prior = s["prior"]
         lines += [
-            f"  fidelity of groups   {s['fidelity']:.3f} (expected GRPO update / large-group update)",
+            f"  fidelity of groups   {s['fidelity']:.3f} (expected GRPO update / large-group update; std with "
+            f"ddof {s['update_convention']['ddof']}, eps {s['update_convention']['eps']:g}, as {s['update_convention']['from']})",
             f"  prior of p           Beta({prior['a']:.3g}, {prior['b']:.3g}), mean {prior['mean']:.3f} (empirical Bayes over the run)"
             if "loglik" in prior else f"  prior of p           Beta({prior['a']:.3g}, {prior['b']:.3g})",
         ]

@@ -40,7 +40,7 @@ from ..posterior import BetaPosterior, fit_beta_prior, posterior_from_counts
 from .._validate import InputError
 from .readers import RolloutLog
 
-__all__ = ["binarise", "group_table", "step_table", "prompt_table", "Diagnosis", "diagnose_log", "expected_scale",
+__all__ = ["binarise", "update_convention", "group_table", "step_table", "prompt_table", "Diagnosis", "diagnose_log", "expected_scale",
            "STEP_KEYS"]
 
 #: Keys of every per-step record of ``gsd diagnose --json`` (and columns of the step table).
@@ -189,8 +189,12 @@ def expected_scale(a, b) -> np.ndarray:
     return np.exp(betaln(a + 0.5, b + 0.5) - betaln(a, b))
 
 
-def _predict(groups: pd.DataFrame, prior) -> pd.DataFrame:
-    """Add the posterior before the step and the group's predicted statistics."""
+def _predict(groups: pd.DataFrame, prior, ddof: int = 0, eps: float = 0.0) -> pd.DataFrame:
+    """Add the posterior before the step and the group's predicted statistics.
+
+    ``sigma`` (measured) and ``sigma_pred`` (expected under the posterior) are the GRPO update per
+    unit contrast in the trainer's convention, σ²/(σ_c + eps) with σ_c the ddof-``ddof`` std (σ
+    itself for the paper's ddof 0, eps 0); ``fidelity_plugin`` is the paper's φ (ddof 0)."""
     G = groups["G"].to_numpy()
     if prior is None:  # graded rewards without a threshold: measured figures only
         nan = np.full(G.size, np.nan)
@@ -200,19 +204,19 @@ def _predict(groups: pd.DataFrame, prior) -> pd.DataFrame:
     b = prior[1] + (groups["n_eff"] - groups["k_eff"]).to_numpy(np.float64)
     k = groups["k"].to_numpy()
     multi = G >= 2
-    out = groups.assign(
-        a=a, b=b,
-        sigma=np.sqrt(k * (G - k)) / G,
-        p_before=a / (a + b),
-    )
     from ..allocation import allocation_value, expected_silent_rate
+    from ..update import _grpo_term
+
+    sigma = np.zeros(G.size)
+    sigma[multi] = _grpo_term(ddof, eps)(k[multi], G[multi])
+    out = groups.assign(a=a, b=b, sigma=sigma, p_before=a / (a + b))
 
     q = np.ones(G.size)
     es = np.zeros(G.size)
     if multi.any():
         post = BetaPosterior(a[multi], b[multi], tuple(prior))
         q[multi] = expected_silent_rate(post, G[multi])
-        es[multi] = allocation_value(post, G[multi], "update")  # E[σ̂], the expected GRPO update
+        es[multi] = allocation_value(post, G[multi], "update", ddof=ddof, eps=eps)  # the expected GRPO update
     out["silent_pred"] = q
     out["sigma_pred"] = es
     out["scale_pred"] = expected_scale(a, b)
@@ -381,8 +385,32 @@ def _right(reward, threshold):
                       "--threshold T (reward >= T counts as right)")
 
 
+def update_convention(fmt: str, ddof=None, eps=None) -> dict:
+    """The std convention of the expected update: what the trainer of ``fmt`` divides by (TRL:
+    ddof 1, eps 1e-4; verl: ddof 1, eps 1e-6; a table: the paper's ddof 0, eps 0), unless given.
+
+    >>> update_convention("trl")
+    {'ddof': 1, 'eps': 0.0001, 'from': 'trl'}
+    >>> update_convention("trl", ddof=0, eps=0.0)["from"]
+    'given'
+    """
+    from ..trainers import CONVENTIONS
+
+    conv = CONVENTIONS[fmt if fmt in CONVENTIONS else "paper"]
+    out = {"ddof": conv.ddof if ddof is None else ddof, "eps": conv.eps if eps is None else eps,
+           "from": conv.name if ddof is None and eps is None else "given"}
+    if out["ddof"] not in (0, 1):
+        raise InputError(f"ddof must be 0 or 1, got {out['ddof']!r}")
+    e = float(out["eps"])
+    if not (np.isfinite(e) and e >= 0):
+        raise InputError(f"eps must be a finite number >= 0, got {out['eps']!r}")
+    out["eps"] = e
+    return out
+
+
 def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", epsilon: float = 0.05,
-                 level: float = 0.9, budget: int | None = None, half_life: float | None = None) -> Diagnosis:
+                 level: float = 0.9, budget: int | None = None, half_life: float | None = None,
+                 ddof: int | None = None, eps: float | None = None) -> Diagnosis:
     """Per-step and per-prompt diagnosis of a run read by :func:`gsd.diagnose.read_rollouts`.
 
     Parameters
@@ -404,6 +432,10 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
     half_life : float, optional
         Forget old rollouts: a group s steps old weighs 2^(−s/half_life) in the posteriors (the
         solve rates move during training).  None: every earlier rollout counts fully.
+    ddof, eps : optional
+        The std the trainer divides by, for the measured and expected update per group
+        (``sigma``, ``sigma_pred``, ``fidelity``): default the convention of the log's trainer
+        (:func:`update_convention`), recorded in ``summary["update_convention"]``.
 
     Returns
     -------
@@ -416,6 +448,7 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
     """
     if threshold is None:
         threshold = log.threshold
+    conv = update_convention(log.trainer or log.fmt, ddof, eps)
     right, note = _right(log.reward, threshold)
     groups = group_table(log, right, half_life=half_life)
     if not (groups["G"] >= 2).any():
@@ -436,7 +469,7 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
                             "all right / all wrong); its predictions are not reliable — try --prior uniform or jeffreys")
     else:
         a0, b0 = posterior_from_counts(0, 0, prior=prior).prior
-    groups = _predict(groups, None if a0 is None else (a0, b0))
+    groups = _predict(groups, None if a0 is None else (a0, b0), conv["ddof"], conv["eps"])
     steps = step_table(groups)
     if log.trainer_silent:
         steps["trainer_silent_frac"] = steps["step"].map(log.trainer_silent).astype(np.float64)
@@ -482,6 +515,7 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         "effective_gradient_ratio": float(((groups["G"] * (multi & ~groups["silent"])).sum()) / rollouts),
         "fidelity": float(groups["sigma_pred"][multi].sum() / groups["scale_pred"][multi].sum())
         if a0 is not None else float("nan"),
+        "update_convention": conv,
         "prior": {"a": a0, "b": b0, "mean": a0 / (a0 + b0), "concentration": a0 + b0, **info} if a0 is not None else None,
         "calibration": calibration,
         "epsilon": epsilon,

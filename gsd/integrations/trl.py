@@ -615,12 +615,14 @@ class GroupTracker:
         order = np.argsort(hashes[used], kind="stable")
         rank = np.empty(len(self._keys), np.int64)
         rank[used[order]] = np.arange(used.size)
+        from ..diagnose.readers import pair_codes
+
         gkey = pd.util.hash_array(group.astype(str).astype(object), categorize=True).astype(np.int64)
-        _, gcode = np.unique(np.stack([step, gkey]), axis=1, return_inverse=True)
+        gcode, _ = pair_codes(step, gkey)
         d = self._description()
         return RolloutLog(prompt=rank[code], step=step, reward=total,
                           labels=np.array(self._labels, dtype=object)[used[order]], hashes=hashes[used[order]],
-                          files=[], fmt="table", reward_name=d["reward_name"], group=gcode.astype(np.int64).ravel(),
+                          files=[], fmt="table", trainer="trl", reward_name=d["reward_name"], group=gcode,
                           group_by=d["group_by"], silence=d["silence"], group_size=self.num_generations,
                           threshold=self.threshold, warnings=list(self.warnings))
 
@@ -654,9 +656,8 @@ class GroupTracker:
             raise InputError(f"path must end in .parquet (the table carries its description in parquet metadata), "
                              f"got {str(path)!r}")
         code, step, group, total, parts = self._rows()
-        values = [self._values[c] for c in code.tolist()]
-        columns = {"prompt": pa.array(values), "step": pa.array(step), "group": pa.array(group),
-                   "reward": pa.array(total)}
+        columns = {"prompt": pa.array(self._values).take(pa.array(code)),  # per rollout, gathered in pyarrow
+                   "step": pa.array(step), "group": pa.array(group), "reward": pa.array(total)}
         for name, col in zip(self._functions, parts):
             columns[f"reward:{name}"] = pa.array(col)
         table = pa.table(columns).replace_schema_metadata({TRACKER_TABLE: json.dumps(self._description())})

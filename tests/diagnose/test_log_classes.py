@@ -139,3 +139,37 @@ def test_a_miscalibrated_run_suggests_a_half_life(tmp_path):
         _verl_rows(tmp_path / f"{step}.jsonl", rows)
     dx = diagnose(tmp_path, prior="uniform", progress=False)
     assert any("--half-life" in w for w in dx.summary["warnings"]), dx.summary["warnings"]
+
+
+def _direct_update(k, G, ddof, eps):
+    """σ²/(σ_c + eps) from the rewards' own std, written out (not the package's term)."""
+    k, G = np.asarray(k, float), np.asarray(G, float)
+    var = k * (G - k) / G**2
+    std_c = np.sqrt(var * G / (G - ddof))
+    return np.where(var > 0, var / (std_c + eps), 0.0)
+
+
+@pytest.mark.parametrize("fmt, want", [("verl", (1, 1e-6)), ("table", (0, 0.0))])
+def test_update_follows_the_trainers_std_convention(tmp_path, fmt, want):
+    from scipy.stats import betabinom
+
+    rng = np.random.default_rng(5)
+    rows = [{"input": f"q{i}", "score": float(rng.random() < 0.3 + 0.05 * i), "step": s}
+            for s in (1, 2, 3) for i in range(10) for _ in range(6)]
+    name = "1.jsonl" if fmt == "verl" else "log.jsonl"
+    _verl_rows(tmp_path / name, rows)
+    kw = {} if fmt == "verl" else {"prompt_col": "input", "reward": "score"}
+    dx = diagnose(tmp_path / name, progress=False, **kw)
+    conv = dx.summary["update_convention"]
+    assert (conv["ddof"], conv["eps"]) == want
+    g = dx.groups
+    np.testing.assert_allclose(g["sigma"], _direct_update(g["k"], g["G"], *want), rtol=1e-13, atol=0)
+    ks = np.arange(7)
+    pmf = betabinom.pmf(ks[None, :], g["G"].to_numpy()[:, None], g["a"].to_numpy()[:, None], g["b"].to_numpy()[:, None])
+    direct = (pmf * _direct_update(ks[None, :], g["G"].to_numpy()[:, None], *want)).sum(axis=1)
+    np.testing.assert_allclose(g["sigma_pred"], direct, rtol=1e-12)
+    paper = diagnose(tmp_path / name, progress=False, ddof=0, eps=0.0, **kw)
+    assert paper.summary["update_convention"] == {"ddof": 0, "eps": 0.0, "from": "given"}
+    np.testing.assert_allclose(paper.groups["sigma"], np.sqrt(g["k"] * (g["G"] - g["k"])) / g["G"], rtol=1e-15)
+    with pytest.raises(ValueError, match="ddof must be 0 or 1"):
+        diagnose(tmp_path / name, progress=False, ddof=2, **kw)

@@ -38,10 +38,10 @@ def test_step_numbers_equal_direct_computation(tmp_path, fmt):
     df, _ = rollouts(graded=True, fixed_group_size=8 if fmt == "trl" else None)
     if fmt == "verl":
         write_verl(tmp_path, df, malformed_step=3)
-        dx = diagnose(tmp_path, threshold=0.5)
+        dx = diagnose(tmp_path, threshold=0.5, ddof=0, eps=0.0)  # the direct sums below use the paper's std
     else:
         write_trl(tmp_path, df)
-        dx = diagnose(tmp_path, reward="accuracy_reward", threshold=0.5)
+        dx = diagnose(tmp_path, reward="accuracy_reward", threshold=0.5, ddof=0, eps=0.0)
     want = direct_steps(df, reward="score")
     got = dx.steps
     np.testing.assert_array_equal(got["step"], want["step"])
@@ -194,10 +194,13 @@ def test_known_p_limit_of_the_predictions(tmp_path, p):
     write_verl(tmp_path, df)
     s = 1e7  # Var p = p(1−p)/s moves every expectation by O(G²/s)
     dx = diagnose(tmp_path, prior=(p * s, (1 - p) * s))
+    conv = dx.summary["update_convention"]  # a verl log: verl's std (ddof 1, eps 1e-6)
+    assert (conv["ddof"], conv["eps"]) == (1, 1e-6)
     g = dx.groups
-    np.testing.assert_allclose(g["silent_pred"], gsd.silent_rate(p, g["G"].to_numpy()), rtol=1e-4)
-    np.testing.assert_allclose(g["sigma_pred"], gsd.expected_update(p, g["G"].to_numpy()), rtol=1e-4)
     G = g["G"].to_numpy()
-    want = gsd.expected_update(p, G).sum() / (len(G) * np.sqrt(p * (1 - p)))
+    update = gsd.expected_update(p, G, "grpo", ddof=1, eps=1e-6)
+    np.testing.assert_allclose(g["silent_pred"], gsd.silent_rate(p, G), rtol=1e-4)
+    np.testing.assert_allclose(g["sigma_pred"], update, rtol=1e-4)
+    want = update.sum() / (len(G) * np.sqrt(p * (1 - p)))
     assert dx.steps["fidelity"].iloc[0] == pytest.approx(want, rel=1e-4)
     np.testing.assert_allclose(dx.steps["fidelity_plugin"].iloc[0], gsd.fidelity(p, G).mean(), rtol=1e-4)

@@ -79,18 +79,23 @@ class Truth:
         return out
 
     def per_step(self, steps=None):
-        """{step: (groups, silent_frac, wasted_rollouts)} of the generations (only ``steps`` if given)."""
+        """{step: (groups, silent_frac, wasted_rollouts)} of the generations (only ``steps`` if given).
+
+        As TRL normalises: an unscorable row (NaN: the function returned None) is left out of its
+        group's statistics, so a group is silent when its scorable rewards are all equal, and it
+        wastes its scorable rollouts."""
         table = {}
         for step, groups in self.generations():
             if steps is not None and step not in steps:
                 continue
-            silent = (groups.max(axis=1) == groups.min(axis=1))
-            table[step] = (len(groups), float(silent.mean()), int(silent.sum() * self.G))
+            silent = np.nanmax(groups, axis=1) == np.nanmin(groups, axis=1)
+            scorable = (~np.isnan(groups)).sum(axis=1)
+            table[step] = (len(groups), float(silent.mean()), int(scorable[silent].sum()))
         return table
 
 
 def trl_run(out: Path, *, prompts, p, G=4, batch=16, max_steps=4, weights=None, second_reward=False, seed=0,
-            trainer_cls=None, trainer_kwargs=None, wrap=None, **config):
+            trainer_cls=None, trainer_kwargs=None, wrap=None, unscorable=None, **config):
     """Train a tiny GRPOTrainer with ``log_completions=True`` into ``out``; returns the Truth.
 
     ``p``: per prompt, the probability that the ``correct`` reward is 1 (drawn by the reward
@@ -109,6 +114,8 @@ def trl_run(out: Path, *, prompts, p, G=4, batch=16, max_steps=4, weights=None, 
 
     def correct(prompts, completions, p, trainer_state, **kw):
         r = [float(rng.random() < q) for q in p]
+        if unscorable:  # the function cannot score every unscorable-th row: TRL gets None
+            r = [None if i % unscorable == unscorable - 1 else x for i, x in enumerate(r)]
         if _training(kw):
             truth.record("correct", trainer_state.global_step, list(prompts), r)
         return r

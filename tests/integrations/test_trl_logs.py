@@ -32,6 +32,7 @@ def runs(tmp_path_factory):
         "duplicates": dict(prompts=dup),
         "weights": dict(prompts=PROMPTS, second_reward=True, weights=(1.0, 0.5)),
         "chat": dict(prompts=chat),
+        "unscorable": dict(prompts=PROMPTS, unscorable=5),
         "eval": dict(prompts=PROMPTS, eval_strategy="steps", eval_steps=2, per_device_eval_batch_size=16),
     }
     return {name: (root / name, trl_run(root / name, p=P, **kw)) for name, kw in setups.items()}
@@ -68,6 +69,14 @@ def test_logging_gaps_are_listed(capsys, runs):
     assert logged == truth.per_step(steps=logged)  # exact on what was written
     s = data["summary"]
     assert s["missing_steps"] == [1, 2, 4, 5, 7, 8] and s["of"] == "the logged rollouts"
+    # TRL's own frac_reward_zero_std at a logging step averages every generation since the last
+    # log, the unwritten ones too (float32 on TRL's side).
+    every = truth.per_step()
+    previous = 0
+    for row in data["steps"]:
+        window = [every[t][1] for t in range(previous + 1, row["step"] + 1)]
+        assert row["trainer_silent_frac"] == pytest.approx(sum(window) / len(window), abs=1e-6)
+        previous = row["step"]
     assert any("have no log file" in w for w in s["warnings"])
 
 
@@ -113,3 +122,13 @@ def test_warnings_are_printed(capsys, runs):
     rc = main(["diagnose", "--no-progress", str(out)])
     text = capsys.readouterr().out
     assert rc == 0 and "WARNING: 6 of the 10 steps have no log file" in text and "of the logged rollouts" in text
+
+
+def test_unscorable_rows_stay_out_of_their_group(capsys, runs):
+    out, truth = runs["unscorable"]
+    data = diagnose_json(capsys, out)
+    assert steps_of(data) == truth.per_step()  # silence over the scorable rows, as TRL normalises
+    s = data["summary"]
+    assert s["incomplete_groups"] == 0 and s["bad_rows"] == 4 * 16 // 5  # every 5th row of 16, 4 generations
+    assert all("returned None" in b for b in s["bad_rows_listed"])
+    assert [x["trainer_silent_frac"] for x in data["steps"]] == [x["silent_frac"] for x in data["steps"]]
