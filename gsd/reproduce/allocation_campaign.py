@@ -112,7 +112,7 @@ def run_allocation_campaign(out, *, config=None, seeds=None, steps_scale: float 
     called after each run (progress logs).
     """
     from ..simulator.config import SimConfig
-    from ..simulator.engine import run_simulation
+    from ..simulator.dispatch import run_simulation
 
     camp = campaign if campaign is not None else load_allocation_campaign(config)
     seeds = camp["seeds"] if seeds is None else list(seeds)

@@ -1,8 +1,12 @@
-"""Training simulator: a Bernoulli-logit policy trained by GRPO, Dr.GRPO, DAPO or RLOO in torch.
+"""Training simulator: a Bernoulli-logit policy trained by GRPO, Dr.GRPO, DAPO or RLOO.
 
-The gradient mass the closed forms of :ref:`theory-update` predict is here *produced* — by autograd
-through a torch policy and an optimizer — and recorded step by step in a ledger beside the
-prediction, so the closed forms are tested as training dynamics rather than restated.
+The gradient mass the closed forms of :ref:`theory-update` predict is here *produced* — by
+sampled groups, the method's advantages, the loss's logit gradient and an optimizer — and
+recorded step by step in a ledger beside the prediction, so the closed forms are tested as
+training dynamics rather than restated.  Two engines run it (``engine`` in :class:`SimConfig`):
+torch with autograd (:mod:`.engine`: every policy and loss option, CPU or GPU), and numpy for
+the tabular policy (:mod:`.tabular`: the logit gradient written out, checked against autograd;
+no torch import), which ``engine = "auto"`` picks whenever the config allows.
 
 Public API (also used by the sweep engine and the reproduction):
 
@@ -22,9 +26,9 @@ Only the config is imported eagerly: torch, pandas and matplotlib load on first 
 from .config import SimConfig, batch_key
 
 _LAZY = {
-    "run_simulation": "engine",
-    "is_complete": "engine",
-    "run_many": "batched",
+    "run_simulation": "dispatch",
+    "is_complete": "runfolder",
+    "run_many": "dispatch",
     "COLUMNS": "ledger",
     "read_ledger": "ledger",
     "run_paper_campaign": "campaign",

@@ -41,13 +41,12 @@ from ..atomic import read_json, write_json
 from ..methods import method_spec
 from ..weighting import decile_index
 from .config import SimConfig, batch_key, resolve_device
+from .runfolder import ledger_row, open_run_folder
 from .engine import (
     SUMMARY_FILE,
-    _open_run_folder,
     _read_checkpoint,
     answers_per_step,
     cpu_threads,
-    ledger_row,
     run_simulation,
     to_host,
     write_checkpoint,
@@ -97,7 +96,7 @@ def _run_compatible(items, positions, summaries, *, resume, progress, threads, m
             continue
         device = torch.device(resolve_device(cfg.device))
         p0 = initial_solve_rates(cfg)  # before the folder: a bad source = no folder
-        mode, found = _open_run_folder(out, cfg, resume)
+        mode, found = open_run_folder(out, cfg, resume)
         say = notify or (lambda message: None)
         if mode == "done":
             say(f"{cfg.name}: finished earlier ({cfg.steps} steps in {str(out)!r}); its summary is read back, nothing reruns")

@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from .._errors import InputError
 from ..atomic import make_folder, read_json, write_json
@@ -32,14 +31,10 @@ from ..plotstyle import COLORS, method_label, new_figure, save_figure, styled
 from ..resources import config_file
 from ..update import expected_update
 from ..weighting import decile_index
-from .batched import run_many
-from .config import SimConfig, config_diff, read_config_file, repeat_settings, resolve_device
-from .engine import SMALL_STEP, cpu_threads
+from .config import SimConfig, config_diff, read_config_file, repeat_settings, resolve_device, resolve_engine
+from .dispatch import run_many
 from .ledger import N_DECILES, read_ledger
-from .loss import AdvantageTable, policy_loss
-from .policy import make_policy
 from .population import STREAM_INIT, initial_solve_rates, sub_seed
-from .sampling import Batch, sample_groups
 
 __all__ = ["default_campaign_path", "load_campaign", "run_paper_campaign", "measure_initial_deciles", "make_campaign_figure"]
 
@@ -117,20 +112,18 @@ def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo"
     method, the measured and closed-form decile shares, the measured/closed-form ratio per
     decile and overall.
     """
-    device = torch.device(resolve_device(cfg.device))
-    dtype = getattr(torch, cfg.dtype)
     G, N = cfg.group_size, cfg.n_prompts
     p0 = initial_solve_rates(cfg)
-    policy = make_policy(cfg, p0, seed=sub_seed(cfg.seed, STREAM_INIT), dtype=dtype, device=device)
-    gen = torch.Generator(device=device).manual_seed(sub_seed(cfg.seed, STREAM_DECILES))
     decile = decile_index(p0)
     methods = list(dict.fromkeys(methods))
-    # Draws per backward: few enough for one CPU thread (cpu_threads), which on a busy machine
-    # is 2-3x faster than two; the generator's stream does not depend on the split.
-    chunk = max(1, SMALL_STEP // (N * (G if cfg.rollouts == "answers" else 1)))
     out = {"draws": draws, "n_prompts": N, "group_size": G, "counts": np.bincount(decile, minlength=N_DECILES).tolist()}
-    with cpu_threads(device, chunk * N * G, threads):
-        g_means = _mean_updates(cfg, policy, gen, methods, draws, chunk)
+    if resolve_engine(cfg) == "numpy":  # the logit gradient written out, numpy's draws (.tabular)
+        from .tabular import mean_updates
+
+        rng = np.random.Generator(np.random.PCG64(sub_seed(cfg.seed, STREAM_DECILES)))
+        g_means = mean_updates(cfg, p0, methods, draws, rng)
+    else:
+        g_means = _torch_mean_updates(cfg, p0, methods, draws, threads)
     for method, g_mean in zip(methods, g_means):
         measured = np.bincount(decile, weights=g_mean, minlength=N_DECILES)
         m = expected_update(p0, G, method, ddof=cfg.ddof, eps=cfg.eps, verifier_noise=cfg.verifier_noise)
@@ -148,15 +141,29 @@ def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo"
     return out
 
 
-def _mean_updates(cfg, policy, gen, methods, draws, chunk) -> list[np.ndarray]:
+def _torch_mean_updates(cfg, p0, methods, draws, threads) -> list[np.ndarray]:
     """−∂L/∂z_j of each method, averaged over the same ``draws`` groups per prompt at the
-    policy's current p (float64).
+    policy's initial p (float64), by the torch engine's stages and autograd.
 
     The gradient is taken with respect to the logits z only (a leaf per method, so that one
     backward pass per chunk of draws yields every method's gradient): the policy's parameters
     play no part in −∂L/∂z.
     """
+    import torch
+
+    from .engine import SMALL_STEP, cpu_threads
+    from .loss import AdvantageTable, policy_loss
+    from .policy import make_policy
+    from .sampling import Batch, sample_groups
+
+    device = torch.device(resolve_device(cfg.device))
+    dtype = getattr(torch, cfg.dtype)
     G, N = cfg.group_size, cfg.n_prompts
+    policy = make_policy(cfg, p0, seed=sub_seed(cfg.seed, STREAM_INIT), dtype=dtype, device=device)
+    gen = torch.Generator(device=device).manual_seed(sub_seed(cfg.seed, STREAM_DECILES))
+    # Draws per backward: few enough for one CPU thread (cpu_threads), which on a busy machine
+    # is 2-3x faster than two; the generator's stream does not depend on the split.
+    chunk = max(1, SMALL_STEP // (N * (G if cfg.rollouts == "answers" else 1)))
     with torch.no_grad():
         z0 = policy()
     p = torch.sigmoid(z0)
@@ -164,16 +171,17 @@ def _mean_updates(cfg, policy, gen, methods, draws, chunk) -> list[np.ndarray]:
     tables = [AdvantageTable([G], m, ddof=cfg.ddof, eps=cfg.eps, dtype=z0.dtype, device=z0.device) for m in methods]
     sums = [torch.zeros_like(z0) for _ in methods]
     done = 0
-    while done < draws:
-        c = min(chunk, draws - done)
-        # c independent draws of every prompt = one batch of c·N prompts (draw-major).
-        batch = Batch(idx=None, p=p.repeat(c), G=torch.full((c * N,), G, device=z0.device), g_max=G, uniform=True)
-        groups = sample_groups(batch, draws=1, noise=cfg.verifier_noise, rollouts=cfg.rollouts, gen=gen)
-        loss = sum(policy_loss(z.repeat(c), groups.n, t.lookup(groups.G, groups.k), G=groups.G).pg_loss / draws
-                   for z, t in zip(zs, tables))
-        for total, grad in zip(sums, torch.autograd.grad(loss, zs)):
-            total += grad
-        done += c
+    with cpu_threads(device, chunk * N * G, threads):
+        while done < draws:
+            c = min(chunk, draws - done)
+            # c independent draws of every prompt = one batch of c·N prompts (draw-major).
+            batch = Batch(idx=None, p=p.repeat(c), G=torch.full((c * N,), G, device=z0.device), g_max=G, uniform=True)
+            groups = sample_groups(batch, draws=1, noise=cfg.verifier_noise, rollouts=cfg.rollouts, gen=gen)
+            loss = sum(policy_loss(z.repeat(c), groups.n, t.lookup(groups.G, groups.k), G=groups.G).pg_loss / draws
+                       for z, t in zip(zs, tables))
+            for total, grad in zip(sums, torch.autograd.grad(loss, zs)):
+                total += grad
+            done += c
     return [(-total).to("cpu", torch.float64).numpy() for total in sums]
 
 

@@ -87,7 +87,7 @@ def _resume_command(args) -> str:
 
 @contextlib.contextmanager
 def _interrupt_says_how_to_resume(args):
-    from .engine import RunInterrupted
+    from .runfolder import RunInterrupted
 
     try:
         yield
@@ -112,7 +112,7 @@ def _simulate(args) -> int:
             make_campaign_figure(summary, args.figure)
         _print_campaign(summary, args.json)
         return 0
-    from .engine import run_simulation
+    from .dispatch import run_simulation
 
     imports_done()
     cfg = SimConfig.from_toml(args.config) if args.config else SimConfig()

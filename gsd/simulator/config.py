@@ -27,7 +27,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package
     import tomli as tomllib
 
-__all__ = ["SimConfig", "parse_assignment", "resolve_device", "config_diff"]
+__all__ = ["SimConfig", "parse_assignment", "resolve_device", "resolve_engine", "numpy_blockers", "config_diff"]
 
 METHODS = UPDATE_METHODS  # every method of gsd.methods
 POLICIES = ("tabular", "mlp")
@@ -37,6 +37,7 @@ DTYPES = ("float32", "float64")
 MLP_OFFSETS = ("frozen", "learned")
 ROLLOUTS = ("answers", "counts")
 ROLLOUT_LOGS = ("none", "verl", "trl")
+ENGINES = ("auto", "numpy", "torch")
 ALLOCATION_SOURCES = ("logged", "oracle")
 ALLOCATION_EXPLORE = ("none", "thompson")
 #: rollouts = "answers" draws every answer of a step at once: (prompts per step) × group_size is
@@ -97,6 +98,7 @@ class SimConfig:
     steps: int = 150  # optimizer steps; each draws one batch of groups
     device: str = "auto"  # auto (cuda if available) | cpu | cuda | cuda:N
     dtype: str = "float64"  # float32 | float64, for logits, log-probs and advantages
+    engine: str = "auto"  # auto (numpy when nothing needs torch, see numpy_blockers) | numpy (tabular policy, exact logit gradient, no torch) | torch (autograd)
     checkpoint_every: int = 25  # steps between checkpoints (the last step is always saved)
     closed_form_every: int = 1  # evaluate the closed-form m_method columns every k steps (0: never); the exact GRPO sum is scipy-bound
 
@@ -176,6 +178,7 @@ class SimConfig:
             ("mlp_offset", MLP_OFFSETS),
             ("rollouts", ROLLOUTS),
             ("rollout_log", ROLLOUT_LOGS),
+            ("engine", ENGINES),
         ):
             if getattr(self, key) not in choices:
                 bad(key, f"must be one of {choices}")
@@ -183,6 +186,9 @@ class SimConfig:
         if not (dev in ("auto", "cpu", "cuda") or (dev.startswith("cuda:") and dev[5:].isdigit())):
             bad("device", "must be auto, cpu, cuda or cuda:N")
         _check_bounds(self)
+        if self.engine == "numpy" and numpy_blockers(self):
+            bad("engine", f"the numpy engine trains a tabular policy with plain SGD/Adam steps; {numpy_blockers(self)[0]} "
+                "needs torch (engine = 'torch', or 'auto' to choose)")
         if self.batch_size > self.n_prompts:
             bad("batch_size", f"cannot exceed n_prompts = {self.n_prompts} (0 means all)")
         answers = (self.batch_size or self.n_prompts) * self.group_size
@@ -380,12 +386,60 @@ def parse_assignment(text: str) -> tuple[str, object]:
     return key, value
 
 
-def resolve_device(device: str) -> str:
-    """'auto' → 'cuda' when torch sees a GPU, else 'cpu'; asking for CUDA without one is an error."""
+#: Device files a GPU driver creates (NVIDIA's, AMD's ROCm): without any, torch sees no GPU.
+GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia/version", "/dev/kfd")
+
+
+def gpu_present() -> bool:
+    """Whether torch sees a GPU — asked only when a driver's device file exists, so that a
+    machine without one never imports torch (1.5 s) to learn it has none."""
+    import os
+
+    if not any(os.path.exists(f) for f in GPU_DEVICE_FILES):
+        return False
     import torch
 
+    return bool(torch.cuda.is_available())
+
+
+def numpy_blockers(cfg: "SimConfig") -> list[str]:
+    """The settings of ``cfg`` that need the torch engine (empty: the numpy engine can run it).
+
+    The numpy engine (:mod:`gsd.simulator.tabular`) writes the tabular policy's logit gradient
+    in closed form and applies SGD or Adam to it, on the CPU; autograd is needed for a network
+    policy, PPO epochs, clipping and the KL penalty, and the budget planner, the rollout log
+    and a CUDA device are the torch engine's.
+    """
+    checks = (
+        (cfg.policy != "tabular", f"policy = {cfg.policy!r}"),
+        (cfg.ppo_epochs != 1, f"ppo_epochs = {cfg.ppo_epochs}"),
+        (cfg.clip, "clip = true"),
+        (cfg.kl_coef != 0, f"kl_coef = {cfg.kl_coef!r}"),
+        (cfg.allocation != "fixed", f"allocation = {cfg.allocation!r}"),
+        (cfg.rollout_log != "none", f"rollout_log = {cfg.rollout_log!r}"),
+        (cfg.device.startswith("cuda"), f"device = {cfg.device!r}"),
+    )
+    return [what for hit, what in checks if hit]
+
+
+def resolve_engine(cfg: "SimConfig") -> str:
+    """The engine a run uses: ``cfg.engine``, or for ``auto`` numpy when no setting needs torch
+    (:func:`numpy_blockers`) and no GPU is there for ``device = 'auto'`` to take, else torch."""
+    if cfg.engine != "auto":
+        return cfg.engine
+    if numpy_blockers(cfg) or (cfg.device == "auto" and gpu_present()):
+        return "torch"
+    return "numpy"
+
+
+def resolve_device(device: str) -> str:
+    """'auto' → 'cuda' when torch sees a GPU, else 'cpu'; asking for CUDA without one is an error."""
     if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        return "cuda" if gpu_present() else "cpu"
+    if device == "cpu":
+        return device
+    import torch
+
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
             raise InputError(f"config key 'device' = {device!r}: CUDA was requested but torch sees no CUDA device")
@@ -446,15 +500,17 @@ VECTOR_STEP_BYTES = 128
 def batch_key(cfg: SimConfig) -> str | None:
     """Equal for runs that can share one program; None for a run that cannot join any.
 
-    On a CPU (or ``auto``) the prompts per run and per step must be whole vector steps
-    (:data:`VECTOR_STEP_BYTES`; the paper's 6,000 float64 prompts are), or a program would not
-    reproduce the run alone bit for bit.
+
+
+
     """
+    rest = {k: v for k, v in cfg.to_dict().items() if k not in FREE_KEYS}
+    if resolve_engine(cfg) == "numpy":  # elementwise numpy: a run's entries do not depend on where they sit
+        return "numpy:" + json.dumps(rest, sort_keys=True)
     if cfg.policy != "tabular" or cfg.allocation != "fixed" or cfg.rollout_log != "none":
         return None
     if not cfg.device.startswith("cuda"):  # cpu, or auto (decided without importing torch)
         step = VECTOR_STEP_BYTES // {"float64": 8, "float32": 4}[cfg.dtype]
         if cfg.n_prompts % step or (cfg.batch_size or cfg.n_prompts) % step:
             return None
-    rest = {k: v for k, v in cfg.to_dict().items() if k not in FREE_KEYS}
-    return json.dumps(rest, sort_keys=True)
+    return "torch:" + json.dumps(rest, sort_keys=True)

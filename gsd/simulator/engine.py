@@ -38,7 +38,6 @@ checkpoint's.  Random streams: see :mod:`.sampling`.
 from __future__ import annotations
 
 import io
-import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -48,12 +47,12 @@ import numpy as np
 import torch
 
 from .._errors import InputError
-from ..atomic import make_folder, read_json, remove_temps, write_atomic, write_json
+from ..atomic import read_json, write_atomic, write_json
 from ..lock import hold_folder
 from ..methods import method_spec
 from ..weighting import decile_index
-from .config import SimConfig, config_diff, repeat_settings, resolve_device
-from .ledger import COLUMNS, LEDGER_FILE, N_QUARTILES, Ledger, closed_form_columns, per_decile, read_ledger, summarise
+from .config import SimConfig, resolve_device
+from .ledger import COLUMNS, LEDGER_FILE, N_QUARTILES, Ledger, closed_form_columns, per_decile, summarise
 from .ledger import write_ledger
 from .budget import BudgetPlanner
 from .loss import AdvantageTable, log_pi, policy_loss
@@ -61,11 +60,12 @@ from .optim import SGD, Adam, make_optimizer
 from .policy import make_policy
 from .population import STREAM_INIT, STREAM_ROLLOUTS, initial_solve_rates, sub_seed
 from .sampling import Batch, Groups, plan_batch, sample_groups
+from .runfolder import (  # noqa: F401  (re-exported: the run-folder names, as before they moved)
+    CHECKPOINT_FILE, CONFIG_FILE, ROLLOUTS_DIR, SUMMARY_FILE, RunInterrupted, answers_per_step, damaged,
+    is_complete, ledger_row, logged_rows_per_step, open_run_folder, verify_ledger)
 
 __all__ = ["run_simulation", "is_complete", "setup", "RunState", "cpu_threads", "RunInterrupted"]
 
-CONFIG_FILE, CHECKPOINT_FILE, SUMMARY_FILE = "config.json", "checkpoint.pt", "summary.json"
-ROLLOUTS_DIR = "rollouts"  # the rollout log's folder in a run folder (config key rollout_log)
 
 
 #: Answers per step below which a CPU run uses one torch thread (see :func:`cpu_threads`).
@@ -143,11 +143,6 @@ def cpu_threads(device: torch.device, answers_per_step: int, threads: int | None
     finally:
         if torch.get_num_threads() != before:
             torch.set_num_threads(before)
-
-
-def is_complete(out_dir) -> bool:
-    """True when ``out_dir`` holds a finished run (its ``summary.json`` exists)."""
-    return (Path(out_dir) / SUMMARY_FILE).is_file()
 
 
 @dataclass
@@ -317,25 +312,6 @@ def fill_ledger_row(run: RunState, step: int, batch: Batch, groups: Groups, trai
     return row
 
 
-def ledger_row(step: int, host: dict, generations_cum: int, planner=None) -> dict:
-    """A ledger row (:meth:`Ledger.put`'s names) from a step's host values."""
-    n_batch = host["n_batch"]
-    row = dict(
-        step=step, n_batch=n_batch, silent_frac=host["silent"] / n_batch, zero_update_frac=host["zero_update"] / n_batch,
-        groups=host["groups"], generations=host["generations"], generations_cum=generations_cum,
-        loss=host["loss"], kl=host["kl"], clip_frac=host["clip_frac"],
-        grad_mass=float(host["grad_mass_d"].sum()), grad_mass_d=host["grad_mass_d"],
-        mean_p=host["mean_p"], mean_arcsin=host["mean_arcsin"], mean_p_q=host["mean_p_q"],
-        effective_ratio=(n_batch - host["zero_update"]) / host["groups"] if host["groups"] else math.nan,
-        value_planned=planner.value_planned if planner else math.nan,
-        grad_planned=planner.grad_planned if planner else math.nan,
-        **{c: host[c] for c in ("silent_pred", "zero_update_pred", "groups_pred", "grad_limit", "grad_law", "grad_limit_d")},
-    )
-    if "grad_pred" in host:
-        row.update(grad_pred=host["grad_pred"], grad_pred_d=host["grad_pred_d"])
-    return row
-
-
 # --------------------------------------------------------------------------- the loop
 def train_step(run: RunState, step: int) -> dict:
     """One training step, stage by stage; returns the ledger row it wrote."""
@@ -355,21 +331,6 @@ def train_step(run: RunState, step: int) -> dict:
         row = fill_ledger_row(run, step, batch, groups, trained, state)
     run.ledger.put(step, wall_s=time.perf_counter() - t0)
     return row
-
-
-class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C (or any KeyboardInterrupt) during a run: where it stopped and where it resumes.
-
-    Steps are counted as the progress bar counts them, by steps done: ``step`` of ``steps`` were
-    done when it stopped, and ``resume_step`` is the run folder's last checkpoint, where a resume
-    continues (0: no checkpoint yet, a resume starts over).
-    """
-
-    def __init__(self, out: Path, name: str, step: int, steps: int, resume_step: int):
-        self.out, self.name, self.step, self.steps, self.resume_step = out, name, step, steps, resume_step
-        super().__init__(f"{name}: stopped at step {step} of {steps} in {str(out)!r}; "
-                         + (f"its last checkpoint is at step {resume_step}, where a resume continues"
-                            if resume_step else "no checkpoint yet, a resume starts at step 0"))
 
 
 def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = True, on_step=None,
@@ -394,7 +355,7 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
 
 
 def _run_in_folder(cfg, device, p0, out: Path, resume: bool, progress: bool, on_step, notify, threads) -> dict:
-    mode, found = _open_run_folder(out, cfg, resume)
+    mode, found = open_run_folder(out, cfg, resume)
     say = notify or (lambda message: None)
     if mode == "done":
         say(f"{cfg.name}: finished earlier ({cfg.steps} steps in {str(out)!r}); its summary is read back, nothing reruns")
@@ -436,56 +397,13 @@ def _run_in_folder(cfg, device, p0, out: Path, resume: bool, progress: bool, on_
             raise RunInterrupted(out, cfg.name, done, cfg.steps, saved) from None
         bar.close()
         final = population_summary(run, run.policy())
-    _verify_ledger(out, run.ledger.table[: cfg.steps])
+    verify_ledger(out, run.ledger.table[: cfg.steps])
     summary = summarise(run.ledger.columns(), cfg, initial=initial, final=final, device=str(device), threads=used)
     write_json(out / SUMMARY_FILE, summary)  # written last: it marks the run complete
     return read_json(out / SUMMARY_FILE)
 
 
-def logged_rows_per_step(cfg: SimConfig) -> int:
-    """Rollouts a step logs at most: its kept groups (DAPO's redraws are not logged)."""
-    if cfg.allocation != "fixed" and cfg.budget:
-        return cfg.budget
-    return (cfg.batch_size or cfg.n_prompts) * cfg.group_size
-
-
-def answers_per_step(cfg: SimConfig) -> int:
-    """Answers a step draws at most: batch × G × (DAPO: max_draws)."""
-    if cfg.allocation != "fixed" and cfg.budget:
-        return cfg.budget  # a budget plan draws at most its budget (no redraws with a plan)
-    return (cfg.batch_size or cfg.n_prompts) * cfg.group_size * (cfg.max_draws if method_spec(cfg.method).redraws_silent else 1)
-
-
 # --------------------------------------------------------------------------- run folder
-def _open_run_folder(out: Path, cfg: SimConfig, resume: bool):
-    """Create the folder, or check that the one there belongs to this config.
-
-    Returns ``("done", summary)`` for a finished run of the same config, ``("resume", path)``
-    when a checkpoint should be loaded, ``("restart", None)`` for an unfinished run that has none
-    yet, ``("fresh", None)`` otherwise.
-    """
-    saved_path = out / CONFIG_FILE
-    if saved_path.is_file():
-        saved = read_json(saved_path)
-        if saved != cfg.to_dict():
-            diff = "; ".join(config_diff(saved, cfg.to_dict()))
-            raise InputError(f"out_dir {str(out)!r} holds a run with a different config ({diff}); to continue that "
-                             f"run, give it the same config (gsd simulate: {repeat_settings(saved, cfg.to_dict())}), "
-                             "or use another folder")
-        if is_complete(out):
-            return "done", read_json(out / SUMMARY_FILE)
-        if not resume:
-            raise InputError(f"out_dir {str(out)!r} holds an unfinished run of this config; pass resume (--resume) to continue it")
-        remove_temps(out)  # half-written files of the killed process
-        ckpt = out / CHECKPOINT_FILE
-        return ("resume", ckpt) if ckpt.is_file() else ("restart", None)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InputError(f"out_dir {str(out)!r} exists and is not a run folder (no {CONFIG_FILE}); use an empty or new folder")
-    make_folder(out)
-    write_json(saved_path, cfg.to_dict())
-    return "fresh", None
-
-
 def checkpoint(run: RunState, out: Path, next_step: int) -> None:
     """Save everything needed to continue at ``next_step``, then the ledger so far."""
     write_checkpoint(out, next_step, policy=run.policy.state_dict(), optimizer=run.opt.state_dict(), gen=run.gen,
@@ -523,28 +441,24 @@ _CHECKPOINT_KEYS = ("step", "policy", "optimizer", "rng_rollouts", "rng_torch_cp
                     "ledger_columns", "ledger")
 
 
-def _damaged(path: Path, why: str) -> InputError:
-    return InputError(f"{str(path)!r} is damaged ({why}); delete it, or the run folder, and run again")
-
-
 def _read_checkpoint(path: Path, cfg: SimConfig, device: torch.device, out: Path) -> dict:
     """The checkpoint of a run folder, checked: readable, complete, of this run's shape and device
     (a damaged one is named in one line)."""
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a cut or overwritten file fails in pickle, zipfile or torch itself
-        raise _damaged(path, f"{type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}") from None
+        raise damaged(path, f"{type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}") from None
     missing = [k for k in _CHECKPOINT_KEYS if not isinstance(ckpt, dict) or k not in ckpt]
     if missing:
-        raise _damaged(path, f"no {missing[0]!r} entry")
+        raise damaged(path, f"no {missing[0]!r} entry")
     if cfg.allocation != "fixed" and "planner" not in ckpt:
-        raise _damaged(path, "no 'planner' entry")
+        raise damaged(path, "no 'planner' entry")
     if ckpt["ledger_columns"] != list(COLUMNS):
         raise InputError(f"out_dir {str(out)!r}: the checkpoint's ledger has other columns (written by another version)")
     start, rows = ckpt["step"], ckpt["ledger"]
     shape = tuple(getattr(rows, "shape", ()))
     if not (isinstance(start, int) and 0 < start <= cfg.steps and shape == (start, len(COLUMNS))):
-        raise _damaged(path, f"step {start!r} and a ledger of shape {shape} do not fit a run of {cfg.steps} steps")
+        raise damaged(path, f"step {start!r} and a ledger of shape {shape} do not fit a run of {cfg.steps} steps")
     if ckpt["device_type"] != device.type:
         raise InputError(
             f"config key 'device' = {cfg.device!r}: the checkpoint was written on {ckpt['device_type']}, "
@@ -568,12 +482,3 @@ def _load_checkpoint(run: RunState, ckpt: dict, out: Path) -> None:
     run.ledger.table[: run.start] = ckpt["ledger"].numpy()
     run.generations_cum = int(run.ledger.get(run.start - 1, "generations_cum")) if run.start else 0
     write_ledger(out / LEDGER_FILE, run.ledger.table[: run.start])
-
-
-def _verify_ledger(out: Path, rows: np.ndarray) -> None:
-    """Read the ledger file back before the run is marked complete: it must hold ``rows``."""
-    path = out / LEDGER_FILE
-    on_disk = read_ledger(out, columns=list(COLUMNS))
-    back = np.column_stack([np.asarray(on_disk[c], dtype=np.float64) for c in COLUMNS]) if len(rows) else rows
-    if back.shape != rows.shape or not np.array_equal(back, rows.astype(np.float64), equal_nan=True):
-        raise _damaged(path, "it does not hold the rows the run computed")

@@ -307,7 +307,7 @@ def _shares(x):
     return (x / total).tolist() if total > 0 else [math.nan] * len(x)
 
 
-def summarise(ledger, cfg, *, initial: dict, final: dict, device: str, threads: int | None = None) -> dict:
+def summarise(ledger, cfg, *, initial: dict, final: dict, device: str, threads: int | None = None, engine: str = "torch") -> dict:
     """The run's summary: how well the closed forms tracked the training dynamics.
 
     ``ledger``: its columns by name (the float64 table's :meth:`Ledger.columns`, or a
@@ -326,7 +326,9 @@ def summarise(ledger, cfg, *, initial: dict, final: dict, device: str, threads: 
       is NaN); the ``_step0`` variants are the first step's, at the initial population;
     * ``initial`` / ``final``: mean p, mean 2·arcsin√p and the four initial-p quartile means;
     * ``generations_total``: answers generated (DAPO's redraws included);
-    * ``threads``: the torch CPU threads the run used (its numbers depend on the count).
+    * ``threads``: the CPU threads the run used (its numbers depend on the count; the numpy
+      engine uses one);
+    * ``engine``: ``numpy`` or ``torch``, the engine that ran it (their random streams differ).
     """
     col = {c: np.asarray(ledger[c], dtype=np.float64) for c in COLUMNS}
     cf = ~np.isnan(col["grad_pred"])
@@ -350,6 +352,7 @@ def summarise(ledger, cfg, *, initial: dict, final: dict, device: str, threads: 
         "policy": cfg.policy,
         "device": device,
         "threads": threads,
+        "engine": engine,
         "steps": int(cf.size),
         "n_prompts": cfg.n_prompts,
         "group_size": cfg.group_size,

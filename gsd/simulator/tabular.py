@@ -1,0 +1,495 @@
+"""The numpy engine: tabular runs with the logit gradient written out, many runs as one program, no torch.
+
+A tabular policy has one free logit z_j per prompt, and the loss of :mod:`.loss` on one
+on-policy epoch is L = −Σ_j (1/G_j) Σ_answers A_i·log π(y_i | z_j).  With ∂ log π(right)/∂z =
+1 − p and ∂ log π(wrong)/∂z = −p, its logit gradient needs no autograd:
+
+    g_j = −∂L/∂z_j = (1/G_j)·[(n_rr·A₊ + n_rw·A₋)·(1 − p_j) − (n_wr·A₊ + n_ww·A₋)·p_j]
+
+where n_yr counts the kept group's answers that are y (right/wrong) and were marked r by the
+verifier, and A₊, A₋ are the advantages of a reward marked right / wrong (the core's
+:func:`gsd.groups.advantages`, tabulated per (G, k) as :class:`~.loss.AdvantageTable` does).  With
+an exact verifier g_j = (1/G)·[k·A₊·(1 − p) − (G − k)·A₋·p], which for GRPO (ddof 0, eps 0) is σ,
+the identity of :ref:`theory-identity`.  The tests check g against torch's autograd of
+:func:`~.loss.policy_loss` on the same groups (1e-12), and the optimizers against :mod:`.optim`.
+
+Why an engine without torch: importing torch takes ~1.5 s on this project's 2-core machines —
+more than the whole paper campaign's arithmetic — and a tabular step is a handful of
+elementwise numpy passes, ~3× fewer microseconds than the same step through torch's dispatch.
+``engine = "auto"`` (the default) picks this engine whenever :func:`~.config.numpy_blockers`
+finds nothing that needs torch (a network policy, PPO epochs, clipping, a KL penalty, a budget
+planner, a rollout log, a GPU).
+
+Runs of one config but for :data:`~.config.FREE_KEYS` (seed, method, G, max_draws, ddof, eps)
+run as one program (:func:`run_programs`): every array has a leading run axis (R, …), each run
+draws from its own numpy generator, and every operation is elementwise or a sum along one
+run's row, which numpy reduces as it reduces that run's array alone — so a run's ledger,
+checkpoint and summary are bit for bit those of the run made alone (wall times aside; tested).
+One run is a program of one.
+
+Random streams: each run's generator is numpy's PCG64 seeded with the run's rollout sub-seed
+(:func:`~.population.sub_seed`); per step, in this order: the batch (``permutation``, only when
+``batch_size < n_prompts``); the (D, B, G) uniforms of the answers, or the (D, B) binomial counts
+(``rollouts = "counts"``); then, with a noisy verifier only, the flips.  These are not the torch
+engine's streams: the same config gives other draws (the same distributions) under
+``engine = "torch"``.
+
+A run folder is the torch engine's (:mod:`.runfolder`) with ``checkpoint.npz`` (arrays and the
+generator's state, read without pickle) in place of ``checkpoint.pt``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .._errors import InputError
+from ..atomic import read_json, write_atomic, write_json
+from ..groups import advantages
+from ..lock import hold_folder
+from ..methods import method_spec
+from ..weighting import decile_index
+from .config import FREE_KEYS, SimConfig
+from .ledger import COLUMNS, LEDGER_FILE, N_DECILES, N_QUARTILES, Ledger, closed_form_columns, summarise, write_ledger
+from .population import STREAM_ROLLOUTS, initial_solve_rates, sub_seed
+from .runfolder import (NUMPY_CHECKPOINT_FILE, SUMMARY_FILE, RunInterrupted, damaged, ledger_row, open_run_folder,
+                        verify_ledger)
+
+__all__ = ["run_programs", "program_key", "advantage_rows", "advantage_sums", "logit_gradient", "mean_updates"]
+
+ENGINE = "numpy"
+_CHECKPOINT_KEYS = ("step", "z", "z_ref", "rng_state", "ledger", "ledger_columns", "engine")
+
+
+def program_key(cfg: SimConfig) -> str:
+    """Equal for runs that can share one program of this engine (all keys but :data:`FREE_KEYS`)."""
+    return json.dumps({k: v for k, v in cfg.to_dict().items() if k not in FREE_KEYS}, sort_keys=True)
+
+
+def advantage_rows(G: int, method: str, *, ddof: int, eps: float) -> np.ndarray:
+    """(G + 1, 2) float64: A₊ and A₋, the advantages of a reward marked right / wrong in a group of
+    G answers of which k are marked right (row k), from the core on the canonical group (k ones,
+    then G − k zeros).  A reward that row k cannot hold (A₊ at k = 0) repeats A₋: its count is 0."""
+    canon = (np.arange(G)[None, :] < np.arange(G + 1)[:, None]).astype(np.float64)
+    a = advantages(canon, method, ddof=ddof, eps=eps)
+    return np.stack([a[:, 0], a[:, -1]], axis=-1)
+
+
+def advantage_sums(right, flips, G, adv):
+    """(S₊, S₋): the advantages summed over a group's right answers and over its wrong ones.
+
+    ``right``: right answers of the kept group; ``flips``: (right ones marked wrong, wrong ones
+    marked right), or None for an exact verifier; ``G``: group sizes; ``adv``: (..., 2) A₊, A₋ at
+    the group's k.  S₊ = (n_rr·A₊ + n_rw·A₋) and S₋ = (n_wr·A₊ + n_ww·A₋) in the module
+    docstring's cell counts.
+    """
+    a_r, a_w = adv[..., 0], adv[..., 1]
+    if flips is None:
+        return right * a_r, (G - right) * a_w
+    fr, fw = flips
+    return (right - fr) * a_r + fr * a_w, fw * a_r + (G - right - fw) * a_w
+
+
+def logit_gradient(s_right, s_wrong, G, p, q):
+    """g = −∂L/∂z = (S₊·(1 − p) − S₋·p)/G per prompt (the module docstring's formula), with
+    S₊, S₋ from :func:`advantage_sums`, p = π(right) = sigmoid(z) and q = π(wrong) = sigmoid(−z),
+    computed from z rather than as 1 − p (exact near p = 1)."""
+    return (s_right * q - s_wrong * p) / G
+
+
+def _sigmoid(z):
+    with np.errstate(over="ignore"):  # exp(−z) = inf at z ≪ 0 gives 1/inf = 0, the limit
+        return 1.0 / (1.0 + np.exp(-z))
+
+
+def _log_sigmoid(z):
+    """log sigmoid(z) = −log(1 + e^(−z)), stable at both ends."""
+    return -np.logaddexp(0.0, -z)
+
+
+def _draw_groups(rng, p: np.ndarray, G: int, cfg, dtype):
+    """One group of G answers per entry of the 1-d ``p`` from ``rng``: right answers, and the
+    verifier's flips (right ones marked wrong, wrong ones marked right; None when exact), each
+    (len(p),) in ``dtype`` — as G answers (``rollouts = "answers"``: (G, len(p)) uniforms,
+    answer-major, so that the count is a sum over rows, ~4× faster than along a short last axis)
+    or as binomial counts."""
+    noise = cfg.verifier_noise
+    if cfg.rollouts == "counts":
+        right = rng.binomial(G, p)
+        flips = (rng.binomial(right, noise), rng.binomial(G - right, noise)) if noise else None
+    else:
+        ans = rng.random((G, p.size), dtype=dtype) < p
+        right = ans.sum(axis=0)
+        flips = None
+        if noise:
+            flip = rng.random((G, p.size), dtype=dtype) < noise
+            flips = ((ans & flip).sum(axis=0), (~ans & flip).sum(axis=0))
+    cast = lambda x: x.astype(dtype)  # noqa: E731
+    return cast(right), (None if flips is None else (cast(flips[0]), cast(flips[1])))
+
+
+#: Entries of one chunk of answers in :func:`mean_updates` (a few 32 MB temporaries).
+_CHUNK_ANSWERS = 1 << 22
+
+
+def mean_updates(cfg: SimConfig, p0: np.ndarray, methods, draws: int, rng) -> list[np.ndarray]:
+    """g_j averaged over ``draws`` independent groups per prompt at p0, for each method, float64.
+
+    The methods are paired: every drawn group is scored by each method's advantages, so their
+    means differ by the method alone.  Draws come in chunks of at most :data:`_CHUNK_ANSWERS`
+    answers, in draw-major order; the stream does not depend on the split (the torch engine's
+    measurement, :func:`~.campaign.measure_initial_deciles`, with numpy's draws).
+    """
+    G, N = cfg.group_size, p0.size
+    dtype = np.dtype(cfg.dtype)
+    z = np.log(p0 / (1.0 - p0)).astype(dtype)
+    p, q = _sigmoid(z), _sigmoid(-z)
+    tables = [advantage_rows(G, method_spec(m).advantage, ddof=cfg.ddof, eps=cfg.eps).astype(dtype) for m in methods]
+    sums = [np.zeros(N) for _ in methods]
+    chunk = max(1, _CHUNK_ANSWERS // (N * (G if cfg.rollouts == "answers" else 1)))
+    p_rep, q_rep = np.tile(p, min(chunk, draws)), np.tile(q, min(chunk, draws))  # draw-major: c·N groups a chunk
+    done = 0
+    while done < draws:
+        c = min(chunk, draws - done)
+        right, flips = _draw_groups(rng, p_rep[: c * N], G, cfg, dtype)
+        k = (right if flips is None else right - flips[0] + flips[1]).astype(np.int64)
+        for total, table in zip(sums, tables):
+            s_right, s_wrong = advantage_sums(right, flips, G, table[k])
+            total += logit_gradient(s_right, s_wrong, G, p_rep[: c * N], q_rep[: c * N]).reshape(c, N).sum(axis=0)
+        done += c
+    return [total / draws for total in sums]
+
+
+# --------------------------------------------------------------------------- optimizers
+class _SGD:
+    """The torch engine's SGD (:class:`~.optim.SGD`): b ← μ·b + g (b ← g on the first step), z ← z − lr·b."""
+
+    def __init__(self, cfg, z):
+        self.lr, self.momentum, self.buffer = cfg.lr, cfg.momentum, None
+
+    def step(self, z, grad):
+        g = grad
+        if self.momentum:
+            self.buffer = grad.copy() if self.buffer is None else self.buffer * self.momentum + grad
+            g = self.buffer
+        z -= self.lr * g
+
+    def state(self, r=None) -> dict:
+        if self.buffer is None:
+            return {}
+        return {"opt_buffer": self.buffer if r is None else self.buffer[r]}
+
+    def load(self, states) -> None:
+        if "opt_buffer" in states[0]:
+            self.buffer = np.stack([s["opt_buffer"] for s in states])
+
+
+class _Adam:
+    """The torch engine's Adam (:class:`~.optim.Adam`): β = (0.9, 0.999), ε = 1e-8, torch's
+    single-tensor update written in numpy."""
+
+    betas, eps = (0.9, 0.999), 1e-8
+
+    def __init__(self, cfg, z):
+        self.lr, self.steps = cfg.lr, 0
+        self.exp_avg, self.exp_avg_sq = np.zeros_like(z), np.zeros_like(z)
+
+    def step(self, z, grad):
+        beta1, beta2 = self.betas
+        self.steps += 1
+        t = float(self.steps)
+        self.exp_avg += (grad - self.exp_avg) * (1 - beta1)
+        self.exp_avg_sq *= beta2
+        self.exp_avg_sq += grad * grad * (1 - beta2)
+        denom = np.sqrt(self.exp_avg_sq) / (1 - beta2**t) ** 0.5 + self.eps
+        z -= (self.lr / (1 - beta1**t)) * (self.exp_avg / denom)
+
+    def state(self, r=None) -> dict:
+        cut = (lambda x: x) if r is None else (lambda x: x[r])
+        return {"opt_steps": np.int64(self.steps), "opt_exp_avg": cut(self.exp_avg), "opt_exp_avg_sq": cut(self.exp_avg_sq)}
+
+    def load(self, states) -> None:
+        self.steps = int(states[0]["opt_steps"])
+        self.exp_avg = np.stack([s["opt_exp_avg"] for s in states])
+        self.exp_avg_sq = np.stack([s["opt_exp_avg_sq"] for s in states])
+
+
+# --------------------------------------------------------------------------- the program
+@dataclass
+class _Member:
+    """One run of a program: its position in the caller's list, config, folder, p0, checkpoint."""
+
+    pos: int
+    cfg: SimConfig
+    out: Path
+    p0: np.ndarray
+    ckpt: dict | None
+
+
+class Program:
+    """R runs of one config but for :data:`~.config.FREE_KEYS`: their logits as one (R, N) array."""
+
+    def __init__(self, members: list[_Member]):
+        self.members = members
+        self.cfgs = [m.cfg for m in members]
+        base = self.base = self.cfgs[0]
+        self.R, self.N = len(members), base.n_prompts
+        self.B = base.batch_size or self.N
+        self.dtype = np.dtype(base.dtype)
+        p0 = np.stack([m.p0 for m in members])  # (R, N) float64
+        self.z = np.log(p0 / (1.0 - p0)).astype(self.dtype)  # logit(p0), as the torch engine's float64 logit
+        self.z_ref = self.z.copy()
+        self.opt = (_SGD if base.optimizer == "sgd" else _Adam)(base, self.z)
+        self.rngs = [np.random.Generator(np.random.PCG64(sub_seed(c.seed, STREAM_ROLLOUTS))) for c in self.cfgs]
+        self.G = np.array([c.group_size for c in self.cfgs])[:, None]  # (R, 1)
+        self.G_f = self.G.astype(self.dtype)
+        self.D = np.array([c.max_draws if method_spec(c.method).redraws_silent else 1 for c in self.cfgs])[:, None]
+        tables = [advantage_rows(c.group_size, method_spec(c.method).advantage, ddof=c.ddof, eps=c.eps) for c in self.cfgs]
+        self.adv_flat = np.concatenate(tables).astype(self.dtype)  # run r's rows start at adv_at[r]
+        self.adv_at = np.cumsum([0] + [len(t) for t in tables[:-1]])[:, None]
+        self.decile = np.stack([decile_index(p) for p in p0])  # (R, N)
+        quart = np.empty((self.R, self.N), dtype=np.int64)
+        for r in range(self.R):
+            quart[r, np.argsort(p0[r], kind="stable")] = np.arange(self.N) * N_QUARTILES // self.N
+        self.quart_at = quart + np.arange(self.R)[:, None] * N_QUARTILES  # one bincount fills every run's bins
+        self.quart_n = np.stack([np.bincount(q, minlength=N_QUARTILES) for q in quart]).astype(np.float64)
+        self.ledgers = [Ledger(c.steps) for c in self.cfgs]
+        self.generations_cum = [0] * self.R
+        self.start = 0
+
+    # ----------------------------------------------------------------------- state
+    def population_state(self, p: np.ndarray) -> dict:
+        """Per run: mean p, mean 2·arcsin√p, mean p per initial quartile (R, 4)."""
+        q_sum = np.bincount(self.quart_at.reshape(-1), weights=p.reshape(-1), minlength=self.R * N_QUARTILES)
+        return {"mean_p": p.mean(axis=1), "mean_arcsin": (2 * np.arcsin(np.sqrt(p))).mean(axis=1),
+                "mean_p_q": q_sum.reshape(self.R, N_QUARTILES) / self.quart_n}
+
+    def population_summaries(self, z: np.ndarray) -> list[dict]:
+        s = self.population_state(_sigmoid(z).astype(np.float64))
+        return [{"mean_p": float(s["mean_p"][r]), "mean_arcsin": float(s["mean_arcsin"][r]),
+                 "quartile_mean_p": s["mean_p_q"][r].tolist()} for r in range(self.R)]
+
+    # ----------------------------------------------------------------------- one step
+    def draw(self, p_b: np.ndarray) -> dict:
+        """Each run's kept groups, drawn from its own stream: (R, B) arrays of right answers,
+        answers marked right (k), the verifier's flips (None when exact), groups drawn, first
+        draw silent, no update.
+
+        DAPO (D = max_draws > 1) draws every prompt's group, then again the prompts whose group
+        was silent, up to D groups in all; a prompt silent in every draw keeps its last group
+        (advantages 0).  Every drawn group counts as generation cost.
+        """
+        R, B, dtype = self.R, self.B, self.dtype
+        right = np.empty((R, B), dtype=dtype)
+        flips = (np.empty_like(right), np.empty_like(right)) if self.base.verifier_noise else None
+        k = right if flips is None else np.empty_like(right)
+        drawn = np.ones((R, B), dtype=np.int64)
+        silent = np.empty((R, B), dtype=bool)
+        first = np.empty((R, B), dtype=bool)
+        for r, rng in enumerate(self.rngs):
+            D, G = int(self.D[r, 0]), int(self.G[r, 0])
+            at, p = slice(None), p_b[r]
+            for d in range(D):
+                got, flipped = _draw_groups(rng, p, G, self.base, dtype)
+                right[r, at] = got
+                marked = got if flipped is None else got - flipped[0] + flipped[1]
+                if flips is not None:
+                    flips[0][r, at], flips[1][r, at] = flipped
+                    k[r, at] = marked
+                now = (marked == 0) | (marked == G)
+                if d == 0:
+                    first[r] = silent[r] = now
+                    at = np.flatnonzero(now)
+                else:
+                    drawn[r, at] += 1
+                    silent[r, at] = now
+                    at = at[now]
+                if at.size == 0:
+                    break
+                p = p_b[r, at]
+        return {"right": right, "flips": flips, "k": k, "drawn": drawn, "silent_first": first, "zero_update": silent}
+
+    def step(self, step: int) -> None:
+        t0 = time.perf_counter()
+        N, B = self.N, self.B
+        p_all, q_all = _sigmoid(self.z), _sigmoid(-self.z)  # the policy this step samples from
+        state = self.population_state(p_all.astype(np.float64))
+        idx = None
+        if B < N:
+            idx = np.stack([rng.permutation(N)[:B] for rng in self.rngs])
+        take = (lambda x: x) if idx is None else (lambda x: np.take_along_axis(x, idx, 1))
+        p_b, q_b = take(p_all), take(q_all)
+        g = self.draw(p_b)
+        adv = self.adv_flat[self.adv_at + g["k"].astype(np.int64)]  # (R, B, 2): each run's own table
+        s_right, s_wrong = advantage_sums(g["right"], g["flips"], self.G_f, adv)
+        dz = logit_gradient(s_right, s_wrong, self.G_f, p_b, q_b)
+        # The loss of the first (only) epoch, L = −Σ_j (S₊·log π(right) + S₋·log π(wrong))/G, per run;
+        # log σ(−z) = log σ(z) − z (absolute error ~1e-16·|z|).
+        z_b = take(self.z)
+        log_right = _log_sigmoid(z_b)
+        loss = -((s_right * log_right + s_wrong * (log_right - z_b)) / self.G_f).sum(axis=1)
+        grad = -dz if idx is None else _scatter(-dz, idx, N)
+        self.opt.step(self.z, grad)
+        self.fill_ledger(step, idx, p_b, g["silent_first"], g["zero_update"], g["drawn"], dz, loss, state)
+        wall = time.perf_counter() - t0
+        for ledger in self.ledgers:
+            ledger.put(step, wall_s=wall)
+
+    def fill_ledger(self, step, idx, p_b, silent_first, zero_update, drawn, dz, loss, state) -> None:
+        R = self.R
+        dec_b = self.decile if idx is None else np.take_along_axis(self.decile, idx, 1)
+        dec_at = dec_b + np.arange(R)[:, None] * N_DECILES
+        mass_d = np.bincount(dec_at.reshape(-1), weights=dz.reshape(-1).astype(np.float64), minlength=R * N_DECILES)
+        per_run = {"n_batch": np.full(R, float(self.B)), "silent": silent_first.sum(axis=1), "zero_update": zero_update.sum(axis=1),
+                   "groups": drawn.sum(axis=1), "generations": (drawn * self.G).sum(axis=1), "loss": loss}
+        p64 = p_b.astype(np.float64)
+        for r, cfg in enumerate(self.cfgs):
+            update = bool(cfg.closed_form_every) and step % cfg.closed_form_every == 0
+            host = {name: float(v[r]) for name, v in per_run.items()}
+            host.update(kl=0.0, clip_frac=0.0, grad_mass_d=mass_d[r * N_DECILES : (r + 1) * N_DECILES],
+                        mean_p=float(state["mean_p"][r]), mean_arcsin=float(state["mean_arcsin"][r]), mean_p_q=state["mean_p_q"][r])
+            host.update(closed_form_columns(p64[r], cfg.group_size, dec_b[r], cfg, update=update))
+            self.generations_cum[r] += int(host["generations"])
+            self.ledgers[r].put(step, **ledger_row(step, host, self.generations_cum[r]))
+
+    # ----------------------------------------------------------------------- checkpoints
+    def save(self, next_step: int) -> None:
+        for r, m in enumerate(self.members):
+            state = {"step": np.int64(next_step), "z": self.z[r], "z_ref": self.z_ref[r],
+                     "rng_state": np.str_(json.dumps(self.rngs[r].bit_generator.state)),
+                     "ledger": self.ledgers[r].table[:next_step], "ledger_columns": np.array(list(COLUMNS)),
+                     "engine": np.str_(ENGINE), **self.opt.state(r)}
+            buf = io.BytesIO()
+            np.savez(buf, **state)
+            write_atomic(m.out / NUMPY_CHECKPOINT_FILE, buf.getbuffer())
+            write_ledger(m.out / LEDGER_FILE, self.ledgers[r].table[:next_step])
+
+    def load(self, ckpts: list[dict]) -> None:
+        self.z = np.stack([c["z"] for c in ckpts]).astype(self.dtype)
+        self.z_ref = np.stack([c["z_ref"] for c in ckpts]).astype(self.dtype)
+        self.opt.load(ckpts)
+        for rng, c in zip(self.rngs, ckpts):
+            rng.bit_generator.state = json.loads(str(c["rng_state"]))
+        self.start = int(ckpts[0]["step"])
+        for r, (c, m) in enumerate(zip(ckpts, self.members)):
+            self.ledgers[r].table[: self.start] = c["ledger"]
+            self.generations_cum[r] = int(self.ledgers[r].get(self.start - 1, "generations_cum"))
+            write_ledger(m.out / LEDGER_FILE, self.ledgers[r].table[: self.start])  # a ledger that lags its checkpoint
+
+
+def _scatter(values: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
+    """(R, n) zeros with ``values`` (R, B) at ``idx`` (R, B): the gradient of every prompt."""
+    out = np.zeros((values.shape[0], n), dtype=values.dtype)
+    np.put_along_axis(out, idx, values, 1)
+    return out
+
+
+def read_checkpoint(path: Path, cfg: SimConfig) -> dict:
+    """A numpy run's checkpoint, checked (a damaged one is named in one line)."""
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            ckpt = {k: f[k] for k in f.files}
+    except Exception as exc:  # a cut or overwritten file fails in zipfile or numpy's reader
+        raise damaged(path, f"{type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}") from None
+    missing = [k for k in _CHECKPOINT_KEYS if k not in ckpt]
+    if missing:
+        raise damaged(path, f"no {missing[0]!r} entry")
+    if list(ckpt["ledger_columns"]) != list(COLUMNS):
+        raise InputError(f"{str(path)!r}: the checkpoint's ledger has other columns (written by another version)")
+    start, rows = int(ckpt["step"]), ckpt["ledger"]
+    n = cfg.n_prompts
+    if not (0 < start <= cfg.steps and rows.shape == (start, len(COLUMNS)) and ckpt["z"].shape == (n,)
+            and ckpt["z_ref"].shape == (n,)):
+        raise damaged(path, f"step {start} and arrays of shapes {rows.shape}, {ckpt['z'].shape} do not fit a run of "
+                      f"{cfg.steps} steps over {n} prompts")
+    try:
+        state = json.loads(str(ckpt["rng_state"]))
+        np.random.PCG64().state = state
+    except (ValueError, TypeError, KeyError) as exc:
+        raise damaged(path, f"its random state does not load ({type(exc).__name__})") from None
+    opt_keys = ("opt_steps", "opt_exp_avg", "opt_exp_avg_sq") if cfg.optimizer == "adam" else ()
+    if any(k not in ckpt for k in opt_keys):
+        raise damaged(path, "no Adam state")
+    return ckpt
+
+
+# --------------------------------------------------------------------------- running
+def run_programs(runs, *, resume: bool = False, progress: bool = True, on_step=None, notify=None,
+                 max_runs: int | None = None) -> list[dict]:
+    """Run ``(config, out_dir)`` pairs on this engine; their summaries, in order.
+
+    Runs of one :func:`program_key` at the same next step share a program (at most ``max_runs``
+    runs each); a finished run's summary is read back, an unfinished one needs ``resume``.  Each
+    run folder is held (:func:`gsd.lock.hold_folder`) while its program runs.
+    """
+    from contextlib import ExitStack
+
+    items = [(c if isinstance(c, SimConfig) else SimConfig.from_dict(c), Path(o)) for c, o in runs]
+    summaries: list[dict | None] = [None] * len(items)
+    say = notify or (lambda message: None)
+    p0s = [initial_solve_rates(cfg) for cfg, _ in items]  # before any folder: a bad source = no folder
+    with ExitStack() as held:
+        pending: dict = {}
+        for pos, ((cfg, out), p0) in enumerate(zip(items, p0s)):
+            held.enter_context(hold_folder(out, option="out_dir"))
+            mode, found = open_run_folder(out, cfg, resume, engine=ENGINE)
+            if mode == "done":
+                say(f"{cfg.name}: finished earlier ({cfg.steps} steps in {str(out)!r}); its summary is read back, nothing reruns")
+                summaries[pos] = found
+                continue
+            ckpt = read_checkpoint(found, cfg) if mode == "resume" else None
+            start = int(ckpt["step"]) if ckpt is not None else 0
+            if ckpt is not None:
+                say(f"{cfg.name}: resuming at step {start} of {cfg.steps} (the checkpoint in {str(out)!r})")
+            elif mode == "restart":
+                say(f"{cfg.name}: no checkpoint in {str(out)!r} yet; starting at step 0 of {cfg.steps}")
+            pending.setdefault((program_key(cfg), start), []).append(_Member(pos, cfg, out, p0, ckpt))
+        for members in pending.values():
+            size = max_runs or len(members)
+            for s in range(0, len(members), size):
+                chunk = members[s : s + size]
+                for m, summary in zip(chunk, _run_program(chunk, progress=progress, on_step=on_step)):
+                    summaries[m.pos] = summary
+    return summaries
+
+
+def _run_program(members: list[_Member], *, progress: bool, on_step) -> list[dict]:
+    from ..progress import progress_bar
+
+    prog = Program(members)
+    if members[0].ckpt is not None:
+        prog.load([m.ckpt for m in members])
+    base, steps = prog.base, prog.base.steps
+    initial = prog.population_summaries(prog.z_ref)
+    desc = f"{base.name} [{base.method}]" if prog.R == 1 else f"{prog.R} runs"
+    bar = progress_bar(total=steps, initial=prog.start, disable=not progress, desc=desc, unit="step")
+    saved = done = prog.start
+    try:
+        for step in range(prog.start, steps):
+            prog.step(step)
+            done = step + 1
+            if done % base.checkpoint_every == 0 or done == steps:
+                prog.save(done)
+                saved = done
+            bar.update(1)
+            if on_step is not None:
+                on_step(step)
+    except KeyboardInterrupt:
+        bar.close()
+        m = members[0]
+        raise RunInterrupted(m.out, m.cfg.name if prog.R == 1 else f"{prog.R} runs", done, steps, saved) from None
+    bar.close()
+    final = prog.population_summaries(prog.z)
+    out = []
+    for r, m in enumerate(prog.members):
+        verify_ledger(m.out, prog.ledgers[r].table[:steps])
+        summary = summarise(prog.ledgers[r].columns(), m.cfg, initial=initial[r], final=final[r], device="cpu", threads=1,
+                            engine=ENGINE)
+        write_json(m.out / SUMMARY_FILE, summary)  # written last: it marks the run complete
+        out.append(read_json(m.out / SUMMARY_FILE))
+    return out
