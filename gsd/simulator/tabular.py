@@ -113,22 +113,23 @@ def _log_sigmoid(z):
 
 
 def _draw_groups(rng, p: np.ndarray, G: int, cfg, dtype):
-    """One group of G answers per entry of the 1-d ``p`` from ``rng``: right answers, and the
-    verifier's flips (right ones marked wrong, wrong ones marked right; None when exact), each
-    (len(p),) in ``dtype`` — as G answers (``rollouts = "answers"``: (G, len(p)) uniforms,
-    answer-major, so that the count is a sum over rows, ~4× faster than along a short last axis)
-    or as binomial counts."""
+    """One group of G answers per entry of ``p`` (shape (..., n)) from ``rng``: right answers,
+    and the verifier's flips (right ones marked wrong, wrong ones marked right; None when
+    exact), each of p's shape in ``dtype`` — as G answers (``rollouts = "answers"``: (..., G, n)
+    uniforms, answer-major within each row of p, so that the count is a sum over rows, ~4×
+    faster than along a short last axis) or as binomial counts (in p's order)."""
     noise = cfg.verifier_noise
     if cfg.rollouts == "counts":
         right = rng.binomial(G, p)
         flips = (rng.binomial(right, noise), rng.binomial(G - right, noise)) if noise else None
     else:
-        ans = rng.random((G, p.size), dtype=dtype) < p
-        right = ans.sum(axis=0)
+        shape = (*p.shape[:-1], G, p.shape[-1])
+        ans = rng.random(shape, dtype=dtype) < p[..., None, :]
+        right = ans.sum(axis=-2)
         flips = None
         if noise:
-            flip = rng.random((G, p.size), dtype=dtype) < noise
-            flips = ((ans & flip).sum(axis=0), (~ans & flip).sum(axis=0))
+            flip = rng.random(shape, dtype=dtype) < noise
+            flips = ((ans & flip).sum(axis=-2), (~ans & flip).sum(axis=-2))
     cast = lambda x: x.astype(dtype)  # noqa: E731
     return cast(right), (None if flips is None else (cast(flips[0]), cast(flips[1])))
 
@@ -152,15 +153,16 @@ def mean_updates(cfg: SimConfig, p0: np.ndarray, methods, draws: int, rng) -> li
     tables = [advantage_rows(G, method_spec(m).advantage, ddof=cfg.ddof, eps=cfg.eps).astype(dtype) for m in methods]
     sums = [np.zeros(N) for _ in methods]
     chunk = max(1, _CHUNK_ANSWERS // (N * (G if cfg.rollouts == "answers" else 1)))
-    p_rep, q_rep = np.tile(p, min(chunk, draws)), np.tile(q, min(chunk, draws))  # draw-major: c·N groups a chunk
     done = 0
     while done < draws:
         c = min(chunk, draws - done)
-        right, flips = _draw_groups(rng, p_rep[: c * N], G, cfg, dtype)
+        # c independent groups of every prompt, draw after draw: without verifier noise the
+        # stream does not depend on the split into chunks.
+        right, flips = _draw_groups(rng, np.broadcast_to(p, (c, N)), G, cfg, dtype)
         k = (right if flips is None else right - flips[0] + flips[1]).astype(np.int64)
         for total, table in zip(sums, tables):
             s_right, s_wrong = advantage_sums(right, flips, G, table[k])
-            total += logit_gradient(s_right, s_wrong, G, p_rep[: c * N], q_rep[: c * N]).reshape(c, N).sum(axis=0)
+            total += logit_gradient(s_right, s_wrong, G, p, q).sum(axis=0)
         done += c
     return [total / draws for total in sums]
 

@@ -13,8 +13,8 @@ from gsd.simulator import batch_key
 from gsd.simulator.batched import run_many
 from gsd.simulator.ledger import WALL_COLUMNS
 
-PAPER = SimConfig(n_prompts=512, steps=7, checkpoint_every=3, device="cpu")
-EVERYTHING = SimConfig(n_prompts=448, steps=6, checkpoint_every=4, device="cpu", rollouts="counts", optimizer="adam", lr=0.02,
+PAPER = SimConfig(n_prompts=512, steps=7, checkpoint_every=3, device="cpu", engine="torch")
+EVERYTHING = SimConfig(n_prompts=448, steps=6, checkpoint_every=4, device="cpu", engine="torch", rollouts="counts", optimizer="adam", lr=0.02,
                        batch_size=160, verifier_noise=0.1, ppo_epochs=2, clip=True, clip_low=0.2, clip_high=0.28,
                        kl_coef=0.05, dtype="float32")
 # Seeds, methods, group sizes and std conventions mixed in one program.

@@ -104,16 +104,19 @@ def test_campaign_figure_fits_its_fixed_margins(campaign):
     assert top.x0 >= 0 and top.x1 <= fig.bbox.width and top.y1 <= fig.bbox.height
 
 
-def test_decile_methods_are_paired(monkeypatch):
+@pytest.mark.parametrize("engine", ["numpy", "torch"])
+def test_decile_methods_are_paired(monkeypatch, engine):
     """Every method scores the same drawn groups: Dr.GRPO measured beside GRPO is Dr.GRPO
     measured alone, and the split of the draws into chunks changes nothing but rounding."""
-    import gsd.simulator.campaign as campaign_module
+    import gsd.simulator.engine as engine_module
+    import gsd.simulator.tabular as tabular_module
     from gsd.simulator.campaign import measure_initial_deciles
 
-    cfg = SimConfig.from_dict(load_campaign(None, {"n_prompts": 500})["base"])
+    cfg = SimConfig.from_dict({**load_campaign(None, {"n_prompts": 500})["base"], "engine": engine})
     both = measure_initial_deciles(cfg, draws=12, methods=["grpo", "dr_grpo"])
     assert measure_initial_deciles(cfg, draws=12, methods=["dr_grpo"])["dr_grpo"] == both["dr_grpo"]
-    monkeypatch.setattr(campaign_module, "SMALL_STEP", 500 * 8 * 5)  # chunks of 5, 5, 2 draws
+    monkeypatch.setattr(engine_module, "SMALL_STEP", 500 * 8 * 5)  # chunks of 5, 5, 2 draws
+    monkeypatch.setattr(tabular_module, "_CHUNK_ANSWERS", 500 * 8 * 5)
     split = measure_initial_deciles(cfg, draws=12, methods=["grpo", "dr_grpo"])
     for m in ("grpo", "dr_grpo"):
         np.testing.assert_allclose(split[m]["share_measured"], both[m]["share_measured"], rtol=1e-12)

@@ -61,10 +61,10 @@ def test_run_and_resume_flags(tmp_path, capsys):
 @pytest.fixture
 def ctrl_c_at(monkeypatch):
     """``ctrl_c_at(n)``: the next runs get a KeyboardInterrupt when step ``n`` (0-based) starts;
-    ``ctrl_c_at(None)`` lets them run."""
-    from gsd.simulator import engine
+    ``ctrl_c_at(None)`` lets them run.  Both engines' steps are armed."""
+    from gsd.simulator import engine, tabular
 
-    real_step = engine.train_step
+    real_step, real_program_step = engine.train_step, tabular.Program.step
 
     def arm(at):
         def step_or_interrupt(run, step):
@@ -72,7 +72,13 @@ def ctrl_c_at(monkeypatch):
                 raise KeyboardInterrupt
             return real_step(run, step)
 
+        def program_step_or_interrupt(prog, step):
+            if step == at:
+                raise KeyboardInterrupt
+            return real_program_step(prog, step)
+
         monkeypatch.setattr(engine, "train_step", real_step if at is None else step_or_interrupt)
+        monkeypatch.setattr(tabular.Program, "step", real_program_step if at is None else program_step_or_interrupt)
 
     return arm
 

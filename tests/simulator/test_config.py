@@ -98,7 +98,7 @@ def test_run_folder_guards(tmp_path):
     run = tmp_path / "run"
     summary = run_simulation(cfg, run, progress=False)
     assert is_complete(run) and summary["complete"] and summary["steps"] == 3
-    assert set(os.listdir(run)) == {"config.json", "ledger.parquet", "checkpoint.pt", "summary.json"}
+    assert set(os.listdir(run)) == {"config.json", "ledger.parquet", "checkpoint.npz", "summary.json"}  # the numpy engine's
     stamp = (run / "ledger.parquet").stat().st_mtime_ns
     assert run_simulation(cfg, run, progress=False) == summary  # finished: read back
     assert (run / "ledger.parquet").stat().st_mtime_ns == stamp

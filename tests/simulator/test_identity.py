@@ -10,16 +10,20 @@ import torch
 
 from gsd.simulator import SimConfig, read_ledger, run_simulation
 
-from .conftest import expected_update_of_k, replay_first_step
+from .conftest import expected_update_of_k, final_state, replay_first_step
+
+# Both engines: autograd through the torch policy, and the numpy engine's written-out gradient.
+ENGINES = pytest.mark.parametrize("engine", ["numpy", "torch"])
 
 
 def _one_step(tmp_path, **kw):
     cfg = SimConfig(steps=1, device="cpu", checkpoint_every=1, **kw)
     summary = run_simulation(cfg, tmp_path / "run", progress=False)
-    ckpt = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
-    return cfg, summary, ckpt, read_ledger(tmp_path / "run")
+    assert summary["engine"] == kw.get("engine", summary["engine"])
+    return cfg, summary, final_state(tmp_path / "run"), read_ledger(tmp_path / "run")
 
 
+@ENGINES
 @pytest.mark.parametrize("rollouts", ["answers", "counts"])
 @pytest.mark.parametrize(
     "method, ddof, eps, G, lr",
@@ -32,15 +36,16 @@ def _one_step(tmp_path, **kw):
         ("grpo", 0, 0.1, 8, 1.0),  # σ²/(σ + eps)
     ],
 )
-def test_each_logit_moves_by_the_identity(tmp_path, method, ddof, eps, G, lr, rollouts):
+def test_each_logit_moves_by_the_identity(tmp_path, method, ddof, eps, G, lr, rollouts, engine):
     cfg, summary, ckpt, ledger = _one_step(
-        tmp_path, n_prompts=3000, group_size=G, method=method, ddof=ddof, eps=eps, lr=lr, seed=11, rollouts=rollouts
+        tmp_path, n_prompts=3000, group_size=G, method=method, ddof=ddof, eps=eps, lr=lr, seed=11, rollouts=rollouts,
+        engine=engine,
     )
     idx, p0, k = replay_first_step(cfg)
     k = k[0]
     g = expected_update_of_k(k, G, method, ddof, eps)
     z0 = torch.logit(torch.as_tensor(p0, dtype=torch.float64)).numpy()
-    dz = ckpt["policy"]["z"].numpy() - z0
+    dz = ckpt["z"] - z0
     np.testing.assert_allclose(dz / lr, g, rtol=1e-12, atol=1e-14)
     assert ((k == 0) | (k == G)).any() and (g > 0).any()  # both kinds of group occurred
     # The ledger's autograd gradient mass is the same sum.
@@ -49,27 +54,30 @@ def test_each_logit_moves_by_the_identity(tmp_path, method, ddof, eps, G, lr, ro
     assert ledger["generations"].iloc[0] == cfg.n_prompts * G
 
 
+@ENGINES
 @pytest.mark.parametrize("rollouts", ["answers", "counts"])
-def test_batch_prompts_only(tmp_path, rollouts):
+def test_batch_prompts_only(tmp_path, rollouts, engine):
     """With batch_size < n_prompts only the sampled prompts move, each by its own σ."""
-    cfg, _, ckpt, ledger = _one_step(tmp_path, n_prompts=2000, batch_size=300, seed=5, lr=1.0, rollouts=rollouts)
+    cfg, _, ckpt, ledger = _one_step(tmp_path, n_prompts=2000, batch_size=300, seed=5, lr=1.0, rollouts=rollouts,
+                                     engine=engine)
     idx, p0, k = replay_first_step(cfg)
     g = np.zeros(cfg.n_prompts)
     g[idx] = expected_update_of_k(k[0], cfg.group_size, "grpo")
-    dz = ckpt["policy"]["z"].numpy() - torch.logit(torch.as_tensor(p0, dtype=torch.float64)).numpy()
+    dz = ckpt["z"] - torch.logit(torch.as_tensor(p0, dtype=torch.float64)).numpy()
     np.testing.assert_allclose(dz, g, rtol=1e-12, atol=1e-14)
     outside = np.setdiff1d(np.arange(cfg.n_prompts), idx)
     assert (dz[outside] == 0).all()
     assert ledger["n_batch"].iloc[0] == 300 and ledger["generations"].iloc[0] == 300 * cfg.group_size
 
 
+@ENGINES
 @pytest.mark.parametrize("rollouts", ["answers", "counts"])
-def test_dapo_accounting(tmp_path, rollouts):
+def test_dapo_accounting(tmp_path, rollouts, engine):
     """DAPO: up to D draws per prompt, every draw counted; silent after D draws → no update."""
     G, D = 4, 3
     cfg, summary, ckpt, ledger = _one_step(
         tmp_path, n_prompts=2000, group_size=G, method="dapo", max_draws=D, seed=2, lr=1.0, rollouts=rollouts,
-        difficulty="beta", beta_mixture=[[0.5, 0.3, 3.0], [0.5, 3.0, 0.3]], p_min=0.01, p_max=0.99,
+        difficulty="beta", beta_mixture=[[0.5, 0.3, 3.0], [0.5, 3.0, 0.3]], p_min=0.01, p_max=0.99, engine=engine,
     )
     idx, p0, k = replay_first_step(cfg)  # (D, N)
     silent = (k == 0) | (k == G)
@@ -79,7 +87,7 @@ def test_dapo_accounting(tmp_path, rollouts):
     first = np.argmax(~silent, axis=0)
     k_kept = k[first, np.arange(cfg.n_prompts)]
     g = np.where(all_silent, 0.0, expected_update_of_k(k_kept, G, "grpo"))
-    dz = ckpt["policy"]["z"].numpy() - torch.logit(torch.as_tensor(p0, dtype=torch.float64)).numpy()
+    dz = ckpt["z"] - torch.logit(torch.as_tensor(p0, dtype=torch.float64)).numpy()
     assert all_silent.sum() > 20 and (draws_used == 2).sum() > 20  # the test exercises redraws
     assert (dz[all_silent] == 0).all()
     np.testing.assert_allclose(dz, g, rtol=1e-12, atol=1e-14)

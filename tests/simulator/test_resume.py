@@ -7,12 +7,15 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from gsd.simulator import SimConfig, is_complete, read_ledger, run_simulation
 from gsd.simulator.ledger import WALL_COLUMNS
+
+from .conftest import final_state
 
 # The child dies like SIGKILL (os._exit: no clean-up) right after step KILL_AFTER is done.
 _CHILD = """
@@ -36,6 +39,10 @@ def _killed_run(cfg, folder, after_step):
 CONFIGS = {
     # The paper's arm, small.
     "tabular-grpo": SimConfig(n_prompts=800, steps=11, checkpoint_every=4, device="cpu", seed=1),
+    "tabular-grpo-torch": SimConfig(n_prompts=800, steps=11, checkpoint_every=4, device="cpu", seed=1, engine="torch"),
+    # The numpy engine's stateful pieces: Adam moments, batches, DAPO redraws, verifier noise, float32.
+    "tabular-numpy-everything": SimConfig(n_prompts=600, steps=9, checkpoint_every=3, device="cpu", seed=2,
+        optimizer="adam", lr=0.05, method="dapo", max_draws=3, batch_size=250, verifier_noise=0.1, dtype="float32"),
     # Every stateful piece at once: network, Adam moments, batches, DAPO redraws, verifier
     # noise, PPO epochs with clipping, KL to the initial policy, float32, binomial counts.
     "mlp-dapo-everything": SimConfig(rollouts="counts",
@@ -56,7 +63,7 @@ def test_resume_after_kill_equals_uninterrupted(tmp_path, name):
     kill_after = cfg.steps - 5  # dies between two checkpoints, so some finished steps are lost
     _killed_run(cfg, cut, kill_after)
     assert not is_complete(cut)
-    ckpt = torch.load(cut / "checkpoint.pt", weights_only=True)
+    ckpt = final_state(cut)
     assert 0 < ckpt["step"] < kill_after + 1
     assert len(read_ledger(cut)) == ckpt["step"]
     with pytest.raises(ValueError, match="resume"):
@@ -68,6 +75,12 @@ def test_resume_after_kill_equals_uninterrupted(tmp_path, name):
     b = read_ledger(cut).drop(columns=list(WALL_COLUMNS))
     assert len(a) == cfg.steps
     pd.testing.assert_frame_equal(a, b, check_exact=True)
+    if (whole / "checkpoint.npz").is_file():  # the numpy engine: every array of the checkpoint
+        with np.load(whole / "checkpoint.npz") as fa, np.load(cut / "checkpoint.npz") as fb:
+            assert fa.files == fb.files
+            for key in fa.files:
+                assert np.array_equal(fa[key], fb[key]) or key == "ledger", key  # the ledger differs by wall_s
+        return
     pa = torch.load(whole / "checkpoint.pt", weights_only=True)["policy"]
     pb = torch.load(cut / "checkpoint.pt", weights_only=True)["policy"]
     for key in pa:
@@ -84,7 +97,7 @@ def test_ledger_file_is_the_checkpoint_table(tmp_path):
     cfg = SimConfig(n_prompts=300, steps=5, checkpoint_every=2, device="cpu", closed_form_every=2, method="dapo")
     run_simulation(cfg, tmp_path / "r", progress=False)
     ledger = read_ledger(tmp_path / "r")
-    table = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)["ledger"].numpy()
+    table = final_state(tmp_path / "r")["ledger"]
     assert list(ledger.columns) == list(COLUMNS) and table.shape == (5, len(COLUMNS))
     pd.testing.assert_frame_equal(ledger, ledger_frame(table), check_exact=True)
     assert all(ledger[c].dtype == np.int64 for c in INT_COLUMNS)
