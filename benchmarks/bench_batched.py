@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/bench_batched.py --out runs/bench_batched.json [--seeds 10] [--repeats 1]
 
-The workload: paper-size runs (the default config: 6,000 Big-Math prompts, G = 8, 150 steps,
+Both engines (``--engines``): the numpy engine (what ``engine = "auto"`` runs on a CPU) and
+the torch engine.  The workload: paper-size runs (the default config: 6,000 Big-Math prompts, G = 8, 150 steps,
 SGD lr 0.5, float64, checkpoints every 25 steps), ``--seeds`` seeds × GRPO, Dr.GRPO and DAPO
 (≤ 4 draws) — 30 runs by default.  ``separate``: ``run_simulation`` on each run in turn, in this
 process (no interpreter start-up counted: the floor of running them apart); ``batched``:
@@ -30,7 +31,7 @@ from bench_busy import load_snapshot  # noqa: E402  (the machine's load, as the 
 
 from gsd.atomic import write_json  # noqa: E402
 from gsd.simulator import SimConfig, read_ledger, run_simulation  # noqa: E402
-from gsd.simulator.batched import run_many  # noqa: E402
+from gsd.simulator import run_many  # noqa: E402
 from gsd.simulator.ledger import WALL_COLUMNS  # noqa: E402
 
 METHODS = ("grpo", "dr_grpo", "dapo")
@@ -38,6 +39,38 @@ METHODS = ("grpo", "dr_grpo", "dapo")
 
 def uptime() -> str:
     return load_snapshot()["uptime"]
+
+
+def _time_engine(base: SimConfig, args) -> dict:
+    cfgs = [base.with_overrides({"seed": s, "method": m, "name": f"{m}-s{s}"}) for s in range(args.seeds) for m in METHODS]
+    work = Path(tempfile.mkdtemp(prefix="gsd-bench-batched-"))
+    out = {}
+    try:
+        run_simulation(base.with_overrides({"n_prompts": 96, "steps": 2}), work / "warm", progress=False)  # one-time imports
+        sep, bat = [], []
+        for i in range(args.repeats):
+            out["uptime_separate"] = uptime()
+            t0 = time.perf_counter()
+            sums_sep = [run_simulation(c, work / f"sep{i}" / c.name, progress=False) for c in cfgs]
+            sep.append(time.perf_counter() - t0)
+            out["uptime_batched"] = uptime()
+            t0 = time.perf_counter()
+            sums_bat = run_many([(c, work / f"bat{i}" / c.name) for c in cfgs], progress=False)
+            bat.append(time.perf_counter() - t0)
+        out["separate_s"], out["batched_s"] = min(sep), min(bat)
+        out["speedup"] = min(sep) / min(bat)
+        out["threads"] = {"separate": sorted({s["threads"] for s in sums_sep}), "batched": sorted({s["threads"] for s in sums_bat})}
+        out["engine"] = sorted({s["engine"] for s in sums_sep + sums_bat})
+        same = []
+        for c in cfgs:
+            a = read_ledger(work / "sep0" / c.name).drop(columns=list(WALL_COLUMNS)).to_numpy()
+            b = read_ledger(work / "bat0" / c.name).drop(columns=list(WALL_COLUMNS)).to_numpy()
+            same.append(bool(np.array_equal(a, b, equal_nan=True)))
+        out["identical"] = all(same)
+        out["identical_runs"] = int(sum(same))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
 
 
 def main(argv=None) -> int:
@@ -49,44 +82,25 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--rollouts", default="answers", choices=("answers", "counts"))
     ap.add_argument("--closed-form-every", type=int, default=1, help="0: no exact update sums (the per-run closed forms' share)")
+    ap.add_argument("--engines", default="numpy,torch", help="comma-separated: numpy, torch")
     args = ap.parse_args(argv)
     base = SimConfig(device=args.device, steps=args.steps, rollouts=args.rollouts, closed_form_every=args.closed_form_every)
-    cfgs = [base.with_overrides({"seed": s, "method": m, "name": f"{m}-s{s}"}) for s in range(args.seeds) for m in METHODS]
-    work = Path(tempfile.mkdtemp(prefix="gsd-bench-batched-"))
     results = {"machine": {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform(),
                            "torch_default_threads": torch.get_num_threads()},
-               "runs": len(cfgs), "steps": args.steps, "n_prompts": base.n_prompts, "group_size": base.group_size,
+               "runs": 3 * args.seeds, "steps": args.steps, "n_prompts": base.n_prompts, "group_size": base.group_size,
                "rollouts": base.rollouts, "closed_form_every": base.closed_form_every}
-    try:
-        run_simulation(base.with_overrides({"n_prompts": 96, "steps": 2}), work / "warm", progress=False)  # one-time imports
-        sep, bat = [], []
-        for i in range(args.repeats):
-            results["uptime_separate"] = uptime()
-            t0 = time.perf_counter()
-            sums_sep = [run_simulation(c, work / f"sep{i}" / c.name, progress=False) for c in cfgs]
-            sep.append(time.perf_counter() - t0)
-            results["uptime_batched"] = uptime()
-            t0 = time.perf_counter()
-            sums_bat = run_many([(c, work / f"bat{i}" / c.name) for c in cfgs], progress=False)
-            bat.append(time.perf_counter() - t0)
-        results["separate_s"], results["batched_s"] = min(sep), min(bat)
-        results["speedup"] = min(sep) / min(bat)
-        results["threads"] = {"separate": sorted({s["threads"] for s in sums_sep}), "batched": sorted({s["threads"] for s in sums_bat})}
-        same = []
-        for c in cfgs:
-            a = read_ledger(work / "sep0" / c.name).drop(columns=list(WALL_COLUMNS)).to_numpy()
-            b = read_ledger(work / "bat0" / c.name).drop(columns=list(WALL_COLUMNS)).to_numpy()
-            same.append(bool(np.array_equal(a, b, equal_nan=True)))
-        results["identical"] = all(same)
-        results["identical_runs"] = int(sum(same))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    print(f"{len(cfgs)} paper-size runs ({args.seeds} seeds x {', '.join(METHODS)}; {base.n_prompts} prompts, G = {base.group_size}, "
-          f"{args.steps} steps; rollouts {base.rollouts}, closed forms every {base.closed_form_every})")
-    print(f"  separate (run_simulation in turn): {results['separate_s']:.2f} s   threads {results['threads']['separate']}")
-    print(f"  batched  (run_many, one program):  {results['batched_s']:.2f} s   threads {results['threads']['batched']}")
-    print(f"  speed-up: {results['speedup']:.2f}x; ledgers identical: {results['identical_runs']}/{len(cfgs)}")
-    print(f"  load: {results['uptime_batched']}")
+    for engine in args.engines.split(","):
+        results[engine] = _time_engine(base.with_overrides({"engine": engine}), args)
+    print(f"{results['runs']} paper-size runs ({args.seeds} seeds x {', '.join(METHODS)}; {base.n_prompts} prompts, "
+          f"G = {base.group_size}, {args.steps} steps; rollouts {base.rollouts}, closed forms every {base.closed_form_every})")
+    for engine in args.engines.split(","):
+        r = results[engine]
+        print(f"  {engine} engine: separate (run_simulation in turn) {r['separate_s']:.2f} s, batched (run_many, one "
+              f"program) {r['batched_s']:.2f} s: {r['speedup']:.2f}x; threads {r['threads']}; ledgers identical "
+              f"{r['identical_runs']}/{results['runs']}; load {r['uptime_batched']}")
+    if "numpy" in results and "torch" in results:
+        results["torch_separate_over_numpy_batched"] = results["torch"]["separate_s"] / results["numpy"]["batched_s"]
+        print(f"  torch engine run by run / numpy engine batched: {results['torch_separate_over_numpy_batched']:.2f}x")
     write_json(Path(args.out), results)
     print(f"wrote {args.out}")
     return 0

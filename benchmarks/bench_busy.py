@@ -1,12 +1,14 @@
 """Per-step cost at 10^5 prompts × G = 64 on an idle machine and beside one CPU-bound process
-(a script, not a test): the engine's chosen thread count against torch's default and the numpy
-loop, each ratio from this one run.
+(a script, not a test): the numpy engine (what ``engine = "auto"`` runs on a CPU), the torch
+engine on its chosen thread count and on torch's default, against the numpy loop, each ratio
+from this one run.
 
     .venv/bin/python benchmarks/bench_busy.py --out runs/bench_busy.json
 
 Two conditions, one after the other: ``idle`` (nothing started by this script) and ``busy``
 (this script starts one process spinning ``while True: pass`` on a core, and stops it by its
-pid after the condition).  In each: the engine with its default thread count (chosen by the
+pid after the condition).  In each: the numpy engine (:mod:`gsd.simulator.tabular`, one
+thread), the torch engine with its default thread count (chosen by the
 probe of :func:`gsd.simulator.engine.choose_threads`; the summary's ``threads``), the engine on
 torch's default count forced (what a run used before the choice, ``--threads N``), and
 the numpy loop of ``bench_simulator.py`` at its ``ledger`` level (every ledger column with the
@@ -63,7 +65,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     default_threads = torch.get_num_threads()
     cfg = SimConfig(n_prompts=args.prompts, group_size=args.group_size, steps=args.steps + 1, device="cpu", dtype="float32",
-                    replace=args.prompts > 191_501, checkpoint_every=10**6, rollouts="counts", closed_form_every=1)
+                    replace=args.prompts > 191_501, checkpoint_every=10**6, rollouts="counts", closed_form_every=1,
+                    engine="torch")
     p0 = initial_solve_rates(cfg)
     work = Path(tempfile.mkdtemp(prefix="gsd-bench-busy-"))
     results = {"machine": {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform(),
@@ -78,6 +81,8 @@ def main(argv=None) -> int:
                 time.sleep(1.0)
             try:
                 row = {"load_before": load_snapshot()}
+                t, n = engine_step(cfg.with_overrides({"engine": "numpy"}), work / f"{condition}-numpy", None)
+                row["engine_numpy"] = {"s_per_step": t, "threads": n}
                 t, n = engine_step(cfg, work / f"{condition}-chosen", None)
                 row["engine_chosen"] = {"s_per_step": t, "threads": n}
                 t, n = engine_step(cfg, work / f"{condition}-default", default_threads)
@@ -90,6 +95,7 @@ def main(argv=None) -> int:
                     spinner.kill()
                     spinner.wait()
             ref = row["numpy_ledger"]["s_per_step"]
+            row["ratio_numpy"] = row["engine_numpy"]["s_per_step"] / ref
             row["ratio_chosen"] = row["engine_chosen"]["s_per_step"] / ref
             row["ratio_torch_default"] = row["engine_torch_default"]["s_per_step"] / ref
             results[condition] = row
@@ -97,12 +103,14 @@ def main(argv=None) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
     print(f"{args.prompts:,} prompts x G = {args.group_size}, counts, closed forms every step, s/step (median)")
-    print(f"{'condition':<6} {'chosen':>16} {'torch default':>20} {'numpy':>9} {'ratio chosen':>13} {'ratio default':>14}")
+    print(f"{'condition':<6} {'numpy engine':>13} {'torch chosen':>16} {'torch default':>20} {'numpy loop':>10} "
+          f"{'ratio numpy':>12} {'ratio chosen':>13} {'ratio default':>14}")
     for c in ("idle", "busy"):
         r = results[c]
-        print(f"{c:<6} {r['engine_chosen']['s_per_step']:>9.4f} ({r['engine_chosen']['threads']} thr) "
+        print(f"{c:<6} {r['engine_numpy']['s_per_step']:>13.4f} {r['engine_chosen']['s_per_step']:>9.4f} ({r['engine_chosen']['threads']} thr) "
               f"{r['engine_torch_default']['s_per_step']:>12.4f} ({r['engine_torch_default']['threads']} thr) "
-              f"{r['numpy_ledger']['s_per_step']:>9.4f} {r['ratio_chosen']:>13.2f} {r['ratio_torch_default']:>14.2f}")
+              f"{r['numpy_ledger']['s_per_step']:>10.4f} {r['ratio_numpy']:>12.2f} {r['ratio_chosen']:>13.2f} "
+              f"{r['ratio_torch_default']:>14.2f}")
     print("load before each condition (uptime):")
     for c in ("idle", "busy"):
         print(f"  {c}: {results[c]['load_before']['uptime']}")

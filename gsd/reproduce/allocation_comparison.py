@@ -129,20 +129,13 @@ def _generations_to(x, y, target, budget):
 def _decomposition(run_dir) -> list[float]:
     """Change of mean 2·arcsin√p from the start to the run's end, by initial-difficulty quartile
     (hardest first; each part is Σ over the quartile / all prompts, so the parts sum to the change)."""
-    import torch
-
     from ..simulator.config import SimConfig
-    from ..simulator.policy import make_policy
-    from ..simulator.population import STREAM_INIT, initial_solve_rates, sub_seed
+    from ..simulator.population import initial_solve_rates
+    from ..simulator.runfolder import final_solve_rates
 
     cfg = SimConfig.from_dict(read_json(Path(run_dir) / "config.json"))
     p0 = initial_solve_rates(cfg)
-    policy = make_policy(cfg, p0, seed=sub_seed(cfg.seed, STREAM_INIT), dtype=getattr(torch, cfg.dtype),
-                         device=torch.device("cpu"))
-    state = torch.load(Path(run_dir) / "checkpoint.pt", map_location="cpu", weights_only=True)
-    policy.load_state_dict(state["policy"])
-    with torch.no_grad():
-        p1 = torch.sigmoid(policy()).double().numpy()
+    p1 = final_solve_rates(Path(run_dir), cfg, p0)
     gain = 2 * np.arcsin(np.sqrt(p1)) - 2 * np.arcsin(np.sqrt(p0))
     quart = np.empty(p0.size, dtype=np.int64)
     quart[np.argsort(p0, kind="stable")] = np.arange(p0.size) * 4 // p0.size

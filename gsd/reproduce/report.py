@@ -30,7 +30,7 @@ import pandas as pd
 
 from .._validate import InputError
 from .. import __version__
-from ..atomic import make_folder, read_json, replace_set, write_atomic, write_json
+from ..atomic import make_folder, replace_set, write_atomic, write_json
 from ..lock import hold_folder
 from ..plotstyle import save_figure
 from ..trainers import convention_gap

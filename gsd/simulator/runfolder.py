@@ -124,3 +124,38 @@ def ledger_row(step: int, host: dict, generations_cum: int, planner=None) -> dic
     if "grad_pred" in host:
         row.update(grad_pred=host["grad_pred"], grad_pred_d=host["grad_pred_d"])
     return row
+
+
+def read_logits(out: Path) -> dict:
+    """A run folder's last checkpoint, whichever engine wrote it: ``step``, ``z`` (the tabular
+    logits, float64 numpy; None for a network policy) and ``z_ref`` (the initial logits)."""
+    out = Path(out)
+    if (out / NUMPY_CHECKPOINT_FILE).is_file():
+        with np.load(out / NUMPY_CHECKPOINT_FILE, allow_pickle=False) as f:
+            return {"step": int(f["step"]), "z": f["z"].astype(np.float64), "z_ref": f["z_ref"].astype(np.float64)}
+    if not (out / CHECKPOINT_FILE).is_file():
+        raise InputError(f"out_dir {str(out)!r} holds no checkpoint")
+    import torch
+
+    ckpt = torch.load(out / CHECKPOINT_FILE, map_location="cpu", weights_only=True)
+    z = ckpt["policy"].get("z")
+    return {"step": int(ckpt["step"]), "z": None if z is None else z.to(torch.float64).numpy(),
+            "z_ref": ckpt["z_ref"].to(torch.float64).numpy()}
+
+
+def final_solve_rates(out: Path, cfg: SimConfig, p0: np.ndarray) -> np.ndarray:
+    """Every prompt's p at a run folder's last checkpoint (float64): sigmoid of the tabular
+    logits, or the network policy rebuilt from ``p0`` with the checkpoint's weights."""
+    state = read_logits(out)
+    if state["z"] is not None:
+        return 1.0 / (1.0 + np.exp(-state["z"]))
+    import torch
+
+    from .policy import make_policy
+    from .population import STREAM_INIT, sub_seed
+
+    policy = make_policy(cfg, p0, seed=sub_seed(cfg.seed, STREAM_INIT), dtype=getattr(torch, cfg.dtype),
+                         device=torch.device("cpu"))
+    policy.load_state_dict(torch.load(Path(out) / CHECKPOINT_FILE, map_location="cpu", weights_only=True)["policy"])
+    with torch.no_grad():
+        return torch.sigmoid(policy()).double().numpy()

@@ -134,16 +134,14 @@ def run_law_sweep(grid=None, out=None, *, fast: bool | None = None, backend=None
 
 # ------------------------------------------------------------------------------ measurement
 def _read_run(run_dir: Path):
-    import torch
+    from ..simulator.runfolder import read_logits
 
     with open(run_dir / "config.json", encoding="utf-8") as fh:
         cfg = json.load(fh)
-    ckpt = torch.load(run_dir / "checkpoint.pt", map_location="cpu", weights_only=True)
-    if int(ckpt["step"]) != int(cfg["steps"]):
+    ckpt = read_logits(run_dir)
+    if ckpt["step"] != int(cfg["steps"]):
         raise InputError(f"run {run_dir.name}: its checkpoint is at step {ckpt['step']}, not the final {cfg['steps']}")
-    z = ckpt["policy"]["z"].to(torch.float64).numpy()
-    z0 = ckpt["z_ref"].to(torch.float64).numpy()
-    return cfg, z0, z
+    return cfg, ckpt["z_ref"], ckpt["z"]
 
 
 def _check_config(cfg: dict, name: str) -> None:
