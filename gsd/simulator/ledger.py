@@ -122,7 +122,9 @@ WALL_COLUMNS = ("wall_s",)
 # run's device, so a GPU step never waits for the host) and evaluates the core's own formulas
 # (gsd.silent, gsd.update, gsd.weighting) in that library: numpy floats and arrays back, or
 # 0-d and 1-d tensors.  ``keep``: a mask of the prompts that count (a budget plan's G = 0
-# skips a prompt); their sums and means leave the others out.
+# skips a prompt); their sums and means leave the others out.  A 2-d p holds one run per row
+# (the numpy engine's programs, :mod:`.tabular`): sums and means are then per row, each reduced
+# as that row alone would be.
 def reward_rate(p, noise: float):
     """Probability that the verifier says "right": q = p(1−ν) + (1−p)ν."""
     p = p if is_tensor(p) else np.asarray(p, dtype=np.float64)
@@ -167,19 +169,29 @@ def predicted_update(p, cfg, G=None, *, g_max: int | None = None):
 
 def _mean(x, keep):
     if keep is None:
-        return x.mean()
-    return namespace(x).where(keep, x, 0.0).sum() / keep.sum()
+        return x.mean(-1)
+    return namespace(x).where(keep, x, 0.0).sum(-1) / keep.sum(-1)
 
 
 def _total(x, keep):
-    return x.sum() if keep is None else namespace(x).where(keep, x, 0.0).sum()
+    return x.sum(-1) if keep is None else namespace(x).where(keep, x, 0.0).sum(-1)
+
+
+def _host(x):
+    """A numpy result as the ledger takes it: a float when 0-d, else the array (one per run)."""
+    return float(x) if np.ndim(x) == 0 else x
 
 
 def per_decile(x, decile, keep=None, n_bins: int = N_DECILES):
-    """Σ of ``x`` per decile index (``np.bincount`` or ``index_add`` on the device)."""
+    """Σ of ``x`` per decile index (``np.bincount`` or ``index_add`` on the device); (runs,
+    n_bins) for a 2-d numpy ``x`` of one run per row."""
     if keep is not None:
         x = namespace(x).where(keep, x, 0.0)
     if not is_tensor(x):
+        if np.ndim(x) == 2:  # each row's bins after the previous row's: one bincount, each row's entries in order
+            rows = x.shape[0]
+            at = decile + np.arange(rows)[:, None] * n_bins
+            return np.bincount(at.reshape(-1), weights=x.reshape(-1), minlength=rows * n_bins).reshape(rows, n_bins)
         return np.bincount(decile, weights=x, minlength=n_bins)
     import torch
 
@@ -198,7 +210,7 @@ def predicted_silent(p, cfg, G=None, keep=None) -> dict:
         else:
             zero, groups = s, namespace(q).ones_like(q)
     out = {"silent_pred": _mean(s, keep), "zero_update_pred": _mean(zero, keep), "groups_pred": _total(groups, keep)}
-    return out if is_tensor(q) else {k: float(v) for k, v in out.items()}
+    return out if is_tensor(q) else {k: _host(v) for k, v in out.items()}
 
 
 def large_group_update(p, G, decile, n_bins: int = N_DECILES, keep=None):
@@ -217,7 +229,7 @@ def large_group_update(p, G, decile, n_bins: int = N_DECILES, keep=None):
         law = xp.where(lim > 0, lim * _law(p, G), -np.inf)
     limit, law_sum = _total(lim, keep), _total(law, keep)
     if not is_tensor(p):
-        limit, law_sum = float(limit), float(law_sum)
+        limit, law_sum = _host(limit), _host(law_sum)
     return limit, law_sum, per_decile(lim, decile, keep, n_bins)
 
 
@@ -225,13 +237,14 @@ def closed_form_columns(p, G, decile, cfg, *, keep=None, update: bool = True, g_
     """A step's closed-form ledger columns from its batch: silent_pred, zero_update_pred,
     groups_pred, grad_limit, grad_law and grad_limit_d; with ``update`` also grad_pred and
     grad_pred_d.  ``p``, ``G`` (an int, or one per prompt), ``decile`` and ``keep``: numpy
-    arrays or tensors (then 0-d and 1-d tensors back, on p's device)."""
+    arrays or tensors (then 0-d and 1-d tensors back, on p's device); a 2-d numpy p of one run
+    per row gives one value (and one row of deciles) per run."""
     limit, law, limit_d = large_group_update(p, G, decile, keep=keep)
     out = {**predicted_silent(p, cfg, G, keep), "grad_limit": limit, "grad_law": law, "grad_limit_d": limit_d}
     if update:
         m = predicted_update(p, cfg, G, g_max=g_max)
         total = _total(m, keep)
-        out.update(grad_pred=total if is_tensor(total) else float(total), grad_pred_d=per_decile(m, decile, keep))
+        out.update(grad_pred=total if is_tensor(total) else _host(total), grad_pred_d=per_decile(m, decile, keep))
     return out
 
 

@@ -63,6 +63,11 @@ from .runfolder import (NUMPY_CHECKPOINT_FILE, SUMMARY_FILE, RunInterrupted, dam
 __all__ = ["run_programs", "program_key", "advantage_rows", "advantage_sums", "logit_gradient", "mean_updates"]
 
 ENGINE = "numpy"
+#: Prompts per step of one program, all its runs together, at most (unless ``max_runs`` says
+#: otherwise): its (runs, prompts) arrays then stay within a core's cache (256 KB in float64).
+#: Past it a program is slower than its runs one by one — each numpy pass is bound by memory,
+#: not by the per-call overhead a program shares (30 paper-size runs: 0.92× as one program).
+PROGRAM_ENTRIES = 1 << 15
 _CHECKPOINT_KEYS = ("step", "z", "z_ref", "rng_state", "ledger", "ledger_columns", "engine")
 
 
@@ -261,6 +266,11 @@ class Program:
         self.quart_at = quart + np.arange(self.R)[:, None] * N_QUARTILES  # one bincount fills every run's bins
         self.quart_n = np.stack([np.bincount(q, minlength=N_QUARTILES) for q in quart]).astype(np.float64)
         self.ledgers = [Ledger(c.steps) for c in self.cfgs]
+        # Runs whose closed forms are one formula (the keys they depend on alike), in order.
+        alike: dict = {}
+        for r, c in enumerate(self.cfgs):
+            alike.setdefault((c.method, c.group_size, c.ddof, c.eps, c.max_draws), []).append(r)
+        self.alike = list(alike.values())
         self.generations_cum = [0] * self.R
         self.start = 0
 
@@ -350,12 +360,18 @@ class Program:
         per_run = {"n_batch": np.full(R, float(self.B)), "silent": silent_first.sum(axis=1), "zero_update": zero_update.sum(axis=1),
                    "groups": drawn.sum(axis=1), "generations": (drawn * self.G).sum(axis=1), "loss": loss}
         p64 = p_b.astype(np.float64)
-        for r, cfg in enumerate(self.cfgs):
+        closed = [None] * R
+        for rows in self.alike:  # runs of one method and G: their closed forms in one pass, one row each
+            cfg = self.cfgs[rows[0]]
             update = bool(cfg.closed_form_every) and step % cfg.closed_form_every == 0
+            cols = closed_form_columns(p64[rows], cfg.group_size, dec_b[rows], cfg, update=update)
+            for i, r in enumerate(rows):
+                closed[r] = {k: float(v[i]) if np.ndim(v) == 1 else v[i] for k, v in cols.items()}
+        for r in range(R):
             host = {name: float(v[r]) for name, v in per_run.items()}
             host.update(kl=0.0, clip_frac=0.0, grad_mass_d=mass_d[r * N_DECILES : (r + 1) * N_DECILES],
                         mean_p=float(state["mean_p"][r]), mean_arcsin=float(state["mean_arcsin"][r]), mean_p_q=state["mean_p_q"][r])
-            host.update(closed_form_columns(p64[r], cfg.group_size, dec_b[r], cfg, update=update))
+            host.update(closed[r])
             self.generations_cum[r] += int(host["generations"])
             self.ledgers[r].put(step, **ledger_row(step, host, self.generations_cum[r]))
 
@@ -426,7 +442,7 @@ def run_programs(runs, *, resume: bool = False, progress: bool = True, on_step=N
     """Run ``(config, out_dir)`` pairs on this engine; their summaries, in order.
 
     Runs of one :func:`program_key` at the same next step share a program (at most ``max_runs``
-    runs each); a finished run's summary is read back, an unfinished one needs ``resume``.  Each
+    runs each, by default as many as :data:`PROGRAM_ENTRIES` allows); a finished run's summary is read back, an unfinished one needs ``resume``.  Each
     run folder is held (:func:`gsd.lock.hold_folder`) while its program runs.
     """
     from contextlib import ExitStack
@@ -452,7 +468,7 @@ def run_programs(runs, *, resume: bool = False, progress: bool = True, on_step=N
                 say(f"{cfg.name}: no checkpoint in {str(out)!r} yet; starting at step 0 of {cfg.steps}")
             pending.setdefault((program_key(cfg), start), []).append(_Member(pos, cfg, out, p0, ckpt))
         for members in pending.values():
-            size = max_runs or len(members)
+            size = max_runs or max(1, PROGRAM_ENTRIES // (members[0].cfg.batch_size or members[0].cfg.n_prompts))
             for s in range(0, len(members), size):
                 chunk = members[s : s + size]
                 for m, summary in zip(chunk, _run_program(chunk, progress=progress, on_step=on_step)):
