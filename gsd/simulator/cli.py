@@ -38,8 +38,9 @@ def register(sub) -> None:
     p.add_argument("--resume", action="store_true", help="continue the unfinished run in --out")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), help="override the config's device")
     p.add_argument("--threads", type=bounded_int(1, 1024, "torch CPU threads"),
-                   help="torch CPU threads (default: one, or more when the step is large and a short probe shows "
-                        "they pay off on this machine now; the summary records the count, results depend on it)")
+                   help="torch CPU threads, for the torch engine (default: one, or more when the step is large and a "
+                        "short probe shows they pay off on this machine now; the summary records the count, results "
+                        "depend on it); the numpy engine (--set engine=numpy, or auto's choice) runs on one")
     p.add_argument("--figure", help="campaign: also write the figure here (e.g. figures/campaign.png)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")

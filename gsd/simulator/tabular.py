@@ -112,9 +112,11 @@ def _sigmoid(z):
         return 1.0 / (1.0 + np.exp(-z))
 
 
-def _log_sigmoid(z):
-    """log sigmoid(z) = −log(1 + e^(−z)), stable at both ends."""
-    return -np.logaddexp(0.0, -z)
+def _log(x, limit):
+    """log x for x = sigmoid(±z) > 0, and ``limit`` (±z, the log's asymptote) where x underflowed
+    to 0: log of the accurately rounded sigmoid, ~4× cheaper than logaddexp."""
+    with np.errstate(divide="ignore"):
+        return np.where(x > 0, np.log(x), limit)
 
 
 def _draw_groups(rng, p: np.ndarray, G: int, cfg, dtype):
@@ -340,11 +342,9 @@ class Program:
         adv = self.adv_flat[self.adv_at + g["k"].astype(np.int64)]  # (R, B, 2): each run's own table
         s_right, s_wrong = advantage_sums(g["right"], g["flips"], self.G_f, adv)
         dz = logit_gradient(s_right, s_wrong, self.G_f, p_b, q_b)
-        # The loss of the first (only) epoch, L = −Σ_j (S₊·log π(right) + S₋·log π(wrong))/G, per run;
-        # log σ(−z) = log σ(z) − z (absolute error ~1e-16·|z|).
+        # The loss of the first (only) epoch, L = −Σ_j (S₊·log π(right) + S₋·log π(wrong))/G, per run.
         z_b = take(self.z)
-        log_right = _log_sigmoid(z_b)
-        loss = -((s_right * log_right + s_wrong * (log_right - z_b)) / self.G_f).sum(axis=1)
+        loss = -((s_right * _log(p_b, z_b) + s_wrong * _log(q_b, -z_b)) / self.G_f).sum(axis=1)
         grad = -dz if idx is None else _scatter(-dz, idx, N)
         self.opt.step(self.z, grad)
         self.fill_ledger(step, idx, p_b, g["silent_first"], g["zero_update"], g["drawn"], dz, loss, state)

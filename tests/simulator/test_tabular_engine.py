@@ -19,7 +19,7 @@ from gsd.simulator.config import numpy_blockers, resolve_engine
 from gsd.simulator.ledger import WALL_COLUMNS
 from gsd.simulator.loss import AdvantageTable, policy_loss
 from gsd.simulator.optim import SGD, Adam
-from gsd.simulator.tabular import _SGD, _Adam, advantage_rows, advantage_sums, logit_gradient
+from gsd.simulator.tabular import _SGD, _Adam, _log, advantage_rows, advantage_sums, logit_gradient
 
 
 # --------------------------------------------------------------------------- gradient and loss
@@ -28,12 +28,15 @@ from gsd.simulator.tabular import _SGD, _Adam, advantage_rows, advantage_sums, l
 @pytest.mark.parametrize("noisy", [False, True])
 def test_gradient_and_loss_equal_autograd(method, ddof, eps, noisy):
     """On the same groups (cell counts, with and without verifier flips) and logits spread to
-    |z| = 30, the written-out g and loss equal torch's autograd of policy_loss to 1e-12."""
+    |z| = 30, plus some at ±800 (where sigmoid underflows to 0 in float64), the written-out g
+    and loss equal torch's autograd of policy_loss to 1e-12."""
     rng = np.random.default_rng(7)
     B = 4000
     G = rng.integers(2, 17, size=B)
     z = rng.uniform(-30, 30, size=B)
-    p = 1 / (1 + np.exp(-z))
+    z[:10], z[10:20] = -800.0, 800.0
+    with np.errstate(over="ignore"):
+        p, q = 1 / (1 + np.exp(-z)), 1 / (1 + np.exp(z))
     right = rng.binomial(G, np.clip(p, 0.05, 0.95))
     flips = (rng.binomial(right, 0.2), rng.binomial(G - right, 0.2)) if noisy else None
     k = right if flips is None else right - flips[0] + flips[1]
@@ -43,8 +46,8 @@ def test_gradient_and_loss_equal_autograd(method, ddof, eps, noisy):
         adv[rows] = advantage_rows(int(g), "grpo" if method == "dapo" else method, ddof=ddof, eps=eps)[k[rows]]
     s_right, s_wrong = advantage_sums(right.astype(float), None if flips is None else tuple(f.astype(float) for f in flips),
                                       G.astype(float), adv)
-    g_ours = logit_gradient(s_right, s_wrong, G, p, 1 / (1 + np.exp(z)))
-    loss_ours = -((s_right * -np.logaddexp(0, -z) + s_wrong * (-np.logaddexp(0, -z) - z)) / G).sum()
+    g_ours = logit_gradient(s_right, s_wrong, G, p, q)
+    loss_ours = -((s_right * _log(p, z) + s_wrong * _log(q, -z)) / G).sum()
 
     # The torch engine: cells n[y, r], its own advantage table, autograd.
     fr, fw = flips if flips is not None else (np.zeros(B), np.zeros(B))
