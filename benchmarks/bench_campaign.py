@@ -9,8 +9,10 @@ campaign is the shipped ``paper_campaign`` (3 arms × 150 steps × 6,000
 prompts, G = 8, 200-draw decile measurement, ledger, checkpoints, summary and figure); the
 script does the paper's loop (analytic gain, no autograd) with a 400-draw decile measurement and
 one figure.  ``--device`` picks the campaign's device (cuda: the CUDA path).  It also times the
-import floor, a process that only imports torch, matplotlib and pyarrow: no torch-based campaign
-can be faster than that.
+same campaign on the torch engine (``--set engine=torch``: what ran before the numpy engine was
+the default on a CPU), and the import floor, a process that only imports matplotlib's Agg figure
+and pyarrow (and torch, for the torch engine's floor): no campaign that draws its figure and
+writes its ledgers can be faster than that.
 
 Where the campaign's time goes (``phases`` in the JSON, from its fastest run): the stages the
 campaign times itself (``wall_s`` in its summary: arms, decile measurement, figure with
@@ -62,8 +64,10 @@ def main(argv=None) -> int:
     # The floor of any process that runs a torch simulator and draws a matplotlib figure: the
     # interpreter importing the two (and pyarrow, the ledger's writer), then exiting with the
     # collector frozen as the gsd command does.
-    floor = [sys.executable, "-c", "import gc, torch, matplotlib.figure, matplotlib.backends.backend_agg, pyarrow.parquet; gc.freeze()"]
-    times = {"gsd_campaign_s": [], "paper_script_s": [], "import_floor_s": []}
+    floor = [sys.executable, "-c", "import gc, numpy, matplotlib.figure, matplotlib.backends.backend_agg, pyarrow.parquet; gc.freeze()"]
+    torch_floor = [sys.executable, "-c", "import gc, torch, matplotlib.figure, matplotlib.backends.backend_agg, pyarrow.parquet; gc.freeze()"]
+    times = {"gsd_campaign_s": [], "paper_script_s": [], "import_floor_s": [], "torch_engine_campaign_s": [],
+             "torch_import_floor_s": []}
     stages = []
     if args.baseline_root:
         times["baseline_campaign_s"] = []
@@ -72,8 +76,11 @@ def main(argv=None) -> int:
         for i in range(args.repeats):
             times["paper_script_s"].append(timed(script + ["--out", str(work / f"script-{i}")], work))
             times["import_floor_s"].append(timed(floor, work))
+            times["torch_import_floor_s"].append(timed(torch_floor, work))
             campaign = ["simulate", "--campaign", args.campaign, "--device", args.device, "--no-progress", "--out"]
             times["gsd_campaign_s"].append(timed(gsd + campaign + [str(work / f"campaign-{i}")], work))
+            times["torch_engine_campaign_s"].append(timed(gsd + campaign
+                                                          + [str(work / f"torch-{i}"), "--set", "engine=torch"], work))
             stages.append(json.loads((work / f"campaign-{i}" / "campaign_summary.json").read_text()).get("wall_s", {}))
             if args.baseline_root:
                 times["baseline_campaign_s"].append(timed(gsd + campaign + [str(work / f"baseline-{i}")], work, env=base_env))
@@ -92,13 +99,18 @@ def main(argv=None) -> int:
         "baseline_ratio": best["baseline_campaign_s"] / best["paper_script_s"] if args.baseline_root else None,
         "phases": phases,
         "import_floor_ratio": best["import_floor_s"] / best["paper_script_s"],
+        "torch_engine_ratio": best["torch_engine_campaign_s"] / best["paper_script_s"],
+        "torch_import_floor_ratio": best["torch_import_floor_s"] / best["paper_script_s"],
+        "engine": summary["arms"][next(iter(summary["arms"]))].get("engine"),
         "campaign_silent_r2": summary["silent_r2"],
     }
     print(f"whole process, best of {args.repeats}: gsd simulate --campaign {best['gsd_campaign_s']:.2f} s, "
           f"plain numpy script {best['paper_script_s']:.2f} s, ratio {results['ratio']:.2f}")
     print("campaign phases (fastest run): " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
-    print(f"import floor (a process importing torch, matplotlib's Agg figure and pyarrow): {best['import_floor_s']:.2f} s, "
-          f"{results['import_floor_ratio']:.2f} x the numpy script")
+    print(f"the same campaign on the torch engine: {best['torch_engine_campaign_s']:.2f} s, ratio {results['torch_engine_ratio']:.2f}")
+    print(f"import floor (a process importing numpy, matplotlib's Agg figure and pyarrow): {best['import_floor_s']:.2f} s, "
+          f"{results['import_floor_ratio']:.2f} x the numpy script; with torch too: {best['torch_import_floor_s']:.2f} s, "
+          f"{results['torch_import_floor_ratio']:.2f} x")
     if args.baseline_root:
         print(f"baseline checkout {args.baseline_root}: {best['baseline_campaign_s']:.2f} s, ratio {results['baseline_ratio']:.2f}")
     out = Path(args.out)

@@ -271,7 +271,7 @@ def _run_campaign(campaign: dict, out: Path, *, progress: bool, resume: bool, no
     summary = {
         "complete": True,
         "campaign": campaign,
-        "arms": {n: {k: s[k] for k in keep} for n, s in arm_summaries.items()},
+        "arms": {n: {**{k: s[k] for k in keep}, "engine": s.get("engine", "torch")} for n, s in arm_summaries.items()},
         "silent_r2": {n: s["silent_r2"] for n, s in arm_summaries.items()},
         "quartile_final": {n: s["final"]["quartile_mean_p"] for n, s in arm_summaries.items()},
         "hard_quartile_final": {n: s["final"]["quartile_mean_p"][0] for n, s in arm_summaries.items()},

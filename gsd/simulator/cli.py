@@ -141,6 +141,7 @@ def _arm_table(summaries: dict) -> dict:
             "mean_p_final": s["final"]["mean_p"],
             "hard_q_final": s["final"]["quartile_mean_p"][0],
             "generations": s["generations_total"],
+            "engine": s.get("engine", "torch"),  # a summary written before the numpy engine: torch's
         }
         for name, s in summaries.items()
     ]
