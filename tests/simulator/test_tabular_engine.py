@@ -1,7 +1,8 @@
 """The numpy engine (gsd.simulator.tabular): its written-out logit gradient and loss against
-torch's autograd of the torch engine's loss, its optimizers against the torch engine's, many
-runs as one program bit for bit equal to the runs alone, resume after a kill, the choice of
-engine, and a damaged checkpoint."""
+torch's autograd of the torch engine's loss, its optimizers against the torch engine's, the two
+engines against the same closed forms, the choice of engine, no torch import, and a damaged or
+foreign checkpoint.  Its programs of many runs are tested with the torch engine's
+(test_batched.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pandas as pd
 import pytest
 import torch
 
-from gsd.simulator import SimConfig, batch_key, read_ledger, run_many, run_simulation
+from gsd.simulator import SimConfig, read_ledger, run_simulation
 from gsd.simulator.config import numpy_blockers, resolve_engine
 from gsd.simulator.ledger import WALL_COLUMNS
 from gsd.simulator.loss import AdvantageTable, policy_loss
@@ -85,66 +86,7 @@ def test_optimizers_equal_the_torch_engines(kind, dtype):
     np.testing.assert_allclose(z, param.detach().numpy(), rtol=tol, atol=tol)
 
 
-# --------------------------------------------------------------------------- many runs, one program
-PAPER = SimConfig(n_prompts=501, steps=7, checkpoint_every=3, device="cpu")  # 501: no vector-step condition
-EVERYTHING = SimConfig(n_prompts=450, steps=6, checkpoint_every=4, device="cpu", rollouts="counts", optimizer="adam", lr=0.02,
-                       batch_size=161, verifier_noise=0.1, dtype="float32")
-VARIANTS = [dict(seed=1, method="grpo"), dict(seed=2, method="dapo", max_draws=3), dict(seed=1, method="dr_grpo", group_size=6),
-            dict(seed=3, method="rloo"), dict(seed=2, method="grpo", ddof=1, eps=1e-6, group_size=5),
-            dict(seed=4, method="dapo", group_size=12)]
-
-
-def _same_run(folder_a, folder_b, summary_a, summary_b):
-    a = read_ledger(folder_a).drop(columns=list(WALL_COLUMNS))
-    b = read_ledger(folder_b).drop(columns=list(WALL_COLUMNS))
-    pd.testing.assert_frame_equal(a, b, check_exact=True)
-    with np.load(folder_a / "checkpoint.npz") as ca, np.load(folder_b / "checkpoint.npz") as cb:
-        assert ca.files == cb.files
-        for key in ca.files:
-            if key != "ledger":  # its wall_s column differs
-                assert np.array_equal(ca[key], cb[key]), key
-    drop = lambda s: {k: v for k, v in s.items() if k != "wall_s_total"}  # noqa: E731
-    assert drop(summary_a) == drop(summary_b)
-
-
-@pytest.mark.parametrize("base", [PAPER, EVERYTHING], ids=["paper", "everything"])
-def test_each_run_equals_the_run_alone(tmp_path, base):
-    cfgs = [base.with_overrides({**v, "name": f"r{i}"}) for i, v in enumerate(VARIANTS)]
-    assert {resolve_engine(c) for c in cfgs} == {"numpy"} and len({batch_key(c) for c in cfgs}) == 1
-    together = run_many([(c, tmp_path / "many" / c.name) for c in cfgs], progress=False)
-    for c, s in zip(cfgs, together):
-        assert s["engine"] == "numpy" and s["threads"] == 1
-        alone = run_simulation(c, tmp_path / "alone" / c.name, progress=False)
-        _same_run(tmp_path / "alone" / c.name, tmp_path / "many" / c.name, alone, s)
-
-
-def test_killed_program_resumes_to_the_same_ledgers(tmp_path):
-    cfgs = [PAPER.with_overrides({**v, "name": f"r{i}"}) for i, v in enumerate(VARIANTS[:3])]
-    runs = [(c, tmp_path / "cut" / c.name) for c in cfgs]
-
-    class Killed(Exception):
-        pass
-
-    def die(step):
-        if step == 4:  # after the checkpoint at 3, before the one at 6
-            raise Killed
-
-    with pytest.raises(Killed):
-        run_many(runs, progress=False, on_step=die)
-    for _, out in runs:
-        with np.load(out / "checkpoint.npz") as f:
-            assert int(f["step"]) == 3
-    with pytest.raises(ValueError, match="resume"):
-        run_many(runs, progress=False)  # an unfinished run is not silently restarted
-    # One run resumed alone, the other two as a program: the same ledgers as uninterrupted runs.
-    first = run_simulation(*runs[0], resume=True, progress=False)
-    resumed = [first, *run_many(runs[1:], resume=True, progress=False)]
-    for c, s in zip(cfgs, resumed):
-        alone = run_simulation(c, tmp_path / "alone" / c.name, progress=False)
-        _same_run(tmp_path / "alone" / c.name, tmp_path / "cut" / c.name, alone, s)
-    assert run_many(runs, progress=False) == resumed  # finished: the summaries, nothing rerun
-
-
+# --------------------------------------------------------------------------- the two engines
 def test_engines_agree_in_distribution(tmp_path):
     """The two engines draw from different streams, so their ledgers differ; both track the
     same closed forms (silent fraction, gradient mass), well inside the sampling noise."""
@@ -208,4 +150,6 @@ def test_damaged_or_foreign_checkpoint_is_named(tmp_path, monkeypatch):
     (run / "config.json").write_text(json.dumps(cfg.to_dict()))
     resumed = run_simulation(cfg, run, resume=True, progress=False)
     whole = run_simulation(cfg, tmp_path / "whole", progress=False)
-    _same_run(tmp_path / "whole", run, whole, resumed)
+    pd.testing.assert_frame_equal(read_ledger(run).drop(columns=list(WALL_COLUMNS)),
+                                  read_ledger(tmp_path / "whole").drop(columns=list(WALL_COLUMNS)), check_exact=True)
+    assert {k: v for k, v in resumed.items() if k != "wall_s_total"} == {k: v for k, v in whole.items() if k != "wall_s_total"}
