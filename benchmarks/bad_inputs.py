@@ -32,7 +32,6 @@ expression on the files it wrote that must hold (the rows and columns of a plan)
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import math
 import os

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_busy import load_snapshot  # noqa: E402  (the machine's load, as the other benchmark records it)
 
 from gsd.atomic import write_json  # noqa: E402
+from gsd.heap import keep_freed_memory  # noqa: E402
 from gsd.simulator import SimConfig, read_ledger, run_simulation  # noqa: E402
 from gsd.simulator import run_many  # noqa: E402
 from gsd.simulator.ledger import WALL_COLUMNS  # noqa: E402
@@ -84,8 +85,9 @@ def main(argv=None) -> int:
     ap.add_argument("--closed-form-every", type=int, default=1, help="0: no exact update sums (the per-run closed forms' share)")
     ap.add_argument("--engines", default="numpy,torch", help="comma-separated: numpy, torch")
     args = ap.parse_args(argv)
+    heap_kept = keep_freed_memory()  # as the gsd command does (gsd.heap): both sides of every ratio alike
     base = SimConfig(device=args.device, steps=args.steps, rollouts=args.rollouts, closed_form_every=args.closed_form_every)
-    results = {"machine": {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform(),
+    results = {"heap_kept": heap_kept, "machine": {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform(),
                            "torch_default_threads": torch.get_num_threads()},
                "runs": 3 * args.seeds, "steps": args.steps, "n_prompts": base.n_prompts, "group_size": base.group_size,
                "rollouts": base.rollouts, "closed_form_every": base.closed_form_every}

@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_simulator import numpy_arm  # noqa: E402  (the same numpy loop as the other benchmarks)
 
 from gsd.atomic import write_json  # noqa: E402
+from gsd.heap import keep_freed_memory  # noqa: E402
 from gsd.simulator import SimConfig, read_ledger, run_simulation  # noqa: E402
 from gsd.simulator.population import initial_solve_rates  # noqa: E402
 
@@ -63,13 +64,14 @@ def main(argv=None) -> int:
     ap.add_argument("--group-size", type=int, default=64)
     ap.add_argument("--steps", type=int, default=6, help="timed steps (after one warm-up step)")
     args = ap.parse_args(argv)
+    heap_kept = keep_freed_memory()  # as the gsd command does (gsd.heap): both sides of every ratio alike
     default_threads = torch.get_num_threads()
     cfg = SimConfig(n_prompts=args.prompts, group_size=args.group_size, steps=args.steps + 1, device="cpu", dtype="float32",
                     replace=args.prompts > 191_501, checkpoint_every=10**6, rollouts="counts", closed_form_every=1,
                     engine="torch")
     p0 = initial_solve_rates(cfg)
     work = Path(tempfile.mkdtemp(prefix="gsd-bench-busy-"))
-    results = {"machine": {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform(),
+    results = {"heap_kept": heap_kept, "machine": {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform(),
                            "torch_default_threads": default_threads},
                "prompts": args.prompts, "group_size": args.group_size, "steps_timed": args.steps}
     run_simulation(cfg.with_overrides({"n_prompts": 100, "steps": 2}), work / "warm", progress=False)  # one-time imports

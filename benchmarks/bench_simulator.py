@@ -78,6 +78,7 @@ from gsd.simulator.population import initial_solve_rates
 from gsd.update import expected_update
 from gsd.weighting import decile_index
 from gsd.atomic import write_json  # a benchmark's result file is never half-written
+from gsd.heap import keep_freed_memory
 
 ARMS = ("grpo", "dr_grpo", "dapo")
 LEVELS = ("bare", "paper", "ledger")
@@ -260,6 +261,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-campaign", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
     args = ap.parse_args(argv)
+    heap_kept = keep_freed_memory()  # as the gsd command does (gsd.heap): both sides of every ratio alike
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -268,6 +270,7 @@ def main(argv=None) -> int:
     n_tp = args.prompts or (1_000_000 if args.device == "cuda" else 100_000)
     work = Path(tempfile.mkdtemp(prefix="gsd-bench-sim-"))
     results = {
+        "heap_kept": heap_kept,
         "machine": {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
                     "platform": platform.platform(), "threads": torch.get_num_threads(), "device": args.device,
                     "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else None},

@@ -171,10 +171,14 @@ def imports_done() -> None:
 
 
 def run() -> int:
-    """The ``gsd`` console command: :func:`main` with :func:`imports_done` enabled, and every
+    """The ``gsd`` console command: :func:`main` with :func:`imports_done` enabled, freed heap
+    memory kept for reuse (:func:`gsd.heap.keep_freed_memory`: the process is ours), and every
     object frozen before the interpreter's final collections (the process ends here)."""
     global _CONSOLE
     _CONSOLE = True
+    from .heap import keep_freed_memory
+
+    keep_freed_memory()
     try:
         return main()
     finally:

@@ -122,7 +122,7 @@ def _log(x, limit):
 def _draw_groups(rng, p: np.ndarray, G: int, cfg, dtype):
     """One group of G answers per entry of ``p`` (shape (..., n)) from ``rng``: right answers,
     and the verifier's flips (right ones marked wrong, wrong ones marked right; None when
-    exact), each of p's shape in ``dtype`` — as G answers (``rollouts = "answers"``: (..., G, n)
+    exact), each an integer array of p's shape — as G answers (uniforms in ``dtype`` (``rollouts = "answers"``: (..., G, n)
     uniforms, answer-major within each row of p, so that the count is a sum over rows, ~4×
     faster than along a short last axis) or as binomial counts (in p's order)."""
     noise = cfg.verifier_noise
@@ -137,8 +137,7 @@ def _draw_groups(rng, p: np.ndarray, G: int, cfg, dtype):
         if noise:
             flip = rng.random(shape, dtype=dtype) < noise
             flips = ((ans & flip).sum(axis=-2), (~ans & flip).sum(axis=-2))
-    cast = lambda x: x.astype(dtype)  # noqa: E731
-    return cast(right), (None if flips is None else (cast(flips[0]), cast(flips[1])))
+    return right, flips
 
 
 #: Entries of one chunk of answers in :func:`mean_updates` (a few 32 MB temporaries).
@@ -166,7 +165,8 @@ def mean_updates(cfg: SimConfig, p0: np.ndarray, methods, draws: int, rng) -> li
         # c independent groups of every prompt, draw after draw: without verifier noise the
         # stream does not depend on the split into chunks.
         right, flips = _draw_groups(rng, np.broadcast_to(p, (c, N)), G, cfg, dtype)
-        k = (right if flips is None else right - flips[0] + flips[1]).astype(np.int64)
+        k = right if flips is None else right - flips[0] + flips[1]
+        right, flips = right.astype(dtype), None if flips is None else (flips[0].astype(dtype), flips[1].astype(dtype))
         for total, table in zip(sums, tables):
             s_right, s_wrong = advantage_sums(right, flips, G, table[k])
             total += logit_gradient(s_right, s_wrong, G, p, q).sum(axis=0)
@@ -284,7 +284,7 @@ class Program:
                 "mean_p_q": q_sum.reshape(self.R, N_QUARTILES) / self.quart_n}
 
     def population_summaries(self, z: np.ndarray) -> list[dict]:
-        s = self.population_state(_sigmoid(z).astype(np.float64))
+        s = self.population_state(_sigmoid(z))
         return [{"mean_p": float(s["mean_p"][r]), "mean_arcsin": float(s["mean_arcsin"][r]),
                  "quartile_mean_p": s["mean_p_q"][r].tolist()} for r in range(self.R)]
 
@@ -299,7 +299,7 @@ class Program:
         (advantages 0).  Every drawn group counts as generation cost.
         """
         R, B, dtype = self.R, self.B, self.dtype
-        right = np.empty((R, B), dtype=dtype)
+        right = np.empty((R, B), dtype=np.int64)
         flips = (np.empty_like(right), np.empty_like(right)) if self.base.verifier_noise else None
         k = right if flips is None else np.empty_like(right)
         drawn = np.ones((R, B), dtype=np.int64)
@@ -326,20 +326,21 @@ class Program:
                 if at.size == 0:
                     break
                 p = p_b[r, at]
-        return {"right": right, "flips": flips, "k": k, "drawn": drawn, "silent_first": first, "zero_update": silent}
+        cells = right.astype(dtype), None if flips is None else (flips[0].astype(dtype), flips[1].astype(dtype))
+        return {"right": cells[0], "flips": cells[1], "k": k, "drawn": drawn, "silent_first": first, "zero_update": silent}
 
     def step(self, step: int) -> None:
         t0 = time.perf_counter()
         N, B = self.N, self.B
         p_all, q_all = _sigmoid(self.z), _sigmoid(-self.z)  # the policy this step samples from
-        state = self.population_state(p_all.astype(np.float64))
+        state = self.population_state(p_all)  # in the run's dtype, as the torch engine
         idx = None
         if B < N:
             idx = np.stack([rng.permutation(N)[:B] for rng in self.rngs])
         take = (lambda x: x) if idx is None else (lambda x: np.take_along_axis(x, idx, 1))
         p_b, q_b = take(p_all), take(q_all)
         g = self.draw(p_b)
-        adv = self.adv_flat[self.adv_at + g["k"].astype(np.int64)]  # (R, B, 2): each run's own table
+        adv = self.adv_flat[self.adv_at + g["k"]]  # (R, B, 2): each run's own table
         s_right, s_wrong = advantage_sums(g["right"], g["flips"], self.G_f, adv)
         dz = logit_gradient(s_right, s_wrong, self.G_f, p_b, q_b)
         # The loss of the first (only) epoch, L = −Σ_j (S₊·log π(right) + S₋·log π(wrong))/G, per run.

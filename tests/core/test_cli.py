@@ -1,6 +1,7 @@
 """The core CLI: tables, JSON, and one-line errors with exit status 2."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -82,3 +83,22 @@ def test_conventions_and_tour_print_the_same_trainer_ratio(gsd_cli):
     assert header[6] == "ratio(eps=0)" and trl[6] != trl[4]
     rc, out, _ = gsd_cli("conventions", "--G", "8", "--json")
     assert {"ratio_min", "ratio_no_eps", "eps"} <= set(json.loads(out)[0])  # JSON keeps the API's names
+
+
+def test_the_gsd_command_keeps_freed_memory(monkeypatch, capsys):
+    """The console command (its process is gsd's) raises glibc's thresholds; library calls do not."""
+    import gsd.cli
+    import gsd.heap
+
+    calls = []
+    monkeypatch.setattr(gsd.heap, "keep_freed_memory", lambda: calls.append(1) or True)
+    monkeypatch.setattr(sys, "argv", ["gsd", "conventions"])
+    assert gsd.cli.run() == 0
+    assert calls == [1]
+    assert gsd.cli.main(["conventions"]) == 0 and calls == [1]
+    capsys.readouterr()
+    if sys.platform.startswith("linux") and os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"):
+        code = "from gsd.heap import keep_freed_memory; assert keep_freed_memory() is True"
+    else:
+        code = "from gsd.heap import keep_freed_memory; assert keep_freed_memory() is False"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60).returncode == 0
