@@ -5,7 +5,7 @@
   (:func:`~.batched.run_many`), each with the numbers it would have alone.
 * Measurement (a): per-step silent fraction against the mean of p^G + (1−p)^G (R² per arm).
 * Measurement (b): gradient mass per decile of initial p from repeated group draws on the
-  initial population (:func:`measure_initial_deciles`), autograd gradient averaged over the
+  initial population (:func:`measure_initial_deciles`), the logit gradient averaged over the
   draws, against the finite-G closed forms m_GRPO and m_Dr (:ref:`theory-update`), as shares.
 * Measurement (c): mean p of the initially hardest quartile over training, and DAPO's
   generation cost relative to GRPO.
@@ -101,11 +101,12 @@ def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo"
                             threads: int | None = None) -> dict:
     """Gradient mass per decile of initial p, from ``draws`` independent groups per prompt.
 
-    Builds the run's policy at its initial population and runs the engine's own stages on it:
-    :func:`~.sampling.sample_groups` draws ``draws`` groups of G answers per prompt (as answers
-    or as counts, following ``cfg.rollouts``), the core's advantages come from the same
-    :class:`~.loss.AdvantageTable`, and :func:`~.loss.policy_loss` (averaged over the draws) is
-    backpropagated.  −∂L/∂z_j is then the mean update of prompt j, compared per decile with
+    Runs the stages of the engine the config resolves to (:func:`~.config.resolve_engine`) on
+    the initial population: ``draws`` groups of G answers per prompt (as answers or as counts,
+    following ``cfg.rollouts``), the core's advantages, and the loss's logit gradient averaged
+    over the draws — backpropagated through :func:`~.loss.policy_loss` by the torch engine,
+    written out by the numpy one (:func:`~.tabular.mean_updates`, numpy's random stream).
+    −∂L/∂z_j is then the mean update of prompt j, compared per decile with
     Σ m_method(p_j, G) (:ref:`theory-update`).  The methods are paired: each drawn group is
     scored by every method's loss, so their measurements differ by the method alone (and a
     method's numbers do not depend on which others are measured beside it).  Returns, per
@@ -316,7 +317,7 @@ def make_campaign_figure(summary_or_dir, path) -> Path:
     PDF/SVG by its suffix) with :func:`gsd.plotstyle.save_figure`; returns the path.
 
     (a) silent fraction per step, measured (dots) and predicted mean of p^G + (1−p)^G (line);
-    (b) share of the gradient mass per decile of initial p, measured by autograd over repeated
+    (b) share of the gradient mass per decile of initial p, measured over repeated
         group draws (bars) against the closed forms m_GRPO and m_Dr (markers);
     (c) mean p of the initially hardest quartile over training, per arm.
 
@@ -381,5 +382,5 @@ def _campaign_figure(summary: dict):
     ax_c.set_xlabel("step")
     ax_c.set_ylabel("mean p (hardest quartile)")
     ax_c.legend(fontsize=8, loc="lower right")
-    fig.suptitle(f"Bernoulli-logit campaign: {N} prompts, G = {G}, autograd vs closed forms", fontsize=10)
+    fig.suptitle(f"Bernoulli-logit campaign: {N} prompts, G = {G}, measured vs closed forms", fontsize=10)
     return fig

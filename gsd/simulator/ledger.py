@@ -1,7 +1,7 @@
 """The per-step ledger of a run, its closed-form predictions and the run summary.
 
 Each training step appends one row: what the step *did* (silent groups seen, generations
-spent, the autograd logit-gradient mass per decile of initial p) beside what the closed forms
+spent, the logit-gradient mass per decile of initial p) beside what the closed forms
 of the math core *predict* for the same prompts at the policy the step sampled from
 (:ref:`theory-silent`, :ref:`theory-update`).  :data:`COLUMNS` names and explains every column.
 
@@ -71,7 +71,7 @@ COLUMNS: dict[str, str] = {
     "loss": "value of the loss at the first epoch (policy term + KL term)",
     "kl": "mean k3 estimate of KL(π‖π_init) over the sampled answers at the first epoch (0 without a KL penalty)",
     "clip_frac": "fraction of answers whose ratio lay outside [1−ε_low, 1+ε_high] at the last epoch (0 without clipping)",
-    "grad_mass": "Σ over batch prompts of g_j = −∂L/∂z_j, the autograd logit gradient of the first epoch's policy loss "
+    "grad_mass": "Σ over batch prompts of g_j = −∂L/∂z_j, the logit gradient of the first epoch's policy loss (torch's autograd, or written out by the numpy engine) "
     "(the update before the learning rate; g_j ≥ 0 with an exact verifier, so this is Σ|∂L/∂z_j| there; a noisy verifier can make g_j < 0)",
     "grad_pred": "Σ over batch prompts of the closed form m_method(p_j, G) at the p before the step (NaN on steps without closed forms)",
     "grad_limit": "Σ over batch prompts of sqrt(p_j(1−p_j)) at the p before the step: the large-G GRPO update (docs/theory.md, sections Expected update and The group-size law); "
@@ -329,10 +329,10 @@ def summarise(ledger, cfg, *, initial: dict, final: dict, device: str, threads: 
     * ``silent_r2``: R² of ``silent_pred`` against ``silent_frac`` over the steps;
     * ``decile_share_measured`` / ``decile_share_closed_form``: each initial-p decile's share of
       the logit-gradient mass summed over the steps with closed forms (the budget share of
-      :ref:`theory-update`, measured by autograd against Σ m_method);
+      :ref:`theory-update`, measured from the updates applied against Σ m_method);
     * ``fidelity_measured`` / ``fidelity_exact`` / ``fidelity_law``: Σ grad_mass, Σ grad_pred and
       Σ grad_law over Σ grad_limit — the mass-weighted fidelity of the run's updates to the
-      large-G GRPO update, as measured by autograd, as the exact closed form predicts it
+      large-G GRPO update, as measured from the updates applied, as the exact closed form predicts it
       (φ(p, G) for GRPO with ddof 0, eps 0 and an exact verifier; for another method the ratio
       of its m_method to sqrt(p(1−p))) and as the group-size law predicts it.  All three over
       the steps with closed forms (every step when the run has none: then ``fidelity_exact``
