@@ -238,7 +238,8 @@ def cli_cases(tmp: Path):
                   str(tmp / "afile" / "x.parquet")]
     for path in unwritable:  # last: a case that wrongly succeeds must not overwrite the inputs above
         add(["plan", "--p", "0.3", "--epsilon", "0.05", "--output", path], False)
-    for s in ["steps=-1", "steps=nan", "group_size=1e300", "lr=inf", "method='x'", "nokey=1", "steps", "=", "seed=1.5"]:
+    for s in ["steps=-1", "steps=nan", "group_size=1e300", "lr=inf", "method='x'", "nokey=1", "steps", "=", "seed=1.5",
+              "engine=jax", "engine=1"]:
         add(["simulate", "--out", str(tmp / "simset"), "--set", s], False)
     add(["plan", "--input", str(tmp / "other.csv"), "--column", "nope", "--epsilon", "0.1"], False)
     cases += limit_cases(tmp)
@@ -272,6 +273,8 @@ def limit_cases(tmp: Path) -> list:
         (["--set", "ppo_epochs=1000000000000"], "ppo_epochs"),
         (["--set", "steps=100000000000"], "steps"),
         (["--threads", "100000"], "threads"),
+        (["--set", "engine=numpy", "--set", "policy=mlp"], "engine"),  # the numpy engine names what needs torch
+        (["--set", "engine=numpy", "--set", "kl_coef=0.1"], "engine"),
     ]):  # a folder each: a case that wrongly runs must not change the next one's answer
         add(["simulate", "--out", str(tmp / f"limits_sim{i}")] + SMALL_RUN + sets, "error", knob)
     add(["plan", "--p", "0.3", "--budget", "10", "--g-max", "10000000000"], "error", "g-max")

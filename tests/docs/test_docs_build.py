@@ -8,7 +8,6 @@ notebook is executed by the build in its fast mode.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -45,11 +44,32 @@ def site(tmp_path_factory, executed_notebooks):
     res = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q",
                           "-d", str(tmp / "doctrees"), str(src), str(out)],
                          capture_output=True, text=True, env=env, timeout=900)
-    # Nothing is filtered: a kernel's notice, a notebook's stderr (nb_output_stderr = "warn"), an
-    # unresolved reference, all fail the build.
-    warnings = [ln for ln in res.stderr.splitlines() if "WARNING" in ln or "ERROR" in ln]
+    # Nothing is filtered but one race of ipykernel's own shutdown (below): a kernel's notice, a
+    # notebook's stderr (nb_output_stderr = "warn"), an unresolved reference, all fail the build.
+    warnings = [ln for ln in _without_shutdown_race(res.stderr).splitlines() if "WARNING" in ln or "ERROR" in ln]
     assert res.returncode == 0 and not warnings, res.stderr[-6000:]
     return {"out": out, "reused": reused}
+
+
+def _without_shutdown_race(stderr: str) -> str:
+    """``stderr`` less the one block of ipykernel answering a shutdown request on its control
+    channel after its IOPub socket closed (seen once in five builds, after every cell had run):
+    tornado's log line, its traceback through ``process_control``, and the ZMQError — only when
+    all three are there."""
+    lines, out, i = stderr.splitlines(keepends=True), [], 0
+    while i < len(lines):
+        if lines[i].startswith("ERROR:tornado.general:Uncaught exception in ZMQStream callback"):
+            j = i + 1
+            while j < len(lines) and not lines[j].startswith(("ERROR:", "WARNING:")) and "ZMQError" not in lines[j]:
+                j += 1
+            block = lines[i : j + 1]
+            if (j < len(lines) and "zmq.error.ZMQError: Socket operation on non-socket" in lines[j]
+                    and any("process_control" in line for line in block)):
+                i = j + 1
+                continue
+        out.append(lines[i])
+        i += 1
+    return "".join(out)
 
 
 def _text(path: Path) -> str:
@@ -119,3 +139,13 @@ def test_no_reference_to_files_outside_the_project(site):
     for page in site["out"].rglob("*.html"):
         text = _text(page)
         assert "DESIGN" not in text and "shared/" not in text, page
+
+
+def test_only_the_kernel_shutdown_race_is_dropped():
+    race = ("ERROR:tornado.general:Uncaught exception in ZMQStream callback\nTraceback (most recent call last):\n"
+            '  File "ipykernel/kernelbase.py", line 409, in process_control\n'
+            "zmq.error.ZMQError: Socket operation on non-socket\n")
+    assert _without_shutdown_race("WARNING: a\n" + race + "ERROR: b\n") == "WARNING: a\nERROR: b\n"
+    other = race.replace("process_control", "dispatch_shell")  # the same error elsewhere: kept
+    assert _without_shutdown_race(other) == other
+    assert _without_shutdown_race(race.replace("non-socket", "closed")) == race.replace("non-socket", "closed")
