@@ -20,7 +20,7 @@ Outcomes:
 * ``data loss`` — a run folder or output folder left damaged, mixed or littered (scenarios).
 
 Besides single calls, *scenarios* play a user's misfortunes on run folders: SIGKILL mid-run then
-``--resume``, a second ``--resume`` on a running folder, damaged ``checkpoint.pt`` /
+``--resume``, a second ``--resume`` on a running folder, damaged ``checkpoint.pt`` / ``.npz`` /
 ``summary.json`` / ``config.json`` / ``ledger.parquet``, a full disk (a file-size limit) during a
 checkpoint or while ``gsd diagnose --out`` draws its figure.  A CLI case may carry ``post``, an
 expression on the files it wrote that must hold (the rows and columns of a plan).
@@ -315,7 +315,7 @@ args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}, '--set', 'rollout_log=v
 rc, _, err = cli(*args)
 (tmp / 'r' / 'summary.json').unlink()
 (tmp / 'r' / 'rollouts' / '.5.jsonl.99999.deadbeef.tmp').write_text('half')
-(tmp / 'r' / '.checkpoint.pt.99999.deadbeef.tmp').write_text('half')
+(tmp / 'r' / '.checkpoint.pt.99999.deadbeef.tmp').write_text('half')  # rollout_log: the torch engine's folder
 rc, _, err = cli(*args, '--resume')
 if rc != 0:
     return judged(rc, err)
@@ -336,12 +336,20 @@ except Exception as exc:
     return 'data loss', f'run marked complete with an unreadable ledger ({{type(exc).__name__}})'
 return ('answer', 'ledger rebuilt') if rows == 6 else ('data loss', f'ledger has {{rows}} rows')
 """,
-    "damaged checkpoint.pt, --resume": f"""
-args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}]
+    "damaged checkpoint.pt (torch engine), --resume": f"""
+args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}, '--set', 'engine=torch']
 cli(*args)
 (tmp / 'r' / 'summary.json').unlink()
 raw = (tmp / 'r' / 'checkpoint.pt').read_bytes()
 (tmp / 'r' / 'checkpoint.pt').write_bytes(raw[: len(raw) // 2])
+return judged(*cli(*args, '--resume')[::2])
+""",
+    "damaged checkpoint.npz (numpy engine), --resume": f"""
+args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}, '--set', 'engine=numpy']
+cli(*args)
+(tmp / 'r' / 'summary.json').unlink()
+raw = (tmp / 'r' / 'checkpoint.npz').read_bytes()
+(tmp / 'r' / 'checkpoint.npz').write_bytes(raw[: len(raw) // 2])
 return judged(*cli(*args, '--resume')[::2])
 """,
     "damaged summary.json, the command run again": f"""
@@ -357,12 +365,12 @@ cli(*args)
 return judged(*cli(*args, '--resume')[::2])
 """,
     "a second --resume on a running folder": f"""
-args = ['simulate', '--out', str(tmp / 'r'), '--no-progress', '--set', 'n_prompts=400', '--set', 'steps=300',
-        '--set', 'checkpoint_every=1', '--set', 'device=cpu']
+args = ['simulate', '--out', str(tmp / 'r'), '--no-progress', '--set', 'n_prompts=400', '--set', 'steps=30000',
+        '--set', 'checkpoint_every=1', '--set', 'device=cpu']  # runs for minutes: killed once the second has answered
 first = gsd_process(*args)
 try:
     deadline = time.time() + 60
-    while not (tmp / 'r' / 'checkpoint.pt').exists():
+    while not any((tmp / 'r' / name).exists() for name in ('checkpoint.pt', 'checkpoint.npz')):
         if time.time() > deadline or first.poll() is not None:
             return 'crash', 'the first run did not start'
         time.sleep(0.05)
@@ -381,7 +389,8 @@ args = ['simulate', '--out', str(tmp / 'r'), '--no-progress', '--set', 'n_prompt
         '--set', 'checkpoint_every=3', '--set', 'device=cpu', '--set', 'rollout_log=verl']
 first = gsd_process(*args)
 deadline = time.time() + 60
-while not (tmp / 'r' / 'checkpoint.pt').exists() and time.time() < deadline and first.poll() is None:
+while (not any((tmp / 'r' / name).exists() for name in ('checkpoint.pt', 'checkpoint.npz'))
+       and time.time() < deadline and first.poll() is None):
     time.sleep(0.01)
 time.sleep(0.137)
 first.send_signal(signal.SIGKILL)
