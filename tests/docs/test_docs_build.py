@@ -8,6 +8,7 @@ notebook is executed by the build in its fast mode.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
