@@ -15,7 +15,7 @@ the identity of :ref:`theory-identity`.  The tests check g against torch's autog
 
 Why an engine without torch: importing torch takes ~1.5 s on this project's 2-core machines —
 more than the whole paper campaign's arithmetic — and a tabular step is a handful of
-elementwise numpy passes, ~3× fewer microseconds than the same step through torch's dispatch.
+elementwise numpy passes (paper size: 1.4 ms against the torch engine's 2.0 ms, measured).
 ``engine = "auto"`` (the default) picks this engine whenever :func:`~.config.numpy_blockers`
 finds nothing that needs torch (a network policy, PPO epochs, clipping, a KL penalty, a budget
 planner, a rollout log, a GPU).
