@@ -336,22 +336,14 @@ except Exception as exc:
     return 'data loss', f'run marked complete with an unreadable ledger ({{type(exc).__name__}})'
 return ('answer', 'ledger rebuilt') if rows == 6 else ('data loss', f'ledger has {{rows}} rows')
 """,
-    "damaged checkpoint.pt (torch engine), --resume": f"""
-args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}, '--set', 'engine=torch']
+    **{f"damaged {name} ({engine} engine), --resume": f"""
+args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}, '--set', 'engine={engine}']
 cli(*args)
 (tmp / 'r' / 'summary.json').unlink()
-raw = (tmp / 'r' / 'checkpoint.pt').read_bytes()
-(tmp / 'r' / 'checkpoint.pt').write_bytes(raw[: len(raw) // 2])
+raw = (tmp / 'r' / '{name}').read_bytes()
+(tmp / 'r' / '{name}').write_bytes(raw[: len(raw) // 2])
 return judged(*cli(*args, '--resume')[::2])
-""",
-    "damaged checkpoint.npz (numpy engine), --resume": f"""
-args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}, '--set', 'engine=numpy']
-cli(*args)
-(tmp / 'r' / 'summary.json').unlink()
-raw = (tmp / 'r' / 'checkpoint.npz').read_bytes()
-(tmp / 'r' / 'checkpoint.npz').write_bytes(raw[: len(raw) // 2])
-return judged(*cli(*args, '--resume')[::2])
-""",
+""" for engine, name in (("torch", "checkpoint.pt"), ("numpy", "checkpoint.npz"))},
     "damaged summary.json, the command run again": f"""
 args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}]
 cli(*args)

@@ -102,7 +102,7 @@ _MAX_DP = 20_000_000
 _CONCAVE_RTOL = 1e-11
 
 
-def _value_spec(value, ddof=0, eps=0.0, lr=None, horizon=None):
+def _value_spec(value, ddof, eps, lr=None, horizon=None):
     """(i, j, h, f, look): V = p^i (1−p)^j · h(p, G), f(k, G) the GRPO term σ̂²/(σ̂_c + eps) of
     the std convention (ddof, eps) that the ``update``, ``progress``, ``gain`` and ``horizon``
     values average, and look = (lr, horizon) for the horizon values (None otherwise)."""
@@ -772,7 +772,7 @@ def _grid_args(g_min, g_max, step):
 class _Problem:
     """The distinct prompts, their value table on the grid, its envelope and sorted segments."""
 
-    def __init__(self, p_or_posterior, value, g_min, g_max, step, skip, ddof=0, eps=0.0, lr=None, horizon=None):
+    def __init__(self, p_or_posterior, value, g_min, g_max, step, skip, ddof, eps, lr=None, horizon=None):
         self.spec = _value_spec(value, ddof, eps, lr, horizon)
         self.value_name = value
         self.ddof, self.eps = as_ddof(ddof), float(as_eps(eps))

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ._validate import InputError
 from .resources import shipped_file
+
+if TYPE_CHECKING:  # annotations only: pandas loads on first use
+    import pandas as pd
 
 __all__ = [
     "BIGMATH_ROLLOUTS",

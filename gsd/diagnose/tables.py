@@ -189,7 +189,7 @@ def expected_scale(a, b) -> np.ndarray:
     return np.exp(betaln(a + 0.5, b + 0.5) - betaln(a, b))
 
 
-def _predict(groups: pd.DataFrame, prior, ddof: int = 0, eps: float = 0.0) -> pd.DataFrame:
+def _predict(groups: pd.DataFrame, prior, ddof: int, eps: float) -> pd.DataFrame:
     """Add the posterior before the step and the group's predicted statistics.
 
     ``sigma`` (measured) and ``sigma_pred`` (expected under the posterior) are the GRPO update per

@@ -148,7 +148,9 @@ def final_solve_rates(out: Path, cfg: SimConfig, p0: np.ndarray) -> np.ndarray:
     logits, or the network policy rebuilt from ``p0`` with the checkpoint's weights."""
     state = read_logits(out)
     if state["z"] is not None:
-        return 1.0 / (1.0 + np.exp(-state["z"]))
+        from .tabular import _sigmoid
+
+        return _sigmoid(state["z"])
     import torch
 
     from .policy import make_policy

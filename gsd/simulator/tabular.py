@@ -107,6 +107,11 @@ def logit_gradient(s_right, s_wrong, G, p, q):
     return (s_right * q - s_wrong * p) / G
 
 
+def _logit(p):
+    """log(p/(1 − p)), float64 (the torch engine's ``torch.logit`` of the float64 p0)."""
+    return np.log(p / (1.0 - p))
+
+
 def _sigmoid(z):
     with np.errstate(over="ignore"):  # exp(−z) = inf at z ≪ 0 gives 1/inf = 0, the limit
         return 1.0 / (1.0 + np.exp(-z))
@@ -122,9 +127,12 @@ def _log(x, limit):
 def _draw_groups(rng, p: np.ndarray, G: int, cfg, dtype):
     """One group of G answers per entry of ``p`` (shape (..., n)) from ``rng``: right answers,
     and the verifier's flips (right ones marked wrong, wrong ones marked right; None when
-    exact), each an integer array of p's shape — as G answers (uniforms in ``dtype`` (``rollouts = "answers"``: (..., G, n)
-    uniforms, answer-major within each row of p, so that the count is a sum over rows, ~4×
-    faster than along a short last axis) or as binomial counts (in p's order)."""
+    exact), each an integer array of p's shape.
+
+    ``rollouts = "answers"``: (..., G, n) uniforms in ``dtype``, answer-major within each row of
+    p, so that the count is a sum over rows (~4× faster than along a short last axis); the flips
+    are a second block of the same shape.  ``"counts"``: binomial counts in p's order, then the
+    flips as binomials of the right and of the wrong answers."""
     noise = cfg.verifier_noise
     if cfg.rollouts == "counts":
         right = rng.binomial(G, p)
@@ -149,12 +157,14 @@ def mean_updates(cfg: SimConfig, p0: np.ndarray, methods, draws: int, rng) -> li
 
     The methods are paired: every drawn group is scored by each method's advantages, so their
     means differ by the method alone.  Draws come in chunks of at most :data:`_CHUNK_ANSWERS`
-    answers, in draw-major order; the stream does not depend on the split (the torch engine's
-    measurement, :func:`~.campaign.measure_initial_deciles`, with numpy's draws).
+    answers, in draw-major order; with an exact verifier the stream does not depend on the
+    split (with a noisy one each chunk's flips follow its answers).  The torch engine's
+    measurement, :func:`~.campaign.measure_initial_deciles`, with numpy's draws and the
+    gradient written out.
     """
     G, N = cfg.group_size, p0.size
     dtype = np.dtype(cfg.dtype)
-    z = np.log(p0 / (1.0 - p0)).astype(dtype)
+    z = _logit(p0).astype(dtype)
     p, q = _sigmoid(z), _sigmoid(-z)
     tables = [advantage_rows(G, method_spec(m).advantage, ddof=cfg.ddof, eps=cfg.eps).astype(dtype) for m in methods]
     sums = [np.zeros(N) for _ in methods]
@@ -251,7 +261,7 @@ class Program:
         self.B = base.batch_size or self.N
         self.dtype = np.dtype(base.dtype)
         p0 = np.stack([m.p0 for m in members])  # (R, N) float64
-        self.z = np.log(p0 / (1.0 - p0)).astype(self.dtype)  # logit(p0), as the torch engine's float64 logit
+        self.z = _logit(p0).astype(self.dtype)
         self.z_ref = self.z.copy()
         self.opt = (_SGD if base.optimizer == "sgd" else _Adam)(base, self.z)
         self.rngs = [np.random.Generator(np.random.PCG64(sub_seed(c.seed, STREAM_ROLLOUTS))) for c in self.cfgs]

@@ -82,7 +82,7 @@ def test_beta_moments_match_scipy_where_its_log_beta_is_exact():
 def test_dense_sums_on_a_sparse_grid_equal_the_pmf_recurrence(kind):
     from gsd.allocation import _sigma_table, _value_spec
 
-    f = _value_spec("update")[3]
+    f = _value_spec("update", 0, 0.0)[3]  # the paper convention, as allocation_value below defaults to
     grid = np.array([2, 3, 40, 97, 300])
     rng = np.random.default_rng(1)
     if kind == "point":

@@ -153,3 +153,28 @@ def test_damaged_or_foreign_checkpoint_is_named(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(read_ledger(run).drop(columns=list(WALL_COLUMNS)),
                                   read_ledger(tmp_path / "whole").drop(columns=list(WALL_COLUMNS)), check_exact=True)
     assert {k: v for k, v in resumed.items() if k != "wall_s_total"} == {k: v for k, v in whole.items() if k != "wall_s_total"}
+
+
+@pytest.mark.parametrize("method, ddof, eps, noise", [("grpo", 0, 0.0, 0.0), ("dapo", 1, 1e-4, 0.0), ("dr_grpo", 0, 0.0, 0.1),
+                                                      ("rloo", 0, 0.0, 0.0)])
+def test_closed_forms_one_run_per_row_equal_each_run_alone(method, ddof, eps, noise):
+    """The ledger's closed forms of a (runs, prompts) p, as a program evaluates them, equal those of
+    each run's 1-d p (the torch engine's CPU path), bit for bit; and the silent rate and the
+    large-G limit equal their formulas written out here."""
+    from gsd.simulator.ledger import closed_form_columns
+
+    cfg = SimConfig(method=method, ddof=ddof, eps=eps, verifier_noise=noise, group_size=6)
+    rng = np.random.default_rng(11)
+    p = rng.uniform(1e-6, 1 - 1e-6, size=(3, 1001))
+    dec = rng.integers(0, 10, size=p.shape)
+    rows = closed_form_columns(p, 6, dec, cfg)
+    for r in range(3):
+        alone = closed_form_columns(p[r], 6, dec[r], cfg)
+        assert set(alone) == set(rows)
+        for key, value in alone.items():
+            assert np.array_equal(np.asarray(rows[key][r]), np.asarray(value)), key
+    q = p * (1 - noise) + (1 - p) * noise
+    np.testing.assert_allclose(rows["silent_pred"], (q**6 + (1 - q) ** 6).mean(axis=1), rtol=1e-13)
+    np.testing.assert_allclose(rows["grad_limit"], np.sqrt(p * (1 - p)).sum(axis=1), rtol=1e-13)
+    want_d = np.stack([np.bincount(dec[r], weights=np.sqrt(p[r] * (1 - p[r])), minlength=10) for r in range(3)])
+    np.testing.assert_allclose(rows["grad_limit_d"], want_d, rtol=1e-13)
