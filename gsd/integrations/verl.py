@@ -150,7 +150,7 @@ def members(table):
 
 
 def describe_groups(context) -> str:
-    if context.get("v1"):
+    if context.get("keyed"):
         return "rows whose V1 key {uid}_{session_id}_{index} shares the uid, one per session (its final output)"
     return None
 
