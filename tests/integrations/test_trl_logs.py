@@ -49,6 +49,12 @@ def runs(tmp_path_factory):
     second = trl_run(out, p=P, prompts=PROMPTS, max_steps=6, save_strategy="steps", save_steps=5,
                      resume=out / "checkpoint-5")
     runs["resumed"] = (out, (first, second))
+    # Two runs written into one output_dir, with different group sizes: the second, shorter one
+    # rewrote steps 1-2; steps 3-4 are the first run's.
+    out = root / "two_runs"
+    first = trl_run(out, p=P, prompts=PROMPTS, G=4, max_steps=4)
+    second = trl_run(out, p=P, prompts=PROMPTS, G=8, max_steps=2, seed=1)
+    runs["two_runs"] = (out, (first, second))
     return runs
 
 
@@ -215,3 +221,11 @@ def test_a_resumed_run_leaves_the_first_attempts_later_steps_out(capsys, runs):
     again = diagnose_json(capsys, out)
     assert steps_of(again) == want and again["summary"]["excluded_steps"] == [7, 8]
     assert any("beyond the run's trainer_state.json (global_step 6)" in w for w in again["summary"]["warnings"])
+
+
+def test_two_runs_in_one_folder_are_not_mixed(capsys, runs):
+    out, (first, second) = runs["two_runs"]
+    data = diagnose_json(capsys, out)
+    assert steps_of(data) == second.per_step()
+    s = data["summary"]
+    assert s["excluded_steps"] == [3, 4] and s["group_size"] == 8
