@@ -445,7 +445,7 @@ class _Reader:
         prepare = _hook(module, "prepare")
         if prepare is not None:
             table, lines = prepare(table, lines)
-        members = None if self.cols.get("group") else _hook(module, "members", lambda t: None)(table)
+        members = _hook(module, "members", lambda t: None)(table)
         if members is not None and not members.all():
             import pyarrow as pa
 
@@ -482,7 +482,8 @@ class _Reader:
         if gcol:
             if gcol not in columns:
                 raise InputError(f"{path}: no group column {gcol!r}; columns: {', '.join(columns)}")
-            gkey, gkey_ok = _hash_values(table.column(gcol))
+            own = _hook(module, "group_column", lambda t, c: None)(table, gcol)
+            gkey, gkey_ok = own if own is not None else _hash_values(table.column(gcol))
         else:
             keys = _hook(module, "group_keys", lambda t: None)(table)
             if keys is not None:
@@ -937,7 +938,7 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     paths : str, Path or list of them
         Files, folders or glob patterns: a TRL ``output_dir`` (or its ``completions/``), a verl
         ``rollout_data`` folder (or the run folder holding it beside ``validation_data``), tables.
-    fmt : ``"auto"``, ``"verl"``, ``"trl"`` or ``"table"``
+    fmt : ``"auto"``, a trainer of :data:`gsd.integrations.TRAINERS` (``"trl"``, ``"verl"``, ...) or ``"table"``
         ``"auto"`` decides from the file names.
     reward : str, optional
         The reward whose zero std makes a group silent: a column / key, or a weighted sum
@@ -951,7 +952,8 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
         A column (verl: a reward extra key) whose value identifies a group within a step, e.g. a
         dataset index: groups are exact even when a prompt text appears twice in a step.
     group_size : int, optional
-        TRL's ``num_generations`` (default: inferred from the files).
+        The size of a group that is a block of consecutive rows (TRL's ``num_generations``;
+        default: inferred from the files).
     progress : bool, optional
         Show a progress bar over the files (default: when stderr is a terminal).
 
