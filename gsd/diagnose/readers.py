@@ -453,6 +453,10 @@ class _Reader:
             lines = (np.arange(1, table.num_rows + 1) if lines is None else lines)[members]
             table = table.filter(pa.array(members))
         columns = table.column_names
+        twice = sorted({c for c in columns if columns.count(c) > 1})
+        if twice:
+            raise InputError(f"{path}: the column name {twice[0]!r} is used by {columns.count(twice[0])} columns; "
+                             "rename them so that each column has one name")
         dtypes = {name: table.schema.field(name).type for name in columns}
         pcol = self.cols["prompt"]
         if pcol not in columns:
@@ -467,6 +471,10 @@ class _Reader:
         coefs = np.array([c for c, _ in self.terms])
         total = _hook(module, "total_reward", _total_reward)
         reward = total(parts, coefs)
+        overflow = np.isinf(reward) & np.isfinite(parts).all(axis=0)
+        if overflow.any() and module is None:  # a trainer's own arithmetic overflows as the trainer's does
+            raise InputError(f"{path}: the reward {_reward_text(self.terms)!r} overflows (its weighted sum is infinite "
+                             f"on {int(overflow.sum())} row(s) whose terms are finite): rescale the reward columns")
         n = table.num_rows
         scol = self.cols["step"]
         from_name = _file_step(module, path)
@@ -611,7 +619,8 @@ def _integers(arr):
     if pa.types.is_string(t) or pa.types.is_large_string(t):  # a CSV's steps: text read as exact integers
         import pyarrow.compute as pc
 
-        text = pc.utf8_trim_whitespace(arr)
+        # pandas writes integer steps of a float column as "1.0": a zero fraction is the same integer.
+        text = pc.replace_substring_regex(pc.utf8_trim_whitespace(arr), r"\.0*$", "")
         ok = np.asarray(pc.fill_null(pc.match_substring_regex(text, r"^[-+]?[0-9]{1,18}$"), False)
                         .to_numpy(zero_copy_only=False), dtype=bool)  # 18 digits always fit int64
         out = np.zeros(len(arr), np.int64)
@@ -876,6 +885,12 @@ def _assemble(reader: _Reader, group_col, warnings):
     if lost.any():
         bad_pairs = np.unique(pair[:, lost], axis=1)
         incomplete = _in_pairs(pair, bad_pairs)
+    # A row with no group key but a prompt and a step belonged to one of that prompt's groups of
+    # the step: which one is unknown, so they are all incomplete.
+    orphan = step_ok & prompt_ok & ~gkey_ok & ~blocks
+    if orphan.any():
+        by_prompt = np.stack([step, h])
+        incomplete |= _in_pairs(by_prompt, np.unique(by_prompt[:, orphan], axis=1))
     # Lines that are not rows (malformed JSON, CSV) belong to an unknown group of their file's
     # step.  Where that step's groups otherwise all have one size (a trainer's fixed n), the
     # groups short of it lost those lines; elsewhere the loss cannot be placed, and is said.
@@ -896,7 +911,8 @@ def _assemble(reader: _Reader, group_col, warnings):
             warnings.append(f"{c.file.name}: {c.unattributed_bad} unreadable line(s) could not be placed in a group; "
                             "the group(s) they belonged to may be counted short")
     keep = usable & ~incomplete
-    lost_groups = pair_codes(step[incomplete], gkey[incomplete])[1]
+    counted = incomplete & (gkey_ok | blocks)  # a row without a key is not a group of its own
+    lost_groups = pair_codes(step[counted], gkey[counted])[1]
     batch = np.concatenate([np.full(c.hashes.size, i, np.int64) for i, c in enumerate(chunks)])
     return {"hash": h[keep], "step": step[keep], "reward": reward[keep], "gkey": gkey[keep], "batch": batch[keep],
             "incomplete_groups": int(lost_groups), "incomplete_rollouts": int((incomplete & usable).sum()),
@@ -1074,8 +1090,9 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     note = _hook(module, "FILTER")
     if note and silent is not None and n_groups and not silent.any() and np.bincount(group).min() >= 2:
         observable = False
-        warnings.append(f"no group is silent at any step: {note}; a dump whose silent groups were evicted cannot show "
-                        "the generation's silent share (the figures are those of the trained groups)")
+        warnings.append(f"no group is silent at any step: either none was, or the trainer removed them before the dump "
+                        f"({note}); the log cannot tell which, so the generation's silent share is not given "
+                        "(summary.silent_frac_dumped is that of the dumped groups)")
     if declared:
         reward_name, group_by, silence, G = (declared["reward_name"], declared["group_by"], declared["silence"],
                                              declared["group_size"])

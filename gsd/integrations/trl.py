@@ -90,8 +90,10 @@ def is_log_file(path: Path) -> bool:
     return path.suffix == ".parquet" and _FILE.fullmatch(path.stem) is not None
 
 
-def step_of(path: Path) -> int:
-    return int(_FILE.fullmatch(path.stem).group(1))
+def step_of(path: Path):
+    """The step a ``completions_{step:05d}.parquet`` name carries (None beyond int64: the rows' step)."""
+    digits = _FILE.fullmatch(path.stem).group(1)
+    return int(digits) if len(digits) < 19 else None
 
 
 def infer_group_size(prompt_runs) -> int:
