@@ -15,7 +15,7 @@ pytest.importorskip("trl", reason="the tests against the real TRL need trl==1.16
 from gsd import InputError  # noqa: E402
 from gsd.cli import main  # noqa: E402
 from gsd.diagnose.report import diagnosis_json  # noqa: E402
-from gsd.integrations.trl import LIVE_METRICS, GroupTracker  # noqa: E402
+from gsd.integrations.trl_live import LIVE_METRICS, GroupTracker  # noqa: E402
 
 from .real_trainers import trl_run  # noqa: E402
 
@@ -24,7 +24,7 @@ P = [0.0, 1.0, 0.5, 0.2, 0.8, 0.0, 1.0, 0.5]
 
 
 def _trainer():
-    from gsd.integrations.trl import GSDGRPOTrainer
+    from gsd.integrations.trl_live import GSDGRPOTrainer
 
     return GSDGRPOTrainer
 
@@ -237,7 +237,7 @@ def test_bad_arguments():
     h(prompts=["a", "a"], completions=["", ""])
     with pytest.raises(InputError, match=r"\.parquet"):
         t4.save("run.csv")
-    from gsd.integrations.trl import GSDGRPOTrainer
+    from gsd.integrations.trl_live import GSDGRPOTrainer
 
     with pytest.raises(InputError, match="skip_above"):
         GSDGRPOTrainer(model=None, skip_above=1.5)
