@@ -1,0 +1,36 @@
+"""One process of a 2-process TRL run (``torchrun --nproc_per_node 2``, gloo, CPU), run by
+test_trl_processes.py.
+
+``GroupTracker.wrap`` on the reward function (and ``GSDGRPOTrainer`` given those wrapped
+functions, which puts the tracker's figures into TRL's log), 12 rows per generation over 2 processes
+with G = 4, so the middle group of every generation is cut between the processes.  Each process
+writes what its own reward function saw (the truth, its rows only), its tracker's metrics and
+TRL's log history to ``OUT/rank{r}.json``.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # real_trainers, beside this file
+
+import torch.distributed as dist  # noqa: E402
+
+from gsd.integrations.trl_live import GroupTracker, GSDGRPOTrainer  # noqa: E402
+from real_trainers import trl_run  # noqa: E402
+
+PROMPTS = [f"q{i} w1 w2" for i in range(6)]
+P = [0.0, 1.0, 0.5, 0.3, 1.0, 0.5]
+
+out = Path(sys.argv[1])
+tracker = GroupTracker(4)
+truth = trl_run(out / "trl", prompts=PROMPTS, p=P, G=4, batch=6, max_steps=4, wrap=tracker.wrap,
+                trainer_cls=GSDGRPOTrainer, trainer_kwargs={"gsd_tracker": tracker})
+rank = dist.get_rank()
+(out / f"rank{rank}.json").write_text(json.dumps({
+    "world": dist.get_world_size(),
+    "calls": truth.calls["correct"],
+    "metrics": tracker.metrics,
+    "log_history": truth.trainer.state.log_history,
+    "warnings": tracker.warnings,
+}))
