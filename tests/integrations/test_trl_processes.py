@@ -57,3 +57,7 @@ def test_silent_fraction_is_trls(ranks):
     assert [e["step"] for e in logged] == sorted(truth)
     for e in logged:  # TRL logs a float32 mean
         assert np.float32(e["gsd/silent_frac"]) == np.float32(e["frac_reward_zero_std"]) == np.float32(truth[e["step"]])
+
+
+def test_skipping_is_refused_with_several_processes(ranks):
+    assert all(r["skip_refused"].startswith("skip_above=0.9 works in one process (this run has 2)") for r in ranks)
