@@ -296,19 +296,24 @@ class GroupTracker:
             raise InputError(f"weights has {len(self.weights)} entries for {len(funcs)} reward functions")
         self._functions = names
 
-        def settled(rewards):
+        def settled(rewards, index):
+            try:
+                once = iter(rewards) is rewards
+            except TypeError:
+                raise InputError(f"reward function {self._functions[index]!r} returned {rewards!r}, not one reward per "
+                                 "completion") from None
             # An iterator would reach TRL exhausted once recorded: hand it the values instead.
-            return list(rewards) if iter(rewards) is rewards else rewards
+            return list(rewards) if once else rewards
 
         def one(func, index):
             if _is_async(func):
                 async def wrapped(*args, **kwargs):
-                    rewards = settled(await func(*args, **kwargs))
+                    rewards = settled(await func(*args, **kwargs), index)
                     self._record(index, args, kwargs, rewards)
                     return rewards
             else:
                 def wrapped(*args, **kwargs):
-                    rewards = settled(func(*args, **kwargs))
+                    rewards = settled(func(*args, **kwargs), index)
                     self._record(index, args, kwargs, rewards)
                     return rewards
             functools.update_wrapper(wrapped, func, assigned=("__module__", "__qualname__", "__doc__"), updated=())

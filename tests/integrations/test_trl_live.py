@@ -274,6 +274,9 @@ def test_rewards_trl_cannot_take_are_named(bad):
     with pytest.raises(InputError, match=r"^reward function 'graded' returned .* at row 1"):
         f(prompts=["a", "a"], completions=["", ""])
     assert not tracker.metrics
+    [g] = GroupTracker(2).wrap([_named(None)])
+    with pytest.raises(InputError, match=r"^reward function 'graded' returned None, not one reward per completion"):
+        g(prompts=["a", "a"], completions=["", ""])
 
 
 def test_rewards_as_generator_none_and_beyond_float32():

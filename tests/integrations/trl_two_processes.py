@@ -12,34 +12,38 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # real_trainers, beside this file
-
-import torch.distributed as dist  # noqa: E402
-
-from gsd.integrations.trl_live import GroupTracker, GSDGRPOTrainer  # noqa: E402
-from gsd import InputError  # noqa: E402
-from real_trainers import tiny_model, tokenizer, trl_run  # noqa: E402
-
 PROMPTS = [f"q{i} w1 w2" for i in range(6)]
 P = [0.0, 1.0, 0.5, 0.3, 1.0, 0.5]
 
-out = Path(sys.argv[1])
-tracker = GroupTracker(4)
-truth = trl_run(out / "trl", prompts=PROMPTS, p=P, G=4, batch=6, max_steps=4, wrap=tracker.wrap,
-                trainer_cls=GSDGRPOTrainer, trainer_kwargs={"gsd_tracker": tracker})
-try:  # skipping is refused with several processes, before training
-    GSDGRPOTrainer(model=tiny_model(), reward_funcs=[lambda prompts, **kw: [0.0] * len(prompts)],
-                   args=truth.trainer.args, train_dataset=truth.trainer.train_dataset, processing_class=tokenizer(),
-                   skip_above=0.9)
-    refused = None
-except InputError as exc:
-    refused = str(exc)
-rank = dist.get_rank()
-(out / f"rank{rank}.json").write_text(json.dumps({
-    "world": dist.get_world_size(),
-    "calls": truth.calls["correct"],
-    "metrics": tracker.metrics,
-    "log_history": truth.trainer.state.log_history,
-    "warnings": tracker.warnings,
-    "skip_refused": refused,
-}))
+
+def main(out: Path) -> None:
+    import torch.distributed as dist
+    from real_trainers import tiny_model, tokenizer, trl_run
+
+    from gsd import InputError
+    from gsd.integrations.trl_live import GroupTracker, GSDGRPOTrainer
+
+    tracker = GroupTracker(4)
+    truth = trl_run(out / "trl", prompts=PROMPTS, p=P, G=4, batch=6, max_steps=4, wrap=tracker.wrap,
+                    trainer_cls=GSDGRPOTrainer, trainer_kwargs={"gsd_tracker": tracker})
+    try:  # skipping is refused with several processes, before training
+        GSDGRPOTrainer(model=tiny_model(), reward_funcs=[lambda prompts, **kw: [0.0] * len(prompts)],
+                       args=truth.trainer.args, train_dataset=truth.trainer.train_dataset, processing_class=tokenizer(),
+                       skip_above=0.9)
+        refused = None
+    except InputError as exc:
+        refused = str(exc)
+    rank = dist.get_rank()
+    (out / f"rank{rank}.json").write_text(json.dumps({
+        "world": dist.get_world_size(),
+        "calls": truth.calls["correct"],
+        "metrics": tracker.metrics,
+        "log_history": truth.trainer.state.log_history,
+        "warnings": tracker.warnings,
+        "skip_refused": refused,
+    }))
+
+
+if __name__ == "__main__":  # run by torchrun; importing it (pytest's doctest collection) runs nothing
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # real_trainers, beside this file
+    main(Path(sys.argv[1]))
