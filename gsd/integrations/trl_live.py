@@ -30,7 +30,7 @@ import numpy as np
 from .._errors import InputError
 from .._validate import _real
 from . import tracker_table as _table
-from .trl import chat_label
+from ._columns import chat_label
 
 __all__ = ["GroupTracker", "GSDGRPOTrainer", "SkipSampler", "LIVE_METRICS", "trl_total",  # noqa: F822 (built on first use)
            "trl_zero_std"]
