@@ -6,7 +6,8 @@ imports the other.
 
 Columns ``prompt``, ``step``, ``group`` (one number per group of the run), ``reward`` (the
 weighted total the trainer normalised) and one ``reward:<function>`` column per reward function
-(unweighted).  The JSON description under :data:`KEY` names them and says how the rows were
+(unweighted), and :data:`SILENT_COL`, TRL's zero-std verdict on the row's group (the same for
+every row of a group; it is TRL's, computed before the non-finite rows were left out).  The JSON description under :data:`KEY` names them and says how the rows were
 grouped and what silence means.
 """
 
@@ -15,13 +16,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["KEY", "NAME", "describe", "read_description"]
+__all__ = ["KEY", "NAME", "SILENT_COL", "describe", "read_description"]
 
 #: Key of the parquet metadata that holds the description.
 KEY = "gsd.table"
 
 #: The ``table`` entry of the description.
 NAME = "GroupTracker"
+
+#: The column that holds, per row, TRL's verdict on its group (counted in ``frac_reward_zero_std``).
+SILENT_COL = "zero_std"
 
 
 def describe(*, group_size: int, threshold, reward_name: str, weights, functions) -> dict:
@@ -41,7 +45,7 @@ def describe(*, group_size: int, threshold, reward_name: str, weights, functions
         The reward functions' names, one ``reward:<name>`` column each.
     """
     return {"table": NAME, "version": 1, "prompt_col": "prompt", "step_col": "step", "group_col": "group",
-            "reward_col": "reward", "group_size": int(group_size), "threshold": threshold,
+            "reward_col": "reward", "silent_col": SILENT_COL, "group_size": int(group_size), "threshold": threshold,
             "reward_name": reward_name, "weights": weights, "functions": list(functions),
             "group_by": f"blocks of {group_size} rows of one generation, as the reward functions saw them "
                         "(gsd's GroupTracker inside TRL)",

@@ -259,6 +259,7 @@ class GroupTracker:
         self._group_prompt: list[np.ndarray] = []  # per generation: each group's prompt code
         self._parts: list[np.ndarray] = []  # per generation: (functions, rows) float32 rewards, NaN for None
         self._totals: list[np.ndarray] = []  # per generation: TRL's float32 total per row
+        self._silent: list[np.ndarray] = []  # per generation: each group's zero-std verdict, as TRL counts it
         self._pending = None
         self._graded = False
         self._prior_at = (0, None)  # (rollouts recorded, prior) at the last fit
@@ -413,6 +414,7 @@ class GroupTracker:
         self._group_prompt.append(codes)
         self._parts.append(parts)
         self._totals.append(total)
+        self._silent.append(silent)
         self.metrics.append(gen)
 
     def _right(self, groups, finite):
@@ -525,7 +527,8 @@ class GroupTracker:
         return _reward_text(list(zip(w, names)))
 
     def _rows(self):
-        """Per rollout (scorable rows only): prompt code, step, group number, total, parts."""
+        """Per rollout (finite totals only): prompt code, step, group number, total, parts, and
+        whether TRL counted the rollout's group zero-std."""
         if not self._steps:
             raise InputError("the tracker has recorded no training generation yet")
         G = self.num_generations
@@ -535,8 +538,9 @@ class GroupTracker:
         group = np.repeat(np.arange(sizes.sum(), dtype=np.int64), G)
         total = np.concatenate(self._totals)
         parts = np.concatenate(self._parts, axis=1)
+        zero = np.repeat(np.concatenate(self._silent), G)
         keep = np.isfinite(total)
-        return code[keep], step[keep], group[keep], total[keep], parts[:, keep]
+        return code[keep], step[keep], group[keep], total[keep], parts[:, keep], zero[keep]
 
     def _description(self) -> dict:
         return _table.describe(group_size=self.num_generations, threshold=self.threshold,
@@ -549,7 +553,7 @@ class GroupTracker:
 
         from ..diagnose.readers import RolloutLog
 
-        code, step, group, total, _ = self._rows()
+        code, step, group, total, _, zero = self._rows()
         hashes = pd.util.hash_array(np.array(self._keys, dtype=object), categorize=False).astype(np.int64)
         used = np.unique(code)
         order = np.argsort(hashes[used], kind="stable")
@@ -558,12 +562,14 @@ class GroupTracker:
         from ..diagnose.readers import pair_codes
 
         gkey = pd.util.hash_array(group.astype(str).astype(object), categorize=True).astype(np.int64)
-        gcode, _ = pair_codes(step, gkey)
+        gcode, n_groups = pair_codes(step, gkey)
+        silent = np.zeros(n_groups, bool)
+        silent[gcode] = zero  # TRL's verdict, not a recount of the finite rows left
         d = self._description()
         return RolloutLog(prompt=rank[code], step=step, reward=total,
                           labels=np.array(self._labels, dtype=object)[used[order]], hashes=hashes[used[order]],
                           files=[], fmt="table", trainer="trl", reward_name=d["reward_name"], group=gcode,
-                          group_by=d["group_by"], silence=d["silence"], group_size=self.num_generations,
+                          group_by=d["group_by"], silence=d["silence"], group_size=self.num_generations, silent=silent,
                           threshold=self.threshold, warnings=list(self.warnings))
 
     def diagnosis(self, *, level: float = 0.9, budget=None, half_life=None):
@@ -583,8 +589,8 @@ class GroupTracker:
         Columns ``prompt`` (text, conversation, or the ``prompt_id`` value as text), ``step``,
         ``group`` (one number per group of the run), ``reward`` (the float32 weighted total the
         trainer normalised) and one ``reward:<function>`` column per reward function (unweighted,
-        cast to float32 as TRL casts them); the file's metadata (:mod:`gsd.integrations.tracker_table`)
-        says so.  Rows whose total is not finite (every function returned None, or an infinite
+        cast to float32 as TRL casts them), and ``zero_std`` (TRL counted the row's group in
+        ``frac_reward_zero_std``); the file's metadata (:mod:`gsd.integrations.tracker_table`) says so.  Rows whose total is not finite (every function returned None, or an infinite
         reward) are left out: the log reader takes finite rewards only.
         """
         import pyarrow as pa
@@ -596,9 +602,10 @@ class GroupTracker:
         if path.suffix != ".parquet":
             raise InputError(f"path must end in .parquet (the table carries its description in parquet metadata), "
                              f"got {str(path)!r}")
-        code, step, group, total, parts = self._rows()
+        code, step, group, total, parts, zero = self._rows()
         columns = {"prompt": pa.array(self._values).take(pa.array(code)),  # per rollout, gathered in pyarrow
-                   "step": pa.array(step), "group": pa.array(group), "reward": pa.array(total)}
+                   "step": pa.array(step), "group": pa.array(group), "reward": pa.array(total),
+                   _table.SILENT_COL: pa.array(zero)}
         for name, col in zip(self._functions, parts):
             columns[f"reward:{name}"] = pa.array(col)
         table = pa.table(columns).replace_schema_metadata({_table.KEY: json.dumps(self._description())})

@@ -110,3 +110,19 @@ def test_total_and_zero_std_are_trls_own_operations(case):
     got_std, zero = trl_zero_std(total, g)
     np.testing.assert_array_equal(got_std, std.numpy().astype(np.float64))
     np.testing.assert_array_equal(zero, torch.isclose(std, torch.zeros_like(std)).numpy())
+
+
+def test_diagnosis_and_saved_table_carry_trls_verdict(run, tmp_path):
+    """The rows left out of the diagnosis (no finite total) do not change a group's verdict: the
+    group with an infinite reward keeps TRL's "not zero-std" though its finite rows are equal."""
+    import pandas as pd
+
+    tracker, _, _ = run
+    verdict = {f"q{i} w1 w2": bool(_trl_zero_std_of(rows)[0]) for i, rows in enumerate(PATTERNS)}
+    g = tracker.diagnosis().groups
+    labels = tracker.diagnosis().prompts["prompt"].to_numpy()[g["prompt"].to_numpy()]
+    multi = (g["G"] >= 2).to_numpy()
+    assert sorted(set(labels[multi])) == ["q0 w1 w2", "q1 w1 w2", "q4 w1 w2", "q6 w1 w2", "q7 w1 w2"]
+    assert g["silent"].to_numpy()[multi].tolist() == [verdict[x] for x in labels[multi]]
+    table = pd.read_parquet(tracker.save(tmp_path / "run.parquet"))
+    assert table.groupby("prompt")["zero_std"].all().to_dict() == {x: verdict[x] for x in table["prompt"].unique()}
