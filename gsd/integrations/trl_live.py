@@ -769,7 +769,8 @@ def _trainer_class():
             wrapped here unless they already are; its weights default to ``reward_weights``.
         skip_above : float in (0, 1), optional
             Skip a prompt at its turn when its posterior probability of a silent group at the
-            run's G is above this (None, the default: skip nothing).
+            run's G is above this (None, the default: skip nothing).  One process only: with
+            several, the constructor refuses it (tracking itself works in any number).
         max_skips : int ≥ 0
             Never skip a prompt at more than this many of its turns in a row (its solve rate moves
             as the model learns): it is drawn at least once every ``max_skips + 1`` turns.
