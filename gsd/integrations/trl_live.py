@@ -57,9 +57,9 @@ def trl_total(parts, weights, device=None):
     Returns
     -------
     numpy.ndarray of float64
-        ``(float32(parts) * float32(weights)).nansum`` over the functions (float32 values, a
-        non-finite product of a NaN counts 0 as in ``nansum``), NaN where every function returned
-        None: the total TRL normalises.
+        ``(float32(parts) * float32(weights)).nansum`` over the functions, in float32 (a NaN
+        product, from a None or from inf × 0, adds nothing, as in ``nansum``); NaN where every
+        function returned None: the total TRL normalises.
     """
     import torch
 
@@ -87,7 +87,8 @@ def trl_zero_std(total, group_size: int, device=None):
     std : numpy.ndarray of float64, one per group
         TRL's ``nanstd`` (float32, ddof 1 over the non-NaN rows; NaN with fewer than two).
     zero : numpy.ndarray of bool, one per group
-        ``torch.isclose(std, 0)``: TRL counts the group in ``frac_reward_zero_std``.  A group with
+        ``torch.isclose(std, 0)`` with torch's default tolerances, as TRL calls it (so
+        ``|std| <= 1e-8``): TRL counts the group in ``frac_reward_zero_std``.  A group with
         one scorable row, none, or an infinite total is counted as a group but not as zero std.
     """
     import torch
