@@ -5,7 +5,9 @@ about that trainer and imports nothing of gsd beyond the error class and the hel
 package, so the reader (:mod:`gsd.diagnose.readers`), the simulator's log writer
 (:mod:`gsd.simulator.rollout_log`) and the convention table (:mod:`gsd.trainers`) all sit on top
 of it.  Reading a log never needs the trainer installed.  Live hooks that import a trainer
-(TRL's) live in their own module on top of this one.
+live in their own module on top of the trainer's: :mod:`gsd.integrations.trl_live` (a tracker
+inside TRL's reward functions, a ``GRPOTrainer`` subclass), which saves the self-describing table
+of :mod:`gsd.integrations.tracker_table` that the reader reads back.
 
 **Adding a trainer** is one new module here and its name in :data:`TRAINERS`.
 
