@@ -414,6 +414,7 @@ class _Reader:
         self.chunks: list[_Chunk] = []
         self.extra_outputs = 0
         self.keyed = False  # the trainer's own group keys were used
+        self.verdicts: list = []  # per chunk, a saved per-row zero-std verdict (gsd's tracker table)
 
     def bad(self, file, line, reason):
         self.bad_count += 1
@@ -497,6 +498,8 @@ class _Reader:
             if keys is not None:
                 gkey, gkey_ok = keys
                 self.keyed = True
+        if self.cols.get("silent") in columns:  # the trainer's own verdict, saved beside the rows
+            self.verdicts.append(_numeric(table.column(self.cols["silent"]), self.cols["silent"], path))
         advantage = None
         if _hook(module, "check_advantages") is not None and "advantage" in columns:
             advantage = _numeric(table.column("advantage"), "advantage", path)
@@ -679,7 +682,8 @@ def _read_parquet(path, reader):
         names = None
     else:
         cols = reader.cols
-        wanted = {cols["prompt"], cols["step"], cols.get("group"), "advantage"} | set(_hook(reader.module, "KEY_COLUMNS", ()))
+        wanted = {cols["prompt"], cols["step"], cols.get("group"), cols.get("silent"), "advantage"} \
+            | set(_hook(reader.module, "KEY_COLUMNS", ()))
         if reader.reward_spec:
             wanted |= {name for _, name in parse_reward(reader.reward_spec, schema.names)}
         elif reader.module is not None:
@@ -918,7 +922,9 @@ def _assemble(reader: _Reader, group_col, warnings):
             "incomplete_groups": int(lost_groups), "incomplete_rollouts": int((incomplete & usable).sum()),
             "unscorable": int((unscorable & keep).sum()),
             "advantage": np.concatenate([c.advantage for c in chunks])[keep]
-            if all(c.advantage is not None for c in chunks) else None}
+            if all(c.advantage is not None for c in chunks) else None,
+            "verdict": np.concatenate(reader.verdicts)[keep]
+            if reader.verdicts and len(reader.verdicts) == len(chunks) else None}
 
 
 def pair_codes(a, b):
@@ -1006,9 +1012,9 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     # A table saved by gsd's GroupTracker says which columns it holds and how it was grouped.
     declared = None
     if module is None and reward is None and group_col is None:
-        from ..integrations.trl import tracker_table
+        from ..integrations.tracker_table import read_description
 
-        declared = tracker_table(files)
+        declared = read_description(files)
     if declared:
         reward, group_col = declared["reward_col"], declared["group_col"]
     if group_size is not None and not _hook(module, "GROUP_SIZE", False):
@@ -1018,7 +1024,7 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
         raise InputError(f"group_col: {fmt} groups are blocks of rows; use --group-size")
     defaults = (module.PROMPT_COL, module.STEP_COL) if module is not None else ("prompt", "step")
     cols = {"prompt": prompt_col or defaults[0], "step": step_col or defaults[1], "step_required": step_col is not None,
-            "group": group_col}
+            "group": group_col, "silent": declared.get("silent_col") if declared else None}
 
     from ..progress import progress_bar
 
@@ -1065,6 +1071,9 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     silence = f"zero std of {reward_name!r} within each group (every reward equal), as the trainer normalises it"
     rule = _hook(module, "zero_std")
     silent = rule(got["reward"], group, n_groups) if rule is not None else None
+    if got.get("verdict") is not None:  # a table that saved the trainer's verdict per group
+        silent = np.zeros(n_groups, bool)
+        np.logical_or.at(silent, group, got["verdict"] > 0)
     if _hook(module, "REWARD_WEIGHTS_UNLOGGED", False) and not reward and len(terms) > 1:
         warnings.append(f"reward = {reward_name} with weight 1 each: TRL does not log its reward_weights; "
                         "if the run weighted them, give the weights with --reward 'a+0.5*b'")
@@ -1113,7 +1122,8 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
                       trainer_silent=context.get("trainer_silent", {}), silent=silent,
                       unscorable_rollouts=got["unscorable"], extra_outputs=reader.extra_outputs,
                       excluded_steps=excluded, silent_observable=observable, advantage_check=advantage_check,
-                      threshold=declared["threshold"] if declared else None, trainer="trl" if declared else None,
+                      threshold=declared["threshold"] if declared else None,
+                      trainer=declared.get("trainer") if declared else None,
                       warnings=warnings, bad_rows=reader.bad_rows, bad_count=reader.bad_count)
 
 

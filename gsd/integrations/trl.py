@@ -47,7 +47,7 @@ from ._columns import chat_label
 
 __all__ = ["NAME", "DDOF", "EPS", "SCALES", "SOURCE", "NOT_REWARD", "is_log_file", "step_of", "infer_group_size",
            "generation_fingerprint", "find_trainer_state", "read_trainer_state", "chat_label", "write_step",
-           "FILE_DESCRIPTION", "total_reward", "zero_std", "ZERO_STD_ATOL", "check_advantages"]
+           "FILE_DESCRIPTION", "total_reward", "group_std", "zero_std", "ZERO_STD_ATOL", "check_advantages"]
 
 NAME = "trl"
 DDOF = 1
@@ -315,11 +315,16 @@ def prepare(table, lines):
 
 
 
-def total_reward(parts, coefs) -> np.ndarray:
-    """The reward TRL normalises, in TRL's arithmetic: each function's reward cast to float32
-    (``torch.float32``, None → NaN), multiplied by its float32 weight and summed in float32 with
-    NaN counted as 0 (``nansum``); a row where every function returned None stays NaN
-    (unscorable).  Returned as float64 holding float32 values.
+def total_reward(parts, coefs, device=None) -> np.ndarray:
+    """The reward TRL normalises, in TRL's arithmetic (``GRPOTrainer``, ``trl`` 1.16.0): each
+    function's reward cast to float32 (None → NaN, beyond float32 → inf), multiplied by its float32
+    weight and summed over the functions with ``nansum`` in float32 (a NaN product adds nothing);
+    NaN where every function returned None (unscorable).
+
+    Computed with torch's own operations when torch is installed (on ``device``: reductions round
+    differently on other devices), else in numpy with the functions summed in order, which agrees
+    with torch's CPU kernel for up to 4 reward functions.  Returned as float64 holding float32
+    values.
 
     >>> total_reward(np.array([[0.1], [0.2]]), np.array([1.0, 1.0])) == np.float32(0.3)
     array([ True])
@@ -327,58 +332,100 @@ def total_reward(parts, coefs) -> np.ndarray:
     p = np.asarray(parts, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         p32 = p.astype(np.float32)
-        w = np.asarray(coefs, dtype=np.float64).astype(np.float32).reshape(-1, 1)
-        terms = p32 * w
+        w = np.asarray(coefs, dtype=np.float64).astype(np.float32)
+    torch = _torch()
+    if torch is not None:
+        per_func = torch.as_tensor(p32.T.copy(), device=device)
+        total = (per_func * torch.as_tensor(w, device=device).unsqueeze(0)).nansum(dim=1)
+        total[torch.isnan(per_func).all(dim=1)] = torch.nan
+        return total.cpu().numpy().astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
         total = np.zeros(p.shape[1], np.float32)
-        for term in terms:  # one pass per reward function, in order, as TRL's nansum over dim 1
+        for term in p32 * w.reshape(-1, 1):
             total = (total + np.where(np.isnan(term), np.float32(0), term)).astype(np.float32)
     total = total.astype(np.float64)
     total[np.isnan(p32).all(axis=0)] = np.nan
     return total
 
 
-def zero_std(values, group, n_groups: int) -> np.ndarray:
-    """TRL's test for a zero-std group, per group: ``torch.isclose(nanstd(r), 0)`` (atol 1e-8)
-    with TRL's ``nanstd`` in float32 — the mean of the scorable rewards, the mean squared
-    deviation times n/(n − 1), its square root; NaN (no std: fewer than two scorable rewards,
-    or an infinite reward) is not close to 0.
+def group_std(total, group_size: int, device=None):
+    """TRL's per-group std of the total and its zero-std test, groups as consecutive blocks of
+    ``group_size`` rows: (std, zero), one per group.
 
-    ``values``: the rewards as :func:`total_reward` returns them (NaN unscorable); ``group``: the
-    dense group code of each row, rows of a group in their generation order.  Sums run in float32
-    in row order, as torch's CPU kernel does for the group sizes tested (2 to 12); for larger
-    groups torch sums in vector lanes and its last bit can differ, which matters only for a
-    group of identical graded rewards whose float32 mean is inexact.
+    std is TRL's ``nanstd`` (``trl.trainer.utils``): in float32, the mean of the scorable rewards,
+    the mean squared deviation times n/(n − 1), its square root; NaN with fewer than two scorable
+    rewards or an infinite one.  zero is ``torch.isclose(std, 0)`` with torch's default tolerances
+    (``|std| <= 1e-8``; NaN is not close), what TRL counts in ``frac_reward_zero_std``.
+
+    With torch installed, torch's own operations on ``device`` (exact where the run computed on
+    that kind of device); without it, numpy summing each group in row order, which agrees with
+    torch's CPU kernel for groups of 2 to 12 rows (for larger groups torch sums in vector lanes, and
+    a group of identical graded rewards whose float32 mean is inexact can then differ).
+
+    >>> group_std(np.array([0.0, 1e-8, 1.0, 1.0, np.nan, 0.5]), 2)[1].tolist()
+    [True, True, False]
+    """
+    G = int(group_size)
+    x32 = np.asarray(total, np.float64).astype(np.float32).reshape(-1, G)
+    torch = _torch()
+    if torch is not None:
+        x = torch.as_tensor(x32, device=device)
+        mean = torch.nanmean(x, dim=1, keepdim=True)
+        variance = torch.nanmean((x - mean) ** 2, dim=1, keepdim=True)
+        count = torch.sum(~torch.isnan(x), dim=1, keepdim=True)
+        correction = count / (count - 1)
+        correction = torch.where(count > 1, correction, torch.full_like(correction, float("nan")))
+        std = torch.sqrt(variance * correction).squeeze(1)
+        zero = torch.isclose(std, torch.zeros_like(std))
+        return std.cpu().numpy().astype(np.float64), zero.cpu().numpy()
+    ok = ~np.isnan(x32)
+    count = ok.sum(axis=1).astype(np.float32)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        mean = _row_sums(np.where(ok, x32, np.float32(0))) / count
+        dev = (x32 - mean[:, None]) ** 2
+        var = _row_sums(np.where(ok, dev, np.float32(0))) / count
+        corr = np.where(count > 1, count / (count - 1), np.float32(np.nan)).astype(np.float32)
+        std = np.sqrt((var * corr).astype(np.float32))
+    return std.astype(np.float64), np.abs(std) <= ZERO_STD_ATOL
+
+
+def zero_std(values, group, n_groups: int) -> np.ndarray:
+    """TRL's zero-std verdict per group (:func:`group_std`), for the log reader: ``group`` the
+    dense group code of each row, the rows of a group in generation order; every group a block of
+    one size (TRL's ``num_generations``).
 
     >>> zero_std(np.array([0.0, 1e-8, 1.0, 1.0, np.nan, 0.5]), np.array([0, 0, 1, 1, 2, 2]), 3).tolist()
     [True, True, False]
     """
-    v = np.asarray(values, dtype=np.float64).astype(np.float32)
     group = np.asarray(group, dtype=np.int64)
+    sizes = np.bincount(group, minlength=n_groups)
+    if n_groups == 0:
+        return np.zeros(0, bool)
+    if sizes.min() != sizes.max():
+        from .._errors import InputError
+
+        raise InputError(f"TRL groups are blocks of one size; got groups of {sizes.min()} to {sizes.max()} rows")
     order = np.argsort(group, kind="stable")
-    g = group[order]
-    x = v[order]
-    ok = ~np.isnan(x)
-    count = np.bincount(g, weights=ok, minlength=n_groups).astype(np.float32)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        mean = _f32_group_sums(np.where(ok, x, np.float32(0)), g, n_groups) / count
-        dev = (x - mean[g]) ** 2
-        var = _f32_group_sums(np.where(ok, dev, np.float32(0)), g, n_groups) / count
-        corr = np.where(count > 1, count / (count - 1), np.float32(np.nan)).astype(np.float32)
-        std = np.sqrt((var * corr).astype(np.float32))
-    return np.abs(std) <= ZERO_STD_ATOL
+    return group_std(np.asarray(values, np.float64)[order], int(sizes[0]))[1]
 
 
-def _f32_group_sums(x, g, n_groups):
-    """Per-group sums in float32, each group summed in row order (rows sorted by group)."""
-    out = np.zeros(n_groups, np.float32)
-    if x.size == 0:
-        return out
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    pos = np.arange(x.size) - np.repeat(starts, np.diff(np.r_[starts, x.size]))
-    for j in range(int(pos.max()) + 1):  # one pass per position within the group (G passes)
-        at = pos == j
-        np.add.at(out, g[at], x[at])  # float32 adds: one row per group per pass, in order
+def _row_sums(x):
+    """Row sums in float32, each row summed left to right."""
+    out = np.zeros(x.shape[0], np.float32)
+    for j in range(x.shape[1]):  # G passes over the groups: one add per group per pass, in order
+        out = (out + x[:, j]).astype(np.float32)
     return out
+
+
+def _torch():
+    """torch when installed (TRL's own arithmetic), else None; a log is read without it."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return None
+    import torch
+
+    return torch
 
 
 def check_advantages(reward, advantage, group, n_groups: int, batch) -> dict:
@@ -467,10 +514,3 @@ def write_step(folder, step: int, prompts, rewards: dict, *, completions="", adv
         pd.DataFrame(data).to_parquet(tmp, index=False)
     return path
 
-
-def tracker_table(files):
-    """The description of a table saved by gsd's live tracker (kept for the log reader's present
-    call; the table is gsd's own: :func:`gsd.integrations.tracker_table.read_description`)."""
-    from .tracker_table import read_description
-
-    return read_description(files)

@@ -43,67 +43,19 @@ _TRL_KWARGS = ("prompts", "completions", "completion_ids", "trainer_state", "log
 
 
 def trl_total(parts, weights, device=None):
-    """TRL's weighted total reward per row, as ``GRPOTrainer`` computes it (``trl`` 1.16.0).
+    """TRL's weighted total reward per row (:func:`gsd.integrations.trl.total_reward` on the
+    trainer's ``device``)."""
+    from .trl import total_reward
 
-    Parameters
-    ----------
-    parts : array_like, shape (functions, rows)
-        Each function's rewards, NaN where it returned None.
-    weights : array_like, shape (functions,)
-        ``reward_weights``.
-    device : torch device, optional
-        Where to compute (the trainer's device: reductions round differently on other devices).
-
-    Returns
-    -------
-    numpy.ndarray of float64
-        ``(float32(parts) * float32(weights)).nansum`` over the functions, in float32 (a NaN
-        product, from a None or from inf × 0, adds nothing, as in ``nansum``); NaN where every
-        function returned None: the total TRL normalises.
-    """
-    import torch
-
-    with np.errstate(over="ignore"):  # beyond float32: inf, as TRL's torch.tensor(..., float32) gives
-        per_func = torch.as_tensor(np.asarray(parts, np.float64).T.astype(np.float32), device=device)
-    w = torch.as_tensor(np.asarray(weights, np.float64).astype(np.float32), device=device)
-    total = (per_func * w.unsqueeze(0)).nansum(dim=1)
-    total[torch.isnan(per_func).all(dim=1)] = torch.nan
-    return total.cpu().numpy().astype(np.float64)
+    return total_reward(parts, weights, device=device)
 
 
 def trl_zero_std(total, group_size: int, device=None):
-    """TRL's per-group std of the total and its zero-std test (``frac_reward_zero_std``).
+    """TRL's per-group std of the total and its zero-std test, groups as consecutive blocks of
+    ``group_size`` (:func:`gsd.integrations.trl.group_std` on the trainer's ``device``)."""
+    from .trl import group_std
 
-    Parameters
-    ----------
-    total : array_like, shape (rows,)
-        :func:`trl_total` (float32 values), groups as consecutive blocks of ``group_size``.
-    group_size : int
-        ``num_generations``.
-    device : torch device, optional
-
-    Returns
-    -------
-    std : numpy.ndarray of float64, one per group
-        TRL's ``nanstd`` (float32, ddof 1 over the non-NaN rows; NaN with fewer than two).
-    zero : numpy.ndarray of bool, one per group
-        ``torch.isclose(std, 0)`` with torch's default tolerances, as TRL calls it (so
-        ``|std| <= 1e-8``): TRL counts the group in ``frac_reward_zero_std``.  A group with
-        one scorable row, none, or an infinite total is counted as a group but not as zero std.
-    """
-    import torch
-
-    x = torch.as_tensor(np.asarray(total, np.float64).astype(np.float32), device=device).view(-1, int(group_size))
-    # trl.trainer.utils.nanstd, operation for operation (the tests hold it equal to TRL's own).
-    mean = torch.nanmean(x, dim=1, keepdim=True)
-    variance = torch.nanmean((x - mean) ** 2, dim=1, keepdim=True)
-    count = torch.sum(~torch.isnan(x), dim=1, keepdim=True)
-    correction = count / (count - 1)
-    correction = torch.where(count > 1, correction, torch.full_like(correction, float("nan")))
-    variance *= correction
-    std = torch.sqrt(variance).squeeze(1)
-    zero = torch.isclose(std, torch.zeros_like(std))
-    return std.cpu().numpy().astype(np.float64), zero.cpu().numpy()
+    return group_std(total, group_size, device=device)
 
 
 def _callable_name(func) -> str:
