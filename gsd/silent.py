@@ -54,7 +54,11 @@ def _minor(p):
 
 def _silent(a, G):
     xp = namespace(a)
-    return a**G + xp.exp(G * xp.log1p(-a))
+    s = xp.log1p(-a)
+    s *= G
+    s = xp.exp(s, out=s) if isinstance(s, np.ndarray) else xp.exp(s)  # in place: one array less per call
+    s += a**G  # exp(G·log1p(−a)) + a^G, the bits of a^G + exp(…)
+    return s
 
 
 def _nonsilent(a, G):

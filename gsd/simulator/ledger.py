@@ -238,7 +238,11 @@ def large_group_update(p, G, decile, n_bins: int = N_DECILES, keep=None):
     lim = _large_group(p, divides_by_std=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         # lim·(1 − 1/(8·G·lim²)) with lim² = p(1−p): three passes, and 0 − 1/0 = −∞ at lim = 0
-        law = lim - 1.0 / ((8.0 * G) * lim)
+        law = (8.0 * G) * lim
+        if isinstance(law, np.ndarray):  # in place: no fresh temporaries (page faults) per step
+            np.subtract(lim, np.divide(1.0, law, out=law), out=law)
+        else:
+            law = lim - 1.0 / law
     limit, law_sum = _total(lim, keep), _total(law, keep)
     if not is_tensor(p):
         limit, law_sum = _host(limit), _host(law_sum)
