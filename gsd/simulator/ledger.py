@@ -199,6 +199,8 @@ def per_decile(x, decile, keep=None, n_bins: int = N_DECILES):
     if keep is not None:
         x = namespace(x).where(keep, x, 0.0)
     if not is_tensor(x):
+        if np.ndim(x) == 2 and x.shape[0] == 1:  # one run: no offset array
+            return np.bincount(decile.reshape(-1), weights=x.reshape(-1), minlength=n_bins)[None]
         if np.ndim(x) == 2:  # each row's bins after the previous row's: one bincount, each row's entries in order
             rows = x.shape[0]
             at = decile + np.arange(rows)[:, None] * n_bins
@@ -236,17 +238,16 @@ def large_group_update(p, G, decile, n_bins: int = N_DECILES, keep=None):
     """
     p = p if is_tensor(p) else np.asarray(p, dtype=np.float64)
     lim = _large_group(p, divides_by_std=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        # lim·(1 − 1/(8·G·lim²)) with lim² = p(1−p): three passes, and 0 − 1/0 = −∞ at lim = 0
-        law = (8.0 * G) * lim
-        if isinstance(law, np.ndarray):  # in place: no fresh temporaries (page faults) per step
-            np.subtract(lim, np.divide(1.0, law, out=law), out=law)
-        else:
-            law = lim - 1.0 / law
-    limit, law_sum = _total(lim, keep), _total(law, keep)
+    limit, limit_d = _total(lim, keep), per_decile(lim, decile, keep, n_bins)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # Σ lim·(1 − 1/(8·G·lim²)) = Σ lim − Σ 1/(8·G·lim), lim² = p(1−p); at lim = 0 the second
+        # sum is +∞ and grad_law −∞.  On numpy in lim's own array: no fresh temporary per step.
+        inv = np.multiply(lim, 8.0 * G, out=lim) if isinstance(lim, np.ndarray) and np.ndim(G) == 0 else (8.0 * G) * lim
+        inv = np.divide(1.0, inv, out=inv) if isinstance(inv, np.ndarray) else 1.0 / inv
+        law_sum = limit - _total(inv, keep)
     if not is_tensor(p):
         limit, law_sum = _host(limit), _host(law_sum)
-    return limit, law_sum, per_decile(lim, decile, keep, n_bins)
+    return limit, law_sum, limit_d
 
 
 def closed_form_columns(p, G, decile, cfg, *, keep=None, update: bool = True, g_max: int | None = None) -> dict:
