@@ -1,4 +1,4 @@
-"""E[f(k)], k ~ Binom(G, p), at one G as a Chebyshev series in p: G multiply-adds per prompt.
+"""E[f(k)], k ~ Binom(G, p), at one G as a Chebyshev series in p: ≤ G Clenshaw steps per prompt.
 
 At a fixed G the expectation is a polynomial in p.  With f symmetric (f(k) = f(G − k)) and
 f(0) = 0, as every expectation of the ledger is (:func:`gsd.update._grpo_term`), evaluate at
@@ -12,7 +12,7 @@ coefficients on [0, 1/2] (x = 4a − 1 ∈ [−1, 1]) are computed once per (G, 
 interpolant is h itself, then truncated at the smallest degree N whose tail Σ_{n>N}|c_n| is
 below 8 float64 roundings of min h (8·2^−53·min h; a tighter cut only keeps coefficients of the
 long-double table's noise).  h is smooth on [0, 1/2] at the scale 1/G near a = 0,
-which a Chebyshev series resolves with ~4·sqrt(G) terms: N = 32 at G = 64 (a Clenshaw pass of
+which a Chebyshev series resolves with ~4·sqrt(G) terms: N = 31 at G = 64 (a Clenshaw pass of
 3 ufuncs per degree, no powers, no binomial rows).
 
 Error bound (relative to the exact E[f] with f's float64 values; f's own rounding adds ≤ 4u).
@@ -29,9 +29,9 @@ and B = max_k Σ_{j=k}^{N} (j − k + 1)·|c_j| (|U_m| ≤ m + 1 bounds every Cl
 
 Their sum over min h (the minimum of h over the nodes and a = 1/2), plus 2u for the product
 a·h and for 1 − p, is :attr:`ChebyshevTable.bound`: |computed − exact| ≤ bound·exact + 2^−1075
-(the last term: the product a·h rounds in absolute terms when the result is subnormal) — e.g. 3e-14 at G = 8, 2e-13 at G = 64,
-5e-13 at G = 128 (:func:`chebyshev_table` computes it; docs/theory.md tabulates it).  The bound
-is first order in u (products of two roundings dropped) and pessimistic: the measured error
+(the last term: the product a·h rounds in absolute terms when the result is subnormal) — e.g.
+3.5e-14 at G = 8, 6.4e-13 at G = 64, 1.0e-12 at G = 89 (:func:`chebyshev_table` computes it;
+the simulator docs page tabulates it).  The bound is first order in u (products of two roundings dropped) and pessimistic: the measured error
 against mpmath is a few ulp.  A (G, f) whose bound exceeds :data:`MAX_BOUND` (large G: the
 long-double error and the 3(N + 1)·B term grow with G), or G above :data:`MAX_CHEBYSHEV_G`, or
 a platform whose long double is no wider than a double, gets no table: the caller keeps the
