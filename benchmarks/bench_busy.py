@@ -166,13 +166,18 @@ def main(argv=None) -> int:
         r = results[c]["numpy_vs_minimal"]
         print(f"{c:<6} {r['engine_s_per_step']:>14.4f} {r['minimal_s_per_step']:>15.4f} {r['ratio_per_step']:>6.2f} "
               f"{r['engine_s_per_call']:>14.3f} {r['minimal_s_per_call']:>15.3f} {r['ratio_per_call']:>6.2f}")
-    if args.numpy_only:
-        print("load before each condition (uptime):")
-        for c in ("idle", "busy"):
-            print(f"  {c}: {results[c]['load_before']['uptime']}")
-        write_json(Path(args.out), results)
-        print(f"wrote {args.out}")
-        return 0
+    if not args.numpy_only:
+        print_engines(results)
+    print("load before each condition (uptime):")
+    for c in ("idle", "busy"):
+        print(f"  {c}: {results[c]['load_before']['uptime']}")
+    write_json(Path(args.out), results)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def print_engines(results: dict) -> None:
+    """The engines' table: numpy, torch on its chosen and its default thread count, the numpy loop."""
     print(f"{'condition':<6} {'numpy engine':>13} {'torch chosen':>16} {'torch default':>20} {'numpy loop':>10} "
           f"{'ratio numpy':>12} {'ratio chosen':>13} {'ratio default':>14}")
     for c in ("idle", "busy"):
@@ -181,12 +186,6 @@ def main(argv=None) -> int:
               f"{r['engine_torch_default']['s_per_step']:>12.4f} ({r['engine_torch_default']['threads']} thr) "
               f"{r['numpy_ledger']['s_per_step']:>10.4f} {r['ratio_numpy']:>12.2f} {r['ratio_chosen']:>13.2f} "
               f"{r['ratio_torch_default']:>14.2f}")
-    print("load before each condition (uptime):")
-    for c in ("idle", "busy"):
-        print(f"  {c}: {results[c]['load_before']['uptime']}")
-    write_json(Path(args.out), results)
-    print(f"wrote {args.out}")
-    return 0
 
 
 if __name__ == "__main__":

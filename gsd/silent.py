@@ -55,10 +55,14 @@ def _minor(p):
 def _silent(a, G):
     xp = namespace(a)
     s = xp.log1p(-a)
-    s *= G
-    s = xp.exp(s, out=s) if isinstance(s, np.ndarray) else xp.exp(s)  # in place: one array less per call
-    s += a**G  # exp(G·log1p(−a)) + a^G, the bits of a^G + exp(…)
-    return s
+    if isinstance(s, np.ndarray) and s.shape == np.broadcast_shapes(s.shape, np.shape(G)):
+        # in place (a simulator step calls this on 10^5 prompts: every fresh array costs page
+        # faults); the bits of a^G + exp(G·log1p(−a))
+        s *= G
+        np.exp(s, out=s)
+        s += a**G
+        return s
+    return a**G + xp.exp(G * s)
 
 
 def _nonsilent(a, G):
