@@ -16,6 +16,7 @@ half of one.
 from __future__ import annotations
 
 import math
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -211,18 +212,41 @@ def per_decile(x, decile, keep=None, n_bins: int = N_DECILES):
     return torch.zeros(n_bins, dtype=x.dtype, device=x.device).index_add_(0, decile, x)
 
 
+_local = threading.local()
+
+
+def _work(name: str, like: np.ndarray) -> np.ndarray | None:
+    """A float64 work array of ``like``'s shape, kept per thread between steps (None for a
+    tensor or a scalar): the sums below read it and nothing keeps it, so a 10^5-prompt step
+    makes no fresh array (no page faults, :mod:`gsd.heap`) for it."""
+    if not isinstance(like, np.ndarray) or like.ndim == 0:
+        return None
+    store = getattr(_local, "work", None)
+    if store is None:
+        store = _local.work = {}
+    buf = store.get(name)
+    if buf is None or buf.shape != like.shape:
+        buf = store[name] = np.empty(like.shape)
+    return buf
+
+
 def predicted_silent(p, cfg, G=None, keep=None) -> dict:
     """Predicted per-batch means: silent rate (:ref:`theory-silent`), zero-update rate and groups drawn."""
     G = cfg.group_size if G is None else G
     q = reward_rate(p, cfg.verifier_noise)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # as gsd.silent.dapo_generation_cost
-        s = _silent(_minor(q), G)
+        a = _minor(q, out=_work("minor", q))
+        s = _silent(a, G, out=_work("silent", q))
         if method_spec(cfg.method).redraws_silent:
             zero = s**cfg.max_draws
-            groups = _truncated_draws(_nonsilent(_minor(q), G), cfg.max_draws)
+            groups = _total(_truncated_draws(_nonsilent(a, G), cfg.max_draws), keep)
         else:
-            zero, groups = s, namespace(q).ones_like(q)
-    out = {"silent_pred": _mean(s, keep), "zero_update_pred": _mean(zero, keep), "groups_pred": _total(groups, keep)}
+            zero = s
+            if is_tensor(q):
+                groups = _total(namespace(q).ones_like(q), keep)
+            else:  # Σ 1 over the batch (or the kept prompts): the count itself
+                groups = np.full(q.shape[:-1], float(q.shape[-1])) if keep is None else np.sum(keep, axis=-1) * 1.0
+    out = {"silent_pred": _mean(s, keep), "zero_update_pred": _mean(zero, keep), "groups_pred": groups}
     return out if is_tensor(q) else {k: _host(v) for k, v in out.items()}
 
 
@@ -237,7 +261,7 @@ def large_group_update(p, G, decile, n_bins: int = N_DECILES, keep=None):
     there, −∞.  ``G``: the group size, or one per prompt.
     """
     p = p if is_tensor(p) else np.asarray(p, dtype=np.float64)
-    lim = _large_group(p, divides_by_std=True)
+    lim = _large_group(p, divides_by_std=True, out=_work("limit", p))
     limit, limit_d = _total(lim, keep), per_decile(lim, decile, keep, n_bins)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         # Σ lim·(1 − 1/(8·G·lim²)) = Σ lim − Σ 1/(8·G·lim), lim² = p(1−p); at lim = 0 the second
