@@ -307,7 +307,7 @@ class Program:
 
         A step's arrays are hundreds of KB to MB each; made afresh every step, glibc hands them
         back to the system when they are freed (mmap, heap trimming) and the next step pays a
-        page fault per 4 KB — a third of a 10^5 × 64 step.  Kept here, a library caller needs
+        page fault per 4 KB — a quarter of a 10^5 × 64 step (measured).  Kept here, a library caller needs
         no allocator settings (:mod:`gsd.heap`).
         """
         shape = (self.R, self.B) if shape is None else shape
