@@ -140,9 +140,16 @@ def chebyshev_table(G: int, f) -> ChebyshevTable | None:
 _local = threading.local()
 
 
+#: Entries per row up to which the work rows are kept between calls (4 rows of 16 MB at most).
+KEEP_ROW_ENTRIES = 1 << 21
+
+
 def _buffers(size: int) -> np.ndarray:
     """Four float64 work rows of ``size`` entries, kept per thread between calls: a fresh
-    multi-MB buffer every step would be paged in afresh (glibc returns it to the system)."""
+    multi-MB buffer every step would be paged in afresh (glibc returns it to the system).
+    Above :data:`KEEP_ROW_ENTRIES` fresh rows, not kept (a thread holds 64 MB at most)."""
+    if size > KEEP_ROW_ENTRIES:
+        return np.empty((4, size))
     buf = getattr(_local, "buf", None)
     if buf is None or buf.shape[1] < size:
         buf = _local.buf = np.empty((4, size))

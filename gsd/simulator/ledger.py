@@ -215,12 +215,20 @@ def per_decile(x, decile, keep=None, n_bins: int = N_DECILES):
 _local = threading.local()
 
 
+#: Entries up to which a work array is kept between calls (16 MB of float64): a larger batch
+#: gets a fresh one each time, so a thread never holds more than a few of these after a run.
+KEEP_WORK_ENTRIES = 1 << 21
+
+
 def _work(name: str, like: np.ndarray) -> np.ndarray | None:
     """A float64 work array of ``like``'s shape, kept per thread between steps (None for a
     tensor or a scalar): the sums below read it and nothing keeps it, so a 10^5-prompt step
-    makes no fresh array (no page faults, :mod:`gsd.heap`) for it."""
+    makes no fresh array (no page faults, :mod:`gsd.heap`) for it.  Above
+    :data:`KEEP_WORK_ENTRIES` a fresh array, not kept."""
     if not isinstance(like, np.ndarray) or like.ndim == 0:
         return None
+    if like.size > KEEP_WORK_ENTRIES:
+        return np.empty(like.shape)
     store = getattr(_local, "work", None)
     if store is None:
         store = _local.work = {}

@@ -101,3 +101,15 @@ def test_ledger_update_uses_the_table_within_its_bound():
         cfg = SimConfig(group_size=64, method=method, max_draws=4)
         np.testing.assert_allclose(predicted_update(p, cfg), expected_update(p, 64, method, **kw),
                                    rtol=bound + 2 * 65 * 2.0**-52 + 8 * 2.0**-53, atol=0)  # DAPO: a divide, expm1, a product
+
+
+def test_batches_past_the_kept_rows_give_the_same_bits():
+    """Past KEEP_ROW_ENTRIES the work rows are fresh, not kept: each entry's value is the same
+    elementwise recurrence, so the same bits as in a small batch."""
+    from gsd._chebyshev import KEEP_ROW_ENTRIES
+
+    table = chebyshev_table(64, _grpo_term(0, 0.0))
+    p = np.random.default_rng(1).random(KEEP_ROW_ENTRIES + 5)
+    big = chebyshev_expectation(p, table)
+    assert np.array_equal(big[:1000], chebyshev_expectation(p[:1000], table))
+    assert np.array_equal(big[-5:], chebyshev_expectation(p[-5:], table))
