@@ -78,6 +78,11 @@ if bench.is_file():
     ref = tp["numpy_ledger"]["s_per_step"]
     for rollouts in ("answers", "counts"):
         lines.append(f"  ratio engine_{rollouts}_with_closed_form / numpy_ledger: {tp[f'engine_{rollouts}_with_closed_form']['s_per_step'] / ref:.2f}")
+    # The two answers the check exists for: answers per second with the full ledger and without.
+    for rollouts in ("answers", "counts"):
+        on, off = (tp[f"engine_{rollouts}_{w}_closed_form"]["answers_per_s"] for w in ("with", "no"))
+        lines.append(f"ANSWERS/S {device} {tp['prompts']:,} x {tp['group_size']} rollouts={rollouts}: "
+                     f"with the ledger's closed forms {on:,.0f}, without {off:,.0f}")
 else:
     lines.append("scale benchmark: no result (see log.txt)")
 many = out / "bench_batched.json"

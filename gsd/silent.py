@@ -47,14 +47,30 @@ _MAX_LOGGED = 10**6
 
 # The formulas below take numpy arrays or torch tensors (:mod:`gsd._arrays`): the simulator's
 # ledger evaluates them on the run's device, the public functions on validated numpy arrays.
-def _minor(p):
-    """a = min(p, 1 − p); 1 − p is exact in floating point for p ≥ 1/2."""
-    return namespace(p).minimum(p, 1.0 - p)
+def _minor(p, out=None):
+    """a = min(p, 1 − p); 1 − p is exact in floating point for p ≥ 1/2.  ``out``: a numpy array
+    of p's shape to write it into."""
+    if out is None:
+        return namespace(p).minimum(p, 1.0 - p)
+    np.subtract(1.0, p, out=out)
+    return np.minimum(p, out, out=out)
 
 
-def _silent(a, G):
+def _silent(a, G, out=None):
+    """a^G + (1 − a)^G as a^G + exp(G·log1p(−a)); ``out``: a numpy array of a's shape to build it in."""
     xp = namespace(a)
-    return a**G + xp.exp(G * xp.log1p(-a))
+    if out is None:
+        s = xp.log1p(-a)
+    else:
+        s = np.log1p(np.negative(a, out=out), out=out)
+    if isinstance(s, np.ndarray) and s.shape == np.broadcast_shapes(s.shape, np.shape(G)):
+        # in place (a simulator step calls this on 10^5 prompts: every fresh array costs page
+        # faults); the bits of a^G + exp(G·log1p(−a))
+        s *= G
+        np.exp(s, out=s)
+        s += a**G
+        return s
+    return a**G + xp.exp(G * s)
 
 
 def _nonsilent(a, G):

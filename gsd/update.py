@@ -17,6 +17,8 @@ std a trainer divides by.  The GRPO sum has no closed form: it is evaluated exac
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ._arrays import as_float64, is_tensor, namespace
@@ -42,6 +44,7 @@ __all__ = ["UPDATE_METHODS", "expected_update", "fidelity", "fidelity_law"]
 UPDATE_METHODS = _ALL_METHODS
 
 
+@functools.lru_cache(maxsize=None)
 def _grpo_term(ddof: int, eps: float):
     """f(k, G) = σ² / (σ_c + eps), with 0 for a silent group (k ∈ {0, G}).
 
@@ -49,7 +52,9 @@ def _grpo_term(ddof: int, eps: float):
     divides by (σ·sqrt(G/(G−ddof))).  In the paper's convention (ddof 0, eps 0) f is σ itself,
     returned as such (σ²/σ would round twice).  The one source of the GRPO term for the exact
     expectations of :func:`expected_update`, the allocation values of :mod:`gsd.allocation` and
-    the simulator's ledger on its device (k, G: numpy arrays or torch tensors).
+    the simulator's ledger on its device (k, G: numpy arrays or torch tensors).  One function
+    object per (ddof, eps) (cached), so that tables built from it (:mod:`gsd._chebyshev`) are
+    found again.
     """
 
     def f(k, G):

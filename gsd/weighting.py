@@ -116,10 +116,15 @@ def large_group_weight(p, method: str):
     return _large_group(as_probability(p), method_spec(method).divides_by_std)
 
 
-def _large_group(p, divides_by_std: bool):
-    """sqrt(p(1−p)) or p(1−p) (numpy arrays or torch tensors)."""
-    v = p * (1.0 - p)
-    return namespace(v).sqrt(v) if divides_by_std else v
+def _large_group(p, divides_by_std: bool, out=None):
+    """sqrt(p(1−p)) or p(1−p) (numpy arrays or torch tensors), in one new array (or in ``out``,
+    a numpy array of p's shape): a simulator step calls this on 10^5 prompts, where every fresh
+    temporary costs page faults (:mod:`gsd.heap`)."""
+    v = 1.0 - p if out is None else np.subtract(1.0, p, out=out)
+    v *= p  # (1 − p)·p, the bits of p·(1 − p)
+    if not divides_by_std:
+        return v
+    return np.sqrt(v, out=v) if isinstance(v, np.ndarray) else namespace(v).sqrt(v)
 
 
 def _weights(p, method, G, ddof=0, eps=0.0):

@@ -102,31 +102,97 @@ def _interval(values) -> dict:
     return {"mean": m, "lo": m - h, "hi": m + h, "n": int(v.size), "of": n_all}
 
 
+def campaign_runs(camp: dict, out, seeds, steps_scale: float = 1.0) -> list[tuple]:
+    """Every run of a campaign: ``(name, seed, config dict, folder)``, arm by arm, seed by seed."""
+    runs = []
+    for name, arm in camp["arms"].items():
+        for seed in seeds:
+            cfg = {**camp["base"], **arm, "name": name, "seed": seed}
+            cfg["steps"] = max(1, int(round(cfg.get("steps", 150) * steps_scale)))
+            runs.append((name, seed, cfg, Path(out) / "runs" / name / f"seed{seed}"))
+    return runs
+
+
+def _run_one(cfg: dict, folder, progress: bool = False) -> None:
+    """Run (or resume, or read back) one campaign run: what a worker process does."""
+    from ..simulator.config import SimConfig
+    from ..simulator.dispatch import run_simulation
+
+    run_simulation(SimConfig.from_dict(cfg), folder, resume=True, progress=progress)
+
+
+def _cost(cfg: dict) -> float:
+    """A rough relative cost of a run, to start the long ones first: steps, ×4 with a budget plan
+    (the planner dominates those steps), ×3 for a network policy."""
+    planned = cfg.get("allocation", "fixed") not in ("fixed", "greso")
+    return cfg.get("steps", 150) * (4 if planned else 1) * (3 if cfg.get("policy", "tabular") == "mlp" else 1)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the platform says, else the count)."""
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def execute_runs(runs: list[tuple], *, jobs: int = 1, progress: bool = False, on_run=None) -> None:
+    """Run every ``(name, seed, config dict, folder)`` of ``runs``: one after the other with
+    ``jobs = 1``, else in ``jobs`` worker processes (the long runs first).
+
+    Each run is one process's work either way, on the thread count its engine chooses (one, at
+    the campaigns' sizes; the summary records it), so its ledger and summary do not depend on
+    ``jobs``: a campaign's runs share nothing but the machine.  ``on_run(name, seed)``: called
+    as each finishes.  The first run to fail stops the others (not yet started) and raises.
+    """
+    from .._validate import as_group_size
+
+    jobs = int(as_group_size(jobs, "jobs"))
+    if jobs == 1 or len(runs) <= 1:
+        for name, seed, cfg, folder in runs:
+            _run_one(cfg, folder, progress)
+            if on_run is not None:
+                on_run(name, seed)
+        return
+    import multiprocessing
+    from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+
+    order = sorted(runs, key=lambda r: -_cost(r[2]))
+    # spawn, not fork: a forked child of a process that has started torch's or BLAS's threads can hang
+    with ProcessPoolExecutor(max_workers=min(jobs, len(runs)), mp_context=multiprocessing.get_context("spawn")) as pool:
+        pending = {pool.submit(_run_one, cfg, folder): (name, seed) for name, seed, cfg, folder in order}
+        try:
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_EXCEPTION)
+                for fut in done:
+                    name, seed = pending.pop(fut)
+                    fut.result()  # a worker's error, raised here
+                    if on_run is not None:
+                        on_run(name, seed)
+        except BaseException:
+            for fut in pending:
+                fut.cancel()
+            raise
+
+
 def run_allocation_campaign(out, *, config=None, seeds=None, steps_scale: float = 1.0, progress: bool = True,
-                            campaign: dict | None = None, on_run=None) -> dict:
+                            campaign: dict | None = None, on_run=None, jobs: int = 1) -> dict:
     """Run (or resume) every arm × seed under ``out`` and write the summary; returns it.
 
     ``seeds``: override the campaign's seeds; ``steps_scale``: multiply every arm's steps (the
     notebook's fast mode uses a fraction; the comparison stays at equal generations);
     ``campaign``: an already loaded campaign dict instead of ``config``; ``on_run(name, seed)``:
-    called after each run (progress logs).
+    called after each run (progress logs); ``jobs``: worker processes (:func:`execute_runs`;
+    the results do not depend on it).
     """
-    from ..simulator.config import SimConfig
-    from ..simulator.dispatch import run_simulation
-
     camp = campaign if campaign is not None else load_allocation_campaign(config)
     seeds = camp["seeds"] if seeds is None else list(seeds)
     out = Path(out)
-    runs = {}
-    for name, arm in camp["arms"].items():
-        for seed in seeds:
-            cfg = {**camp["base"], **arm, "name": name, "seed": seed}
-            cfg["steps"] = max(1, int(round(cfg.get("steps", 150) * steps_scale)))
-            folder = out / "runs" / name / f"seed{seed}"
-            run_simulation(SimConfig.from_dict(cfg), folder, resume=True, progress=progress)
-            runs[(name, seed)] = folder
-            if on_run is not None:
-                on_run(name, seed)
+    todo = campaign_runs(camp, out, seeds, steps_scale)
+    execute_runs(todo, jobs=jobs, progress=progress and jobs == 1, on_run=on_run)
+    runs = {(name, seed): folder for name, seed, _, folder in todo}
     ref = camp["reference_arm"]
     budget = {seed: read_json(runs[(ref, seed)] / "summary.json")["generations_total"] for seed in seeds}
     per_run = {name: {seed: arm_metrics(runs[(name, seed)], budget[seed], camp["targets"]) for seed in seeds}

@@ -84,12 +84,17 @@ def _variant_campaign(comp: dict, variant: str) -> dict:
             "base": {**comp["base"], **comp["variants"][variant]}, "arms": comp["arms"]}
 
 
-def run_comparison(out, *, config=None, seeds=None, variants=None, log=None) -> dict:
+def run_comparison(out, *, config=None, seeds=None, variants=None, log=None, jobs: int = 1) -> dict:
     """Run (or resume) every variant × arm × seed under ``out``, then summarise (returns the summary).
 
     ``variants``: a subset of the comparison's variants to run now (the summary needs them all:
-    it is written once every variant has run); ``log(message)``: a line per finished run.
+    it is written once every variant has run); ``log(message)``: a line per finished run;
+    ``jobs``: worker processes for the runs of every variant together
+    (:func:`~.allocation_campaign.execute_runs`: each run is a process's own, so the results do
+    not depend on it).
     """
+    from .allocation_campaign import campaign_runs, execute_runs
+
     comp = load_comparison(config)
     if seeds is not None:
         comp["seeds"] = list(seeds)
@@ -97,8 +102,11 @@ def run_comparison(out, *, config=None, seeds=None, variants=None, log=None) -> 
     for v in todo:
         if v not in comp["variants"]:
             raise InputError(f"variant must be one of {list(comp['variants'])}, got {v!r}")
-        on_run = None if log is None else (lambda name, seed, v=v: log(f"{v} {name} seed {seed} done"))
-        run_allocation_campaign(Path(out) / v, campaign=_variant_campaign(comp, v), progress=False, on_run=on_run)
+    runs = [((v, name), seed, cfg, folder) for v in todo
+            for name, seed, cfg, folder in campaign_runs(_variant_campaign(comp, v), Path(out) / v, comp["seeds"])]
+    execute_runs(runs, jobs=jobs, on_run=None if log is None else (lambda vn, seed: log(f"{vn[0]} {vn[1]} seed {seed} done")))
+    for v in todo:  # every run is done: each variant's campaign reads its runs back and summarises
+        run_allocation_campaign(Path(out) / v, campaign=_variant_campaign(comp, v), progress=False)
     if all((Path(out) / v / "allocation_summary.json").is_file() for v in comp["variants"]):
         return summarise_comparison(out, comp)
     return {}

@@ -83,6 +83,9 @@ def register(sub) -> None:
                    help="run only this variant now (repeatable; e.g. one process per variant); the summary is "
                         "written once every variant has run")
     p.add_argument("--figure", default=None, help="also draw objective against generations to this PNG")
+    p.add_argument("--jobs", type=bounded_int(0, 1024, "worker processes"), default=0,
+                   help="worker processes for the runs (default 0: one per CPU this process may use; the results "
+                        "do not depend on it)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_allocation_comparison)
 
@@ -204,12 +207,13 @@ def _dapo_fit(args) -> int:
 def _allocation_comparison(args) -> int:
     import time
 
+    from .allocation_campaign import usable_cpus
     from .allocation_comparison import comparison_figure, comparison_markdown, run_comparison
 
     t0 = time.perf_counter()
     log = None if args.quiet else (lambda msg: print(f"[{time.perf_counter() - t0:7.0f} s] {msg}", file=sys.stderr,
                                                      flush=True))
-    summary = run_comparison(args.out, config=args.config, variants=args.variant, log=log)
+    summary = run_comparison(args.out, config=args.config, variants=args.variant, log=log, jobs=args.jobs or usable_cpus())
     if not summary:
         print(f"ran {', '.join(args.variant)}; the summary waits for the other variants (run them into {args.out})")
         return 0

@@ -100,7 +100,7 @@ class SimConfig:
     dtype: str = "float64"  # float32 | float64, for logits, log-probs and advantages
     engine: str = "auto"  # auto (numpy when nothing needs torch, see numpy_blockers) | numpy (tabular policy, exact logit gradient, no torch) | torch (autograd)
     checkpoint_every: int = 25  # steps between checkpoints (the last step is always saved)
-    closed_form_every: int = 1  # evaluate the closed-form m_method columns every k steps (0: never); the exact GRPO sum is scipy-bound
+    closed_form_every: int = 1  # evaluate the closed-form m_method columns every k steps (0: never); on numpy at one G ≤ 89 from a Chebyshev table (docs: simulator), else the exact sum
 
     # --- initial population (which p each prompt starts at) ----------------------------------
     n_prompts: int = 6000  # prompts, each with its own success probability p = sigmoid(z)

@@ -16,17 +16,19 @@ half of one.
 from __future__ import annotations
 
 import math
+import threading
 from pathlib import Path
 
 import numpy as np
 
 from .._arrays import is_tensor, namespace
 from .._binomial import symmetric_expectation
+from .._chebyshev import chebyshev_expectation, chebyshev_table
 from .._errors import InputError
 from ..atomic import atomic_path
 from ..methods import method_spec
 from ..silent import _minor, _nonsilent, _silent, _truncated_draws
-from ..update import _law, _method_update, _noisy, expected_update
+from ..update import _method_update, _noisy
 from ..weighting import _large_group
 
 __all__ = [
@@ -131,10 +133,22 @@ def reward_rate(p, noise: float):
     return p if noise == 0 else p * (1.0 - noise) + (1.0 - p) * noise
 
 
+def _host_expectation(q, G, f):
+    """E[f(k)] over k ~ Binom(G, q) on the host: at one G with a Chebyshev table
+    (:mod:`gsd._chebyshev`: ~4·sqrt(G) multiply-adds per prompt, within the table's stated bound
+    of the exact sum, 7e-13 at G = 64), else the core's exact sum."""
+    if np.ndim(G) == 0:
+        table = chebyshev_table(int(G), f)
+        if table is not None:
+            return chebyshev_expectation(q, table)
+    return symmetric_expectation(q, G, f)
+
+
 def _expectation(p, g_max):
-    """The exact binomial sum in p's library: the core's on numpy, the device's on a tensor."""
+    """The binomial expectation in p's library: :func:`_host_expectation` on numpy, the
+    device's exact sum on a tensor."""
     if not is_tensor(p):
-        return symmetric_expectation
+        return _host_expectation
     from .binomial import device_expectation
 
     return lambda q, G, f: device_expectation(q, G, f, g_max=g_max)
@@ -147,7 +161,8 @@ def _g_max(G) -> int:
 def predicted_update(p, cfg, G=None, *, g_max: int | None = None):
     """Expected logit update of each prompt, m_method(p, G) (:ref:`theory-update`), at the
     run's ddof/eps, DAPO's ``max_draws`` and verifier noise: the formulas of
-    :func:`gsd.update.expected_update`.
+    :func:`gsd.update.expected_update` (on numpy at one G: its Chebyshev table, see
+    :func:`_host_expectation`).
 
     ``G``: each prompt's group size (default: the config's ``group_size``), ≥ 1 (≥ 2 for DAPO
     and RLOO).  ``g_max``: the largest G, when ``G`` is a tensor (spares a device→host copy).
@@ -155,16 +170,13 @@ def predicted_update(p, cfg, G=None, *, g_max: int | None = None):
     G = cfg.group_size if G is None else G
     spec = method_spec(cfg.method)
     if not is_tensor(p):
-        kw = {"ddof": cfg.ddof, "eps": cfg.eps, "verifier_noise": cfg.verifier_noise}
-        if spec.redraws_silent:
-            kw["max_draws"] = cfg.max_draws
-        with np.errstate(divide="ignore", invalid="ignore"):  # the core takes log1p(−1) where 1 − P_silent rounds to 1 (large G)
-            return expected_update(p, G, cfg.method, **kw)
+        p = np.asarray(p, dtype=np.float64)
     q = reward_rate(p, cfg.verifier_noise)
-    g_max = _g_max(G) if g_max is None else g_max
-    m = _method_update(q, G, cfg.method, cfg.ddof, cfg.eps, cfg.max_draws if spec.redraws_silent else None,
-                       _expectation(q, g_max))
-    return _noisy(m, p, q, cfg.verifier_noise) if cfg.verifier_noise else m
+    g_max = (None if not is_tensor(p) else _g_max(G)) if g_max is None else g_max
+    with np.errstate(divide="ignore", invalid="ignore"):  # the core takes log1p(−1) where 1 − P_silent rounds to 1 (large G)
+        m = _method_update(q, G, cfg.method, cfg.ddof, cfg.eps, cfg.max_draws if spec.redraws_silent else None,
+                           _expectation(q, g_max))
+        return _noisy(m, p, q, cfg.verifier_noise) if cfg.verifier_noise else m
 
 
 def _mean(x, keep):
@@ -188,6 +200,8 @@ def per_decile(x, decile, keep=None, n_bins: int = N_DECILES):
     if keep is not None:
         x = namespace(x).where(keep, x, 0.0)
     if not is_tensor(x):
+        if np.ndim(x) == 2 and x.shape[0] == 1:  # one run: no offset array
+            return np.bincount(decile.reshape(-1), weights=x.reshape(-1), minlength=n_bins)[None]
         if np.ndim(x) == 2:  # each row's bins after the previous row's: one bincount, each row's entries in order
             rows = x.shape[0]
             at = decile + np.arange(rows)[:, None] * n_bins
@@ -198,18 +212,49 @@ def per_decile(x, decile, keep=None, n_bins: int = N_DECILES):
     return torch.zeros(n_bins, dtype=x.dtype, device=x.device).index_add_(0, decile, x)
 
 
+_local = threading.local()
+
+
+#: Entries up to which a work array is kept between calls (16 MB of float64): a larger batch
+#: gets a fresh one each time, so a thread never holds more than a few of these after a run.
+KEEP_WORK_ENTRIES = 1 << 21
+
+
+def _work(name: str, like: np.ndarray) -> np.ndarray | None:
+    """A float64 work array of ``like``'s shape, kept per thread between steps (None for a
+    tensor or a scalar): the sums below read it and nothing keeps it, so a 10^5-prompt step
+    makes no fresh array (no page faults, :mod:`gsd.heap`) for it.  Above
+    :data:`KEEP_WORK_ENTRIES` a fresh array, not kept."""
+    if not isinstance(like, np.ndarray) or like.ndim == 0:
+        return None
+    if like.size > KEEP_WORK_ENTRIES:
+        return np.empty(like.shape)
+    store = getattr(_local, "work", None)
+    if store is None:
+        store = _local.work = {}
+    buf = store.get(name)
+    if buf is None or buf.shape != like.shape:
+        buf = store[name] = np.empty(like.shape)
+    return buf
+
+
 def predicted_silent(p, cfg, G=None, keep=None) -> dict:
     """Predicted per-batch means: silent rate (:ref:`theory-silent`), zero-update rate and groups drawn."""
     G = cfg.group_size if G is None else G
     q = reward_rate(p, cfg.verifier_noise)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # as gsd.silent.dapo_generation_cost
-        s = _silent(_minor(q), G)
+        a = _minor(q, out=_work("minor", q))
+        s = _silent(a, G, out=_work("silent", q))
         if method_spec(cfg.method).redraws_silent:
             zero = s**cfg.max_draws
-            groups = _truncated_draws(_nonsilent(_minor(q), G), cfg.max_draws)
+            groups = _total(_truncated_draws(_nonsilent(a, G), cfg.max_draws), keep)
         else:
-            zero, groups = s, namespace(q).ones_like(q)
-    out = {"silent_pred": _mean(s, keep), "zero_update_pred": _mean(zero, keep), "groups_pred": _total(groups, keep)}
+            zero = s
+            if is_tensor(q):
+                groups = _total(namespace(q).ones_like(q), keep)
+            else:  # Σ 1 over the batch (or the kept prompts): the count itself
+                groups = np.full(q.shape[:-1], float(q.shape[-1])) if keep is None else np.sum(keep, axis=-1) * 1.0
+    out = {"silent_pred": _mean(s, keep), "zero_update_pred": _mean(zero, keep), "groups_pred": groups}
     return out if is_tensor(q) else {k: _host(v) for k, v in out.items()}
 
 
@@ -218,19 +263,23 @@ def large_group_update(p, G, decile, n_bins: int = N_DECILES, keep=None):
     per-decile grad_limit)`` for the ledger's columns of the same names.
 
     grad_law sums sqrt(p(1−p))·fidelity_law(p, G) (:ref:`theory-law`; the core's
-    :func:`gsd.weighting.large_group_weight` and :func:`gsd.update.fidelity_law`); a prompt at
+    :func:`gsd.weighting.large_group_weight` and :func:`gsd.update.fidelity_law`, multiplied out as
+    sqrt(p(1−p)) − 1/(8·G·sqrt(p(1−p))), equal but for rounding); a prompt at
     p ∈ {0, 1} (reachable only by rounding a saturated logit) contributes the law's limit
     there, −∞.  ``G``: the group size, or one per prompt.
     """
     p = p if is_tensor(p) else np.asarray(p, dtype=np.float64)
-    xp = namespace(p)
-    lim = _large_group(p, divides_by_std=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        law = xp.where(lim > 0, lim * _law(p, G), -np.inf)
-    limit, law_sum = _total(lim, keep), _total(law, keep)
+    lim = _large_group(p, divides_by_std=True, out=_work("limit", p))
+    limit, limit_d = _total(lim, keep), per_decile(lim, decile, keep, n_bins)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # Σ lim·(1 − 1/(8·G·lim²)) = Σ lim − Σ 1/(8·G·lim), lim² = p(1−p); at lim = 0 the second
+        # sum is +∞ and grad_law −∞.  On numpy in lim's own array: no fresh temporary per step.
+        inv = np.multiply(lim, 8.0 * G, out=lim) if isinstance(lim, np.ndarray) and np.ndim(G) == 0 else (8.0 * G) * lim
+        inv = np.divide(1.0, inv, out=inv) if isinstance(inv, np.ndarray) else 1.0 / inv
+        law_sum = limit - _total(inv, keep)
     if not is_tensor(p):
         limit, law_sum = _host(limit), _host(law_sum)
-    return limit, law_sum, per_decile(lim, decile, keep, n_bins)
+    return limit, law_sum, limit_d
 
 
 def closed_form_columns(p, G, decile, cfg, *, keep=None, update: bool = True, g_max: int | None = None) -> dict:

@@ -167,7 +167,15 @@ def _logit(p):
     return np.log(p / (1.0 - p))
 
 
-def _sigmoid(z):
-    """The solve rate of a logit (the numpy engine's policy, and a checkpoint's logits read back)."""
+def _sigmoid(z, out=None, negate: bool = False):
+    """1/(1 + exp(−z)) (``negate``: of −z), into ``out`` when given (the same operations, the same
+    bits): the numpy engine's policy, and a checkpoint's logits read back as solve rates."""
+    out = np.empty_like(z) if out is None else out
     with np.errstate(over="ignore"):  # exp(−z) = inf at z ≪ 0 gives 1/inf = 0, the limit
-        return 1.0 / (1.0 + np.exp(-z))
+        if negate:
+            np.exp(z, out=out)
+        else:
+            np.negative(z, out=out)
+            np.exp(out, out=out)
+        np.add(1.0, out, out=out)
+        return np.divide(1.0, out, out=out)

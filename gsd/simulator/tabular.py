@@ -107,11 +107,17 @@ def logit_gradient(s_right, s_wrong, G, p, q):
     return (s_right * q - s_wrong * p) / G
 
 
-def _log(x, limit):
-    """log x for x = sigmoid(±z) > 0, and ``limit`` (±z, the log's asymptote) where x underflowed
-    to 0: log of the accurately rounded sigmoid, ~4× cheaper than logaddexp."""
+def _log(x, limit, out=None, negate: bool = False):
+    """log x for x = sigmoid(±z) > 0, and ``limit`` (±z, the log's asymptote; ``negate``: −limit)
+    where x underflowed to 0, into ``out``: log of the accurately rounded sigmoid, ~4× cheaper
+    than logaddexp."""
+    out = np.empty_like(x) if out is None else out
     with np.errstate(divide="ignore"):
-        return np.where(x > 0, np.log(x), limit)
+        np.log(x, out=out)
+    under = x <= 0
+    if under.any():
+        (np.negative if negate else np.positive)(limit, out=out, where=under)
+    return out
 
 
 def _draw_groups(rng, p: np.ndarray, G: int, cfg, dtype):
@@ -155,7 +161,7 @@ def mean_updates(cfg: SimConfig, p0: np.ndarray, methods, draws: int, rng) -> li
     G, N = cfg.group_size, p0.size
     dtype = np.dtype(cfg.dtype)
     z = _logit(p0).astype(dtype)
-    p, q = _sigmoid(z), _sigmoid(-z)
+    p, q = _sigmoid(z), _sigmoid(z, negate=True)
     tables = [advantage_rows(G, method_spec(m).advantage, ddof=cfg.ddof, eps=cfg.eps).astype(dtype) for m in methods]
     sums = [np.zeros(N) for _ in methods]
     chunk = max(1, _CHUNK_ANSWERS // (N * (G if cfg.rollouts == "answers" else 1)))
@@ -275,12 +281,32 @@ class Program:
         self.alike = list(alike.values())
         self.generations_cum = [0] * self.R
         self.start = 0
+        self._work: dict = {}
+        self.decile_at = self.decile + np.arange(self.R)[:, None] * N_DECILES  # one bincount fills every run's bins
+
+    def work(self, name: str, dtype, shape=None) -> np.ndarray:
+        """A work array of this program, kept from step to step (``shape``: (R, B) by default).
+
+        A step's arrays are hundreds of KB to MB each; made afresh every step, glibc hands them
+        back to the system when they are freed (mmap, heap trimming) and the next step pays a
+        page fault per 4 KB — a quarter of a 10^5 × 64 step (measured).  Kept here, a library caller needs
+        no allocator settings (:mod:`gsd.heap`).
+        """
+        shape = (self.R, self.B) if shape is None else shape
+        buf = self._work.get(name)
+        if buf is None or buf.shape != shape or buf.dtype != dtype:
+            buf = self._work[name] = np.empty(shape, dtype=dtype)
+        return buf
 
     # ----------------------------------------------------------------------- state
     def population_state(self, p: np.ndarray) -> dict:
         """Per run: mean p, mean 2·arcsin√p, mean p per initial quartile (R, 4)."""
         q_sum = np.bincount(self.quart_at.reshape(-1), weights=p.reshape(-1), minlength=self.R * N_QUARTILES)
-        return {"mean_p": p.mean(axis=1), "mean_arcsin": (2 * np.arcsin(np.sqrt(p))).mean(axis=1),
+        arc = self.work("arcsin", p.dtype, p.shape)
+        np.sqrt(p, out=arc)
+        np.arcsin(arc, out=arc)
+        np.multiply(2, arc, out=arc)
+        return {"mean_p": p.mean(axis=1), "mean_arcsin": arc.mean(axis=1),
                 "mean_p_q": q_sum.reshape(self.R, N_QUARTILES) / self.quart_n}
 
     def population_summaries(self, z: np.ndarray) -> list[dict]:
@@ -299,12 +325,13 @@ class Program:
         (advantages 0).  Every drawn group counts as generation cost.
         """
         R, B, dtype = self.R, self.B, self.dtype
-        right = np.empty((R, B), dtype=np.int64)
-        flips = (np.empty_like(right), np.empty_like(right)) if self.base.verifier_noise else None
-        k = right if flips is None else np.empty_like(right)
-        drawn = np.ones((R, B), dtype=np.int64)
-        silent = np.empty((R, B), dtype=bool)
-        first = np.empty((R, B), dtype=bool)
+        right = self.work("right", np.int64)
+        flips = (self.work("flip_rw", np.int64), self.work("flip_wr", np.int64)) if self.base.verifier_noise else None
+        k = right if flips is None else self.work("k", np.int64)
+        drawn = self.work("drawn", np.int64)
+        drawn.fill(1)
+        silent = self.work("silent", bool)
+        first = self.work("first", bool)
         for r, rng in enumerate(self.rngs):
             D, G = int(self.D[r, 0]), int(self.G[r, 0])
             at, p = slice(None), p_b[r]
@@ -326,13 +353,20 @@ class Program:
                 if at.size == 0:
                     break
                 p = p_b[r, at]
-        cells = right.astype(dtype), None if flips is None else (flips[0].astype(dtype), flips[1].astype(dtype))
+        def cell(name, counts):
+            out = self.work(name, dtype)
+            np.copyto(out, counts, casting="unsafe")  # astype(dtype), into the kept array
+            return out
+
+        cells = cell("right_f", right), None if flips is None else (cell("flip_rw_f", flips[0]), cell("flip_wr_f", flips[1]))
         return {"right": cells[0], "flips": cells[1], "k": k, "drawn": drawn, "silent_first": first, "zero_update": silent}
 
     def step(self, step: int) -> None:
         t0 = time.perf_counter()
         N, B = self.N, self.B
-        p_all, q_all = _sigmoid(self.z), _sigmoid(-self.z)  # the policy this step samples from
+        # the policy this step samples from
+        p_all = _sigmoid(self.z, out=self.work("p", self.dtype, self.z.shape))
+        q_all = _sigmoid(self.z, out=self.work("q", self.dtype, self.z.shape), negate=True)
         state = self.population_state(p_all)  # in the run's dtype, as the torch engine
         idx = None
         if B < N:
@@ -340,12 +374,20 @@ class Program:
         take = (lambda x: x) if idx is None else (lambda x: np.take_along_axis(x, idx, 1))
         p_b, q_b = take(p_all), take(q_all)
         g = self.draw(p_b)
-        adv = self.adv_flat[self.adv_at + g["k"]]  # (R, B, 2): each run's own table
+        at = np.add(self.adv_at, g["k"], out=self.work("adv_at", np.int64))
+        adv = np.take(self.adv_flat, at, axis=0, out=self.work("adv", self.dtype, (self.R, self.B, 2)))  # each run's own table
         s_right, s_wrong = advantage_sums(g["right"], g["flips"], self.G_f, adv)
         dz = logit_gradient(s_right, s_wrong, self.G_f, p_b, q_b)
         # The loss of the first (only) epoch, L = −Σ_j (S₊·log π(right) + S₋·log π(wrong))/G, per run.
         z_b = take(self.z)
-        loss = -((s_right * _log(p_b, z_b) + s_wrong * _log(q_b, -z_b)) / self.G_f).sum(axis=1)
+        log_p, log_q = self.work("log_p", self.dtype), self.work("log_q", self.dtype)
+        _log(p_b, z_b, out=log_p)
+        _log(q_b, z_b, out=log_q, negate=True)
+        log_p *= s_right
+        log_q *= s_wrong
+        log_p += log_q
+        log_p /= self.G_f
+        loss = -log_p.sum(axis=1)
         grad = -dz if idx is None else _scatter(-dz, idx, N)
         self.opt.step(self.z, grad)
         self.fill_ledger(step, idx, p_b, g["silent_first"], g["zero_update"], g["drawn"], dz, loss, state)
@@ -356,11 +398,14 @@ class Program:
     def fill_ledger(self, step, idx, p_b, silent_first, zero_update, drawn, dz, loss, state) -> None:
         R = self.R
         dec_b = self.decile if idx is None else np.take_along_axis(self.decile, idx, 1)
-        dec_at = dec_b + np.arange(R)[:, None] * N_DECILES
-        mass_d = np.bincount(dec_at.reshape(-1), weights=dz.reshape(-1).astype(np.float64), minlength=R * N_DECILES)
+        dec_at = self.decile_at if idx is None else dec_b + np.arange(R)[:, None] * N_DECILES
+        mass_d = np.bincount(dec_at.reshape(-1), weights=dz.reshape(-1), minlength=R * N_DECILES)  # float64 weights, as astype
         per_run = {"n_batch": np.full(R, float(self.B)), "silent": silent_first.sum(axis=1), "zero_update": zero_update.sum(axis=1),
                    "groups": drawn.sum(axis=1), "generations": (drawn * self.G).sum(axis=1), "loss": loss}
-        p64 = p_b.astype(np.float64)
+        p64 = p_b
+        if p_b.dtype != np.float64:  # the closed forms are float64
+            p64 = self.work("p64", np.float64)
+            np.copyto(p64, p_b)
         closed = [None] * R
         for rows in self.alike:  # runs of one method and G: their closed forms in one pass, one row each
             cfg = self.cfgs[rows[0]]

@@ -147,3 +147,17 @@ def test_a_variant_alone_waits_for_the_summary(tmp_path):
     assert not (tmp_path / "o" / ac.SUMMARY_FILE).exists()
     with pytest.raises(ValueError, match="variant"):
         ac.run_comparison(tmp_path / "o", config=tmp_path / "tiny.toml", variants=["cnn"])
+
+
+def test_worker_processes_give_the_same_runs(done, tmp_path):
+    """jobs = 2 runs every (variant, arm, seed) in two spawned processes: each run's ledger (wall
+    times aside) and the summary equal the runs made one after the other in this process."""
+    root, summary = done
+    again = ac.run_comparison(tmp_path / "out", config=root / "tiny.toml", jobs=2)
+    runs = sorted((root / "out").glob("*/runs/*/seed*"))
+    assert len(runs) == 2 * 6 * 2
+    for run in runs:
+        a = read_ledger(run).drop(columns=["wall_s"])
+        b = read_ledger(tmp_path / "out" / run.relative_to(root / "out")).drop(columns=["wall_s"])
+        assert a.equals(b), run
+    assert again["variants"] == summary["variants"]

@@ -1,0 +1,202 @@
+"""E[f(k)], k ~ Binom(G, p), at one G as a Chebyshev series in p: ≤ G Clenshaw steps per prompt.
+
+At a fixed G the expectation is a polynomial in p.  With f symmetric (f(k) = f(G − k)) and
+f(0) = 0, as every expectation of the ledger is (:func:`gsd.update._grpo_term`), evaluate at
+a = min(p, 1 − p) ∈ [0, 1/2] and write
+
+    E[f(k)] = a·h(a),   h(a) = Σ_{k=1}^{G} C(G, k)·f(k)·a^(k−1)·(1 − a)^(G−k),
+
+h a polynomial of degree G − 1 that is positive on [0, 1/2] (h(0) = G·f(1)).  Its Chebyshev
+coefficients on [0, 1/2] (x = 4a − 1 ∈ [−1, 1]) are computed once per (G, f) in long double
+(64-bit mantissa) from its values at the G Chebyshev nodes, where the degree-(G − 1)
+interpolant is h itself, then truncated at the smallest degree N whose tail Σ_{n>N}|c_n| is
+below 8 float64 roundings of min h (8·2^−53·min h; a tighter cut only keeps coefficients of the
+long-double table's noise).  h is smooth on [0, 1/2] at the scale 1/G near a = 0,
+which a Chebyshev series resolves with ~4·sqrt(G) terms: N = 31 at G = 64 (a Clenshaw pass of
+3 ufuncs per degree, no powers, no binomial rows).
+
+Error bound (relative to the exact E[f] with f's float64 values; f's own rounding adds ≤ 4u).
+With u = 2^−53, γ₃ = 3u/(1 − 3u), c_n the coefficients (kept as float64), T_N the dropped tail
+and B = max_k Σ_{j=k}^{N} (j − k + 1)·|c_j| (|U_m| ≤ m + 1 bounds every Clenshaw b_k):
+
+* Clenshaw in floating point is the exact recurrence with each b_k perturbed by δ_k,
+  |δ_k| ≤ γ₃·(|c_k| + 3B); a perturbation δ_k of b_k moves the sum c₀ + x·b₁ − b₂ by exactly
+  δ_k·T_k(x) (x·U_{k−1} − U_{k−2} = T_k), and |T_k| ≤ 1: at most γ₃·(Σ|c_n| + 3(N + 1)·B);
+* x = 4a − 1 is rounded once (|Δx| ≤ u) and |d/dx Σ c_n T_n| ≤ Σ n²|c_n| (Markov): u·Σ n²|c_n|;
+* the coefficients' rounding to float64: u·Σ|c_n|; the long-double table's own error (G-step
+  term recurrence, G-term cosine sums): 2(N + 1)(4G + G)·u_ld·max h;
+* the tail T_N (|T_n| ≤ 1).
+
+Their sum over min h (the minimum of h over the nodes and a = 1/2), plus 2u for the product
+a·h and for 1 − p, is :attr:`ChebyshevTable.bound`: |computed − exact| ≤ bound·exact + 2^−1075
+(the last term: the product a·h rounds in absolute terms when the result is subnormal) — e.g.
+3.5e-14 at G = 8, 6.4e-13 at G = 64, 1.0e-12 at G = 89 (:func:`chebyshev_table` computes it;
+the simulator docs page tabulates it).  The bound is first order in u (products of two roundings dropped) and pessimistic: the measured error
+against mpmath is a few ulp.  A (G, f) whose bound exceeds :data:`MAX_BOUND` (large G: the
+long-double error and the 3(N + 1)·B term grow with G), or G above :data:`MAX_CHEBYSHEV_G`, or
+a platform whose long double is no wider than a double, gets no table: the caller keeps the
+exact sum (:func:`gsd._binomial.symmetric_expectation`).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ChebyshevTable", "chebyshev_table", "chebyshev_expectation", "MAX_BOUND", "MAX_CHEBYSHEV_G"]
+
+#: Largest relative error bound a table may have; above it the exact sum is kept.
+MAX_BOUND = 1e-12
+#: Largest G given a table (its build is O(G²) in long double: ~20 ms at this G; past G ≈ 100 the bound exceeds
+#: :data:`MAX_BOUND` anyway).
+MAX_CHEBYSHEV_G = 256
+_U = 2.0**-53
+_TAIL = 8 * _U  # the dropped tail, relative to min h: 8 roundings, far inside the bound
+_PI = np.longdouble("3.14159265358979323846264338327950288")  # np.pi is float64: nodes off by 1e-16
+
+
+@dataclass(frozen=True)
+class ChebyshevTable:
+    """h(a) = E[f(k)]/a on [0, 1/2] as Σ_{n ≤ degree} coeffs[n]·T_n(4a − 1).
+
+    ``bound``: the relative error bound of :func:`chebyshev_expectation` against the exact sum
+    (module docstring); ``tail``: the dropped Σ_{n > degree} |c_n| over min h.
+    """
+
+    G: int
+    coeffs: np.ndarray
+    bound: float
+    tail: float
+
+    @property
+    def degree(self) -> int:
+        return self.coeffs.size - 1
+
+
+def _h_at(a: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """h(a) = Σ_k weights[k]·C(G, k)·a^(k−1)(1 − a)^(G−k) in long double, by the term ratio
+    (every term ≥ 0 for a ∈ (0, 1/2]: no cancellation)."""
+    G = weights.size - 1
+    a = a.astype(np.longdouble)
+    b = 1 - a
+    term = G * b ** (G - 1)  # C(G, 1)·a^0·(1 − a)^(G−1)
+    total = np.zeros_like(a)
+    ratio = a / b
+    for k in range(1, G + 1):  # over k, vectorised over the nodes
+        total += weights[k] * term
+        term = term * (G - k) / (k + 1) * ratio
+    return total
+
+
+@functools.lru_cache(maxsize=64)
+def chebyshev_table(G: int, f) -> ChebyshevTable | None:
+    """The Chebyshev table of E[f(k)] at group size ``G``, or None where its bound exceeds
+    :data:`MAX_BOUND` (or f is not symmetric with f(0) = 0, or G > :data:`MAX_CHEBYSHEV_G`).
+
+    ``f(k, G)``: int64 arrays in, float64 out (:func:`gsd.update._grpo_term`); cached per
+    (G, f), so pass the same f object for the same function.
+    """
+    u_ld = float(np.finfo(np.longdouble).eps) / 2
+    if not 2 <= G <= MAX_CHEBYSHEV_G or u_ld >= _U / 64:
+        return None
+    k = np.arange(G + 1)
+    fk = np.asarray(f(k, np.full(G + 1, G, dtype=np.int64)), dtype=np.float64)
+    if fk[0] != 0 or not np.array_equal(fk, fk[::-1]) or not np.all(np.isfinite(fk)) or (fk < 0).any():
+        return None
+    weights = fk.astype(np.longdouble)
+    n = G  # h has degree G − 1: its interpolant at G nodes is h
+    theta = (np.arange(n, dtype=np.longdouble) + 0.5) * _PI / n  # exact nodes: the cosine sums are then orthogonal
+    x = np.cos(theta)
+    h = _h_at((x + 1) / 4, weights)
+    cosines = np.cos(np.arange(n, dtype=np.longdouble)[:, None] * theta[None, :])
+    c = (cosines @ h) * (2 / np.longdouble(n))
+    c[0] /= 2
+    h_min = float(min(h.min(), _h_at(np.array([0.5]), weights)[0]))
+    if not h_min > 0:
+        return None
+    absc = np.abs(c)
+    tails = np.cumsum(absc[::-1])[::-1]  # tails[m] = Σ_{n ≥ m} |c_n|
+    above = np.flatnonzero(np.append(tails, 0.0)[1:] > _TAIL * h_min)
+    N = int(above[-1]) + 1 if above.size else 0
+    tail = float(tails[N + 1]) if N + 1 < n else 0.0
+    kept = absc[: N + 1].astype(np.float64)
+    # B = max_k Σ_{j ≥ k} (j − k + 1)|c_j| over the kept coefficients.
+    j = np.arange(N + 1)
+    B = float(max(((j[k0:] - k0 + 1) * kept[k0:]).sum() for k0 in range(N + 1)))
+    g3 = 3 * _U / (1 - 3 * _U)
+    rounding = g3 * (kept.sum() + 3 * (N + 1) * B) + _U * float((j**2 * kept).sum()) + _U * kept.sum()
+    table_err = 2 * (N + 1) * (4 * G + n) * u_ld * float(h.max())
+    bound = (tail + rounding + table_err) / h_min + 2 * _U
+    if bound > MAX_BOUND:
+        return None
+    coeffs = c[: N + 1].astype(np.float64)
+    coeffs.flags.writeable = False
+    return ChebyshevTable(G=G, coeffs=coeffs, bound=bound, tail=tail / h_min)
+
+
+_local = threading.local()
+
+
+#: Entries per row up to which the work rows are kept between calls (4 rows of 16 MB at most).
+KEEP_ROW_ENTRIES = 1 << 21
+
+
+def _buffers(size: int) -> np.ndarray:
+    """Four float64 work rows of ``size`` entries, kept per thread between calls: a fresh
+    multi-MB buffer every step would be paged in afresh (glibc returns it to the system).
+    Above :data:`KEEP_ROW_ENTRIES` fresh rows, not kept (a thread holds 64 MB at most)."""
+    if size > KEEP_ROW_ENTRIES:
+        return np.empty((4, size))
+    buf = getattr(_local, "buf", None)
+    if buf is None or buf.shape[1] < size:
+        buf = _local.buf = np.empty((4, size))
+    return buf[:, :size]
+
+
+def chebyshev_expectation(p: np.ndarray, table: ChebyshevTable, out: np.ndarray | None = None) -> np.ndarray:
+    """E[f(k)] for k ~ Binom(G, p) from ``table`` (:func:`chebyshev_table`), float64, p's shape.
+
+    ``p``: float array in [0, 1].  Clenshaw's recurrence over the table's degrees, each a
+    multiply, a subtract and an add over all prompts in preallocated rows (no temporaries);
+    within :attr:`ChebyshevTable.bound` of the exact sum, relatively.
+    """
+    p = np.asarray(p, dtype=np.float64)
+    flat = p.reshape(-1)
+    size = flat.size
+    res = np.empty(p.shape) if out is None else out
+    if size == 0:
+        return res
+    a, x2, b1, b2 = _buffers(size)
+    np.subtract(1.0, flat, out=a)
+    np.minimum(flat, a, out=a)  # exact: 1 − p is exact for p ≥ 1/2 (Sterbenz)
+    np.multiply(a, 4.0, out=x2)
+    np.subtract(x2, 1.0, out=x2)  # x = 4a − 1, rounded once
+    c = table.coeffs
+    N = c.size - 1
+    if N == 0:
+        np.multiply(a, c[0], out=res.reshape(-1))
+        return res
+    b1.fill(c[N])
+    b2.fill(0.0)
+    if N > 1:
+        np.multiply(x2, 2.0, out=x2)
+    t = res.reshape(-1)  # the output row doubles as the third Clenshaw row
+    for n in range(N - 1, 0, -1):  # b_n = c_n + 2x·b_{n+1} − b_{n+2}
+        np.multiply(x2, b1, out=t)
+        np.subtract(t, b2, out=t)
+        np.add(t, c[n], out=t)
+        b1, b2, t = t, b1, b2
+    if N > 1:
+        np.multiply(x2, 0.5, out=x2)  # x again (halving is exact)
+    # s = c_0 + x·b_1 − b_2, then E = a·s
+    np.multiply(x2, b1, out=t)
+    np.subtract(t, b2, out=t)
+    np.add(t, c[0], out=t)
+    np.multiply(t, a, out=t)
+    flat_out = res.reshape(-1)
+    if t is not flat_out:
+        flat_out[...] = t
+    return res

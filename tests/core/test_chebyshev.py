@@ -1,0 +1,115 @@
+"""The Chebyshev tables of the ledger's binomial expectations against mpmath and the exact sum."""
+
+import mpmath as mp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gsd._binomial import symmetric_expectation
+from gsd._chebyshev import MAX_BOUND, chebyshev_expectation, chebyshev_table
+from gsd.update import _grpo_term
+
+CONVENTIONS = [(0, 0.0), (1, 0.0), (0, 1e-4), (1, 0.1)]
+
+
+def _mp_expectation(p, G, ddof, eps):
+    """Σ_k C(G,k) p^k (1−p)^(G−k) f(k) in 60-digit arithmetic, f = σ²/(σ_c + eps) from σ = sqrt(k(G−k))/G."""
+    with mp.workdps(60):
+        p = mp.mpf(p)
+        q = 1 - p
+        total = mp.mpf(0)
+        for k in range(1, G):
+            s = mp.sqrt(k * (G - k)) / G
+            f = s if not ddof and not eps else s * s / (s * mp.sqrt(mp.mpf(G) / (G - ddof)) + eps)
+            total += mp.binomial(G, k) * p**k * q ** (G - k) * f
+        return total
+
+
+def _within(got, want, bound):
+    """|got − want| ≤ bound·want + 2^-1075: relative, but for the half subnormal ulp of a result
+    below the smallest normal float (the last product a·h rounds there in absolute terms)."""
+    return abs(mp.mpf(float(got)) - want) <= bound * want + mp.mpf(2) ** -1075
+
+
+# p spread over many decades, both ends included (1 − p is exact near 1 only from 2^-53 up).
+probabilities = st.one_of(st.sampled_from([0.0, 1.0, 0.5]), st.floats(1e-300, 1.0), st.floats(1e-300, 2**-20).map(lambda x: 1.0 - x))
+
+
+@settings(max_examples=150, deadline=None)
+@given(probabilities, st.integers(2, 89), st.sampled_from(CONVENTIONS))
+def test_table_within_its_bound_of_mpmath(p, G, conv):
+    table = chebyshev_table(G, _grpo_term(*conv))
+    assert table is not None and table.bound <= MAX_BOUND
+    got = chebyshev_expectation(np.array([p]), table)[0]
+    want = _mp_expectation(p, G, *conv)
+    # f's float64 values (≤ 4 roundings each, all terms ≥ 0) sit outside the table's bound.
+    assert _within(got, want, table.bound + 4 * 2.0**-53)
+
+
+@pytest.mark.parametrize("G", [2, 3, 8, 64, 89])
+@pytest.mark.parametrize("p", [5e-324, 1e-300, 1e-12, 1e-6, 0.05, 0.3, 0.5, 1 - 1e-12, 1 - 2**-53])
+def test_extremes_against_mpmath(p, G):
+    table = chebyshev_table(G, _grpo_term(0, 0.0))
+    got = chebyshev_expectation(np.array([p]), table)[0]
+    assert _within(got, _mp_expectation(p, G, 0, 0.0), table.bound + 4 * 2.0**-53)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 89), st.sampled_from(CONVENTIONS), st.integers(0, 2**32 - 1))
+def test_arrays_match_the_exact_sum(G, conv, seed):
+    """Many prompts at once (the ledger's use), 2-d too, against the core's exact sum."""
+    f = _grpo_term(*conv)
+    table = chebyshev_table(G, f)
+    rng = np.random.default_rng(seed)
+    p = np.concatenate([rng.random(300), 10.0 ** rng.uniform(-300, 0, 200), [0.0, 1.0]]).reshape(2, -1)
+    got = chebyshev_expectation(p, table)
+    want = symmetric_expectation(p, np.full(p.shape, G), f)
+    assert got.shape == p.shape
+    # the exact sum's own error (≤ ~2G ulp, gsd._binomial) comes on top of the table's
+    np.testing.assert_allclose(got, want, rtol=table.bound + 2 * (G + 1) * 2.0**-52, atol=2.0**-1074)
+    assert got[p == 0].tolist() == [0.0] and got[p == 1].tolist() == [0.0]
+
+
+def test_bound_violated_means_no_table():
+    """Where the bound would exceed MAX_BOUND (large G) there is no table, and the ledger sums exactly."""
+    from gsd.simulator.config import SimConfig
+    from gsd.simulator.ledger import predicted_update
+    from gsd.update import expected_update
+
+    f = _grpo_term(0, 0.0)
+    assert chebyshev_table(90, f) is None and chebyshev_table(400, f) is None
+    p = np.linspace(0.01, 0.99, 50)
+    cfg = SimConfig(group_size=120)
+    assert np.array_equal(predicted_update(p, cfg), expected_update(p, 120))
+
+
+def test_not_a_symmetric_term_gets_no_table():
+    assert chebyshev_table(8, lambda k, G: k / G) is None  # f(0) = 0 but not symmetric
+    assert chebyshev_table(8, lambda k, G: np.ones(k.shape)) is None  # f(0) ≠ 0
+
+
+def test_ledger_update_uses_the_table_within_its_bound():
+    """predicted_update at G = 64 (a table) against expected_update (the exact sum), every method."""
+    from gsd.simulator.config import SimConfig
+    from gsd.simulator.ledger import predicted_update
+    from gsd.update import expected_update
+
+    p = np.random.default_rng(0).random(2000)
+    bound = chebyshev_table(64, _grpo_term(0, 0.0)).bound
+    for method, kw in (("grpo", {}), ("dapo", {"max_draws": 4}), ("dr_grpo", {})):
+        cfg = SimConfig(group_size=64, method=method, max_draws=4)
+        np.testing.assert_allclose(predicted_update(p, cfg), expected_update(p, 64, method, **kw),
+                                   rtol=bound + 2 * 65 * 2.0**-52 + 8 * 2.0**-53, atol=0)  # DAPO: a divide, expm1, a product
+
+
+def test_batches_past_the_kept_rows_give_the_same_bits():
+    """Past KEEP_ROW_ENTRIES the work rows are fresh, not kept: each entry's value is the same
+    elementwise recurrence, so the same bits as in a small batch."""
+    from gsd._chebyshev import KEEP_ROW_ENTRIES
+
+    table = chebyshev_table(64, _grpo_term(0, 0.0))
+    p = np.random.default_rng(1).random(KEEP_ROW_ENTRIES + 5)
+    big = chebyshev_expectation(p, table)
+    assert np.array_equal(big[:1000], chebyshev_expectation(p[:1000], table))
+    assert np.array_equal(big[-5:], chebyshev_expectation(p[-5:], table))
