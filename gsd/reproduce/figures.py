@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from .._errors import MissingExtra
 from .._validate import InputError
 from ..plotstyle import FAST_ENV, fast_mode, figures_dir, save_figure
 from . import bigmath, dapo_fit, group_size_table, theory
@@ -74,6 +75,8 @@ def _optional(module: str):
     """Import an optional part of the package; None (and the reason) if it is not there."""
     try:
         return importlib.import_module(module), None
+    except MissingExtra as exc:  # torch-only parts without the [torch] extra: the reason names it
+        return None, str(exc)
     except ModuleNotFoundError as exc:
         if exc.name and (module.startswith(exc.name) or exc.name.startswith(module.rsplit(".", 1)[0])):
             return None, f"{module} not installed"

@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._errors import MissingExtra
+from .._extras import require_torch
 from .._validate import InputError
 from .. import __version__
 from ..atomic import make_folder, replace_set, write_atomic, write_json
@@ -264,6 +266,10 @@ def _allocation_stage(out: Path, progress: bool):
     mod, why = _optional("gsd.reproduce.allocation_comparison")
     if mod is None:
         return {"status": "not available", "reason": why}
+    try:  # its planned arms and its MLP variant run on the torch engine: without the extra, say so
+        require_torch("the allocation comparison (its planned arms and MLP policy)")
+    except MissingExtra as exc:
+        return {"status": "not available", "reason": str(exc)}
     run_dir = out / "allocation"
     try:
         comp = mod.load_comparison(mod.SMALL_CONFIG_NAME)
