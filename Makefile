@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# The CPU build of torch we test with. For CUDA see README ("GPU").
+# The CPU build of torch we test with. For CUDA see docs/install.md ("GPU").
 TORCH  ?= torch==2.13.0
 # verl 0.9.1 without its GPU stack: the modules verl.trainer.ppo.ray_trainer imports, which the
 # tests run (its rollout dump and batch balancing) on the CPU.
