@@ -15,7 +15,7 @@ __all__ = ["format_report", "diagnosis_json", "write_outputs", "OUTPUT_FILES"]
 #: Files written by :func:`write_outputs` into the output folder.
 OUTPUT_FILES = ("steps.parquet", "prompts.parquet", "groups.parquet", "summary.json", "diagnose.png")
 
-_GROUP_COLUMNS = ("step", "prompt", "G", "k", "n_before", "k_before", "n_eff", "k_eff", "a", "b", "silent", "binary_silent",
+_GROUP_COLUMNS = ("step", "prompt", "G", "n", "k", "n_before", "k_before", "n_eff", "k_eff", "a", "b", "silent", "binary_silent",
                   "silent_pred", "sigma", "sigma_pred")
 
 
@@ -59,7 +59,10 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
     of = s["of"]
     lines.append("")
     binary_measured = c["silent_groups_measured"] / s["groups"] if c and s["groups"] else float("nan")
-    if predicted and np.array_equal(dx.groups["silent"], dx.groups["binary_silent"]):
+    if not s.get("silent_observable", True):
+        lines.append("  silent groups        not in the log: the trainer removed them before the dump "
+                     f"({s['silent_frac_dumped'] * 100:.1f} % of the dumped groups)")
+    elif predicted and np.array_equal(dx.groups["silent"], dx.groups["binary_silent"]):
         lines.append(f"  silent groups        {_pct(s['silent_frac'])} measured, {_pct(s['silent_pred'])} predicted "
                      f"(z = {c.get('z', float('nan')):+.1f} over all groups)")
     elif predicted:
