@@ -109,10 +109,11 @@ def test_threshold_sets_the_prediction_beside_the_silence_it_predicts(capsys, tm
     """Graded rewards under --threshold: the trainer's silence (every reward equal) is measured only;
     the predicted all-right/all-wrong share, and its z, stand beside the measured all-right/all-wrong share."""
     df, _ = rollouts(steps=4, prompts=60, graded=True)
-    write_verl(tmp_path / "v", df)
-    rc, out, err = run(capsys, tmp_path / "v", "--threshold", "0.5")
+    df[["step", "prompt", "score"]].to_csv(tmp_path / "log.csv", index=False)
+    argv = (tmp_path / "log.csv", "--reward", "score", "--threshold", "0.5")
+    rc, out, err = run(capsys, *argv)
     assert rc == 0, err
-    rc, js, err = run(capsys, tmp_path / "v", "--threshold", "0.5", "--json")
+    rc, js, err = run(capsys, *argv, "--json")
     summary = json.loads(js)["summary"]
     groups = df.assign(right=(df["score"] >= 0.5).astype(int)).groupby(["step", "prompt"])["right"].agg(["size", "sum"])
     groups = groups[groups["size"] >= 2]
