@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# The CPU build of torch we test with. For CUDA see README ("GPU").
+# The CPU build of torch we test with. For CUDA see docs/install.md ("GPU").
 TORCH  ?= torch==2.13.0
 # verl 0.9.1 without its GPU stack: the modules its legacy trainer (verl.trainer.ppo.ray_trainer) and
 # its default V1 trainer (verl.trainer.ppo.v1, on TransferQueue) import, which the tests run (their
@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH)
-	$(PY) -m pip install -q -e ".[test,bench,docs,trl]"
+	$(PY) -m pip install -q -e ".[test,bench,docs,trl,torch]"
 	$(PY) -m pip install -q --no-deps $(VERL)
 	$(PY) -m pip install -q $(VERL_DEPS)
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null

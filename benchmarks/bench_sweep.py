@@ -75,7 +75,7 @@ def main(argv=None) -> int:
                 try:
                     import ray  # noqa: F401
                 except ImportError:
-                    print("ray: not installed (pip install 'gsd[ray]'), skipped")
+                    print("ray: not installed (pip install 'grpo-gsd[ray]'), skipped")
                     continue
             out = scratch / backend
             workers = None if backend == "serial" else args.workers

@@ -5,7 +5,7 @@
 #
 #   bash benchmarks/gpu_check.sh [OUT]          # default OUT: runs/gpu_check
 #
-# Needs the package installed with a CUDA build of torch (README, "GPU"). Without a CUDA device
+# Needs the package installed with a CUDA build of torch (docs/install.md, "GPU"). Without a CUDA device
 # it runs a small CPU fallback of the same steps (a check that the script itself works), and
 # says so in OUT/figures.txt. Each part has its own time limit, so the whole stays under 6 min.
 set -uo pipefail

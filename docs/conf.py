@@ -83,7 +83,11 @@ html_theme_options = {
     "show_toc_level": 2,
     "secondary_sidebar_items": ["page-toc"],
 }
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["gsd.css"]
+# A page with no sub-pages gets no left sidebar: the theme would show an empty "Section
+# Navigation" there. Named one by one (a wildcard beside the theme's own would be ambiguous).
+html_sidebars = {p.stem: [] for p in HERE.glob("*.md") if p.stem != "notebooks"}
 html_last_updated_fmt = None
 
 

@@ -11,7 +11,7 @@ from ._lazy import lazy_exports
 # so ``import gsd`` (and every ``gsd`` command) loads numpy, scipy, pandas or torch only when a
 # name that needs them is touched.
 _EXPORTS = {
-    "_errors": ("InputError",),
+    "_errors": ("InputError", "MissingExtra"),
     "allocation": ("ALLOCATION_VALUES", "HORIZON_VALUES", "Allocation", "UniformAdvice", "allocate_group_sizes", "allocation_value",
                    "concavity_violations", "expected_silent_rate", "uniform_group_size_advice"),
     "data": ("load_bigmath", "load_histogram", "load_solve_rates"),

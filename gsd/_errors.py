@@ -1,6 +1,7 @@
-"""The package's input-error class, in a module that imports nothing (the CLI needs it at start-up)."""
+"""The package's error classes (bad input, a missing optional dependency), in a module that imports
+nothing (the CLI needs it at start-up)."""
 
-__all__ = ["InputError"]
+__all__ = ["InputError", "MissingExtra"]
 
 
 class InputError(ValueError):
@@ -13,3 +14,16 @@ class InputError(ValueError):
 
 
 InputError.__module__ = "gsd"  # shown as gsd.InputError, where users import it from
+
+
+class MissingExtra(ModuleNotFoundError):
+    """A feature whose optional dependency is not installed: the message names the feature and
+    the extra that installs it (``pip install 'grpo-gsd[torch]'``).
+
+    A ``ModuleNotFoundError`` (``name`` is the missing module), so code that treats an absent
+    module as "that part is not there" still does; the ``gsd`` command line reports it as one line
+    on stderr with exit status 2, like bad input.
+    """
+
+
+MissingExtra.__module__ = "gsd"

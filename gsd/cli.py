@@ -17,7 +17,7 @@ import gc
 import importlib
 import sys
 
-from ._errors import InputError
+from ._errors import InputError, MissingExtra
 
 # Modules that add sub-commands; optional ones are skipped if they are not there yet.
 _COMMANDS = (
@@ -135,11 +135,20 @@ def _text_table(columns: dict, floatfmt: str) -> str:
     return "\n".join(lines)
 
 
+def _version() -> str:
+    """The package's version and the distribution that installs it (the import name is ``gsd``;
+    the registry's ``gsd`` is another project)."""
+    from . import __version__
+
+    return f"{__version__} (distribution grpo-gsd)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gsd",
         description="The group-standard-deviation identity: GRPO, Dr.GRPO and DAPO as three operations on σ.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMANDS:
         try:
@@ -195,7 +204,7 @@ def main(argv=None) -> int:
     try:
         _check_options(args)
         return int(args.func(args) or 0)
-    except InputError as exc:  # and CliError; anything else is a bug and keeps its traceback
+    except (InputError, MissingExtra) as exc:  # and CliError; anything else is a bug and keeps its traceback
         print(f"gsd {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # a handler may say where it stopped and how to go on

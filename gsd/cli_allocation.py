@@ -19,15 +19,20 @@ from .cli import CliError, bounded_int, emit, parse_list
 HELP = "rollouts per step to share out among the prompts (see docs/theory.md, section Spending a rollout budget)"
 
 #: What ``--advice`` says beside its table: the verdict of the paper-scale comparison
-#: (``gsd allocation-comparison``; README, section Budget allocation).
+#: (``gsd allocation-comparison``; docs/allocation_comparison.md).
 EVIDENCE = (
-    "Evidence (gsd allocation-comparison: the simulator at the paper's scale, 5 seeds; README, section Budget "
-    "allocation): the per-step budget matters more than its split. At equal generations uniform G = 4 beat "
+    "Evidence (gsd allocation-comparison: the simulator at the paper's scale, 5 seeds; "
+    "docs/allocation_comparison.md): the per-step budget matters more than its split. At equal generations uniform G = 4 beat "
     "G = 8 and 16, and every plan from logged counts at 8 rollouts per prompt per step lost to it (with one "
     "logit per prompt, even with the true p). At 4 per prompt, no rule beat it with one logit per prompt "
     "(tabular); with a shared network (MLP) a plan did, by less than 0.001 in mean 2*arcsin(sqrt(p)). A plan raises this step's expected value, which is not the "
     "same as learning faster: choose the uniform G first (value_per_rollout falls with G: more steps of "
     "smaller groups), then plan within that budget if you plan at all.")
+
+
+#: ``gsd plan --budget`` prints the plan's rows up to this many (a list of rates typed on the
+#: command line); a file of prompts gets its summary, and its rows go to ``--output``.
+SHOWN_ROWS = 20
 
 
 def add_arguments(p) -> None:
@@ -58,6 +63,9 @@ def add_arguments(p) -> None:
     g.add_argument("--prior", default="empirical-bayes",
                    help="prior of the solve rate for counts: empirical-bayes (default), uniform, jeffreys or A,B")
     g.add_argument("--advice", action="store_true", help="also print value per rollout of every uniform G")
+    g.add_argument("--show-rows", action="store_true",
+                   help=f"print every row of the plan (default: up to {SHOWN_ROWS} rows; past that a summary, and the "
+                        "rows go to --output or --json)")
 
 
 def _prior(text: str):
@@ -173,7 +181,16 @@ def plan_budget(args) -> int:
         print(line)
     if args.output:
         print(f"plan written to {args.output}")
-    emit(out, False)
+    if args.show_rows or len(out) <= SHOWN_ROWS:
+        emit(out, False)
+    else:
+        sizes = plan.group_size[served]
+        if sizes.size:
+            q = np.percentile(sizes, [50, 90])
+            print(f"G over the {sizes.size} served prompts: min {sizes.min()}, median {q[0]:g}, "
+                  f"90th percentile {q[1]:g}, max {sizes.max()}")
+        print(f"{len(out)} rows not printed: --output FILE writes them (csv or parquet), --show-rows prints them, "
+              "--json gives them with the summary")
     if args.advice:
         emit(advice.curve, False, title="uniform G against the allocated plan at the same budget")
         print(EVIDENCE)

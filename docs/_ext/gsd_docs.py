@@ -1,11 +1,25 @@
-"""Pages generated from the package itself, so that the docs cannot drift from the code.
+"""Pages generated from the package itself, so that the docs cannot drift from the code, and two
+checks of every rendered page.
 
 ``.. gsd-conventions::`` renders :data:`gsd.trainers.CONVENTIONS` (std, eps and scaling of each
 trainer) with the update each gives relative to the paper's at a few group sizes
 (:func:`gsd.convention_gap`).
+
+Every HTML page, as it is written:
+
+* a reference written as words for the terminal — ``docs/theory.md, section The group-size law``
+  in a help text, a docstring or a notebook's printed report — becomes a link to that page and
+  section (the words stay as they are);
+* a machine path (the build's own folders, the temporary folder, a home folder, ``site-packages``)
+  is a build warning, hence an error under ``-W``: a page never shows where it was built.
 """
 
 from __future__ import annotations
+
+import html
+import re
+import tempfile
+from pathlib import Path
 
 from docutils import nodes
 from docutils.parsers.rst import directives
@@ -46,6 +60,93 @@ class ConventionsTable(SphinxDirective):
         return container.children
 
 
+#: ``docs/NAME.md`` and an optional ``, section Title`` (or ``, sections A and B``: the first), as
+#: help texts, docstrings and printed reports write them; not inside an HTML tag or attribute.
+_WORDS_REF = re.compile(r"(?<![\w/.-])docs/(?P<page>[a-z_]+)\.md(?P<section>,? sections? (?P<title>[A-Z][^.;:)(<>&\"'`,]*?"
+                        r"(?=(?:,? and [A-Z]|[.;:)(<>&\"'`,]|$))))?")
+
+
+def _section_ids(app) -> dict[str, dict[str, str]]:
+    """{page: {section title: its HTML id}} of every documentation page, from the doctrees."""
+    out: dict[str, dict[str, str]] = {}
+    env = app.env
+    for doc in env.found_docs:
+        if "/" in doc:
+            continue
+        try:
+            tree = env.get_doctree(doc)
+        except Exception:  # a page not read in this build (cannot happen in a full build)
+            continue
+        ids = {}
+        for sec in tree.findall(nodes.section):
+            title = sec.next_node(nodes.title)
+            if title is not None and sec["ids"]:
+                ids[title.astext().strip()] = sec["ids"][-1]
+        out[doc] = ids
+    return out
+
+
+def _link_words(app, pagename: str, body: str) -> str:
+    """``docs/X.md, section Y`` in the page's text → a link to X.html#y (text outside tags only)."""
+    if not hasattr(app, "_gsd_section_ids"):
+        app._gsd_section_ids = _section_ids(app)
+    sections = app._gsd_section_ids
+    depth = pagename.count("/")
+    prefix = "../" * depth
+
+    def link(m):
+        page = m.group("page")
+        if page not in sections:
+            return m.group(0)
+        anchor = ""
+        title = (m.group("title") or "").strip()
+        if title:
+            anchor = next((f"#{i}" for t, i in sections[page].items() if title.startswith(t) or t.startswith(title)), "")
+        return f'<a class="reference internal" href="{prefix}{page}.html{anchor}">{m.group(0)}</a>'
+
+    parts = re.split(r"(<[^>]*>)", body)
+    inside_link = 0
+    for i, part in enumerate(parts):
+        if part.startswith("<"):
+            if re.match(r"<a[\s>]", part):
+                inside_link += 1
+            elif part.startswith("</a"):
+                inside_link = max(0, inside_link - 1)
+            continue
+        if not inside_link and "docs/" in part:
+            parts[i] = _WORDS_REF.sub(link, part)
+    return "".join(parts)
+
+
+def _machine_paths(app) -> re.Pattern:
+    """The paths no page may show: this build's folders, the temporary folder, home folders."""
+    roots = {str(Path(p).resolve()) for p in (app.srcdir, app.outdir, app.doctreedir, Path(app.srcdir).parent,
+                                                tempfile.gettempdir(), Path.home())}
+    roots |= {str(p) for p in (app.srcdir, app.outdir, app.doctreedir, tempfile.gettempdir(), Path.home())}
+    roots = {r for r in roots if len(r) > 1}
+    generic = r"(?<![\w.~-])/(?:tmp|var/folders|private/var|home|root|Users|work)/[^\s<>\"']*|site-packages|[A-Z]:\\Users\\"
+    own = "|".join(re.escape(r) for r in sorted(roots, key=len, reverse=True))
+    return re.compile(rf"(?<![\w.~-])(?:{own})(?![\w.-])|{generic}")
+
+
+def _check_page(app, pagename, templatename, context, doctree):
+    body = context.get("body")
+    if not body:
+        return
+    body = context["body"] = _link_words(app, pagename, body)
+    if not hasattr(app, "_gsd_machine_paths"):
+        app._gsd_machine_paths = _machine_paths(app)
+    text = html.unescape(re.sub(r"<[^>]*>", "", body))
+    hits = sorted({m.group(0) for m in app._gsd_machine_paths.finditer(text)})
+    if hits:
+        from sphinx.util import logging
+
+        logging.getLogger(__name__).warning(
+            "the page shows a machine path (a temporary or build folder, a home folder, site-packages): %s",
+            ", ".join(hits[:5]), location=pagename, type="gsd", subtype="machine-path")
+
+
 def setup(app):
     app.add_directive("gsd-conventions", ConventionsTable)
+    app.connect("html-page-context", _check_page)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

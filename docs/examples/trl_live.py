@@ -1,6 +1,6 @@
 """gsd inside a TRL GRPOTrainer run: a tiny model built in code, trained on the CPU in under a minute.
 
-    pip install 'gsd[trl]'
+    pip install 'grpo-gsd[trl]'
     python trl_live.py [OUTPUT_FOLDER]
 
 Nothing is downloaded: the model is a one-layer Qwen2 with random weights and the tokenizer a

@@ -53,6 +53,8 @@ def register(sub) -> None:
                                                    "(default: every earlier rollout counts fully)")
     p.add_argument("--budget", type=int, help="rollouts per step to allocate over the prompts (needs the budget allocator)")
     p.add_argument("--out", help="write steps.parquet, prompts.parquet, groups.parquet, summary.json and diagnose.png here")
+    p.add_argument("--all-steps", action="store_true", help="print every step in the report's step table (default: "
+                                                             "12 evenly spaced steps when there are more, and a line saying so)")
     p.add_argument("--json", action="store_true", help="print {summary, steps} as JSON instead of the report")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_diagnose)
@@ -73,7 +75,7 @@ def _diagnose(args) -> int:
     if args.json:
         print(json.dumps(diagnosis_json(dx), indent=2, allow_nan=False))
     else:
-        print(format_report(dx))
+        print(format_report(dx, max_steps=None if args.all_steps else 12))
         if args.out:
             print(f"Tables, summary and figure written to {args.out}")
     return 0

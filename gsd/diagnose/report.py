@@ -31,8 +31,12 @@ def _pct(x) -> str:
     return "—" if x is None or not np.isfinite(x) else f"{100 * x:.1f} %"
 
 
-def format_report(dx: Diagnosis, *, max_steps: int = 12) -> str:
-    """A short human report: what was read, the warnings, the run in five numbers, the steps, the advice."""
+def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
+    """A short human report: what was read, the warnings, the run in five numbers, the steps, the advice.
+
+    ``max_steps``: at most this many rows of the step table, evenly spaced, and a line above them
+    saying so (None: every step).
+    """
     s, c = dx.summary, dx.summary.get("calibration") or {}
     predicted = s["prior"] is not None
     lines = [
@@ -54,12 +58,19 @@ def format_report(dx: Diagnosis, *, max_steps: int = 12) -> str:
         lines.append(f"WARNING: {w}")
     of = s["of"]
     lines.append("")
+    binary_measured = c["silent_groups_measured"] / s["groups"] if c and s["groups"] else float("nan")
     if not s.get("silent_observable", True):
         lines.append("  silent groups        not in the log: the trainer removed them before the dump "
                      f"({s['silent_frac_dumped'] * 100:.1f} % of the dumped groups)")
-    elif predicted:
+    elif predicted and np.array_equal(dx.groups["silent"], dx.groups["binary_silent"]):
         lines.append(f"  silent groups        {_pct(s['silent_frac'])} measured, {_pct(s['silent_pred'])} predicted "
                      f"(z = {c.get('z', float('nan')):+.1f} over all groups)")
+    elif predicted:
+        # Graded rewards under a threshold: the trainer's silence (every reward equal) is measured
+        # only; the prediction is of all-right/all-wrong groups, so z sets it beside that measure.
+        lines += [f"  silent groups        {_pct(s['silent_frac'])} measured (every reward equal, as the trainer sees it)",
+                  f"  all right/all wrong  {_pct(binary_measured)} measured, {_pct(s['silent_pred'])} predicted "
+                  f"(z = {c.get('z', float('nan')):+.1f} over all groups; {s['rewards_as']})"]
     else:
         lines.append(f"  silent groups        {_pct(s['silent_frac'])} measured")
     lines += [
@@ -77,15 +88,17 @@ def format_report(dx: Diagnosis, *, max_steps: int = 12) -> str:
     lines.append("")
     st = dx.steps
     trainer = "trainer_silent_frac" in st
-    show = st if len(st) <= max_steps else st.iloc[np.unique(np.linspace(0, len(st) - 1, max_steps).round().astype(int))]
+    thinned = max_steps is not None and len(st) > max_steps
+    show = st.iloc[np.unique(np.linspace(0, len(st) - 1, max_steps).round().astype(int))] if thinned else st
+    if thinned:
+        lines.append(f"{len(show)} of {len(st)} steps, evenly spaced from the first to the last "
+                     "(--all-steps prints every one; --json and --out hold them all):")
     lines.append(f"{'step':>8} {'groups':>7} {'rollouts':>9} {'silent':>8} {'pred':>8} {'wasted':>8} {'fidelity':>9}"
                  + (f" {'TRL says':>9}" if trainer else ""))
     for r in show.itertuples(index=False):
         lines.append(f"{r.step:>8} {r.groups:>7} {r.rollouts:>9} {_pct(r.silent_frac):>8} {_pct(r.silent_pred):>8} "
                      f"{_pct(r.wasted_share):>8} {_num(r.fidelity):>9}"
                      + (f" {_pct(r.trainer_silent_frac):>9}" if trainer else ""))
-    if len(st) > max_steps:
-        lines.append(f"({len(st)} steps; --json or --out for all of them)")
     pr = dx.prompts
     if "group_size" in pr:
         gs = pr["group_size"]

@@ -707,7 +707,7 @@ def _trainer_class():
     try:
         from trl import GRPOTrainer
     except ImportError as exc:
-        raise ImportError("GSDGRPOTrainer needs TRL: pip install 'gsd[trl]'") from exc
+        raise ImportError("GSDGRPOTrainer needs TRL: pip install 'grpo-gsd[trl]'") from exc
 
     class GSDGRPOTrainer(GRPOTrainer):
         """TRL's ``GRPOTrainer`` with gsd inside: every group tracked, gsd's figures in TRL's logs,

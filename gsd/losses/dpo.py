@@ -17,7 +17,9 @@ All functions broadcast over leading dimensions and are differentiable.
 
 from __future__ import annotations
 
-import torch
+from .._extras import require_torch
+
+torch = require_torch("gsd.losses")
 import torch.nn.functional as F
 
 from .._validate import as_float_tensor, as_positive, broadcast_shapes

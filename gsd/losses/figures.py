@@ -15,7 +15,9 @@ import math
 from pathlib import Path
 
 import numpy as np
-import torch
+from .._extras import require_torch
+
+torch = require_torch("gsd.losses")
 
 from ..plotstyle import COLORS as _PALETTE
 from ..plotstyle import figures_dir, new_figure, save_figure, styled

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import torch
+from .._extras import require_torch
+
+torch = require_torch("gsd.losses")
 
 from .._validate import InputError, as_float_tensor, as_positive, broadcast_shapes, check_distribution
 

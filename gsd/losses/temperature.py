@@ -13,7 +13,9 @@ keeps a comparable weight against the hard-label term whatever temperature is ch
 
 from __future__ import annotations
 
-import torch
+from .._extras import require_torch
+
+torch = require_torch("gsd.losses")
 
 from .._validate import InputError, as_float_tensor, as_positive, as_unit_interval
 

@@ -268,7 +268,9 @@ def _allocation_figure(summary: dict, out_dir=None):
     ax.legend(loc="lower right", fontsize=7)
     bx.set_xticks(range(len(names)), [LABELS.get(n, n) for n in names], rotation=35, ha="right", fontsize=7)
     bx.set_ylabel("non-silent groups / groups drawn")
-    bx.set_title(f"effective-gradient ratio (mean, 95 % CI, {len(summary['seeds'])} seeds)")
+    n_seeds = len(summary["seeds"])
+    bx.set_title("effective-gradient ratio " + (f"(mean, 95 % CI, {n_seeds} seeds)" if n_seeds > 1 else
+                                                 "(1 seed: no interval)"))
     return fig
 
 

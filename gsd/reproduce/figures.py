@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from .._errors import MissingExtra
 from .._validate import InputError
 from ..plotstyle import FAST_ENV, fast_mode, figures_dir, save_figure
 from . import bigmath, dapo_fit, group_size_table, theory
@@ -74,6 +75,8 @@ def _optional(module: str):
     """Import an optional part of the package; None (and the reason) if it is not there."""
     try:
         return importlib.import_module(module), None
+    except MissingExtra as exc:  # torch-only parts without the [torch] extra: the reason names it
+        return None, str(exc)
     except ModuleNotFoundError as exc:
         if exc.name and (module.startswith(exc.name) or exc.name.startswith(module.rsplit(".", 1)[0])):
             return None, f"{module} not installed"
@@ -127,15 +130,18 @@ def make_all(outdir=None, *, fast: bool = False, campaign=None, include_losses: 
         raise InputError(f"campaign: {str(campaign)!r} holds no finished campaign (no campaign_summary.json)")
     written = make_figures(out, fast=fast, progress=progress)
     skipped = {}
+    parts = []
     if include_losses:
-        paths, why = loss_figures(out)
-        written += paths
-        if why:
-            skipped["losses"] = why
+        parts.append(("losses", lambda: loss_figures(out)))
     if include_campaign:
         source = campaign if campaign is not None else find_campaign_run()
-        paths, why = campaign_figure(source, out)
+        parts.append(("campaign", lambda: campaign_figure(source, out)))
+    for part, draw in parts:
+        paths, why = draw()
         written += paths
+        if progress:  # every file counted in "N figures" has its "wrote" line
+            for path in paths:
+                print(f"  wrote {path}", file=sys.stderr)
         if why:
-            skipped["campaign"] = why
+            skipped[part] = why
     return {"written": written, "skipped": skipped}

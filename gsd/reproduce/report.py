@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .._errors import MissingExtra
+from .._extras import require_torch
 from .._validate import InputError
 from .. import __version__
 from ..atomic import make_folder, replace_set, write_atomic, write_json
@@ -264,6 +266,10 @@ def _allocation_stage(out: Path, progress: bool):
     mod, why = _optional("gsd.reproduce.allocation_comparison")
     if mod is None:
         return {"status": "not available", "reason": why}
+    try:  # its planned arms and its MLP variant run on the torch engine: without the extra, say so
+        require_torch("the allocation comparison (its planned arms and MLP policy)")
+    except MissingExtra as exc:
+        return {"status": "not available", "reason": str(exc)}
     run_dir = out / "allocation"
     try:
         comp = mod.load_comparison(mod.SMALL_CONFIG_NAME)
@@ -628,16 +634,16 @@ def _allocation_markdown(a: dict) -> list[str]:
 
         c = a["comparison"]
         L.append(f"Run folder `{a['run_dir']}` (config `{a['config']}`: the comparison at a size this report can "
-                 f"afford; its numbers exercise the pipeline, the verdict is the paper-scale run's — README, section "
-                 f"Budget allocation, `gsd allocation-comparison`); seeds {c['seeds']}; "
+                 f"afford; its numbers exercise the pipeline, the verdict is the paper-scale run's — "
+                 f"docs/allocation_comparison.md, `gsd allocation-comparison`); seeds {c['seeds']}; "
                  + ", ".join(f"{k} = {v}" for k, v in c["setup"].items())
                  + ". Every arm is read at the total generations of uniform G = 8 (all its steps); allocated arms "
                  "share 8 rollouts per prompt per step (docs/theory.md, section Allocation over a run). Mean over "
                  "seeds [95 % t-interval].\n")
         from ..cli_allocation import EVIDENCE
 
-        return L + comparison_markdown(c) + ["At the paper's scale (README, section Budget allocation; "
-                                             "docs/allocation_comparison.md). " + EVIDENCE + "\n"]
+        return L + comparison_markdown(c) + ["At the paper's scale "
+                                             "(docs/allocation_comparison.md). " + EVIDENCE + "\n"]
     setup = a.get("setup", {})
     ref = a["reference_arm"]
     L.append(f"Run folder `{a['run_dir']}` ({_reuse_note(a)}); seeds {a['seeds']}; " + ", ".join(f"{k} = {v}" for k, v in setup.items())

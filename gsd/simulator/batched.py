@@ -35,7 +35,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
+from .._extras import require_torch
+
+torch = require_torch("the torch engine (gsd.simulator.batched)")
 
 from ..atomic import read_json, write_json
 from ..methods import method_spec

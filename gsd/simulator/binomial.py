@@ -17,7 +17,9 @@ the core) is summed by the core on the host.
 from __future__ import annotations
 
 import numpy as np
-import torch
+from .._extras import require_torch
+
+torch = require_torch("the torch engine (gsd.simulator.binomial)")
 
 from .._binomial import _binomial_row, symmetric_expectation
 

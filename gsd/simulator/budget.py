@@ -38,7 +38,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import torch
+from .._extras import require_torch
+
+torch = require_torch("budget allocation inside a run (gsd.simulator.budget)")
 
 from .population import sub_seed
 from .sampling import Batch, Groups

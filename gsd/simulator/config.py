@@ -397,8 +397,10 @@ def gpu_present() -> bool:
 
     if not any(os.path.exists(f) for f in GPU_DEVICE_FILES):
         return False
-    import torch
-
+    try:
+        import torch
+    except ModuleNotFoundError:  # a GPU but no torch (the [torch] extra): the numpy engine runs on the CPU
+        return False
     return bool(torch.cuda.is_available())
 
 

@@ -9,13 +9,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config import SimConfig, resolve_engine
+from .._extras import require_torch
+from .config import SimConfig, numpy_blockers, resolve_engine
 
 __all__ = ["run_simulation", "run_many"]
 
 
 def _config(config) -> SimConfig:
     return config if isinstance(config, SimConfig) else SimConfig.from_dict(config)
+
+
+def _require_torch_engine(cfg: SimConfig) -> None:
+    """Without torch, one line naming the setting that needs the torch engine and the extra."""
+    why = ", ".join(numpy_blockers(cfg)) or f"engine = {cfg.engine!r}"
+    require_torch(f"the torch engine (this run's {why})")
 
 
 def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = True, on_step=None,
@@ -34,6 +41,7 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
         from .tabular import run_programs
 
         return run_programs([(cfg, out_dir)], resume=resume, progress=progress, on_step=on_step, notify=notify)[0]
+    _require_torch_engine(cfg)
     from .engine import run_simulation as run_torch
 
     return run_torch(cfg, out_dir, resume=resume, progress=progress, on_step=on_step, notify=notify, threads=threads)
@@ -57,6 +65,7 @@ def run_many(runs, *, resume: bool = False, progress: bool = True, threads: int 
         for i, s in zip(by_engine["numpy"], done):
             summaries[i] = s
     if by_engine["torch"]:
+        _require_torch_engine(items[by_engine["torch"][0]][0])
         from .batched import run_many as run_torch
 
         done = run_torch([items[i] for i in by_engine["torch"]], resume=resume, progress=progress, threads=threads,

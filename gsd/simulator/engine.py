@@ -44,7 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
+from .._extras import require_torch
+
+torch = require_torch("the torch engine (gsd.simulator.engine)")
 
 from .._errors import InputError
 from ..atomic import read_json, write_atomic, write_json

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
+from .._extras import require_torch
+
+torch = require_torch("the torch engine (gsd.simulator.loss)")
 import torch.nn.functional as F
 
 from ..groups import advantages

@@ -14,7 +14,9 @@ to torch.optim.SGD / torch.optim.Adam on CPU (the tests step both side by side).
 
 from __future__ import annotations
 
-import torch
+from .._extras import require_torch
+
+torch = require_torch("the torch engine (gsd.simulator.optim)")
 
 __all__ = ["SGD", "Adam", "make_optimizer"]
 

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import math
 
-import torch
-from torch import nn
+from .._extras import require_torch
+
+torch = require_torch("the torch policies, MLP included (gsd.simulator.policy)")
+nn = torch.nn
 
 __all__ = ["TabularPolicy", "MLPPolicy", "make_policy"]
 

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
+from .._extras import require_torch
+
+torch = require_torch("the torch engine (gsd.simulator.sampling)")
 
 __all__ = ["Batch", "Groups", "plan_batch", "sample_groups", "draw_counts", "groups_from_draws"]
 

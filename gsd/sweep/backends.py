@@ -14,7 +14,7 @@ driver (:mod:`gsd.sweep.engine`) decides what to retry.
 * :class:`RayBackend` — one Ray task per run, declaring ``num_cpus`` and ``num_gpus`` (1 when
   the run's device is cuda), on a fresh local Ray instance or on a cluster (``address``).  The
   sweep's output folder must then be on a file system every node sees.  Ray is optional:
-  ``pip install 'gsd[ray]'``.
+  ``pip install 'grpo-gsd[ray]'``.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 BACKENDS = ("local", "ray", "serial")
-RAY_INSTALL_HINT = "the ray backend needs Ray: pip install 'gsd[ray]' (or pip install ray)"
+RAY_INSTALL_HINT = "the ray backend needs Ray: pip install 'grpo-gsd[ray]' (or pip install ray)"
 #: Environment variables that cap the threads of BLAS / OpenMP libraries.
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
                 "VECLIB_MAXIMUM_THREADS")

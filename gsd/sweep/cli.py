@@ -22,7 +22,7 @@ def register(sub) -> None:
     p.add_argument("--grid", required=True, help="grid file (TOML with [sweep], [base], [grid]) or the name of a shipped grid: law_in_training, methods_mlp_grid")
     p.add_argument("--out", required=True, help="sweep folder, e.g. sweeps/NAME")
     p.add_argument("--backend", choices=BACKENDS, default="local",
-                   help="local: process pool on this machine (default); ray: Ray tasks (pip install 'gsd[ray]'); "
+                   help="local: process pool on this machine (default); ray: Ray tasks (pip install 'grpo-gsd[ray]'); "
                         "serial: in this process, one run at a time")
     p.add_argument("--address", default=None,
                    help="ray: join an existing cluster (auto, HOST:PORT or ray://HOST:PORT) instead of starting one")

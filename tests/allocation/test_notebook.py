@@ -12,3 +12,8 @@ def test_notebook_executes_in_fast_mode(run_notebook, tmp_path):
     text = "".join(o.get("text", "") for c in run.nb.cells if c.cell_type == "code" for o in c.outputs
                    if o.output_type == "stream")
     assert "Knapsack RL's value raises the effective-gradient ratio" in text
+    assert "fast mode (GSD_NOTEBOOK_FAST=1): seed 0 only (no interval)" in text
+    assert "of the 64 sizes lie below some prompt's envelope" in text
+    results = [o["data"]["text/plain"] for c in run.nb.cells if c.cell_type == "code" for o in c.outputs
+               if o.output_type == "execute_result"]
+    assert results and max(r.count("\n") for r in results) < 40  # no list printed one number per line

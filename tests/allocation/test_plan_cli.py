@@ -171,3 +171,24 @@ def test_horizon_value_takes_lr_and_horizon(capsys):
     assert code == 2 and "lr" in err
     code, out, err = _run(capsys, "plan", "--p", "0.3", "--budget", "32", "--lr", "0.5")
     assert code == 2 and "--lr and --horizon" in err
+
+
+def test_a_file_of_prompts_prints_its_summary_not_its_rows(capsys, tmp_path):
+    """300 prompts: a summary, the G distribution and where the rows are; --show-rows prints them all."""
+    rng = np.random.default_rng(0)
+    n = np.full(300, 8)
+    path = tmp_path / "counts.csv"
+    pd.DataFrame({"prompt": [f"q{i}" for i in range(300)], "k": rng.binomial(n, rng.beta(0.6, 0.6, 300)),
+                  "n": n}).to_csv(path, index=False)
+    argv = ("plan", "--input", str(path), "--k-column", "k", "--n-column", "n", "--budget", "2400")
+    code, out, err = _run(capsys, *argv)
+    assert code == 0, err
+    assert len(out.splitlines()) < 10 and "q299" not in out
+    assert "300 rows not printed: --output FILE writes them" in out
+    code, js, err = _run(capsys, *argv, "--json")
+    sizes = np.array([r["group_size"] for r in json.loads(js)["rows"]])
+    served = sizes[sizes > 0]
+    assert f"G over the {served.size} served prompts: min {served.min()}, median {np.median(served):g}, " in out
+    assert f"max {served.max()}" in out
+    code, out, err = _run(capsys, *argv, "--show-rows")
+    assert code == 0 and "q0" in out and "q299" in out and len(out.splitlines()) > 300

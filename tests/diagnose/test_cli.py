@@ -103,3 +103,46 @@ def test_graded_rewards_without_threshold_get_the_measured_figures(capsys, tmp_p
     assert [s["wasted_rollouts"] for s in data["steps"]] == direct["wasted"].tolist()
     rc, out, err = run(capsys, tmp_path / "v")
     assert rc == 0 and "WARNING: rewards are graded" in out
+
+
+def test_threshold_sets_the_prediction_beside_the_silence_it_predicts(capsys, tmp_path):
+    """Graded rewards under --threshold: the trainer's silence (every reward equal) is measured only;
+    the predicted all-right/all-wrong share, and its z, stand beside the measured all-right/all-wrong share."""
+    df, _ = rollouts(steps=4, prompts=60, graded=True)
+    df[["step", "prompt", "score"]].to_csv(tmp_path / "log.csv", index=False)
+    argv = (tmp_path / "log.csv", "--reward", "score", "--threshold", "0.5")
+    rc, out, err = run(capsys, *argv)
+    assert rc == 0, err
+    rc, js, err = run(capsys, *argv, "--json")
+    summary = json.loads(js)["summary"]
+    groups = df.assign(right=(df["score"] >= 0.5).astype(int)).groupby(["step", "prompt"])["right"].agg(["size", "sum"])
+    groups = groups[groups["size"] >= 2]
+    binary = ((groups["sum"] == 0) | (groups["sum"] == groups["size"])).mean()
+    equal = df.groupby(["step", "prompt"])["score"].agg(["size", "nunique"])
+    equal = (equal[equal["size"] >= 2]["nunique"] == 1).mean()
+    assert binary > 0.2 and equal < binary  # the two silences differ here, as with any graded reward
+    silent = re.search(r"silent groups\s+([\d.]+) % measured \(every reward equal", out)
+    line = re.search(r"all right/all wrong\s+([\d.]+) % measured, ([\d.]+) % predicted \(z = ([+-][\d.]+)", out)
+    assert silent and line, out
+    assert float(silent.group(1)) == pytest.approx(100 * equal, abs=0.05)
+    assert float(line.group(1)) == pytest.approx(100 * binary, abs=0.05)
+    assert float(line.group(2)) == pytest.approx(100 * summary["silent_pred"], abs=0.05)
+    c = summary["calibration"]
+    assert c["silent_groups_measured"] == pytest.approx(binary * len(groups))
+    assert float(line.group(3)) == pytest.approx(c["z"], abs=0.05)
+
+
+def test_step_table_says_when_it_shows_some_steps(capsys, tmp_path):
+    df, _ = rollouts(steps=20, prompts=30)
+    write_verl(tmp_path / "v", df)
+
+    def table_steps(out):
+        return [int(m) for m in re.findall(r"^\s+(\d+)\s+\d+\s+\d+\s+[\d.]+ %", out, flags=re.M)]
+
+    rc, out, err = run(capsys, tmp_path / "v")
+    assert rc == 0, err
+    shown = table_steps(out)
+    assert len(shown) == 12 and shown[0] == 1 and shown[-1] == 20
+    assert "12 of 20 steps, evenly spaced from the first to the last (--all-steps prints every one" in out
+    rc, out, err = run(capsys, tmp_path / "v", "--all-steps")
+    assert rc == 0 and table_steps(out) == list(range(1, 21)) and "of 20 steps" not in out

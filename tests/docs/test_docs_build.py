@@ -32,8 +32,9 @@ def site(tmp_path_factory, executed_notebooks):
     src = tmp / "docs"
     shutil.copytree(ROOT / "docs", src, symlinks=False,
                     ignore=shutil.ignore_patterns("_build", "generated", "jupyter_execute", ".ipynb_checkpoints"))
-    # Pages that include files from the checkout (data/README.md) keep their relative paths.
+    # Pages that include files from the checkout (data/README.md, figures/) keep their relative paths.
     shutil.copytree(ROOT / "data", tmp / "data", ignore=shutil.ignore_patterns("*.py*", "__pycache__"))
+    shutil.copytree(ROOT / "figures", tmp / "figures")
     reused = []
     for done in sorted(executed_notebooks.glob("*.ipynb")):
         nb = nbformat.read(done, as_version=4)
@@ -150,3 +151,47 @@ def test_only_the_kernel_shutdown_race_is_dropped():
     other = race.replace("process_control", "dispatch_shell")  # the same error elsewhere: kept
     assert _without_shutdown_race(other) == other
     assert _without_shutdown_race(race.replace("non-socket", "closed")) == race.replace("non-socket", "closed")
+
+
+@pytest.mark.docs_build
+def test_allocation_page_shows_its_figure(site):
+    html = _text(site["out"] / "allocation_comparison.html")
+    img = re.search(r'<img[^>]+src="([^"]*allocation_comparison_paper_scale[^"]*\.png)"', html)
+    assert img and (site["out"] / img.group(1)).is_file()
+
+
+@pytest.mark.docs_build
+def test_references_in_words_are_links_and_pages_have_no_empty_navigation(site):
+    """"docs/theory.md, section …" written for the terminal (help texts, docstrings, printed
+    reports) is a link on every page; a page without sub-pages has no "Section Navigation"."""
+    linked = 0
+    for page in site["out"].rglob("*.html"):
+        text = _text(page)
+        bare = re.sub(r"<a\b[^>]*>.*?</a>", "", text, flags=re.S)
+        assert "docs/theory.md" not in re.sub(r"<[^>]+>", "", bare), f"{page.name}: a reference in words, not linked"
+        linked += len(re.findall(r'<a class="reference internal" href="[./]*theory\.html#[^"]+">docs/theory\.md', text))
+    assert linked >= 5
+    for name in ("theory", "logs", "trl", "install", "tour"):
+        assert "Section Navigation" not in _text(site["out"] / f"{name}.html"), name
+
+
+def _tiny_site(tmp_path, page_text):
+    src = tmp_path / "src"
+    src.mkdir(parents=True)
+    (src / "conf.py").write_text(f"import sys\nsys.path.insert(0, {str(ROOT / 'docs' / '_ext')!r})\n"
+                                 "extensions = ['myst_parser', 'gsd_docs']\nmyst_heading_anchors = 3\n")
+    (src / "index.md").write_text("# Home\n\n```{toctree}\ntheory\npage\n```\n")
+    (src / "theory.md").write_text("# Theory\n\n## The group-size law\n\nText.\n")
+    (src / "page.md").write_text(page_text)
+    return subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-W", "-q", "-E", str(src), str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_machine_path_on_a_page_fails_the_build(tmp_path):
+    ok = _tiny_site(tmp_path / "a", "# Page\n\nSee docs/theory.md, section The group-size law.\n")
+    assert ok.returncode == 0, ok.stderr
+    page = _text(tmp_path / "a" / "out" / "page.html")
+    assert '<a class="reference internal" href="theory.html#the-group-size-law">docs/theory.md, section The group-size law</a>' in page
+    for shown in ("/tmp/tmpab12cd/sweeps/law_fast", str(Path.home() / "runs" / "x.png"), "lib/python3.11/site-packages/gsd"):
+        bad = _tiny_site(tmp_path / f"b{len(shown)}", f"# Page\n\n```\nwritten to {shown}\n```\n")
+        assert bad.returncode != 0 and "machine path" in bad.stderr, (shown, bad.stderr)

@@ -1,9 +1,13 @@
-"""Every shell line of README.md's code blocks runs, as typed, in a fresh folder.
+"""Every code block of README.md runs as pasted, and so does every block of the docs pages that
+carry what README used to (the tour, the allocation comparison).
 
-The lines run in order in one temporary folder (a later line may use what an earlier one wrote,
+Shell lines run in order in one temporary folder (a later line may use what an earlier one wrote,
 as the resume line does), with the small input files they name made first by :data:`MAKERS`.
-Only the two ``make`` lines are not run here: ``make test`` is this suite, and ``make reproduce``
-is ``gsd reproduce`` (tests/reproduce); the test checks that the Makefile has both targets.
+Not run here, each with its reason in :data:`NOT_RUN`: the two ``make`` lines (``make test`` is
+this suite, ``make reproduce`` is ``gsd reproduce``, tests/reproduce; the test checks that the
+Makefile has both targets) and the install lines (they reach the registry;
+tests/packaging/test_wheel.py builds the checkout's wheel and installs it, with and without
+torch).  Each Python block runs alone in a fresh interpreter, so it defines every name it uses.
 """
 
 from __future__ import annotations
@@ -20,12 +24,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+#: The pages whose code blocks run: README and the docs pages that took its tour and its verdict.
+PAGES = (README, ROOT / "docs" / "tour.md", ROOT / "docs" / "allocation_comparison.md")
 
 pytestmark = pytest.mark.slow
 
+_INSTALL = "reaches the registry; tests/packaging/test_wheel.py installs the checkout's wheel"
 #: Lines not run, with the reason.
 NOT_RUN = {"make reproduce": "gsd reproduce, tested in tests/reproduce",
-           "make test": "this test suite"}
+           "make test": "this test suite",
+           "pip install grpo-gsd": _INSTALL,
+           "pip install .": _INSTALL,
+           "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu": _INSTALL,
+           "pip install '.[torch]'": _INSTALL}
 #: Lines run at a smaller size, the only change to what is typed: the paper-scale allocation
 #: comparison takes over an hour; its shipped small campaign (what gsd reproduce runs) the same code.
 SCALED_DOWN = {"gsd allocation-comparison ": " --config allocation_comparison_small"}
@@ -41,6 +52,15 @@ def readme_shell_lines(text: str) -> list[str]:
 
 def _command(line: str) -> str:
     return line.split(" #", 1)[0].strip()
+
+
+def pages_text() -> str:
+    return "\n".join(page.read_text() for page in PAGES)
+
+
+def python_blocks(text: str) -> list[str]:
+    """The ```python blocks, as written."""
+    return re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
 
 
 # --------------------------------------------------------------------------- input files
@@ -124,9 +144,11 @@ MAKERS = {
 
 
 def test_readme_lines_are_found():
-    lines = readme_shell_lines(README.read_text())
+    lines = readme_shell_lines(pages_text())
     commands = [_command(ln) for ln in lines]
     assert set(NOT_RUN) <= set(commands)
+    readme = [_command(ln) for ln in readme_shell_lines(README.read_text())]
+    assert readme[readme.index("make reproduce"):][:2] == ["make reproduce", "make test"]  # README's two commands
     makefile = (ROOT / "Makefile").read_text()
     assert all(re.search(rf"^{cmd.split()[1]}:", makefile, flags=re.M) for cmd in NOT_RUN)
     assert sum(c.startswith("gsd ") for c in commands) >= 20
@@ -135,25 +157,67 @@ def test_readme_lines_are_found():
     assert not [c for c in commands if re.search(r"\[--|\.\.\.|\bFILE\b|\bDIR\b", c)], "placeholders are not runnable"
 
 
+#: Lines that run in a folder of their own, beside the others (two processes at once): the
+#: allocation comparison's lines need no input file and share nothing with the rest, and they are
+#: a third of the time; in order among themselves (the --variant lines continue the first).
+OWN_FOLDER = "gsd allocation-comparison "
+
+
 def test_every_readme_line_runs_as_typed(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
     rng = np.random.default_rng(0)
+    main, own = tmp_path / "main", tmp_path / "allocation"
+    own.mkdir()
     for name, make in MAKERS.items():
-        path = tmp_path / name
+        path = main / name
         path.parent.mkdir(parents=True, exist_ok=True)
         make(path, rng)
     bin_dir = Path(sys.executable).parent
     if not (bin_dir / "gsd").is_file():
         pytest.skip("no gsd script beside this interpreter")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GSD_", "PYTHON"))}
-    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", MPLBACKEND="Agg")
-    failures = []
-    for line in readme_shell_lines(README.read_text()):
+    env = _env(bin_dir)
+    lanes: dict[Path, list[str]] = {main: [], own: []}
+    for line in readme_shell_lines(pages_text()):
         if _command(line) in NOT_RUN:
             continue
         for start, extra in SCALED_DOWN.items():
             if line.startswith(start):
                 line = _command(line) + extra
-        res = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-        if res.returncode != 0:
-            failures.append(f"$ {line}\n  exit {res.returncode}: {(res.stderr or res.stdout).strip()[-600:]}")
+        lanes[own if line.startswith(OWN_FOLDER) else main].append(line)
+    assert len(lanes[own]) >= 3 and len(lanes[main]) >= 20
+
+    def run_lane(folder: Path) -> list[str]:
+        failures = []
+        for line in lanes[folder]:
+            res = subprocess.run(["bash", "-c", line], cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+            if res.returncode != 0:
+                failures.append(f"$ {line}\n  exit {res.returncode}: {(res.stderr or res.stdout).strip()[-600:]}")
+        return failures
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        failures = [f for lane in pool.map(run_lane, lanes) for f in lane]
     assert not failures, "README lines that fail as typed:\n" + "\n".join(failures)
+
+
+def _env(bin_dir: Path) -> dict:
+    """No GSD_ settings of this process; gsd imported from this checkout."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GSD_", "PYTHON"))}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", MPLBACKEND="Agg", PYTHONPATH=str(ROOT))
+    return env
+
+
+def test_python_blocks_are_found():
+    readme = python_blocks(README.read_text())
+    assert len(readme) >= 2 and len(python_blocks(pages_text())) > len(readme)
+
+
+@pytest.mark.parametrize("page", PAGES[:2], ids=[p.name for p in PAGES[:2]])
+def test_every_python_block_runs_alone(tmp_path, page):
+    failures = []
+    for i, block in enumerate(python_blocks(page.read_text())):
+        res = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, env=_env(Path(sys.executable).parent),
+                             capture_output=True, text=True, timeout=300)
+        if res.returncode != 0:
+            failures.append(f"block {i + 1}:\n{block}\n  exit {res.returncode}: {res.stderr.strip()[-800:]}")
+    assert not failures, f"{page.name}: Python blocks that fail as pasted:\n" + "\n".join(failures)

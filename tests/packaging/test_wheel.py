@@ -2,7 +2,9 @@
 
 The wheel is built from a copy of the sources (so the checkout gets no ``build/`` folder) and
 installed with ``--no-deps``; the new environment sees this environment's packages (numpy,
-torch, …) through a ``.pth`` line, so nothing is downloaded or reinstalled.  A ``.pth`` line
+torch, …) through a ``.pth`` line, so nothing is downloaded or reinstalled.  A second environment
+gets the same wheel with ``import torch`` blocked at start-up (torch is the ``[torch]`` extra):
+there the core commands run and a torch-only feature says, in one line, which extra it needs.  A ``.pth`` line
 adds a folder without running the ``.pth`` files inside it, so the editable install of the
 checkout is not active there — and the test asserts that ``gsd`` is imported from the wheel.
 Every command runs with its working folder outside the checkout.  The shipped files live in the
@@ -21,19 +23,22 @@ import sysconfig
 import venv
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The distribution's name on the registry (the import name is ``gsd``).
+DISTRIBUTION = "grpo-gsd"
 SOURCES = ("pyproject.toml", "README.md", "gsd", "data", "simulations")
 #: A campaign run small enough for a test: the shipped campaign's arms, 2 steps of 200 prompts.
 TINY_CAMPAIGN = ["--set", "steps=2", "--set", "n_prompts=200", "--set", "decile_draws=2", "--device", "cpu",
                  "--no-progress", "--json"]
 
 
-def _run(cmd, *, cwd, env, timeout=300):
+def _run(cmd, *, cwd, env, timeout=300, status=0):
     res = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert res.returncode == 0, f"{cmd} exited {res.returncode}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr}"
-    return res.stdout
+    assert res.returncode == status, f"{cmd} exited {res.returncode}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr}"
+    return res.stdout if status == 0 else res.stderr
 
 
 @pytest.fixture(scope="module")
@@ -52,22 +57,60 @@ def wheel_env(tmp_path_factory):
     dist = tmp / "dist"
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q",
           "-w", dist, src], cwd=tmp, env=env)
-    (wheel,) = dist.glob("gsd-*.whl")
+    (wheel,) = dist.glob(f"{DISTRIBUTION.replace('-', '_')}-*.whl")
+    work = tmp / "work"
+    work.mkdir()
+    prefix = _venv_with_wheel(tmp / "venv", wheel, cwd=tmp, env=env)
+    return {"python": prefix / "bin" / "python", "gsd": prefix / "bin" / "gsd", "prefix": prefix, "cwd": work,
+            "env": env, "wheel": wheel, "tmp": tmp}
 
-    prefix = tmp / "venv"
+
+#: Started by a ``.pth`` line in the torch-less environment: ``import torch`` fails as it does
+#: where torch is not installed (the shared environment keeps its torch for the other tests).
+BLOCK_TORCH = """import sys
+
+
+class _NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _NoTorch())
+"""
+
+
+def _venv_with_wheel(prefix: Path, wheel: Path, *, cwd, env, block_torch: bool = False) -> Path:
+    """A fresh environment at ``prefix`` with ``wheel`` installed (``--no-deps``) over this one's packages."""
     venv.EnvBuilder(with_pip=False).create(prefix)
     python = prefix / "bin" / "python"
     inner_site = Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                           cwd=tmp, env=env).strip())
+                           cwd=cwd, env=env).strip())
     # This environment's dependencies, appended after the new environment's own site-packages.
     outer = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     (inner_site / "_outer_dependencies.pth").write_text("".join(f"{p}\n" for p in sorted(outer)))
+    if block_torch:  # "_" sorts first: the blocker is in place before any other .pth line runs
+        (inner_site / "_gsd_test_no_torch.py").write_text(BLOCK_TORCH)
+        (inner_site / "__gsd_test_no_torch.pth").write_text("import _gsd_test_no_torch\n")
     _run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", "-q", wheel],
-         cwd=tmp, env=env)
-    work = tmp / "work"
-    work.mkdir()
-    return {"python": python, "gsd": prefix / "bin" / "gsd", "prefix": prefix, "cwd": work, "env": env,
-            "wheel": wheel}
+         cwd=cwd, env=env)
+    return prefix
+
+
+@pytest.fixture(scope="module")
+def no_torch_env(wheel_env, tmp_path_factory):
+    """The same wheel in an environment where ``import torch`` fails, and a small table log."""
+    tmp = wheel_env["tmp"]
+    prefix = _venv_with_wheel(tmp / "venv_no_torch", wheel_env["wheel"], cwd=tmp, env=wheel_env["env"],
+                              block_torch=True)
+    work = tmp_path_factory.mktemp("no_torch_work")
+    rng = np.random.default_rng(0)
+    p = rng.beta(0.6, 0.6, 40)
+    rows = [f"{step},q{j},{float(rng.random() < p[j])}" for step in (1, 2, 3) for j in range(40) for _ in range(8)]
+    (work / "log.csv").write_text("step,prompt,reward\n" + "\n".join(rows) + "\n")
+    return {**wheel_env, "python": prefix / "bin" / "python", "gsd": prefix / "bin" / "gsd", "prefix": prefix,
+            "cwd": work}
 
 
 def test_wheel_ships_data_and_configs(wheel_env):
@@ -150,3 +193,69 @@ def test_editable_install_finds_the_shipped_files(tmp_path):
     assert sorted(a) == ["dapo", "dr_grpo", "grpo"]
     assert {n: (r["silent_frac_mean"], r["final"]) for n, r in a.items()} == \
         {n: (r["silent_frac_mean"], r["final"]) for n, r in b.items()}  # the same campaign, run twice
+
+
+def test_metadata_name_version_and_torch_as_an_extra(wheel_env):
+    """The wheel is ``grpo-gsd``, its version is ``gsd.__version__``, and torch is required only by
+    the ``torch`` extra (``pip install grpo-gsd`` on a CPU machine pulls no CUDA build)."""
+    import email
+    import zipfile
+
+    import gsd
+
+    with zipfile.ZipFile(wheel_env["wheel"]) as zf:
+        (meta,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        msg = email.message_from_bytes(zf.read(meta))
+    assert msg["Name"] == DISTRIBUTION and msg["Version"] == gsd.__version__
+    requires = msg.get_all("Requires-Dist")
+    torch_lines = [r for r in requires if r.split(";")[0].strip().lower().startswith("torch")]
+    assert torch_lines and all('extra == "torch"' in r for r in torch_lines), torch_lines
+    assert "torch" in msg.get_all("Provides-Extra")
+    out = _run([wheel_env["gsd"], "--version"], cwd=wheel_env["cwd"], env=wheel_env["env"])
+    installed = _run([wheel_env["python"], "-c", f"import importlib.metadata as m; print(m.version({DISTRIBUTION!r}))"],
+                     cwd=wheel_env["cwd"], env=wheel_env["env"]).strip()
+    assert out.split() == ["gsd", installed, "(distribution", f"{DISTRIBUTION})"]
+
+
+def test_no_torch_environment_blocks_torch(no_torch_env):
+    err = _run([no_torch_env["python"], "-c", "import torch"], cwd=no_torch_env["cwd"], env=no_torch_env["env"],
+               status=1)
+    assert "No module named 'torch'" in err
+
+
+def test_core_commands_run_without_torch(no_torch_env):
+    """plan, diagnose, the numpy engine and the paper's reproduction need no torch."""
+    g, cwd, env = no_torch_env["gsd"], no_torch_env["cwd"], no_torch_env["env"]
+    plan = json.loads(_run([g, "plan", "--p", "0.5,0.05", "--epsilon", "0.05", "--json"], cwd=cwd, env=env))
+    assert [int(r["group_size"]) for r in plan] == [11, 69]
+    diag = json.loads(_run([g, "diagnose", "log.csv", "--reward", "reward", "--json"], cwd=cwd, env=env))
+    assert (diag["summary"]["rollouts"], diag["summary"]["steps"], diag["summary"]["prompts"]) == (960, 3, 40)
+    run = _run([g, "simulate", "--out", cwd / "run", "--set", "steps=3", "--set", "n_prompts=100", "--no-progress",
+                "--json"], cwd=cwd, env=env)
+    assert json.loads(run)["engine"] == "numpy" and json.loads(run)["complete"]
+    assert "--fast" in _run([g, "reproduce", "--help"], cwd=cwd, env=env)
+    _run([g, "reproduce", "--fast", "--quiet", "--out", cwd / "report"], cwd=cwd, env=env)
+    report = json.loads((cwd / "report" / "report.json").read_text())
+    assert report["comparisons"] and all(row["agrees_at_printed_precision"] for row in report["comparisons"])
+    assert report["campaign"]["status"] == "ok"
+    assert report["allocation"]["status"] == "not available" and f"{DISTRIBUTION}[torch]" in report["allocation"]["reason"]
+
+
+@pytest.mark.parametrize("command", [
+    ["losses"],
+    ["simulate", "--config", "mlp_interference", "--out", "mlp", "--set", "steps=2"],
+    ["simulate", "--out", "torch_engine", "--set", "steps=2", "--set", "engine=torch"],
+], ids=["losses", "mlp-policy", "torch-engine"])
+def test_torch_only_commands_say_which_extra(no_torch_env, command):
+    err = _run([no_torch_env["gsd"], *command], cwd=no_torch_env["cwd"], env=no_torch_env["env"], status=2)
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"pip install '{DISTRIBUTION}[torch]'" in err and "download.pytorch.org/whl/cpu" in err
+
+
+@pytest.mark.parametrize("module", ["gsd.losses.kl", "gsd.simulator.engine", "gsd.simulator.policy"])
+def test_torch_only_modules_raise_missing_extra(no_torch_env, module):
+    code = (f"import gsd\ntry:\n    import {module}\nexcept gsd.MissingExtra as exc:\n"
+            f"    print(exc.name, '|', exc)\nelse:\n    raise SystemExit('imported without torch')")
+    out = _run([no_torch_env["python"], "-c", code], cwd=no_torch_env["cwd"], env=no_torch_env["env"])
+    name, message = out.strip().split(" | ")
+    assert name == "torch" and f"'{DISTRIBUTION}[torch]'" in message and "\n" not in message

@@ -2,6 +2,7 @@
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -155,3 +156,24 @@ def test_figures_command_writes_selected_makers(capsys, tmp_path, monkeypatch):
     code, _, err = run(capsys, "figures", "--out", str(tmp_path / "figs"), "--no-losses",
                        "--campaign", str(tmp_path / "no_run"))
     assert code == 2 and len(err.strip().splitlines()) == 1 and "campaign_summary.json" in err
+
+
+def test_figures_count_matches_its_wrote_lines(capsys, tmp_path, monkeypatch):
+    """"N figures" counts exactly the files it names in "wrote" lines, the loss figures included."""
+    from gsd.reproduce import figures
+
+    monkeypatch.setattr(figures, "FIGURES", {k: figures.FIGURES[k] for k in ("silent_rate.png",)})
+
+    def two_loss_figures(out):
+        paths = [Path(out) / "loss_a.png", Path(out) / "loss_b.png"]
+        for p in paths:
+            p.write_bytes(b"\x89PNG")
+        return paths, None
+
+    monkeypatch.setattr(figures, "loss_figures", two_loss_figures)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "figures", "--out", str(tmp_path / "figs"), "--fast", "--no-campaign")
+    assert code == 0
+    wrote = [ln.split("wrote ", 1)[1] for ln in err.splitlines() if "wrote " in ln]
+    assert sorted(Path(w).name for w in wrote) == ["loss_a.png", "loss_b.png", "silent_rate.png"]
+    assert f"{len(wrote)} figures in {tmp_path / 'figs'}" in out
