@@ -432,6 +432,8 @@ class _Reader:
             except InputError as exc:
                 raise InputError(f"{path}: {exc}") from None
         if self.module is None:
+            if "reward" in columns:  # a table's column named reward is the reward (as gsd plan takes it)
+                return [(1.0, "reward")]
             raise InputError(f"{path}: name the reward column with --reward (columns: {', '.join(columns)})")
         numeric = {c for c in columns if _is_number_type(dtypes.get(c), pa)}
         try:
@@ -689,6 +691,8 @@ def _read_parquet(path, reader):
         elif reader.module is not None:
             numeric = {f.name for f in schema if _is_number_type(f.type, pa)}
             wanted |= {name for _, name in reader.module.default_reward(schema.names, numeric)}
+        else:
+            wanted |= {"reward"}
         names = [n for n in schema.names if n in wanted]
     start = 1
     batches = pf.iter_batches(batch_size=_CHUNK_ROWS, columns=names)

@@ -418,14 +418,17 @@ def _row_sums(x):
 
 
 def _torch():
-    """torch when installed (TRL's own arithmetic), else None; a log is read without it."""
-    import importlib.util
+    """torch when it can be imported (TRL's own arithmetic), else None: a log is read without it."""
+    if not _TORCH:
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        _TORCH.append(torch)
+    return _TORCH[0]
 
-    if importlib.util.find_spec("torch") is None:
-        return None
-    import torch
 
-    return torch
+_TORCH: list = []
 
 
 def check_advantages(reward, advantage, group, n_groups: int, batch) -> dict:

@@ -214,3 +214,12 @@ def test_edges_of_the_reader(tmp_path):
     pd.DataFrame({"step": [3] * 4, "prompt": ["a"] * 4, "completion": "x", "r": [0.0, 1, 1, 0], "advantage": 0.0}) \
         .to_parquet(tmp_path / "t" / "completions" / f"completions_{10**25}.parquet")
     assert read_rollouts(tmp_path / "t", group_size=4).step.tolist() == [3] * 4
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_a_table_column_named_reward_is_the_reward(tmp_path, suffix):
+    df = pd.DataFrame({"prompt": ["a"] * 4 + ["b"] * 4, "step": 1, "reward": [0, 1, 1, 0, 1, 1, 1, 1]})
+    path = tmp_path / f"log{suffix}"
+    df.to_csv(path, index=False) if suffix == ".csv" else df.to_parquet(path)
+    log = read_rollouts(path)
+    assert log.reward_name == "reward" and sorted(log.reward.tolist()) == sorted(df["reward"].astype(float))
