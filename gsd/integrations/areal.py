@@ -47,9 +47,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .._errors import InputError
+
 __all__ = ["NAME", "DDOF", "EPS", "SCALES", "SOURCE", "FILE_DESCRIPTION", "PROMPT_COL", "STEP_COL", "GROUP_COLS",
            "INDEX_COL", "DEFAULT_REWARD", "NOT_REWARD", "is_log_file", "step_of", "is_validation_folder",
-           "zero_std"]
+           "zero_std", "complete_groups"]
 
 NAME = "areal"
 DDOF = 1
@@ -124,3 +126,38 @@ def zero_std(values, group, n_groups: int) -> np.ndarray:
     np.minimum.at(lo, group, values)
     np.maximum.at(hi, group, values)
     return lo == hi
+
+
+def complete_groups(index, group, n_groups: int):
+    """Per group, whether the dump holds every answer AReaL normalised with the others.
+
+    A task's answers carry ``sample_idx`` 0 … n_samples − 1.  The dump leaves out an answer with
+    no completion token and AReaL's ``GroupedRolloutWorkflow`` drops an episode that returned
+    None: either leaves a group with fewer rows than the run's largest ``sample_idx`` + 1 (the
+    training batch then no longer splits into one task per ``group_size`` block).  Two
+    executors' tasks of one id, version and prompt repeat a ``sample_idx``.  Such groups are
+    not complete.
+
+    Parameters
+    ----------
+    index : ndarray of int
+        ``sample_idx`` per rollout (non-negative).
+    group : ndarray of int
+        Dense group code per rollout, 0 … n_groups − 1.
+    n_groups : int
+
+    Returns
+    -------
+    complete : ndarray of bool, shape (n_groups,)
+    G : int
+        The group size the run shows (largest ``sample_idx`` + 1; 0 for no rows).
+    """
+    index = np.asarray(index, dtype=np.int64)
+    group = np.asarray(group, dtype=np.int64)
+    if index.size and index.min() < 0:
+        raise InputError(f"{INDEX_COL} must be >= 0 (an answer's row in its task), got {int(index.min())}")
+    G = int(index.max()) + 1 if index.size else 0
+    rows = np.bincount(group, minlength=n_groups)
+    pairs = np.unique(np.stack([group, index], axis=1), axis=0)  # (group, sample_idx) once each
+    distinct = np.bincount(pairs[:, 0], minlength=n_groups)
+    return (rows == G) & (distinct == G), G

@@ -49,9 +49,12 @@ class ArealRun:
     empty : float
         Probability that the generation server returns an empty answer (AReaL trains on it but
         leaves it out of the dump).
+    rank, tasks : int, dict
+        A second executor writing into the same trial (a data-parallel rank with its own rollout
+        engine, numbering its tasks from 0 too) shares the first one's ``tasks``.
     """
 
-    def __init__(self, root: Path, G: int = 4, seed: int = 0, empty: float = 0.0):
+    def __init__(self, root: Path, G: int = 4, seed: int = 0, empty: float = 0.0, rank: int = 0, tasks=None):
         from areal.api.cli_args import GenerationHyperparameters, InferenceEngineConfig
         from areal.api.io_struct import ModelResponse
         from areal.infra.remote_inf_engine import GroupedRolloutWorkflow
@@ -82,7 +85,8 @@ class ArealRun:
         self.executor.initialize(logger=logging.getLogger("areal-test"))
         self.workflow = GroupedRolloutWorkflow(RLVRWorkflow(areal_reward, GenerationHyperparameters(max_new_tokens=3), tok),
                                                G, logging.getLogger("areal-test"))
-        self.tasks: dict = {}  # task_id -> (version, is_eval, rewards, empty rows, accepted)
+        self.rank = rank
+        self.tasks: dict = {} if tasks is None else tasks  # (rank, task_id) -> (version, is_eval, rewards, empty rows, accepted)
 
     @property
     def log_dir(self) -> Path:
@@ -102,7 +106,7 @@ class ArealRun:
             rewards = traj["rewards"].double().numpy().copy()
             empty = (traj["loss_mask"].sum(-1) == 0).numpy()
             accept = not (dynamic_filter and rewards.max() == rewards.min())
-            self.tasks[workflow_context.get().task_id] = (version, is_eval, rewards, empty, accept)
+            self.tasks[self.rank, workflow_context.get().task_id] = (version, is_eval, rewards, empty, accept)
             return accept
 
         for j, (text, q) in enumerate(zip(prompts, p)):
