@@ -49,12 +49,14 @@ from pathlib import Path
 import numpy as np
 
 from . import TRUTH_COLUMN
+from ._columns import chat_label
 
 __all__ = ["GroupTracker", "GSDGRPOTrainer", "SkipSampler",  # noqa: F822 (GSDGRPOTrainer: built on first use) "LIVE_METRICS", "TRACKER_TABLE", "tracker_table",
-           "DDOF", "EPS", "SCALES", "SOURCE", "NOT_REWARD", "is_log_file", "step_of", "infer_group_size",
+           "NAME", "DDOF", "EPS", "SCALES", "SOURCE", "NOT_REWARD", "is_log_file", "step_of", "infer_group_size",
            "generation_fingerprint", "find_trainer_state", "read_trainer_state", "chat_label", "write_step",
-           "FILE_DESCRIPTION"]
+           "FILE_DESCRIPTION", "total_reward", "zero_std", "ZERO_STD_ATOL", "check_advantages"]
 
+NAME = "trl"
 DDOF = 1
 EPS = 1e-4
 SCALES = ("group", "batch", "none")
@@ -67,6 +69,21 @@ FILE_DESCRIPTION = "TRL's completions_{step:05d}.parquet"
 NOT_REWARD = ("step", "prompt", "completion", "advantage", "mode", "image", "images", TRUTH_COLUMN)
 
 _FILE = re.compile(r"completions_(\d+)")
+
+SUFFIXES = (".parquet",)
+PROMPT_COL = "prompt"
+STEP_COL = "step"
+#: Every column is read: a repeated generation is recognised by the digest of the whole table.
+READ_ALL_COLUMNS = True
+#: A row every reward function returned None for stays in its block (TRL leaves it out of the
+#: group's mean and std, and trains it with advantage 0).
+UNSCORABLE_IN_GROUP = True
+GROUP_COL = False
+GROUP_SIZE = True
+#: ``reward_weights`` are not in the file: the default reward weighs each column 1.
+REWARD_WEIGHTS_UNLOGGED = True
+#: ``torch.isclose(std, 0)``'s default tolerance, TRL's test for a zero-std group.
+ZERO_STD_ATOL = 1e-8
 
 
 def is_log_file(path: Path) -> bool:
@@ -130,37 +147,293 @@ def find_trainer_state(folder: Path):
 
 def read_trainer_state(path: Path) -> dict:
     """From ``trainer_state.json``: ``eval_steps`` (steps whose log holds evaluation metrics),
-    ``zero_std`` ({step: TRL's training ``frac_reward_zero_std``}) and ``global_step``."""
+    ``zero_std`` ({step: TRL's training ``frac_reward_zero_std``}), ``global_step`` and
+    ``skipped`` (entries whose step is not a whole number: a string, null, NaN, 1e400, ...)."""
     from .._errors import InputError
 
     try:
         state = json.loads(Path(path).read_text(encoding="utf-8"))
-        history = state["log_history"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not a readable TRL trainer_state.json ({type(exc).__name__}: {exc})") from None
-    eval_steps, zero_std = set(), {}
+    history = state.get("log_history") if isinstance(state, dict) else None
+    if not isinstance(history, list):
+        raise InputError(f"{path}: not a TRL trainer_state.json (its log_history is "
+                         f"{type(history).__name__ if history is not None else 'missing'}, not a list)")
+    eval_steps, zero_std, skipped = set(), {}, 0
     for entry in history:
         if not isinstance(entry, dict) or "step" not in entry:
             continue
-        step = int(entry["step"])
+        step = _whole(entry["step"])
+        if step is None:
+            skipped += 1
+            continue
         if any(str(k).startswith("eval_") for k in entry):
             eval_steps.add(step)
         value = entry.get("frac_reward_zero_std")
-        if isinstance(value, (int, float)) and math.isfinite(value):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             zero_std[step] = float(value)
-    return {"eval_steps": sorted(eval_steps), "zero_std": zero_std, "global_step": int(state.get("global_step", 0))}
+    global_step = _whole(state.get("global_step", 0))
+    return {"eval_steps": sorted(eval_steps), "zero_std": zero_std, "global_step": global_step, "skipped": skipped}
 
 
-def chat_label(messages) -> str:
-    """The label of a conversational prompt: its last user message (else its last message)."""
-    if not isinstance(messages, (list, tuple)) or not messages:
-        return str(messages)
-    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
-    last = (users or [m for m in messages if isinstance(m, dict)] or [{"content": str(messages[-1])}])[-1]
-    content = last.get("content", "")
-    if isinstance(content, list):  # multimodal content: its text parts
-        content = " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return str(content)
+def _whole(value):
+    """A JSON step as an int, or None when it is not a whole number within int64."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not (math.isfinite(value) and value == int(value)):
+        return None
+    value = int(value)
+    return value if 0 <= value < 2**63 else None
+
+
+fingerprint = generation_fingerprint
+
+
+def arrange(chunks, context) -> list:
+    """TRL's whole-run rules over the files read, in step order; returns the chunks kept.
+
+    * a file at a step beyond the run's own ``trainer_state.json`` (``global_step``) is a
+      left-over of an earlier attempt (a run resumed from an earlier checkpoint, or a shorter
+      run written into the same folder): left out;
+    * a step that evaluated (``eval_*`` keys in ``log_history``) holds evaluation completions:
+      left out;
+    * a file that repeats the previous file's generation (``num_iterations`` or
+      ``steps_per_generation`` > 1) is counted once, at its first step;
+    * a group is a block of ``num_generations`` consecutive rows (given, or inferred from the
+      files); files whose own blocks disagree (two runs with different group sizes) are refused.
+
+    ``context``: a dict with ``group_size``, ``state`` (:func:`read_trainer_state` or None),
+    ``state_path``, ``state_is_final`` (the state is the output_dir's own, written at the end,
+    not a checkpoint's) and ``warnings``; this function adds ``group_size``,
+    ``repeated_steps``, ``eval_steps``, ``trainer_silent`` and ``excluded_steps``.
+    """
+    from .._errors import InputError
+
+    warnings = context["warnings"]
+    state = context.get("state")
+    last = state["global_step"] if state is not None and context.get("state_is_final") else None
+    beyond = [ch.file_step for ch in chunks if last is not None and ch.file_step > last]
+    if beyond:
+        warnings.append(f"steps {_span(beyond)} are beyond the run's trainer_state.json (global_step {last}): "
+                        "left-overs of an earlier attempt (resumed from an earlier checkpoint, or another run "
+                        "in the same folder), left out")
+        chunks = [ch for ch in chunks if ch.file_step <= last]
+    repeated, eval_steps = [], []
+    kept, previous = [], None
+    for ch in chunks:
+        if state is not None and ch.file_step in state["eval_steps"]:
+            eval_steps.append(ch.file_step)
+            continue
+        if ch.fingerprint is not None and ch.fingerprint == previous:
+            repeated.append(ch.file_step)
+            continue
+        previous = ch.fingerprint
+        kept.append(ch)
+    if eval_steps:
+        warnings.append(f"steps {_span(eval_steps)} evaluated ({Path(context['state_path']).name}): their files hold "
+                        "evaluation completions (TRL writes them under the training file name) and are left out")
+    if repeated:
+        warnings.append(f"{len(repeated)} file(s) repeat the previous step's generation (num_iterations or "
+                        f"steps_per_generation > 1): counted once, at their first step; repeated steps {_span(repeated)}")
+    if state is None:
+        sizes = {ch.hashes.size for ch in kept}
+        if len(sizes) > 1:
+            warnings.append(f"the files hold different numbers of rows ({', '.join(map(str, sorted(sizes)))}): TRL writes "
+                            "evaluation completions under the training file name; give the run's output_dir with its "
+                            "trainer_state.json to leave the evaluation steps out")
+    G = context.get("group_size")
+    if G is None:
+        per_file = [infer_group_size([ch.hashes[ch.prompt_ok]]) for ch in kept]
+        G = infer_group_size(ch.hashes[ch.prompt_ok] for ch in kept)
+        if G < 2:
+            raise InputError("TRL log: cannot infer num_generations from the files (consecutive rows of one prompt "
+                             f"come in runs whose greatest common divisor is {G}); pass --group-size G")
+        distinct = sorted({g for g in per_file if g})
+        if len(distinct) > 1:  # a file of one run with every block doubled is the only other cause
+            raise InputError(f"TRL log: the files' blocks disagree (groups of {', '.join(map(str, distinct))} rows): "
+                             "files of two runs with different num_generations in one folder? Name the files of "
+                             "one run, or pass --group-size G")
+    for index, ch in enumerate(kept):
+        n = ch.hashes.size
+        block = np.arange(n) // G
+        if n % G:
+            warnings.append(f"{ch.file.name}: {n} rows is not a multiple of the group size {G}; its last "
+                            f"{n % G} row(s) form an incomplete group")
+        first = ch.hashes[block * G]
+        wrong = ch.prompt_ok & (ch.hashes != first)
+        if wrong.any():
+            at = int(np.flatnonzero(wrong)[0])
+            raise InputError(f"{ch.file}: rows {at // G * G + 1}-{at // G * G + G} do not hold one prompt, so groups "
+                             f"are not blocks of {G} rows; pass the run's num_generations with --group-size")
+        ch.gkey = (np.int64(index) << 32) + block
+        ch.gkey_ok = np.ones(n, bool)
+        if n % G:
+            ch.gkey_ok[n - n % G:] = False  # a block cut short: its group is incomplete
+    context.update(group_size=G, repeated_steps=repeated, eval_steps=eval_steps, excluded_steps=beyond,
+                   trainer_silent=state["zero_std"] if state is not None else {})
+    return kept
+
+
+def describe_groups(context) -> str:
+    return (f"blocks of {context['group_size']} consecutive rows of one generation (num_generations, "
+            f"{'given' if context.get('group_size_given') else 'inferred from the files'})")
+
+
+def _span(steps) -> str:
+    steps = list(steps)
+    return ", ".join(map(str, steps[:10])) + (f" ... ({len(steps)} in all)" if len(steps) > 10 else "")
+
+
+def find_state(roots):
+    """The run's ``trainer_state.json`` beside its ``completions/`` folders (see :func:`find_trainer_state`)."""
+    for root in roots:
+        state = find_trainer_state(root) or find_trainer_state(Path(root).parent)
+        if state is not None:
+            return state
+    return None
+
+
+read_state = read_trainer_state
+
+
+def default_reward(columns, numeric) -> list:
+    """TRL normalises the sum of its reward columns (weights are not logged: 1 each)."""
+    from .._errors import InputError
+
+    cands = [c for c in columns if c not in NOT_REWARD and c in numeric]
+    if not cands:
+        raise InputError(f"no reward column (numeric columns other than step and advantage); columns: {', '.join(columns)}")
+    return [(1.0, c) for c in cands]
+
+
+def prepare(table, lines):
+    """Keep the training rows of a table from a TRL version that marks evaluation rows (``mode``)."""
+    if "mode" not in table.column_names:
+        return table, lines
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    train = np.asarray(pc.fill_null(pc.equal(table.column("mode"), "train"), False).to_numpy(zero_copy_only=False),
+                       dtype=bool)
+    lines = (np.arange(1, table.num_rows + 1) if lines is None else lines)[train]
+    return table.filter(pa.array(train)).drop_columns(["mode"]), lines
+
+
+
+def total_reward(parts, coefs) -> np.ndarray:
+    """The reward TRL normalises, in TRL's arithmetic: each function's reward cast to float32
+    (``torch.float32``, None → NaN), multiplied by its float32 weight and summed in float32 with
+    NaN counted as 0 (``nansum``); a row where every function returned None stays NaN
+    (unscorable).  Returned as float64 holding float32 values.
+
+    >>> total_reward(np.array([[0.1], [0.2]]), np.array([1.0, 1.0])) == np.float32(0.3)
+    array([ True])
+    """
+    p = np.asarray(parts, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        p32 = p.astype(np.float32)
+        w = np.asarray(coefs, dtype=np.float64).astype(np.float32).reshape(-1, 1)
+        terms = p32 * w
+        total = np.zeros(p.shape[1], np.float32)
+        for term in terms:  # one pass per reward function, in order, as TRL's nansum over dim 1
+            total = (total + np.where(np.isnan(term), np.float32(0), term)).astype(np.float32)
+    total = total.astype(np.float64)
+    total[np.isnan(p32).all(axis=0)] = np.nan
+    return total
+
+
+def zero_std(values, group, n_groups: int) -> np.ndarray:
+    """TRL's test for a zero-std group, per group: ``torch.isclose(nanstd(r), 0)`` (atol 1e-8)
+    with TRL's ``nanstd`` in float32 — the mean of the scorable rewards, the mean squared
+    deviation times n/(n − 1), its square root; NaN (no std: fewer than two scorable rewards,
+    or an infinite reward) is not close to 0.
+
+    ``values``: the rewards as :func:`total_reward` returns them (NaN unscorable); ``group``: the
+    dense group code of each row, rows of a group in their generation order.  Sums run in float32
+    in row order, as torch's CPU kernel does for the group sizes tested (2 to 12); for larger
+    groups torch sums in vector lanes and its last bit can differ, which matters only for a
+    group of identical graded rewards whose float32 mean is inexact.
+
+    >>> zero_std(np.array([0.0, 1e-8, 1.0, 1.0, np.nan, 0.5]), np.array([0, 0, 1, 1, 2, 2]), 3).tolist()
+    [True, True, False]
+    """
+    v = np.asarray(values, dtype=np.float64).astype(np.float32)
+    group = np.asarray(group, dtype=np.int64)
+    order = np.argsort(group, kind="stable")
+    g = group[order]
+    x = v[order]
+    ok = ~np.isnan(x)
+    count = np.bincount(g, weights=ok, minlength=n_groups).astype(np.float32)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        mean = _f32_group_sums(np.where(ok, x, np.float32(0)), g, n_groups) / count
+        dev = (x - mean[g]) ** 2
+        var = _f32_group_sums(np.where(ok, dev, np.float32(0)), g, n_groups) / count
+        corr = np.where(count > 1, count / (count - 1), np.float32(np.nan)).astype(np.float32)
+        std = np.sqrt((var * corr).astype(np.float32))
+    return np.abs(std) <= ZERO_STD_ATOL
+
+
+def _f32_group_sums(x, g, n_groups):
+    """Per-group sums in float32, each group summed in row order (rows sorted by group)."""
+    out = np.zeros(n_groups, np.float32)
+    if x.size == 0:
+        return out
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    pos = np.arange(x.size) - np.repeat(starts, np.diff(np.r_[starts, x.size]))
+    for j in range(int(pos.max()) + 1):  # one pass per position within the group (G passes)
+        at = pos == j
+        np.add.at(out, g[at], x[at])  # float32 adds: one row per group per pass, in order
+    return out
+
+
+def check_advantages(reward, advantage, group, n_groups: int, batch) -> dict:
+    """The scaling the logged advantages show: ``"group"`` (A = (r − mean)/(std_group + 1e-4)),
+    ``"batch"`` (one std over the generation: ``batch`` is each row's generation code) or
+    ``"none"`` (A = r − mean), each evaluated in float32 from the rewards; ``None`` when none fits
+    (other reward weights, another ``multi_objective_aggregation``).
+
+    Returns ``{"scale": ..., "groups_checked": n, "max_error": e}``.
+    """
+    r = np.asarray(reward, np.float64).astype(np.float32)
+    a = np.nan_to_num(np.asarray(advantage, np.float64), nan=0.0)
+    group = np.asarray(group, np.int64)
+    ok = ~np.isnan(r)
+    count = np.bincount(group, weights=ok, minlength=n_groups)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        mean = (np.bincount(group, weights=np.where(ok, r, 0.0), minlength=n_groups) / count).astype(np.float32)
+        centred = np.where(ok, r - mean[group], 0.0).astype(np.float64)
+        gstd = _nanstd64(r, group, n_groups)
+        b = np.asarray(batch, np.int64)
+        bstd = _nanstd64(r, b, int(b.max()) + 1 if b.size else 0)
+        fits = {"group": centred / (gstd[group] + EPS), "batch": centred / (bstd[b] + EPS), "none": centred}
+    # TRL computes in float32: its advantages carry relative errors of ~1e-6 and, on a silent
+    # group of graded rewards, rounding up to ~1e-3 (divided by std + 1e-4).
+    errors = {}
+    for name, pred in fits.items():
+        err = np.abs(np.nan_to_num(pred, nan=0.0) - a)
+        errors[name] = float(np.max(err / (1e-3 + np.abs(a)))) if err.size else 0.0
+    best = min(errors, key=errors.get)
+    return {"scale": best if errors[best] <= 1e-2 else None, "groups_checked": int(n_groups),
+            "max_error": errors[best]}
+
+
+def trainer_silent_note(check) -> str | None:
+    """What TRL's logged ``frac_reward_zero_std`` means under the scaling the advantages show."""
+    if check and check.get("scale") == "batch":
+        return ("scale_rewards='batch': TRL's frac_reward_zero_std then tests the std of the whole generation, "
+                "not each group's, so it is not the silent fraction of the groups (a silent group still has "
+                "advantage 0)")
+    return None
+
+
+def _nanstd64(r, group, n):
+    ok = ~np.isnan(r)
+    x = np.where(ok, r, 0.0).astype(np.float64)
+    c = np.bincount(group, weights=ok, minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        m = np.bincount(group, weights=x, minlength=n) / c
+        ss = np.bincount(group, weights=np.where(ok, (x - m[group]) ** 2, 0.0), minlength=n)
+        return np.sqrt(ss / (c - 1))
 
 
 def write_step(folder, step: int, prompts, rewards: dict, *, completions="", advantages=None, extra=None) -> Path:

@@ -50,26 +50,33 @@ def test_verl_glob_and_file_list(tmp_path):
     assert [f.name for f in find_log_files(files)] == [f"{s}.jsonl" for s in range(1, 6)]
 
 
+def _trl_total(weights, *columns):
+    """TRL's reward, as its GRPOTrainer computes it: float32 rewards times float32 weights, nansum."""
+    torch = pytest.importorskip("torch")
+    parts = torch.tensor(np.stack([np.asarray(c, float) for c in columns], axis=1), dtype=torch.float32)
+    return (parts * torch.tensor(weights, dtype=torch.float32)).nansum(dim=1).double().numpy()
+
+
 def test_trl_one_sum_and_ambiguous(tmp_path):
     df, _ = rollouts(graded=True)
     write_trl(tmp_path / "out", df)
     log = read_rollouts(tmp_path / "out", reward="accuracy_reward")
     assert log.fmt == "trl"
-    _same_rows(log, df)
+    _same_rows(log, df.assign(score=_trl_total([1.0], df["score"])))
     both = read_rollouts(tmp_path / "out", reward="accuracy_reward+format_reward")
-    _same_rows(both, df.assign(score=df["score"] + 0.5))
+    _same_rows(both, df.assign(score=_trl_total([1.0, 1.0], df["score"], np.full(len(df), 0.5))))
     # By default, what TRL normalises: the sum of the reward columns, weight 1 each (TRL does not
     # log its reward_weights), said in a warning; weights are given in the expression.
     default = read_rollouts(tmp_path / "out")
-    _same_rows(default, df.assign(score=df["score"] + 0.5))
+    _same_rows(default, df.assign(score=_trl_total([1.0, 1.0], df["score"], np.full(len(df), 0.5))))
     assert default.reward_name == "accuracy_reward + format_reward"
     assert any("reward_weights" in w for w in default.warnings)
     weighted = read_rollouts(tmp_path / "out", reward="2*accuracy_reward - 0.5*format_reward")
-    _same_rows(weighted, df.assign(score=2 * df["score"] - 0.25))
+    _same_rows(weighted, df.assign(score=_trl_total([2.0, -0.5], df["score"], np.full(len(df), 0.5))))
     assert weighted.reward_name == "2*accuracy_reward - 0.5*format_reward"
     assert not any("reward_weights" in w for w in weighted.warnings)
     write_trl(tmp_path / "single", df, names=("accuracy_reward",))
-    _same_rows(read_rollouts(tmp_path / "single"), df)  # one reward function: found by itself
+    _same_rows(read_rollouts(tmp_path / "single"), df.assign(score=_trl_total([1.0], df["score"])))  # found by itself
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet", ".jsonl"])
@@ -163,4 +170,6 @@ def test_trl_sum_skips_functions_that_did_not_apply(tmp_path):
     (tmp_path / "completions").mkdir()
     df.to_parquet(tmp_path / "completions" / "completions_00001.parquet")
     log = read_rollouts(tmp_path, reward="math+code")
-    assert log.reward.tolist() == [1.0, 1.0, 0.0] and log.bad_count == 1 and log.bad_rows[0].line == 4
+    # The row no function scored stays in its block, as TRL keeps it (out of the mean and std).
+    assert np.array_equal(log.reward, [1.0, 1.0, 0.0, np.nan], equal_nan=True) and log.bad_count == 0
+    assert log.unscorable_rollouts == 1 and np.bincount(log.group).tolist() == [4]
