@@ -29,13 +29,17 @@ What it writes (``rollout.dump_to_file=True``)
       on several versions, and a step's own version is not written;
     * ``head_version`` is the oldest version among *all* tokens, prompt tokens included, which
       the single-turn workflow stamps -1: it is -1 in every row it writes;
-    * an answer with no completion token is left out of the dump but trained on: its task's
-      rows miss a ``sample_idx``, and the group is incomplete;
+    * an answer with no completion token is left out of the dump but trained on, and
+      ``GroupedRolloutWorkflow`` drops an episode that returned None: either leaves a task with
+      fewer rows than ``n_samples`` (the trained batch then no longer splits into one task per
+      ``group_size`` block); the reader takes ``n_samples`` as the run's usual group size and
+      leaves shorter groups out;
     * a task rejected by ``should_accept_fn`` (e.g. DAPO's filter) is dumped all the same;
     * each ``WorkflowExecutor`` numbers its tasks from 0 and appends to ``{task_id}.jsonl``:
       executors that share a trial folder (one per data-parallel rank when each rank runs its
       own rollout engine) write several groups into one file, told apart here by the prompt
-      text (two ranks drawing the same prompt under one task id and version stay merged);
+      text (two ranks drawing the same prompt under one task id and version stay merged, and
+      read as a group of twice the usual size);
     * the reward is a float32 (``torch.tensor(reward, dtype=torch.float32).item()``), before
       bias, scaling, clipping and the overlong penalty, none of which changes which rewards of a
       group are equal (clipping aside: two rewards beyond ``reward_clip`` become equal).
@@ -49,9 +53,9 @@ import numpy as np
 
 from .._errors import InputError
 
-__all__ = ["NAME", "DDOF", "EPS", "SCALES", "SOURCE", "FILE_DESCRIPTION", "PROMPT_COL", "STEP_COL", "GROUP_COLS",
-           "INDEX_COL", "DEFAULT_REWARD", "NOT_REWARD", "is_log_file", "step_of", "is_validation_folder",
-           "zero_std", "complete_groups"]
+__all__ = ["NAME", "DDOF", "EPS", "SCALES", "SOURCE", "FILE_DESCRIPTION", "SUFFIXES", "PROMPT_COL", "STEP_COL",
+           "DEFAULT_REWARD", "NOT_REWARD", "is_log_file", "step_of", "dump_folder", "is_validation_folder",
+           "default_reward", "group_keys", "arrange", "describe_groups", "zero_std"]
 
 NAME = "areal"
 DDOF = 1
@@ -63,23 +67,23 @@ SOURCE = ("AReaL 1.0.4 areal/utils/data.py Normalization (std_unbiased=True, eps
           "PPOActor._compute_advantages")
 
 FILE_DESCRIPTION = "AReaL's rollout/{version}/{task_id}.jsonl"
-
+SUFFIXES = (".jsonl",)
 PROMPT_COL = "prompt"
-#: The row's copy of its folder's version.
+#: The row's copy of its version folder: the step is read from the rows (many files per step).
 STEP_COL = "tail_version"
-#: Within one version: a group is the rows of one task file with one prompt text.
-GROUP_COLS = ("task_id", "prompt")
-#: The answer's row within its task (0 … n_samples − 1): a gap marks an answer left out.
-INDEX_COL = "sample_idx"
 DEFAULT_REWARD = "reward"
 NOT_REWARD = ("task_id", "sample_idx", "seqlen", "prompt_len", "head_version", "tail_version", "prompt", "completion")
+#: The reader's rule that a later step's older file is a left-over assumes one file per step,
+#: written in step order; AReaL writes a file per task, finished in any order.
+RUN_HISTORY = False
 
 _TRAIN_FOLDER = "rollout"
 _EVAL_FOLDER = "eval-rollout"
+_TASK_COL = "task_id"
 
 
 def _is_int(text: str) -> bool:
-    return text.lstrip("-").isdigit() and text.count("-") <= 1
+    return text.lstrip("-").isdigit() and text.count("-") <= 1 and len(text) < 19
 
 
 def is_log_file(path: Path) -> bool:
@@ -89,9 +93,15 @@ def is_log_file(path: Path) -> bool:
             and path.parent.parent.name in (_TRAIN_FOLDER, _EVAL_FOLDER))
 
 
-def step_of(path: Path) -> int:
-    """The version folder of a dump file (the task's ``tail_version``)."""
-    return int(Path(path).parent.name)
+def step_of(path: Path):
+    """None: a file's name is its task id, and a step holds many files; the rows' ``tail_version``
+    (their version folder) is the step."""
+    return None
+
+
+def dump_folder(path: Path) -> Path:
+    """The folder of one dump, above the version folders (``rollout/`` or ``eval-rollout/``)."""
+    return Path(path).parent.parent
 
 
 def is_validation_folder(folder: Path) -> bool:
@@ -100,24 +110,81 @@ def is_validation_folder(folder: Path) -> bool:
     return folder.name == _EVAL_FOLDER or folder.parent.name == _EVAL_FOLDER
 
 
+def default_reward(columns, numeric) -> list:
+    if DEFAULT_REWARD in columns:
+        return [(1.0, DEFAULT_REWARD)]
+    from .._errors import InputError
+
+    raise InputError(f"no 'reward' key; choose the reward with --reward KEY (keys: {', '.join(columns)})")
+
+
+def group_keys(table):
+    """Per row, the key of its group within its version: its task id and its prompt text (the
+    tasks of several executors share ids), hashed; and which rows have both."""
+    import pandas as pd
+
+    if _TASK_COL not in table.column_names or PROMPT_COL not in table.column_names:
+        return None
+    frame = pd.DataFrame({"task": table.column(_TASK_COL).to_pandas(), "prompt": table.column(PROMPT_COL).to_pandas()})
+    ok = frame.notna().all(axis=1).to_numpy()
+    key = pd.util.hash_pandas_object(frame.astype(str), index=False).to_numpy().view(np.int64)
+    return key, ok
+
+
+def arrange(chunks, context) -> list:
+    """AReaL's whole-run rule: a task holds ``n_samples`` answers, the run's usual group size; a
+    shorter group lost answers the trainer normalised with the rest (an empty answer is not
+    dumped, an episode that returned None is dropped from its task), so its rows are marked as
+    cut short and left out of the diagnosis, with a warning.
+
+    ``context``: the reader's dict; this adds ``group_size`` (the usual size) and
+    ``short_groups`` / ``short_rollouts``.
+    """
+    chunks = [ch for ch in chunks if ch.gkey is not None]
+    if not chunks:
+        return chunks
+    steps = np.concatenate([ch.steps for ch in chunks])
+    keys = np.concatenate([ch.gkey for ch in chunks])
+    ok = np.concatenate([ch.gkey_ok & ch.step_ok for ch in chunks])
+    pairs, code = np.unique(np.stack([steps, keys], axis=1), axis=0, return_inverse=True)
+    code = code.ravel()
+    sizes = np.bincount(code[ok], minlength=len(pairs))
+    present = sizes[sizes > 0]
+    if not present.size:
+        return chunks
+    values, counts = np.unique(present, return_counts=True)
+    usual = int(values[np.argmax(counts)])  # the most common size; ties: the smaller
+    short_group = (sizes > 0) & (sizes < usual)
+    short = ok & short_group[code]
+    offsets = np.cumsum([0] + [ch.steps.size for ch in chunks])
+    for i, ch in enumerate(chunks):
+        cut = short[offsets[i]:offsets[i + 1]]
+        if cut.any():
+            ch.gkey_ok = ch.gkey_ok & ~cut
+    n_short = int(short_group.sum())
+    if n_short:
+        context["warnings"].append(
+            f"{n_short} AReaL task(s) hold fewer than the run's {usual} answers ({int(short.sum())} rollouts): AReaL "
+            "does not dump an answer with no completion token (it trains on it) and drops an episode that returned "
+            "None from its task; those groups are cut short and left out")
+    context.update(group_size=usual, short_groups=n_short, short_rollouts=int(short.sum()))
+    return chunks
+
+
+def describe_groups(context) -> str:
+    return (f"rows of one task file ({_TASK_COL}) with one prompt text per version; "
+            f"n_samples = {context.get('group_size')}, the run's usual group size")
+
+
 def zero_std(values, group, n_groups: int) -> np.ndarray:
     """Per group, whether AReaL's group std is zero: every reward of the group equal.
 
-    The dump holds float32 rewards, which ``Normalization`` widens to float64 before taking
-    the std; distinct float64 values are distinct, so the std is zero exactly when the group's
-    values are all equal (up to the mean's rounding, below 1e-16 relative, far below eps).
+    The dump holds float32 rewards, which ``Normalization`` widens to float64 before taking the
+    std: n equal float32 values sum exactly in float64 (24 + log2 n bits, n < 2^29), so their
+    mean is the value itself and the std exactly 0; distinct values give a std far above 0.
 
-    Parameters
-    ----------
-    values : ndarray of float
-        One reward per rollout.
-    group : ndarray of int
-        Dense group code per rollout, 0 … n_groups − 1.
-    n_groups : int
-
-    Returns
-    -------
-    ndarray of bool, shape (n_groups,)
+    >>> zero_std(np.array([1.0, 1.0, 0.0, 1.0]), np.array([0, 0, 1, 1]), 2).tolist()
+    [True, False]
     """
     values = np.asarray(values, dtype=np.float64)
     group = np.asarray(group, dtype=np.int64)
@@ -126,38 +193,3 @@ def zero_std(values, group, n_groups: int) -> np.ndarray:
     np.minimum.at(lo, group, values)
     np.maximum.at(hi, group, values)
     return lo == hi
-
-
-def complete_groups(index, group, n_groups: int):
-    """Per group, whether the dump holds every answer AReaL normalised with the others.
-
-    A task's answers carry ``sample_idx`` 0 … n_samples − 1.  The dump leaves out an answer with
-    no completion token and AReaL's ``GroupedRolloutWorkflow`` drops an episode that returned
-    None: either leaves a group with fewer rows than the run's largest ``sample_idx`` + 1 (the
-    training batch then no longer splits into one task per ``group_size`` block).  Two
-    executors' tasks of one id, version and prompt repeat a ``sample_idx``.  Such groups are
-    not complete.
-
-    Parameters
-    ----------
-    index : ndarray of int
-        ``sample_idx`` per rollout (non-negative).
-    group : ndarray of int
-        Dense group code per rollout, 0 … n_groups − 1.
-    n_groups : int
-
-    Returns
-    -------
-    complete : ndarray of bool, shape (n_groups,)
-    G : int
-        The group size the run shows (largest ``sample_idx`` + 1; 0 for no rows).
-    """
-    index = np.asarray(index, dtype=np.int64)
-    group = np.asarray(group, dtype=np.int64)
-    if index.size and index.min() < 0:
-        raise InputError(f"{INDEX_COL} must be >= 0 (an answer's row in its task), got {int(index.min())}")
-    G = int(index.max()) + 1 if index.size else 0
-    rows = np.bincount(group, minlength=n_groups)
-    pairs = np.unique(np.stack([group, index], axis=1), axis=0)  # (group, sample_idx) once each
-    distinct = np.bincount(pairs[:, 0], minlength=n_groups)
-    return (rows == G) & (distinct == G), G
