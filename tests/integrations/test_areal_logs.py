@@ -74,6 +74,8 @@ def test_diagnose_reads_the_writers_groups(capsys, runs):
         assert (len(said) == 1) == (run.incomplete() > 0) and (not said or f"{run.incomplete()} AReaL task" in said[0])
         conv = data["summary"]["update_convention"]
         assert (conv["ddof"], conv["eps"], conv["from"]) == (areal.DDOF, areal.EPS, "areal")
+    named = diagnose_json(capsys, "--format", "areal", f"{runs['clean'].log_dir}/rollout/*/*.jsonl")
+    assert steps_of(named) == runs["clean"].per_step()
     assert runs["busy"].incomplete() > 0  # the empty answers did happen
     # Two executors numbered their tasks alike and appended to the same files.
     files = list((runs["busy"].log_dir / "rollout").rglob("0.jsonl"))
