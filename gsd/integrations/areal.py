@@ -140,12 +140,12 @@ def arrange(chunks, context) -> list:
     ``context``: the reader's dict; this adds ``group_size`` (the usual size) and
     ``short_groups`` / ``short_rollouts``.
     """
-    chunks = [ch for ch in chunks if ch.gkey is not None]
-    if not chunks:
+    keyed = [ch for ch in chunks if ch.gkey is not None]  # the reader refuses a mix of keyed and unkeyed files
+    if not keyed:
         return chunks
-    steps = np.concatenate([ch.steps for ch in chunks])
-    keys = np.concatenate([ch.gkey for ch in chunks])
-    ok = np.concatenate([ch.gkey_ok & ch.step_ok for ch in chunks])
+    steps = np.concatenate([ch.steps for ch in keyed])
+    keys = np.concatenate([ch.gkey for ch in keyed])
+    ok = np.concatenate([ch.gkey_ok & ch.step_ok for ch in keyed])
     pairs, code = np.unique(np.stack([steps, keys], axis=1), axis=0, return_inverse=True)
     code = code.ravel()
     sizes = np.bincount(code[ok], minlength=len(pairs))
@@ -156,8 +156,8 @@ def arrange(chunks, context) -> list:
     usual = int(values[np.argmax(counts)])  # the most common size; ties: the smaller
     short_group = (sizes > 0) & (sizes < usual)
     short = ok & short_group[code]
-    offsets = np.cumsum([0] + [ch.steps.size for ch in chunks])
-    for i, ch in enumerate(chunks):
+    offsets = np.cumsum([0] + [ch.steps.size for ch in keyed])
+    for i, ch in enumerate(keyed):
         cut = short[offsets[i]:offsets[i + 1]]
         if cut.any():
             ch.gkey_ok = ch.gkey_ok & ~cut
