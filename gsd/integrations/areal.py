@@ -186,10 +186,7 @@ def zero_std(values, group, n_groups: int) -> np.ndarray:
     >>> zero_std(np.array([1.0, 1.0, 0.0, 1.0]), np.array([0, 0, 1, 1]), 2).tolist()
     [True, False]
     """
-    values = np.asarray(values, dtype=np.float64)
-    group = np.asarray(group, dtype=np.int64)
-    lo = np.full(n_groups, np.inf)
-    hi = np.full(n_groups, -np.inf)
-    np.minimum.at(lo, group, values)
-    np.maximum.at(hi, group, values)
+    from ._columns import group_range
+
+    lo, hi = group_range(values, group, n_groups)
     return lo == hi
