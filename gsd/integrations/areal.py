@@ -36,10 +36,10 @@ What it writes (``rollout.dump_to_file=True``)
       leaves shorter groups out;
     * a task rejected by ``should_accept_fn`` (e.g. DAPO's filter) is dumped all the same;
     * each ``WorkflowExecutor`` numbers its tasks from 0 and appends to ``{task_id}.jsonl``:
-      executors that share a trial folder (one per data-parallel rank when each rank runs its
-      own rollout engine) write several groups into one file, told apart here by the prompt
-      text (two ranks drawing the same prompt under one task id and version stay merged, and
-      read as a group of twice the usual size);
+      with ``AREAL_SPMD_MODE`` (one rollout engine per data-parallel rank; the default single
+      controller numbers tasks once for all) several ranks write their task of one id into one
+      file, each in ``sample_idx`` order, told apart here where ``sample_idx`` starts again
+      (rows of two ranks interleaved line by line would not be);
     * the reward is a float32 (``torch.tensor(reward, dtype=torch.float32).item()``), before
       bias, scaling, clipping and the overlong penalty, none of which changes which rewards of a
       group are equal (clipping aside: two rewards beyond ``reward_clip`` become equal).
@@ -80,6 +80,8 @@ RUN_HISTORY = False
 _TRAIN_FOLDER = "rollout"
 _EVAL_FOLDER = "eval-rollout"
 _TASK_COL = "task_id"
+#: The answer's row in its task, 0 … n_samples − 1, written in that order.
+INDEX_COL = "sample_idx"
 
 
 def _is_int(text: str) -> bool:
@@ -119,15 +121,26 @@ def default_reward(columns, numeric) -> list:
 
 
 def group_keys(table):
-    """Per row, the key of its group within its version: its task id and its prompt text (the
-    tasks of several executors share ids), hashed; and which rows have both."""
+    """Per row, the key of its group within its version, and which rows have one.
+
+    A group is a task: the rows of one ``{task_id}.jsonl``.  Executors that share the trial
+    folder append their own task of the same id to the same file, each in ``sample_idx`` order,
+    so a ``sample_idx`` that does not exceed the previous row's starts another executor's task.
+    (The prompt text cannot tell tasks apart: for a multi-turn task the dump's ``prompt`` is the
+    sequence less its generated tokens, which differs from answer to answer.)
+    """
     import pandas as pd
 
-    if _TASK_COL not in table.column_names or PROMPT_COL not in table.column_names:
+    if _TASK_COL not in table.column_names or INDEX_COL not in table.column_names:
         return None
-    frame = pd.DataFrame({"task": table.column(_TASK_COL).to_pandas(), "prompt": table.column(PROMPT_COL).to_pandas()})
-    ok = frame.notna().all(axis=1).to_numpy()
-    key = pd.util.hash_pandas_object(frame.astype(str), index=False).to_numpy().view(np.int64)
+    task = pd.to_numeric(table.column(_TASK_COL).to_pandas(), errors="coerce")
+    index = pd.to_numeric(table.column(INDEX_COL).to_pandas(), errors="coerce")
+    ok = (task.notna() & index.notna()).to_numpy()
+    t = task.fillna(-1).to_numpy(np.float64)
+    i = index.fillna(-1).to_numpy(np.float64)
+    restart = np.r_[True, (t[1:] != t[:-1]) | (i[1:] <= i[:-1])]
+    run = np.cumsum(restart)
+    key = pd.util.hash_pandas_object(pd.DataFrame({"task": t, "run": run}), index=False).to_numpy().view(np.int64)
     return key, ok
 
 
@@ -172,7 +185,7 @@ def arrange(chunks, context) -> list:
 
 
 def describe_groups(context) -> str:
-    return (f"rows of one task file ({_TASK_COL}) with one prompt text per version; "
+    return (f"the rows of one AReaL task ({{version}}/{{{_TASK_COL}}}.jsonl, one run of {INDEX_COL} per executor); "
             f"n_samples = {context.get('group_size')}, the run's usual group size")
 
 
