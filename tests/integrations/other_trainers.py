@@ -14,6 +14,8 @@ AReaL
 SkyRL is not driven here: ``skyrl`` 0.4.0 requires Python >= 3.12 and cannot be imported on the
 Python 3.11 the project runs (its ``skyrl.tinker.types`` builds a pydantic model on
 ``typing.TypedDict``, which pydantic refuses below 3.12); ``skyrl-train`` 0.3.1 requires 3.12 too.
+Nor is ms-swift 4.6.0, whose ``GRPOTrainer`` writes ``completions.jsonl``: it requires TRL < 1.0
+and its import fails against TRL 1.16 (``trl.experimental.ppo`` is gone).
 """
 
 from __future__ import annotations
