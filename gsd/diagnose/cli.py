@@ -18,20 +18,20 @@ there, tells the evaluation steps and TRL's own frac_reward_zero_std), AReaL's
 rollout/{version}/{task_id}.jsonl (rollout.dump_to_file; name them with a glob,
 'LOG/rollout/*/*.jsonl'), or any CSV / parquet / JSONL table. A group is what the trainer
 normalised together: TRL, a block of num_generations rows; verl, the rows of a step with one
-prompt text (or one --group-col value); AReaL, one task (task id and prompt). A group is
+prompt text (or one --group-col value); AReaL, one task (its rows of one task_id file). A group is
 silent when every reward in it is equal. See the docs page "Reading real logs"."""
 
 
 def register(sub) -> None:
     import argparse
 
+    from ..integrations import TRAINERS
+
     p = sub.add_parser("diagnose", help=_HELP, description=_DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("logs", nargs="+", metavar="LOG", help="log files, folders or glob patterns")
-    from ..integrations import TRAINERS
-
     p.add_argument("--format", dest="fmt", choices=("auto",) + TRAINERS + ("table",), default="auto",
-                   help="log format (default: from the file names)")
+                   help="log format: a trainer's dump or a plain table (default: from the file names)")
     p.add_argument("--reward", help="the reward the trainer normalises: a column / key, or a weighted sum "
                                     "'correct+0.5*fmt' (terms name or coef*name joined by + or -). Default: verl's "
                                     "score; TRL, the sum of its reward columns with weight 1 (TRL does not log its "

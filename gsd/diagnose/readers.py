@@ -414,6 +414,7 @@ class _Reader:
         self.chunks: list[_Chunk] = []
         self.extra_outputs = 0
         self.keyed = False  # the trainer's own group keys were used
+        self.verdicts: list = []  # per chunk, a saved per-row zero-std verdict (gsd's tracker table)
 
     def bad(self, file, line, reason):
         self.bad_count += 1
@@ -445,7 +446,7 @@ class _Reader:
         prepare = _hook(module, "prepare")
         if prepare is not None:
             table, lines = prepare(table, lines)
-        members = None if self.cols.get("group") else _hook(module, "members", lambda t: None)(table)
+        members = _hook(module, "members", lambda t: None)(table)
         if members is not None and not members.all():
             import pyarrow as pa
 
@@ -453,6 +454,10 @@ class _Reader:
             lines = (np.arange(1, table.num_rows + 1) if lines is None else lines)[members]
             table = table.filter(pa.array(members))
         columns = table.column_names
+        twice = sorted({c for c in columns if columns.count(c) > 1})
+        if twice:
+            raise InputError(f"{path}: the column name {twice[0]!r} is used by {columns.count(twice[0])} columns; "
+                             "rename them so that each column has one name")
         dtypes = {name: table.schema.field(name).type for name in columns}
         pcol = self.cols["prompt"]
         if pcol not in columns:
@@ -467,6 +472,10 @@ class _Reader:
         coefs = np.array([c for c, _ in self.terms])
         total = _hook(module, "total_reward", _total_reward)
         reward = total(parts, coefs)
+        overflow = np.isinf(reward) & np.isfinite(parts).all(axis=0)
+        if overflow.any() and module is None:  # a trainer's own arithmetic overflows as the trainer's does
+            raise InputError(f"{path}: the reward {_reward_text(self.terms)!r} overflows (its weighted sum is infinite "
+                             f"on {int(overflow.sum())} row(s) whose terms are finite): rescale the reward columns")
         n = table.num_rows
         scol = self.cols["step"]
         from_name = _file_step(module, path)
@@ -482,12 +491,15 @@ class _Reader:
         if gcol:
             if gcol not in columns:
                 raise InputError(f"{path}: no group column {gcol!r}; columns: {', '.join(columns)}")
-            gkey, gkey_ok = _hash_values(table.column(gcol))
+            own = _hook(module, "group_column", lambda t, c: None)(table, gcol)
+            gkey, gkey_ok = own if own is not None else _hash_values(table.column(gcol))
         else:
             keys = _hook(module, "group_keys", lambda t: None)(table)
             if keys is not None:
                 gkey, gkey_ok = keys
                 self.keyed = True
+        if self.cols.get("silent") in columns:  # the trainer's own verdict, saved beside the rows
+            self.verdicts.append(_numeric(table.column(self.cols["silent"]), self.cols["silent"], path))
         advantage = None
         if _hook(module, "check_advantages") is not None and "advantage" in columns:
             advantage = _numeric(table.column("advantage"), "advantage", path)
@@ -610,7 +622,8 @@ def _integers(arr):
     if pa.types.is_string(t) or pa.types.is_large_string(t):  # a CSV's steps: text read as exact integers
         import pyarrow.compute as pc
 
-        text = pc.utf8_trim_whitespace(arr)
+        # pandas writes integer steps of a float column as "1.0": a zero fraction is the same integer.
+        text = pc.replace_substring_regex(pc.utf8_trim_whitespace(arr), r"\.0*$", "")
         ok = np.asarray(pc.fill_null(pc.match_substring_regex(text, r"^[-+]?[0-9]{1,18}$"), False)
                         .to_numpy(zero_copy_only=False), dtype=bool)  # 18 digits always fit int64
         out = np.zeros(len(arr), np.int64)
@@ -669,7 +682,8 @@ def _read_parquet(path, reader):
         names = None
     else:
         cols = reader.cols
-        wanted = {cols["prompt"], cols["step"], cols.get("group"), "advantage"} | set(_hook(reader.module, "KEY_COLUMNS", ()))
+        wanted = {cols["prompt"], cols["step"], cols.get("group"), cols.get("silent"), "advantage"} \
+            | set(_hook(reader.module, "KEY_COLUMNS", ()))
         if reader.reward_spec:
             wanted |= {name for _, name in parse_reward(reader.reward_spec, schema.names)}
         elif reader.module is not None:
@@ -875,6 +889,12 @@ def _assemble(reader: _Reader, group_col, warnings):
     if lost.any():
         bad_pairs = np.unique(pair[:, lost], axis=1)
         incomplete = _in_pairs(pair, bad_pairs)
+    # A row with no group key but a prompt and a step belonged to one of that prompt's groups of
+    # the step: which one is unknown, so they are all incomplete.
+    orphan = step_ok & prompt_ok & ~gkey_ok & ~blocks
+    if orphan.any():
+        by_prompt = np.stack([step, h])
+        incomplete |= _in_pairs(by_prompt, np.unique(by_prompt[:, orphan], axis=1))
     # Lines that are not rows (malformed JSON, CSV) belong to an unknown group of their file's
     # step.  Where that step's groups otherwise all have one size (a trainer's fixed n), the
     # groups short of it lost those lines; elsewhere the loss cannot be placed, and is said.
@@ -895,13 +915,16 @@ def _assemble(reader: _Reader, group_col, warnings):
             warnings.append(f"{c.file.name}: {c.unattributed_bad} unreadable line(s) could not be placed in a group; "
                             "the group(s) they belonged to may be counted short")
     keep = usable & ~incomplete
-    lost_groups = pair_codes(step[incomplete], gkey[incomplete])[1]
+    counted = incomplete & (gkey_ok | blocks)  # a row without a key is not a group of its own
+    lost_groups = pair_codes(step[counted], gkey[counted])[1]
     batch = np.concatenate([np.full(c.hashes.size, i, np.int64) for i, c in enumerate(chunks)])
     return {"hash": h[keep], "step": step[keep], "reward": reward[keep], "gkey": gkey[keep], "batch": batch[keep],
             "incomplete_groups": int(lost_groups), "incomplete_rollouts": int((incomplete & usable).sum()),
             "unscorable": int((unscorable & keep).sum()),
             "advantage": np.concatenate([c.advantage for c in chunks])[keep]
-            if all(c.advantage is not None for c in chunks) else None}
+            if all(c.advantage is not None for c in chunks) else None,
+            "verdict": np.concatenate(reader.verdicts)[keep]
+            if reader.verdicts and len(reader.verdicts) == len(chunks) else None}
 
 
 def pair_codes(a, b):
@@ -937,7 +960,7 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     paths : str, Path or list of them
         Files, folders or glob patterns: a TRL ``output_dir`` (or its ``completions/``), a verl
         ``rollout_data`` folder (or the run folder holding it beside ``validation_data``), tables.
-    fmt : ``"auto"``, ``"verl"``, ``"trl"`` or ``"table"``
+    fmt : ``"auto"``, a trainer of :data:`gsd.integrations.TRAINERS` (``"trl"``, ``"verl"``, ...) or ``"table"``
         ``"auto"`` decides from the file names.
     reward : str, optional
         The reward whose zero std makes a group silent: a column / key, or a weighted sum
@@ -951,7 +974,8 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
         A column (verl: a reward extra key) whose value identifies a group within a step, e.g. a
         dataset index: groups are exact even when a prompt text appears twice in a step.
     group_size : int, optional
-        TRL's ``num_generations`` (default: inferred from the files).
+        The size of a group that is a block of consecutive rows (TRL's ``num_generations``;
+        default: inferred from the files).
     progress : bool, optional
         Show a progress bar over the files (default: when stderr is a terminal).
 
@@ -988,9 +1012,9 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     # A table saved by gsd's GroupTracker says which columns it holds and how it was grouped.
     declared = None
     if module is None and reward is None and group_col is None:
-        from ..integrations.trl import tracker_table
+        from ..integrations.tracker_table import read_description
 
-        declared = tracker_table(files)
+        declared = read_description(files)
     if declared:
         reward, group_col = declared["reward_col"], declared["group_col"]
     if group_size is not None and not _hook(module, "GROUP_SIZE", False):
@@ -1000,7 +1024,7 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
         raise InputError(f"group_col: {fmt} groups are blocks of rows; use --group-size")
     defaults = (module.PROMPT_COL, module.STEP_COL) if module is not None else ("prompt", "step")
     cols = {"prompt": prompt_col or defaults[0], "step": step_col or defaults[1], "step_required": step_col is not None,
-            "group": group_col}
+            "group": group_col, "silent": declared.get("silent_col") if declared else None}
 
     from ..progress import progress_bar
 
@@ -1047,6 +1071,9 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     silence = f"zero std of {reward_name!r} within each group (every reward equal), as the trainer normalises it"
     rule = _hook(module, "zero_std")
     silent = rule(got["reward"], group, n_groups) if rule is not None else None
+    if got.get("verdict") is not None:  # a table that saved the trainer's verdict per group
+        silent = np.zeros(n_groups, bool)
+        np.logical_or.at(silent, group, got["verdict"] > 0)
     if _hook(module, "REWARD_WEIGHTS_UNLOGGED", False) and not reward and len(terms) > 1:
         warnings.append(f"reward = {reward_name} with weight 1 each: TRL does not log its reward_weights; "
                         "if the run weighted them, give the weights with --reward 'a+0.5*b'")
@@ -1072,8 +1099,9 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     note = _hook(module, "FILTER")
     if note and silent is not None and n_groups and not silent.any() and np.bincount(group).min() >= 2:
         observable = False
-        warnings.append(f"no group is silent at any step: {note}; a dump whose silent groups were evicted cannot show "
-                        "the generation's silent share (the figures are those of the trained groups)")
+        warnings.append(f"no group is silent at any step: either none was, or the trainer removed them before the dump "
+                        f"({note}); the log cannot tell which, so the generation's silent share is not given "
+                        "(summary.silent_frac_dumped is that of the dumped groups)")
     if declared:
         reward_name, group_by, silence, G = (declared["reward_name"], declared["group_by"], declared["silence"],
                                              declared["group_size"])
@@ -1094,7 +1122,8 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
                       trainer_silent=context.get("trainer_silent", {}), silent=silent,
                       unscorable_rollouts=got["unscorable"], extra_outputs=reader.extra_outputs,
                       excluded_steps=excluded, silent_observable=observable, advantage_check=advantage_check,
-                      threshold=declared["threshold"] if declared else None, trainer="trl" if declared else None,
+                      threshold=declared["threshold"] if declared else None,
+                      trainer=declared.get("trainer") if declared else None,
                       warnings=warnings, bad_rows=reader.bad_rows, bad_count=reader.bad_count)
 
 

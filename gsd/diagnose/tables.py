@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..groupsize import median_group_size
 from ..posterior import BetaPosterior, fit_beta_prior, posterior_from_counts
 from .._validate import InputError
 from .readers import RolloutLog
@@ -570,8 +571,9 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         "epsilon": epsilon,
         "half_life": half_life,
         "budget": budget,
-        "median_group_size_recommended": float(np.median(prompts["group_size"][prompts["group_size"] > 0]))
-        if "group_size" in prompts and (prompts["group_size"] > 0).any() else float("nan"),
+        # One definition with the live tracker's gsd/recommended_group_size (gsd.median_group_size).
+        "median_group_size_recommended": median_group_size(prompts["p_mean"].to_numpy(), epsilon)
+        if "p_mean" in prompts else float("nan"),
         "warnings": warnings,
     }
     return Diagnosis(steps=steps, prompts=prompts, groups=groups, summary=summary)

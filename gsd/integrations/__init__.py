@@ -5,7 +5,9 @@ about that trainer and imports nothing of gsd beyond the error class and the hel
 package, so the reader (:mod:`gsd.diagnose.readers`), the simulator's log writer
 (:mod:`gsd.simulator.rollout_log`) and the convention table (:mod:`gsd.trainers`) all sit on top
 of it.  Reading a log never needs the trainer installed.  Live hooks that import a trainer
-(TRL's) live in their own module on top of this one.
+live in their own module on top of the trainer's: :mod:`gsd.integrations.trl_live` (a tracker
+inside TRL's reward functions, a ``GRPOTrainer`` subclass), which saves the self-describing table
+of :mod:`gsd.integrations.tracker_table` that the reader reads back.
 
 **Adding a trainer** is one new module here and its name in :data:`TRAINERS`.
 
@@ -32,7 +34,9 @@ Groups
     *optional* ``group_keys(table)`` (→ per-row int64 key of the row's group within its step and
     a mask of rows that have one; None: the prompt text) , ``members(table)`` (→ mask of the rows
     that enter the group's statistics, e.g. verl V1's last output of a session) [all],
-    ``GROUP_COL`` (whether ``--group-col`` applies) [True], ``GROUP_SIZE`` (whether
+    ``GROUP_COL`` (whether ``--group-col`` applies) [True], ``group_column(table, column)`` (a
+    ``--group-col`` that names the trainer's own key, read the trainer's way; None: hashed as it
+    is), ``GROUP_SIZE`` (whether
     ``--group-size`` applies: groups are blocks of rows) [False], ``arrange(chunks, context)``
     (whole-run rules over the files read: repeated generations, blocks, evaluation steps,
     left-overs of a resumed run) [none], ``zero_std(values, group, n_groups)`` (the trainer's own

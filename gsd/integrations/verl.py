@@ -116,12 +116,23 @@ def split_keys(keys):
     return uid, session, index, ok
 
 
+_PARSED: dict = {}  # the last table's parsed keys (group_keys and members read the same table)
+
+
+def _parsed(table):
+    """(uid, session, index, ok) of a table's ``uid`` column, or None when it has none."""
+    if "uid" not in table.column_names:
+        return None
+    if _PARSED.get("table") is not table:
+        _PARSED.clear()
+        _PARSED.update(table=table, keys=split_keys(table.column("uid").to_numpy(zero_copy_only=False)))
+    return _PARSED["keys"]
+
+
 def is_v1(table) -> bool:
     """A V1 dump: a ``uid`` key on the rows, every one of the form ``{uid}_{session_id}_{index}``."""
-    if "uid" not in table.column_names:
-        return False
-    keys = table.column("uid").to_pylist()
-    return bool(keys) and bool(split_keys(np.array(keys, dtype=object))[3].all())
+    parsed = _parsed(table)
+    return parsed is not None and parsed[3].size > 0 and bool(parsed[3].all())
 
 
 def group_keys(table):
@@ -130,8 +141,13 @@ def group_keys(table):
         return None
     import pandas as pd
 
-    uid, _, _, ok = split_keys(np.array(table.column("uid").to_pylist(), dtype=object))
+    uid, _, _, ok = _parsed(table)
     return pd.util.hash_array(uid.astype(str), categorize=True).astype(np.int64), ok
+
+
+def group_column(table, column):
+    """``--group-col uid`` on a V1 dump names the trainer's own key: its uid part, as by default."""
+    return group_keys(table) if column == "uid" else None
 
 
 def members(table):
@@ -141,12 +157,11 @@ def members(table):
         return None
     import pandas as pd
 
-    uid, session, index, _ = split_keys(np.array(table.column("uid").to_pylist(), dtype=object))
+    uid, session, index, _ = _parsed(table)
     frame = pd.DataFrame({"uid": uid, "session": session, "index": index})
     last = frame.groupby(["uid", "session"], sort=False)["index"].transform("max").to_numpy()
-    final = index == last
     # Two rows with one key (the same output written twice) count once.
-    return final & ~frame.duplicated(["uid", "session", "index"]).to_numpy()
+    return (index == last) & ~frame.duplicated(["uid", "session", "index"]).to_numpy()
 
 
 def describe_groups(context) -> str:

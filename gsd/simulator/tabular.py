@@ -57,8 +57,8 @@ from ..weighting import decile_index
 from .config import FREE_KEYS, SimConfig
 from .ledger import COLUMNS, LEDGER_FILE, N_DECILES, N_QUARTILES, Ledger, closed_form_columns, summarise, write_ledger
 from .population import STREAM_ROLLOUTS, initial_solve_rates, sub_seed
-from .runfolder import (NUMPY_CHECKPOINT_FILE, SUMMARY_FILE, RunInterrupted, damaged, ledger_row, open_run_folder,
-                        verify_ledger)
+from .runfolder import (NUMPY_CHECKPOINT_FILE, SUMMARY_FILE, RunInterrupted, _logit, _sigmoid, damaged, ledger_row,
+                        open_run_folder, verify_ledger)
 
 __all__ = ["run_programs", "program_key", "advantage_rows", "advantage_sums", "logit_gradient", "mean_updates"]
 
@@ -105,16 +105,6 @@ def logit_gradient(s_right, s_wrong, G, p, q):
     S₊, S₋ from :func:`advantage_sums`, p = π(right) = sigmoid(z) and q = π(wrong) = sigmoid(−z),
     computed from z rather than as 1 − p (exact near p = 1)."""
     return (s_right * q - s_wrong * p) / G
-
-
-def _logit(p):
-    """log(p/(1 − p)), float64 (the torch engine's ``torch.logit`` of the float64 p0)."""
-    return np.log(p / (1.0 - p))
-
-
-def _sigmoid(z):
-    with np.errstate(over="ignore"):  # exp(−z) = inf at z ≪ 0 gives 1/inf = 0, the limit
-        return 1.0 / (1.0 + np.exp(-z))
 
 
 def _log(x, limit):

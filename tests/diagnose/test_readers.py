@@ -173,3 +173,44 @@ def test_trl_sum_skips_functions_that_did_not_apply(tmp_path):
     # The row no function scored stays in its block, as TRL keeps it (out of the mean and std).
     assert np.array_equal(log.reward, [1.0, 1.0, 0.0, np.nan], equal_nan=True) and log.bad_count == 0
     assert log.unscorable_rollouts == 1 and np.bincount(log.group).tolist() == [4]
+
+
+def test_edges_of_the_reader(tmp_path):
+    """Files at the edges: each read right, or refused with one line naming the file."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gsd import InputError
+
+    t = pa.table([pa.array(["a"] * 4), pa.array([0.0, 1, 1, 0]), pa.array([1] * 4), pa.array([0.0] * 4)],
+                 names=["prompt", "r", "step", "r"])
+    pq.write_table(t, tmp_path / "dup.parquet")
+    with pytest.raises(InputError, match="dup.parquet: the column name 'r' is used by 2 columns"):
+        read_rollouts(tmp_path / "dup.parquet", reward="r")
+    pq.write_table(pa.table({"prompt": ["a"] * 4, "r": pa.array([0, 1, 1, 2**64 - 1], pa.uint64()), "step": [1] * 4}),
+                   tmp_path / "u64.parquet")
+    assert read_rollouts(tmp_path / "u64.parquet", reward="r").reward.tolist() == [0.0, 1.0, 1.0, float(2**64 - 1)]
+    # pandas writes the integer steps of a float column as "1.0", "2.0"
+    pd.DataFrame({"prompt": ["a"] * 4 + ["b"] * 4, "r": [0, 1, 1, 0, 1, 1, 1, 1],
+                  "step": [1.0] * 4 + [2.0] * 4}).to_csv(tmp_path / "f.csv", index=False)
+    assert sorted(set(read_rollouts(tmp_path / "f.csv", reward="r").step.tolist())) == [1, 2]
+    pd.DataFrame({"prompt": ["a"] * 4, "x": [1e308, 1e308, 0, 0], "y": [1e308, 1e308, 0, 1],
+                  "step": 1}).to_csv(tmp_path / "over.csv", index=False)
+    with pytest.raises(InputError, match=r"over.csv: the reward 'x \+ y' overflows"):
+        read_rollouts(tmp_path / "over.csv", reward="x+y")
+    # A row whose group key is missing belongs to one of its prompt's groups of that step: both
+    # of them are incomplete, the other prompt's group is whole.
+    rows = [{"input": q, "score": s, "step": 1, "gid": g}
+            for q, g in (("q1", 7), ("q1", 8), ("q2", 9)) for s in (0, 1, 1, 0)]
+    rows[2]["gid"] = None
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "1.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    log = read_rollouts(tmp_path / "v", group_col="gid")
+    assert log.incomplete_groups == 2 and np.bincount(log.group).tolist() == [4] and log.labels.tolist() == ["q2"]
+    # A step number beyond int64 in a file name: the rows' step is used.
+    (tmp_path / "t" / "completions").mkdir(parents=True)
+    pd.DataFrame({"step": [3] * 4, "prompt": ["a"] * 4, "completion": "x", "r": [0.0, 1, 1, 0], "advantage": 0.0}) \
+        .to_parquet(tmp_path / "t" / "completions" / f"completions_{10**25}.parquet")
+    assert read_rollouts(tmp_path / "t", group_size=4).step.tolist() == [3] * 4

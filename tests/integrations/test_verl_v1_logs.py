@@ -75,6 +75,8 @@ def test_one_prompt_text_twice_is_two_groups(capsys, dumps):
     assert steps_of(data) == runs["twice"].per_step()
     assert all(x["groups"] == 7 for x in data["steps"]) and data["summary"]["prompts"] == 6
     assert not any("merged" in w for w in data["summary"]["warnings"])
+    # --group-col uid names V1's own key: read its uid part, as with no flag.
+    assert steps_of(diagnose_json(capsys, root / "twice", "--group-col", "uid")) == runs["twice"].per_step()
 
 
 def test_a_multi_output_session_counts_once(capsys, dumps):
