@@ -147,8 +147,8 @@ def group_keys(table):
 def arrange(chunks, context) -> list:
     """AReaL's whole-run rule: a task holds ``n_samples`` answers, the run's usual group size; a
     shorter group lost answers the trainer normalised with the rest (an empty answer is not
-    dumped, an episode that returned None is dropped from its task), so its rows are marked as
-    cut short and left out of the diagnosis, with a warning.
+    dumped, an episode that returned None is dropped from its task), so its rows are left out of
+    the diagnosis, with a warning that counts them.
 
     ``context``: the reader's dict; this adds ``group_size`` (the usual size) and
     ``short_groups`` / ``short_rollouts``.
@@ -173,15 +173,26 @@ def arrange(chunks, context) -> list:
     for i, ch in enumerate(keyed):
         cut = short[offsets[i]:offsets[i + 1]]
         if cut.any():
-            ch.gkey_ok = ch.gkey_ok & ~cut
+            _drop_rows(ch, ~cut)
     n_short = int(short_group.sum())
     if n_short:
         context["warnings"].append(
             f"{n_short} AReaL task(s) hold fewer than the run's {usual} answers ({int(short.sum())} rollouts): AReaL "
             "does not dump an answer with no completion token (it trains on it) and drops an episode that returned "
-            "None from its task; those groups are cut short and left out")
+            "None from its task; those groups are left out")
     context.update(group_size=usual, short_groups=n_short, short_rollouts=int(short.sum()))
     return chunks
+
+
+def _drop_rows(chunk, keep) -> None:
+    """Keep only the ``keep`` rows of a reader's chunk: every per-row array it holds (its line
+    numbers read first, so that the rows kept keep theirs)."""
+    n = keep.size
+    if getattr(chunk, "lines", None) is None and hasattr(chunk, "line_numbers"):
+        chunk.line_numbers()
+    for name, value in list(vars(chunk).items()):
+        if isinstance(value, np.ndarray) and value.shape[:1] == (n,):
+            setattr(chunk, name, value[keep])
 
 
 def describe_groups(context) -> str:
