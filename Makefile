@@ -12,6 +12,18 @@ VERL   ?= verl==0.9.1 torchdata==0.11.0 transferqueue==0.1.11
 VERL_DEPS ?= tensordict==0.10.0 omegaconf==2.4.0 codetiming==1.4.0 orjson==3.13.0 pillow==13.0.0 peft==0.21.2 \
              cachetools==8.0.2 uvicorn==0.54.0 fastapi==0.165.0 aiohttp==3.14.5 msgspec==0.23.0 hydra-core==1.3.8 \
              prometheus_client==0.26.0 pyzmq==27.3.0
+# AReaL 1.0.4 without its GPU stack: what its rollout loop and dump (areal.infra.workflow_executor,
+# areal.workflow.rlvr, areal.utils.stats_logger) import beyond VERL_DEPS (aiohttp), which the tests
+# run on the CPU.
+# (SkyRL is not installed: skyrl 0.4.0 and skyrl-train 0.3.1 require Python 3.12.)
+AREAL  ?= areal==1.0.4
+AREAL_DEPS ?= aiofiles==25.1.0 blinker==1.9.0 \
+             boto3==1.44.8 botocore==1.44.8 colorlog==6.12.0 einops==0.8.2 Flask==3.1.3 \
+             gradio_client==2.7.2 httpx2==2.16.2 itsdangerous==2.2.0 jiter==0.19.0 jmespath==1.1.0 lark==1.3.1 \
+             llvmlite==0.50.0 numba==0.68.1 nvidia-ml-py==13.615.71 openai==3.57.0 \
+             prettytable==3.19.0 pyecharts==2.1.0 s3transfer==0.19.3 simplejson==4.3.0 \
+             sniffio==1.3.1 swanlab==0.6.12 tenacity==9.2.1 tensorboardX==2.6.5 trackio==0.43.0 uvloop==0.23.0 \
+             wandb==0.31.0 Werkzeug==3.1.9 wrapt==2.5.2
 
 .PHONY: install test docs reproduce figures bench clean
 
@@ -22,6 +34,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PY) -m pip install -q -e ".[test,bench,docs,trl,torch]"
 	$(PY) -m pip install -q --no-deps $(VERL)
 	$(PY) -m pip install -q $(VERL_DEPS)
+	$(PY) -m pip install -q --no-deps $(AREAL) $(AREAL_DEPS)
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 

@@ -53,7 +53,7 @@ def register(sub) -> None:
     cli_allocation.add_arguments(p)
     p.set_defaults(func=_plan)
 
-    p = sub.add_parser("conventions", help="how far TRL / verl / OpenRLHF's GRPO update lies from the paper's")
+    p = sub.add_parser("conventions", help="how far TRL / TRL async / verl / OpenRLHF / AReaL's GRPO update lies from the paper's")
     p.add_argument("--G", default="4,8,16,64", help="group sizes, comma-separated (default 4,8,16,64)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_conventions)

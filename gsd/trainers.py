@@ -1,7 +1,7 @@
 """What common trainers compute for group advantages (see :ref:`theory-trainers`).
 
-Checked against the installed releases TRL 1.16.0, verl 0.9.1 and OpenRLHF 0.11.2 (their
-rules in our words; no code copied):
+Checked against the installed releases TRL 1.16.0, verl 0.9.1, OpenRLHF 0.11.2 and AReaL 1.0.4
+(their rules in our words; no code copied):
 
 * TRL ``GRPOTrainer`` (``trl/trainer/grpo_trainer.py``, ``_generate_and_score_completions``):
   A_i = (r_i − mean_group) / (std + 1e-4), std with Bessel's correction (ddof 1, TRL's
@@ -11,6 +11,13 @@ rules in our words; no code copied):
   counted in ``frac_reward_zero_std`` and is not dropped.  ``GRPOConfig`` refuses
   ``num_generations < 2``; with one generation per group (possible in evaluation through
   ``num_generations_eval=1``) every advantage is 0.
+* TRL's experimental asynchronous GRPO (``trl/experimental/async_grpo/async_rollout_worker.py``,
+  ``_AsyncRolloutLoop._score_group``), convention ``"trl_async"``: the reward functions' values
+  are summed without weights (``np.nansum``; a row every function left None is unscorable, gets
+  A = 0 and is left out of its group's statistics), then A_i = (r_i − mean) / (std + 1e-8) over
+  the scorable rows in float64 numpy, the std ``np.std``'s population one (ddof 0).  There is
+  no scale option; a group of one gets A = 0.  Every training row a conversation produced
+  carries that conversation's one advantage.
 * verl (``verl/trainer/ppo/core_algos.py``): ``compute_grpo_outcome_advantage`` (``torch.std``,
   ddof 1) and ``compute_grpo_vectorized_outcome_advantage`` (the same sample std, always in
   float32) use eps = 1e-6; ``norm_adv_by_std_in_grpo=False`` drops the division (its Dr.GRPO).  A group of one response gets mean 0 and std 1, so
@@ -21,6 +28,11 @@ rules in our words; no code copied):
 * OpenRLHF (``openrlhf/trainer/ppo_utils/experience_maker.py``): ``group_norm`` divides by
   the std (ddof 1) + 1e-9, ``dr_grpo`` only centres, ``rloo`` uses the leave-one-out baseline;
   its command line refuses ``n_samples_per_prompt = 1`` for all three.
+* AReaL (``areal/utils/data.py``, ``Normalization``, applied to the reward by
+  ``PPOActor._compute_advantages``): with ``reward_norm`` at ``mean_level: group`` and
+  ``std_level: group`` (a GRPO recipe's setting), A_i = (r_i − mean_group) / (std_group + 1e-5),
+  ddof 1 (``std_unbiased``), in float64; ``std_level: null`` only centres.  A group of one gets
+  std 1 and mean r, so A = 0.
 
 So in practice GRPO divides by σ_1 = σ·sqrt(G/(G−1)) and, eps aside, its update is
 σ·sqrt((G−1)/G)·(s̄₊ − s̄₋) instead of the paper's σ·(s̄₊ − s̄₋): 6.5 % smaller at G = 8.
@@ -31,7 +43,8 @@ verl's vectorised estimator casts to float32 whatever the input), where the mean
 graded rewards such as 0.1 differs from them by a rounding error that the division by
 std + eps magnifies.  On groups of 8 to 64 copies of 0.1, 0.2, 0.3, 1/3, 0.45, 0.6, 0.7 or 0.9,
 TRL 1.16 returned advantages up to 6.0e-4, verl 0.9.1 up to 0.056 and its vectorised estimator
-up to 0.35 (at G = 64), for groups that carry no signal.  ``dtype="float32"``
+up to 0.35 (at G = 64), for groups that carry no signal; TRL's asynchronous scorer, in float64
+with eps 1e-8, up to 1.1e-8 (on groups of 6 and 64).  ``dtype="float32"``
 evaluates the formula literally in float32 and reproduces this.
 """
 
@@ -44,7 +57,7 @@ import pandas as pd
 
 from ._validate import InputError, _show, as_group_size, is_torch
 from .groups import _check_rewards, advantages
-from .integrations import trl as _trl, verl as _verl
+from .integrations import areal as _areal, trl as _trl, verl as _verl
 
 __all__ = [
     "Convention",
@@ -72,6 +85,10 @@ CONVENTIONS = {
     "trl": Convention("trl", _trl.DDOF, _trl.EPS, _trl.SCALES, _trl.SOURCE),
     "verl": Convention("verl", _verl.DDOF, _verl.EPS, _verl.SCALES, _verl.SOURCE),
     "openrlhf": Convention("openrlhf", 1, 1e-9, ("group", "none", "rloo"), "OpenRLHF 0.11.2 group_norm / dr_grpo / rloo"),
+    "trl_async": Convention("trl_async", 0, 1e-8, ("group",),
+                            "TRL 1.16.0 trl/experimental/async_grpo/async_rollout_worker.py _AsyncRolloutLoop._score_group "
+                            "(np.std, ddof 0, + 1e-8, float64)"),
+    "areal": Convention("areal", _areal.DDOF, _areal.EPS, _areal.SCALES, _areal.SOURCE),
 }
 
 #: TRL's ``multi_objective_aggregation`` values, the default first.
@@ -115,7 +132,7 @@ def trainer_advantages(rewards, trainer: str = "trl", *, scale: str | None = Non
     rewards : array_like or torch.Tensor, shape (..., G)
         One batch of groups (numpy or torch).  ``scale="batch"`` treats the whole array as
         one generation batch.
-    trainer : {"trl", "verl", "openrlhf", "paper"}
+    trainer : {"trl", "trl_async", "verl", "openrlhf", "areal", "paper"}
         Whose convention (eps, ddof and accepted scales in :data:`CONVENTIONS`).
     scale : str, optional
         The trainer's option; the default is the first of ``CONVENTIONS[trainer].scales``:
@@ -123,13 +140,13 @@ def trainer_advantages(rewards, trainer: str = "trl", *, scale: str | None = Non
         * ``"group"`` (every trainer's default): (r − mean_group) / (std_group,ddof + eps);
         * ``"batch"`` (TRL): (r − mean_group) / (std over all rewards, ddof 1, + 1e-4);
         * ``"none"``: r − mean_group (TRL ``scale_rewards="none"``, verl
-          ``norm_adv_by_std_in_grpo=False``, OpenRLHF ``dr_grpo``);
+          ``norm_adv_by_std_in_grpo=False``, OpenRLHF ``dr_grpo``, AReaL ``std_level: null``);
         * ``"rloo"`` (verl, OpenRLHF): r_i − mean_{j≠i} r_j;
         * ``"rloo_vectorized"`` (verl): the same for G >= 2.
     dtype : {None, "float32", "float64"}
         None (default): float64 (numpy) or the tensor's dtype, silent groups exactly 0.
         ``"float32"`` / ``"float64"``: the formula evaluated literally in that precision (mean,
-        then the mean of squared deviations times G/(G−1), square root, division), silent
+        then the mean of squared deviations times G/(G − ddof), square root, division), silent
         groups not special-cased, so the trainers' rounding advantages appear (module notes).
         Offered for the std-based scales ("group", "batch", "none").
 
@@ -147,7 +164,7 @@ def trainer_advantages(rewards, trainer: str = "trl", *, scale: str | None = Non
     One response per group (G = 1), as the trainers compute it: TRL 0 (its evaluation path;
     training refuses G < 2); verl ``group`` r/(1 + 1e-6) (verl adds eps to a float32 1, so it
     divides by 1 + 9.54e-7: 4.6e-8 relative), ``none`` and ``rloo`` r,
-    ``rloo_vectorized`` 0; the paper 0; OpenRLHF refuses.
+    ``rloo_vectorized`` 0; TRL's async trainer, AReaL and the paper 0; OpenRLHF refuses.
 
     Examples
     --------
@@ -308,7 +325,7 @@ def convention_gap(G, trainer: str = "trl") -> pd.DataFrame:
     ----------
     G : int or array_like of int
         Group sizes, 2 ≤ G ≤ 2^53 (a closed form in G: no loop over k).
-    trainer : {"trl", "verl", "openrlhf", "paper"}, optional
+    trainer : {"trl", "trl_async", "verl", "openrlhf", "areal", "paper"}, optional
         Whose convention (:data:`CONVENTIONS`); default ``"trl"``.
 
     Returns

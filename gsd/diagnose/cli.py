@@ -14,9 +14,11 @@ prompt, the posterior of its solve rate and the group size a fidelity target nee
 Formats: verl's {step}.jsonl rollout dumps (trainer.rollout_data_dir; a run folder holding
 rollout_data/ and validation_data/ reads the training dump), TRL's output_dir or its
 completions/completions_{step:05d}.parquet (log_completions=True; trainer_state.json, when
-there, tells the evaluation steps and TRL's own frac_reward_zero_std), or any CSV / parquet /
-JSONL table. A group is what the trainer normalised together: TRL, a block of num_generations
-rows; verl, the rows of a step with one prompt text (or one --group-col value). A group is
+there, tells the evaluation steps and TRL's own frac_reward_zero_std), AReaL's
+rollout/{version}/{task_id}.jsonl (rollout.dump_to_file; name them with a glob,
+'LOG/rollout/*/*.jsonl'), or any CSV / parquet / JSONL table. A group is what the trainer
+normalised together: TRL, a block of num_generations rows; verl, the rows of a step with one
+prompt text (or one --group-col value); AReaL, one task (its rows of one task_id file). A group is
 silent when every reward in it is equal. See the docs page "Reading real logs"."""
 
 

@@ -54,8 +54,9 @@ from __future__ import annotations
 
 import importlib
 
-#: The trainers with an integration module, in the order ``--format auto`` tries them.
-TRAINERS = ("trl", "verl")
+#: The trainers with an integration module, in the order ``--format auto`` tries them (AReaL's
+#: ``rollout/{version}/{task_id}.jsonl`` are verl names too: the more specific first).
+TRAINERS = ("trl", "areal", "verl")
 
 #: Column (TRL) or extra key (verl) in which gsd's own simulator logs a prompt's true solve rate;
 #: never a reward.

@@ -1,4 +1,5 @@
-"""A per-rollout column for the log writers: a scalar broadcast, or an array of the right length."""
+"""Helpers of the trainer modules: a per-rollout column for the log writers (a scalar broadcast,
+or an array of the right length), a chat prompt's label, each group's smallest and largest reward."""
 
 import numpy as np
 
@@ -24,3 +25,14 @@ def chat_label(messages) -> str:
     if isinstance(content, list):  # multimodal content: its text parts
         content = " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return str(content)
+
+
+def group_range(values, group, n_groups: int):
+    """Each group's smallest and largest value (±inf for an empty group): ``(lo, hi)``."""
+    values = np.asarray(values, dtype=np.float64)
+    group = np.asarray(group, dtype=np.int64)
+    lo = np.full(n_groups, np.inf)
+    hi = np.full(n_groups, -np.inf)
+    np.minimum.at(lo, group, values)
+    np.maximum.at(hi, group, values)
+    return lo, hi

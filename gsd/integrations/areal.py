@@ -1,0 +1,216 @@
+"""AReaL (checked against ``areal`` 1.0.4): its convention, its rollout dumps, their quirks.
+
+What it computes
+    ``PPOActor._compute_advantages`` (``areal/trainer/ppo/actor.py``) shifts and scales the
+    reward ((r + reward_bias)·reward_scaling, clipped to ±reward_clip), then normalises it with
+    ``Normalization`` (``areal/utils/data.py``) when ``actor.reward_norm`` is set.  A GRPO run
+    sets ``mean_level: group``, ``std_level: group``, ``group_size: n_samples``; then
+    A_i = (r_i − mean_group) / (std_group + eps), computed in float64 (``high_precision``), the
+    std with ddof 1 (``std_unbiased=True``, the default since AReaL 0.3.4) and eps = 1e-5
+    (``NormConfig.eps``); ``std_level: null`` only centres (Dr.GRPO).  ``NormConfig``'s own
+    defaults are ``batch`` levels (one mean and std over the batch) and ``reward_norm`` itself
+    defaults to None (no normalisation).  The groups of ``Normalization`` are consecutive blocks
+    of ``group_size`` rows of the training batch, which are one task's rows.  AReaL has no
+    built-in filter of zero-std groups: DAPO's dynamic sampling is the ``dynamic_filter_fn`` a
+    recipe hands to ``prepare_batch`` (``should_accept_fn``), which runs *after* the dump.
+
+What it writes (``rollout.dump_to_file=True``)
+    ``WorkflowExecutor._dump_trajectory`` (``areal/infra/workflow_executor.py``) writes every
+    finished task to ``{fileroot}/logs/{user}/{experiment_name}/{trial_name}/rollout/{version}/
+    {task_id}.jsonl`` (evaluation tasks under ``eval-rollout/``), one JSON object per answer:
+    ``task_id``, ``sample_idx`` (the answer's row in the task), ``seqlen``, ``prompt_len``,
+    ``head_version``, ``tail_version``, ``reward``, ``prompt`` and ``completion`` (decoded).
+    A task is one dataset row run ``n_samples`` times (``GroupedRolloutWorkflow``): one group.
+    Quirks:
+
+    * the folder is the task's ``tail_version``, the newest policy version among its tokens:
+      the number of weight updates before its last token was generated, so version 0 is the
+      first step's rollouts; an asynchronous run (``max_head_offpolicyness`` > 0) trains a step
+      on several versions, and a step's own version is not written;
+    * ``head_version`` is the oldest version among *all* tokens, prompt tokens included, which
+      the single-turn workflow stamps -1: it is -1 in every row it writes;
+    * an answer with no completion token is left out of the dump but trained on, and
+      ``GroupedRolloutWorkflow`` drops an episode that returned None: either leaves a task with
+      fewer rows than ``n_samples`` (the trained batch then no longer splits into one task per
+      ``group_size`` block); the reader takes ``n_samples`` as the run's usual group size and
+      leaves shorter groups out;
+    * a task rejected by ``should_accept_fn`` (e.g. DAPO's filter) is dumped all the same;
+    * each ``WorkflowExecutor`` numbers its tasks from 0 and appends to ``{task_id}.jsonl``:
+      with ``AREAL_SPMD_MODE`` (one rollout engine per data-parallel rank; the default single
+      controller numbers tasks once for all) several ranks write their task of one id into one
+      file, each in ``sample_idx`` order, told apart here where ``sample_idx`` starts again
+      (rows of two ranks interleaved line by line would not be);
+    * the reward is a float32 (``torch.tensor(reward, dtype=torch.float32).item()``), before
+      bias, scaling, clipping and the overlong penalty, none of which changes which rewards of a
+      group are equal (clipping aside: two rewards beyond ``reward_clip`` become equal).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .._errors import InputError
+
+__all__ = ["NAME", "DDOF", "EPS", "SCALES", "SOURCE", "FILE_DESCRIPTION", "SUFFIXES", "PROMPT_COL", "STEP_COL",
+           "DEFAULT_REWARD", "NOT_REWARD", "is_log_file", "step_of", "dump_folder", "is_validation_folder",
+           "default_reward", "group_keys", "arrange", "describe_groups", "zero_std"]
+
+NAME = "areal"
+DDOF = 1
+EPS = 1e-5
+#: ``reward_norm`` with ``mean_level: group`` and ``std_level: group`` / ``null``.
+SCALES = ("group", "none")
+SOURCE = ("AReaL 1.0.4 areal/utils/data.py Normalization (std_unbiased=True, eps=1e-5, high_precision float64) "
+          "with reward_norm mean_level/std_level 'group', applied in areal/trainer/ppo/actor.py "
+          "PPOActor._compute_advantages")
+
+FILE_DESCRIPTION = "AReaL's rollout/{version}/{task_id}.jsonl"
+SUFFIXES = (".jsonl",)
+PROMPT_COL = "prompt"
+#: The row's copy of its version folder: the step is read from the rows (many files per step).
+STEP_COL = "tail_version"
+DEFAULT_REWARD = "reward"
+NOT_REWARD = ("task_id", "sample_idx", "seqlen", "prompt_len", "head_version", "tail_version", "prompt", "completion")
+#: The reader's rule that a later step's older file is a left-over assumes one file per step,
+#: written in step order; AReaL writes a file per task, finished in any order.
+RUN_HISTORY = False
+
+_TRAIN_FOLDER = "rollout"
+_EVAL_FOLDER = "eval-rollout"
+_TASK_COL = "task_id"
+#: The answer's row in its task, 0 … n_samples − 1, written in that order.
+INDEX_COL = "sample_idx"
+
+
+def _is_int(text: str) -> bool:
+    return text.lstrip("-").isdigit() and text.count("-") <= 1 and len(text) < 19
+
+
+def is_log_file(path: Path) -> bool:
+    """``{version}/{task_id}.jsonl`` under ``rollout/`` or ``eval-rollout/``."""
+    path = Path(path)
+    return (path.suffix == ".jsonl" and path.stem.isdigit() and _is_int(path.parent.name)
+            and path.parent.parent.name in (_TRAIN_FOLDER, _EVAL_FOLDER))
+
+
+def step_of(path: Path):
+    """None: a file's name is its task id, and a step holds many files; the rows' ``tail_version``
+    (their version folder) is the step."""
+    return None
+
+
+def dump_folder(path: Path) -> Path:
+    """The folder of one dump, above the version folders (``rollout/`` or ``eval-rollout/``)."""
+    return Path(path).parent.parent
+
+
+def is_validation_folder(folder: Path) -> bool:
+    """The evaluation dump (``eval-rollout/``, or one of its version folders)."""
+    folder = Path(folder)
+    return folder.name == _EVAL_FOLDER or folder.parent.name == _EVAL_FOLDER
+
+
+def default_reward(columns, numeric) -> list:
+    if DEFAULT_REWARD in columns:
+        return [(1.0, DEFAULT_REWARD)]
+    from .._errors import InputError
+
+    raise InputError(f"no 'reward' key; choose the reward with --reward KEY (keys: {', '.join(columns)})")
+
+
+def group_keys(table):
+    """Per row, the key of its group within its version, and which rows have one.
+
+    A group is a task: the rows of one ``{task_id}.jsonl``.  Executors that share the trial
+    folder append their own task of the same id to the same file, each in ``sample_idx`` order,
+    so a ``sample_idx`` that does not exceed the previous row's starts another executor's task.
+    (The prompt text cannot tell tasks apart: for a multi-turn task the dump's ``prompt`` is the
+    sequence less its generated tokens, which differs from answer to answer.)
+    """
+    import pandas as pd
+
+    if _TASK_COL not in table.column_names or INDEX_COL not in table.column_names:
+        return None
+    task = pd.to_numeric(table.column(_TASK_COL).to_pandas(), errors="coerce")
+    index = pd.to_numeric(table.column(INDEX_COL).to_pandas(), errors="coerce")
+    ok = (task.notna() & index.notna()).to_numpy()
+    t = task.fillna(-1).to_numpy(np.float64)
+    i = index.fillna(-1).to_numpy(np.float64)
+    restart = np.r_[True, (t[1:] != t[:-1]) | (i[1:] <= i[:-1])]
+    run = np.cumsum(restart)
+    key = pd.util.hash_pandas_object(pd.DataFrame({"task": t, "run": run}), index=False).to_numpy().view(np.int64)
+    return key, ok
+
+
+def arrange(chunks, context) -> list:
+    """AReaL's whole-run rule: a task holds ``n_samples`` answers, the run's usual group size; a
+    shorter group lost answers the trainer normalised with the rest (an empty answer is not
+    dumped, an episode that returned None is dropped from its task), so its rows are left out of
+    the diagnosis, with a warning that counts them.
+
+    ``context``: the reader's dict; this adds ``group_size`` (the usual size) and
+    ``short_groups`` / ``short_rollouts``.
+    """
+    keyed = [ch for ch in chunks if ch.gkey is not None]  # the reader refuses a mix of keyed and unkeyed files
+    if not keyed:
+        return chunks
+    steps = np.concatenate([ch.steps for ch in keyed])
+    keys = np.concatenate([ch.gkey for ch in keyed])
+    ok = np.concatenate([ch.gkey_ok & ch.step_ok for ch in keyed])
+    pairs, code = np.unique(np.stack([steps, keys], axis=1), axis=0, return_inverse=True)
+    code = code.ravel()
+    sizes = np.bincount(code[ok], minlength=len(pairs))
+    present = sizes[sizes > 0]
+    if not present.size:
+        return chunks
+    values, counts = np.unique(present, return_counts=True)
+    usual = int(values[np.argmax(counts)])  # the most common size; ties: the smaller
+    short_group = (sizes > 0) & (sizes < usual)
+    short = ok & short_group[code]
+    offsets = np.cumsum([0] + [ch.steps.size for ch in keyed])
+    for i, ch in enumerate(keyed):
+        cut = short[offsets[i]:offsets[i + 1]]
+        if cut.any():
+            _drop_rows(ch, ~cut)
+    n_short = int(short_group.sum())
+    if n_short:
+        context["warnings"].append(
+            f"{n_short} AReaL task(s) hold fewer than the run's {usual} answers ({int(short.sum())} rollouts): AReaL "
+            "does not dump an answer with no completion token (it trains on it) and drops an episode that returned "
+            "None from its task; those groups are left out")
+    context.update(group_size=usual, short_groups=n_short, short_rollouts=int(short.sum()))
+    return chunks
+
+
+def _drop_rows(chunk, keep) -> None:
+    """Keep only the ``keep`` rows of a reader's chunk: every per-row array it holds (its line
+    numbers read first, so that the rows kept keep theirs)."""
+    n = keep.size
+    if getattr(chunk, "lines", None) is None and hasattr(chunk, "line_numbers"):
+        chunk.line_numbers()
+    for name, value in list(vars(chunk).items()):
+        if isinstance(value, np.ndarray) and value.shape[:1] == (n,):
+            setattr(chunk, name, value[keep])
+
+
+def describe_groups(context) -> str:
+    return (f"the rows of one AReaL task ({{version}}/{{{_TASK_COL}}}.jsonl, one run of {INDEX_COL} per executor); "
+            f"n_samples = {context.get('group_size')}, the run's usual group size")
+
+
+def zero_std(values, group, n_groups: int) -> np.ndarray:
+    """Per group, whether AReaL's group std is zero: every reward of the group equal.
+
+    The dump holds float32 rewards, which ``Normalization`` widens to float64 before taking the
+    std: n equal float32 values sum exactly in float64 (24 + log2 n bits, n < 2^29), so their
+    mean is the value itself and the std exactly 0; distinct values give a std far above 0.
+
+    >>> zero_std(np.array([1.0, 1.0, 0.0, 1.0]), np.array([0, 0, 1, 1]), 2).tolist()
+    [True, False]
+    """
+    from ._columns import group_range
+
+    lo, hi = group_range(values, group, n_groups)
+    return lo == hi
