@@ -198,7 +198,8 @@ def _format_of(path: Path):
 def _files_in_folder(folder: Path, fmt: str, notes: list) -> list[Path]:
     """The log files of one run under ``folder``: one format, one dump folder."""
     files = _walk(folder)
-    by_fmt = {name: [p for p in files if module.is_log_file(p)] for name, module in _MODULES.items()}
+    claims = [_format_of(p) for p in files]  # a file goes to the first trainer that claims it
+    by_fmt = {name: [p for p, c in zip(files, claims) if c == name] for name in _MODULES}
     present = [name for name in _MODULES if by_fmt[name]]
     if fmt == "auto" and len(present) > 1:
         found = " and ".join(f"{_MODULES[n].FILE_DESCRIPTION} files ({len(by_fmt[n])})" for n in present)
@@ -218,7 +219,8 @@ def _files_in_folder(folder: Path, fmt: str, notes: list) -> list[Path]:
         return [p for p in files if p.suffix.lower() in _TABLE_SUFFIXES]
     module = _MODULES[chosen]
     found = by_fmt[chosen]
-    parents = sorted({p.parent for p in found})
+    folder_of = _hook(module, "dump_folder", lambda p: p.parent)
+    parents = sorted({folder_of(p) for p in found})
     is_validation = _hook(module, "is_validation_folder")
     if len(parents) > 1 and is_validation is not None:
         training = [d for d in parents if not is_validation(d)]
@@ -227,7 +229,7 @@ def _files_in_folder(folder: Path, fmt: str, notes: list) -> list[Path]:
             notes.append(f"read the training dump {training[0]}; left out the validation dump(s) "
                          + ", ".join(map(str, left)))
             parents = training
-            found = [p for p in found if p.parent == training[0]]
+            found = [p for p in found if folder_of(p) == training[0]]
     if len(parents) > 1:
         raise InputError(f"LOG: {str(folder)!r} holds {module.FILE_DESCRIPTION} files in {len(parents)} "
                          f"folders ({', '.join(map(str, parents[:4]))}{', ...' if len(parents) > 4 else ''}): "
@@ -278,7 +280,7 @@ def _discover(paths, fmt: str):
                 raise InputError(f"LOG: step {s} is in two files, {by_step[s]} and {p} (two runs, or a validation "
                                  "dump beside the training one?): name the files of one run")
             by_step[s] = p
-        parents = sorted({p.parent for p in unique})
+        parents = sorted({_hook(module, "dump_folder", lambda p: p.parent)(p) for p in unique})
         if len(parents) > 1:
             notes.append(f"files read from {len(parents)} folders: " + ", ".join(map(str, parents)))
     unique.sort(key=lambda p: (_file_step(module, p) is None, _file_step(module, p) or 0, str(p)))
@@ -1048,7 +1050,7 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     excluded = []
     if module is not None and any(c.hashes.size for c in reader.chunks):
         reader.chunks = [c for c in reader.chunks if c.hashes.size or c.unattributed_bad]
-        if folders:  # files named one by one are read as named
+        if folders and _hook(module, "RUN_HISTORY", True):  # files named one by one are read as named
             reader.chunks, excluded = _run_history(reader.chunks, warnings)
         arrange = _hook(module, "arrange")
         if arrange is not None:
@@ -1109,6 +1111,8 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     if declared:
         reward_name, group_by, silence, G = (declared["reward_name"], declared["group_by"], declared["silence"],
                                              declared["group_size"])
+    got["incomplete_groups"] += int(context.get("short_groups", 0))  # groups the trainer module found short
+    got["incomplete_rollouts"] += int(context.get("short_rollouts", 0))
     if got["incomplete_groups"]:
         warnings.append(f"{got['incomplete_groups']} group(s) lost a row to an unusable line: incomplete, left out "
                         f"({got['incomplete_rollouts']} usable rollouts in them)")

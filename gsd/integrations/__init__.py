@@ -20,7 +20,10 @@ Files
     ``SUFFIXES`` (the file suffixes the format reads), ``is_log_file(path)`` (a file named as the
     trainer names its dumps, for ``--format auto``), ``step_of(path)`` (the step a file name
     carries, or None when the step is read from the rows), *optional*
-    ``is_validation_folder(folder)`` [False], ``find_state(roots)`` (a run-state file beside the
+    ``is_validation_folder(folder)`` [False], ``dump_folder(path)`` (the folder of one run's dump that
+    holds the file: AReaL's ``rollout/`` above its version folders) [its parent], ``RUN_HISTORY``
+    (files are one per step, written in step order, so a left-over of an earlier attempt shows in
+    their times) [True], ``find_state(roots)`` (a run-state file beside the
     dumps, e.g. TRL's ``trainer_state.json``) [None], ``read_state(path)`` (→ dict).
 Rows
     ``PROMPT_COL``, ``STEP_COL`` (None: the file's step), ``NOT_REWARD`` (columns that are never a
@@ -39,7 +42,8 @@ Groups
     is), ``GROUP_SIZE`` (whether
     ``--group-size`` applies: groups are blocks of rows) [False], ``arrange(chunks, context)``
     (whole-run rules over the files read: repeated generations, blocks, evaluation steps,
-    left-overs of a resumed run) [none], ``zero_std(values, group, n_groups)`` (the trainer's own
+    left-overs of a resumed run; it may set ``short_groups`` / ``short_rollouts`` in the context:
+    groups it left out as incomplete) [none], ``zero_std(values, group, n_groups)`` (the trainer's own
     rule for "every reward of the group equal": its dtype, summation and tolerance),
     ``describe_groups(context)`` (→ how groups were formed, in words).
 Advantages
