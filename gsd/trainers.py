@@ -57,7 +57,7 @@ import pandas as pd
 
 from ._validate import InputError, _show, as_group_size, is_torch
 from .groups import _check_rewards, advantages
-from .integrations import areal as _areal, trl as _trl, verl as _verl
+from .integrations import trainer_modules
 
 __all__ = [
     "Convention",
@@ -80,15 +80,15 @@ class Convention:
     source: str
 
 
+#: The paper's convention, every trainer whose logs gsd reads (from its module in
+#: :mod:`gsd.integrations`), and trainers whose convention was read but whose logs are not.
 CONVENTIONS = {
     "paper": Convention("paper", 0, 0.0, ("group", "none"), "arXiv 2607.00152: population std, no eps"),
-    "trl": Convention("trl", _trl.DDOF, _trl.EPS, _trl.SCALES, _trl.SOURCE),
-    "verl": Convention("verl", _verl.DDOF, _verl.EPS, _verl.SCALES, _verl.SOURCE),
+    **{name: Convention(name, m.DDOF, m.EPS, m.SCALES, m.SOURCE) for name, m in trainer_modules().items()},
     "openrlhf": Convention("openrlhf", 1, 1e-9, ("group", "none", "rloo"), "OpenRLHF 0.11.2 group_norm / dr_grpo / rloo"),
     "trl_async": Convention("trl_async", 0, 1e-8, ("group",),
                             "TRL 1.16.0 trl/experimental/async_grpo/async_rollout_worker.py _AsyncRolloutLoop._score_group "
                             "(np.std, ddof 0, + 1e-8, float64)"),
-    "areal": Convention("areal", _areal.DDOF, _areal.EPS, _areal.SCALES, _areal.SOURCE),
 }
 
 #: TRL's ``multi_objective_aggregation`` values, the default first.
