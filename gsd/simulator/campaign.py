@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .._errors import InputError
-from ..atomic import make_folder, read_json, write_json
+from ..atomic import entry_path, make_folder, read_json, write_json
 from ..lock import hold_folder
 from ..methods import ADVANTAGE_METHODS
 from ..plotstyle import COLORS, method_label, new_figure, save_figure, styled
@@ -88,6 +88,7 @@ def load_campaign(config_path=None, overrides: dict | None = None) -> dict:
     raw["base"] = base.to_dict()
     arms = {}
     for name, arm in raw["arms"].items():
+        entry_path(Path("arms"), name, what="campaign arm")  # its run folder: arms/<name>
         if not isinstance(arm, dict):
             raise InputError(f"campaign arm {name!r} must be a table of config keys, got {arm!r}")
         cfg = base.with_overrides({"name": f"{base.name}-{name}", **arm})
@@ -231,10 +232,11 @@ def _run_campaign(campaign: dict, out: Path, *, progress: bool, resume: bool, no
     wall = {"arms": time.perf_counter()}  # each stage's wall seconds (summary["wall_s"]): what a speed-up bought
     # The arms differ in method: one program where their configs allow (.batched), each arm's
     # folder and numbers as if run alone.
-    arms = [(SimConfig.from_dict(arm), out / "arms" / name) for name, arm in campaign["arms"].items()]
+    arms = [(SimConfig.from_dict(arm), entry_path(out / "arms", name, what="campaign arm"))
+            for name, arm in campaign["arms"].items()]
     done = run_many(arms, resume=resume, progress=progress, threads=threads, notify=notify)
     for (name, arm), summary in zip(campaign["arms"].items(), done):
-        folder = out / "arms" / name
+        folder = entry_path(out / "arms", name, what="campaign arm")
         arm_summaries[name] = summary
         ledger = read_ledger(folder, columns=["step", "silent_frac", "silent_pred", "mean_p_q1"])
         final = arm_summaries[name]["final"]

@@ -34,7 +34,7 @@ from pathlib import Path
 import pandas as pd
 
 from .._validate import InputError
-from ..atomic import make_folder, write_atomic, write_json, write_table
+from ..atomic import entry_path, make_folder, write_atomic, write_json, write_table
 from .backends import TaskFailed, make_backend, read_summary
 from .grid import Grid, RunSpec, expand, load_grid
 
@@ -153,7 +153,7 @@ def plan_sweep(grid, out, simulator="gsd.simulator") -> list[RunSpec]:
     specs = expand(grid, simulator)
     runs = Path(out) / "runs"
     for spec in specs:
-        spec.run_dir = runs / spec.name
+        spec.run_dir = entry_path(runs, spec.name, what="sweep run")
     return specs
 
 
@@ -187,6 +187,9 @@ def run_sweep(
     """
     if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
         raise InputError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+    if lock_timeout is not None and (isinstance(lock_timeout, bool) or not isinstance(lock_timeout, (int, float))
+                                     or not 0 <= lock_timeout <= 1e9):
+        raise InputError(f"lock_timeout must be None (wait) or a number of seconds in [0, 1e9], got {lock_timeout!r}")
     t0 = time.perf_counter()
     grid = grid if isinstance(grid, Grid) else load_grid(grid)
     out = Path(out)
