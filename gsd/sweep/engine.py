@@ -35,6 +35,7 @@ import pandas as pd
 
 from .._validate import InputError
 from ..atomic import entry_path, make_folder, write_atomic, write_json, write_table
+from ..lock import clear_unheld, lock_path
 from .backends import TaskFailed, make_backend, read_summary
 from .grid import Grid, RunSpec, expand, load_grid
 
@@ -223,6 +224,8 @@ def run_sweep(
         _execute(pending, backend_obj, out, simulator, max_retries, lock_timeout, progress, len(specs),
                  summaries, result)
 
+    # Lock files a killed earlier sweep's workers left (the kernel dropped their locks): removed.
+    clear_unheld([lock_path(s.run_dir) for s in specs])
     result.table = results_table(specs, summaries, out)
     write_table(out / RESULTS, result.table)
     result.wall_s = time.perf_counter() - t0
@@ -307,13 +310,24 @@ def _execute(pending, backend, out, simulator, max_retries, lock_timeout, progre
                 unit = inflight.pop(handle)
                 attempt = result.attempts[unit[0].name]
                 if ok:
-                    for spec, run in zip(unit, value["runs"] if len(unit) > 1 else [value]):
+                    runs = value["runs"] if len(unit) > 1 else [value]
+                    busy = [spec for spec, run in zip(unit, runs) if run["status"] == "busy"]
+                    for spec, run in zip(unit, runs):
+                        if run["status"] == "busy":  # its folder's owner lives: that run alone retries or fails
+                            _log_event(out, run=spec.name, event="retry" if attempt <= max_retries else "failed",
+                                       attempt=attempt, error=run["error"])
+                            if attempt > max_retries:
+                                result.failed[spec.name] = run["error"]
+                                bar.update(1)
+                            continue
                         summaries[spec.name] = run["summary"]
                         (result.ran if run["status"] == "ran" else result.skipped).append(spec.name)
                         extra = {"program": run["program"]} if "program" in run else {}
                         _log_event(out, run=spec.name, event=run["status"], attempt=attempt, resumed=run["resumed"],
                                    host=run["host"], pid=run["pid"], seconds=run["seconds"], **extra)
                         bar.update(1)
+                    if busy and attempt <= max_retries:
+                        submit(busy)
                     continue
                 err = value if isinstance(value, TaskFailed) else TaskFailed(str(value))
                 retry = attempt <= max_retries
