@@ -171,9 +171,9 @@ def check_array(path: Path, name: str, a, shape: tuple, dtype, *, nonnegative: b
     values = np.asarray(a, dtype=np.float64)
     if finite and not np.isfinite(values).all():
         bad = values[~np.isfinite(values)][0]
-        raise damaged(path, f"entry {name!r} holds {bad!r}")
+        raise damaged(path, f"entry {name!r} holds {float(bad)!r}")
     if nonnegative and (values < 0).any():
-        raise damaged(path, f"entry {name!r} holds a negative value ({values[values < 0][0]!r})")
+        raise damaged(path, f"entry {name!r} holds a negative value ({float(values[values < 0][0])!r})")
     return a
 
 
