@@ -48,6 +48,7 @@ from .engine import (
     cpu_threads,
     run_member,
     run_simulation,
+    runs_population_state,
     to_host,
     write_checkpoint,
 )
@@ -177,10 +178,7 @@ class _Program:
 
     def population_state(self, p: torch.Tensor) -> dict:
         """The engine's population_state of each run: (R,) means and (R·4,) quartile means."""
-        R, N = self.R, self.N
-        q_sum = torch.zeros(R * N_QUARTILES, device=self.device, dtype=p.dtype).index_add_(0, self.quartile_at, p)
-        return {"mean_p": p.reshape(R, N).mean(1), "mean_arcsin": (2 * torch.asin(p.sqrt())).reshape(R, N).mean(1),
-                "mean_p_q": (q_sum.reshape(R, N_QUARTILES) / self.quartile_n).reshape(-1)}
+        return runs_population_state(p, self.quartile_at, self.quartile_n, self.R)
 
     def population_summaries(self, z: torch.Tensor) -> list[dict]:
         host = to_host(self.population_state(torch.sigmoid(z)))

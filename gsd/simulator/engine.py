@@ -195,10 +195,20 @@ def setup(cfg: SimConfig, p0: np.ndarray, device: torch.device) -> RunState:
     )
 
 
+def runs_population_state(p: torch.Tensor, quartile_at: torch.Tensor, quartile_n: torch.Tensor, runs: int) -> dict:
+    """Per run of ``runs`` laid end to end in ``p``: mean p and mean 2·arcsin√p, (runs,), and the mean p
+    per initial quartile, (runs·4,), as device tensors.  ``quartile_at``: each entry's quartile plus
+    4 × its run; ``quartile_n``: prompts per (run, quartile).  One run's is :func:`population_state`;
+    a program's, :mod:`.batched`'s."""
+    q_sum = torch.zeros(runs * N_QUARTILES, device=p.device, dtype=p.dtype).index_add_(0, quartile_at, p)
+    return {"mean_p": p.reshape(runs, -1).mean(1), "mean_arcsin": (2 * torch.asin(p.sqrt())).reshape(runs, -1).mean(1),
+            "mean_p_q": (q_sum.reshape(runs, N_QUARTILES) / quartile_n.reshape(runs, N_QUARTILES)).reshape(-1)}
+
+
 def population_state(run: RunState, p: torch.Tensor) -> dict:
-    """mean p, mean 2·arcsin√p and the mean p per initial quartile, as device tensors."""
-    q_sum = torch.zeros(N_QUARTILES, device=run.device, dtype=run.dtype).index_add_(0, run.quartile, p)
-    return {"mean_p": p.mean(), "mean_arcsin": (2 * torch.asin(p.sqrt())).mean(), "mean_p_q": q_sum / run.quartile_n}
+    """mean p, mean 2·arcsin√p (0-d) and the mean p per initial quartile (4,), as device tensors."""
+    state = runs_population_state(p, run.quartile, run.quartile_n, 1)
+    return {"mean_p": state["mean_p"][0], "mean_arcsin": state["mean_arcsin"][0], "mean_p_q": state["mean_p_q"]}
 
 
 def to_host(named: dict) -> dict:
