@@ -77,14 +77,13 @@ def load_campaign(config_path=None, overrides: dict | None = None) -> dict:
         else:
             raw["base"][key] = value
     draws = raw["decile_draws"]
-    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 1:
-        raise InputError(f"campaign key 'decile_draws' = {draws!r}: must be an integer >= 1")
     methods = raw["decile_methods"]
     if not isinstance(methods, list) or not methods or any(m not in ADVANTAGE_METHODS for m in methods):
         raise InputError(f"campaign key 'decile_methods' = {methods!r}: must be a non-empty list of {ADVANTAGE_METHODS}")
     if not isinstance(raw["arms"], dict) or not raw["arms"]:
         raise InputError("campaign needs at least one [arms.NAME] table")
     base = SimConfig.from_dict(raw["base"])
+    check_decile_draws(draws, base)
     raw["base"] = base.to_dict()
     arms = {}
     for name, arm in raw["arms"].items():
@@ -98,6 +97,23 @@ def load_campaign(config_path=None, overrides: dict | None = None) -> dict:
 
 
 # --------------------------------------------------------------------------- measurement (b)
+#: Answers the decile measurement may draw at most (decile_draws × prompts × G): about ten minutes
+#: of either engine on one core; the paper's campaign draws 200 × its prompts × 8, ~10⁷.
+MAX_DECILE_ANSWERS = 10**10
+
+
+def check_decile_draws(draws, cfg: SimConfig) -> None:
+    """``decile_draws`` checked before any work: an integer >= 1 whose answers (draws × prompts ×
+    G) stay within :data:`MAX_DECILE_ANSWERS`."""
+    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 1:
+        raise InputError(f"campaign key 'decile_draws' = {draws!r}: must be an integer >= 1")
+    answers = draws * cfg.n_prompts * cfg.group_size
+    if answers > MAX_DECILE_ANSWERS:
+        raise InputError(f"campaign key 'decile_draws' = {draws!r}: {draws:,} draws × {cfg.n_prompts:,} prompts × G = "
+                         f"{cfg.group_size} is {answers:.3g} answers, above the limit of {MAX_DECILE_ANSWERS:.0e} "
+                         f"(at most {MAX_DECILE_ANSWERS // (cfg.n_prompts * cfg.group_size):,} draws here)")
+
+
 def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo", "dr_grpo"), progress: bool = False,
                             threads: int | None = None) -> dict:
     """Gradient mass per decile of initial p, from ``draws`` independent groups per prompt.
@@ -114,6 +130,7 @@ def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo"
     method, the measured and closed-form decile shares, the measured/closed-form ratio per
     decile and overall.
     """
+    check_decile_draws(draws, cfg)
     G, N = cfg.group_size, cfg.n_prompts
     p0 = initial_solve_rates(cfg)
     decile = decile_index(p0)
