@@ -94,19 +94,6 @@ NUMPY_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(NUMPY_CASES))
-def test_a_damaged_numpy_checkpoint_is_one_line_before_any_step(finished, tmp_path, case):
-    name, change, words = NUMPY_CASES[case]
-    run = _unfinished(finished, tmp_path, name)
-    _edit_npz(run / "checkpoint.npz", change)
-    before = (run / "ledger.parquet").read_bytes()
-    with pytest.raises(gsd.InputError) as err:
-        run_simulation(CONFIGS[name], run, resume=True, progress=False)
-    message = str(err.value)
-    assert "checkpoint.npz" in message and words in message and "\n" not in message, message
-    assert not is_complete(run) and (run / "ledger.parquet").read_bytes() == before
-
-
 TORCH_CASES = {
     "z as float32": ("torch-adam", lambda c: c["policy"].update(z=c["policy"]["z"].float()), "'policy.z' is float32"),
     "z holding NaN": ("torch-adam", lambda c: c["policy"]["z"].__setitem__(2, float("nan")), "'policy.z' holds nan"),
@@ -127,16 +114,20 @@ TORCH_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(TORCH_CASES))
-def test_a_damaged_torch_checkpoint_is_one_line_before_any_step(finished, tmp_path, case):
-    name, change, words = TORCH_CASES[case]
+CASES = {**{("numpy", k): v for k, v in NUMPY_CASES.items()}, **{("torch", k): v for k, v in TORCH_CASES.items()}}
+
+
+@pytest.mark.parametrize("engine, case", list(CASES), ids=[f"{e}: {c}" for e, c in CASES])
+def test_a_damaged_checkpoint_is_one_line_before_any_step(finished, tmp_path, engine, case):
+    name, change, words = CASES[engine, case]
+    file = "checkpoint.npz" if engine == "numpy" else "checkpoint.pt"
     run = _unfinished(finished, tmp_path, name)
-    _edit_pt(run / "checkpoint.pt", change)
+    (_edit_npz if engine == "numpy" else _edit_pt)(run / file, change)
     before = (run / "ledger.parquet").read_bytes()
     with pytest.raises(gsd.InputError) as err:
         run_simulation(CONFIGS[name], run, resume=True, progress=False)
     message = str(err.value)
-    assert "checkpoint.pt" in message and words in message and "\n" not in message, message
+    assert file in message and words in message and "\n" not in message, message
     assert not is_complete(run) and (run / "ledger.parquet").read_bytes() == before
 
 
