@@ -48,11 +48,10 @@ import numpy as np
 import torch
 
 from .._errors import InputError
-from ..atomic import write_atomic
 from ..methods import method_spec
 from ..weighting import decile_index
 from .config import SimConfig, resolve_device
-from .ledger import COLUMNS, LEDGER_FILE, N_QUARTILES, Ledger, closed_form_columns, per_decile, write_ledger
+from .ledger import COLUMNS, N_QUARTILES, Ledger, closed_form_columns, per_decile
 from .budget import BudgetPlanner
 from .loss import AdvantageTable, log_pi, policy_loss
 from .optim import SGD, Adam, make_optimizer
@@ -62,7 +61,7 @@ from .sampling import Batch, Groups, plan_batch, sample_groups
 from .runfolder import (  # noqa: F401  (re-exported: the run-folder names, as before they moved)
     CHECKPOINT_FILE, CONFIG_FILE, ROLLOUTS_DIR, SUMMARY_FILE, RunInterrupted, answers_per_step, check_array,
     check_identity, check_ledger_rows, check_step, damaged, drive, finish, is_complete, ledger_row,
-    logged_rows_per_step, open_run_folder, open_runs, run_identity, verify_ledger)
+    logged_rows_per_step, open_run_folder, open_runs, run_identity, save_checkpoint, verify_ledger)
 
 __all__ = ["run_simulation", "is_complete", "setup", "RunState", "cpu_threads", "RunInterrupted"]
 
@@ -440,8 +439,7 @@ def write_checkpoint(out: Path, next_step: int, *, policy: dict, optimizer: dict
     # as a RuntimeError without its errno; a plain write names it (one line, see gsd.atomic).
     buf = io.BytesIO()
     torch.save(state, buf)
-    write_atomic(out / CHECKPOINT_FILE, buf.getbuffer())
-    write_ledger(out / LEDGER_FILE, done_rows)
+    save_checkpoint(out, ENGINE, buf.getbuffer(), done_rows)
 
 
 _CHECKPOINT_KEYS = ("run", "step", "policy", "optimizer", "rng_rollouts", "rng_torch_cpu", "z_ref", "device_type",

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from .._errors import InputError
-from ..atomic import make_folder, read_json, remove_temps, write_json
+from ..atomic import make_folder, read_json, remove_temps, write_atomic, write_json
 from ..lock import hold_folder
 from ..methods import method_spec
 from .config import SimConfig, config_diff, repeat_settings
@@ -283,6 +283,14 @@ def drive(prog, members: list, *, progress: bool, on_step=None, desc: str | None
         bar.close()
         raise RunInterrupted(members[0].out, name, done, steps, saved) from None
     bar.close()
+
+
+def save_checkpoint(out: Path, engine: str, payload, rows: np.ndarray) -> None:
+    """Write a run's checkpoint (``payload``: the engine's serialised bytes) then its ledger ``rows``,
+    each atomically: the checkpoint first, so a kill between the two leaves a ledger that lags it,
+    which :func:`open_runs` rewrites from the checkpoint."""
+    write_atomic(out / CHECKPOINT_FILES[engine], payload)
+    write_ledger(out / LEDGER_FILE, rows)
 
 
 def finish(members: list, ledgers: list, initial: list, final: list, **summary_keys) -> list[dict]:

@@ -48,15 +48,14 @@ from pathlib import Path
 import numpy as np
 
 from .._errors import InputError
-from ..atomic import write_atomic
 from ..groups import advantages
 from ..methods import method_spec
 from ..weighting import decile_index
 from .config import FREE_KEYS, SimConfig
-from .ledger import COLUMNS, LEDGER_FILE, N_DECILES, N_QUARTILES, Ledger, closed_form_columns, write_ledger
+from .ledger import COLUMNS, N_DECILES, N_QUARTILES, Ledger, closed_form_columns
 from .population import STREAM_ROLLOUTS, initial_solve_rates, sub_seed
-from .runfolder import (NUMPY_CHECKPOINT_FILE, Member, check_array, check_identity, check_ledger_rows, check_step, damaged,
-                        drive, finish, ledger_row, open_runs, run_identity)
+from .runfolder import (Member, check_array, check_identity, check_ledger_rows, check_step, damaged,
+                        drive, finish, ledger_row, open_runs, run_identity, save_checkpoint)
 
 __all__ = ["run_programs", "program_key", "advantage_rows", "advantage_sums", "logit_gradient", "mean_updates"]
 
@@ -383,8 +382,7 @@ class Program:
                      **self.opt.state(r)}
             buf = io.BytesIO()
             np.savez(buf, **state)
-            write_atomic(m.out / NUMPY_CHECKPOINT_FILE, buf.getbuffer())
-            write_ledger(m.out / LEDGER_FILE, self.ledgers[r].table[:next_step])
+            save_checkpoint(m.out, ENGINE, buf.getbuffer(), self.ledgers[r].table[:next_step])
 
     def load(self, ckpts: list[dict]) -> None:
         self.z = np.stack([c["z"] for c in ckpts]).astype(self.dtype)
