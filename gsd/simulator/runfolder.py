@@ -191,11 +191,11 @@ def check_ledger_rows(path: Path, rows, start: int) -> None:
         raise damaged(path, f"its ledger's steps are not 0 … {start - 1}")
 
 
-def check_step(path: Path, step, cfg: SimConfig) -> int:
-    """A checkpoint's next step: an integer in [1, steps]."""
+def check_step(path: Path, step, cfg: SimConfig, what: str = "step") -> int:
+    """A checkpoint's next step (or another count of steps, named ``what``): an integer in [1, steps]."""
     value = step.item() if hasattr(step, "item") and getattr(step, "ndim", 0) == 0 else step
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 < int(value) <= cfg.steps:
-        raise damaged(path, f"its step {value!r} does not fit a run of {cfg.steps} steps")
+        raise damaged(path, f"its {what} {value!r} does not fit a run of {cfg.steps} steps")
     return int(value)
 
 

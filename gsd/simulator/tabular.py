@@ -438,7 +438,7 @@ def read_checkpoint(path: Path, cfg: SimConfig, p0: np.ndarray) -> dict:
     if cfg.optimizer == "adam":
         if any(k not in ckpt for k in ("opt_steps", "opt_exp_avg", "opt_exp_avg_sq")):
             raise damaged(path, "no Adam state")
-        if check_step(path, ckpt["opt_steps"], cfg) != start:
+        if check_step(path, ckpt["opt_steps"], cfg, what="Adam step count") != start:
             raise damaged(path, f"its Adam step count {ckpt['opt_steps'].item()!r} is not its step {start}")
         check_array(path, "opt_exp_avg", ckpt["opt_exp_avg"], (n,), dtype)
         check_array(path, "opt_exp_avg_sq", ckpt["opt_exp_avg_sq"], (n,), dtype, nonnegative=True)

@@ -78,7 +78,7 @@ NUMPY_CASES = {
     "z holding -inf": ("numpy-adam", _poke("z", 0, -np.inf), "'z' holds -inf"),
     "z holding NaN": ("numpy-adam", _poke("z", 5, np.nan), "'z' holds nan"),
     "z_ref of another population": ("numpy-adam", _poke("z_ref", 1, 0.25), "initial logits"),
-    "negative Adam step": ("numpy-adam", _set("opt_steps", np.int64(-1)), "step -1"),
+    "negative Adam step": ("numpy-adam", _set("opt_steps", np.int64(-1)), "Adam step count -1"),
     "Adam step count off": ("numpy-adam", _set("opt_steps", np.int64(3)), "Adam step count 3"),
     "negative second moment": ("numpy-adam", _poke("opt_exp_avg_sq", 2, -1e-3), "negative"),
     "first moment of another shape": ("numpy-adam", _set("opt_exp_avg", lambda a: a[:-1]), "'opt_exp_avg' has shape"),
