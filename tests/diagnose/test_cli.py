@@ -103,3 +103,14 @@ def test_graded_rewards_without_threshold_get_the_measured_figures(capsys, tmp_p
     assert [s["wasted_rollouts"] for s in data["steps"]] == direct["wasted"].tolist()
     rc, out, err = run(capsys, tmp_path / "v")
     assert rc == 0 and "WARNING: rewards are graded" in out
+
+
+@pytest.mark.parametrize("option, value", [("--budget", "-4"), ("--budget", "0"), ("--epsilon", "7"),
+                                           ("--epsilon", "0"), ("--level", "2"), ("--level", "nan"),
+                                           ("--half-life", "-1"), ("--eps", "inf"), ("--group-size", "0")])
+def test_an_option_out_of_range_is_one_line_before_any_log_is_read(capsys, tmp_path, option, value):
+    """Graded rewards ignore the advice options; an impossible value is still refused, by name."""
+    log = tmp_path / "graded.csv"
+    log.write_text("prompt,step,reward\na,0,0.5\na,0,0.25\nb,0,1.0\nb,0,0.75\n")
+    rc, out, err = run(capsys, log, "--reward", "reward", option, value)
+    assert rc == 2 and err.count("\n") == 1 and f"{option} = {value}" in err, err
