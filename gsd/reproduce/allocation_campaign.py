@@ -35,23 +35,31 @@ CONFIG_NAME = "allocation_campaign"
 SUMMARY_FILE = "allocation_summary.json"
 
 
+def checked_seeds(seeds, what: str = "seeds") -> list:
+    """``seeds`` as a list of at least two distinct integer seeds (each arm's 95 % interval is
+    over its seeds), each in the config's range; else an InputError naming ``what``."""
+    from ..simulator.config import SimConfig
+
+    if isinstance(seeds, tuple):
+        seeds = list(seeds)
+    if (not isinstance(seeds, list) or len(seeds) < 2 or len(set(map(repr, seeds))) != len(seeds)
+            or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds)):
+        raise InputError(f"{what} = {seeds!r}: must be a list of at least 2 distinct integer seeds (each arm's "
+                         "95 % interval is over its seeds)")
+    for s in seeds:
+        SimConfig(seed=s)  # its range, as the config checks it
+    return list(seeds)
+
+
 def campaign_tables(data: dict, where: str, default_seeds: list) -> dict:
     """A campaign file's ``[campaign]`` table, ``seeds``, ``[base]`` and ``[arms]``, checked before
     any run: ``seeds`` a list of at least two distinct integers (the 95 % interval needs two),
     ``[base]`` a table, ``[arms]`` a non-empty table of tables whose names are folder names
     (:func:`gsd.atomic.entry_path`).  Also the comparison's check (:mod:`.allocation_comparison`)."""
-    from ..simulator.config import SimConfig
-
     camp = data.get("campaign", {})
     if not isinstance(camp, dict):
         raise InputError(f"{where}: [campaign] must be a table, got {camp!r}")
-    seeds = camp.get("seeds", default_seeds)
-    if (not isinstance(seeds, list) or len(seeds) < 2 or len(set(map(repr, seeds))) != len(seeds)
-            or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds)):
-        raise InputError(f"{where}: campaign key 'seeds' = {seeds!r}: must be a list of at least 2 distinct integer "
-                         "seeds (each arm's 95 % interval is over its seeds)")
-    for s in seeds:
-        SimConfig(seed=s)  # its range, as the config checks it
+    seeds = checked_seeds(camp.get("seeds", default_seeds), f"{where}: campaign key 'seeds'")
     for table in ("base", "arms"):
         if not isinstance(data.get(table), dict):
             raise InputError(f"{where} needs a [{table}] table" + (" of [arms.NAME] tables" if table == "arms" else ""))
@@ -146,7 +154,7 @@ def run_allocation_campaign(out, *, config=None, seeds=None, steps_scale: float 
     from ..simulator.dispatch import run_simulation
 
     camp = campaign if campaign is not None else load_allocation_campaign(config)
-    seeds = camp["seeds"] if seeds is None else list(seeds)
+    seeds = camp["seeds"] if seeds is None else checked_seeds(seeds)
     out = Path(out)
     runs = {}
     for name, arm in camp["arms"].items():

@@ -35,7 +35,7 @@ import numpy as np
 
 from .._errors import InputError
 from ..atomic import entry_path, read_json, write_json
-from .allocation_campaign import _interval, campaign_tables, run_allocation_campaign
+from .allocation_campaign import _interval, campaign_tables, checked_seeds, run_allocation_campaign
 
 __all__ = ["load_comparison", "run_comparison", "summarise_comparison", "comparison_markdown",
            "comparison_figure", "CONFIG_NAME", "SMALL_CONFIG_NAME", "LABELS"]
@@ -103,7 +103,7 @@ def run_comparison(out, *, config=None, seeds=None, variants=None, log=None) -> 
     """
     comp = load_comparison(config)
     if seeds is not None:
-        comp["seeds"] = list(seeds)
+        comp["seeds"] = checked_seeds(seeds)
     todo = list(comp["variants"]) if variants is None else list(variants)
     for v in todo:
         if v not in comp["variants"]:
