@@ -48,7 +48,6 @@ from .engine import (
     cpu_threads,
     run_member,
     run_simulation,
-    runs_population_state,
     to_host,
     write_checkpoint,
 )
@@ -56,7 +55,8 @@ from .ledger import N_DECILES, N_QUARTILES, Ledger, closed_form_columns
 from .loss import AdvantageTable, _sum, log_pi, policy_loss
 from .optim import make_optimizer
 from .policy import TabularPolicy
-from .population import STREAM_ROLLOUTS, initial_solve_rates, sub_seed
+from .population import STREAM_ROLLOUTS, initial_quartiles, initial_solve_rates, sub_seed
+from .population import population_state as runs_population_state
 from .sampling import Batch, Groups, draw_counts, groups_from_draws, plan_batch
 
 __all__ = ["run_many"]
@@ -145,11 +145,7 @@ class _Program:
         # Per-prompt decile and quartile of each run's initial p; "_at" adds the run's block of
         # bins, so one index_add fills every run's bins with that run's prompts, in order.
         dec = [decile_index(p) for p in p0]
-        quart = []
-        for p in p0:
-            q = np.empty(p.size, dtype=np.int64)
-            q[np.argsort(p, kind="stable")] = np.arange(p.size) * N_QUARTILES // p.size
-            quart.append(q)
+        quart = [initial_quartiles(p) for p in p0]
         run_of = np.repeat(np.arange(self.R), self.N)
         self.decile = torch.as_tensor(np.concatenate(dec), device=device)
         self.decile_at = self.decile + torch.as_tensor(run_of * N_DECILES, device=device)
@@ -178,7 +174,8 @@ class _Program:
 
     def population_state(self, p: torch.Tensor) -> dict:
         """The engine's population_state of each run: (R,) means and (R·4,) quartile means."""
-        return runs_population_state(p, self.quartile_at, self.quartile_n, self.R)
+        state = runs_population_state(p, self.quartile_at, self.quartile_n, self.R)
+        return {**state, "mean_p_q": state["mean_p_q"].reshape(-1)}
 
     def population_summaries(self, z: torch.Tensor) -> list[dict]:
         host = to_host(self.population_state(torch.sigmoid(z)))

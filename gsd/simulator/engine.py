@@ -56,7 +56,8 @@ from .budget import BudgetPlanner
 from .loss import AdvantageTable, log_pi, policy_loss
 from .optim import SGD, Adam, make_optimizer
 from .policy import make_policy
-from .population import STREAM_INIT, STREAM_ROLLOUTS, initial_solve_rates, sub_seed
+from .population import STREAM_INIT, STREAM_ROLLOUTS, initial_quartiles, initial_solve_rates, sub_seed
+from .population import population_state as runs_population_state
 from .sampling import Batch, Groups, plan_batch, sample_groups
 from .runfolder import (  # noqa: F401  (re-exported: the run-folder names, as before they moved)
     CHECKPOINT_FILE, CONFIG_FILE, ROLLOUTS_DIR, SUMMARY_FILE, RunInterrupted, answers_per_step, check_array,
@@ -179,8 +180,7 @@ def setup(cfg: SimConfig, p0: np.ndarray, device: torch.device) -> RunState:
     opt = make_optimizer(cfg, policy.parameters())
     with torch.no_grad():
         z_ref = policy().detach().clone()
-    quartile = np.empty(p0.size, dtype=np.int64)
-    quartile[np.argsort(p0, kind="stable")] = np.arange(p0.size) * N_QUARTILES // p0.size
+    quartile = initial_quartiles(p0)
     planner = None if cfg.allocation == "fixed" else BudgetPlanner(cfg, p0.size, device)
     sizes = [cfg.group_size] if planner is None else list(planner.sizes)
     return RunState(
@@ -194,20 +194,11 @@ def setup(cfg: SimConfig, p0: np.ndarray, device: torch.device) -> RunState:
     )
 
 
-def runs_population_state(p: torch.Tensor, quartile_at: torch.Tensor, quartile_n: torch.Tensor, runs: int) -> dict:
-    """Per run of ``runs`` laid end to end in ``p``: mean p and mean 2·arcsin√p, (runs,), and the mean p
-    per initial quartile, (runs·4,), as device tensors.  ``quartile_at``: each entry's quartile plus
-    4 × its run; ``quartile_n``: prompts per (run, quartile).  One run's is :func:`population_state`;
-    a program's, :mod:`.batched`'s."""
-    q_sum = torch.zeros(runs * N_QUARTILES, device=p.device, dtype=p.dtype).index_add_(0, quartile_at, p)
-    return {"mean_p": p.reshape(runs, -1).mean(1), "mean_arcsin": (2 * torch.asin(p.sqrt())).reshape(runs, -1).mean(1),
-            "mean_p_q": (q_sum.reshape(runs, N_QUARTILES) / quartile_n.reshape(runs, N_QUARTILES)).reshape(-1)}
-
-
 def population_state(run: RunState, p: torch.Tensor) -> dict:
-    """mean p, mean 2·arcsin√p (0-d) and the mean p per initial quartile (4,), as device tensors."""
+    """mean p, mean 2·arcsin√p (0-d) and the mean p per initial quartile (4,), as device tensors
+    (:func:`~.population.population_state` of a program of one)."""
     state = runs_population_state(p, run.quartile, run.quartile_n, 1)
-    return {"mean_p": state["mean_p"][0], "mean_arcsin": state["mean_arcsin"][0], "mean_p_q": state["mean_p_q"]}
+    return {"mean_p": state["mean_p"][0], "mean_arcsin": state["mean_arcsin"][0], "mean_p_q": state["mean_p_q"][0]}
 
 
 def to_host(named: dict) -> dict:

@@ -53,7 +53,7 @@ from ..methods import method_spec
 from ..weighting import decile_index
 from .config import FREE_KEYS, SimConfig
 from .ledger import COLUMNS, N_DECILES, N_QUARTILES, Ledger, closed_form_columns
-from .population import STREAM_ROLLOUTS, initial_solve_rates, sub_seed
+from .population import STREAM_ROLLOUTS, initial_quartiles, initial_solve_rates, population_state, sub_seed
 from .runfolder import (Member, check_array, check_identity, check_ledger_rows, check_step, damaged,
                         drive, finish, ledger_row, open_runs, run_identity, save_checkpoint)
 
@@ -258,9 +258,7 @@ class Program:
         self.adv_flat = np.concatenate(tables).astype(self.dtype)  # run r's rows start at adv_at[r]
         self.adv_at = np.cumsum([0] + [len(t) for t in tables[:-1]])[:, None]
         self.decile = np.stack([decile_index(p) for p in p0])  # (R, N)
-        quart = np.empty((self.R, self.N), dtype=np.int64)
-        for r in range(self.R):
-            quart[r, np.argsort(p0[r], kind="stable")] = np.arange(self.N) * N_QUARTILES // self.N
+        quart = np.stack([initial_quartiles(p) for p in p0])
         self.quart_at = quart + np.arange(self.R)[:, None] * N_QUARTILES  # one bincount fills every run's bins
         self.quart_n = np.stack([np.bincount(q, minlength=N_QUARTILES) for q in quart]).astype(np.float64)
         self.ledgers = [Ledger(c.steps) for c in self.cfgs]
@@ -274,10 +272,8 @@ class Program:
 
     # ----------------------------------------------------------------------- state
     def population_state(self, p: np.ndarray) -> dict:
-        """Per run: mean p, mean 2·arcsin√p, mean p per initial quartile (R, 4)."""
-        q_sum = np.bincount(self.quart_at.reshape(-1), weights=p.reshape(-1), minlength=self.R * N_QUARTILES)
-        return {"mean_p": p.mean(axis=1), "mean_arcsin": (2 * np.arcsin(np.sqrt(p))).mean(axis=1),
-                "mean_p_q": q_sum.reshape(self.R, N_QUARTILES) / self.quart_n}
+        """Per run: mean p, mean 2·arcsin√p, mean p per initial quartile (R, 4) (:func:`~.population.population_state`)."""
+        return population_state(p, self.quart_at, self.quart_n, self.R)
 
     def population_summaries(self, z: np.ndarray) -> list[dict]:
         s = self.population_state(_sigmoid(z))
