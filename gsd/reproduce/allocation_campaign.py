@@ -35,31 +35,33 @@ CONFIG_NAME = "allocation_campaign"
 SUMMARY_FILE = "allocation_summary.json"
 
 
-def checked_seeds(seeds, what: str = "seeds") -> list:
-    """``seeds`` as a list of at least two distinct integer seeds (each arm's 95 % interval is
-    over its seeds), each in the config's range; else an InputError naming ``what``."""
+def checked_seeds(seeds, what: str = "seeds", *, least: int = 1) -> list:
+    """``seeds`` as a list of at least ``least`` distinct integer seeds, each in the config's range;
+    else an InputError naming ``what``.  A campaign's 95 % intervals need two (with one they are
+    NaN); the comparison, whose winners are read from them, asks for two."""
     from ..simulator.config import SimConfig
 
     if isinstance(seeds, tuple):
         seeds = list(seeds)
-    if (not isinstance(seeds, list) or len(seeds) < 2 or len(set(map(repr, seeds))) != len(seeds)
+    if (not isinstance(seeds, list) or len(seeds) < least or len(set(map(repr, seeds))) != len(seeds)
             or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds)):
-        raise InputError(f"{what} = {seeds!r}: must be a list of at least 2 distinct integer seeds (each arm's "
-                         "95 % interval is over its seeds)")
+        why = " (a winner is read from the 95 % intervals over the seeds)" if least > 1 else ""
+        raise InputError(f"{what} = {seeds!r}: must be a list of at least {least} distinct integer seed"
+                         f"{'s' if least > 1 else ''}{why}")
     for s in seeds:
         SimConfig(seed=s)  # its range, as the config checks it
     return list(seeds)
 
 
-def campaign_tables(data: dict, where: str, default_seeds: list) -> dict:
+def campaign_tables(data: dict, where: str, default_seeds: list, *, least_seeds: int = 1) -> dict:
     """A campaign file's ``[campaign]`` table, ``seeds``, ``[base]`` and ``[arms]``, checked before
-    any run: ``seeds`` a list of at least two distinct integers (the 95 % interval needs two),
+    any run: ``seeds`` a list of at least ``least_seeds`` distinct integers (:func:`checked_seeds`),
     ``[base]`` a table, ``[arms]`` a non-empty table of tables whose names are folder names
     (:func:`gsd.atomic.entry_path`).  Also the comparison's check (:mod:`.allocation_comparison`)."""
     camp = data.get("campaign", {})
     if not isinstance(camp, dict):
         raise InputError(f"{where}: [campaign] must be a table, got {camp!r}")
-    seeds = checked_seeds(camp.get("seeds", default_seeds), f"{where}: campaign key 'seeds'")
+    seeds = checked_seeds(camp.get("seeds", default_seeds), f"{where}: campaign key 'seeds'", least=least_seeds)
     for table in ("base", "arms"):
         if not isinstance(data.get(table), dict):
             raise InputError(f"{where} needs a [{table}] table" + (" of [arms.NAME] tables" if table == "arms" else ""))

@@ -67,7 +67,7 @@ def load_comparison(path=None) -> dict:
 
     where = f"campaign file {str(path or CONFIG_NAME)!r}"
     data = read_config_file(config_file(path or CONFIG_NAME, what="campaign file"))
-    checked = campaign_tables(data, where, [0, 1, 2, 3, 4])
+    checked = campaign_tables(data, where, [0, 1, 2, 3, 4], least_seeds=2)
     camp = checked["campaign"]
     variants = data.get("variants", {"tabular": {}})
     if not isinstance(variants, dict) or not variants:
@@ -103,7 +103,7 @@ def run_comparison(out, *, config=None, seeds=None, variants=None, log=None) -> 
     """
     comp = load_comparison(config)
     if seeds is not None:
-        comp["seeds"] = checked_seeds(seeds)
+        comp["seeds"] = checked_seeds(seeds, least=2)
     todo = list(comp["variants"]) if variants is None else list(variants)
     for v in todo:
         if v not in comp["variants"]:
