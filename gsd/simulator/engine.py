@@ -471,6 +471,9 @@ def read_checkpoint(path: Path, cfg: SimConfig, device: torch.device, p0: np.nda
             f"config key 'device' = {cfg.device!r}: the checkpoint {str(path)!r} was written on {ckpt['device_type']!r}, "
             f"this process would run on {device.type}; the random streams differ, resume on {ckpt['device_type']}"
         )
+    threads = ckpt.get("threads")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 1 << 16):
+        raise damaged(path, f"its thread count {threads!r} is not an integer in [1, 65536]")
     # This run's fresh state on the CPU: the names, shapes and dtypes the checkpoint must have.
     fresh = setup(cfg, p0, torch.device("cpu"))
     _check_tensors(path, "policy", ckpt["policy"], fresh.policy.state_dict())

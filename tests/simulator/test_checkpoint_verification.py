@@ -111,6 +111,7 @@ TORCH_CASES = {
     "ledger as float32": ("torch-adam", _set("ledger", lambda t: t.float()), "'ledger' is float32"),
     "no run identity (an older gsd)": ("torch-adam", lambda c: c.pop("run"), "does not name the run"),
     "z_ref of another population": ("torch-adam", lambda c: c["z_ref"].__setitem__(0, 0.125), "initial logits"),
+    "a thread count of -5": ("torch-adam", _set("threads", -5), "thread count -5"),
 }
 
 
