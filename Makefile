@@ -5,11 +5,13 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 # The CPU build of torch we test with. For CUDA see README ("GPU").
 TORCH  ?= torch==2.13.0
-# verl 0.9.1 without its GPU stack: the modules verl.trainer.ppo.ray_trainer imports, which the
-# tests run (its rollout dump and batch balancing) on the CPU.
-VERL   ?= verl==0.9.1 torchdata==0.11.0
+# verl 0.9.1 without its GPU stack: the modules its legacy trainer (verl.trainer.ppo.ray_trainer) and
+# its default V1 trainer (verl.trainer.ppo.v1, on TransferQueue) import, which the tests run (their
+# rollout dumps, batch balancing and DAPO replay buffer) on the CPU.
+VERL   ?= verl==0.9.1 torchdata==0.11.0 transferqueue==0.1.11
 VERL_DEPS ?= tensordict==0.10.0 omegaconf==2.4.0 codetiming==1.4.0 orjson==3.13.0 pillow==13.0.0 peft==0.21.2 \
-             cachetools==8.0.2 uvicorn==0.54.0 fastapi==0.165.0
+             cachetools==8.0.2 uvicorn==0.54.0 fastapi==0.165.0 aiohttp==3.14.5 msgspec==0.23.0 hydra-core==1.3.8 \
+             prometheus_client==0.26.0 pyzmq==27.3.0
 
 .PHONY: install test docs reproduce figures bench clean
 

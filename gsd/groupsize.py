@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_MAX_GROUP_SIZE",
     "group_size_law",
     "required_group_size",
+    "median_group_size",
     "plan_group_sizes",
 ]
 
@@ -163,6 +164,66 @@ def _exact_search(a, target, guess, cap):
         hi = np.where(open_ & good, mid, hi)
         lo = np.where(open_ & ~good, mid + 1, lo)
     return np.where(met, hi, EXCEEDS_MAX).astype(np.int64)
+
+
+def median_group_size(p, epsilon, *, max_group_size: int = DEFAULT_MAX_GROUP_SIZE) -> float:
+    r"""The group size that serves half of the prompts: the lower median of their required sizes.
+
+    Parameters
+    ----------
+    p : array_like
+        Solve rates of the prompts (e.g. posterior means), in [0, 1].
+    epsilon : float
+        Tolerated shortfall of the fidelity, in (0, 1).
+    max_group_size : int, optional
+        Search limit (default :data:`DEFAULT_MAX_GROUP_SIZE`, at most 10^9).
+
+    Returns
+    -------
+    float
+        The smallest G ≥ 2 whose fidelity :math:`\varphi(p, G) \ge 1 - \varepsilon` for at least
+        half (rounded up) of the prompts some G can serve: the lower median of
+        :func:`required_group_size` over the prompts with :math:`0 < p < 1`, a prompt above
+        ``max_group_size`` counting as larger than every G.  NaN when no prompt has
+        :math:`0 < p < 1` or the median is above ``max_group_size``.
+
+    Notes
+    -----
+    Prompts at p ∈ {0, 1} are left out (no G makes their groups speak).  The lower median is a
+    group size (the mean of two middle ones is not), and it is found by bisection on G — φ is
+    nondecreasing in G, so "at least half reach the target at G" is monotone — without solving
+    the prompts near 0 or 1 that need thousands.  ``gsd diagnose``'s
+    ``median_group_size_recommended`` and the live ``gsd/recommended_group_size`` in a TRL run
+    (:mod:`gsd.integrations.trl_live`) are this function.
+
+    Examples
+    --------
+    >>> gsd.median_group_size([0.5, 0.05, 0.0, 0.5], 0.05)  # required 11, 69, (none), 11
+    11.0
+    """
+    p = as_probability(p).ravel()
+    if np.ndim(epsilon) != 0:
+        raise InputError(f"epsilon must be one number in (0, 1), got {epsilon!r}")
+    epsilon = float(as_open_unit(epsilon, "epsilon"))
+    cap = as_scalar_group_size(max_group_size, "max_group_size", minimum=2, maximum=MAX_EXACT_GROUP_SIZE)
+    p = p[(p > 0) & (p < 1)]
+    if p.size == 0:
+        return float("nan")
+    a = np.unique(np.minimum(p, 1.0 - p), return_counts=True)  # φ depends on p only through p(1−p)
+    half, target = -(-p.size // 2), 1.0 - epsilon
+
+    def enough(G):
+        return int(a[1][fidelity(a[0], G) >= target].sum()) >= half
+
+    lo, hi = 1, 2  # invariant: not enough at lo (φ(·, 1) = 0), enough at hi once found
+    while not enough(hi):
+        if hi >= cap:
+            return float("nan")
+        lo, hi = hi, min(2 * hi, cap)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return float(hi)
 
 
 def plan_group_sizes(

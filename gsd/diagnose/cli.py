@@ -24,12 +24,13 @@ def register(sub) -> None:
     import argparse
 
     from ..cli import bounded_float, bounded_int  # the options' schema: checked before any log is read
+    from ..integrations import TRAINERS
 
     p = sub.add_parser("diagnose", help=_HELP, description=_DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("logs", nargs="+", metavar="LOG", help="log files, folders or glob patterns")
-    p.add_argument("--format", dest="fmt", choices=("auto", "verl", "trl", "table"), default="auto",
-                   help="log format (default: from the file names)")
+    p.add_argument("--format", dest="fmt", choices=("auto",) + TRAINERS + ("table",), default="auto",
+                   help="log format: a trainer's dump or a plain table (default: from the file names)")
     p.add_argument("--reward", help="the reward the trainer normalises: a column / key, or a weighted sum "
                                     "'correct+0.5*fmt' (terms name or coef*name joined by + or -). Default: verl's "
                                     "score; TRL, the sum of its reward columns with weight 1 (TRL does not log its "

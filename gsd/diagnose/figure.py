@@ -16,7 +16,8 @@ def difficulty_histogram(groups):
     """Per step, the share of groups (G ≥ 2) whose solve rate k/G falls in each of
     :data:`DIFFICULTY_BINS`; returns (steps, shares of shape (steps, 6))."""
     g = groups[groups["G"] >= 2]
-    r = (g["k"] / g["G"]).to_numpy()
+    r = (g["k"] / g["n"].where(g["n"] > 0)).to_numpy()
+    g, r = g[np.isfinite(r)], r[np.isfinite(r)]  # graded rewards without a threshold have no k
     idx = np.where(r == 0, 0, np.where(r == 1, 5, 1 + np.minimum(3, np.ceil(r * 4) - 1))).astype(int)
     steps, sidx = np.unique(g["step"].to_numpy(), return_inverse=True)
     counts = np.zeros((steps.size, len(DIFFICULTY_BINS)))
@@ -41,9 +42,14 @@ def diagnosis_figure(dx, path=None):
 
     steps, shares = difficulty_histogram(dx.groups)
     colors = ["#3b4cc0", "#7b9ff9", "#c0d4f5", "#f2cbb7", "#ee8468", "#b40426"]
-    ax2.stackplot(steps, shares.T, colors=colors, labels=[f"k/G = {b}" if b in "01" else f"k/G in {b}" for b in DIFFICULTY_BINS])
     ax2.set(xlabel="step", ylabel="share of groups", title="(b) solve rate of the groups", ylim=(0, 1))
-    ax2.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7)
+    if steps.size:
+        ax2.stackplot(steps, shares.T, colors=colors,
+                      labels=[f"k/G = {b}" if b in "01" else f"k/G in {b}" for b in DIFFICULTY_BINS])
+        ax2.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7)
+    else:
+        ax2.text(0.5, 0.5, "graded rewards: no right/wrong\n(give --threshold T)", ha="center", va="center",
+                 transform=ax2.transAxes)
 
     ax3.plot(x, st["wasted_share"], color=COLORS["dr_grpo"], label="wasted share of rollouts")
     ax3.plot(x, st["effective_gradient_ratio"], color=COLORS["dapo"], label="effective-gradient ratio")

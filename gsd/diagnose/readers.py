@@ -1,24 +1,18 @@
 """Read GRPO rollout logs into the trainer's groups: per rollout a prompt, a step, a group, a reward.
 
-Formats (what each trainer writes, and its quirks, live in :mod:`gsd.integrations`):
+What each trainer writes, what a group and a silent group are for it, and its arithmetic live in
+its own module of :mod:`gsd.integrations` (``trl``, ``verl``, ...); this reader knows no trainer by
+name and asks the module of the format read (see the interface in :mod:`gsd.integrations`).
+The format is the trainer's name, ``"table"`` — any CSV, parquet or JSONL file with a prompt-id,
+a reward, optionally a step and a group column, named by the caller — or ``"auto"`` (from the
+file names).
 
-* ``trl`` — ``GRPOTrainer(log_completions=True)``: ``completions/completions_{step:05d}.parquet``.
-  A group is a block of ``num_generations`` consecutive rows (inferred from the file, or
-  ``group_size=``); a file that repeats the previous file's generation under a new step
-  (``num_iterations`` or ``steps_per_generation`` > 1) is counted once; steps without a file
-  (``logging_steps`` > 1) are listed; with ``trainer_state.json`` at hand, evaluation steps are
-  left out and TRL's own ``frac_reward_zero_std`` is kept beside the measured silence.
-* ``verl`` — ``trainer.rollout_data_dir``: ``{step}.jsonl``.  verl writes no group id and
-  reorders rows, so a group is the rows of one step with the same ``input`` text, or with the
-  same value of ``group_col`` (a reward extra key holding a group id or dataset index).
-* ``table`` — any CSV, parquet or JSONL file with a prompt-id, a reward, optionally a step and a
-  group column, named by the caller.
-
-The reward is the one the trainer normalises — verl's ``score``, the sum of TRL's reward columns
-— or a weighted sum named by ``reward`` (``"correct+0.5*fmt"``).  Only four numbers per rollout
-are kept in memory (prompt hash, step, group, reward: 32 bytes), never the answer text.  A row
-that cannot be used is counted and reported with its file and line, and the group it belonged to
-is *incomplete*: left out of the diagnosis and counted.
+The reward is the one the trainer normalises (verl's ``score``, the sum of TRL's reward
+columns), or a weighted sum named by ``reward`` (``"correct+0.5*fmt"``).  Only four numbers per
+rollout are kept in memory (prompt hash, step, group, reward: 32 bytes), never the answer text.
+A row that cannot be used is counted and reported with its file and line, and the group it
+belonged to is *incomplete*: left out of the diagnosis and counted.  A run folder is read as one
+run: files a resumed or an abandoned run left behind are detected and left out, with a warning.
 """
 
 from __future__ import annotations
@@ -35,19 +29,25 @@ from pathlib import Path
 import numpy as np
 
 from .._validate import InputError
-from ..integrations import trl as _trl
-from ..integrations import verl as _verl
+from ..integrations import TRAINERS, trainer_modules
 
 __all__ = ["FORMATS", "RolloutLog", "BadRow", "read_rollouts", "find_log_files", "detect_format", "parse_reward"]
 
 #: Formats understood by :func:`read_rollouts` (``"auto"`` guesses from the file names).
-FORMATS = ("auto", "verl", "trl", "table")
+FORMATS = ("auto",) + TRAINERS + ("table",)
 
-_TRAINERS = {"trl": _trl, "verl": _verl}
+_MODULES = trainer_modules()
 _TABLE_SUFFIXES = (".csv", ".parquet", ".jsonl", ".json")
 _LABEL_CHARS = 80  # characters of each distinct prompt kept as its label
 _MAX_LISTED = 1000  # bad rows listed one by one (all are counted)
 _MAX_STEP = 2**53  # steps beyond this cannot be told apart once a table tool turns them into floats
+# A later step's file older than an earlier one's by more than this was left by another attempt.
+_MTIME_SLACK_S = 2.0
+
+
+def _hook(module, name, default=None):
+    """A trainer module's hook, or the table default."""
+    return getattr(module, name, default) if module is not None else default
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,25 @@ class RolloutLog:
         Groups that lost a row, left out, and their usable rollouts.
     trainer_silent : dict
         TRL's own ``frac_reward_zero_std`` per step, when ``trainer_state.json`` was found.
+    silent : ndarray of bool or None
+        Per group, the trainer's own verdict "every reward equal" (its dtype, summation and
+        tolerance: the format module's ``zero_std``); None: the generic rule of
+        :func:`silent_groups`.
+    unscorable_rollouts : int
+        Rows kept in their group without a finite reward (TRL: every reward function returned
+        None; the trainer leaves them out of the group's mean and std and trains them with
+        advantage 0).
+    extra_outputs : int
+        Outputs of multi-output sessions that are not the session's final one (verl V1): in the
+        log, not in the group's statistics.
+    excluded_steps : list of int
+        Steps whose file was left out as a left-over of another attempt or run.
+    silent_observable : bool
+        False when every group is live and the trainer filters silent groups before the dump:
+        the generation's silent share is not in the log.
+    advantage_check : dict or None
+        The scaling the logged advantages show (TRL: ``{"scale": "group" | "batch" | "none" | None,
+        ...}``).
     trainer : str or None
         The trainer whose convention the update follows when the format does not say it (a table
         saved by gsd's ``GroupTracker`` in a TRL run: ``"trl"``); None: the format's.
@@ -124,6 +143,12 @@ class RolloutLog:
     incomplete_groups: int = 0
     incomplete_rollouts: int = 0
     trainer_silent: dict = field(default_factory=dict)
+    silent: np.ndarray | None = None
+    unscorable_rollouts: int = 0
+    extra_outputs: int = 0
+    excluded_steps: list = field(default_factory=list)
+    silent_observable: bool = True
+    advantage_check: dict | None = None
     trainer: str | None = None
     threshold: float | None = None
     warnings: list = field(default_factory=list)
@@ -164,7 +189,7 @@ _MAX_FOLDER_ENTRIES = 200_000
 
 
 def _format_of(path: Path):
-    for name, module in _TRAINERS.items():
+    for name, module in _MODULES.items():
         if module.is_log_file(path):
             return name
     return None
@@ -173,38 +198,45 @@ def _format_of(path: Path):
 def _files_in_folder(folder: Path, fmt: str, notes: list) -> list[Path]:
     """The log files of one run under ``folder``: one format, one dump folder."""
     files = _walk(folder)
-    by_fmt = {name: [p for p in files if module.is_log_file(p)] for name, module in _TRAINERS.items()}
-    if fmt == "auto" and by_fmt["trl"] and by_fmt["verl"]:
-        raise InputError(f"LOG: {str(folder)!r} holds both {_trl.FILE_DESCRIPTION} files ({len(by_fmt['trl'])}) and "
-                         f"{_verl.FILE_DESCRIPTION} files ({len(by_fmt['verl'])}): pass --format trl or --format verl, "
-                         "or name the folder of one run")
-    for name in _TRAINERS:
-        other = "verl" if name == "trl" else "trl"
-        if fmt == name and not by_fmt[name] and by_fmt[other]:
-            raise InputError(f"format {name}: no {_TRAINERS[name].FILE_DESCRIPTION} file in {folder}, but "
-                             f"{len(by_fmt[other])} {_TRAINERS[other].FILE_DESCRIPTION} file(s): use --format {other}")
-    chosen = fmt if fmt in _TRAINERS else next((n for n in _TRAINERS if by_fmt[n] and fmt == "auto"), None)
+    by_fmt = {name: [p for p in files if module.is_log_file(p)] for name, module in _MODULES.items()}
+    present = [name for name in _MODULES if by_fmt[name]]
+    if fmt == "auto" and len(present) > 1:
+        found = " and ".join(f"{_MODULES[n].FILE_DESCRIPTION} files ({len(by_fmt[n])})" for n in present)
+        raise InputError(f"LOG: {str(folder)!r} holds {found}: pass --format "
+                         f"{' or --format '.join(present)}, or name the folder of one run")
+    if fmt in _MODULES and not by_fmt[fmt]:
+        module = _MODULES[fmt]
+        # A dump under names the trainer does not use: every file of its type (the rows give the step).
+        loose = [p for p in files if p.suffix.lower() in module.SUFFIXES]
+        if not loose and present:
+            other = present[0]
+            raise InputError(f"format {fmt}: no {module.FILE_DESCRIPTION} file in {folder}, but "
+                             f"{len(by_fmt[other])} {_MODULES[other].FILE_DESCRIPTION} file(s): use --format {other}")
+        by_fmt[fmt] = loose
+    chosen = fmt if fmt in _MODULES else (present[0] if fmt == "auto" and present else None)
     if chosen is None:
         return [p for p in files if p.suffix.lower() in _TABLE_SUFFIXES]
+    module = _MODULES[chosen]
     found = by_fmt[chosen]
     parents = sorted({p.parent for p in found})
-    if len(parents) > 1 and chosen == "verl":
-        training = [d for d in parents if not _verl.is_validation_folder(d)]
-        left = [d for d in parents if _verl.is_validation_folder(d)]
+    is_validation = _hook(module, "is_validation_folder")
+    if len(parents) > 1 and is_validation is not None:
+        training = [d for d in parents if not is_validation(d)]
+        left = [d for d in parents if is_validation(d)]
         if len(training) == 1 and left:
             notes.append(f"read the training dump {training[0]}; left out the validation dump(s) "
                          + ", ".join(map(str, left)))
             parents = training
             found = [p for p in found if p.parent == training[0]]
     if len(parents) > 1:
-        raise InputError(f"LOG: {str(folder)!r} holds {_TRAINERS[chosen].FILE_DESCRIPTION} files in {len(parents)} "
+        raise InputError(f"LOG: {str(folder)!r} holds {module.FILE_DESCRIPTION} files in {len(parents)} "
                          f"folders ({', '.join(map(str, parents[:4]))}{', ...' if len(parents) > 4 else ''}): "
                          "name the folder of one run (files of several runs are never mixed)")
     return found
 
 
 def _discover(paths, fmt: str):
-    """(files sorted by step, format, notes, TRL trainer_state path or None)."""
+    """(files sorted by step, format, notes, run-state path or None, folders named)."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
     found: list[Path] = []
@@ -227,38 +259,39 @@ def _discover(paths, fmt: str):
             raise InputError(f"LOG: {text!r} is neither a file, a folder nor a glob pattern that matches")
     unique = list(dict.fromkeys(p.resolve() for p in found))
     if not unique:
+        expected = ", ".join(m.FILE_DESCRIPTION for m in _MODULES.values())
         raise InputError(f"LOG: no rollout log file found in {', '.join(map(str, paths))} "
-                         f"(expected {_verl.FILE_DESCRIPTION}, {_trl.FILE_DESCRIPTION} or a CSV/parquet/JSONL table)")
+                         f"(expected {expected} or a CSV/parquet/JSONL table)")
     if fmt == "auto":
         fmt = detect_format(unique)
-    if fmt in _TRAINERS:
-        module = _TRAINERS[fmt]
-        wrong = [p for p in unique if not module.is_log_file(p)]
-        if fmt == "trl" and any(p.suffix != ".parquet" for p in unique):
-            raise InputError(f"format trl reads {_trl.FILE_DESCRIPTION} files, got {next(p for p in unique if p.suffix != '.parquet')}")
-        if fmt == "verl" and any(p.suffix.lower() not in (".jsonl", ".json") for p in unique):
-            bad = next(p for p in unique if p.suffix.lower() not in (".jsonl", ".json"))
-            raise InputError(f"format verl reads {_verl.FILE_DESCRIPTION} rollout dumps, got {bad}")
-        if not wrong:
-            by_step: dict[int, Path] = {}
-            for p in unique:
-                s = module.step_of(p)
-                if s in by_step:
-                    raise InputError(f"LOG: step {s} is in two files, {by_step[s]} and {p} (two runs, or a validation "
-                                     "dump beside the training one?): name the files of one run")
-                by_step[s] = p
-            parents = sorted({p.parent for p in unique})
-            if len(parents) > 1:
-                notes.append(f"files read from {len(parents)} folders: " + ", ".join(map(str, parents)))
-    unique.sort(key=lambda p: (_step_from_name(p) is None, _step_from_name(p) or 0, str(p)))
-    state = None
-    if fmt == "trl":
-        roots = folders or sorted({p.parent for p in unique})
-        for root in roots:
-            state = _trl.find_trainer_state(root) or _trl.find_trainer_state(Path(root).parent)
-            if state is not None:
-                break
-    return unique, fmt, notes, state
+    module = _MODULES.get(fmt)
+    if module is not None:
+        wrong = next((p for p in unique if p.suffix.lower() not in module.SUFFIXES), None)
+        if wrong is not None:
+            raise InputError(f"format {fmt} reads {module.FILE_DESCRIPTION} files, got {wrong}")
+        by_step: dict[int, Path] = {}
+        for p in unique:
+            s = module.step_of(p)
+            if s is None:
+                continue
+            if s in by_step:
+                raise InputError(f"LOG: step {s} is in two files, {by_step[s]} and {p} (two runs, or a validation "
+                                 "dump beside the training one?): name the files of one run")
+            by_step[s] = p
+        parents = sorted({p.parent for p in unique})
+        if len(parents) > 1:
+            notes.append(f"files read from {len(parents)} folders: " + ", ".join(map(str, parents)))
+    unique.sort(key=lambda p: (_file_step(module, p) is None, _file_step(module, p) or 0, str(p)))
+    find_state = _hook(module, "find_state")
+    state = find_state(folders or sorted({p.parent for p in unique})) if find_state else None
+    return unique, fmt, notes, state, folders
+
+
+def _file_step(module, p: Path):
+    """The step a file's name carries: the trainer's naming, else the number the name ends with."""
+    if module is not None:
+        return module.step_of(p)
+    return _step_from_name(p)
 
 
 def find_log_files(paths, fmt: str = "auto") -> list[Path]:
@@ -273,13 +306,13 @@ def find_log_files(paths, fmt: str = "auto") -> list[Path]:
 
 
 def _step_from_name(p: Path):
-    m = re.search(r"(\d+)$", p.stem)
+    m = re.search(r"(\d{1,18})$", p.stem)
     return int(m.group(1)) if m else None
 
 
 def detect_format(files) -> str:
-    """``"trl"`` if every file is a ``completions_*.parquet``, ``"verl"`` if every file is a
-    ``{step}.jsonl``, else ``"table"``."""
+    """The trainer whose dump files these all are (``"trl"``: ``completions_*.parquet``,
+    ``"verl"``: ``{step}.jsonl``, ...), else ``"table"``."""
     kinds = {_format_of(Path(f)) for f in files}
     return kinds.pop() if len(kinds) == 1 and None not in kinds else "table"
 
@@ -353,12 +386,14 @@ class _Chunk:
     steps: np.ndarray  # int64
     step_ok: np.ndarray
     reward: np.ndarray  # float64, NaN where unusable
-    gkey: np.ndarray | None  # int64 hash of the group column
+    gkey: np.ndarray | None  # int64 key of the row's group within its step
     gkey_ok: np.ndarray | None
     lines: np.ndarray | None  # 1-based line numbers (None: the non-blank lines of a JSONL file, in order)
     advantage: np.ndarray | None = None
     fingerprint: str | None = None
     unattributed_bad: int = 0  # lines that are not rows at all (malformed JSON, CSV): their group is unknown
+    file_step: int | None = None  # the step the file's name carries, else its rows' first step
+    mtime: float = 0.0
 
     def line_numbers(self) -> np.ndarray:
         if self.lines is None:
@@ -371,11 +406,15 @@ class _Reader:
 
     def __init__(self, fmt, cols, reward):
         self.fmt, self.cols, self.reward_spec = fmt, cols, reward
+        self.module = _MODULES.get(fmt)
         self.terms = None  # [(coef, column)] once the first file's columns are known
         self.labels: dict[int, str] = {}
         self.bad_rows: list[BadRow] = []
         self.bad_count = 0
         self.chunks: list[_Chunk] = []
+        self.extra_outputs = 0
+        self.keyed = False  # the trainer's own group keys were used
+        self.verdicts: list = []  # per chunk, a saved per-row zero-std verdict (gsd's tracker table)
 
     def bad(self, file, line, reason):
         self.bad_count += 1
@@ -392,57 +431,59 @@ class _Reader:
                 return parse_reward(self.reward_spec, columns)
             except InputError as exc:
                 raise InputError(f"{path}: {exc}") from None
-        if self.fmt == "verl":
-            if _verl.DEFAULT_REWARD in columns:
-                return [(1.0, _verl.DEFAULT_REWARD)]
-            raise InputError(f"{path}: no 'score' key; choose the reward with --reward KEY (keys: {', '.join(columns)})")
-        if self.fmt == "trl":
-            cands = [c for c in columns if c not in _trl.NOT_REWARD and _is_number_type(dtypes.get(c), pa)]
-            if not cands:
-                raise InputError(f"{path}: no reward column (numeric columns other than step and advantage); "
-                                 f"columns: {', '.join(columns)}")
-            return [(1.0, c) for c in cands]
-        raise InputError(f"{path}: name the reward column with --reward (columns: {', '.join(columns)})")
+        if self.module is None:
+            raise InputError(f"{path}: name the reward column with --reward (columns: {', '.join(columns)})")
+        numeric = {c for c in columns if _is_number_type(dtypes.get(c), pa)}
+        try:
+            return self.module.default_reward(columns, numeric)
+        except InputError as exc:
+            raise InputError(f"{path}: {exc}") from None
 
     # -- one table of rows
 
     def add(self, path, table, lines, *, extra_bad=0):
-        import pyarrow.compute as pc
-
-        if self.fmt == "trl" and "mode" in table.column_names:
-            # TRL versions that mark evaluation rows: keep training rows only.
-            train = np.asarray(pc.fill_null(pc.equal(table.column("mode"), "train"), False).to_numpy(zero_copy_only=False),
-                               dtype=bool)
-            if lines is None:
-                lines = np.arange(1, table.num_rows + 1)
-            lines = lines[train]
+        module = self.module
+        prepare = _hook(module, "prepare")
+        if prepare is not None:
+            table, lines = prepare(table, lines)
+        members = _hook(module, "members", lambda t: None)(table)
+        if members is not None and not members.all():
             import pyarrow as pa
 
-            table = table.filter(pa.array(train)).drop_columns(["mode"])
+            self.extra_outputs += int((~members).sum())
+            lines = (np.arange(1, table.num_rows + 1) if lines is None else lines)[members]
+            table = table.filter(pa.array(members))
         columns = table.column_names
+        twice = sorted({c for c in columns if columns.count(c) > 1})
+        if twice:
+            raise InputError(f"{path}: the column name {twice[0]!r} is used by {columns.count(twice[0])} columns; "
+                             "rename them so that each column has one name")
         dtypes = {name: table.schema.field(name).type for name in columns}
         pcol = self.cols["prompt"]
         if pcol not in columns:
             raise InputError(f"{path}: no prompt column {pcol!r}; columns: {', '.join(columns)}"
-                             + ("" if self.fmt != "table" else " (name it with --prompt-col)"))
+                             + ("" if module is not None else " (name it with --prompt-col)"))
         if self.terms is None:
             self.terms = self._terms(columns, dtypes, path)
         missing = [name for _, name in self.terms if name not in columns]
         if missing:
             raise InputError(f"{path}: reward column {missing[0]!r} not found; columns: {', '.join(columns)}")
         parts = np.stack([_numeric(table.column(name), name, path) for _, name in self.terms])
-        coefs = np.array([c for c, _ in self.terms])[:, None]
-        # TRL's sum over reward functions: one that returned None counts as 0, unless none applied.
-        reward = parts[0] * coefs[0] if len(self.terms) == 1 else np.where(
-            np.isnan(parts).all(axis=0), np.nan, np.nansum(parts * coefs, axis=0))
+        coefs = np.array([c for c, _ in self.terms])
+        total = _hook(module, "total_reward", _total_reward)
+        reward = total(parts, coefs)
+        overflow = np.isinf(reward) & np.isfinite(parts).all(axis=0)
+        if overflow.any() and module is None:  # a trainer's own arithmetic overflows as the trainer's does
+            raise InputError(f"{path}: the reward {_reward_text(self.terms)!r} overflows (its weighted sum is infinite "
+                             f"on {int(overflow.sum())} row(s) whose terms are finite): rescale the reward columns")
         n = table.num_rows
         scol = self.cols["step"]
+        from_name = _file_step(module, path)
         if scol and scol in columns:
             steps, step_ok = _integers(table.column(scol))
         else:
-            if scol and self.fmt == "table" and self.cols.get("step_required"):
+            if scol and module is None and self.cols.get("step_required"):
                 raise InputError(f"{path}: no step column {scol!r}; columns: {', '.join(columns)}")
-            from_name = _step_from_name(path)
             steps, step_ok = np.full(n, from_name if from_name is not None else 0, np.int64), np.ones(n, bool)
         hashes, prompt_ok = self._hash_prompts(table.column(pcol))
         gkey = gkey_ok = None
@@ -450,19 +491,30 @@ class _Reader:
         if gcol:
             if gcol not in columns:
                 raise InputError(f"{path}: no group column {gcol!r}; columns: {', '.join(columns)}")
-            gkey, gkey_ok = _hash_values(table.column(gcol))
+            own = _hook(module, "group_column", lambda t, c: None)(table, gcol)
+            gkey, gkey_ok = own if own is not None else _hash_values(table.column(gcol))
+        else:
+            keys = _hook(module, "group_keys", lambda t: None)(table)
+            if keys is not None:
+                gkey, gkey_ok = keys
+                self.keyed = True
+        if self.cols.get("silent") in columns:  # the trainer's own verdict, saved beside the rows
+            self.verdicts.append(_numeric(table.column(self.cols["silent"]), self.cols["silent"], path))
         advantage = None
-        if self.fmt == "trl" and "advantage" in columns:
+        if _hook(module, "check_advantages") is not None and "advantage" in columns:
             advantage = _numeric(table.column("advantage"), "advantage", path)
-        fingerprint = _trl.generation_fingerprint(table) if self.fmt == "trl" else None
+        fingerprint = _hook(module, "fingerprint", lambda t: None)(table)
+        first_step = from_name if from_name is not None else (int(steps[step_ok][0]) if step_ok.any() else 0)
         self.chunks.append(_Chunk(path, hashes, prompt_ok, steps, step_ok, reward, gkey, gkey_ok, lines, advantage,
-                                  fingerprint, extra_bad))
+                                  fingerprint, extra_bad, first_step, _mtime(path)))
 
     def _hash_prompts(self, arr):
         """64-bit hashes of the prompts (each distinct one hashed once) and which rows have one."""
         import pandas as pd
         import pyarrow as pa
         import pyarrow.compute as pc
+
+        from ..integrations._columns import chat_label
 
         strings, structured = _as_string_array(arr)
         ok = ~np.asarray(strings.is_null().to_numpy(zero_copy_only=False), dtype=bool)
@@ -473,10 +525,27 @@ class _Reader:
         h = pd.util.hash_array(uniq, categorize=False).astype(np.int64) if uniq.size else np.zeros(0, np.int64)
         for hv, text in zip(h.tolist(), uniq.tolist()):
             if hv not in self.labels:
-                self.labels[hv] = (_trl.chat_label(json.loads(text)) if structured else text)[:_LABEL_CHARS]
+                self.labels[hv] = (chat_label(json.loads(text)) if structured else text)[:_LABEL_CHARS]
         idx = enc.indices.fill_null(0).to_numpy(zero_copy_only=False) if len(enc) else np.zeros(0, np.int64)
         hashes = h[idx] if h.size else np.zeros(len(idx), np.int64)
         return np.where(ok, hashes, 0).astype(np.int64), ok
+
+
+def _total_reward(parts, coefs):
+    """A table's reward: the weighted sum in float64; a term with no value counts as 0 unless
+    every term is missing."""
+    coefs = np.asarray(coefs, np.float64)[:, None]
+    if parts.shape[0] == 1:
+        return parts[0] * coefs[0]
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.where(np.isnan(parts).all(axis=0), np.nan, np.nansum(parts * coefs, axis=0))
+
+
+def _mtime(path) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
 
 
 def _as_string_array(arr):
@@ -518,7 +587,7 @@ def _numeric(arr, name, file):
         arr = arr.combine_chunks()
     t = arr.type
     if pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
-        return arr.cast(pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False).astype(np.float64)
+        return arr.cast(pa.float64(), safe=False).fill_null(np.nan).to_numpy(zero_copy_only=False).astype(np.float64)
     if pa.types.is_null(t):
         return np.full(len(arr), np.nan)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
@@ -526,9 +595,13 @@ def _numeric(arr, name, file):
 
         s = pd.Series(arr.to_numpy(zero_copy_only=False), dtype=object)
         out = pd.to_numeric(s, errors="coerce").to_numpy(np.float64)
-        mapped = s.map(_verl.BOOL_STRINGS)
+        mapped = s.map(_BOOL_STRINGS)
         return np.where(mapped.notna().to_numpy(), mapped.to_numpy(np.float64, na_value=np.nan), out)
     raise InputError(f"{file}: column {name!r} holds {t}, not numbers")
+
+
+# Booleans written as text (verl dumps numpy booleans as "True"/"False").
+_BOOL_STRINGS = {"True": 1.0, "False": 0.0, "true": 1.0, "false": 0.0}
 
 
 def _integers(arr):
@@ -549,7 +622,8 @@ def _integers(arr):
     if pa.types.is_string(t) or pa.types.is_large_string(t):  # a CSV's steps: text read as exact integers
         import pyarrow.compute as pc
 
-        text = pc.utf8_trim_whitespace(arr)
+        # pandas writes integer steps of a float column as "1.0": a zero fraction is the same integer.
+        text = pc.replace_substring_regex(pc.utf8_trim_whitespace(arr), r"\.0*$", "")
         ok = np.asarray(pc.fill_null(pc.match_substring_regex(text, r"^[-+]?[0-9]{1,18}$"), False)
                         .to_numpy(zero_copy_only=False), dtype=bool)  # 18 digits always fit int64
         out = np.zeros(len(arr), np.int64)
@@ -603,13 +677,18 @@ def _read_parquet(path, reader):
     except Exception as exc:  # pyarrow raises several types for a non-parquet file
         raise InputError(f"{path}: not a readable parquet file ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
     schema = pf.schema_arrow
-    if reader.fmt == "trl":
+    whole = _hook(reader.module, "READ_ALL_COLUMNS", False)
+    if whole:
         names = None
     else:
         cols = reader.cols
-        wanted = {cols["prompt"], cols["step"], cols.get("group")}
+        wanted = {cols["prompt"], cols["step"], cols.get("group"), cols.get("silent"), "advantage"} \
+            | set(_hook(reader.module, "KEY_COLUMNS", ()))
         if reader.reward_spec:
             wanted |= {name for _, name in parse_reward(reader.reward_spec, schema.names)}
+        elif reader.module is not None:
+            numeric = {f.name for f in schema if _is_number_type(f.type, pa)}
+            wanted |= {name for _, name in reader.module.default_reward(schema.names, numeric)}
         names = [n for n in schema.names if n in wanted]
     start = 1
     batches = pf.iter_batches(batch_size=_CHUNK_ROWS, columns=names)
@@ -622,12 +701,12 @@ def _read_parquet(path, reader):
         except (OSError, pa.ArrowException) as exc:  # a damaged file: say which, not a traceback
             raise InputError(f"{path}: parquet file damaged near row {start} ({str(exc).splitlines()[0]})") from None
         pieces.append(batch)
-        if reader.fmt != "trl":
+        if not whole:
             table = pa.Table.from_batches([batch])
             yield table, np.arange(start, start + table.num_rows), []
             pieces = []
         start += batch.num_rows
-    if reader.fmt == "trl":  # one generation is one table (its blocks and its fingerprint)
+    if whole:  # one generation is one table (its blocks and its fingerprint)
         table = pa.Table.from_batches(pieces, schema=pieces[0].schema) if pieces else None
         if table is not None:
             yield table, np.arange(1, table.num_rows + 1), []
@@ -735,61 +814,28 @@ def _read_csv(path):
 # Chunks → the trainer's groups
 
 
-def _trl_generations(reader: _Reader, state_path, group_size, warnings):
-    """TRL: drop repeated generations and evaluation files, infer G, give each block its key."""
-    repeated, eval_steps, zero_std = [], [], {}
-    state = None
-    if state_path is not None:
-        state = _trl.read_trainer_state(state_path)
-        zero_std = state["zero_std"]
-    kept, previous = [], None
-    for ch in reader.chunks:
-        step = _trl.step_of(ch.file)
-        if state is not None and step in state["eval_steps"]:
-            eval_steps.append(step)
-            continue
-        if ch.fingerprint is not None and ch.fingerprint == previous:
-            repeated.append(step)
-            continue
-        previous = ch.fingerprint
-        kept.append(ch)
-    if eval_steps:
-        warnings.append(f"steps {_span(eval_steps)} evaluated ({state_path.name}): their files hold evaluation "
-                        "completions (TRL writes them under the training file name) and are left out")
-    if repeated:
-        warnings.append(f"{len(repeated)} file(s) repeat the previous step's generation (num_iterations or "
-                        f"steps_per_generation > 1): counted once, at their first step; repeated steps {_span(repeated)}")
-    if state is None:
-        sizes = Counter(ch.hashes.size for ch in kept)
-        if len(sizes) > 1:
-            warnings.append(f"the files hold different numbers of rows ({', '.join(map(str, sorted(sizes)))}): TRL writes "
-                            "evaluation completions under the training file name; give the run's output_dir with its "
-                            "trainer_state.json to leave the evaluation steps out")
-    G = group_size
-    if G is None:
-        G = _trl.infer_group_size(ch.hashes[ch.prompt_ok] for ch in kept)
-        if G < 2:
-            raise InputError("TRL log: cannot infer num_generations from the files (consecutive rows of one prompt "
-                             f"come in runs whose greatest common divisor is {G}); pass --group-size G")
-    for index, ch in enumerate(kept):
-        n = ch.hashes.size
-        block = np.arange(n) // G
-        if n % G:
-            warnings.append(f"{ch.file.name}: {n} rows is not a multiple of the group size {G}; its last "
-                            f"{n % G} row(s) form an incomplete group")
-        # Every block must hold one prompt, or G is wrong.
-        first = ch.hashes[block * G]
-        wrong = ch.prompt_ok & (ch.hashes != first)
-        if wrong.any():
-            at = int(np.flatnonzero(wrong)[0])
-            raise InputError(f"{ch.file}: rows {at // G * G + 1}-{at // G * G + G} do not hold one prompt, so groups "
-                             f"are not blocks of {G} rows; pass the run's num_generations with --group-size")
-        ch.gkey = (np.int64(index) << 32) + block
-        ch.gkey_ok = np.ones(n, bool)
-        if n % G:
-            ch.gkey_ok[n - n % G:] = False  # a block cut short: its group is incomplete
-    reader.chunks = kept
-    return G, repeated, eval_steps, zero_std
+def _run_history(chunks, warnings):
+    """A folder is read as one run.  A trainer writes its step files in step order, so in a folder
+    where the file of some step is newer than every later step's file, those later files were
+    left by an earlier attempt: a run resumed from an earlier checkpoint (or restarted in the
+    same folder) rewrote the steps up to there and stopped, and the earlier attempt's later steps
+    stayed behind.  They are left out when each is older than that newest file by more than a
+    clock's slack and they are themselves in step order (a copied folder, whose times follow the
+    copy's order, does not look like that)."""
+    timed = [ch for ch in chunks if ch.mtime]
+    if len(timed) < 2:
+        return chunks, []
+    times = np.array([ch.mtime for ch in timed])
+    newest = int(np.argmax(times))
+    tail = times[newest + 1:]
+    if not tail.size or not np.all(tail + _MTIME_SLACK_S < times[newest]) or not np.all(np.diff(tail) >= 0):
+        return chunks, []
+    stale_ids = {id(ch) for ch in timed[newest + 1:]}
+    stale = [ch.file_step for ch in timed[newest + 1:]]
+    warnings.append(f"steps {_span(stale)}: their files are older than the file of step {timed[newest].file_step} — "
+                    "left by an earlier attempt or another run in the same folder (a resume from an earlier checkpoint "
+                    "rewrites the steps after it), left out; name the files to read them anyway")
+    return [ch for ch in chunks if id(ch) not in stale_ids], stale
 
 
 def _span(steps) -> str:
@@ -797,32 +843,36 @@ def _span(steps) -> str:
     return ", ".join(map(str, steps[:10])) + (f" ... ({len(steps)} in all)" if len(steps) > 10 else "")
 
 
-def _assemble(reader: _Reader, fmt, group_col, warnings):
+def _assemble(reader: _Reader, group_col, warnings):
     """Concatenate the chunks; drop unusable rows and the groups they belonged to."""
     chunks = [c for c in reader.chunks if c.hashes.size]
     if not chunks:
         return None
+    in_group = bool(_hook(reader.module, "UNSCORABLE_IN_GROUP", False))
     h = np.concatenate([c.hashes for c in chunks])
     step = np.concatenate([c.steps for c in chunks])
     reward = np.concatenate([c.reward for c in chunks])
     prompt_ok = np.concatenate([c.prompt_ok for c in chunks])
     step_ok = np.concatenate([c.step_ok for c in chunks])
-    if chunks[0].gkey is not None:  # TRL blocks, or a group column
+    keyed = [c.gkey is not None for c in chunks]
+    if any(keyed) and not all(keyed):
+        raise InputError("LOG: some files carry a group key and others do not (files of two trainers or versions "
+                         "in one folder?): name the files of one run")
+    if all(keyed):  # blocks, a group column or the trainer's keys
         gkey = np.concatenate([c.gkey for c in chunks])
         gkey_ok = np.concatenate([c.gkey_ok for c in chunks])
     else:  # the prompt text within the step
         gkey, gkey_ok = h, prompt_ok
     reward_ok = np.isfinite(reward)
-    usable = prompt_ok & step_ok & reward_ok & gkey_ok
+    # A trainer that keeps a row without a finite reward in its group (TRL) counts it there.
+    unscorable = prompt_ok & ~reward_ok if in_group else np.zeros(h.size, bool)
+    usable = prompt_ok & step_ok & (reward_ok | unscorable) & gkey_ok
     # Report each unusable row once, with its first reason.
     offsets = np.cumsum([0] + [c.hashes.size for c in chunks])
-    unscorable = prompt_ok & ~reward_ok if fmt == "trl" else np.zeros(h.size, bool)
     for mask, why in ((~prompt_ok, "no prompt"),
-                      (unscorable, "every reward function returned None (TRL leaves the row out of its group's "
-                                   "mean and std, so the group stays whole)"),
                       (prompt_ok & ~reward_ok & ~unscorable, "reward is missing, not a number or not finite"),
-                      (prompt_ok & reward_ok & ~step_ok, "step is missing or not an integer"),
-                      (prompt_ok & reward_ok & step_ok & ~gkey_ok,
+                      (prompt_ok & (reward_ok | unscorable) & ~step_ok, "step is missing or not an integer"),
+                      (prompt_ok & (reward_ok | unscorable) & step_ok & ~gkey_ok,
                        f"no value in the group column {group_col!r}" if group_col else "its group is cut short")):
         for i in np.flatnonzero(mask):
             c = int(np.searchsorted(offsets, i, side="right") - 1)
@@ -830,20 +880,27 @@ def _assemble(reader: _Reader, fmt, group_col, warnings):
                 reader.bad_rows.append(BadRow(str(chunks[c].file), int(chunks[c].line_numbers()[i - offsets[c]]), why))
             reader.bad_count += 1
     # A group that lost a row is incomplete: left out whole.  Rows whose group is known (step and
-    # key readable) mark it; TRL blocks are known by position even when the row is unusable.
-    known = step_ok & (gkey_ok | (fmt == "trl"))
-    lost = known & ~usable & ~unscorable
+    # key readable) mark it; blocks of rows (TRL) are known by position even when the row is unusable.
+    blocks = bool(_hook(reader.module, "GROUP_SIZE", False))
+    known = step_ok & (gkey_ok | blocks)
+    lost = known & ~usable
     pair = np.stack([step, gkey])
     incomplete = np.zeros(h.size, bool)
     if lost.any():
         bad_pairs = np.unique(pair[:, lost], axis=1)
         incomplete = _in_pairs(pair, bad_pairs)
+    # A row with no group key but a prompt and a step belonged to one of that prompt's groups of
+    # the step: which one is unknown, so they are all incomplete.
+    orphan = step_ok & prompt_ok & ~gkey_ok & ~blocks
+    if orphan.any():
+        by_prompt = np.stack([step, h])
+        incomplete |= _in_pairs(by_prompt, np.unique(by_prompt[:, orphan], axis=1))
     # Lines that are not rows (malformed JSON, CSV) belong to an unknown group of their file's
     # step.  Where that step's groups otherwise all have one size (a trainer's fixed n), the
     # groups short of it lost those lines; elsewhere the loss cannot be placed, and is said.
     keep = usable & ~incomplete
     for c in reader.chunks:
-        if not c.unattributed_bad or fmt == "trl":
+        if not c.unattributed_bad or blocks:
             continue
         in_step = keep & (step == c.steps[0]) if c.steps.size else np.zeros(h.size, bool)
         if not in_step.any():
@@ -858,11 +915,16 @@ def _assemble(reader: _Reader, fmt, group_col, warnings):
             warnings.append(f"{c.file.name}: {c.unattributed_bad} unreadable line(s) could not be placed in a group; "
                             "the group(s) they belonged to may be counted short")
     keep = usable & ~incomplete
-    lost_groups = pair_codes(step[incomplete], gkey[incomplete])[1]
-    return {"hash": h[keep], "step": step[keep], "reward": reward[keep], "gkey": gkey[keep],
+    counted = incomplete & (gkey_ok | blocks)  # a row without a key is not a group of its own
+    lost_groups = pair_codes(step[counted], gkey[counted])[1]
+    batch = np.concatenate([np.full(c.hashes.size, i, np.int64) for i, c in enumerate(chunks)])
+    return {"hash": h[keep], "step": step[keep], "reward": reward[keep], "gkey": gkey[keep], "batch": batch[keep],
             "incomplete_groups": int(lost_groups), "incomplete_rollouts": int((incomplete & usable).sum()),
+            "unscorable": int((unscorable & keep).sum()),
             "advantage": np.concatenate([c.advantage for c in chunks])[keep]
-            if fmt == "trl" and all(c.advantage is not None for c in chunks) else None}
+            if all(c.advantage is not None for c in chunks) else None,
+            "verdict": np.concatenate(reader.verdicts)[keep]
+            if reader.verdicts and len(reader.verdicts) == len(chunks) else None}
 
 
 def pair_codes(a, b):
@@ -898,7 +960,7 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     paths : str, Path or list of them
         Files, folders or glob patterns: a TRL ``output_dir`` (or its ``completions/``), a verl
         ``rollout_data`` folder (or the run folder holding it beside ``validation_data``), tables.
-    fmt : ``"auto"``, ``"verl"``, ``"trl"`` or ``"table"``
+    fmt : ``"auto"``, a trainer of :data:`gsd.integrations.TRAINERS` (``"trl"``, ``"verl"``, ...) or ``"table"``
         ``"auto"`` decides from the file names.
     reward : str, optional
         The reward whose zero std makes a group silent: a column / key, or a weighted sum
@@ -912,7 +974,8 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
         A column (verl: a reward extra key) whose value identifies a group within a step, e.g. a
         dataset index: groups are exact even when a prompt text appears twice in a step.
     group_size : int, optional
-        TRL's ``num_generations`` (default: inferred from the files).
+        The size of a group that is a block of consecutive rows (TRL's ``num_generations``;
+        default: inferred from the files).
     progress : bool, optional
         Show a progress bar over the files (default: when stderr is a terminal).
 
@@ -943,20 +1006,25 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
 
         group_size = int(as_group_size(group_size, "group_size"))
         if group_size < 2:
-            raise InputError(f"group_size must be at least 2 (TRL's num_generations), got {group_size}")
-    files, fmt, warnings, state_path = _discover(paths, fmt)
+            raise InputError(f"group_size must be at least 2 (the trainer's group size), got {group_size}")
+    files, fmt, warnings, state_path, folders = _discover(paths, fmt)
+    module = _MODULES.get(fmt)
     # A table saved by gsd's GroupTracker says which columns it holds and how it was grouped.
-    declared = _trl.tracker_table(files) if fmt == "table" and reward is None and group_col is None else None
+    declared = None
+    if module is None and reward is None and group_col is None:
+        from ..integrations.tracker_table import read_description
+
+        declared = read_description(files)
     if declared:
         reward, group_col = declared["reward_col"], declared["group_col"]
-    if group_size is not None and fmt != "trl":
-        raise InputError(f"group_size is TRL's num_generations (groups are blocks of rows); the {fmt} format groups "
-                         "by prompt or by --group-col")
-    if group_col is not None and fmt == "trl":
-        raise InputError("group_col: TRL groups are blocks of num_generations rows; use --group-size")
-    defaults = {"verl": ("input", "step"), "trl": ("prompt", "step"), "table": ("prompt", "step")}[fmt]
+    if group_size is not None and not _hook(module, "GROUP_SIZE", False):
+        raise InputError(f"group_size is the number of consecutive rows of a group (TRL's num_generations); the {fmt} "
+                         "format groups by prompt or by --group-col")
+    if group_col is not None and not _hook(module, "GROUP_COL", True):
+        raise InputError(f"group_col: {fmt} groups are blocks of rows; use --group-size")
+    defaults = (module.PROMPT_COL, module.STEP_COL) if module is not None else ("prompt", "step")
     cols = {"prompt": prompt_col or defaults[0], "step": step_col or defaults[1], "step_required": step_col is not None,
-            "group": group_col}
+            "group": group_col, "silent": declared.get("silent_col") if declared else None}
 
     from ..progress import progress_bar
 
@@ -964,92 +1032,147 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     disable = None if progress is None else not progress
     for path in progress_bar(files, desc="reading logs", unit="file", disable=disable, leave=False):
         _read_file(path, reader)
-    G, repeated, eval_steps, zero_std = None, [], [], {}
-    if fmt == "trl" and any(c.hashes.size for c in reader.chunks):
-        G, repeated, eval_steps, zero_std = _trl_generations(reader, state_path, group_size, warnings)
-    got = _assemble(reader, fmt, group_col, warnings)
+    context = {"group_size": group_size, "group_size_given": group_size is not None, "warnings": warnings,
+               "state_path": state_path, "state": None, "state_is_final": False}
+    if state_path is not None:
+        context["state"] = module.read_state(state_path)
+        context["state_is_final"] = Path(state_path).parent.name != "" and not Path(state_path).parent.name.startswith(
+            "checkpoint-")
+        if context["state"].get("skipped"):
+            warnings.append(f"{state_path.name}: {context['state']['skipped']} log_history entr(ies) whose step is not a "
+                            "whole number were skipped")
+    excluded = []
+    if module is not None and any(c.hashes.size for c in reader.chunks):
+        reader.chunks = [c for c in reader.chunks if c.hashes.size or c.unattributed_bad]
+        if folders:  # files named one by one are read as named
+            reader.chunks, excluded = _run_history(reader.chunks, warnings)
+        arrange = _hook(module, "arrange")
+        if arrange is not None:
+            reader.chunks = arrange([c for c in reader.chunks if c.hashes.size], context)
+            excluded = sorted(set(excluded) | set(context.get("excluded_steps", [])))
+    got = _assemble(reader, group_col, warnings)
     if got is None or got["hash"].size == 0:
         detail = f"; first unusable row: {reader.bad_rows[0]}" if reader.bad_rows else ""
         raise InputError(f"LOG: no usable rollout in {len(files)} file(s){detail}")
     uniq, code = np.unique(got["hash"], return_inverse=True)
     labels = np.array([reader.labels[int(v)] for v in uniq.tolist()], dtype=object)
-    group, _ = pair_codes(got["step"], got["gkey"])
+    group, n_groups = pair_codes(got["step"], got["gkey"])
     code = code.astype(np.int64).ravel()
     terms = reader.terms or []
     reward_name = _reward_text(terms)
-    if fmt == "trl":
-        group_by = f"blocks of {G} consecutive rows of one generation (num_generations, " \
-                   f"{'given' if group_size else 'inferred from the files'})"
-    elif group_col:
+    G = context.get("group_size") if _hook(module, "GROUP_SIZE", False) else None
+    described = _hook(module, "describe_groups", lambda c: None)({**context, "keyed": reader.keyed})
+    if group_col:
         group_by = f"rows of one step with the same {group_col!r}"
+    elif described:
+        group_by = described
     else:
         group_by = f"rows of one step with the same {cols['prompt']} text"
     silence = f"zero std of {reward_name!r} within each group (every reward equal), as the trainer normalises it"
-    if fmt == "trl" and not reward and len(terms) > 1:
+    rule = _hook(module, "zero_std")
+    silent = rule(got["reward"], group, n_groups) if rule is not None else None
+    if got.get("verdict") is not None:  # a table that saved the trainer's verdict per group
+        silent = np.zeros(n_groups, bool)
+        np.logical_or.at(silent, group, got["verdict"] > 0)
+    if _hook(module, "REWARD_WEIGHTS_UNLOGGED", False) and not reward and len(terms) > 1:
         warnings.append(f"reward = {reward_name} with weight 1 each: TRL does not log its reward_weights; "
                         "if the run weighted them, give the weights with --reward 'a+0.5*b'")
-    _check_groups(code, group, got, fmt, group_col, G, warnings)
+    advantage_check = _check_groups(code, group, n_groups, got, module, group_col, silent, warnings)
+    note = _hook(module, "trainer_silent_note", lambda c: None)(advantage_check)
+    if note and context.get("trainer_silent"):
+        warnings.append(note)
     missing = []
-    if fmt in _TRAINERS:
-        module = _TRAINERS[fmt]
-        have = {module.step_of(Path(f)) for f in files}
-        last = max(have)
-        if last <= 10**7:
-            missing = sorted(set(range(1, last + 1)) - have)
-        if missing:
-            warnings.append(f"{len(missing)} of the {last} steps have no log file ({_span(missing)}): the figures "
-                            "are those of the logged rollouts, not of the whole generation"
-                            + (" (TRL writes one file per logging step: logging_steps > 1)" if fmt == "trl" else ""))
+    if module is not None:
+        have = {c.file_step for c in reader.chunks if c.file_step is not None} | set(excluded) \
+            | set(context.get("repeated_steps", [])) | set(context.get("eval_steps", []))
+        named = [module.step_of(Path(f)) for f in files]
+        if have and all(s is not None for s in named):
+            last = max(have)
+            if last <= 10**7:
+                missing = sorted(set(range(1, last + 1)) - have)
+            if missing:
+                warnings.append(f"{len(missing)} of the {last} steps have no log file ({_span(missing)}): the figures "
+                                "are those of the logged rollouts, not of the whole generation"
+                                + (" (TRL writes one file per logging step: logging_steps > 1)"
+                                   if _hook(module, "GROUP_SIZE", False) else ""))
+    observable = True
+    note = _hook(module, "FILTER")
+    if note and silent is not None and n_groups and not silent.any() and np.bincount(group).min() >= 2:
+        observable = False
+        warnings.append(f"no group is silent at any step: either none was, or the trainer removed them before the dump "
+                        f"({note}); the log cannot tell which, so the generation's silent share is not given "
+                        "(summary.silent_frac_dumped is that of the dumped groups)")
     if declared:
         reward_name, group_by, silence, G = (declared["reward_name"], declared["group_by"], declared["silence"],
                                              declared["group_size"])
     if got["incomplete_groups"]:
         warnings.append(f"{got['incomplete_groups']} group(s) lost a row to an unusable line: incomplete, left out "
                         f"({got['incomplete_rollouts']} usable rollouts in them)")
+    if got["unscorable"]:
+        warnings.append(f"{got['unscorable']} rollout(s) have no finite reward (every reward function returned None, "
+                        "or an infinite reward): kept in their group as the trainer keeps them, out of its mean and std")
+    if reader.extra_outputs:
+        warnings.append(f"{reader.extra_outputs} output(s) of multi-output sessions are not their session's final "
+                        "output: counted once per session, at its final output, as the trainer's advantage does")
     return RolloutLog(prompt=code, step=got["step"], reward=got["reward"], labels=labels, hashes=uniq,
                       files=[str(f) for f in files], fmt=fmt, reward_name=reward_name, group=group, group_by=group_by,
-                      silence=silence, group_size=G, repeated_steps=repeated, missing_steps=missing,
-                      eval_steps=eval_steps, incomplete_groups=got["incomplete_groups"],
-                      incomplete_rollouts=got["incomplete_rollouts"], trainer_silent=zero_std,
-                      threshold=declared["threshold"] if declared else None, trainer="trl" if declared else None,
-                      warnings=warnings,
-                      bad_rows=reader.bad_rows, bad_count=reader.bad_count)
+                      silence=silence, group_size=G, repeated_steps=context.get("repeated_steps", []),
+                      missing_steps=missing, eval_steps=context.get("eval_steps", []),
+                      incomplete_groups=got["incomplete_groups"], incomplete_rollouts=got["incomplete_rollouts"],
+                      trainer_silent=context.get("trainer_silent", {}), silent=silent,
+                      unscorable_rollouts=got["unscorable"], extra_outputs=reader.extra_outputs,
+                      excluded_steps=excluded, silent_observable=observable, advantage_check=advantage_check,
+                      threshold=declared["threshold"] if declared else None,
+                      trainer=declared.get("trainer") if declared else None,
+                      warnings=warnings, bad_rows=reader.bad_rows, bad_count=reader.bad_count)
 
 
-def _check_groups(code, group, got, fmt, group_col, G, warnings):
-    """Warnings about the groups the log allows: merged duplicates, several prompts in a group,
-    and (TRL) silence that disagrees with the logged advantages."""
-    sizes = np.bincount(group)
+def _check_groups(code, group, n_groups, got, module, group_col, silent, warnings):
+    """Warnings about the groups the log allows (merged duplicates, several prompts in a group);
+    where the log carries the advantages, the scaling they show, checked group by group."""
+    sizes = np.bincount(group, minlength=n_groups)
     mixed = pair_codes(group, code)[1] - sizes.size
     if mixed and group_col:
         warnings.append(f"the group column {group_col!r} puts several prompts in one group ({mixed} extra prompt-groups)")
-    if fmt != "trl" and not group_col and sizes.size:
+    gstep = np.zeros(sizes.size, np.int64)
+    gstep[group] = got["step"]
+    if not _hook(module, "GROUP_SIZE", False) and not group_col and sizes.size:
         usual = Counter(sizes.tolist()).most_common(1)[0][0]
         merged = (sizes > usual) & (sizes % usual == 0) if usual > 1 else np.zeros(sizes.size, bool)
         if merged.any():
-            gstep = np.zeros(sizes.size, np.int64)
-            gstep[group] = got["step"]
             steps = np.unique(gstep[merged])
             warnings.append(f"{int(merged.sum())} group(s) hold a multiple of the usual {usual} rollouts (steps "
                             f"{_span(steps.tolist())}): probably duplicated prompts merged into one group; "
                             "log a group id or dataset index as a reward extra key and pass --group-col KEY")
-    if fmt == "trl" and got["advantage"] is not None:
-        adv = got["advantage"]
-        r = got["reward"]
-        top = np.full(sizes.size, -np.inf)
-        bottom = np.full(sizes.size, np.inf)
-        np.maximum.at(top, group, r)
-        np.minimum.at(bottom, group, r)
-        amax = np.zeros(sizes.size)
-        np.maximum.at(amax, group, np.abs(np.nan_to_num(adv, nan=0.0)))
-        silent = silent_groups(top, bottom)
-        # TRL's float32 rounding leaves |A| up to ~6e-4 on a silent group of graded rewards.
-        trainer_silent = amax <= 1e-3
-        disagree = int((silent != trainer_silent).sum())
-        if disagree and np.any(amax > 0):
-            warnings.append(f"{disagree} group(s) are silent under the reward used but not under the advantages TRL "
-                            "logged (or the reverse): the reward weights probably differ from the run's reward_weights; "
-                            "give them with --reward 'a+0.5*b'")
+        # One size per step, but not the same at every step: two runs in one folder, or a changed n.
+        steps_u, sidx = np.unique(gstep, return_inverse=True)
+        top = np.zeros(steps_u.size, np.int64)
+        bottom = np.full(steps_u.size, np.iinfo(np.int64).max)
+        np.maximum.at(top, sidx, sizes)
+        np.minimum.at(bottom, sidx, sizes)
+        uniform = top == bottom
+        if uniform.all() and np.unique(top).size > 1 and bottom.min() >= 2:
+            sizes_seen = np.unique(top)
+            warnings.append("the group size changes between steps ("
+                            + ", ".join(f"{g} at steps {_span(steps_u[top == g].tolist())}" for g in sizes_seen.tolist())
+                            + "): two runs in one folder, or a run restarted with another rollout.n?")
+    check = _hook(module, "check_advantages")
+    if check is None or got["advantage"] is None:
+        return None
+    adv = got["advantage"]
+    result = check(got["reward"], adv, group, n_groups, got["batch"])
+    amax = np.zeros(n_groups)
+    np.maximum.at(amax, group, np.abs(np.nan_to_num(adv, nan=0.0)))
+    if not np.any(amax > 0):  # no advantages logged (zeros): nothing to check
+        return None
+    if result["scale"] is None:
+        # TRL's float32 rounding leaves |A| up to ~1e-3 on a silent group of graded rewards.
+        disagree = int((silent != (amax <= 1e-3)).sum()) if silent is not None else 0
+        warnings.append("the logged advantages fit no scaling of the reward used (scale_rewards group, batch or none; "
+                        f"{disagree} group(s) silent under one and not the other): the reward weights probably differ "
+                        "from the run's reward_weights (give them with --reward 'a+0.5*b'), or the run aggregated "
+                        "rewards another way (multi_objective_aggregation)")
+    return result
 
 
 def silent_groups(top, bottom):

@@ -15,7 +15,7 @@ __all__ = ["format_report", "diagnosis_json", "write_outputs", "OUTPUT_FILES"]
 #: Files written by :func:`write_outputs` into the output folder.
 OUTPUT_FILES = ("steps.parquet", "prompts.parquet", "groups.parquet", "summary.json", "diagnose.png")
 
-_GROUP_COLUMNS = ("step", "prompt", "G", "k", "n_before", "k_before", "n_eff", "k_eff", "a", "b", "silent", "binary_silent",
+_GROUP_COLUMNS = ("step", "prompt", "G", "n", "k", "n_before", "k_before", "n_eff", "k_eff", "a", "b", "silent", "binary_silent",
                   "silent_pred", "sigma", "sigma_pred")
 
 
@@ -54,7 +54,10 @@ def format_report(dx: Diagnosis, *, max_steps: int = 12) -> str:
         lines.append(f"WARNING: {w}")
     of = s["of"]
     lines.append("")
-    if predicted:
+    if not s.get("silent_observable", True):
+        lines.append("  silent groups        not in the log: the trainer removed them before the dump "
+                     f"({s['silent_frac_dumped'] * 100:.1f} % of the dumped groups)")
+    elif predicted:
         lines.append(f"  silent groups        {_pct(s['silent_frac'])} measured, {_pct(s['silent_pred'])} predicted "
                      f"(z = {c.get('z', float('nan')):+.1f} over all groups)")
     else:

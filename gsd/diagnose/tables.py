@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..groupsize import median_group_size
 from ..posterior import BetaPosterior, fit_beta_prior, posterior_from_counts
 from .._validate import InputError
 from .readers import RolloutLog
@@ -102,11 +103,18 @@ def group_table(log: RolloutLog, right=None, *, half_life: float | None = None) 
     G = np.bincount(grp, minlength=n_groups).astype(np.int64)
     step = log.step[order][starts]
     prompt = log.prompt[order][starts]
-    r = log.reward[order]
-    silent = (G >= 2) & silent_groups(np.maximum.reduceat(r, starts), np.minimum.reduceat(r, starts))
+    finite = np.isfinite(log.reward)
+    # Rows without a finite reward stay in their group as the trainer keeps them (TRL's
+    # unscorable rows); the counts and the posteriors use the scored ones.
+    n = np.bincount(grp, weights=finite, minlength=n_groups).round().astype(np.int64)
+    if log.silent is not None:
+        silent = (G >= 2) & np.asarray(log.silent, bool)
+    else:
+        r = log.reward[order]
+        silent = (G >= 2) & silent_groups(np.maximum.reduceat(r, starts), np.minimum.reduceat(r, starts))
     binary = right is not None
-    k = np.bincount(grp, weights=np.asarray(right, dtype=np.float64), minlength=n_groups).round().astype(np.int64) \
-        if binary else np.zeros(n_groups, np.int64)
+    k = np.bincount(grp, weights=np.where(finite, np.asarray(right, dtype=np.float64), 0.0), minlength=n_groups).round() \
+        .astype(np.int64) if binary else np.zeros(n_groups, np.int64)
     # The prompt's counts at earlier steps, from its per-step totals (exclusive cumulative sums).
     steps_u, sidx = np.unique(step, return_inverse=True)
     pkey = prompt.astype(np.int64) * steps_u.size + sidx.ravel()
@@ -117,17 +125,17 @@ def group_table(log: RolloutLog, right=None, *, half_life: float | None = None) 
     start = np.r_[True, pprompt[1:] != pprompt[:-1]]
     seg = np.cumsum(start) - 1
     before = []
-    for x in (G, k):
+    for x in (n, k):
         tot = np.bincount(pinv, weights=x, minlength=ukey.size)
         cs = np.cumsum(tot) - tot
         before.append((cs - cs[np.flatnonzero(start)][seg]).round().astype(np.int64)[pinv])
-    out = pd.DataFrame({"step": step, "prompt": prompt, "G": G, "k": k, "silent": silent,
-                        "binary_silent": (G >= 2) & ((k == 0) | (k == G)) if binary else np.zeros(n_groups, bool),
+    out = pd.DataFrame({"step": step, "prompt": prompt, "G": G, "n": n, "k": k, "silent": silent,
+                        "binary_silent": (n >= 2) & ((k == 0) | (k == n)) if binary else np.zeros(n_groups, bool),
                         "n_before": before[0], "k_before": before[1]})
     if half_life is None:
         out["n_eff"], out["k_eff"] = before[0].astype(np.float64), before[1].astype(np.float64)
     else:
-        totals = [np.bincount(pinv, weights=x, minlength=ukey.size) for x in (G, k)]
+        totals = [np.bincount(pinv, weights=x, minlength=ukey.size) for x in (n, k)]
         n_eff, k_eff = _discounted_before(np.arange(ukey.size), start, pstep, totals, half_life)
         out["n_eff"], out["k_eff"] = n_eff[pinv], k_eff[pinv]
     if not binary:
@@ -189,13 +197,29 @@ def expected_scale(a, b) -> np.ndarray:
     return np.exp(betaln(a + 0.5, b + 0.5) - betaln(a, b))
 
 
-def _predict(groups: pd.DataFrame, prior, ddof: int, eps: float) -> pd.DataFrame:
+def _batch_std(log: RolloutLog, groups: pd.DataFrame) -> np.ndarray:
+    """Per group, the sample std (ddof 1) of every finite reward of its step: TRL's
+    ``scale_rewards="batch"`` divisor."""
+    ok = np.isfinite(log.reward)
+    steps, sidx = np.unique(log.step[ok], return_inverse=True)
+    r = log.reward[ok]
+    c = np.bincount(sidx, minlength=steps.size)
+    m = np.bincount(sidx, weights=r, minlength=steps.size) / np.maximum(c, 1)
+    ss = np.bincount(sidx, weights=(r - m[sidx]) ** 2, minlength=steps.size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        std = np.where(c > 1, np.sqrt(ss / (c - 1)), np.nan)
+    return std[np.searchsorted(steps, groups["step"].to_numpy())]
+
+
+def _predict(groups: pd.DataFrame, prior, ddof: int, eps: float, scale: str = "group", batch_std=None) -> pd.DataFrame:
     """Add the posterior before the step and the group's predicted statistics.
 
-    ``sigma`` (measured) and ``sigma_pred`` (expected under the posterior) are the GRPO update per
-    unit contrast in the trainer's convention, σ²/(σ_c + eps) with σ_c the ddof-``ddof`` std (σ
-    itself for the paper's ddof 0, eps 0); ``fidelity_plugin`` is the paper's φ (ddof 0)."""
-    G = groups["G"].to_numpy()
+    ``sigma`` (measured) and ``sigma_pred`` (expected under the posterior) are the update per
+    unit contrast in the trainer's convention: σ²/(σ_c + eps) with σ_c the ddof-``ddof`` std of the
+    group (``scale="group"``; σ itself for the paper's ddof 0, eps 0), σ²/(σ_b + eps) with σ_b the
+    std of the step's generation (``"batch"``, ``batch_std`` per group), σ² (``"none"``);
+    ``fidelity_plugin`` is the paper's φ (ddof 0)."""
+    G = groups["n"].to_numpy()  # the scored rows: what the trainer's mean and std see
     if prior is None:  # graded rewards without a threshold: measured figures only
         nan = np.full(G.size, np.nan)
         return groups.assign(a=nan, b=nan, sigma=nan, p_before=nan, silent_pred=nan, sigma_pred=nan, scale_pred=nan,
@@ -208,15 +232,24 @@ def _predict(groups: pd.DataFrame, prior, ddof: int, eps: float) -> pd.DataFrame
     from ..update import _grpo_term
 
     sigma = np.zeros(G.size)
-    sigma[multi] = _grpo_term(ddof, eps)(k[multi], G[multi])
+    divisor = 1.0 if scale == "none" else (np.asarray(batch_std, np.float64) + eps if scale == "batch" else None)
+    if divisor is None:
+        sigma[multi] = _grpo_term(ddof, eps)(k[multi], G[multi])
+    else:
+        Gm = G[multi].astype(np.float64)
+        sigma[multi] = k[multi] * (Gm - k[multi]) / Gm**2 / (divisor if np.ndim(divisor) == 0 else divisor[multi])
     out = groups.assign(a=a, b=b, sigma=sigma, p_before=a / (a + b))
 
-    q = np.ones(G.size)
+    q = np.zeros(G.size)  # fewer than two scored rows: no std, never silent to the trainer
     es = np.zeros(G.size)
     if multi.any():
         post = BetaPosterior(a[multi], b[multi], tuple(prior))
         q[multi] = expected_silent_rate(post, G[multi])
-        es[multi] = allocation_value(post, G[multi], "update", ddof=ddof, eps=eps)  # the expected GRPO update
+        if divisor is None:
+            es[multi] = allocation_value(post, G[multi], "update", ddof=ddof, eps=eps)  # the expected GRPO update
+        else:  # E[σ²] (Dr.GRPO's update) over the group's std-free divisor
+            es[multi] = allocation_value(post, G[multi], "dr_grpo") / (divisor if np.ndim(divisor) == 0
+                                                                         else divisor[multi])
     out["silent_pred"] = q
     out["sigma_pred"] = es
     out["scale_pred"] = expected_scale(a, b)
@@ -254,13 +287,13 @@ def step_table(groups: pd.DataFrame) -> pd.DataFrame:
         "q": q,
         "qvar": q * (1.0 - q),
         "all_wrong": (g["silent"] & (g["k"] == 0)).astype(np.int64),
-        "all_right": (g["silent"] & (g["k"] == g["G"])).astype(np.int64),
+        "all_right": (g["silent"] & (g["k"] == g["n"])).astype(np.int64),
         "wasted_rollouts": g["G"].where(g["silent"], 0),
         "sigma": g["sigma"].where(multi, 0.0),
         "sigma_pred": g["sigma_pred"].where(multi, 0.0),
         "scale_pred": g["scale_pred"].where(multi, 0.0),
         "fidelity_plugin": g["fidelity_plugin"].where(multi, 0.0),
-        "solve": (g["k"] / g["G"]).where(multi, 0.0),
+        "solve": (g["k"] / g["n"].where(g["n"] > 0)).where(multi, 0.0),
     })
     s = df.groupby("step", sort=True).sum()
     n = s["groups"].where(s["groups"] > 0)  # NaN for a step without any group
@@ -306,7 +339,7 @@ def prompt_table(log: RolloutLog, groups: pd.DataFrame, prior, *, epsilon: float
     allocator when the package has one.
     """
     P = log.labels.size
-    n = np.bincount(groups["prompt"], weights=groups["G"], minlength=P).astype(np.int64)
+    n = np.bincount(groups["prompt"], weights=groups["n"], minlength=P).astype(np.int64)
     steps = np.bincount(groups["prompt"], weights=groups["G"] >= 2, minlength=P).astype(np.int64)
     silent = np.bincount(groups["prompt"], weights=groups["silent"], minlength=P).astype(np.int64)
     if prior is None:  # graded rewards without a threshold: no posterior
@@ -317,7 +350,7 @@ def prompt_table(log: RolloutLog, groups: pd.DataFrame, prior, *, epsilon: float
         post = posterior_from_counts(k, n, prior=prior)
     else:
         w = np.exp2(-(groups["step"].max() - groups["step"].to_numpy()) / _half_life(half_life))
-        n_eff = np.bincount(groups["prompt"], weights=w * groups["G"], minlength=P)
+        n_eff = np.bincount(groups["prompt"], weights=w * groups["n"], minlength=P)
         k_eff = np.bincount(groups["prompt"], weights=w * groups["k"], minlength=P)
         post = BetaPosterior(prior[0] + k_eff, prior[1] + n_eff - k_eff, tuple(prior))
     lo, hi = post.interval(level)
@@ -385,20 +418,24 @@ def _right(reward, threshold):
                       "--threshold T (reward >= T counts as right)")
 
 
-def update_convention(fmt: str, ddof=None, eps=None) -> dict:
+def update_convention(fmt: str, ddof=None, eps=None, scale=None) -> dict:
     """The std convention of the expected update: what the trainer of ``fmt`` divides by (TRL:
-    ddof 1, eps 1e-4; verl: ddof 1, eps 1e-6; a table: the paper's ddof 0, eps 0), unless given.
+    ddof 1, eps 1e-4; verl: ddof 1, eps 1e-6; a table: the paper's ddof 0, eps 0), unless given,
+    and its ``scale``: ``"group"`` (each group's std), ``"batch"`` (one std over the step's
+    generation) or ``"none"`` (no division: the update is σ², Dr.GRPO's).
 
     >>> update_convention("trl")
-    {'ddof': 1, 'eps': 0.0001, 'from': 'trl'}
+    {'ddof': 1, 'eps': 0.0001, 'scale': 'group', 'from': 'trl'}
     >>> update_convention("trl", ddof=0, eps=0.0)["from"]
     'given'
     """
     from ..trainers import CONVENTIONS
 
     conv = CONVENTIONS[fmt if fmt in CONVENTIONS else "paper"]
+    if scale not in (None, "group", "batch", "none"):
+        raise InputError(f"scale must be 'group', 'batch' or 'none', got {scale!r}")
     out = {"ddof": conv.ddof if ddof is None else ddof, "eps": conv.eps if eps is None else eps,
-           "from": conv.name if ddof is None and eps is None else "given"}
+           "scale": scale or "group", "from": conv.name if ddof is None and eps is None else "given"}
     if out["ddof"] not in (0, 1):
         raise InputError(f"ddof must be 0 or 1, got {out['ddof']!r}")
     e = float(out["eps"])
@@ -448,7 +485,10 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
     """
     if threshold is None:
         threshold = log.threshold
-    conv = update_convention(log.trainer or log.fmt, ddof, eps)
+    seen = log.advantage_check.get("scale") if log.advantage_check else None
+    conv = update_convention(log.trainer or log.fmt, ddof, eps, seen if ddof is None and eps is None else None)
+    if seen and ddof is None and eps is None:
+        conv["from"] = f"{conv['from']}, scale_rewards={seen!r} read from the logged advantages"
     right, note = _right(log.reward, threshold)
     groups = group_table(log, right, half_life=half_life)
     if not (groups["G"] >= 2).any():
@@ -460,8 +500,8 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         a0 = b0 = None
         warnings.append(note)
     elif isinstance(prior, str) and prior == "empirical-bayes":
-        totals = groups.groupby("prompt")[["k", "G"]].sum()
-        (a0, b0), info = fit_beta_prior(totals["k"].to_numpy(), totals["G"].to_numpy(), full_output=True)
+        totals = groups.groupby("prompt")[["k", "n"]].sum()
+        (a0, b0), info = fit_beta_prior(totals["k"].to_numpy(), totals["n"].to_numpy(), full_output=True)
         if info.get("at_bound") or not info.get("converged", True):
             warnings.append(f"the empirical-Bayes prior Beta({a0:.3g}, {b0:.3g}) "
                             + ("hit the bound of its concentration" if info.get("at_bound") else "did not converge")
@@ -469,7 +509,8 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
                             "all right / all wrong); its predictions are not reliable — try --prior uniform or jeffreys")
     else:
         a0, b0 = posterior_from_counts(0, 0, prior=prior).prior
-    groups = _predict(groups, None if a0 is None else (a0, b0), conv["ddof"], conv["eps"])
+    batch_std = _batch_std(log, groups) if conv["scale"] == "batch" else None
+    groups = _predict(groups, None if a0 is None else (a0, b0), conv["ddof"], conv["eps"], conv["scale"], batch_std)
     steps = step_table(groups)
     if log.trainer_silent:
         steps["trainer_silent_frac"] = steps["step"].map(log.trainer_silent).astype(np.float64)
@@ -485,6 +526,8 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
                         f"{calibration['silent_groups_measured']:.0f} measured): the solve rates move during "
                         "training; let old rollouts count less with --half-life H (e.g. a few steps)")
     logged = "the logged rollouts" if log.missing_steps else "the generation"
+    if not log.silent_observable:
+        logged = "the trained groups (the silent ones were removed before the dump)"
     summary = {
         "format": log.fmt,
         "files": len(log.files),
@@ -493,7 +536,13 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         "silence": log.silence,
         "group_by": log.group_by,
         "group_size": log.group_size,
-        "rows": log.rows,
+        "rows": log.rows + log.extra_outputs,
+        "sessions": log.rows,
+        "extra_outputs": log.extra_outputs,
+        "unscorable_rollouts": log.unscorable_rollouts,
+        "excluded_steps": list(log.excluded_steps),
+        "silent_observable": bool(log.silent_observable),
+        "advantage_check": log.advantage_check,
         "bad_rows": log.bad_count,
         "bad_rows_listed": [str(b) for b in log.bad_rows],
         "steps": int(len(steps)),
@@ -508,7 +557,8 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         "groups": int(multi.sum()),
         "singletons": int((~multi).sum()),
         "rollouts": rollouts,
-        "silent_frac": float(groups["silent"][multi].mean()),
+        "silent_frac": float(groups["silent"][multi].mean()) if log.silent_observable else None,
+        "silent_frac_dumped": float(groups["silent"][multi].mean()),
         "silent_pred": float(groups["silent_pred"][multi].mean()),
         "wasted_rollouts": int(steps["wasted_rollouts"].sum()),
         "wasted_share": float(steps["wasted_rollouts"].sum() / rollouts),
@@ -521,8 +571,9 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         "epsilon": epsilon,
         "half_life": half_life,
         "budget": budget,
-        "median_group_size_recommended": float(np.median(prompts["group_size"][prompts["group_size"] > 0]))
-        if "group_size" in prompts and (prompts["group_size"] > 0).any() else float("nan"),
+        # One definition with the live tracker's gsd/recommended_group_size (gsd.median_group_size).
+        "median_group_size_recommended": median_group_size(prompts["p_mean"].to_numpy(), epsilon)
+        if "p_mean" in prompts else float("nan"),
         "warnings": warnings,
     }
     return Diagnosis(steps=steps, prompts=prompts, groups=groups, summary=summary)

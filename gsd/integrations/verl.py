@@ -1,12 +1,32 @@
 """verl's GRPO (checked against ``verl`` 0.9.1): its convention, its rollout dumps, their quirks.
 
+verl 0.9.1 has two trainers.  The **V1 trainer is the default** (``trainer.use_v1: true`` in
+``verl/trainer/config/ppo_trainer.yaml``); the legacy ``RayPPOTrainer`` (``main_ppo_v0``) is
+deprecated.  Both dump through ``_write_generations`` into ``trainer.rollout_data_dir``; what the
+rows hold differs, and the reader tells them apart by the rows themselves (no flag).
+
 What it computes
     ``compute_grpo_outcome_advantage``: A_i = (r_i − mean_group) / (std_group + 1e-6), sample
     std (ddof 1), the group being the responses sharing a ``uid`` (one per dataset row drawn);
     ``norm_adv_by_std_in_grpo=False`` only centres.  A group whose scores have zero std is
     silent (advantage 0); DAPO's recipe (``algorithm.filter_groups``) drops and refills them.
 
-What it writes (``trainer.rollout_data_dir``)
+What the V1 trainer writes (``v1/trainer_base.py::_log_rollout_data``)
+    The rows of the trained batch, fetched from TransferQueue, ``score`` the sum of ``rm_scores``,
+    sorted by their key ``{uid}_{session_id}_{index}`` and written with **one extra key, ``uid``,
+    holding that whole key** (no reward extras: ``acc`` and the like are not in a V1 dump).
+    A GRPO group is the rows whose key shares the ``uid`` part; a session is one member of the
+    group; a multi-turn session can write several outputs (index 0, 1, ...), all with the
+    session's final score, and only its output with the largest index enters the group's mean
+    and std (``v1/utils.py::compute_advantage_for_multi_trajectories``), its advantage copied to
+    the session's other outputs.  So the reader counts a session once, at its final output.
+    DAPO's group filter lives in the V1 replay buffer (``algorithm.filter_groups``,
+    ``v1/replay_buffer.py::_dapo_filtered_keys``: a group of two or more trajectories whose
+    metric has ``np.std(values) == 0`` is evicted and refilled, counted in
+    ``training/filter_groups/evicted_samples``) *before* the batch is trained and dumped: such a
+    dump holds only live groups and cannot show the generation's silent share.
+
+What the legacy trainer writes (``ray_trainer.py``)
     One ``{global_step}.jsonl`` per training step, one JSON object per response: ``input`` (the
     decoded prompt), ``output``, ``gts``, ``score`` (the summed token-level score), ``step``,
     and every reward extra-info key with one value per response (e.g. ``acc``, ``pred``).
@@ -30,8 +50,11 @@ import numpy as np
 
 from . import TRUTH_COLUMN
 
-__all__ = ["DDOF", "EPS", "SCALES", "SOURCE", "NOT_REWARD", "DEFAULT_REWARD", "BOOL_STRINGS", "is_log_file",
-           "step_of", "is_validation_folder", "write_step", "FILE_DESCRIPTION"]
+__all__ = ["NAME", "DDOF", "EPS", "SCALES", "SOURCE", "NOT_REWARD", "DEFAULT_REWARD", "BOOL_STRINGS", "is_log_file",
+           "step_of", "is_validation_folder", "write_step", "FILE_DESCRIPTION", "split_keys", "group_keys", "members",
+           "zero_std", "is_v1"]
+
+NAME = "verl"
 
 DDOF = 1
 EPS = 1e-6
@@ -40,6 +63,14 @@ SOURCE = ("verl 0.9.1 compute_grpo_outcome_advantage (norm_adv_by_std_in_grpo), 
           "compute_rloo_vectorized_outcome_advantage")
 
 FILE_DESCRIPTION = "verl's {step}.jsonl"
+SUFFIXES = (".jsonl", ".json")
+PROMPT_COL = "input"
+STEP_COL = "step"
+#: What removes silent groups before the dump, when a dump shows none.
+FILTER = ("verl's algorithm.filter_groups (DAPO) evicts the groups whose scores are all equal before the batch is "
+          "trained and dumped; their number is the trainer's training/filter_groups/evicted_samples metric")
+#: The rows' V1 key, ``{uid}_{session_id}_{index}``.
+_KEY = r"^(.*)_(\d+)_(\d+)$"
 
 #: Keys of a dumped row that are not rewards.
 NOT_REWARD = ("input", "output", "gts", "step", "data_source", "request_id", "uid", TRUTH_COLUMN)
@@ -53,8 +84,108 @@ def is_log_file(path: Path) -> bool:
     return path.suffix == ".jsonl" and path.stem.isdigit()
 
 
-def step_of(path: Path) -> int:
-    return int(path.stem)
+def step_of(path: Path):
+    """The step a ``{step}.jsonl`` name carries (None for any other name: the rows' ``step`` says)."""
+    stem = Path(path).stem
+    return int(stem) if stem.isdigit() and len(stem) < 19 else None
+
+
+def default_reward(columns, numeric) -> list:
+    from .._errors import InputError
+
+    if DEFAULT_REWARD in columns:
+        return [(1.0, DEFAULT_REWARD)]
+    raise InputError(f"no 'score' key; choose the reward with --reward KEY (keys: {', '.join(columns)})")
+
+
+def split_keys(keys):
+    """V1 keys ``{uid}_{session_id}_{index}`` → (uid, session, index, ok) arrays; ``ok`` False
+    where a key is missing or not of that form.
+
+    >>> uid, session, index, ok = split_keys(np.array(["a-1_0_0", "a-1_0_1", "b_1_0", "plain"], dtype=object))
+    >>> uid.tolist(), session.tolist(), index.tolist(), ok.tolist()
+    (['a-1', 'a-1', 'b', ''], [0, 0, 1, 0], [0, 1, 0, 0], [True, True, True, False])
+    """
+    import pandas as pd
+
+    parts = pd.Series(np.asarray(keys, dtype=object)).astype("string").str.extract(_KEY)
+    ok = parts.notna().all(axis=1).to_numpy()
+    uid = parts[0].fillna("").to_numpy(dtype=object)
+    session = pd.to_numeric(parts[1], errors="coerce").fillna(0).to_numpy(np.int64)
+    index = pd.to_numeric(parts[2], errors="coerce").fillna(0).to_numpy(np.int64)
+    return uid, session, index, ok
+
+
+_PARSED: dict = {}  # the last table's parsed keys (group_keys and members read the same table)
+
+
+def _parsed(table):
+    """(uid, session, index, ok) of a table's ``uid`` column, or None when it has none."""
+    if "uid" not in table.column_names:
+        return None
+    if _PARSED.get("table") is not table:
+        _PARSED.clear()
+        _PARSED.update(table=table, keys=split_keys(table.column("uid").to_numpy(zero_copy_only=False)))
+    return _PARSED["keys"]
+
+
+def is_v1(table) -> bool:
+    """A V1 dump: a ``uid`` key on the rows, every one of the form ``{uid}_{session_id}_{index}``."""
+    parsed = _parsed(table)
+    return parsed is not None and parsed[3].size > 0 and bool(parsed[3].all())
+
+
+def group_keys(table):
+    """V1: the group of a row is its key's ``uid`` part (hashed); legacy: None (the prompt text)."""
+    if not is_v1(table):
+        return None
+    import pandas as pd
+
+    uid, _, _, ok = _parsed(table)
+    return pd.util.hash_array(uid.astype(str), categorize=True).astype(np.int64), ok
+
+
+def group_column(table, column):
+    """``--group-col uid`` on a V1 dump names the trainer's own key: its uid part, as by default."""
+    return group_keys(table) if column == "uid" else None
+
+
+def members(table):
+    """V1: the rows that enter GRPO's statistics, each session's output with the largest index;
+    None for a legacy dump (every row)."""
+    if not is_v1(table):
+        return None
+    import pandas as pd
+
+    uid, session, index, _ = _parsed(table)
+    frame = pd.DataFrame({"uid": uid, "session": session, "index": index})
+    last = frame.groupby(["uid", "session"], sort=False)["index"].transform("max").to_numpy()
+    # Two rows with one key (the same output written twice) count once.
+    return (index == last) & ~frame.duplicated(["uid", "session", "index"]).to_numpy()
+
+
+def describe_groups(context) -> str:
+    if context.get("keyed"):
+        return "rows whose V1 key {uid}_{session_id}_{index} shares the uid, one per session (its final output)"
+    return None
+
+
+def zero_std(values, group, n_groups: int) -> np.ndarray:
+    """verl's rule for a group with nothing to learn, per group: two or more scores, all equal —
+    ``np.std(values) == 0`` of ``v1/replay_buffer.py::_dapo_filtered_keys`` (the dumped scores are
+    float32 sums, on which the two agree).
+
+    >>> zero_std(np.array([1.0, 1.0, 0.0, 1.0]), np.array([0, 0, 1, 1]), 2).tolist()
+    [True, False]
+    """
+    v = np.asarray(values, np.float64)
+    group = np.asarray(group, np.int64)
+    top = np.full(n_groups, -np.inf)
+    bottom = np.full(n_groups, np.inf)
+    np.maximum.at(top, group, v)
+    np.minimum.at(bottom, group, v)
+    count = np.bincount(group, minlength=n_groups)
+    return (count >= 2) & (top == bottom)
 
 
 def is_validation_folder(folder: Path) -> bool:

@@ -245,3 +245,12 @@ def _allocation_figure(summary: dict, out_dir=None):
     bx.set_ylabel("non-silent groups / groups drawn")
     bx.set_title(f"effective-gradient ratio (mean, 95 % CI, {len(summary['seeds'])} seeds)")
     return fig
+
+
+def _ci(r, nd=3, scale=1.0):
+    """'mean [lo, hi]' of a seed interval (scaled), '—' where missing."""
+    if not r or r.get("n", 0) == 0 or not math.isfinite(r.get("mean") if r.get("mean") is not None else math.nan):
+        return "—"
+    m, lo, hi = (math.nan if r[k] is None else r[k] * scale for k in ("mean", "lo", "hi"))  # JSON writes NaN as null
+    part = f"{m:.{nd}f}" + (f" [{lo:.{nd}f}, {hi:.{nd}f}]" if math.isfinite(lo) else "")
+    return part + (f" ({r['n']}/{r['of']} seeds)" if r["n"] < r["of"] else "")

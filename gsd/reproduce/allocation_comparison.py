@@ -209,7 +209,7 @@ def summarise_comparison(out, comp: dict | None = None) -> dict:
 
 def comparison_markdown(summary: dict) -> list[str]:
     """The comparison's tables (one per variant), the decomposition and the verdict, as markdown lines."""
-    from .report import _ci
+    from .allocation_campaign import _ci
 
     L = []
     for v, sv in summary["variants"].items():

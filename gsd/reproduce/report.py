@@ -616,18 +616,9 @@ def _reuse_note(stage: dict) -> str:
     return stage.get("reuse", "computed") + (f"; code and config fingerprint `{fp[:12]}`" if fp else "")
 
 
-def _ci(r, nd=3, scale=1.0):
-    """'mean [lo, hi]' of a seed interval (scaled), '—' where missing."""
-    if not r or r.get("n", 0) == 0 or not math.isfinite(r.get("mean") if r.get("mean") is not None else math.nan):
-        return "—"
-    m, lo, hi = (math.nan if r[k] is None else r[k] * scale for k in ("mean", "lo", "hi"))  # JSON writes NaN as null
-    part = f"{m:.{nd}f}" + (f" [{lo:.{nd}f}, {hi:.{nd}f}]" if math.isfinite(lo) else "")
-    return part + (f" ({r['n']}/{r['of']} seeds)" if r["n"] < r["of"] else "")
-
-
 def _allocation_markdown(a: dict) -> list[str]:
     """The "beyond the paper" section: the allocation campaign's table and what it says."""
-    from .allocation_campaign import LABELS
+    from .allocation_campaign import LABELS, _ci
 
     L = ["## Beyond the paper: budget allocation (simulator)\n"]
     if a.get("status") != "ok":
@@ -697,7 +688,7 @@ def allocation_verdict(a: dict) -> str:
         else:
             lines.append("Neither arm reached the hardest-quartile target within the budget; the ~2× compute claim "
                          "cannot be checked at this size.")
-    from .allocation_campaign import LABELS
+    from .allocation_campaign import LABELS, _ci
 
     real = {n: r for n, r in arms.items() if not n.startswith("oracle")}
 

@@ -347,7 +347,6 @@ def final_solve_rates(out: Path, cfg: SimConfig, p0: np.ndarray) -> np.ndarray:
     logits, or the network policy rebuilt from ``p0`` with the checkpoint's weights."""
     state = read_logits(out)
     if state["z"] is not None:
-        from .tabular import _sigmoid
 
         return _sigmoid(state["z"])
     import torch
@@ -360,3 +359,14 @@ def final_solve_rates(out: Path, cfg: SimConfig, p0: np.ndarray) -> np.ndarray:
     policy.load_state_dict(torch.load(Path(out) / CHECKPOINT_FILE, map_location="cpu", weights_only=True)["policy"])
     with torch.no_grad():
         return torch.sigmoid(policy()).double().numpy()
+
+
+def _logit(p):
+    """log(p/(1 − p)), float64 (the torch engine's ``torch.logit`` of the float64 p0)."""
+    return np.log(p / (1.0 - p))
+
+
+def _sigmoid(z):
+    """The solve rate of a logit (the numpy engine's policy, and a checkpoint's logits read back)."""
+    with np.errstate(over="ignore"):  # exp(−z) = inf at z ≪ 0 gives 1/inf = 0, the limit
+        return 1.0 / (1.0 + np.exp(-z))

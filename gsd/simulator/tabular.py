@@ -54,7 +54,7 @@ from ..weighting import decile_index
 from .config import FREE_KEYS, SimConfig
 from .ledger import COLUMNS, N_DECILES, N_QUARTILES, Ledger, closed_form_columns
 from .population import STREAM_ROLLOUTS, initial_quartiles, initial_solve_rates, population_state, sub_seed
-from .runfolder import (Member, check_array, check_identity, check_ledger_rows, check_step, damaged,
+from .runfolder import (Member, _logit, _sigmoid, check_array, check_identity, check_ledger_rows, check_step, damaged,
                         drive, finish, ledger_row, open_runs, run_identity, save_checkpoint)
 
 __all__ = ["run_programs", "program_key", "advantage_rows", "advantage_sums", "logit_gradient", "mean_updates"]
@@ -102,16 +102,6 @@ def logit_gradient(s_right, s_wrong, G, p, q):
     S₊, S₋ from :func:`advantage_sums`, p = π(right) = sigmoid(z) and q = π(wrong) = sigmoid(−z),
     computed from z rather than as 1 − p (exact near p = 1)."""
     return (s_right * q - s_wrong * p) / G
-
-
-def _logit(p):
-    """log(p/(1 − p)), float64 (the torch engine's ``torch.logit`` of the float64 p0)."""
-    return np.log(p / (1.0 - p))
-
-
-def _sigmoid(z):
-    with np.errstate(over="ignore"):  # exp(−z) = inf at z ≪ 0 gives 1/inf = 0, the limit
-        return 1.0 / (1.0 + np.exp(-z))
 
 
 def _log(x, limit):

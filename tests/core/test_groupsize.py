@@ -96,3 +96,23 @@ def test_silent_rate_group_size_at_a_tight_bracket():
     many = gsd.group_size_for_silent_rate(0.5, 2.0 ** -np.arange(1, 40, dtype=float))
     assert (many >= 2).all()
     assert (gsd.silent_rate(0.5, many) <= 2.0 ** -np.arange(1, 40)).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.floats(0.0, 1.0), st.sampled_from([0.0, 1.0, 1e-4, 0.5])), min_size=1, max_size=30),
+       st.sampled_from([0.2, 0.1, 0.05]), st.sampled_from([50, 400, 4000]))
+def test_median_group_size_is_the_lower_median_by_brute_force(p, eps, cap):
+    """The lower median of the brute-force smallest G over the prompts with 0 < p < 1, a prompt
+    no G ≤ cap serves counting above every G; NaN when there is none or the median is above cap."""
+    p = np.array(p)
+    need = sorted(g if (g := _brute_force_smallest(x, eps, cap)) is not None else np.inf for x in p if 0 < x < 1)
+    want = need[(len(need) + 1) // 2 - 1] if need else np.nan
+    got = gsd.median_group_size(p, eps, max_group_size=cap)
+    assert (np.isnan(got) and not np.isfinite(want)) or got == want
+
+
+def test_median_group_size_bad_input():
+    with pytest.raises(gsd.InputError, match="epsilon"):
+        gsd.median_group_size([0.5], [0.1, 0.2])
+    with pytest.raises(gsd.InputError, match="p"):
+        gsd.median_group_size([0.5, 1.5], 0.1)

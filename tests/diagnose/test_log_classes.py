@@ -25,7 +25,7 @@ def _verl_rows(path, rows):
 def test_a_folder_with_both_formats_is_refused(tmp_path):
     verl.write_step(tmp_path / "rollout_data", 1, ["a"] * 4, [0, 1, 1, 0])
     trl.write_step(tmp_path / "out", 1, ["a"] * 4, {"r": [0, 1, 1, 0]})
-    with pytest.raises(ValueError, match="holds both TRL.* and verl"):
+    with pytest.raises(ValueError, match="holds TRL.* and verl"):
         read_rollouts(tmp_path)
     assert read_rollouts(tmp_path, fmt="verl").fmt == "verl"  # naming the format is enough
 
@@ -169,7 +169,7 @@ def test_update_follows_the_trainers_std_convention(tmp_path, fmt, want):
     direct = (pmf * _direct_update(ks[None, :], g["G"].to_numpy()[:, None], *want)).sum(axis=1)
     np.testing.assert_allclose(g["sigma_pred"], direct, rtol=1e-12)
     paper = diagnose(tmp_path / name, progress=False, ddof=0, eps=0.0, **kw)
-    assert paper.summary["update_convention"] == {"ddof": 0, "eps": 0.0, "from": "given"}
+    assert paper.summary["update_convention"] == {"ddof": 0, "eps": 0.0, "scale": "group", "from": "given"}
     np.testing.assert_allclose(paper.groups["sigma"], np.sqrt(g["k"] * (g["G"] - g["k"])) / g["G"], rtol=1e-15)
     with pytest.raises(ValueError, match="ddof must be 0 or 1"):
         diagnose(tmp_path / name, progress=False, ddof=2, **kw)

@@ -50,26 +50,33 @@ def test_verl_glob_and_file_list(tmp_path):
     assert [f.name for f in find_log_files(files)] == [f"{s}.jsonl" for s in range(1, 6)]
 
 
+def _trl_total(weights, *columns):
+    """TRL's reward, as its GRPOTrainer computes it: float32 rewards times float32 weights, nansum."""
+    torch = pytest.importorskip("torch")
+    parts = torch.tensor(np.stack([np.asarray(c, float) for c in columns], axis=1), dtype=torch.float32)
+    return (parts * torch.tensor(weights, dtype=torch.float32)).nansum(dim=1).double().numpy()
+
+
 def test_trl_one_sum_and_ambiguous(tmp_path):
     df, _ = rollouts(graded=True)
     write_trl(tmp_path / "out", df)
     log = read_rollouts(tmp_path / "out", reward="accuracy_reward")
     assert log.fmt == "trl"
-    _same_rows(log, df)
+    _same_rows(log, df.assign(score=_trl_total([1.0], df["score"])))
     both = read_rollouts(tmp_path / "out", reward="accuracy_reward+format_reward")
-    _same_rows(both, df.assign(score=df["score"] + 0.5))
+    _same_rows(both, df.assign(score=_trl_total([1.0, 1.0], df["score"], np.full(len(df), 0.5))))
     # By default, what TRL normalises: the sum of the reward columns, weight 1 each (TRL does not
     # log its reward_weights), said in a warning; weights are given in the expression.
     default = read_rollouts(tmp_path / "out")
-    _same_rows(default, df.assign(score=df["score"] + 0.5))
+    _same_rows(default, df.assign(score=_trl_total([1.0, 1.0], df["score"], np.full(len(df), 0.5))))
     assert default.reward_name == "accuracy_reward + format_reward"
     assert any("reward_weights" in w for w in default.warnings)
     weighted = read_rollouts(tmp_path / "out", reward="2*accuracy_reward - 0.5*format_reward")
-    _same_rows(weighted, df.assign(score=2 * df["score"] - 0.25))
+    _same_rows(weighted, df.assign(score=_trl_total([2.0, -0.5], df["score"], np.full(len(df), 0.5))))
     assert weighted.reward_name == "2*accuracy_reward - 0.5*format_reward"
     assert not any("reward_weights" in w for w in weighted.warnings)
     write_trl(tmp_path / "single", df, names=("accuracy_reward",))
-    _same_rows(read_rollouts(tmp_path / "single"), df)  # one reward function: found by itself
+    _same_rows(read_rollouts(tmp_path / "single"), df.assign(score=_trl_total([1.0], df["score"])))  # found by itself
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet", ".jsonl"])
@@ -163,4 +170,47 @@ def test_trl_sum_skips_functions_that_did_not_apply(tmp_path):
     (tmp_path / "completions").mkdir()
     df.to_parquet(tmp_path / "completions" / "completions_00001.parquet")
     log = read_rollouts(tmp_path, reward="math+code")
-    assert log.reward.tolist() == [1.0, 1.0, 0.0] and log.bad_count == 1 and log.bad_rows[0].line == 4
+    # The row no function scored stays in its block, as TRL keeps it (out of the mean and std).
+    assert np.array_equal(log.reward, [1.0, 1.0, 0.0, np.nan], equal_nan=True) and log.bad_count == 0
+    assert log.unscorable_rollouts == 1 and np.bincount(log.group).tolist() == [4]
+
+
+def test_edges_of_the_reader(tmp_path):
+    """Files at the edges: each read right, or refused with one line naming the file."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from gsd import InputError
+
+    t = pa.table([pa.array(["a"] * 4), pa.array([0.0, 1, 1, 0]), pa.array([1] * 4), pa.array([0.0] * 4)],
+                 names=["prompt", "r", "step", "r"])
+    pq.write_table(t, tmp_path / "dup.parquet")
+    with pytest.raises(InputError, match="dup.parquet: the column name 'r' is used by 2 columns"):
+        read_rollouts(tmp_path / "dup.parquet", reward="r")
+    pq.write_table(pa.table({"prompt": ["a"] * 4, "r": pa.array([0, 1, 1, 2**64 - 1], pa.uint64()), "step": [1] * 4}),
+                   tmp_path / "u64.parquet")
+    assert read_rollouts(tmp_path / "u64.parquet", reward="r").reward.tolist() == [0.0, 1.0, 1.0, float(2**64 - 1)]
+    # pandas writes the integer steps of a float column as "1.0", "2.0"
+    pd.DataFrame({"prompt": ["a"] * 4 + ["b"] * 4, "r": [0, 1, 1, 0, 1, 1, 1, 1],
+                  "step": [1.0] * 4 + [2.0] * 4}).to_csv(tmp_path / "f.csv", index=False)
+    assert sorted(set(read_rollouts(tmp_path / "f.csv", reward="r").step.tolist())) == [1, 2]
+    pd.DataFrame({"prompt": ["a"] * 4, "x": [1e308, 1e308, 0, 0], "y": [1e308, 1e308, 0, 1],
+                  "step": 1}).to_csv(tmp_path / "over.csv", index=False)
+    with pytest.raises(InputError, match=r"over.csv: the reward 'x \+ y' overflows"):
+        read_rollouts(tmp_path / "over.csv", reward="x+y")
+    # A row whose group key is missing belongs to one of its prompt's groups of that step: both
+    # of them are incomplete, the other prompt's group is whole.
+    rows = [{"input": q, "score": s, "step": 1, "gid": g}
+            for q, g in (("q1", 7), ("q1", 8), ("q2", 9)) for s in (0, 1, 1, 0)]
+    rows[2]["gid"] = None
+    (tmp_path / "v").mkdir()
+    (tmp_path / "v" / "1.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    log = read_rollouts(tmp_path / "v", group_col="gid")
+    assert log.incomplete_groups == 2 and np.bincount(log.group).tolist() == [4] and log.labels.tolist() == ["q2"]
+    # A step number beyond int64 in a file name: the rows' step is used.
+    (tmp_path / "t" / "completions").mkdir(parents=True)
+    pd.DataFrame({"step": [3] * 4, "prompt": ["a"] * 4, "completion": "x", "r": [0.0, 1, 1, 0], "advantage": 0.0}) \
+        .to_parquet(tmp_path / "t" / "completions" / f"completions_{10**25}.parquet")
+    assert read_rollouts(tmp_path / "t", group_size=4).step.tolist() == [3] * 4

@@ -62,7 +62,8 @@ def test_diagnosis_recovers_the_simulation(closures, fmt):
 
 def test_both_formats_give_the_same_diagnosis(closures):
     pd.testing.assert_frame_equal(closures["verl"].diagnosis.steps, closures["trl"].diagnosis.steps)
-    np.testing.assert_allclose(closures["verl"].truth, closures["trl"].truth, rtol=1e-13)  # JSON keeps 15 digits
+    # Read as a reward: verl's JSON keeps 15 digits, TRL's arithmetic rounds to float32 (2^-24).
+    np.testing.assert_allclose(closures["verl"].truth, closures["trl"].truth, rtol=2**-23)
 
 
 def test_figure_and_cli_on_the_run(closures, tmp_path):

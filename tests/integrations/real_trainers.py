@@ -67,39 +67,54 @@ class Truth:
     def record(self, name, step, prompts, rewards):
         self.calls.setdefault(name, []).append((step, prompts, rewards))
 
+    def per_step(self, steps=None):
+        """{step: (groups, silent_frac, wasted_rollouts)} of the generations (only ``steps`` if given).
+
+        As TRL counts, with TRL's own arithmetic: the rewards as a float32 tensor (None → NaN),
+        the weighted float32 ``nansum`` (a row with every reward None stays NaN), a group silent
+        when ``torch.isclose(nanstd(group), 0)`` — TRL's ``nanstd``, NaN (fewer than two scorable
+        rows) is not silent — and a silent group wastes its G rollouts."""
+        import torch
+        from trl.trainer.utils import nanstd
+
+        names = list(self.calls)
+        table = {}
+        for calls in zip(*(self.calls[n] for n in names)):
+            step = calls[0][0] + 1
+            if steps is not None and step not in steps:
+                continue
+            parts = torch.tensor([[torch.nan if x is None else x for x in c[2]] for c in calls],
+                                 dtype=torch.float32).T
+            total = (parts * torch.tensor(self.weights, dtype=torch.float32)).nansum(dim=1)
+            total[torch.isnan(parts).all(dim=1)] = torch.nan
+            std = nanstd(total.view(-1, self.G), dim=1)
+            silent = torch.isclose(std, torch.zeros_like(std)).numpy()
+            table[step] = (len(silent), float(silent.mean()), int(self.G * silent.sum()))
+        return table
+
     def generations(self):
         """Per generation: the step that first uses it (global_step at the call + 1) and per group
-        (block of G rows) its total reward."""
+        (block of G rows) its total reward (float64, None as NaN)."""
         names = list(self.calls)
         out = []
         for calls in zip(*(self.calls[n] for n in names)):
             step = calls[0][0] + 1
-            total = sum(w * np.asarray(c[2], float) for w, c in zip(self.weights, calls))
+            total = sum(w * np.array([np.nan if x is None else x for x in c[2]], float)
+                        for w, c in zip(self.weights, calls))
             out.append((step, total.reshape(-1, self.G)))
         return out
 
-    def per_step(self, steps=None):
-        """{step: (groups, silent_frac, wasted_rollouts)} of the generations (only ``steps`` if given).
-
-        As TRL normalises: an unscorable row (NaN: the function returned None) is left out of its
-        group's statistics, so a group is silent when its scorable rewards are all equal, and it
-        wastes its scorable rollouts."""
-        table = {}
-        for step, groups in self.generations():
-            if steps is not None and step not in steps:
-                continue
-            silent = np.nanmax(groups, axis=1) == np.nanmin(groups, axis=1)
-            scorable = (~np.isnan(groups)).sum(axis=1)
-            table[step] = (len(groups), float(silent.mean()), int(scorable[silent].sum()))
-        return table
-
 
 def trl_run(out: Path, *, prompts, p, G=4, batch=16, max_steps=4, weights=None, second_reward=False, seed=0,
-            trainer_cls=None, trainer_kwargs=None, wrap=None, unscorable=None, **config):
+            trainer_cls=None, trainer_kwargs=None, wrap=None, unscorable=None, values=None, none_rows=(),
+            resume=None, truth=None, **config):
     """Train a tiny GRPOTrainer with ``log_completions=True`` into ``out``; returns the Truth.
 
     ``p``: per prompt, the probability that the ``correct`` reward is 1 (drawn by the reward
-    function from its own generator).  ``second_reward``: a second function ``fmt`` (0 or 1,
+    function from its own generator); with ``values`` (per prompt a pair (wrong, right)) the
+    reward is that pair's entry instead of 0/1.  ``none_rows``: positions within every
+    generation whose reward is None.  ``resume``: a checkpoint folder to resume from;
+    ``truth``: a Truth to add this run's calls to (a resumed run continues its first attempt's).  ``second_reward``: a second function ``fmt`` (0 or 1,
     probability 1/2), weighted by ``weights``.  ``trainer_cls`` (default GRPOTrainer) is built
     with ``trainer_kwargs``; ``wrap`` maps the reward functions before they are handed over.
     """
@@ -109,13 +124,15 @@ def trl_run(out: Path, *, prompts, p, G=4, batch=16, max_steps=4, weights=None, 
     from trl import GRPOConfig, GRPOTrainer
 
     weights = tuple(weights or ((1.0, 1.0) if second_reward else (1.0,)))
-    truth = Truth(G, weights)
-    rng = random.Random(seed)
+    truth = truth if truth is not None else Truth(G, weights)
+    rng = random.Random(seed + (1000 if resume else 0))
 
-    def correct(prompts, completions, p, trainer_state, **kw):
-        r = [float(rng.random() < q) for q in p]
+    def correct(prompts, completions, p, trainer_state, v=None, **kw):
+        right = [rng.random() < q for q in p]
+        r = [float(x) for x in right] if values is None else [float(values[j][int(x)]) for j, x in zip(v, right)]
         if unscorable:  # the function cannot score every unscorable-th row: TRL gets None
             r = [None if i % unscorable == unscorable - 1 else x for i, x in enumerate(r)]
+        r = [None if i in none_rows else x for i, x in enumerate(r)]
         if _training(kw):
             truth.record("correct", trainer_state.global_step, list(prompts), r)
         return r
@@ -127,17 +144,21 @@ def trl_run(out: Path, *, prompts, p, G=4, batch=16, max_steps=4, weights=None, 
         return r
 
     config.setdefault("logging_steps", 1)
+    config.setdefault("save_strategy", "no")
     funcs = [correct, fmt] if second_reward else [correct]
-    ds = Dataset.from_dict({"prompt": list(prompts), "p": list(p)})
+    columns = {"prompt": list(prompts), "p": list(p)}
+    if values is not None:
+        columns["v"] = list(range(len(prompts)))
+    ds = Dataset.from_dict(columns)
     args = GRPOConfig(output_dir=str(out), use_cpu=True, use_vllm=False, max_completion_length=3, report_to=[],
                       num_generations=G, per_device_train_batch_size=batch, max_steps=max_steps, log_completions=True,
-                      num_completions_to_print=0, save_strategy="no", seed=seed, learning_rate=1e-3,
+                      num_completions_to_print=0, seed=seed, learning_rate=1e-3,
                       reward_weights=list(weights) if second_reward else None, **config)
     trainer = (trainer_cls or GRPOTrainer)(
         model=tiny_model(seed), reward_funcs=wrap(funcs) if wrap else funcs, args=args, train_dataset=ds,
         eval_dataset=ds if config.get("eval_strategy", "no") != "no" else None, processing_class=tokenizer(),
         **(trainer_kwargs or {}))
-    trainer.train()
+    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     trainer.save_state()
     truth.trainer = trainer
     return truth

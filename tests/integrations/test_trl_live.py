@@ -15,7 +15,7 @@ pytest.importorskip("trl", reason="the tests against the real TRL need trl==1.16
 from gsd import InputError  # noqa: E402
 from gsd.cli import main  # noqa: E402
 from gsd.diagnose.report import diagnosis_json  # noqa: E402
-from gsd.integrations.trl import LIVE_METRICS, GroupTracker  # noqa: E402
+from gsd.integrations.trl_live import LIVE_METRICS, GroupTracker  # noqa: E402
 
 from .real_trainers import trl_run  # noqa: E402
 
@@ -24,7 +24,7 @@ P = [0.0, 1.0, 0.5, 0.2, 0.8, 0.0, 1.0, 0.5]
 
 
 def _trainer():
-    from gsd.integrations.trl import GSDGRPOTrainer
+    from gsd.integrations.trl_live import GSDGRPOTrainer
 
     return GSDGRPOTrainer
 
@@ -237,7 +237,7 @@ def test_bad_arguments():
     h(prompts=["a", "a"], completions=["", ""])
     with pytest.raises(InputError, match=r"\.parquet"):
         t4.save("run.csv")
-    from gsd.integrations.trl import GSDGRPOTrainer
+    from gsd.integrations.trl_live import GSDGRPOTrainer
 
     with pytest.raises(InputError, match="skip_above"):
         GSDGRPOTrainer(model=None, skip_above=1.5)
@@ -258,3 +258,64 @@ def test_docs_script_runs(tmp_path, monkeypatch, capsys):
     assert main(["diagnose", "--no-progress", "--json", str(tmp_path / "run.parquet")]) == 0
     got = json.loads(capsys.readouterr().out)["summary"]
     assert f"silent fraction {got['silent_frac']:.3f}" in out and got["groups"] == 8 * 16
+
+
+def _named(rewards):
+    def graded(prompts, completions, **kw):
+        return rewards
+    return graded
+
+
+@pytest.mark.parametrize("bad", [1 + 2j, 10**400, "0.5", [0.5]])
+def test_rewards_trl_cannot_take_are_named(bad):
+    """TRL's torch.tensor(rewards, dtype=float32) fails on these too; the tracker says which."""
+    tracker = GroupTracker(2)
+    [f] = tracker.wrap([_named([0.0, bad])])
+    with pytest.raises(InputError, match=r"^reward function 'graded' returned .* at row 1"):
+        f(prompts=["a", "a"], completions=["", ""])
+    assert not tracker.metrics
+    [g] = GroupTracker(2).wrap([_named(None)])
+    with pytest.raises(InputError, match=r"^reward function 'graded' returned None, not one reward per completion"):
+        g(prompts=["a", "a"], completions=["", ""])
+
+
+def test_rewards_as_generator_none_and_beyond_float32():
+    tracker = GroupTracker(2)
+    [f] = tracker.wrap([lambda prompts, completions, **kw: (c for c in completions)])
+    assert f(prompts=["a"] * 2, completions=[0.0, 1.0]) == [0.0, 1.0]  # the values, not an exhausted generator
+    assert tracker.metrics[-1]["silent_frac"] == 0.0
+    # a group with one scorable row and a group beyond float32 (inf in TRL): groups, not zero-std
+    assert f(prompts=["a", "a", "b", "b"], completions=[None, 1.0, 1e39, 1e39]) == [None, 1.0, 1e39, 1e39]
+    assert tracker.metrics[-1]["silent_frac"] == 0.0 and tracker.metrics[-1]["effective_ratio"] == 0.0
+    f(prompts=["a", "a"], completions=[0.1 + 0.2, 0.3])  # equal once cast to float32, as TRL casts
+    assert tracker.metrics[-1]["silent_frac"] == 1.0
+
+
+def test_arguments_refused_before_training():
+    with pytest.raises(InputError, match=r"^reward_funcs: 'org/reward-model' is a reward model"):
+        GroupTracker(4).wrap("org/reward-model")
+    with pytest.raises(InputError, match=r"^reward_funcs\[1\]: 'org/rm' is a reward model"):
+        _trainer()(model=None, reward_funcs=[_named([]), "org/rm"])
+    with pytest.raises(InputError, match=r"^epsilon must be one number in \(0, 1\), got \[0\.1, 0\.2\]"):
+        GroupTracker(4, epsilon=[0.1, 0.2])
+    with pytest.raises(InputError, match=r"^skip_above must be one number in \(0, 1\), got \[0\.5, 0\.9\]"):
+        _trainer()(model=None, skip_above=[0.5, 0.9])
+    with pytest.raises(InputError, match=r"^reward_funcs: two functions named '<lambda>'"):
+        GroupTracker(4).wrap([lambda **kw: [], lambda **kw: []])
+
+
+def test_recommended_group_size_is_the_diagnosis_median():
+    """One definition (gsd.median_group_size over every prompt recorded so far): with a fixed
+    prior the live figure after the last generation is gsd diagnose's median."""
+    tracker = GroupTracker(4, prior="uniform")
+    [f] = tracker.wrap([lambda prompts, completions, **kw: [float(c) for c in completions]])
+    rng = np.random.default_rng(1)
+    p = rng.beta(0.3, 0.3, 24)
+    for step in range(6):  # each generation a different subset of the prompts, as with skipping
+        rows = np.repeat(rng.permutation(24)[: 8 if step else 24], 4)
+        f(prompts=[f"q{j}" for j in rows], completions=(rng.random(rows.size) < p[rows]).astype(int).tolist())
+    live = tracker.metrics[-1]["recommended_group_size"]
+    dx = tracker.diagnosis()
+    assert np.isfinite(live) and live == dx.summary["median_group_size_recommended"]
+    sizes = np.sort(np.where(dx.prompts["group_size"] > 0, dx.prompts["group_size"], np.inf))
+    assert live == sizes[(sizes.size + 1) // 2 - 1]  # the lower median of the per-prompt table

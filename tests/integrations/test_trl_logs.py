@@ -34,8 +34,32 @@ def runs(tmp_path_factory):
         "chat": dict(prompts=chat),
         "unscorable": dict(prompts=PROMPTS, unscorable=5),
         "eval": dict(prompts=PROMPTS, eval_strategy="steps", eval_steps=2, per_device_eval_batch_size=16),
+        # Rewards equal only up to float32 rounding, and real contrasts beside them.
+        "graded": dict(prompts=PROMPTS, values=GRADED),
+        "scale_none": dict(prompts=PROMPTS, scale_rewards="none", loss_type="dr_grpo"),
+        "scale_batch": dict(prompts=PROMPTS, scale_rewards="batch"),
+        # Group 0: every reward None; group 1: one scorable row; group 2: two.
+        "all_none": dict(prompts=PROMPTS, none_rows={0, 1, 2, 3, 4, 5, 6, 8, 9}),
     }
-    return {name: (root / name, trl_run(root / name, p=P, **kw)) for name, kw in setups.items()}
+    runs = {name: (root / name, trl_run(root / name, p=P, **kw)) for name, kw in setups.items()}
+    # A run resumed from an earlier checkpoint: the first attempt logged steps 1-8 and saved
+    # checkpoint-5; the second resumed from it and stopped at step 6, leaving 7 and 8 behind.
+    out = root / "resumed"
+    first = trl_run(out, p=P, prompts=PROMPTS, max_steps=8, save_strategy="steps", save_steps=5)
+    second = trl_run(out, p=P, prompts=PROMPTS, max_steps=6, save_strategy="steps", save_steps=5,
+                     resume=out / "checkpoint-5")
+    runs["resumed"] = (out, (first, second))
+    # Two runs written into one output_dir, with different group sizes: the second, shorter one
+    # rewrote steps 1-2; steps 3-4 are the first run's.
+    out = root / "two_runs"
+    first = trl_run(out, p=P, prompts=PROMPTS, G=4, max_steps=4)
+    second = trl_run(out, p=P, prompts=PROMPTS, G=8, max_steps=2, seed=1)
+    runs["two_runs"] = (out, (first, second))
+    return runs
+
+
+GRADED = [(0.3, 0.1 + 0.2), (0.0, 1e-8), (0.0, 1.0), (0.25, 0.75), (0.7, 0.7), (0.5, 0.5 + 1e-9), (0.2, 0.6),
+          (1 / 3, 1 / 3 + 1e-12)]
 
 
 def test_plain_run_is_exact(capsys, runs):
@@ -124,11 +148,84 @@ def test_warnings_are_printed(capsys, runs):
     assert rc == 0 and "WARNING: 6 of the 10 steps have no log file" in text and "of the logged rollouts" in text
 
 
-def test_unscorable_rows_stay_out_of_their_group(capsys, runs):
-    out, truth = runs["unscorable"]
+@pytest.mark.parametrize("setup", ["unscorable", "all_none"])
+def test_unscorable_rows_stay_in_their_group(capsys, runs, setup):
+    out, truth = runs[setup]
     data = diagnose_json(capsys, out)
-    assert steps_of(data) == truth.per_step()  # silence over the scorable rows, as TRL normalises
+    # TRL keeps the rows in their block, out of its mean and std: a group with fewer than two
+    # scorable rows has no std and is not zero-std, and it still counts as a group.
+    assert steps_of(data) == truth.per_step()
     s = data["summary"]
-    assert s["incomplete_groups"] == 0 and s["bad_rows"] == 4 * 16 // 5  # every 5th row of 16, 4 generations
-    assert all("returned None" in b for b in s["bad_rows_listed"])
+    assert s["incomplete_groups"] == 0 and s["bad_rows"] == 0
+    assert s["unscorable_rollouts"] == 4 * (16 // 5 if setup == "unscorable" else 9)  # 4 generations
     assert [x["trainer_silent_frac"] for x in data["steps"]] == [x["silent_frac"] for x in data["steps"]]
+    assert all(x["groups"] == 4 for x in data["steps"])
+
+
+def test_graded_rewards_equal_up_to_rounding(capsys, runs):
+    out, truth = runs["graded"]
+    data = diagnose_json(capsys, out)  # no threshold: the measured figures
+    assert steps_of(data) == truth.per_step()
+    # TRL's own frac_reward_zero_std: its float32 arithmetic, reproduced.
+    assert [x["trainer_silent_frac"] for x in data["steps"]] == [x["silent_frac"] for x in data["steps"]]
+    assert 0 < data["summary"]["silent_frac"] < 1
+    assert not any("reward_weights" in w for w in data["summary"]["warnings"])
+    # --out draws the figure without right/wrong.
+    diagnose_json(capsys, out, "--out", out / "dx")
+    assert (out / "dx" / "diagnose.png").is_file()
+
+
+@pytest.mark.parametrize("setup,scale", [("plain", "group"), ("scale_none", "none"), ("scale_batch", "batch")])
+def test_the_update_follows_the_logged_advantages(capsys, runs, setup, scale):
+    import numpy as np
+    import pandas as pd
+
+    from gsd.diagnose import diagnose
+
+    out, truth = runs[setup]
+    data = diagnose_json(capsys, out)
+    assert steps_of(data) == truth.per_step()
+    s = data["summary"]
+    assert s["advantage_check"]["scale"] == scale and s["update_convention"]["scale"] == scale
+    assert f"scale_rewards={scale!r}" in s["update_convention"]["from"]
+    # The measured update per unit contrast is the one TRL applied (its logged advantages).
+    dx = diagnose(out, progress=False)
+    frames = [pd.read_parquet(f) for f in sorted((out / "completions").glob("completions_*.parquet"))]
+    df = pd.concat(frames, ignore_index=True)
+    right = df["correct"].to_numpy().reshape(-1, 4)
+    applied = (df["advantage"].to_numpy().reshape(-1, 4) * right).sum(axis=1) / 4
+    g = dx.groups.sort_values(["step", "prompt"]).reset_index(drop=True)
+    labels = dx.prompts["prompt"].to_numpy()
+    want = pd.DataFrame({"step": df["step"].to_numpy()[::4], "prompt": df["prompt"].to_numpy()[::4],
+                         "applied": applied}).sort_values(["step", "prompt"]).reset_index(drop=True)
+    got = pd.DataFrame({"step": g["step"], "prompt": labels[g["prompt"]], "sigma": g["sigma"]}) \
+        .sort_values(["step", "prompt"]).reset_index(drop=True)
+    assert len(want) == len(got)
+    np.testing.assert_allclose(got["sigma"], want["applied"], rtol=1e-5, atol=1e-6)
+    if scale == "batch":  # TRL's frac_reward_zero_std then tests the batch's std, not each group's
+        assert any("scale_rewards='batch'" in w for w in s["warnings"])
+
+
+def test_a_resumed_run_leaves_the_first_attempts_later_steps_out(capsys, runs):
+    out, (first, second) = runs["resumed"]
+    data = diagnose_json(capsys, out)
+    want = {**first.per_step(steps={1, 2, 3, 4, 5}), **second.per_step(steps={6})}
+    assert steps_of(data) == want
+    assert data["summary"]["excluded_steps"] == [7, 8]
+    assert any(w.startswith("steps 7, 8") and "left out" in w for w in data["summary"]["warnings"])
+    # The trainer state alone says so too (file times lost, e.g. a copy that reset them).
+    import os
+
+    for f in (out / "completions").glob("*.parquet"):
+        os.utime(f, (0, 0))
+    again = diagnose_json(capsys, out)
+    assert steps_of(again) == want and again["summary"]["excluded_steps"] == [7, 8]
+    assert any("beyond the run's trainer_state.json (global_step 6)" in w for w in again["summary"]["warnings"])
+
+
+def test_two_runs_in_one_folder_are_not_mixed(capsys, runs):
+    out, (first, second) = runs["two_runs"]
+    data = diagnose_json(capsys, out)
+    assert steps_of(data) == second.per_step()
+    s = data["summary"]
+    assert s["excluded_steps"] == [3, 4] and s["group_size"] == 8
