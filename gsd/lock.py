@@ -119,8 +119,14 @@ class RunLock:
         self._fd: int | None = None
 
     def _open(self) -> int:
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+            try:
+                fd = os.open(self.path, flags, 0o644)
+            except OSError as exc:
+                if exc.errno != errno.EMFILE or not _raise_file_limit():
+                    raise
+                fd = os.open(self.path, flags, 0o644)  # a program of many runs holds one descriptor per run
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise _input_error(f"lock file {str(self.path)!r} is a symbolic link, not a lock file; remove it "
@@ -200,6 +206,22 @@ class RunLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _raise_file_limit() -> bool:
+    """Raise this process's soft limit of open files to its hard limit (a lock is an open file, and
+    a program of runs holds one per run); whether it rose."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = 1 << 20 if hard == resource.RLIM_INFINITY else hard  # Linux caps it at nr_open (2^20 by default)
+    if soft >= target:
+        return False
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        return False
+    return True
 
 
 def _key(path: Path) -> str:

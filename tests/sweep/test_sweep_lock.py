@@ -171,3 +171,21 @@ def test_only_one_of_many_processes_takes_a_left_lock(tmp_path):
     assert all(p.wait(timeout=30) == 0 for p in procs)
     assert sum(winners) == 1
     assert not path.exists()
+
+
+def test_a_program_of_many_runs_holds_more_locks_than_the_soft_file_limit(tmp_path):
+    """One descriptor per held lock: past the soft limit of open files it is raised to the hard one."""
+    code = (
+        "import os, resource, sys\n"
+        "from gsd.lock import RunLock\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))\n"
+        "n = min(300, hard - 32)\n"
+        "locks = [RunLock(os.path.join(sys.argv[1], f'{i}.lock')).acquire() for i in range(n)]\n"
+        "[lock.release() for lock in locks]\n"
+        "print(n, len(os.listdir(sys.argv[1])))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    n, left = map(int, res.stdout.split())
+    assert n > 64 and left == 0
