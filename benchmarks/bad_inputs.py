@@ -22,7 +22,11 @@ Outcomes:
 Besides single calls, *scenarios* play a user's misfortunes on run folders: SIGKILL mid-run then
 ``--resume``, a second ``--resume`` on a running folder, damaged ``checkpoint.pt`` / ``.npz`` /
 ``summary.json`` / ``config.json`` / ``ledger.parquet``, a full disk (a file-size limit) during a
-checkpoint or while ``gsd diagnose --out`` draws its figure.  A CLI case may carry ``post``, an
+checkpoint or while ``gsd diagnose --out`` draws its figure; a checkpoint copied from another
+seed's run or holding another dtype, ±inf/NaN logits, a wrong-shaped momentum, a negative Adam
+step or second moment, a 10-byte generator state; a lock file that is a dangling symlink, a FIFO
+or names pid 2^40; a sweep program with one run folder locked by a live process; a SIGKILLed
+sweep's lock files; a campaign arm or a staging manifest naming a path outside its folder.  A CLI case may carry ``post``, an
 expression on the files it wrote that must hold (the rows and columns of a plan).
 
     .venv/bin/python benchmarks/bad_inputs.py                     # this checkout and the baseline
@@ -159,6 +163,8 @@ API_LIMITS = [
     ("gsd.allocate_group_sizes(np.linspace(0.01, 0.99, 60), 10**6, g_max=200001).group_size", "either", "v >= 0"),
     ("gsd.uniform_group_size_advice([0.3], 100, g_max=10**10).best_G", "error", "v >= 0"),
     ("gsd.concavity_violations([0.3], g_max=10**10)", "either", "v >= 0"),
+    # cost bounded before work: a posterior's dense sum at G = 10^9 asked for 7.45 GiB
+    ("gsd.allocation_value(gsd.posterior_from_counts(3, 8, prior='uniform'), 10**9)", "error", "v >= 0"),
 ]
 
 
@@ -300,6 +306,37 @@ def limit_cases(tmp: Path) -> list:
     add(["plan", "--input", str(tmp / "mixed.jsonl"), "--column", "rate", "--budget", "8", "--output",
          str(out / "mixed.parquet")], "either",
         post=f"pd.read_parquet({str(out / 'mixed.parquet')!r})['id'].tolist() == [1, 'a']")
+    # run folders, locks and configs (issue 27): each refused in one line naming the input
+    (tmp / "grid1.toml").write_text('[base]\nn_prompts = 10\nsteps = 1\ndevice = "cpu"\n[grid]\nseed = [0, 1]\n')
+    for value in ("nan", "-5", "inf"):
+        add(["sweep", "--grid", str(tmp / "grid1.toml"), "--out", str(tmp / "sw_lt"), "--lock-timeout", value,
+             "--no-progress"], "error", "lock-timeout")
+    (tmp / "graded.csv").write_text("prompt,step,reward\na,0,0.5\na,0,0.25\nb,0,1.0\nb,0,0.75\n")
+    for option, value in (("--budget", "-4"), ("--epsilon", "7"), ("--level", "2"), ("--half-life", "nan")):
+        add(["diagnose", str(tmp / "graded.csv"), "--reward", "reward", "--no-progress", option, value], "error",
+            option[2:])
+    arms = "[arms.fixed_g8]\ngroup_size = 8\n[arms.fixed_g4]\ngroup_size = 4\n[arms.fixed_g16]\ngroup_size = 16\n"
+    base = '[base]\nn_prompts = 10\nsteps = 1\ndevice = "cpu"\n'
+    for i, (text, knob) in enumerate([(base + arms + "[campaign]\nseeds = [0]\n", "seeds"),
+                                      (base + arms + "[campaign]\nseeds = 5\n", "seeds"),
+                                      (base, "[arms]"), (base + arms + "[variants]\n", "[variants]"),
+                                      (base + arms + '[arms."../../escape"]\nmethod = "grpo"\n', "arm")]):
+        (tmp / f"comparison{i}.toml").write_text(text)
+        add(["allocation-comparison", "--config", str(tmp / f"comparison{i}.toml"), "--out", str(tmp / f"cmp{i}")],
+            "error", knob)
+    (tmp / "decile_draws.toml").write_text(base + "[campaign]\ndecile_draws = 1000000000000000\n"
+                                           '[arms.grpo]\nmethod = "grpo"\n')
+    add(["simulate", "--campaign", str(tmp / "decile_draws.toml"), "--out", str(tmp / "dd"), "--no-progress"], "error",
+        "decile_draws")
+    (tmp / "noid.csv").write_text("prompt,reward\na,1\na,0\n,1\n,1\nb,1\nb,0\n")
+    add(["plan", "--input", str(tmp / "noid.csv"), "--prompt-column", "prompt", "--budget", "16", "--output",
+         str(out / "noid.csv")], "answer",
+        post=f"pd.read_csv({str(out / 'noid.csv')!r})['group_size'].isna().tolist() == [False, True, False]")
+    (tmp / "rollcol.csv").write_text("rollouts,reward\na,1\na,0\nb,1\nb,1\n")
+    add(["plan", "--input", str(tmp / "rollcol.csv"), "--prompt-column", "rollouts", "--budget", "16", "--output",
+         str(out / "rollcol.csv")], "answer",
+        post=f"pd.read_csv({str(out / 'rollcol.csv')!r})['rollouts'].tolist() == ['a', 'b']")
+    add(["plan", "--p", "0.3,0.5,0.1", "--budget", "100", "--g-max", "20000", "--advice"], "answer")
     return cases
 
 
@@ -436,8 +473,126 @@ return judged(rc, err)
 }
 
 
+# Checkpoints tampered with after a finished run's summary.json is removed: each must be refused
+# before any step, in one line naming the file (issue 27).  ``{edit}`` changes the dict ``c``.
+_TAMPER = f"""
+args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}, '--set', 'engine={{engine}}', '--set', 'optimizer={{opt}}',
+        '--set', 'momentum={{momentum}}']
+cli(*args)
+(tmp / 'r' / 'summary.json').unlink()
+path = tmp / 'r' / ('checkpoint.npz' if '{{engine}}' == 'numpy' else 'checkpoint.pt')
+if '{{engine}}' == 'numpy':
+    import numpy as np
+    with np.load(path) as f:
+        c = {{{{k: f[k] for k in f.files}}}}
+    {{edit}}
+    np.savez(path, **c)
+else:
+    import torch
+    c = torch.load(path, weights_only=True)
+    {{edit}}
+    torch.save(c, path)
+rc, _, err = cli(*args, '--resume')
+if rc == 2 and path.name not in err:
+    return 'unclear error', err.strip()[-160:]
+return judged(rc, err)
+"""
+TAMPERED = {
+    "checkpoint.npz copied from another seed's run": ("numpy", "sgd", 0, "import shutil; cli(*[a.replace(str(tmp / 'r'), str(tmp / 's')) for a in args], '--set', 'seed=1'); c = dict(np.load(tmp / 's' / 'checkpoint.npz'))"),
+    "checkpoint.npz logits stored as float32": ("numpy", "sgd", 0, "c['z'] = c['z'].astype(np.float32)"),
+    "checkpoint.npz ledger stored as float16": ("numpy", "sgd", 0, "c['ledger'] = c['ledger'].astype(np.float16)"),
+    "checkpoint.npz logit +inf": ("numpy", "sgd", 0, "c['z'][0] = np.inf"),
+    "checkpoint.npz logit NaN": ("numpy", "sgd", 0, "c['z'][1] = np.nan"),
+    "checkpoint.npz momentum of the wrong shape": ("numpy", "sgd", 0.9, "c['opt_buffer'] = c['opt_buffer'][:-1]"),
+    "checkpoint.npz negative Adam step": ("numpy", "adam", 0, "c['opt_steps'] = np.int64(-1)"),
+    "checkpoint.npz negative Adam second moment": ("numpy", "adam", 0, "c['opt_exp_avg_sq'][0] = -1.0"),
+    "checkpoint.pt policy of the wrong size": ("torch", "sgd", 0, "c['policy']['z'] = c['policy']['z'][:-5].clone()"),
+    "checkpoint.pt 10-byte generator state": ("torch", "sgd", 0, "c['rng_rollouts'] = c['rng_rollouts'][:10].clone()"),
+    "checkpoint.pt NaN logit": ("torch", "adam", 0, "c['policy']['z'][2] = float('nan')"),
+    "checkpoint.pt negative Adam step": ("torch", "adam", 0, "c['optimizer']['steps'] = [-1]"),
+}
+SCENARIOS.update({name: _TAMPER.format(engine=e, opt=o, momentum=m, edit=edit) for name, (e, o, m, edit) in TAMPERED.items()})
+SCENARIOS.update({
+    "a torch checkpoint in an engine=auto folder: the advice --set engine=torch works": f"""
+args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}, '--set', 'engine=torch']
+cli(*args)
+(tmp / 'r' / 'summary.json').unlink()
+saved = json.loads((tmp / 'r' / 'config.json').read_text())
+(tmp / 'r' / 'config.json').write_text(json.dumps({{**saved, 'engine': 'auto'}}))
+rc, _, err = cli(*args[:-2], '--resume')
+if rc != 2 or '--set engine=torch' not in err:
+    return judged(rc, err)
+return judged(*cli(*args, '--resume')[::2])
+""",
+    **{f"run lock that is a {kind}": f"""
+from gsd.lock import lock_path
+lock = lock_path(tmp / 'r')
+{make}
+return judged(*cli('simulate', '--out', str(tmp / 'r'), {SIM_ARGS})[::2])
+""" for kind, make in (("dangling symlink", "lock.symlink_to(tmp / 'nowhere')"), ("FIFO", "os.mkfifo(lock)"))},
+    "run lock naming pid 2^40 (a note, no lock)": f"""
+from gsd.lock import lock_path
+lock_path(tmp / 'r').write_text(json.dumps({{'pid': 2**40, 'host': 'x'}}))
+return judged(*cli('simulate', '--out', str(tmp / 'r'), {SIM_ARGS})[::2])
+""",
+    "campaign arm named '../../escape'": f"""
+(tmp / 'c.toml').write_text('[base]\\nn_prompts = 10\\nsteps = 1\\ndevice = "cpu"\\n[arms."../../escape"]\\nmethod = "grpo"\\n')
+rc, _, err = cli('simulate', '--campaign', str(tmp / 'c.toml'), '--out', str(tmp / 'a' / 'b' / 'c'), '--no-progress')
+if (tmp / 'a' / 'escape').exists():
+    return 'data loss', 'an arm folder was written outside --out'
+return judged(rc, err)
+""",
+    "a leftover staging set in a gsd diagnose --out folder lists '../precious.txt'": f"""
+cli('simulate', '--out', str(tmp / 'a'), {SIM_ARGS.replace("'steps=6'", "'steps=2'")}, '--set', 'rollout_log=verl')
+rc, _, err = cli('diagnose', str(tmp / 'a' / 'rollouts'), '--no-progress', '--out', str(tmp / 'dx'))
+(tmp / 'precious.txt').write_text('keep')
+left = tmp / 'dx' / '.set.1.forged.tmp'
+left.mkdir()
+(left / '.set-manifest.json').write_text(json.dumps({{'write': [], 'remove': ['../precious.txt']}}))
+rc, _, err = cli('diagnose', str(tmp / 'a' / 'rollouts'), '--no-progress', '--out', str(tmp / 'dx'))
+if not (tmp / 'precious.txt').exists():
+    return 'data loss', 'a file outside --out was deleted'
+return judged(rc, err)
+""",
+    "one run folder of a sweep program locked by a live process: --lock-timeout 1 runs the others": f"""
+(tmp / 'g.toml').write_text('[base]\\nn_prompts = 20\\nsteps = 2\\ndevice = "cpu"\\n[grid]\\nseed = [0, 1, 2]\\n')
+from gsd.sweep.engine import plan_sweep
+from gsd.lock import lock_path
+specs = plan_sweep(str(tmp / 'g.toml'), str(tmp / 'sw'))
+holder = subprocess.Popen([sys.executable, '-c', 'import sys; from gsd.lock import RunLock; RunLock(sys.argv[1]).acquire(); '
+                           'print(1, flush=True); sys.stdin.read()', str(lock_path(specs[0].run_dir))],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+holder.stdout.readline()
+try:
+    rc, out, err = cli('sweep', '--grid', str(tmp / 'g.toml'), '--out', str(tmp / 'sw'), '--backend', 'serial',
+                       '--lock-timeout', '1', '--max-retries', '0', '--no-progress', '--json')
+finally:
+    holder.kill(); holder.wait()
+report = json.loads(out) if out.strip() else {{}}
+if report.get('ran') == 2 and list(report.get('failed', {{}})) == [specs[0].name]:
+    return 'answer', 'the busy run failed alone'
+return 'wrong answer', f'rc {{rc}}: {{out[-120:]}} {{err[-120:]}}'
+""",
+    "a numpy sweep killed with SIGKILL: the next sweep leaves no lock file": f"""
+(tmp / 'g.toml').write_text('[base]\\nn_prompts = 400\\nsteps = 3000\\ncheckpoint_every = 50\\ndevice = "cpu"\\n[grid]\\nseed = [0, 1]\\n')
+first = gsd_process('sweep', '--grid', str(tmp / 'g.toml'), '--out', str(tmp / 'sw'), '--backend', 'serial', '--no-progress')
+deadline = time.time() + 60
+while not list((tmp / 'sw').glob('runs/*/checkpoint.npz')) and time.time() < deadline and first.poll() is None:
+    time.sleep(0.05)
+first.send_signal(signal.SIGKILL)
+first.communicate()
+rc, _, err = cli('sweep', '--grid', str(tmp / 'g.toml'), '--out', str(tmp / 'sw'), '--backend', 'serial', '--no-progress')
+left = sorted(p.name for p in (tmp / 'sw' / 'runs').glob('*.lock'))
+if left:
+    return 'data loss', f'lock files left: {{left}}'
+return judged(rc, err)
+""",
+})
+
+
 def scenario_cases() -> list:
-    expect = {"damaged": "either", "a second": "error", "a full disk": "error", "gsd diagnose": "error"}
+    expect = {"damaged": "either", "a second": "error", "a full disk": "error", "gsd diagnose": "error",
+              "checkpoint.": "error", "run lock that": "error", "campaign arm": "error"}
     return [{"kind": "scenario", "name": name, "code": code, "budget": 120.0,
              "expect": next((v for k, v in expect.items() if name.startswith(k)), "answer")}
             for name, code in SCENARIOS.items()]
@@ -518,7 +673,7 @@ def file_size_limit(nbytes):
 def scenario(case):
     env = {"tmp": Path(tempfile.mkdtemp(prefix="gsd-scenario-")), "cli": lambda *argv: run_cli(list(argv)), "judged": judged,
            "gsd_process": gsd_process, "file_size_limit": file_size_limit, "time": time, "signal": signal,
-           "json": json, "pd": pd}
+           "json": json, "pd": pd, "os": os, "subprocess": subprocess, "sys": sys}
     exec("def body():\n" + textwrap.indent(case["code"], "    "), env)
     try:
         outcome, detail = env["body"]()

@@ -86,6 +86,9 @@ ALLOCATION_VALUES = tuple(_VALUES)
 
 # Terms per dense block of a beta-binomial sum (bounds temporary memory to ~16 MB per array).
 _BLOCK_TERMS = 1 << 21
+#: Terms of the dense beta-binomial sums one :func:`allocation_value` call under a posterior may
+#: take (Σ (G + 1) over its distinct (posterior, G)): a few seconds, memory in blocks of _BLOCK_TERMS.
+MAX_POSTERIOR_TERMS = 10**8
 # Largest value table (distinct prompts × grid points) the allocator builds: 160 MB of float64 (its
 # envelope, segment and index tables take a few times that).
 _MAX_TABLE = 20_000_000
@@ -196,6 +199,15 @@ def _beta_sigma(a, b, G, f):
     sizes, starts = np.unique(G[order], return_index=True)
     bounds = np.append(starts, G.size)
     for g, lo, hi in zip(sizes.tolist(), bounds[:-1], bounds[1:]):  # one block per distinct G
+        if g + 1 > _BLOCK_TERMS:  # a very large G: its k in blocks, so memory stays ~_BLOCK_TERMS entries
+            for i in order[lo:hi]:
+                total = 0.0
+                for k0 in range(0, g + 1, _BLOCK_TERMS):
+                    k = np.arange(k0, min(g + 1, k0 + _BLOCK_TERMS))
+                    lchoose = gammaln(g + 1.0) - gammaln(k + 1.0) - gammaln(g - k + 1.0)
+                    total += float(np.exp(lchoose + _log_beta_moment(a[i], b[i], k, g - k)) @ f(k, np.full(k.size, g)))
+                out[i] = total
+            continue
         k = np.arange(g + 1)
         fk = f(k, np.full(g + 1, g))
         lchoose = gammaln(g + 1.0) - gammaln(k + 1.0) - gammaln(g - k + 1.0)
@@ -319,6 +331,12 @@ def allocation_value(p_or_posterior, G, value: str = "update", *, ddof: int = 0,
     first = order[new]
     inverse = np.empty(order.size, dtype=np.int64)
     inverse[order] = np.cumsum(new) - 1
+    if spec[2] == "sigma" and spec[4] is None:  # the dense beta-binomial sums: their cost, before the work
+        terms = int((g[first][g[first] >= 2].astype(np.float64) + 1).sum())
+        if terms > MAX_POSTERIOR_TERMS:
+            raise InputError(f"G = {_show(G)}: under a posterior, value {value!r} sums the beta-binomial pmf over every "
+                             f"k = 0 … G of each distinct (posterior, G), {terms:,} terms here, above the limit of "
+                             f"{MAX_POSTERIOR_TERMS:,} (a few seconds); use smaller G, or the posterior mean as p")
     return _beta_value(a[first], b[first], g[first], spec)[inverse].reshape(Gb.shape)
 
 

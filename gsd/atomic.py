@@ -12,7 +12,9 @@ never half of one; a failed write removes its temporary file.
 * :func:`atomic_path` — a temporary path for writers that need one (``torch.save``, ...);
 * :func:`remove_temps` — clear the temporary files a killed process left under a folder;
 * :func:`replace_set` — replace several files of a folder as one set (all new or all old);
-* :func:`make_folder` — create an output folder.
+* :func:`make_folder` — create an output folder;
+* :func:`entry_path` — the path of a name (an arm, a run, a variant, a file of a set) inside its
+  folder, checked to stay there.
 
 A destination that cannot be written (a read-only folder, a file where a folder is expected,
 a folder where a file is expected, a full disk, a file-size limit, a pseudo file system such as
@@ -34,7 +36,7 @@ import uuid
 from pathlib import Path
 
 __all__ = ["write_atomic", "write_json", "read_json", "write_table", "atomic_path", "jsonable",
-           "remove_temps", "replace_set", "make_folder", "TEMP_GLOB"]
+           "remove_temps", "replace_set", "make_folder", "entry_path", "TEMP_GLOB"]
 
 #: Glob matching the temporary files of this module (``.NAME.<pid>.<random>.tmp``).
 TEMP_GLOB = ".*.tmp"
@@ -69,6 +71,35 @@ def _writable_name(path) -> Path:
 
         raise InputError(f"cannot write {str(path)!r}: a path cannot hold a NUL character")
     return path
+
+
+def _entry_fault(name) -> str | None:
+    """Why ``name`` is not one plain entry of a folder (None when it is)."""
+    if not isinstance(name, str):
+        return f"a name must be text, got {type(name).__name__}"
+    if name in ("", ".", ".."):
+        return "it names no entry of its own"
+    if "\x00" in name:
+        return "a path cannot hold a NUL character"
+    if "/" in name or "\\" in name or (os.altsep and os.altsep in name):
+        return "a name cannot hold a path separator"
+    return None
+
+
+def entry_path(folder, name, *, what: str) -> Path:
+    """``folder / name`` for a ``name`` that comes from a config, a file or a manifest, checked
+    to be one plain entry of ``folder``: not empty, not ``.`` or ``..``, no path separator, no NUL.
+
+    Every such name becomes a path here, so no arm, run, variant or manifest entry can make gsd
+    write or delete outside the folder it was given (``'../../escape'`` is refused, not
+    followed).  ``what`` names the name in the error: ``"campaign arm"``, ``"variant"``...
+    """
+    fault = _entry_fault(name)
+    if fault is not None:
+        from ._errors import InputError
+
+        raise InputError(f"{what} {name!r}: {fault}; it becomes a folder or file name under {str(folder)!r}")
+    return Path(folder) / name
 
 
 def make_folder(path) -> Path:
@@ -241,7 +272,12 @@ def replace_set(folder, members=()):
             write_json(stage / "summary.json", summary)
     """
     folder = make_folder(folder)
+    for name in members:
+        entry_path(folder, name, what="member of the set")
     for left in sorted(folder.glob(".set.*.tmp")):
+        if left.is_symlink() or not left.is_dir():  # not a staging folder this module made
+            left.unlink(missing_ok=True)
+            continue
         _finish_set(left, folder)
     stage = folder / f".set.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     try:
@@ -260,17 +296,23 @@ def replace_set(folder, members=()):
 
 
 def _finish_set(stage: Path, folder: Path) -> None:
-    """Move a complete staged set into ``folder`` (idempotent); drop an incomplete one."""
+    """Move a complete staged set into ``folder`` (idempotent); drop an incomplete one, and one
+    whose manifest names anything but plain entries of the folder (it was not written by
+    :func:`replace_set`: nothing it names outside the folder is moved or removed)."""
     try:
         manifest = json.loads((stage / _SET_MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        shutil.rmtree(stage, ignore_errors=True)
+        return
+    if not isinstance(manifest, dict) or not all(isinstance(n, list) and all(_entry_fault(x) is None for x in n)
+                                                 for n in (manifest.get("write"), manifest.get("remove"))):
         shutil.rmtree(stage, ignore_errors=True)
         return
     for name in manifest["write"]:
         if (stage / name).exists():  # absent: moved before a kill
             os.replace(stage / name, folder / name)
     for name in manifest["remove"]:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
             (folder / name).unlink()
     _fsync_dir(folder)
     shutil.rmtree(stage, ignore_errors=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import math
 import sys
 
 from ._errors import InputError, MissingExtra
@@ -62,6 +63,21 @@ def bounded_int(lo: int, hi: int, why: str):
         return value
 
     return integer
+
+
+def bounded_float(lo: float, hi: float, why: str, *, open_lo: bool = False, open_hi: bool = False):
+    """An argparse ``type`` for a real option in [lo, hi] (``open_lo`` / ``open_hi``: that end
+    excluded), as :func:`bounded_int`: NaN and ±inf are out of range, named as typed."""
+
+    def real(text: str):
+        value = float(text)  # not a number: argparse's usage error
+        inside = (lo < value if open_lo else lo <= value) and (value < hi if open_hi else value <= hi)
+        if not (math.isfinite(value) and inside):
+            span = f"{'(' if open_lo else '['}{lo:g}, {hi:g}{')' if open_hi else ']'}"
+            return _OutOfBounds(text, f"must be a finite number in {span} ({why})")
+        return value
+
+    return real
 
 
 def _check_options(args) -> None:
@@ -218,4 +234,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(run())
+    # `python -m gsd.cli`: run the imported module's entry point, not this __main__ copy's, so
+    # that the sub-command modules (which import gsd.cli) share its classes (_OutOfBounds).
+    from gsd.cli import run as _run
+
+    sys.exit(_run())

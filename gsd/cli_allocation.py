@@ -99,8 +99,7 @@ def _source(args):
         if args.k_column or args.n_column:
             raise CliError("give either --prompt-column (per-rollout table) or --k-column/--n-column, not both")
         tables.require_columns(raw, {"prompt-column": args.prompt_column, "reward-column": args.reward_column}, source)
-        df = tables.counts_from_rollouts(raw, args.prompt_column, args.reward_column)
-        k, n, status = df["right"].to_numpy(), df["rollouts"].to_numpy(), df.pop("status").to_numpy(object)
+        df, k, n, status = tables.counts_from_rollouts(raw, args.prompt_column, args.reward_column)
     elif args.k_column or args.n_column:
         if not (args.k_column and args.n_column):
             raise CliError("--k-column and --n-column go together")

@@ -1,4 +1,4 @@
-"""A lock file per output folder, so that two processes never write into the same folder.
+"""A lock per output folder, so that two processes never write into the same folder.
 
 Every command that writes a folder (``gsd simulate`` and each run of a sweep, ``gsd diagnose
 --out``, ``gsd reproduce``) holds the lock ``<folder>.lock``, beside the folder, for as long as
@@ -7,40 +7,43 @@ it writes there (:func:`hold_folder`); a second process gets a one-line error na
 simulator it calls holds the same folder again without waiting for itself (a bare
 :class:`RunLock` is not: two of them exclude each other even in one process).
 
-The lock is a file created with ``O_CREAT | O_EXCL`` (atomic on local file systems and on
-NFSv3+), holding JSON that names its owner: host, pid, the process start time (to tell a
-recycled pid from the owner) and a random token.  While held, a background thread touches the
-file every ``heartbeat`` seconds.
+The lock is the kernel's: an exclusive :func:`fcntl.flock` on the open lock file.  The kernel
+drops it when its holder's process ends, however it ends (SIGKILL, a crash, a node's reboot),
+so there is no pid file to judge: no stale lock to break, no recycled or huge pid to parse, no
+clock to trust.  The file holds JSON naming its owner (host, pid, a random token) for the
+message a second process prints; nothing reads it to decide.  Release removes the file while
+still holding the lock; an acquirer checks, once it holds the lock, that the path still names the
+file it locked (else it locked a removed file and tries again), so two processes never both
+hold a folder.  A lock file a killed process left behind holds no lock: the next command takes
+it at once and removes it when done (:func:`clear_unheld`, for a sweep's folders).  On NFS,
+Linux implements ``flock`` with the server's byte-range locks (NFSv4, or v3 with lockd).
 
-A lock is *stale*, and may be broken, when
+The lock path must be a regular file or absent: a symbolic link (dangling or not), a FIFO, a
+folder or a device there is refused at once in one line (opening a FIFO would wait for a writer
+for ever; following a link would lock, and later remove, a file elsewhere).
 
-* its owner ran on this host and that process is gone (or the pid now belongs to a process
-  that started later);
-* its owner ran on another host and the file has not been touched for ``stale_after``
-  seconds (the owner's heartbeat stopped);
-* it cannot be read as a lock (its writer died between creating and filling it) and is older
-  than ``grace`` seconds.
-
-Breaking is itself serialised by a short-lived ``<lock>.break`` file, and the breaker checks,
-holding it, that the lock is still the stale one it saw; so two processes that find the same
-stale lock cannot both take it, and a fresh lock is never removed by mistake.
+Only the standard library is imported here (POSIX).
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import socket
-import threading
+import stat
 import time
 import uuid
 from pathlib import Path
 
-__all__ = ["RunLock", "LockBusy", "read_lock", "lock_is_stale", "lock_path", "hold_folder"]
+__all__ = ["RunLock", "LockBusy", "read_lock", "lock_path", "hold_folder", "clear_unheld"]
 
 # Locks this process holds: resolved lock path -> (pid, the RunLock).  The pid guards against a
 # forked child, which inherits the dict but not the ownership.
 _HELD: dict = {}
+#: Bytes of the owner note read back for a message at most (a lock file is a few dozen).
+_NOTE_BYTES = 4096
 
 
 class LockBusy(RuntimeError):
@@ -51,6 +54,14 @@ class LockBusy(RuntimeError):
         self.owner = owner
 
 
+def _input_error(message: str) -> Exception:
+    try:
+        from ._errors import InputError
+    except ImportError:  # loaded on its own, outside the package (a cheap contender process)
+        return ValueError(message)
+    return InputError(message)
+
+
 def lock_path(folder) -> Path:
     """The lock file of a folder: ``<folder>.lock``, beside it (``.`` and ``..`` resolved first,
     so the lock of the working folder lies beside it, not inside)."""
@@ -58,183 +69,137 @@ def lock_path(folder) -> Path:
     return folder.parent / (folder.name + ".lock")
 
 
-def _process_start(pid: int) -> str | None:
-    """The start time of a process in clock ticks since boot (Linux), else None."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    # The command name (field 2) is in parentheses and may hold spaces: split after it.
-    fields = stat.rsplit(")", 1)[-1].split()
-    return fields[19] if len(fields) > 19 else None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    except OSError:
-        return False
-    return True
-
-
 def read_lock(path) -> tuple[dict | None, bytes | None]:
-    """(owner info or None if unreadable, raw bytes or None if the file is missing)."""
+    """(owner note or None if unreadable, raw bytes or None if the file is missing).
+
+    Reads a regular file only (a FIFO or a link there reads as unreadable, without waiting)."""
     try:
-        raw = Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None, None
     except OSError:
         return None, b""
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, b""
+        raw = os.read(fd, _NOTE_BYTES)
+    except OSError:
+        return None, b""
+    finally:
+        os.close(fd)
+    try:
         info = json.loads(raw.decode("utf-8"))
-        if not isinstance(info, dict) or not isinstance(info.get("pid"), int):
+        if not isinstance(info, dict):
             info = None
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, ValueError):
         info = None
     return info, raw
 
 
-def lock_is_stale(path, info: dict | None, *, stale_after: float = 600.0, grace: float = 10.0) -> bool:
-    """Whether the lock at ``path`` (whose content parsed to ``info``) may be broken."""
-    try:
-        age = time.time() - os.stat(path).st_mtime
-    except FileNotFoundError:
-        return False  # gone already: nothing to break
-    if info is None:
-        return age > grace
-    if info.get("host") == socket.gethostname():
-        pid = info["pid"]
-        if not _pid_alive(pid):
-            return True
-        started = info.get("start")
-        now_started = _process_start(pid)
-        return started is not None and now_started is not None and started != now_started
-    return age > stale_after
+def _owner(info: dict | None) -> str:
+    if not info:
+        return "an unknown owner"
+    pid, host = info.get("pid"), info.get("host")
+    return f"pid {str(pid)[:24]} on {str(host)[:64]}"
 
 
 class RunLock:
     """An exclusive lock on one run folder (a context manager).
 
-    ``timeout=None`` waits as long as a live owner holds the lock; a number waits at most
-    that many seconds and then raises :class:`LockBusy` (0: try once).
+    ``timeout=None`` waits as long as another process holds the lock; a number waits at most
+    that many seconds (polling every ``poll``) and then raises :class:`LockBusy` (0: try once).
+    A lock path that is not a regular file raises :class:`ValueError` (:class:`gsd.InputError`).
     """
 
-    def __init__(self, path, *, timeout: float | None = None, poll: float = 0.5,
-                 stale_after: float = 600.0, grace: float = 10.0, heartbeat: float = 30.0):
+    def __init__(self, path, *, timeout: float | None = None, poll: float = 0.2):
         self.path = Path(path)
         self.timeout = timeout
         self.poll = poll
-        self.stale_after = stale_after
-        self.grace = grace
-        self.heartbeat = heartbeat
         self.token: str | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._fd: int | None = None
+
+    def _open(self) -> int:
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            try:
+                fd = os.open(self.path, flags, 0o644)
+            except OSError as exc:
+                if exc.errno != errno.EMFILE or not _raise_file_limit():
+                    raise
+                fd = os.open(self.path, flags, 0o644)  # a program of many runs holds one descriptor per run
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _input_error(f"lock file {str(self.path)!r} is a symbolic link, not a lock file; remove it "
+                                   "(gsd never follows a link to lock or remove a file elsewhere)") from None
+            if exc.errno in (errno.EISDIR, errno.ENXIO):
+                raise _input_error(f"lock file {str(self.path)!r} is not a regular file ({exc.strerror}); "
+                                   "remove it") from None
+            raise
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device or special file"
+            raise _input_error(f"lock file {str(self.path)!r} is {kind}, not a regular file; remove it")
+        return fd
+
+    def _same_file(self, fd: int) -> bool:
+        """Whether the path still names the file ``fd`` holds (a releaser may have removed it)."""
+        try:
+            now = os.stat(self.path, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(fd)
+        return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
 
     # -- acquire / release
     def acquire(self) -> "RunLock":
         if self.token is not None:
             raise RuntimeError(f"lock {self.path} is already held by this object")
-        key = _key(self.path)
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            token = uuid.uuid4().hex
-            if self._try_create(token):
-                self.token = token
-                _HELD[key] = (os.getpid(), self)
-                self._start_heartbeat()
-                return self
-            info, raw = read_lock(self.path)
-            if raw is None:
-                continue  # released between our attempt and the read
-            if lock_is_stale(self.path, info, stale_after=self.stale_after, grace=self.grace):
-                self._break(raw)
+            fd = self._open()
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                if deadline is not None and time.monotonic() >= deadline:
+                    owner = _owner(read_lock(self.path)[0])
+                    raise LockBusy(f"{self.path} is held by {owner}", owner) from None
+                time.sleep(self.poll if deadline is None else max(0.0, min(self.poll, deadline - time.monotonic())))
                 continue
-            if deadline is not None and time.monotonic() >= deadline:
-                owner = f"pid {info['pid']} on {info.get('host')}" if info else "an unknown owner"
-                raise LockBusy(f"run folder is locked by {owner} ({self.path})", owner)
-            time.sleep(self.poll)
-
-    def _try_create(self, token: str) -> bool:
-        try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return False
-        try:
-            info = {
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "start": _process_start(os.getpid()),
-                "token": token,
-                "created": time.time(),
-            }
-            os.write(fd, json.dumps(info).encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return True
-
-    def _break(self, seen: bytes) -> None:
-        """Remove the stale lock whose content was ``seen``, if it is still that one."""
-        breaker = Path(str(self.path) + ".break")
-        try:
-            fd = os.open(breaker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:  # a breaker that died mid-way leaves its file behind
-                if time.time() - os.stat(breaker).st_mtime > max(self.grace, 5.0):
-                    breaker.unlink(missing_ok=True)
-            except FileNotFoundError:
-                pass
-            time.sleep(min(self.poll, 0.05))
-            return
-        try:
-            info, raw = read_lock(self.path)
-            if raw == seen and lock_is_stale(self.path, info, stale_after=self.stale_after, grace=self.grace):
-                self.path.unlink(missing_ok=True)
-        finally:
-            os.close(fd)
-            breaker.unlink(missing_ok=True)
+            except BaseException:
+                os.close(fd)
+                raise
+            if not self._same_file(fd):  # locked a file its releaser had just removed
+                os.close(fd)
+                continue
+            token = uuid.uuid4().hex
+            note = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "token": token}).encode()
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, note, 0)
+            except OSError:
+                pass  # the note only names the owner in messages; the lock is the flock
+            self._fd, self.token = fd, token
+            _HELD[_key(self.path)] = (os.getpid(), self)
+            return self
 
     def release(self) -> None:
         if self.token is None:
             return
         if _HELD.get(_key(self.path), (None, None))[1] is self:
             del _HELD[_key(self.path)]
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        info, _ = read_lock(self.path)
-        if info is not None and info.get("token") == self.token:
-            self.path.unlink(missing_ok=True)
-        self.token = None
-        self._thread = None
-        self._stop = threading.Event()
+        fd, self._fd, self.token = self._fd, None, None
+        try:
+            if self._same_file(fd):  # removed while held: no other process can be holding it
+                self.path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)  # drops the flock
 
     @property
     def held(self) -> bool:
         return self.token is not None
-
-    # -- heartbeat
-    def _start_heartbeat(self) -> None:
-        if not self.heartbeat or self.heartbeat <= 0:
-            return
-        stop, path = self._stop, self.path
-
-        def beat():
-            while not stop.wait(self.heartbeat):
-                try:
-                    os.utime(path)
-                except OSError:
-                    pass
-
-        self._thread = threading.Thread(target=beat, name=f"lock-heartbeat:{path.name}", daemon=True)
-        self._thread.start()
 
     def __enter__(self) -> "RunLock":
         return self.acquire()
@@ -243,8 +208,42 @@ class RunLock:
         self.release()
 
 
+def _raise_file_limit() -> bool:
+    """Raise this process's soft limit of open files to its hard limit (a lock is an open file, and
+    a program of runs holds one per run); whether it rose."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = 1 << 20 if hard == resource.RLIM_INFINITY else hard  # Linux caps it at nr_open (2^20 by default)
+    if soft >= target:
+        return False
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        return False
+    return True
+
+
 def _key(path: Path) -> str:
     return os.path.realpath(path)
+
+
+def clear_unheld(paths) -> list[Path]:
+    """Remove the lock files among ``paths`` that no process holds (a killed holder's); returns them.
+
+    Each is taken without waiting and released, which removes it; a held one, or a path that is
+    not a regular file, is left as it is."""
+    removed = []
+    for path in paths:
+        path = Path(path)
+        if not path.is_file() or path.is_symlink():
+            continue
+        try:
+            RunLock(path, timeout=0).acquire().release()
+        except (LockBusy, ValueError, OSError):
+            continue
+        removed.append(path)
+    return removed
 
 
 class hold_folder:
@@ -278,6 +277,8 @@ class hold_folder:
         except LockBusy as exc:
             raise InputError(f"{self.option} {str(self.folder)!r} is in use by {exc.owner} (lock file "
                              f"{str(self.lock.path)!r}); wait for it to finish, or use another folder") from None
+        except InputError as exc:
+            raise InputError(f"{self.option} {str(self.folder)!r}: {exc}") from None
         except OSError as exc:
             raise InputError(f"{self.option} {str(self.folder)!r}: cannot create its lock file "
                              f"{str(self.lock.path)!r} ({exc.strerror or exc})") from None

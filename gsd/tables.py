@@ -109,13 +109,17 @@ def counts_from_columns(df: pd.DataFrame, k_column: str, n_column: str):
     return np.where(ok, k, 0).astype(np.int64), np.where(ok, n, 0).astype(np.int64), status
 
 
-def counts_from_rollouts(df: pd.DataFrame, prompt_column: str, reward_column: str) -> pd.DataFrame:
+def counts_from_rollouts(df: pd.DataFrame, prompt_column: str, reward_column: str):
     """One row per prompt (in order of first appearance) from a per-rollout table of 0/1 rewards.
 
-    Columns: the prompt column, ``rollouts`` (rows with a usable reward), ``right`` (their sum),
-    ``bad_rollouts`` (rows whose reward is missing or not 0/1; counted, never silently used) and
-    ``status`` (``"ok"``, or ``"no usable reward"`` when every rollout of the prompt is bad).
-    Rows with a missing prompt id are counted under a prompt id of NaN.
+    Returns (table, k, n, status).  The table's columns: the prompt column, ``rollouts`` (rows
+    with a usable reward), ``right`` (their sum) and ``bad_rollouts`` (rows whose reward is
+    missing or not 0/1; counted, never silently used) — a count column named like the prompt
+    column is suffixed (:func:`add_columns`), never written over the ids.  ``k``, ``n``: right
+    answers and usable rollouts per row (int64); ``status``: ``"ok"``, ``"no usable reward"``
+    when every rollout of the prompt is bad, or ``"missing <prompt column>"`` for the one row
+    that counts the rollouts without a prompt id — they belong to no prompt, so that row is never
+    planned (pooling them would plan a pseudo-prompt that does not exist).
     """
     r, status = numeric_column(df, reward_column, lo=0, hi=1)
     binary = (status == OK) & ((r == 0) | (r == 1))
@@ -130,9 +134,11 @@ def counts_from_rollouts(df: pd.DataFrame, prompt_column: str, reward_column: st
     rollouts = np.bincount(codes, weights=binary, minlength=m).astype(np.int64)
     right = np.bincount(codes, weights=np.where(binary, r, 0.0), minlength=m).astype(np.int64)
     bad = np.bincount(codes, weights=~binary, minlength=m).astype(np.int64)
-    out = pd.DataFrame({prompt_column: uniques, "rollouts": rollouts, "right": right, "bad_rollouts": bad})
-    out["status"] = np.where(rollouts > 0, OK, "no usable reward")
-    return out
+    out, _ = add_columns(pd.DataFrame({prompt_column: uniques}), {"rollouts": rollouts, "right": right, "bad_rollouts": bad})
+    status = np.where(rollouts > 0, OK, "no usable reward").astype(object)
+    status[np.asarray(pd.isna(uniques), dtype=bool)] = f"missing {prompt_column}"
+    ok = status == OK
+    return out, np.where(ok, right, 0), np.where(ok, rollouts, 0), status
 
 
 def describe_bad_rows(status, limit: int = 10) -> str:

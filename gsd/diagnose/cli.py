@@ -25,6 +25,7 @@ silent when every reward in it is equal. See the docs page "Reading real logs"."
 def register(sub) -> None:
     import argparse
 
+    from ..cli import bounded_float, bounded_int  # the options' schema: checked before any log is read
     from ..integrations import TRAINERS
 
     p = sub.add_parser("diagnose", help=_HELP, description=_DESCRIPTION,
@@ -36,24 +37,25 @@ def register(sub) -> None:
                                     "'correct+0.5*fmt' (terms name or coef*name joined by + or -). Default: verl's "
                                     "score; TRL, the sum of its reward columns with weight 1 (TRL does not log its "
                                     "reward_weights: give them here); a table: required")
-    p.add_argument("--threshold", type=float, help="count reward >= T as right for the posteriors and predictions "
+    p.add_argument("--threshold", type=bounded_float(-1e300, 1e300, "a reward value"), help="count reward >= T as right for the posteriors and predictions "
                                                    "(graded rewards without it get the measured figures only); "
                                                    "silence stays 'every reward of the group equal'")
     p.add_argument("--group-col", help="column (verl: reward extra key) whose value identifies a group within a step, "
                                        "e.g. a dataset index: exact groups when a prompt text appears twice in a step")
-    p.add_argument("--group-size", type=int, help="TRL's num_generations (default: inferred from the files)")
+    p.add_argument("--group-size", type=bounded_int(1, 2**31, "answers per group"), help="TRL's num_generations (default: inferred from the files)")
     p.add_argument("--prompt-col", help="prompt-id column of a table (default prompt; verl: input)")
     p.add_argument("--step-col", help="step column of a table (default step; else the number ending the file name)")
     p.add_argument("--ddof", type=int, choices=(0, 1), help="the std the trainer divides by, for the expected update "
                    "and fidelity (default: the log's trainer, TRL and verl 1; a table 0, the paper's)")
-    p.add_argument("--eps", type=float, help="added to that std (default: TRL 1e-4, verl 1e-6, a table 0)")
+    p.add_argument("--eps", type=bounded_float(0, 1e300, "added to a std"), help="added to that std (default: TRL 1e-4, verl 1e-6, a table 0)")
     p.add_argument("--prior", default="empirical-bayes", choices=("empirical-bayes", "uniform", "jeffreys"),
                    help="prior of each prompt's solve rate (default: fitted to the run)")
-    p.add_argument("--epsilon", type=float, default=0.05, help="fidelity target 1 - epsilon of the advice (default 0.05)")
-    p.add_argument("--level", type=float, default=0.9, help="level of the per-prompt credible intervals (default 0.9)")
-    p.add_argument("--half-life", type=float, help="steps after which an old rollout counts half in the posteriors "
+    p.add_argument("--epsilon", type=bounded_float(0, 1, "a fidelity target is 1 - epsilon", open_lo=True, open_hi=True),
+                   default=0.05, help="fidelity target 1 - epsilon of the advice (default 0.05)")
+    p.add_argument("--level", type=bounded_float(0, 1, "a credible level", open_lo=True, open_hi=True), default=0.9, help="level of the per-prompt credible intervals (default 0.9)")
+    p.add_argument("--half-life", type=bounded_float(0, 1e300, "steps", open_lo=True), help="steps after which an old rollout counts half in the posteriors "
                                                    "(default: every earlier rollout counts fully)")
-    p.add_argument("--budget", type=int, help="rollouts per step to allocate over the prompts (needs the budget allocator)")
+    p.add_argument("--budget", type=bounded_int(1, 2**53, "rollouts per step"), help="rollouts per step to allocate over the prompts (needs the budget allocator)")
     p.add_argument("--out", help="write steps.parquet, prompts.parquet, groups.parquet, summary.json and diagnose.png here")
     p.add_argument("--all-steps", action="store_true", help="print every step in the report's step table (default: "
                                                              "12 evenly spaced steps when there are more, and a line saying so)")

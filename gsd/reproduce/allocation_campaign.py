@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .._errors import InputError
-from ..atomic import read_json, write_json
+from ..atomic import entry_path, read_json, write_json
 
 __all__ = ["load_allocation_campaign", "run_allocation_campaign", "arm_metrics", "allocation_figure",
            "CONFIG_NAME", "summary_table"]
@@ -35,14 +35,55 @@ CONFIG_NAME = "allocation_campaign"
 SUMMARY_FILE = "allocation_summary.json"
 
 
+def checked_seeds(seeds, what: str = "seeds", *, least: int = 1) -> list:
+    """``seeds`` as a list of at least ``least`` distinct integer seeds, each in the config's range;
+    else an InputError naming ``what``.  A campaign's 95 % intervals need two (with one they are
+    NaN); the comparison, whose winners are read from them, asks for two."""
+    from ..simulator.config import SimConfig
+
+    if isinstance(seeds, tuple):
+        seeds = list(seeds)
+    if (not isinstance(seeds, list) or len(seeds) < least or len(set(map(repr, seeds))) != len(seeds)
+            or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds)):
+        why = " (a winner is read from the 95 % intervals over the seeds)" if least > 1 else ""
+        raise InputError(f"{what} = {seeds!r}: must be a list of at least {least} distinct integer seed"
+                         f"{'s' if least > 1 else ''}{why}")
+    for s in seeds:
+        SimConfig(seed=s)  # its range, as the config checks it
+    return list(seeds)
+
+
+def campaign_tables(data: dict, where: str, default_seeds: list, *, least_seeds: int = 1) -> dict:
+    """A campaign file's ``[campaign]`` table, ``seeds``, ``[base]`` and ``[arms]``, checked before
+    any run: ``seeds`` a list of at least ``least_seeds`` distinct integers (:func:`checked_seeds`),
+    ``[base]`` a table, ``[arms]`` a non-empty table of tables whose names are folder names
+    (:func:`gsd.atomic.entry_path`).  Also the comparison's check (:mod:`.allocation_comparison`)."""
+    camp = data.get("campaign", {})
+    if not isinstance(camp, dict):
+        raise InputError(f"{where}: [campaign] must be a table, got {camp!r}")
+    seeds = checked_seeds(camp.get("seeds", default_seeds), f"{where}: campaign key 'seeds'", least=least_seeds)
+    for table in ("base", "arms"):
+        if not isinstance(data.get(table), dict):
+            raise InputError(f"{where} needs a [{table}] table" + (" of [arms.NAME] tables" if table == "arms" else ""))
+    if not data["arms"]:
+        raise InputError(f"{where}: [arms] holds no arm; add an [arms.NAME] table")
+    for name, arm in data["arms"].items():
+        entry_path(Path("runs"), name, what=f"{where}: campaign arm")
+        if not isinstance(arm, dict):
+            raise InputError(f"{where}: campaign arm {name!r} must be a table of config keys, got {arm!r}")
+    return {"campaign": camp, "seeds": list(seeds)}
+
+
 def load_allocation_campaign(path=None) -> dict:
     """The campaign: ``{"seeds", "reference_arm", "targets", "base", "arms"}``, every arm config checked."""
     from ..resources import config_file
     from ..simulator.config import SimConfig, read_config_file
 
+    where = f"campaign file {str(path or CONFIG_NAME)!r}"
     data = read_config_file(config_file(path or CONFIG_NAME, what="campaign file"))
-    camp = data.get("campaign", {})
-    out = {"seeds": list(camp.get("seeds", [0, 1, 2])), "reference_arm": camp.get("reference_arm", "fixed_g8"),
+    checked = campaign_tables(data, where, [0, 1, 2])
+    camp = checked["campaign"]
+    out = {"seeds": checked["seeds"], "reference_arm": camp.get("reference_arm", "fixed_g8"),
            "targets": dict(camp.get("targets", {"mean_p": 0.9, "hard_quartile_p": 0.8})),
            "base": data["base"], "arms": data["arms"]}
     if out["reference_arm"] not in out["arms"]:
@@ -109,7 +150,7 @@ def campaign_runs(camp: dict, out, seeds, steps_scale: float = 1.0) -> list[tupl
         for seed in seeds:
             cfg = {**camp["base"], **arm, "name": name, "seed": seed}
             cfg["steps"] = max(1, int(round(cfg.get("steps", 150) * steps_scale)))
-            runs.append((name, seed, cfg, Path(out) / "runs" / name / f"seed{seed}"))
+            runs.append((name, seed, cfg, entry_path(Path(out) / "runs", name, what="campaign arm") / f"seed{int(seed)}"))
     return runs
 
 
@@ -188,7 +229,7 @@ def run_allocation_campaign(out, *, config=None, seeds=None, steps_scale: float 
     the results do not depend on it).
     """
     camp = campaign if campaign is not None else load_allocation_campaign(config)
-    seeds = camp["seeds"] if seeds is None else list(seeds)
+    seeds = camp["seeds"] if seeds is None else checked_seeds(seeds)
     out = Path(out)
     todo = campaign_runs(camp, out, seeds, steps_scale)
     execute_runs(todo, jobs=jobs, progress=progress and jobs == 1, on_run=on_run)

@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from .._errors import InputError
-from ..atomic import read_json, write_json
-from .allocation_campaign import _interval, run_allocation_campaign
+from ..atomic import entry_path, read_json, write_json
+from .allocation_campaign import _interval, campaign_tables, checked_seeds, run_allocation_campaign
 
 __all__ = ["load_comparison", "run_comparison", "summarise_comparison", "comparison_markdown",
            "comparison_figure", "CONFIG_NAME", "SMALL_CONFIG_NAME", "LABELS"]
@@ -65,11 +65,22 @@ def load_comparison(path=None) -> dict:
     from ..resources import config_file
     from ..simulator.config import SimConfig, read_config_file
 
+    where = f"campaign file {str(path or CONFIG_NAME)!r}"
     data = read_config_file(config_file(path or CONFIG_NAME, what="campaign file"))
-    camp = data.get("campaign", {})
-    out = {"seeds": list(camp.get("seeds", [0, 1, 2, 3, 4])), "reference_arm": camp.get("reference_arm", "fixed_g8"),
-           "uniform_arms": list(camp.get("uniform_arms", ["fixed_g4", "fixed_g8", "fixed_g16"])),
-           "variants": dict(data.get("variants", {"tabular": {}})), "base": data["base"], "arms": data["arms"]}
+    checked = campaign_tables(data, where, [0, 1, 2, 3, 4], least_seeds=2)
+    camp = checked["campaign"]
+    variants = data.get("variants", {"tabular": {}})
+    if not isinstance(variants, dict) or not variants:
+        raise InputError(f"{where}: [variants] must hold at least one [variants.NAME] table, got {variants!r}")
+    for v, over in variants.items():
+        entry_path(Path("."), v, what=f"{where}: variant")  # its campaign folder: <out>/<variant>
+        if not isinstance(over, dict):
+            raise InputError(f"{where}: variant {v!r} must be a table of config keys, got {over!r}")
+    uniform = camp.get("uniform_arms", ["fixed_g4", "fixed_g8", "fixed_g16"])
+    if not isinstance(uniform, list) or not uniform:
+        raise InputError(f"{where}: campaign key 'uniform_arms' = {uniform!r}: must be a non-empty list of arm names")
+    out = {"seeds": checked["seeds"], "reference_arm": camp.get("reference_arm", "fixed_g8"),
+           "uniform_arms": list(uniform), "variants": dict(variants), "base": data["base"], "arms": data["arms"]}
     for name in (out["reference_arm"], *out["uniform_arms"]):
         if name not in out["arms"]:
             raise InputError(f"campaign arm {name!r} (reference or uniform) is not an arm ({', '.join(out['arms'])})")
@@ -97,13 +108,14 @@ def run_comparison(out, *, config=None, seeds=None, variants=None, log=None, job
 
     comp = load_comparison(config)
     if seeds is not None:
-        comp["seeds"] = list(seeds)
+        comp["seeds"] = checked_seeds(seeds, least=2)
     todo = list(comp["variants"]) if variants is None else list(variants)
     for v in todo:
         if v not in comp["variants"]:
             raise InputError(f"variant must be one of {list(comp['variants'])}, got {v!r}")
     runs = [((v, name), seed, cfg, folder) for v in todo
-            for name, seed, cfg, folder in campaign_runs(_variant_campaign(comp, v), Path(out) / v, comp["seeds"])]
+            for name, seed, cfg, folder in campaign_runs(_variant_campaign(comp, v), entry_path(Path(out), v, what="variant"),
+                                                         comp["seeds"])]
     execute_runs(runs, jobs=jobs, on_run=None if log is None else (lambda vn, seed: log(f"{vn[0]} {vn[1]} seed {seed} done")))
     for v in todo:  # every run is done: each variant's campaign reads its runs back and summarises
         run_allocation_campaign(Path(out) / v, campaign=_variant_campaign(comp, v), progress=False)

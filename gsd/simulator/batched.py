@@ -39,25 +39,26 @@ from .._extras import require_torch
 
 torch = require_torch("the torch engine (gsd.simulator.batched)")
 
-from ..atomic import read_json, write_json
 from ..methods import method_spec
 from ..weighting import decile_index
 from .config import SimConfig, batch_key, resolve_device
-from .runfolder import ledger_row, open_run_folder
+from .runfolder import drive, finish, ledger_row, open_runs, run_identity
 from .engine import (
-    SUMMARY_FILE,
-    _read_checkpoint,
+    ENGINE,
     answers_per_step,
+    checkpoint_reader,
     cpu_threads,
+    run_member,
     run_simulation,
     to_host,
     write_checkpoint,
 )
-from .ledger import N_DECILES, N_QUARTILES, Ledger, closed_form_columns, summarise
+from .ledger import N_DECILES, N_QUARTILES, Ledger, closed_form_columns
 from .loss import AdvantageTable, _sum, log_pi, policy_loss
 from .optim import make_optimizer
 from .policy import TabularPolicy
-from .population import STREAM_ROLLOUTS, initial_solve_rates, sub_seed
+from .population import STREAM_ROLLOUTS, initial_quartiles, initial_solve_rates, sub_seed
+from .population import population_state as runs_population_state
 from .sampling import Batch, Groups, draw_counts, groups_from_draws, plan_batch
 
 __all__ = ["run_many"]
@@ -90,37 +91,37 @@ def run_many(runs, *, resume: bool = False, progress: bool = True, threads: int 
 
 
 def _run_compatible(items, positions, summaries, *, resume, progress, threads, max_runs, on_step, notify):
-    """Open the folders of compatible runs, then run them in programs of runs at the same step."""
-    pending: dict = {}
-    for (cfg, out), pos in zip(items, positions):
-        if len(items) == 1:
-            summaries[pos] = run_simulation(cfg, out, resume=resume, progress=progress, threads=threads, notify=notify)
-            continue
-        device = torch.device(resolve_device(cfg.device))
-        p0 = initial_solve_rates(cfg)  # before the folder: a bad source = no folder
-        mode, found = open_run_folder(out, cfg, resume)
-        say = notify or (lambda message: None)
-        if mode == "done":
-            say(f"{cfg.name}: finished earlier ({cfg.steps} steps in {str(out)!r}); its summary is read back, nothing reruns")
-            summaries[pos] = found
-            continue
-        ckpt = _read_checkpoint(found, cfg, device, out) if mode == "resume" else None
-        start = int(ckpt["step"]) if ckpt else 0
-        if mode == "resume":
-            say(f"{cfg.name}: resuming at step {start} of {cfg.steps} (the checkpoint in {str(out)!r})")
-        run_threads = threads if threads is not None or ckpt is None or device.type != "cpu" else ckpt.get("threads")
-        pending.setdefault((start, run_threads), []).append((pos, cfg, out, p0, ckpt))
-    for (_, run_threads), members in pending.items():
-        size = max_runs or len(members)
-        for s in range(0, len(members), size):
-            chunk = members[s : s + size]
-            if len(chunk) == 1:  # a program of one is the engine's own run (its folder is open: resume)
-                pos, cfg, out, _, _ = chunk[0]
-                summaries[pos] = run_simulation(cfg, out, resume=True, progress=progress, threads=run_threads,
-                                                notify=notify)
-                continue
-            for pos, summary in zip([m[0] for m in chunk], _run_program(chunk, progress=progress, threads=run_threads, on_step=on_step)):
-                summaries[pos] = summary
+    """Open the folders of compatible runs (the run-folder layer: locked, verified), then run them in
+    programs of runs at the same step (and thread count); a program of one is the engine's run."""
+    from contextlib import ExitStack
+
+    if len(items) == 1:
+        (cfg, out), pos = items[0], positions[0]
+        summaries[pos] = run_simulation(cfg, out, resume=resume, progress=progress, threads=threads, notify=notify)
+        return
+    device = torch.device(resolve_device(items[0][0].device))  # before the folders: bad device = no folder
+    p0s = [initial_solve_rates(cfg) for cfg, _ in items]  # before the folders: a bad source = no folder
+    with ExitStack() as held:
+        found, members = open_runs(items, p0s, resume=resume, engine=ENGINE, read_checkpoint=checkpoint_reader(device),
+                                   held=held, notify=notify)
+        for i, summary in enumerate(found):
+            if summary is not None:
+                summaries[positions[i]] = summary
+        pending: dict = {}
+        for m in members:
+            run_threads = threads if threads is not None or m.ckpt is None or device.type != "cpu" else m.ckpt.get("threads")
+            pending.setdefault((m.start, run_threads), []).append(m)
+        for (_, run_threads), group in pending.items():
+            size = max_runs or len(group)
+            for s in range(0, len(group), size):
+                chunk = group[s : s + size]
+                if len(chunk) == 1:  # a program of one is the engine's own run (its folder is open and held)
+                    summaries[positions[chunk[0].pos]] = run_member(chunk[0], device, progress=progress,
+                                                                    on_step=on_step, threads=run_threads)
+                    continue
+                for m, summary in zip(chunk, _run_program(chunk, device=device, progress=progress, threads=run_threads,
+                                                          on_step=on_step)):
+                    summaries[positions[m.pos]] = summary
 
 
 class _Program:
@@ -128,15 +129,15 @@ class _Program:
 
     def __init__(self, members, device):
         # DAPO's runs (several draws) after the others: each number of draws is one block.
-        members = sorted(members, key=lambda m: _draws(m[1]))
-        self.positions = [m[0] for m in members]
-        self.cfgs = [m[1] for m in members]
-        self.outs = [m[2] for m in members]
+        members = sorted(members, key=lambda m: _draws(m.cfg))
+        self.members = members
+        self.cfgs = [m.cfg for m in members]
+        self.outs = [m.out for m in members]
         base = self.base = self.cfgs[0]
         self.R, self.N = len(members), base.n_prompts
         self.B = base.batch_size or self.N
         self.device, self.dtype = device, getattr(torch, base.dtype)
-        p0 = [m[3] for m in members]
+        p0 = [m.p0 for m in members]
         self.policy = TabularPolicy(np.concatenate(p0), dtype=self.dtype, device=device)
         self.opt = make_optimizer(base, self.policy.parameters())
         with torch.no_grad():
@@ -146,11 +147,7 @@ class _Program:
         # Per-prompt decile and quartile of each run's initial p; "_at" adds the run's block of
         # bins, so one index_add fills every run's bins with that run's prompts, in order.
         dec = [decile_index(p) for p in p0]
-        quart = []
-        for p in p0:
-            q = np.empty(p.size, dtype=np.int64)
-            q[np.argsort(p, kind="stable")] = np.arange(p.size) * N_QUARTILES // p.size
-            quart.append(q)
+        quart = [initial_quartiles(p) for p in p0]
         run_of = np.repeat(np.arange(self.R), self.N)
         self.decile = torch.as_tensor(np.concatenate(dec), device=device)
         self.decile_at = self.decile + torch.as_tensor(run_of * N_DECILES, device=device)
@@ -179,10 +176,8 @@ class _Program:
 
     def population_state(self, p: torch.Tensor) -> dict:
         """The engine's population_state of each run: (R,) means and (R·4,) quartile means."""
-        R, N = self.R, self.N
-        q_sum = torch.zeros(R * N_QUARTILES, device=self.device, dtype=p.dtype).index_add_(0, self.quartile_at, p)
-        return {"mean_p": p.reshape(R, N).mean(1), "mean_arcsin": (2 * torch.asin(p.sqrt())).reshape(R, N).mean(1),
-                "mean_p_q": (q_sum.reshape(R, N_QUARTILES) / self.quartile_n).reshape(-1)}
+        state = runs_population_state(p, self.quartile_at, self.quartile_n, self.R)
+        return {**state, "mean_p_q": state["mean_p_q"].reshape(-1)}
 
     def population_summaries(self, z: torch.Tensor) -> list[dict]:
         host = to_host(self.population_state(torch.sigmoid(z)))
@@ -196,7 +191,7 @@ class _Program:
             write_checkpoint(out, next_step, policy={"z": self.block(self.policy.z.detach(), r, self.N).clone()},
                              optimizer=_opt_block(opt, lambda t, r=r: self.block(t, r, self.N).clone()),
                              gen=self.gens[r], z_ref=self.block(self.z_ref, r, self.N).clone(), device=self.device,
-                             table=self.ledgers[r].table)
+                             table=self.ledgers[r].table, identity=run_identity(self.cfgs[r], ENGINE))
 
     def load(self, ckpts) -> None:
         with torch.no_grad():
@@ -342,34 +337,17 @@ def _opt_join(states) -> dict:
     return out
 
 
-def _run_program(members, *, progress: bool, threads: int | None, on_step=None) -> list[dict]:
-    """Run compatible runs (at the same next step) as one program; their summaries, in order."""
-    from ..progress import progress_bar
-
-    base = members[0][1]
-    device = torch.device(resolve_device(base.device))
+def _run_program(members, *, device, progress: bool, threads: int | None, on_step=None) -> list[dict]:
+    """Run compatible runs (at the same next step) as one program; their summaries, in the members' order."""
     # The count its largest run would use alone (its numbers are then those of the runs alone).
-    answers = max(answers_per_step(m[1]) for m in members)
+    answers = max(answers_per_step(m.cfg) for m in members)
     with cpu_threads(device, answers, threads) as used:
         prog = _Program(members, device)
-        ckpts = {m[0]: m[4] for m in members}
-        if ckpts[prog.positions[0]] is not None:
-            prog.load([ckpts[pos] for pos in prog.positions])
+        if prog.members[0].ckpt is not None:
+            prog.load([m.ckpt for m in prog.members])
         initial = prog.population_summaries(prog.z_ref)
-        steps = base.steps
-        bar = progress_bar(total=steps, initial=prog.start, disable=not progress, desc=f"{prog.R} runs", unit="step")
-        for step in range(prog.start, steps):
-            prog.step(step)
-            if (step + 1) % base.checkpoint_every == 0 or step + 1 == steps:
-                prog.save(step + 1)
-            bar.update(1)
-            if on_step is not None:
-                on_step(step)
-        bar.close()
+        drive(prog, prog.members, progress=progress, on_step=on_step, desc=f"{prog.R} runs")
         final = prog.population_summaries(prog.policy())
-    out = {}
-    for r, (pos, cfg, folder) in enumerate(zip(prog.positions, prog.cfgs, prog.outs)):
-        summary = summarise(prog.ledgers[r].columns(), cfg, initial=initial[r], final=final[r], device=str(device), threads=used)
-        write_json(folder / SUMMARY_FILE, summary)
-        out[pos] = read_json(folder / SUMMARY_FILE)
-    return [out[m[0]] for m in members]
+    done = finish(prog.members, prog.ledgers, initial, final, device=str(device), threads=used)
+    by_pos = {m.pos: summary for m, summary in zip(prog.members, done)}
+    return [by_pos[m.pos] for m in members]

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .._errors import InputError
-from ..atomic import make_folder, read_json, write_json
+from ..atomic import entry_path, make_folder, read_json, write_json
 from ..lock import hold_folder
 from ..methods import ADVANTAGE_METHODS
 from ..plotstyle import COLORS, method_label, new_figure, save_figure, styled
@@ -77,17 +77,17 @@ def load_campaign(config_path=None, overrides: dict | None = None) -> dict:
         else:
             raw["base"][key] = value
     draws = raw["decile_draws"]
-    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 1:
-        raise InputError(f"campaign key 'decile_draws' = {draws!r}: must be an integer >= 1")
     methods = raw["decile_methods"]
     if not isinstance(methods, list) or not methods or any(m not in ADVANTAGE_METHODS for m in methods):
         raise InputError(f"campaign key 'decile_methods' = {methods!r}: must be a non-empty list of {ADVANTAGE_METHODS}")
     if not isinstance(raw["arms"], dict) or not raw["arms"]:
         raise InputError("campaign needs at least one [arms.NAME] table")
     base = SimConfig.from_dict(raw["base"])
+    check_decile_draws(draws, base)
     raw["base"] = base.to_dict()
     arms = {}
     for name, arm in raw["arms"].items():
+        entry_path(Path("arms"), name, what="campaign arm")  # its run folder: arms/<name>
         if not isinstance(arm, dict):
             raise InputError(f"campaign arm {name!r} must be a table of config keys, got {arm!r}")
         cfg = base.with_overrides({"name": f"{base.name}-{name}", **arm})
@@ -97,6 +97,23 @@ def load_campaign(config_path=None, overrides: dict | None = None) -> dict:
 
 
 # --------------------------------------------------------------------------- measurement (b)
+#: Answers the decile measurement may draw at most (decile_draws × prompts × G): about ten minutes
+#: of either engine on one core; the paper's campaign draws 200 × its prompts × 8, ~10⁷.
+MAX_DECILE_ANSWERS = 10**10
+
+
+def check_decile_draws(draws, cfg: SimConfig) -> None:
+    """``decile_draws`` checked before any work: an integer >= 1 whose answers (draws × prompts ×
+    G) stay within :data:`MAX_DECILE_ANSWERS`."""
+    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 1:
+        raise InputError(f"campaign key 'decile_draws' = {draws!r}: must be an integer >= 1")
+    answers = draws * cfg.n_prompts * cfg.group_size
+    if answers > MAX_DECILE_ANSWERS:
+        raise InputError(f"campaign key 'decile_draws' = {draws!r}: {draws:,} draws × {cfg.n_prompts:,} prompts × G = "
+                         f"{cfg.group_size} is {answers:.3g} answers, above the limit of {MAX_DECILE_ANSWERS:.0e} "
+                         f"(at most {MAX_DECILE_ANSWERS // (cfg.n_prompts * cfg.group_size):,} draws here)")
+
+
 def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo", "dr_grpo"), progress: bool = False,
                             threads: int | None = None) -> dict:
     """Gradient mass per decile of initial p, from ``draws`` independent groups per prompt.
@@ -113,6 +130,7 @@ def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo"
     method, the measured and closed-form decile shares, the measured/closed-form ratio per
     decile and overall.
     """
+    check_decile_draws(draws, cfg)
     G, N = cfg.group_size, cfg.n_prompts
     p0 = initial_solve_rates(cfg)
     decile = decile_index(p0)
@@ -231,10 +249,11 @@ def _run_campaign(campaign: dict, out: Path, *, progress: bool, resume: bool, no
     wall = {"arms": time.perf_counter()}  # each stage's wall seconds (summary["wall_s"]): what a speed-up bought
     # The arms differ in method: one program where their configs allow (.batched), each arm's
     # folder and numbers as if run alone.
-    arms = [(SimConfig.from_dict(arm), out / "arms" / name) for name, arm in campaign["arms"].items()]
+    arms = [(SimConfig.from_dict(arm), entry_path(out / "arms", name, what="campaign arm"))
+            for name, arm in campaign["arms"].items()]
     done = run_many(arms, resume=resume, progress=progress, threads=threads, notify=notify)
     for (name, arm), summary in zip(campaign["arms"].items(), done):
-        folder = out / "arms" / name
+        folder = entry_path(out / "arms", name, what="campaign arm")
         arm_summaries[name] = summary
         ledger = read_ledger(folder, columns=["step", "silent_frac", "silent_pred", "mean_p_q1"])
         final = arm_summaries[name]["final"]

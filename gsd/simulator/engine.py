@@ -27,8 +27,9 @@ A run is a folder: ``config.json`` (the resolved config), ``ledger.parquet``, ``
 a ``rollouts/`` folder in verl's or TRL's log format (:mod:`.rollout_log`) and, once finished,
 ``summary.json`` — the mark a sweep engine looks for (:func:`is_complete`).  Every file is
 replaced atomically, and one process at a time writes the folder (:func:`gsd.lock.hold_folder`).
-``resume=True`` clears what a killed process left half-written, checks the checkpoint (a damaged
-one is named), rewrites the ledger from it, and reads the ledger back before ``summary.json``; on
+``resume=True`` clears what a killed process left half-written, verifies the checkpoint whole (a
+damaged or foreign one is named; :func:`read_checkpoint`), rewrites the ledger from it, and reads
+the ledger back before ``summary.json`` — the run-folder layer of :mod:`.runfolder`; on
 CPU the ledger is then identical to an uninterrupted run's, wall-time columns aside.  Results depend on the number of
 torch threads (a reduction split across threads rounds differently): compare runs made with
 the same thread count — the summary records it (``threads``) and a resume keeps the
@@ -49,22 +50,21 @@ from .._extras import require_torch
 torch = require_torch("the torch engine (gsd.simulator.engine)")
 
 from .._errors import InputError
-from ..atomic import read_json, write_atomic, write_json
-from ..lock import hold_folder
 from ..methods import method_spec
 from ..weighting import decile_index
 from .config import SimConfig, resolve_device
-from .ledger import COLUMNS, LEDGER_FILE, N_QUARTILES, Ledger, closed_form_columns, per_decile, summarise
-from .ledger import write_ledger
+from .ledger import COLUMNS, N_QUARTILES, Ledger, closed_form_columns, per_decile
 from .budget import BudgetPlanner
 from .loss import AdvantageTable, log_pi, policy_loss
 from .optim import SGD, Adam, make_optimizer
 from .policy import make_policy
-from .population import STREAM_INIT, STREAM_ROLLOUTS, initial_solve_rates, sub_seed
+from .population import STREAM_INIT, STREAM_ROLLOUTS, initial_quartiles, initial_solve_rates, sub_seed
+from .population import population_state as runs_population_state
 from .sampling import Batch, Groups, plan_batch, sample_groups
 from .runfolder import (  # noqa: F401  (re-exported: the run-folder names, as before they moved)
-    CHECKPOINT_FILE, CONFIG_FILE, ROLLOUTS_DIR, SUMMARY_FILE, RunInterrupted, answers_per_step, damaged,
-    is_complete, ledger_row, logged_rows_per_step, open_run_folder, verify_ledger)
+    CHECKPOINT_FILE, CONFIG_FILE, ROLLOUTS_DIR, SUMMARY_FILE, RunInterrupted, answers_per_step, check_array,
+    check_identity, check_ledger_rows, check_step, damaged, drive, finish, is_complete, ledger_row,
+    logged_rows_per_step, open_run_folder, open_runs, run_identity, save_checkpoint, verify_ledger)
 
 __all__ = ["run_simulation", "is_complete", "setup", "RunState", "cpu_threads", "RunInterrupted"]
 
@@ -182,8 +182,7 @@ def setup(cfg: SimConfig, p0: np.ndarray, device: torch.device) -> RunState:
     opt = make_optimizer(cfg, policy.parameters())
     with torch.no_grad():
         z_ref = policy().detach().clone()
-    quartile = np.empty(p0.size, dtype=np.int64)
-    quartile[np.argsort(p0, kind="stable")] = np.arange(p0.size) * N_QUARTILES // p0.size
+    quartile = initial_quartiles(p0)
     planner = None if cfg.allocation == "fixed" else BudgetPlanner(cfg, p0.size, device)
     sizes = [cfg.group_size] if planner is None else list(planner.sizes)
     return RunState(
@@ -198,9 +197,10 @@ def setup(cfg: SimConfig, p0: np.ndarray, device: torch.device) -> RunState:
 
 
 def population_state(run: RunState, p: torch.Tensor) -> dict:
-    """mean p, mean 2·arcsin√p and the mean p per initial quartile, as device tensors."""
-    q_sum = torch.zeros(N_QUARTILES, device=run.device, dtype=run.dtype).index_add_(0, run.quartile, p)
-    return {"mean_p": p.mean(), "mean_arcsin": (2 * torch.asin(p.sqrt())).mean(), "mean_p_q": q_sum / run.quartile_n}
+    """mean p, mean 2·arcsin√p (0-d) and the mean p per initial quartile (4,), as device tensors
+    (:func:`~.population.population_state` of a program of one)."""
+    state = runs_population_state(p, run.quartile, run.quartile_n, 1)
+    return {"mean_p": state["mean_p"][0], "mean_arcsin": state["mean_arcsin"][0], "mean_p_q": state["mean_p_q"][0]}
 
 
 def to_host(named: dict) -> dict:
@@ -346,78 +346,75 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
     checkpoint (the CLI prints it).  A KeyboardInterrupt during training is raised again as
     :class:`RunInterrupted`, which says at which step the run stopped and where it resumes.
     ``threads``: torch CPU threads (default: chosen for speed, :func:`choose_threads`; a resumed
-    run keeps its checkpoint's); the summary's ``threads`` records the count used.
+    run keeps its checkpoint's); the summary's ``threads`` records the count used.  The folder
+    is opened, locked, verified and finished by the run-folder layer (:mod:`.runfolder`).
     """
+    from contextlib import ExitStack
+
     cfg = config if isinstance(config, SimConfig) else SimConfig.from_dict(config)
     device = torch.device(resolve_device(cfg.device))  # before touching the disk: bad device = no folder
-    out = Path(out_dir)
     p0 = initial_solve_rates(cfg)  # before touching the disk too: a bad source = no folder
-    with hold_folder(out, option="out_dir"):  # a second process on this folder: one-line error
-        return _run_in_folder(cfg, device, p0, out, resume, progress, on_step, notify, threads)
+    with ExitStack() as held:
+        summaries, members = open_runs([(cfg, Path(out_dir))], [p0], resume=resume, engine=ENGINE,
+                                       read_checkpoint=checkpoint_reader(device), held=held, notify=notify)
+        if not members:
+            return summaries[0]
+        return run_member(members[0], device, progress=progress, on_step=on_step, threads=threads)
 
 
-def _run_in_folder(cfg, device, p0, out: Path, resume: bool, progress: bool, on_step, notify, threads) -> dict:
-    mode, found = open_run_folder(out, cfg, resume)
-    say = notify or (lambda message: None)
-    if mode == "done":
-        say(f"{cfg.name}: finished earlier ({cfg.steps} steps in {str(out)!r}); its summary is read back, nothing reruns")
-        return found
-    from ..progress import progress_bar
+class _OneRun:
+    """A run of this engine as the run-folder layer drives it (:func:`~.runfolder.drive`)."""
 
-    ckpt = _read_checkpoint(found, cfg, device, out) if mode == "resume" else None
-    if ckpt is not None and threads is None and device.type == "cpu":
-        threads = ckpt.get("threads")  # the same count: the resumed ledger continues the run's
+    def __init__(self, run: RunState, out: Path):
+        self.run, self.out = run, out
+
+    @property
+    def start(self) -> int:
+        return self.run.start
+
+    def step(self, step: int) -> dict:
+        row = train_step(self.run, step)
+        return dict(silent=f"{row['silent_frac']:.3f}", pred=f"{row['silent_pred']:.3f}", mean_p=f"{row['mean_p']:.3f}")
+
+    def save(self, next_step: int) -> None:
+        checkpoint(self.run, self.out, next_step)
+
+
+def run_member(m, device: torch.device, *, progress: bool, on_step=None, threads: int | None = None) -> dict:
+    """Run one opened run folder (a :class:`~.runfolder.Member`) to its end; its summary."""
+    cfg, out = m.cfg, m.out
+    if m.ckpt is not None and threads is None and device.type == "cpu":
+        threads = m.ckpt.get("threads")  # the same count: the resumed ledger continues the run's
     with cpu_threads(device, answers_per_step(cfg), threads) as used:
-        run = setup(cfg, p0, device)
+        run = setup(cfg, m.p0, device)
         if cfg.rollout_log != "none":
             from .rollout_log import RolloutLogWriter
 
             run.rollout_writer = RolloutLogWriter(cfg.rollout_log, out / ROLLOUTS_DIR,
                                                   rows=logged_rows_per_step(cfg) * cfg.steps)
-        if ckpt is not None:
-            _load_checkpoint(run, ckpt, out)
-            say(f"{cfg.name}: resuming at step {run.start} of {cfg.steps} (the checkpoint in {str(out)!r})")
-        elif mode == "restart":
-            say(f"{cfg.name}: no checkpoint in {str(out)!r} yet; starting at step 0 of {cfg.steps}")
+        if m.ckpt is not None:
+            _load_checkpoint(run, m.ckpt)
         initial = population_summary(run, run.z_ref)
-        bar = progress_bar(total=cfg.steps, initial=run.start, disable=not progress, desc=f"{cfg.name} [{cfg.method}]", unit="step")
-        saved = done = run.start
-        try:
-            for step in range(run.start, cfg.steps):
-                row = train_step(run, step)
-                done = step + 1
-                if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
-                    checkpoint(run, out, step + 1)
-                    saved = step + 1
-                bar.update(1)
-                if progress and (step % 10 == 0 or step + 1 == cfg.steps):
-                    bar.set_postfix(silent=f"{row['silent_frac']:.3f}", pred=f"{row['silent_pred']:.3f}", mean_p=f"{row['mean_p']:.3f}")
-                if on_step is not None:
-                    on_step(step)
-        except KeyboardInterrupt:
-            bar.close()
-            raise RunInterrupted(out, cfg.name, done, cfg.steps, saved) from None
-        bar.close()
+        drive(_OneRun(run, out), [m], progress=progress, on_step=on_step)
         final = population_summary(run, run.policy())
-    verify_ledger(out, run.ledger.table[: cfg.steps])
-    summary = summarise(run.ledger.columns(), cfg, initial=initial, final=final, device=str(device), threads=used)
-    write_json(out / SUMMARY_FILE, summary)  # written last: it marks the run complete
-    return read_json(out / SUMMARY_FILE)
+    return finish([m], [run.ledger], [initial], [final], device=str(device), threads=used)[0]
 
 
 # --------------------------------------------------------------------------- run folder
 def checkpoint(run: RunState, out: Path, next_step: int) -> None:
     """Save everything needed to continue at ``next_step``, then the ledger so far."""
     write_checkpoint(out, next_step, policy=run.policy.state_dict(), optimizer=run.opt.state_dict(), gen=run.gen,
-                     z_ref=run.z_ref, device=run.device, table=run.ledger.table,
+                     z_ref=run.z_ref, device=run.device, table=run.ledger.table, identity=run_identity(run.cfg, ENGINE),
                      planner=None if run.planner is None else run.planner.state_dict())
 
 
 def write_checkpoint(out: Path, next_step: int, *, policy: dict, optimizer: dict, gen: torch.Generator, z_ref: torch.Tensor,
-                     device: torch.device, table: np.ndarray, planner: dict | None = None) -> None:
-    """A run folder's ``checkpoint.pt`` and ledger at ``next_step`` (also a batched run's, :mod:`.batched`)."""
+                     device: torch.device, table: np.ndarray, identity: dict, planner: dict | None = None) -> None:
+    """A run folder's ``checkpoint.pt`` and ledger at ``next_step`` (also a batched run's, :mod:`.batched`);
+    ``identity``: the run it belongs to (:func:`~.runfolder.run_identity`)."""
     done_rows = table[:next_step]
     state = {
+        "run": dict(identity),
         "step": next_step,
         "policy": policy,
         "optimizer": optimizer,
@@ -435,44 +432,112 @@ def write_checkpoint(out: Path, next_step: int, *, policy: dict, optimizer: dict
     # as a RuntimeError without its errno; a plain write names it (one line, see gsd.atomic).
     buf = io.BytesIO()
     torch.save(state, buf)
-    write_atomic(out / CHECKPOINT_FILE, buf.getbuffer())
-    write_ledger(out / LEDGER_FILE, done_rows)
+    save_checkpoint(out, ENGINE, buf.getbuffer(), done_rows)
 
 
-_CHECKPOINT_KEYS = ("step", "policy", "optimizer", "rng_rollouts", "rng_torch_cpu", "z_ref", "device_type",
+_CHECKPOINT_KEYS = ("run", "step", "policy", "optimizer", "rng_rollouts", "rng_torch_cpu", "z_ref", "device_type",
                     "ledger_columns", "ledger")
+ENGINE = "torch"
 
 
-def _read_checkpoint(path: Path, cfg: SimConfig, device: torch.device, out: Path) -> dict:
-    """The checkpoint of a run folder, checked: readable, complete, of this run's shape and device
-    (a damaged one is named in one line)."""
+def checkpoint_reader(device: torch.device):
+    """``read_checkpoint(path, cfg, p0)`` for :func:`~.runfolder.open_runs`: :func:`read_checkpoint` on ``device``."""
+    return lambda path, cfg, p0: read_checkpoint(path, cfg, device, p0)
+
+
+def read_checkpoint(path: Path, cfg: SimConfig, device: torch.device, p0: np.ndarray) -> dict:
+    """The checkpoint of a run folder, verified whole before any step (a damaged or foreign one
+    is named in one line): readable; naming this run (:func:`~.runfolder.check_identity`); its
+    step and ledger; written on this device type; the policy's and the optimizer's tensors of this
+    run's names, shapes and dtype, finite, Adam's step counts >= 0 and its second moments >= 0; the
+    reference logits exactly this run's initial ones; both random states of their generator's size
+    and loadable; a budget planner's state loadable."""
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a cut or overwritten file fails in pickle, zipfile or torch itself
         raise damaged(path, f"{type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}") from None
     missing = [k for k in _CHECKPOINT_KEYS if not isinstance(ckpt, dict) or k not in ckpt]
     if missing:
+        if missing[0] == "run":
+            check_identity(path, None, cfg, ENGINE)
         raise damaged(path, f"no {missing[0]!r} entry")
     if cfg.allocation != "fixed" and "planner" not in ckpt:
         raise damaged(path, "no 'planner' entry")
     if ckpt["ledger_columns"] != list(COLUMNS):
-        raise InputError(f"out_dir {str(out)!r}: the checkpoint's ledger has other columns (written by another version)")
-    start, rows = ckpt["step"], ckpt["ledger"]
-    shape = tuple(getattr(rows, "shape", ()))
-    if not (isinstance(start, int) and 0 < start <= cfg.steps and shape == (start, len(COLUMNS))):
-        raise damaged(path, f"step {start!r} and a ledger of shape {shape} do not fit a run of {cfg.steps} steps")
+        raise InputError(f"{str(path)!r}: the checkpoint's ledger has other columns (written by another version)")
+    check_identity(path, ckpt["run"], cfg, ENGINE)
+    start = check_step(path, ckpt["step"], cfg)
+    check_ledger_rows(path, ckpt["ledger"], start)
     if ckpt["device_type"] != device.type:
         raise InputError(
-            f"config key 'device' = {cfg.device!r}: the checkpoint was written on {ckpt['device_type']}, "
+            f"config key 'device' = {cfg.device!r}: the checkpoint {str(path)!r} was written on {ckpt['device_type']!r}, "
             f"this process would run on {device.type}; the random streams differ, resume on {ckpt['device_type']}"
         )
+    threads = ckpt.get("threads")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 1 << 16):
+        raise damaged(path, f"its thread count {threads!r} is not an integer in [1, 65536]")
+    # This run's fresh state on the CPU: the names, shapes and dtypes the checkpoint must have.
+    fresh = setup(cfg, p0, torch.device("cpu"))
+    _check_tensors(path, "policy", ckpt["policy"], fresh.policy.state_dict())
+    _check_optimizer(path, ckpt["optimizer"], fresh.opt, start * cfg.ppo_epochs)
+    check_array(path, "z_ref", ckpt["z_ref"], tuple(fresh.z_ref.shape), fresh.z_ref.dtype)
+    same = torch.equal(ckpt["z_ref"], fresh.z_ref) if device.type == "cpu" else torch.allclose(ckpt["z_ref"], fresh.z_ref)
+    if not same:
+        raise InputError(f"{str(path)!r} belongs to another run (its initial logits are not this run's population); "
+                         "delete it, or the run folder, and run again")
+    for name, gen in (("rng_rollouts", torch.Generator(device=device)), ("rng_torch_cpu", torch.Generator())):
+        state = ckpt[name]
+        want = gen.get_state()
+        if not isinstance(state, torch.Tensor) or state.dtype != want.dtype or state.shape != want.shape:
+            raise damaged(path, f"its random state {name!r} is not a {device.type if name == 'rng_rollouts' else 'cpu'} "
+                                f"generator's ({tuple(getattr(state, 'shape', ()))} {getattr(state, 'dtype', type(state).__name__)}, "
+                                f"one is {tuple(want.shape)} {want.dtype})")
+        try:
+            gen.set_state(state)
+        except (RuntimeError, ValueError) as exc:
+            raise damaged(path, f"its random state {name!r} does not load ({str(exc).splitlines()[0][:60]})") from None
+    if fresh.planner is not None:
+        try:
+            fresh.planner.load_state_dict(ckpt["planner"])
+        except Exception as exc:  # a planner state of another shape fails in numpy or torch
+            raise damaged(path, f"its budget planner's state does not load ({type(exc).__name__})") from None
     return ckpt
 
 
-def _load_checkpoint(run: RunState, ckpt: dict, out: Path) -> None:
-    """Restore the run from its checked checkpoint, and rewrite the ledger file from it: the
-    checkpoint is written first, so a ledger that lags it (a kill between the two) or that is
-    damaged is replaced by the rows the run continues from."""
+def _check_tensors(path: Path, what: str, found, want: dict) -> None:
+    """Tensors named as ``want``'s, of their shapes and dtypes, finite."""
+    if not isinstance(found, dict) or sorted(found) != sorted(want):
+        raise damaged(path, f"its {what} holds {sorted(found) if isinstance(found, dict) else type(found).__name__}, "
+                            f"this run's {sorted(want)}")
+    for key, ref in want.items():
+        check_array(path, f"{what}.{key}", found[key], tuple(ref.shape), ref.dtype)
+
+
+def _check_optimizer(path: Path, found, fresh, steps: int) -> None:
+    """An optimizer state_dict against this run's fresh optimizer (:mod:`.optim`) after ``steps`` steps."""
+    params = fresh.params
+    if isinstance(fresh, Adam):
+        if not isinstance(found, dict) or any(not isinstance(found.get(k), list) or len(found[k]) != len(params)
+                                              for k in ("steps", "exp_avg", "exp_avg_sq")):
+            raise damaged(path, "its Adam state is not this run's (steps, exp_avg, exp_avg_sq per parameter)")
+        for i, q in enumerate(params):
+            count = found["steps"][i]
+            if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= steps:
+                raise damaged(path, f"its Adam step count {count!r} is not in [0, {steps}]")
+            check_array(path, f"optimizer.exp_avg[{i}]", found["exp_avg"][i], tuple(q.shape), q.dtype)
+            check_array(path, f"optimizer.exp_avg_sq[{i}]", found["exp_avg_sq"][i], tuple(q.shape), q.dtype,
+                        nonnegative=True)
+        return
+    buffers = found.get("buffers") if isinstance(found, dict) else None
+    if not isinstance(buffers, list) or len(buffers) != len(params):
+        raise damaged(path, "its SGD state is not this run's (one momentum buffer per parameter)")
+    for i, (b, q) in enumerate(zip(buffers, params)):
+        if b is not None:
+            check_array(path, f"optimizer.buffers[{i}]", b, tuple(q.shape), q.dtype)
+
+
+def _load_checkpoint(run: RunState, ckpt: dict) -> None:
+    """Restore the run from its verified checkpoint (the layer has rewritten the ledger file)."""
     run.policy.load_state_dict(ckpt["policy"])
     run.opt.load_state_dict(ckpt["optimizer"])
     run.gen.set_state(ckpt["rng_rollouts"])
@@ -483,4 +548,3 @@ def _load_checkpoint(run: RunState, ckpt: dict, out: Path) -> None:
     run.start = int(ckpt["step"])
     run.ledger.table[: run.start] = ckpt["ledger"].numpy()
     run.generations_cum = int(run.ledger.get(run.start - 1, "generations_cum")) if run.start else 0
-    write_ledger(out / LEDGER_FILE, run.ledger.table[: run.start])

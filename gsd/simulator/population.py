@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._arrays import is_tensor
 from .._errors import InputError
 from ..data import load_bigmath, load_solve_rates
+from .ledger import N_QUARTILES
 
-__all__ = ["initial_solve_rates", "sub_seed"]
+__all__ = ["initial_solve_rates", "sub_seed", "initial_quartiles", "population_state"]
 
 # Sub-stream labels of a run's seed.
 STREAM_POPULATION, STREAM_INIT, STREAM_ROLLOUTS = 0, 1, 2
@@ -62,3 +64,32 @@ def initial_solve_rates(cfg) -> np.ndarray:
             )
         p = rng.choice(pool, size=cfg.n_prompts, replace=cfg.replace)
     return np.clip(p, cfg.p_min, cfg.p_max)
+
+
+def initial_quartiles(p0: np.ndarray) -> np.ndarray:
+    """Each prompt's quartile of initial p by rank, hardest first (int64; ties by position)."""
+    quart = np.empty(p0.size, dtype=np.int64)
+    quart[np.argsort(p0, kind="stable")] = np.arange(p0.size) * N_QUARTILES // p0.size
+    return quart
+
+
+def population_state(p, quartile_at, quartile_n, runs: int) -> dict:
+    """Per run of ``runs`` laid end to end in ``p`` (numpy, or torch on the run's device): mean p
+    and mean 2·arcsin√p, (runs,), and the mean p per initial quartile, (runs, 4), in p's library.
+
+    ``quartile_at``: each entry's :func:`initial_quartiles` plus 4 × its run (one sum fills every
+    run's bins); ``quartile_n``: prompts per (run, quartile).  Every engine's state columns
+    (``mean_p``, ``mean_arcsin``, ``mean_p_q1`` …) come from here: the numpy engine's programs, the
+    torch engine's runs and its programs.
+    """
+    if is_tensor(p):
+        import torch
+
+        q_sum = torch.zeros(runs * N_QUARTILES, device=p.device, dtype=p.dtype).index_add_(0, quartile_at.reshape(-1),
+                                                                                          p.reshape(-1))
+        arcsin = 2 * torch.asin(p.sqrt())
+    else:
+        q_sum = np.bincount(quartile_at.reshape(-1), weights=p.reshape(-1), minlength=runs * N_QUARTILES)
+        arcsin = 2 * np.arcsin(np.sqrt(p))
+    return {"mean_p": p.reshape(runs, -1).mean(1), "mean_arcsin": arcsin.reshape(runs, -1).mean(1),
+            "mean_p_q": q_sum.reshape(runs, N_QUARTILES) / quartile_n.reshape(runs, N_QUARTILES)}

@@ -1,23 +1,44 @@
-"""A run folder, whatever engine fills it: its files, how it is opened, checked and marked finished.
+"""A run folder, whatever engine fills it: its files, and the one layer that opens, locks,
+verifies, checkpoints, resumes and finishes it.
 
 A run is a folder: ``config.json`` (the resolved config), ``ledger.parquet``, a checkpoint
-(``checkpoint.pt`` from the torch engine, :mod:`.engine`; ``checkpoint.npz`` from the numpy one,
-:mod:`.tabular`) and, once finished, ``summary.json`` — the mark a sweep engine looks for
-(:func:`is_complete`).  Nothing here imports torch: a tabular run on the CPU never loads it.
+(``checkpoint.pt`` from the torch engine, :mod:`.engine` and :mod:`.batched`; ``checkpoint.npz``
+from the numpy one, :mod:`.tabular`) and, once finished, ``summary.json`` — the mark a sweep
+engine looks for (:func:`is_complete`).  Nothing here imports torch: a tabular run on the CPU
+never loads it.
+
+Every engine, alone or as a program of runs, goes through the same three calls, so a rule about
+folders is written once:
+
+1. :func:`open_runs` — hold each folder's lock (:func:`gsd.lock.hold_folder`), check that the
+   folder is new or holds this very config (:func:`open_run_folder`), read a finished run's
+   summary back, and read and verify an unfinished one's checkpoint *whole*, before any step:
+   it must name this run (:func:`run_identity`: config fingerprint, seed, engine, prompts, steps,
+   dtype) and every array must have its shape, dtype and range; a damaged or foreign one is one
+   line naming the file and what is wrong.  The ledger is rewritten from the checkpoint (a
+   ledger that lags it, or is damaged, is replaced by the rows the run continues from).
+2. :func:`drive` — the steps, a checkpoint every ``checkpoint_every`` and at the last; Ctrl-C
+   becomes :class:`RunInterrupted`, which says where each run resumes.
+3. :func:`finish` — read each ledger back (:func:`verify_ledger`), then write ``summary.json``
+   last: it marks the run complete.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .._errors import InputError
-from ..atomic import make_folder, read_json, remove_temps, write_json
+from ..atomic import make_folder, read_json, remove_temps, write_atomic, write_json
+from ..lock import hold_folder
 from ..methods import method_spec
 from .config import SimConfig, config_diff, repeat_settings
-from .ledger import COLUMNS, LEDGER_FILE, read_ledger
+from .ledger import COLUMNS, LEDGER_FILE, read_ledger, summarise, write_ledger
 
 CONFIG_FILE, CHECKPOINT_FILE, SUMMARY_FILE = "config.json", "checkpoint.pt", "summary.json"
 #: The numpy engine's checkpoint (:mod:`.tabular`): arrays and its random state, no pickle.
@@ -70,7 +91,7 @@ def open_run_folder(out: Path, cfg: SimConfig, resume: bool, engine: str = "torc
     saved_path = out / CONFIG_FILE
     if saved_path.is_file():
         saved = read_json(saved_path)
-        if saved != cfg.to_dict():
+        if not _same_run(saved, cfg.to_dict()):
             diff = "; ".join(config_diff(saved, cfg.to_dict()))
             raise InputError(f"out_dir {str(out)!r} holds a run with a different config ({diff}); to continue that "
                              f"run, give it the same config (gsd simulate: {repeat_settings(saved, cfg.to_dict())}), "
@@ -94,8 +115,88 @@ def open_run_folder(out: Path, cfg: SimConfig, resume: bool, engine: str = "torc
     return "fresh", None
 
 
+def _same_run(saved, now: dict) -> bool:
+    """Whether a folder's saved config is this run's: equal, or equal but for ``engine`` where
+    one side is ``"auto"`` (which engine ran is the checkpoint's to say: :func:`open_run_folder`
+    names it, and ``--set engine=NAME`` continues it)."""
+    if saved == now:
+        return True
+    if not isinstance(saved, dict) or "auto" not in (saved.get("engine"), now.get("engine")):
+        return False
+    return {k: v for k, v in saved.items() if k != "engine"} == {k: v for k, v in now.items() if k != "engine"}
+
+
 def damaged(path: Path, why: str) -> InputError:
     return InputError(f"{str(path)!r} is damaged ({why}); delete it, or the run folder, and run again")
+
+
+def run_identity(cfg: SimConfig, engine: str) -> dict:
+    """What a checkpoint records of the run it belongs to: a fingerprint of the config (every key
+    but ``engine``, whose ``"auto"`` the ``engine`` entry resolves), and, readable in a message,
+    the seed, the engine, the prompts, the steps and the dtype."""
+    conf = {k: v for k, v in cfg.to_dict().items() if k != "engine"}
+    digest = hashlib.sha256(json.dumps(conf, sort_keys=True, default=str).encode()).hexdigest()[:20]
+    return {"config": digest, "seed": cfg.seed, "engine": engine, "n_prompts": cfg.n_prompts, "steps": cfg.steps,
+            "dtype": cfg.dtype}
+
+
+def check_identity(path: Path, found, cfg: SimConfig, engine: str) -> None:
+    """A checkpoint's recorded identity (:func:`run_identity`) against this run's: a checkpoint
+    copied from another run folder (another seed, config or dtype) is refused, naming what differs."""
+    if isinstance(found, (str, bytes, np.ndarray)):
+        try:
+            found = json.loads(str(found))
+        except ValueError:
+            found = None
+    if not isinstance(found, dict):
+        raise damaged(path, "it does not name the run it belongs to (written by an older gsd, or not by gsd)")
+    want = run_identity(cfg, engine)
+    for key in ("engine", "seed", "dtype", "n_prompts", "steps", "config"):
+        if found.get(key) != want[key]:
+            what = "config fingerprint" if key == "config" else key
+            raise InputError(f"{str(path)!r} belongs to another run (its {what} is {found.get(key)!r}, this run's "
+                             f"{want[key]!r}): copied from another run folder? delete it, or the run folder, and "
+                             "run again")
+
+
+def check_array(path: Path, name: str, a, shape: tuple, dtype, *, nonnegative: bool = False, finite: bool = True):
+    """One array of a checkpoint, checked: its shape, its dtype exactly, every value finite (and
+    >= 0); a damaged one is named with the entry and what is wrong.  Returns the array."""
+    if not hasattr(a, "dtype") or not hasattr(a, "shape"):
+        raise damaged(path, f"entry {name!r} is a {type(a).__name__}, not an array")
+    if tuple(a.shape) != tuple(shape):
+        raise damaged(path, f"entry {name!r} has shape {tuple(a.shape)}, this run's is {tuple(shape)}")
+    if _dtype_name(a.dtype) != _dtype_name(dtype):
+        raise damaged(path, f"entry {name!r} is {_dtype_name(a.dtype)}, this run's is {_dtype_name(dtype)}")
+    values = np.asarray(a, dtype=np.float64)
+    if finite and not np.isfinite(values).all():
+        bad = values[~np.isfinite(values)][0]
+        raise damaged(path, f"entry {name!r} holds {float(bad)!r}")
+    if nonnegative and (values < 0).any():
+        raise damaged(path, f"entry {name!r} holds a negative value ({float(values[values < 0][0])!r})")
+    return a
+
+
+def _dtype_name(dtype) -> str:
+    """'float32' for numpy's and torch's float32 alike (torch's is named 'torch.float32')."""
+    text = str(dtype)
+    return text[len("torch."):] if text.startswith("torch.") else np.dtype(dtype).name
+
+
+def check_ledger_rows(path: Path, rows, start: int) -> None:
+    """A checkpoint's ledger: (start, columns) float64, and its step column 0 … start − 1."""
+    check_array(path, "ledger", rows, (start, len(COLUMNS)), np.float64, finite=False)
+    steps = np.asarray(rows, dtype=np.float64)[:, list(COLUMNS).index("step")]
+    if not np.array_equal(steps, np.arange(start, dtype=np.float64)):
+        raise damaged(path, f"its ledger's steps are not 0 … {start - 1}")
+
+
+def check_step(path: Path, step, cfg: SimConfig, what: str = "step") -> int:
+    """A checkpoint's next step (or another count of steps, named ``what``): an integer in [1, steps]."""
+    value = step.item() if hasattr(step, "item") and getattr(step, "ndim", 0) == 0 else step
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 < int(value) <= cfg.steps:
+        raise damaged(path, f"its {what} {value!r} does not fit a run of {cfg.steps} steps")
+    return int(value)
 
 
 def verify_ledger(out: Path, rows: np.ndarray) -> None:
@@ -105,6 +206,104 @@ def verify_ledger(out: Path, rows: np.ndarray) -> None:
     back = np.column_stack([np.asarray(on_disk[c], dtype=np.float64) for c in COLUMNS]) if len(rows) else rows
     if back.shape != rows.shape or not np.array_equal(back, rows.astype(np.float64), equal_nan=True):
         raise damaged(path, "it does not hold the rows the run computed")
+
+
+# --------------------------------------------------------------------------- the layer
+@dataclass
+class Member:
+    """One run an engine is about to run: its position in the caller's list, config, folder, initial
+    p, verified checkpoint (None: from step 0) and the step it starts at."""
+
+    pos: int
+    cfg: SimConfig
+    out: Path
+    p0: np.ndarray
+    ckpt: dict | None
+    start: int = 0
+
+
+def open_runs(items, p0s, *, resume: bool, engine: str, read_checkpoint, held, notify=None):
+    """Open the run folders of ``items`` (``(config, folder)`` pairs; ``p0s`` their initial p) for
+    ``engine``: returns (summaries, members).
+
+    Each folder's lock is taken on the ExitStack ``held`` (released when the caller's block ends);
+    a finished run's summary is read back (``summaries[pos]``, nothing reruns); every other run is
+    a :class:`Member`, with its checkpoint read by ``read_checkpoint(path, cfg, p0)`` — which
+    verifies it whole — when it has one.  The ledger file is rewritten from a checkpoint's rows.
+    """
+    say = notify or (lambda message: None)
+    summaries: list = [None] * len(items)
+    members = []
+    for pos, ((cfg, out), p0) in enumerate(zip(items, p0s)):
+        held.enter_context(hold_folder(out, option="out_dir"))  # a second process on this folder: one-line error
+        mode, found = open_run_folder(out, cfg, resume, engine=engine)
+        if mode == "done":
+            say(f"{cfg.name}: finished earlier ({cfg.steps} steps in {str(out)!r}); its summary is read back, nothing reruns")
+            summaries[pos] = found
+            continue
+        ckpt = read_checkpoint(found, cfg, p0) if mode == "resume" else None
+        start = 0
+        if ckpt is not None:
+            start = int(ckpt["step"])
+            # The checkpoint is written first: a ledger that lags it (a kill between the two) or
+            # that is damaged is replaced by the rows the run continues from.
+            write_ledger(out / LEDGER_FILE, np.asarray(ckpt["ledger"], dtype=np.float64))
+            say(f"{cfg.name}: resuming at step {start} of {cfg.steps} (the checkpoint in {str(out)!r})")
+        elif mode == "restart":
+            say(f"{cfg.name}: no checkpoint in {str(out)!r} yet; starting at step 0 of {cfg.steps}")
+        members.append(Member(pos, cfg, Path(out), p0, ckpt, start))
+    return summaries, members
+
+
+def drive(prog, members: list, *, progress: bool, on_step=None, desc: str | None = None) -> None:
+    """Run ``prog`` (``start``, ``step(step)``, ``save(next_step)``) from its start to the members'
+    last step: a checkpoint every ``checkpoint_every`` steps and at the last.  ``step`` may return
+    a dict the progress bar shows.  ``on_step(step)``: after each step and its checkpoint.  Ctrl-C
+    is raised again as :class:`RunInterrupted` (where the runs stopped, where they resume)."""
+    from ..progress import progress_bar
+
+    base, steps = members[0].cfg, members[0].cfg.steps
+    name = base.name if len(members) == 1 else f"{len(members)} runs"
+    bar = progress_bar(total=steps, initial=prog.start, disable=not progress,
+                       desc=desc or (f"{base.name} [{base.method}]" if len(members) == 1 else name), unit="step")
+    saved = done = prog.start
+    try:
+        for step in range(prog.start, steps):
+            shown = prog.step(step)
+            done = step + 1
+            if done % base.checkpoint_every == 0 or done == steps:
+                prog.save(done)
+                saved = done
+            bar.update(1)
+            if progress and shown and (step % 10 == 0 or done == steps):
+                bar.set_postfix(**shown)
+            if on_step is not None:
+                on_step(step)
+    except KeyboardInterrupt:
+        bar.close()
+        raise RunInterrupted(members[0].out, name, done, steps, saved) from None
+    bar.close()
+
+
+def save_checkpoint(out: Path, engine: str, payload, rows: np.ndarray) -> None:
+    """Write a run's checkpoint (``payload``: the engine's serialised bytes) then its ledger ``rows``,
+    each atomically: the checkpoint first, so a kill between the two leaves a ledger that lags it,
+    which :func:`open_runs` rewrites from the checkpoint."""
+    write_atomic(out / CHECKPOINT_FILES[engine], payload)
+    write_ledger(out / LEDGER_FILE, rows)
+
+
+def finish(members: list, ledgers: list, initial: list, final: list, **summary_keys) -> list[dict]:
+    """Mark every member's run complete: its ledger read back (:func:`verify_ledger`), then its
+    ``summary.json`` (:func:`~.ledger.summarise` with ``summary_keys``) written last; the summaries,
+    read back, in the members' order."""
+    out = []
+    for m, ledger, first, last in zip(members, ledgers, initial, final):
+        verify_ledger(m.out, ledger.table[: m.cfg.steps])
+        summary = summarise(ledger.columns(), m.cfg, initial=first, final=last, **summary_keys)
+        write_json(m.out / SUMMARY_FILE, summary)  # written last: it marks the run complete
+        out.append(read_json(m.out / SUMMARY_FILE))
+    return out
 
 
 def ledger_row(step: int, host: dict, generations_cum: int, planner=None) -> dict:

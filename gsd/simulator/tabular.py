@@ -43,22 +43,19 @@ from __future__ import annotations
 import io
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .._errors import InputError
-from ..atomic import read_json, write_atomic, write_json
 from ..groups import advantages
-from ..lock import hold_folder
 from ..methods import method_spec
 from ..weighting import decile_index
 from .config import FREE_KEYS, SimConfig
-from .ledger import COLUMNS, LEDGER_FILE, N_DECILES, N_QUARTILES, Ledger, closed_form_columns, summarise, write_ledger
-from .population import STREAM_ROLLOUTS, initial_solve_rates, sub_seed
-from .runfolder import (NUMPY_CHECKPOINT_FILE, SUMMARY_FILE, RunInterrupted, _logit, _sigmoid, damaged, ledger_row,
-                        open_run_folder, verify_ledger)
+from .ledger import COLUMNS, N_DECILES, N_QUARTILES, Ledger, closed_form_columns
+from .population import STREAM_ROLLOUTS, initial_quartiles, initial_solve_rates, population_state, sub_seed
+from .runfolder import (Member, _logit, _sigmoid, check_array, check_identity, check_ledger_rows, check_step, damaged,
+                        drive, finish, ledger_row, open_runs, run_identity, save_checkpoint)
 
 __all__ = ["run_programs", "program_key", "advantage_rows", "advantage_sums", "logit_gradient", "mean_updates"]
 
@@ -235,21 +232,10 @@ class _Adam:
 
 
 # --------------------------------------------------------------------------- the program
-@dataclass
-class _Member:
-    """One run of a program: its position in the caller's list, config, folder, p0, checkpoint."""
-
-    pos: int
-    cfg: SimConfig
-    out: Path
-    p0: np.ndarray
-    ckpt: dict | None
-
-
 class Program:
     """R runs of one config but for :data:`~.config.FREE_KEYS`: their logits as one (R, N) array."""
 
-    def __init__(self, members: list[_Member]):
+    def __init__(self, members: list[Member]):
         self.members = members
         self.cfgs = [m.cfg for m in members]
         base = self.base = self.cfgs[0]
@@ -268,9 +254,7 @@ class Program:
         self.adv_flat = np.concatenate(tables).astype(self.dtype)  # run r's rows start at adv_at[r]
         self.adv_at = np.cumsum([0] + [len(t) for t in tables[:-1]])[:, None]
         self.decile = np.stack([decile_index(p) for p in p0])  # (R, N)
-        quart = np.empty((self.R, self.N), dtype=np.int64)
-        for r in range(self.R):
-            quart[r, np.argsort(p0[r], kind="stable")] = np.arange(self.N) * N_QUARTILES // self.N
+        quart = np.stack([initial_quartiles(p) for p in p0])
         self.quart_at = quart + np.arange(self.R)[:, None] * N_QUARTILES  # one bincount fills every run's bins
         self.quart_n = np.stack([np.bincount(q, minlength=N_QUARTILES) for q in quart]).astype(np.float64)
         self.ledgers = [Ledger(c.steps) for c in self.cfgs]
@@ -300,14 +284,8 @@ class Program:
 
     # ----------------------------------------------------------------------- state
     def population_state(self, p: np.ndarray) -> dict:
-        """Per run: mean p, mean 2·arcsin√p, mean p per initial quartile (R, 4)."""
-        q_sum = np.bincount(self.quart_at.reshape(-1), weights=p.reshape(-1), minlength=self.R * N_QUARTILES)
-        arc = self.work("arcsin", p.dtype, p.shape)
-        np.sqrt(p, out=arc)
-        np.arcsin(arc, out=arc)
-        np.multiply(2, arc, out=arc)
-        return {"mean_p": p.mean(axis=1), "mean_arcsin": arc.mean(axis=1),
-                "mean_p_q": q_sum.reshape(self.R, N_QUARTILES) / self.quart_n}
+        """Per run: mean p, mean 2·arcsin√p, mean p per initial quartile (R, 4) (:func:`~.population.population_state`)."""
+        return population_state(p, self.quart_at, self.quart_n, self.R)
 
     def population_summaries(self, z: np.ndarray) -> list[dict]:
         s = self.population_state(_sigmoid(z))
@@ -427,11 +405,11 @@ class Program:
             state = {"step": np.int64(next_step), "z": self.z[r], "z_ref": self.z_ref[r],
                      "rng_state": np.str_(json.dumps(self.rngs[r].bit_generator.state)),
                      "ledger": self.ledgers[r].table[:next_step], "ledger_columns": np.array(list(COLUMNS)),
-                     "engine": np.str_(ENGINE), **self.opt.state(r)}
+                     "engine": np.str_(ENGINE), "run": np.str_(json.dumps(run_identity(m.cfg, ENGINE))),
+                     **self.opt.state(r)}
             buf = io.BytesIO()
             np.savez(buf, **state)
-            write_atomic(m.out / NUMPY_CHECKPOINT_FILE, buf.getbuffer())
-            write_ledger(m.out / LEDGER_FILE, self.ledgers[r].table[:next_step])
+            save_checkpoint(m.out, ENGINE, buf.getbuffer(), self.ledgers[r].table[:next_step])
 
     def load(self, ckpts: list[dict]) -> None:
         self.z = np.stack([c["z"] for c in ckpts]).astype(self.dtype)
@@ -440,10 +418,9 @@ class Program:
         for rng, c in zip(self.rngs, ckpts):
             rng.bit_generator.state = json.loads(str(c["rng_state"]))
         self.start = int(ckpts[0]["step"])
-        for r, (c, m) in enumerate(zip(ckpts, self.members)):
+        for r, c in enumerate(ckpts):
             self.ledgers[r].table[: self.start] = c["ledger"]
             self.generations_cum[r] = int(self.ledgers[r].get(self.start - 1, "generations_cum"))
-            write_ledger(m.out / LEDGER_FILE, self.ledgers[r].table[: self.start])  # a ledger that lags its checkpoint
 
 
 def _scatter(values: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
@@ -453,8 +430,12 @@ def _scatter(values: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def read_checkpoint(path: Path, cfg: SimConfig) -> dict:
-    """A numpy run's checkpoint, checked (a damaged one is named in one line)."""
+def read_checkpoint(path: Path, cfg: SimConfig, p0: np.ndarray) -> dict:
+    """A numpy run's checkpoint, verified whole before any step: it names this run
+    (:func:`~.runfolder.check_identity`), its step, ledger, logits (this run's dtype, finite; the
+    reference logits exactly this run's initial ones), random state and optimizer state (shapes,
+    dtype, finite, Adam's step count equal to the step and second moments >= 0).  A damaged or
+    foreign one is named in one line."""
     try:
         with np.load(path, allow_pickle=False) as f:
             ckpt = {k: f[k] for k in f.files}
@@ -465,20 +446,33 @@ def read_checkpoint(path: Path, cfg: SimConfig) -> dict:
         raise damaged(path, f"no {missing[0]!r} entry")
     if list(ckpt["ledger_columns"]) != list(COLUMNS):
         raise InputError(f"{str(path)!r}: the checkpoint's ledger has other columns (written by another version)")
-    start, rows = int(ckpt["step"]), ckpt["ledger"]
-    n = cfg.n_prompts
-    if not (0 < start <= cfg.steps and rows.shape == (start, len(COLUMNS)) and ckpt["z"].shape == (n,)
-            and ckpt["z_ref"].shape == (n,)):
-        raise damaged(path, f"step {start} and arrays of shapes {rows.shape}, {ckpt['z'].shape} do not fit a run of "
-                      f"{cfg.steps} steps over {n} prompts")
+    if str(ckpt["engine"]) != ENGINE:
+        raise damaged(path, f"it says it was written by the {str(ckpt['engine'])[:20]!r} engine")
+    check_identity(path, ckpt["run"] if "run" in ckpt else None, cfg, ENGINE)
+    start = check_step(path, ckpt["step"], cfg)
+    check_ledger_rows(path, ckpt["ledger"], start)
+    n, dtype = cfg.n_prompts, np.dtype(cfg.dtype)
+    check_array(path, "z", ckpt["z"], (n,), dtype)
+    check_array(path, "z_ref", ckpt["z_ref"], (n,), dtype)
+    if not np.array_equal(ckpt["z_ref"], _logit(p0).astype(dtype)):
+        raise InputError(f"{str(path)!r} belongs to another run (its initial logits are not this run's population); "
+                         "delete it, or the run folder, and run again")
     try:
         state = json.loads(str(ckpt["rng_state"]))
         np.random.PCG64().state = state
     except (ValueError, TypeError, KeyError) as exc:
         raise damaged(path, f"its random state does not load ({type(exc).__name__})") from None
-    opt_keys = ("opt_steps", "opt_exp_avg", "opt_exp_avg_sq") if cfg.optimizer == "adam" else ()
-    if any(k not in ckpt for k in opt_keys):
-        raise damaged(path, "no Adam state")
+    if cfg.optimizer == "adam":
+        if any(k not in ckpt for k in ("opt_steps", "opt_exp_avg", "opt_exp_avg_sq")):
+            raise damaged(path, "no Adam state")
+        if check_step(path, ckpt["opt_steps"], cfg, what="Adam step count") != start:
+            raise damaged(path, f"its Adam step count {ckpt['opt_steps'].item()!r} is not its step {start}")
+        check_array(path, "opt_exp_avg", ckpt["opt_exp_avg"], (n,), dtype)
+        check_array(path, "opt_exp_avg_sq", ckpt["opt_exp_avg_sq"], (n,), dtype, nonnegative=True)
+    elif cfg.momentum:
+        if "opt_buffer" not in ckpt:
+            raise damaged(path, "no momentum buffer")
+        check_array(path, "opt_buffer", ckpt["opt_buffer"], (n,), dtype)
     return ckpt
 
 
@@ -488,72 +482,34 @@ def run_programs(runs, *, resume: bool = False, progress: bool = True, on_step=N
     """Run ``(config, out_dir)`` pairs on this engine; their summaries, in order.
 
     Runs of one :func:`program_key` at the same next step share a program (at most ``max_runs``
-    runs each, by default as many as :data:`PROGRAM_ENTRIES` allows); a finished run's summary is read back, an unfinished one needs ``resume``.  Each
-    run folder is held (:func:`gsd.lock.hold_folder`) while its program runs.
+    runs each, by default as many as :data:`PROGRAM_ENTRIES` allows); a finished run's summary is
+    read back, an unfinished one needs ``resume``.  The folders are opened, locked, verified and
+    finished by the run-folder layer (:func:`~.runfolder.open_runs`), held while the programs run.
     """
     from contextlib import ExitStack
 
     items = [(c if isinstance(c, SimConfig) else SimConfig.from_dict(c), Path(o)) for c, o in runs]
-    summaries: list[dict | None] = [None] * len(items)
-    say = notify or (lambda message: None)
     p0s = [initial_solve_rates(cfg) for cfg, _ in items]  # before any folder: a bad source = no folder
     with ExitStack() as held:
+        summaries, members = open_runs(items, p0s, resume=resume, engine=ENGINE, read_checkpoint=read_checkpoint,
+                                       held=held, notify=notify)
         pending: dict = {}
-        for pos, ((cfg, out), p0) in enumerate(zip(items, p0s)):
-            held.enter_context(hold_folder(out, option="out_dir"))
-            mode, found = open_run_folder(out, cfg, resume, engine=ENGINE)
-            if mode == "done":
-                say(f"{cfg.name}: finished earlier ({cfg.steps} steps in {str(out)!r}); its summary is read back, nothing reruns")
-                summaries[pos] = found
-                continue
-            ckpt = read_checkpoint(found, cfg) if mode == "resume" else None
-            start = int(ckpt["step"]) if ckpt is not None else 0
-            if ckpt is not None:
-                say(f"{cfg.name}: resuming at step {start} of {cfg.steps} (the checkpoint in {str(out)!r})")
-            elif mode == "restart":
-                say(f"{cfg.name}: no checkpoint in {str(out)!r} yet; starting at step 0 of {cfg.steps}")
-            pending.setdefault((program_key(cfg), start), []).append(_Member(pos, cfg, out, p0, ckpt))
-        for members in pending.values():
-            size = max_runs or max(1, PROGRAM_ENTRIES // (members[0].cfg.batch_size or members[0].cfg.n_prompts))
-            for s in range(0, len(members), size):
-                chunk = members[s : s + size]
+        for m in members:
+            pending.setdefault((program_key(m.cfg), m.start), []).append(m)
+        for group in pending.values():
+            size = max_runs or max(1, PROGRAM_ENTRIES // (group[0].cfg.batch_size or group[0].cfg.n_prompts))
+            for s in range(0, len(group), size):
+                chunk = group[s : s + size]
                 for m, summary in zip(chunk, _run_program(chunk, progress=progress, on_step=on_step)):
                     summaries[m.pos] = summary
     return summaries
 
 
-def _run_program(members: list[_Member], *, progress: bool, on_step) -> list[dict]:
-    from ..progress import progress_bar
-
+def _run_program(members: list[Member], *, progress: bool, on_step) -> list[dict]:
     prog = Program(members)
     if members[0].ckpt is not None:
         prog.load([m.ckpt for m in members])
-    base, steps = prog.base, prog.base.steps
     initial = prog.population_summaries(prog.z_ref)
-    desc = f"{base.name} [{base.method}]" if prog.R == 1 else f"{prog.R} runs"
-    bar = progress_bar(total=steps, initial=prog.start, disable=not progress, desc=desc, unit="step")
-    saved = done = prog.start
-    try:
-        for step in range(prog.start, steps):
-            prog.step(step)
-            done = step + 1
-            if done % base.checkpoint_every == 0 or done == steps:
-                prog.save(done)
-                saved = done
-            bar.update(1)
-            if on_step is not None:
-                on_step(step)
-    except KeyboardInterrupt:
-        bar.close()
-        m = members[0]
-        raise RunInterrupted(m.out, m.cfg.name if prog.R == 1 else f"{prog.R} runs", done, steps, saved) from None
-    bar.close()
+    drive(prog, members, progress=progress, on_step=on_step)
     final = prog.population_summaries(prog.z)
-    out = []
-    for r, m in enumerate(prog.members):
-        verify_ledger(m.out, prog.ledgers[r].table[:steps])
-        summary = summarise(prog.ledgers[r].columns(), m.cfg, initial=initial[r], final=final[r], device="cpu", threads=1,
-                            engine=ENGINE)
-        write_json(m.out / SUMMARY_FILE, summary)  # written last: it marks the run complete
-        out.append(read_json(m.out / SUMMARY_FILE))
-    return out
+    return finish(members, prog.ledgers, initial, final, device="cpu", threads=1, engine=ENGINE)

@@ -95,7 +95,8 @@ def run_task(task: dict) -> dict:
     """Run (or finish, or skip) one run; executes in a worker process.
 
     ``task`` holds ``simulator`` (module name), ``config`` (the simulator's config object),
-    ``run_dir``, ``threads`` and ``lock_timeout``.  Returns the run's summary and how it went.
+    ``run_dir``, ``threads`` and ``lock_timeout``.  Returns the run's summary and how it went
+    (status ``"busy"`` and the error when another live process held the folder past the timeout).
     """
     threads = task.get("threads")
     if threads is not None:
@@ -106,7 +107,15 @@ def run_task(task: dict) -> dict:
     run_dir = Path(task["run_dir"])
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    with RunLock(lock_path(run_dir), timeout=task.get("lock_timeout")):
+    lock = RunLock(lock_path(run_dir), timeout=task.get("lock_timeout"))
+    try:
+        lock.acquire()
+    except LockBusy as exc:  # another live process writes it: this run retries or fails, alone
+        return {"name": task.get("name", run_dir.name), "status": "busy", "resumed": False, "summary": {},
+                "error": f"run folder {str(run_dir)!r} is in use by {exc.owner}", "host": socket.gethostname(),
+                "pid": os.getpid(), "seconds": time.time() - started}
+    with contextlib.ExitStack() as held:
+        held.callback(lock.release)
         if sim.is_complete(run_dir):
             status, resumed = "found-complete", False
             summary = read_summary(sim, run_dir)
@@ -131,9 +140,11 @@ def run_program_task(task: dict) -> dict:
     """Run several runs as one program (the simulator's ``run_many``); executes in a worker.
 
     ``task`` holds ``names``, ``configs`` and ``run_dirs`` (one per run) beside the keys of
-    :func:`run_task`.  Every run's lock is held (taken in folder order, so two programs never
-    wait on each other); complete runs are found, the others run or resume together.  Returns
-    ``{"runs": [what run_task returns, per run]}``.
+    :func:`run_task`.  Every run's lock is taken (in folder order, so two programs never wait on
+    each other; ``lock_timeout`` is one deadline for them all); a run whose folder another live
+    process holds is left out — its entry has status ``"busy"`` and the error — and the others
+    run: complete runs are found, the rest run or resume together.  Returns ``{"runs": [what
+    run_task returns, per run]}``.
     """
     threads = task.get("threads")
     if threads is not None:
@@ -143,24 +154,32 @@ def run_program_task(task: dict) -> dict:
         _limit_threads(threads)
     dirs = [Path(d) for d in task["run_dirs"]]
     started = time.time()
+    timeout = task.get("lock_timeout")
+    deadline = None if timeout is None else time.monotonic() + timeout
+    busy: dict = {}
     with contextlib.ExitStack() as stack:
-        for d in sorted(dirs):
-            d.parent.mkdir(parents=True, exist_ok=True)
-            stack.enter_context(RunLock(lock_path(d), timeout=task.get("lock_timeout")))
-        complete = [sim.is_complete(d) for d in dirs]
-        resumed = [not c and d.is_dir() and any(d.iterdir()) for c, d in zip(complete, dirs)]
-        todo = [i for i, c in enumerate(complete) if not c]
+        for i in sorted(range(len(dirs)), key=lambda i: dirs[i]):
+            dirs[i].parent.mkdir(parents=True, exist_ok=True)
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                stack.enter_context(RunLock(lock_path(dirs[i]), timeout=wait))
+            except LockBusy as exc:  # that run waits for its owner; the program runs without it
+                busy[i] = f"run folder {str(dirs[i])!r} is in use by {exc.owner}"
+        held = [i for i in range(len(dirs)) if i not in busy]
+        complete = {i: sim.is_complete(dirs[i]) for i in held}
+        resumed = {i: not complete[i] and dirs[i].is_dir() and any(dirs[i].iterdir()) for i in held}
+        todo = [i for i in held if not complete[i]]
         ran = sim.run_many([(task["configs"][i], dirs[i]) for i in todo], resume=True, progress=False) if todo else []
         summaries = dict(zip(todo, ran))
-        runs = [{
+        common = {"host": socket.gethostname(), "pid": os.getpid(), "program": len(todo)}
+        runs = [{"name": name, "status": "busy", "error": busy[i], "resumed": False, "summary": {}, **common,
+                 "seconds": time.time() - started} if i in busy else {
             "name": name,
             "status": "found-complete" if complete[i] else "ran",
             "resumed": resumed[i],
             "summary": dict(read_summary(sim, dirs[i]) if complete[i] else summaries[i]),
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
+            **common,
             "seconds": time.time() - started,
-            "program": len(todo),
         } for i, name in enumerate(task["names"])]
     return {"runs": runs}
 

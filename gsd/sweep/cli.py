@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from .._validate import InputError
-from ..cli import bounded_int
+from ..cli import bounded_float, bounded_int
 from .backends import BACKENDS
 
 
@@ -29,7 +29,7 @@ def register(sub) -> None:
     p.add_argument("--workers", type=bounded_int(1, 1024, "worker processes"), default=None,
                    help="local: processes (default: one per core); ray without --address: CPUs of the local instance")
     p.add_argument("--max-retries", type=bounded_int(0, 1000, "each retry resumes the run"), default=2, help="retries of a failed run, each resuming it (default 2)")
-    p.add_argument("--lock-timeout", type=float, default=None,
+    p.add_argument("--lock-timeout", type=bounded_float(0, 1e9, "seconds; 0 tries once"), default=None,
                    help="seconds to wait for a run folder another live sweep is writing (default: wait)")
     p.add_argument("--dry-run", action="store_true", help="list the runs and whether each is complete; run nothing")
     p.add_argument("--simulator", default="gsd.simulator",

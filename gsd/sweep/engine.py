@@ -34,7 +34,8 @@ from pathlib import Path
 import pandas as pd
 
 from .._validate import InputError
-from ..atomic import make_folder, write_atomic, write_json, write_table
+from ..atomic import entry_path, make_folder, write_atomic, write_json, write_table
+from ..lock import clear_unheld, lock_path
 from .backends import TaskFailed, make_backend, read_summary
 from .grid import Grid, RunSpec, expand, load_grid
 
@@ -153,7 +154,7 @@ def plan_sweep(grid, out, simulator="gsd.simulator") -> list[RunSpec]:
     specs = expand(grid, simulator)
     runs = Path(out) / "runs"
     for spec in specs:
-        spec.run_dir = runs / spec.name
+        spec.run_dir = entry_path(runs, spec.name, what="sweep run")
     return specs
 
 
@@ -187,6 +188,9 @@ def run_sweep(
     """
     if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
         raise InputError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+    if lock_timeout is not None and (isinstance(lock_timeout, bool) or not isinstance(lock_timeout, (int, float))
+                                     or not 0 <= lock_timeout <= 1e9):
+        raise InputError(f"lock_timeout must be None (wait) or a number of seconds in [0, 1e9], got {lock_timeout!r}")
     t0 = time.perf_counter()
     grid = grid if isinstance(grid, Grid) else load_grid(grid)
     out = Path(out)
@@ -220,6 +224,8 @@ def run_sweep(
         _execute(pending, backend_obj, out, simulator, max_retries, lock_timeout, progress, len(specs),
                  summaries, result)
 
+    # Lock files a killed earlier sweep's workers left (the kernel dropped their locks): removed.
+    clear_unheld([lock_path(s.run_dir) for s in specs])
     result.table = results_table(specs, summaries, out)
     write_table(out / RESULTS, result.table)
     result.wall_s = time.perf_counter() - t0
@@ -304,13 +310,24 @@ def _execute(pending, backend, out, simulator, max_retries, lock_timeout, progre
                 unit = inflight.pop(handle)
                 attempt = result.attempts[unit[0].name]
                 if ok:
-                    for spec, run in zip(unit, value["runs"] if len(unit) > 1 else [value]):
+                    runs = value["runs"] if len(unit) > 1 else [value]
+                    busy = [spec for spec, run in zip(unit, runs) if run["status"] == "busy"]
+                    for spec, run in zip(unit, runs):
+                        if run["status"] == "busy":  # its folder's owner lives: that run alone retries or fails
+                            _log_event(out, run=spec.name, event="retry" if attempt <= max_retries else "failed",
+                                       attempt=attempt, error=run["error"])
+                            if attempt > max_retries:
+                                result.failed[spec.name] = run["error"]
+                                bar.update(1)
+                            continue
                         summaries[spec.name] = run["summary"]
                         (result.ran if run["status"] == "ran" else result.skipped).append(spec.name)
                         extra = {"program": run["program"]} if "program" in run else {}
                         _log_event(out, run=spec.name, event=run["status"], attempt=attempt, resumed=run["resumed"],
                                    host=run["host"], pid=run["pid"], seconds=run["seconds"], **extra)
                         bar.update(1)
+                    if busy and attempt <= max_retries:
+                        submit(busy)
                     continue
                 err = value if isinstance(value, TaskFailed) else TaskFailed(str(value))
                 retry = attempt <= max_retries

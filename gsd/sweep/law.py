@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from .._validate import InputError
+from ..atomic import entry_path
 from ..plotstyle import checkout_root, fast_mode, figures_dir, new_figure, save_figure, styled
 from ..update import fidelity, fidelity_law
 from ..resources import config_file
@@ -133,6 +134,16 @@ def run_law_sweep(grid=None, out=None, *, fast: bool | None = None, backend=None
 
 
 # ------------------------------------------------------------------------------ measurement
+def _run_folder(sweep_dir: Path, row) -> Path:
+    """A results row's run folder: ``runs/<name>`` under the sweep, checked (a table naming any
+    other path is not this sweep's)."""
+    parts = Path(str(row["run_dir"])).parts
+    if len(parts) != 2 or parts[0] != "runs":
+        raise InputError(f"run {row['run']!r}: its run_dir {str(row['run_dir'])!r} in the results table is not "
+                         "runs/<name> under the sweep folder")
+    return entry_path(sweep_dir / "runs", parts[1], what="run")
+
+
 def _read_run(run_dir: Path):
     from ..simulator.runfolder import read_logits
 
@@ -177,7 +188,7 @@ def step_updates(sweep_dir, table: pd.DataFrame | None = None) -> pd.DataFrame:
     for fam, rows in families:
         runs = {}
         for _, row in rows.iterrows():
-            cfg, z0, z = _read_run(sweep_dir / row["run_dir"])
+            cfg, z0, z = _read_run(_run_folder(sweep_dir, row))
             _check_config(cfg, row["run"])
             runs[int(cfg["steps"])] = (cfg, z0, z)
         pairs = []
@@ -231,7 +242,7 @@ def ledger_fidelity(sweep_dir, table: pd.DataFrame | None = None) -> pd.DataFram
     frames = []
     for fam, rows in families:
         longest = rows.loc[rows["steps"].astype(int).idxmax()]
-        ledger = read_ledger(sweep_dir / longest["run_dir"])
+        ledger = read_ledger(_run_folder(sweep_dir, longest))
         if "grad_limit" not in ledger.columns:
             raise InputError(f"run {longest['run']}: its ledger has no grad_limit column (written by an older gsd); rerun the sweep")
         frame = ledger[["step", "mean_p", "grad_mass", "grad_limit", "grad_law", "grad_pred"]].copy()

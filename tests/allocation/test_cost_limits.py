@@ -93,3 +93,20 @@ def test_dense_sums_on_a_sparse_grid_equal_the_pmf_recurrence(kind):
         post = gsd.BetaPosterior(args["a"][:, None], args["b"][:, None], prior=(1.0, 1.0))
         dense = gsd.allocation_value(post, grid[None, :])
     assert np.allclose(_sigma_table(grid, f, **args), dense, rtol=1e-10, atol=1e-14)
+
+
+def test_a_posterior_value_at_a_huge_group_is_refused_before_any_memory_is_asked_for():
+    post = gsd.posterior_from_counts(3, 8, prior="uniform")
+    start = time.perf_counter()
+    with pytest.raises(gsd.InputError, match="G = 1000000000: under a posterior.*1,000,000,001 terms"):
+        allocation_value(post, 10**9)
+    assert time.perf_counter() - start < 2
+
+
+def test_a_posterior_sum_in_blocks_of_k_equals_the_sum_in_one_block(monkeypatch):
+    import gsd.allocation as allocation
+
+    post = gsd.posterior_from_counts([3, 0, 7], [8, 5, 9], prior="uniform")
+    whole = allocation_value(post, 1000)
+    monkeypatch.setattr(allocation, "_BLOCK_TERMS", 64)  # 1001 terms: 16 blocks of k per posterior
+    assert np.allclose(allocation_value(post, 1000), whole, rtol=1e-13, atol=0)

@@ -127,3 +127,21 @@ def test_every_table_mode_keeps_rows_and_input_columns_or_refuses_in_one_line(tm
         a, b = raw[name], plan[name]
         assert a.isna().equals(b.isna()) and a[a.notna()].astype(str).tolist() == b[b.notna()].astype(str).tolist()
     assert "status" in plan.columns[len(raw.columns):].str.replace(r"_plan\d*$", "", regex=True).tolist()
+
+
+@pytest.mark.parametrize("prompt", ["prompt", "rollouts", "right", "bad_rollouts", "status"])
+def test_rollouts_without_a_prompt_id_are_not_planned_and_a_prompt_column_keeps_its_ids(tmp_path, gsd_cli, prompt):
+    """Rollouts with no prompt id belong to no prompt: their row says so and gets no group; a
+    prompt column named like a count column (rollouts, right, ...) keeps its ids."""
+    src = tmp_path / "roll.csv"
+    src.write_text(f"{prompt},reward\na,1\na,0\n,1\n,1\n,0\nb,1\nb,0\n")
+    out = tmp_path / "plan.csv"
+    rc, text, _ = gsd_cli("plan", "--input", str(src), "--prompt-column", prompt, "--budget", "16", "--output", str(out))
+    assert rc == 0, text
+    plan = pd.read_csv(out, keep_default_na=False)
+    assert plan[prompt].tolist() == ["a", "", "b"]  # the ids, in order of first appearance
+    status = plan["status"] if prompt != "status" else plan["status_plan"]
+    assert status.tolist()[1] == f"missing {prompt}" and plan["group_size"].tolist()[1] == ""
+    assert [s != f"missing {prompt}" for s in status] == [True, False, True]
+    counts = plan["rollouts" if prompt != "rollouts" else "rollouts_plan"].tolist()
+    assert counts == [2, 3, 2]

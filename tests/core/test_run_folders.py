@@ -107,7 +107,7 @@ def test_a_damaged_json_file_is_named(tmp_path, content):
     assert "\n" not in str(err.value)
 
 
-def test_the_lock_of_a_killed_holder_does_not_block_the_folder(tmp_path):
+def test_the_lock_of_a_killed_holder_does_not_block_the_folder(tmp_path):  # the kernel drops it
     out = tmp_path / "run"
     code = "import sys, time; from gsd.lock import hold_folder\nhold_folder(sys.argv[1]).__enter__()\nprint('held', flush=True)\ntime.sleep(60)\n"
     proc = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, text=True)
@@ -119,10 +119,83 @@ def test_the_lock_of_a_killed_holder_does_not_block_the_folder(tmp_path):
         proc.kill()
         proc.wait()
     deadline = time.time() + 30
-    while True:  # the dead owner's lock is stale at once (same host, pid gone)
+    while True:  # the kernel dropped the dead owner's flock: the folder is free at once
         try:
             with hold_folder(out):
                 break
         except gsd.InputError:
             assert time.time() < deadline
             time.sleep(0.1)
+
+
+@pytest.mark.parametrize("entry", ["../precious.txt", "/abs/precious.txt", "..", "sub/x", "", 7])
+def test_a_left_set_whose_manifest_names_outside_the_folder_moves_and_removes_nothing(tmp_path, entry):
+    out = tmp_path / "dx"
+    out.mkdir()
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep")
+    write_json(out / "a.json", "old")
+    left = out / ".set.1.forged.tmp"
+    left.mkdir()
+    write_json(left / "a.json", "forged")
+    for manifest in ({"write": ["a.json"], "remove": [entry]}, {"write": [entry], "remove": []}):
+        left.mkdir(exist_ok=True)
+        write_json(left / ".set-manifest.json", manifest)
+        with replace_set(out, ("a.json",)) as stage:
+            write_json(stage / "a.json", "new")
+        assert precious.read_text() == "keep" and read_json(out / "a.json") == "new"
+        assert not left.exists()
+
+
+def test_a_staging_name_that_is_a_link_is_removed_not_followed(tmp_path):
+    out, elsewhere = tmp_path / "dx", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "precious.txt").write_text("keep")
+    write_json(elsewhere / ".set-manifest.json", {"write": ["precious.txt"], "remove": []})
+    (out / ".set.1.link.tmp").symlink_to(elsewhere)
+    with replace_set(out, ()) as stage:
+        write_json(stage / "a.json", "new")
+    assert (elsewhere / "precious.txt").read_text() == "keep" and not (out / "precious.txt").exists()
+    assert not (out / ".set.1.link.tmp").exists()
+
+
+@pytest.mark.parametrize("name", ["../../escape", "..", ".", "", "a/b", "x\x00y", "a\\b"])
+def test_entry_path_refuses_a_name_that_leaves_its_folder(tmp_path, name):
+    from gsd.atomic import entry_path
+
+    with pytest.raises(gsd.InputError, match="campaign arm"):
+        entry_path(tmp_path, name, what="campaign arm")
+    assert entry_path(tmp_path, "grpo-G8", what="campaign arm") == tmp_path / "grpo-G8"
+
+
+def test_a_campaign_arm_named_to_escape_is_refused_before_any_folder(tmp_path):
+    from gsd.simulator.campaign import run_paper_campaign
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[base]\nn_prompts = 10\nsteps = 1\ndevice = "cpu"\n[arms."../../escape"]\nmethod = "grpo"\n')
+    out = tmp_path / "a" / "b" / "camp"
+    with pytest.raises(gsd.InputError, match=r"campaign arm '\.\./\.\./escape'"):
+        run_paper_campaign(out, config_path=cfg, progress=False)
+    assert not (tmp_path / "a" / "escape").exists() and not out.exists()
+
+
+@pytest.mark.parametrize("body, words", [
+    ("[campaign]\nseeds = [0]\n", "seeds"),
+    ("[campaign]\nseeds = 5\n", "seeds"),
+    ("[campaign]\nseeds = [1, 1]\n", "seeds"),
+    ("[variants]\n", "[variants]"),
+    ("NOARMS", "[arms]"),
+    ('[arms."../x"]\nmethod = "grpo"\n', "campaign arm"),
+    ('[variants."../v"]\n', "variant"),
+])
+def test_a_comparison_config_that_cannot_run_is_one_line_before_any_run(tmp_path, body, words):
+    from gsd.reproduce.allocation_comparison import run_comparison
+
+    arms = '[arms.fixed_g8]\ngroup_size = 8\n[arms.fixed_g4]\ngroup_size = 4\n[arms.fixed_g16]\ngroup_size = 16\n'
+    text = '[base]\nn_prompts = 10\nsteps = 1\ndevice = "cpu"\n' + ("" if body == "NOARMS" else arms)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(text + ("" if body == "NOARMS" else body))
+    with pytest.raises(gsd.InputError, match=words.replace("[", r"\[").replace("]", r"\]")) as err:
+        run_comparison(tmp_path / "out", config=cfg)
+    assert "\n" not in str(err.value) and not (tmp_path / "out").exists()

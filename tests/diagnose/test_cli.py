@@ -146,3 +146,14 @@ def test_step_table_says_when_it_shows_some_steps(capsys, tmp_path):
     assert "12 of 20 steps, evenly spaced from the first to the last (--all-steps prints every one" in out
     rc, out, err = run(capsys, tmp_path / "v", "--all-steps")
     assert rc == 0 and table_steps(out) == list(range(1, 21)) and "of 20 steps" not in out
+
+
+@pytest.mark.parametrize("option, value", [("--budget", "-4"), ("--budget", "0"), ("--epsilon", "7"),
+                                           ("--epsilon", "0"), ("--level", "2"), ("--level", "nan"),
+                                           ("--half-life", "-1"), ("--eps", "inf"), ("--group-size", "0")])
+def test_an_option_out_of_range_is_one_line_before_any_log_is_read(capsys, tmp_path, option, value):
+    """Graded rewards ignore the advice options; an impossible value is still refused, by name."""
+    log = tmp_path / "graded.csv"
+    log.write_text("prompt,step,reward\na,0,0.5\na,0,0.25\nb,0,1.0\nb,0,0.75\n")
+    rc, out, err = run(capsys, log, "--reward", "reward", option, value)
+    assert rc == 2 and err.count("\n") == 1 and f"{option} = {value}" in err, err

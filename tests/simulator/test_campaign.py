@@ -120,3 +120,17 @@ def test_decile_methods_are_paired(monkeypatch, engine):
     split = measure_initial_deciles(cfg, draws=12, methods=["grpo", "dr_grpo"])
     for m in ("grpo", "dr_grpo"):
         np.testing.assert_allclose(split[m]["share_measured"], both[m]["share_measured"], rtol=1e-12)
+
+
+def test_decile_draws_beyond_the_answer_limit_is_refused_before_any_work(tmp_path):
+    import time
+
+    import gsd
+    from gsd.simulator.campaign import load_campaign, measure_initial_deciles
+
+    start = time.perf_counter()
+    with pytest.raises(gsd.InputError, match=r"'decile_draws' = 1000000000000000: .* above the limit"):
+        load_campaign(None, {"decile_draws": 10**15})
+    with pytest.raises(gsd.InputError, match="decile_draws"):
+        measure_initial_deciles(SimConfig(n_prompts=100, device="cpu"), draws=10**15)
+    assert time.perf_counter() - start < 5

@@ -154,3 +154,11 @@ def test_results_table_flattens_and_keeps_parquet_happy(tmp_path):
     assert table["summary.method"].tolist()[1] == "dapo"  # differs from the grid value: kept, prefixed
     assert table["run_dir"].tolist()[0] == "runs/r0"
     table.to_parquet(tmp_path / "t.parquet")
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), -5, float("inf"), True, "1"])
+def test_a_lock_timeout_that_is_no_number_of_seconds_is_refused(tmp_path, timeout):
+    from gsd import InputError
+
+    with pytest.raises(InputError, match="lock_timeout"):
+        run_sweep(tmp_path / "no-grid.toml", tmp_path / "out", lock_timeout=timeout)

@@ -1,4 +1,4 @@
-"""The per-run lock: O_EXCL creation, owner pid, stale-lock detection and safe breaking."""
+"""The per-run lock: the kernel's flock, dropped when its holder dies; lock paths that are no file refused."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import time
 import pytest
 
 from gsd.sweep import LockBusy, RunLock
-from gsd.lock import lock_is_stale, read_lock
+from gsd.lock import read_lock
 
 
 def _dead_pid() -> int:
@@ -38,49 +38,78 @@ def test_acquire_writes_owner_and_excludes_others(tmp_path):
     RunLock(path, timeout=0).acquire().release()  # free again
 
 
-def test_lock_of_a_dead_process_is_broken(tmp_path):
+def _sigkilled_holder(path) -> int:
+    """A process that took the lock and was killed with SIGKILL: its lock file stays behind."""
+    code = ("import sys; from gsd.lock import RunLock; RunLock(sys.argv[1]).acquire(); "
+            "print('held', flush=True); sys.stdin.read()")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline().strip() == "held"
+    with pytest.raises(LockBusy, match=f"pid {proc.pid}"):
+        RunLock(path, timeout=0).acquire()
+    proc.kill()
+    proc.wait()
+    return proc.pid
+
+
+def test_the_kernel_drops_a_killed_holders_lock(tmp_path):
     path = tmp_path / "run.lock"
-    _write(path, pid=_dead_pid())
-    assert lock_is_stale(path, read_lock(path)[0])
-    with RunLock(path, timeout=0) as lock:
+    _sigkilled_holder(path)
+    assert path.exists()  # the file a killed process leaves ...
+    with RunLock(path, timeout=0) as lock:  # ... holds no lock: taken at once, no staleness to judge
         assert read_lock(path)[0]["token"] == lock.token
+    assert not path.exists()
 
 
-def test_recycled_pid_is_detected_by_its_start_time(tmp_path):
+def test_a_note_that_names_any_pid_is_no_lock(tmp_path):
+    """The owner note is read for messages only: a pid of 2**40, a live pid, garbage, an empty file."""
     path = tmp_path / "run.lock"
-    _write(path, pid=os.getpid(), start="1")  # our pid, but a process that started at tick 1
-    if sys.platform.startswith("linux"):
-        assert lock_is_stale(path, read_lock(path)[0])
-    _write(path, pid=os.getpid())  # no start time recorded: a live pid holds it
-    assert not lock_is_stale(path, read_lock(path)[0])
+    for note in ({"pid": 2**40, "host": socket.gethostname()}, {"pid": os.getpid(), "host": socket.gethostname()},
+                 {"pid": "x"}, b"", b"\xff\x00garbage"):
+        path.write_bytes(note if isinstance(note, bytes) else json.dumps(note).encode())
+        RunLock(path, timeout=0).acquire().release()
+        assert not path.exists()
 
 
-def test_foreign_host_lock_is_stale_only_when_its_heartbeat_stopped(tmp_path):
-    path = tmp_path / "run.lock"
-    _write(path, pid=1, host="some-other-node")
-    assert not lock_is_stale(path, read_lock(path)[0], stale_after=60)
-    old = time.time() - 120
-    os.utime(path, (old, old))
-    assert lock_is_stale(path, read_lock(path)[0], stale_after=60)
+def test_clear_unheld_removes_a_killed_holders_file_and_keeps_a_held_one(tmp_path):
+    from gsd.lock import clear_unheld
+
+    left, held = tmp_path / "a.lock", tmp_path / "b.lock"
+    _sigkilled_holder(left)
+    with RunLock(held):
+        assert clear_unheld([left, held, tmp_path / "none.lock"]) == [left]
+        assert held.exists() and not left.exists()
 
 
-def test_unreadable_lock_is_busy_while_young_and_stale_when_old(tmp_path):
-    path = tmp_path / "run.lock"
-    path.write_bytes(b"")  # a writer died between O_EXCL and writing its pid
-    with pytest.raises(LockBusy, match="unknown owner"):
-        RunLock(path, timeout=0, grace=10).acquire()
-    old = time.time() - 60
-    os.utime(path, (old, old))
-    RunLock(path, timeout=0, grace=10).acquire().release()
+@pytest.mark.parametrize("kind", ["dangling symlink", "symlink to a file", "fifo", "folder"])
+def test_a_lock_path_that_is_not_a_regular_file_is_refused_at_once(tmp_path, kind):
+    path, target = tmp_path / "run.lock", tmp_path / "precious.txt"
+    if kind == "dangling symlink":
+        path.symlink_to(tmp_path / "nowhere")
+    elif kind == "symlink to a file":
+        target.write_text("keep")
+        path.symlink_to(target)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="run.lock"):
+        RunLock(path, timeout=None).acquire()  # would wait for ever if it waited at all
+    assert time.monotonic() - t0 < 5
+    assert not (tmp_path / "nowhere").exists()  # nothing created through the link
+    if kind == "symlink to a file":
+        assert target.read_text() == "keep"
 
 
-def test_heartbeat_keeps_the_lock_fresh(tmp_path):
-    path = tmp_path / "run.lock"
-    with RunLock(path, heartbeat=0.05):
-        old = time.time() - 100
-        os.utime(path, (old, old))
-        time.sleep(0.3)
-        assert time.time() - path.stat().st_mtime < 5
+def test_hold_folder_names_the_folder_when_its_lock_path_is_a_fifo(tmp_path):
+    from gsd import InputError
+    from gsd.lock import hold_folder, lock_path
+
+    os.mkfifo(lock_path(tmp_path / "run"))
+    with pytest.raises(InputError, match="out_dir .*run.* FIFO"):
+        with hold_folder(tmp_path / "run", option="out_dir"):
+            pass
 
 
 def test_release_never_removes_someone_elses_lock(tmp_path):
@@ -115,11 +144,11 @@ if lock:
 """
 
 
-def test_only_one_of_many_processes_takes_a_stale_lock(tmp_path):
+def test_only_one_of_many_processes_takes_a_left_lock(tmp_path):
     import gsd.lock as lock_module
 
     path = tmp_path / "run.lock"
-    _write(path, pid=_dead_pid())
+    _write(path, pid=_dead_pid())  # a killed holder's file
     sync = tmp_path / "sync"
     sync.mkdir()
     n = 6
@@ -141,4 +170,22 @@ def test_only_one_of_many_processes_takes_a_stale_lock(tmp_path):
     (sync / "release").touch()
     assert all(p.wait(timeout=30) == 0 for p in procs)
     assert sum(winners) == 1
-    assert not path.exists() and not (tmp_path / "run.lock.break").exists()
+    assert not path.exists()
+
+
+def test_a_program_of_many_runs_holds_more_locks_than_the_soft_file_limit(tmp_path):
+    """One descriptor per held lock: past the soft limit of open files it is raised to the hard one."""
+    code = (
+        "import os, resource, sys\n"
+        "from gsd.lock import RunLock\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))\n"
+        "n = min(300, hard - 32)\n"
+        "locks = [RunLock(os.path.join(sys.argv[1], f'{i}.lock')).acquire() for i in range(n)]\n"
+        "[lock.release() for lock in locks]\n"
+        "print(n, len(os.listdir(sys.argv[1])))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    n, left = map(int, res.stdout.split())
+    assert n > 64 and left == 0

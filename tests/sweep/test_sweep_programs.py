@@ -41,3 +41,22 @@ def test_compatible_points_share_a_program(tmp_path):
         pd.testing.assert_frame_equal(a, b, check_exact=True)
     again = run_sweep(tmp_path / "g.toml", out, backend="serial", progress=False)
     assert len(again.skipped) == 8 and not again.ran
+
+
+def test_a_locked_run_folder_fails_only_its_own_run(tmp_path):
+    """Another live process holds one run of a program: that run fails (after its retries), the
+    program's other runs run; with the holder gone a second sweep finishes it."""
+    from gsd.lock import RunLock, lock_path
+    from gsd.sweep.engine import plan_sweep
+
+    grid = write_grid(tmp_path / "g.toml", GRID.replace('method = ["grpo", "dapo"]\n', "").replace("lr = [0.5, 0.3]\n", ""))
+    out = tmp_path / "sweep"
+    specs = plan_sweep(grid, out)
+    taken = specs[0].run_dir
+    with RunLock(lock_path(taken)):
+        result = run_sweep(grid, out, backend="serial", progress=False, lock_timeout=0.2, max_retries=1)
+    assert set(result.failed) == {specs[0].name} and "in use by pid" in result.failed[specs[0].name]
+    assert set(result.ran) == {s.name for s in specs[1:]}
+    again = run_sweep(grid, out, backend="serial", progress=False, lock_timeout=0)
+    assert again.ok and again.ran == [specs[0].name]
+    assert not list((out / "runs").glob("*.lock"))
