@@ -48,6 +48,10 @@ def register(sub) -> None:
     p.add_argument("--ddof", type=int, choices=(0, 1), help="the std the trainer divides by, for the expected update "
                    "and fidelity (default: the log's trainer, TRL and verl 1; a table 0, the paper's)")
     p.add_argument("--eps", type=bounded_float(0, 1e300, "added to a std"), help="added to that std (default: TRL 1e-4, verl 1e-6, a table 0)")
+    p.add_argument("--scale", choices=("group", "batch", "none"),
+                   help="what the advantages were divided by: each group's std, one std over the step's generation, "
+                        "or nothing (Dr.GRPO: TRL scale_rewards='none', verl norm_adv_by_std_in_grpo=False). Default: "
+                        "read from the logged advantages where the log has them (TRL), else 'group'")
     p.add_argument("--prior", default="empirical-bayes", choices=("empirical-bayes", "uniform", "jeffreys"),
                    help="prior of each prompt's solve rate (default: fitted to the run)")
     p.add_argument("--epsilon", type=bounded_float(0, 1, "a fidelity target is 1 - epsilon", open_lo=True, open_hi=True),
@@ -72,7 +76,7 @@ def _diagnose(args) -> int:
 
     dx = diagnose(args.logs, fmt=args.fmt, reward=args.reward, threshold=args.threshold, prompt_col=args.prompt_col,
                   step_col=args.step_col, group_col=args.group_col, group_size=args.group_size, prior=args.prior, epsilon=args.epsilon, level=args.level, budget=args.budget,
-                  half_life=args.half_life, ddof=args.ddof, eps=args.eps,
+                  half_life=args.half_life, ddof=args.ddof, eps=args.eps, scale=args.scale,
                   progress=False if args.no_progress else None)
     if args.out:
         write_outputs(dx, args.out)

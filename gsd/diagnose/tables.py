@@ -447,7 +447,7 @@ def update_convention(fmt: str, ddof=None, eps=None, scale=None) -> dict:
 
 def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", epsilon: float = 0.05,
                  level: float = 0.9, budget: int | None = None, half_life: float | None = None,
-                 ddof: int | None = None, eps: float | None = None) -> Diagnosis:
+                 ddof: int | None = None, eps: float | None = None, scale: str | None = None) -> Diagnosis:
     """Per-step and per-prompt diagnosis of a run read by :func:`gsd.diagnose.read_rollouts`.
 
     Parameters
@@ -473,6 +473,10 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         The std the trainer divides by, for the measured and expected update per group
         (``sigma``, ``sigma_pred``, ``fidelity``): default the convention of the log's trainer
         (:func:`update_convention`), recorded in ``summary["update_convention"]``.
+    scale : {"group", "batch", "none"}, optional
+        What the advantages were divided by (:func:`update_convention`): default the scaling the
+        log's advantages show (TRL), else ``"group"``.  ``"none"`` is verl's
+        ``norm_adv_by_std_in_grpo=False`` and TRL's ``scale_rewards="none"``: the update is σ².
 
     Returns
     -------
@@ -486,8 +490,10 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
     if threshold is None:
         threshold = log.threshold
     seen = log.advantage_check.get("scale") if log.advantage_check else None
-    conv = update_convention(log.trainer or log.fmt, ddof, eps, seen if ddof is None and eps is None else None)
-    if seen and ddof is None and eps is None:
+    conv = update_convention(log.trainer or log.fmt, ddof, eps, scale or seen)
+    if scale is not None:
+        conv["from"] = f"{conv['from']}, scale {scale!r} given"
+    elif seen:
         conv["from"] = f"{conv['from']}, scale_rewards={seen!r} read from the logged advantages"
     right, note = _right(log.reward, threshold)
     groups = group_table(log, right, half_life=half_life)

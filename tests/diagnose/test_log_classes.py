@@ -173,3 +173,11 @@ def test_update_follows_the_trainers_std_convention(tmp_path, fmt, want):
     np.testing.assert_allclose(paper.groups["sigma"], np.sqrt(g["k"] * (g["G"] - g["k"])) / g["G"], rtol=1e-15)
     with pytest.raises(ValueError, match="ddof must be 0 or 1"):
         diagnose(tmp_path / name, progress=False, ddof=2, **kw)
+    # No division (verl's norm_adv_by_std_in_grpo=False, TRL's scale_rewards="none"): σ², and its
+    # expectation E[k(G−k)]/G² under the posterior, summed directly.
+    dr = diagnose(tmp_path / name, progress=False, scale="none", **kw)
+    assert dr.summary["update_convention"]["scale"] == "none" and "'none' given" in dr.summary["update_convention"]["from"]
+    Gs = g["G"].to_numpy()[:, None]
+    np.testing.assert_allclose(dr.groups["sigma"], g["k"] * (g["G"] - g["k"]) / g["G"] ** 2, rtol=1e-13)
+    np.testing.assert_allclose(dr.groups["sigma_pred"], (pmf * ks[None, :] * (Gs - ks[None, :]) / Gs**2).sum(axis=1),
+                               rtol=1e-12)
