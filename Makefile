@@ -16,7 +16,7 @@ VERL_DEPS ?= tensordict==0.10.0 omegaconf==2.4.0 codetiming==1.4.0 orjson==3.13.
 # areal.workflow.rlvr, areal.utils.stats_logger) import beyond VERL_DEPS (aiohttp), which the tests
 # run on the CPU. hydra-core 1.3.8 asks for omegaconf < 2.4 but runs with verl's 2.4.0: installed --no-deps.
 # (SkyRL is not installed: skyrl 0.4.0 and skyrl-train 0.3.1 require Python 3.12.)
-AREAL  ?= areal==1.0.4 hydra-core==1.3.8
+AREAL  ?= areal==1.0.4 hydra-core==1.3.8 antlr4-python3-runtime==4.9.3
 AREAL_DEPS ?= aiofiles==25.1.0 blinker==1.9.0 \
              boto3==1.44.8 botocore==1.44.8 colorlog==6.12.0 einops==0.8.2 Flask==3.1.3 \
              gradio_client==2.7.2 httpx2==2.16.2 itsdangerous==2.2.0 jiter==0.19.0 jmespath==1.1.0 lark==1.3.1 \
