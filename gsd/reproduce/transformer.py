@@ -1,12 +1,12 @@
-"""The closed forms inside a real trainer: a tiny transformer whose solve rates are known exactly.
+r"""The closed forms inside a real trainer: a tiny transformer whose solve rates are known exactly.
 
 A tiny causal LM (Qwen2 from a config, a word-level tokenizer, both built in code) answers
 prompts ``q0 … q15``.  The reward is decided by the completion's first token: right iff it is in
 the prompt's set of right tokens, so the solve rate is a sum of the model's own probabilities,
 
-.. math::  p_x = \\sum_{t \\in R(x)} \\pi_\\theta(t \\mid x),
+.. math::  p_x = \sum_{t \in R(x)} \pi_\theta(t \mid x),
 
-exact from one forward pass, and :math:`\\nabla p_x` by autograd.  Completions go on after the
+exact from one forward pass, and :math:`\nabla p_x` by autograd.  Completions go on after the
 first token (1 to ``max_len`` tokens), so TRL's token-level loss aggregation sees lengths; in
 the ``"correlated"`` variant a right first token is mostly followed by EOS (right answers short),
 in ``"independent"`` the length does not depend on the first token.
@@ -19,6 +19,7 @@ imported inside the functions: ``import gsd`` stays light.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,6 +73,20 @@ class Task:
         return [self.tokenizer(p)["input_ids"][-1] for p in self.prompts]
 
 
+@contextmanager
+def _torch_threads(n: int):
+    """torch on ``n`` threads inside, the caller's setting after (one thread is the fastest on a
+    shared machine: the tiny model's kernels are too small to split)."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
 def tokenizer():
     """The word-level tokenizer of :data:`WORDS` (built in code, nothing downloaded)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
@@ -84,7 +99,7 @@ def tokenizer():
     return hf
 
 
-def _teacher(rng, n_prompts, variant, max_len):
+def _teacher(rng, n_prompts):
     """Targets of the pretraining: solve rates spread over (0.05, 0.95), right sets of 1–4 short
     answer words, and the law of the continuation."""
     target = np.linspace(0.05, 0.95, n_prompts)
@@ -147,43 +162,46 @@ def build_task(n_prompts: int = 8, *, variant: str = "correlated", max_len: int 
         The model is what it is after pretraining: the solve rates are the model's own
         (:meth:`Task.solve_rates`), near, not equal to, the teacher's.
     """
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
     if not (isinstance(n_prompts, (int, np.integer)) and 1 <= n_prompts <= 16):
         raise InputError(f"n_prompts must be an integer in [1, 16], got {n_prompts!r}")
     if variant not in VARIANTS:
         raise InputError(f"variant must be one of {VARIANTS}, got {variant!r}")
     if not (isinstance(max_len, (int, np.integer)) and 2 <= max_len <= 32):
         raise InputError(f"max_len must be an integer in [2, 32], got {max_len!r}")
+    if not (isinstance(pretrain_steps, (int, np.integer)) and 0 <= pretrain_steps <= 10**5):
+        raise InputError(f"pretrain_steps must be an integer in [0, 100000], got {pretrain_steps!r}")
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
     rng = np.random.default_rng(seed)
-    target, right = _teacher(rng, n_prompts, variant, max_len)
+    target, right = _teacher(rng, n_prompts)
     torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(WORDS) + 1, hidden_size=32, intermediate_size=64,
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(WORDS), hidden_size=32, intermediate_size=64,
                                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
                                          pad_token_id=0, eos_token_id=_EOS, bos_token_id=None,
                                          tie_word_embeddings=False))
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    for _ in range(pretrain_steps):
-        ids, labels = _sample_sequences(rng, target, right, variant, max_len, 16)
-        # labels are the next tokens already: the model's own shift would drop one
-        logits = model(input_ids=torch.from_numpy(ids[:, :-1])).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)),
-                                                 torch.from_numpy(labels[:, 1:]).reshape(-1), ignore_index=-100)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    with _torch_threads(1):
+        for _ in range(pretrain_steps):
+            ids, labels = _sample_sequences(rng, target, right, variant, max_len, 16)
+            # labels are the next tokens already: the model's own shift would drop one
+            logits = model(input_ids=torch.from_numpy(ids[:, :-1])).logits
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)),
+                                                     torch.from_numpy(labels[:, 1:]).reshape(-1), ignore_index=-100)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
     model.eval()
     return Task(model=model, tokenizer=tokenizer(), prompts=[f"q{x}" for x in range(n_prompts)],
                 right=right, variant=variant, max_len=max_len)
 
 
 def closed_form_factor(p, G, method: str):
-    """c(p, G) with :math:`\\mathbb{E}[g] = c\\,\\nabla p` for a sequence-level group-mean update.
+    r"""c(p, G) with :math:`\mathbb{E}[g] = c\,\nabla p` for a sequence-level group-mean update.
 
-    ``"grpo"``: TRL's std (ddof 1, eps 1e-4), :math:`\\mathbb{E}[\\sigma^2/(\\sigma_1+\\epsilon)]/(p(1-p))`;
-    ``"grpo_paper"``: the population std, eps 0, :math:`\\varphi(G,p)/\\sqrt{p(1-p)}`
-    (so that :math:`c\\nabla p = \\varphi\\,\\nabla(2\\arcsin\\sqrt p)`); ``"dr_grpo"``: :math:`1 - 1/G`.
+    ``"grpo"``: TRL's std (ddof 1, eps 1e-4), :math:`\mathbb{E}[\sigma^2/(\sigma_1+\epsilon)]/(p(1-p))`;
+    ``"grpo_paper"``: the population std, eps 0, :math:`\varphi(G,p)/\sqrt{p(1-p)}`
+    (so that :math:`c\nabla p = \varphi\,\nabla(2\arcsin\sqrt p)`); ``"dr_grpo"``: :math:`1 - 1/G`.
     """
     from ..update import expected_update, fidelity
 
@@ -207,7 +225,7 @@ def _reference(scale_rewards: str) -> str:
 
 def expected_update(task: Task, *, G: int = 8, draws: int = 100, copies: int = 4, scale_rewards=SCALE_REWARDS,
                     loss_types=LOSS_TYPES, seed: int = 0, threads: int = 1) -> dict:
-    """Monte Carlo of the expected per-prompt update of TRL's own loss against the closed form.
+    r"""Monte Carlo of the expected per-prompt update of TRL's own loss against the closed form.
 
     Parameters
     ----------
@@ -230,7 +248,8 @@ def expected_update(task: Task, *, G: int = 8, draws: int = 100, copies: int = 4
     Returns
     -------
     dict
-        ``p`` (per prompt, exact), ``mean_length`` (completion tokens), and ``rows``: per
+        ``p`` (per prompt, exact), ``mean_length`` and ``harmonic_length`` (completion tokens,
+        over every draw), and ``rows``: per
         (``scale_rewards``, ``loss_type``) ``ratio`` with ``lo``/``hi`` (Monte Carlo 95 %,
         normal over the draws), per prompt ``ratio_per_prompt``, and ``reference``.
 
@@ -241,9 +260,11 @@ def expected_update(task: Task, *, G: int = 8, draws: int = 100, copies: int = 4
     prompt's rows reach, and projected on :math:`\nabla p_x` there.  The update is minus the
     gradient rescaled to a group mean of sequence scores: ``× B Λ / G`` per group, with B the rows
     of the batch and Λ TRL's per-token normalizer's length — ``max_completion_length`` for
-    ``dr_grpo`` (a constant: the sequence-level sum, exactly), the mean completion length of the
-    run for ``grpo``, ``bnpo`` and ``dapo`` (per-sequence 1/L, per-batch 1/ΣL), so that a ratio
-    other than 1 is the length bias.  The ratio is
+    ``dr_grpo`` (a constant: the sequence-level sum, exactly), and for the token means the length
+    that makes an answer's mean weight 1: the run's harmonic mean length for ``grpo`` (weight
+    1/L per answer), its mean length (1/E[B/ΣL]) for ``bnpo`` and ``dapo`` (1/ΣL per batch).  A
+    ratio other than 1 is then the length bias: weights that go with correctness (or with the
+    score: 1/L has a gradient of its own).  The ratio is
     :math:`\sum_x \langle \bar g_x, \nabla p_x\rangle / \sum_x c_x \lVert\nabla p_x\rVert^2`
     with c from :func:`closed_form_factor`.  With one process and no gradient accumulation
     TRL's ``dapo`` normalizer (tokens of the generation batch) equals ``bnpo``'s.
@@ -258,9 +279,7 @@ def expected_update(task: Task, *, G: int = 8, draws: int = 100, copies: int = 4
     for name, v, hi in (("G", G, 64), ("draws", draws, 10**6), ("copies", copies, 64)):
         if not (isinstance(v, (int, np.integer)) and (2 if name == "G" else 1) <= v <= hi):
             raise InputError(f"{name} must be an integer in [{2 if name == 'G' else 1}, {hi}], got {v!r}")
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with _torch_threads(threads):
         p = task.solve_rates()
         pt = task.solve_rates(with_grad=True)
         emb = task.model.get_input_embeddings().weight
@@ -271,7 +290,7 @@ def expected_update(task: Task, *, G: int = 8, draws: int = 100, copies: int = 4
         batch = [{"prompt": q} for q in prompts for _ in range(G)]
         B = len(batch)
         proj = {(s, lt): np.empty((draws, P)) for s in scale_rewards for lt in loss_types}
-        total_len = 0.0
+        inv_len = batch_w = 0.0  # sums over the draws: mean 1/L of the rows, B/ΣL of the batch
         with tempfile.TemporaryDirectory() as tmp:
             tr = _trainer(task, G, B, tmp)
             for d in range(draws):
@@ -279,8 +298,10 @@ def expected_update(task: Task, *, G: int = 8, draws: int = 100, copies: int = 4
                     tr.scale_rewards = s
                     torch.manual_seed(seed * 1_000_003 + d)
                     inputs = tr._generate_and_score_completions(batch)
-                    if s == scale_rewards[0]:
-                        total_len += float(inputs["completion_mask"].sum())
+                    if s == scale_rewards[0]:  # the same completions for every s
+                        L = inputs["completion_mask"].sum(-1).double().clamp(min=1.0)
+                        inv_len += float((1.0 / L).mean())
+                        batch_w += B / float(L.sum())
                     for lt in loss_types:
                         tr.loss_type = lt
                         tr.model.zero_grad(set_to_none=True)
@@ -288,15 +309,17 @@ def expected_update(task: Task, *, G: int = 8, draws: int = 100, copies: int = 4
                         g = -emb.grad[rows].double() * (B / G) / copies  # mean over a prompt's groups
                         proj[(s, lt)][d] = (g * dp).sum(-1).numpy()
         task.model.zero_grad(set_to_none=True)
-    finally:
-        torch.set_num_threads(old_threads)
-    mean_len = total_len / (draws * B)
+        task.model.eval()
+    # the length Λ that makes an answer's mean weight 1: 1/E[1/L] for a mean per answer, 1/E[B/ΣL]
+    # for a mean per batch's tokens, max_completion_length for TRL's dr_grpo
+    scale = {"grpo": draws / inv_len, "bnpo": draws / batch_w, "dapo": draws / batch_w, "dr_grpo": task.max_len}
     dp2 = (dp * dp).sum(-1).numpy()
     out = {"p": p.tolist(), "G": G, "groups_per_prompt": draws * copies, "variant": task.variant,
-           "max_completion_length": task.max_len, "mean_length": mean_len, "rows": []}
+           "max_completion_length": task.max_len, "harmonic_length": scale["grpo"],
+           "mean_length": scale["bnpo"], "rows": []}
     for (s, lt), v in proj.items():
         ref = _reference(s)
-        v = v * (task.max_len if lt == "dr_grpo" else mean_len)
+        v = v * scale[lt]
         denom = closed_form_factor(p, G, ref) * dp2
         total = v.sum(1) / denom.sum()
         half = 1.96 * total.std(ddof=1) / np.sqrt(draws) if draws > 1 else np.nan
@@ -327,3 +350,203 @@ def _trainer(task: Task, G: int, batch_size: int, out_dir):
     tr.current_gradient_accumulation_steps = 1
     tr.model.train()
     return tr
+
+
+#: Monte Carlo sizes of :func:`run`: (draws, copies) per variant of the expected update, and
+#: (steps, copies) of each training.
+SIZES = {"full": (100, 4), "fast": (8, 4)}
+TRAIN_SIZES = {"full": (40, 16), "fast": (20, 8)}
+
+
+def run(*, fast: bool = False, G: int = 8, n_prompts: int = 8, seed: int = 0, variants=VARIANTS, train: bool = True,
+        log=None) -> dict:
+    """Both variants, every (``scale_rewards``, ``loss_type``): :func:`expected_update` on
+    :func:`build_task`; then (``train``) :func:`train_silent` of each of :data:`TRAININGS` from the
+    last variant's initial model (the reproduction's stage and ``gsd transformer-update``).
+
+    ``fast``: 8 draws of 4 groups per prompt (32) instead of 100 of 4 (400), trainings of 20
+    steps of 8 groups per prompt instead of 40 of 16; ``variants``: a subset of
+    :data:`VARIANTS`; ``log``: a callable given one line per part.
+    """
+    import copy
+
+    bad = [v for v in variants if v not in VARIANTS]
+    if bad or not variants:
+        raise InputError(f"variants must be a non-empty subset of {VARIANTS}, got {variants!r}")
+    draws, copies = SIZES["fast" if fast else "full"]
+    out = {"G": G, "n_prompts": n_prompts, "seed": seed, "draws": draws, "copies": copies, "variants": {}}
+    for variant in variants:
+        task = build_task(n_prompts, variant=variant, seed=seed)
+        res = expected_update(task, G=G, draws=draws, copies=copies, seed=seed)
+        out["variants"][variant] = res
+        if log:
+            log(f"{variant}: {draws * copies} groups per prompt, mean length {res['mean_length']:.2f}")
+    if train:
+        steps, groups = TRAIN_SIZES["fast" if fast else "full"]
+        out["training"] = {"variant": task.variant, "runs": {}}
+        for method in TRAININGS:
+            t = train_silent(copy.deepcopy(task), method, G=G, copies=groups, steps=steps, seed=seed)
+            out["training"]["runs"][method] = t
+            if log:
+                log(f"training {method}: silent-fraction R² {t['r2_exact']:.3f} (exact p), "
+                    f"{t['r2_pooled']:.3f} (pooled p)")
+    return out
+
+
+def table(result: dict):
+    """One row per (variant, scale_rewards, loss_type): the ratio, its interval, the reference."""
+    import pandas as pd
+
+    rows = [{"variant": v, **{k: r[k] for k in ("scale_rewards", "loss_type", "reference", "ratio", "lo", "hi")}}
+            for v, res in result["variants"].items() for r in res["rows"]]
+    return pd.DataFrame(rows)
+
+
+def silent_figure(result: dict):
+    """Per training step, TRL's ``frac_reward_zero_std`` against the mean of
+    :math:`p_x^G + (1-p_x)^G` (exact p) and the pooled-p formula, one panel per method."""
+    from ..plotstyle import COLORS, method_label, new_figure, styled
+
+    @styled
+    def make():
+        runs = result["training"]["runs"]
+        fig, axes = new_figure(len(runs), width=4.2 * len(runs), height=3.2, sharey=True)
+        axes = np.atleast_1d(axes)
+        for ax, (method, t) in zip(axes, runs.items()):
+            st = np.arange(1, len(t["steps"]) + 1)
+            ax.plot(st, [r["measured"] for r in t["steps"]], "o", ms=3, color=COLORS["data"],
+                    label="TRL frac_reward_zero_std")
+            ax.plot(st, [r["exact"] for r in t["steps"]], color=COLORS[method],
+                    label=f"mean p^G+(1−p)^G, exact p (R² {t['r2_exact']:.2f})")
+            ax.plot(st, [r["pooled"] for r in t["steps"]], ls="--", color=COLORS["law"],
+                    label=f"pooled p (R² {t['r2_pooled']:.2f})")
+            ax.set_xlabel("training step")
+            ax.set_title(f"{method_label(method)}: scale_rewards={TRAININGS[method]['scale_rewards']!r}, "
+                         f"loss_type={TRAININGS[method]['loss_type']!r}", fontsize=8)
+            ax.legend(loc="lower right")
+        axes[0].set_ylabel("silent fraction of the step's groups")
+        fig.suptitle(f"Silent groups in TRL 1.16.0 training, G = {result['G']}, "
+                     f"{next(iter(runs.values()))['groups_per_step']} groups per step")
+        return fig
+
+    return make()
+
+
+def figure(result: dict):
+    """Measured/closed-form ratio (95 % interval) per setting, one panel per variant."""
+    from ..plotstyle import COLORS, new_figure, styled
+
+    @styled
+    def make():
+        variants = list(result["variants"])
+        fig, axes = new_figure(len(variants), width=4.2 * len(variants), height=3.4, sharey=True)
+        axes = np.atleast_1d(axes)
+        colors = {"group": COLORS["grpo"], "batch": COLORS["accent"], "none": COLORS["dr_grpo"]}
+        for ax, v in zip(axes, variants):
+            res = result["variants"][v]
+            for j, s in enumerate(SCALE_REWARDS):
+                rows = [r for r in res["rows"] if r["scale_rewards"] == s]
+                x = np.array([LOSS_TYPES.index(r["loss_type"]) for r in rows]) + (j - 1) * 0.22
+                y = np.array([r["ratio"] for r in rows])
+                err = np.array([[r["ratio"] - r["lo"] for r in rows], [r["hi"] - r["ratio"] for r in rows]])
+                ref = "Dr.GRPO" if _reference(s) == "dr_grpo" else "GRPO"
+                ax.errorbar(x, y, yerr=err, fmt="o", ms=4, capsize=2, color=colors[s],
+                            label=f"scale_rewards={s!r} (vs {ref})")
+            ax.axhline(1.0, color=COLORS["law"], lw=0.8, ls="--")
+            ax.set_xticks(range(len(LOSS_TYPES)), [f"{lt!r}" for lt in LOSS_TYPES])
+            ax.set_xlabel("TRL loss_type")
+            ax.set_title(f"{v} lengths (mean {res['mean_length']:.2f} tokens)")
+        axes[0].set_ylabel("measured / closed form along ∇p")
+        axes[0].legend(loc="upper right")
+        fig.suptitle(f"TRL 1.16.0's update on a tiny Qwen2, G = {result['G']}, "
+                     f"{result['draws'] * result['copies']} groups per prompt")
+        return fig
+
+    return make()
+
+
+#: The trainings of :func:`train_silent`: TRL's settings per method.
+TRAININGS = {"grpo": {"scale_rewards": "group", "loss_type": "grpo"},
+             "dr_grpo": {"scale_rewards": "none", "loss_type": "dr_grpo"}}
+
+
+def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 16, steps: int = 40,
+                 lr: float = 3e-3, seed: int = 0, threads: int = 1) -> dict:
+    r"""Train the task's model with TRL's ``GRPOTrainer.train()``; per step, TRL's logged
+    ``frac_reward_zero_std`` against the closed forms from the exact solve rates.
+
+    Parameters
+    ----------
+    task : Task
+        Its model is trained in place.
+    method : {"grpo", "dr_grpo"}, optional
+        :data:`TRAININGS`: GRPO (``scale_rewards="group"``, ``loss_type="grpo"``) or Dr.GRPO
+        (``"none"``, ``"dr_grpo"``).
+    G, copies, steps, lr, seed, threads
+        Group size; groups of every prompt per step (the batch is ``copies × prompts × G``
+        completions, one generation per step); optimiser steps (AdamW, TRL's default) at ``lr``;
+        TRL's seed; torch threads.
+
+    Returns
+    -------
+    dict
+        Per step: ``measured`` (TRL's ``frac_reward_zero_std``), ``silent_from_rewards`` (the
+        same from the rewards the reward function returned: the truth recorded in the run),
+        ``exact`` (mean over the step's groups of :math:`p_x^G + (1-p_x)^G`, p_x exact before
+        the step's generation), ``pooled`` (:math:`\bar p^G + (1-\bar p)^G` of the mean solve
+        rate), ``mean_p``; and ``r2_exact``, ``r2_pooled`` (R² of each as a prediction of the
+        measured fraction, no refit).
+    """
+    import tempfile
+
+    from datasets import Dataset
+    from transformers import PrinterCallback, ProgressCallback, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from ..silent import silent_rate
+    from ..simulator.ledger import r_squared
+
+    if method not in TRAININGS:
+        raise InputError(f"method must be one of {tuple(TRAININGS)}, got {method!r}")
+    for name, v, hi in (("G", G, 64), ("copies", copies, 64), ("steps", steps, 10**5)):
+        if not (isinstance(v, (int, np.integer)) and (2 if name == "G" else 1) <= v <= hi):
+            raise InputError(f"{name} must be an integer in [{2 if name == 'G' else 1}, {hi}], got {v!r}")
+    right = {p: set(r) for p, r in zip(task.prompts, task.right)}
+    index = {p: i for i, p in enumerate(task.prompts)}
+    before, generations = [], []  # exact p at each step's start; (prompts, rewards) per generation
+
+    def first_token(prompts, completions, completion_ids, **kw):
+        r = [float(len(c) > 0 and c[0] in right[p]) for p, c in zip(prompts, completion_ids)]
+        generations.append(([index[p] for p in prompts], r))
+        return r
+
+    class Exact(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            before.append(task.solve_rates())
+
+    with _torch_threads(threads), tempfile.TemporaryDirectory() as tmp:
+        args = GRPOConfig(output_dir=tmp, use_cpu=True, use_vllm=False, report_to=[], learning_rate=lr,
+                          max_completion_length=task.max_len, num_generations=G,
+                          per_device_train_batch_size=len(task.prompts) * copies * G, gradient_accumulation_steps=1,
+                          steps_per_generation=1, beta=0.0, temperature=1.0, top_k=0, top_p=1.0, max_steps=steps,
+                          save_strategy="no", logging_steps=1, seed=seed, lr_scheduler_type="constant",
+                          **TRAININGS[method])
+        tr = GRPOTrainer(model=task.model, reward_funcs=[first_token], args=args, callbacks=[Exact()],
+                         train_dataset=Dataset.from_dict({"prompt": list(task.prompts) * copies}),
+                         processing_class=task.tokenizer)
+        for cb in (PrinterCallback, ProgressCallback):  # the per-step lines: the result has them
+            tr.remove_callback(cb)
+        tr.train()
+    task.model.eval()
+    measured = [h["frac_reward_zero_std"] for h in tr.state.log_history if "frac_reward_zero_std" in h]
+    rows = []
+    for p, (who, r), m in zip(before, generations, measured):
+        grp = np.asarray(who).reshape(-1, G)[:, 0]
+        r = np.asarray(r).reshape(-1, G)
+        rows.append({"measured": m, "silent_from_rewards": float((r.min(1) == r.max(1)).mean()),
+                     "exact": float(np.mean(silent_rate(p[grp], G))),
+                     "pooled": float(silent_rate(p[grp].mean(), G)), "mean_p": float(p.mean())})
+    obs = [r["measured"] for r in rows]
+    return {"method": method, "G": G, "groups_per_step": len(task.prompts) * copies, "lr": lr, "steps": rows,
+            "r2_exact": r_squared(obs, [r["exact"] for r in rows]),
+            "r2_pooled": r_squared(obs, [r["pooled"] for r in rows])}
