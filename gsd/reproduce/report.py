@@ -669,10 +669,11 @@ def _transformer_markdown(t: dict) -> list[str]:
              f"G = {t['G']}, {t['draws'] * t['copies']} groups per prompt ({t['mode']} sizes; docs: "
              "transformer). Ratio of the mean update of TRL 1.16.0's own loss, along ∇p, to the closed "
              "form of its advantage (GRPO's with TRL's std for group and batch scaling, Dr.GRPO's for none); "
-             "token-level losses rescaled by the mean length, so 1 is no length bias.\n")
+             "token-level losses rescaled so that an answer's mean weight is 1, so 1 is no length bias; also "
+             "pooled over the hard (p < 1/2) and the easy prompts.\n")
     L.append(_md_table(t["rows"], [("variant", "lengths"), ("scale_rewards", "scale_rewards"),
                                    ("loss_type", "loss_type"), ("ratio", "ratio"), ("lo", "95 % lo"),
-                                   ("hi", "95 % hi")]))
+                                   ("hi", "95 % hi"), ("ratio_hard", "p < 1/2"), ("ratio_easy", "p > 1/2")], nd=3))
     L.append("\nTraining in TRL, TRL's frac_reward_zero_std per step against the mean p^G + (1−p)^G: R² "
              + "; ".join(f"{m} {_fmt(r['exact'])} (exact p), {_fmt(r['pooled'])} (pooled p)"
                          for m, r in t["silent_r2"].items()) + ".\n")

@@ -31,8 +31,6 @@ from .._errors import InputError
 WORDS = (["<pad>", "<eos>", "<unk>"] + [f"a{i}" for i in range(20)] + [f"f{i}" for i in range(20)]
          + [f"q{i}" for i in range(16)])
 _EOS, _A0, _F0, _Q0 = 1, 3, 23, 43
-CHAT_TEMPLATE = ("{% for m in messages %}{{ m['content'] }} {% endfor %}"
-                 "{% if add_generation_prompt %}{% endif %}")
 LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo")
 SCALE_REWARDS = ("group", "batch", "none")
 VARIANTS = ("independent", "correlated")
@@ -73,6 +71,19 @@ class Task:
         return [self.tokenizer(p)["input_ids"][-1] for p in self.prompts]
 
 
+def _import_stack():
+    """torch, transformers, datasets and trl, imported once with their import-time warnings
+    silenced (tqdm's "IProgress not found" in a notebook without ipywidgets: nothing to act on)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import datasets  # noqa: F401
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+        import trl  # noqa: F401
+
+
 @contextmanager
 def _torch_threads(n: int):
     """torch on ``n`` threads inside, the caller's setting after (one thread is the fastest on a
@@ -87,21 +98,24 @@ def _torch_threads(n: int):
         torch.set_num_threads(old)
 
 
-def tokenizer():
-    """The word-level tokenizer of :data:`WORDS` (built in code, nothing downloaded)."""
+def tokenizer(words=WORDS, chat_template=None):
+    """A word-level tokenizer of ``words`` (token id = position; ``<pad>``, ``<eos>`` and
+    ``<unk>`` among them), built in code, nothing downloaded; ``chat_template``: a Jinja template
+    for conversational prompts (the task's prompts are plain text and need none)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    tok = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     hf = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
-    hf.chat_template = CHAT_TEMPLATE
+    if chat_template is not None:
+        hf.chat_template = chat_template
     return hf
 
 
 def _teacher(rng, n_prompts):
-    """Targets of the pretraining: solve rates spread over (0.05, 0.95), right sets of 1–4 short
-    answer words, and the law of the continuation."""
+    """Targets of the pretraining: solve rates spread over (0.05, 0.95) and right sets of 1–4
+    short answer words (a0–a9); the teacher's wrong answers are the long words a10–a19."""
     target = np.linspace(0.05, 0.95, n_prompts)
     rng.shuffle(target)
     right = [tuple(int(t) for t in _A0 + rng.choice(10, size=int(rng.integers(1, 5)), replace=False))
@@ -119,8 +133,10 @@ def _sample_sequences(rng, target, right, variant, max_len, n):
     right_mask = np.zeros((P, 20), bool)
     for i, r in enumerate(right):
         right_mask[i, np.asarray(r) - _A0] = True
-    # a uniform right (or wrong) answer word: the arg-max of random keys over the allowed words
-    keys = rng.random((P * n, 20)) + np.where(right_mask[x] == is_right[:, None], 1.0, 0.0)
+    # a uniform right answer word (or a uniform long one: the wrong answers), the arg-max of
+    # random keys over the allowed words
+    allowed = np.where(is_right[:, None], right_mask[x], np.arange(20) >= 10)
+    keys = rng.random((P * n, 20)) + allowed
     first = _A0 + keys.argmax(1)
     short = first < _A0 + 10
     # EOS after each token with this probability: the length law of the continuation
@@ -146,9 +162,9 @@ def build_task(n_prompts: int = 8, *, variant: str = "correlated", max_len: int 
     n_prompts : int, optional
         Prompts ``q0 … q{n-1}``, 1 to 16 (default 8).
     variant : {"correlated", "independent"}, optional
-        ``"correlated"`` (default): after a short answer word (every right one, half the wrong
-        ones) the teacher stops with probability 0.7 per token, after a long one 0.12 — right
-        answers are short; ``"independent"``: 0.35 after every word.
+        ``"correlated"`` (default): after a short answer word (the right ones) the teacher stops
+        with probability 0.7 per token, after a long one (the wrong ones) 0.12 — right answers
+        are short; ``"independent"``: 0.35 after every word.
     max_len : int, optional
         TRL's ``max_completion_length`` (default 6), 2 to 32.
     seed : int, optional
@@ -170,6 +186,7 @@ def build_task(n_prompts: int = 8, *, variant: str = "correlated", max_len: int 
         raise InputError(f"max_len must be an integer in [2, 32], got {max_len!r}")
     if not (isinstance(pretrain_steps, (int, np.integer)) and 0 <= pretrain_steps <= 10**5):
         raise InputError(f"pretrain_steps must be an integer in [0, 100000], got {pretrain_steps!r}")
+    _import_stack()
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -251,7 +268,9 @@ def expected_update(task: Task, *, G: int = 8, draws: int = 100, copies: int = 4
         ``p`` (per prompt, exact), ``mean_length`` and ``harmonic_length`` (completion tokens,
         over every draw), and ``rows``: per
         (``scale_rewards``, ``loss_type``) ``ratio`` with ``lo``/``hi`` (Monte Carlo 95 %,
-        normal over the draws), per prompt ``ratio_per_prompt``, and ``reference``.
+        normal over the draws), the same over the hard prompts (p < 1/2: ``ratio_hard``,
+        ``lo_hard``, ``hi_hard``) and the easy ones (``_easy``), per prompt ``ratio_per_prompt``
+        and ``half_width_per_prompt``, and ``reference``.
 
     Notes
     -----
@@ -317,17 +336,30 @@ def expected_update(task: Task, *, G: int = 8, draws: int = 100, copies: int = 4
     out = {"p": p.tolist(), "G": G, "groups_per_prompt": draws * copies, "variant": task.variant,
            "max_completion_length": task.max_len, "harmonic_length": scale["grpo"],
            "mean_length": scale["bnpo"], "rows": []}
+    hard = p < 0.5
     for (s, lt), v in proj.items():
         ref = _reference(s)
         v = v * scale[lt]
         denom = closed_form_factor(p, G, ref) * dp2
-        total = v.sum(1) / denom.sum()
-        half = 1.96 * total.std(ddof=1) / np.sqrt(draws) if draws > 1 else np.nan
-        r = float(total.mean())
-        out["rows"].append({"scale_rewards": s, "loss_type": lt, "reference": ref, "ratio": r,
-                            "lo": r - half, "hi": r + half,
-                            "ratio_per_prompt": (v.mean(0) / denom).tolist()})
+        row = {"scale_rewards": s, "loss_type": lt, "reference": ref}
+        for name, keep in (("", np.ones_like(hard)), ("_hard", hard), ("_easy", ~hard)):
+            row.update(_pooled(v[:, keep], denom[keep], name))
+        per = v / denom
+        row["ratio_per_prompt"] = per.mean(0).tolist()
+        row["half_width_per_prompt"] = (1.96 * per.std(0, ddof=1) / np.sqrt(draws)).tolist()
+        out["rows"].append(row)
     return out
+
+
+def _pooled(v, denom, suffix: str) -> dict:
+    """The ratio Σ_x mean_d v[d, x] / Σ_x denom[x] and its normal 95 % interval over the draws d
+    (the denominator is exact); NaN over no prompt."""
+    if v.shape[1] == 0:
+        return {f"ratio{suffix}": np.nan, f"lo{suffix}": np.nan, f"hi{suffix}": np.nan}
+    total = v.sum(1) / denom.sum()
+    half = 1.96 * total.std(ddof=1) / np.sqrt(len(total)) if len(total) > 1 else np.nan
+    r = float(total.mean())
+    return {f"ratio{suffix}": r, f"lo{suffix}": r - half, f"hi{suffix}": r + half}
 
 
 def _trainer(task: Task, G: int, batch_size: int, out_dir):
@@ -362,7 +394,7 @@ def run(*, fast: bool = False, G: int = 8, n_prompts: int = 8, seed: int = 0, va
         log=None) -> dict:
     """Both variants, every (``scale_rewards``, ``loss_type``): :func:`expected_update` on
     :func:`build_task`; then (``train``) :func:`train_silent` of each of :data:`TRAININGS` from the
-    last variant's initial model (the reproduction's stage and ``gsd transformer-update``).
+    last variant's initial model (a copy made before any trainer held it) (the reproduction's stage and ``gsd transformer-update``).
 
     ``fast``: 8 draws of 4 groups per prompt (32) instead of 100 of 4 (400), trainings of 20
     steps of 8 groups per prompt instead of 40 of 16; ``variants``: a subset of
@@ -377,6 +409,8 @@ def run(*, fast: bool = False, G: int = 8, n_prompts: int = 8, seed: int = 0, va
     out = {"G": G, "n_prompts": n_prompts, "seed": seed, "draws": draws, "copies": copies, "variants": {}}
     for variant in variants:
         task = build_task(n_prompts, variant=variant, seed=seed)
+        # copied before a trainer holds it: accelerate may rebind the model's forward in place
+        initial = copy.deepcopy(task)
         res = expected_update(task, G=G, draws=draws, copies=copies, seed=seed)
         out["variants"][variant] = res
         if log:
@@ -385,7 +419,7 @@ def run(*, fast: bool = False, G: int = 8, n_prompts: int = 8, seed: int = 0, va
         steps, groups = TRAIN_SIZES["fast" if fast else "full"]
         out["training"] = {"variant": task.variant, "runs": {}}
         for method in TRAININGS:
-            t = train_silent(copy.deepcopy(task), method, G=G, copies=groups, steps=steps, seed=seed)
+            t = train_silent(copy.deepcopy(initial), method, G=G, copies=groups, steps=steps, seed=seed)
             out["training"]["runs"][method] = t
             if log:
                 log(f"training {method}: silent-fraction R² {t['r2_exact']:.3f} (exact p), "
@@ -397,8 +431,9 @@ def table(result: dict):
     """One row per (variant, scale_rewards, loss_type): the ratio, its interval, the reference."""
     import pandas as pd
 
-    rows = [{"variant": v, **{k: r[k] for k in ("scale_rewards", "loss_type", "reference", "ratio", "lo", "hi")}}
-            for v, res in result["variants"].items() for r in res["rows"]]
+    keys = ("scale_rewards", "loss_type", "reference", "ratio", "lo", "hi", "ratio_hard", "lo_hard", "hi_hard",
+            "ratio_easy", "lo_easy", "hi_easy")
+    rows = [{"variant": v, **{k: r[k] for k in keys}} for v, res in result["variants"].items() for r in res["rows"]]
     return pd.DataFrame(rows)
 
 
@@ -439,9 +474,27 @@ def figure(result: dict):
     @styled
     def make():
         variants = list(result["variants"])
-        fig, axes = new_figure(len(variants), width=4.2 * len(variants), height=3.4, sharey=True)
-        axes = np.atleast_1d(axes)
+        fig, grid = new_figure(len(variants), 2, width=4.4 * len(variants), height=3.3)
+        grid = np.asarray(grid).reshape(2, len(variants))
+        axes, lower = grid[0], grid[1]
         colors = {"group": COLORS["grpo"], "batch": COLORS["accent"], "none": COLORS["dr_grpo"]}
+        loss_colors = {"grpo": COLORS["grpo"], "bnpo": COLORS["dapo"], "dapo": COLORS["extra"],
+                       "dr_grpo": COLORS["dr_grpo"]}
+        for ax, v in zip(lower, variants):
+            res = result["variants"][v]
+            p = np.array(res["p"])
+            order = np.argsort(p)
+            for r in res["rows"]:
+                if r["scale_rewards"] != "group" or r["loss_type"] == "dapo":  # dapo: bnpo's, here
+                    continue
+                ax.errorbar(p[order], np.array(r["ratio_per_prompt"])[order],
+                            yerr=np.array(r["half_width_per_prompt"])[order], fmt="o-", ms=3, capsize=2, lw=0.8,
+                            color=loss_colors[r["loss_type"]], label=f"loss_type={r['loss_type']!r}")
+            ax.axhline(1.0, color=COLORS["law"], lw=0.8, ls="--")
+            ax.set_xlabel("exact solve rate p of the prompt")
+            ax.set_title(f"{v}: per prompt, scale_rewards='group'")
+        lower[0].set_ylabel("measured / closed form, per prompt")
+        lower[0].legend(loc="upper right")
         for ax, v in zip(axes, variants):
             res = result["variants"][v]
             for j, s in enumerate(SCALE_REWARDS):
@@ -455,10 +508,10 @@ def figure(result: dict):
             ax.axhline(1.0, color=COLORS["law"], lw=0.8, ls="--")
             ax.set_xticks(range(len(LOSS_TYPES)), [f"{lt!r}" for lt in LOSS_TYPES])
             ax.set_xlabel("TRL loss_type")
-            ax.set_title(f"{v} lengths (mean {res['mean_length']:.2f} tokens)")
+            ax.set_title(f"{v} lengths (mean {res['mean_length']:.2f} tokens): all prompts")
         axes[0].set_ylabel("measured / closed form along ∇p")
-        axes[0].legend(loc="upper right")
-        fig.suptitle(f"TRL 1.16.0's update on a tiny Qwen2, G = {result['G']}, "
+        axes[0].legend(loc="best")
+        fig.suptitle(f"TRL 1.16.0's update on a tiny Qwen2,\nG = {result['G']}, "
                      f"{result['draws'] * result['copies']} groups per prompt")
         return fig
 

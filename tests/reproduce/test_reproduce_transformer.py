@@ -44,15 +44,18 @@ def test_bad_input_names_the_argument():
 @pytest.fixture(scope="module")
 def measured():
     pytest.importorskip("trl")
+    import copy
+
     task = transformer.build_task(8, variant="correlated", seed=0)
+    initial = copy.deepcopy(task)  # before a trainer holds the model
     run = transformer.expected_update(task, G=8, draws=20, copies=4, scale_rewards=("group", "none"),
-                                      loss_types=("dr_grpo", "grpo"), seed=0)
-    return task, run
+                                      loss_types=("dr_grpo",), seed=0)
+    return task, run, initial
 
 
 @pytest.mark.slow
 def test_solve_rates_spread_and_exact(measured):
-    task, run = measured
+    task, run, _ = measured
     p = np.array(run["p"])
     assert p.min() < 0.2 and p.max() > 0.8  # spread like a difficulty distribution
     assert np.array_equal(p, task.solve_rates())  # the run left the model as it was
@@ -68,14 +71,6 @@ def test_sequence_level_update_is_the_closed_form(measured, scale):
     assert row["reference"] == ("grpo" if scale == "group" else "dr_grpo")
     assert row["lo"] < 1 < row["hi"], row
     assert row["hi"] - row["lo"] < 0.15  # an interval that could have missed
-
-
-@pytest.mark.slow
-def test_per_sequence_token_mean_favours_short_right_answers(measured):
-    # loss_type="grpo" weights each answer by 1/L: right answers are short in this variant,
-    # so the update along ∇p is larger than the closed form's.
-    row = next(r for r in measured[1]["rows"] if r["scale_rewards"] == "group" and r["loss_type"] == "grpo")
-    assert row["lo"] > 1.0, row
 
 
 def test_cli_bad_input_is_one_line(capsys):
@@ -99,9 +94,7 @@ def test_notebook_executes(run_notebook):
 
 @pytest.fixture(scope="module")
 def trained(measured):
-    import copy
-
-    return transformer.train_silent(copy.deepcopy(measured[0]), "dr_grpo", G=8, copies=8, steps=12, lr=3e-3)
+    return transformer.train_silent(measured[2], "dr_grpo", G=8, copies=8, steps=12, lr=3e-3)
 
 
 @pytest.mark.slow
@@ -126,5 +119,5 @@ def test_report_section(measured, trained):
              "rows": transformer.table(run).to_dict(orient="records"),
              "silent_r2": {"dr_grpo": {"exact": trained["r2_exact"], "pooled": trained["r2_pooled"]}}}
     text = "\n".join(report._transformer_markdown(stage))
-    assert "TRL's update on a transformer" in text and text.count("| correlated |") == 4
+    assert "TRL's update on a transformer" in text and text.count("| correlated |") == len(measured[1]["rows"])
     assert "skipped" in "\n".join(report._transformer_markdown({"status": "skipped", "reason": "--transformer skip"}))
