@@ -276,9 +276,11 @@ def _allocation_stage(out: Path, progress: bool):
     return {"status": "ok", "run_dir": str(run_dir), **reuse, "config": mod.SMALL_CONFIG_NAME, "comparison": summary}
 
 
-def _transformer_stage(mode: str, seed: int, fig_dir: Path):
+def _transformer_stage(mode: str, seed: int, fig_dir: Path, out: Path):
     """Beyond the paper: TRL 1.16.0's own update on a tiny transformer whose solve rates are
-    exact, against the closed forms (:mod:`gsd.reproduce.transformer`)."""
+    exact, against the closed forms (:mod:`gsd.reproduce.transformer`).  The full sizes draw
+    the figures the docs quote (into ``fig_dir``); the fast ones into ``out/transformer``, so that
+    a fast run never overwrites them."""
     if mode == "skip":
         return {"status": "skipped", "reason": "--transformer skip"}
     mod, why = _optional("gsd.reproduce.transformer")
@@ -289,9 +291,10 @@ def _transformer_stage(mode: str, seed: int, fig_dir: Path):
     except ImportError as exc:
         return {"status": "not available", "reason": f"{exc.__class__.__name__}: {exc}"}
     result = mod.run(fast=mode == "fast", seed=seed)
-    make_folder(fig_dir)
-    paths = [save_figure(mod.figure(result), fig_dir / "transformer_update.png"),
-             save_figure(mod.silent_figure(result), fig_dir / "transformer_silent.png")]
+    where = fig_dir if mode == "full" else out / "transformer"
+    make_folder(where)
+    paths = [save_figure(mod.figure(result), where / "transformer_update.png"),
+             save_figure(mod.silent_figure(result), where / "transformer_silent.png")]
     return {"status": "ok", "mode": mode, **{k: result[k] for k in ("G", "n_prompts", "draws", "copies")},
             "rows": _records(mod.table(result)),
             "mean_length": {v: r["mean_length"] for v, r in result["variants"].items()},
@@ -371,7 +374,8 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
     train the simulator's campaign.  ``difficulty``: a per-problem solve-rate file to analyse in
     place of the shipped Big-Math histogram (its published comparisons then do not apply).
     ``transformer``: the sizes of the TRL-on-a-transformer stage, ``"fast"`` (default, in either
-    mode: about a minute), ``"full"`` (minutes) or ``"skip"``.
+    mode: under a minute; figures in ``out/transformer``), ``"full"`` (minutes; the figures the
+    docs quote, in the figures folder) or ``"skip"``.
     """
     if transformer not in TRANSFORMER_MODES:
         raise InputError(f"transformer must be one of {TRANSFORMER_MODES}, got {transformer!r}")
@@ -404,7 +408,7 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
         else:
             alloc = stages.run("beyond the paper: budget allocation comparison (simulator)", _allocation_stage, out, progress)
         trf = stages.run("beyond the paper: TRL's update on a tiny transformer vs the closed forms",
-                         _transformer_stage, transformer, seed, fig_dir)
+                         _transformer_stage, transformer, seed, fig_dir, out)
         figs = stages.run("figures", _figures_stage, fig_dir, fast, camp, th.pop("_frames"), dapo, alloc)
         figs["written"] += [Path(p) for p in trf.pop("_figures", [])]
         dapo.pop("_fit")

@@ -121,3 +121,22 @@ def test_report_section(measured, trained):
     text = "\n".join(report._transformer_markdown(stage))
     assert "TRL's update on a transformer" in text and text.count("| correlated |") == len(measured[1]["rows"])
     assert "skipped" in "\n".join(report._transformer_markdown({"status": "skipped", "reason": "--transformer skip"}))
+
+
+@pytest.mark.slow
+def test_reproduce_stage_writes_its_figures_beside_the_report(tmp_path, monkeypatch):
+    from gsd.reproduce import report
+
+    pytest.importorskip("trl")
+    # tiny sizes: this checks the stage's plumbing; the numbers are the tests above
+    monkeypatch.setitem(transformer.SIZES, "fast", (2, 1))
+    monkeypatch.setitem(transformer.TRAIN_SIZES, "fast", (2, 1))
+    stage = report._transformer_stage("fast", 0, tmp_path / "figures", tmp_path / "out")
+    paths = stage.pop("_figures")
+    assert stage["status"] == "ok" and len(stage["rows"]) == 2 * 3 * 4
+    assert {p.name for p in paths} == {"transformer_update.png", "transformer_silent.png"}
+    assert all(p.parent == tmp_path / "out" / "transformer" and p.stat().st_size > 5000 for p in paths)
+    assert not (tmp_path / "figures").exists()  # a fast run leaves the quoted figures alone
+    assert set(stage["silent_r2"]) == set(transformer.TRAININGS)
+    text = "\n".join(report._transformer_markdown(stage))
+    assert text.count("| independent |") == text.count("| correlated |") == 12
