@@ -29,7 +29,8 @@ def register(sub) -> None:
     p.set_defaults(func=_reproduce)
 
     p = sub.add_parser("transformer-update",
-                       help="TRL's own expected update on a tiny transformer with exact solve rates vs the closed forms")
+                       help="TRL's own expected update on a tiny transformer with exact solve rates vs the "
+                            "closed forms")
     p.add_argument("--fast", action="store_true", help="32 groups per prompt instead of 400")
     p.add_argument("--G", type=bounded_int(2, 64, "TRL's num_generations here"), default=8,
                    help="group size (default 8)")

@@ -7,11 +7,14 @@ the prompt's set of right tokens, so the solve rate is a sum of the model's own 
 .. math::  p_x = \sum_{t \in R(x)} \pi_\theta(t \mid x),
 
 exact from one forward pass, and :math:`\nabla p_x` by autograd.  Completions go on after the
-first token (1 to ``max_len`` tokens), so TRL's token-level loss aggregation sees lengths; in
-the ``"correlated"`` variant a right first token is mostly followed by EOS (right answers short),
-in ``"independent"`` the length does not depend on the first token.
+first token (1 to ``max_len`` tokens in all), so TRL's token-level loss aggregation sees lengths;
+in the ``"correlated"`` variant a right first token is mostly followed by EOS (right answers
+short, wrong ones long), in ``"independent"`` the length does not depend on the first token.
 
-:func:`expected_update` averages the gradient of TRL 1.16.0's own ``GRPOTrainer._compute_loss``
+:func:`train_silent` trains the model with ``GRPOTrainer.train()`` and sets TRL's logged
+``frac_reward_zero_std`` beside the closed forms from the exact solve rates.
+
+:func:`measured_update` averages the gradient of TRL 1.16.0's own ``GRPOTrainer._compute_loss``
 on inputs built by its own ``_generate_and_score_completions`` over many sampled groups and
 compares it with the closed form (:ref:`theory-any-policy`).  torch, transformers and trl are
 imported inside the functions: ``import gsd`` stays light.
@@ -65,9 +68,10 @@ class Task:
         return p if with_grad else p.double().numpy()
 
     def prompt_rows(self):
-        """Per prompt, the embedding row of its own token ``q_x``: the parameters only that
-        prompt's rows reach through the input (a completion that samples ``q_x`` reaches it too,
-        and adds only noise: its expected contribution is the prompt's own ∇p there, which is 0)."""
+        """Per prompt, the input-embedding row of its own token ``q_x``: only that prompt's rows
+        reach it through the prompt.  A completion of another prompt x' that samples ``q_x``
+        reaches it too, and adds noise only: in expectation x''s update is c ∇p_x', which is 0 on
+        this row (p_x' does not depend on it)."""
         return [self.tokenizer(p)["input_ids"][-1] for p in self.prompts]
 
 
@@ -240,7 +244,7 @@ def _reference(scale_rewards: str) -> str:
     return "dr_grpo" if scale_rewards == "none" else "grpo"
 
 
-def expected_update(task: Task, *, G: int = 8, draws: int = 100, copies: int = 4, scale_rewards=SCALE_REWARDS,
+def measured_update(task: Task, *, G: int = 8, draws: int = 100, copies: int = 4, scale_rewards=SCALE_REWARDS,
                     loss_types=LOSS_TYPES, seed: int = 0, threads: int = 1) -> dict:
     r"""Monte Carlo of the expected per-prompt update of TRL's own loss against the closed form.
 
@@ -392,9 +396,10 @@ TRAIN_SIZES = {"full": (40, 16), "fast": (20, 8)}
 
 def run(*, fast: bool = False, G: int = 8, n_prompts: int = 8, seed: int = 0, variants=VARIANTS, train: bool = True,
         log=None) -> dict:
-    """Both variants, every (``scale_rewards``, ``loss_type``): :func:`expected_update` on
+    """Both variants, every (``scale_rewards``, ``loss_type``): :func:`measured_update` on
     :func:`build_task`; then (``train``) :func:`train_silent` of each of :data:`TRAININGS` from the
-    last variant's initial model (a copy made before any trainer held it) (the reproduction's stage and ``gsd transformer-update``).
+    last variant's initial model, a copy made before any trainer held it.  The reproduction's
+    stage and ``gsd transformer-update``.
 
     ``fast``: 8 draws of 4 groups per prompt (32) instead of 100 of 4 (400), trainings of 20
     steps of 8 groups per prompt instead of 40 of 16; ``variants``: a subset of
@@ -411,7 +416,7 @@ def run(*, fast: bool = False, G: int = 8, n_prompts: int = 8, seed: int = 0, va
         task = build_task(n_prompts, variant=variant, seed=seed)
         # copied before a trainer holds it: accelerate may rebind the model's forward in place
         initial = copy.deepcopy(task)
-        res = expected_update(task, G=G, draws=draws, copies=copies, seed=seed)
+        res = measured_update(task, G=G, draws=draws, copies=copies, seed=seed)
         out["variants"][variant] = res
         if log:
             log(f"{variant}: {draws * copies} groups per prompt, mean length {res['mean_length']:.2f}")

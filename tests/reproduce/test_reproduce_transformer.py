@@ -48,7 +48,7 @@ def measured():
 
     task = transformer.build_task(8, variant="correlated", seed=0)
     initial = copy.deepcopy(task)  # before a trainer holds the model
-    run = transformer.expected_update(task, G=8, draws=20, copies=4, scale_rewards=("group", "none"),
+    run = transformer.measured_update(task, G=8, draws=20, copies=4, scale_rewards=("group", "none"),
                                       loss_types=("dr_grpo",), seed=0)
     return task, run, initial
 
