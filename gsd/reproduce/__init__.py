@@ -6,6 +6,8 @@ Modules, each named for what it computes:
 * :mod:`.group_size_table` — the fidelity table (exact smallest G vs the group-size law);
 * :mod:`.theory` — the identity, fidelity, silent-rate and objective figures with Monte Carlo;
 * :mod:`.dapo_fit` — the DAPO consistency fit of a logged all-correct curve;
+* :mod:`.transformer` — TRL's own update and silent groups on a tiny transformer whose solve
+  rates are exact, against the closed forms (``gsd transformer-update``);
 * :mod:`.figures` — regenerate every figure (``gsd figures``);
 * :mod:`.report` — run everything and compare with the published numbers (``gsd reproduce``).
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import importlib
 
-_SUBMODULES = ("bigmath", "group_size_table", "theory", "dapo_fit", "figures", "report")
+_SUBMODULES = ("bigmath", "group_size_table", "theory", "dapo_fit", "figures", "report", "transformer")
 
 __all__ = list(_SUBMODULES) + ["run_reproduction", "make_all", "fast_mode"]
 

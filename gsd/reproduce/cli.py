@@ -1,5 +1,5 @@
 """Sub-commands of the reproduction: reproduce, figures, bigmath, group-size-table, dapo-fit,
-allocation-comparison."""
+allocation-comparison, transformer-update."""
 
 from __future__ import annotations
 
@@ -23,7 +23,25 @@ def register(sub) -> None:
                    help="seed of the Monte Carlo checks and the DAPO fit (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--json", action="store_true", help="print the comparison table as JSON")
+    p.add_argument("--transformer", choices=("fast", "full", "skip"), default="fast",
+                   help="TRL's update on a tiny transformer vs the closed forms: fast (default, about a minute, "
+                        "32 groups per prompt), full (minutes, 400) or skip")
     p.set_defaults(func=_reproduce)
+
+    p = sub.add_parser("transformer-update",
+                       help="TRL's own expected update on a tiny transformer with exact solve rates vs the "
+                            "closed forms")
+    p.add_argument("--fast", action="store_true", help="32 groups per prompt instead of 400")
+    p.add_argument("--G", type=bounded_int(2, 64, "TRL's num_generations here"), default=8,
+                   help="group size (default 8)")
+    p.add_argument("--seed", type=bounded_int(0, 2**32 - 1, "numpy's seed range"), default=0,
+                   help="seed of the task and the draws (default 0)")
+    p.add_argument("--figure", default=None, help="also draw the ratios to this PNG")
+    p.add_argument("--silent-figure", default=None,
+                   help="also draw the trainings' silent fraction against the closed forms to this PNG")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=_transformer_update)
 
     p = sub.add_parser("figures", help="regenerate every figure (PNG) into a folder")
     p.add_argument("--out", default=None, help="folder (default: the checkout's figures/)")
@@ -104,7 +122,8 @@ def _reproduce(args) -> int:
     from .report import run_reproduction
 
     report = run_reproduction(args.out, fast=args.fast, skip_campaign=args.skip_campaign, progress=not args.quiet,
-                              difficulty=args.difficulty, seed=args.seed, figures_dir=args.figures)
+                              difficulty=args.difficulty, seed=args.seed, figures_dir=args.figures,
+                              transformer=args.transformer)
     rows = [{k: r[k] for k in ("quantity", "ours", "published", "difference", "unit", "agrees_at_printed_precision")}
             for r in report["comparisons"]]
     import pandas as pd
@@ -117,6 +136,33 @@ def _reproduce(args) -> int:
         camp = report["campaign"]
         if camp["status"] != "ok":
             print(f"campaign: {camp['status']} ({camp.get('reason', '')})")
+    return 0
+
+
+def _transformer_update(args) -> int:
+    from . import transformer
+
+    log = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    result = transformer.run(fast=args.fast, G=args.G, seed=args.seed, log=log)
+    if args.figure:
+        from ..plotstyle import save_figure
+
+        save_figure(transformer.figure(result), args.figure)
+    if args.silent_figure:
+        from ..plotstyle import save_figure
+
+        save_figure(transformer.silent_figure(result), args.silent_figure)
+    if args.json:
+        from ..atomic import jsonable
+
+        print(json.dumps(jsonable(result), indent=2))
+    else:
+        emit(transformer.table(result), False, floatfmt="{:.3f}",
+             title=f"measured / closed form along ∇p, G = {args.G}, {result['draws'] * result['copies']} groups "
+                   "per prompt")
+        for method, t in result["training"]["runs"].items():
+            print(f"training {method}: silent-fraction R² {t['r2_exact']:.3f} against the exact p, "
+                  f"{t['r2_pooled']:.3f} against the pooled p ({len(t['steps'])} steps)")
     return 0
 
 

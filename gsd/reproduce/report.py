@@ -45,7 +45,9 @@ __all__ = ["Published", "PUBLISHED", "HISTOGRAM_NOTE", "compare", "run_reproduct
 DEFAULT_OUT = Path("reports") / "latest"
 #: Top-level keys of report.json.
 REPORT_KEYS = ("meta", "comparisons", "bigmath", "group_size_table", "theory", "dapo", "conventions",
-               "campaign", "allocation", "figures")
+               "campaign", "allocation", "transformer", "figures")
+#: Sizes of the transformer stage: ``gsd reproduce --transformer``.
+TRANSFORMER_MODES = ("fast", "full", "skip")
 
 
 @dataclass(frozen=True)
@@ -280,6 +282,33 @@ def _allocation_stage(out: Path, progress: bool):
     return {"status": "ok", "run_dir": str(run_dir), **reuse, "config": mod.SMALL_CONFIG_NAME, "comparison": summary}
 
 
+def _transformer_stage(mode: str, seed: int, fig_dir: Path, out: Path):
+    """Beyond the paper: TRL 1.16.0's own update on a tiny transformer whose solve rates are
+    exact, against the closed forms (:mod:`gsd.reproduce.transformer`).  The full sizes draw
+    the figures the docs quote (into ``fig_dir``); the fast ones into ``out/transformer``, so that
+    a fast run never overwrites them."""
+    if mode == "skip":
+        return {"status": "skipped", "reason": "--transformer skip"}
+    mod, why = _optional("gsd.reproduce.transformer")
+    if mod is None:
+        return {"status": "not available", "reason": why}
+    try:
+        import trl  # noqa: F401  (the stage runs TRL's own code)
+    except ImportError as exc:
+        return {"status": "not available", "reason": f"{exc.__class__.__name__}: {exc}"}
+    result = mod.run(fast=mode == "fast", seed=seed)
+    where = fig_dir if mode == "full" else out / "transformer"
+    make_folder(where)
+    paths = [save_figure(mod.figure(result), where / "transformer_update.png"),
+             save_figure(mod.silent_figure(result), where / "transformer_silent.png")]
+    return {"status": "ok", "mode": mode, **{k: result[k] for k in ("G", "n_prompts", "draws", "copies")},
+            "rows": _records(mod.table(result)),
+            "mean_length": {v: r["mean_length"] for v, r in result["variants"].items()},
+            "p": {v: r["p"] for v, r in result["variants"].items()},
+            "silent_r2": {m: {"exact": t["r2_exact"], "pooled": t["r2_pooled"]}
+                          for m, t in result["training"]["runs"].items()}, "_figures": paths}
+
+
 def _find_r2(summary) -> float | None:
     """The GRPO arm's silent-fraction R² (``summary["silent_r2"]["grpo"]``), None if absent."""
     r2 = summary.get("silent_r2") if isinstance(summary, dict) else None
@@ -344,13 +373,18 @@ def _figures_stage(fig_dir: Path, fast: bool, campaign: dict, theory_frames, dap
 
 # --------------------------------------------------------------------------- main entry
 def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool = False, progress: bool = True,
-                     difficulty=None, seed: int = 0, figures_dir=None) -> dict:
+                     difficulty=None, seed: int = 0, figures_dir=None, transformer: str = "fast") -> dict:
     """Run every part, write report.md / report.json / figures into ``out``; return the report.
 
     ``fast``: smaller Monte Carlo and bootstrap runs (same analyses).  ``skip_campaign``: do not
     train the simulator's campaign.  ``difficulty``: a per-problem solve-rate file to analyse in
     place of the shipped Big-Math histogram (its published comparisons then do not apply).
+    ``transformer``: the sizes of the TRL-on-a-transformer stage, ``"fast"`` (default, in either
+    mode: under a minute; figures in ``out/transformer``), ``"full"`` (minutes; the figures the
+    docs quote, in the figures folder) or ``"skip"``.
     """
+    if transformer not in TRANSFORMER_MODES:
+        raise InputError(f"transformer must be one of {TRANSFORMER_MODES}, got {transformer!r}")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"out: {str(out)!r} exists and is not a folder")
@@ -358,7 +392,7 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
     with hold_folder(out, option="out"):  # one reproduction per folder at a time
         fig_dir = Path(figures_dir) if figures_dir is not None else out / "figures"
         t_start = time.perf_counter()
-        stages = _Stages(total=8, show=progress)
+        stages = _Stages(total=9, show=progress)
         big = stages.run("Big-Math: silent rates, budget and decile shares", _bigmath_stage, difficulty)
         gst = stages.run("group-size table (exact vs law)", _group_size_stage)
         th = stages.run("theory: identity and objective Monte Carlo", _theory_stage, fast, seed)
@@ -379,7 +413,10 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
             alloc = {"status": "skipped", "reason": "--skip-campaign"}
         else:
             alloc = stages.run("beyond the paper: budget allocation comparison (simulator)", _allocation_stage, out, progress)
+        trf = stages.run("beyond the paper: TRL's update on a tiny transformer vs the closed forms",
+                         _transformer_stage, transformer, seed, fig_dir, out)
         figs = stages.run("figures", _figures_stage, fig_dir, fast, camp, th.pop("_frames"), dapo, alloc)
+        figs["written"] += [Path(p) for p in trf.pop("_figures", [])]
         dapo.pop("_fit")
         dapo.pop("_curve")
         # Relative to the report, so its links work wherever the folder is moved with its figures
@@ -421,6 +458,7 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
             "conventions": conv,
             "campaign": camp,
             "allocation": alloc,
+            "transformer": trf,
             "figures": figs,
         }
         with replace_set(out, ("report.json", "report.md")) as stage:  # the two agree, always
@@ -599,6 +637,7 @@ def render_markdown(report: dict) -> str:
                  f"Decile measurement: {c.get('decile_draws')} group draws per prompt.\n")
 
     L += _allocation_markdown(report.get("allocation") or {"status": "not run"})
+    L += _transformer_markdown(report.get("transformer") or {"status": "not run"})
 
     # Figures
     fg = report["figures"]
@@ -620,6 +659,26 @@ def render_markdown(report: dict) -> str:
 def _reuse_note(stage: dict) -> str:
     fp = stage.get("fingerprint")
     return stage.get("reuse", "computed") + (f"; code and config fingerprint `{fp[:12]}`" if fp else "")
+
+
+def _transformer_markdown(t: dict) -> list[str]:
+    """The "beyond the paper" section: TRL's expected update against the closed forms."""
+    L = ["## Beyond the paper: TRL's update on a transformer\n"]
+    if t.get("status") != "ok":
+        return L + [f"transformer stage: {t.get('status')} ({t.get('reason', '')}).\n"]
+    L.append(f"A tiny Qwen2 whose solve rates are exact (first-token reward), {t['n_prompts']} prompts, "
+             f"G = {t['G']}, {t['draws'] * t['copies']} groups per prompt ({t['mode']} sizes; docs: "
+             "transformer). Ratio of the mean update of TRL 1.16.0's own loss, along ∇p, to the closed "
+             "form of its advantage (GRPO's with TRL's std for group and batch scaling, Dr.GRPO's for none); "
+             "token-level losses rescaled so that an answer's mean weight is 1, so 1 is no length bias; also "
+             "pooled over the hard (p < 1/2) and the easy prompts.\n")
+    L.append(_md_table(t["rows"], [("variant", "lengths"), ("scale_rewards", "scale_rewards"),
+                                   ("loss_type", "loss_type"), ("ratio", "ratio"), ("lo", "95 % lo"),
+                                   ("hi", "95 % hi"), ("ratio_hard", "p < 1/2"), ("ratio_easy", "p > 1/2")], nd=3))
+    L.append("\nTraining in TRL, TRL's frac_reward_zero_std per step against the mean p^G + (1−p)^G: R² "
+             + "; ".join(f"{m} {_fmt(r['exact'])} (exact p), {_fmt(r['pooled'])} (pooled p)"
+                         for m, r in t["silent_r2"].items()) + ".\n")
+    return L
 
 
 def _allocation_markdown(a: dict) -> list[str]:

@@ -35,14 +35,9 @@ def steps_of(data):
 
 
 def tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+    from gsd.reproduce.transformer import tokenizer as word_tokenizer
 
-    tok = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
-    hf.chat_template = CHAT_TEMPLATE
-    return hf
+    return word_tokenizer(WORDS, CHAT_TEMPLATE)
 
 
 def tiny_model(seed=0):

@@ -1,0 +1,610 @@
+r"""The closed forms inside a real trainer: a tiny transformer whose solve rates are known exactly.
+
+A tiny causal LM (Qwen2 from a config, a word-level tokenizer, both built in code) answers
+prompts ``q0 … q15``.  The reward is decided by the completion's first token: right iff it is in
+the prompt's set of right tokens, so the solve rate is a sum of the model's own probabilities,
+
+.. math::  p_x = \sum_{t \in R(x)} \pi_\theta(t \mid x),
+
+exact from one forward pass, and :math:`\nabla p_x` by autograd.  Completions go on after the
+first token (1 to ``max_len`` tokens in all), so TRL's token-level loss aggregation sees lengths;
+in the ``"correlated"`` variant a right first token is mostly followed by EOS (right answers
+short, wrong ones long), in ``"independent"`` the length does not depend on the first token.
+
+:func:`train_silent` trains the model with ``GRPOTrainer.train()`` and sets TRL's logged
+``frac_reward_zero_std`` beside the closed forms from the exact solve rates.
+
+:func:`measured_update` averages the gradient of TRL 1.16.0's own ``GRPOTrainer._compute_loss``
+on inputs built by its own ``_generate_and_score_completions`` over many sampled groups and
+compares it with the closed form (:ref:`theory-any-policy`).  torch, transformers and trl are
+imported inside the functions: ``import gsd`` stays light.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._errors import InputError
+
+#: Vocabulary: specials, answer words a0…a19 (a0–a9 "short", a10–a19 "long"), filler words
+#: f0…f19 that continue an answer, prompt words q0…q15.
+WORDS = (["<pad>", "<eos>", "<unk>"] + [f"a{i}" for i in range(20)] + [f"f{i}" for i in range(20)]
+         + [f"q{i}" for i in range(16)])
+_EOS, _A0, _F0, _Q0 = 1, 3, 23, 43
+LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo")
+SCALE_REWARDS = ("group", "batch", "none")
+VARIANTS = ("independent", "correlated")
+#: TRL 1.16.0's advantage: ``(r - mean) / (std + 1e-4)`` with torch's std (ddof 1).
+TRL_DDOF, TRL_EPS = 1, 1e-4
+
+
+@dataclass
+class Task:
+    """The prompts, their right-token sets and the model (see :func:`build_task`)."""
+
+    model: object
+    tokenizer: object
+    prompts: list
+    right: list  # per prompt, the token ids that make an answer right
+    variant: str
+    max_len: int
+
+    def solve_rates(self, with_grad: bool = False):
+        """Exact :math:`p_x` per prompt (a float64 array), or with ``with_grad`` the torch tensor
+        (float32, in the autograd graph of the model's parameters)."""
+        import torch
+
+        ids = torch.tensor([self.tokenizer(p)["input_ids"] for p in self.prompts])
+        ctx = torch.enable_grad() if with_grad else torch.no_grad()
+        with ctx:
+            probs = torch.softmax(self.model(input_ids=ids).logits[:, -1, :].float(), dim=-1)
+            mask = torch.zeros_like(probs)
+            for i, r in enumerate(self.right):
+                mask[i, list(r)] = 1.0
+            p = (probs * mask).sum(-1)
+        return p if with_grad else p.double().numpy()
+
+    def prompt_rows(self):
+        """Per prompt, the input-embedding row of its own token ``q_x``: only that prompt's rows
+        reach it through the prompt.  A completion of another prompt x' that samples ``q_x``
+        reaches it too, and adds noise only: in expectation x''s update is c ∇p_x', which is 0 on
+        this row (p_x' does not depend on it)."""
+        return [self.tokenizer(p)["input_ids"][-1] for p in self.prompts]
+
+
+def _import_stack():
+    """torch, transformers, datasets and trl, imported once with their import-time warnings
+    silenced (tqdm's "IProgress not found" in a notebook without ipywidgets: nothing to act on)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import datasets  # noqa: F401
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+        import trl  # noqa: F401
+
+
+@contextmanager
+def _torch_threads(n: int):
+    """torch on ``n`` threads inside, the caller's setting after (one thread is the fastest on a
+    shared machine: the tiny model's kernels are too small to split)."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def tokenizer(words=WORDS, chat_template=None):
+    """A word-level tokenizer of ``words`` (token id = position; ``<pad>``, ``<eos>`` and
+    ``<unk>`` among them), built in code, nothing downloaded; ``chat_template``: a Jinja template
+    for conversational prompts (the task's prompts are plain text and need none)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+    if chat_template is not None:
+        hf.chat_template = chat_template
+    return hf
+
+
+def _teacher(rng, n_prompts):
+    """Targets of the pretraining: solve rates spread over (0.05, 0.95) and right sets of 1–4
+    short answer words (a0–a9); the teacher's wrong answers are the long words a10–a19."""
+    target = np.linspace(0.05, 0.95, n_prompts)
+    rng.shuffle(target)
+    right = [tuple(int(t) for t in _A0 + rng.choice(10, size=int(rng.integers(1, 5)), replace=False))
+             for _ in range(n_prompts)]
+    return target, right
+
+
+def _sample_sequences(rng, target, right, variant, max_len, n):
+    """``n`` sequences per prompt from the teacher: prompt token, first answer word, fillers, EOS.
+
+    Returns the token ids (pad 0 after the end) and the next-token labels (-100 where there is none)."""
+    P = len(target)
+    x = np.repeat(np.arange(P), n)
+    is_right = rng.random(P * n) < np.repeat(target, n)
+    right_mask = np.zeros((P, 20), bool)
+    for i, r in enumerate(right):
+        right_mask[i, np.asarray(r) - _A0] = True
+    # a uniform right answer word (or a uniform long one: the wrong answers), the arg-max of
+    # random keys over the allowed words
+    allowed = np.where(is_right[:, None], right_mask[x], np.arange(20) >= 10)
+    keys = rng.random((P * n, 20)) + allowed
+    first = _A0 + keys.argmax(1)
+    short = first < _A0 + 10
+    # EOS after each token with this probability: the length law of the continuation
+    stop = np.where(short, 0.7, 0.12) if variant == "correlated" else np.full(P * n, 0.35)
+    fillers = np.minimum(rng.geometric(stop) - 1, max_len - 1)  # words after the answer word
+    width = max_len + 2
+    col = np.arange(width)
+    ids = np.where(col < fillers[:, None] + 2, _F0 + rng.integers(0, 20, (P * n, width)), 0)
+    ids[:, 0], ids[:, 1] = _Q0 + x, first
+    ends = fillers + 1 < max_len  # room for EOS within max_len completion tokens
+    ids[np.flatnonzero(ends), fillers[ends] + 2] = _EOS
+    length = fillers + 2 + ends  # tokens of the sequence, prompt included
+    labels = np.where((col >= 1) & (col < length[:, None]), ids, -100)
+    return ids, labels
+
+
+def build_task(n_prompts: int = 8, *, variant: str = "correlated", max_len: int = 6, seed: int = 0,
+               pretrain_steps: int = 150) -> Task:
+    """A tiny Qwen2 pretrained in code on a teacher whose solve rates spread over (0.05, 0.95).
+
+    Parameters
+    ----------
+    n_prompts : int, optional
+        Prompts ``q0 … q{n-1}``, 1 to 16 (default 8).
+    variant : {"correlated", "independent"}, optional
+        ``"correlated"`` (default): after a short answer word (the right ones) the teacher stops
+        with probability 0.7 per token, after a long one (the wrong ones) 0.12 — right answers
+        are short; ``"independent"``: 0.35 after every word.
+    max_len : int, optional
+        TRL's ``max_completion_length`` (default 6), 2 to 32.
+    seed : int, optional
+        Seed of the teacher, the initial weights and the pretraining (default 0).
+    pretrain_steps : int, optional
+        Adam steps of the next-token pretraining on the teacher's sequences (default 150).
+
+    Returns
+    -------
+    Task
+        The model is what it is after pretraining: the solve rates are the model's own
+        (:meth:`Task.solve_rates`), near, not equal to, the teacher's.
+    """
+    if not (isinstance(n_prompts, (int, np.integer)) and 1 <= n_prompts <= 16):
+        raise InputError(f"n_prompts must be an integer in [1, 16], got {n_prompts!r}")
+    if variant not in VARIANTS:
+        raise InputError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    if not (isinstance(max_len, (int, np.integer)) and 2 <= max_len <= 32):
+        raise InputError(f"max_len must be an integer in [2, 32], got {max_len!r}")
+    if not (isinstance(pretrain_steps, (int, np.integer)) and 0 <= pretrain_steps <= 10**5):
+        raise InputError(f"pretrain_steps must be an integer in [0, 100000], got {pretrain_steps!r}")
+    _import_stack()
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    rng = np.random.default_rng(seed)
+    target, right = _teacher(rng, n_prompts)
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(WORDS), hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                                         pad_token_id=0, eos_token_id=_EOS, bos_token_id=None,
+                                         tie_word_embeddings=False))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    with _torch_threads(1):
+        for _ in range(pretrain_steps):
+            ids, labels = _sample_sequences(rng, target, right, variant, max_len, 16)
+            # labels are the next tokens already: the model's own shift would drop one
+            logits = model(input_ids=torch.from_numpy(ids[:, :-1])).logits
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)),
+                                                     torch.from_numpy(labels[:, 1:]).reshape(-1), ignore_index=-100)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    model.eval()
+    return Task(model=model, tokenizer=tokenizer(), prompts=[f"q{x}" for x in range(n_prompts)],
+                right=right, variant=variant, max_len=max_len)
+
+
+def closed_form_factor(p, G, method: str):
+    r"""c(p, G) with :math:`\mathbb{E}[g] = c\,\nabla p` for a sequence-level group-mean update.
+
+    ``"grpo"``: TRL's std (ddof 1, eps 1e-4), :math:`\mathbb{E}[\sigma^2/(\sigma_1+\epsilon)]/(p(1-p))`;
+    ``"grpo_paper"``: the population std, eps 0, :math:`\varphi(G,p)/\sqrt{p(1-p)}`
+    (so that :math:`c\nabla p = \varphi\,\nabla(2\arcsin\sqrt p)`); ``"dr_grpo"``: :math:`1 - 1/G`.
+    """
+    from ..update import expected_update, fidelity
+
+    p = np.asarray(p, float)
+    if method == "dr_grpo":
+        return np.full_like(p, 1.0 - 1.0 / G)
+    q = p * (1.0 - p)
+    if method == "grpo":
+        return expected_update(p, G, "grpo", ddof=TRL_DDOF, eps=TRL_EPS) / q
+    if method == "grpo_paper":
+        return fidelity(p, G) / np.sqrt(q)
+    raise InputError(f"method must be 'grpo', 'grpo_paper' or 'dr_grpo', got {method!r}")
+
+
+def _reference(scale_rewards: str) -> str:
+    """The closed form a setting is compared with: GRPO's (TRL's std) for ``"group"`` and
+    ``"batch"`` (batch scaling has no per-prompt closed form: its ratio is what a user switching
+    from group scaling gets), Dr.GRPO's for ``"none"``."""
+    return "dr_grpo" if scale_rewards == "none" else "grpo"
+
+
+def measured_update(task: Task, *, G: int = 8, draws: int = 100, copies: int = 4, scale_rewards=SCALE_REWARDS,
+                    loss_types=LOSS_TYPES, seed: int = 0, threads: int = 1) -> dict:
+    r"""Monte Carlo of the expected per-prompt update of TRL's own loss against the closed form.
+
+    Parameters
+    ----------
+    task : Task
+        From :func:`build_task`; its parameters are not changed.
+    G : int, optional
+        TRL's ``num_generations`` (default 8).
+    draws : int, optional
+        Calls of ``_generate_and_score_completions`` per ``scale_rewards`` (default 100).
+    copies : int, optional
+        Groups of every prompt in one call (default 4): one batch holds ``copies × prompts × G``
+        completions.  ``draws × copies`` groups per prompt in all.
+    scale_rewards, loss_types : sequence of str, optional
+        The settings (default all three, all four).
+    seed : int, optional
+        torch's seed before each call (the same for every ``scale_rewards``: common random numbers).
+    threads : int, optional
+        torch threads during the run (default 1, restored after).
+
+    Returns
+    -------
+    dict
+        ``p`` (per prompt, exact), ``mean_length`` and ``harmonic_length`` (completion tokens,
+        over every draw), and ``rows``: per
+        (``scale_rewards``, ``loss_type``) ``ratio`` with ``lo``/``hi`` (Monte Carlo 95 %,
+        normal over the draws), the same over the hard prompts (p < 1/2: ``ratio_hard``,
+        ``lo_hard``, ``hi_hard``) and the easy ones (``_easy``), per prompt ``ratio_per_prompt``
+        and ``half_width_per_prompt``, and ``reference``.
+
+    Notes
+    -----
+    Per call every prompt gets ``copies`` groups; the gradient of TRL's ``_compute_loss`` is
+    taken with respect to the input embedding row of each prompt's own token, which only that
+    prompt's rows reach, and projected on :math:`\nabla p_x` there.  The update is minus the
+    gradient rescaled to a group mean of sequence scores: ``× B Λ / G`` per group, with B the rows
+    of the batch and Λ TRL's per-token normalizer's length — ``max_completion_length`` for
+    ``dr_grpo`` (a constant: the sequence-level sum, exactly), and for the token means the length
+    that makes an answer's mean weight 1: the run's harmonic mean length for ``grpo`` (weight
+    1/L per answer), its mean length (1/E[B/ΣL]) for ``bnpo`` and ``dapo`` (1/ΣL per batch).  A
+    ratio other than 1 is then the length bias: weights that go with correctness (or with the
+    score: 1/L has a gradient of its own).  The ratio is
+    :math:`\sum_x \langle \bar g_x, \nabla p_x\rangle / \sum_x c_x \lVert\nabla p_x\rVert^2`
+    with c from :func:`closed_form_factor`.  With one process and no gradient accumulation
+    TRL's ``dapo`` normalizer (tokens of the generation batch) equals ``bnpo``'s.
+    """
+    import tempfile
+
+    import torch
+
+    bad = [s for s in scale_rewards if s not in SCALE_REWARDS] + [lt for lt in loss_types if lt not in LOSS_TYPES]
+    if bad:
+        raise InputError(f"unknown scale_rewards/loss_type {bad[0]!r}: use {SCALE_REWARDS} and {LOSS_TYPES}")
+    for name, v, hi in (("G", G, 64), ("draws", draws, 10**6), ("copies", copies, 64)):
+        if not (isinstance(v, (int, np.integer)) and (2 if name == "G" else 1) <= v <= hi):
+            raise InputError(f"{name} must be an integer in [{2 if name == 'G' else 1}, {hi}], got {v!r}")
+    with _torch_threads(threads):
+        p = task.solve_rates()
+        pt = task.solve_rates(with_grad=True)
+        emb = task.model.get_input_embeddings().weight
+        rows = task.prompt_rows()
+        P = len(rows)
+        dp = torch.stack([torch.autograd.grad(pt[i], emb, retain_graph=True)[0][rows[i]] for i in range(P)]).double()
+        prompts = [q for _ in range(copies) for q in task.prompts]
+        batch = [{"prompt": q} for q in prompts for _ in range(G)]
+        B = len(batch)
+        proj = {(s, lt): np.empty((draws, P)) for s in scale_rewards for lt in loss_types}
+        inv_len = batch_w = 0.0  # sums over the draws: mean 1/L of the rows, B/ΣL of the batch
+        with tempfile.TemporaryDirectory() as tmp:
+            tr = _trainer(task, G, B, tmp)
+            for d in range(draws):
+                for s in scale_rewards:
+                    tr.scale_rewards = s
+                    torch.manual_seed(seed * 1_000_003 + d)
+                    inputs = tr._generate_and_score_completions(batch)
+                    if s == scale_rewards[0]:  # the same completions for every s
+                        L = inputs["completion_mask"].sum(-1).double().clamp(min=1.0)
+                        inv_len += float((1.0 / L).mean())
+                        batch_w += B / float(L.sum())
+                    for lt in loss_types:
+                        tr.loss_type = lt
+                        tr.model.zero_grad(set_to_none=True)
+                        tr._compute_loss(tr.model, inputs).backward()
+                        g = -emb.grad[rows].double() * (B / G) / copies  # mean over a prompt's groups
+                        proj[(s, lt)][d] = (g * dp).sum(-1).numpy()
+        task.model.zero_grad(set_to_none=True)
+        task.model.eval()
+    # the length Λ that makes an answer's mean weight 1: 1/E[1/L] for a mean per answer, 1/E[B/ΣL]
+    # for a mean per batch's tokens, max_completion_length for TRL's dr_grpo
+    scale = {"grpo": draws / inv_len, "bnpo": draws / batch_w, "dapo": draws / batch_w, "dr_grpo": task.max_len}
+    dp2 = (dp * dp).sum(-1).numpy()
+    out = {"p": p.tolist(), "G": G, "groups_per_prompt": draws * copies, "variant": task.variant,
+           "max_completion_length": task.max_len, "harmonic_length": scale["grpo"],
+           "mean_length": scale["bnpo"], "rows": []}
+    hard = p < 0.5
+    for (s, lt), v in proj.items():
+        ref = _reference(s)
+        v = v * scale[lt]
+        denom = closed_form_factor(p, G, ref) * dp2
+        row = {"scale_rewards": s, "loss_type": lt, "reference": ref}
+        for name, keep in (("", np.ones_like(hard)), ("_hard", hard), ("_easy", ~hard)):
+            row.update(_pooled(v[:, keep], denom[keep], name))
+        per = v / denom
+        row["ratio_per_prompt"] = per.mean(0).tolist()
+        row["half_width_per_prompt"] = (1.96 * per.std(0, ddof=1) / np.sqrt(draws)).tolist()
+        out["rows"].append(row)
+    return out
+
+
+def _pooled(v, denom, suffix: str) -> dict:
+    """The ratio Σ_x mean_d v[d, x] / Σ_x denom[x] and its normal 95 % interval over the draws d
+    (the denominator is exact); NaN over no prompt."""
+    if v.shape[1] == 0:
+        return {f"ratio{suffix}": np.nan, f"lo{suffix}": np.nan, f"hi{suffix}": np.nan}
+    total = v.sum(1) / denom.sum()
+    half = 1.96 * total.std(ddof=1) / np.sqrt(len(total)) if len(total) > 1 else np.nan
+    r = float(total.mean())
+    return {f"ratio{suffix}": r, f"lo{suffix}": r - half, f"hi{suffix}": r + half}
+
+
+def _trainer(task: Task, G: int, batch_size: int, out_dir):
+    """A GRPOTrainer (TRL 1.16.0) on the task's model whose one reward reads the first token."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    right = {p: set(r) for p, r in zip(task.prompts, task.right)}
+
+    def first_token(prompts, completions, completion_ids, **kw):
+        return [float(len(c) > 0 and c[0] in right[p]) for p, c in zip(prompts, completion_ids)]
+
+    args = GRPOConfig(output_dir=str(out_dir), use_cpu=True, use_vllm=False, report_to=[],
+                      max_completion_length=task.max_len, num_generations=G, per_device_train_batch_size=batch_size,
+                      gradient_accumulation_steps=1, steps_per_generation=1, beta=0.0, temperature=1.0, top_k=0,
+                      top_p=1.0, save_strategy="no", logging_steps=1, seed=0)
+    tr = GRPOTrainer(model=task.model, reward_funcs=[first_token], args=args,
+                     train_dataset=Dataset.from_dict({"prompt": list(task.prompts)}), processing_class=task.tokenizer)
+    # set by Trainer's training loop; the loss divides by it
+    tr.current_gradient_accumulation_steps = 1
+    tr.model.train()
+    return tr
+
+
+#: Monte Carlo sizes of :func:`run`: (draws, copies) per variant of the expected update, and
+#: (steps, copies) of each training.
+SIZES = {"full": (100, 4), "fast": (8, 4)}
+TRAIN_SIZES = {"full": (40, 16), "fast": (20, 8)}
+
+
+def run(*, fast: bool = False, G: int = 8, n_prompts: int = 8, seed: int = 0, variants=VARIANTS, train: bool = True,
+        log=None) -> dict:
+    """Both variants, every (``scale_rewards``, ``loss_type``): :func:`measured_update` on
+    :func:`build_task`; then (``train``) :func:`train_silent` of each of :data:`TRAININGS` from the
+    last variant's initial model, a copy made before any trainer held it.  The reproduction's
+    stage and ``gsd transformer-update``.
+
+    ``fast``: 8 draws of 4 groups per prompt (32) instead of 100 of 4 (400), trainings of 20
+    steps of 8 groups per prompt instead of 40 of 16; ``variants``: a subset of
+    :data:`VARIANTS`; ``log``: a callable given one line per part.
+    """
+    import copy
+
+    bad = [v for v in variants if v not in VARIANTS]
+    if bad or not variants:
+        raise InputError(f"variants must be a non-empty subset of {VARIANTS}, got {variants!r}")
+    draws, copies = SIZES["fast" if fast else "full"]
+    out = {"G": G, "n_prompts": n_prompts, "seed": seed, "draws": draws, "copies": copies, "variants": {}}
+    for variant in variants:
+        task = build_task(n_prompts, variant=variant, seed=seed)
+        # copied before a trainer holds it: accelerate may rebind the model's forward in place
+        initial = copy.deepcopy(task)
+        res = measured_update(task, G=G, draws=draws, copies=copies, seed=seed)
+        out["variants"][variant] = res
+        if log:
+            log(f"{variant}: {draws * copies} groups per prompt, mean length {res['mean_length']:.2f}")
+    if train:
+        steps, groups = TRAIN_SIZES["fast" if fast else "full"]
+        out["training"] = {"variant": task.variant, "runs": {}}
+        for method in TRAININGS:
+            t = train_silent(copy.deepcopy(initial), method, G=G, copies=groups, steps=steps, seed=seed)
+            out["training"]["runs"][method] = t
+            if log:
+                log(f"training {method}: silent-fraction R² {t['r2_exact']:.3f} (exact p), "
+                    f"{t['r2_pooled']:.3f} (pooled p)")
+    return out
+
+
+def table(result: dict):
+    """One row per (variant, scale_rewards, loss_type): the ratio, its interval, the reference."""
+    import pandas as pd
+
+    keys = ("scale_rewards", "loss_type", "reference", "ratio", "lo", "hi", "ratio_hard", "lo_hard", "hi_hard",
+            "ratio_easy", "lo_easy", "hi_easy")
+    rows = [{"variant": v, **{k: r[k] for k in keys}} for v, res in result["variants"].items() for r in res["rows"]]
+    return pd.DataFrame(rows)
+
+
+def silent_figure(result: dict):
+    """Per training step, TRL's ``frac_reward_zero_std`` against the mean of
+    :math:`p_x^G + (1-p_x)^G` (exact p) and the pooled-p formula, one panel per method."""
+    from ..plotstyle import COLORS, method_label, new_figure, styled
+
+    @styled
+    def make():
+        runs = result["training"]["runs"]
+        fig, axes = new_figure(len(runs), width=4.2 * len(runs), height=3.2, sharey=True)
+        axes = np.atleast_1d(axes)
+        for ax, (method, t) in zip(axes, runs.items()):
+            st = np.arange(1, len(t["steps"]) + 1)
+            ax.plot(st, [r["measured"] for r in t["steps"]], "o", ms=3, color=COLORS["data"],
+                    label="TRL frac_reward_zero_std")
+            ax.plot(st, [r["exact"] for r in t["steps"]], color=COLORS[method],
+                    label=f"mean p^G+(1−p)^G, exact p (R² {t['r2_exact']:.2f})")
+            ax.plot(st, [r["pooled"] for r in t["steps"]], ls="--", color=COLORS["law"],
+                    label=f"pooled p (R² {t['r2_pooled']:.2f})")
+            ax.set_xlabel("training step")
+            ax.set_title(f"{method_label(method)}: scale_rewards={TRAININGS[method]['scale_rewards']!r}, "
+                         f"loss_type={TRAININGS[method]['loss_type']!r}", fontsize=8)
+            ax.legend(loc="lower right")
+        axes[0].set_ylabel("silent fraction of the step's groups")
+        fig.suptitle(f"Silent groups in TRL 1.16.0 training, G = {result['G']}, "
+                     f"{next(iter(runs.values()))['groups_per_step']} groups per step")
+        return fig
+
+    return make()
+
+
+def figure(result: dict):
+    """Measured/closed-form ratio (95 % interval) per setting, one panel per variant."""
+    from ..plotstyle import COLORS, new_figure, styled
+
+    @styled
+    def make():
+        variants = list(result["variants"])
+        fig, grid = new_figure(len(variants), 2, width=4.4 * len(variants), height=3.3)
+        grid = np.asarray(grid).reshape(2, len(variants))
+        axes, lower = grid[0], grid[1]
+        colors = {"group": COLORS["grpo"], "batch": COLORS["accent"], "none": COLORS["dr_grpo"]}
+        loss_colors = {"grpo": COLORS["grpo"], "bnpo": COLORS["dapo"], "dapo": COLORS["extra"],
+                       "dr_grpo": COLORS["dr_grpo"]}
+        for ax, v in zip(lower, variants):
+            res = result["variants"][v]
+            p = np.array(res["p"])
+            order = np.argsort(p)
+            for r in res["rows"]:
+                if r["scale_rewards"] != "group" or r["loss_type"] == "dapo":  # dapo: bnpo's, here
+                    continue
+                ax.errorbar(p[order], np.array(r["ratio_per_prompt"])[order],
+                            yerr=np.array(r["half_width_per_prompt"])[order], fmt="o-", ms=3, capsize=2, lw=0.8,
+                            color=loss_colors[r["loss_type"]], label=f"loss_type={r['loss_type']!r}")
+            ax.axhline(1.0, color=COLORS["law"], lw=0.8, ls="--")
+            ax.set_xlabel("exact solve rate p of the prompt")
+            ax.set_title(f"{v}: per prompt, scale_rewards='group'")
+        lower[0].set_ylabel("measured / closed form, per prompt")
+        lower[0].legend(loc="upper right")
+        for ax, v in zip(axes, variants):
+            res = result["variants"][v]
+            for j, s in enumerate(SCALE_REWARDS):
+                rows = [r for r in res["rows"] if r["scale_rewards"] == s]
+                x = np.array([LOSS_TYPES.index(r["loss_type"]) for r in rows]) + (j - 1) * 0.22
+                y = np.array([r["ratio"] for r in rows])
+                err = np.array([[r["ratio"] - r["lo"] for r in rows], [r["hi"] - r["ratio"] for r in rows]])
+                ref = "Dr.GRPO" if _reference(s) == "dr_grpo" else "GRPO"
+                ax.errorbar(x, y, yerr=err, fmt="o", ms=4, capsize=2, color=colors[s],
+                            label=f"scale_rewards={s!r} (vs {ref})")
+            ax.axhline(1.0, color=COLORS["law"], lw=0.8, ls="--")
+            ax.set_xticks(range(len(LOSS_TYPES)), [f"{lt!r}" for lt in LOSS_TYPES])
+            ax.set_xlabel("TRL loss_type")
+            ax.set_title(f"{v} lengths (mean {res['mean_length']:.2f} tokens): all prompts")
+        axes[0].set_ylabel("measured / closed form along ∇p")
+        axes[0].legend(loc="best")
+        fig.suptitle(f"TRL 1.16.0's update on a tiny Qwen2,\nG = {result['G']}, "
+                     f"{result['draws'] * result['copies']} groups per prompt")
+        return fig
+
+    return make()
+
+
+#: The trainings of :func:`train_silent`: TRL's settings per method.
+TRAININGS = {"grpo": {"scale_rewards": "group", "loss_type": "grpo"},
+             "dr_grpo": {"scale_rewards": "none", "loss_type": "dr_grpo"}}
+
+
+def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 16, steps: int = 40,
+                 lr: float = 3e-3, seed: int = 0, threads: int = 1) -> dict:
+    r"""Train the task's model with TRL's ``GRPOTrainer.train()``; per step, TRL's logged
+    ``frac_reward_zero_std`` against the closed forms from the exact solve rates.
+
+    Parameters
+    ----------
+    task : Task
+        Its model is trained in place.
+    method : {"grpo", "dr_grpo"}, optional
+        :data:`TRAININGS`: GRPO (``scale_rewards="group"``, ``loss_type="grpo"``) or Dr.GRPO
+        (``"none"``, ``"dr_grpo"``).
+    G, copies, steps, lr, seed, threads
+        Group size; groups of every prompt per step (the batch is ``copies × prompts × G``
+        completions, one generation per step); optimiser steps (AdamW, TRL's default) at ``lr``;
+        TRL's seed; torch threads.
+
+    Returns
+    -------
+    dict
+        Per step: ``measured`` (TRL's ``frac_reward_zero_std``), ``silent_from_rewards`` (the
+        same from the rewards the reward function returned: the truth recorded in the run),
+        ``exact`` (mean over the step's groups of :math:`p_x^G + (1-p_x)^G`, p_x exact before
+        the step's generation), ``pooled`` (:math:`\bar p^G + (1-\bar p)^G` of the mean solve
+        rate), ``mean_p``; and ``r2_exact``, ``r2_pooled`` (R² of each as a prediction of the
+        measured fraction, no refit).
+    """
+    import tempfile
+
+    from datasets import Dataset
+    from transformers import PrinterCallback, ProgressCallback, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from ..silent import silent_rate
+    from ..simulator.ledger import r_squared
+
+    if method not in TRAININGS:
+        raise InputError(f"method must be one of {tuple(TRAININGS)}, got {method!r}")
+    for name, v, hi in (("G", G, 64), ("copies", copies, 64), ("steps", steps, 10**5)):
+        if not (isinstance(v, (int, np.integer)) and (2 if name == "G" else 1) <= v <= hi):
+            raise InputError(f"{name} must be an integer in [{2 if name == 'G' else 1}, {hi}], got {v!r}")
+    right = {p: set(r) for p, r in zip(task.prompts, task.right)}
+    index = {p: i for i, p in enumerate(task.prompts)}
+    before, generations = [], []  # exact p at each step's start; (prompts, rewards) per generation
+
+    def first_token(prompts, completions, completion_ids, **kw):
+        r = [float(len(c) > 0 and c[0] in right[p]) for p, c in zip(prompts, completion_ids)]
+        generations.append(([index[p] for p in prompts], r))
+        return r
+
+    class Exact(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            before.append(task.solve_rates())
+
+    with _torch_threads(threads), tempfile.TemporaryDirectory() as tmp:
+        args = GRPOConfig(output_dir=tmp, use_cpu=True, use_vllm=False, report_to=[], learning_rate=lr,
+                          max_completion_length=task.max_len, num_generations=G,
+                          per_device_train_batch_size=len(task.prompts) * copies * G, gradient_accumulation_steps=1,
+                          steps_per_generation=1, beta=0.0, temperature=1.0, top_k=0, top_p=1.0, max_steps=steps,
+                          save_strategy="no", logging_steps=1, seed=seed, lr_scheduler_type="constant",
+                          **TRAININGS[method])
+        tr = GRPOTrainer(model=task.model, reward_funcs=[first_token], args=args, callbacks=[Exact()],
+                         train_dataset=Dataset.from_dict({"prompt": list(task.prompts) * copies}),
+                         processing_class=task.tokenizer)
+        for cb in (PrinterCallback, ProgressCallback):  # the per-step lines: the result has them
+            tr.remove_callback(cb)
+        tr.train()
+    task.model.eval()
+    measured = [h["frac_reward_zero_std"] for h in tr.state.log_history if "frac_reward_zero_std" in h]
+    rows = []
+    for p, (who, r), m in zip(before, generations, measured):
+        grp = np.asarray(who).reshape(-1, G)[:, 0]
+        r = np.asarray(r).reshape(-1, G)
+        rows.append({"measured": m, "silent_from_rewards": float((r.min(1) == r.max(1)).mean()),
+                     "exact": float(np.mean(silent_rate(p[grp], G))),
+                     "pooled": float(silent_rate(p[grp].mean(), G)), "mean_p": float(p.mean())})
+    obs = [r["measured"] for r in rows]
+    return {"method": method, "G": G, "groups_per_step": len(task.prompts) * copies, "lr": lr, "steps": rows,
+            "r2_exact": r_squared(obs, [r["exact"] for r in rows]),
+            "r2_pooled": r_squared(obs, [r["pooled"] for r in rows])}

@@ -1,0 +1,142 @@
+"""The closed forms of the expected update against TRL 1.16.0's own loss gradient on a tiny
+transformer whose solve rates are exact (gsd.reproduce.transformer)."""
+
+from math import comb, sqrt
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gsd import InputError
+from gsd.reproduce import transformer
+
+
+def _direct_factor(p, G, ddof, eps):
+    """c(p, G) by the sum over k right of G, written out: E[g | k] = σ²/(σ_ddof + eps)/(p(1-p)) ∇p."""
+    total = 0.0
+    for k in range(1, G):
+        var = k * (G - k) / G**2  # population variance of the group's 0/1 rewards
+        std = sqrt(k * (G - k) / (G * (G - ddof)))
+        total += comb(G, k) * p**k * (1 - p) ** (G - k) * var / (std + eps)
+    return total / (p * (1 - p))
+
+
+@settings(max_examples=60, deadline=None)
+@given(p=st.floats(0.01, 0.99), G=st.integers(2, 40))
+def test_closed_form_factor_is_the_sum_over_k(p, G):
+    assert transformer.closed_form_factor(p, G, "grpo") == pytest.approx(_direct_factor(p, G, 1, 1e-4), rel=1e-9)
+    # the paper's convention: φ(G, p)·∇(2 arcsin √p) = c ∇p
+    assert transformer.closed_form_factor(p, G, "grpo_paper") == pytest.approx(_direct_factor(p, G, 0, 0.0),
+                                                                               rel=1e-9)
+    assert transformer.closed_form_factor(p, G, "dr_grpo") == pytest.approx(1 - 1 / G)
+
+
+def test_bad_input_names_the_argument():
+    with pytest.raises(InputError, match="method"):
+        transformer.closed_form_factor(0.5, 8, "dapo")
+    with pytest.raises(InputError, match="variant"):
+        transformer.build_task(2, variant="long")
+    with pytest.raises(InputError, match="n_prompts"):
+        transformer.build_task(17)
+
+
+@pytest.fixture(scope="module")
+def measured():
+    pytest.importorskip("trl")
+    import copy
+
+    task = transformer.build_task(8, variant="correlated", seed=0)
+    initial = copy.deepcopy(task)  # before a trainer holds the model
+    run = transformer.measured_update(task, G=8, draws=20, copies=4, scale_rewards=("group", "none"),
+                                      loss_types=("dr_grpo",), seed=0)
+    return task, run, initial
+
+
+@pytest.mark.slow
+def test_solve_rates_spread_and_exact(measured):
+    task, run, _ = measured
+    p = np.array(run["p"])
+    assert p.min() < 0.2 and p.max() > 0.8  # spread like a difficulty distribution
+    assert np.array_equal(p, task.solve_rates())  # the run left the model as it was
+    assert 1 < run["mean_length"] < task.max_len  # lengths vary
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scale", ["group", "none"])
+def test_sequence_level_update_is_the_closed_form(measured, scale):
+    # TRL's dr_grpo divides the token sum by a constant (B × max_completion_length): the
+    # sequence score, so E[update] is GRPO's closed form (group) or Dr.GRPO's (none), exactly.
+    row = next(r for r in measured[1]["rows"] if r["scale_rewards"] == scale and r["loss_type"] == "dr_grpo")
+    assert row["reference"] == ("grpo" if scale == "group" else "dr_grpo")
+    assert row["lo"] < 1 < row["hi"], row
+    assert row["hi"] - row["lo"] < 0.15  # an interval that could have missed
+
+
+def test_cli_bad_input_is_one_line(capsys):
+    from gsd.cli import main
+
+    assert main(["transformer-update", "--G", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--G" in err and len(err.splitlines()) == 1
+    with pytest.raises(InputError, match="variants"):
+        transformer.run(variants=("long",))
+
+
+@pytest.mark.slow
+def test_notebook_executes(run_notebook):
+    from pathlib import Path
+
+    pytest.importorskip("trl")
+    run = run_notebook(Path(__file__).resolve().parents[2] / "notebooks" / "12_transformer.ipynb", timeout=300)
+    assert len(run.images) >= run.figure_cells >= 1
+
+
+@pytest.fixture(scope="module")
+def trained(measured):
+    return transformer.train_silent(measured[2], "dr_grpo", G=8, copies=8, steps=12, lr=3e-3)
+
+
+@pytest.mark.slow
+def test_training_silent_fraction_against_the_exact_p(trained):
+    steps = trained["steps"]
+    assert len(steps) == 12
+    # TRL's logged fraction is the one of the rewards its reward function returned (the truth)
+    assert [s["measured"] for s in steps] == pytest.approx([s["silent_from_rewards"] for s in steps], abs=1e-6)
+    # the policy learns: the mean exact p rises
+    assert steps[-1]["mean_p"] > steps[0]["mean_p"]
+    exact = np.mean([abs(s["measured"] - s["exact"]) for s in steps])
+    pooled = np.mean([abs(s["measured"] - s["pooled"]) for s in steps])
+    assert exact < pooled  # Jensen: the pooled p undercounts silent groups
+
+
+@pytest.mark.slow
+def test_report_section(measured, trained):
+    from gsd.reproduce import report
+
+    run = {"G": 8, "variants": {"correlated": measured[1]}}
+    stage = {"status": "ok", "mode": "fast", "G": 8, "n_prompts": 8, "draws": 20, "copies": 4,
+             "rows": transformer.table(run).to_dict(orient="records"),
+             "silent_r2": {"dr_grpo": {"exact": trained["r2_exact"], "pooled": trained["r2_pooled"]}}}
+    text = "\n".join(report._transformer_markdown(stage))
+    assert "TRL's update on a transformer" in text and text.count("| correlated |") == len(measured[1]["rows"])
+    assert "skipped" in "\n".join(report._transformer_markdown({"status": "skipped", "reason": "--transformer skip"}))
+
+
+@pytest.mark.slow
+def test_reproduce_stage_writes_its_figures_beside_the_report(tmp_path, monkeypatch):
+    from gsd.reproduce import report
+
+    pytest.importorskip("trl")
+    # tiny sizes: this checks the stage's plumbing; the numbers are the tests above
+    monkeypatch.setitem(transformer.SIZES, "fast", (2, 1))
+    monkeypatch.setitem(transformer.TRAIN_SIZES, "fast", (2, 1))
+    stage = report._transformer_stage("fast", 0, tmp_path / "figures", tmp_path / "out")
+    paths = stage.pop("_figures")
+    assert stage["status"] == "ok" and len(stage["rows"]) == 2 * 3 * 4
+    assert {p.name for p in paths} == {"transformer_update.png", "transformer_silent.png"}
+    assert all(p.parent == tmp_path / "out" / "transformer" and p.stat().st_size > 5000 for p in paths)
+    assert not (tmp_path / "figures").exists()  # a fast run leaves the quoted figures alone
+    assert set(stage["silent_r2"]) == set(transformer.TRAININGS)
+    text = "\n".join(report._transformer_markdown(stage))
+    assert text.count("| independent |") == text.count("| correlated |") == 12
