@@ -19,6 +19,10 @@ import pytest
 import gsd
 
 ROOT = Path(__file__).resolve().parents[2]
+#: Every test here runs after the rest of the suite (conftest.py), so the one site build renders the
+#: notebooks the notebook tests executed; a test left unmarked built the site a second time, alone.
+pytestmark = pytest.mark.docs_build
+
 THEORY_LABELS = ("theory-identity", "theory-silent", "theory-update", "theory-law", "theory-paper",
                  "theory-trainers", "theory-losses", "theory-conventions", "theory-allocation", "theory-allocation-run",
                  "theory-logs")
@@ -78,7 +82,6 @@ def _text(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
-@pytest.mark.docs_build
 def test_theory_page_has_every_section_label_and_numbered_equations(site):
     html = _text(site["out"] / "theory.html")
     for label in THEORY_LABELS:
@@ -87,7 +90,6 @@ def test_theory_page_has_every_section_label_and_numbered_equations(site):
     assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) >= 10
 
 
-@pytest.mark.docs_build
 def test_equations_render_offline(site):
     # The site carries its own MathJax and points at it, so the equations render with no network.
     assert (site["out"] / "_static" / "mathjax" / "tex-chtml.js").is_file()
@@ -107,7 +109,6 @@ def test_api_reference_documents_every_public_name(site):
             assert f"gsd.losses.{name}" in losses, name
 
 
-@pytest.mark.docs_build
 def test_cli_reference_lists_every_command(site):
     from gsd.cli import build_parser
 
@@ -117,7 +118,6 @@ def test_cli_reference_lists_every_command(site):
         assert f"gsd {command} [-h]" in text, command
 
 
-@pytest.mark.docs_build
 def test_conventions_table_and_notebooks(site):
     html = _text(site["out"] / "conventions.html")
     for trainer in gsd.CONVENTIONS:
@@ -128,7 +128,6 @@ def test_conventions_table_and_notebooks(site):
         assert "<img" in page, f"{nb.name} rendered without a figure"
 
 
-@pytest.mark.docs_build
 def test_notebook_pages_show_no_stderr_and_no_local_paths(site):
     for page in sorted((site["out"] / "notebooks").glob("*.html")):
         text = _text(page)
@@ -136,7 +135,6 @@ def test_notebook_pages_show_no_stderr_and_no_local_paths(site):
         assert str(ROOT) not in text and "site-packages" not in text, f"{page.name} shows a local path"
 
 
-@pytest.mark.docs_build
 def test_no_reference_to_files_outside_the_project(site):
     for page in site["out"].rglob("*.html"):
         text = _text(page)
@@ -153,14 +151,12 @@ def test_only_the_kernel_shutdown_race_is_dropped():
     assert _without_shutdown_race(race.replace("non-socket", "closed")) == race.replace("non-socket", "closed")
 
 
-@pytest.mark.docs_build
 def test_allocation_page_shows_its_figure(site):
     html = _text(site["out"] / "allocation_comparison.html")
     img = re.search(r'<img[^>]+src="([^"]*allocation_comparison_paper_scale[^"]*\.png)"', html)
     assert img and (site["out"] / img.group(1)).is_file()
 
 
-@pytest.mark.docs_build
 def test_references_in_words_are_links_and_pages_have_no_empty_navigation(site):
     """"docs/theory.md, section …" written for the terminal (help texts, docstrings, printed
     reports) is a link on every page; a page without sub-pages has no "Section Navigation"."""
