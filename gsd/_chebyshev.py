@@ -43,10 +43,12 @@ from __future__ import annotations
 import functools
 import threading
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["ChebyshevTable", "chebyshev_table", "chebyshev_expectation", "MAX_BOUND", "MAX_CHEBYSHEV_G"]
+__all__ = ["ChebyshevTable", "chebyshev_table", "chebyshev_expectation", "monomial_coefficients", "MAX_BOUND",
+           "MAX_CHEBYSHEV_G"]
 
 #: Largest relative error bound a table may have; above it the exact sum is kept.
 MAX_BOUND = 1e-12
@@ -62,14 +64,21 @@ _PI = np.longdouble("3.14159265358979323846264338327950288")  # np.pi is float64
 class ChebyshevTable:
     """h(a) = E[f(k)]/a on [0, 1/2] as Σ_{n ≤ degree} coeffs[n]·T_n(4a − 1).
 
-    ``bound``: the relative error bound of :func:`chebyshev_expectation` against the exact sum
-    (module docstring); ``tail``: the dropped Σ_{n > degree} |c_n| over min h.
+    ``monomial``: the same polynomial Σ_n coeffs[n]·T_n(−y) in powers of y = 1 − 4a, its
+    coefficients converted exactly from ``coeffs`` and rounded once to float64, evaluated by
+    Horner's rule (2 passes per degree against Clenshaw's 3); None where Horner's bound would
+    exceed :data:`MAX_BOUND` (then Clenshaw on ``coeffs``).  ``bound``: the relative error bound
+    of :func:`chebyshev_expectation` against the exact sum, for the form it evaluates (module
+    docstring); ``clenshaw_bound``: Clenshaw's, for comparison; ``tail``: the dropped
+    Σ_{n > degree} |c_n| over min h.
     """
 
     G: int
     coeffs: np.ndarray
     bound: float
     tail: float
+    monomial: np.ndarray | None = None
+    clenshaw_bound: float = float("nan")
 
     @property
     def degree(self) -> int:
@@ -130,11 +139,54 @@ def chebyshev_table(G: int, f) -> ChebyshevTable | None:
     rounding = g3 * (kept.sum() + 3 * (N + 1) * B) + _U * float((j**2 * kept).sum()) + _U * kept.sum()
     table_err = 2 * (N + 1) * (4 * G + n) * u_ld * float(h.max())
     bound = (tail + rounding + table_err) / h_min + 2 * _U
-    if bound > MAX_BOUND:
-        return None
     coeffs = c[: N + 1].astype(np.float64)
+    monomial, horner_bound = _monomial_form(coeffs, tail + table_err, h_min)
+    if min(bound, horner_bound) > MAX_BOUND:
+        return None
     coeffs.flags.writeable = False
-    return ChebyshevTable(G=G, coeffs=coeffs, bound=bound, tail=tail / h_min)
+    if horner_bound <= MAX_BOUND:
+        monomial.flags.writeable = False
+        return ChebyshevTable(G=G, coeffs=coeffs, bound=horner_bound, tail=tail / h_min, monomial=monomial, clenshaw_bound=bound)
+    return ChebyshevTable(G=G, coeffs=coeffs, bound=bound, tail=tail / h_min, clenshaw_bound=bound)
+
+
+def monomial_coefficients(coeffs) -> list[Fraction]:
+    """Σ_n coeffs[n]·T_n(x) in powers of y = −x, exactly: the float64 coefficients as the dyadic
+    rationals they are, T_n's integer coefficients by T_{n+1} = 2x·T_n − T_{n−1}, T_n(−y) =
+    (−1)^n T_n(y).  (In floating point this conversion would cancel: T_31's coefficients reach
+    ~10^9 while the result's stay near min h.)"""
+    N = len(coeffs) - 1
+    T = [[1], [0, 1]][: N + 1]
+    for n in range(2, N + 1):
+        nxt = [0] * (n + 1)
+        for i, v in enumerate(T[n - 1]):
+            nxt[i + 1] += 2 * v
+        for i, v in enumerate(T[n - 2]):
+            nxt[i] -= v
+        T.append(nxt)
+    m = [Fraction(0)] * (N + 1)
+    for n, c in enumerate(coeffs):
+        cn = Fraction(float(c)) * (-1) ** n
+        for i, v in enumerate(T[n]):
+            if v:
+                m[i] += cn * v
+    return m
+
+
+def _monomial_form(coeffs: np.ndarray, series_err: float, h_min: float) -> tuple[np.ndarray, float]:
+    """The Horner form of the float64 series and its relative error bound (module docstring):
+    γ_{2N}·Σ|m̂_j| (Horner at the rounded y, |y| ≤ 1), u·Σ|m_j| (the coefficients' one rounding),
+    u·Σ j·|m_j| (y = 1 − 4a rounded once, |Δy| ≤ u, |P'| ≤ Σ j·|m_j| on [−1, 1]), u·Σ|c_n| (the
+    long-double coefficients rounded to float64), ``series_err`` (the dropped tail and the
+    long-double table's error), all over ``h_min``, plus 2u."""
+    exact = monomial_coefficients(coeffs)
+    N = len(exact) - 1
+    monomial = np.array([float(m) for m in exact], dtype=np.float64)
+    abs_sum = float(sum(abs(m) for m in exact))
+    deriv = float(sum(j * abs(m) for j, m in enumerate(exact)))
+    g2n = 2 * N * _U / (1 - 2 * N * _U)
+    rounding = g2n * float(np.abs(monomial).sum()) * (1 + 4 * _U) + _U * abs_sum + _U * deriv + _U * float(np.abs(coeffs).sum())
+    return monomial, (series_err + rounding) / h_min + 2 * _U
 
 
 _local = threading.local()
@@ -156,12 +208,16 @@ def _buffers(size: int) -> np.ndarray:
     return buf[:, :size]
 
 
-def chebyshev_expectation(p: np.ndarray, table: ChebyshevTable, out: np.ndarray | None = None) -> np.ndarray:
+def chebyshev_expectation(p: np.ndarray, table: ChebyshevTable, out: np.ndarray | None = None,
+                          minor: np.ndarray | None = None) -> np.ndarray:
     """E[f(k)] for k ~ Binom(G, p) from ``table`` (:func:`chebyshev_table`), float64, p's shape.
 
-    ``p``: float array in [0, 1].  Clenshaw's recurrence over the table's degrees, each a
-    multiply, a subtract and an add over all prompts in preallocated rows (no temporaries);
-    within :attr:`ChebyshevTable.bound` of the exact sum, relatively.
+    ``p``: float array in [0, 1]; ``minor``: min(p, 1 − p) of the same shape when the caller has
+    it (:func:`gsd.silent._minor`'s bits), else computed here.  Horner's rule on the table's
+    monomial form (each degree a multiply and an add over all prompts), or Clenshaw's
+    recurrence on its Chebyshev coefficients (a multiply, a subtract and an add) where the table
+    has no monomial form, in preallocated rows (no temporaries); within
+    :attr:`ChebyshevTable.bound` of the exact sum, relatively.
     """
     p = np.asarray(p, dtype=np.float64)
     flat = p.reshape(-1)
@@ -170,8 +226,13 @@ def chebyshev_expectation(p: np.ndarray, table: ChebyshevTable, out: np.ndarray 
     if size == 0:
         return res
     a, x2, b1, b2 = _buffers(size)
-    np.subtract(1.0, flat, out=a)
-    np.minimum(flat, a, out=a)  # exact: 1 − p is exact for p ≥ 1/2 (Sterbenz)
+    if minor is not None:
+        a = minor.reshape(-1)
+    else:
+        np.subtract(1.0, flat, out=a)
+        np.minimum(flat, a, out=a)  # exact: 1 − p is exact for p ≥ 1/2 (Sterbenz)
+    if table.monomial is not None:
+        return _horner(a, table.monomial, x2, res)
     np.multiply(a, 4.0, out=x2)
     np.subtract(x2, 1.0, out=x2)  # x = 4a − 1, rounded once
     c = table.coeffs
@@ -199,4 +260,23 @@ def chebyshev_expectation(p: np.ndarray, table: ChebyshevTable, out: np.ndarray 
     flat_out = res.reshape(-1)
     if t is not flat_out:
         flat_out[...] = t
+    return res
+
+
+def _horner(a: np.ndarray, m: np.ndarray, y: np.ndarray, res: np.ndarray) -> np.ndarray:
+    """a·Σ_j m[j]·y^j at y = 1 − 4a (rounded once: 4a is exact) into ``res``, by Horner's rule
+    in ``res`` itself, ``y`` a work row."""
+    t = res.reshape(-1)
+    N = m.size - 1
+    if N == 0:
+        np.multiply(a, m[0], out=t)
+        return res
+    np.multiply(a, -4.0, out=y)
+    np.add(y, 1.0, out=y)
+    np.multiply(y, m[N], out=t)  # the first step from r = m_N: no fill
+    np.add(t, m[N - 1], out=t)
+    for j in range(N - 2, -1, -1):
+        np.multiply(t, y, out=t)
+        np.add(t, m[j], out=t)
+    np.multiply(t, a, out=t)
     return res
