@@ -282,6 +282,15 @@ class Program:
             buf = self._work[name] = np.empty(shape, dtype=dtype)
         return buf
 
+    def float64(self, p_b: np.ndarray) -> np.ndarray:
+        """The batch's p in float64 (what the closed forms and the binomial draws read), converted
+        once a step into a kept row when the run's dtype is narrower."""
+        if p_b.dtype == np.float64:
+            return p_b
+        p64 = self.work("p64", np.float64)
+        np.copyto(p64, p_b)
+        return p64
+
     # ----------------------------------------------------------------------- state
     def population_state(self, p: np.ndarray) -> dict:
         """Per run: mean p, mean 2·arcsin√p, mean p per initial quartile (R, 4) (:func:`~.population.population_state`)."""
@@ -293,14 +302,15 @@ class Program:
                  "quartile_mean_p": s["mean_p_q"][r].tolist()} for r in range(self.R)]
 
     # ----------------------------------------------------------------------- one step
-    def draw(self, p_b: np.ndarray) -> dict:
+    def draw(self, p_b: np.ndarray, p64: np.ndarray | None = None) -> dict:
         """Each run's kept groups, drawn from its own stream: (R, B) arrays of right answers,
         answers marked right (k), the verifier's flips (None when exact), groups drawn, first
         draw silent, no update.
 
         DAPO (D = max_draws > 1) draws every prompt's group, then again the prompts whose group
         was silent, up to D groups in all; a prompt silent in every draw keeps its last group
-        (advantages 0).  Every drawn group counts as generation cost.
+        (advantages 0).  Every drawn group counts as generation cost.  ``p64``: p_b in float64,
+        which binomial counts read (numpy converts a float32 p to it anyway: the same draws).
         """
         R, B, dtype = self.R, self.B, self.dtype
         right = self.work("right", np.int64)
@@ -312,7 +322,8 @@ class Program:
         first = self.work("first", bool)
         for r, rng in enumerate(self.rngs):
             D, G = int(self.D[r, 0]), int(self.G[r, 0])
-            at, p = slice(None), p_b[r]
+            source = p64 if p64 is not None and self.base.rollouts == "counts" else p_b
+            at, p = slice(None), source[r]
             for d in range(D):
                 got, flipped = _draw_groups(rng, p, G, self.base, dtype)
                 right[r, at] = got
@@ -323,14 +334,15 @@ class Program:
                 now = (marked == 0) | (marked == G)
                 if d == 0:
                     first[r] = silent[r] = now
-                    at = np.flatnonzero(now)
                 else:
                     drawn[r, at] += 1
                     silent[r, at] = now
-                    at = at[now]
+                if d + 1 == D:  # no redraw follows: which prompts were silent is not needed
+                    break
+                at = np.flatnonzero(now) if d == 0 else at[now]
                 if at.size == 0:
                     break
-                p = p_b[r, at]
+                p = source[r, at]
         def cell(name, counts):
             out = self.work(name, dtype)
             np.copyto(out, counts, casting="unsafe")  # astype(dtype), into the kept array
@@ -351,7 +363,8 @@ class Program:
             idx = np.stack([rng.permutation(N)[:B] for rng in self.rngs])
         take = (lambda x: x) if idx is None else (lambda x: np.take_along_axis(x, idx, 1))
         p_b, q_b = take(p_all), take(q_all)
-        g = self.draw(p_b)
+        p64 = self.float64(p_b)
+        g = self.draw(p_b, p64)
         at = np.add(self.adv_at, g["k"], out=self.work("adv_at", np.int64))
         adv = np.take(self.adv_flat, at, axis=0, out=self.work("adv", self.dtype, (self.R, self.B, 2)))  # each run's own table
         s_right, s_wrong = advantage_sums(g["right"], g["flips"], self.G_f, adv)
@@ -368,7 +381,7 @@ class Program:
         loss = -log_p.sum(axis=1)
         grad = -dz if idx is None else _scatter(-dz, idx, N)
         self.opt.step(self.z, grad)
-        self.fill_ledger(step, idx, p_b, g["silent_first"], g["zero_update"], g["drawn"], dz, loss, state)
+        self.fill_ledger(step, idx, p64, g["silent_first"], g["zero_update"], g["drawn"], dz, loss, state)
         wall = time.perf_counter() - t0
         for ledger in self.ledgers:
             ledger.put(step, wall_s=wall)
@@ -378,17 +391,19 @@ class Program:
         dec_b = self.decile if idx is None else np.take_along_axis(self.decile, idx, 1)
         dec_at = self.decile_at if idx is None else dec_b + np.arange(R)[:, None] * N_DECILES
         mass_d = np.bincount(dec_at.reshape(-1), weights=dz.reshape(-1), minlength=R * N_DECILES)  # float64 weights, as astype
-        per_run = {"n_batch": np.full(R, float(self.B)), "silent": silent_first.sum(axis=1), "zero_update": zero_update.sum(axis=1),
-                   "groups": drawn.sum(axis=1), "generations": (drawn * self.G).sum(axis=1), "loss": loss}
-        p64 = p_b
-        if p_b.dtype != np.float64:  # the closed forms are float64
-            p64 = self.work("p64", np.float64)
-            np.copyto(p64, p_b)
+        groups = drawn.sum(axis=1)
+        # counts of the boolean rows (count_nonzero: no int64 pass); generations = G·groups, exactly
+        per_run = {"n_batch": np.full(R, float(self.B)), "silent": np.count_nonzero(silent_first, axis=1),
+                   "zero_update": np.count_nonzero(zero_update, axis=1), "groups": groups,
+                   "generations": groups * self.G[:, 0], "loss": loss}
+        p64 = self.float64(p_b)
         closed = [None] * R
         for rows in self.alike:  # runs of one method and G: their closed forms in one pass, one row each
             cfg = self.cfgs[rows[0]]
             update = bool(cfg.closed_form_every) and step % cfg.closed_form_every == 0
-            cols = closed_form_columns(p64[rows], cfg.group_size, dec_b[rows], cfg, update=update)
+            every = len(rows) == R  # all runs, in order (rows are ascending): the arrays themselves, not a copy
+            cols = closed_form_columns(p64 if every else p64[rows], cfg.group_size, dec_b if every else dec_b[rows], cfg,
+                                       update=update)
             for i, r in enumerate(rows):
                 closed[r] = {k: float(v[i]) if np.ndim(v) == 1 else v[i] for k, v in cols.items()}
         for r in range(R):
