@@ -366,7 +366,8 @@ class Program:
         p64 = self.float64(p_b)
         g = self.draw(p_b, p64)
         at = np.add(self.adv_at, g["k"], out=self.work("adv_at", np.int64))
-        adv = np.take(self.adv_flat, at, axis=0, out=self.work("adv", self.dtype, (self.R, self.B, 2)))  # each run's own table
+        # each run's own table; mode "clip" skips take's bounds check (every index is a row: k ∈ [0, G])
+        adv = np.take(self.adv_flat, at, axis=0, out=self.work("adv", self.dtype, (self.R, self.B, 2)), mode="clip")
         s_right, s_wrong = advantage_sums(g["right"], g["flips"], self.G_f, adv)
         dz = logit_gradient(s_right, s_wrong, self.G_f, p_b, q_b)
         # The loss of the first (only) epoch, L = −Σ_j (S₊·log π(right) + S₋·log π(wrong))/G, per run.
@@ -392,9 +393,9 @@ class Program:
         dec_at = self.decile_at if idx is None else dec_b + np.arange(R)[:, None] * N_DECILES
         mass_d = np.bincount(dec_at.reshape(-1), weights=dz.reshape(-1), minlength=R * N_DECILES)  # float64 weights, as astype
         groups = drawn.sum(axis=1)
-        # counts of the boolean rows (count_nonzero: no int64 pass); generations = G·groups, exactly
-        per_run = {"n_batch": np.full(R, float(self.B)), "silent": np.count_nonzero(silent_first, axis=1),
-                   "zero_update": np.count_nonzero(zero_update, axis=1), "groups": groups,
+        # count_nonzero row by row (with an axis it sums int64 copies; runs, not prompts); generations = G·groups, exactly
+        per_run = {"n_batch": np.full(R, float(self.B)), "silent": np.array([np.count_nonzero(x) for x in silent_first]),
+                   "zero_update": np.array([np.count_nonzero(x) for x in zero_update]), "groups": groups,
                    "generations": groups * self.G[:, 0], "loss": loss}
         p64 = self.float64(p_b)
         closed = [None] * R
