@@ -1,4 +1,4 @@
-"""E[f(k)], k ~ Binom(G, p), at one G as a Chebyshev series in p: ≤ G Clenshaw steps per prompt.
+"""E[f(k)], k ~ Binom(G, p), at one G as a Chebyshev series in p: ≤ G Horner steps per prompt.
 
 At a fixed G the expectation is a polynomial in p.  With f symmetric (f(k) = f(G − k)) and
 f(0) = 0, as every expectation of the ledger is (:func:`gsd.update._grpo_term`), evaluate at
@@ -12,11 +12,18 @@ coefficients on [0, 1/2] (x = 4a − 1 ∈ [−1, 1]) are computed once per (G, 
 interpolant is h itself, then truncated at the smallest degree N whose tail Σ_{n>N}|c_n| is
 below 8 float64 roundings of min h (8·2^−53·min h; a tighter cut only keeps coefficients of the
 long-double table's noise).  h is smooth on [0, 1/2] at the scale 1/G near a = 0,
-which a Chebyshev series resolves with ~4·sqrt(G) terms: N = 31 at G = 64 (a Clenshaw pass of
-3 ufuncs per degree, no powers, no binomial rows).
+which a Chebyshev series resolves with ~4·sqrt(G) terms: N = 31 at G = 64.
+
+Evaluated form.  The truncated series with its float64 coefficients, P(x) = Σ_{n ≤ N} c_n T_n(x),
+is converted *exactly* (Python integers and fractions: the c_n are dyadic rationals, T_n has
+integer coefficients) to powers of y = −x = 1 − 4a, P = Σ_j m_j y^j, and each m_j rounded once to
+float64; Horner's rule then costs a multiply and an add per degree over all prompts, against
+Clenshaw's multiply, subtract and add.  In floating point the conversion would cancel (T_31's
+coefficients reach ~10^9), but the exact one is well conditioned here: Σ|m_j| is 8·min h at
+G = 64, 9.5·min h at G = 89 (paper convention).
 
 Error bound (relative to the exact E[f] with f's float64 values; f's own rounding adds ≤ 4u).
-With u = 2^−53, γ₃ = 3u/(1 − 3u), c_n the coefficients (kept as float64), T_N the dropped tail
+Clenshaw's, with u = 2^−53, γ₃ = 3u/(1 − 3u), c_n the coefficients (kept as float64), T_N the dropped tail
 and B = max_k Σ_{j=k}^{N} (j − k + 1)·|c_j| (|U_m| ≤ m + 1 bounds every Clenshaw b_k):
 
 * Clenshaw in floating point is the exact recurrence with each b_k perturbed by δ_k,
@@ -27,11 +34,16 @@ and B = max_k Σ_{j=k}^{N} (j − k + 1)·|c_j| (|U_m| ≤ m + 1 bounds every Cl
   term recurrence, G-term cosine sums): 2(N + 1)(4G + G)·u_ld·max h;
 * the tail T_N (|T_n| ≤ 1).
 
-Their sum over min h (the minimum of h over the nodes and a = 1/2), plus 2u for the product
-a·h and for 1 − p, is :attr:`ChebyshevTable.bound`: |computed − exact| ≤ bound·exact + 2^−1075
-(the last term: the product a·h rounds in absolute terms when the result is subnormal) — e.g.
-3.5e-14 at G = 8, 6.4e-13 at G = 64, 1.0e-12 at G = 89 (:func:`chebyshev_table` computes it;
-the simulator docs page tabulates it).  The bound is first order in u (products of two roundings dropped) and pessimistic: the measured error
+* Horner at the rounded y: γ_{2N}·Σ|m̂_j| (|y| ≤ 1; Higham, Accuracy and Stability, eq. 5.3);
+  the m_j's rounding: u·Σ|m_j|; y = 1 − 4a rounded once (4a is exact): u·Σ j·|m_j| (|P'| on
+  [−1, 1]); the c_n's rounding from long double, the table's own error and the tail as above.
+
+Either sum over min h (the minimum of h over the nodes and a = 1/2), plus 2u for the product
+a·h and for 1 − p, is a bound; the table evaluates the form whose bound is smaller (Horner's
+wherever it is within :data:`MAX_BOUND`) and names it :attr:`ChebyshevTable.bound`: |computed − exact| ≤ bound·exact + 2^−1075
+(the last term: the product a·h rounds in absolute terms when the result is subnormal) — Horner's
+5.6e-15 at G = 8, 7.1e-14 at G = 64, 9.3e-13 at G = 130 (Clenshaw's 3.5e-14, 6.4e-13, 1.7e-12;
+:func:`chebyshev_table` computes both, the simulator docs page tabulates them).  The bound is first order in u (products of two roundings dropped) and pessimistic: the measured error
 against mpmath is a few ulp.  A (G, f) whose bound exceeds :data:`MAX_BOUND` (large G: the
 long-double error and the 3(N + 1)·B term grow with G), or G above :data:`MAX_CHEBYSHEV_G`, or
 a platform whose long double is no wider than a double, gets no table: the caller keeps the
@@ -52,8 +64,8 @@ __all__ = ["ChebyshevTable", "chebyshev_table", "chebyshev_expectation", "monomi
 
 #: Largest relative error bound a table may have; above it the exact sum is kept.
 MAX_BOUND = 1e-12
-#: Largest G given a table (its build is O(G²) in long double: ~20 ms at this G; past G ≈ 100 the bound exceeds
-#: :data:`MAX_BOUND` anyway).
+#: Largest G given a table (its build is O(G²) in long double: ~20 ms at this G; past G = 130 in the paper's
+#: convention, 183 with ddof 1 and eps 0.1, the bound exceeds :data:`MAX_BOUND` anyway).
 MAX_CHEBYSHEV_G = 256
 _U = 2.0**-53
 _TAIL = 8 * _U  # the dropped tail, relative to min h: 8 roundings, far inside the bound
