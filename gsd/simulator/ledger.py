@@ -133,22 +133,25 @@ def reward_rate(p, noise: float):
     return p if noise == 0 else p * (1.0 - noise) + (1.0 - p) * noise
 
 
-def _host_expectation(q, G, f):
+def _host_expectation(q, G, f, minor=None):
     """E[f(k)] over k ~ Binom(G, q) on the host: at one G with a Chebyshev table
     (:mod:`gsd._chebyshev`: ~4·sqrt(G) multiply-adds per prompt, within the table's stated bound
-    of the exact sum, 7e-13 at G = 64), else the core's exact sum."""
+    of the exact sum, 7.1e-14 at G = 64), else the core's exact sum.  ``minor``: min(q, 1 − q)
+    when the caller has it."""
     if np.ndim(G) == 0:
         table = chebyshev_table(int(G), f)
         if table is not None:
-            return chebyshev_expectation(q, table)
+            return chebyshev_expectation(q, table, minor=minor if np.shape(minor) == np.shape(q) else None)
     return symmetric_expectation(q, G, f)
 
 
-def _expectation(p, g_max):
-    """The binomial expectation in p's library: :func:`_host_expectation` on numpy, the
-    device's exact sum on a tensor."""
+def _expectation(p, g_max, minor=None):
+    """The binomial expectation in p's library: :func:`_host_expectation` on numpy (with
+    ``minor``, min(p, 1 − p), for this ``p`` only), the device's exact sum on a tensor."""
     if not is_tensor(p):
-        return _host_expectation
+        if minor is None:
+            return _host_expectation
+        return lambda q, G, f: _host_expectation(q, G, f, minor=minor if q is p else None)
     from .binomial import device_expectation
 
     return lambda q, G, f: device_expectation(q, G, f, g_max=g_max)
@@ -158,7 +161,7 @@ def _g_max(G) -> int:
     return int(G) if np.ndim(G) == 0 and not is_tensor(G) else int(G.max())
 
 
-def predicted_update(p, cfg, G=None, *, g_max: int | None = None):
+def predicted_update(p, cfg, G=None, *, g_max: int | None = None, minor=None):
     """Expected logit update of each prompt, m_method(p, G) (:ref:`theory-update`), at the
     run's ddof/eps, DAPO's ``max_draws`` and verifier noise: the formulas of
     :func:`gsd.update.expected_update` (on numpy at one G: its Chebyshev table, see
@@ -166,6 +169,8 @@ def predicted_update(p, cfg, G=None, *, g_max: int | None = None):
 
     ``G``: each prompt's group size (default: the config's ``group_size``), ≥ 1 (≥ 2 for DAPO
     and RLOO).  ``g_max``: the largest G, when ``G`` is a tensor (spares a device→host copy).
+    ``minor``: min(q, 1 − q) of the reward rate q (:func:`reward_rate`), numpy, when the caller
+    has it (:func:`closed_form_columns`: the silent rate's).
     """
     G = cfg.group_size if G is None else G
     spec = method_spec(cfg.method)
@@ -175,7 +180,7 @@ def predicted_update(p, cfg, G=None, *, g_max: int | None = None):
     g_max = (None if not is_tensor(p) else _g_max(G)) if g_max is None else g_max
     with np.errstate(divide="ignore", invalid="ignore"):  # the core takes log1p(−1) where 1 − P_silent rounds to 1 (large G)
         m = _method_update(q, G, cfg.method, cfg.ddof, cfg.eps, cfg.max_draws if spec.redraws_silent else None,
-                           _expectation(q, g_max))
+                           _expectation(q, g_max, minor))
         return _noisy(m, p, q, cfg.verifier_noise) if cfg.verifier_noise else m
 
 
@@ -238,12 +243,14 @@ def _work(name: str, like: np.ndarray) -> np.ndarray | None:
     return buf
 
 
-def predicted_silent(p, cfg, G=None, keep=None) -> dict:
-    """Predicted per-batch means: silent rate (:ref:`theory-silent`), zero-update rate and groups drawn."""
+def predicted_silent(p, cfg, G=None, keep=None, *, minor=None) -> dict:
+    """Predicted per-batch means: silent rate (:ref:`theory-silent`), zero-update rate and groups drawn.
+
+    ``minor``: min(q, 1 − q) of the reward rate q (:func:`reward_rate`), when the caller has it."""
     G = cfg.group_size if G is None else G
     q = reward_rate(p, cfg.verifier_noise)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # as gsd.silent.dapo_generation_cost
-        a = _minor(q, out=_work("minor", q))
+        a = _minor(q, out=_work("minor", q)) if minor is None else minor
         s = _silent(a, G, out=_work("silent", q))
         if method_spec(cfg.method).redraws_silent:
             zero = s**cfg.max_draws
@@ -289,9 +296,13 @@ def closed_form_columns(p, G, decile, cfg, *, keep=None, update: bool = True, g_
     arrays or tensors (then 0-d and 1-d tensors back, on p's device); a 2-d numpy p of one run
     per row gives one value (and one row of deciles) per run."""
     limit, law, limit_d = large_group_update(p, G, decile, keep=keep)
-    out = {**predicted_silent(p, cfg, G, keep), "grad_limit": limit, "grad_law": law, "grad_limit_d": limit_d}
+    minor = None
+    if not is_tensor(p):  # min(q, 1 − q) once, for the silent rate and the update's table
+        q = reward_rate(p, cfg.verifier_noise)
+        minor = _minor(q, out=_work("minor", q))
+    out = {**predicted_silent(p, cfg, G, keep, minor=minor), "grad_limit": limit, "grad_law": law, "grad_limit_d": limit_d}
     if update:
-        m = predicted_update(p, cfg, G, g_max=g_max)
+        m = predicted_update(p, cfg, G, g_max=g_max, minor=minor)
         total = _total(m, keep)
         out.update(grad_pred=total if is_tensor(total) else _host(total), grad_pred_d=per_decile(m, decile, keep))
     return out

@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import threading
 import time
 from pathlib import Path
 
@@ -282,6 +284,15 @@ class Program:
             buf = self._work[name] = np.empty(shape, dtype=dtype)
         return buf
 
+    def float64(self, p_b: np.ndarray) -> np.ndarray:
+        """The batch's p in float64 (what the closed forms and the binomial draws read), converted
+        once a step into a kept row when the run's dtype is narrower."""
+        if p_b.dtype == np.float64:
+            return p_b
+        p64 = self.work("p64", np.float64)
+        np.copyto(p64, p_b)
+        return p64
+
     # ----------------------------------------------------------------------- state
     def population_state(self, p: np.ndarray) -> dict:
         """Per run: mean p, mean 2·arcsin√p, mean p per initial quartile (R, 4) (:func:`~.population.population_state`)."""
@@ -293,14 +304,15 @@ class Program:
                  "quartile_mean_p": s["mean_p_q"][r].tolist()} for r in range(self.R)]
 
     # ----------------------------------------------------------------------- one step
-    def draw(self, p_b: np.ndarray) -> dict:
+    def draw(self, p_b: np.ndarray, p64: np.ndarray | None = None) -> dict:
         """Each run's kept groups, drawn from its own stream: (R, B) arrays of right answers,
         answers marked right (k), the verifier's flips (None when exact), groups drawn, first
         draw silent, no update.
 
         DAPO (D = max_draws > 1) draws every prompt's group, then again the prompts whose group
         was silent, up to D groups in all; a prompt silent in every draw keeps its last group
-        (advantages 0).  Every drawn group counts as generation cost.
+        (advantages 0).  Every drawn group counts as generation cost.  ``p64``: p_b in float64,
+        which binomial counts read (numpy converts a float32 p to it anyway: the same draws).
         """
         R, B, dtype = self.R, self.B, self.dtype
         right = self.work("right", np.int64)
@@ -312,7 +324,8 @@ class Program:
         first = self.work("first", bool)
         for r, rng in enumerate(self.rngs):
             D, G = int(self.D[r, 0]), int(self.G[r, 0])
-            at, p = slice(None), p_b[r]
+            source = p64 if p64 is not None and self.base.rollouts == "counts" else p_b
+            at, p = slice(None), source[r]
             for d in range(D):
                 got, flipped = _draw_groups(rng, p, G, self.base, dtype)
                 right[r, at] = got
@@ -323,14 +336,15 @@ class Program:
                 now = (marked == 0) | (marked == G)
                 if d == 0:
                     first[r] = silent[r] = now
-                    at = np.flatnonzero(now)
                 else:
                     drawn[r, at] += 1
                     silent[r, at] = now
-                    at = at[now]
+                if d + 1 == D:  # no redraw follows: which prompts were silent is not needed
+                    break
+                at = np.flatnonzero(now) if d == 0 else at[now]
                 if at.size == 0:
                     break
-                p = p_b[r, at]
+                p = source[r, at]
         def cell(name, counts):
             out = self.work(name, dtype)
             np.copyto(out, counts, casting="unsafe")  # astype(dtype), into the kept array
@@ -345,15 +359,20 @@ class Program:
         # the policy this step samples from
         p_all = _sigmoid(self.z, out=self.work("p", self.dtype, self.z.shape))
         q_all = _sigmoid(self.z, out=self.work("q", self.dtype, self.z.shape), negate=True)
-        state = self.population_state(p_all)  # in the run's dtype, as the torch engine
         idx = None
         if B < N:
             idx = np.stack([rng.permutation(N)[:B] for rng in self.rngs])
         take = (lambda x: x) if idx is None else (lambda x: np.take_along_axis(x, idx, 1))
         p_b, q_b = take(p_all), take(q_all)
-        g = self.draw(p_b)
+        p64 = self.float64(p_b)
+        dec_b = self.decile if idx is None else np.take_along_axis(self.decile, idx, 1)
+        # What the row predicts reads p alone: beside the draws (which release the GIL) when large
+        pending = _beside(self.predictions, step, p_all, p64, dec_b) if self.R * self.B >= BESIDE_ENTRIES else None
+        predictions = None if pending is not None else self.predictions(step, p_all, p64, dec_b)
+        g = self.draw(p_b, p64)
         at = np.add(self.adv_at, g["k"], out=self.work("adv_at", np.int64))
-        adv = np.take(self.adv_flat, at, axis=0, out=self.work("adv", self.dtype, (self.R, self.B, 2)))  # each run's own table
+        # each run's own table; mode "clip" skips take's bounds check (every index is a row: k ∈ [0, G])
+        adv = np.take(self.adv_flat, at, axis=0, out=self.work("adv", self.dtype, (self.R, self.B, 2)), mode="clip")
         s_right, s_wrong = advantage_sums(g["right"], g["flips"], self.G_f, adv)
         dz = logit_gradient(s_right, s_wrong, self.G_f, p_b, q_b)
         # The loss of the first (only) epoch, L = −Σ_j (S₊·log π(right) + S₋·log π(wrong))/G, per run.
@@ -368,29 +387,37 @@ class Program:
         loss = -log_p.sum(axis=1)
         grad = -dz if idx is None else _scatter(-dz, idx, N)
         self.opt.step(self.z, grad)
-        self.fill_ledger(step, idx, p_b, g["silent_first"], g["zero_update"], g["drawn"], dz, loss, state)
+        state, closed = pending.result() if pending is not None else predictions
+        self.fill_ledger(step, idx, dec_b, g["silent_first"], g["zero_update"], g["drawn"], dz, loss, state, closed)
         wall = time.perf_counter() - t0
         for ledger in self.ledgers:
             ledger.put(step, wall_s=wall)
 
-    def fill_ledger(self, step, idx, p_b, silent_first, zero_update, drawn, dz, loss, state) -> None:
-        R = self.R
-        dec_b = self.decile if idx is None else np.take_along_axis(self.decile, idx, 1)
-        dec_at = self.decile_at if idx is None else dec_b + np.arange(R)[:, None] * N_DECILES
-        mass_d = np.bincount(dec_at.reshape(-1), weights=dz.reshape(-1), minlength=R * N_DECILES)  # float64 weights, as astype
-        per_run = {"n_batch": np.full(R, float(self.B)), "silent": silent_first.sum(axis=1), "zero_update": zero_update.sum(axis=1),
-                   "groups": drawn.sum(axis=1), "generations": (drawn * self.G).sum(axis=1), "loss": loss}
-        p64 = p_b
-        if p_b.dtype != np.float64:  # the closed forms are float64
-            p64 = self.work("p64", np.float64)
-            np.copyto(p64, p_b)
-        closed = [None] * R
+    def predictions(self, step: int, p_all: np.ndarray, p64: np.ndarray, dec_b: np.ndarray) -> tuple[dict, list]:
+        """What a step's ledger rows say of the policy it sampled from, a function of p alone:
+        the population state (mean p, mean 2·arcsin√p, quartile means; in the run's dtype, as
+        the torch engine) and each run's closed forms (float64 ``p64`` of the batch)."""
+        state = self.population_state(p_all)
+        closed = [None] * self.R
         for rows in self.alike:  # runs of one method and G: their closed forms in one pass, one row each
             cfg = self.cfgs[rows[0]]
             update = bool(cfg.closed_form_every) and step % cfg.closed_form_every == 0
-            cols = closed_form_columns(p64[rows], cfg.group_size, dec_b[rows], cfg, update=update)
+            every = len(rows) == self.R  # all runs, in order (rows are ascending): the arrays themselves, not a copy
+            cols = closed_form_columns(p64 if every else p64[rows], cfg.group_size, dec_b if every else dec_b[rows], cfg,
+                                       update=update)
             for i, r in enumerate(rows):
                 closed[r] = {k: float(v[i]) if np.ndim(v) == 1 else v[i] for k, v in cols.items()}
+        return state, closed
+
+    def fill_ledger(self, step, idx, dec_b, silent_first, zero_update, drawn, dz, loss, state, closed) -> None:
+        R = self.R
+        dec_at = self.decile_at if idx is None else dec_b + np.arange(R)[:, None] * N_DECILES
+        mass_d = np.bincount(dec_at.reshape(-1), weights=dz.reshape(-1), minlength=R * N_DECILES)  # float64 weights, as astype
+        groups = drawn.sum(axis=1)
+        # count_nonzero row by row (with an axis it sums int64 copies; runs, not prompts); generations = G·groups, exactly
+        per_run = {"n_batch": np.full(R, float(self.B)), "silent": np.array([np.count_nonzero(x) for x in silent_first]),
+                   "zero_update": np.array([np.count_nonzero(x) for x in zero_update]), "groups": groups,
+                   "generations": groups * self.G[:, 0], "loss": loss}
         for r in range(R):
             host = {name: float(v[r]) for name, v in per_run.items()}
             host.update(kl=0.0, clip_frac=0.0, grad_mass_d=mass_d[r * N_DECILES : (r + 1) * N_DECILES],
@@ -421,6 +448,54 @@ class Program:
         for r, c in enumerate(ckpts):
             self.ledgers[r].table[: self.start] = c["ledger"]
             self.generations_cum[r] = int(self.ledgers[r].get(self.start - 1, "generations_cum"))
+
+
+#: Prompts per step (all runs of a program) from which a step's predictions run in a helper
+#: thread beside its draws (:func:`_beside`); below it the hand-over costs more than it hides.
+BESIDE_ENTRIES = 1 << 16
+
+_helper = None
+_helper_lock = threading.Lock()
+
+
+def _forget_helper() -> None:
+    """In a forked child: the parent's helper thread does not exist there (a future submitted to
+    its executor would never run), nor may its lock be held; the child starts its own."""
+    global _helper, _helper_lock
+    _helper, _helper_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_helper)
+
+
+def _beside(fn, *args):
+    """``fn(*args)`` in this module's one helper thread, as a future; None where the process may
+    use a single CPU (nothing to overlap).
+
+    A large step's binomial draws (numpy releases the GIL inside them) take most of its time,
+    and its predictions (:meth:`Program.predictions`: closed forms, population state) read only
+    p, so on a second core they cost no wall time; they are the same operations on the same
+    arrays, so the same bits.  The thread is started on first use and kept for the process
+    (idle, it waits on a queue and takes no CPU; it ends with the interpreter, and a forked
+    child starts its own); its numpy work rows are its own (:mod:`.ledger` and
+    :mod:`gsd._chebyshev` keep them per thread)."""
+    global _helper
+    if _cpus() < 2:
+        return None
+    with _helper_lock:
+        if _helper is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gsd-ledger")
+        return _helper.submit(fn, *args)
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _scatter(values: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:

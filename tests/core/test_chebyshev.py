@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gsd._binomial import symmetric_expectation
-from gsd._chebyshev import MAX_BOUND, chebyshev_expectation, chebyshev_table
+from gsd._chebyshev import MAX_BOUND, chebyshev_expectation, chebyshev_table, monomial_coefficients
 from gsd.update import _grpo_term
 
 CONVENTIONS = [(0, 0.0), (1, 0.0), (0, 1e-4), (1, 0.1)]
@@ -37,7 +37,7 @@ probabilities = st.one_of(st.sampled_from([0.0, 1.0, 0.5]), st.floats(1e-300, 1.
 
 
 @settings(max_examples=150, deadline=None)
-@given(probabilities, st.integers(2, 89), st.sampled_from(CONVENTIONS))
+@given(probabilities, st.integers(2, 130), st.sampled_from(CONVENTIONS))
 def test_table_within_its_bound_of_mpmath(p, G, conv):
     table = chebyshev_table(G, _grpo_term(*conv))
     assert table is not None and table.bound <= MAX_BOUND
@@ -47,7 +47,7 @@ def test_table_within_its_bound_of_mpmath(p, G, conv):
     assert _within(got, want, table.bound + 4 * 2.0**-53)
 
 
-@pytest.mark.parametrize("G", [2, 3, 8, 64, 89])
+@pytest.mark.parametrize("G", [2, 3, 8, 64, 89, 130])
 @pytest.mark.parametrize("p", [5e-324, 1e-300, 1e-12, 1e-6, 0.05, 0.3, 0.5, 1 - 1e-12, 1 - 2**-53])
 def test_extremes_against_mpmath(p, G):
     table = chebyshev_table(G, _grpo_term(0, 0.0))
@@ -56,7 +56,7 @@ def test_extremes_against_mpmath(p, G):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(2, 89), st.sampled_from(CONVENTIONS), st.integers(0, 2**32 - 1))
+@given(st.integers(2, 130), st.sampled_from(CONVENTIONS), st.integers(0, 2**32 - 1))
 def test_arrays_match_the_exact_sum(G, conv, seed):
     """Many prompts at once (the ledger's use), 2-d too, against the core's exact sum."""
     f = _grpo_term(*conv)
@@ -78,10 +78,10 @@ def test_bound_violated_means_no_table():
     from gsd.update import expected_update
 
     f = _grpo_term(0, 0.0)
-    assert chebyshev_table(90, f) is None and chebyshev_table(400, f) is None
+    assert chebyshev_table(131, f) is None and chebyshev_table(400, f) is None
     p = np.linspace(0.01, 0.99, 50)
-    cfg = SimConfig(group_size=120)
-    assert np.array_equal(predicted_update(p, cfg), expected_update(p, 120))
+    cfg = SimConfig(group_size=150)
+    assert np.array_equal(predicted_update(p, cfg), expected_update(p, 150))
 
 
 def test_not_a_symmetric_term_gets_no_table():
@@ -113,3 +113,57 @@ def test_batches_past_the_kept_rows_give_the_same_bits():
     big = chebyshev_expectation(p, table)
     assert np.array_equal(big[:1000], chebyshev_expectation(p[:1000], table))
     assert np.array_equal(big[-5:], chebyshev_expectation(p[-5:], table))
+
+
+@pytest.mark.parametrize("G", [2, 8, 64, 130])
+def test_monomial_form_is_the_chebyshev_series(G):
+    """The exact conversion against mpmath's T_n at 60 digits: Σ c_n T_n(−y) = Σ m_j y^j."""
+    table = chebyshev_table(G, _grpo_term(0, 0.0))
+    exact = monomial_coefficients(table.coeffs)
+    with mp.workdps(60):
+        for y in np.random.default_rng(G).uniform(-1, 1, 7).tolist() + [-1.0, 1.0]:
+            series = mp.fsum(mp.mpf(float(c)) * mp.chebyt(n, -mp.mpf(y)) for n, c in enumerate(table.coeffs))
+            power = mp.fsum(mp.mpf(m.numerator) / m.denominator * mp.mpf(y) ** j for j, m in enumerate(exact))
+            assert abs(series - power) <= mp.mpf(10) ** -45 * abs(series)
+    # the float64 form is each exact coefficient rounded once
+    assert table.monomial.tolist() == [float(m) for m in exact]
+
+
+def test_horner_bound_below_clenshaw_and_stated():
+    """Horner's rule on the monomial form is the evaluated form wherever its bound is the smaller
+    (every G with a table in the paper's convention), 7.1e-14 at G = 64 against Clenshaw's 6.4e-13."""
+    f = _grpo_term(0, 0.0)
+    for G in (2, 8, 64, 89, 130):
+        table = chebyshev_table(G, f)
+        assert table.monomial is not None and table.bound < table.clenshaw_bound <= 2 * MAX_BOUND
+    assert 5e-14 < chebyshev_table(64, f).bound < 1e-13
+
+
+@pytest.mark.parametrize("G, conv", [(64, (0, 0.0)), (89, (1, 0.1)), (183, (1, 0.1))])
+def test_clenshaw_path_within_its_bound(G, conv):
+    """Clenshaw on the Chebyshev coefficients, the form a table without a monomial form evaluates
+    (ddof 1, eps 0.1 at G = 183), within its own bound of mpmath."""
+    import dataclasses
+
+    table = chebyshev_table(G, _grpo_term(*conv))
+    if table.monomial is not None:
+        table = dataclasses.replace(table, monomial=None, bound=table.clenshaw_bound)
+    assert table.bound <= MAX_BOUND
+    for p in (1e-300, 1e-9, 0.003, 0.1, 0.37, 0.5, 0.81, 1 - 1e-10):
+        got = chebyshev_expectation(np.array([p]), table)[0]
+        assert _within(got, _mp_expectation(p, G, *conv), table.bound + 4 * 2.0**-53)
+
+
+def test_given_minor_same_bits():
+    """The ledger hands in min(p, 1 − p) it already has: the same bits as computing it here."""
+    from gsd.simulator.config import SimConfig
+    from gsd.simulator.ledger import closed_form_columns, predicted_update
+    from gsd.silent import _minor
+
+    table = chebyshev_table(64, _grpo_term(0, 0.0))
+    p = np.random.default_rng(2).random((3, 500))
+    assert np.array_equal(chebyshev_expectation(p, table, minor=_minor(p)), chebyshev_expectation(p, table))
+    for method in ("grpo", "dapo"):
+        cfg = SimConfig(group_size=64, method=method, max_draws=4, verifier_noise=0.1 if method == "dapo" else 0.0)
+        cols = closed_form_columns(p, 64, np.zeros(p.shape, dtype=np.int64), cfg)
+        assert np.array_equal(cols["grad_pred"], predicted_update(p, cfg).sum(-1))

@@ -178,3 +178,52 @@ def test_closed_forms_one_run_per_row_equal_each_run_alone(method, ddof, eps, no
     np.testing.assert_allclose(rows["grad_limit"], np.sqrt(p * (1 - p)).sum(axis=1), rtol=1e-13)
     want_d = np.stack([np.bincount(dec[r], weights=np.sqrt(p[r] * (1 - p[r])), minlength=10) for r in range(3)])
     np.testing.assert_allclose(rows["grad_limit_d"], want_d, rtol=1e-13)
+
+
+# --------------------------------------------------------------------------- predictions beside the draws
+def _large_config(**kw):
+    from gsd.simulator import tabular
+
+    # one program at the size where a step's predictions run in the helper thread
+    return SimConfig(n_prompts=tabular.BESIDE_ENTRIES, group_size=8, steps=3, rollouts="counts", closed_form_every=1,
+                     checkpoint_every=10**6, engine="numpy", **kw)
+
+
+@pytest.mark.parametrize("method", ["grpo", "dapo"])
+def test_predictions_beside_the_draws_same_ledger(tmp_path, monkeypatch, method):
+    """A large step's closed forms and population state, computed in the helper thread while the
+    draws run, give the ledger bit for bit of the same run computed in line."""
+    from gsd.simulator import tabular
+
+    cfg = _large_config(method=method, max_draws=4)
+    run_simulation(cfg, tmp_path / "beside", progress=False)
+    if tabular._cpus() >= 2:
+        assert tabular._helper is not None
+    monkeypatch.setattr(tabular, "BESIDE_ENTRIES", 1 << 62)
+    run_simulation(cfg, tmp_path / "inline", progress=False)
+    pd.testing.assert_frame_equal(read_ledger(tmp_path / "beside").drop(columns=list(WALL_COLUMNS)),
+                                  read_ledger(tmp_path / "inline").drop(columns=list(WALL_COLUMNS)), check_exact=True)
+
+
+def _child_run(out):
+    run_simulation(_large_config(), out, progress=False)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="fork only")
+def test_a_forked_child_starts_its_own_helper(tmp_path):
+    """After the parent used its helper thread, a forked child (the allocation comparison's
+    workers may be) runs large steps to the end rather than waiting on the parent's thread."""
+    import multiprocessing
+
+    from gsd.simulator import tabular
+
+    run_simulation(_large_config(), tmp_path / "parent", progress=False)
+    child = multiprocessing.get_context("fork").Process(target=_child_run, args=(tmp_path / "child",))
+    child.start()
+    child.join(timeout=120)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0
+    pd.testing.assert_frame_equal(read_ledger(tmp_path / "parent").drop(columns=list(WALL_COLUMNS)),
+                                  read_ledger(tmp_path / "child").drop(columns=list(WALL_COLUMNS)), check_exact=True)
+    assert tabular._cpus() < 2 or tabular._helper is not None
