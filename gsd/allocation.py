@@ -1139,12 +1139,9 @@ def uniform_plan(p_or_posterior, budget, *, g_min=2, g_max=512, step=1, skip: bo
 
     Parameters
     ----------
-    p_or_posterior : array_like of float in [0, 1], or BetaPosterior
-        Solve rates, or posteriors from logged counts (:func:`gsd.posterior_from_counts`).
-    budget : int
-        Rollouts available, Σ G_i ≤ budget.
-    g_min, g_max, step : int
-        The grid of :func:`allocate_group_sizes`.
+    p_or_posterior, budget, g_min, g_max, step
+        The prompts (rates or posteriors), the rollouts per step and the grid, as in
+        :func:`allocate_group_sizes`.
     skip : bool
         Skip the prompts that are silent for sure: a known rate of exactly 0 or 1 (a posterior
         never is).  With ``skip=False`` every prompt is served.
