@@ -55,11 +55,14 @@ if TYPE_CHECKING:  # pandas loads inside the two functions that build DataFrames
 
 __all__ = [
     "ALLOCATION_VALUES",
+    "DEFAULT_PLAN",
     "HORIZON_VALUES",
+    "PLAN_RULES",
     "Allocation",
     "UniformAdvice",
     "allocation_value",
     "allocate_group_sizes",
+    "uniform_plan",
     "expected_silent_rate",
     "uniform_group_size_advice",
     "concavity_violations",
@@ -83,6 +86,12 @@ _VALUES = {
 HORIZON_VALUES = ("horizon", "dr_horizon")
 #: Values understood by :func:`allocation_value` and :func:`allocate_group_sizes`.
 ALLOCATION_VALUES = tuple(_VALUES)
+#: What ``gsd plan --budget --value`` takes: ``uniform`` (:func:`uniform_plan`) or a value.
+PLAN_RULES = ("uniform", *ALLOCATION_VALUES)
+#: ``gsd plan --budget``'s default: uniform G at the budget.  At equal generations no plan from
+#: logged counts at the budget's rollouts per prompt beat uniform G in the allocation comparison,
+#: and the ``update`` plan lost to it on U-shaped populations (docs/allocation_comparison.md).
+DEFAULT_PLAN = "uniform"
 
 # Terms per dense block of a beta-binomial sum (bounds temporary memory to ~16 MB per array).
 _BLOCK_TERMS = 1 << 21
@@ -1122,3 +1131,71 @@ def uniform_group_size_advice(p_or_posterior, budget=None, *, value: str = "upda
             at = {"budget": budget, "uniform_G": None, "uniform_value": math.nan, "allocated_value": alloc_total,
                   "gain": math.nan}
     return UniformAdvice(curve=curve, best_G=best, budget=budget, at_budget=at)
+
+
+def uniform_plan(p_or_posterior, budget, *, g_min=2, g_max=512, step=1, skip: bool = True, ddof: int = 0,
+                 eps: float = 0.0) -> Allocation:
+    """The same group size for every prompt that can carry a gradient: ``gsd plan --budget``'s default.
+
+    Parameters
+    ----------
+    p_or_posterior, budget, g_min, g_max, step
+        The prompts (rates or posteriors), the rollouts per step and the grid, as in
+        :func:`allocate_group_sizes`.
+    skip : bool
+        Skip the prompts that are silent for sure: a known rate of exactly 0 or 1 (a posterior
+        never is).  With ``skip=False`` every prompt is served.
+    ddof, eps : int, float
+        The std convention of the reported ``value``, E[σ̂] at each prompt's G
+        (:func:`allocation_value` with ``"update"``).
+
+    Returns
+    -------
+    Allocation
+        ``value_name`` ``"uniform"``: every served prompt gets G = the largest grid size with
+        n_served·G ≤ budget (at most g_max); when the budget cannot give every served prompt
+        g_min, the first budget // g_min of them (input order) get g_min and the rest 0.  The
+        rollouts left over (budget − n_served·G) are not spent.  ``exact`` is True and
+        ``multiplier`` NaN: the plan maximises no value.
+
+    Notes
+    -----
+    Why a uniform default: at equal generations a plan at the budget's rollouts per prompt
+    redistributes one step's rollouts by the counts it has, and those go stale as the policy
+    moves; in the allocation comparison no such plan beat uniform G, and on a U-shaped population
+    the ``update`` plan lost to it (docs/allocation_comparison.md).  What does help is the budget
+    per step: ``--advice`` lists the value per rollout of every uniform G.
+
+    Examples
+    --------
+    >>> plan = uniform_plan([0.02, 0.5, 1.0, 0.3], 32, g_max=16)
+    >>> plan.group_size.tolist(), plan.spent
+    ([10, 10, 0, 10], 30)
+    """
+    budget = _budget_arg(budget)
+    g_min, g_max, step = _grid_args(g_min, g_max, step)
+    if not isinstance(skip, bool | np.bool_):
+        raise InputError(f"skip must be True or False, got {skip!r}")
+    kind, src = _as_source(p_or_posterior)
+    shape = src.shape if kind == "point" else src[0].shape
+    if kind == "point":
+        surely_silent = (src == 0.0) | (src == 1.0)
+    else:
+        surely_silent = np.zeros(shape, dtype=bool)
+    served = ~surely_silent if skip else np.ones(shape, dtype=bool)
+    n = int(served.sum())
+    if budget < g_min:
+        raise InputError(f"budget must be >= g_min ({g_min}) to serve any prompt, got budget={budget}")
+    G = np.zeros(shape, dtype=np.int64)
+    if n:
+        per = budget // n
+        if per >= g_min:
+            G[served] = min(g_max, g_min + (per - g_min) // step * step)
+        else:
+            first = np.flatnonzero(served.ravel())[: budget // g_min]
+            G.ravel()[first] = g_min
+    value = allocation_value(p_or_posterior, G, "update", ddof=ddof, eps=eps)
+    return Allocation(group_size=G, value=value, total=float(value.sum()), budget=budget, spent=int(G.sum()),
+                      multiplier=math.nan, exact=True, gap_bound=0.0, envelope=False,
+                      envelope_sizes=np.empty(0, dtype=np.int64), value_name="uniform",
+                      grid=(g_min, g_max, step, bool(skip)), ddof=int(as_ddof(ddof)), eps=float(as_eps(eps)))

@@ -21,13 +21,15 @@ HELP = "rollouts per step to share out among the prompts (see docs/theory.md, se
 #: What ``--advice`` says beside its table: the verdict of the paper-scale comparison
 #: (``gsd allocation-comparison``; docs/allocation_comparison.md).
 EVIDENCE = (
-    "Evidence (gsd allocation-comparison: the simulator at the paper's scale, 5 seeds; "
-    "docs/allocation_comparison.md): the per-step budget matters more than its split. At equal generations uniform G = 4 beat "
-    "G = 8 and 16, and every plan from logged counts at 8 rollouts per prompt per step lost to it (with one "
-    "logit per prompt, even with the true p). At 4 per prompt, no rule beat it with one logit per prompt "
-    "(tabular); with a shared network (MLP) a plan did, by less than 0.001 in mean 2*arcsin(sqrt(p)). A plan raises this step's expected value, which is not the "
-    "same as learning faster: choose the uniform G first (value_per_rollout falls with G: more steps of "
-    "smaller groups), then plan within that budget if you plan at all.")
+    "Evidence (gsd allocation-comparison; docs/allocation_comparison.md): the per-step budget matters more than its split. "
+    "At the paper's scale (5 seeds) uniform G = 4 beat G = 8 and 16 at equal generations, and every plan from logged "
+    "counts at 8 rollouts per prompt per step lost to it (with one logit per prompt, even with the true p); at 4 per "
+    "prompt no rule beat it with one logit per prompt, and with a shared network a plan did by less than 0.001 in mean "
+    "2*arcsin(sqrt(p)). In the default check (500 prompts, 3 seeds, Beta(0.5, 0.5) at lr 0.1, 0.5 and 2, Beta(2, 2), "
+    "Beta(0.3, 0.3)) uniform G = 2 beat G = 4 and 8 on every population, by 0.03 to 0.24, and the update plan at 8 per "
+    "prompt ended below uniform G = 8 on three of the five (by 0.010 to 0.029) and above it on one (by 0.004). So the default plan is uniform G (--value uniform); a "
+    "plan raises this step's expected value, which is not the same as learning faster: choose the uniform G first "
+    "(value_per_rollout falls with G: more steps of smaller groups), then plan within that budget if you plan at all.")
 
 
 #: ``gsd plan --budget`` prints the plan's rows up to this many (a list of rates typed on the
@@ -39,8 +41,10 @@ def add_arguments(p) -> None:
     """The budget options of ``gsd plan``."""
     g = p.add_argument_group("budget allocation (with --budget)")
     g.add_argument("--budget", type=bounded_int(1, 2**53, "a float64 holds it exactly"), help=HELP)
-    g.add_argument("--value", default="update",
-                   help="what a group is worth: update = E[σ̂] (GRPO, default), dr_grpo, progress, nonsilent, knapsack, "
+    g.add_argument("--value", default="uniform",
+                   help="uniform (default: the same G for every prompt that can carry a gradient, the largest the "
+                        "budget affords; see docs/allocation_comparison.md) or a plan by what a group is worth: "
+                        "update = E[σ̂] (GRPO, the default before), dr_grpo, progress, nonsilent, knapsack, "
                         "gain / dr_gain (one-step gain of GRPO's / Dr.GRPO's objective), horizon / dr_horizon "
                         "(gain over --horizon steps, needs --lr)")
     g.add_argument("--lr", type=float, default=None,
@@ -66,6 +70,12 @@ def add_arguments(p) -> None:
     g.add_argument("--show-rows", action="store_true",
                    help=f"print every row of the plan (default: up to {SHOWN_ROWS} rows; past that a summary, and the "
                         "rows go to --output or --json)")
+
+
+def advice_value(rule: str) -> str:
+    """The value ``--advice`` tabulates for a ``--value`` rule: ``uniform`` maximises none and
+    reports E[σ̂] (``update``); a value is its own."""
+    return "update" if rule == "uniform" else rule
 
 
 def _prior(text: str):
@@ -125,9 +135,12 @@ def plan_budget(args) -> int:
     import pandas as pd
 
     from . import tables
-    from .allocation import allocate_group_sizes, expected_silent_rate, uniform_group_size_advice
+    from .allocation import allocate_group_sizes, expected_silent_rate, uniform_group_size_advice, uniform_plan
+    from .allocation import HORIZON_VALUES, PLAN_RULES
     from .atomic import write_table
 
+    if args.value not in PLAN_RULES:  # before any work
+        raise CliError(f"--value must be one of {', '.join(PLAN_RULES)}, got {args.value!r}")
     if args.epsilon is not None or args.delta is not None:
         raise CliError("--budget plans by value; it does not take --epsilon or --delta")
     if args.output and not args.output.endswith((".csv", ".parquet")):  # before any work
@@ -136,13 +149,16 @@ def plan_budget(args) -> int:
     ok = status == tables.OK
     if not ok.any():
         raise CliError("input: no usable row; " + tables.describe_bad_rows(status, 3))
-    from .allocation import HORIZON_VALUES
 
     look = {"lr": args.lr, "horizon": args.horizon} if args.value in HORIZON_VALUES else {}
     if not look and (args.lr is not None or args.horizon is not None):
         raise CliError(f"--lr and --horizon are for --value {' / '.join(HORIZON_VALUES)}, not {args.value!r}")
-    plan = allocate_group_sizes(src, args.budget, value=args.value, g_min=args.g_min, g_max=args.g_max,
-                                step=args.step, skip=not args.no_skip, ddof=args.ddof, eps=args.eps, **look)
+    if args.value == "uniform":
+        plan = uniform_plan(src, args.budget, g_min=args.g_min, g_max=args.g_max, step=args.step,
+                            skip=not args.no_skip, ddof=args.ddof, eps=args.eps)
+    else:
+        plan = allocate_group_sizes(src, args.budget, value=args.value, g_min=args.g_min, g_max=args.g_max,
+                                    step=args.step, skip=not args.no_skip, ddof=args.ddof, eps=args.eps, **look)
     G = pd.array(np.zeros(len(df), dtype=np.int64), dtype="Int64")
     G[~ok] = pd.NA
     G[ok] = plan.group_size
@@ -158,7 +174,8 @@ def plan_budget(args) -> int:
     st[np.nonzero(ok)[0]] = np.where(served, "planned", "skipped")
     out, renamed = tables.add_columns(df, {"posterior_mean": np.where(ok, mean, np.nan), "group_size": G,
                                            "expected_value": value, "silent_probability": silent, "status": st})
-    advice = uniform_group_size_advice(src, args.budget, value=args.value, g_min=args.g_min, g_max=args.g_max,
+    # The uniform default reports E[σ̂] per prompt: its advice reads the same value.
+    advice = uniform_group_size_advice(src, args.budget, value=advice_value(args.value), g_min=args.g_min, g_max=args.g_max,
                                        step=args.step, ddof=args.ddof, eps=args.eps, **look)
     summary = plan.summary() | {"rows": len(out), "unusable_rows": int((~ok).sum()), "renamed_columns": renamed,
                                 "best_uniform_G": advice.best_G, "uniform_at_budget": advice.at_budget}

@@ -49,7 +49,7 @@ FIXED_TARGETS = {"mean_p": 0.9, "hard_quartile_p": 0.8}
 LABELS = {
     "fixed_g4": "uniform G = 4", "fixed_g8": "uniform G = 8", "fixed_g16": "uniform G = 16",
     "dapo": "DAPO (≤ 4 draws)", "greso": "GRESO-style skip", "knapsack": "Knapsack RL value",
-    "update": "update E[σ̂] (today's default)", "gain": "gain (one-step objective)",
+    "update": "update E[σ̂] (the default before)", "gain": "gain (one-step objective)",
     "horizon": "horizon (H-step objective)", "horizon_thompson": "horizon + Thompson",
     "update_halflife": "update, half-life counts", "update_forecast": "update, forecast p",
     "horizon_forecast": "horizon, forecast p", "gain_thompson": "gain + Thompson",

@@ -29,7 +29,7 @@ def counts_csv(tmp_path):
 
 def test_counts_input_keeps_rows_columns_and_order(capsys, counts_csv):
     code, out, err = _run(capsys, "plan", "--input", str(counts_csv), "--k-column", "k", "--n-column", "n",
-                          "--budget", "40", "--g-max", "32", "--json")
+                          "--budget", "40", "--g-max", "32", "--json", "--value", "update")
     assert code == 0, err
     res = json.loads(out)
     rows = pd.DataFrame(res["rows"])
@@ -83,7 +83,7 @@ def test_per_rollout_table_grouped_by_prompt(capsys, tmp_path):
 
 
 def test_rates_input_and_plain_p(capsys):
-    code, out, err = _run(capsys, "plan", "--p", "0.02,0.5,0.98,0.3", "--budget", "32", "--g-max", "16", "--json")
+    code, out, err = _run(capsys, "plan", "--p", "0.02,0.5,0.98,0.3", "--budget", "32", "--g-max", "16", "--json", "--value", "update")
     assert code == 0, err
     rows = json.loads(out)["rows"]
     assert [r["group_size"] for r in rows] == [6, 9, 6, 11]
@@ -92,7 +92,7 @@ def test_rates_input_and_plain_p(capsys):
 def test_trainer_std_convention_flows_to_the_plan(capsys):
     """--ddof/--eps value groups as that trainer updates them: the API's plan, and another one."""
     p = [0.02, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98]
-    argv = ["plan", "--p", ",".join(map(str, p)), "--budget", "16", "--g-max", "16", "--json"]
+    argv = ["plan", "--p", ",".join(map(str, p)), "--budget", "16", "--g-max", "16", "--json", "--value", "update"]
     code, out, err = _run(capsys, *argv, "--ddof", "1", "--eps", "1e-4")
     assert code == 0, err
     got = json.loads(out)
