@@ -187,12 +187,17 @@ def plan_budget(args) -> int:
             orient="records", double_precision=15)), "evidence": EVIDENCE} if args.advice else {}), indent=2))
         return 0
     ub = advice.at_budget
+    uniform = args.value == "uniform"
     print(f"{len(out)} rows, budget {plan.budget} rollouts, value {plan.value_name}: spent {plan.spent}, "
           f"served {int(served.sum())}, skipped {int((~served).sum())}, total value {plan.total:.6g}"
-          f" ({'optimal' if plan.exact else f'within {plan.gap_bound:.3g} of optimal'})")
+          f" ({'uniform' if uniform else 'optimal' if plan.exact else f'within {plan.gap_bound:.3g} of optimal'})")
     if ub.get("uniform_G"):
+        # The default is that uniform G itself: its one-step ratio would read 1x, so the line names
+        # what --value update would plan instead (one step's value, not a run's: see the evidence).
+        gain = (f"--value {advice_value(args.value)} would plan {ub['gain']:.4g}x on one step" if uniform
+                else f"the plan gives {ub['gain']:.4g}x")
         print(f"uniform G = {ub['uniform_G']} at this budget: value {ub['uniform_value']:.6g}; "
-              f"the plan gives {ub['gain']:.4g}x; best uniform G (value per rollout): {advice.best_G}")
+              f"{gain}; best uniform G (value per rollout): {advice.best_G}")
     for line in tables.table_notes(status, renamed):
         print(line)
     if args.output:
@@ -208,6 +213,7 @@ def plan_budget(args) -> int:
         print(f"{len(out)} rows not printed: --output FILE writes them (csv or parquet), --show-rows prints them, "
               "--json gives them with the summary")
     if args.advice:
-        emit(advice.curve, False, title="uniform G against the allocated plan at the same budget")
+        emit(advice.curve, False, title="uniform G against the allocated plan at the same budget" if not uniform
+             else f"uniform G against the --value {advice_value(args.value)} plan at the same budget")
         print(EVIDENCE)
     return 0
