@@ -337,6 +337,15 @@ def limit_cases(tmp: Path) -> list:
          str(out / "rollcol.csv")], "answer",
         post=f"pd.read_csv({str(out / 'rollcol.csv')!r})['rollouts'].tolist() == ['a', 'b']")
     add(["plan", "--p", "0.3,0.5,0.1", "--budget", "100", "--g-max", "20000", "--advice"], "answer")
+    # 10^6 logged (k, n) rows, n ≤ 64: ~2,000 distinct posteriors; 13–46 s before issue 27's fix (a hang here)
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    n_big = rng.integers(1, 65, 10**6)
+    np.savetxt(tmp / "counts_1e6.csv", np.column_stack([rng.binomial(n_big, rng.beta(0.5, 1.0, n_big.size)), n_big]),
+               fmt="%d", delimiter=",", header="k,n", comments="")
+    add(["plan", "--input", str(tmp / "counts_1e6.csv"), "--k-column", "k", "--n-column", "n", "--budget", "16000000",
+         "--output", str(out / "counts_1e6.parquet")], "answer")
     return cases
 
 

@@ -10,6 +10,11 @@ Run:  .venv/bin/python benchmarks/bench_allocation.py [--prompts 1000000] [--rep
    on a 2,000-prompt subset, against the allocator on the same subset: the ratio, and the two
    objectives (the heap greedy is optimal here because the rows are concave with g_min = 2).
 3. 6,000 prompts with distinct known p (the simulator's oracle mode) at g_max = 64 and 512.
+4. Issue 27's two planner cases, in process as ``gsd plan`` runs them (``allocate_with_advice``:
+   one value table for the plan and its uniform advice): 4 known rates at g_max = 20,000 with the
+   advice (77 s on the shared machine before the fix), and 10^6 logged (k, n) rows with n uniform
+   on 1 … 64 (46 s before).  Baseline in the same run: the plan alone followed by the advice
+   alone (``allocate_group_sizes`` + ``uniform_group_size_advice``, the table built twice).
 Each figure is the median wall time of ``--repeats`` runs.
 """
 
@@ -64,21 +69,32 @@ def main(argv=None):
     ap.add_argument("--prompts", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--only-plan-cli", action="store_true", help="only section 4 (issue 27's two planner cases)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     N = args.prompts
+    results = {"machine": platform.processor() or platform.machine(), "prompts": N}
+    if not args.only_plan_cli:
+        _sections_1_to_3(args, rng, N, results)
+    _plan_cli_cases(args, rng, N, results)
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(results, fh, indent=2)
+
+
+def _sections_1_to_3(args, rng, N, results):
     p = rng.beta(0.5, 1.0, N)
     n = rng.choice([8, 16, 64], N)
     k = rng.binomial(n, p)
     t_post, post = median_time(lambda: gsd.posterior_from_counts(k, n), args.repeats)
     distinct = np.unique(np.stack([post.a, post.b]), axis=1).shape[1]
     print(f"{N:,} prompts, {distinct} distinct posteriors; posterior_from_counts {t_post:.3f} s")
-    results = {"machine": platform.processor() or platform.machine(), "prompts": N, "distinct": distinct,
-               "posterior_s": t_post, "values": {}}
+    results.update(distinct=distinct, posterior_s=t_post, values={})
     t_uniform, _ = median_time(lambda: gsd.allocation_value(post, 16, "update"), args.repeats)
     print(f"baseline: score the uniform plan G = 16 (update): {t_uniform:.3f} s")
     for value in gsd.ALLOCATION_VALUES:
-        t, plan = median_time(lambda: gsd.allocate_group_sizes(post, 16 * N, value=value), args.repeats)
+        look = {"lr": 0.5, "horizon": 150} if value in gsd.HORIZON_VALUES else {}
+        t, plan = median_time(lambda: gsd.allocate_group_sizes(post, 16 * N, value=value, **look), args.repeats)
         print(f"allocate {value:<9}: {t:.3f} s  (uniform scoring / allocate = {t_uniform / t:.2f}), "
               f"exact={plan.exact}, spent={plan.spent:,}, skipped={int((plan.group_size == 0).sum()):,}")
         results["values"][value] = {"seconds": t, "exact": plan.exact, "ratio_vs_uniform_scoring": t_uniform / t}
@@ -99,9 +115,19 @@ def main(argv=None):
         t, plan = median_time(lambda: gsd.allocate_group_sizes(q, 6000 * 16, value="update", g_max=gmax), args.repeats)
         print(f"6,000 distinct p, g_max = {gmax}: {t:.3f} s")
         results[f"distinct_p_gmax{gmax}_s"] = t
-    if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(results, fh, indent=2)
+
+
+def _plan_cli_cases(args, rng, N, results):
+    rates = np.array([0.05, 0.3, 0.5, 0.9])
+    n64 = rng.integers(1, 65, args.prompts)
+    post64 = gsd.posterior_from_counts(rng.binomial(n64, rng.beta(0.5, 1.0, n64.size)), n64)
+    for name, src, budget, gmax in (("rates_gmax20000", rates, 40_000, 20_000), ("counts_n64", post64, 16 * N, 512)):
+        kw = dict(value="update", g_max=gmax)
+        t_two, _ = median_time(lambda: (gsd.allocate_group_sizes(src, budget, **kw),
+                                        gsd.uniform_group_size_advice(src, budget, **kw)), args.repeats)
+        t_one, _ = median_time(lambda: gsd.allocate_with_advice(src, budget, **kw), args.repeats)
+        print(f"plan + advice, {name}: {t_one:.2f} s shared table, {t_two:.2f} s two tables ({t_two / t_one:.2f}x)")
+        results[f"plan_advice_{name}"] = {"shared_s": t_one, "two_tables_s": t_two, "ratio": t_two / t_one}
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ t = 12·sd + 40, i.e. below e^−60 ≈ 1e-26 for every (p, G).  Every f used he
 and vanishes at k = 0, so the expectations are at least of order P(k = 1)·f(1), and the
 dropped tail is smaller still by many orders of magnitude.  The pmf comes from
 ``scipy.stats.binom.pmf`` (Boost's ibeta derivative, accurate to a few ulp even at
-G = 10^5 and p = 1e-12, checked against mpmath in the tests).
+G = 10^5 and p = 1e-12, checked against mpmath in the tests) once per block of 64 terms, the
+other terms of the block by the exact term ratio (within 5·63·2^−53 ≈ 3.5e-14 of the anchor's
+precision, :func:`_sum_chunk`; tested against mpmath to 1e-12 for G = 129 … 10^5).
 
 All pairs are flattened into one ragged vector of terms, evaluated in chunks, and reduced with
 ``np.add.reduceat`` — no Python loop over prompts or over k.  Up to G = 128 every k is summed
@@ -224,13 +226,41 @@ def _dense_sum(a: np.ndarray, g: int, weights: np.ndarray) -> np.ndarray:
     return out
 
 
+# Terms per anchored block of :func:`_sum_chunk`: the pmf from scipy at each block's first k, the
+# rest by the exact term ratio (each step ≤ 5 roundings: relative error ≤ 5·(_ANCHOR − 1)·2^−53
+# ≈ 3.5e-14 at the block's last term, on top of the anchor's own few ulp).
+_ANCHOR = 64
+
+
 def _sum_chunk(a, n, lo, width, f, out, start, stop):
+    """Σ_k pmf(k)·f(k) over each pair's window, for the pairs start … stop − 1.
+
+    The window of each pair is cut into blocks of :data:`_ANCHOR` terms.  scipy's pmf (Boost,
+    a few ulp) is called once per block, at its first k; the block's other terms follow by the
+    ratio pmf(k + 1)/pmf(k) = (G − k)/(k + 1)·a/(1 − a), one ``cumprod`` along the block (a
+    float64 multiply per term instead of a pmf call: ~20× faster, the cost of ``gsd plan
+    --g-max 20000``).  a/(1 − a) is rounded twice and each step adds three roundings, so term j
+    of a block is within 5·j·2^−53 ≤ 3.5e-14 of its exact ratio to the anchor; every term is ≥ 0
+    (f ≥ 0 here), so the sum keeps that relative bound plus the anchor's error.
+    """
     from scipy.stats import binom  # only for G > _SMALL_G: scipy.stats takes ~1 s to import
 
     w = width[start:stop]
-    offsets = np.concatenate(([0], np.cumsum(w)[:-1]))
-    pair = np.repeat(np.arange(stop - start), w)
-    k = lo[start:stop][pair] + (np.arange(w.sum()) - offsets[pair])
-    Gk = n[start:stop][pair]
-    terms = binom.pmf(k, Gk, a[start:stop][pair]) * f(k, Gk)
-    out[start:stop] = np.add.reduceat(terms, offsets)
+    nb = (w + _ANCHOR - 1) // _ANCHOR  # blocks per pair
+    pair = np.repeat(np.arange(stop - start), nb)
+    first = np.concatenate(([0], np.cumsum(nb)[:-1]))
+    k0 = lo[start:stop][pair] + _ANCHOR * (np.arange(nb.sum()) - first[pair])
+    hi = (lo[start:stop] + w - 1)[pair]
+    G = n[start:stop][pair]
+    x = a[start:stop][pair]
+    k = k0[:, None] + np.arange(_ANCHOR)[None, :]  # (blocks, _ANCHOR)
+    valid = k <= hi[:, None]
+    kc = np.minimum(k, hi[:, None])
+    ratio = np.empty(k.shape)
+    ratio[:, 0] = binom.pmf(k0, G, x)
+    r = (x / (1.0 - x))[:, None]
+    ratio[:, 1:] = (G[:, None] - kc[:, :-1]) / (kc[:, :-1] + 1.0) * r
+    terms = np.cumprod(ratio, axis=1)
+    terms *= f(kc, np.broadcast_to(G[:, None], k.shape))
+    terms[~valid] = 0.0
+    out[start:stop] = np.add.reduceat(terms.sum(axis=1), first)

@@ -63,6 +63,7 @@ __all__ = [
     "allocation_value",
     "allocate_group_sizes",
     "uniform_plan",
+    "allocate_with_advice",
     "expected_silent_rate",
     "uniform_group_size_advice",
     "concavity_violations",
@@ -799,7 +800,9 @@ def _grid_args(g_min, g_max, step):
 class _Problem:
     """The distinct prompts, their value table on the grid, its envelope and sorted segments."""
 
-    def __init__(self, p_or_posterior, value, g_min, g_max, step, skip, ddof, eps, lr=None, horizon=None):
+    def __init__(self, p_or_posterior, value, g_min, g_max, step, skip, ddof, eps, lr=None, horizon=None, reuse=None):
+        """``reuse``: a _Problem of the same prompts, value, convention and grid (its skip may
+        differ): its distinct prompts and value table are taken, not computed again."""
         self.spec = _value_spec(value, ddof, eps, lr, horizon)
         self.value_name = value
         self.ddof, self.eps = as_ddof(ddof), float(as_eps(eps))
@@ -807,6 +810,11 @@ class _Problem:
         if not isinstance(skip, bool | np.bool_):
             raise InputError(f"skip must be True or False, got {skip!r}")
         self.skip = bool(skip)
+        if reuse is not None:
+            self.shape, self.inverse, self.counts, table = reuse.shape, reuse.inverse, reuse.counts, reuse.table
+            self.n, self.n_types = reuse.n, reuse.n_types
+            self._tabulate(table)
+            return
         kind, src = _as_source(p_or_posterior)
         if kind == "point":
             flat = src.ravel()
@@ -826,7 +834,12 @@ class _Problem:
         self.n_types = self.counts.size
         check_table_cost(kind, self.n_types, self.g_min, self.g_max, self.step, self.spec[2])
         grid = np.arange(self.g_min, self.g_max + 1, self.step, dtype=np.int64)
-        table = _value_table(kind, types, grid, self.spec)
+        self._tabulate(_value_table(kind, types, grid, self.spec))
+
+    def _tabulate(self, table):
+        """The envelope and sorted segments of the value table (distinct prompts × grid)."""
+        self.table = table
+        grid = np.arange(self.g_min, self.g_max + 1, self.step, dtype=np.int64)
         if self.skip:
             self.x = np.concatenate([[0], grid]).astype(np.float64)
             self.table_full = np.concatenate([np.zeros((self.n_types, 1)), table], axis=1)
@@ -866,13 +879,33 @@ class _Problem:
         self.next_seg[self.seg_row, self.seg_start] = np.arange(self.seg_row.size)
         self.base = 0 if self.skip else self.g_min * self.n
 
-    def solve(self, budget):
-        """Per-type groups (type, end column, count), total value, spent, λ, LP bound."""
+    def totals(self, budgets):
+        """The objective of :meth:`solve` at each of ``budgets`` (ints ≥ 0), the same numbers: the
+        segments taken grow with the budget, so one sweep over the sorted budgets builds every
+        plan's end columns (O(segments) in all, not per budget)."""
+        budgets = np.asarray(budgets, dtype=np.int64)
+        out = np.empty(budgets.size)
+        end = np.zeros(self.n_types, dtype=np.int64)
+        done = 0
+        for i in np.argsort(budgets, kind="stable"):  # one plan per budget (the advice's grid)
+            n_full = int(np.searchsorted(self.cum_cost, budgets[i] - self.base, side="right"))
+            if n_full > done:
+                taken = self.order[done:n_full]
+                np.maximum.at(end, self.seg_row[taken], self.seg_end[taken])
+                done = n_full
+            out[i] = self.solve(int(budgets[i]), end=end)[1]
+        return out
+
+    def solve(self, budget, end=None):
+        """Per-type groups (type, end column, count), total value, spent, λ, LP bound.
+
+        ``end``: the end column per type of the segments that fit whole (:meth:`totals` passes it)."""
         avail = budget - self.base
         n_full = int(np.searchsorted(self.cum_cost, avail, side="right"))
-        taken = self.order[:n_full]
-        end = np.zeros(self.n_types, dtype=np.int64)
-        np.maximum.at(end, self.seg_row[taken], self.seg_end[taken])
+        if end is None:
+            taken = self.order[:n_full]
+            end = np.zeros(self.n_types, dtype=np.int64)
+            np.maximum.at(end, self.seg_row[taken], self.seg_end[taken])
         spent_items = int(self.cum_cost[n_full - 1]) if n_full else 0
         gained = float(self.cum_gain[n_full - 1]) if n_full else 0.0
         rem = avail - spent_items
@@ -1039,7 +1072,11 @@ def allocate_group_sizes(p_or_posterior, budget, *, value: str = "update", g_min
     [8, 6, 9, 9]
     """
     budget = _budget_arg(budget)
-    prob = _Problem(p_or_posterior, value, g_min, g_max, step, skip, ddof, eps, lr, horizon)
+    return _allocate(_Problem(p_or_posterior, value, g_min, g_max, step, skip, ddof, eps, lr, horizon), budget)
+
+
+def _allocate(prob, budget: int) -> Allocation:
+    """:func:`allocate_group_sizes` on a built problem (its value table)."""
     if prob.skip and budget < prob.g_min:
         raise InputError(f"budget must be >= g_min ({prob.g_min}) to serve any prompt, got budget={budget}")
     if not prob.skip and budget < prob.base:
@@ -1053,7 +1090,7 @@ def allocate_group_sizes(p_or_posterior, budget, *, value: str = "update", g_min
         exact, gap = True, 0.0
     return Allocation(group_size=G, value=val, total=float(val.sum()), budget=budget, spent=int(G.sum()),
                       multiplier=lam, exact=exact, gap_bound=gap, envelope=prob.envelope,
-                      envelope_sizes=prob.envelope_sizes, value_name=value,
+                      envelope_sizes=prob.envelope_sizes, value_name=prob.value_name,
                       grid=(prob.g_min, prob.g_max, prob.step, prob.skip), ddof=prob.ddof, eps=prob.eps)
 
 
@@ -1101,13 +1138,37 @@ def uniform_group_size_advice(p_or_posterior, budget=None, *, value: str = "upda
     >>> bool((adv.curve.gain >= 1 - 1e-12).all())  # the allocator never does worse than uniform
     True
     """
+    prob = _Problem(p_or_posterior, value, g_min, g_max, step, True, ddof, eps, lr, horizon)
+    return _advise(prob, budget)
+
+
+def allocate_with_advice(p_or_posterior, budget, *, value: str = "update", g_min=2, g_max=512, step=1,
+                         skip: bool = True, ddof: int = 0, eps: float = 0.0, lr: float | None = None,
+                         horizon: int | None = None) -> tuple[Allocation, UniformAdvice]:
+    """:func:`allocate_group_sizes` and :func:`uniform_group_size_advice` at one budget, the
+    value table computed once (``gsd plan --budget`` prints both).  The same arguments; the
+    advice always allows skipping, as :func:`uniform_group_size_advice` does.
+
+    Examples
+    --------
+    >>> plan, adv = allocate_with_advice([0.05, 0.5, 0.9], 30, g_max=32)
+    >>> plan.total == allocate_group_sizes([0.05, 0.5, 0.9], 30, g_max=32).total, adv.at_budget["uniform_G"]
+    (True, 10)
+    """
+    budget = _budget_arg(budget)
+    prob = _Problem(p_or_posterior, value, g_min, g_max, step, skip, ddof, eps, lr, horizon)
+    adv = prob if prob.skip else _Problem(None, value, g_min, g_max, step, True, ddof, eps, lr, horizon, reuse=prob)
+    return _allocate(prob, budget), _advise(adv, budget)
+
+
+def _advise(prob, budget) -> UniformAdvice:
+    """:func:`uniform_group_size_advice` on a built problem that allows skipping."""
     import pandas as pd
 
-    prob = _Problem(p_or_posterior, value, g_min, g_max, step, True, ddof, eps, lr, horizon)
     grid = prob.x[1:].astype(np.int64)
     uniform = prob.counts @ prob.table_full[:, 1:]
     rollouts = prob.n * grid
-    allocated = np.array([prob.solve(int(b))[1] for b in rollouts])
+    allocated = prob.totals(rollouts)
     # Smallest uniform budget reaching the allocated value (uniform value is nondecreasing in G).
     reach = np.searchsorted(np.maximum.accumulate(uniform), allocated * (1 - 1e-12), side="left")
     match = np.where(reach < grid.size, rollouts[np.minimum(reach, grid.size - 1)], np.nan)

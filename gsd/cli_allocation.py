@@ -135,7 +135,7 @@ def plan_budget(args) -> int:
     import pandas as pd
 
     from . import tables
-    from .allocation import allocate_group_sizes, expected_silent_rate, uniform_group_size_advice, uniform_plan
+    from .allocation import allocate_with_advice, expected_silent_rate, uniform_plan
     from .allocation import HORIZON_VALUES, PLAN_RULES
     from .atomic import write_table
 
@@ -153,12 +153,14 @@ def plan_budget(args) -> int:
     look = {"lr": args.lr, "horizon": args.horizon} if args.value in HORIZON_VALUES else {}
     if not look and (args.lr is not None or args.horizon is not None):
         raise CliError(f"--lr and --horizon are for --value {' / '.join(HORIZON_VALUES)}, not {args.value!r}")
+    # One value table for the plan and the uniform advice beside it (the costly part at a large g_max);
+    # the uniform default's advice reads the --value update plan, and its own plan is one G for all.
+    plan, advice = allocate_with_advice(src, args.budget, value=advice_value(args.value), g_min=args.g_min,
+                                        g_max=args.g_max, step=args.step, skip=not args.no_skip, ddof=args.ddof,
+                                        eps=args.eps, **look)
     if args.value == "uniform":
         plan = uniform_plan(src, args.budget, g_min=args.g_min, g_max=args.g_max, step=args.step,
                             skip=not args.no_skip, ddof=args.ddof, eps=args.eps)
-    else:
-        plan = allocate_group_sizes(src, args.budget, value=args.value, g_min=args.g_min, g_max=args.g_max,
-                                    step=args.step, skip=not args.no_skip, ddof=args.ddof, eps=args.eps, **look)
     G = pd.array(np.zeros(len(df), dtype=np.int64), dtype="Int64")
     G[~ok] = pd.NA
     G[ok] = plan.group_size
@@ -174,9 +176,6 @@ def plan_budget(args) -> int:
     st[np.nonzero(ok)[0]] = np.where(served, "planned", "skipped")
     out, renamed = tables.add_columns(df, {"posterior_mean": np.where(ok, mean, np.nan), "group_size": G,
                                            "expected_value": value, "silent_probability": silent, "status": st})
-    # The uniform default reports E[σ̂] per prompt: its advice reads the same value.
-    advice = uniform_group_size_advice(src, args.budget, value=advice_value(args.value), g_min=args.g_min, g_max=args.g_max,
-                                       step=args.step, ddof=args.ddof, eps=args.eps, **look)
     summary = plan.summary() | {"rows": len(out), "unusable_rows": int((~ok).sum()), "renamed_columns": renamed,
                                 "best_uniform_G": advice.best_G, "uniform_at_budget": advice.at_budget}
     if args.output:
