@@ -1,8 +1,8 @@
 r"""The closed forms inside a real trainer: a tiny transformer whose solve rates are known exactly.
 
 A tiny causal LM (Qwen2 from a config, a word-level tokenizer, both built in code) answers
-prompts ``q0 … q15``.  The reward is decided by the completion's first token: right iff it is in
-the prompt's set of right tokens, so the solve rate is a sum of the model's own probabilities,
+prompts ``q0 … q15`` (up to ``q31``: :func:`words`).  The reward is decided by the completion's
+first token: right iff it is in the prompt's set of right tokens, so the solve rate is a sum of the model's own probabilities,
 
 .. math::  p_x = \sum_{t \in R(x)} \pi_\theta(t \mid x),
 
@@ -13,6 +13,11 @@ short, wrong ones long), in ``"independent"`` the length does not depend on the 
 
 :func:`train_silent` trains the model with ``GRPOTrainer.train()`` and sets TRL's logged
 ``frac_reward_zero_std`` beside the closed forms from the exact solve rates.
+
+:func:`run_training` trains GRPO, Dr.GRPO and gsd's skip sampler from one initial model, runs
+``gsd diagnose`` on TRL's own completions log against the exact p (:func:`calibrate`), follows the
+hardest quarter of the prompts, and measures each group's update against its reward std
+(:func:`sigma_update`).
 
 :func:`measured_update` averages the gradient of TRL 1.16.0's own ``GRPOTrainer._compute_loss``
 on inputs built by its own ``_generate_and_score_completions`` over many sampled groups and
@@ -778,7 +783,10 @@ def sigma_update(task: Task, *, G: int = 8, draws: int = 50, loss_types=("dr_grp
 
 
 def _weighted_r2(cells, slope) -> float:
-    """R² of ``slope·x`` as a prediction of the cells' mean y, each cell weighted by its count."""
+    """R² of ``slope·x`` as a prediction of the cells' mean y, each cell weighted by its count (NaN
+    without two cells)."""
+    if len(cells) < 2:
+        return float("nan")
     x, y, n = (np.array([c[i] for c in cells], float) for i in range(3))
     ybar = (n * y).sum() / n.sum()
     return float(1 - (n * (y - slope * x) ** 2).sum() / (n * (y - ybar) ** 2).sum())
@@ -861,7 +869,7 @@ def train_figure(result: dict):
         s = result["sigma"]
         for lt, color in (("dr_grpo", COLORS["dr_grpo"]), ("grpo", COLORS["grpo"])):
             bk = [b for b in s[lt]["by_k"] if b["n"] > 0]
-            axes[2].plot([b["x"] for b in bk], [b["y"] for b in bk], "o-", ms=3, color=color,
+            axes[2].plot([b["x"] for b in bk], [b["y"] for b in bk], "o", ms=4, color=color,
                          label=f"loss_type={lt!r}: slope {s[lt]['slope']:.2f}")
         xmax = max(b["x"] for b in s["dr_grpo"]["by_k"])
         axes[2].plot([0, xmax], [0, xmax], ls="--", color=COLORS["law"], lw=0.8, label="identity")

@@ -192,3 +192,19 @@ def test_sequence_level_update_is_proportional_to_sigma(methods):
     assert s["slope_lo"] < 1 < s["slope_hi"], s
     assert s["slope_hi"] - s["slope_lo"] < 0.5
     assert [b["k"] for b in s["by_k"]] == list(range(9)) and sum(b["n"] for b in s["by_k"]) == 8 * 8
+
+
+@pytest.mark.slow
+def test_transformer_train_command(tmp_path, monkeypatch, capsys):
+    import json
+
+    from gsd.cli import main
+
+    pytest.importorskip("trl")
+    # tiny sizes: the command's plumbing; the numbers are the tests above
+    monkeypatch.setitem(transformer.TRAIN_RUN_SIZES, "fast", (8, 2, 1, 1, 2))
+    assert main(["transformer-train", "--fast", "--quiet", "--json", "--figure", str(tmp_path / "t.png")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["quartile"]) == set(transformer.METHODS) and len(out["hardest"]["0"]) == 2
+    assert all(len(q["0"]) == 3 for q in out["quartile"].values())  # 2 steps, then the final
+    assert (tmp_path / "t.png").stat().st_size > 5000
