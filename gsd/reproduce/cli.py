@@ -148,24 +148,27 @@ def _reproduce(args) -> int:
     return 0
 
 
+def _figures_and_json(result, as_json: bool, figures) -> bool:
+    """Draw each (figure function, path) with a path; print ``result`` as JSON when asked (and say so)."""
+    from ..plotstyle import save_figure
+
+    for draw, path in figures:
+        if path:
+            save_figure(draw(result), path)
+    if as_json:
+        from ..atomic import jsonable
+
+        print(json.dumps(jsonable(result), indent=2))
+    return as_json
+
+
 def _transformer_update(args) -> int:
     from . import transformer
 
     log = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     result = transformer.run(fast=args.fast, G=args.G, seed=args.seed, log=log)
-    if args.figure:
-        from ..plotstyle import save_figure
-
-        save_figure(transformer.figure(result), args.figure)
-    if args.silent_figure:
-        from ..plotstyle import save_figure
-
-        save_figure(transformer.silent_figure(result), args.silent_figure)
-    if args.json:
-        from ..atomic import jsonable
-
-        print(json.dumps(jsonable(result), indent=2))
-    else:
+    if not _figures_and_json(result, args.json, ((transformer.figure, args.figure),
+                                                  (transformer.silent_figure, args.silent_figure))):
         emit(transformer.table(result), False, floatfmt="{:.3f}",
              title=f"measured / closed form along ∇p, G = {args.G}, {result['draws'] * result['copies']} groups "
                    "per prompt")
@@ -180,15 +183,7 @@ def _transformer_train(args) -> int:
 
     log = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
     result = transformer.run_training(fast=args.fast, log=log)
-    if args.figure:
-        from ..plotstyle import save_figure
-
-        save_figure(transformer.train_figure(result), args.figure)
-    if args.json:
-        from ..atomic import jsonable
-
-        print(json.dumps(jsonable(result), indent=2))
-    else:
+    if not _figures_and_json(result, args.json, ((transformer.train_figure, args.figure),)):
         emit(transformer.training_table(result), False, floatfmt="{:.3f}",
              title=f"{result['n_prompts']} prompts, {result['steps']} steps, G = {result['G']}")
         for lt in ("dr_grpo", "grpo"):

@@ -319,12 +319,8 @@ def measured_update(task: Task, *, G: int = 8, draws: int = 100, copies: int = 4
         if not (isinstance(v, (int, np.integer)) and (2 if name == "G" else 1) <= v <= hi):
             raise InputError(f"{name} must be an integer in [{2 if name == 'G' else 1}, {hi}], got {v!r}")
     with _torch_threads(threads):
-        p = task.solve_rates()
-        pt = task.solve_rates(with_grad=True)
-        emb = task.model.get_input_embeddings().weight
-        rows = task.prompt_rows()
+        p, emb, rows, dp = _prompt_gradients(task)
         P = len(rows)
-        dp = torch.stack([torch.autograd.grad(pt[i], emb, retain_graph=True)[0][rows[i]] for i in range(P)]).double()
         prompts = [q for _ in range(copies) for q in task.prompts]
         batch = [{"prompt": q} for q in prompts for _ in range(G)]
         B = len(batch)
@@ -369,6 +365,19 @@ def measured_update(task: Task, *, G: int = 8, draws: int = 100, copies: int = 4
         row["half_width_per_prompt"] = (1.96 * per.std(0, ddof=1) / np.sqrt(draws)).tolist()
         out["rows"].append(row)
     return out
+
+
+def _prompt_gradients(task: Task):
+    """The exact p, the input-embedding matrix, each prompt's own row of it
+    (:meth:`Task.prompt_rows`) and :math:`\nabla p_x` on that row (float64, prompts × hidden)."""
+    import torch
+
+    p = task.solve_rates()
+    pt = task.solve_rates(with_grad=True)
+    emb = task.model.get_input_embeddings().weight
+    rows = task.prompt_rows()
+    dp = torch.stack([torch.autograd.grad(pt[i], emb, retain_graph=True)[0][rows[i]] for i in range(len(rows))])
+    return p, emb, rows, dp.double()
 
 
 def _pooled(v, denom, suffix: str) -> dict:
@@ -727,12 +736,8 @@ def sigma_update(task: Task, *, G: int = 8, draws: int = 50, loss_types=("dr_grp
     if not (isinstance(draws, (int, np.integer)) and 2 <= draws <= 10**6):
         raise InputError(f"draws must be an integer in [2, 1000000], got {draws!r}")
     with _torch_threads(threads):
-        p = task.solve_rates()
-        pt = task.solve_rates(with_grad=True)
-        emb = task.model.get_input_embeddings().weight
-        rows = task.prompt_rows()
+        p, emb, rows, dp = _prompt_gradients(task)
         P = len(rows)
-        dp = torch.stack([torch.autograd.grad(pt[i], emb, retain_graph=True)[0][rows[i]] for i in range(P)]).double()
         batch = [{"prompt": q} for q in task.prompts for _ in range(G)]
         B = len(batch)
         proj = {lt: np.empty((draws, P)) for lt in loss_types}
