@@ -673,8 +673,8 @@ def calibrate(trained: dict, completions_dir, *, level: float = 0.9) -> dict:
         against the prompt's exact p averaged over the steps before: what pooled counts estimate);
         ``groups`` (how many); per step ``silent_measured``, ``silent_pred`` (diagnose's) and
         ``silent_exact`` (mean of p^G + (1−p)^G at the exact p) with ``r2_pred`` and ``r2_exact``
-        (each as a prediction of the measured fraction, no refit); ``k_matches`` (diagnose's k of
-        every group equals the one the reward function returned).
+        (each as a prediction of the measured fraction, no refit); ``k_matches`` (at every step
+        the groups' k diagnose read, as a multiset, are those the reward function returned).
     """
     from ..diagnose import diagnose
     from ..posterior import BetaPosterior
@@ -692,7 +692,8 @@ def calibrate(trained: dict, completions_dir, *, level: float = 0.9) -> dict:
     lo, hi = BetaPosterior(g["a"].to_numpy(), g["b"].to_numpy(), (np.nan, np.nan)).interval(level)
     mean_before = (np.cumsum(P, 0) - P) / np.maximum(np.arange(len(P)), 1)[:, None]
     err = np.abs(g["p_before"].to_numpy() - exact)
-    truth_k = np.concatenate([np.sort(np.asarray(s["k"])[np.argsort(s["groups"], kind="stable")]) for s in trained["steps"]])
+    # per step, the multiset of k the reward function returned against the one diagnose read
+    truth_k = np.concatenate([np.sort(s["k"]) for s in trained["steps"]])
     got_k = np.concatenate([np.sort(g["k"].to_numpy()[step == t]) for t in range(1, len(P) + 1)])
     st = dx.steps
     G = trained["G"]
@@ -701,7 +702,7 @@ def calibrate(trained: dict, completions_dir, *, level: float = 0.9) -> dict:
     return {"level": level, "groups": int(keep.sum()), "mae": float(err[keep].mean()),
             "coverage": float(((lo <= exact) & (exact <= hi))[keep].mean()),
             "mae_run_mean": float(np.abs(g["p_before"].to_numpy() - mean_before[step - 1, x])[keep].mean()),
-            "k_matches": bool(truth_k.size == got_k.size and np.array_equal(np.sort(truth_k), np.sort(got_k))),
+            "k_matches": bool(truth_k.size == got_k.size and np.array_equal(truth_k, got_k)),
             "silent_measured": measured, "silent_pred": st["silent_pred"].tolist(), "silent_exact": silent_exact,
             "r2_pred": r_squared(measured, st["silent_pred"].tolist()), "r2_exact": r_squared(measured, silent_exact)}
 
