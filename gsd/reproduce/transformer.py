@@ -667,8 +667,8 @@ def calibrate(trained: dict, completions_dir, *, level: float = 0.9) -> dict:
     Returns
     -------
     dict
-        Over the groups of steps ≥ 2 whose prompt had rollouts before: ``mae`` (|posterior mean
-        before the step − exact p at the step|), ``coverage`` (share of exact p inside the
+        Over the groups of steps ≥ 2 whose prompt had rollouts before: ``mae`` (mean absolute
+        difference of the posterior mean before the step and the exact p at the step), ``coverage`` (share of exact p inside the
         posterior's equal-tailed ``level`` interval), ``mae_run_mean`` (the same posterior mean
         against the prompt's exact p averaged over the steps before: what pooled counts estimate);
         ``groups`` (how many); per step ``silent_measured``, ``silent_pred`` (diagnose's) and
