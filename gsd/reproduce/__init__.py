@@ -7,7 +7,9 @@ Modules, each named for what it computes:
 * :mod:`.theory` — the identity, fidelity, silent-rate and objective figures with Monte Carlo;
 * :mod:`.dapo_fit` — the DAPO consistency fit of a logged all-correct curve;
 * :mod:`.transformer` — TRL's own update and silent groups on a tiny transformer whose solve
-  rates are exact, against the closed forms (``gsd transformer-update``);
+  rates are exact, against the closed forms (``gsd transformer-update``), and its trainings:
+  ``gsd diagnose``'s calibration, the hardest quarter, the update against σ
+  (``gsd transformer-train``);
 * :mod:`.figures` — regenerate every figure (``gsd figures``);
 * :mod:`.report` — run everything and compare with the published numbers (``gsd reproduce``).
 

@@ -1,8 +1,8 @@
 r"""The closed forms inside a real trainer: a tiny transformer whose solve rates are known exactly.
 
 A tiny causal LM (Qwen2 from a config, a word-level tokenizer, both built in code) answers
-prompts ``q0 … q15``.  The reward is decided by the completion's first token: right iff it is in
-the prompt's set of right tokens, so the solve rate is a sum of the model's own probabilities,
+prompts ``q0 … q15`` (up to ``q31``: :func:`words`).  The reward is decided by the completion's
+first token: right iff it is in the prompt's set of right tokens, so the solve rate is a sum of the model's own probabilities,
 
 .. math::  p_x = \sum_{t \in R(x)} \pi_\theta(t \mid x),
 
@@ -13,6 +13,11 @@ short, wrong ones long), in ``"independent"`` the length does not depend on the 
 
 :func:`train_silent` trains the model with ``GRPOTrainer.train()`` and sets TRL's logged
 ``frac_reward_zero_std`` beside the closed forms from the exact solve rates.
+
+:func:`run_training` trains GRPO, Dr.GRPO and gsd's skip sampler from one initial model, runs
+``gsd diagnose`` on TRL's own completions log against the exact p (:func:`calibrate`), follows the
+hardest quarter of the prompts, and measures each group's update against its reward std
+(:func:`sigma_update`).
 
 :func:`measured_update` averages the gradient of TRL 1.16.0's own ``GRPOTrainer._compute_loss``
 on inputs built by its own ``_generate_and_score_completions`` over many sampled groups and
@@ -33,6 +38,15 @@ from .._errors import InputError
 #: f0…f19 that continue an answer, prompt words q0…q15.
 WORDS = (["<pad>", "<eos>", "<unk>"] + [f"a{i}" for i in range(20)] + [f"f{i}" for i in range(20)]
          + [f"q{i}" for i in range(16)])
+#: Most prompts of a task: above 16 the vocabulary has prompt words up to q{MAX_PROMPTS - 1}.
+MAX_PROMPTS = 32
+
+
+def words(n_prompts: int):
+    """The vocabulary of a task of ``n_prompts`` prompts: :data:`WORDS`, with prompt words up to
+    ``q31`` when ``n_prompts`` > 16 (only then: the vocabulary's size is part of the initial
+    weights, so the tasks of up to 16 prompts stay as they were)."""
+    return WORDS if n_prompts <= 16 else WORDS + [f"q{i}" for i in range(16, MAX_PROMPTS)]
 _EOS, _A0, _F0, _Q0 = 1, 3, 23, 43
 LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo")
 SCALE_REWARDS = ("group", "batch", "none")
@@ -164,7 +178,8 @@ def build_task(n_prompts: int = 8, *, variant: str = "correlated", max_len: int 
     Parameters
     ----------
     n_prompts : int, optional
-        Prompts ``q0 … q{n-1}``, 1 to 16 (default 8).
+        Prompts ``q0 … q{n-1}``, 1 to 32 (default 8; above 16 the vocabulary is larger,
+        :func:`words`).
     variant : {"correlated", "independent"}, optional
         ``"correlated"`` (default): after a short answer word (the right ones) the teacher stops
         with probability 0.7 per token, after a long one (the wrong ones) 0.12 — right answers
@@ -182,8 +197,8 @@ def build_task(n_prompts: int = 8, *, variant: str = "correlated", max_len: int 
         The model is what it is after pretraining: the solve rates are the model's own
         (:meth:`Task.solve_rates`), near, not equal to, the teacher's.
     """
-    if not (isinstance(n_prompts, (int, np.integer)) and 1 <= n_prompts <= 16):
-        raise InputError(f"n_prompts must be an integer in [1, 16], got {n_prompts!r}")
+    if not (isinstance(n_prompts, (int, np.integer)) and 1 <= n_prompts <= MAX_PROMPTS):
+        raise InputError(f"n_prompts must be an integer in [1, {MAX_PROMPTS}], got {n_prompts!r}")
     if variant not in VARIANTS:
         raise InputError(f"variant must be one of {VARIANTS}, got {variant!r}")
     if not (isinstance(max_len, (int, np.integer)) and 2 <= max_len <= 32):
@@ -197,7 +212,8 @@ def build_task(n_prompts: int = 8, *, variant: str = "correlated", max_len: int 
     rng = np.random.default_rng(seed)
     target, right = _teacher(rng, n_prompts)
     torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(WORDS), hidden_size=32, intermediate_size=64,
+    vocab = words(n_prompts)
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
                                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
                                          pad_token_id=0, eos_token_id=_EOS, bos_token_id=None,
                                          tie_word_embeddings=False))
@@ -213,7 +229,7 @@ def build_task(n_prompts: int = 8, *, variant: str = "correlated", max_len: int 
             loss.backward()
             opt.step()
     model.eval()
-    return Task(model=model, tokenizer=tokenizer(), prompts=[f"q{x}" for x in range(n_prompts)],
+    return Task(model=model, tokenizer=tokenizer(vocab), prompts=[f"q{x}" for x in range(n_prompts)],
                 right=right, variant=variant, max_len=max_len)
 
 
@@ -303,12 +319,8 @@ def measured_update(task: Task, *, G: int = 8, draws: int = 100, copies: int = 4
         if not (isinstance(v, (int, np.integer)) and (2 if name == "G" else 1) <= v <= hi):
             raise InputError(f"{name} must be an integer in [{2 if name == 'G' else 1}, {hi}], got {v!r}")
     with _torch_threads(threads):
-        p = task.solve_rates()
-        pt = task.solve_rates(with_grad=True)
-        emb = task.model.get_input_embeddings().weight
-        rows = task.prompt_rows()
+        p, emb, rows, dp = _prompt_gradients(task)
         P = len(rows)
-        dp = torch.stack([torch.autograd.grad(pt[i], emb, retain_graph=True)[0][rows[i]] for i in range(P)]).double()
         prompts = [q for _ in range(copies) for q in task.prompts]
         batch = [{"prompt": q} for q in prompts for _ in range(G)]
         B = len(batch)
@@ -353,6 +365,19 @@ def measured_update(task: Task, *, G: int = 8, draws: int = 100, copies: int = 4
         row["half_width_per_prompt"] = (1.96 * per.std(0, ddof=1) / np.sqrt(draws)).tolist()
         out["rows"].append(row)
     return out
+
+
+def _prompt_gradients(task: Task):
+    """The exact p, the input-embedding matrix, each prompt's own row of it
+    (:meth:`Task.prompt_rows`) and :math:`\nabla p_x` on that row (float64, prompts × hidden)."""
+    import torch
+
+    p = task.solve_rates()
+    pt = task.solve_rates(with_grad=True)
+    emb = task.model.get_input_embeddings().weight
+    rows = task.prompt_rows()
+    dp = torch.stack([torch.autograd.grad(pt[i], emb, retain_graph=True)[0][rows[i]] for i in range(len(rows))])
+    return p, emb, rows, dp.double()
 
 
 def _pooled(v, denom, suffix: str) -> dict:
@@ -523,13 +548,17 @@ def figure(result: dict):
     return make()
 
 
-#: The trainings of :func:`train_silent`: TRL's settings per method.
+#: The trainings of :func:`train_silent` in :func:`run`: TRL's settings per method.
 TRAININGS = {"grpo": {"scale_rewards": "group", "loss_type": "grpo"},
              "dr_grpo": {"scale_rewards": "none", "loss_type": "dr_grpo"}}
+#: Every method :func:`train_silent` takes: :data:`TRAININGS` and gsd's skip sampler on GRPO's
+#: settings (``GSDGRPOTrainer(skip_above=0.95, max_skips=4)``, the values of the docs' example).
+METHODS = {**TRAININGS, "skip": TRAININGS["grpo"]}
+SKIP = {"skip_above": 0.95, "max_skips": 4}
 
 
 def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 16, steps: int = 40,
-                 lr: float = 3e-3, seed: int = 0, threads: int = 1) -> dict:
+                 lr: float = 3e-3, seed: int = 0, threads: int = 1, completions_dir=None) -> dict:
     r"""Train the task's model with TRL's ``GRPOTrainer.train()``; per step, TRL's logged
     ``frac_reward_zero_std`` against the closed forms from the exact solve rates.
 
@@ -537,13 +566,19 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
     ----------
     task : Task
         Its model is trained in place.
-    method : {"grpo", "dr_grpo"}, optional
-        :data:`TRAININGS`: GRPO (``scale_rewards="group"``, ``loss_type="grpo"``) or Dr.GRPO
-        (``"none"``, ``"dr_grpo"``).
+    method : {"grpo", "dr_grpo", "skip"}, optional
+        :data:`METHODS`: GRPO (``scale_rewards="group"``, ``loss_type="grpo"``), Dr.GRPO
+        (``"none"``, ``"dr_grpo"``), or GRPO's settings in gsd's ``GSDGRPOTrainer`` with its skip
+        sampler (:data:`SKIP`): prompts predicted silent are replaced by others before generation,
+        so every step generates as many completions as the other two.
     G, copies, steps, lr, seed, threads
         Group size; groups of every prompt per step (the batch is ``copies × prompts × G``
         completions, one generation per step); optimiser steps (AdamW, TRL's default) at ``lr``;
         TRL's seed; torch threads.
+    completions_dir : path, optional
+        TRL's ``output_dir`` with ``log_completions=True``: TRL writes its own
+        ``completions/completions_{step:05d}.parquet`` there at every step, the log
+        ``gsd diagnose`` reads (:func:`calibrate`).  Default: a temporary folder, no log.
 
     Returns
     -------
@@ -552,9 +587,12 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
         same from the rewards the reward function returned: the truth recorded in the run),
         ``exact`` (mean over the step's groups of :math:`p_x^G + (1-p_x)^G`, p_x exact before
         the step's generation), ``pooled`` (:math:`\bar p^G + (1-\bar p)^G` of the mean solve
-        rate), ``mean_p``; and ``r2_exact``, ``r2_pooled`` (R² of each as a prediction of the
-        measured fraction, no refit).
+        rate), ``mean_p``, ``p`` (every prompt's exact p before the generation), ``groups``
+        (the prompt index of each group) and ``k`` (its right answers); ``p_final`` (exact p after
+        the last step); ``r2_exact``, ``r2_pooled`` (R² of each as a prediction of the measured
+        fraction, no refit); for ``"skip"``, ``skipped`` (prompts skipped per step).
     """
+    import contextlib
     import tempfile
 
     from datasets import Dataset
@@ -564,8 +602,8 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
     from ..silent import silent_rate
     from ..simulator.ledger import r_squared
 
-    if method not in TRAININGS:
-        raise InputError(f"method must be one of {tuple(TRAININGS)}, got {method!r}")
+    if method not in METHODS:
+        raise InputError(f"method must be one of {tuple(METHODS)}, got {method!r}")
     for name, v, hi in (("G", G, 64), ("copies", copies, 64), ("steps", steps, 10**5)):
         if not (isinstance(v, (int, np.integer)) and (2 if name == "G" else 1) <= v <= hi):
             raise InputError(f"{name} must be an integer in [{2 if name == 'G' else 1}, {hi}], got {v!r}")
@@ -582,16 +620,22 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
         def on_step_begin(self, args, state, control, **kw):
             before.append(task.solve_rates())
 
-    with _torch_threads(threads), tempfile.TemporaryDirectory() as tmp:
-        args = GRPOConfig(output_dir=tmp, use_cpu=True, use_vllm=False, report_to=[], learning_rate=lr,
+    folder = tempfile.TemporaryDirectory() if completions_dir is None else contextlib.nullcontext(str(completions_dir))
+    with _torch_threads(threads), folder as out_dir:
+        args = GRPOConfig(output_dir=out_dir, use_cpu=True, use_vllm=False, report_to=[], learning_rate=lr,
                           max_completion_length=task.max_len, num_generations=G,
                           per_device_train_batch_size=len(task.prompts) * copies * G, gradient_accumulation_steps=1,
                           steps_per_generation=1, beta=0.0, temperature=1.0, top_k=0, top_p=1.0, max_steps=steps,
                           save_strategy="no", logging_steps=1, seed=seed, lr_scheduler_type="constant",
-                          **TRAININGS[method])
-        tr = GRPOTrainer(model=task.model, reward_funcs=[first_token], args=args, callbacks=[Exact()],
-                         train_dataset=Dataset.from_dict({"prompt": list(task.prompts) * copies}),
-                         processing_class=task.tokenizer)
+                          log_completions=completions_dir is not None, num_completions_to_print=0, **METHODS[method])
+        kind, extra = GRPOTrainer, {}
+        if method == "skip":
+            from ..integrations.trl_live import GSDGRPOTrainer
+
+            kind, extra = GSDGRPOTrainer, SKIP
+        tr = kind(model=task.model, reward_funcs=[first_token], args=args, callbacks=[Exact()],
+                  train_dataset=Dataset.from_dict({"prompt": list(task.prompts) * copies}),
+                  processing_class=task.tokenizer, **extra)
         for cb in (PrinterCallback, ProgressCallback):  # the per-step lines: the result has them
             tr.remove_callback(cb)
         tr.train()
@@ -603,8 +647,258 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
         r = np.asarray(r).reshape(-1, G)
         rows.append({"measured": m, "silent_from_rewards": float((r.min(1) == r.max(1)).mean()),
                      "exact": float(np.mean(silent_rate(p[grp], G))),
-                     "pooled": float(silent_rate(p[grp].mean(), G)), "mean_p": float(p.mean())})
+                     "pooled": float(silent_rate(p[grp].mean(), G)), "mean_p": float(p.mean()),
+                     "p": p.tolist(), "groups": grp.tolist(), "k": r.sum(1).astype(int).tolist()})
     obs = [r["measured"] for r in rows]
-    return {"method": method, "G": G, "groups_per_step": len(task.prompts) * copies, "lr": lr, "steps": rows,
-            "r2_exact": r_squared(obs, [r["exact"] for r in rows]),
-            "r2_pooled": r_squared(obs, [r["pooled"] for r in rows])}
+    out = {"method": method, "G": G, "groups_per_step": len(task.prompts) * copies, "lr": lr, "steps": rows,
+           "p_final": task.solve_rates().tolist(),
+           "r2_exact": r_squared(obs, [r["exact"] for r in rows]),
+           "r2_pooled": r_squared(obs, [r["pooled"] for r in rows])}
+    if method == "skip":
+        out["skipped"] = [int(m["skipped"]) for m in tr.gsd_tracker.metrics]
+    return out
+
+
+def calibrate(trained: dict, completions_dir, *, level: float = 0.9) -> dict:
+    """``gsd diagnose`` (:func:`gsd.diagnose.diagnose`, its defaults: empirical-Bayes prior, no
+    half-life) on the completions TRL wrote in :func:`train_silent` (``completions_dir``), against
+    the exact p the run recorded.
+
+    Returns
+    -------
+    dict
+        Over the groups of steps ≥ 2 whose prompt had rollouts before: ``mae`` (mean absolute
+        difference of the posterior mean before the step and the exact p at the step), ``coverage`` (share of exact p inside the
+        posterior's equal-tailed ``level`` interval), ``mae_run_mean`` (the same posterior mean
+        against the prompt's exact p averaged over the steps before: what pooled counts estimate);
+        ``groups`` (how many); per step ``silent_measured``, ``silent_pred`` (diagnose's) and
+        ``silent_exact`` (mean of p^G + (1−p)^G at the exact p) with ``r2_pred`` and ``r2_exact``
+        (each as a prediction of the measured fraction, no refit); ``k_matches`` (at every step
+        the groups' k diagnose read, as a multiset, are those the reward function returned).
+    """
+    from ..diagnose import diagnose
+    from ..posterior import BetaPosterior
+    from ..silent import silent_rate
+    from ..simulator.ledger import r_squared
+
+    dx = diagnose(completions_dir)
+    g = dx.groups
+    labels = dx.prompts["prompt"].to_numpy()
+    x = np.array([int(str(lab)[1:]) for lab in labels])[g["prompt"].to_numpy()]
+    step = g["step"].to_numpy()
+    P = np.array([s["p"] for s in trained["steps"]])  # steps × prompts, exact before each generation
+    exact = P[step - 1, x]
+    keep = (step >= 2) & (g["n_before"].to_numpy() > 0)
+    lo, hi = BetaPosterior(g["a"].to_numpy(), g["b"].to_numpy(), (np.nan, np.nan)).interval(level)
+    mean_before = (np.cumsum(P, 0) - P) / np.maximum(np.arange(len(P)), 1)[:, None]
+    err = np.abs(g["p_before"].to_numpy() - exact)
+    # per step, the multiset of k the reward function returned against the one diagnose read
+    truth_k = np.concatenate([np.sort(s["k"]) for s in trained["steps"]])
+    got_k = np.concatenate([np.sort(g["k"].to_numpy()[step == t]) for t in range(1, len(P) + 1)])
+    st = dx.steps
+    G = trained["G"]
+    silent_exact = [float(np.mean(silent_rate(np.asarray(s["p"])[s["groups"]], G))) for s in trained["steps"]]
+    measured = st["silent_frac"].tolist()
+    return {"level": level, "groups": int(keep.sum()), "mae": float(err[keep].mean()),
+            "coverage": float(((lo <= exact) & (exact <= hi))[keep].mean()),
+            "mae_run_mean": float(np.abs(g["p_before"].to_numpy() - mean_before[step - 1, x])[keep].mean()),
+            "k_matches": bool(truth_k.size == got_k.size and np.array_equal(truth_k, got_k)),
+            "silent_measured": measured, "silent_pred": st["silent_pred"].tolist(), "silent_exact": silent_exact,
+            "r2_pred": r_squared(measured, st["silent_pred"].tolist()), "r2_exact": r_squared(measured, silent_exact)}
+
+
+def sigma_update(task: Task, *, G: int = 8, draws: int = 50, loss_types=("dr_grpo", "grpo"), seed: int = 0,
+                 threads: int = 1) -> dict:
+    r"""Per group, TRL's own update (``scale_rewards="group"``) projected on :math:`\nabla p_x`
+    against the group's σ-term :math:`\hat\sigma_0^2/(\hat\sigma_1+10^{-4})` (σ̂ of its 0/1
+    rewards, ddof 0 and TRL's ddof 1): the identity :math:`\mathbb{E}[g\mid k] =
+    \hat\sigma_0^2/(\hat\sigma_1+\epsilon)\,\nabla p/(p(1-p))` for a sequence-level update.
+
+    One group of every prompt per call of ``_generate_and_score_completions`` (``draws`` calls), so
+    each prompt's input-embedding row (:meth:`Task.prompt_rows`) carries that one group's
+    gradient.  y = (projection, rescaled as in :func:`measured_update`) · p(1−p)/‖∇p‖².
+
+    Returns
+    -------
+    dict
+        Per loss type: ``slope`` (least squares through 0 of y on the σ-term over every group, 1
+        for the identity) with ``slope_lo``/``slope_hi`` (normal 95 %), ``r2_k`` (R² of the line
+        slope·x as a prediction of the mean y per k, each k weighted by its groups),
+        ``r2_cells`` (the same over (prompt, k) cells of ≥ 5 groups), ``by_k`` (mean y and groups
+        per k), ``slope_hard``/``slope_easy`` (prompts with p < 1/2, ≥ 1/2).
+    """
+    import tempfile
+
+    import torch
+
+    bad = [lt for lt in loss_types if lt not in LOSS_TYPES]
+    if bad:
+        raise InputError(f"unknown loss_type {bad[0]!r}: use {LOSS_TYPES}")
+    if not (isinstance(draws, (int, np.integer)) and 2 <= draws <= 10**6):
+        raise InputError(f"draws must be an integer in [2, 1000000], got {draws!r}")
+    with _torch_threads(threads):
+        p, emb, rows, dp = _prompt_gradients(task)
+        P = len(rows)
+        batch = [{"prompt": q} for q in task.prompts for _ in range(G)]
+        B = len(batch)
+        proj = {lt: np.empty((draws, P)) for lt in loss_types}
+        k = np.empty((draws, P), np.int64)
+        inv_len = 0.0
+        with tempfile.TemporaryDirectory() as tmp:
+            tr = _trainer(task, G, B, tmp)
+            tr.scale_rewards = "group"
+            for d in range(draws):
+                torch.manual_seed(seed * 1_000_003 + d)
+                inputs = tr._generate_and_score_completions(batch)
+                # the right answers of each group, from the completions themselves (the reward's rule)
+                first = inputs["completion_ids"][:, 0].numpy().reshape(P, G)
+                k[d] = [sum(int(t) in task.right[i] for t in first[i]) for i in range(P)]
+                inv_len += float((1.0 / inputs["completion_mask"].sum(-1).double().clamp(min=1.0)).mean())
+                for lt in loss_types:
+                    tr.loss_type = lt
+                    tr.model.zero_grad(set_to_none=True)
+                    tr._compute_loss(tr.model, inputs).backward()
+                    proj[lt][d] = (-emb.grad[rows].double() * (B / G) * dp).sum(-1).numpy()
+        task.model.zero_grad(set_to_none=True)
+        task.model.eval()
+    scale = {"grpo": draws / inv_len, "dr_grpo": task.max_len}
+    var = k * (G - k) / G**2
+    xs = var / (np.sqrt(k * (G - k) / (G * (G - TRL_DDOF))) + TRL_EPS)
+    norm = p * (1 - p) / (dp * dp).sum(-1).numpy()
+    out = {"G": G, "draws": draws, "p": p.tolist(), "groups": int(k.size)}
+    for lt in loss_types:
+        y = proj[lt] * scale.get(lt, np.nan) * norm
+        res = {}
+        for name, keep in (("", np.ones(P, bool)), ("_hard", p < 0.5), ("_easy", p >= 0.5)):
+            xx, yy = xs[:, keep].ravel(), y[:, keep].ravel()
+            b = float((xx * yy).sum() / (xx * xx).sum())
+            se = float(np.sqrt(((yy - b * xx) ** 2).sum() / (xx.size - 1) / (xx * xx).sum()))
+            res[f"slope{name}"], res[f"slope{name}_lo"], res[f"slope{name}_hi"] = b, b - 1.96 * se, b + 1.96 * se
+        by_k = []
+        for j in range(G + 1):
+            m = k == j
+            by_k.append({"k": j, "x": float(xs[m][0]) if m.any() else np.nan,
+                         "y": float(y[m].mean()) if m.any() else np.nan, "n": int(m.sum())})
+        cells = [(xs[:, i][k[:, i] == j][0], y[:, i][k[:, i] == j].mean(), (k[:, i] == j).sum())
+                 for i in range(P) for j in range(G + 1) if (k[:, i] == j).sum() >= 5]
+        res["r2_k"] = _weighted_r2([(c["x"], c["y"], c["n"]) for c in by_k if c["n"] > 0], res["slope"])
+        res["r2_cells"] = _weighted_r2(cells, res["slope"])
+        res["by_k"] = by_k
+        out[lt] = res
+    return out
+
+
+def _weighted_r2(cells, slope) -> float:
+    """R² of ``slope·x`` as a prediction of the cells' mean y, each cell weighted by its count (NaN
+    without two cells)."""
+    if len(cells) < 2:
+        return float("nan")
+    x, y, n = (np.array([c[i] for c in cells], float) for i in range(3))
+    ybar = (n * y).sum() / n.sum()
+    return float(1 - (n * (y - slope * x) ** 2).sum() / (n * (y - ybar) ** 2).sum())
+
+
+#: Sizes of :func:`run_training`: (prompts, steps, groups of each prompt per step, seeds, σ draws).
+TRAIN_RUN_SIZES = {"full": (32, 30, 4, 3, 100), "fast": (16, 8, 2, 1, 10)}
+
+
+def run_training(*, fast: bool = False, G: int = 8, lr: float = 1e-3, log=None) -> dict:
+    """The three methods of :data:`METHODS` trained by TRL from one initial model per seed (its
+    own pretraining and TRL's seed), equal generations per step; each writes TRL's completions
+    log, which :func:`calibrate` diagnoses; then :func:`sigma_update` on seed 0's initial model.
+
+    Returns ``runs`` (per seed, per method: :func:`train_silent`'s result with ``calibration``),
+    ``hardest`` (per seed, the prompts of the lowest quarter of initial exact p), ``quartile``
+    (per method and seed, the mean exact p of those prompts per step, the final after the last
+    step), and ``sigma``.
+    """
+    import copy
+    import tempfile
+
+    n_prompts, steps, copies, seeds, draws = TRAIN_RUN_SIZES["fast" if fast else "full"]
+    out = {"G": G, "lr": lr, "n_prompts": n_prompts, "steps": steps, "copies": copies, "runs": {}, "hardest": {},
+           "quartile": {m: {} for m in METHODS}}
+    for seed in range(seeds):
+        task = build_task(n_prompts, seed=seed)
+        initial = copy.deepcopy(task)
+        p0 = task.solve_rates()
+        hard = np.argsort(p0, kind="stable")[: n_prompts // 4]
+        out["hardest"][seed] = hard.tolist()
+        out["runs"][seed] = {}
+        for method in METHODS:
+            with tempfile.TemporaryDirectory() as tmp:
+                t = train_silent(copy.deepcopy(initial), method, G=G, copies=copies, steps=steps, lr=lr, seed=seed,
+                                 completions_dir=tmp)
+                t["calibration"] = calibrate(t, tmp)
+            out["runs"][seed][method] = t
+            traj = [float(np.mean(np.asarray(s["p"])[hard])) for s in t["steps"]] + \
+                [float(np.mean(np.asarray(t["p_final"])[hard]))]
+            out["quartile"][method][seed] = traj
+            if log:
+                c = t["calibration"]
+                log(f"seed {seed} {method}: hardest quarter {traj[0]:.3f} → {traj[-1]:.3f}; diagnose MAE "
+                    f"{c['mae']:.3f}, coverage {c['coverage']:.2f}, silent R² {c['r2_pred']:.2f}")
+        if seed == 0:
+            sigma_task = initial
+    out["sigma"] = sigma_update(sigma_task, G=G, draws=draws)
+    return out
+
+
+def train_figure(result: dict):
+    """Three panels: the hardest quarter's mean exact p per step per method; diagnose's predicted
+    silent fraction against TRL's and the exact-p closed form (seed 0, GRPO); the mean projected
+    update per k against the σ-term, sequence- and token-level."""
+    from ..plotstyle import COLORS, method_label, new_figure, styled
+
+    @styled
+    def make():
+        fig, axes = new_figure(3, width=13.0, height=3.6)
+        axes = np.atleast_1d(axes)
+        col = {"grpo": COLORS["grpo"], "dr_grpo": COLORS["dr_grpo"], "skip": COLORS["dapo"]}
+        for m, per_seed in result["quartile"].items():
+            a = np.array(list(per_seed.values()))
+            x = np.arange(a.shape[1])
+            axes[0].plot(x, a.mean(0), color=col[m], label="gsd skip sampler" if m == "skip" else method_label(m))
+            if len(a) > 1:
+                axes[0].fill_between(x, a.min(0), a.max(0), color=col[m], alpha=0.15)
+        axes[0].set_xlabel("training step")
+        axes[0].set_ylabel("mean exact p, hardest quarter")
+        axes[0].legend(loc="upper left")
+        c = result["runs"][0]["grpo"]["calibration"]
+        st = np.arange(1, len(c["silent_measured"]) + 1)
+        axes[1].plot(st, c["silent_measured"], "o", ms=3, color=COLORS["data"], label="TRL's groups (measured)")
+        axes[1].plot(st, c["silent_pred"], color=COLORS["accent"], label=f"gsd diagnose (R² {c['r2_pred']:.2f})")
+        axes[1].plot(st, c["silent_exact"], ls="--", color=COLORS["law"], label=f"exact p (R² {c['r2_exact']:.2f})")
+        axes[1].set_xlabel("training step")
+        axes[1].set_ylabel("silent fraction (GRPO, seed 0)")
+        axes[1].legend(loc="best")
+        s = result["sigma"]
+        for lt, color in (("dr_grpo", COLORS["dr_grpo"]), ("grpo", COLORS["grpo"])):
+            bk = [b for b in s[lt]["by_k"] if b["n"] > 0]
+            axes[2].plot([b["x"] for b in bk], [b["y"] for b in bk], "o", ms=4, color=color,
+                         label=f"loss_type={lt!r}: slope {s[lt]['slope']:.2f}")
+        xmax = max(b["x"] for b in s["dr_grpo"]["by_k"])
+        axes[2].plot([0, xmax], [0, xmax], ls="--", color=COLORS["law"], lw=0.8, label="identity")
+        axes[2].set_xlabel("σ̂₀²/(σ̂₁ + 1e-4) of the group")
+        axes[2].set_ylabel("update along ∇p · p(1−p)/‖∇p‖², mean per k")
+        axes[2].legend(loc="upper left")
+        fig.suptitle(f"TRL 1.16.0 training on a tiny Qwen2, {result['n_prompts']} prompts, G = {result['G']}")
+        return fig
+
+    return make()
+
+
+def training_table(result: dict):
+    """One row per (seed, method) of :func:`run_training`: the hardest quarter's mean exact p at
+    the start and after the last step, and diagnose's calibration."""
+    import pandas as pd
+
+    rows = []
+    for seed, runs in result["runs"].items():
+        for method, t in runs.items():
+            c, q = t["calibration"], result["quartile"][method][seed]
+            rows.append({"seed": seed, "method": method, "hardest_p0": q[0], "hardest_final": q[-1],
+                         "mae": c["mae"], "mae_run_mean": c["mae_run_mean"], "coverage": c["coverage"],
+                         "silent_r2_diagnose": c["r2_pred"], "silent_r2_exact": c["r2_exact"],
+                         "skipped": sum(t.get("skipped", [0]))})
+    return pd.DataFrame(rows)

@@ -38,7 +38,11 @@ def test_bad_input_names_the_argument():
     with pytest.raises(InputError, match="variant"):
         transformer.build_task(2, variant="long")
     with pytest.raises(InputError, match="n_prompts"):
-        transformer.build_task(17)
+        transformer.build_task(33)
+    with pytest.raises(InputError, match="method"):
+        transformer.train_silent(None, "dapo")
+    with pytest.raises(InputError, match="loss_type"):
+        transformer.sigma_update(None, loss_types=("sum",))
 
 
 @pytest.fixture(scope="module")
@@ -48,14 +52,15 @@ def measured():
 
     task = transformer.build_task(8, variant="correlated", seed=0)
     initial = copy.deepcopy(task)  # before a trainer holds the model
+    spare = copy.deepcopy(task)  # for the trainings below, whichever fixture runs first
     run = transformer.measured_update(task, G=8, draws=20, copies=4, scale_rewards=("group", "none"),
                                       loss_types=("dr_grpo",), seed=0)
-    return task, run, initial
+    return task, run, initial, spare
 
 
 @pytest.mark.slow
 def test_solve_rates_spread_and_exact(measured):
-    task, run, _ = measured
+    task, run = measured[:2]
     p = np.array(run["p"])
     assert p.min() < 0.2 and p.max() > 0.8  # spread like a difficulty distribution
     assert np.array_equal(p, task.solve_rates())  # the run left the model as it was
@@ -140,3 +145,66 @@ def test_reproduce_stage_writes_its_figures_beside_the_report(tmp_path, monkeypa
     assert set(stage["silent_r2"]) == set(transformer.TRAININGS)
     text = "\n".join(report._transformer_markdown(stage))
     assert text.count("| independent |") == text.count("| correlated |") == 12
+
+
+@pytest.fixture(scope="module")
+def methods(measured, tmp_path_factory):
+    """GRPO and the skip sampler from one initial model, each writing TRL's own completions log,
+    diagnosed; then the per-group update against σ on the same initial model."""
+    import copy
+
+    out = {}
+    for method in ("grpo", "skip"):
+        folder = tmp_path_factory.mktemp(method)
+        t = transformer.train_silent(copy.deepcopy(measured[3]), method, G=8, copies=2, steps=6, lr=3e-3,
+                                     completions_dir=folder)
+        out[method] = (t, transformer.calibrate(t, folder))
+    out["sigma"] = transformer.sigma_update(copy.deepcopy(measured[3]), G=8, draws=8, loss_types=("dr_grpo",))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["grpo", "skip"])
+def test_diagnose_reads_trl_log_of_the_run(methods, method):
+    t, cal = methods[method]
+    # every group gsd diagnose read from TRL's parquet files has the k the reward function returned
+    assert cal["k_matches"]
+    assert cal["silent_measured"] == pytest.approx([s["silent_from_rewards"] for s in t["steps"]], abs=1e-12)
+    assert cal["groups"] == 16 * 5  # steps 2..6, every prompt seen before
+    assert 0 <= cal["coverage"] <= 1 and 0 <= cal["mae"] < 1
+    # step 1's recorded p is the initial model's, evaluated under the trainer's bf16 autocast
+    # (GRPOConfig's bf16 defaults to True), the forward its generation samples from
+    assert t["steps"][0]["p"] == pytest.approx(methods["sigma"]["p"], abs=0.02)
+
+
+@pytest.mark.slow
+def test_skip_sampler_generates_as_many_groups(methods):
+    grpo, skip = methods["grpo"][0], methods["skip"][0]
+    assert [len(s["groups"]) for s in skip["steps"]] == [len(s["groups"]) for s in grpo["steps"]] == [16] * 6
+    assert len(skip["skipped"]) == 6 and all(n >= 0 for n in skip["skipped"])
+    if sum(skip["skipped"]) == 0:  # nothing skipped: the same sampler order, the same run
+        assert skip["p_final"] == pytest.approx(grpo["p_final"], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_sequence_level_update_is_proportional_to_sigma(methods):
+    s = methods["sigma"]["dr_grpo"]
+    assert s["slope_lo"] < 1 < s["slope_hi"], s
+    assert s["slope_hi"] - s["slope_lo"] < 0.5
+    assert [b["k"] for b in s["by_k"]] == list(range(9)) and sum(b["n"] for b in s["by_k"]) == 8 * 8
+
+
+@pytest.mark.slow
+def test_transformer_train_command(tmp_path, monkeypatch, capsys):
+    import json
+
+    from gsd.cli import main
+
+    pytest.importorskip("trl")
+    # tiny sizes: the command's plumbing; the numbers are the tests above
+    monkeypatch.setitem(transformer.TRAIN_RUN_SIZES, "fast", (8, 2, 1, 1, 2))
+    assert main(["transformer-train", "--fast", "--quiet", "--json", "--figure", str(tmp_path / "t.png")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["quartile"]) == set(transformer.METHODS) and len(out["hardest"]["0"]) == 2
+    assert all(len(q["0"]) == 3 for q in out["quartile"].values())  # 2 steps, then the final
+    assert (tmp_path / "t.png").stat().st_size > 5000
