@@ -26,6 +26,12 @@ def register(sub) -> None:
     import argparse
 
     from ..cli import bounded_float, bounded_int  # the options' schema: checked before any log is read
+
+    steps = bounded_float(0, 1e300, "steps", open_lo=True)
+
+    def _half_life_arg(text: str):
+        return "auto" if text == "auto" else steps(text)
+    _half_life_arg.__name__ = "half-life"  # argparse names the type in its error
     from ..integrations import TRAINERS
 
     p = sub.add_parser("diagnose", help=_HELP, description=_DESCRIPTION,
@@ -57,8 +63,9 @@ def register(sub) -> None:
     p.add_argument("--epsilon", type=bounded_float(0, 1, "a fidelity target is 1 - epsilon", open_lo=True, open_hi=True),
                    default=0.05, help="fidelity target 1 - epsilon of the advice (default 0.05)")
     p.add_argument("--level", type=bounded_float(0, 1, "a credible level", open_lo=True, open_hi=True), default=0.9, help="level of the per-prompt credible intervals (default 0.9)")
-    p.add_argument("--half-life", type=bounded_float(0, 1e300, "steps", open_lo=True), help="steps after which an old rollout counts half in the posteriors "
-                                                   "(default: every earlier rollout counts fully)")
+    p.add_argument("--half-life", type=_half_life_arg, help="steps after which an old rollout counts half in the posteriors, "
+                   "or auto: the half-life whose posteriors best predict the run's own next groups "
+                   "(default: every earlier rollout counts fully)")
     p.add_argument("--budget", type=bounded_int(1, 2**53, "rollouts per step"), help="rollouts per step to allocate over the prompts (needs the budget allocator)")
     p.add_argument("--out", help="write steps.parquet, prompts.parquet, groups.parquet, summary.json and diagnose.png here")
     p.add_argument("--all-steps", action="store_true", help="print every step in the report's step table (default: "

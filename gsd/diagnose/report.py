@@ -47,6 +47,11 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
         f"  right/wrong for the predictions: {s['rewards_as']}" if predicted else "",
     ]
     lines = [x for x in lines if x]
+    if s.get("half_life_choice"):
+        h = s["half_life"]
+        lines.append(f"  posteriors: half-life {'none (every earlier rollout counts fully)' if h is None else f'{h:g} steps'}, "
+                     f"chosen by --half-life auto (the best one-step-ahead log score of "
+                     f"{s['half_life_choice']['groups_scored']:,} groups)")
     if s["bad_rows"]:
         lines.append(f"{s['bad_rows']:,} row(s) could not be used, e.g. " + "; ".join(s["bad_rows_listed"][:3]))
     if s["singletons"]:

@@ -145,6 +145,41 @@ def group_table(log: RolloutLog, right=None, *, half_life: float | None = None) 
     return out.sort_values(["step", "prompt"], kind="stable").reset_index(drop=True)
 
 
+#: The half-lives ``half_life="auto"`` tries (steps; None: every earlier rollout counts fully).
+HALF_LIVES = (None, 64.0, 32.0, 16.0, 8.0, 4.0, 2.0, 1.0, 0.5)
+
+
+def choose_half_life(log: RolloutLog, right, prior, groups: pd.DataFrame | None = None):
+    r"""The half-life of :data:`HALF_LIVES` whose posteriors best predict the run's own next groups.
+
+    Each group of a prompt seen at an earlier step is scored by the log-probability its posterior
+    before the step gave to its right answers, the beta-binomial
+    :math:`\log P(k \mid n, a_0 + k_\mathrm{eff}, b_0 + n_\mathrm{eff} - k_\mathrm{eff})`, summed
+    over groups (a proper score of one-step-ahead predictions: no refit, nothing but the log). A
+    policy that learns makes old counts stale, and a shorter half-life then predicts better; a
+    fixed one is best served by counting everything. Ties keep the longer half-life.
+
+    Returns
+    -------
+    (half_life, choice)
+        The chosen half-life (None: no forgetting) and ``{"candidates", "log_score", "groups_scored"}``.
+    """
+    from scipy.stats import betabinom
+
+    a0, b0 = prior
+    scores, scored = [], 0
+    for h in HALF_LIVES:
+        g = groups if (h is None and groups is not None) else group_table(log, right, half_life=h)
+        seen = (g["n"] >= 1) & (g["n_before"] > 0)
+        k, n = g["k"][seen].to_numpy(np.int64), g["n"][seen].to_numpy(np.int64)
+        a = a0 + g["k_eff"][seen].to_numpy(np.float64)
+        b = b0 + (g["n_eff"] - g["k_eff"])[seen].to_numpy(np.float64)
+        scores.append(float(betabinom.logpmf(k, n, a, b).sum()))
+        scored = int(seen.sum())
+    best = HALF_LIVES[int(np.argmax(scores))] if scored else None  # argmax: the first (longest) of ties
+    return best, {"candidates": list(HALF_LIVES), "log_score": scores, "groups_scored": scored}
+
+
 def _half_life(h) -> float:
     h = float(h)
     if not (np.isfinite(h) and h > 0):
@@ -496,7 +531,10 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
     elif seen:
         conv["from"] = f"{conv['from']}, scale_rewards={seen!r} read from the logged advantages"
     right, note = _right(log.reward, threshold)
-    groups = group_table(log, right, half_life=half_life)
+    auto = isinstance(half_life, str) and half_life == "auto"
+    if isinstance(half_life, str) and not auto:
+        raise InputError(f"half_life must be a number of steps > 0, None or 'auto', got {half_life!r}")
+    groups = group_table(log, right, half_life=None if auto else half_life)
     if not (groups["G"] >= 2).any():
         raise InputError("no prompt has two or more rollouts in one step, so there is no group to diagnose "
                          "(is the prompt column right? one rollout per prompt is not GRPO)")
@@ -515,6 +553,14 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
                             "all right / all wrong); its predictions are not reliable — try --prior uniform or jeffreys")
     else:
         a0, b0 = posterior_from_counts(0, 0, prior=prior).prior
+    chosen = None
+    if auto:
+        if a0 is None:
+            raise InputError("half_life = 'auto' scores the posteriors' predictions of right answers: it needs "
+                             "right/wrong rewards (give --threshold T for graded ones)")
+        half_life, chosen = choose_half_life(log, right, (a0, b0), groups)
+        if half_life is not None:
+            groups = group_table(log, right, half_life=half_life)
     batch_std = _batch_std(log, groups) if conv["scale"] == "batch" else None
     groups = _predict(groups, None if a0 is None else (a0, b0), conv["ddof"], conv["eps"], conv["scale"], batch_std)
     steps = step_table(groups)
@@ -527,10 +573,14 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
     multi = groups["G"] >= 2
     calibration = _calibration(steps, groups)
     if calibration and abs(calibration.get("z", 0.0)) > 3:
-        warnings.append(f"the predicted silent groups miss the measured ones by z = {calibration['z']:+.1f} sd "
-                        f"({calibration['silent_groups_predicted']:.0f} predicted, "
-                        f"{calibration['silent_groups_measured']:.0f} measured): the solve rates move during "
-                        "training; let old rollouts count less with --half-life H (e.g. a few steps)")
+        miss = (f"the predicted silent groups miss the measured ones by z = {calibration['z']:+.1f} sd "
+                f"({calibration['silent_groups_predicted']:.0f} predicted, {calibration['silent_groups_measured']:.0f} "
+                "measured): the solve rates move during training")
+        warnings.append(miss + ("; let old rollouts count less: --half-life auto picks the half-life whose "
+                                "posteriors best predict the run's own next groups" if half_life is None and chosen is None
+                                else ", faster than posteriors " + ("that count every earlier rollout (--half-life auto's "
+                                "choice)" if half_life is None else f"with a half-life of {half_life:g} steps") +
+                                " follow (they predict from earlier steps): read the measured figures, not the predictions"))
     logged = "the logged rollouts" if log.missing_steps else "the generation"
     if not log.silent_observable:
         logged = "the trained groups (the silent ones were removed before the dump)"
@@ -576,6 +626,7 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         "calibration": calibration,
         "epsilon": epsilon,
         "half_life": half_life,
+        "half_life_choice": chosen,
         "budget": budget,
         # One definition with the live tracker's gsd/recommended_group_size (gsd.median_group_size).
         "median_group_size_recommended": median_group_size(prompts["p_mean"].to_numpy(), epsilon)

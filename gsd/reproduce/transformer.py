@@ -659,9 +659,9 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
     return out
 
 
-def calibrate(trained: dict, completions_dir, *, level: float = 0.9) -> dict:
+def calibrate(trained: dict, completions_dir, *, level: float = 0.9, half_life=None) -> dict:
     """``gsd diagnose`` (:func:`gsd.diagnose.diagnose`, its defaults: empirical-Bayes prior, no
-    half-life) on the completions TRL wrote in :func:`train_silent` (``completions_dir``), against
+    half-life unless ``half_life`` is given) on the completions TRL wrote in :func:`train_silent` (``completions_dir``), against
     the exact p the run recorded.
 
     Returns
@@ -681,7 +681,7 @@ def calibrate(trained: dict, completions_dir, *, level: float = 0.9) -> dict:
     from ..silent import silent_rate
     from ..simulator.ledger import r_squared
 
-    dx = diagnose(completions_dir)
+    dx = diagnose(completions_dir, half_life=half_life)
     g = dx.groups
     labels = dx.prompts["prompt"].to_numpy()
     x = np.array([int(str(lab)[1:]) for lab in labels])[g["prompt"].to_numpy()]
@@ -704,7 +704,8 @@ def calibrate(trained: dict, completions_dir, *, level: float = 0.9) -> dict:
             "mae_run_mean": float(np.abs(g["p_before"].to_numpy() - mean_before[step - 1, x])[keep].mean()),
             "k_matches": bool(truth_k.size == got_k.size and np.array_equal(truth_k, got_k)),
             "silent_measured": measured, "silent_pred": st["silent_pred"].tolist(), "silent_exact": silent_exact,
-            "r2_pred": r_squared(measured, st["silent_pred"].tolist()), "r2_exact": r_squared(measured, silent_exact)}
+            "r2_pred": r_squared(measured, st["silent_pred"].tolist()), "r2_exact": r_squared(measured, silent_exact),
+            "half_life": dx.summary["half_life"]}
 
 
 def sigma_update(task: Task, *, G: int = 8, draws: int = 50, loss_types=("dr_grpo", "grpo"), seed: int = 0,
@@ -830,6 +831,7 @@ def run_training(*, fast: bool = False, G: int = 8, lr: float = 1e-3, log=None) 
                 t = train_silent(copy.deepcopy(initial), method, G=G, copies=copies, steps=steps, lr=lr, seed=seed,
                                  completions_dir=tmp)
                 t["calibration"] = calibrate(t, tmp)
+                t["calibration_auto"] = calibrate(t, tmp, half_life="auto")  # gsd diagnose --half-life auto
             out["runs"][seed][method] = t
             traj = [float(np.mean(np.asarray(s["p"])[hard])) for s in t["steps"]] + \
                 [float(np.mean(np.asarray(t["p_final"])[hard]))]
@@ -890,7 +892,8 @@ def train_figure(result: dict):
 
 def training_table(result: dict):
     """One row per (seed, method) of :func:`run_training`: the hardest quarter's mean exact p at
-    the start and after the last step, and diagnose's calibration."""
+    the start and after the last step, and diagnose's calibration (its defaults, and with
+    ``half_life="auto"``: the ``*_auto`` columns and the half-life it chose)."""
     import pandas as pd
 
     rows = []
@@ -900,5 +903,7 @@ def training_table(result: dict):
             rows.append({"seed": seed, "method": method, "hardest_p0": q[0], "hardest_final": q[-1],
                          "mae": c["mae"], "mae_run_mean": c["mae_run_mean"], "coverage": c["coverage"],
                          "silent_r2_diagnose": c["r2_pred"], "silent_r2_exact": c["r2_exact"],
+                         **({f"{k}_auto": t["calibration_auto"][k] for k in ("half_life", "mae", "coverage", "r2_pred")}
+                            if "calibration_auto" in t else {}),
                          "skipped": sum(t.get("skipped", [0]))})
     return pd.DataFrame(rows)

@@ -10,6 +10,8 @@ from scipy.stats import betabinom
 import gsd
 from gsd.diagnose import diagnose, diagnose_log, read_rollouts
 
+from gsd.integrations.verl import write_step as write_verl_step
+
 from .conftest import direct_steps, rollouts, write_trl, write_verl
 
 
@@ -204,3 +206,79 @@ def test_known_p_limit_of_the_predictions(tmp_path, p):
     want = update.sum() / (len(G) * np.sqrt(p * (1 - p)))
     assert dx.steps["fidelity"].iloc[0] == pytest.approx(want, rel=1e-4)
     np.testing.assert_allclose(dx.steps["fidelity_plugin"].iloc[0], gsd.fidelity(p, G).mean(), rtol=1e-4)
+
+
+def test_auto_half_life_scores_against_a_direct_sum(tmp_path):
+    from scipy.stats import betabinom
+
+    from gsd.diagnose.tables import HALF_LIVES
+
+    df, _ = rollouts(steps=6, prompts=60, seed=3)
+    df = df[~((df["step"] == 4) & (df["prompt"].str.contains(" 1")))]  # gaps: some prompts skip step 4
+    write_verl(tmp_path, df)
+    dx = diagnose(tmp_path, half_life="auto", prior=(1.0, 1.0))
+    choice = dx.summary["half_life_choice"]
+    counts = df.groupby(["prompt", "step"])["right"].agg(["size", "sum"])
+    want = []
+    for h in HALF_LIVES:  # every group of a prompt seen before, scored by its posterior before the step
+        total = 0.0
+        for prompt, c in counts.groupby(level=0):
+            c = c.droplevel(0)
+            for t in c.index[1:]:
+                past = c[c.index < t]
+                w = np.ones(len(past)) if h is None else 2.0 ** (-(t - past.index.to_numpy()) / h)
+                ke, ne = (w * past["sum"]).sum(), (w * past["size"]).sum()
+                total += betabinom.logpmf(c.loc[t, "sum"], c.loc[t, "size"], 1.0 + ke, 1.0 + ne - ke)
+        want.append(total)
+    assert choice["candidates"] == list(HALF_LIVES)
+    assert choice["log_score"] == pytest.approx(want, rel=1e-10)
+    assert dx.summary["half_life"] == HALF_LIVES[int(np.argmax(want))]
+    # The groups and prompts are those of that half-life, as if it had been given.
+    given = diagnose(tmp_path, half_life=dx.summary["half_life"], prior=(1.0, 1.0))
+    pd.testing.assert_frame_equal(dx.groups, given.groups)
+
+
+def _moving_log(folder, drift, *, prompts=100, steps=12, G=8, seed=0):
+    """A verl dump whose solve rates climb by ``drift`` on the logit scale per step; the true p."""
+    rng = np.random.default_rng(seed)
+    logit0 = rng.normal(-1.0, 1.5, prompts)
+    truth = {}
+    for step in range(1, steps + 1):
+        p = 1.0 / (1.0 + np.exp(-(logit0 + drift * (step - 1))))
+        truth[step] = p
+        pid = np.repeat(np.arange(prompts), G)
+        right = (rng.random(pid.size) < p[pid]).astype(float)
+        write_verl_step(folder, step, [f"q{i}" for i in pid], right)
+    return truth
+
+
+@pytest.mark.parametrize("drift", [0.0, 0.6])
+def test_auto_half_life_forgets_when_the_policy_learns(tmp_path, drift):
+    from gsd.posterior import BetaPosterior
+
+    truth = _moving_log(tmp_path, drift)
+    coverage = {}
+    for h in (None, "auto"):
+        dx = diagnose(tmp_path, half_life=h)
+        g = dx.groups
+        seen = (g["n_before"] > 0).to_numpy()
+        x = np.array([int(s[1:]) for s in dx.prompts["prompt"]])[g["prompt"].to_numpy()]
+        p = np.array([truth[s][i] for s, i in zip(g["step"], x)])
+        lo, hi = BetaPosterior(g["a"].to_numpy(), g["b"].to_numpy(), (np.nan, np.nan)).interval(0.9)
+        coverage[h] = float(((lo <= p) & (p <= hi))[seen].mean())
+    chosen = dx.summary["half_life"]
+    if drift == 0:  # a fixed policy: counting everything (or nearly) predicts best
+        assert chosen is None or chosen >= 16, dx.summary["half_life_choice"]
+    else:  # a learning one: a short memory, and intervals that cover the current p far more often
+        assert chosen is not None and chosen <= 4, dx.summary["half_life_choice"]
+        assert coverage["auto"] > coverage[None] + 0.2, coverage
+
+
+def test_auto_half_life_needs_right_wrong_rewards(tmp_path):
+    df, _ = rollouts(steps=3, prompts=30, seed=1, graded=True)
+    write_verl(tmp_path, df, extra=False)  # graded scores, no right/wrong column, no threshold
+    with pytest.raises(ValueError, match="half_life = 'auto'.*right/wrong"):
+        diagnose(tmp_path, half_life="auto")
+    assert diagnose(tmp_path, half_life="auto", threshold=0.5).summary["half_life_choice"]["groups_scored"] > 0
+    with pytest.raises(ValueError, match="half_life"):
+        diagnose(tmp_path, half_life="soon")

@@ -159,6 +159,7 @@ def methods(measured, tmp_path_factory):
         t = transformer.train_silent(copy.deepcopy(measured[3]), method, G=8, copies=2, steps=6, lr=3e-3,
                                      completions_dir=folder)
         out[method] = (t, transformer.calibrate(t, folder))
+        out[f"{method}_log"] = folder
     out["sigma"] = transformer.sigma_update(copy.deepcopy(measured[3]), G=8, draws=8, loss_types=("dr_grpo",))
     return out
 
@@ -175,6 +176,19 @@ def test_diagnose_reads_trl_log_of_the_run(methods, method):
     # step 1's recorded p is the initial model's, evaluated under the trainer's bf16 autocast
     # (GRPOConfig's bf16 defaults to True), the forward its generation samples from
     assert t["steps"][0]["p"] == pytest.approx(methods["sigma"]["p"], abs=0.02)
+
+
+@pytest.mark.slow
+def test_auto_half_life_on_the_trl_log_is_a_given_half_life(methods):
+    from gsd.diagnose.tables import HALF_LIVES
+
+    t, default = methods["grpo"]
+    auto = transformer.calibrate(t, methods["grpo_log"], half_life="auto")
+    assert auto["half_life"] in HALF_LIVES and default["half_life"] is None
+    given = transformer.calibrate(t, methods["grpo_log"], half_life=auto["half_life"])
+    for key in ("mae", "coverage", "r2_pred", "groups"):
+        assert auto[key] == given[key], key
+    assert auto["silent_pred"] == given["silent_pred"] and auto["k_matches"]
 
 
 @pytest.mark.slow
