@@ -43,7 +43,7 @@ from .._extras import require_torch
 
 torch = require_torch("budget allocation inside a run (gsd.simulator.budget)")
 
-from .planning import STREAM_GRESO, STREAM_THOMPSON, greso_sizes, plan_sizes, planned_sizes  # noqa: F401 (streams: re-exported)
+from .planning import STREAM_GRESO, STREAM_THOMPSON, age_counts, greso_sizes, plan_sizes, planned_sizes  # noqa: F401 (streams: re-exported)
 from .sampling import Batch, Groups
 
 __all__ = ["BudgetPlanner"]
@@ -85,15 +85,8 @@ class BudgetPlanner:
         idx = slice(None) if batch.idx is None else batch.idx
         streak = self.streak[idx]
         self.streak[idx] = torch.where(visited, torch.where(groups.silent_first, streak + 1, 0), streak)
-        if self.cfg.logged_half_life:
-            decay = 2.0 ** (-1.0 / self.cfg.logged_half_life)
-            self.k_cum *= decay
-            self.n_cum *= decay
-        if self.ring is not None:
-            slot = self.ring[step % self.ring.shape[0]]
-            self.k_cum -= slot[0]
-            self.n_cum -= slot[1]
-            slot.zero_()
+        slot = age_counts(self.cfg, step, self.k_cum, self.n_cum, self.ring)
+        if slot is not None:
             target = slot
         else:
             target = torch.stack([self.k_cum, self.n_cum])

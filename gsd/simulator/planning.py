@@ -136,6 +136,23 @@ def plan_sizes(cfg, step: int, p: np.ndarray | None, k: np.ndarray | None, n: np
     return G, plan.total, float(allocation_value(src, G, "update", **conv).sum())
 
 
+def age_counts(cfg, step: int, k_cum, n_cum, ring):
+    """Age the counts before a step's groups are added, in place (numpy arrays or torch tensors):
+    discount them by the half-life, and with a window take out the counts of the step that
+    leaves it; returns that ring slot, emptied, for the step's counts (None without a window)."""
+    if cfg.logged_half_life:
+        decay = 2.0 ** (-1.0 / cfg.logged_half_life)
+        k_cum *= decay
+        n_cum *= decay
+    if ring is None:
+        return None
+    slot = ring[step % ring.shape[0]]
+    k_cum -= slot[0]
+    n_cum -= slot[1]
+    slot[...] = 0
+    return slot
+
+
 class CountPlanner:
     """The numpy engine's planner of one run: its counts as numpy arrays, plans through
     :func:`plan_sizes` / :func:`greso_sizes` (the torch engine's :class:`~.budget.BudgetPlanner`
@@ -170,15 +187,8 @@ class CountPlanner:
         at = slice(None) if idx is None else idx
         streak = self.streak[at]
         self.streak[at] = np.where(G > 0, np.where(silent_first, streak + 1, 0), streak)
-        if self.cfg.logged_half_life:
-            decay = 2.0 ** (-1.0 / self.cfg.logged_half_life)
-            self.k_cum *= decay
-            self.n_cum *= decay
-        if self.ring is not None:
-            slot = self.ring[step % self.ring.shape[0]]
-            self.k_cum -= slot[0]
-            self.n_cum -= slot[1]
-            slot.fill(0.0)
+        slot = age_counts(self.cfg, step, self.k_cum, self.n_cum, self.ring)
+        if slot is not None:
             slot[0, at] = k  # the batch's prompts are distinct: an assignment is the torch planner's index_add
             slot[1, at] = G
             self.k_cum += slot[0]
