@@ -409,15 +409,17 @@ def numpy_blockers(cfg: "SimConfig") -> list[str]:
 
     The numpy engine (:mod:`gsd.simulator.tabular`) writes the tabular policy's logit gradient
     in closed form and applies SGD or Adam to it, on the CPU; autograd is needed for a network
-    policy, PPO epochs, clipping and the KL penalty, and the budget planner, the rollout log
-    and a CUDA device are the torch engine's.
+    policy, PPO epochs, clipping and the KL penalty; a budget plan draws each prompt's count at
+    its own G on the numpy engine (``rollouts = "counts"``), its answers one by one only on the
+    torch engine; the rollout log and a CUDA device are the torch engine's.
     """
     checks = (
         (cfg.policy != "tabular", f"policy = {cfg.policy!r}"),
         (cfg.ppo_epochs != 1, f"ppo_epochs = {cfg.ppo_epochs}"),
         (cfg.clip, "clip = true"),
         (cfg.kl_coef != 0, f"kl_coef = {cfg.kl_coef!r}"),
-        (cfg.allocation != "fixed", f"allocation = {cfg.allocation!r}"),
+        (cfg.allocation != "fixed" and cfg.rollouts != "counts",
+         f"allocation = {cfg.allocation!r} with rollouts = {cfg.rollouts!r}"),
         (cfg.rollout_log != "none", f"rollout_log = {cfg.rollout_log!r}"),
         (cfg.device.startswith("cuda"), f"device = {cfg.device!r}"),
     )

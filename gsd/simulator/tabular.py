@@ -18,7 +18,14 @@ more than the whole paper campaign's arithmetic — and a tabular step is a hand
 elementwise numpy passes (paper size: 1.4 ms against the torch engine's 2.0 ms, measured).
 ``engine = "auto"`` (the default) picks this engine whenever :func:`~.config.numpy_blockers`
 finds nothing that needs torch (a network policy, PPO epochs, clipping, a KL penalty, a budget
-planner, a rollout log, a GPU).
+plan with ``rollouts = "answers"``, a rollout log, a GPU).
+
+A budget plan (``allocation`` other than ``"fixed"``, :mod:`.budget`) runs here with
+``rollouts = "counts"``: each run keeps its counts in a :class:`~.planning.CountPlanner` and plans
+through :func:`~.planning.plan_sizes`, the function the torch engine's planner calls, so equal
+counts give equal plans; each prompt's binomial count is drawn at its own G (0: skipped, no
+answers, no update, not counted as a batch prompt), and the advantage table holds every size
+the plans may use.
 
 Runs of one config but for :data:`~.config.FREE_KEYS` (seed, method, G, max_draws, ddof, eps)
 run as one program (:func:`run_programs`): every array has a leading run axis (R, …), each run
@@ -55,6 +62,7 @@ from ..methods import method_spec
 from ..weighting import decile_index
 from .config import FREE_KEYS, SimConfig
 from .ledger import COLUMNS, N_DECILES, N_QUARTILES, Ledger, closed_form_columns
+from .planning import CountPlanner, planned_sizes
 from .population import STREAM_ROLLOUTS, initial_quartiles, initial_solve_rates, population_state, sub_seed
 from .runfolder import (Member, _logit, _sigmoid, check_array, check_identity, check_ledger_rows, check_step, damaged,
                         drive, finish, ledger_row, open_runs, run_identity, save_checkpoint)
@@ -252,7 +260,17 @@ class Program:
         self.G = np.array([c.group_size for c in self.cfgs])[:, None]  # (R, 1)
         self.G_f = self.G.astype(self.dtype)
         self.D = np.array([c.max_draws if method_spec(c.method).redraws_silent else 1 for c in self.cfgs])[:, None]
-        tables = [advantage_rows(c.group_size, method_spec(c.method).advantage, ddof=c.ddof, eps=c.eps) for c in self.cfgs]
+        # A budget plan (allocation != "fixed") gives each prompt its own G each step: every run
+        # tabulates every size its plans may use, size after size, and g_off[r, G] is where G's rows
+        # start in run r's table (a skipped prompt, G = 0, reads a row it multiplies by 0 answers).
+        self.planners = None if base.allocation == "fixed" else [CountPlanner(c, self.N) for c in self.cfgs]
+        sizes = [[c.group_size] if self.planners is None else list(planned_sizes(c)) for c in self.cfgs]
+        tables = [np.concatenate([advantage_rows(G, method_spec(c.method).advantage, ddof=c.ddof, eps=c.eps) for G in gs])
+                  for c, gs in zip(self.cfgs, sizes)]
+        if self.planners is not None:
+            self.g_off = np.zeros((self.R, max(max(gs) for gs in sizes) + 1), dtype=np.int64)
+            for r, gs in enumerate(sizes):
+                self.g_off[r, gs] = np.cumsum([0] + [G + 1 for G in gs[:-1]])
         self.adv_flat = np.concatenate(tables).astype(self.dtype)  # run r's rows start at adv_at[r]
         self.adv_at = np.cumsum([0] + [len(t) for t in tables[:-1]])[:, None]
         self.decile = np.stack([decile_index(p) for p in p0])  # (R, N)
@@ -322,8 +340,11 @@ class Program:
         drawn.fill(1)
         silent = self.work("silent", bool)
         first = self.work("first", bool)
+        planned = self.planners is not None
+        if planned:
+            np.greater(self.G_b, 0, out=drawn, casting="unsafe")  # a skipped prompt (G = 0) draws no group
         for r, rng in enumerate(self.rngs):
-            D, G = int(self.D[r, 0]), int(self.G[r, 0])
+            D, G = int(self.D[r, 0]), (self.G_b[r] if planned else int(self.G[r, 0]))
             source = p64 if p64 is not None and self.base.rollouts == "counts" else p_b
             at, p = slice(None), source[r]
             for d in range(D):
@@ -334,6 +355,8 @@ class Program:
                     flips[0][r, at], flips[1][r, at] = flipped
                     k[r, at] = marked
                 now = (marked == 0) | (marked == G)
+                if planned:
+                    now &= G > 0  # a skipped prompt is not a silent group (D = 1: no redraws with a plan)
                 if d == 0:
                     first[r] = silent[r] = now
                 else:
@@ -366,15 +389,22 @@ class Program:
         p_b, q_b = take(p_all), take(q_all)
         p64 = self.float64(p_b)
         dec_b = self.decile if idx is None else np.take_along_axis(self.decile, idx, 1)
+        G_cells, G_div = self.G_f, self.G_f
+        if self.planners is not None:
+            self.G_b = np.stack([pl.plan(step, None if idx is None else idx[r], p64[r]) for r, pl in enumerate(self.planners)])
+            G_cells = self.G_b.astype(self.dtype)
+            G_div = np.maximum(G_cells, 1)  # the torch loss's G.clamp(min=1): a skipped prompt has no answers
         # What the row predicts reads p alone: beside the draws (which release the GIL) when large
         pending = _beside(self.predictions, step, p_all, p64, dec_b) if self.R * self.B >= BESIDE_ENTRIES else None
         predictions = None if pending is not None else self.predictions(step, p_all, p64, dec_b)
         g = self.draw(p_b, p64)
         at = np.add(self.adv_at, g["k"], out=self.work("adv_at", np.int64))
+        if self.planners is not None:
+            at += np.take_along_axis(self.g_off, self.G_b, 1)
         # each run's own table; mode "clip" skips take's bounds check (every index is a row: k ∈ [0, G])
         adv = np.take(self.adv_flat, at, axis=0, out=self.work("adv", self.dtype, (self.R, self.B, 2)), mode="clip")
-        s_right, s_wrong = advantage_sums(g["right"], g["flips"], self.G_f, adv)
-        dz = logit_gradient(s_right, s_wrong, self.G_f, p_b, q_b)
+        s_right, s_wrong = advantage_sums(g["right"], g["flips"], G_cells, adv)
+        dz = logit_gradient(s_right, s_wrong, G_div, p_b, q_b)
         # The loss of the first (only) epoch, L = −Σ_j (S₊·log π(right) + S₋·log π(wrong))/G, per run.
         z_b = take(self.z)
         log_p, log_q = self.work("log_p", self.dtype), self.work("log_q", self.dtype)
@@ -383,8 +413,11 @@ class Program:
         log_p *= s_right
         log_q *= s_wrong
         log_p += log_q
-        log_p /= self.G_f
+        log_p /= G_div
         loss = -log_p.sum(axis=1)
+        if self.planners is not None:
+            for r, pl in enumerate(self.planners):
+                pl.observe(step, None if idx is None else idx[r], g["k"][r], self.G_b[r], g["silent_first"][r])
         grad = -dz if idx is None else _scatter(-dz, idx, N)
         self.opt.step(self.z, grad)
         state, closed = pending.result() if pending is not None else predictions
@@ -399,6 +432,13 @@ class Program:
         the torch engine) and each run's closed forms (float64 ``p64`` of the batch)."""
         state = self.population_state(p_all)
         closed = [None] * self.R
+        if self.planners is not None:  # each run its own G per prompt: the kept prompts' closed forms, run by run
+            for r, cfg in enumerate(self.cfgs):
+                keep = self.G_b[r] > 0
+                update = bool(cfg.closed_form_every) and step % cfg.closed_form_every == 0
+                cols = closed_form_columns(p64[r][keep], self.G_b[r][keep], dec_b[r][keep], cfg, update=update)
+                closed[r] = {k: float(v) if np.ndim(v) == 0 else v for k, v in cols.items()}
+            return state, closed
         for rows in self.alike:  # runs of one method and G: their closed forms in one pass, one row each
             cfg = self.cfgs[rows[0]]
             update = bool(cfg.closed_form_every) and step % cfg.closed_form_every == 0
@@ -414,17 +454,22 @@ class Program:
         dec_at = self.decile_at if idx is None else dec_b + np.arange(R)[:, None] * N_DECILES
         mass_d = np.bincount(dec_at.reshape(-1), weights=dz.reshape(-1), minlength=R * N_DECILES)  # float64 weights, as astype
         groups = drawn.sum(axis=1)
-        # count_nonzero row by row (with an axis it sums int64 copies; runs, not prompts); generations = G·groups, exactly
-        per_run = {"n_batch": np.full(R, float(self.B)), "silent": np.array([np.count_nonzero(x) for x in silent_first]),
+        if self.planners is None:
+            n_batch, generations = np.full(R, float(self.B)), groups * self.G[:, 0]  # G·groups, exactly
+        else:
+            n_batch, generations = groups.astype(np.float64), (drawn * self.G_b).sum(axis=1)  # D = 1: a drawn prompt is a kept one
+        # count_nonzero row by row (with an axis it sums int64 copies; runs, not prompts)
+        per_run = {"n_batch": n_batch, "silent": np.array([np.count_nonzero(x) for x in silent_first]),
                    "zero_update": np.array([np.count_nonzero(x) for x in zero_update]), "groups": groups,
-                   "generations": groups * self.G[:, 0], "loss": loss}
+                   "generations": generations, "loss": loss}
         for r in range(R):
             host = {name: float(v[r]) for name, v in per_run.items()}
             host.update(kl=0.0, clip_frac=0.0, grad_mass_d=mass_d[r * N_DECILES : (r + 1) * N_DECILES],
                         mean_p=float(state["mean_p"][r]), mean_arcsin=float(state["mean_arcsin"][r]), mean_p_q=state["mean_p_q"][r])
             host.update(closed[r])
             self.generations_cum[r] += int(host["generations"])
-            self.ledgers[r].put(step, **ledger_row(step, host, self.generations_cum[r]))
+            planner = None if self.planners is None else self.planners[r]
+            self.ledgers[r].put(step, **ledger_row(step, host, self.generations_cum[r], planner))
 
     # ----------------------------------------------------------------------- checkpoints
     def save(self, next_step: int) -> None:
@@ -433,7 +478,7 @@ class Program:
                      "rng_state": np.str_(json.dumps(self.rngs[r].bit_generator.state)),
                      "ledger": self.ledgers[r].table[:next_step], "ledger_columns": np.array(list(COLUMNS)),
                      "engine": np.str_(ENGINE), "run": np.str_(json.dumps(run_identity(m.cfg, ENGINE))),
-                     **self.opt.state(r)}
+                     **self.opt.state(r), **({} if self.planners is None else self.planners[r].state())}
             buf = io.BytesIO()
             np.savez(buf, **state)
             save_checkpoint(m.out, ENGINE, buf.getbuffer(), self.ledgers[r].table[:next_step])
@@ -445,6 +490,8 @@ class Program:
         for rng, c in zip(self.rngs, ckpts):
             rng.bit_generator.state = json.loads(str(c["rng_state"]))
         self.start = int(ckpts[0]["step"])
+        for pl, c in zip(self.planners or [], ckpts):
+            pl.load(c)
         for r, c in enumerate(ckpts):
             self.ledgers[r].table[: self.start] = c["ledger"]
             self.generations_cum[r] = int(self.ledgers[r].get(self.start - 1, "generations_cum"))
@@ -548,7 +595,26 @@ def read_checkpoint(path: Path, cfg: SimConfig, p0: np.ndarray) -> dict:
         if "opt_buffer" not in ckpt:
             raise damaged(path, "no momentum buffer")
         check_array(path, "opt_buffer", ckpt["opt_buffer"], (n,), dtype)
+    if cfg.allocation != "fixed":
+        _check_planner(path, ckpt, cfg)
     return ckpt
+
+
+def _check_planner(path: Path, ckpt: dict, cfg: SimConfig) -> None:
+    """A budget planner's arrays in a checkpoint: present, of this run's shapes, finite, counts >= 0."""
+    n, B = cfg.n_prompts, cfg.batch_size or cfg.n_prompts
+    need = ["planner_k_cum", "planner_n_cum", "planner_streak", "planner_planned"] + (["planner_ring"] if cfg.logged_window else [])
+    missing = [k for k in need if k not in ckpt]
+    if missing:
+        raise damaged(path, f"no {missing[0]!r} entry")
+    for name in ("planner_k_cum", "planner_n_cum"):
+        check_array(path, name, ckpt[name], (n,), np.float64)
+    check_array(path, "planner_streak", ckpt["planner_streak"], (n,), np.int64, nonnegative=True)
+    check_array(path, "planner_planned", ckpt["planner_planned"], (2,), np.float64, finite=False)
+    if cfg.logged_window:
+        check_array(path, "planner_ring", ckpt["planner_ring"], (cfg.logged_window, 2, n), np.float64)
+    if "planner_G" in ckpt:
+        check_array(path, "planner_G", ckpt["planner_G"], (B,), np.int64, nonnegative=True)
 
 
 # --------------------------------------------------------------------------- running

@@ -72,8 +72,9 @@ def test_the_plan_uses_the_runs_std_convention():
     assert run.planner.grad_planned == pytest.approx(grpo, rel=1e-12)
 
 
-def test_run_respects_the_budget_and_logs_the_plan(tmp_path):
-    cfg = _cfg(budget=300 * 5, g_step=3, g_min=2, g_max=32, allocation_source="oracle", replan_every=2)
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_run_respects_the_budget_and_logs_the_plan(tmp_path, engine):
+    cfg = _cfg(budget=300 * 5, g_step=3, g_min=2, g_max=32, allocation_source="oracle", replan_every=2, engine=engine)
     summary = run_simulation(cfg, tmp_path / "run", progress=False)
     led = read_ledger(tmp_path / "run")
     assert (led.generations <= cfg.budget).all()
@@ -96,8 +97,9 @@ def read_ledger_of(tmp_path, cfg):
     return read_ledger(tmp_path / "r")
 
 
-def test_resume_of_an_allocated_run_is_identical(tmp_path):
-    assert_resume_identical(_cfg(allocation_source="logged", logged_window=3, steps=7), tmp_path)
+@pytest.mark.parametrize("engine", ["torch", "numpy"])
+def test_resume_of_an_allocated_run_is_identical(tmp_path, engine):
+    assert_resume_identical(_cfg(allocation_source="logged", logged_window=3, steps=7, engine=engine), tmp_path)
 
 
 def assert_resume_identical(cfg, tmp_path, stop_at=4):
