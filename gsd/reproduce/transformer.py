@@ -75,11 +75,16 @@ class Task:
         ctx = torch.enable_grad() if with_grad else torch.no_grad()
         with ctx:
             probs = torch.softmax(self.model(input_ids=ids).logits[:, -1, :].float(), dim=-1)
-            mask = torch.zeros_like(probs)
-            for i, r in enumerate(self.right):
-                mask[i, list(r)] = 1.0
-            p = (probs * mask).sum(-1)
+            p = (probs * torch.from_numpy(self.right_mask(probs.shape[-1])).to(probs.dtype)).sum(-1)
         return p if with_grad else p.double().numpy()
+
+    def right_mask(self, vocab: int) -> np.ndarray:
+        """(prompts × ``vocab``) booleans: token t as an answer's first token makes prompt x's answer right."""
+        rows = np.repeat(np.arange(len(self.right)), [len(r) for r in self.right])
+        cols = np.fromiter((t for r in self.right for t in r), dtype=np.int64, count=rows.size)
+        mask = np.zeros((len(self.right), vocab), dtype=bool)
+        mask[rows, cols] = True
+        return mask
 
     def prompt_rows(self):
         """Per prompt, the input-embedding row of its own token ``q_x``: only that prompt's rows
@@ -745,6 +750,7 @@ def sigma_update(task: Task, *, G: int = 8, draws: int = 50, loss_types=("dr_grp
         proj = {lt: np.empty((draws, P)) for lt in loss_types}
         k = np.empty((draws, P), np.int64)
         inv_len = 0.0
+        right = task.right_mask(task.model.config.vocab_size)
         with tempfile.TemporaryDirectory() as tmp:
             tr = _trainer(task, G, B, tmp)
             tr.scale_rewards = "group"
@@ -753,7 +759,7 @@ def sigma_update(task: Task, *, G: int = 8, draws: int = 50, loss_types=("dr_grp
                 inputs = tr._generate_and_score_completions(batch)
                 # the right answers of each group, from the completions themselves (the reward's rule)
                 first = inputs["completion_ids"][:, 0].numpy().reshape(P, G)
-                k[d] = [sum(int(t) in task.right[i] for t in first[i]) for i in range(P)]
+                k[d] = right[np.arange(P)[:, None], first].sum(1)
                 inv_len += float((1.0 / inputs["completion_mask"].sum(-1).double().clamp(min=1.0)).mean())
                 for lt in loss_types:
                     tr.loss_type = lt
