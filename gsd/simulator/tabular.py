@@ -107,11 +107,17 @@ def advantage_sums(right, flips, G, adv):
     return (right - fr) * a_r + fr * a_w, fw * a_r + (G - right - fw) * a_w
 
 
-def logit_gradient(s_right, s_wrong, G, p, q):
+def logit_gradient(s_right, s_wrong, G, p, q, out=None, scratch=None):
     """g = −∂L/∂z = (S₊·(1 − p) − S₋·p)/G per prompt (the module docstring's formula), with
     S₊, S₋ from :func:`advantage_sums`, p = π(right) = sigmoid(z) and q = π(wrong) = sigmoid(−z),
-    computed from z rather than as 1 − p (exact near p = 1)."""
-    return (s_right * q - s_wrong * p) / G
+    computed from z rather than as 1 − p (exact near p = 1).  ``out``, ``scratch``: arrays of
+    the result's shape and dtype to compute it in (the same operations, the same bits)."""
+    if out is None:
+        return (s_right * q - s_wrong * p) / G
+    np.multiply(s_right, q, out=out)
+    out -= np.multiply(s_wrong, p, out=scratch)
+    out /= G
+    return out
 
 
 def _log(x, limit, out=None, negate: bool = False):
@@ -264,15 +270,21 @@ class Program:
         # tabulates every size its plans may use, size after size, and g_off[r, G] is where G's rows
         # start in run r's table (a skipped prompt, G = 0, reads a row it multiplies by 0 answers).
         self.planners = None if base.allocation == "fixed" else [CountPlanner(c, self.N) for c in self.cfgs]
-        sizes = [[c.group_size] if self.planners is None else list(planned_sizes(c)) for c in self.cfgs]
-        tables = [np.concatenate([advantage_rows(G, method_spec(c.method).advantage, ddof=c.ddof, eps=c.eps) for G in gs])
-                  for c, gs in zip(self.cfgs, sizes)]
+        # With a plan, row 0 of each run's table is all zeros: a skipped prompt (G = 0) reads it.
+        sizes = [[c.group_size] if self.planners is None else [0] + list(planned_sizes(c)) for c in self.cfgs]
+        tables = [np.concatenate([advantage_rows(G, method_spec(c.method).advantage, ddof=c.ddof, eps=c.eps) if G else
+                                  np.zeros((1, 2)) for G in gs]) for c, gs in zip(self.cfgs, sizes)]
         if self.planners is not None:
             self.g_off = np.zeros((self.R, max(max(gs) for gs in sizes) + 1), dtype=np.int64)
             for r, gs in enumerate(sizes):
                 self.g_off[r, gs] = np.cumsum([0] + [G + 1 for G in gs[:-1]])
         self.adv_flat = np.concatenate(tables).astype(self.dtype)  # run r's rows start at adv_at[r]
         self.adv_at = np.cumsum([0] + [len(t) for t in tables[:-1]])[:, None]
+        # An exact verifier's sums by row, S₊ = k·A₊ and S₋ = (G − k)·A₋ (G = 0: the zero row), in
+        # the run's dtype: the products advantage_sums forms, rounded as there, read in one take.
+        k_rows = np.concatenate([np.arange(G + 1) for gs in sizes for G in gs]).astype(self.dtype)
+        G_rows = np.concatenate([np.full(G + 1, G) for gs in sizes for G in gs]).astype(self.dtype)
+        self.sums_flat = (k_rows * self.adv_flat[:, 0], (G_rows - k_rows) * self.adv_flat[:, 1])
         self.decile = np.stack([decile_index(p) for p in p0])  # (R, N)
         quart = np.stack([initial_quartiles(p) for p in p0])
         self.quart_at = quart + np.arange(self.R)[:, None] * N_QUARTILES  # one bincount fills every run's bins
@@ -373,7 +385,8 @@ class Program:
             np.copyto(out, counts, casting="unsafe")  # astype(dtype), into the kept array
             return out
 
-        cells = cell("right_f", right), None if flips is None else (cell("flip_rw_f", flips[0]), cell("flip_wr_f", flips[1]))
+        # the counts as the run's floats: only a noisy verifier's sums read them (an exact one's are tabulated)
+        cells = (None, None) if flips is None else (cell("right_f", right), (cell("flip_rw_f", flips[0]), cell("flip_wr_f", flips[1])))
         return {"right": cells[0], "flips": cells[1], "k": k, "drawn": drawn, "silent_first": first, "zero_update": silent}
 
     def step(self, step: int) -> None:
@@ -402,9 +415,14 @@ class Program:
         if self.planners is not None:
             at += np.take_along_axis(self.g_off, self.G_b, 1)
         # each run's own table; mode "clip" skips take's bounds check (every index is a row: k ∈ [0, G])
-        adv = np.take(self.adv_flat, at, axis=0, out=self.work("adv", self.dtype, (self.R, self.B, 2)), mode="clip")
-        s_right, s_wrong = advantage_sums(g["right"], g["flips"], G_cells, adv)
-        dz = logit_gradient(s_right, s_wrong, G_div, p_b, q_b)
+        if g["flips"] is None:
+            s_right = np.take(self.sums_flat[0], at, out=self.work("s_right", self.dtype), mode="clip")
+            s_wrong = np.take(self.sums_flat[1], at, out=self.work("s_wrong", self.dtype), mode="clip")
+        else:
+            adv = np.take(self.adv_flat, at, axis=0, out=self.work("adv", self.dtype, (self.R, self.B, 2)), mode="clip")
+            s_right, s_wrong = advantage_sums(g["right"], g["flips"], G_cells, adv)
+        dz = logit_gradient(s_right, s_wrong, G_div, p_b, q_b, out=self.work("dz", self.dtype),
+                            scratch=self.work("dz_scratch", self.dtype))
         # The loss of the first (only) epoch, L = −Σ_j (S₊·log π(right) + S₋·log π(wrong))/G, per run.
         z_b = take(self.z)
         log_p, log_q = self.work("log_p", self.dtype), self.work("log_q", self.dtype)
