@@ -87,13 +87,12 @@ def population_state(p, quartile_at, quartile_n, runs: int) -> dict:
 
         q_sum = torch.zeros(runs * N_QUARTILES, device=p.device, dtype=p.dtype).index_add_(0, quartile_at.reshape(-1),
                                                                                           p.reshape(-1))
-        arcsin = 2 * torch.asin(p.sqrt())
+        mean_arcsin = (2 * torch.asin(p.sqrt())).reshape(runs, -1).mean(1)
     else:
         q_sum = np.bincount(quartile_at.reshape(-1), weights=p.reshape(-1), minlength=runs * N_QUARTILES)
         # arcsin√p in a kept array of p's dtype, doubled after the mean: doubling is exact, so
         # these are the bits of the mean of 2·arcsin√p, one pass and one fresh array fewer
-        arcsin = np.arcsin(np.sqrt(p, out=_work("arcsin", p, p.dtype)), out=_work("arcsin", p, p.dtype))
-        return {"mean_p": p.reshape(runs, -1).mean(1), "mean_arcsin": 2 * arcsin.reshape(runs, -1).mean(1),
-                "mean_p_q": q_sum.reshape(runs, N_QUARTILES) / quartile_n.reshape(runs, N_QUARTILES)}
-    return {"mean_p": p.reshape(runs, -1).mean(1), "mean_arcsin": arcsin.reshape(runs, -1).mean(1),
+        work = _work("arcsin", p, p.dtype)
+        mean_arcsin = 2 * np.arcsin(np.sqrt(p, out=work), out=work).reshape(runs, -1).mean(1)
+    return {"mean_p": p.reshape(runs, -1).mean(1), "mean_arcsin": mean_arcsin,
             "mean_p_q": q_sum.reshape(runs, N_QUARTILES) / quartile_n.reshape(runs, N_QUARTILES)}

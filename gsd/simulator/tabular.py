@@ -268,7 +268,7 @@ class Program:
         self.D = np.array([c.max_draws if method_spec(c.method).redraws_silent else 1 for c in self.cfgs])[:, None]
         # A budget plan (allocation != "fixed") gives each prompt its own G each step: every run
         # tabulates every size its plans may use, size after size, and g_off[r, G] is where G's rows
-        # start in run r's table (a skipped prompt, G = 0, reads a row it multiplies by 0 answers).
+        # start in run r's table.
         self.planners = None if base.allocation == "fixed" else [CountPlanner(c, self.N) for c in self.cfgs]
         # With a plan, row 0 of each run's table is all zeros: a skipped prompt (G = 0) reads it.
         sizes = [[c.group_size] if self.planners is None else [0] + list(planned_sizes(c)) for c in self.cfgs]

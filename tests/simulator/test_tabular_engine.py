@@ -227,3 +227,39 @@ def test_a_forked_child_starts_its_own_helper(tmp_path):
     pd.testing.assert_frame_equal(read_ledger(tmp_path / "parent").drop(columns=list(WALL_COLUMNS)),
                                   read_ledger(tmp_path / "child").drop(columns=list(WALL_COLUMNS)), check_exact=True)
     assert tabular._cpus() < 2 or tabular._helper is not None
+
+
+@pytest.mark.parametrize("over", [{}, {"dtype": "float32", "method": "dr_grpo"},
+                                  {"allocation": "update", "g_min": 2, "g_max": 6, "method": "rloo"}])
+def test_exact_verifier_sums_by_row_are_the_advantages_summed(tmp_path, monkeypatch, over):
+    """The engine's per-row sums for an exact verifier (S₊ = Σ of the k right answers'
+    advantages, S₋ = Σ of the G − k wrong ones'), against the core's advantages of the canonical
+    group summed directly, bit for bit in the run's dtype; with a plan, G = 0 (a skipped prompt)
+    reads a row of zeros."""
+    from gsd.groups import advantages
+    from gsd.methods import method_spec
+    from gsd.simulator import tabular
+    from gsd.simulator.planning import planned_sizes
+
+    seen = []
+    init = tabular.Program.__init__
+    monkeypatch.setattr(tabular.Program, "__init__", lambda self, members: (init(self, members), seen.append(self))[0])
+    cfg = SimConfig(n_prompts=50, steps=2, rollouts="counts", engine="numpy", ddof=1, eps=1e-4, **over)
+    run_simulation(cfg, tmp_path / "run", progress=False)
+    [prog] = seen
+    dtype = np.dtype(cfg.dtype)
+    sizes = [cfg.group_size] if cfg.allocation == "fixed" else list(planned_sizes(cfg))
+    s_right, s_wrong = prog.sums_flat
+    for G in sizes:
+        at = prog.adv_at[0, 0] + (0 if prog.planners is None else prog.g_off[0, G])
+        for k in range(G + 1):
+            a = advantages((np.arange(G) < k).astype(np.float64)[None], method_spec(cfg.method).advantage, ddof=cfg.ddof,
+                           eps=cfg.eps)[0].astype(dtype)
+            # k equal advantages summed is k times one of them, rounded once: the engine's product
+            right = dtype.type(k) * a[0] if k else dtype.type(0)
+            wrong = dtype.type(G - k) * a[-1] if k < G else dtype.type(0)
+            assert s_right[at + k] == right and s_wrong[at + k] == wrong, (G, k)
+            assert abs(float(right) - float(a[:k].astype(np.float64).sum())) <= 1e-6 * (1 + abs(float(right)))
+    if prog.planners is not None:
+        zero = prog.adv_at[0, 0] + prog.g_off[0, 0]
+        assert s_right[zero] == 0 and s_wrong[zero] == 0
