@@ -41,7 +41,7 @@ def add_arguments(p) -> None:
     """The budget options of ``gsd plan``."""
     g = p.add_argument_group("budget allocation (with --budget)")
     g.add_argument("--budget", type=bounded_int(1, 2**53, "a float64 holds it exactly"), help=HELP)
-    g.add_argument("--value", default="uniform",
+    g.add_argument("--value", default=None,  # gsd.allocation.DEFAULT_PLAN, shared with gsd diagnose --budget
                    help="uniform (default: the same G for every prompt that can carry a gradient, the largest the "
                         "budget affords; see docs/allocation_comparison.md) or a plan by what a group is worth: "
                         "update = E[σ̂] (GRPO, the default before), dr_grpo, progress, nonsilent, knapsack, "
@@ -139,6 +139,9 @@ def plan_budget(args) -> int:
     from .allocation import HORIZON_VALUES, PLAN_RULES
     from .atomic import write_table
 
+    from .allocation import DEFAULT_PLAN
+
+    args.value = args.value or DEFAULT_PLAN
     if args.value not in PLAN_RULES:  # before any work
         raise CliError(f"--value must be one of {', '.join(PLAN_RULES)}, got {args.value!r}")
     if args.epsilon is not None or args.delta is not None:
