@@ -413,26 +413,24 @@ ADVICE_GRID = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 _ADVICE_TERMS = 30_000_000
 
 
-def group_size_advice_for(prompts: pd.DataFrame, steps: pd.DataFrame, prior, conv: dict, *, optimizer=None,
-                          cost=None):
-    """:func:`gsd.group_size_advice` over the run's prompts (their posteriors), at the run's prompts per step
-    (the median of its steps' groups), for the run's update (GRPO for a group std, Dr.GRPO's objective p for
-    none or one batch std) and its std convention.  Returns (advice, prompts per step, notes)."""
-    from ..speed import DEFAULT_OPTIMIZER, group_size_advice
+def group_size_advice_for(post: BetaPosterior, prompts_per_step: int, *, scale: str = "group", ddof: int = 0,
+                          eps: float = 0.0, optimizer=None, cost=None):
+    """:func:`gsd.group_size_advice` as ``gsd diagnose`` and the live tracker give it: over the run's prompts
+    (their posteriors), at its prompts per step held fixed, for its update (GRPO for a group std; Dr.GRPO's
+    objective p for none or one batch std) and std convention, on :data:`ADVICE_GRID`; at the posterior means
+    when the exact sums would be too many."""
     from .._binomial import unique_pairs
+    from ..speed import DEFAULT_OPTIMIZER, group_size_advice
 
-    post = BetaPosterior(prompts["a"].to_numpy(), prompts["b"].to_numpy(), tuple(prior))
-    n_step = int(np.median(steps.loc[steps["groups"] > 0, "groups"]))
-    method = "grpo" if conv["scale"] == "group" else "dr_grpo"
-    notes = []
-    src = post
-    if unique_pairs(post.a, post.b)[0].size * sum(g + 1 for g in ADVICE_GRID) > _ADVICE_TERMS:
-        src = post.mean
-        notes.append("computed at each prompt's posterior mean (too many distinct posteriors for the exact sums)")
+    method = "grpo" if scale == "group" else "dr_grpo"
+    src, note = post, None
+    if unique_pairs(post.a.ravel(), post.b.ravel())[0].size * sum(g + 1 for g in ADVICE_GRID) > _ADVICE_TERMS:
+        src, note = post.mean, "computed at each prompt's posterior mean (too many distinct posteriors for exact sums)"
     adv = group_size_advice(src, hold="prompts", method=method, optimizer=optimizer or DEFAULT_OPTIMIZER,
-                            g_grid=ADVICE_GRID, cost=cost, prompts_per_step=n_step, ddof=conv["ddof"], eps=conv["eps"])
-    adv.notes.extend(notes)
-    return adv, n_step
+                            g_grid=ADVICE_GRID, cost=cost, prompts_per_step=int(prompts_per_step), ddof=ddof, eps=eps)
+    if note:
+        adv.notes.append(note)
+    return adv
 
 
 @dataclass
@@ -616,7 +614,10 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         logged = "the trained groups (the silent ones were removed before the dump)"
     advice = n_step = None
     if a0 is not None:
-        advice, n_step = group_size_advice_for(prompts, steps, (a0, b0), conv, optimizer=optimizer, cost=cost)
+        n_step = int(np.median(steps.loc[steps["groups"] > 0, "groups"]))  # the run's prompts per step
+        advice = group_size_advice_for(BetaPosterior(prompts["a"].to_numpy(), prompts["b"].to_numpy(), (a0, b0)),
+                                       n_step, scale=conv["scale"], ddof=conv["ddof"], eps=conv["eps"],
+                                       optimizer=optimizer, cost=cost)
     fidelity_g = median_group_size(prompts["p_mean"].to_numpy(), epsilon) if "p_mean" in prompts else float("nan")
     summary = {
         "format": log.fmt,
