@@ -266,7 +266,7 @@ def group_size_advice(p_or_posterior, *, hold: str = "prompts", method: str = "g
         \\text{per generation} = \\text{per step}/(nG), \\quad \\text{per second} = \\text{per step}/t(n, nG),
 
     with n = B/G under ``hold="generations"``.  Under SGD and ``hold="prompts"`` the best G maximises
-    mean_i V_i(G)/G; at p = 1/2, V(2)/2 = 1/16 against V(8)/8 ≈ 0.0288, so G = 2 learns ≈ 2.2× faster
+    mean_i V_i(G)/G; at p = 1/2, V(2)/2 = 1/16 against V(8)/8 ≈ 0.0290, so G = 2 learns ≈ 2.2× faster
     per generation.  See :ref:`theory-speed`.
 
     Examples
