@@ -423,7 +423,7 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
         dapo.pop("_fit")
         dapo.pop("_curve")
         # Relative to the report, so its links work wherever the folder is moved with its figures
-        # (`make reproduce` writes them to ../../figures).
+        # (`make figures` writes them to ../../figures).
         figs["written"] = sorted(Path(os.path.relpath(p.resolve(), out.resolve())).as_posix() for p in figs["written"])
 
         ours = {
