@@ -41,6 +41,10 @@ extensions = [
     "gsd_docs",
 ]
 
+# Smart quotes without smart dashes: docutils would print `--input` in the command-line reference
+# (sphinx-argparse's option lists) and in prose as "–input", an option that does not copy as typed.
+smartquotes_action = "qe"
+
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = ["_build", "**.ipynb_checkpoints", "Thumbs.db", ".DS_Store"]
 root_doc = "index"

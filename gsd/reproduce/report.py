@@ -292,12 +292,13 @@ def _transformer_stage(mode: str, seed: int, fig_dir: Path, out: Path):
     mod, why = _optional("gsd.reproduce.transformer")
     if mod is None:
         return {"status": "not available", "reason": why}
-    from .._extras import MissingExtra, require_torch
+    from .._extras import require_trl
 
-    try:
-        require_torch("the transformer stage of gsd reproduce")
-        import trl  # noqa: F401  (the stage runs TRL's own code; trl's import is lazy, torch's is not)
-    except (MissingExtra, ImportError) as exc:
+    try:  # the stage runs TRL's own code: every package it needs, named at once
+        require_trl("the transformer stage of gsd reproduce")
+    except MissingExtra as exc:
+        return {"status": "not available", "reason": str(exc)}
+    except ImportError as exc:
         return {"status": "not available", "reason": f"{exc.__class__.__name__}: {exc}"}
     result = mod.run(fast=mode == "fast", seed=seed)
     where = fig_dir if mode == "full" else out / "transformer"

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._errors import InputError
+from .._extras import require_trl
 
 #: Vocabulary: specials, answer words a0…a19 (a0–a9 "short", a10–a19 "long"), filler words
 #: f0…f19 that continue an answer, prompt words q0…q15.
@@ -440,6 +441,7 @@ def run(*, fast: bool = False, G: int = 8, n_prompts: int = 8, seed: int = 0, va
     bad = [v for v in variants if v not in VARIANTS]
     if bad or not variants:
         raise InputError(f"variants must be a non-empty subset of {VARIANTS}, got {variants!r}")
+    require_trl("TRL's update on a tiny transformer")
     draws, copies = SIZES["fast" if fast else "full"]
     out = {"G": G, "n_prompts": n_prompts, "seed": seed, "draws": draws, "copies": copies, "variants": {}}
     for variant in variants:
@@ -822,6 +824,7 @@ def run_training(*, fast: bool = False, G: int = 8, lr: float = 1e-3, log=None) 
     import copy
     import tempfile
 
+    require_trl("TRL's trainings of a tiny transformer")
     n_prompts, steps, copies, seeds, draws = TRAIN_RUN_SIZES["fast" if fast else "full"]
     out = {"G": G, "lr": lr, "n_prompts": n_prompts, "steps": steps, "copies": copies, "runs": {}, "hardest": {},
            "quartile": {m: {} for m in METHODS}}
