@@ -63,10 +63,14 @@ def require_trl(feature: str) -> None:
         A package of :data:`TRL_STACK` cannot be imported (directly, or as the dependency one of
         them imports); any other missing module keeps its own error.
     """
+    import warnings
+
     missing = []
     for module in TRL_STACK:
         try:
-            importlib.import_module(module)
+            with warnings.catch_warnings():  # their import-time notices (tqdm's "IProgress not found" in a
+                warnings.simplefilter("ignore")  # notebook without ipywidgets): nothing for the user to act on
+                importlib.import_module(module)
         except ModuleNotFoundError as exc:
             name = (exc.name or "").split(".")[0]
             if name not in TRL_STACK:

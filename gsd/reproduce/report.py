@@ -687,7 +687,7 @@ def _transformer_markdown(t: dict) -> list[str]:
 
 def _allocation_markdown(a: dict) -> list[str]:
     """The "beyond the paper" section: the allocation campaign's table and what it says."""
-    from .allocation_campaign import LABELS, _ci
+    from .allocation_campaign import INTERVAL_NOTE, LABELS, _ci
 
     L = ["## Beyond the paper: budget allocation (simulator)\n"]
     if a.get("status") != "ok":
@@ -701,8 +701,8 @@ def _allocation_markdown(a: dict) -> list[str]:
                  f"docs/allocation_comparison.md, `gsd allocation-comparison`); seeds {c['seeds']}; "
                  + ", ".join(f"{k} = {v}" for k, v in c["setup"].items())
                  + ". Every arm is read at the total generations of uniform G = 8 (all its steps); allocated arms "
-                 "share 8 rollouts per prompt per step (docs/theory.md, section Allocation over a run). Mean over "
-                 "seeds [95 % t-interval].\n")
+                 "share 8 rollouts per prompt per step (docs/theory.md, section Allocation over a run). "
+                 + INTERVAL_NOTE + "\n")
         from ..cli_allocation import EVIDENCE
 
         return L + comparison_markdown(c) + ["At the paper's scale "
@@ -712,7 +712,7 @@ def _allocation_markdown(a: dict) -> list[str]:
     L.append(f"Run folder `{a['run_dir']}` ({_reuse_note(a)}); seeds {a['seeds']}; " + ", ".join(f"{k} = {v}" for k, v in setup.items())
              + f". Every arm is read at the total generations of {LABELS.get(ref, ref)} (all its steps); allocated "
              "arms share 8 rollouts per prompt per step (see docs/theory.md, section Spending a rollout "
-             "budget). Mean over seeds [95 % t-interval].\n")
+             "budget). " + INTERVAL_NOTE + "\n")
     t = a["targets"]
     rows = []
     for name, r in a["arms"].items():

@@ -634,7 +634,8 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
                           per_device_train_batch_size=len(task.prompts) * copies * G, gradient_accumulation_steps=1,
                           steps_per_generation=1, beta=0.0, temperature=1.0, top_k=0, top_p=1.0, max_steps=steps,
                           save_strategy="no", logging_steps=1, seed=seed, lr_scheduler_type="constant",
-                          log_completions=completions_dir is not None, num_completions_to_print=0, **METHODS[method])
+                          log_completions=completions_dir is not None, num_completions_to_print=0,
+                          disable_tqdm=True, **METHODS[method])
         kind, extra = GRPOTrainer, {}
         if method == "skip":
             from ..integrations.trl_live import GSDGRPOTrainer
@@ -643,7 +644,9 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
         tr = kind(model=task.model, reward_funcs=[first_token], args=args, callbacks=[Exact()],
                   train_dataset=Dataset.from_dict({"prompt": list(task.prompts) * copies}),
                   processing_class=task.tokenizer, **extra)
-        for cb in (PrinterCallback, ProgressCallback):  # the per-step lines: the result has them
+        # The per-step lines (the result has them): PrinterCallback's; with disable_tqdm no progress
+        # callback is added, in a notebook neither the NotebookProgressCallback's table of losses.
+        for cb in (PrinterCallback, ProgressCallback):
             tr.remove_callback(cb)
         tr.train()
     task.model.eval()
