@@ -315,11 +315,12 @@ def _comparison_figure(summary: dict, out_dir):
                 x, y = _objective_curve(Path(out_dir) / v / "runs" / a / f"seed{seed}")
                 idx = np.searchsorted(x, grid, side="right") - 1
                 ys.append(np.where(grid <= x[-1], y[np.maximum(idx, 0)], np.nan))
-            ax.plot(grid / 1e6, np.mean(ys, axis=0), lw=2.6 if a == sv["best_uniform"] else 1.3, **style[a])
+            ax.plot(grid / 1e6, np.mean(ys, axis=0), lw=2.6 if a == sv["best_uniform"] else 1.3,
+                    zorder=3 if a in summary["uniform_arms"] else 2, **style[a])  # the baselines over the rules
         ax.set_xlabel("generations (millions of sampled answers)")
         ax.set_ylabel("mean 2·arcsin√p over prompts (radians)")
         best = LABELS.get(sv["best_uniform"], sv["best_uniform"])
-        ax.set_title(f"{v} policy (thick: the best uniform G, {best})", fontsize=9)
+        ax.set_title(f"{v} policy; thick: {best}, the best uniform G", fontsize=9)
     handles = [Line2D([], [], lw=1.6, label=LABELS.get(a, a), **style[a]) for a in uniform + rules]
     fig.legend(handles=handles, loc="outside lower center", ncol=min(5, len(handles)), fontsize=7, frameon=False)
     seeds = len(summary["seeds"])
