@@ -47,3 +47,9 @@ def test_only_the_new_spellings_are_shown():
     every = {s for name, sub in next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
              .choices.items() for s in _shown(sub)}
     assert not [s for s in every if s.endswith("-col")], "a shown option abbreviates 'column'"
+
+
+def test_each_alias_names_the_option_it_stands_for():
+    for command, aliases in ALIASES.items():
+        hidden = {s: a.alias_of for a in _sub(command)._actions if hasattr(a, "alias_of") for s in a.option_strings}
+        assert hidden == aliases
