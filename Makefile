@@ -40,11 +40,12 @@ $(VENV)/.installed-core: pyproject.toml Makefile
 	$(PY) -m pip install -q -e .
 	touch $@
 
-# The test job's: the extras, then verl and AReaL without their GPU stacks. Their own dependencies
-# come first, verl and AReaL last with --no-deps: installed earlier, each later `pip install` would
-# re-check their full requirements (hydra-core, vllm, ...) and print pip's red resolver warning.
+# The test job's: torch alone from TORCH_INDEX (its dependencies, from the ordinary index, with the
+# extras next), then verl and AReaL without their GPU stacks. Their own dependencies come first,
+# verl and AReaL last with --no-deps: installed earlier, each later `pip install` would re-check
+# their full requirements (hydra-core, vllm, ...) and print pip's red resolver warning.
 $(VENV)/.installed-test: $(VENV)/.installed-core
-	$(PY) -m pip install -q $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PY) -m pip install -q --no-deps $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -e ".[test,bench,docs,trl,torch]"
 	$(PY) -m pip install -q $(VERL_DEPS)
 	$(PY) -m pip install -q --no-deps $(VERL) $(AREAL) $(AREAL_DEPS)

@@ -145,8 +145,8 @@ def _interval(values, bounds=(-math.inf, math.inf)) -> dict:
     """Mean and 95 % Student-t interval over seeds (NaN-aware: counts the seeds with a value),
     kept inside ``bounds`` = (a, b), the quantity's range.
 
-    The interval is m ± t₀.₉₇₅,ₙ₋₁ · s / √n (s: ddof 1).  Where it leaves [a, b] (two seeds: t = 12.7),
-    the same interval of z = logit((x − a)/(b − a)) (z = log(x − a) when b = ∞) is mapped back,
+    The interval is m ± t₀.₉₇₅,ₙ₋₁ · s / √n (s: ddof 1).  Where it leaves [a, b] (two seeds:
+    t = 12.7), the same interval of z = logit((x − a)/(b − a)) (z = log(x − a) when b = ∞) is mapped back,
     and ``scale`` says so ("logit" or "log"); a seed on the edge itself has no such z: the
     interval is then cut at the edge (``scale`` "cut").  The mean stays the plain mean.
     """

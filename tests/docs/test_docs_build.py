@@ -138,10 +138,12 @@ def test_cli_reference_options_copy_as_typed(tmp_path):
     for name, action in (("conf", _conf_value("smartquotes_action")), ("default", "qDe")):
         src = tmp_path / name / "src"
         src.mkdir(parents=True)
-        (src / "conf.py").write_text(f"extensions = ['myst_parser', 'sphinxarg.ext']\nsmartquotes_action = {action!r}\n")
-        (src / "index.md").write_text("# CLI\n\n```{argparse}\n:module: gsd.cli\n:func: build_parser\n:prog: gsd\n```\n")
-        res = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-E", str(src), str(tmp_path / name / "out")],
-                             capture_output=True, text=True, timeout=300)
+        (src / "conf.py").write_text(f"extensions = ['myst_parser', 'sphinxarg.ext']\n"
+                                     f"smartquotes_action = {action!r}\n")
+        (src / "index.md").write_text("# CLI\n\n```{argparse}\n:module: gsd.cli\n:func: build_parser\n"
+                                      ":prog: gsd\n```\n")
+        res = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-E", str(src),
+                              str(tmp_path / name / "out")], capture_output=True, text=True, timeout=300)
         assert res.returncode == 0, res.stderr
         pages[name] = re.sub(r"<[^>]+>", "", _text(tmp_path / name / "out" / "index.html"))
     assert not re.findall(r"[\u2013\u2014]\w", pages["conf"])
