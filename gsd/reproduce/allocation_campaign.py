@@ -172,7 +172,8 @@ def _interval(values, bounds=(-math.inf, math.inf)) -> dict:
                 scale = "logit"
             else:
                 z = np.log(v - a)
-                lo, hi = (a + math.exp(z.mean() + sign * q * z.std(ddof=1)) for sign in (-1, 1))
+                with np.errstate(over="ignore"):  # seeds decades apart: the upper end is unbounded
+                    lo, hi = (a + float(np.exp(z.mean() + sign * q * z.std(ddof=1))) for sign in (-1, 1))
                 scale = "log"
         else:
             lo, hi, scale = max(lo, a), min(hi, b), "cut"

@@ -7,6 +7,7 @@ notebook is executed by the build in its fast mode.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
@@ -133,7 +134,7 @@ def test_cli_reference_options_copy_as_typed(tmp_path):
     from gsd.cli import build_parser
 
     options = {s for p in _subparsers(build_parser()).values() for a in p._actions for s in a.option_strings
-               if s.startswith("--") and s != "--help"}  # sphinx-argparse does not list -h, --help
+               if s.startswith("--") and s != "--help" and a.help != argparse.SUPPRESS}  # listed ones only
     pages = {}
     for name, action in (("conf", _conf_value("smartquotes_action")), ("default", "qDe")):
         src = tmp_path / name / "src"
