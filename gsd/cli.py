@@ -80,6 +80,17 @@ def bounded_float(lo: float, hi: float, why: str, *, open_lo: bool = False, open
     return real
 
 
+def hidden_aliases(parser, aliases: dict) -> None:
+    """Accept each old option spelling in ``aliases`` (``{"--prompt-col": "prompt_col"}``: the
+    spelling and the ``dest`` of the option it stands for) without listing it in ``--help`` or the
+    docs: one spelling shown per idea, commands typed with the old one still run."""
+    shown = {a.dest: a.option_strings[-1] for a in parser._actions
+             if a.option_strings and a.help != argparse.SUPPRESS}
+    for alias, dest in aliases.items():
+        action = parser.add_argument(alias, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        action.alias_of = shown[dest]  # the option --help shows for it (its help text is that one's)
+
+
 def _check_options(args) -> None:
     for dest, value in vars(args).items():
         if isinstance(value, _OutOfBounds):

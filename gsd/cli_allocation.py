@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from ._validate import MAX_EXACT_GROUP_SIZE
-from .cli import CliError, bounded_int, emit, parse_list
+from .cli import CliError, bounded_int, emit, hidden_aliases, parse_list
 
 HELP = "rollouts per step to share out among the prompts (see docs/theory.md, section Spending a rollout budget)"
 
@@ -64,6 +64,7 @@ def add_arguments(p) -> None:
     g.add_argument("--n-column", help="--input column of logged rollouts per prompt (with --k-column)")
     g.add_argument("--prompt-column", help="--input is one row per rollout: the prompt-id column to group by")
     g.add_argument("--reward-column", default="reward", help="0/1 reward column of a per-rollout --input (default reward)")
+    hidden_aliases(g, {"--prompt-col": "prompt_column", "--reward": "reward_column"})  # gsd diagnose's old spellings
     g.add_argument("--prior", default="empirical-bayes",
                    help="prior of the solve rate for counts: empirical-bayes (default), uniform, jeffreys or A,B")
     g.add_argument("--advice", action="store_true",

@@ -18,14 +18,14 @@ there, tells the evaluation steps and TRL's own frac_reward_zero_std), AReaL's
 rollout/{version}/{task_id}.jsonl (rollout.dump_to_file; name them with a glob,
 'LOG/rollout/*/*.jsonl'), or any CSV / parquet / JSONL table. A group is what the trainer
 normalised together: TRL, a block of num_generations rows; verl, the rows of a step with one
-prompt text (or one --group-col value); AReaL, one task (its rows of one task_id file). A group is
+prompt text (or one --group-column value); AReaL, one task (its rows of one task_id file). A group is
 silent when every reward in it is equal. See the docs page "Reading real logs"."""
 
 
 def register(sub) -> None:
     import argparse
 
-    from ..cli import add_advice_arguments, bounded_float, bounded_int  # the options' schema: checked before any log is read
+    from ..cli import add_advice_arguments, bounded_float, bounded_int, hidden_aliases  # the options' schema: checked before any log is read
 
     steps = bounded_float(0, 1e300, "steps", open_lo=True)
 
@@ -39,18 +39,22 @@ def register(sub) -> None:
     p.add_argument("logs", nargs="+", metavar="LOG", help="log files, folders or glob patterns")
     p.add_argument("--format", dest="fmt", choices=("auto",) + TRAINERS + ("table",), default="auto",
                    help="log format: a trainer's dump or a plain table (default: from the file names)")
-    p.add_argument("--reward", help="the reward the trainer normalises: a column / key, or a weighted sum "
-                                    "'correct+0.5*fmt' (terms name or coef*name joined by + or -). Default: verl's "
-                                    "score; TRL, the sum of its reward columns with weight 1 (TRL does not log its "
-                                    "reward_weights: give them here); a table: required")
+    p.add_argument("--reward-column", dest="reward", metavar="REWARD",
+                   help="the reward the trainer normalises: a column / key, or a weighted sum "
+                        "'correct+0.5*fmt' (terms name or coef*name joined by + or -). Default: verl's "
+                        "score; TRL, the sum of its reward columns with weight 1 (TRL does not log its "
+                        "reward_weights: give them here); a table: required")
     p.add_argument("--threshold", type=bounded_float(-1e300, 1e300, "a reward value"), help="count reward >= T as right for the posteriors and predictions "
                                                    "(graded rewards without it get the measured figures only); "
                                                    "silence stays 'every reward of the group equal'")
-    p.add_argument("--group-col", help="column (verl: reward extra key) whose value identifies a group within a step, "
-                                       "e.g. a dataset index: exact groups when a prompt text appears twice in a step")
+    p.add_argument("--group-column", dest="group_col", metavar="GROUP_COLUMN",
+                   help="column (verl: reward extra key) whose value identifies a group within a step, "
+                        "e.g. a dataset index: exact groups when a prompt text appears twice in a step")
     p.add_argument("--group-size", type=bounded_int(1, 2**31, "answers per group"), help="TRL's num_generations (default: inferred from the files)")
-    p.add_argument("--prompt-col", help="prompt-id column of a table (default prompt; verl: input)")
-    p.add_argument("--step-col", help="step column of a table (default step; else the number ending the file name)")
+    p.add_argument("--prompt-column", dest="prompt_col", metavar="PROMPT_COLUMN",
+                   help="prompt-id column of a table (default prompt; verl: input)")
+    p.add_argument("--step-column", dest="step_col", metavar="STEP_COLUMN",
+                   help="step column of a table (default step; else the number ending the file name)")
     p.add_argument("--ddof", type=int, choices=(0, 1), help="the std the trainer divides by, for the expected update "
                    "and fidelity (default: the log's trainer, TRL and verl 1; a table 0, the paper's)")
     p.add_argument("--eps", type=bounded_float(0, 1e300, "added to a std"), help="added to that std (default: TRL 1e-4, verl 1e-6, a table 0)")
@@ -75,6 +79,8 @@ def register(sub) -> None:
                                                              "12 evenly spaced steps when there are more, and a line saying so)")
     p.add_argument("--json", action="store_true", help="print {summary, steps} as JSON instead of the report")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    hidden_aliases(p, {"--reward": "reward", "--group-col": "group_col", "--prompt-col": "prompt_col",
+                       "--step-col": "step_col"})  # the spellings before gsd plan's "-column" ones
     p.set_defaults(func=_diagnose)
 
 

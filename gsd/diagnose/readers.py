@@ -353,7 +353,7 @@ def parse_reward(spec: str, columns) -> list[tuple[float, str]]:
         name = next((n for n in names if text.startswith(n, j) and re.match(r"\s*(?:[+-]|$)", text[j + len(n):])), None)
         if name is None:
             rest = re.match(r"[^+\-]*", text[j:]).group(0).strip()
-            where = "" if rest == text else f" (in --reward {spec!r})"
+            where = "" if rest == text else f" (in --reward-column {spec!r})"
             raise InputError(f"reward column {rest!r} not found{where}; columns: {', '.join(map(str, columns))}")
         value = (float(coef) if coef else 1.0) * (-1.0 if sign == "-" else 1.0)
         if not math.isfinite(value):
@@ -436,7 +436,7 @@ class _Reader:
         if self.module is None:
             if "reward" in columns:  # a table's column named reward is the reward (as gsd plan takes it)
                 return [(1.0, "reward")]
-            raise InputError(f"{path}: name the reward column with --reward (columns: {', '.join(columns)})")
+            raise InputError(f"{path}: name the reward column with --reward-column (columns: {', '.join(columns)})")
         numeric = {c for c in columns if _is_number_type(dtypes.get(c), pa)}
         try:
             return self.module.default_reward(columns, numeric)
@@ -466,7 +466,7 @@ class _Reader:
         pcol = self.cols["prompt"]
         if pcol not in columns:
             raise InputError(f"{path}: no prompt column {pcol!r}; columns: {', '.join(columns)}"
-                             + ("" if module is not None else " (name it with --prompt-col)"))
+                             + ("" if module is not None else " (name it with --prompt-column)"))
         if self.terms is None:
             self.terms = self._terms(columns, dtypes, path)
         missing = [name for _, name in self.terms if name not in columns]
@@ -1025,7 +1025,7 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
         reward, group_col = declared["reward_col"], declared["group_col"]
     if group_size is not None and not _hook(module, "GROUP_SIZE", False):
         raise InputError(f"group_size is the number of consecutive rows of a group (TRL's num_generations); the {fmt} "
-                         "format groups by prompt or by --group-col")
+                         "format groups by prompt or by --group-column")
     if group_col is not None and not _hook(module, "GROUP_COL", True):
         raise InputError(f"group_col: {fmt} groups are blocks of rows; use --group-size")
     defaults = (module.PROMPT_COL, module.STEP_COL) if module is not None else ("prompt", "step")
@@ -1082,7 +1082,7 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
         np.logical_or.at(silent, group, got["verdict"] > 0)
     if _hook(module, "REWARD_WEIGHTS_UNLOGGED", False) and not reward and len(terms) > 1:
         warnings.append(f"reward = {reward_name} with weight 1 each: TRL does not log its reward_weights; "
-                        "if the run weighted them, give the weights with --reward 'a+0.5*b'")
+                        "if the run weighted them, give the weights with --reward-column 'a+0.5*b'")
     advantage_check = _check_groups(code, group, n_groups, got, module, group_col, silent, warnings)
     note = _hook(module, "trainer_silent_note", lambda c: None)(advantage_check)
     if note and context.get("trainer_silent"):
@@ -1151,7 +1151,7 @@ def _check_groups(code, group, n_groups, got, module, group_col, silent, warning
             steps = np.unique(gstep[merged])
             warnings.append(f"{int(merged.sum())} group(s) hold a multiple of the usual {usual} rollouts (steps "
                             f"{_span(steps.tolist())}): probably duplicated prompts merged into one group; "
-                            "log a group id or dataset index as a reward extra key and pass --group-col KEY")
+                            "log a group id or dataset index as a reward extra key and pass --group-column KEY")
         # One size per step, but not the same at every step: two runs in one folder, or a changed n.
         steps_u, sidx = np.unique(gstep, return_inverse=True)
         top = np.zeros(steps_u.size, np.int64)
@@ -1178,8 +1178,8 @@ def _check_groups(code, group, n_groups, got, module, group_col, silent, warning
         disagree = int((silent != (amax <= 1e-3)).sum()) if silent is not None else 0
         warnings.append("the logged advantages fit no scaling of the reward used (scale_rewards group, batch or none; "
                         f"{disagree} group(s) silent under one and not the other): the reward weights probably differ "
-                        "from the run's reward_weights (give them with --reward 'a+0.5*b'), or the run aggregated "
-                        "rewards another way (multi_objective_aggregation)")
+                        "from the run's reward_weights (give them with --reward-column 'a+0.5*b'), or the run "
+                        "aggregated rewards another way (multi_objective_aggregation)")
     return result
 
 

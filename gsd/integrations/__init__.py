@@ -37,8 +37,8 @@ Groups
     *optional* ``group_keys(table)`` (→ per-row int64 key of the row's group within its step and
     a mask of rows that have one; None: the prompt text) , ``members(table)`` (→ mask of the rows
     that enter the group's statistics, e.g. verl V1's last output of a session) [all],
-    ``GROUP_COL`` (whether ``--group-col`` applies) [True], ``group_column(table, column)`` (a
-    ``--group-col`` that names the trainer's own key, read the trainer's way; None: hashed as it
+    ``GROUP_COL`` (whether ``--group-column`` applies) [True], ``group_column(table, column)`` (a
+    ``--group-column`` that names the trainer's own key, read the trainer's way; None: hashed as it
     is), ``GROUP_SIZE`` (whether
     ``--group-size`` applies: groups are blocks of rows) [False], ``arrange(chunks, context)``
     (whole-run rules over the files read: repeated generations, blocks, evaluation steps,

@@ -117,7 +117,7 @@ def default_reward(columns, numeric) -> list:
         return [(1.0, DEFAULT_REWARD)]
     from .._errors import InputError
 
-    raise InputError(f"no 'reward' key; choose the reward with --reward KEY (keys: {', '.join(columns)})")
+    raise InputError(f"no 'reward' key; choose the reward with --reward-column KEY (keys: {', '.join(columns)})")
 
 
 def group_keys(table):

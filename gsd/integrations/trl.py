@@ -517,3 +517,25 @@ def write_step(folder, step: int, prompts, rewards: dict, *, completions="", adv
         pd.DataFrame(data).to_parquet(tmp, index=False)
     return path
 
+
+
+#: Names this module held until the live hooks moved out (gsd 0.1.0): each still imports from
+#: here, with a DeprecationWarning naming where it lives now (old name → module, name there).
+_MOVED = {"GroupTracker": ("gsd.integrations.trl_live", "GroupTracker"),
+          "GSDGRPOTrainer": ("gsd.integrations.trl_live", "GSDGRPOTrainer"),
+          "SkipSampler": ("gsd.integrations.trl_live", "SkipSampler"),
+          "LIVE_METRICS": ("gsd.integrations.trl_live", "LIVE_METRICS"),
+          "TRACKER_TABLE": ("gsd.integrations.tracker_table", "KEY"),
+          "tracker_table": ("gsd.integrations.tracker_table", "read_description")}
+
+
+def __getattr__(name):
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    import warnings
+
+    module, new = _MOVED[name]
+    warnings.warn(f"gsd.integrations.trl.{name} has moved: import it as {module}.{new} "
+                  f"(the old path will be removed in a later release)", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(module), new)

@@ -292,12 +292,13 @@ def _transformer_stage(mode: str, seed: int, fig_dir: Path, out: Path):
     mod, why = _optional("gsd.reproduce.transformer")
     if mod is None:
         return {"status": "not available", "reason": why}
-    from .._extras import MissingExtra, require_torch
+    from .._extras import require_trl
 
-    try:
-        require_torch("the transformer stage of gsd reproduce")
-        import trl  # noqa: F401  (the stage runs TRL's own code; trl's import is lazy, torch's is not)
-    except (MissingExtra, ImportError) as exc:
+    try:  # the stage runs TRL's own code: every package it needs, named at once
+        require_trl("the transformer stage of gsd reproduce")
+    except MissingExtra as exc:
+        return {"status": "not available", "reason": str(exc)}
+    except ImportError as exc:
         return {"status": "not available", "reason": f"{exc.__class__.__name__}: {exc}"}
     result = mod.run(fast=mode == "fast", seed=seed)
     where = fig_dir if mode == "full" else out / "transformer"
@@ -423,7 +424,7 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
         dapo.pop("_fit")
         dapo.pop("_curve")
         # Relative to the report, so its links work wherever the folder is moved with its figures
-        # (`make reproduce` writes them to ../../figures).
+        # (`make figures` writes them to ../../figures).
         figs["written"] = sorted(Path(os.path.relpath(p.resolve(), out.resolve())).as_posix() for p in figs["written"])
 
         ours = {
@@ -686,7 +687,7 @@ def _transformer_markdown(t: dict) -> list[str]:
 
 def _allocation_markdown(a: dict) -> list[str]:
     """The "beyond the paper" section: the allocation campaign's table and what it says."""
-    from .allocation_campaign import LABELS, _ci
+    from .allocation_campaign import INTERVAL_NOTE, LABELS, _ci
 
     L = ["## Beyond the paper: budget allocation (simulator)\n"]
     if a.get("status") != "ok":
@@ -700,8 +701,8 @@ def _allocation_markdown(a: dict) -> list[str]:
                  f"docs/allocation_comparison.md, `gsd allocation-comparison`); seeds {c['seeds']}; "
                  + ", ".join(f"{k} = {v}" for k, v in c["setup"].items())
                  + ". Every arm is read at the total generations of uniform G = 8 (all its steps); allocated arms "
-                 "share 8 rollouts per prompt per step (docs/theory.md, section Allocation over a run). Mean over "
-                 "seeds [95 % t-interval].\n")
+                 "share 8 rollouts per prompt per step (docs/theory.md, section Allocation over a run). "
+                 + INTERVAL_NOTE + "\n")
         from ..cli_allocation import EVIDENCE
 
         return L + comparison_markdown(c) + ["At the paper's scale "
@@ -711,7 +712,7 @@ def _allocation_markdown(a: dict) -> list[str]:
     L.append(f"Run folder `{a['run_dir']}` ({_reuse_note(a)}); seeds {a['seeds']}; " + ", ".join(f"{k} = {v}" for k, v in setup.items())
              + f". Every arm is read at the total generations of {LABELS.get(ref, ref)} (all its steps); allocated "
              "arms share 8 rollouts per prompt per step (see docs/theory.md, section Spending a rollout "
-             "budget). Mean over seeds [95 % t-interval].\n")
+             "budget). " + INTERVAL_NOTE + "\n")
     t = a["targets"]
     rows = []
     for name, r in a["arms"].items():

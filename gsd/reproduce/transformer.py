@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._errors import InputError
+from .._extras import require_trl
 
 #: Vocabulary: specials, answer words a0…a19 (a0–a9 "short", a10–a19 "long"), filler words
 #: f0…f19 that continue an answer, prompt words q0…q15.
@@ -440,6 +441,7 @@ def run(*, fast: bool = False, G: int = 8, n_prompts: int = 8, seed: int = 0, va
     bad = [v for v in variants if v not in VARIANTS]
     if bad or not variants:
         raise InputError(f"variants must be a non-empty subset of {VARIANTS}, got {variants!r}")
+    require_trl("TRL's update on a tiny transformer")
     draws, copies = SIZES["fast" if fast else "full"]
     out = {"G": G, "n_prompts": n_prompts, "seed": seed, "draws": draws, "copies": copies, "variants": {}}
     for variant in variants:
@@ -632,7 +634,8 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
                           per_device_train_batch_size=len(task.prompts) * copies * G, gradient_accumulation_steps=1,
                           steps_per_generation=1, beta=0.0, temperature=1.0, top_k=0, top_p=1.0, max_steps=steps,
                           save_strategy="no", logging_steps=1, seed=seed, lr_scheduler_type="constant",
-                          log_completions=completions_dir is not None, num_completions_to_print=0, **METHODS[method])
+                          log_completions=completions_dir is not None, num_completions_to_print=0,
+                          disable_tqdm=True, **METHODS[method])
         kind, extra = GRPOTrainer, {}
         if method == "skip":
             from ..integrations.trl_live import GSDGRPOTrainer
@@ -641,7 +644,9 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
         tr = kind(model=task.model, reward_funcs=[first_token], args=args, callbacks=[Exact()],
                   train_dataset=Dataset.from_dict({"prompt": list(task.prompts) * copies}),
                   processing_class=task.tokenizer, **extra)
-        for cb in (PrinterCallback, ProgressCallback):  # the per-step lines: the result has them
+        # The per-step lines (the result has them): PrinterCallback's; with disable_tqdm no progress
+        # callback is added, in a notebook neither the NotebookProgressCallback's table of losses.
+        for cb in (PrinterCallback, ProgressCallback):
             tr.remove_callback(cb)
         tr.train()
     task.model.eval()
@@ -822,6 +827,7 @@ def run_training(*, fast: bool = False, G: int = 8, lr: float = 1e-3, log=None) 
     import copy
     import tempfile
 
+    require_trl("TRL's trainings of a tiny transformer")
     n_prompts, steps, copies, seeds, draws = TRAIN_RUN_SIZES["fast" if fast else "full"]
     out = {"G": G, "lr": lr, "n_prompts": n_prompts, "steps": steps, "copies": copies, "runs": {}, "hardest": {},
            "quartile": {m: {} for m in METHODS}}
