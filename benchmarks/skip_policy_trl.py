@@ -7,7 +7,8 @@ G fixed, every step the same number of groups (``copies`` per prompt on average)
   for all of it (as ``gsd.reproduce.transformer.train_silent``);
 - ``value``: ``GSDGRPOTrainer(gsd_tracker=GroupTracker(G, half_life="auto"), skip_policy="value")``,
   the dataset every prompt ``2·copies`` times, each step the same number of groups as ``grpo``
-  chosen from twice as many candidates.
+  chosen from twice as many candidates; ``value-mean``, ``value-c1.5``, ``value-update`` … the same
+  with ``SkipPolicy(thompson=False)``, ``candidates=1.5``, ``value="update"`` (see ``_policy``).
 
 Per step the exact p of every prompt is read from the model before the generation (the truth);
 the hardest quarter is the quarter of prompts with the lowest initial p.  Prints one JSON line per
@@ -59,7 +60,8 @@ def train(task, arm: str, *, G: int, copies: int, steps: int, lr: float, seed: i
             kind, extra, rows = GRPOTrainer, {}, list(task.prompts) * copies
         else:
             kind, rows = GSDGRPOTrainer, list(task.prompts) * (2 * copies)
-            extra = {"gsd_tracker": GroupTracker(G, half_life="auto"), "skip_policy": "value"}
+            policy = _policy(arm)
+            extra = {"gsd_tracker": GroupTracker(G, half_life="auto"), "skip_policy": policy}
         tr = kind(model=task.model, reward_funcs=[first_token], args=args, callbacks=[Exact()],
                   train_dataset=Dataset.from_dict({"prompt": rows}), processing_class=task.tokenizer, **extra)
         for cb in (PrinterCallback, ProgressCallback):
@@ -77,6 +79,24 @@ def train(task, arm: str, *, G: int, copies: int, steps: int, lr: float, seed: i
         out["decisions"] = [(rows_.tolist(), skip.tolist()) for rows_, skip in s.decisions]
         out["keys"] = s.keys
     return out
+
+
+def _policy(arm: str):
+    """``value`` (SkipPolicy's defaults) or ``value-<part>+<part>…``: ``mean`` (thompson=False),
+    ``c<x>`` (candidates=x), else a value name."""
+    from gsd.integrations.trl_live import SkipPolicy
+
+    if arm == "value":
+        return "value"
+    kw = {}
+    for part in arm.split("-", 1)[1].split("+"):
+        if part == "mean":
+            kw["thompson"] = False
+        elif part[0] == "c" and part[1:].replace(".", "").isdigit():
+            kw["candidates"] = float(part[1:])
+        else:
+            kw["value"] = part
+    return SkipPolicy(**kw)
 
 
 def main(argv=None):
@@ -123,10 +143,22 @@ def main(argv=None):
         print(f"{arm}: hardest quarter by step (mean over {len(q)} seeds): "
               + " ".join(f"{x:.3f}" for x in q.mean(0)[:: max(1, a.steps // 6)]) + f" final {q.mean(0)[-1]:.3f}; "
               f"final mean 2·arcsin√p {f.mean():.4f}")
-    if len(a.arms) == 2:
-        d = np.array([r2["quartile"][-1] - r1["quartile"][-1] for r1, r2 in zip(records[::2], records[1::2])])
-        print(f"paired final hardest-quarter difference {a.arms[1]} − {a.arms[0]}: {d.round(3).tolist()}, "
-              f"mean {d.mean():.3f}")
+    gens = a.prompts * a.copies * a.G
+    for target in (0.5, 0.8, 0.9):
+        cells = []
+        for arm in a.arms:
+            # generations before the first step whose hardest-quarter mean reaches the target (None: not in the run)
+            hit = [next((i * gens for i, x in enumerate(r["quartile"]) if x >= target), None)
+                   for r in records if r["arm"] == arm]
+            cells.append(f"{arm} {hit}")
+        print(f"generations to hardest quarter {target}: " + "; ".join(cells))
+    base = [r for r in records if r["arm"] == a.arms[0]]
+    for arm in a.arms[1:]:
+        mine = [r for r in records if r["arm"] == arm]
+        for at in (a.steps // 3, 2 * a.steps // 3, a.steps):
+            d = np.array([r2["quartile"][at] - r1["quartile"][at] for r1, r2 in zip(base, mine)])
+            print(f"paired hardest-quarter difference {arm} − {a.arms[0]} after {at * gens} generations: "
+                  f"{d.round(3).tolist()}, mean {d.mean():.3f}")
     if a.out:
         with open(a.out, "w") as fh:
             json.dump(records, fh)

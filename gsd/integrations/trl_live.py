@@ -786,7 +786,9 @@ class SkipPolicy:
     the run's G, with p drawn from the prompt's posterior (Thompson sampling: a prompt whose
     posterior is wide is sometimes drawn high, so none is written off on a few groups), or under
     the posterior expectation with ``thompson=False``.  The posterior is the tracker's, with its
-    half-life (:class:`GroupTracker` ``half_life``).
+    half-life (:class:`GroupTracker` ``half_life``).  At one G, every value symmetric in p and
+    1 − p that rises towards p = ½ (all but ``"knapsack"``) ranks Thompson draws alike, by how
+    near ½ the drawn p is; ``value`` matters with ``thompson=False`` or ``"knapsack"``.
 
     Attributes
     ----------
