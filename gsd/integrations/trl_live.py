@@ -225,6 +225,7 @@ class GroupTracker:
         self.warnings: list[str] = []
         self.unscorable: list[dict] = []
         self._warned: set = set()
+        self._skip_left: set = set()  # functions still to report for a generation that failed
         self._functions = None  # names of the wrapped reward functions
         self._code: dict[str, int] = {}  # prompt key -> dense code, in order of first appearance
         self._keys: list[str] = []
@@ -310,12 +311,20 @@ class GroupTracker:
             once = None
         if once:  # an iterator would reach TRL exhausted once recorded: hand it the values instead
             rewards = list(rewards)
+        if self._skip_left:  # the rest of a generation that could not be recorded: not mixed into the next
+            if index in self._skip_left:
+                self._skip_left.discard(index)
+                return rewards
+            self._skip_left = set()  # a new generation began (TRL stopped the last one)
         try:
             if once is None:
                 raise _Unscorable("not-a-list", f"reward function {self._functions[index]!r} returned {rewards!r}, not "
                                   "one reward per completion")
             self._record(index, args, kwargs, rewards)
         except Exception as exc:  # noqa: BLE001 (the tracker must never end the user's training)
+            pend = self._pending
+            done = {i for i, part in enumerate(pend["parts"]) if part is not None} if pend is not None else set()
+            self._skip_left = set(range(len(self._functions))) - done - {index}
             self._pending = None
             state = kwargs.get("trainer_state")
             step = getattr(state, "global_step", None)

@@ -661,3 +661,26 @@ def test_value_run_posteriors_are_diagnose_tables(value_run):
         for x, k, n in zip(firsts, k_eff, n_eff):
             assert (k, n) == pytest.approx(tables[h][(step, x)], rel=1e-10, abs=1e-300)
     assert len(before) == 8 and len(tables) >= 1
+
+
+def test_a_failed_generation_is_not_mixed_into_the_next():
+    """Two reward functions; the first returns too few rewards at one generation: that generation
+    is listed, the second function's rewards of it are not paired with the next generation's."""
+    calls = {"n": 0}
+
+    def first(prompts, completions, **kw):
+        calls["n"] += 1
+        return [1.0] * (len(prompts) - (calls["n"] == 1))
+
+    def second(prompts, completions, **kw):
+        return [float(c) for c in completions]
+
+    tracker = GroupTracker(2, prior="uniform")
+    f, g = tracker.wrap([first, second])
+    with pytest.warns(RuntimeWarning, match="returned 3 rewards for 4 completions"):
+        f(prompts=["a"] * 4, completions=[0, 0, 0, 0])
+    g(prompts=["a"] * 4, completions=[0, 0, 0, 0])
+    for fn in (f, g):
+        fn(prompts=["a", "a", "b", "b"], completions=[0, 1, 1, 1])
+    assert len(tracker.metrics) == 1 and tracker.metrics[0]["silent_frac"] == 0.5
+    assert tracker._totals[0].tolist() == [1.0, 2.0, 2.0, 2.0] and len(tracker.unscorable) == 1
