@@ -373,8 +373,8 @@ class GroupTracker:
             if self.prompt_id is not None:
                 if self.prompt_id not in kwargs:
                     cols = sorted(k for k in kwargs if k not in _TRL_KWARGS)
-                    raise _Unscorable("prompt-id", f"prompt_id={self.prompt_id!r} is not a dataset column TRL passed to "
-                                      f"the reward functions (columns: {', '.join(cols) or 'none'})")
+                    raise _Unscorable("prompt-id", f"prompt_id={self.prompt_id!r} is not a dataset column TRL passed "
+                                      f"to the reward functions (columns: {', '.join(cols) or 'none'})")
                 ids = list(kwargs[self.prompt_id])
             state = kwargs.get("trainer_state")
             step = int(state.global_step) + 1 if state is not None else (self._steps[-1] + 1 if self._steps else 1)
@@ -1135,11 +1135,17 @@ def _trainer_class():
             before = self.gsd_tracker.generations
             out = super()._generate_and_score_completions(inputs)
             if self.model.training and self.gsd_tracker.generations > before:
-                gen = self.gsd_tracker.metrics[-1]
-                if self.gsd_sampler is not None:
-                    gen["skipped"] = self.gsd_sampler.take_skipped()
-                for name in LIVE_METRICS:
-                    self._metrics["train"][f"gsd/{name}"].append(float(gen[name]))
+                try:
+                    gen = self.gsd_tracker.metrics[-1]
+                    if self.gsd_sampler is not None:
+                        gen["skipped"] = self.gsd_sampler.take_skipped()
+                    values = [float(gen[name]) for name in LIVE_METRICS]
+                except Exception as exc:  # noqa: BLE001 (never stop the run for a metric)
+                    self.gsd_tracker._unscorable(self.state.global_step + 1, "metrics", f"gsd's metrics were not "
+                                                 f"logged ({type(exc).__name__}: {exc})")
+                else:
+                    for name, v in zip(LIVE_METRICS, values):
+                        self._metrics["train"][f"gsd/{name}"].append(v)
             return out
 
         @property

@@ -549,7 +549,7 @@ def test_value_policy_explores_with_thompson_draws():
 def test_skip_policy_refused_where_it_cannot_act():
     from gsd.integrations.trl_live import SkipPolicy
 
-    for bad in (dict(candidates=0.5), dict(value="horizon"), dict(max_skips=-1), dict(thompson="yes")):
+    for bad in ({"candidates": 0.5}, {"value": "horizon"}, {"max_skips": -1}, {"thompson": "yes"}):
         with pytest.raises(InputError, match=next(iter(bad))):
             SkipPolicy(**bad)
     with pytest.raises(InputError, match="skip_policy must be"):
