@@ -37,7 +37,8 @@ __all__ = ["GroupTracker", "GSDGRPOTrainer", "SkipPolicy", "SkipSampler", "LIVE_
            "trl_zero_std"]
 
 #: gsd's figures in TRL's logs, each logged as ``gsd/<name>``.
-LIVE_METRICS = ("silent_frac", "silent_pred", "effective_ratio", "fidelity", "recommended_group_size", "skipped")
+LIVE_METRICS = ("silent_frac", "silent_pred", "effective_ratio", "fidelity", "advised_group_size", "fidelity_group_size",
+                "recommended_group_size", "skipped")
 
 #: Keyword arguments TRL passes to a reward function that are not dataset columns.
 _TRL_KWARGS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments")
@@ -475,7 +476,8 @@ class GroupTracker:
 
         nan = float("nan")
         if right is None:
-            return {"silent_pred": nan, "fidelity": nan, "recommended_group_size": nan}
+            return {"silent_pred": nan, "fidelity": nan, "advised_group_size": nan, "fidelity_group_size": nan,
+                    "recommended_group_size": nan}
         a0, b0 = self._prior_now()
         multi = m >= 2
         n_eff, k_eff = self._discounted(codes, step)  # (candidates, groups)
@@ -499,13 +501,18 @@ class GroupTracker:
         np.add.at(self._dk, (slice(None), codes), right)
         np.add.at(self._n, codes, m)
         np.add.at(self._k, codes, right)
-        # Every prompt recorded so far, at its posterior mean: gsd diagnose's median_group_size_recommended.
+        # Every prompt recorded so far: the advised G (gsd diagnose's advised_group_size, at this generation's
+        # prompts per step) and the fidelity law's median at the posterior means (its fidelity_group_size).
+        from ..diagnose.tables import group_size_advice_for
+
         n, k = self._n[:len(self._keys)], self._k[:len(self._keys)]
         if (n > 0).any():
             seen = posterior_from_counts(k[n > 0], n[n > 0], prior=(a0, b0))
-            out["recommended_group_size"] = median_group_size(seen.mean, self.epsilon)
-        else:
-            out["recommended_group_size"] = nan
+            out["advised_group_size"] = float(group_size_advice_for(seen, np.unique(codes).size).best_G_per_generation)
+            out["fidelity_group_size"] = median_group_size(seen.mean, self.epsilon)
+        else:  # nothing scored yet (every reward so far None or NaN)
+            out["advised_group_size"] = out["fidelity_group_size"] = nan
+        out["recommended_group_size"] = out["fidelity_group_size"]  # deprecated alias of fidelity_group_size
         return out
 
     def _discounted(self, codes, step):
@@ -1055,8 +1062,8 @@ def _trainer_class():
         otherwise (tracking itself works in any number of processes and on any dataset).
 
         Each generation appends ``gsd/silent_frac``, ``gsd/silent_pred``, ``gsd/effective_ratio``,
-        ``gsd/fidelity``, ``gsd/recommended_group_size`` and ``gsd/skipped`` to TRL's training
-        metrics: they reach ``trainer.state.log_history`` and ``report_to`` beside TRL's own.
+        ``gsd/fidelity``, ``gsd/advised_group_size``, ``gsd/fidelity_group_size`` (``gsd/recommended_group_size``,
+        its deprecated alias) and ``gsd/skipped`` to TRL's training metrics: they reach ``trainer.state.log_history`` and ``report_to`` beside TRL's own.
         ``gsd_skip_counts`` says how many prompts were skipped and the rollouts not spent on them.
         """
 

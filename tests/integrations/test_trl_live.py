@@ -485,7 +485,8 @@ def test_no_finite_reward_is_recorded_not_raised():
         f(prompts=["a", "a", "b", "b"], completions=[1.0, 0.0, 1.0, 1.0])
     assert [u["step"] for u in tracker.unscorable] == [1, 2] and len(tracker.warnings) == 1
     assert [m["silent_frac"] for m in tracker.metrics] == [0.0, 0.0, 0.5]
-    assert np.isnan(tracker.metrics[0]["recommended_group_size"]) and tracker.metrics[-1]["silent_pred"] >= 0
+    assert np.isnan(tracker.metrics[0]["fidelity_group_size"]) and np.isnan(tracker.metrics[0]["advised_group_size"])
+    assert tracker.metrics[-1]["silent_pred"] >= 0
 
 
 # ------------------------------------------------------------------------------ the value policy
