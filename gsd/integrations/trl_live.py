@@ -318,10 +318,11 @@ class GroupTracker:
                 return rewards
             self._skip_left = set()  # a new generation began (TRL stopped the last one)
         try:
-            if once is None:
+            if once is None and _is_training(kwargs):
                 raise _Unscorable("not-a-list", f"reward function {self._functions[index]!r} returned {rewards!r}, not "
                                   "one reward per completion")
-            self._record(index, args, kwargs, rewards)
+            if once is not None:
+                self._record(index, args, kwargs, rewards)
         except Exception as exc:  # noqa: BLE001 (the tracker must never end the user's training)
             pend = self._pending
             done = {i for i, part in enumerate(pend["parts"]) if part is not None} if pend is not None else set()
