@@ -43,7 +43,7 @@ from .._validate import InputError
 from .readers import RolloutLog
 
 __all__ = ["binarise", "update_convention", "group_table", "step_table", "prompt_table", "Diagnosis", "diagnose_log", "expected_scale",
-           "STEP_KEYS"]
+           "STEP_KEYS", "HALF_LIVES", "choose_half_life", "one_step_log_score"]
 
 #: Keys of every per-step record of ``gsd diagnose --json`` (and columns of the step table).
 STEP_KEYS = ("step", "groups", "rollouts", "silent_frac", "silent_pred", "wasted_rollouts", "fidelity")
@@ -165,20 +165,38 @@ def choose_half_life(log: RolloutLog, right, prior, groups: pd.DataFrame | None 
     (half_life, choice)
         The chosen half-life (None: no forgetting) and ``{"candidates", "log_score", "groups_scored"}``.
     """
-    from scipy.stats import betabinom
-
-    a0, b0 = prior
     scores, scored = [], 0
     for h in HALF_LIVES:
         g = groups if (h is None and groups is not None) else group_table(log, right, half_life=h)
         seen = (g["n"] >= 1) & (g["n_before"] > 0)
-        k, n = g["k"][seen].to_numpy(np.int64), g["n"][seen].to_numpy(np.int64)
-        a = a0 + g["k_eff"][seen].to_numpy(np.float64)
-        b = b0 + (g["n_eff"] - g["k_eff"])[seen].to_numpy(np.float64)
-        scores.append(float(betabinom.logpmf(k, n, a, b).sum()))
+        scores.append(float(one_step_log_score(g["k"][seen].to_numpy(np.int64), g["n"][seen].to_numpy(np.int64),
+                                               g["k_eff"][seen].to_numpy(np.float64),
+                                               g["n_eff"][seen].to_numpy(np.float64), prior).sum()))
         scored = int(seen.sum())
     best = HALF_LIVES[int(np.argmax(scores))] if scored else None  # argmax: the first (longest) of ties
     return best, {"candidates": list(HALF_LIVES), "log_score": scores, "groups_scored": scored}
+
+
+def one_step_log_score(k, n, k_eff, n_eff, prior) -> np.ndarray:
+    r"""The log-probability a prompt's posterior before a group gave to the group's right answers:
+    the beta-binomial :math:`\log P(k \mid n, a_0 + k_\mathrm{eff}, b_0 + n_\mathrm{eff} - k_\mathrm{eff})`,
+    elementwise over broadcast arrays (``scipy.stats.betabinom.logpmf``).
+
+    ``k`` right of ``n`` scored rollouts; ``k_eff`` and ``n_eff`` the prompt's (discounted)
+    counts at earlier steps; ``prior`` (a₀, b₀).  :func:`choose_half_life` sums it over the
+    groups of prompts seen before; the live :class:`gsd.integrations.trl_live.GroupTracker`
+    sums it generation by generation.
+
+    Examples
+    --------
+    >>> round(float(one_step_log_score(1, 2, 0.0, 0.0, (1.0, 1.0))), 12)  # uniform: P(k = 1 | n = 2) = 1/3
+    -1.098612288668
+    """
+    from scipy.stats import betabinom
+
+    a0, b0 = prior
+    k_eff = np.asarray(k_eff, np.float64)
+    return betabinom.logpmf(k, n, a0 + k_eff, b0 + (np.asarray(n_eff, np.float64) - k_eff))
 
 
 def _half_life(h) -> float:
@@ -198,7 +216,7 @@ def _discounted_before(order, start, step, values, half_life):
     """
     lam_log2 = -1.0 / _half_life(half_life)
     n = order.size
-    t = step[order].astype(np.float64)
+    t = step[order]  # integer steps: their differences are exact (steps near 2^62 stay apart)
     first = np.flatnonzero(start)
     rank = np.arange(n) - first[np.cumsum(start) - 1]  # position of each group within its prompt
     by_rank = np.argsort(rank, kind="stable")
@@ -210,7 +228,7 @@ def _discounted_before(order, start, step, values, half_life):
         for j in range(1, rank.max() + 1):
             rows = by_rank[bounds[j]:bounds[j + 1]]
             prev = rows - 1
-            d[rows] = np.exp2(lam_log2 * (t[rows] - t[prev])) * (d[prev] + xs[prev])
+            d[rows] = np.exp2(lam_log2 * (t[rows] - t[prev]).astype(np.float64)) * (d[prev] + xs[prev])
         out = np.empty(n)
         out[order] = d
         outs.append(out)
