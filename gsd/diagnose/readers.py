@@ -365,13 +365,16 @@ def parse_reward(spec: str, columns) -> list[tuple[float, str]]:
     return terms
 
 
-def _reward_text(terms) -> str:
+def reward_text(terms) -> str:
     """``[(1, "a"), (0.5, "b")]`` → ``"a + 0.5*b"``."""
     parts = []
     for c, name in terms:
         term = name if abs(c) == 1 else f"{abs(c):g}*{name}"
         parts.append((f"-{term}" if c < 0 else term) if not parts else f"{'-' if c < 0 else '+'} {term}")
     return " ".join(parts)
+
+
+_reward_text = reward_text  # its name before the live tracker (gsd.live) needed it
 
 
 # --------------------------------------------------------------------------------------------

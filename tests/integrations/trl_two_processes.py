@@ -21,7 +21,7 @@ def main(out: Path) -> None:
     from real_trainers import tiny_model, tokenizer, trl_run
 
     from gsd import InputError
-    from gsd.integrations.trl_live import GroupTracker, GSDGRPOTrainer
+    from gsd.live import GroupTracker, GSDGRPOTrainer
 
     tracker = GroupTracker(4)
     truth = trl_run(out / "trl", prompts=PROMPTS, p=P, G=4, batch=6, max_steps=4, wrap=tracker.wrap,
