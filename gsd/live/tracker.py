@@ -225,6 +225,7 @@ class GroupTracker:
         self.unscorable: list[dict] = []
         self._warned: set = set()
         self._skip_left: set = set()  # functions still to report for a generation that failed
+        self._failure = None  # (step, kind, reason) of that generation, until it joins the other processes
         self._functions = None  # names of the wrapped reward functions
         self._code: dict[str, int] = {}  # prompt key -> dense code, in order of first appearance
         self._keys: list[str] = []
@@ -313,28 +314,65 @@ class GroupTracker:
         if self._skip_left:  # the rest of a generation that could not be recorded: not mixed into the next
             if index in self._skip_left:
                 self._skip_left.discard(index)
+                if not self._skip_left and self._failure is not None:
+                    self._join_failed(depth=1)
                 return rewards
             self._skip_left = set()  # a new generation began (TRL stopped the last one)
+            if self._failure is not None:  # never joined: the other processes went on without it
+                self._unscorable(*self._failure)
+                self._failure = None
         try:
             if once is None and _is_training(kwargs):
                 raise _Unscorable("not-a-list", f"reward function {self._functions[index]!r} returned {rewards!r}, not "
                                   "one reward per completion")
-            if once is not None:
-                self._record(index, args, kwargs, rewards)
+            whole = self._record(index, args, kwargs, rewards) if once is not None else None
         except Exception as exc:  # noqa: BLE001 (the tracker must never end the user's training)
-            pend = self._pending
-            done = {i for i, part in enumerate(pend["parts"]) if part is not None} if pend is not None else set()
-            self._skip_left = set(range(len(self._functions))) - done - {index}
-            self._pending = None
-            state = kwargs.get("trainer_state")
-            step = getattr(state, "global_step", None)
-            kind, reason = (exc.kind, str(exc)) if isinstance(exc, _Unscorable) else \
-                (type(exc).__name__, f"{type(exc).__name__}: {exc}")
-            self._unscorable(step + 1 if isinstance(step, int) else self._next_step(), kind, reason)
+            self._failed(index, kwargs, exc)
+            return rewards
+        if whole is not None:
+            try:
+                self._add_generation(_gathered(whole))
+            except Exception as exc:  # noqa: BLE001 (after the gather: every process records it alike)
+                self._unscorable(whole["step"], *_kind_and_reason(exc))
         return rewards
 
-    def _unscorable(self, step, kind, reason):
-        """A generation the tracker cannot score: listed, warned about once per kind."""
+    def _failed(self, index, kwargs, exc):
+        """A generation this process cannot record, found before the once-per-generation gather.
+        With several processes the others wait in that gather for this one's rows: this process
+        joins it with a failure marker once its last function has reported (:meth:`_join_failed`),
+        so every process records the generation as unscorable and training goes on."""
+        pend = self._pending
+        done = {i for i, part in enumerate(pend["parts"]) if part is not None} if pend is not None else set()
+        self._skip_left = set(range(len(self._functions))) - done - {index}
+        self._pending = None
+        step = getattr(kwargs.get("trainer_state"), "global_step", None)
+        failure = (step + 1 if isinstance(step, int) else self._next_step(), *_kind_and_reason(exc))
+        if _world_size() < 2:
+            self._unscorable(*failure, depth=1)
+            return
+        self._failure = failure
+        if not self._skip_left:
+            self._join_failed(depth=2)
+
+    def _join_failed(self, depth: int):
+        """Join the generation's gather with this process's failure marker; record what every
+        process will record (:func:`_gathered` raises the same on the others)."""
+        step, kind, reason = self._failure
+        self._failure = None
+        try:
+            _gathered({"failed": (kind, reason)})
+        except _Unscorable as exc:
+            self._unscorable(step, exc.kind, str(exc), depth)
+        except Exception as exc:  # noqa: BLE001 (a collective that failed: this process's reason alone)
+            self._unscorable(step, kind, f"{reason}; joining the other processes failed ({type(exc).__name__}: {exc})",
+                             depth)
+        else:  # no other process after all
+            self._unscorable(step, kind, reason, depth)
+
+    def _unscorable(self, step, kind, reason, depth: int = 0):
+        """A generation the tracker cannot score: listed, warned about once per kind (the warning
+        points at the reward function's caller, ``depth`` frames further up than from
+        :meth:`_observe`)."""
         import warnings
 
         self.unscorable.append({"step": step, "reason": reason})
@@ -344,11 +382,13 @@ class GroupTracker:
                 ("" if kind == "no-finite-reward" else "; later generations with this problem are listed in "
                  "GroupTracker.unscorable without a further warning")
             self.warnings.append(message)
-            warnings.warn("gsd: " + message, RuntimeWarning, stacklevel=4)
+            warnings.warn("gsd: " + message, RuntimeWarning, stacklevel=4 + depth)
 
     def _record(self, index, args, kwargs, rewards):
+        """Keep one function's rewards for the generation; the generation once every function has
+        reported (None before, and for an evaluation call)."""
         if not _is_training(kwargs):
-            return
+            return None
         name = self._functions[index]
         prompts = kwargs.get("prompts", args[0] if args else None)
         if prompts is None:
@@ -385,9 +425,9 @@ class GroupTracker:
         pend["parts"][index] = r
         if any(p is None for p in pend["parts"]):
             self._pending = pend
-            return
+            return None
         self._pending = None
-        self._add_generation(_gathered(pend))
+        return pend
 
     # -- one generation
 
@@ -442,7 +482,7 @@ class GroupTracker:
         if not m.any():
             # TRL trains on (every advantage zero); nothing here to count or predict from.
             self._unscorable(pend["step"], "no-finite-reward", "no reward function returned a finite reward for any "
-                             "row: TRL trains on it with zero advantages")
+                             "row: TRL trains on it with zero advantages", depth=1)
         self._steps.append(int(pend["step"]))
         self._group_prompt.append(codes)
         self._parts.append(parts)
@@ -727,23 +767,44 @@ class GroupTracker:
         return path
 
 
+def _world_size() -> int:
+    """Processes of the run (``torch.distributed``); 1 without torch or a process group."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return 1
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
 def _gathered(pend):
     """One generation as every process's reward functions saw it: with several processes
     (``torch.distributed``), the rows of each, concatenated in process order as TRL gathers its
     rewards; else ``pend`` itself.  One collective per generation, called by every process once
     its own functions have all returned (so async functions finishing in another order on another
-    process cannot pair the wrong pieces)."""
-    try:
-        import torch.distributed as dist
-    except ImportError:
+    process cannot pair the wrong pieces).  A process that could not record the generation joins
+    with ``{"failed": (kind, reason)}``: then every process raises the same :class:`_Unscorable`,
+    naming each failed process and its reason."""
+    if _world_size() < 2:
         return pend
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
-        return pend
+    import torch.distributed as dist
+
     pieces = [None] * dist.get_world_size()
-    dist.all_gather_object(pieces, (pend["prompts"], pend["ids"], pend["parts"]))
+    mine = {"failed": pend["failed"]} if "failed" in pend else (pend["prompts"], pend["ids"], pend["parts"])
+    dist.all_gather_object(pieces, mine)
+    failed = [(rank, piece["failed"]) for rank, piece in enumerate(pieces) if isinstance(piece, dict)]
+    if failed:
+        reasons = "; ".join(f"process {rank}: {reason}" for rank, (_, reason) in failed)
+        raise _Unscorable(failed[0][1][0], f"{reasons} (every process leaves the generation out)")
     return {**pend, "prompts": [p for piece in pieces for p in piece[0]],
             "ids": None if pend["ids"] is None else [i for piece in pieces for i in piece[1]],
             "parts": [np.concatenate([piece[2][f] for piece in pieces]) for f in range(len(pend["parts"]))]}
+
+
+def _kind_and_reason(exc) -> tuple[str, str]:
+    """The warn-once kind and the words of a failure in the tracking."""
+    if isinstance(exc, _Unscorable):
+        return exc.kind, str(exc)
+    return type(exc).__name__, f"{type(exc).__name__}: {exc}"
 
 
 def _as_weights(weights) -> list:
