@@ -104,6 +104,13 @@ def _solve_kappa(m, z, G):
     return kappa, status
 
 
+def _names(code):
+    """The status names of an array of codes, as an object array of the codes' shape (0-d included)."""
+    out = np.empty(np.shape(code), dtype=object)
+    out[...] = np.asarray(FIT_STATUS, dtype=object)[code]
+    return out
+
+
 def _moments(mean, zero_std, G):
     """mean, zero_std as float arrays (NaN allowed: a step without the moment) and G, broadcast."""
     out = []
@@ -223,8 +230,7 @@ def beta_from_moments(mean, zero_std, G) -> DifficultyFit:
     seen = np.isfinite(m) & np.isfinite(z)
     if seen.any():
         kappa[seen], code[seen] = _solve_kappa(m[seen], z[seen], G[seen])
-    status = np.asarray(FIT_STATUS, dtype=object)[code]
-    return DifficultyFit(mean=m, zero_std=z, G=G, kappa=kappa, status=status)
+    return DifficultyFit(mean=m, zero_std=z, G=G, kappa=kappa, status=_names(code))
 
 
 def silent_interval(fit: DifficultyFit, G, groups, *, level: float = 0.9, draws: int = 200, seed: int = 0):
@@ -297,7 +303,7 @@ def silent_interval(fit: DifficultyFit, G, groups, *, level: float = 0.9, draws:
         # a replicate with no Beta (ẑ* at or below its pooled value, or m* ∈ {0, 1} with ẑ* < 1): the limit κ = ∞
         kap = np.where(code == FIT_STATUS.index("no_beta"), np.inf, kap)
         rep = DifficultyFit(mean=m_star.ravel(), zero_std=z_star.ravel(), G=gg.ravel(), kappa=kap,
-                            status=np.asarray(FIT_STATUS, dtype=object)[code])
+                            status=_names(code))
         pred = rep.silent_at(Gs[:, None])  # (len(G), idx.size * B)
         pred = pred.reshape(Gs.size, idx.size, B)
         qs = np.quantile(pred, q, axis=-1)  # (2, len(G), idx.size)

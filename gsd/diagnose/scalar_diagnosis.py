@@ -66,14 +66,11 @@ def _config_int(config, key):
 def _generations(steps: np.ndarray, config: dict):
     """Generations in each logged interval (previous logged step, step], from TRL's schedule, and
     whether the schedule was read from the config (else: one generation per step, TRL's default)."""
-    ga = _config_int(config, "gradient_accumulation_steps")
-    spg = _config_int(config, "steps_per_generation")
-    it = _config_int(config, "num_iterations")
+    from ..integrations.trl_alerts import _SCHEDULE, trl_generations
+
+    settings = [_config_int(config, k) for k in _SCHEDULE]
     prev = np.concatenate([[0], steps[:-1]])
-    if ga and spg and it:
-        every = spg * it  # micro-batches between generations; a step is ga micro-batches
-        return (-(-steps * ga // every)) - (-(-prev * ga // every)), True
-    return steps - prev, False
+    return trl_generations(prev, steps, *settings), all(settings)
 
 
 def diagnose_scalars(log, *, fmt: str = "auto", step_col=None, reward=None, silent=None, group_size=None,
