@@ -31,7 +31,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH)
-	$(PY) -m pip install -q -e ".[test,bench,docs,trl,torch]"
+	$(PY) -m pip install -q -e ".[test,bench,docs,trl,torch]" tensorboard==2.21.0
 	$(PY) -m pip install -q --no-deps $(VERL)
 	$(PY) -m pip install -q $(VERL_DEPS)
 	$(PY) -m pip install -q --no-deps $(AREAL) $(AREAL_DEPS)

@@ -30,7 +30,8 @@ import numpy as np
 
 from .._errors import InputError
 
-__all__ = ["REWARD_KEYS", "SILENT_KEYS", "ScalarDiagnosis", "diagnose_scalars"]
+__all__ = ["REWARD_KEYS", "SILENT_KEYS", "FAIL_ON_EXIT", "ScalarDiagnosis", "diagnose_scalars", "alerts",
+           "fail_on_status", "parse_fail_on"]
 
 #: The mean-reward metric of each writer, in the order looked for.
 REWARD_KEYS = ("reward", "train/reward", "critic/score/mean", "reward/mean", "mean_reward")
@@ -210,6 +211,20 @@ def alerts(summary: dict, steps, rules) -> list:
         if (value > thr) if op == ">" else (value >= thr):
             found.append((metric, op, thr, value))
     return found
+
+
+#: Exit status of ``gsd scalars`` / ``gsd diagnose`` when a ``--fail-on`` rule holds (2 is bad input).
+FAIL_ON_EXIT = 3
+
+
+def fail_on_status(summary: dict, steps, rules, command: str) -> int:
+    """:data:`FAIL_ON_EXIT` with one line on stderr per broken rule (:func:`alerts`), else 0."""
+    import sys
+
+    broken = alerts(summary, steps, rules)
+    for metric, op, thr, value in broken:
+        print(f"gsd {command}: --fail-on {metric}{op}{thr:g}: {metric} is {value:.4g}", file=sys.stderr)
+    return FAIL_ON_EXIT if broken else 0
 
 
 def parse_fail_on(text: str):

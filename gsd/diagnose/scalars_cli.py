@@ -8,7 +8,8 @@ Only argparse is imported here.
 
 from __future__ import annotations
 
-#: Exit status when a ``--fail-on`` rule is broken (2 is a usage error or bad input).
+#: Exit status when a ``--fail-on`` rule is broken (2 is a usage error or bad input); as
+#: :data:`gsd.diagnose.scalar_diagnosis.FAIL_ON_EXIT`, spelled here so ``--help`` needs no import.
 FAIL_ON_EXIT = 3
 
 _HELP = "silent groups, wasted rollouts and a difficulty fit from scalar logs (TRL, TensorBoard, W&B, verl)"
@@ -56,12 +57,11 @@ def register(sub) -> None:
 
 def _scalars(args) -> int:
     import json
-    import sys
 
     import numpy as np
 
     from ..cli import CliError, emit, parse_list
-    from .scalar_diagnosis import alerts, diagnose_scalars, parse_fail_on
+    from .scalar_diagnosis import alerts, diagnose_scalars, fail_on_status, parse_fail_on
 
     rules = parse_fail_on(args.fail_on) if args.fail_on is not None else []  # before any reading
     predict = parse_list(args.predict, int, "predict") if args.predict.strip() else None
@@ -98,6 +98,4 @@ def _scalars(args) -> int:
         emit(shown, False, floatfmt="{:.4g}")
         for note in s["notes"]:
             print(f"note: {note}")
-    for metric, op, thr, value in broken:
-        print(f"gsd scalars: --fail-on {metric}{op}{thr:g}: {metric} is {value:.4g}", file=sys.stderr)
-    return FAIL_ON_EXIT if broken else 0
+    return fail_on_status(dx.summary, dx.steps, rules, "scalars")

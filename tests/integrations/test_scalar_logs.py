@@ -156,6 +156,40 @@ def test_fail_on_exit_codes(trl_logged, capsys):
         assert rc == 2 and "--fail-on" in err and said in err, err
 
 
+def test_diagnose_fail_on(trl_logged, capsys):
+    """The same rules on TRL's per-rollout log (completions/) of the same run: `gsd diagnose --fail-on`."""
+    from gsd.diagnose.scalar_diagnosis import FAIL_ON_EXIT
+    from gsd.diagnose.scalars_cli import FAIL_ON_EXIT as SPELLED
+
+    root, truth = trl_logged
+    assert FAIL_ON_EXIT == SPELLED == 3
+    want = truth.per_step()
+    share = sum(w for _, _, w in want.values()) / (STEPS * BATCH)
+    capsys.readouterr()
+    rc = main(["diagnose", "--no-progress", "--json", str(root / "out"), "--fail-on", f"wasted>{share - 1e-9}"])
+    assert rc == 3 and "--fail-on wasted>" in capsys.readouterr().err
+    rc = main(["diagnose", "--no-progress", "--json", str(root / "out"), "--fail-on", f"wasted>{share + 1e-9}"])
+    assert rc == 0
+    rc = main(["diagnose", "--no-progress", str(root / "out"), "--fail-on", "wasted>2"])
+    assert rc == 2 and "--fail-on 'wasted>2'" in capsys.readouterr().err
+
+
+def test_per_step_table(trl_logged, tmp_path, capsys):
+    """Any CSV of per-step metrics: here TRL's log_history written by pandas with W&B's `_step` name."""
+    import pandas as pd
+
+    root, truth = trl_logged
+    history = json.loads((root / "out" / "trainer_state.json").read_text())["log_history"]
+    rows = [{"_step": h["step"], "train/reward": h["reward"], "train/frac_reward_zero_std": h["frac_reward_zero_std"],
+             "_runtime": 1.0} for h in history if "reward" in h]
+    pd.DataFrame(rows).to_csv(tmp_path / "history.csv", index=False)
+    rc, data, err = _scalars_json(capsys, tmp_path / "history.csv", "--group-size", G, "--groups", BATCH // G)
+    assert rc == 0, err
+    assert {s["step"]: s["silent_frac"] for s in data["steps"]} == {k: v[1] for k, v in truth.per_step().items()}
+    rc, _, err = _scalars_json(capsys, tmp_path / "history.csv", "--step-col", "nope")
+    assert rc == 2 and "'nope'" in err
+
+
 def test_silence_alert_warns_then_stops(tmp_path):
     from gsd.integrations.trl_alerts import SilenceAlert, SilenceWarning
 
