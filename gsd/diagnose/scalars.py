@@ -338,8 +338,8 @@ def _read_table(path: Path, step_col=None) -> ScalarLog:
         elif suffix == ".jsonl":
             df = pd.DataFrame([obj for _, obj in _jsonl(path)])
         else:
-            obj = json.loads(path.read_text())
-            df = pd.DataFrame(obj if isinstance(obj, list) else obj.get("rows", obj) if isinstance(obj, dict) else [])
+            obj = json.loads(path.read_text())  # a list of rows, or {column: values}
+            df = pd.DataFrame(obj if isinstance(obj, (list, dict)) else [])
     except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise InputError(f"{path}: not a readable table ({type(exc).__name__}: {exc})") from None
     if step_col is None:
@@ -350,17 +350,23 @@ def _read_table(path: Path, step_col=None) -> ScalarLog:
     elif step_col not in df.columns:
         raise InputError(f"step_col {step_col!r} is not a column of {path}: {list(df.columns)[:12]}")
     steps = pd.to_numeric(df[step_col], errors="coerce")
+    notes = []
+    empty = df[step_col].isna()  # rows of other keys only (W&B's system rows): no step, left out
+    if empty.any():
+        notes.append(f"{int(empty.sum())} rows without a {step_col!r} value left out")
+        df, steps = df[~empty], steps[~empty]
     if steps.isna().any() or not (steps == steps.round()).all():
         bad = df[step_col][steps.isna() | (steps != steps.round())].iloc[0]
         raise InputError(f"{path}: column {step_col!r} must hold integer steps, got {bad!r}")
-    rows = {}
-    numeric = {c: pd.to_numeric(df[c], errors="coerce") for c in df.columns
-               if c != step_col and not str(c).startswith("_") and pd.api.types.is_numeric_dtype(df[c])}
-    for c, values in numeric.items():
-        for s, v in zip(steps.astype("int64").tolist(), values.tolist()):
-            if v == v:  # a later row of the same step (W&B logs some keys separately) fills the gaps
-                rows.setdefault(s, {})[str(c)] = float(v)
-    return ScalarLog(_frame(rows, str(path)), "table", str(path))
+    numeric = [c for c in df.columns
+               if c != step_col and not str(c).startswith("_") and pd.api.types.is_numeric_dtype(df[c])]
+    if not numeric:
+        raise InputError(f"{path}: no numeric metric columns beside {step_col!r}")
+    # one row per step; a later row of the same step (W&B logs some keys in rows of their own) fills the gaps
+    table = df[numeric].astype("float64").groupby(steps.astype("int64").to_numpy()).first()
+    table.columns = [str(c) for c in table.columns]
+    table.index.name = "step"
+    return ScalarLog(table, "table", str(path), notes=notes)
 
 
 # ---------------------------------------------------------------------------------------- entry

@@ -220,3 +220,32 @@ def test_silence_alert_bad_arguments():
                      ({"wasted": float("nan")}, "wasted must be"), ({"silent": 0.5, "stop": "yes"}, "stop must")):
         with pytest.raises(InputError, match=said):
             SilenceAlert(**kw)
+
+
+def test_torn_wandb_file_and_bad_inputs(trl_logged, tmp_path):
+    """A W&B run file cut mid-record (a run killed while writing) is read up to the cut, with a note;
+    bad paths, formats and lines are one InputError naming them."""
+    from gsd import InputError
+    from gsd.diagnose.scalars import read_scalars
+
+    root, truth = trl_logged
+    whole = read_scalars(root / "wandb")
+    data = next((root / "wandb").rglob("run-*.wandb")).read_bytes()
+    cut = tmp_path / "run-cut.wandb"
+    cut.write_bytes(data[: len(data) * 2 // 3 + 3])
+    torn = read_scalars(cut)
+    assert any("torn record" in n for n in torn.notes) and not any("torn" in n for n in whole.notes)
+    common = torn.metrics.index.intersection(whole.metrics.index)
+    col = "train/frac_reward_zero_std"
+    assert torn.metrics.loc[common, col].dropna().equals(whole.metrics.loc[common, col].dropna().loc[
+        torn.metrics.loc[common, col].dropna().index])
+    with pytest.raises(InputError, match="does not exist"):
+        read_scalars(tmp_path / "nope")
+    with pytest.raises(InputError, match="fmt must be one of"):
+        read_scalars(cut, fmt="mlflow")
+    bad = tmp_path / "verl.jsonl"
+    bad.write_text('{"step": 1, "data": {"critic/score/mean": 0.5}}\n{"step": 2, "data": \n')
+    with pytest.raises(InputError, match=r"verl.jsonl:2: not a JSON line"):
+        read_scalars(bad)
+    with pytest.raises(InputError, match="not a W&B run file"):
+        read_scalars(bad, fmt="wandb")
