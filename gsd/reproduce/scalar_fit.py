@@ -23,7 +23,9 @@ def fit_errors(trained: dict, G_new=(2, 4, 16, 32), *, draws: int = 200, level: 
     Returns a dict: ``G`` (the run's), ``steps``, ``status`` (count per fit status), and per G′
     ``mae_fit``, ``mae_pooled`` (mean |prediction − truth| over the steps the fit covers), ``bias_fit``,
     ``bias_pooled``, ``coverage`` (share of those steps whose bootstrap interval holds the truth),
-    ``mean_truth``; ``mae_fit_or_limit_all_steps`` and ``mae_pooled_all_steps``: over every step, a step
+    ``mean_truth``, ``coverage_proper`` (over the steps with a proper Beta, status ``"fit"``);
+    ``at_G``: at the logged G, the pooled estimate's error against TRL's logged fraction and the exact-p
+    expectation, and the logged fraction's own sampling error; ``mae_fit_or_limit_all_steps`` and ``mae_pooled_all_steps``: over every step, a step
     with no Beta scored at the family's limit (the point mass, which is the pooled value).
     """
     from ..difficulty_fit import beta_from_moments, silent_interval
@@ -44,15 +46,24 @@ def fit_errors(trained: dict, G_new=(2, 4, 16, 32), *, draws: int = 200, level: 
     # where no Beta fits (ẑ at or below the pooled value: sampling noise around a near point mass), its
     # limit, the point mass at m̂, is the family's closest member: scored on every step too
     limit = np.where(np.isfinite(pred), pred, pooled)
+    proper = fit.status == "fit"
+    exact_G = np.array([r["exact"] for r in rows])  # mean over the step's groups of p^G + (1-p)^G, exact p
     out = {"G": G, "groups_per_step": n, "steps": len(rows), "fitted_steps": int(ok.sum()),
            "status": {s: int((fit.status == s).sum()) for s in np.unique(fit.status)},
-           "mean_silent_at_G": float(z.mean()), "by_G": {}}
+           "mean_silent_at_G": float(z.mean()),
+           # at the logged G: the pooled estimate against TRL's own fraction and against the exact-p expectation
+           "at_G": {"mae_pooled_vs_logged": float(np.abs(silent_rate(m, G) - z).mean()),
+                    "mae_pooled_vs_exact": float(np.abs(silent_rate(m, G) - exact_G).mean()),
+                    "mae_logged_vs_exact": float(np.abs(z - exact_G).mean())},
+           "by_G": {}}
     for i, g in enumerate(Gs.tolist()):
         t, f, p = truth[i, ok], pred[i, ok], pooled[i, ok]
         out["by_G"][g] = {"mean_truth": float(t.mean()), "mae_fit": float(np.abs(f - t).mean()),
                           "mae_pooled": float(np.abs(p - t).mean()), "bias_fit": float((f - t).mean()),
                           "bias_pooled": float((p - t).mean()),
                           "coverage": float(((lo[ok, i] <= t) & (t <= hi[ok, i])).mean()),
+                          "coverage_proper": float(((lo[proper, i] <= truth[i, proper])
+                                                    & (truth[i, proper] <= hi[proper, i])).mean()),
                           "mae_fit_or_limit_all_steps": float(np.abs(limit[i] - truth[i]).mean()),
                           "mae_pooled_all_steps": float(np.abs(pooled[i] - truth[i]).mean())}
     return out

@@ -249,3 +249,20 @@ def test_torn_wandb_file_and_bad_inputs(trl_logged, tmp_path):
         read_scalars(bad)
     with pytest.raises(InputError, match="not a W&B run file"):
         read_scalars(bad, fmt="wandb")
+
+
+def test_wasted_rollouts_follow_trls_schedule(tmp_path, capsys):
+    """num_iterations=2 (a generation every other step) logged every 2 steps: each log averages one
+    generation, and the wasted rollouts read from TensorBoard (TRL's config in it) equal the generations'
+    own count; counting a generation per step would double it."""
+    truth = trl_run(tmp_path / "out", prompts=PROMPTS, p=P, G=G, batch=BATCH, max_steps=6, logging_steps=2,
+                    num_iterations=2, report_to=["tensorboard"])
+    want = truth.per_step()
+    assert sorted(want) == [1, 3, 5]  # the generations, at the steps that first use them
+    rc, data, err = _scalars_json(capsys, tmp_path / "out" / "runs")
+    assert rc == 0, err
+    s = data["summary"]
+    assert s["wasted_exact"] and [r["step"] for r in data["steps"]] == [2, 4, 6]
+    assert [r["generations"] for r in data["steps"]] == [1, 1, 1]
+    assert s["wasted_rollouts"] == pytest.approx(sum(w for _, _, w in want.values()), abs=1e-9)
+    assert s["rollouts"] == 3 * BATCH
