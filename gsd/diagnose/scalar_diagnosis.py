@@ -30,7 +30,7 @@ import numpy as np
 
 from .._errors import InputError
 
-__all__ = ["REWARD_KEYS", "SILENT_KEYS", "FAIL_ON_EXIT", "ScalarDiagnosis", "diagnose_scalars", "alerts",
+__all__ = ["REWARD_KEYS", "SILENT_KEYS", "EVICTED_KEY", "FAIL_ON_EXIT", "ScalarDiagnosis", "diagnose_scalars", "alerts",
            "fail_on_status", "parse_fail_on"]
 
 #: The mean-reward metric of each writer, in the order looked for.
@@ -38,6 +38,10 @@ REWARD_KEYS = ("reward", "train/reward", "critic/score/mean", "reward/mean", "me
 #: The trainer's zero-std (silent) fraction, in the order looked for.
 SILENT_KEYS = ("frac_reward_zero_std", "train/frac_reward_zero_std")
 DEFAULT_PREDICT = (4, 16, 32)
+#: verl V1's DAPO filter (``algorithm.filter_groups``): groups evicted at a step, logged only when some were.
+EVICTED_KEY = "training/filter_groups/evicted_samples"
+#: Groups that passed the filter beyond the batch and were discarded (logged only when some were).
+SURPLUS_KEY = "training/filter_groups/discarded_surplus_samples"
 
 
 @dataclass
@@ -124,13 +128,35 @@ def diagnose_scalars(log, *, fmt: str = "auto", step_col=None, reward=None, sile
 
     Gs = np.atleast_1d(as_group_size(predict, "predict", 1, 10**9)) if predict is not None else np.array([], np.int64)
 
-    rows = df[[c for c in (r_key, z_key) if c is not None]].dropna(how="all")
+    dapo = z_key is None and EVICTED_KEY in df.columns
+    rows = df if dapo else df[[c for c in (r_key, z_key) if c is not None]].dropna(how="all")
     steps = rows.index.to_numpy(dtype=np.int64)
     m = rows[r_key].to_numpy(dtype=float) if r_key else np.full(len(rows), np.nan)
     z = rows[z_key].to_numpy(dtype=float) if z_key else np.full(len(rows), np.nan)
+    notes = list(log.notes)
+    drawn = None  # groups drawn per logged row, when not the groups of its generations
+    if dapo:
+        # verl V1's DAPO filter logs the groups it evicted (all rewards equal), only at steps that evicted
+        evicted = np.nan_to_num(rows[EVICTED_KEY].to_numpy(dtype=float), nan=0.0)
+        # groups that passed the filter beyond the batch, discarded (V1's sync ReplayBuffer): drawn, not silent
+        surplus = (np.nan_to_num(rows[SURPLUS_KEY].to_numpy(dtype=float), nan=0.0) if SURPLUS_KEY in rows.columns
+                   else np.zeros(len(rows)))
+        if n:
+            drawn = evicted + n + surplus
+            z = evicted / drawn
+            z_key = f"{EVICTED_KEY} / (groups + evicted + surplus)"
+        else:
+            notes.append(f"verl's DAPO filter evicted {evicted.sum():.0f} silent groups; the silent share needs --groups "
+                         "(data.train_batch_size, the groups trained per step)")
+        if surplus.any():
+            notes.append(f"{surplus.sum():.0f} groups passed the filter beyond the batch and were discarded ({SURPLUS_KEY}): "
+                         "drawn, not silent, not trained")
+        # the mean score is the trained groups' (no silent one among them): not E[p] of the groups drawn
+        m = np.full(len(rows), np.nan)
+        notes.append("verl's filter_groups (DAPO): the mean score is the trained groups' only, so no lower bound "
+                     "and no fit")
     bad = np.isfinite(m) & ((m < 0) | (m > 1))
     binary = not bad.any()
-    notes = list(log.notes)
     if not binary:
         notes.append(f"mean reward outside [0, 1] at {int(bad.sum())} steps (e.g. {m[bad][0]!r}): the rewards are "
                      "not right/wrong, so no lower bound and no fit")
@@ -140,7 +166,7 @@ def diagnose_scalars(log, *, fmt: str = "auto", step_col=None, reward=None, sile
     summary = {"format": log.fmt, "source": log.source, "reward_metric": r_key, "silent_metric": z_key,
                "group_size": G, "group_size_from": G_from, "groups_per_generation": n, "groups_from": n_from,
                "logged_steps": int(len(out)), "last_step": int(steps[-1]) if len(steps) else None}
-    if z_key is None:
+    if z_key is None and not dapo:
         notes.append(f"the log holds no zero-std fraction ({log.fmt} logs none"
                      + (": verl 0.9.1 logs only the mean score for GRPO" if log.fmt == "verl" else "")
                      + "): the silent share and the wasted rollouts are not in it; the lower bound from the mean "
@@ -152,12 +178,18 @@ def diagnose_scalars(log, *, fmt: str = "auto", step_col=None, reward=None, sile
         summary["silent_share_weights"] = ("generations per logged interval, from the config's schedule" if scheduled
                                            else "logged steps covered (one generation per step, TRL's default)")
         if G and n:
-            wasted = z * gens * n * G
+            groups_drawn = gens * n if drawn is None else drawn
+            wasted = z * groups_drawn * G
+            out["groups_drawn"] = groups_drawn
             out["wasted_rollouts"] = wasted
             summary["wasted_rollouts"] = float(np.nansum(wasted[seen]))
-            summary["rollouts"] = int(gens[seen].sum() * n * G)
+            summary["rollouts"] = int(groups_drawn[seen].sum() * G)
             summary["wasted_share"] = summary["wasted_rollouts"] / summary["rollouts"] if summary["rollouts"] else None
-            summary["wasted_exact"] = bool(scheduled)
+            summary["wasted_exact"] = bool(scheduled or drawn is not None)
+            if drawn is not None:
+                w = groups_drawn[seen].astype(float)  # the share of the groups drawn, over the run
+                summary["silent_share"] = float((z[seen] * w).sum() / w.sum())
+                summary["silent_share_weights"] = "groups drawn per step (trained + evicted + discarded surplus)"
             if not summary["wasted_exact"]:
                 notes.append("wasted rollouts assume one generation per step (TRL's default); the log does not hold "
                              "the schedule (gradient_accumulation_steps, steps_per_generation, num_iterations)")
@@ -171,7 +203,7 @@ def diagnose_scalars(log, *, fmt: str = "auto", step_col=None, reward=None, sile
     fit = None
     if G and binary and r_key:
         out["silent_lower_bound"] = np.where(np.isfinite(m), silent_rate(np.where(np.isfinite(m), m, 0.5), G), np.nan)
-    if G and binary and r_key and z_key:
+    if G and binary and r_key and z_key and not dapo:
         fit = beta_from_moments(m, z, G)
         out["fit_status"] = fit.status
         out["beta_a"], out["beta_b"] = fit.a, fit.b

@@ -21,7 +21,7 @@ def fit_errors(trained: dict, G_new=(2, 4, 16, 32), *, draws: int = 200, level: 
     :func:`~gsd.reproduce.transformer.train_silent` result.
 
     Returns a dict: ``G`` (the run's), ``steps``, ``status`` (count per fit status), and per G′
-    ``mae_fit``, ``mae_pooled`` (mean |prediction − truth| over the steps the fit covers), ``bias_fit``,
+    ``mae_fit``, ``mae_pooled`` (mean absolute error over the steps the fit covers), ``bias_fit``,
     ``bias_pooled``, ``coverage`` (share of those steps whose bootstrap interval holds the truth),
     ``mean_truth``, ``coverage_proper`` (over the steps with a proper Beta, status ``"fit"``);
     ``at_G``: at the logged G, the pooled estimate's error against TRL's logged fraction and the exact-p
