@@ -56,6 +56,8 @@ _KAPPA_LO, _KAPPA_HI, _BISECTIONS = 1e-9, 1e16, 64
 _POINT_TOL = 1e-12
 # Most bootstrap draws (replicates x steps x groups) held at once.
 _CHUNK = 2_000_000
+# Most draws of one step's replicates (replicates x groups): ~0.5 GB of working arrays.
+_MAX_DRAWS = 20_000_000
 
 
 def _silent_beta(m, kappa, G):
@@ -274,6 +276,9 @@ def silent_interval(fit: DifficultyFit, G, groups, *, level: float = 0.9, draws:
     if not (isinstance(level, (int, float)) and 0.0 < level < 1.0):
         raise InputError(f"level must be a number in (0, 1), got {level!r}")
     B = as_scalar_group_size(draws, "draws", minimum=10, maximum=10**5)
+    if B * n > _MAX_DRAWS:  # one step's replicates are drawn at once: refused before any memory is taken
+        raise InputError(f"draws × groups must be at most {_MAX_DRAWS:,} (one step's replicates are held at once), "
+                         f"got draws={B} × groups={n}")
     steps = fit.mean.size
     lo = np.full((steps, Gs.size), np.nan)
     hi = np.full((steps, Gs.size), np.nan)

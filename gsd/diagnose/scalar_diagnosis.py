@@ -158,7 +158,7 @@ def diagnose_scalars(log, *, fmt: str = "auto", step_col=None, reward=None, sile
     bad = np.isfinite(m) & ((m < 0) | (m > 1))
     binary = not bad.any()
     if not binary:
-        notes.append(f"mean reward outside [0, 1] at {int(bad.sum())} steps (e.g. {m[bad][0]!r}): the rewards are "
+        notes.append(f"mean reward outside [0, 1] at {int(bad.sum())} steps (e.g. {float(m[bad][0])!r}): the rewards are "
                      "not right/wrong, so no lower bound and no fit")
     out = pd.DataFrame({"step": steps, "mean_reward": m, "silent_frac": z})
     gens, scheduled = _generations(steps, config)
@@ -230,7 +230,9 @@ def diagnose_scalars(log, *, fmt: str = "auto", step_col=None, reward=None, sile
 def alerts(summary: dict, steps, rules) -> list:
     """The rules of ``--fail-on`` that the run breaks: (metric, op, threshold, value) for each.
 
-    ``silent`` is the largest logged per-step silent fraction, ``wasted`` the run's wasted share."""
+    ``silent`` is the largest logged per-step silent fraction, ``wasted`` the run's wasted share.  A rule
+    whose metric the log does not hold is broken too, with value None: a CI gate that cannot check must
+    not pass."""
     found = []
     for metric, op, thr in rules:
         if metric == "silent":
@@ -239,8 +241,8 @@ def alerts(summary: dict, steps, rules) -> list:
         else:
             value = summary.get("wasted_share")
         if value is None or (isinstance(value, float) and math.isnan(value)):
-            continue
-        if (value > thr) if op == ">" else (value >= thr):
+            found.append((metric, op, thr, None))
+        elif (value > thr) if op == ">" else (value >= thr):
             found.append((metric, op, thr, value))
     return found
 
@@ -255,7 +257,8 @@ def fail_on_status(summary: dict, steps, rules, command: str) -> int:
 
     broken = alerts(summary, steps, rules)
     for metric, op, thr, value in broken:
-        print(f"gsd {command}: --fail-on {metric}{op}{thr:g}: {metric} is {value:.4g}", file=sys.stderr)
+        said = "not in the log: cannot be checked" if value is None else f"{metric} is {value:.4g}"
+        print(f"gsd {command}: --fail-on {metric}{op}{thr:g}: {said}", file=sys.stderr)
     return FAIL_ON_EXIT if broken else 0
 
 

@@ -83,6 +83,8 @@ def test_bad_input_named():
     fit = beta_from_moments([0.5], [0.2], 8)
     with pytest.raises(InputError, match="groups"):
         silent_interval(fit, 16, 0)
+    with pytest.raises(InputError, match=r"draws × groups must be at most"):
+        silent_interval(fit, 16, 10**7, draws=100)
     with pytest.raises(InputError, match="level"):
         silent_interval(fit, 16, 32, level=1.0)
 

@@ -138,6 +138,8 @@ def test_verl_file_logger(tmp_path, monkeypatch, capsys):
     assert data["summary"]["format"] == "verl" and data["summary"]["silent_metric"] is None
     assert data["summary"]["wasted_share"] is None
     assert any("verl 0.9.1 logs only the mean score" in n for n in data["summary"]["notes"])
+    rc, _, err = _scalars_json(capsys, path, "--fail-on", "silent>0.5")  # cannot be checked: not a pass
+    assert rc == 3 and "not in the log: cannot be checked" in err
     # the lower bound m^G + (1-m)^G from the mean score alone
     got = [s["silent_lower_bound"] for s in data["steps"]]
     assert got == pytest.approx([np.float32(s) ** 8 + (1 - np.float32(s)) ** 8 for s in scores], rel=1e-6)
