@@ -117,13 +117,20 @@ def diagnose_scalars(log, *, fmt: str = "auto", step_col=None, reward=None, sile
                          f"({', '.join(SILENT_KEYS)}) in the log; name them with --reward / --silent")
     G_from = "option" if group_size is not None else None
     G = as_scalar_group_size(group_size, "group_size", minimum=2, maximum=10**9) if group_size is not None else None
+    # verl's config, as its Tracking hands it to W&B: nested sections
+    rollout = (config.get("actor_rollout_ref") or {}).get("rollout") if isinstance(config.get("actor_rollout_ref"), dict) else None
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
     if G is None and _config_int(config, "num_generations"):
         G, G_from = _config_int(config, "num_generations"), "config num_generations"
+    elif G is None and isinstance(rollout, dict) and _config_int(rollout, "n"):
+        G, G_from = _config_int(rollout, "n"), "config actor_rollout_ref.rollout.n"
     n_from = "option" if groups is not None else None
     n = as_scalar_group_size(groups, "groups", minimum=1, maximum=10**9) if groups is not None else None
     gb = _config_int(config, "generation_batch_size")
     if n is None and gb and G and gb % G == 0:
         n, n_from = gb // G, "config generation_batch_size / num_generations"
+    elif n is None and _config_int(data, "train_batch_size") and G_from != "config num_generations":
+        n, n_from = _config_int(data, "train_batch_size"), "config data.train_batch_size"
     from .._validate import as_group_size
 
     Gs = np.atleast_1d(as_group_size(predict, "predict", 1, 10**9)) if predict is not None else np.array([], np.int64)

@@ -277,8 +277,9 @@ def _read_wandb(path: Path) -> ScalarLog:
             updates = rec.config.update if kind == "config" else rec.run.config.update
             for item in updates:
                 value = _wandb_value(item)
-                # W&B stores each config key as {"value": v, "desc": ...}
-                config[item.key or "/".join(item.nested_key)] = value.get("value") if isinstance(value, dict) else value
+                # a config file's keys are {"value": v, "desc": ...}; the run record's are the values themselves
+                wrapped = isinstance(value, dict) and "value" in value and set(value) <= {"value", "desc"}
+                config[item.key or "/".join(item.nested_key)] = value["value"] if wrapped else value
     step_key = "train/global_step" if any("train/global_step" in h for h in history) else "_step"
     rows = {}
     for h in history:

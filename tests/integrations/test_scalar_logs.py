@@ -145,6 +145,31 @@ def test_verl_file_logger(tmp_path, monkeypatch, capsys):
     assert got == pytest.approx([np.float32(s) ** 8 + (1 - np.float32(s)) ** 8 for s in scores], rel=1e-6)
 
 
+def test_verl_to_wandb_config_gives_the_sizes(tmp_path, monkeypatch, capsys):
+    """verl's Tracking with the wandb backend hands W&B its nested config: G and the groups come from it."""
+    import wandb
+    from verl.trainer.ppo.v1.replay_buffer import DAPO_FILTERED_REWARD_COUNTS_KEY  # noqa: F401 (verl importable)
+    from verl.utils.tracking import Tracking
+
+    wandb.teardown()
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    config = {"trainer": {"project_name": "gsd"}, "actor_rollout_ref": {"rollout": {"n": 4}},
+              "data": {"train_batch_size": 6}}
+    tracker = Tracking(project_name="gsd", experiment_name="v", default_backend="wandb", config=config)
+    for step in (1, 2):
+        tracker.log({"critic/score/mean": 0.25 * step, "training/filter_groups/evicted_samples": step}, step=step)
+    tracker.finish()
+    wandb.teardown()
+    rc, data, err = _scalars_json(capsys, tmp_path / "wandb")
+    assert rc == 0, err
+    s = data["summary"]
+    assert (s["group_size"], s["groups_per_generation"]) == (4, 6)
+    assert [r["silent_frac"] for r in data["steps"]] == pytest.approx([1 / 7, 2 / 8])
+    assert s["wasted_rollouts"] == pytest.approx((1 + 2) * 4)
+
+
 def test_fail_on_exit_codes(trl_logged, capsys):
     root, truth = trl_logged
     worst = max(s for _, s, _ in truth.per_step().values())
