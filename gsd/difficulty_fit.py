@@ -305,7 +305,8 @@ def silent_interval(fit: DifficultyFit, G, groups, *, level: float = 0.9, draws:
         z_star = ((k == 0) | (k == g0)).mean(-1)
         gg = np.broadcast_to(fit.G[idx][:, None], m_star.shape)
         kap, code = _solve_kappa(m_star.ravel(), z_star.ravel(), gg.ravel())
-        # a replicate with no Beta (ẑ* at or below its pooled value, or m* ∈ {0, 1} with ẑ* < 1): the limit κ = ∞
+        # a replicate with no Beta (ẑ* at or below its pooled value, or m* ∈ {0, 1} with ẑ* < 1):
+        # the limit κ = ∞
         kap = np.where(code == FIT_STATUS.index("no_beta"), np.inf, kap)
         rep = DifficultyFit(mean=m_star.ravel(), zero_std=z_star.ravel(), G=gg.ravel(), kappa=kap,
                             status=_names(code))

@@ -65,7 +65,8 @@ def _pick(columns, given, keys, what):
 
 def _config_int(config, key):
     v = config.get(key)
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer() and v > 0 else None
+    number = isinstance(v, (int, float)) and not isinstance(v, bool)
+    return int(v) if number and float(v).is_integer() and v > 0 else None
 
 
 def _generations(steps: np.ndarray, config: dict):
@@ -99,12 +100,12 @@ def diagnose_scalars(log, *, fmt: str = "auto", step_col=None, reward=None, sile
     level, draws, seed
         The bootstrap interval's level, replicates (0: no interval) and seed.
     """
+    import pandas as pd
+
     from .._validate import as_scalar_group_size
     from ..difficulty_fit import beta_from_moments, silent_interval
     from ..silent import silent_rate
     from .scalars import ScalarLog, read_scalars
-
-    import pandas as pd
 
     if not isinstance(log, ScalarLog):
         log = read_scalars(log, fmt=fmt, step_col=step_col)
@@ -118,7 +119,8 @@ def diagnose_scalars(log, *, fmt: str = "auto", step_col=None, reward=None, sile
     G_from = "option" if group_size is not None else None
     G = as_scalar_group_size(group_size, "group_size", minimum=2, maximum=10**9) if group_size is not None else None
     # verl's config, as its Tracking hands it to W&B: nested sections
-    rollout = (config.get("actor_rollout_ref") or {}).get("rollout") if isinstance(config.get("actor_rollout_ref"), dict) else None
+    actor = config.get("actor_rollout_ref")
+    rollout = actor.get("rollout") if isinstance(actor, dict) else None
     data = config.get("data") if isinstance(config.get("data"), dict) else {}
     if G is None and _config_int(config, "num_generations"):
         G, G_from = _config_int(config, "num_generations"), "config num_generations"
@@ -153,11 +155,11 @@ def diagnose_scalars(log, *, fmt: str = "auto", step_col=None, reward=None, sile
             z = evicted / drawn
             z_key = f"{EVICTED_KEY} / (groups + evicted + surplus)"
         else:
-            notes.append(f"verl's DAPO filter evicted {evicted.sum():.0f} silent groups; the silent share needs --groups "
-                         "(data.train_batch_size, the groups trained per step)")
+            notes.append(f"verl's DAPO filter evicted {evicted.sum():.0f} silent groups; the silent share needs "
+                         "--groups (data.train_batch_size, the groups trained per step)")
         if surplus.any():
-            notes.append(f"{surplus.sum():.0f} groups passed the filter beyond the batch and were discarded ({SURPLUS_KEY}): "
-                         "drawn, not silent, not trained")
+            notes.append(f"{surplus.sum():.0f} groups passed the filter beyond the batch and were discarded "
+                         f"({SURPLUS_KEY}): drawn, not silent, not trained")
         # the mean score is the trained groups' (no silent one among them): not E[p] of the groups drawn
         m = np.full(len(rows), np.nan)
         notes.append("verl's filter_groups (DAPO): the mean score is the trained groups' only, so no lower bound "
@@ -165,14 +167,14 @@ def diagnose_scalars(log, *, fmt: str = "auto", step_col=None, reward=None, sile
     bad = np.isfinite(m) & ((m < 0) | (m > 1))
     binary = not bad.any()
     if not binary:
-        notes.append(f"mean reward outside [0, 1] at {int(bad.sum())} steps (e.g. {float(m[bad][0])!r}): the rewards are "
-                     "not right/wrong, so no lower bound and no fit")
+        notes.append(f"mean reward outside [0, 1] at {int(bad.sum())} steps (e.g. {float(m[bad][0])!r}): the "
+                     "rewards are not right/wrong, so no lower bound and no fit")
     out = pd.DataFrame({"step": steps, "mean_reward": m, "silent_frac": z})
     gens, scheduled = _generations(steps, config)
     out["generations"] = gens
     summary = {"format": log.fmt, "source": log.source, "reward_metric": r_key, "silent_metric": z_key,
                "group_size": G, "group_size_from": G_from, "groups_per_generation": n, "groups_from": n_from,
-               "logged_steps": int(len(out)), "last_step": int(steps[-1]) if len(steps) else None}
+               "logged_steps": len(out), "last_step": int(steps[-1]) if len(steps) else None}
     if z_key is None and not dapo:
         notes.append(f"the log holds no zero-std fraction ({log.fmt} logs none"
                      + (": verl 0.9.1 logs only the mean score for GRPO" if log.fmt == "verl" else "")

@@ -99,7 +99,8 @@ def _add(rows: dict, step, key: str, value) -> None:
 
 
 def _step_value(value, where: str):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value != int(value):
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (number and math.isfinite(value) and value == int(value)):
         raise InputError(f"{where}: the step must be an integer, got {value!r}")
     return int(value)
 
@@ -154,7 +155,9 @@ def _event_dir(path: Path) -> Path:
 
 def _read_tensorboard(path: Path) -> ScalarLog:
     try:
-        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+        from tensorboard.backend.event_processing.event_accumulator import (
+            EventAccumulator,
+        )
     except ModuleNotFoundError as exc:
         if not (exc.name or "").startswith("tensorboard"):
             raise
@@ -248,6 +251,7 @@ def _read_wandb(path: Path) -> ScalarLog:
         raise InputError(f"{path}: {len(files)} W&B run files ({', '.join(str(f) for f in files[:3])}...); "
                          "name one run's folder")
     try:
+        from google.protobuf.message import DecodeError
         from wandb.proto import wandb_internal_pb2 as pb
     except ModuleNotFoundError as exc:
         if not (exc.name or "").startswith(("wandb", "google")):
@@ -263,7 +267,7 @@ def _read_wandb(path: Path) -> ScalarLog:
         rec = pb.Record()
         try:
             rec.ParseFromString(payload)
-        except Exception:  # protobuf's DecodeError: the framing was right, the content is not a Record
+        except DecodeError:  # the framing was right, the content is not a Record
             notes.append("a record that does not parse was skipped")
             continue
         kind = rec.WhichOneof("record_type")

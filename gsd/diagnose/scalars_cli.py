@@ -36,20 +36,25 @@ def register(sub) -> None:
     p.add_argument("--format", dest="fmt", choices=("auto", "trl", "tensorboard", "wandb", "verl", "table"),
                    default="auto", help="default: from the name and content")
     p.add_argument("--reward", help="mean-reward metric (default: reward, train/reward, critic/score/mean, ...)")
-    p.add_argument("--silent", help="zero-std-fraction metric (default: frac_reward_zero_std, train/frac_reward_zero_std)")
-    p.add_argument("--step-col", help="a table's step column (default: step, global_step, train/global_step, _step, Step)")
+    p.add_argument("--silent",
+                   help="zero-std-fraction metric (default: frac_reward_zero_std, train/frac_reward_zero_std)")
+    p.add_argument("--step-col",
+                   help="a table's step column (default: step, global_step, train/global_step, _step, Step)")
     p.add_argument("--group-size", type=bounded_int(2, 10**9, "answers per group"),
                    help="G, TRL's num_generations / verl's rollout.n (default: the log's config, when it has one)")
     p.add_argument("--groups", type=bounded_int(1, 10**9, "groups per generation"),
                    help="groups per generation (TRL: generation_batch_size / num_generations; verl: "
                         "data.train_batch_size); default: the log's config")
-    p.add_argument("--predict", default="4,16,32", help="group sizes to predict the silent fraction at (default 4,16,32)")
+    p.add_argument("--predict", default="4,16,32",
+                   help="group sizes to predict the silent fraction at (default 4,16,32)")
     p.add_argument("--level", type=bounded_float(0, 1, "a coverage", open_lo=True, open_hi=True), default=0.9,
                    help="level of the bootstrap intervals (default 0.9)")
     p.add_argument("--draws", type=bounded_int(0, 10**5, "bootstrap replicates"), default=200,
                    help="bootstrap replicates (default 200; 0: no intervals)")
-    p.add_argument("--fail-on", help=f"exit with status {FAIL_ON_EXIT} when a rule holds, e.g. 'silent>0.5,wasted>0.3': "
-                                     "silent is the largest logged per-step silent fraction, wasted the run's wasted share")
+    p.add_argument("--fail-on",
+                   help=f"exit with status {FAIL_ON_EXIT} when a rule holds, e.g. 'silent>0.5,wasted>0.3': silent is "
+                        "the largest logged per-step silent fraction, wasted the run's wasted share; a rule the log "
+                        "cannot check counts as broken")
     p.add_argument("--all-steps", action="store_true", help="print every step (default: at most 12, evenly spaced)")
     p.add_argument("--json", action="store_true", help="print {summary, steps} as JSON")
     p.set_defaults(func=_scalars)
@@ -61,7 +66,12 @@ def _scalars(args) -> int:
     import numpy as np
 
     from ..cli import CliError, emit, parse_list
-    from .scalar_diagnosis import alerts, diagnose_scalars, fail_on_status, parse_fail_on
+    from .scalar_diagnosis import (
+        alerts,
+        diagnose_scalars,
+        fail_on_status,
+        parse_fail_on,
+    )
 
     rules = parse_fail_on(args.fail_on) if args.fail_on is not None else []  # before any reading
     predict = parse_list(args.predict, int, "predict") if args.predict.strip() else None
@@ -87,7 +97,8 @@ def _scalars(args) -> int:
             line = f"silent share of the run {s['silent_share']:.4g}"
             if s.get("wasted_rollouts") is not None:
                 line += (f"; wasted rollouts {s['wasted_rollouts']:.0f} of {s['rollouts']} "
-                         f"({s['wasted_share']:.4g}{'' if s.get('wasted_exact') else ', assuming one generation per step'})")
+                         f"({s['wasted_share']:.4g}"
+                         f"{'' if s.get('wasted_exact') else ', assuming one generation per step'})")
             print(line)
         if s.get("fit_status"):
             print("difficulty fit per step: " + ", ".join(f"{k} {v}" for k, v in s["fit_status"].items()))

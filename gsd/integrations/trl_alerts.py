@@ -24,7 +24,7 @@ import warnings
 
 from .._errors import InputError
 
-__all__ = ["SilenceAlert", "SilenceWarning", "trl_generations"]  # noqa: F822 (SilenceAlert is built on first use)
+__all__ = ["SilenceAlert", "SilenceWarning", "trl_generations"]  # noqa: F822 (SilenceAlert: built on first use)
 
 
 def trl_generations(prev, step, gradient_accumulation_steps=None, steps_per_generation=None, num_iterations=None):
@@ -114,7 +114,8 @@ def _build():
                     self.alerts.append({"step": step, "metric": name, "value": v, "threshold": thr})
                     if name not in self._warned:
                         self._warned.add(name)
-                        what = "groups silent at this step" if name == "silent" else "of the run's rollouts wasted so far"
+                        what = ("groups silent at this step" if name == "silent"
+                                else "of the run's rollouts wasted so far")
                         warnings.warn(f"step {step}: {v:.1%} {what} (threshold {thr:.1%})"
                                       + ("; stopping the run" if self.stop else ""), SilenceWarning, stacklevel=2)
                     if self.stop:

@@ -25,8 +25,9 @@ def fit_errors(trained: dict, G_new=(2, 4, 16, 32), *, draws: int = 200, level: 
     ``bias_pooled``, ``coverage`` (share of those steps whose bootstrap interval holds the truth),
     ``mean_truth``, ``coverage_proper`` (over the steps with a proper Beta, status ``"fit"``);
     ``at_G``: at the logged G, the pooled estimate's error against TRL's logged fraction and the exact-p
-    expectation, and the logged fraction's own sampling error; ``mae_fit_or_limit_all_steps`` and ``mae_pooled_all_steps``: over every step, a step
-    with no Beta scored at the family's limit (the point mass, which is the pooled value).
+    expectation, and the logged fraction's own sampling error; ``mae_fit_or_limit_all_steps`` and
+    ``mae_pooled_all_steps``: over every step, a step with no Beta scored at the family's limit (the point
+    mass, which is the pooled value).
     """
     from ..difficulty_fit import beta_from_moments, silent_interval
     from ..silent import silent_rate

@@ -15,9 +15,9 @@ pytest.importorskip("trl")
 pytest.importorskip("tensorboard")
 pytest.importorskip("wandb")
 
-from gsd.cli import main  # noqa: E402
+from gsd.cli import main
 
-from .real_trainers import trl_run  # noqa: E402
+from .real_trainers import trl_run
 
 PROMPTS = [f"q{i}" for i in range(8)]
 P = [0.1, 0.9, 0.5, 0.3, 0.0, 1.0, 0.7, 0.2]
@@ -147,9 +147,9 @@ def test_verl_file_logger(tmp_path, monkeypatch, capsys):
 
 def test_verl_to_wandb_config_gives_the_sizes(tmp_path, monkeypatch, capsys):
     """verl's Tracking with the wandb backend hands W&B its nested config: G and the groups come from it."""
-    import wandb
-    from verl.trainer.ppo.v1.replay_buffer import DAPO_FILTERED_REWARD_COUNTS_KEY  # noqa: F401 (verl importable)
     from verl.utils.tracking import Tracking
+
+    import wandb
 
     wandb.teardown()
     monkeypatch.setenv("WANDB_MODE", "offline")
@@ -255,7 +255,7 @@ def test_torn_wandb_file_and_bad_inputs(trl_logged, tmp_path):
     from gsd import InputError
     from gsd.diagnose.scalars import read_scalars
 
-    root, truth = trl_logged
+    root, _ = trl_logged
     whole = read_scalars(root / "wandb")
     data = next((root / "wandb").rglob("run-*.wandb")).read_bytes()
     cut = tmp_path / "run-cut.wandb"
