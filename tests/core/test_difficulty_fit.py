@@ -107,3 +107,16 @@ def test_interval_covers_the_truth_under_the_model():
     cover = float(((lo[ok] <= truth) & (truth <= hi[ok])).mean())
     print(f"coverage {cover:.3f} over {ok.sum()} steps")  # reported, the assertion is loose
     assert 0.8 <= cover <= 0.98
+
+
+def test_scalar_modules_import_light():
+    """The readers' parsers (tensorboard, wandb), pandas, scipy and the trainers load only when used."""
+    import subprocess
+    import sys
+
+    code = ("import sys, gsd.difficulty_fit, gsd.diagnose.scalars, gsd.diagnose.scalar_diagnosis, "
+            "gsd.diagnose.scalars_cli, gsd.integrations.trl_alerts; "
+            "heavy = ('torch', 'scipy', 'pandas', 'tensorboard', 'wandb', 'transformers', 'google.protobuf'); "
+            "print(sorted(m for m in heavy if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
