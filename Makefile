@@ -46,7 +46,7 @@ $(VENV)/.installed-core: pyproject.toml Makefile
 # their full requirements (hydra-core, vllm, ...) and print pip's red resolver warning.
 $(VENV)/.installed-test: $(VENV)/.installed-core
 	$(PY) -m pip install -q --no-deps $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PY) -m pip install -q -e ".[test,bench,docs,trl,torch]"
+	$(PY) -m pip install -q -e ".[test,bench,docs,trl,torch]" tensorboard==2.21.0
 	$(PY) -m pip install -q $(VERL_DEPS)
 	$(PY) -m pip install -q --no-deps $(VERL) $(AREAL) $(AREAL_DEPS)
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null

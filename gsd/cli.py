@@ -28,6 +28,7 @@ _COMMANDS = (
     "gsd.reproduce.cli",
     "gsd.sweep.cli",
     "gsd.diagnose.cli",
+    "gsd.diagnose.scalars_cli",
 )
 
 

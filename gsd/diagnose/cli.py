@@ -79,6 +79,8 @@ def register(sub) -> None:
                                                              "12 evenly spaced steps when there are more, and a line saying so)")
     p.add_argument("--json", action="store_true", help="print {summary, steps} as JSON instead of the report")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--fail-on", help="exit with status 3 when a rule holds, e.g. 'silent>0.5,wasted>0.3': silent is the "
+                                     "largest per-step silent fraction, wasted the run's wasted share (for CI)")
     hidden_aliases(p, {"--reward": "reward", "--group-col": "group_col", "--prompt-col": "prompt_col",
                        "--step-col": "step_col"})  # the spellings before gsd plan's "-column" ones
     p.set_defaults(func=_diagnose)
@@ -90,7 +92,9 @@ def _diagnose(args) -> int:
     from ..cli import step_cost
     from . import diagnose
     from .report import diagnosis_json, format_report, write_outputs
+    from .scalar_diagnosis import fail_on_status, parse_fail_on
 
+    rules = parse_fail_on(args.fail_on) if args.fail_on is not None else []  # before any log is read
     dx = diagnose(args.logs, fmt=args.fmt, reward=args.reward, threshold=args.threshold, prompt_col=args.prompt_col,
                   step_col=args.step_col, group_col=args.group_col, group_size=args.group_size, prior=args.prior, epsilon=args.epsilon, level=args.level, budget=args.budget,
                   half_life=args.half_life, ddof=args.ddof, eps=args.eps, scale=args.scale,
@@ -104,4 +108,4 @@ def _diagnose(args) -> int:
         print(format_report(dx, max_steps=None if args.all_steps else 12))
         if args.out:
             print(f"Tables, summary and figure written to {args.out}")
-    return 0
+    return fail_on_status(dx.summary, dx.steps, rules, "diagnose")
