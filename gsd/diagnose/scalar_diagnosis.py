@@ -228,12 +228,30 @@ def diagnose_scalars(log, *, fmt: str = "auto", step_col=None, reward=None, sile
                     out[f"silent_at_{g}_lo"], out[f"silent_at_{g}_hi"] = lo[:, i], hi[:, i]
                 out[f"pooled_at_{g}"] = np.where(np.isfinite(m), pooled[i], np.nan)
         summary["fit_status"] = {s: int((fit.status == s).sum()) for s in np.unique(fit.status)}
+        summary.update(_advice(fit, steps, n))
         if Gs.size and n is None:
             notes.append("no interval on the fit's predictions: give --groups (groups per generation)")
     elif z_key and r_key and not G:
         notes.append("no lower bound and no fit: give --group-size (G)")
     summary["notes"] = notes
     return ScalarDiagnosis(steps=out, summary=summary, fit=fit, notes=notes)
+
+
+def _advice(fit, steps, groups) -> dict:
+    """The group-size advice (:func:`gsd.group_size_advice`, its defaults: prompts per step held,
+    Adam) for the population fitted at the last step with a proper Beta: the population a next run
+    would start from. Per-step averages cannot say which prompts; only which uniform G."""
+    from ..speed import group_size_advice
+
+    proper = np.flatnonzero(np.isfinite(fit.kappa) & (fit.kappa > 0))
+    if proper.size == 0:
+        return {"advised_group_size": None, "advice_step": None}
+    i = int(proper[-1])
+    adv = group_size_advice(fit.population(i), prompts_per_step=groups)
+    rel = adv.table.set_index("G")["relative_per_generation"]
+    return {"advised_group_size": int(adv.best_G_per_generation), "advice_step": int(steps[i]),
+            "advice_convention": f"hold={adv.hold}, optimizer={adv.optimizer}, method={adv.method}",
+            "advice_relative_per_generation": {int(g): float(v) for g, v in rel.items() if int(g) in (2, 4, 8, 16)}}
 
 
 def alerts(summary: dict, steps, rules) -> list:

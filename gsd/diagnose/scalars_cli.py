@@ -102,6 +102,10 @@ def _scalars(args) -> int:
             print(line)
         if s.get("fit_status"):
             print("difficulty fit per step: " + ", ".join(f"{k} {v}" for k, v in s["fit_status"].items()))
+        if s.get("advised_group_size"):
+            rel = ", ".join(f"G = {g}: {v:.2f}" for g, v in s["advice_relative_per_generation"].items())
+            print(f"Advice: uniform G = {s['advised_group_size']} learns fastest per generation for the population "
+                  f"fitted at step {s['advice_step']} ({s['advice_convention']}; relative speed {rel})")
         shown = steps
         if not args.all_steps and len(steps) > 12:
             shown = steps.iloc[np.unique(np.linspace(0, len(steps) - 1, 12).round().astype(int))]

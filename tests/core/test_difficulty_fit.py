@@ -120,3 +120,29 @@ def test_scalar_modules_import_light():
             "print(sorted(m for m in heavy if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_scalar_advice_is_the_advice_for_the_population_the_moments_came_from(tmp_path):
+    """Moments written from a known Beta population: gsd scalars' advice equals the advice computed
+    directly for that population (the fit recovers it; the advice reads its last proper step)."""
+    import pandas as pd
+    from scipy.special import betaln
+
+    import gsd
+    from gsd.diagnose.scalar_diagnosis import diagnose_scalars
+
+    G, n = 8, 64
+    a = np.array([0.4, 0.7, 1.5])
+    b = np.array([2.0, 1.2, 0.6])
+    m = a / (a + b)
+    z = np.exp(betaln(a + G, b) - betaln(a, b)) + np.exp(betaln(a, b + G) - betaln(a, b))
+    path = tmp_path / "metrics.csv"
+    pd.DataFrame({"step": [1, 2, 3], "reward": m, "frac_reward_zero_std": z}).to_csv(path, index=False)
+    dx = diagnose_scalars(path, group_size=G, groups=n, draws=0)
+    direct = gsd.group_size_advice(gsd.BetaPosterior(a=np.array(a[-1]), b=np.array(b[-1]), prior=(0.0, 0.0)),
+                                   prompts_per_step=n)
+    assert dx.summary["advice_step"] == 3
+    assert dx.summary["advised_group_size"] == direct.best_G_per_generation
+    rel = direct.table.set_index("G")["relative_per_generation"]
+    for g, v in dx.summary["advice_relative_per_generation"].items():
+        assert v == pytest.approx(rel[g], rel=1e-6)
