@@ -130,7 +130,7 @@ def arm_metrics(run_dir, budget: float, targets: dict) -> dict:
     }
 
 
-def _interval(values) -> dict:
+def seed_interval(values) -> dict:
     """Mean and 95 % Student-t interval over seeds (NaN-aware: counts the seeds with a value)."""
     from scipy.stats import t as student
 
@@ -141,6 +141,9 @@ def _interval(values) -> dict:
     m = float(v.mean())
     h = float(student.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else math.nan
     return {"mean": m, "lo": m - h, "hi": m + h, "n": int(v.size), "of": n_all}
+
+
+_interval = seed_interval  # the name other branches import
 
 
 def campaign_runs(camp: dict, out, seeds, steps_scale: float = 1.0) -> list[tuple]:
@@ -242,14 +245,14 @@ def run_allocation_campaign(out, *, config=None, seeds=None, steps_scale: float 
     for name, by_seed in per_run.items():
         ms = list(by_seed.values())
         ref_ms = list(per_run[ref].values())
-        row = {key: _interval([m[key] for m in ms]) for key in
+        row = {key: seed_interval([m[key] for m in ms]) for key in
                ("effective_ratio", "mean_p", "mean_arcsin", "hard_quartile_p", "generations")}
         for tgt in camp["targets"]:
-            row[f"generations_to_{tgt}"] = _interval([m["generations_to"][tgt] for m in ms])
-            row[f"compute_ratio_{tgt}"] = _interval([r["generations_to"][tgt] / m["generations_to"][tgt]
+            row[f"generations_to_{tgt}"] = seed_interval([m["generations_to"][tgt] for m in ms])
+            row[f"compute_ratio_{tgt}"] = seed_interval([r["generations_to"][tgt] / m["generations_to"][tgt]
                                                      for r, m in zip(ref_ms, ms)])
-        row["grad_mass_over_planned"] = _interval([m["grad_mass_over_planned"] for m in ms])
-        row["effective_ratio_gain"] = _interval([m["effective_ratio"] / r["effective_ratio"] - 1 for r, m in zip(ref_ms, ms)])
+        row["grad_mass_over_planned"] = seed_interval([m["grad_mass_over_planned"] for m in ms])
+        row["effective_ratio_gain"] = seed_interval([m["effective_ratio"] / r["effective_ratio"] - 1 for r, m in zip(ref_ms, ms)])
         arms[name] = row
     summary = {"seeds": seeds, "reference_arm": ref, "budget_generations": budget, "targets": camp["targets"],
                "steps_scale": steps_scale, "arms": arms,
@@ -315,10 +318,13 @@ def _allocation_figure(summary: dict, out_dir=None):
     return fig
 
 
-def _ci(r, nd=3, scale=1.0):
+def interval_text(r, nd=3, scale=1.0):
     """'mean [lo, hi]' of a seed interval (scaled), '—' where missing."""
     if not r or r.get("n", 0) == 0 or not math.isfinite(r.get("mean") if r.get("mean") is not None else math.nan):
         return "—"
     m, lo, hi = (math.nan if r[k] is None else r[k] * scale for k in ("mean", "lo", "hi"))  # JSON writes NaN as null
     part = f"{m:.{nd}f}" + (f" [{lo:.{nd}f}, {hi:.{nd}f}]" if math.isfinite(lo) else "")
     return part + (f" ({r['n']}/{r['of']} seeds)" if r["n"] < r["of"] else "")
+
+
+_ci = interval_text  # the name other branches import
