@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from ._validate import MAX_EXACT_GROUP_SIZE
-from .cli import CliError, bounded_int, emit, parse_list
+from .cli_support import CliError, bounded_int, emit, parse_list
 
 HELP = "rollouts per step to share out among the prompts (see docs/theory.md, section Spending a rollout budget)"
 

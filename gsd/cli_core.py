@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from . import cli_allocation
-from .cli import CliError, emit, parse_list
+from .cli_support import CliError, emit, parse_list
 from .data import BIGMATH_COLUMN
 from .groupsize import DEFAULT_MAX_GROUP_SIZE
 

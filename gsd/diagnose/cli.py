@@ -25,7 +25,7 @@ silent when every reward in it is equal. See the docs page "Reading real logs"."
 def register(sub) -> None:
     import argparse
 
-    from ..cli import bounded_float, bounded_int  # the options' schema: checked before any log is read
+    from ..cli_support import bounded_float, bounded_int  # the options' schema: checked before any log is read
 
     steps = bounded_float(0, 1e300, "steps", open_lo=True)
 
