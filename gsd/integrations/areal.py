@@ -115,7 +115,6 @@ def is_validation_folder(folder: Path) -> bool:
 def default_reward(columns, numeric) -> list:
     if DEFAULT_REWARD in columns:
         return [(1.0, DEFAULT_REWARD)]
-    from .._errors import InputError
 
     raise InputError(f"no 'reward' key; choose the reward with --reward KEY (keys: {', '.join(columns)})")
 

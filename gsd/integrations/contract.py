@@ -210,7 +210,7 @@ def _check(name: str, spec: dict, value: Any, where: str) -> None:
         return
     if not isinstance(value, kinds):
         raise ContractError(f"{where}: hook {name} must be {spec['type']}, got {type(value).__name__} {value!r}")
-    if spec["type"] == "tuple[str, ...]" and not all(isinstance(v, str) for v in value):
+    if isinstance(value, tuple) and not all(isinstance(v, str) for v in value):
         raise ContractError(f"{where}: hook {name} must be a tuple of str, got {value!r}")
 
 

@@ -344,7 +344,7 @@ class Program:
         (advantages 0).  Every drawn group counts as generation cost.  ``p64``: p_b in float64,
         which binomial counts read (numpy converts a float32 p to it anyway: the same draws).
         """
-        R, B, dtype = self.R, self.B, self.dtype
+        dtype = self.dtype
         right = self.work("right", np.int64)
         flips = (self.work("flip_rw", np.int64), self.work("flip_wr", np.int64)) if self.base.verifier_noise else None
         k = right if flips is None else self.work("k", np.int64)
