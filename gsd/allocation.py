@@ -47,8 +47,10 @@ from ._binomial import symmetric_expectation, unique_pairs
 from ._errors import InputError
 from ._validate import MAX_EXACT_GROUP_SIZE, _show, as_ddof, as_eps, as_group_size, as_probability, broadcast
 from .posterior import BetaPosterior
-from .silent import _minor, _nonsilent, _silent
-from .update import _grpo_term
+from .silent import minor_rate as _minor
+from .silent import nonsilent_from_minor as _nonsilent
+from .silent import silent_from_minor as _silent
+from .update import grpo_term as _grpo_term
 
 if TYPE_CHECKING:  # pandas loads inside the two functions that build DataFrames
     import pandas as pd
@@ -88,6 +90,8 @@ _VALUES = {
 HORIZON_VALUES = ("horizon", "dr_horizon")
 #: Values understood by :func:`allocation_value` and :func:`allocate_group_sizes`.
 ALLOCATION_VALUES = tuple(_VALUES)
+#: value name → (i, j, h) of every value (the public name of ``_VALUES``).
+VALUE_FORMS = _VALUES
 #: What ``gsd plan --budget --value`` takes: ``uniform`` (:func:`uniform_plan`) or a value.
 PLAN_RULES = ("uniform", *ALLOCATION_VALUES)
 #: ``gsd plan --budget``'s default: uniform G at the budget.  At equal generations no plan from

@@ -25,7 +25,7 @@ silent when every reward in it is equal. See the docs page "Reading real logs"."
 def register(sub) -> None:
     import argparse
 
-    from ..cli import add_advice_arguments, bounded_float, bounded_int, hidden_aliases  # the options' schema: checked before any log is read
+    from ..cli_support import add_advice_arguments, bounded_float, bounded_int, hidden_aliases  # the options' schema: checked before any log is read
 
     steps = bounded_float(0, 1e300, "steps", open_lo=True)
 
@@ -89,7 +89,7 @@ def register(sub) -> None:
 def _diagnose(args) -> int:
     import json
 
-    from ..cli import step_cost
+    from ..cli_support import step_cost
     from . import diagnose
     from .report import diagnosis_json, format_report, write_outputs
     from .scalar_diagnosis import fail_on_status, parse_fail_on

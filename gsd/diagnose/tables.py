@@ -283,7 +283,7 @@ def _predict(groups: pd.DataFrame, prior, ddof: int, eps: float, scale: str = "g
     k = groups["k"].to_numpy()
     multi = G >= 2
     from ..allocation import allocation_value, expected_silent_rate
-    from ..update import _grpo_term
+    from ..update import grpo_term as _grpo_term
 
     sigma = np.zeros(G.size)
     divisor = 1.0 if scale == "none" else (np.asarray(batch_std, np.float64) + eps if scale == "batch" else None)

@@ -197,16 +197,17 @@ def arrange(chunks, context) -> list:
     * a group is a block of ``num_generations`` consecutive rows (given, or inferred from the
       files); files whose own blocks disagree (two runs with different group sizes) are refused.
 
-    ``context``: a dict with ``group_size``, ``state`` (:func:`read_trainer_state` or None),
-    ``state_path``, ``state_is_final`` (the state is the output_dir's own, written at the end,
-    not a checkpoint's) and ``warnings``; this function adds ``group_size``,
-    ``repeated_steps``, ``eval_steps``, ``trainer_silent`` and ``excluded_steps``.
+    ``context``: the reader's :class:`~gsd.integrations.contract.RunContext` (``group_size``,
+    ``state`` from :func:`read_trainer_state` or None, ``state_path``, ``state_is_final``: the
+    state is the output_dir's own, written at the end, not a checkpoint's, and ``warnings``);
+    this function sets ``group_size``, ``repeated_steps``, ``eval_steps``, ``trainer_silent``
+    and ``excluded_steps``.
     """
     from .._errors import InputError
 
-    warnings = context["warnings"]
-    state = context.get("state")
-    last = state["global_step"] if state is not None and context.get("state_is_final") else None
+    warnings = context.warnings
+    state = context.state
+    last = state["global_step"] if state is not None and context.state_is_final else None
     beyond = [ch.file_step for ch in chunks if last is not None and ch.file_step > last]
     if beyond:
         warnings.append(f"steps {_span(beyond)} are beyond the run's trainer_state.json (global_step {last}): "
@@ -225,7 +226,7 @@ def arrange(chunks, context) -> list:
         previous = ch.fingerprint
         kept.append(ch)
     if eval_steps:
-        warnings.append(f"steps {_span(eval_steps)} evaluated ({Path(context['state_path']).name}): their files hold "
+        warnings.append(f"steps {_span(eval_steps)} evaluated ({Path(context.state_path).name}): their files hold "
                         "evaluation completions (TRL writes them under the training file name) and are left out")
     if repeated:
         warnings.append(f"{len(repeated)} file(s) repeat the previous step's generation (num_iterations or "
@@ -236,7 +237,7 @@ def arrange(chunks, context) -> list:
             warnings.append(f"the files hold different numbers of rows ({', '.join(map(str, sorted(sizes)))}): TRL writes "
                             "evaluation completions under the training file name; give the run's output_dir with its "
                             "trainer_state.json to leave the evaluation steps out")
-    G = context.get("group_size")
+    G = context.group_size
     if G is None:
         per_file = [infer_group_size([ch.hashes[ch.prompt_ok]]) for ch in kept]
         G = infer_group_size(ch.hashes[ch.prompt_ok] for ch in kept)
@@ -264,14 +265,15 @@ def arrange(chunks, context) -> list:
         ch.gkey_ok = np.ones(n, bool)
         if n % G:
             ch.gkey_ok[n - n % G:] = False  # a block cut short: its group is incomplete
-    context.update(group_size=G, repeated_steps=repeated, eval_steps=eval_steps, excluded_steps=beyond,
-                   trainer_silent=state["zero_std"] if state is not None else {})
+    context.group_size, context.repeated_steps, context.eval_steps, context.excluded_steps = (G, repeated, eval_steps,
+                                                                                              beyond)
+    context.trainer_silent = state["zero_std"] if state is not None else {}
     return kept
 
 
 def describe_groups(context) -> str:
-    return (f"blocks of {context['group_size']} consecutive rows of one generation (num_generations, "
-            f"{'given' if context.get('group_size_given') else 'inferred from the files'})")
+    return (f"blocks of {context.group_size} consecutive rows of one generation (num_generations, "
+            f"{'given' if context.group_size_given else 'inferred from the files'})")
 
 
 def _span(steps) -> str:

@@ -634,7 +634,7 @@ class GroupTracker:
         return len(self._steps)
 
     def _reward_name(self) -> str:
-        from ..diagnose.readers import _reward_text
+        from ..diagnose.readers import reward_text as _reward_text
 
         names = self._functions or ["reward"]
         w = self.weights if self.weights is not None else [1.0] * len(names)

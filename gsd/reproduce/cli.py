@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..cli import CliError, bounded_int, emit
+from ..cli_support import CliError, bounded_int, emit
 from ..data import BIGMATH_COLUMN
 
 
