@@ -62,14 +62,14 @@ _MAX_DRAWS = 20_000_000
 
 def _silent_beta(m, kappa, G):
     """E[p^G + (1−p)^G] under Beta(mκ, (1−m)κ), arrays of one shape (finite κ > 0, 0 < m < 1)."""
-    from .allocation import _log_beta_moment
+    from .allocation import log_beta_moment
 
     a, b = m * kappa, (1.0 - m) * kappa
-    return np.minimum(np.exp(_log_beta_moment(a, b, G, 0)) + np.exp(_log_beta_moment(a, b, 0, G)), 1.0)
+    return np.minimum(np.exp(log_beta_moment(a, b, G, 0)) + np.exp(log_beta_moment(a, b, 0, G)), 1.0)
 
 
 def _pooled(m, G):
-    from .silent import _minor, _silent
+    from .silent import minor_rate as _minor, silent_from_minor as _silent
 
     return _silent(_minor(np.asarray(m, dtype=np.float64)), np.asarray(G, dtype=np.float64))
 

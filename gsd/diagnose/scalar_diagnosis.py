@@ -72,9 +72,9 @@ def _config_int(config, key):
 def _generations(steps: np.ndarray, config: dict):
     """Generations in each logged interval (previous logged step, step], from TRL's schedule, and
     whether the schedule was read from the config (else: one generation per step, TRL's default)."""
-    from ..integrations.trl_alerts import _SCHEDULE, trl_generations
+    from ..integrations.trl_alerts import TRL_SCHEDULE, trl_generations
 
-    settings = [_config_int(config, k) for k in _SCHEDULE]
+    settings = [_config_int(config, k) for k in TRL_SCHEDULE]
     prev = np.concatenate([[0], steps[:-1]])
     return trl_generations(prev, steps, *settings), all(settings)
 

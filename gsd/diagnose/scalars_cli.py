@@ -28,7 +28,7 @@ file-logger JSONL (trainer.logger=[file]), or a CSV / JSONL / parquet table with
 def register(sub) -> None:
     import argparse
 
-    from ..cli import bounded_float, bounded_int
+    from ..cli_support import bounded_float, bounded_int, hidden_aliases
 
     p = sub.add_parser("scalars", help=_HELP, description=_DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -38,7 +38,7 @@ def register(sub) -> None:
     p.add_argument("--reward", help="mean-reward metric (default: reward, train/reward, critic/score/mean, ...)")
     p.add_argument("--silent",
                    help="zero-std-fraction metric (default: frac_reward_zero_std, train/frac_reward_zero_std)")
-    p.add_argument("--step-col",
+    p.add_argument("--step-column", dest="step_col",
                    help="a table's step column (default: step, global_step, train/global_step, _step, Step)")
     p.add_argument("--group-size", type=bounded_int(2, 10**9, "answers per group"),
                    help="G, TRL's num_generations / verl's rollout.n (default: the log's config, when it has one)")
@@ -57,6 +57,7 @@ def register(sub) -> None:
                         "cannot check counts as broken")
     p.add_argument("--all-steps", action="store_true", help="print every step (default: at most 12, evenly spaced)")
     p.add_argument("--json", action="store_true", help="print {summary, steps} as JSON")
+    hidden_aliases(p, {"--step-col": "step_col"})  # gsd diagnose's spelling before "-column"
     p.set_defaults(func=_scalars)
 
 
@@ -65,7 +66,7 @@ def _scalars(args) -> int:
 
     import numpy as np
 
-    from ..cli import CliError, emit, parse_list
+    from ..cli_support import CliError, emit, parse_list
     from .scalar_diagnosis import (
         alerts,
         diagnose_scalars,

@@ -46,7 +46,7 @@ class SilenceWarning(UserWarning):
     """A run's silent fraction or wasted share crossed the threshold given to :class:`SilenceAlert`."""
 
 
-_SCHEDULE = ("gradient_accumulation_steps", "steps_per_generation", "num_iterations")
+TRL_SCHEDULE = ("gradient_accumulation_steps", "steps_per_generation", "num_iterations")
 
 
 def _threshold(name, value):
@@ -103,7 +103,7 @@ def _build():
             if not math.isfinite(value):
                 self._last = step
                 return control
-            w = trl_generations(self._last, step, *(getattr(args, k, None) for k in _SCHEDULE))
+            w = trl_generations(self._last, step, *(getattr(args, k, None) for k in TRL_SCHEDULE))
             self._last = step
             if w > 0:
                 self._silent_sum += value * w
