@@ -53,31 +53,43 @@ def binarise(reward, threshold=None):
 
     With ``threshold``: right ⇔ reward ≥ threshold.  Without: rewards must be 0/1, or take
     exactly two values (the higher one is "right", e.g. verl's −1/+1 scores); graded rewards
-    need a threshold.
+    need a threshold.  Rows without a finite reward (NaN: TRL's row that every reward function
+    returned None for, a padding row; ±inf) are unscorable: they are left out of that decision and
+    come back as 0, and the tables leave them out of every count (TRL leaves them out of the
+    group's mean and std, and trains them with advantage 0).  One such row therefore never turns
+    a right/wrong log into a graded one.
 
     Examples
     --------
     >>> binarise([0.0, 1.0, 1.0])[0].tolist()
     [0, 1, 1]
+    >>> binarise([0.0, float("nan"), 1.0])
+    (array([0, 0, 1], dtype=int8), 'binary rewards (0/1); 1 unscorable row (no finite reward) left out')
     >>> binarise([-1.0, 1.0])[1]
     'two reward values: 1 counts as right, -1 as wrong'
     >>> binarise([0.2, 0.7, 0.9], threshold=0.5)[0].tolist()
     [0, 1, 1]
     """
     reward = np.asarray(reward, dtype=np.float64)
+    finite = np.isfinite(reward)
+    unscorable = int(finite.size - np.count_nonzero(finite))
+    left_out = (f"; {unscorable} unscorable row{'s' if unscorable > 1 else ''} (no finite reward) left out"
+                if unscorable else "")
     if threshold is not None:
         t = float(threshold)
         if not np.isfinite(t):
             raise InputError(f"threshold must be a finite number, got {threshold!r}")
-        return (reward >= t).astype(np.int8), f"reward >= {t:g} counts as right"
-    values = pd.unique(reward)
+        return (finite & (reward >= t)).astype(np.int8), f"reward >= {t:g} counts as right{left_out}"
+    values = pd.unique(reward[finite])
     if values.size <= 2 and np.all(np.isin(values, (0.0, 1.0))):
-        return reward.astype(np.int8), "binary rewards (0/1)"
+        return (finite & (reward == 1.0)).astype(np.int8), "binary rewards (0/1)" + left_out
     if values.size == 2:
         lo, hi = np.sort(values)
-        return (reward == hi).astype(np.int8), f"two reward values: {hi:g} counts as right, {lo:g} as wrong"
+        return (reward == hi).astype(np.int8), f"two reward values: {hi:g} counts as right, {lo:g} as wrong{left_out}"
     if values.size == 1:
-        return np.zeros(reward.size, np.int8), f"one reward value ({values[0]:g}): every group is silent"
+        return np.zeros(reward.size, np.int8), f"one reward value ({values[0]:g}): every group is silent{left_out}"
+    if values.size == 0:
+        return np.zeros(reward.size, np.int8), f"no finite reward: nothing was scored{left_out}"
     shown = ", ".join(f"{v:g}" for v in np.sort(values)[:5])
     raise InputError(f"rewards are graded ({values.size} distinct values: {shown}, ...): "
                      "pass --threshold T to count reward >= T as right")
