@@ -114,6 +114,8 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
             + (f"median {np.median(gs[ok]):.0f}, 90th percentile {np.percentile(gs[ok], 90):.0f}" if ok.any() else "none reachable")
             + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "") + ".",
         ]
+    if "verdict" in pr:
+        lines += ["", _verdict_line(pr)] + _prompt_lines(pr)
     if "group_size_budget" in pr:
         alloc = pr["group_size_budget"]
         drawn = alloc > 0
@@ -126,6 +128,37 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
         "docs/theory.md, section Rollout logs, for the formats and the formulas.",
     ]
     return "\n".join(lines)
+
+
+def _verdict_line(pr) -> str:
+    from .tables import VERDICT_DELTA, VERDICT_PROB
+
+    counts = pr["verdict"].value_counts()
+    words = ", ".join(f"{int(counts.get(w, 0)):,} {w}" for w in ("starved", "saturated", "learning", "unsure"))
+    return (f"Prompts: {words} (posterior probability > {VERDICT_PROB:g} that p < {VERDICT_DELTA:g}, "
+            f"p > {1 - VERDICT_DELTA:g}, or in between; unsure: none yet).")
+
+
+#: Prompts listed in the report's per-prompt table (all of them in --json and --out).
+MAX_PROMPTS = 12
+
+
+def _prompt_lines(pr) -> list[str]:
+    """The per-prompt table: posterior mean and interval beside the verdict, for up to
+    :data:`MAX_PROMPTS` prompts spread over the range of posterior means."""
+    order = np.argsort(pr["p_mean"].to_numpy(), kind="stable")
+    if order.size > MAX_PROMPTS:
+        order = order[np.unique(np.linspace(0, order.size - 1, MAX_PROMPTS).round().astype(int))]
+    lines = [f"{len(order)} of {len(pr):,} prompts, by posterior mean (--json and --out hold them all):"
+             if len(order) < len(pr) else "Per prompt:"]
+    lines.append(f"  {'prompt':<28} {'rollouts':>8} {'right':>6} {'p mean':>7} {'interval':>15} {'verdict':>9}")
+    for i in order:
+        r = pr.iloc[i]
+        text = str(r["prompt"])
+        text = text if len(text) <= 28 else text[:27] + "…"
+        lines.append(f"  {text:<28} {int(r['rollouts']):>8} {int(r['right']):>6} {r['p_mean']:>7.3f} "
+                     f"{f'[{r.p_lo:.3f}, {r.p_hi:.3f}]':>15} {r['verdict']:>9}")
+    return lines
 
 
 def _num(x) -> str:

@@ -42,7 +42,7 @@ from .._validate import InputError
 from .readers import RolloutLog
 
 __all__ = ["binarise", "update_convention", "group_table", "step_table", "prompt_table", "Diagnosis", "diagnose_log", "expected_scale",
-           "STEP_KEYS"]
+           "STEP_KEYS", "prompt_verdicts", "VERDICT_DELTA", "VERDICT_PROB"]
 
 #: Keys of every per-step record of ``gsd diagnose --json`` (and columns of the step table).
 STEP_KEYS = ("step", "groups", "rollouts", "silent_frac", "silent_pred", "wasted_rollouts", "fidelity")
@@ -380,7 +380,9 @@ def prompt_table(log: RolloutLog, groups: pd.DataFrame, prior, *, epsilon: float
     Columns: ``prompt`` (its first 80 characters), ``prompt_hash``, ``rollouts`` n, ``right`` k,
     ``steps`` (groups it had), ``silent_steps``, ``p_mean``, ``p_lo``, ``p_hi`` (equal-tailed
     ``level`` credible interval of Beta(a₀ + k, b₀ + n − k); with ``half_life`` the counts of
-    each group weigh 2^(−age/half_life), its age counted from the last step), ``group_size`` (smallest G with
+    each group weigh 2^(−age/half_life), its age counted from the last step), ``p_below`` and
+    ``p_above`` (P(p < 0.05) and P(p > 0.95) under that posterior) with the ``verdict`` they give
+    (``starved``, ``saturated``, ``learning`` or ``unsure``, :func:`prompt_verdicts`), ``group_size`` (smallest G with
     fidelity ≥ 1 − ε at ``p_mean``, :func:`gsd.required_group_size`; 0 when above its cap), and
     with ``budget`` (rollouts per step over all prompts) ``group_size_budget`` from the budget
     allocator when the package has one.
@@ -403,12 +405,49 @@ def prompt_table(log: RolloutLog, groups: pd.DataFrame, prior, *, epsilon: float
     lo, hi = post.interval(level)
     from ..groupsize import required_group_size
 
+    below, above, verdict = prompt_verdicts(post.a, post.b)
     out = pd.DataFrame({"prompt": log.labels.astype(str), "prompt_hash": log.hashes, "rollouts": n, "right": k,
                         "steps": steps, "silent_steps": silent, "p_mean": post.mean, "p_lo": lo, "p_hi": hi,
+                        "p_below": below, "p_above": above, "verdict": verdict,
                         "group_size": required_group_size(post.mean, epsilon)})
     if budget is not None:
         out["group_size_budget"] = _allocate(post, budget)
     return out
+
+
+#: The verdict words' solve-rate margin δ and the posterior probability they need.
+VERDICT_DELTA = 0.05
+VERDICT_PROB = 0.9
+
+
+def prompt_verdicts(a, b, delta: float = VERDICT_DELTA, prob: float = VERDICT_PROB):
+    """Each prompt's verdict from its Beta(a, b) posterior of the solve rate p, and the two tail
+    probabilities it rests on, P(p < δ) and P(p > 1 − δ) (regularised incomplete beta functions):
+
+    * ``starved``: P(p < δ) > prob — it almost never gets a right answer, its groups are all-wrong
+      silent (p^G + (1 − p)^G ≥ (1 − δ)^G);
+    * ``saturated``: P(p > 1 − δ) > prob — almost always right, its groups all-right silent;
+    * ``learning``: P(δ ≤ p ≤ 1 − δ) > prob — right and wrong answers both come, its groups carry
+      a gradient;
+    * ``unsure``: none of these yet (too few rollouts for the posterior to say).
+
+    Defaults δ = 0.05, prob = 0.9.
+
+    >>> below, above, words = prompt_verdicts([0.5, 40.5, 8.0, 1.0], [40.5, 0.5, 8.0, 1.0])
+    >>> words.tolist()
+    ['starved', 'saturated', 'learning', 'unsure']
+    """
+    from scipy.special import betainc, betaincc
+
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    below = betainc(a, b, delta)
+    above = betaincc(a, b, 1.0 - delta)
+    words = np.full(a.shape, "unsure", dtype=object)
+    words[1.0 - below - above > prob] = "learning"
+    words[above > prob] = "saturated"
+    words[below > prob] = "starved"
+    return below, above, words
 
 
 def _allocate(post, budget):
