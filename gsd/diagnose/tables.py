@@ -98,7 +98,8 @@ def binarise(reward, threshold=None):
 def group_table(log: RolloutLog, right=None, *, half_life: float | None = None) -> pd.DataFrame:
     """One row per group (the rollouts the trainer normalised together), sorted by step then prompt.
 
-    Columns: ``step``, ``prompt`` (code), ``G``, ``k`` (right answers; NaN when ``right`` is
+    Columns: ``step``, ``prompt`` (code), ``G`` (the group's rows), ``generated`` (those the policy
+    generated: G less a padding trainer's rows), ``k`` (right answers; NaN when ``right`` is
     None), ``silent`` (G ≥ 2 and every reward of the group equal: zero std, the trainer's
     silence), ``binary_silent`` (k ∈ {0, G}); ``n_before`` and ``k_before``, the prompt's
     rollouts and right answers at earlier steps (a prompt drawn twice in one step does not see
@@ -141,7 +142,10 @@ def group_table(log: RolloutLog, right=None, *, half_life: float | None = None) 
         tot = np.bincount(pinv, weights=x, minlength=ukey.size)
         cs = np.cumsum(tot) - tot
         before.append((cs - cs[np.flatnonzero(start)][seg]).round().astype(np.int64)[pinv])
-    out = pd.DataFrame({"step": step, "prompt": prompt, "G": G, "n": n, "k": k, "silent": silent,
+    # Rows a padding trainer put in its block (trl-cgrpo) are in G, the block, not in the generation.
+    pad = np.zeros(n_groups, np.int64) if log.padding is None else \
+        np.bincount(grp, weights=log.padding, minlength=n_groups).round().astype(np.int64)
+    out = pd.DataFrame({"step": step, "prompt": prompt, "G": G, "generated": G - pad, "n": n, "k": k, "silent": silent,
                         "binary_silent": (n >= 2) & ((k == 0) | (k == n)) if binary else np.zeros(n_groups, bool),
                         "n_before": before[0], "k_before": before[1]})
     if half_life is None:
@@ -312,8 +316,8 @@ def _predict(groups: pd.DataFrame, prior, ddof: int, eps: float, scale: str = "g
 def step_table(groups: pd.DataFrame) -> pd.DataFrame:
     """Per-step measured and predicted statistics from the predicted group table.
 
-    Columns: ``step``, ``groups`` (G ≥ 2), ``singletons`` (G = 1), ``rollouts`` (all, singletons
-    included), ``new_prompts``, ``mean_group_size``, ``silent_groups``, ``silent_frac``,
+    Columns: ``step``, ``groups`` (G ≥ 2), ``singletons`` (G = 1), ``rollouts`` (all generated,
+    singletons included; a padding trainer's rows are not), ``new_prompts``, ``mean_group_size``, ``silent_groups``, ``silent_frac``,
     ``silent_pred`` (mean predicted probability), ``silent_pred_sd`` (sd of the measured fraction
     if the predictions are right: sqrt(Σq(1−q))/groups), ``all_wrong``, ``all_right``,
     ``wasted_rollouts`` (rollouts in silent groups), ``wasted_share``,
@@ -322,20 +326,21 @@ def step_table(groups: pd.DataFrame) -> pd.DataFrame:
     """
     g = groups
     multi = g["G"] >= 2
+    made = g["generated"] if "generated" in g else g["G"]  # the generation: a padding trainer's rows left out
     q = g["silent_pred"].where(multi, 0.0)
     df = pd.DataFrame({
         "step": g["step"],
         "groups": multi.astype(np.int64),
         "singletons": (~multi).astype(np.int64),
-        "rollouts": g["G"],
+        "rollouts": made,
         "new_prompts": (g["n_before"] == 0).astype(np.int64),
-        "multi_rollouts": g["G"].where(multi, 0),
+        "multi_rollouts": made.where(multi, 0),
         "silent_groups": g["silent"].astype(np.int64),
         "q": q,
         "qvar": q * (1.0 - q),
         "all_wrong": (g["silent"] & (g["k"] == 0)).astype(np.int64),
         "all_right": (g["silent"] & (g["k"] == g["n"])).astype(np.int64),
-        "wasted_rollouts": g["G"].where(g["silent"], 0),
+        "wasted_rollouts": made.where(g["silent"], 0),
         "sigma": g["sigma"].where(multi, 0.0),
         "sigma_pred": g["sigma_pred"].where(multi, 0.0),
         "scale_pred": g["scale_pred"].where(multi, 0.0),
@@ -581,7 +586,14 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         conv["from"] = f"{conv['from']}, scale {scale!r} given"
     elif seen:
         conv["from"] = f"{conv['from']}, scale_rewards={seen!r} read from the logged advantages"
-    right, note = _right(log.reward, threshold)
+    if log.padding is None:
+        right, note = _right(log.reward, threshold)
+    else:  # a padding trainer's rows are not answers: not counted among the unscorable ones either
+        answered, note = _right(log.reward[~log.padding], threshold)
+        right = None
+        if answered is not None:
+            right = np.zeros(log.reward.size, np.int8)
+            right[~log.padding] = answered
     auto = isinstance(half_life, str) and half_life == "auto"
     if isinstance(half_life, str) and not auto:
         raise InputError(f"half_life must be a number of steps > 0, None or 'auto', got {half_life!r}")
@@ -669,7 +681,8 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         "silent_pred": float(groups["silent_pred"][multi].mean()),
         "wasted_rollouts": int(steps["wasted_rollouts"].sum()),
         "wasted_share": float(steps["wasted_rollouts"].sum() / rollouts),
-        "effective_gradient_ratio": float(((groups["G"] * (multi & ~groups["silent"])).sum()) / rollouts),
+        "effective_gradient_ratio": float(((groups["generated"] * (multi & ~groups["silent"])).sum()) / rollouts),
+        "padding_rows": int(log.padding.sum()) if log.padding is not None else 0,
         "fidelity": float(groups["sigma_pred"][multi].sum() / groups["scale_pred"][multi].sum())
         if a0 is not None else float("nan"),
         "update_convention": conv,

@@ -48,7 +48,7 @@ from ._columns import chat_label
 __all__ = ["NAME", "DDOF", "EPS", "SCALES", "SOURCE", "NOT_REWARD", "is_log_file", "step_of", "infer_group_size",
            "generation_fingerprint", "find_trainer_state", "read_trainer_state", "chat_label", "write_step",
            "FILE_DESCRIPTION", "total_reward", "group_std", "zero_std", "settled_zero_std", "ZERO_STD_ATOL",
-           "NUMPY_FUNCTIONS", "check_advantages"]
+           "NUMPY_FUNCTIONS", "check_advantages", "padding_rows", "PADDING_METRIC"]
 
 NAME = "trl"
 DDOF = 1
@@ -159,6 +159,7 @@ def read_trainer_state(path: Path) -> dict:
         raise InputError(f"{path}: not a TRL trainer_state.json (its log_history is "
                          f"{type(history).__name__ if history is not None else 'missing'}, not a list)")
     eval_steps, zero_std, skipped = set(), {}, 0
+    pads = any(isinstance(e, dict) and any(str(k).startswith(PADDING_METRIC) for k in e) for e in history)
     for entry in history:
         if not isinstance(entry, dict) or "step" not in entry:
             continue
@@ -172,7 +173,46 @@ def read_trainer_state(path: Path) -> dict:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             zero_std[step] = float(value)
     global_step = _whole(state.get("global_step", 0))
-    return {"eval_steps": sorted(eval_steps), "zero_std": zero_std, "global_step": global_step, "skipped": skipped}
+    return {"eval_steps": sorted(eval_steps), "zero_std": zero_std, "global_step": global_step, "skipped": skipped,
+            "pads": pads}
+
+
+#: The metrics of a ``GRPOTrainer`` subclass that pads its groups with rows it did not generate:
+#: ``trl-cgrpo`` (0.2.0) draws each prompt's answers in increments, stops early and pads the
+#: block to ``num_generations`` with single-EOS completions whose every reward is NaN (so TRL
+#: leaves them out of the group's mean and std); it logs ``cgrpo/mean_k`` and
+#: ``cgrpo/rollout_savings``.
+PADDING_METRIC = "cgrpo/"
+
+
+def padding_rows(table, parts) -> np.ndarray | None:
+    """Rows of a completions table that a padding trainer would have padded in: no reward at all
+    (every reward column NaN) and an empty completion (the single EOS token, decoded without
+    special tokens).  The reader counts them as padding, not generation, only in a run whose
+    ``trainer_state.json`` shows a padding trainer (``pads``: a :data:`PADDING_METRIC` metric);
+    elsewhere such a row is an unscorable answer the policy generated.  None without a
+    completion column."""
+    if "completion" not in table.column_names:
+        return None
+    import pyarrow.compute as pc
+
+    text = table.column("completion")
+    try:
+        empty = np.asarray(pc.fill_null(pc.equal(pc.utf8_trim_whitespace(text), ""), False)
+                           .to_numpy(zero_copy_only=False), dtype=bool)
+    except Exception:  # not text (a conversation's list of messages): a padded row has one empty message
+        empty = np.array([_empty_completion(v) for v in text.to_pylist()], dtype=bool)
+    return empty & np.isnan(np.asarray(parts, np.float64)).all(axis=0)
+
+
+def _empty_completion(value) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return value.strip() == ""
+    if isinstance(value, list):
+        return all(_empty_completion(m.get("content") if isinstance(m, dict) else m) for m in value)
+    return False
 
 
 def _whole(value):
