@@ -15,7 +15,7 @@ __all__ = ["format_report", "diagnosis_json", "write_outputs", "OUTPUT_FILES"]
 #: Files written by :func:`write_outputs` into the output folder.
 OUTPUT_FILES = ("steps.parquet", "prompts.parquet", "groups.parquet", "summary.json", "diagnose.png")
 
-_GROUP_COLUMNS = ("step", "prompt", "G", "n", "k", "n_before", "k_before", "n_eff", "k_eff", "a", "b", "silent", "binary_silent",
+_GROUP_COLUMNS = ("step", "prompt", "G", "generated", "n", "k", "n_before", "k_before", "n_eff", "k_eff", "a", "b", "silent", "binary_silent",
                   "silent_pred", "sigma", "sigma_pred")
 
 
@@ -139,7 +139,7 @@ def _verdict_line(pr) -> str:
             f"p > {1 - VERDICT_DELTA:g}, or in between; unsure: none yet).")
 
 
-#: Prompts listed in the report's per-prompt table (all of them in --json and --out).
+#: Prompts listed in the report's per-prompt table (all of them in --out's prompts.parquet).
 MAX_PROMPTS = 12
 
 
@@ -149,7 +149,7 @@ def _prompt_lines(pr) -> list[str]:
     order = np.argsort(pr["p_mean"].to_numpy(), kind="stable")
     if order.size > MAX_PROMPTS:
         order = order[np.unique(np.linspace(0, order.size - 1, MAX_PROMPTS).round().astype(int))]
-    lines = [f"{len(order)} of {len(pr):,} prompts, by posterior mean (--json and --out hold them all):"
+    lines = [f"{len(order)} of {len(pr):,} prompts, by posterior mean (--out writes them all, prompts.parquet):"
              if len(order) < len(pr) else "Per prompt:"]
     lines.append(f"  {'prompt':<28} {'rollouts':>8} {'right':>6} {'p mean':>7} {'interval':>15} {'verdict':>9}")
     for i in order:
