@@ -321,3 +321,18 @@ def test_the_report_puts_the_verdicts_beside_the_posteriors(tmp_path):
     assert (verdict[[str(i) for i in range(20, 30)]] == "learning").all()
     text = format_report(dx)
     assert "Prompts: 10 starved, 10 saturated, 10 learning, 0 unsure" in text and text.count(" starved\n") >= 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 1.0]), min_size=1, max_size=40), st.sampled_from([-1.0, 0.0]),
+       st.lists(st.integers(0, 40), max_size=5), st.sampled_from([np.nan, np.inf, -np.inf]))
+def test_unscorable_rows_never_change_right_wrong(values, low, where, bad):
+    """NaN or ±inf rows (TRL's None, a padding row) leave the other rows' right/wrong and the
+    note's kind as they are: a binary log stays binary."""
+    reward = np.where(np.array(values) == 1.0, 1.0, low)
+    marked = np.insert(reward, [min(i, reward.size) for i in where], bad)
+    finite = np.isfinite(marked)
+    want, note = gsd.diagnose.binarise(reward)
+    got, got_note = gsd.diagnose.binarise(marked)
+    assert got[finite].tolist() == want.tolist() and not got[~finite].any()
+    assert got_note.split(";")[0] == note
