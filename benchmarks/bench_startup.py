@@ -108,7 +108,8 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline", default=DEFAULT_BASELINE, help="git revision to compare with ('' for none)")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--json", help="also write the raw figures here")
-    ap.add_argument("--only", default="", help="only the commands whose label contains this text (the floor always runs)")
+    ap.add_argument("--only", default="",
+                    help="only the commands whose label contains this text (the floor always runs)")
     args = ap.parse_args(argv)
     commands = [FLOOR] + [c for c in COMMANDS if args.only in c[0]]
 

@@ -15,7 +15,8 @@ __all__ = ["format_report", "diagnosis_json", "write_outputs", "OUTPUT_FILES"]
 #: Files written by :func:`write_outputs` into the output folder.
 OUTPUT_FILES = ("steps.parquet", "prompts.parquet", "groups.parquet", "summary.json", "diagnose.png")
 
-_GROUP_COLUMNS = ("step", "prompt", "G", "generated", "n", "k", "n_before", "k_before", "n_eff", "k_eff", "a", "b", "silent", "binary_silent",
+_GROUP_COLUMNS = ("step", "prompt", "G", "generated", "n", "k", "n_before", "k_before", "n_eff", "k_eff", "a", "b",
+                  "silent", "binary_silent",
                   "silent_pred", "sigma", "sigma_pred")
 
 

@@ -318,7 +318,8 @@ def step_table(groups: pd.DataFrame) -> pd.DataFrame:
     """Per-step measured and predicted statistics from the predicted group table.
 
     Columns: ``step``, ``groups`` (G ≥ 2), ``singletons`` (G = 1), ``rollouts`` (all generated,
-    singletons included; a padding trainer's rows are not), ``new_prompts``, ``mean_group_size``, ``silent_groups``, ``silent_frac``,
+    singletons included; a padding trainer's rows are not), ``new_prompts``, ``mean_group_size``,
+    ``silent_groups``, ``silent_frac``,
     ``silent_pred`` (mean predicted probability), ``silent_pred_sd`` (sd of the measured fraction
     if the predictions are right: sqrt(Σq(1−q))/groups), ``all_wrong``, ``all_right``,
     ``wasted_rollouts`` (rollouts in silent groups), ``wasted_share``,

@@ -839,8 +839,8 @@ def run_training(*, fast: bool = False, G: int = 8, lr: float = 1e-3, log=None, 
             raise InputError(f"out {str(out)!r} exists and is not an empty folder: give a new one (TRL's logs of "
                              "another run there would be mixed with these)")
         make_folder(keep)
-    out_folder, out = out, {"G": G, "lr": lr, "n_prompts": n_prompts, "steps": steps, "copies": copies, "runs": {}, "hardest": {},
-           "quartile": {m: {} for m in METHODS}}
+    out_folder, out = out, {"G": G, "lr": lr, "n_prompts": n_prompts, "steps": steps, "copies": copies, "runs": {},
+                            "hardest": {}, "quartile": {m: {} for m in METHODS}}
     for seed in range(seeds):
         task = build_task(n_prompts, seed=seed)
         initial = copy.deepcopy(task)
