@@ -85,6 +85,14 @@ def register(sub) -> None:
                        "--step-col": "step_col"})  # the spellings before gsd plan's "-column" ones
     p.set_defaults(func=_diagnose)
 
+    e = sub.add_parser("example-logs", help="copy the shipped example rollout logs (TRL, verl, AReaL) into a folder",
+                       description="Copy the small rollout logs gsd ships into DEST, to try `gsd diagnose` on: "
+                                   "DEST/trl (TRL's output_dir), DEST/verl/rollout_data (verl's V1 dump), DEST/areal "
+                                   "(AReaL's rollout dump), DEST/rollouts.csv (a plain table) and DEST/PROVENANCE.md "
+                                   "(how each was written, by the trainer's own code). DEST must not exist yet.")
+    e.add_argument("dest", metavar="DEST", help="the folder to create")
+    e.set_defaults(func=_example_logs)
+
 
 def _diagnose(args) -> int:
     import json
@@ -109,3 +117,34 @@ def _diagnose(args) -> int:
         if args.out:
             print(f"Tables, summary and figure written to {args.out}")
     return fail_on_status(dx.summary, dx.steps, rules, "diagnose")
+
+
+def _example_logs(args) -> int:
+    import os
+    import shutil
+    import uuid
+    from pathlib import Path
+
+    from .._errors import InputError
+    from ..atomic import make_folder
+    from ..resources import EXAMPLE_LOGS, example_logs
+
+    dest = Path(args.dest)
+    if dest.exists() or dest.is_symlink():
+        raise InputError(f"DEST {args.dest!r} exists: give a new folder name (nothing is overwritten)")
+    make_folder(dest.parent if str(dest.parent) else ".")
+    # Copied into a hidden sibling, then renamed: DEST appears whole or not at all.
+    stage = dest.with_name(f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    source = example_logs()
+    try:
+        stage.mkdir()
+        for name in EXAMPLE_LOGS:
+            (shutil.copytree if (source / name).is_dir() else shutil.copy2)(source / name, stage / name)
+        os.rename(stage, dest)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    print(f"Example logs copied to {dest}: try")
+    for line in (f"gsd diagnose {dest / 'trl'}", f"gsd diagnose {dest / 'verl' / 'rollout_data'}",
+                 f"gsd diagnose {dest / 'areal'}"):
+        print(f"  {line}")
+    return 0

@@ -107,6 +107,10 @@ class RolloutLog:
     extra_outputs : int
         Outputs of multi-output sessions that are not the session's final one (verl V1): in the
         log, not in the group's statistics.
+    padding : ndarray of bool or None
+        Per row, True where the trainer padded the row in rather than generated it (trl-cgrpo's
+        empty, reward-less rows); they stay in their block, out of the rollouts counted as
+        generation and as wasted.  None: every row was generated.
     excluded_steps : list of int
         Steps whose file was left out as a left-over of another attempt or run.
     silent_observable : bool
@@ -148,6 +152,7 @@ class RolloutLog:
     silent: np.ndarray | None = None
     unscorable_rollouts: int = 0
     extra_outputs: int = 0
+    padding: np.ndarray | None = None
     excluded_steps: list = field(default_factory=list)
     silent_observable: bool = True
     advantage_check: dict | None = None
@@ -401,6 +406,7 @@ class _Chunk:
     unattributed_bad: int = 0  # lines that are not rows at all (malformed JSON, CSV): their group is unknown
     file_step: int | None = None  # the step the file's name carries, else its rows' first step
     mtime: float = 0.0
+    padding: np.ndarray | None = None  # rows a padding trainer would have padded in (not generated)
 
     def line_numbers(self) -> np.ndarray:
         if self.lines is None:
@@ -422,6 +428,7 @@ class _Reader:
         self.extra_outputs = 0
         self.keyed = False  # the trainer's own group keys were used
         self.verdicts: list = []  # per chunk, a saved per-row zero-std verdict (gsd's tracker table)
+        self.pads = False  # the run's trainer pads its groups with rows it did not generate (trl-cgrpo)
 
     def bad(self, file, line, reason):
         self.bad_count += 1
@@ -514,8 +521,9 @@ class _Reader:
             advantage = _numeric(table.column("advantage"), "advantage", path)
         fingerprint = _hooks(module).fingerprint(table)
         first_step = from_name if from_name is not None else (int(steps[step_ok][0]) if step_ok.any() else 0)
+        padding = _hook(module, "padding_rows", lambda t, parts: None)(table, parts)
         self.chunks.append(_Chunk(path, hashes, prompt_ok, steps, step_ok, reward, gkey, gkey_ok, lines, advantage,
-                                  fingerprint, extra_bad, first_step, _mtime(path)))
+                                  fingerprint, extra_bad, first_step, _mtime(path), padding))
 
     def _hash_prompts(self, arr):
         """64-bit hashes of the prompts (each distinct one hashed once) and which rows have one."""
@@ -932,6 +940,8 @@ def _assemble(reader: _Reader, group_col, warnings):
     return {"hash": h[keep], "step": step[keep], "reward": reward[keep], "gkey": gkey[keep], "batch": batch[keep],
             "incomplete_groups": int(lost_groups), "incomplete_rollouts": int((incomplete & usable).sum()),
             "unscorable": int((unscorable & keep).sum()),
+            "padding": np.concatenate([c.padding for c in chunks])[keep]
+            if reader.pads and all(c.padding is not None for c in chunks) else None,
             "advantage": np.concatenate([c.advantage for c in chunks])[keep]
             if all(c.advantage is not None for c in chunks) else None,
             "verdict": np.concatenate(reader.verdicts)[keep]
@@ -1061,6 +1071,7 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
         if arrange is not None:
             reader.chunks = arrange([c for c in reader.chunks if c.hashes.size], context)
             excluded = sorted(set(excluded) | set(context.excluded_steps))
+    reader.pads = bool(context.state and context.state.get("pads"))
     got = _assemble(reader, group_col, warnings)
     if got is None or got["hash"].size == 0:
         detail = f"; first unusable row: {reader.bad_rows[0]}" if reader.bad_rows else ""
@@ -1122,6 +1133,12 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     if got["incomplete_groups"]:
         warnings.append(f"{got['incomplete_groups']} group(s) lost a row to an unusable line: incomplete, left out "
                         f"({got['incomplete_rollouts']} usable rollouts in them)")
+    padded = got["padding"] if got.get("padding") is not None and got["padding"].any() else None
+    if padded is not None:
+        got["unscorable"] -= int(padded.sum())
+        warnings.append(f"{int(padded.sum())} row(s) are padding, not generation: the trainer (trl-cgrpo: cgrpo/ "
+                        "metrics in trainer_state.json) stopped those prompts early and filled their block with "
+                        "empty, reward-less rows; they are left out of the rollouts and the wasted ones")
     if got["unscorable"]:
         warnings.append(f"{got['unscorable']} rollout(s) have no finite reward (every reward function returned None, "
                         "or an infinite reward): kept in their group as the trainer keeps them, out of its mean and std")
@@ -1134,7 +1151,7 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
                       missing_steps=missing, eval_steps=context.eval_steps,
                       incomplete_groups=got["incomplete_groups"], incomplete_rollouts=got["incomplete_rollouts"],
                       trainer_silent=context.trainer_silent, silent=silent,
-                      unscorable_rollouts=got["unscorable"], extra_outputs=reader.extra_outputs,
+                      unscorable_rollouts=got["unscorable"], extra_outputs=reader.extra_outputs, padding=padded,
                       excluded_steps=excluded, silent_observable=observable, advantage_check=advantage_check,
                       threshold=declared["threshold"] if declared else None,
                       trainer=declared.get("trainer") if declared else None,
