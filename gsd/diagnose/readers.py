@@ -521,7 +521,8 @@ class _Reader:
             advantage = _numeric(table.column("advantage"), "advantage", path)
         fingerprint = _hooks(module).fingerprint(table)
         first_step = from_name if from_name is not None else (int(steps[step_ok][0]) if step_ok.any() else 0)
-        padding = _hook(module, "padding_rows", lambda t, parts: None)(table, parts)
+        pad = _hooks(module).padding_rows
+        padding = pad(table, parts) if pad is not None else None
         self.chunks.append(_Chunk(path, hashes, prompt_ok, steps, step_ok, reward, gkey, gkey_ok, lines, advantage,
                                   fingerprint, extra_bad, first_step, _mtime(path), padding))
 

@@ -96,6 +96,9 @@ class TableHooks:
         "parquet columns group_keys or members read, kept when only the columns used are read", default=())
     prepare: Callable[[Any, Any], tuple[Any, Any]] | None = _hook(
         "(table, lines) without the rows the trainer did not train on", args=("table", "lines"), default=None)
+    padding_rows: Callable[[Any, Any], Any] | None = _hook(
+        "mask of rows a padding trainer (trl-cgrpo) would have padded in: no reward, empty completion; "
+        "None: no such rows", args=("table", "parts"), default=None)
     total_reward: Callable[[Any, Any], Any] | None = _hook(
         "the weighted total of the reward columns in the trainer's arithmetic; None: the float64 sum",
         args=("parts", "coefs"), default=None)
