@@ -31,6 +31,10 @@ AREAL_DEPS ?= aiofiles==25.1.0 blinker==1.9.0 \
              sniffio==1.3.1 swanlab==0.6.12 tenacity==9.2.1 tensorboardX==2.6.5 trackio==0.43.0 uvloop==0.23.0 \
              wandb==0.31.0 Werkzeug==3.1.9 wrapt==2.5.2
 
+# trl-cgrpo 0.2.0 (a GRPOTrainer subclass that pads its groups), whose log the tests read: it declares
+# trl < 1.15 but runs on TRL 1.16.0 unchanged, so installed --no-deps (its other needs are TRL's).
+TRL_CGRPO ?= trl-cgrpo==0.2.0
+
 .PHONY: install install-core test docs reproduce figures bench clean
 
 # The main job's environment: the package and its six dependencies (about 600 MB), no torch.
@@ -46,9 +50,10 @@ $(VENV)/.installed-core: pyproject.toml Makefile
 # their full requirements (hydra-core, vllm, ...) and print pip's red resolver warning.
 $(VENV)/.installed-test: $(VENV)/.installed-core
 	$(PY) -m pip install -q --no-deps $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PY) -m pip install -q -e ".[test,bench,docs,trl,torch]"
+	$(PY) -m pip install -q -e ".[test,bench,docs,trl,torch]" tensorboard==2.21.0
 	$(PY) -m pip install -q $(VERL_DEPS)
 	$(PY) -m pip install -q --no-deps $(VERL) $(AREAL) $(AREAL_DEPS)
+	$(PY) -m pip install -q --no-deps $(TRL_CGRPO)
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 

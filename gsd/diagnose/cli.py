@@ -25,7 +25,7 @@ silent when every reward in it is equal. See the docs page "Reading real logs"."
 def register(sub) -> None:
     import argparse
 
-    from ..cli import add_advice_arguments, bounded_float, bounded_int, hidden_aliases  # the options' schema: checked before any log is read
+    from ..cli_support import add_advice_arguments, bounded_float, bounded_int, hidden_aliases  # the options' schema: checked before any log is read
 
     steps = bounded_float(0, 1e300, "steps", open_lo=True)
 
@@ -79,18 +79,30 @@ def register(sub) -> None:
                                                              "12 evenly spaced steps when there are more, and a line saying so)")
     p.add_argument("--json", action="store_true", help="print {summary, steps} as JSON instead of the report")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--fail-on", help="exit with status 3 when a rule holds, e.g. 'silent>0.5,wasted>0.3': silent is the "
+                                     "largest per-step silent fraction, wasted the run's wasted share (for CI)")
     hidden_aliases(p, {"--reward": "reward", "--group-col": "group_col", "--prompt-col": "prompt_col",
                        "--step-col": "step_col"})  # the spellings before gsd plan's "-column" ones
     p.set_defaults(func=_diagnose)
+
+    e = sub.add_parser("example-logs", help="copy the shipped example rollout logs (TRL, verl, AReaL) into a folder",
+                       description="Copy the small rollout logs gsd ships into DEST, to try `gsd diagnose` on: "
+                                   "DEST/trl (TRL's output_dir), DEST/verl/rollout_data (verl's V1 dump), DEST/areal "
+                                   "(AReaL's rollout dump), DEST/rollouts.csv (a plain table) and DEST/PROVENANCE.md "
+                                   "(how each was written, by the trainer's own code). DEST must not exist yet.")
+    e.add_argument("dest", metavar="DEST", help="the folder to create")
+    e.set_defaults(func=_example_logs)
 
 
 def _diagnose(args) -> int:
     import json
 
-    from ..cli import step_cost
+    from ..cli_support import step_cost
     from . import diagnose
     from .report import diagnosis_json, format_report, write_outputs
+    from .scalar_diagnosis import fail_on_status, parse_fail_on
 
+    rules = parse_fail_on(args.fail_on) if args.fail_on is not None else []  # before any log is read
     dx = diagnose(args.logs, fmt=args.fmt, reward=args.reward, threshold=args.threshold, prompt_col=args.prompt_col,
                   step_col=args.step_col, group_col=args.group_col, group_size=args.group_size, prior=args.prior, epsilon=args.epsilon, level=args.level, budget=args.budget,
                   half_life=args.half_life, ddof=args.ddof, eps=args.eps, scale=args.scale,
@@ -104,4 +116,35 @@ def _diagnose(args) -> int:
         print(format_report(dx, max_steps=None if args.all_steps else 12))
         if args.out:
             print(f"Tables, summary and figure written to {args.out}")
+    return fail_on_status(dx.summary, dx.steps, rules, "diagnose")
+
+
+def _example_logs(args) -> int:
+    import os
+    import shutil
+    import uuid
+    from pathlib import Path
+
+    from .._errors import InputError
+    from ..atomic import make_folder
+    from ..resources import EXAMPLE_LOGS, example_logs
+
+    dest = Path(args.dest)
+    if dest.exists() or dest.is_symlink():
+        raise InputError(f"DEST {args.dest!r} exists: give a new folder name (nothing is overwritten)")
+    make_folder(dest.parent if str(dest.parent) else ".")
+    # Copied into a hidden sibling, then renamed: DEST appears whole or not at all.
+    stage = dest.with_name(f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    source = example_logs()
+    try:
+        stage.mkdir()
+        for name in EXAMPLE_LOGS:
+            (shutil.copytree if (source / name).is_dir() else shutil.copy2)(source / name, stage / name)
+        os.rename(stage, dest)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    print(f"Example logs copied to {dest}: try")
+    for line in (f"gsd diagnose {dest / 'trl'}", f"gsd diagnose {dest / 'verl' / 'rollout_data'}",
+                 f"gsd diagnose {dest / 'areal'}"):
+        print(f"  {line}")
     return 0

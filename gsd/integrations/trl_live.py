@@ -14,5 +14,5 @@ from .._lazy import moved_names
 _MOVED = {name: ("gsd.live", name) for name in ("GroupTracker", "GSDGRPOTrainer", "SkipPolicy", "SkipSampler",
                                                  "LIVE_METRICS", "trl_total", "trl_zero_std")}
 
-__all__ = list(_MOVED)  # noqa: F822 (each resolved, with its warning, by __getattr__)
+__all__ = list(_MOVED)  # each resolved, with its warning, by __getattr__
 __getattr__ = moved_names(__name__, _MOVED)

@@ -165,7 +165,7 @@ def members(table):
 
 
 def describe_groups(context) -> str:
-    if context.get("keyed"):
+    if context.keyed:
         return "rows whose V1 key {uid}_{session_id}_{index} shares the uid, one per session (its final output)"
     return None
 

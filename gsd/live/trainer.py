@@ -13,7 +13,7 @@ from .._errors import InputError
 from .sampler import SkipPolicy, SkipSampler, as_max_skips
 from .tracker import LIVE_METRICS, GroupTracker, open_unit_number
 
-__all__ = ["GSDGRPOTrainer"]  # noqa: F822 (built on first use)
+__all__ = ["GSDGRPOTrainer"]  # built on first use, by __getattr__
 
 
 def _iterable_dataset(dataset) -> bool:

@@ -130,7 +130,7 @@ def arm_metrics(run_dir, budget: float, targets: dict) -> dict:
     }
 
 
-#: Ranges of the quantities whose seed intervals :func:`_interval` keeps inside them.
+#: Ranges of the quantities whose seed intervals :func:`seed_interval` keeps inside them.
 PROBABILITY = (0.0, 1.0)
 POSITIVE = (0.0, math.inf)
 OBJECTIVE = (0.0, math.pi)  # mean 2·arcsin√p
@@ -141,7 +141,7 @@ INTERVAL_NOTE = ("Mean over seeds [95 % Student-t interval]; † where that inte
                  "logit (of the log for a quantity ≥ 0) over seeds, mapped back, which stays inside.")
 
 
-def _interval(values, bounds=(-math.inf, math.inf)) -> dict:
+def seed_interval(values, bounds=(-math.inf, math.inf)) -> dict:
     """Mean and 95 % Student-t interval over seeds (NaN-aware: counts the seeds with a value),
     kept inside ``bounds`` = (a, b), the quantity's range.
 
@@ -178,6 +178,9 @@ def _interval(values, bounds=(-math.inf, math.inf)) -> dict:
         else:
             lo, hi, scale = max(lo, a), min(hi, b), "cut"
     return {"mean": m, "lo": lo, "hi": hi, "n": int(v.size), "of": n_all, "scale": scale}
+
+
+_interval = seed_interval  # the former name
 
 
 def campaign_runs(camp: dict, out, seeds, steps_scale: float = 1.0) -> list[tuple]:
@@ -281,13 +284,13 @@ def run_allocation_campaign(out, *, config=None, seeds=None, steps_scale: float 
         ref_ms = list(per_run[ref].values())
         ranges = {"effective_ratio": PROBABILITY, "mean_p": PROBABILITY, "mean_arcsin": OBJECTIVE,
                   "hard_quartile_p": PROBABILITY, "generations": POSITIVE}
-        row = {key: _interval([m[key] for m in ms], bounds) for key, bounds in ranges.items()}
+        row = {key: seed_interval([m[key] for m in ms], bounds) for key, bounds in ranges.items()}
         for tgt in camp["targets"]:
-            row[f"generations_to_{tgt}"] = _interval([m["generations_to"][tgt] for m in ms], POSITIVE)
-            row[f"compute_ratio_{tgt}"] = _interval([r["generations_to"][tgt] / m["generations_to"][tgt]
+            row[f"generations_to_{tgt}"] = seed_interval([m["generations_to"][tgt] for m in ms], POSITIVE)
+            row[f"compute_ratio_{tgt}"] = seed_interval([r["generations_to"][tgt] / m["generations_to"][tgt]
                                                      for r, m in zip(ref_ms, ms)], POSITIVE)
-        row["grad_mass_over_planned"] = _interval([m["grad_mass_over_planned"] for m in ms], POSITIVE)
-        row["effective_ratio_gain"] = _interval([m["effective_ratio"] / r["effective_ratio"] - 1
+        row["grad_mass_over_planned"] = seed_interval([m["grad_mass_over_planned"] for m in ms], POSITIVE)
+        row["effective_ratio_gain"] = seed_interval([m["effective_ratio"] / r["effective_ratio"] - 1
                                                  for r, m in zip(ref_ms, ms)], (-1.0, math.inf))  # a ratio, less 1
         arms[name] = row
     summary = {"seeds": seeds, "reference_arm": ref, "budget_generations": budget, "targets": camp["targets"],
@@ -354,7 +357,7 @@ def _allocation_figure(summary: dict, out_dir=None):
     return fig
 
 
-def _ci(r, nd=3, scale=1.0):
+def interval_text(r, nd=3, scale=1.0):
     """'mean [lo, hi]' of a seed interval (scaled), '—' where missing."""
     if not r or r.get("n", 0) == 0 or not math.isfinite(r.get("mean") if r.get("mean") is not None else math.nan):
         return "—"
@@ -362,3 +365,6 @@ def _ci(r, nd=3, scale=1.0):
     mark = TRANSFORMED_MARK if r.get("scale") in ("logit", "log") else ""  # "cut": the edge is printed
     part = f"{m:.{nd}f}" + (f" [{lo:.{nd}f}, {hi:.{nd}f}]{mark}" if math.isfinite(lo) else "")
     return part + (f" ({r['n']}/{r['of']} seeds)" if r["n"] < r["of"] else "")
+
+
+_ci = interval_text  # the former name

@@ -35,7 +35,7 @@ import numpy as np
 
 from .._errors import InputError
 from ..atomic import entry_path, read_json, write_json
-from .allocation_campaign import POSITIVE, _interval, campaign_tables, checked_seeds, run_allocation_campaign
+from .allocation_campaign import POSITIVE, campaign_tables, checked_seeds, run_allocation_campaign, seed_interval
 
 __all__ = ["load_comparison", "run_comparison", "summarise_comparison", "comparison_markdown",
            "comparison_figure", "CONFIG_NAME", "SMALL_CONFIG_NAME", "LABELS"]
@@ -187,14 +187,14 @@ def summarise_comparison(out, comp: dict | None = None) -> dict:
             diff = [per[str(sd)]["mean_arcsin"] - s["per_run"][best][str(sd)]["mean_arcsin"] for sd in seeds]
             at_budget = all(per[str(sd)]["steps"] == int(read_json(out / v / "runs" / a / f"seed{sd}" / "config.json")["steps"])
                             for sd in seeds)
-            row = {"mean_arcsin": r["mean_arcsin"], "diff_vs_best": _interval(diff),
+            row = {"mean_arcsin": r["mean_arcsin"], "diff_vs_best": seed_interval(diff),
                    "hard_quartile_p": r["hard_quartile_p"], "mean_p": r["mean_p"],
                    "effective_ratio": r["effective_ratio"], "grad_mass_over_planned": r["grad_mass_over_planned"],
-                   "generations_to_t50": _interval(g50, POSITIVE), "generations_to_t100": _interval(g100, POSITIVE),
-                   "speedup_t50": _interval([b / g if g > 0 else math.nan for b, g in zip(b50, g50)], POSITIVE)}
+                   "generations_to_t50": seed_interval(g50, POSITIVE), "generations_to_t100": seed_interval(g100, POSITIVE),
+                   "speedup_t50": seed_interval([b / g if g > 0 else math.nan for b, g in zip(b50, g50)], POSITIVE)}
             if at_budget:
                 parts = np.array([_decomposition(out / v / "runs" / a / f"seed{sd}") for sd in seeds])
-                row["decomposition"] = [_interval(parts[:, q].tolist()) for q in range(4)]
+                row["decomposition"] = [seed_interval(parts[:, q].tolist()) for q in range(4)]
             arms[a] = row
         ref = arms[best]
         for a, row in arms.items():
@@ -218,7 +218,7 @@ def summarise_comparison(out, comp: dict | None = None) -> dict:
 
 def comparison_markdown(summary: dict) -> list[str]:
     """The comparison's tables (one per variant), the decomposition and the verdict, as markdown lines."""
-    from .allocation_campaign import INTERVAL_NOTE, TRANSFORMED_MARK, _ci
+    from .allocation_campaign import INTERVAL_NOTE, TRANSFORMED_MARK, interval_text
 
     L = []
     for v, sv in summary["variants"].items():
@@ -232,10 +232,10 @@ def comparison_markdown(summary: dict) -> list[str]:
                  "mass measured / planned | wins |")
         L.append("|---|---|---|---|---|---|---|---|---|")
         for a, r in sv["arms"].items():
-            L.append(f"| {LABELS.get(a, a)} | {_ci(r['mean_arcsin'], 4)} | {_ci(r['diff_vs_best'], 4)} | "
-                     f"{_ci(r['generations_to_t50'], 2, 1e-6)} | {_ci(r['generations_to_t100'], 2, 1e-6)} | "
-                     f"{_ci(r['hard_quartile_p'], 4)} | {_ci(r['effective_ratio'])} | "
-                     f"{_ci(r['grad_mass_over_planned'], 2)} | {', '.join(r['winner']) or '—'} |")
+            L.append(f"| {LABELS.get(a, a)} | {interval_text(r['mean_arcsin'], 4)} | {interval_text(r['diff_vs_best'], 4)} | "
+                     f"{interval_text(r['generations_to_t50'], 2, 1e-6)} | {interval_text(r['generations_to_t100'], 2, 1e-6)} | "
+                     f"{interval_text(r['hard_quartile_p'], 4)} | {interval_text(r['effective_ratio'])} | "
+                     f"{interval_text(r['grad_mass_over_planned'], 2)} | {', '.join(r['winner']) or '—'} |")
         L.append("")
         dec = {a: r["decomposition"] for a, r in sv["arms"].items() if "decomposition" in r}
         if dec:
@@ -244,7 +244,7 @@ def comparison_markdown(summary: dict) -> list[str]:
             L.append("| arm | Q1 (hardest) | Q2 | Q3 | Q4 (easiest) |")
             L.append("|---|---|---|---|---|")
             for a, parts in dec.items():
-                L.append(f"| {LABELS.get(a, a)} | " + " | ".join(_ci(q, 4) for q in parts) + " |")
+                L.append(f"| {LABELS.get(a, a)} | " + " | ".join(interval_text(q, 4) for q in parts) + " |")
             L.append("")
     if any(TRANSFORMED_MARK in line for line in L):  # the mark explained where the tables use it
         L.append(INTERVAL_NOTE + "\n")

@@ -38,7 +38,7 @@ from ..plotstyle import save_figure
 from ..trainers import convention_gap
 from ..update import fidelity
 from . import bigmath, dapo_fit, group_size_table, provenance, theory
-from .figures import _optional, campaign_figure, loss_figures, make_figures, monte_carlo_sizes
+from .figures import optional_import, campaign_figure, loss_figures, make_figures, monte_carlo_sizes
 
 __all__ = ["Published", "PUBLISHED", "HISTOGRAM_NOTE", "compare", "run_reproduction", "REPORT_KEYS", "DEFAULT_OUT"]
 
@@ -250,7 +250,7 @@ def _reuse(run_dir: Path, config, marker: str, finished: str, progress: bool) ->
 
 
 def _campaign_stage(out: Path, progress: bool, overrides: dict | None = None):
-    mod, why = _optional("gsd.simulator.campaign")
+    mod, why = optional_import("gsd.simulator.campaign")
     if mod is None:
         return {"status": "not available", "reason": why}
     run_dir = out / "campaign"
@@ -265,7 +265,7 @@ def _campaign_stage(out: Path, progress: bool, overrides: dict | None = None):
 def _allocation_stage(out: Path, progress: bool):
     """Beyond the paper: the allocation comparison at reproduce size (uniform G, DAPO, GRESO-style
     skip, the allocator's values; tabular and MLP policies)."""
-    mod, why = _optional("gsd.reproduce.allocation_comparison")
+    mod, why = optional_import("gsd.reproduce.allocation_comparison")
     if mod is None:
         return {"status": "not available", "reason": why}
     try:  # its planned arms and its MLP variant run on the torch engine: without the extra, say so
@@ -289,7 +289,7 @@ def _transformer_stage(mode: str, seed: int, fig_dir: Path, out: Path):
     a fast run never overwrites them."""
     if mode == "skip":
         return {"status": "skipped", "reason": "--transformer skip"}
-    mod, why = _optional("gsd.reproduce.transformer")
+    mod, why = optional_import("gsd.reproduce.transformer")
     if mod is None:
         return {"status": "not available", "reason": why}
     from .._extras import require_trl
@@ -687,7 +687,7 @@ def _transformer_markdown(t: dict) -> list[str]:
 
 def _allocation_markdown(a: dict) -> list[str]:
     """The "beyond the paper" section: the allocation campaign's table and what it says."""
-    from .allocation_campaign import INTERVAL_NOTE, LABELS, _ci
+    from .allocation_campaign import INTERVAL_NOTE, LABELS, interval_text
 
     L = ["## Beyond the paper: budget allocation (simulator)\n"]
     if a.get("status") != "ok":
@@ -716,13 +716,13 @@ def _allocation_markdown(a: dict) -> list[str]:
     t = a["targets"]
     rows = []
     for name, r in a["arms"].items():
-        rows.append({"arm": LABELS.get(name, name), "eff": _ci(r["effective_ratio"]),
-                     "gain": _ci(r["effective_ratio_gain"], 1, 100.0),
-                     "g_hq": _ci(r["generations_to_hard_quartile_p"], 2, 1e-6),
-                     "cr": _ci(r["compute_ratio_hard_quartile_p"], 2),
-                     "g_mp": _ci(r["generations_to_mean_p"], 2, 1e-6),
-                     "hq": _ci(r["hard_quartile_p"]), "mp": _ci(r["mean_p"]), "arc": _ci(r["mean_arcsin"]),
-                     "gp": _ci(r.get("grad_mass_over_planned"), 2)})
+        rows.append({"arm": LABELS.get(name, name), "eff": interval_text(r["effective_ratio"]),
+                     "gain": interval_text(r["effective_ratio_gain"], 1, 100.0),
+                     "g_hq": interval_text(r["generations_to_hard_quartile_p"], 2, 1e-6),
+                     "cr": interval_text(r["compute_ratio_hard_quartile_p"], 2),
+                     "g_mp": interval_text(r["generations_to_mean_p"], 2, 1e-6),
+                     "hq": interval_text(r["hard_quartile_p"]), "mp": interval_text(r["mean_p"]), "arc": interval_text(r["mean_arcsin"]),
+                     "gp": interval_text(r.get("grad_mass_over_planned"), 2)})
     L.append(_md_table(rows, [("arm", "arm"), ("eff", "effective-gradient ratio"), ("gain", "vs fixed G = 8 (%)"),
                               ("g_hq", f"generations (M) to hardest quartile ≥ {t['hard_quartile_p']}"),
                               ("cr", "fixed G = 8 generations / arm's, same target"),
@@ -757,13 +757,13 @@ def allocation_verdict(a: dict) -> str:
         else:
             lines.append("Neither arm reached the hardest-quartile target within the budget; the ~2× compute claim "
                          "cannot be checked at this size.")
-    from .allocation_campaign import LABELS, _ci
+    from .allocation_campaign import LABELS, interval_text
 
     real = {n: r for n, r in arms.items() if not n.startswith("oracle")}
 
     def best(key):
         name = max(real, key=lambda n: real[n][key]["mean"])
-        return f"{LABELS.get(name, name)} ({_ci(real[name][key])})"
+        return f"{LABELS.get(name, name)} ({interval_text(real[name][key])})"
 
     lines.append(f"Without the oracle, at equal generations, the best arm by the hardest quartile's p is "
                  f"{best('hard_quartile_p')}; by mean 2·arcsin√p (GRPO's objective) {best('mean_arcsin')}; by mean p "

@@ -649,6 +649,8 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
         for cb in (PrinterCallback, ProgressCallback):
             tr.remove_callback(cb)
         tr.train()
+        if completions_dir is not None:
+            tr.save_state()  # trainer_state.json beside completions/: TRL's own frac_reward_zero_std per step
     task.model.eval()
     measured = [h["frac_reward_zero_std"] for h in tr.state.log_history if "frac_reward_zero_std" in h]
     rows = []
@@ -814,23 +816,37 @@ def _weighted_r2(cells, slope) -> float:
 TRAIN_RUN_SIZES = {"full": (32, 30, 4, 3, 100), "fast": (16, 8, 2, 1, 10)}
 
 
-def run_training(*, fast: bool = False, G: int = 8, lr: float = 1e-3, log=None) -> dict:
+def run_training(*, fast: bool = False, G: int = 8, lr: float = 1e-3, log=None, out=None) -> dict:
     """The three methods of :data:`METHODS` trained by TRL from one initial model per seed (its
     own pretraining and TRL's seed), equal generations per step; each writes TRL's completions
     log, which :func:`calibrate` diagnoses; then :func:`sigma_update` on seed 0's initial model.
+
+    ``out``: a new folder that keeps each training's TRL logs, ``out/seed{seed}/{method}/`` (TRL's
+    ``output_dir``: ``completions/`` and ``trainer_state.json``), for ``gsd diagnose``; by default
+    they go to a temporary folder.
 
     Returns ``runs`` (per seed, per method: :func:`train_silent`'s result with ``calibration``),
     ``hardest`` (per seed, the prompts of the lowest quarter of initial exact p), ``quartile``
     (per method and seed, the mean exact p of those prompts per step, the final after the last
     step), and ``sigma``.
     """
+    import contextlib
     import copy
     import tempfile
+    from pathlib import Path
 
     require_trl("TRL's trainings of a tiny transformer")
     n_prompts, steps, copies, seeds, draws = TRAIN_RUN_SIZES["fast" if fast else "full"]
-    out = {"G": G, "lr": lr, "n_prompts": n_prompts, "steps": steps, "copies": copies, "runs": {}, "hardest": {},
-           "quartile": {m: {} for m in METHODS}}
+    if out is not None:
+        from ..atomic import make_folder
+
+        keep = Path(out)
+        if keep.exists() and (not keep.is_dir() or any(keep.iterdir())):
+            raise InputError(f"out {str(out)!r} exists and is not an empty folder: give a new one (TRL's logs of "
+                             "another run there would be mixed with these)")
+        make_folder(keep)
+    out_folder, out = out, {"G": G, "lr": lr, "n_prompts": n_prompts, "steps": steps, "copies": copies, "runs": {},
+                            "hardest": {}, "quartile": {m: {} for m in METHODS}}
     for seed in range(seeds):
         task = build_task(n_prompts, seed=seed)
         initial = copy.deepcopy(task)
@@ -839,7 +855,9 @@ def run_training(*, fast: bool = False, G: int = 8, lr: float = 1e-3, log=None) 
         out["hardest"][seed] = hard.tolist()
         out["runs"][seed] = {}
         for method in METHODS:
-            with tempfile.TemporaryDirectory() as tmp:
+            where = tempfile.TemporaryDirectory() if out_folder is None else \
+                contextlib.nullcontext(str(Path(out_folder) / f"seed{seed}" / method))
+            with where as tmp:
                 t = train_silent(copy.deepcopy(initial), method, G=G, copies=copies, steps=steps, lr=lr, seed=seed,
                                  completions_dir=tmp)
                 t["calibration"] = calibrate(t, tmp)

@@ -122,17 +122,17 @@ def test_resumes_without_rerunning(campaign):
     ([-5.0, 7.0], (-math.inf, math.inf), "natural", _student_t([-5.0, 7.0])),
 ], ids=["inside", "probability", "generations", "objective", "on-the-edge", "unbounded"])
 def test_interval_stays_in_the_quantity_range(values, bounds, scale, expected):
-    r = ac._interval(values, bounds)
+    r = ac.seed_interval(values, bounds)
     assert r["scale"] == scale and r["mean"] == pytest.approx(np.mean(values))
     assert (r["lo"], r["hi"]) == pytest.approx(expected, rel=1e-12)
     assert bounds[0] <= r["lo"] <= r["mean"] <= r["hi"] <= bounds[1]
 
 
 def test_interval_of_one_seed_or_none():
-    assert math.isnan(ac._interval([0.4], (0, 1))["lo"]) and ac._interval([0.4], (0, 1))["n"] == 1
-    assert ac._interval([None, math.nan], (0, 1))["n"] == 0
-    assert ac._ci(ac._interval([0.10, 0.99], (0, 1))).endswith(ac.TRANSFORMED_MARK)
-    assert ac.TRANSFORMED_MARK not in ac._ci(ac._interval([0.50, 0.52], (0, 1)))
+    assert math.isnan(ac.seed_interval([0.4], (0, 1))["lo"]) and ac.seed_interval([0.4], (0, 1))["n"] == 1
+    assert ac.seed_interval([None, math.nan], (0, 1))["n"] == 0
+    assert ac.interval_text(ac.seed_interval([0.10, 0.99], (0, 1))).endswith(ac.TRANSFORMED_MARK)
+    assert ac.TRANSFORMED_MARK not in ac.interval_text(ac.seed_interval([0.50, 0.52], (0, 1)))
 
 
 @settings(max_examples=200, deadline=None)
@@ -141,7 +141,7 @@ def test_interval_of_one_seed_or_none():
 def test_every_interval_is_inside_its_range(unit, kind):
     (a, b), scale = kind
     values = [a + scale * u for u in unit]
-    r = ac._interval(values, (a, b))
+    r = ac.seed_interval(values, (a, b))
     assert a <= r["lo"] <= r["hi"] <= b
     natural = _student_t(values) if np.std(values) > 0 else (np.mean(values),) * 2
     if a <= natural[0] and natural[1] <= b:  # inside already: the plain Student-t interval, untouched
