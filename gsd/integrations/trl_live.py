@@ -1,4 +1,4 @@
-"""The old home of the live TRL hooks, now :mod:`gsd.live`: every name still imports from here, with a DeprecationWarning.
+"""The old home of the live TRL hooks, now :mod:`gsd.live`: every name imports from here, with a warning.
 
 ``from gsd.integrations.trl_live import GroupTracker`` (the documented statement until the hooks
 moved above :mod:`gsd.diagnose`, so that the trainers' format modules import no analysis) gives
