@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from gsd.atomic import write_json  # a benchmark's result file is never half-written
-from gsd.integrations.trl_live import GroupTracker, SkipSampler
+from gsd.live import GroupTracker, SkipSampler
 
 NUMBER = re.compile(r"(-?\d+)(?!.*\d)", re.S)
 FORMAT = re.compile(r"<answer>.*</answer>", re.S)

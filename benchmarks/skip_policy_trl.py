@@ -33,7 +33,7 @@ def train(task, arm: str, *, G: int, copies: int, steps: int, lr: float, seed: i
     from transformers import PrinterCallback, ProgressCallback, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from gsd.integrations.trl_live import GroupTracker, GSDGRPOTrainer
+    from gsd.live import GroupTracker, GSDGRPOTrainer
     from gsd.reproduce.transformer import TRAININGS, _torch_threads
 
     right = {p: set(r) for p, r in zip(task.prompts, task.right)}
@@ -84,7 +84,7 @@ def train(task, arm: str, *, G: int, copies: int, steps: int, lr: float, seed: i
 def _policy(arm: str):
     """``value`` (SkipPolicy's defaults) or ``value-<part>+<part>…``: ``mean`` (thompson=False),
     ``c<x>`` (candidates=x), else a value name."""
-    from gsd.integrations.trl_live import SkipPolicy
+    from gsd.live import SkipPolicy
 
     if arm == "value":
         return "value"

@@ -31,3 +31,22 @@ def lazy_exports(package: str, exports: dict[str, tuple[str, ...]]):
         return sorted(set(namespace) | set(where))
 
     return __getattr__, __dir__, list(where)
+
+
+def moved_names(module: str, moved: dict[str, tuple[str, str]]):
+    """``__getattr__`` for a module whose public names moved elsewhere: ``moved`` maps each old
+    name to (its new module, its name there).  Each look-up imports the new place and warns, with
+    a DeprecationWarning naming it, at the line that used the old path (``stacklevel=2``: a
+    ``from old import name`` statement, or ``old.name``)."""
+
+    def __getattr__(name):
+        if name not in moved:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        import warnings
+
+        new_module, new = moved[name]
+        warnings.warn(f"{module}.{name} has moved: import it as {new_module}.{new} "
+                      f"(the old path will be removed in a later release)", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(new_module), new)
+
+    return __getattr__

@@ -194,7 +194,7 @@ def median_group_size(p, epsilon, *, max_group_size: int = DEFAULT_MAX_GROUP_SIZ
     nondecreasing in G, so "at least half reach the target at G" is monotone — without solving
     the prompts near 0 or 1 that need thousands.  ``gsd diagnose``'s
     ``median_group_size_recommended`` and the live ``gsd/recommended_group_size`` in a TRL run
-    (:mod:`gsd.integrations.trl_live`) are this function.
+    (:mod:`gsd.live`) are this function.
 
     Examples
     --------

@@ -18,7 +18,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 from trl import GRPOConfig
 
-from gsd.integrations.trl_live import GroupTracker, GSDGRPOTrainer
+from gsd.live import GroupTracker, GSDGRPOTrainer
 
 out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp())
 

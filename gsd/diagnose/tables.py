@@ -201,7 +201,7 @@ def one_step_log_score(k, n, k_eff, n_eff, prior) -> np.ndarray:
 
     ``k`` right of ``n`` scored rollouts; ``k_eff`` and ``n_eff`` the prompt's (discounted)
     counts at earlier steps; ``prior`` (a₀, b₀).  :func:`choose_half_life` sums it over the
-    groups of prompts seen before; the live :class:`gsd.integrations.trl_live.GroupTracker`
+    groups of prompts seen before; the live :class:`gsd.live.tracker.GroupTracker`
     sums it generation by generation.
 
     Examples

@@ -5,9 +5,11 @@ about that trainer and imports nothing of gsd beyond the error class and the hel
 package, so the reader (:mod:`gsd.diagnose.readers`), the simulator's log writer
 (:mod:`gsd.simulator.rollout_log`) and the convention table (:mod:`gsd.trainers`) all sit on top
 of it.  Reading a log never needs the trainer installed.  Live hooks that import a trainer
-live in their own module on top of the trainer's: :mod:`gsd.integrations.trl_live` (a tracker
-inside TRL's reward functions, a ``GRPOTrainer`` subclass), which saves the self-describing table
-of :mod:`gsd.integrations.tracker_table` that the reader reads back.
+live in their own package above the log reader, :mod:`gsd.live` (a tracker inside TRL's reward
+functions, a skipping sampler, a ``GRPOTrainer`` subclass), which saves the self-describing table
+of :mod:`gsd.integrations.tracker_table` that the reader reads back.  Nothing here imports
+:mod:`gsd.diagnose` or :mod:`gsd.live` (the hooks' deprecated old names, in ``trl`` and
+``trl_live``, look up their new place only when used).
 
 **Adding a trainer**: write its module here, add its name to :data:`TRAINERS`, pin the release
 its rules were read in, and test the reader against the trainer's own writer.

@@ -1,6 +1,6 @@
 """The table gsd's live TRL tracker saves: a parquet file that says in its metadata what it holds.
 
-:meth:`gsd.integrations.trl_live.GroupTracker.save` writes it and :mod:`gsd.diagnose.readers`
+:meth:`gsd.live.tracker.GroupTracker.save` writes it and :mod:`gsd.diagnose.readers`
 reads it back with no flags; the description both use is built and read here, so that neither
 imports the other.
 

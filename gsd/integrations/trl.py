@@ -28,8 +28,8 @@ What it writes (``log_completions=True``)
 The reader (:mod:`gsd.diagnose.readers`) undoes what can be undone and says what cannot (see the
 docs page "Reading real logs").
 
-The live hooks (:mod:`gsd.integrations.trl_live`: a tracker inside the reward functions, a
-``GRPOTrainer`` subclass) build on this module; this module imports neither them nor gsd.diagnose.
+The live hooks (:mod:`gsd.live`: a tracker inside the reward functions, a ``GRPOTrainer``
+subclass) build on this module; this module imports neither them nor gsd.diagnose.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._lazy import moved_names
 from . import TRUTH_COLUMN
 from ._columns import chat_label
 
@@ -627,21 +628,11 @@ def write_step(folder, step: int, prompts, rewards: dict, *, completions="", adv
 
 #: Names this module held until the live hooks moved out (gsd 0.1.0): each still imports from
 #: here, with a DeprecationWarning naming where it lives now (old name → module, name there).
-_MOVED = {"GroupTracker": ("gsd.integrations.trl_live", "GroupTracker"),
-          "GSDGRPOTrainer": ("gsd.integrations.trl_live", "GSDGRPOTrainer"),
-          "SkipSampler": ("gsd.integrations.trl_live", "SkipSampler"),
-          "LIVE_METRICS": ("gsd.integrations.trl_live", "LIVE_METRICS"),
+_MOVED = {"GroupTracker": ("gsd.live", "GroupTracker"),
+          "GSDGRPOTrainer": ("gsd.live", "GSDGRPOTrainer"),
+          "SkipSampler": ("gsd.live", "SkipSampler"),
+          "LIVE_METRICS": ("gsd.live", "LIVE_METRICS"),
           "TRACKER_TABLE": ("gsd.integrations.tracker_table", "KEY"),
           "tracker_table": ("gsd.integrations.tracker_table", "read_description")}
 
-
-def __getattr__(name):
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    import warnings
-
-    module, new = _MOVED[name]
-    warnings.warn(f"gsd.integrations.trl.{name} has moved: import it as {module}.{new} "
-                  f"(the old path will be removed in a later release)", DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(module), new)
+__getattr__ = moved_names(__name__, _MOVED)

@@ -12,7 +12,7 @@ the first logged step it checks
 
 and when one exceeds its threshold it warns (:class:`SilenceWarning`, once per metric) and, with
 ``stop=True``, sets ``control.should_training_stop`` so that the trainer ends after that step.
-No gsd figure is needed: it works with any ``GRPOTrainer`` (and with :mod:`gsd.integrations.trl_live`).
+No gsd figure is needed: it works with any ``GRPOTrainer`` (and with :mod:`gsd.live`).
 
 The class is built on first use (this module imports transformers only then).
 """

@@ -638,7 +638,7 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
                           disable_tqdm=True, **METHODS[method])
         kind, extra = GRPOTrainer, {}
         if method == "skip":
-            from ..integrations.trl_live import GSDGRPOTrainer
+            from ..live import GSDGRPOTrainer
 
             kind, extra = GSDGRPOTrainer, SKIP
         tr = kind(model=task.model, reward_funcs=[first_token], args=args, callbacks=[Exact()],

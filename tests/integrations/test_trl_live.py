@@ -15,7 +15,7 @@ pytest.importorskip("trl", reason="the tests against the real TRL need trl==1.16
 from gsd import InputError  # noqa: E402
 from gsd.cli import main  # noqa: E402
 from gsd.diagnose.report import diagnosis_json  # noqa: E402
-from gsd.integrations.trl_live import LIVE_METRICS, GroupTracker  # noqa: E402
+from gsd.live import LIVE_METRICS, GroupTracker  # noqa: E402
 
 from .real_trainers import trl_run  # noqa: E402
 
@@ -24,7 +24,7 @@ P = [0.0, 1.0, 0.5, 0.2, 0.8, 0.0, 1.0, 0.5]
 
 
 def _trainer():
-    from gsd.integrations.trl_live import GSDGRPOTrainer
+    from gsd.live import GSDGRPOTrainer
 
     return GSDGRPOTrainer
 
@@ -244,7 +244,7 @@ def test_bad_arguments():
     h(prompts=["a", "a"], completions=["", ""])
     with pytest.raises(InputError, match=r"\.parquet"):
         t4.save("run.csv")
-    from gsd.integrations.trl_live import GSDGRPOTrainer
+    from gsd.live import GSDGRPOTrainer
 
     with pytest.raises(InputError, match="skip_above"):
         GSDGRPOTrainer(model=None, skip_above=1.5)
@@ -495,7 +495,7 @@ def test_no_finite_reward_is_recorded_not_raised():
 def _policy_sampler(policy, n_each=8, G=4, batch=16, generations=6, seed=0):
     """A tracker that has seen 8 never-right, 8 always-right and 16 coin-flip prompts, and a value
     sampler over them."""
-    from gsd.integrations.trl_live import SkipSampler
+    from gsd.live import SkipSampler
 
     rng = np.random.default_rng(seed)
     keys = [f"q{i}" for i in range(4 * n_each)]
@@ -507,7 +507,7 @@ def _policy_sampler(policy, n_each=8, G=4, batch=16, generations=6, seed=0):
 
 
 def test_value_policy_skips_the_silent_and_starves_none():
-    from gsd.integrations.trl_live import SkipPolicy
+    from gsd.live import SkipPolicy
 
     sampler, p = _policy_sampler(SkipPolicy(max_skips=2, thompson=False))
     batches = [sampler._batch() for _ in range(40)]
@@ -534,7 +534,7 @@ def test_value_policy_skips_the_silent_and_starves_none():
 def test_value_policy_explores_with_thompson_draws():
     """Thompson draws: the coin-flip prompts fill the batches; a never-right prompt comes back no
     later than its cap."""
-    from gsd.integrations.trl_live import SkipPolicy
+    from gsd.live import SkipPolicy
 
     sampler, p = _policy_sampler(SkipPolicy(max_skips=3), seed=1)
     for _ in range(40):
@@ -548,7 +548,7 @@ def test_value_policy_explores_with_thompson_draws():
 
 
 def test_skip_policy_refused_where_it_cannot_act():
-    from gsd.integrations.trl_live import SkipPolicy
+    from gsd.live import SkipPolicy
 
     for bad in ({"candidates": 0.5}, {"value": "horizon"}, {"max_skips": -1}, {"thompson": "yes"}):
         with pytest.raises(InputError, match=next(iter(bad))):
@@ -595,7 +595,7 @@ def test_no_finite_reward_trains_on_in_trl(tmp_path):
 def value_run(tmp_path_factory):
     """The value policy in a real run (the API the experiments call), 16 of 32 prompts per batch;
     inside the reward function, the tracker's posterior before each generation."""
-    from gsd.integrations.trl_live import GroupTracker as Tracker
+    from gsd.live import GroupTracker as Tracker
 
     prompts = [f"q{i % 16} w{i // 16}" for i in range(32)]
     p = [0.0] * 8 + [1.0] * 8 + [0.5] * 16

@@ -15,7 +15,7 @@ pytest.importorskip("trl", reason="the tests against the real TRL need trl==1.16
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from gsd.integrations.trl_live import GroupTracker, trl_total, trl_zero_std  # noqa: E402
+from gsd.live import GroupTracker, trl_total, trl_zero_std  # noqa: E402
 
 from .real_trainers import trl_run  # noqa: E402
 
@@ -43,7 +43,7 @@ def run(tmp_path_factory):
             seen.append((trainer_state.global_step, [PATTERNS[int(q)][j % G] for j, q in enumerate(p)]))
         return (PATTERNS[int(q)][j % G] for j, q in enumerate(p))  # a generator: TRL lists it
 
-    from gsd.integrations.trl_live import GSDGRPOTrainer
+    from gsd.live import GSDGRPOTrainer
 
     prompts = [f"q{i} w1 w2" for i in range(len(PATTERNS))]
     truth = trl_run(tmp_path_factory.mktemp("graded"), prompts=prompts, p=list(range(len(PATTERNS))), G=G,

@@ -60,4 +60,50 @@ def test_silent_fraction_is_trls(ranks):
 
 
 def test_skipping_is_refused_with_several_processes(ranks):
-    assert all(r["skip_refused"].startswith("skip_above=0.9 works in one process (this run has 2)") for r in ranks)
+    assert all(r["skip_refused"].startswith("skip_above works in one process (this run has 2)") for r in ranks)
+
+
+@pytest.fixture(scope="module")
+def failed_ranks(tmp_path_factory):
+    """A 2-process run where process 1's tracker cannot record the second generation (about 20 s).
+
+    Before the failing process joined the gather with a failure marker, process 0 waited in the
+    gather for ever: the timeout is the hang."""
+    out = tmp_path_factory.mktemp("fail")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                          str(SCRIPT), str(out), "fail"], capture_output=True, text=True, timeout=180, env=env, cwd=out)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+def _weighted_truth(rank):
+    """Per step: the silent fraction of the weighted total correct + fmt over both processes' rows
+    (0/1 rewards, no None: silent when every total of the group is equal)."""
+    out = {}
+    calls = [r["calls"][name] for r in rank for name in ("correct", "fmt")]  # process 0's two, then process 1's
+    for (step, _, c0), (_, _, f0), (_, _, c1), (_, _, f1) in zip(*calls, strict=True):
+        total = (np.array(c0 + c1, float) + np.array(f0 + f1, float)).reshape(-1, 4)
+        out[step + 1] = (total.max(axis=1) == total.min(axis=1)).mean()
+    return out
+
+
+def test_a_failure_on_one_process_is_recorded_by_every_process_and_training_goes_on(failed_ranks):
+    r0, r1 = failed_ranks
+    assert r0["unscorable"] == r1["unscorable"]  # the failure crossed to the process that did not fail
+    [entry] = r0["unscorable"]
+    assert entry["step"] == 2
+    assert entry["reason"].startswith("process 1: reward function 'correct' returned Decimal(")
+    assert entry["reason"].endswith("(every process leaves the generation out)")
+    assert all(len(r["runtime_warnings"]) == 1 and "step 2 not scored by gsd (process 1:" in r["runtime_warnings"][0]
+               for r in failed_ranks)
+    # The generations before and after are recorded, alike on both processes, as TRL counted them.
+    assert r0["metrics"] == r1["metrics"]
+    truth = _weighted_truth(failed_ranks)
+    assert sorted(truth) == [1, 2, 3, 4]
+    assert {m["step"]: m["silent_frac"] for m in r0["metrics"]} == {s: truth[s] for s in (1, 3, 4)}
+    logged = {e["step"]: e for e in r0["log_history"] if "frac_reward_zero_std" in e}
+    assert sorted(logged) == [1, 2, 3, 4]  # TRL trained every step
+    assert "gsd/silent_frac" not in logged[2]
+    for s in (1, 3, 4):
+        assert np.float32(logged[s]["gsd/silent_frac"]) == np.float32(logged[s]["frac_reward_zero_std"])

@@ -85,7 +85,7 @@ def test_cycles_are_found():
 
 def test_the_graph_sees_imports_in_functions():
     edges = import_graph()
-    assert "gsd.diagnose.tables" in edges["gsd.integrations.trl_live"]  # imported inside a method
+    assert "gsd.diagnose.tables" in edges["gsd.live.tracker"]  # imported inside a method
     assert "gsd.integrations.tracker_table" in edges["gsd.diagnose.readers"]  # inside read_rollouts
 
 
@@ -100,5 +100,30 @@ def test_trainer_format_modules_are_leaves():
     from gsd.integrations import TRAINERS
 
     for m in [f"gsd.integrations.{name}" for name in TRAINERS] + ["gsd.integrations.tracker_table"]:
-        bad = sorted(t for t in edges[m] if t.startswith("gsd.diagnose") or t == "gsd.integrations.trl_live")
+        bad = sorted(t for t in edges[m] if t.startswith(("gsd.diagnose", "gsd.live")))
         assert not bad, f"{m} imports {bad}"
+
+
+def _crossing(edges, low: str, high: str) -> list[str]:
+    """The arrows from the package ``low`` up into ``high``."""
+    return sorted(f"{m} -> {t}" for m, ts in edges.items() if m == low or m.startswith(low + ".")
+                  for t in ts if t == high or t.startswith(high + "."))
+
+
+def test_layers_formats_then_diagnose_then_live():
+    """gsd.integrations (the trainers' formats) < gsd.diagnose (the log reader and its tables) <
+    gsd.live (the hooks inside a training run): no arrow points up.  The hooks' deprecated old
+    names in gsd.integrations (``trl``, ``trl_live``) look their new place up by name, on use."""
+    edges = import_graph()
+    assert any(t.startswith("gsd.integrations") for t in edges["gsd.diagnose.readers"])  # the arrows looked for exist
+    assert any(t.startswith("gsd.diagnose") for t in edges["gsd.live.tracker"])
+    up = _crossing(edges, "gsd.integrations", "gsd.diagnose") + _crossing(edges, "gsd.integrations", "gsd.live") + \
+        _crossing(edges, "gsd.diagnose", "gsd.live")
+    assert not up, "upward imports: " + "; ".join(up)
+
+
+def test_the_layer_check_finds_an_upward_arrow():
+    edges = {"gsd.integrations.trl": {"gsd.live.tracker"}, "gsd.live.tracker": {"gsd.diagnose.tables"},
+             "gsd.diagnose.tables": set()}
+    assert _crossing(edges, "gsd.integrations", "gsd.live") == ["gsd.integrations.trl -> gsd.live.tracker"]
+    assert _crossing(edges, "gsd.diagnose", "gsd.live") == []
