@@ -490,11 +490,14 @@ _ADVICE_TERMS = 30_000_000
 
 
 def group_size_advice_for(post: BetaPosterior, prompts_per_step: int, *, scale: str = "group", ddof: int = 0,
-                          eps: float = 0.0, optimizer=None, cost=None):
+                          eps: float = 0.0, optimizer=None, cost=None, hold: str = "prompts",
+                          generations_per_step: int | None = None):
     """:func:`gsd.group_size_advice` as ``gsd diagnose`` and the live tracker give it: over the run's prompts
     (their posteriors), at its prompts per step held fixed, for its update (GRPO for a group std; Dr.GRPO's
     objective p for none or one batch std) and std convention, on :data:`ADVICE_GRID`; at the posterior means
-    when the exact sums would be too many."""
+    when the exact sums would be too many.  ``hold="generations"`` (with ``generations_per_step``): the
+    same at the run's generations per step held fixed instead (TRL: ``per_device_train_batch_size``
+    kept while ``num_generations`` changes)."""
     from .._binomial import unique_pairs
     from ..speed import DEFAULT_OPTIMIZER, group_size_advice
 
@@ -502,8 +505,14 @@ def group_size_advice_for(post: BetaPosterior, prompts_per_step: int, *, scale: 
     src, note = post, None
     if unique_pairs(post.a.ravel(), post.b.ravel())[0].size * sum(g + 1 for g in ADVICE_GRID) > _ADVICE_TERMS:
         src, note = post.mean, "computed at each prompt's posterior mean (too many distinct posteriors for exact sums)"
-    adv = group_size_advice(src, hold="prompts", method=method, optimizer=optimizer or DEFAULT_OPTIMIZER,
-                            g_grid=ADVICE_GRID, cost=cost, prompts_per_step=int(prompts_per_step), ddof=ddof, eps=eps)
+    grid = ADVICE_GRID
+    if hold == "prompts":
+        held = {"prompts_per_step": int(prompts_per_step)}
+    else:  # a step of B generations holds groups of at most B
+        held = {"generations_per_step": int(generations_per_step)}
+        grid = [g for g in ADVICE_GRID if g <= int(generations_per_step)]
+    adv = group_size_advice(src, hold=hold, method=method, optimizer=optimizer or DEFAULT_OPTIMIZER,
+                            g_grid=grid, cost=cost, ddof=ddof, eps=eps, **held)
     if note:
         adv.notes.append(note)
     return adv
@@ -695,12 +704,18 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
     logged = "the logged rollouts" if log.missing_steps else "the generation"
     if not log.silent_observable:
         logged = "the trained groups (the silent ones were removed before the dump)"
-    advice = n_step = None
+    advice = advice_gen = n_step = None
     if a0 is not None:
         n_step = int(np.median(steps.loc[steps["groups"] > 0, "groups"]))  # the run's prompts per step
         advice = group_size_advice_for(BetaPosterior(prompts["a"].to_numpy(), prompts["b"].to_numpy(), (a0, b0)),
                                        n_step, scale=conv["scale"], ddof=conv["ddof"], eps=conv["eps"],
                                        optimizer=optimizer, cost=cost)
+        G_run = log.group_size if isinstance(log.group_size, int | np.integer) and log.group_size >= 2 else None
+        if G_run is not None:
+            advice_gen = group_size_advice_for(
+                BetaPosterior(prompts["a"].to_numpy(), prompts["b"].to_numpy(), (a0, b0)), n_step,
+                scale=conv["scale"], ddof=conv["ddof"], eps=conv["eps"], optimizer=optimizer, cost=cost,
+                hold="generations", generations_per_step=n_step * int(G_run))
     fidelity_g = median_group_size(prompts["p_mean"].to_numpy(), epsilon) if "p_mean" in prompts else float("nan")
     summary = {
         "format": log.fmt,
@@ -752,6 +767,8 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         "advised_group_size": advice.best_G_per_generation if advice is not None else None,
         "advised_group_size_per_second": advice.best_G_per_second if advice is not None else None,
         "advice": advice.summary() | {"prompts_per_step": n_step} if advice is not None else None,
+        "advice_holding_generations": (advice_gen.summary() | {"generations_per_step": n_step * int(log.group_size)}
+                                       if advice_gen is not None else None),
         # The fidelity law (not advice): the G at which one group's update is within epsilon of the large-group
         # limit, median over the prompts; one definition with the live tracker's gsd/fidelity_group_size.
         "fidelity_group_size": fidelity_g,
