@@ -168,24 +168,54 @@ class RolloutLog:
 # Finding files
 
 
-def _walk(folder: Path) -> list[Path]:
-    """The files under ``folder`` (hidden files skipped), or an InputError for an unreadable or huge tree."""
+def _walk(folder: Path, hidden: bool = False) -> list[Path]:
+    """The files under ``folder`` (hidden files skipped unless ``hidden``; symlinked folders not
+    followed), or an InputError for an unreadable or huge tree."""
     def unreadable(exc):
         raise InputError(f"LOG: cannot read the folder {str(exc.filename)!r} ({exc.strerror})")
 
     files, seen = [], 0
     for root, dirs, names in os.walk(folder, onerror=unreadable):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        dirs[:] = [d for d in dirs if hidden or not d.startswith(".")]
         seen += len(dirs) + len(names)
         if seen > _MAX_FOLDER_ENTRIES:
             raise InputError(f"LOG: {str(folder)!r} holds more than {_MAX_FOLDER_ENTRIES:,} files and folders; "
                              "name the log files or the run's log folder")
-        files.extend(Path(root, n) for n in names if not n.startswith("."))
+        files.extend(Path(root, n) for n in names if hidden or not n.startswith("."))
     return [p for p in files if p.is_file()]
 
 
 # A folder is searched recursively; beyond this many entries it is not a log folder (``/``, a home).
 _MAX_FOLDER_ENTRIES = 200_000
+
+
+def _glob_files(pattern: str) -> list[Path]:
+    """The files a glob pattern matches, sorted.  A ``**`` pattern is matched over a walk that does
+    not follow symlinked folders and stops at :data:`_MAX_FOLDER_ENTRIES` entries (Python's own
+    recursive glob follows them, and a symlink loop makes it walk for ever); ``*`` and ``?`` do not
+    match a leading dot, as in glob."""
+    import fnmatch
+
+    parts = Path(pattern).parts
+    if "**" not in parts:
+        return sorted(Path(m) for m in _glob.glob(pattern) if Path(m).is_file())
+    first = next(i for i, part in enumerate(parts) if _glob.has_magic(part))
+    root = Path(*parts[:first]) if first else Path(".")
+    rules = [None if part == "**" else re.compile(fnmatch.translate(part)) for part in parts[first:]]
+    hidden_ok = [part.startswith(".") for part in parts[first:]]
+
+    def match(names, i=0) -> bool:
+        if i == len(rules):
+            return not names
+        if rules[i] is None:  # ** : zero or more folders
+            return match(names, i + 1) or (bool(names) and not names[0].startswith(".") and match(names[1:], i))
+        return bool(names) and (hidden_ok[i] or not names[0].startswith(".")) and bool(rules[i].match(names[0])) \
+            and match(names[1:], i + 1)
+
+    if not root.is_dir():
+        return []
+    found = [p for p in _walk(root, hidden=True) if match(p.relative_to(root).parts)]
+    return sorted(found)
 
 
 def _format_of(path: Path):
@@ -253,10 +283,12 @@ def _discover(paths, fmt: str):
         elif path.is_file():
             found.append(path)
         elif any(ch in text for ch in "*?["):
-            matches = sorted(Path(m) for m in _glob.glob(text, recursive=True) if Path(m).is_file())
+            matches = _glob_files(text)
             if not matches:
                 raise InputError(f"LOG: the pattern {text!r} matches no file")
             found.extend(matches)
+        elif path.exists():  # a FIFO, a socket, a device: reading it could block for ever
+            raise InputError(f"LOG: {text!r} is not a regular file (a pipe, a socket or a device)")
         else:
             raise InputError(f"LOG: {text!r} is neither a file, a folder nor a glob pattern that matches")
     unique = list(dict.fromkeys(p.resolve() for p in found))
@@ -648,6 +680,10 @@ _CHUNK_ROWS = 1 << 20  # rows per piece of a parquet or CSV file (bounds the mem
 
 def _read_file(path: Path, reader: _Reader):
     """Read one file (any format), piece by piece, into the reader's chunks."""
+    import pyarrow as pa
+
+    from .._userinput import reading, refuse_binary
+
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         pieces = _read_parquet(path, reader)
@@ -657,13 +693,19 @@ def _read_file(path: Path, reader: _Reader):
         pieces = _read_csv(path)
     else:
         raise InputError(f"{path}: unknown file type {suffix!r} (expected .jsonl, .parquet or .csv)")
-    for table, lines, bad in pieces:
-        for line, why in bad:
-            reader.bad(path, line, why)
-        if table is not None and table.num_rows:
-            reader.add(path, table, lines, extra_bad=len(bad))
-        elif bad:
-            reader.chunks.append(_empty_chunk(path, len(bad)))
+    if suffix != ".parquet":
+        refuse_binary(path, "LOG")
+    with reading(path, "LOG"):  # permission, a vanished file, an I/O error: one line naming the file
+        try:
+            for table, lines, bad in pieces:
+                for line, why in bad:
+                    reader.bad(path, line, why)
+                if table is not None and table.num_rows:
+                    reader.add(path, table, lines, extra_bad=len(bad))
+                elif bad:
+                    reader.chunks.append(_empty_chunk(path, len(bad)))
+        except pa.ArrowException as exc:  # pyarrow's reader on bytes it cannot take
+            raise InputError(f"LOG: cannot read {str(path)!r} ({str(exc).splitlines()[0][:200]})") from None
 
 
 def _empty_chunk(path, bad):
@@ -730,12 +772,22 @@ def _read_jsonl(path):
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         table = None
     if table is not None:
+        try:  # pyarrow's JSON reader does not check that strings are UTF-8; a full validation does
+            table.validate(full=True)
+        except pa.ArrowInvalid:
+            table = None
+    if table is not None:
         yield table, None, []  # line numbers are counted only if a row turns out unusable
         return
     records, lines, bad = [], [], []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for number, text in enumerate(fh, start=1):
-            if not text.strip():
+    with open(path, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:  # JSON is UTF-8: a row we cannot read is a bad row, named
+                bad.append((number, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"))
                 continue
             try:
                 obj = json.loads(text)
