@@ -19,6 +19,7 @@ import math
 import sys
 
 from ._errors import InputError, MissingExtra
+from ._userinput import parse_real
 
 # Modules that add sub-commands; optional ones are skipped if they are not there yet.
 _COMMANDS = (
@@ -70,7 +71,10 @@ def bounded_float(lo: float, hi: float, why: str, *, open_lo: bool = False, open
     excluded), as :func:`bounded_int`: NaN and ±inf are out of range, named as typed."""
 
     def real(text: str):
-        value = float(text)  # not a number: argparse's usage error
+        try:
+            value = parse_real(text, "value")  # not a number: argparse's usage error
+        except InputError as exc:  # 1e400: named as typed, not as the inf float64 makes of it
+            return _OutOfBounds(text, str(exc).split(": ", 1)[1])
         inside = (lo < value if open_lo else lo <= value) and (value < hi if open_hi else value <= hi)
         if not (math.isfinite(value) and inside):
             span = f"{'(' if open_lo else '['}{lo:g}, {hi:g}{')' if open_hi else ']'}"
@@ -78,6 +82,19 @@ def bounded_float(lo: float, hi: float, why: str, *, open_lo: bool = False, open
         return value
 
     return real
+
+
+def real_option(text: str):
+    """An argparse ``type`` for a real option without a schema of its own: ``float``, except that
+    a number float64 cannot hold (``1e400``, ``1e-400``) is reported naming the option and the
+    text as typed (the handler's own checks judge NaN and inf, which the user wrote as such)."""
+    try:
+        return parse_real(text, "value")
+    except InputError as exc:
+        return _OutOfBounds(text, str(exc).split(": ", 1)[1])
+
+
+real_option.__name__ = "number"  # argparse names the type in its usage error
 
 
 def _check_options(args) -> None:
@@ -91,7 +108,10 @@ def parse_list(text: str, kind=float, name: str = "value"):
     import numpy as np
 
     try:
-        values = [kind(x) for x in str(text).split(",") if x.strip() != ""]
+        values = [kind(parse_real(x, f"--{name}")) if kind is float else kind(x)
+                  for x in str(text).split(",") if x.strip() != ""]
+    except InputError:
+        raise
     except ValueError:
         raise CliError(f"--{name} must be a comma-separated list of numbers, got {text!r}") from None
     if not values:

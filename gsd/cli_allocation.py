@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from ._validate import MAX_EXACT_GROUP_SIZE
-from .cli import CliError, bounded_int, emit, parse_list
+from .cli import CliError, bounded_int, emit, parse_list, real_option
 
 HELP = "rollouts per step to share out among the prompts (see docs/theory.md, section Spending a rollout budget)"
 
@@ -47,7 +47,7 @@ def add_arguments(p) -> None:
                         "update = E[σ̂] (GRPO, the default before), dr_grpo, progress, nonsilent, knapsack, "
                         "gain / dr_gain (one-step gain of GRPO's / Dr.GRPO's objective), horizon / dr_horizon "
                         "(gain over --horizon steps, needs --lr)")
-    g.add_argument("--lr", type=float, default=None,
+    g.add_argument("--lr", type=real_option, default=None,
                    help="--value horizon/dr_horizon: the per-step logit rate (a tabular SGD policy's learning rate)")
     g.add_argument("--horizon", type=bounded_int(1, 10**6, "steps looked ahead"), default=None,
                    help="--value horizon/dr_horizon: steps looked ahead")
@@ -58,7 +58,7 @@ def add_arguments(p) -> None:
     g.add_argument("--ddof", type=int, default=0,
                    help="your trainer's std for --value update/progress: 0 population (the paper, default), "
                         "1 sample std (TRL, verl)")
-    g.add_argument("--eps", type=float, default=0.0,
+    g.add_argument("--eps", type=real_option, default=0.0,
                    help="added to that std before dividing (default 0; TRL 1e-4, verl 1e-6); not the --epsilon target")
     g.add_argument("--k-column", help="--input column of right answers per prompt (with --n-column)")
     g.add_argument("--n-column", help="--input column of logged rollouts per prompt (with --k-column)")

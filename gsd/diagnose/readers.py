@@ -665,6 +665,15 @@ def _integers(arr):
         out = np.zeros(len(arr), np.int64)
         if ok.any():
             out[ok] = pc.cast(text.filter(pa.array(ok)), pa.int64()).to_numpy(zero_copy_only=False)
+        # 19 digits: read as uint64 (never overflows), kept below 2^63 (what int64 holds)
+        long = np.asarray(pc.fill_null(pc.match_substring_regex(text, r"^\+?[0-9]{19}$"), False)
+                          .to_numpy(zero_copy_only=False), dtype=bool)
+        if long.any():
+            big = pc.cast(pc.replace_substring(text.filter(pa.array(long)), "+", ""), pa.uint64()) \
+                .to_numpy(zero_copy_only=False)
+            fits = big < np.uint64(2**63)
+            idx = np.flatnonzero(long)[fits]
+            out[idx], ok[idx] = big[fits].astype(np.int64), True
         return out, ok
     f = _numeric(arr, "step", "")
     ok = np.isfinite(f) & (f == np.round(f)) & (np.abs(f) < _MAX_STEP)
