@@ -150,6 +150,18 @@ def emit(df, as_json: bool, *, title: str | None = None, floatfmt: str = "{:.6g}
         print(df.to_string(index=False, float_format=lambda x: floatfmt.format(x)))
 
 
+def json_ready(obj):
+    """``obj`` with every NaN and ±inf float (numpy's too) replaced by None, in nested dicts and
+    lists: what ``json.dumps(..., allow_nan=False)`` takes (NaN is not JSON)."""
+    if isinstance(obj, dict):
+        return {k: json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_ready(v) for v in obj]
+    if isinstance(obj, float) or type(obj).__name__ in ("float64", "float32"):
+        return float(obj) if math.isfinite(obj) else None
+    return obj
+
+
 def _json_number(v):
     """NaN and ±inf as None (JSON null, as pandas writes them)."""
     import math

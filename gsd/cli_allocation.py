@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from ._validate import MAX_EXACT_GROUP_SIZE
-from .cli import CliError, bounded_int, emit, parse_list, real_option
+from .cli import CliError, bounded_int, emit, json_ready, parse_list, real_option
 
 HELP = "rollouts per step to share out among the prompts (see docs/theory.md, section Spending a rollout budget)"
 
@@ -136,7 +136,7 @@ def plan_budget(args) -> int:
 
     from . import tables
     from .allocation import allocate_with_advice, expected_silent_rate, uniform_plan
-    from .allocation import HORIZON_VALUES, PLAN_RULES
+    from .allocation import HORIZON_VALUES, PLAN_RULES, TableLimit
     from .atomic import write_table
 
     if args.value not in PLAN_RULES:  # before any work
@@ -155,9 +155,17 @@ def plan_budget(args) -> int:
         raise CliError(f"--lr and --horizon are for --value {' / '.join(HORIZON_VALUES)}, not {args.value!r}")
     # One value table for the plan and the uniform advice beside it (the costly part at a large g_max);
     # the uniform default's advice reads the --value update plan, and its own plan is one G for all.
-    plan, advice = allocate_with_advice(src, args.budget, value=advice_value(args.value), g_min=args.g_min,
-                                        g_max=args.g_max, step=args.step, skip=not args.no_skip, ddof=args.ddof,
-                                        eps=args.eps, **look)
+    # The uniform plan itself needs no table: without --advice, a table past its limit (10^5
+    # distinct rates at g_max 512) only drops the line that compares it with --value update.
+    advice = None
+    try:
+        plan, advice = allocate_with_advice(src, args.budget, value=advice_value(args.value), g_min=args.g_min,
+                                            g_max=args.g_max, step=args.step, skip=not args.no_skip,
+                                            ddof=args.ddof, eps=args.eps, **look)
+    except TableLimit as exc:
+        if args.value != "uniform" or args.advice:
+            raise
+        skipped_advice = str(exc)
     if args.value == "uniform":
         plan = uniform_plan(src, args.budget, g_min=args.g_min, g_max=args.g_max, step=args.step,
                             skip=not args.no_skip, ddof=args.ddof, eps=args.eps)
@@ -177,15 +185,20 @@ def plan_budget(args) -> int:
     out, renamed = tables.add_columns(df, {"posterior_mean": np.where(ok, mean, np.nan), "group_size": G,
                                            "expected_value": value, "silent_probability": silent, "status": st})
     summary = plan.summary() | {"rows": len(out), "unusable_rows": int((~ok).sum()), "renamed_columns": renamed,
-                                "best_uniform_G": advice.best_G, "uniform_at_budget": advice.at_budget}
+                                "best_uniform_G": advice.best_G if advice else None,
+                                "uniform_at_budget": advice.at_budget if advice else None}
     if args.output:
         write_table(args.output, out)  # atomic: never a half-written plan
     if args.json:
         rows = json.loads(out.to_json(orient="records", double_precision=15))
-        print(json.dumps({"summary": summary, "rows": rows} | ({"advice": json.loads(advice.curve.to_json(
-            orient="records", double_precision=15)), "evidence": EVIDENCE} if args.advice else {}), indent=2))
+        # NaN (a uniform plan's multiplier, a gain over a zero value) is JSON null: strict parsers refuse NaN
+        print(json.dumps(json_ready({"summary": summary, "rows": rows} | ({"advice": json.loads(advice.curve.to_json(
+            orient="records", double_precision=15)), "evidence": EVIDENCE} if args.advice else {})), indent=2,
+            allow_nan=False))
         return 0
-    ub = advice.at_budget
+    ub = advice.at_budget if advice else {}
+    if advice is None:
+        print(f"(the comparison with --value {advice_value(args.value)} is left out: {skipped_advice})")
     uniform = args.value == "uniform"
     print(f"{len(out)} rows, budget {plan.budget} rollouts, value {plan.value_name}: spent {plan.spent}, "
           f"served {int(served.sum())}, skipped {int((~served).sum())}, total value {plan.total:.6g}"
