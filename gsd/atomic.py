@@ -118,6 +118,34 @@ def make_folder(path) -> Path:
     return path
 
 
+def check_writable(path, option: str) -> Path:
+    """Before any work: an InputError naming ``option`` when the file ``path`` could not be written
+    later (a folder there, a file in the way of its folder, a read-only or pseudo file system).
+    Probes by creating and removing a temporary file (this module's pattern) in the nearest
+    folder that exists; creates nothing else."""
+    from ._errors import InputError
+
+    try:
+        path = _writable_name(path)
+    except InputError as exc:
+        raise InputError(f"{option}: {exc}") from None
+    if path.is_dir():
+        raise InputError(f"{option}: cannot write {str(path)!r}: it is a folder, a file name is expected")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise InputError(f"{option}: cannot write {str(path)!r}: a file is in the way of a folder on the path")
+    probe = folder / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InputError(f"{option}: {_unwritable(path, exc)}") from None
+    return path
+
+
 @contextlib.contextmanager
 def atomic_path(path):
     """Yield a temporary sibling of ``path`` to write; on success it replaces ``path``.

@@ -97,10 +97,20 @@ def real_option(text: str):
 real_option.__name__ = "number"  # argparse names the type in its usage error
 
 
+#: Options that name one file a command writes: checked writable before the command's work.
+_OUTPUT_FILES = ("figure", "silent_figure", "output")
+
+
 def _check_options(args) -> None:
     for dest, value in vars(args).items():
         if isinstance(value, _OutOfBounds):
             raise CliError(f"--{dest.replace('_', '-')} = {value.text}: {value.message}")
+    for dest in _OUTPUT_FILES:
+        value = getattr(args, dest, None)
+        if isinstance(value, str) and value:
+            from .atomic import check_writable
+
+            check_writable(value, f"--{dest.replace('_', '-')}")
 
 
 def parse_list(text: str, kind=float, name: str = "value"):

@@ -428,6 +428,7 @@ class _Chunk:
     unattributed_bad: int = 0  # lines that are not rows at all (malformed JSON, CSV): their group is unknown
     file_step: int | None = None  # the step the file's name carries, else its rows' first step
     mtime: float = 0.0
+    conflict: np.ndarray | None = None  # rows whose trainer key is written twice with different rewards
 
     def line_numbers(self) -> np.ndarray:
         if self.lines is None:
@@ -447,6 +448,7 @@ class _Reader:
         self.bad_count = 0
         self.chunks: list[_Chunk] = []
         self.extra_outputs = 0
+        self.repeated_rows = 0  # rows whose trainer key and reward repeat an earlier row's: counted once
         self.keyed = False  # the trainer's own group keys were used
         self.verdicts: list = []  # per chunk, a saved per-row zero-std verdict (gsd's tracker table)
 
@@ -512,6 +514,16 @@ class _Reader:
         if overflow.any() and module is None:  # a trainer's own arithmetic overflows as the trainer's does
             raise InputError(f"{path}: the reward {_reward_text(self.terms)!r} overflows (its weighted sum is infinite "
                              f"on {int(overflow.sum())} row(s) whose terms are finite): rescale the reward columns")
+        conflict = None
+        row_keys = _hook(module, "row_keys", lambda t: None)(table)
+        if row_keys is not None:  # a key written twice: once if the rewards agree, a contradiction if not
+            keep, conflict = repeated_keys(row_keys, reward)
+            if not keep.all():
+                import pyarrow as pa
+
+                self.repeated_rows += int((~keep).sum())
+                lines = (_nonblank_lines(path) if lines is None else lines)[keep]
+                table, reward, conflict = table.filter(pa.array(keep)), reward[keep], conflict[keep]
         n = table.num_rows
         scol = self.cols["step"]
         from_name = _file_step(module, path)
@@ -542,7 +554,7 @@ class _Reader:
         fingerprint = _hook(module, "fingerprint", lambda t: None)(table)
         first_step = from_name if from_name is not None else (int(steps[step_ok][0]) if step_ok.any() else 0)
         self.chunks.append(_Chunk(path, hashes, prompt_ok, steps, step_ok, reward, gkey, gkey_ok, lines, advantage,
-                                  fingerprint, extra_bad, first_step, _mtime(path)))
+                                  fingerprint, extra_bad, first_step, _mtime(path), conflict))
 
     def _hash_prompts(self, arr):
         """64-bit hashes of the prompts (each distinct one hashed once) and which rows have one."""
@@ -678,6 +690,32 @@ def _integers(arr):
     f = _numeric(arr, "step", "")
     ok = np.isfinite(f) & (f == np.round(f)) & (np.abs(f) < _MAX_STEP)
     return np.where(ok, f, 0).astype(np.int64), ok
+
+
+def repeated_keys(keys, reward):
+    """(keep, conflict) for rows with a trainer's per-output key (int64 codes, -1 where none):
+    of rows that share a key and a reward (NaN equal to NaN), the first is kept; rows that share
+    a key with different rewards are all kept and flagged as a contradiction (which is right is
+    unknown, so their group is left out whole)."""
+    keys = np.asarray(keys, np.int64)
+    keep = np.ones(keys.size, bool)
+    conflict = np.zeros(keys.size, bool)
+    has = keys >= 0
+    if not has.any():
+        return keep, conflict
+    uniq, first, inv, count = np.unique(keys[has], return_index=True, return_inverse=True, return_counts=True)
+    if (count == 1).all():
+        return keep, conflict
+    r = np.where(np.isnan(reward[has]), np.inf, reward[has])  # NaN as one value of its own
+    top = np.full(uniq.size, -np.inf)
+    bottom = np.full(uniq.size, np.inf)
+    np.maximum.at(top, inv, r)
+    np.minimum.at(bottom, inv, r)
+    differ = (top != bottom)[inv]
+    idx = np.flatnonzero(has)
+    conflict[idx[differ]] = True
+    keep[idx[~differ & (np.arange(idx.size) != first[inv])]] = False
+    return keep, conflict
 
 
 def _is_number_type(t, pa):
@@ -933,14 +971,19 @@ def _assemble(reader: _Reader, group_col, warnings):
     reward_ok = np.isfinite(reward)
     # A trainer that keeps a row without a finite reward in its group (TRL) counts it there.
     unscorable = prompt_ok & ~reward_ok if in_group else np.zeros(h.size, bool)
-    usable = prompt_ok & step_ok & (reward_ok | unscorable) & gkey_ok
+    conflict = np.concatenate([c.conflict if c.conflict is not None else np.zeros(c.hashes.size, bool)
+                               for c in chunks])
+    usable = prompt_ok & step_ok & (reward_ok | unscorable) & gkey_ok & ~conflict
     # Report each unusable row once, with its first reason.
     offsets = np.cumsum([0] + [c.hashes.size for c in chunks])
+    no_key = _hook(reader.module, "BAD_KEY", "its group is cut short")
     for mask, why in ((~prompt_ok, "no prompt"),
                       (prompt_ok & ~reward_ok & ~unscorable, "reward is missing, not a number or not finite"),
                       (prompt_ok & (reward_ok | unscorable) & ~step_ok, "step is missing or not an integer"),
                       (prompt_ok & (reward_ok | unscorable) & step_ok & ~gkey_ok,
-                       f"no value in the group column {group_col!r}" if group_col else "its group is cut short")):
+                       f"no value in the group column {group_col!r}" if group_col else no_key),
+                      (prompt_ok & (reward_ok | unscorable) & step_ok & gkey_ok & conflict,
+                       _hook(reader.module, "CONFLICT", "its key is written twice with different rewards"))):
         for i in np.flatnonzero(mask):
             c = int(np.searchsorted(offsets, i, side="right") - 1)
             if len(reader.bad_rows) < _MAX_LISTED:
@@ -958,7 +1001,7 @@ def _assemble(reader: _Reader, group_col, warnings):
         incomplete = _in_pairs(pair, bad_pairs)
     # A row with no group key but a prompt and a step belonged to one of that prompt's groups of
     # the step: which one is unknown, so they are all incomplete.
-    orphan = step_ok & prompt_ok & ~gkey_ok & ~blocks
+    orphan = step_ok & prompt_ok & ~gkey_ok & (not blocks)  # not ~blocks: ~False is -1, an index array
     if orphan.any():
         by_prompt = np.stack([step, h])
         incomplete |= _in_pairs(by_prompt, np.unique(by_prompt[:, orphan], axis=1))
@@ -1105,6 +1148,7 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
         context["state"] = module.read_state(state_path)
         context["state_is_final"] = Path(state_path).parent.name != "" and not Path(state_path).parent.name.startswith(
             "checkpoint-")
+        warnings.extend(context["state"].get("notes", ()))
         if context["state"].get("skipped"):
             warnings.append(f"{state_path.name}: {context['state']['skipped']} log_history entr(ies) whose step is not a "
                             "whole number were skipped")
@@ -1180,6 +1224,9 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     if got["unscorable"]:
         warnings.append(f"{got['unscorable']} rollout(s) have no finite reward (every reward function returned None, "
                         "or an infinite reward): kept in their group as the trainer keeps them, out of its mean and std")
+    if reader.repeated_rows:
+        warnings.append(f"{reader.repeated_rows} row(s) repeat an earlier row's key and reward (the same output "
+                        "written twice): counted once")
     if reader.extra_outputs:
         warnings.append(f"{reader.extra_outputs} output(s) of multi-output sessions are not their session's final "
                         "output: counted once per session, at its final output, as the trainer's advantage does")

@@ -154,7 +154,7 @@ def read_trainer_state(path: Path) -> dict:
     if not isinstance(history, list):
         raise InputError(f"{path}: not a TRL trainer_state.json (its log_history is "
                          f"{type(history).__name__ if history is not None else 'missing'}, not a list)")
-    eval_steps, zero_std, skipped = set(), {}, 0
+    eval_steps, zero_std, skipped, unreadable = set(), {}, 0, 0
     for entry in history:
         if not isinstance(entry, dict) or "step" not in entry:
             continue
@@ -167,8 +167,20 @@ def read_trainer_state(path: Path) -> dict:
         value = entry.get("frac_reward_zero_std")
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             zero_std[step] = float(value)
-    global_step = _whole(state.get("global_step", 0))
-    return {"eval_steps": sorted(eval_steps), "zero_std": zero_std, "global_step": global_step, "skipped": skipped}
+        elif value is not None:
+            unreadable += 1
+    notes = []
+    raw = state.get("global_step", 0)
+    global_step = _whole(raw)
+    if global_step is None or isinstance(raw, str):  # TRL writes an int: a string "2" is not its file
+        global_step = None
+        notes.append(f"{Path(path).name}: global_step is {raw!r} ({type(raw).__name__}), not a whole number: the check "
+                     "for log files beyond the run's last step is off")
+    if unreadable:
+        notes.append(f"{Path(path).name}: {unreadable} log_history entr(ies) hold a frac_reward_zero_std that is not a "
+                     "finite number: TRL's own silent share is not compared at those steps")
+    return {"eval_steps": sorted(eval_steps), "zero_std": zero_std, "global_step": global_step, "skipped": skipped,
+            "notes": notes}
 
 
 def _whole(value):
