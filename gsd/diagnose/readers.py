@@ -499,8 +499,14 @@ class _Reader:
         dtypes = {name: table.schema.field(name).type for name in columns}
         pcol = self.cols["prompt"]
         if pcol not in columns:
-            raise InputError(f"{path}: no prompt column {pcol!r}; columns: {', '.join(columns)}"
-                             + ("" if module is not None else " (name it with --prompt-col)"))
+            hint = " (name it with --prompt-col)" if module is None else ""
+            if module is not None and self.cols["prompt"] == module.PROMPT_COL:  # --format names another trainer?
+                other = [n for n, m in _MODULES.items() if m is not module and m.PROMPT_COL in columns
+                         and getattr(m, "DEFAULT_REWARD", None) in columns]
+                if other:
+                    raise InputError(f"{path}: --format {self.fmt}: no {pcol!r} column (columns: {', '.join(columns)}): "
+                                     f"its rows are {other[0]}'s: use --format {other[0]}")
+            raise InputError(f"{path}: no prompt column {pcol!r}; columns: {', '.join(columns)}{hint}")
         if self.terms is None:
             self.terms = self._terms(columns, dtypes, path)
         missing = [name for _, name in self.terms if name not in columns]

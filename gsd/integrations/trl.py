@@ -341,10 +341,16 @@ def total_reward(parts, coefs, device=None) -> np.ndarray:
     >>> total_reward(np.array([[0.1], [0.2]]), np.array([1.0, 1.0])) == np.float32(0.3)
     array([ True])
     """
+    from .._errors import InputError
+
     p = np.asarray(parts, dtype=np.float64)
+    w64 = np.asarray(coefs, dtype=np.float64)
+    if p.ndim != 2 or w64.ndim != 1 or w64.size != p.shape[0]:
+        raise InputError(f"weights: {w64.size} weight(s) for {p.shape[0] if p.ndim == 2 else '?'} reward function(s) "
+                         f"(parts of shape {p.shape}: one row per reward function, one weight each)")
     with np.errstate(over="ignore", invalid="ignore"):
         p32 = p.astype(np.float32)
-        w = np.asarray(coefs, dtype=np.float64).astype(np.float32)
+        w = w64.astype(np.float32)
     torch = _torch()
     if torch is not None:
         per_func = torch.as_tensor(p32.T.copy(), device=device)
