@@ -161,3 +161,36 @@ def test_worker_processes_give_the_same_runs(done, tmp_path):
         b = read_ledger(tmp_path / "out" / run.relative_to(root / "out")).drop(columns=["wall_s"])
         assert a.equals(b), run
     assert again["variants"] == summary["variants"]
+
+
+def test_two_comparisons_into_one_out(tmp_path):
+    """Two real `gsd allocation-comparison` processes into one --out: the second is refused at once
+    naming the first (exit 2, one line), the first finishes (before: each failed on the other's
+    run folders, both exit 2, neither finished)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "tiny.toml").write_text(TINY)
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "gsd.cli", "allocation-comparison", "--config", str(tmp_path / "tiny.toml"),
+            "--out", str(out), "--quiet", "--jobs", "1"]
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "OMP_NUM_THREADS": "1"}
+    first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(out.glob("*.lock")) and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert first.poll() is None, first.communicate()
+        t0 = time.monotonic()
+        second = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+        assert second.returncode == 2 and "is in use by pid" in second.stderr, second.stderr
+        assert second.stderr.strip().count("\n") == 0 and time.monotonic() - t0 < 60
+        _, err = first.communicate(timeout=600)
+        assert first.returncode == 0, err
+    finally:
+        first.kill()
+        first.wait()
+    assert (out / ac.SUMMARY_FILE).is_file()
+    assert not list(out.glob("*.lock"))
