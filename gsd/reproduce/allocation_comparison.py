@@ -274,6 +274,9 @@ def comparison_verdict(summary: dict) -> str:
         best = sv["best_uniform"]
         wins = {a: r["winner"] for a, r in sv["arms"].items() if r["winner"]}
         real = {a: r for a, r in sv["arms"].items() if a not in summary["uniform_arms"] and not a.startswith("oracle")}
+        if not real:  # a comparison of uniform group sizes alone
+            lines.append(f"{v}: no allocation rule among the arms; the best uniform G is {LABELS.get(best, best)}.")
+            continue
         top = max(real, key=lambda a: real[a]["mean_arcsin"]["mean"])
         d = _signed(real[top]["diff_vs_best"])
         if wins:

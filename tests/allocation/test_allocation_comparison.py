@@ -194,3 +194,11 @@ def test_two_comparisons_into_one_out(tmp_path):
         first.wait()
     assert (out / ac.SUMMARY_FILE).is_file()
     assert not list(out.glob("*.lock"))
+
+
+def test_verdict_of_uniform_arms_alone():
+    summary = {"uniform_arms": ["fixed_g4", "fixed_g8"],
+               "variants": {"tabular": {"best_uniform": "fixed_g4",
+                                        "arms": {"fixed_g4": {"winner": []}, "fixed_g8": {"winner": []}}}}}
+    text = ac.comparison_verdict(summary)
+    assert text.startswith("tabular: no allocation rule among the arms; the best uniform G is")
