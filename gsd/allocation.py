@@ -64,6 +64,7 @@ __all__ = [
     "allocate_group_sizes",
     "uniform_plan",
     "allocate_with_advice",
+    "budget_plan",
     "expected_silent_rate",
     "uniform_group_size_advice",
     "concavity_violations",
@@ -1285,3 +1286,20 @@ def uniform_plan(p_or_posterior, budget, *, g_min=2, g_max=512, step=1, skip: bo
                       multiplier=math.nan, exact=True, gap_bound=0.0, envelope=False,
                       envelope_sizes=np.empty(0, dtype=np.int64), value_name="uniform",
                       grid=(g_min, g_max, step, bool(skip)), ddof=int(as_ddof(ddof)), eps=float(as_eps(eps)))
+
+
+def budget_plan(p_or_posterior, budget, rule: str = DEFAULT_PLAN, **kwargs) -> Allocation:
+    """The plan ``gsd plan --budget`` and ``gsd diagnose --budget`` make by default (one definition for both):
+    :func:`uniform_plan` for ``rule="uniform"`` (:data:`DEFAULT_PLAN`), else :func:`allocate_group_sizes` with
+    that value.  ``kwargs``: the grid and std options of either.
+
+    Examples
+    --------
+    >>> budget_plan([0.02, 0.5, 1.0, 0.3], 32, g_max=16).group_size.tolist()
+    [10, 10, 0, 10]
+    """
+    if rule == "uniform":
+        return uniform_plan(p_or_posterior, budget, **kwargs)
+    if rule not in ALLOCATION_VALUES:
+        raise InputError(f"rule must be one of {PLAN_RULES}, got {rule!r}")
+    return allocate_group_sizes(p_or_posterior, budget, value=rule, **kwargs)

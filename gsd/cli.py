@@ -113,6 +113,32 @@ def _check_options(args) -> None:
             check_writable(value, f"--{dest.replace('_', '-')}")
 
 
+def add_advice_arguments(p) -> None:
+    """``--optimizer`` and ``--cost``: the conventions of the group-size advice (:func:`gsd.group_size_advice`)."""
+    p.add_argument("--optimizer", choices=("adam", "sgd"), default=None,
+                   help="the optimiser the advice models: adam (default; TRL's and verl's AdamW) or sgd")
+    p.add_argument("--cost", metavar="T_STEP,T_PROMPT,T_ROLLOUT",
+                   help="seconds per training step = T_STEP + T_PROMPT x prompts + T_ROLLOUT x generations per step "
+                        "(fit them from runs at several G with gsd.fit_step_cost); with it the advice also gives the "
+                        "best G per second")
+
+
+def step_cost(text):
+    """``--cost T_STEP,T_PROMPT,T_ROLLOUT`` → :class:`gsd.speed.StepCost` (None when not given)."""
+    if text is None:
+        return None
+    from ._errors import InputError
+    from .speed import StepCost
+
+    vals = parse_list(text, float, "cost")
+    if vals.size != 3:
+        raise CliError(f"--cost takes three seconds T_STEP,T_PROMPT,T_ROLLOUT, got {text!r}")
+    try:
+        return StepCost(*vals.tolist(), source="--cost")
+    except InputError as e:
+        raise CliError(f"--cost: {e}") from None
+
+
 def parse_list(text: str, kind=float, name: str = "value"):
     """'0.1,0.5' → np.array([0.1, 0.5]); a clear error naming the option otherwise."""
     import numpy as np

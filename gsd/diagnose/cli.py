@@ -25,7 +25,7 @@ silent when every reward in it is equal. See the docs page "Reading real logs"."
 def register(sub) -> None:
     import argparse
 
-    from ..cli import bounded_float, bounded_int  # the options' schema: checked before any log is read
+    from ..cli import add_advice_arguments, bounded_float, bounded_int  # the options' schema: checked before any log is read
 
     steps = bounded_float(0, 1e300, "steps", open_lo=True)
 
@@ -61,12 +61,15 @@ def register(sub) -> None:
     p.add_argument("--prior", default="empirical-bayes", choices=("empirical-bayes", "uniform", "jeffreys"),
                    help="prior of each prompt's solve rate (default: fitted to the run)")
     p.add_argument("--epsilon", type=bounded_float(0, 1, "a fidelity target is 1 - epsilon", open_lo=True, open_hi=True),
-                   default=0.05, help="fidelity target 1 - epsilon of the advice (default 0.05)")
+                   default=0.05, help="fidelity target 1 - epsilon of the fidelity law's group sizes (default 0.05; "
+                                      "not the advice, which is the G that learns fastest)")
     p.add_argument("--level", type=bounded_float(0, 1, "a credible level", open_lo=True, open_hi=True), default=0.9, help="level of the per-prompt credible intervals (default 0.9)")
     p.add_argument("--half-life", type=_half_life_arg, help="steps after which an old rollout counts half in the posteriors, "
                    "or auto: the half-life whose posteriors best predict the run's own next groups "
                    "(default: every earlier rollout counts fully)")
-    p.add_argument("--budget", type=bounded_int(1, 2**53, "rollouts per step"), help="rollouts per step to allocate over the prompts (needs the budget allocator)")
+    p.add_argument("--budget", type=bounded_int(1, 2**53, "rollouts per step"),
+                   help="rollouts per step to share over the prompts, by gsd plan --budget's default plan (uniform G)")
+    add_advice_arguments(p)
     p.add_argument("--out", help="write steps.parquet, prompts.parquet, groups.parquet, summary.json and diagnose.png here")
     p.add_argument("--all-steps", action="store_true", help="print every step in the report's step table (default: "
                                                              "12 evenly spaced steps when there are more, and a line saying so)")
@@ -78,12 +81,14 @@ def register(sub) -> None:
 def _diagnose(args) -> int:
     import json
 
+    from ..cli import step_cost
     from . import diagnose
     from .report import diagnosis_json, format_report, write_outputs
 
     dx = diagnose(args.logs, fmt=args.fmt, reward=args.reward, threshold=args.threshold, prompt_col=args.prompt_col,
                   step_col=args.step_col, group_col=args.group_col, group_size=args.group_size, prior=args.prior, epsilon=args.epsilon, level=args.level, budget=args.budget,
                   half_life=args.half_life, ddof=args.ddof, eps=args.eps, scale=args.scale,
+                  optimizer=args.optimizer, cost=step_cost(args.cost),
                   progress=False if args.no_progress else None)
     if args.out:
         write_outputs(dx, args.out)

@@ -105,19 +105,20 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
                      f"{_pct(r.wasted_share):>8} {_num(r.fidelity):>9}"
                      + (f" {_pct(r.trainer_silent_frac):>9}" if trainer else ""))
     pr = dx.prompts
+    lines += advice_lines(s)
     if "group_size" in pr:
         gs = pr["group_size"]
         ok = gs > 0
-        lines += [
-            "",
-            f"Recommended group sizes for fidelity >= {1 - s['epsilon']:.2f} at each prompt's posterior mean: "
+        lines.append(
+            f"Fidelity law (not the advice): the G at which one group's expected update is within "
+            f"{s['epsilon']:g} of the large-group limit, at each prompt's posterior mean: "
             + (f"median {np.median(gs[ok]):.0f}, 90th percentile {np.percentile(gs[ok], 90):.0f}" if ok.any() else "none reachable")
-            + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "") + ".",
-        ]
+            + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "") + ".")
     if "group_size_budget" in pr:
         alloc = pr["group_size_budget"]
         drawn = alloc > 0
-        lines.append(f"A budget of {s['budget']:,} rollouts per step ({int(alloc.sum()):,} spent), allocated over the posteriors: "
+        lines.append(f"A budget of {s['budget']:,} rollouts per step ({int(alloc.sum()):,} spent), {s['budget_plan']} plan "
+                     "(gsd plan --budget's default): "
                      f"{int(drawn.sum()):,} of {len(pr):,} prompts drawn"
                      + (f", G from {alloc[drawn].min()} to {alloc[drawn].max()} (median {np.median(alloc[drawn]):.0f})"
                         if drawn.any() else "") + ".")
@@ -126,6 +127,31 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
         "docs/theory.md, section Rollout logs, for the formats and the formulas.",
     ]
     return "\n".join(lines)
+
+
+def advice_lines(s: dict) -> list[str]:
+    """The report's headline on group size: the G that learns fastest, its conventions, this run's G beside it."""
+    adv = s.get("advice")
+    if not adv:
+        return []
+    rel = adv.get("relative_per_generation", {})
+    others = ", ".join(f"G = {g} at {r:.2f}x" for g, r in rel.items() if int(g) != adv["best_G_per_generation"])
+    out = ["", f"Advice: uniform G = {adv['best_G_per_generation']} learns fastest per generation"
+           + (f" ({others})" if others else "") + "."]
+    if adv["best_G_per_second"] is not None:
+        c = adv["cost"]
+        out.append(f"  per second: G = {adv['best_G_per_second']} (step cost {c['t_step']:g} s + {c['t_prompt']:g} s "
+                   f"per prompt + {c['t_rollout']:g} s per generation, {c['source']})")
+    else:
+        out.append("  per second: give --cost T_STEP,T_PROMPT,T_ROLLOUT (one run at one G cannot separate them)")
+    g = s.get("group_size")
+    if isinstance(g, int | np.integer) and str(int(g)) in rel:
+        out.append(f"  this run's G = {int(g)}: {rel[str(int(g))]:.2f}x the advised G's progress per generation")
+    out.append(f"  model: expected progress of the run's objective under each prompt's posterior, "
+               f"{adv['prompts_per_step']} prompts per step held fixed; {adv['convention'].split('; ', 1)[1]} "
+               "(docs/theory.md, section Which G learns fastest)")
+    out += [f"  note: {n}" for n in adv.get("notes", [])]
+    return out
 
 
 def _num(x) -> str:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..allocation import DEFAULT_PLAN
 from ..groupsize import median_group_size
 from ..posterior import BetaPosterior, fit_beta_prior, posterior_from_counts
 from .._validate import InputError
@@ -406,20 +407,43 @@ def prompt_table(log: RolloutLog, groups: pd.DataFrame, prior, *, epsilon: float
 
     out = pd.DataFrame({"prompt": log.labels.astype(str), "prompt_hash": log.hashes, "rollouts": n, "right": k,
                         "steps": steps, "silent_steps": silent, "p_mean": post.mean, "p_lo": lo, "p_hi": hi,
-                        "group_size": required_group_size(post.mean, epsilon)})
+                        "group_size": required_group_size(post.mean, epsilon), "a": post.a, "b": post.b})
     if budget is not None:
         out["group_size_budget"] = _allocate(post, budget)
     return out
 
 
 def _allocate(post, budget):
-    """Group sizes of the budget allocator (:ref:`theory-allocation`) for these posteriors."""
-    import gsd
+    """Group sizes of ``gsd plan --budget``'s default plan (:func:`gsd.allocation.budget_plan`) for these posteriors."""
+    from ..allocation import budget_plan
 
-    allocate = getattr(gsd, "allocate_group_sizes", None)
-    if allocate is None:
-        raise InputError("budget: this version of gsd has no budget allocator (gsd.allocate_group_sizes)")
-    return np.asarray(allocate(post, budget).group_size)
+    return np.asarray(budget_plan(post, budget).group_size)
+
+
+#: Group sizes ``gsd diagnose`` compares for its advice (a coarse grid: a run has up to ~10^5 distinct posteriors).
+ADVICE_GRID = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+# Beyond this many beta-binomial terms (distinct posteriors × Σ (G + 1)) the advice is computed at the posterior means.
+_ADVICE_TERMS = 30_000_000
+
+
+def group_size_advice_for(post: BetaPosterior, prompts_per_step: int, *, scale: str = "group", ddof: int = 0,
+                          eps: float = 0.0, optimizer=None, cost=None):
+    """:func:`gsd.group_size_advice` as ``gsd diagnose`` and the live tracker give it: over the run's prompts
+    (their posteriors), at its prompts per step held fixed, for its update (GRPO for a group std; Dr.GRPO's
+    objective p for none or one batch std) and std convention, on :data:`ADVICE_GRID`; at the posterior means
+    when the exact sums would be too many."""
+    from .._binomial import unique_pairs
+    from ..speed import DEFAULT_OPTIMIZER, group_size_advice
+
+    method = "grpo" if scale == "group" else "dr_grpo"
+    src, note = post, None
+    if unique_pairs(post.a.ravel(), post.b.ravel())[0].size * sum(g + 1 for g in ADVICE_GRID) > _ADVICE_TERMS:
+        src, note = post.mean, "computed at each prompt's posterior mean (too many distinct posteriors for exact sums)"
+    adv = group_size_advice(src, hold="prompts", method=method, optimizer=optimizer or DEFAULT_OPTIMIZER,
+                            g_grid=ADVICE_GRID, cost=cost, prompts_per_step=int(prompts_per_step), ddof=ddof, eps=eps)
+    if note:
+        adv.notes.append(note)
+    return adv
 
 
 @dataclass
@@ -495,7 +519,8 @@ def update_convention(fmt: str, ddof=None, eps=None, scale=None) -> dict:
 
 def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", epsilon: float = 0.05,
                  level: float = 0.9, budget: int | None = None, half_life: float | None = None,
-                 ddof: int | None = None, eps: float | None = None, scale: str | None = None) -> Diagnosis:
+                 ddof: int | None = None, eps: float | None = None, scale: str | None = None,
+                 optimizer: str | None = None, cost=None) -> Diagnosis:
     """Per-step and per-prompt diagnosis of a run read by :func:`gsd.diagnose.read_rollouts`.
 
     Parameters
@@ -509,11 +534,14 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
     prior : ``"empirical-bayes"`` (default), ``"uniform"``, ``"jeffreys"`` or (a, b)
         Prior of every prompt's solve rate; empirical Bayes fits it to the run's totals.
     epsilon : float
-        Fidelity target 1 − ε of the recommended group sizes.
+        Fidelity target 1 − ε of the fidelity law's group sizes (``group_size``; not the advice).
     level : float
         Level of the per-prompt credible intervals.
     budget : int, optional
-        Rollouts per step to allocate over the prompts (needs the budget allocator).
+        Rollouts per step to share over the prompts, by ``gsd plan --budget``'s default plan.
+    optimizer, cost : optional
+        The advice's optimiser (default :data:`gsd.speed.DEFAULT_OPTIMIZER`) and step cost
+        (:class:`gsd.speed.StepCost`; with it the advice also gives the best G per second).
     half_life : float, optional
         Forget old rollouts: a group s steps old weighs 2^(−s/half_life) in the posteriors (the
         solve rates move during training).  None: every earlier rollout counts fully.
@@ -597,6 +625,13 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
     logged = "the logged rollouts" if log.missing_steps else "the generation"
     if not log.silent_observable:
         logged = "the trained groups (the silent ones were removed before the dump)"
+    advice = n_step = None
+    if a0 is not None:
+        n_step = int(np.median(steps.loc[steps["groups"] > 0, "groups"]))  # the run's prompts per step
+        advice = group_size_advice_for(BetaPosterior(prompts["a"].to_numpy(), prompts["b"].to_numpy(), (a0, b0)),
+                                       n_step, scale=conv["scale"], ddof=conv["ddof"], eps=conv["eps"],
+                                       optimizer=optimizer, cost=cost)
+    fidelity_g = median_group_size(prompts["p_mean"].to_numpy(), epsilon) if "p_mean" in prompts else float("nan")
     summary = {
         "format": log.fmt,
         "files": len(log.files),
@@ -641,9 +676,15 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         "half_life": half_life,
         "half_life_choice": chosen,
         "budget": budget,
-        # One definition with the live tracker's gsd/recommended_group_size (gsd.median_group_size).
-        "median_group_size_recommended": median_group_size(prompts["p_mean"].to_numpy(), epsilon)
-        if "p_mean" in prompts else float("nan"),
+        "budget_plan": DEFAULT_PLAN if budget is not None else None,
+        # The advice: the uniform G of the most expected progress per generation (per second with a cost).
+        "advised_group_size": advice.best_G_per_generation if advice is not None else None,
+        "advised_group_size_per_second": advice.best_G_per_second if advice is not None else None,
+        "advice": advice.summary() | {"prompts_per_step": n_step} if advice is not None else None,
+        # The fidelity law (not advice): the G at which one group's update is within epsilon of the large-group
+        # limit, median over the prompts; one definition with the live tracker's gsd/fidelity_group_size.
+        "fidelity_group_size": fidelity_g,
+        "median_group_size_recommended": fidelity_g,  # deprecated alias of fidelity_group_size
         "warnings": warnings,
     }
     return Diagnosis(steps=steps, prompts=prompts, groups=groups, summary=summary)

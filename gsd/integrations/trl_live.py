@@ -36,7 +36,8 @@ __all__ = ["GroupTracker", "GSDGRPOTrainer", "SkipSampler", "LIVE_METRICS", "trl
            "trl_zero_std"]
 
 #: gsd's figures in TRL's logs, each logged as ``gsd/<name>``.
-LIVE_METRICS = ("silent_frac", "silent_pred", "effective_ratio", "fidelity", "recommended_group_size", "skipped")
+LIVE_METRICS = ("silent_frac", "silent_pred", "effective_ratio", "fidelity", "advised_group_size", "fidelity_group_size",
+                "recommended_group_size", "skipped")
 
 #: Keyword arguments TRL passes to a reward function that are not dataset columns.
 _TRL_KWARGS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments")
@@ -394,7 +395,8 @@ class GroupTracker:
 
         nan = float("nan")
         if right is None:
-            return {"silent_pred": nan, "fidelity": nan, "recommended_group_size": nan}
+            return {"silent_pred": nan, "fidelity": nan, "advised_group_size": nan, "fidelity_group_size": nan,
+                    "recommended_group_size": nan}
         a0, b0 = self._prior_now()
         multi = m >= 2
         n, k = self._n[codes], self._k[codes]
@@ -406,10 +408,15 @@ class GroupTracker:
             out["fidelity"] = float(allocation_value(post, m[multi], "update").sum() / scale) if scale > 0 else nan
         np.add.at(self._n, codes, m)
         np.add.at(self._k, codes, right)
-        # Every prompt recorded so far, at its posterior mean: gsd diagnose's median_group_size_recommended.
+        # Every prompt recorded so far: the advised G (gsd diagnose's advised_group_size, at this generation's
+        # prompts per step) and the fidelity law's median at the posterior means (its fidelity_group_size).
+        from ..diagnose.tables import group_size_advice_for
+
         n, k = self._n[:len(self._keys)], self._k[:len(self._keys)]
         seen = posterior_from_counts(k[n > 0], n[n > 0], prior=(a0, b0))
-        out["recommended_group_size"] = median_group_size(seen.mean, self.epsilon)
+        out["advised_group_size"] = float(group_size_advice_for(seen, np.unique(codes).size).best_G_per_generation)
+        out["fidelity_group_size"] = median_group_size(seen.mean, self.epsilon)
+        out["recommended_group_size"] = out["fidelity_group_size"]  # deprecated alias of fidelity_group_size
         return out
 
     def _prior_now(self):
@@ -729,8 +736,8 @@ def _trainer_class():
             as the model learns): it is drawn at least once every ``max_skips + 1`` turns.
 
         Each generation appends ``gsd/silent_frac``, ``gsd/silent_pred``, ``gsd/effective_ratio``,
-        ``gsd/fidelity``, ``gsd/recommended_group_size`` and ``gsd/skipped`` to TRL's training
-        metrics: they reach ``trainer.state.log_history`` and ``report_to`` beside TRL's own.
+        ``gsd/fidelity``, ``gsd/advised_group_size``, ``gsd/fidelity_group_size`` (``gsd/recommended_group_size``,
+        its deprecated alias) and ``gsd/skipped`` to TRL's training metrics: they reach ``trainer.state.log_history`` and ``report_to`` beside TRL's own.
         ``gsd_skip_counts`` says how many prompts were skipped and the rollouts not spent on them.
         """
 

@@ -9,6 +9,7 @@ from scipy.stats import betabinom
 
 import gsd
 from gsd.diagnose import diagnose, diagnose_log, read_rollouts
+from gsd.diagnose.report import format_report
 
 from gsd.integrations.verl import write_step as write_verl_step
 
@@ -164,19 +165,46 @@ def test_half_life_discounts_against_a_direct_loop(tmp_path):
         diagnose(tmp_path, half_life=0)
 
 
-def test_budget_allocation_of_the_posteriors(tmp_path):
+def test_budget_plan_is_gsd_plans_default(tmp_path):
+    """diagnose --budget and plan --budget share one default plan (gsd.allocation.DEFAULT_PLAN, uniform G)."""
+    from gsd.allocation import DEFAULT_PLAN, budget_plan
+
     df, _ = rollouts(steps=3, prompts=80)
     write_verl(tmp_path, df)
-    if not hasattr(gsd, "allocate_group_sizes"):
-        with pytest.raises(ValueError, match="budget"):
-            diagnose(tmp_path, budget=640)
-        pytest.skip("no budget allocator in this version")
     dx = diagnose(tmp_path, budget=640)
     a, b = dx.summary["prior"]["a"], dx.summary["prior"]["b"]
     pr = dx.prompts
     post = gsd.posterior_from_counts(pr["right"].to_numpy(), pr["rollouts"].to_numpy(), prior=(a, b))
-    np.testing.assert_array_equal(pr["group_size_budget"], gsd.allocate_group_sizes(post, 640).group_size)
+    assert DEFAULT_PLAN == "uniform" and dx.summary["budget_plan"] == DEFAULT_PLAN
+    np.testing.assert_array_equal(pr["group_size_budget"], budget_plan(post, 640).group_size)
+    np.testing.assert_array_equal(pr["group_size_budget"], gsd.uniform_plan(post, 640).group_size)
     assert pr["group_size_budget"].sum() <= 640
+
+
+def test_headline_is_the_advised_group_size(tmp_path):
+    """The summary's advice is gsd.group_size_advice over the prompts' posteriors at the run's prompts per step;
+    the fidelity law is reported under its own name, never as the advice."""
+    df, _ = rollouts(steps=3, prompts=80)
+    write_verl(tmp_path, df)
+    dx = diagnose(tmp_path)
+    s, pr = dx.summary, dx.prompts
+    post = gsd.BetaPosterior(pr["a"].to_numpy(), pr["b"].to_numpy(), (s["prior"]["a"], s["prior"]["b"]))
+    n_step = int(np.median(dx.steps["groups"]))
+    want = gsd.group_size_advice(post, prompts_per_step=n_step, g_grid=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
+                                 ddof=s["update_convention"]["ddof"], eps=s["update_convention"]["eps"])
+    assert s["advised_group_size"] == want.best_G_per_generation == s["advice"]["best_G_per_generation"]
+    assert s["advice"]["optimizer"] == "adam" and s["advice"]["hold"] == "prompts"
+    assert s["advice"]["prompts_per_step"] == n_step and s["advised_group_size_per_second"] is None
+    assert s["fidelity_group_size"] == s["median_group_size_recommended"] == gsd.median_group_size(pr["p_mean"], 0.05)
+    text = format_report(dx)
+    assert f"Advice: uniform G = {want.best_G_per_generation} learns fastest per generation" in text
+    assert "Fidelity law (not the advice)" in text and "Recommended group sizes" not in text
+    with_cost = diagnose(tmp_path, cost=gsd.StepCost(60.0, 0.0, 0.001), optimizer="sgd")
+    sgd = gsd.group_size_advice(post, prompts_per_step=n_step, g_grid=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
+                                optimizer="sgd", cost=gsd.StepCost(60.0, 0.0, 0.001),
+                                ddof=s["update_convention"]["ddof"], eps=s["update_convention"]["eps"])
+    assert with_cost.summary["advised_group_size_per_second"] == sgd.best_G_per_second
+    assert "per second: G = " in format_report(with_cost)
 
 
 @pytest.mark.parametrize("a, b", [(1e-3, 50.0), (0.02, 0.01), (300.0, 1e-2), (5.0, 5.0), (2e5, 3e5)])
