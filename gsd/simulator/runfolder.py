@@ -97,6 +97,7 @@ def open_run_folder(out: Path, cfg: SimConfig, resume: bool, engine: str = "torc
                              f"run, give it the same config (gsd simulate: {repeat_settings(saved, cfg.to_dict())}), "
                              "or use another folder")
         if is_complete(out):
+            remove_temps(out)  # a finished run's temporary files are a killed writer's (the lock is ours)
             return "done", read_json(out / SUMMARY_FILE)
         if not resume:
             raise InputError(f"out_dir {str(out)!r} holds an unfinished run of this config; pass resume (--resume) to continue it")

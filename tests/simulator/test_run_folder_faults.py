@@ -88,6 +88,13 @@ def test_resume_clears_temporary_files_in_subfolders(whole, tmp_path):
     assert _temps(run) == [] and is_complete(run)
 
 
+def test_a_finished_run_run_again_clears_a_killed_writers_temp(whole, tmp_path):
+    run = _copy(whole, tmp_path)
+    (run / "rollouts" / ".17.jsonl.99999.deadbeef.tmp").write_text("half")
+    run_simulation(CFG, run, resume=True, progress=False)
+    assert _temps(run) == [] and is_complete(run)
+
+
 @pytest.mark.parametrize("resume", [True, False])
 def test_killed_while_writing_its_first_file(tmp_path, resume):
     """SIGKILL while config.json was being written leaves a folder holding only its temporary
