@@ -747,7 +747,8 @@ finally:
     builtins.open = real_open
 return judged(rc, err) if 'log.{kind}' in err else ('unclear error', err[-160:])
 """ for kind, text in (("csv", "prompt,step,reward\na,0,1\na,0,0\n"),
-                       ("jsonl", '{"prompt": "a", "step": 0, "reward": 1}\n{"prompt": "a", "step": 0, "reward": 0}\n'))},
+                       ("jsonl", '{"prompt": "a", "step": 0, "reward": 1}\n'
+                                 '{"prompt": "a", "step": 0, "reward": 0}\n'))},
     "SIGKILL while config.json is written (only its temp in the folder), then --resume": f"""
 (tmp / 'r').mkdir()
 (tmp / 'r' / '.config.json.99999.deadbeef.tmp').write_text('{{"steps": ')
@@ -762,8 +763,10 @@ import numpy as np
 from gsd.diagnose import diagnose
 rows = [(f'q{p}', s, (s * 7 + p * 3 + j) % 2) for s in (0, 1, 2, 5) for p in range(3) for j in range(4)]
 for name, base in (('small', 0), ('big', 2**62)):
-    pd.DataFrame([(q, base + s, r) for q, s, r in rows], columns=['prompt', 'step', 'reward']).to_csv(tmp / f'{name}.csv', index=False)
-a, b = (diagnose(tmp / f'{name}.csv', reward='reward', half_life=1.5).prompts['p_mean'].to_numpy() for name in ('small', 'big'))
+    frame = pd.DataFrame([(q, base + s, r) for q, s, r in rows], columns=['prompt', 'step', 'reward'])
+    frame.to_csv(tmp / f'{name}.csv', index=False)
+a, b = (diagnose(tmp / f'{name}.csv', reward='reward', half_life=1.5).prompts['p_mean'].to_numpy()
+        for name in ('small', 'big'))
 return ('answer', 'equal') if np.array_equal(a, b) else ('wrong answer', f'{a} != {b}')
 """,
     "two gsd allocation-comparison into one --out at once: one wins, the other refused at once": f"""
@@ -787,8 +790,8 @@ return 'wrong answer', f'exit {{first.returncode}} and {{second.returncode}}: {{
 
 
 def scenario_cases() -> list:
-    expect = {"damaged": "either", "a second": "error", "a full disk": "error", "gsd diagnose": "error", "a csv log": "error",
-              "a jsonl log": "error",
+    expect = {"damaged": "either", "a second": "error", "a full disk": "error", "gsd diagnose": "error",
+              "a csv log": "error", "a jsonl log": "error",
               "checkpoint.": "error", "run lock that": "error", "campaign arm": "error"}
     return [{"kind": "scenario", "name": name, "code": code, "budget": 120.0,
              "expect": next((v for k, v in expect.items() if name.startswith(k)), "answer")}

@@ -504,8 +504,8 @@ class _Reader:
                 other = [n for n, m in _MODULES.items() if m is not module and m.PROMPT_COL in columns
                          and getattr(m, "DEFAULT_REWARD", None) in columns]
                 if other:
-                    raise InputError(f"{path}: --format {self.fmt}: no {pcol!r} column (columns: {', '.join(columns)}): "
-                                     f"its rows are {other[0]}'s: use --format {other[0]}")
+                    raise InputError(f"{path}: --format {self.fmt}: no {pcol!r} column (columns: "
+                                     f"{', '.join(columns)}): its rows are {other[0]}'s: use --format {other[0]}")
             raise InputError(f"{path}: no prompt column {pcol!r}; columns: {', '.join(columns)}{hint}")
         if self.terms is None:
             self.terms = self._terms(columns, dtypes, path)
