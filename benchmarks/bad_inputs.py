@@ -387,7 +387,7 @@ def log_and_planner_cases(tmp: Path) -> list:
     # numbers as typed
     for argv, name in ((["plan", "--p", "0.3,1e400", "--epsilon", "0.05"], "1e400"),
                        (["plan", "--p", "0.3", "--epsilon", "1e400"], "1e400"),
-                       (["silent", "--p", "0.3", "--G", "-1e999"], "-1e999"),
+                       (["silent", "--p", "0.3", "--G=-1e999"], "-1e999"),
                        (["simulate", "--out", str(d / "s1"), "--set", "lr=1e400"], "1e400")):
         add(argv, "error", name)
     (d / "huge.toml").write_text("lr = 1e400\n")
@@ -399,6 +399,7 @@ def log_and_planner_cases(tmp: Path) -> list:
          "--set", "beta_mixture=[[1e308, 0.5, 0.5], [1e308, 2, 2]]"], "answer")
     # output files named with their option, before the work
     (d / "figdir.png").mkdir()
+    (d / "figdir.csv").mkdir()
     (d / "curve.csv").write_text("step,fraction\n0,0.1\n1,0.2\n")
     for path in (str(d / "figdir.png"), "/proc/gsd-x.png", str(d / "latin1.jsonl" / "x.png")):
         add(["dapo-fit", str(d / "curve.csv"), "--figure", path], "error", "--figure")
