@@ -449,8 +449,6 @@ class TableLimit(InputError):
     no table (the uniform one) goes on without it."""
 
 
-TableLimit.__module__ = "gsd"
-
 
 def check_table_cost(kind, n_types: int, g_min: int, g_max: int, step: int, h: str) -> None:
     """Refuse, before any work, a value table beyond the allocator's limits (its size, and the

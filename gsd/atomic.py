@@ -14,7 +14,9 @@ never half of one; a failed write removes its temporary file.
 * :func:`replace_set` — replace several files of a folder as one set (all new or all old);
 * :func:`make_folder` — create an output folder;
 * :func:`entry_path` — the path of a name (an arm, a run, a variant, a file of a set) inside its
-  folder, checked to stay there.
+  folder, checked to stay there;
+* :func:`check_writable` — before a command's work, whether a file option's path can be written
+  (the CLI checks ``--figure``, ``--silent-figure`` and ``--output`` with it).
 
 A destination that cannot be written (a read-only folder, a file where a folder is expected,
 a folder where a file is expected, a full disk, a file-size limit, a pseudo file system such as
@@ -36,7 +38,7 @@ import uuid
 from pathlib import Path
 
 __all__ = ["write_atomic", "write_json", "read_json", "write_table", "atomic_path", "jsonable",
-           "remove_temps", "replace_set", "make_folder", "entry_path", "TEMP_GLOB"]
+           "remove_temps", "replace_set", "make_folder", "entry_path", "check_writable", "TEMP_GLOB"]
 
 #: Glob matching the temporary files of this module (``.NAME.<pid>.<random>.tmp``).
 TEMP_GLOB = ".*.tmp"
