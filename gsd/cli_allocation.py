@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from ._validate import MAX_EXACT_GROUP_SIZE
-from .cli import CliError, bounded_int, emit, json_ready, parse_list, real_option
+from .cli_support import CliError, bounded_int, emit, hidden_aliases, json_ready, parse_list, real_option
 
 HELP = "rollouts per step to share out among the prompts (see docs/theory.md, section Spending a rollout budget)"
 
@@ -64,6 +64,7 @@ def add_arguments(p) -> None:
     g.add_argument("--n-column", help="--input column of logged rollouts per prompt (with --k-column)")
     g.add_argument("--prompt-column", help="--input is one row per rollout: the prompt-id column to group by")
     g.add_argument("--reward-column", default="reward", help="0/1 reward column of a per-rollout --input (default reward)")
+    hidden_aliases(g, {"--prompt-col": "prompt_column", "--reward": "reward_column"})  # gsd diagnose's old spellings
     g.add_argument("--prior", default="empirical-bayes",
                    help="prior of the solve rate for counts: empirical-bayes (default), uniform, jeffreys or A,B")
     g.add_argument("--advice", action="store_true",
@@ -73,7 +74,7 @@ def add_arguments(p) -> None:
     g.add_argument("--hold", choices=("prompts", "generations"), default="prompts",
                    help="--advice: what a step holds fixed as G changes, its prompts (the usable rows; default) or its "
                         "generations (--budget)")
-    from .cli import add_advice_arguments
+    from .cli_support import add_advice_arguments
 
     add_advice_arguments(g)
     g.add_argument("--show-rows", action="store_true",
@@ -89,7 +90,7 @@ def speed_advice(src, args):
     """gsd.group_size_advice for ``--advice``: the grid sizes of :data:`ADVICE_SIZES` (and g_min, g_max)."""
     import numpy as np
 
-    from .cli import step_cost
+    from .cli_support import step_cost
     from .speed import DEFAULT_OPTIMIZER, group_size_advice
 
     g_min, g_max, step = max(2, args.g_min), args.g_max, args.step

@@ -215,14 +215,14 @@ def _expected_squares(src, grid, method, ddof, eps):
     if not isinstance(src, BetaPosterior):
         p = np.asarray(src, dtype=np.float64).ravel()
         return symmetric_expectation(p[:, None], grid[None, :], f)
-    from .allocation import _beta_sigma
+    from .allocation import beta_sigma
 
     a, b = src.a.ravel(), src.b.ravel()
     first, inverse = unique_pairs(a, b)
     aa = np.repeat(a[first], grid.size)
     bb = np.repeat(b[first], grid.size)
     gg = np.tile(grid, first.size)
-    return _beta_sigma(aa, bb, gg, f).reshape(first.size, grid.size)[inverse]
+    return beta_sigma(aa, bb, gg, f).reshape(first.size, grid.size)[inverse]
 
 
 def group_size_advice(p_or_posterior, *, hold: str = "prompts", method: str = "grpo",

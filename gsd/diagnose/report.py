@@ -15,7 +15,8 @@ __all__ = ["format_report", "diagnosis_json", "write_outputs", "OUTPUT_FILES"]
 #: Files written by :func:`write_outputs` into the output folder.
 OUTPUT_FILES = ("steps.parquet", "prompts.parquet", "groups.parquet", "summary.json", "diagnose.png")
 
-_GROUP_COLUMNS = ("step", "prompt", "G", "n", "k", "n_before", "k_before", "n_eff", "k_eff", "a", "b", "silent", "binary_silent",
+_GROUP_COLUMNS = ("step", "prompt", "G", "generated", "n", "k", "n_before", "k_before", "n_eff", "k_eff", "a", "b",
+                  "silent", "binary_silent",
                   "silent_pred", "sigma", "sigma_pred")
 
 
@@ -114,6 +115,8 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
             f"{s['epsilon']:g} of the large-group limit, at each prompt's posterior mean: "
             + (f"median {np.median(gs[ok]):.0f}, 90th percentile {np.percentile(gs[ok], 90):.0f}" if ok.any() else "none reachable")
             + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "") + ".")
+    if "verdict" in pr:
+        lines += ["", _verdict_line(pr)] + _prompt_lines(pr)
     if "group_size_budget" in pr:
         alloc = pr["group_size_budget"]
         drawn = alloc > 0
@@ -152,6 +155,37 @@ def advice_lines(s: dict) -> list[str]:
                "(docs/theory.md, section Which G learns fastest)")
     out += [f"  note: {n}" for n in adv.get("notes", [])]
     return out
+
+
+def _verdict_line(pr) -> str:
+    from .tables import VERDICT_DELTA, VERDICT_PROB
+
+    counts = pr["verdict"].value_counts()
+    words = ", ".join(f"{int(counts.get(w, 0)):,} {w}" for w in ("starved", "saturated", "learning", "unsure"))
+    return (f"Prompts: {words} (posterior probability > {VERDICT_PROB:g} that p < {VERDICT_DELTA:g}, "
+            f"p > {1 - VERDICT_DELTA:g}, or in between; unsure: none yet).")
+
+
+#: Prompts listed in the report's per-prompt table (all of them in --out's prompts.parquet).
+MAX_PROMPTS = 12
+
+
+def _prompt_lines(pr) -> list[str]:
+    """The per-prompt table: posterior mean and interval beside the verdict, for up to
+    :data:`MAX_PROMPTS` prompts spread over the range of posterior means."""
+    order = np.argsort(pr["p_mean"].to_numpy(), kind="stable")
+    if order.size > MAX_PROMPTS:
+        order = order[np.unique(np.linspace(0, order.size - 1, MAX_PROMPTS).round().astype(int))]
+    lines = [f"{len(order)} of {len(pr):,} prompts, by posterior mean (--out writes them all, prompts.parquet):"
+             if len(order) < len(pr) else "Per prompt:"]
+    lines.append(f"  {'prompt':<28} {'rollouts':>8} {'right':>6} {'p mean':>7} {'interval':>15} {'verdict':>9}")
+    for i in order:
+        r = pr.iloc[i]
+        text = str(r["prompt"])
+        text = text if len(text) <= 28 else text[:27] + "…"
+        lines.append(f"  {text:<28} {int(r['rollouts']):>8} {int(r['right']):>6} {r['p_mean']:>7.3f} "
+                     f"{f'[{r.p_lo:.3f}, {r.p_hi:.3f}]':>15} {r['verdict']:>9}")
+    return lines
 
 
 def _num(x) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import betabinom
 
 import gsd
@@ -310,3 +312,55 @@ def test_auto_half_life_needs_right_wrong_rewards(tmp_path):
     assert diagnose(tmp_path, half_life="auto", threshold=0.5).summary["half_life_choice"]["groups_scored"] > 0
     with pytest.raises(ValueError, match="half_life"):
         diagnose(tmp_path, half_life="soon")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(1e-2, 1e3), st.floats(1e-2, 1e3)), min_size=1, max_size=30))
+def test_prompt_verdicts_follow_their_definition(ab):
+    """starved ⇔ P(p < 0.05) > 0.9, saturated ⇔ P(p > 0.95) > 0.9, learning ⇔ P(0.05 ≤ p ≤ 0.95) > 0.9,
+    each probability from scipy.stats.beta's own cdf / sf."""
+    from scipy.stats import beta
+
+    from gsd.diagnose.tables import prompt_verdicts
+
+    a, b = np.array(ab).T
+    below, above, words = prompt_verdicts(a, b)
+    np.testing.assert_allclose(below, beta.cdf(0.05, a, b), rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(above, beta.sf(0.95, a, b), rtol=1e-12, atol=1e-300)
+    lo, hi = beta.cdf(0.05, a, b), beta.sf(0.95, a, b)
+    want = np.where(lo > 0.9, "starved", np.where(hi > 0.9, "saturated",
+                                                  np.where(1 - lo - hi > 0.9, "learning", "unsure")))
+    assert words.tolist() == want.tolist()
+
+
+def test_the_report_puts_the_verdicts_beside_the_posteriors(tmp_path):
+    from gsd.diagnose import diagnose, format_report
+
+    rng = np.random.default_rng(0)
+    p = np.repeat([0.0, 1.0, 0.5], 10)
+    frame = pd.DataFrame({"prompt": np.repeat(np.arange(30), 8 * 6) % 30,
+                          "step": np.tile(np.repeat(np.arange(6), 8), 30)})
+    frame["reward"] = (rng.random(len(frame)) < p[frame["prompt"]]).astype(float)
+    frame.to_csv(tmp_path / "log.csv", index=False)
+    dx = diagnose(tmp_path / "log.csv", reward="reward", progress=False)
+    verdict = dx.prompts.set_index("prompt")["verdict"]
+    assert (verdict[[str(i) for i in range(10)]] == "starved").all()
+    assert (verdict[[str(i) for i in range(10, 20)]] == "saturated").all()
+    assert (verdict[[str(i) for i in range(20, 30)]] == "learning").all()
+    text = format_report(dx)
+    assert "Prompts: 10 starved, 10 saturated, 10 learning, 0 unsure" in text and text.count(" starved\n") >= 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 1.0]), min_size=1, max_size=40), st.sampled_from([-1.0, 0.0]),
+       st.lists(st.integers(0, 40), max_size=5), st.sampled_from([np.nan, np.inf, -np.inf]))
+def test_unscorable_rows_never_change_right_wrong(values, low, where, bad):
+    """NaN or ±inf rows (TRL's None, a padding row) leave the other rows' right/wrong and the
+    note's kind as they are: a binary log stays binary."""
+    reward = np.where(np.array(values) == 1.0, 1.0, low)
+    marked = np.insert(reward, [min(i, reward.size) for i in where], bad)
+    finite = np.isfinite(marked)
+    want, note = gsd.diagnose.binarise(reward)
+    got, got_note = gsd.diagnose.binarise(marked)
+    assert got[finite].tolist() == want.tolist() and not got[~finite].any()
+    assert got_note.split(";")[0] == note
