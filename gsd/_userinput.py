@@ -27,8 +27,9 @@ def parse_real(text, what: str) -> float:
     if math.isinf(value) and typed not in _INF_WORDS:
         raise InputError(f"{what} = {str(text).strip()}: beyond float64's range (|x| <= 1.8e308)")
     if value == 0.0 and any(ch in "123456789" for ch in typed.split("e")[0]):
-        raise InputError(f"{what} = {str(text).strip()}: below float64's smallest positive number (4.9e-324), "
-                         "it would be read as 0")
+        raise InputError(
+            f"{what} = {str(text).strip()}: below float64's smallest positive number (4.9e-324), it would be read as 0"
+        )
     return value
 
 
@@ -65,7 +66,9 @@ def refuse_binary(path, what: str) -> None:
     for part, offset in ((head, 0), (tail, size - len(tail))):
         at = part.find(b"\x00")
         if at >= 0:
-            zeros = " (only NUL bytes there: a preallocated or sparse file, or one cut short by a crash?)" \
-                if part.count(b"\x00") == len(part) else ""
-            raise InputError(f"{what}: {str(path)!r} holds a NUL byte at byte {offset + at:,}: not a text "
-                             f"file{zeros}")
+            zeros = (
+                " (only NUL bytes there: a preallocated or sparse file, or one cut short by a crash?)"
+                if part.count(b"\x00") == len(part)
+                else ""
+            )
+            raise InputError(f"{what}: {str(path)!r} holds a NUL byte at byte {offset + at:,}: not a text file{zeros}")

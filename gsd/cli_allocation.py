@@ -197,11 +197,16 @@ def plan_budget(args) -> int:
     import pandas as pd
 
     from . import tables
-    from .allocation import allocate_with_advice, expected_silent_rate, uniform_plan
-    from .allocation import HORIZON_VALUES, PLAN_RULES, TableLimit
+    from .allocation import (
+        DEFAULT_PLAN,
+        HORIZON_VALUES,
+        PLAN_RULES,
+        TableLimit,
+        allocate_with_advice,
+        expected_silent_rate,
+        uniform_plan,
+    )
     from .atomic import write_table
-
-    from .allocation import DEFAULT_PLAN
 
     args.value = args.value or DEFAULT_PLAN
     if args.value not in PLAN_RULES:  # before any work

@@ -39,8 +39,7 @@ def test_advice_allocated_value_is_the_optimum(p):
         brute = _brute_force(p, row.rollouts, 2, g_max)
         assert row.allocated_value == pytest.approx(brute, rel=1e-12, abs=1e-15)
         assert row.allocated_value >= row.uniform_value * (1 - 1e-12)
-        assert row.allocated_value == pytest.approx(allocate_group_sizes(p, row.rollouts, g_max=g_max).total,
-                                                    rel=1e-12)
+        assert row.allocated_value == pytest.approx(allocate_group_sizes(p, row.rollouts, g_max=g_max).total, rel=1e-12)
     assert adv.at_budget["allocated_value"] == pytest.approx(_brute_force(p, 9, 2, g_max), rel=1e-12)
 
 

@@ -14,18 +14,24 @@ from gsd.cli import main
 def _cases(tmp_path):
     (tmp_path / "folder.png").mkdir()
     (tmp_path / "file").write_text("x")
-    return [(str(tmp_path / "folder.png"), "it is a folder"), ("/proc/gsd-x.png", "cannot write '/proc/gsd-x.png'"),
-            ("/sys/gsd-x.png", "cannot write '/sys/gsd-x.png'"),
-            (str(tmp_path / "file" / "x.png"), "a file is in the way")]
+    return [
+        (str(tmp_path / "folder.png"), "it is a folder"),
+        ("/proc/gsd-x.png", "cannot write '/proc/gsd-x.png'"),
+        ("/sys/gsd-x.png", "cannot write '/sys/gsd-x.png'"),
+        (str(tmp_path / "file" / "x.png"), "a file is in the way"),
+    ]
 
 
-@pytest.mark.parametrize("argv, option", [
-    (["dapo-fit", "curve.csv", "--figure"], "--figure"),
-    (["allocation-comparison", "--out", "OUT", "--figure"], "--figure"),
-    (["transformer-update", "--silent-figure"], "--silent-figure"),
-    (["simulate", "--campaign", "c.toml", "--out", "OUT", "--figure"], "--figure"),
-    (["plan", "--p", "0.3", "--epsilon", "0.05", "--output"], "--output"),
-])
+@pytest.mark.parametrize(
+    "argv, option",
+    [
+        (["dapo-fit", "curve.csv", "--figure"], "--figure"),
+        (["allocation-comparison", "--out", "OUT", "--figure"], "--figure"),
+        (["transformer-update", "--silent-figure"], "--silent-figure"),
+        (["simulate", "--campaign", "c.toml", "--out", "OUT", "--figure"], "--figure"),
+        (["plan", "--p", "0.3", "--epsilon", "0.05", "--output"], "--output"),
+    ],
+)
 def test_unwritable_output_file_names_the_option(tmp_path, capsys, argv, option):
     argv = [a.replace("OUT", str(tmp_path / "out")) for a in argv]
     for path, why in _cases(tmp_path):

@@ -29,13 +29,16 @@ def deny(monkeypatch):
     return lambda path: denied.add(os.path.abspath(path))
 
 
-@pytest.mark.parametrize("name, text, argv", [
-    ("c.toml", "steps = 1\n", ["simulate", "--config", "{}", "--out", "{out}"]),
-    ("c.json", '{"steps": 1}', ["simulate", "--config", "{}", "--out", "{out}"]),
-    ("g.toml", "[grid]\nseed = [0]\n", ["sweep", "--grid", "{}", "--out", "{out}"]),
-    ("h.csv", "k,count\n0,1\n", ["bigmath", "--input", "{}"]),
-    ("log.csv", "prompt,step,reward\na,0,1\na,0,0\n", ["diagnose", "{}", "--reward", "reward", "--no-progress"]),
-])
+@pytest.mark.parametrize(
+    "name, text, argv",
+    [
+        ("c.toml", "steps = 1\n", ["simulate", "--config", "{}", "--out", "{out}"]),
+        ("c.json", '{"steps": 1}', ["simulate", "--config", "{}", "--out", "{out}"]),
+        ("g.toml", "[grid]\nseed = [0]\n", ["sweep", "--grid", "{}", "--out", "{out}"]),
+        ("h.csv", "k,count\n0,1\n", ["bigmath", "--input", "{}"]),
+        ("log.csv", "prompt,step,reward\na,0,1\na,0,0\n", ["diagnose", "{}", "--reward", "reward", "--no-progress"]),
+    ],
+)
 def test_permission_denied_is_one_line_naming_the_file(tmp_path, capsys, deny, name, text, argv):
     path = tmp_path / name
     path.write_text(text)

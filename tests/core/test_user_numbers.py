@@ -26,12 +26,15 @@ def test_inf_and_nan_written_as_such_pass_and_small_values_read():
         parse_real("x", "x")
 
 
-@pytest.mark.parametrize("argv, option", [
-    (["plan", "--p", "0.3,1e400", "--epsilon", "0.05"], "--p = 1e400"),
-    (["plan", "--p", "0.3", "--epsilon", "1e400"], "--epsilon = 1e400"),
-    (["silent", "--p", "0.3", "--G", "1e400"], "--G = 1e400"),
-    (["identity", "--rewards", "0,1,-1e999"], "--rewards = -1e999"),
-])
+@pytest.mark.parametrize(
+    "argv, option",
+    [
+        (["plan", "--p", "0.3,1e400", "--epsilon", "0.05"], "--p = 1e400"),
+        (["plan", "--p", "0.3", "--epsilon", "1e400"], "--epsilon = 1e400"),
+        (["silent", "--p", "0.3", "--G", "1e400"], "--G = 1e400"),
+        (["identity", "--rewards", "0,1,-1e999"], "--rewards = -1e999"),
+    ],
+)
 def test_cli_names_option_and_text(argv, option, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err

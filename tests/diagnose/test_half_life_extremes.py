@@ -14,8 +14,12 @@ from gsd.diagnose.tables import group_table
 
 def _log(tmp_path, base, suffix=".csv"):
     rng = np.random.default_rng(3)
-    rows = [{"prompt": f"q{p}", "step": base + s, "reward": int(rng.random() < 0.5)}
-            for s in (0, 1, 2, 5) for p in range(3) for _ in range(4)]
+    rows = [
+        {"prompt": f"q{p}", "step": base + s, "reward": int(rng.random() < 0.5)}
+        for s in (0, 1, 2, 5)
+        for p in range(3)
+        for _ in range(4)
+    ]
     path = tmp_path / f"log{base % 1000}{suffix}"
     df = pd.DataFrame(rows)
     df.to_csv(path, index=False) if suffix == ".csv" else df.to_json(path, orient="records", lines=True)
@@ -38,8 +42,10 @@ def test_discount_depends_on_step_differences_only(tmp_path, suffix):
     t, n = first["step"].to_numpy(), first["n"].to_numpy()
     direct = [sum(2.0 ** (-(t[j] - t[i]) / 1.5) * n[i] for i in range(j)) for j in range(t.size)]
     np.testing.assert_allclose(first["n_eff"].to_numpy(), direct, rtol=1e-15)
-    pa_, pb = (diagnose(p, reward="reward", half_life=1.5).prompts for p in (_log(tmp_path, 0, suffix),
-                                                                              _log(tmp_path, 2**62, suffix)))
+    pa_, pb = (
+        diagnose(p, reward="reward", half_life=1.5).prompts
+        for p in (_log(tmp_path, 0, suffix), _log(tmp_path, 2**62, suffix))
+    )
     np.testing.assert_array_equal(pa_["p_mean"].to_numpy(), pb["p_mean"].to_numpy())
 
 
@@ -52,6 +58,7 @@ def test_tiny_half_life_counts_only_the_last_step_without_a_warning(tmp_path):
     g = group_table(log, log.reward, half_life=1e-320)
     assert (g["n_eff"] == 0).all()  # every earlier step is infinitely many half-lives old
     last = g[g["step"] == g["step"].max()].groupby("prompt")["k"].sum()
-    np.testing.assert_allclose(dx.prompts["p_mean"].to_numpy(),
-                               ((dx.summary["prior"]["a"] + last) /
-                                (dx.summary["prior"]["a"] + dx.summary["prior"]["b"] + 4)).to_numpy())
+    np.testing.assert_allclose(
+        dx.prompts["p_mean"].to_numpy(),
+        ((dx.summary["prior"]["a"] + last) / (dx.summary["prior"]["a"] + dx.summary["prior"]["b"] + 4)).to_numpy(),
+    )

@@ -79,9 +79,16 @@ def test_recursive_glob_over_a_symlink_loop_returns(tmp_path):
     (tmp_path / "a" / "b" / "x.jsonl").write_bytes(ROWS)
     (tmp_path / "a" / ".hidden").mkdir()
     (tmp_path / "a" / ".hidden" / "y.jsonl").write_bytes(ROWS)
-    code = ("import sys; from gsd.diagnose.readers import find_log_files; "
-            "print([str(p) for p in find_log_files(sys.argv[1], 'table')])")
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "**" / "*.jsonl")], capture_output=True,
-                         text=True, timeout=60, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    code = (
+        "import sys; from gsd.diagnose.readers import find_log_files; "
+        "print([str(p) for p in find_log_files(sys.argv[1], 'table')])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "**" / "*.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == repr([str(tmp_path / "a" / "b" / "x.jsonl")])

@@ -24,6 +24,5 @@ def test_beta_mixture_weights_at_the_ends_of_float64(scale):
     from gsd.simulator.population import initial_solve_rates
 
     base = SimConfig(difficulty="beta", n_prompts=50, beta_mixture=[[1.0, 0.5, 0.5], [1.0, 2.0, 2.0]])
-    scaled = SimConfig(difficulty="beta", n_prompts=50,
-                       beta_mixture=[[scale, 0.5, 0.5], [scale, 2.0, 2.0]])
+    scaled = SimConfig(difficulty="beta", n_prompts=50, beta_mixture=[[scale, 0.5, 0.5], [scale, 2.0, 2.0]])
     np.testing.assert_array_equal(initial_solve_rates(scaled), initial_solve_rates(base))

@@ -7,7 +7,8 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("verl", reason="the tests against the real verl need verl==0.9.1 (make install)")
 
