@@ -513,8 +513,9 @@ class _Reader:
         if pcol not in columns:
             hint = " (name it with --prompt-column)" if module is None else ""
             if module is not None and self.cols["prompt"] == module.PROMPT_COL:  # --format names another trainer?
-                other = [n for n, m in _MODULES.items() if m is not module and m.PROMPT_COL in columns
-                         and getattr(m, "DEFAULT_REWARD", None) in columns]
+                other = sorted((n for n, m in _MODULES.items() if m is not module and m.PROMPT_COL in columns
+                                and path.suffix.lower() in m.SUFFIXES and _takes_reward(m, columns)),
+                               key=lambda n: not _MODULES[n].is_log_file(path))  # the one that names such files
                 if other:
                     raise InputError(f"{path}: --format {self.fmt}: no {pcol!r} column (columns: "
                                      f"{', '.join(columns)}): its rows are {other[0]}'s: use --format {other[0]}")
@@ -712,6 +713,15 @@ def _integers(arr):
     f = _numeric(arr, "step", "")
     ok = np.isfinite(f) & (f == np.round(f)) & (np.abs(f) < _MAX_STEP)
     return np.where(ok, f, 0).astype(np.int64), ok
+
+
+def _takes_reward(module, columns) -> bool:
+    """Whether a trainer finds its default reward among ``columns`` (what --format would read)."""
+    try:
+        module.default_reward(list(columns), set(columns))
+    except InputError:
+        return False
+    return True
 
 
 def repeated_keys(keys, reward):
