@@ -145,6 +145,7 @@ LOSSES = [
 
 # Single calls at the limits of cost and precision: (expression, expect, range check).
 API_LIMITS = [
+    ("__import__('gsd.integrations.trl', fromlist=['trl']).total_reward(np.ones((2, 3)), [1.0])", "error", "v >= 0"),
     ("gsd.expected_silent_rate(gsd.posterior_from_counts(2**52, 2**53, prior='uniform'), 8)", "answer",
      "(v >= 0) & (v <= 1) & (abs(v - 2 * 0.5**8) < 1e-9)"),
     ("gsd.expected_silent_rate(gsd.posterior_from_counts(0, 2**53, prior='uniform'), 8)", "answer", "(v >= 0) & (v <= 1)"),
@@ -249,6 +250,7 @@ def cli_cases(tmp: Path):
         add(["simulate", "--out", str(tmp / "simset"), "--set", s], False)
     add(["plan", "--input", str(tmp / "other.csv"), "--column", "nope", "--epsilon", "0.1"], False)
     cases += limit_cases(tmp)
+    cases += log_and_planner_cases(tmp)
     return cases
 
 
@@ -346,6 +348,110 @@ def limit_cases(tmp: Path) -> list:
                fmt="%d", delimiter=",", header="k,n", comments="")
     add(["plan", "--input", str(tmp / "counts_1e6.csv"), "--k-column", "k", "--n-column", "n", "--budget", "16000000",
          "--output", str(out / "counts_1e6.parquet")], "answer")
+    return cases
+
+
+def log_and_planner_cases(tmp: Path) -> list:
+    """Issue 38's classes: real formats read silently wrong, the planner's wrong answers, unreadable
+    files and messages naming the wrong thing."""
+    import numpy as np
+
+    from gsd.integrations.trl import write_step as trl_step
+    from gsd.integrations.verl import write_step as verl_step
+
+    d = tmp / "i38"
+    d.mkdir(exist_ok=True)
+    cases = []
+
+    def add(argv, expect, must_name=None, post=None):
+        cases.append({"kind": "cli", "argv": argv, "expect": expect, "must_name": must_name, "post": post})
+
+    def summary(expr):  # a post on the --json summary of gsd diagnose
+        return f"(lambda s: {expr})(json.loads(stdout)['summary'])"
+
+    diag = ["diagnose", "--no-progress", "--json"]
+    # unreadable files: one line naming the file, fast
+    good = b"".join(b'{"prompt": "%s", "step": 0, "reward": %d}\n' % (q, r) for q in (b"a", b"b") for r in (0, 1, 1))
+    (d / "latin1.jsonl").write_bytes(good + b'{"prompt": "caf\xe9", "step": 0, "reward": 1}\n')
+    add([*diag, str(d / "latin1.jsonl"), "--reward", "reward"], "answer", post=summary("s['bad_rows'] == 1"))
+    for suffix in (".jsonl", ".csv"):
+        with open(d / f"zeros{suffix}", "wb") as fh:
+            fh.truncate(2 << 30)  # 2 GB of NUL bytes, sparse
+        add([*diag, str(d / f"zeros{suffix}"), "--reward", "reward"], "error", "NUL")
+    os.mkfifo(d / "fifo.csv")
+    add([*diag, str(d / "fifo.csv"), "--reward", "reward"], "error", "fifo.csv")
+    (d / "loop" / "a").mkdir(parents=True)
+    (d / "loop" / "a" / "up").symlink_to("..")
+    (d / "loop" / "a" / "x.jsonl").write_bytes(good)
+    add([*diag, str(d / "loop" / "**" / "*.jsonl"), "--reward", "reward"], "answer")
+    # numbers as typed
+    for argv, name in ((["plan", "--p", "0.3,1e400", "--epsilon", "0.05"], "1e400"),
+                       (["plan", "--p", "0.3", "--epsilon", "1e400"], "1e400"),
+                       (["silent", "--p", "0.3", "--G=-1e999"], "-1e999"),
+                       (["simulate", "--out", str(d / "s1"), "--set", "lr=1e400"], "1e400")):
+        add(argv, "error", name)
+    (d / "huge.toml").write_text("lr = 1e400\n")
+    add(["simulate", "--config", str(d / "huge.toml"), "--out", str(d / "s2")], "error", "1e400")
+    (d / "list.json").write_text("[1, 2]")
+    for command in ("simulate", "allocation-comparison"):
+        add([command, "--config", str(d / "list.json"), "--out", str(d / f"{command}_list")], "error", "JSON list")
+    add(["simulate", "--out", str(d / "bm"), *SMALL_RUN, "--set", "difficulty=beta",
+         "--set", "beta_mixture=[[1e308, 0.5, 0.5], [1e308, 2, 2]]"], "answer")
+    # output files named with their option, before the work
+    (d / "figdir.png").mkdir()
+    (d / "figdir.csv").mkdir()
+    (d / "curve.csv").write_text("step,fraction\n0,0.1\n1,0.2\n")
+    for path in (str(d / "figdir.png"), "/proc/gsd-x.png", str(d / "latin1.jsonl" / "x.png")):
+        add(["dapo-fit", str(d / "curve.csv"), "--figure", path], "error", "--figure")
+        add(["plan", "--p", "0.3", "--epsilon", "0.05", "--output", path.replace(".png", ".csv")], "error", "--output")
+    # half-life at its ends: a tiny half-life, steps near 2^62 (exact integer ages)
+    rows = [f"q{p},{base + s},{(s + p + j) % 2}" for base in (0,) for s in range(4) for p in range(3) for j in range(4)]
+    (d / "small.csv").write_text("prompt,step,reward\n" + "\n".join(rows) + "\n")
+    (d / "big.csv").write_text("prompt,step,reward\n" + "\n".join(
+        r.replace(f",{s},", f",{2**62 + s},", 1) for r in rows for s in [int(r.split(",")[1])]) + "\n")
+    add([*diag, str(d / "small.csv"), "--reward", "reward", "--half-life", "1e-320"], "answer")
+    add([*diag, str(d / "big.csv"), "--reward", "reward", "--half-life", "1.5"], "answer")  # exact: a scenario
+    # the planner: strict JSON, the uniform default without a table, the advice's optimum
+    add(["plan", "--p", "0,0.3,1,0.5", "--budget", "4", "--g-max", "8", "--json", "--advice"], "answer",
+        post="json.loads(stdout, parse_constant=lambda c: 1 / 0) is not None")
+    add(["plan", "--p", "0.3,0.5,0.1", "--budget", "9", "--g-max", "8", "--json", "--advice"], "answer",
+        post="all(r['allocated_value'] >= r['uniform_value'] * (1 - 1e-12) for r in json.loads(stdout)['advice'])")
+    np.savetxt(d / "rates1e5.csv", np.random.default_rng(0).random(100_000), header="p", comments="", fmt="%.17g")
+    add(["plan", "--input", str(d / "rates1e5.csv"), "--column", "p", "--budget", "1000000", "--output",
+         str(d / "plan1e5.parquet")], "answer", post=f"len(pd.read_parquet({str(d / 'plan1e5.parquet')!r})) == 100000")
+    # verl V1: a malformed key, a key written twice; verl's float32 silence
+    v1 = [{"input": q, "output": "o", "score": float(r), "step": 1, "uid": f"u{g}_{i}_0"}
+          for g, (q, rs) in enumerate([("q1", (1, 0, 1, 1)), ("q2", (0, 0, 1, 1)), ("q1", (1, 1, 0, 1))])
+          for i, r in enumerate(rs)]
+    for name, edit, post in (
+            ("plain", lambda rows: rows[5].update(uid="plain"),
+             "s['bad_rows'] == 1 and 'uid' in s['group_by'] and 'V1 key' in s['bad_rows_listed'][0]"),
+            ("null", lambda rows: rows[5].update(uid=None), "s['bad_rows'] == 1 and 'uid' in s['group_by']"),
+            ("twice", lambda rows: rows.append(dict(rows[1], score=1.0)),
+             "s['extra_outputs'] == 0 and 'written twice' in s['bad_rows_listed'][0]")):
+        rows = [dict(r) for r in v1]
+        edit(rows)
+        (d / f"v1_{name}" / "rollout_data").mkdir(parents=True)
+        (d / f"v1_{name}" / "rollout_data" / "1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        add([*diag, str(d / f"v1_{name}" / "rollout_data")], "answer", post=summary(post))
+    verl_step(d / "f32" / "rollout_data", 1, ["q1", "q1", "q2", "q2"], [1.0, 0.99999999, 0.0, 1.0])
+    add([*diag, str(d / "f32" / "rollout_data")], "answer",
+        post="json.loads(stdout)['steps'][0]['silent_frac'] == 0.5")
+    add(["diagnose", "--no-progress", "--format", "areal", str(d / "f32" / "rollout_data")], "error", "--format verl")
+    # TRL: trainer_state.json of the wrong type
+    for step in (1, 2):
+        trl_step(d / "trl" / "completions", step, ["a"] * 4 + ["b"] * 4, {"r": [1.0, 0, 1, 1, 0, 0, 0, 1]})
+    (d / "trl" / "trainer_state.json").write_text(json.dumps({"global_step": "2", "log_history": []}))
+    add([*diag, str(d / "trl")], "answer", post=summary("any('global_step is' in w for w in s['warnings'])"))
+    # AReaL: one row without its sample_idx beside complete ones
+    (d / "areal" / "rollout" / "0").mkdir(parents=True)
+    for t in range(3):
+        rows = [{"task_id": t, "sample_idx": i, "seqlen": 5, "prompt_len": 2, "head_version": -1, "tail_version": 0,
+                 "reward": float(i % 2), "prompt": f"p{t}", "completion": "c"} for i in range(4)]
+        if t == 1:
+            del rows[2]["sample_idx"]
+        (d / "areal" / "rollout" / "0" / f"{t}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    add([*diag, str(d / "areal")], "answer", post=summary("'sample_idx' in s['bad_rows_listed'][0]"))
     return cases
 
 
@@ -599,8 +705,94 @@ return judged(rc, err)
 })
 
 
+_COMPARISON_TOML = """
+[campaign]
+seeds = [0, 1]
+reference_arm = "fixed_g8"
+uniform_arms = ["fixed_g4", "fixed_g8", "fixed_g16"]
+[variants.tabular]
+policy = "tabular"
+[base]
+steps = 6
+n_prompts = 60
+rollouts = "counts"
+closed_form_every = 0
+checkpoint_every = 100
+device = "cpu"
+g_max = 16
+[arms.fixed_g4]
+allocation = "fixed"
+group_size = 4
+steps = 12
+[arms.fixed_g8]
+allocation = "fixed"
+[arms.fixed_g16]
+allocation = "fixed"
+group_size = 16
+steps = 3
+"""
+SCENARIOS.update({
+    **{f"a {kind} log the user may not read (PermissionError from open): one line naming it": f"""
+import builtins
+path = tmp / 'log.{kind}'
+path.write_text({text!r})
+real_open = builtins.open
+def denied(file, *a, **k):
+    if str(file) == str(path):
+        raise PermissionError(13, 'Permission denied', str(path))
+    return real_open(file, *a, **k)
+builtins.open = denied
+try:
+    rc, _, err = cli('diagnose', str(path), '--reward', 'reward', '--no-progress')
+finally:
+    builtins.open = real_open
+return judged(rc, err) if 'log.{kind}' in err else ('unclear error', err[-160:])
+""" for kind, text in (("csv", "prompt,step,reward\na,0,1\na,0,0\n"),
+                       ("jsonl", '{"prompt": "a", "step": 0, "reward": 1}\n'
+                                 '{"prompt": "a", "step": 0, "reward": 0}\n'))},
+    "SIGKILL while config.json is written (only its temp in the folder), then --resume": f"""
+(tmp / 'r').mkdir()
+(tmp / 'r' / '.config.json.99999.deadbeef.tmp').write_text('{{"steps": ')
+rc, _, err = cli('simulate', '--out', str(tmp / 'r'), {SIM_ARGS}, '--resume')
+if rc != 0:
+    return judged(rc, err)
+left = sorted(p.name for p in (tmp / 'r').rglob('.*.tmp'))
+return ('data loss', f'left: {{left}}') if left else ('answer', 'clean')
+""",
+    "steps near 2^62 with --half-life: the posteriors of steps near 0": """
+import numpy as np
+from gsd.diagnose import diagnose
+rows = [(f'q{p}', s, (s * 7 + p * 3 + j) % 2) for s in (0, 1, 2, 5) for p in range(3) for j in range(4)]
+for name, base in (('small', 0), ('big', 2**62)):
+    frame = pd.DataFrame([(q, base + s, r) for q, s, r in rows], columns=['prompt', 'step', 'reward'])
+    frame.to_csv(tmp / f'{name}.csv', index=False)
+a, b = (diagnose(tmp / f'{name}.csv', reward='reward', half_life=1.5).prompts['p_mean'].to_numpy()
+        for name in ('small', 'big'))
+return ('answer', 'equal') if np.array_equal(a, b) else ('wrong answer', f'{a} != {b}')
+""",
+    "two gsd allocation-comparison into one --out at once: one wins, the other refused at once": f"""
+COMPARISON_TOML = {_COMPARISON_TOML!r}
+(tmp / 'c.toml').write_text(COMPARISON_TOML)
+argv = ('allocation-comparison', '--config', str(tmp / 'c.toml'), '--out', str(tmp / 'o'), '--quiet', '--jobs', '1')
+first = gsd_process(*argv)
+deadline = time.time() + 60
+while not list((tmp / 'o').glob('*.lock')) and first.poll() is None and time.time() < deadline:
+    time.sleep(0.02)
+second = gsd_process(*argv)
+_, err2 = second.communicate(timeout=100)
+_, err1 = first.communicate(timeout=100)
+if first.returncode == 0 and second.returncode == 2 and len(err2.strip().splitlines()) == 1:
+    return 'answer', 'one won, the other was refused: ' + err2.strip()[-100:]
+if first.returncode == 0 and second.returncode == 0:
+    return 'answer', 'the first had finished before the second started'
+return 'wrong answer', f'exit {{first.returncode}} and {{second.returncode}}: {{err1[-80:]}} {{err2[-80:]}}'
+""",
+})
+
+
 def scenario_cases() -> list:
     expect = {"damaged": "either", "a second": "error", "a full disk": "error", "gsd diagnose": "error",
+              "a csv log": "error", "a jsonl log": "error",
               "checkpoint.": "error", "run lock that": "error", "campaign arm": "error"}
     return [{"kind": "scenario", "name": name, "code": code, "budget": 120.0,
              "expect": next((v for k, v in expect.items() if name.startswith(k)), "answer")}

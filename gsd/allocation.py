@@ -448,6 +448,12 @@ def _sigma_on_grid(kind, grid, f, p=None, a=None, b=None):
     return out
 
 
+class TableLimit(InputError):
+    """A value table beyond the allocator's limits (:func:`check_table_cost`): a plan that needs
+    no table (the uniform one) goes on without it."""
+
+
+
 def check_table_cost(kind, n_types: int, g_min: int, g_max: int, step: int, h: str) -> None:
     """Refuse, before any work, a value table beyond the allocator's limits (its size, and the
     terms of its E[σ̂] sums): the error names the grid and the limit.  ``kind``: "point" (known
@@ -455,7 +461,7 @@ def check_table_cost(kind, n_types: int, g_min: int, g_max: int, step: int, h: s
     config calls it too, so a run's plans are checked before its folder exists."""
     points = (g_max - g_min) // step + 1
     if n_types * points > _MAX_TABLE:
-        raise InputError(
+        raise TableLimit(
             f"g_max: {n_types} distinct prompts × {points:,} grid points (g_min={g_min}, g_max={g_max}, "
             f"step={step}) exceed the allocator's table limit ({_MAX_TABLE:,}); use a larger step, a smaller "
             "g_max or fewer distinct rates")
@@ -464,7 +470,7 @@ def check_table_cost(kind, n_types: int, g_min: int, g_max: int, step: int, h: s
     grid = np.arange(g_min, g_max + 1, step, dtype=np.int64)
     terms = min(_sigma_costs(kind, n_types, grid))
     if terms > _MAX_SUM_TERMS:
-        raise InputError(
+        raise TableLimit(
             f"g_max: the expected updates of {n_types} distinct prompts on the grid g_min={g_min}, g_max={g_max}, "
             f"step={step} take ~{terms:.2g} terms, above the allocator's limit ({_MAX_SUM_TERMS:.0e}); use a "
             "smaller g_max, a larger step or fewer distinct rates")
@@ -890,6 +896,7 @@ class _Problem:
         plan's end columns (O(segments) in all, not per budget)."""
         budgets = np.asarray(budgets, dtype=np.int64)
         out = np.empty(budgets.size)
+        inexact = np.zeros(budgets.size, dtype=bool)
         end = np.zeros(self.n_types, dtype=np.int64)
         done = 0
         for i in np.argsort(budgets, kind="stable"):  # one plan per budget (the advice's grid)
@@ -898,7 +905,15 @@ class _Problem:
                 taken = self.order[done:n_full]
                 np.maximum.at(end, self.seg_row[taken], self.seg_end[taken])
                 done = n_full
-            out[i] = self.solve(int(budgets[i]), end=end)[1]
+            _, out[i], _, _, exact, _ = self.solve(int(budgets[i]), end=end)
+            inexact[i] = not exact
+        # Where the greedy is not certified, :func:`_allocate` solves the budget exactly when the
+        # programme is small: so do these totals, all from one programme at the largest such budget
+        # (its table holds the optimum within every smaller budget), or they would report a plan
+        # worse than the one the allocator returns (and than uniform G, which is feasible).
+        if inexact.any() and self.dp_size(int(budgets[inexact].max())) <= _MAX_DP:
+            best = self._dp_best(int(budgets[inexact].max()))[0]
+            out[inexact] = best[budgets[inexact]]
         return out
 
     def solve(self, budget, end=None):
@@ -962,13 +977,9 @@ class _Problem:
         """Work of :meth:`exact_dp`: prompts × grid points × (budget + 1)."""
         return self.n * self.x.size * (budget + 1)
 
-    def exact_dp(self, budget: int):
-        """The optimum over the grid by dynamic programming over prompts × budget (small instances).
-
-        best[b] is the largest total of the prompts so far within b rollouts; each prompt takes
-        the best of its choices (every grid point, not only the envelope's), recorded for the
-        backtrack.  One vectorised max per prompt, so the cost is prompts × grid × budget.
-        """
+    def _dp_best(self, budget: int):
+        """(best, choice): best[b] the optimum within b rollouts for every b ≤ ``budget`` (-inf
+        where no plan fits), choice[i, b] the grid column prompt i takes there."""
         cost = self.x.astype(np.int64)
         rows = self.table_full[self.inverse]
         width = budget + 1
@@ -980,6 +991,18 @@ class _Problem:
             cand = np.where(prev >= 0, best[np.maximum(prev, 0)] + rows[i][:, None], -np.inf)
             choice[i] = np.argmax(cand, axis=0)
             best = cand[choice[i], b]
+        return best, choice
+
+    def exact_dp(self, budget: int):
+        """The optimum over the grid by dynamic programming over prompts × budget (small instances).
+
+        best[b] is the largest total of the prompts so far within b rollouts; each prompt takes
+        the best of its choices (every grid point, not only the envelope's), recorded for the
+        backtrack.  One vectorised max per prompt, so the cost is prompts × grid × budget.
+        """
+        cost = self.x.astype(np.int64)
+        rows = self.table_full[self.inverse]
+        best, choice = self._dp_best(budget)
         col = np.empty(self.n, dtype=np.int64)
         left = int(np.argmax(best))
         for i in range(self.n - 1, -1, -1):
@@ -1187,7 +1210,7 @@ def _advise(prob, budget) -> UniformAdvice:
     if budget is not None:
         budget = _budget_arg(budget)
         affordable = grid[grid * prob.n <= budget]
-        alloc_total = prob.solve(budget)[1] if budget >= prob.g_min else 0.0
+        alloc_total = float(prob.totals([budget])[0]) if budget >= prob.g_min else 0.0
         if affordable.size:
             gu = int(affordable[-1])
             uv = float(uniform[grid == gu][0])

@@ -14,7 +14,9 @@ never half of one; a failed write removes its temporary file.
 * :func:`replace_set` — replace several files of a folder as one set (all new or all old);
 * :func:`make_folder` — create an output folder;
 * :func:`entry_path` — the path of a name (an arm, a run, a variant, a file of a set) inside its
-  folder, checked to stay there.
+  folder, checked to stay there;
+* :func:`check_writable` — before a command's work, whether a file option's path can be written
+  (the CLI checks ``--figure``, ``--silent-figure`` and ``--output`` with it).
 
 A destination that cannot be written (a read-only folder, a file where a folder is expected,
 a folder where a file is expected, a full disk, a file-size limit, a pseudo file system such as
@@ -36,7 +38,7 @@ import uuid
 from pathlib import Path
 
 __all__ = ["write_atomic", "write_json", "read_json", "write_table", "atomic_path", "jsonable",
-           "remove_temps", "replace_set", "make_folder", "entry_path", "TEMP_GLOB"]
+           "remove_temps", "replace_set", "make_folder", "entry_path", "check_writable", "TEMP_GLOB"]
 
 #: Glob matching the temporary files of this module (``.NAME.<pid>.<random>.tmp``).
 TEMP_GLOB = ".*.tmp"
@@ -115,6 +117,34 @@ def make_folder(path) -> Path:
         raise _unwritable(path, exc) from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise _unwritable(path, PermissionError(errno.EACCES, "permission denied (read-only folder)"))
+    return path
+
+
+def check_writable(path, option: str) -> Path:
+    """Before any work: an InputError naming ``option`` when the file ``path`` could not be written
+    later (a folder there, a file in the way of its folder, a read-only or pseudo file system).
+    Probes by creating and removing a temporary file (this module's pattern) in the nearest
+    folder that exists; creates nothing else."""
+    from ._errors import InputError
+
+    try:
+        path = _writable_name(path)
+    except InputError as exc:
+        raise InputError(f"{option}: {exc}") from None
+    if path.is_dir():
+        raise InputError(f"{option}: cannot write {str(path)!r}: it is a folder, a file name is expected")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise InputError(f"{option}: cannot write {str(path)!r}: a file is in the way of a folder on the path")
+    probe = folder / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InputError(f"{option}: {_unwritable(path, exc)}") from None
     return path
 
 

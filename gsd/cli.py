@@ -30,7 +30,9 @@ from .cli_support import (  # noqa: F401
     emit,
     hidden_aliases,
     imports_done,
+    json_ready,
     parse_list,
+    real_option,
     set_console,
     step_cost,
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from ._validate import MAX_EXACT_GROUP_SIZE
-from .cli_support import CliError, bounded_int, emit, hidden_aliases, parse_list
+from .cli_support import CliError, bounded_int, emit, hidden_aliases, json_ready, parse_list, real_option
 
 HELP = "rollouts per step to share out among the prompts (see docs/theory.md, section Spending a rollout budget)"
 
@@ -47,7 +47,7 @@ def add_arguments(p) -> None:
                         "update = E[σ̂] (GRPO, the default before), dr_grpo, progress, nonsilent, knapsack, "
                         "gain / dr_gain (one-step gain of GRPO's / Dr.GRPO's objective), horizon / dr_horizon "
                         "(gain over --horizon steps, needs --lr)")
-    g.add_argument("--lr", type=float, default=None,
+    g.add_argument("--lr", type=real_option, default=None,
                    help="--value horizon/dr_horizon: the per-step logit rate (a tabular SGD policy's learning rate)")
     g.add_argument("--horizon", type=bounded_int(1, 10**6, "steps looked ahead"), default=None,
                    help="--value horizon/dr_horizon: steps looked ahead")
@@ -58,7 +58,7 @@ def add_arguments(p) -> None:
     g.add_argument("--ddof", type=int, default=0,
                    help="your trainer's std for --value update/progress: 0 population (the paper, default), "
                         "1 sample std (TRL, verl)")
-    g.add_argument("--eps", type=float, default=0.0,
+    g.add_argument("--eps", type=real_option, default=0.0,
                    help="added to that std before dividing (default 0; TRL 1e-4, verl 1e-6); not the --epsilon target")
     g.add_argument("--k-column", help="--input column of right answers per prompt (with --n-column)")
     g.add_argument("--n-column", help="--input column of logged rollouts per prompt (with --k-column)")
@@ -197,11 +197,16 @@ def plan_budget(args) -> int:
     import pandas as pd
 
     from . import tables
-    from .allocation import allocate_with_advice, expected_silent_rate, uniform_plan
-    from .allocation import HORIZON_VALUES, PLAN_RULES
+    from .allocation import (
+        DEFAULT_PLAN,
+        HORIZON_VALUES,
+        PLAN_RULES,
+        TableLimit,
+        allocate_with_advice,
+        expected_silent_rate,
+        uniform_plan,
+    )
     from .atomic import write_table
-
-    from .allocation import DEFAULT_PLAN
 
     args.value = args.value or DEFAULT_PLAN
     if args.value not in PLAN_RULES:  # before any work
@@ -220,9 +225,17 @@ def plan_budget(args) -> int:
         raise CliError(f"--lr and --horizon are for --value {' / '.join(HORIZON_VALUES)}, not {args.value!r}")
     # One value table for the plan and the uniform advice beside it (the costly part at a large g_max);
     # the uniform default's advice reads the --value update plan, and its own plan is one G for all.
-    plan, advice = allocate_with_advice(src, args.budget, value=advice_value(args.value), g_min=args.g_min,
-                                        g_max=args.g_max, step=args.step, skip=not args.no_skip, ddof=args.ddof,
-                                        eps=args.eps, **look)
+    # The uniform plan itself needs no table: without --advice, a table past its limit (10^5
+    # distinct rates at g_max 512) only drops the line that compares it with --value update.
+    advice = None
+    try:
+        plan, advice = allocate_with_advice(src, args.budget, value=advice_value(args.value), g_min=args.g_min,
+                                            g_max=args.g_max, step=args.step, skip=not args.no_skip,
+                                            ddof=args.ddof, eps=args.eps, **look)
+    except TableLimit as exc:
+        if args.value != "uniform" or args.advice:
+            raise
+        skipped_advice = str(exc)
     if args.value == "uniform":
         plan = uniform_plan(src, args.budget, g_min=args.g_min, g_max=args.g_max, step=args.step,
                             skip=not args.no_skip, ddof=args.ddof, eps=args.eps)
@@ -242,7 +255,8 @@ def plan_budget(args) -> int:
     out, renamed = tables.add_columns(df, {"posterior_mean": np.where(ok, mean, np.nan), "group_size": G,
                                            "expected_value": value, "silent_probability": silent, "status": st})
     summary = plan.summary() | {"rows": len(out), "unusable_rows": int((~ok).sum()), "renamed_columns": renamed,
-                                "best_uniform_G": advice.best_G, "uniform_at_budget": advice.at_budget}
+                                "best_uniform_G": advice.best_G if advice else None,
+                                "uniform_at_budget": advice.at_budget if advice else None}
     speed = speed_advice(src, args) if args.advice else None
     if speed is not None:
         summary["advised_group_size"] = speed.best_G_per_generation
@@ -254,12 +268,15 @@ def plan_budget(args) -> int:
             write_table(advice_path(args.output), speed.table.merge(curve, on="G", how="outer"))
     if args.json:
         rows = json.loads(out.to_json(orient="records", double_precision=15))
-        print(json.dumps({"summary": summary, "rows": rows} | ({
+        # NaN (a uniform plan's multiplier, a gain over a zero value) is JSON null: strict parsers refuse NaN
+        print(json.dumps(json_ready({"summary": summary, "rows": rows} | ({
             "advice": json.loads(advice.curve.to_json(orient="records", double_precision=15)),
             "speed": json.loads(speed.table.to_json(orient="records", double_precision=15)),
-            "evidence": EVIDENCE} if args.advice else {}), indent=2))
+            "evidence": EVIDENCE} if args.advice else {})), indent=2, allow_nan=False))
         return 0
-    ub = advice.at_budget
+    ub = advice.at_budget if advice else {}
+    if advice is None:
+        print(f"(the comparison with --value {advice_value(args.value)} is left out: {skipped_advice})")
     uniform = args.value == "uniform"
     print(f"{len(out)} rows, budget {plan.budget} rollouts, value {plan.value_name}: spent {plan.spent}, "
           f"served {int(served.sum())}, skipped {int((~served).sum())}, total value {plan.total:.6g}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from . import cli_allocation
-from .cli_support import CliError, emit, parse_list
+from .cli_support import CliError, emit, parse_list, real_option
 from .data import BIGMATH_COLUMN
 from .groupsize import DEFAULT_MAX_GROUP_SIZE
 
@@ -19,7 +19,7 @@ def register(sub) -> None:
     p.add_argument("--rewards", required=True, help="comma-separated rewards, e.g. 0,1,1,0")
     p.add_argument("--scores", help="comma-separated scalar scores s_i, one per reward (default: the Bernoulli-logit score r_i − r̄)")
     p.add_argument("--ddof", type=int, default=0, help="std convention: 0 population (paper), 1 sample")
-    p.add_argument("--eps", type=float, default=0.0, help="added to the std before dividing (paper: 0)")
+    p.add_argument("--eps", type=real_option, default=0.0, help="added to the std before dividing (paper: 0)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_identity)
 
@@ -42,8 +42,8 @@ def register(sub) -> None:
     src.add_argument("--input", help="per-prompt file (parquet, CSV or JSONL)")
     p.add_argument("--column", default=BIGMATH_COLUMN, help=f"solve-rate column of --input (default {BIGMATH_COLUMN})")
     tgt = p.add_mutually_exclusive_group()
-    tgt.add_argument("--epsilon", type=float, help="fidelity target 1 − ε")
-    tgt.add_argument("--delta", type=float, help="silent-rate target δ")
+    tgt.add_argument("--epsilon", type=real_option, help="fidelity target 1 − ε")
+    tgt.add_argument("--delta", type=real_option, help="silent-rate target δ")
     p.add_argument("--rule", choices=("exact", "law"), default="exact",
                    help="fidelity target: the exact smallest G, or the group-size law 1/(8εp(1−p)) (default exact)")
     p.add_argument("--max-group-size", type=int, default=DEFAULT_MAX_GROUP_SIZE,

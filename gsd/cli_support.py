@@ -13,9 +13,10 @@ import gc
 import math
 
 from ._errors import InputError
+from ._userinput import parse_real
 
-__all__ = ["CliError", "bounded_int", "bounded_float", "check_options", "parse_list", "emit", "imports_done",
-           "set_console"]
+__all__ = ["CliError", "bounded_int", "bounded_float", "real_option", "check_options", "parse_list", "emit",
+           "json_ready", "imports_done", "set_console"]
 
 
 class CliError(InputError):
@@ -57,7 +58,10 @@ def bounded_float(lo: float, hi: float, why: str, *, open_lo: bool = False, open
     excluded), as :func:`bounded_int`: NaN and ±inf are out of range, named as typed."""
 
     def real(text: str):
-        value = float(text)  # not a number: argparse's usage error
+        try:
+            value = parse_real(text, "value")  # not a number: argparse's usage error
+        except InputError as exc:  # 1e400: named as typed, not as the inf float64 makes of it
+            return _OutOfBounds(text, str(exc).split(": ", 1)[1])
         inside = (lo < value if open_lo else lo <= value) and (value < hi if open_hi else value <= hi)
         if not (math.isfinite(value) and inside):
             span = f"{'(' if open_lo else '['}{lo:g}, {hi:g}{')' if open_hi else ']'}"
@@ -67,11 +71,34 @@ def bounded_float(lo: float, hi: float, why: str, *, open_lo: bool = False, open
     return real
 
 
+def real_option(text: str):
+    """An argparse ``type`` for a real option without a schema of its own: ``float``, except that
+    a number float64 cannot hold (``1e400``, ``1e-400``) is reported naming the option and the
+    text as typed (the handler's own checks judge NaN and inf, which the user wrote as such)."""
+    try:
+        return parse_real(text, "value")
+    except InputError as exc:
+        return _OutOfBounds(text, str(exc).split(": ", 1)[1])
+
+
+real_option.__name__ = "number"  # argparse names the type in its usage error
+
+#: Options that name one file a command writes: checked writable before the command's work.
+_OUTPUT_FILES = ("figure", "silent_figure", "output")
+
+
 def check_options(args) -> None:
-    """A usage error naming the first option whose value is outside its schema."""
+    """A usage error naming the first option whose value is outside its schema; an output file
+    option (:data:`_OUTPUT_FILES`) that could not be written, named before any work."""
     for dest, value in vars(args).items():
         if isinstance(value, _OutOfBounds):
             raise CliError(f"--{dest.replace('_', '-')} = {value.text}: {value.message}")
+    for dest in _OUTPUT_FILES:
+        value = getattr(args, dest, None)
+        if isinstance(value, str) and value:
+            from .atomic import check_writable
+
+            check_writable(value, f"--{dest.replace('_', '-')}")
 
 
 def parse_list(text: str, kind=float, name: str = "value"):
@@ -79,7 +106,10 @@ def parse_list(text: str, kind=float, name: str = "value"):
     import numpy as np
 
     try:
-        values = [kind(x) for x in str(text).split(",") if x.strip() != ""]
+        values = [kind(parse_real(x, f"--{name}")) if kind is float else kind(x)
+                  for x in str(text).split(",") if x.strip() != ""]
+    except InputError:
+        raise
     except ValueError:
         raise CliError(f"--{name} must be a comma-separated list of numbers, got {text!r}") from None
     if not values:
@@ -116,6 +146,18 @@ def emit(df, as_json: bool, *, title: str | None = None, floatfmt: str = "{:.6g}
         print(title)
     with pd.option_context("display.max_rows", 200, "display.width", 160):
         print(df.to_string(index=False, float_format=lambda x: floatfmt.format(x)))
+
+
+def json_ready(obj):
+    """``obj`` with every NaN and ±inf float (numpy's too) replaced by None, in nested dicts and
+    lists: what ``json.dumps(..., allow_nan=False)`` takes (NaN is not JSON)."""
+    if isinstance(obj, dict):
+        return {k: json_ready(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_ready(v) for v in obj]
+    if isinstance(obj, float) or type(obj).__name__ in ("float64", "float32"):
+        return float(obj) if math.isfinite(obj) else None
+    return obj
 
 
 def _json_number(v):

@@ -109,9 +109,14 @@ def _histogram_arrays(path=None) -> tuple[np.ndarray, np.ndarray]:
     without pandas (whose import costs a simulation more than the rest of its start-up)."""
     import csv
 
+    from ._userinput import reading
+
     path = _histogram_path(path)
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = [r for r in csv.reader(f) if r]
+    with reading(path, "path"), open(path, newline="", encoding="utf-8") as f:
+        try:
+            rows = [r for r in csv.reader(f) if r]
+        except (UnicodeDecodeError, csv.Error) as exc:  # a binary file under a CSV name
+            raise InputError(f"path: {str(path)!r} is not a readable CSV file ({exc})") from None
     header = rows[0] if rows else []
     try:
         columns = {c: [r[header.index(c)] for r in rows[1:]] for c in _HISTOGRAM_COLUMNS if c in header}

@@ -175,24 +175,54 @@ class RolloutLog:
 # Finding files
 
 
-def _walk(folder: Path) -> list[Path]:
-    """The files under ``folder`` (hidden files skipped), or an InputError for an unreadable or huge tree."""
+def _walk(folder: Path, hidden: bool = False) -> list[Path]:
+    """The files under ``folder`` (hidden files skipped unless ``hidden``; symlinked folders not
+    followed), or an InputError for an unreadable or huge tree."""
     def unreadable(exc):
         raise InputError(f"LOG: cannot read the folder {str(exc.filename)!r} ({exc.strerror})")
 
     files, seen = [], 0
     for root, dirs, names in os.walk(folder, onerror=unreadable):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        dirs[:] = [d for d in dirs if hidden or not d.startswith(".")]
         seen += len(dirs) + len(names)
         if seen > _MAX_FOLDER_ENTRIES:
             raise InputError(f"LOG: {str(folder)!r} holds more than {_MAX_FOLDER_ENTRIES:,} files and folders; "
                              "name the log files or the run's log folder")
-        files.extend(Path(root, n) for n in names if not n.startswith("."))
+        files.extend(Path(root, n) for n in names if hidden or not n.startswith("."))
     return [p for p in files if p.is_file()]
 
 
 # A folder is searched recursively; beyond this many entries it is not a log folder (``/``, a home).
 _MAX_FOLDER_ENTRIES = 200_000
+
+
+def _glob_files(pattern: str) -> list[Path]:
+    """The files a glob pattern matches, sorted.  A ``**`` pattern is matched over a walk that does
+    not follow symlinked folders and stops at :data:`_MAX_FOLDER_ENTRIES` entries (Python's own
+    recursive glob follows them, and a symlink loop makes it walk for ever); ``*`` and ``?`` do not
+    match a leading dot, as in glob."""
+    import fnmatch
+
+    parts = Path(pattern).parts
+    if "**" not in parts:
+        return sorted(Path(m) for m in _glob.glob(pattern) if Path(m).is_file())
+    first = next(i for i, part in enumerate(parts) if _glob.has_magic(part))
+    root = Path(*parts[:first]) if first else Path(".")
+    rules = [None if part == "**" else re.compile(fnmatch.translate(part)) for part in parts[first:]]
+    hidden_ok = [part.startswith(".") for part in parts[first:]]
+
+    def match(names, i=0) -> bool:
+        if i == len(rules):
+            return not names
+        if rules[i] is None:  # ** : zero or more folders
+            return match(names, i + 1) or (bool(names) and not names[0].startswith(".") and match(names[1:], i))
+        return bool(names) and (hidden_ok[i] or not names[0].startswith(".")) and bool(rules[i].match(names[0])) \
+            and match(names[1:], i + 1)
+
+    if not root.is_dir():
+        return []
+    found = [p for p in _walk(root, hidden=True) if match(p.relative_to(root).parts)]
+    return sorted(found)
 
 
 def _format_of(path: Path):
@@ -260,10 +290,12 @@ def _discover(paths, fmt: str):
         elif path.is_file():
             found.append(path)
         elif any(ch in text for ch in "*?["):
-            matches = sorted(Path(m) for m in _glob.glob(text, recursive=True) if Path(m).is_file())
+            matches = _glob_files(text)
             if not matches:
                 raise InputError(f"LOG: the pattern {text!r} matches no file")
             found.extend(matches)
+        elif path.exists():  # a FIFO, a socket, a device: reading it could block for ever
+            raise InputError(f"LOG: {text!r} is not a regular file (a pipe, a socket or a device)")
         else:
             raise InputError(f"LOG: {text!r} is neither a file, a folder nor a glob pattern that matches")
     unique = list(dict.fromkeys(p.resolve() for p in found))
@@ -406,6 +438,7 @@ class _Chunk:
     unattributed_bad: int = 0  # lines that are not rows at all (malformed JSON, CSV): their group is unknown
     file_step: int | None = None  # the step the file's name carries, else its rows' first step
     mtime: float = 0.0
+    conflict: np.ndarray | None = None  # rows whose trainer key is written twice with different rewards
     padding: np.ndarray | None = None  # rows a padding trainer would have padded in (not generated)
 
     def line_numbers(self) -> np.ndarray:
@@ -426,6 +459,7 @@ class _Reader:
         self.bad_count = 0
         self.chunks: list[_Chunk] = []
         self.extra_outputs = 0
+        self.repeated_rows = 0  # rows whose trainer key and reward repeat an earlier row's: counted once
         self.keyed = False  # the trainer's own group keys were used
         self.verdicts: list = []  # per chunk, a saved per-row zero-std verdict (gsd's tracker table)
         self.pads = False  # the run's trainer pads its groups with rows it did not generate (trl-cgrpo)
@@ -477,8 +511,15 @@ class _Reader:
         dtypes = {name: table.schema.field(name).type for name in columns}
         pcol = self.cols["prompt"]
         if pcol not in columns:
-            raise InputError(f"{path}: no prompt column {pcol!r}; columns: {', '.join(columns)}"
-                             + ("" if module is not None else " (name it with --prompt-column)"))
+            hint = " (name it with --prompt-column)" if module is None else ""
+            if module is not None and self.cols["prompt"] == module.PROMPT_COL:  # --format names another trainer?
+                other = sorted((n for n, m in _MODULES.items() if m is not module and m.PROMPT_COL in columns
+                                and path.suffix.lower() in m.SUFFIXES and _takes_reward(m, columns)),
+                               key=lambda n: not _MODULES[n].is_log_file(path))  # the one that names such files
+                if other:
+                    raise InputError(f"{path}: --format {self.fmt}: no {pcol!r} column (columns: "
+                                     f"{', '.join(columns)}): its rows are {other[0]}'s: use --format {other[0]}")
+            raise InputError(f"{path}: no prompt column {pcol!r}; columns: {', '.join(columns)}{hint}")
         if self.terms is None:
             self.terms = self._terms(columns, dtypes, path)
         missing = [name for _, name in self.terms if name not in columns]
@@ -492,6 +533,17 @@ class _Reader:
         if overflow.any() and module is None:  # a trainer's own arithmetic overflows as the trainer's does
             raise InputError(f"{path}: the reward {_reward_text(self.terms)!r} overflows (its weighted sum is infinite "
                              f"on {int(overflow.sum())} row(s) whose terms are finite): rescale the reward columns")
+        conflict = None
+        row_keys = _hooks(module).row_keys(table)
+        if row_keys is not None:  # a key written twice: once if the rewards agree, a contradiction if not
+            keep, conflict = repeated_keys(row_keys, reward)
+            if not keep.all():
+                import pyarrow as pa
+
+                self.repeated_rows += int((~keep).sum())
+                lines = (_nonblank_lines(path) if lines is None else lines)[keep]
+                table, reward, conflict = table.filter(pa.array(keep)), reward[keep], conflict[keep]
+                parts = parts[:, keep]
         n = table.num_rows
         scol = self.cols["step"]
         from_name = _file_step(module, path)
@@ -524,7 +576,8 @@ class _Reader:
         pad = _hooks(module).padding_rows
         padding = pad(table, parts) if pad is not None else None
         self.chunks.append(_Chunk(path, hashes, prompt_ok, steps, step_ok, reward, gkey, gkey_ok, lines, advantage,
-                                  fingerprint, extra_bad, first_step, _mtime(path), padding))
+                                  fingerprint, extra_bad, first_step, _mtime(path), conflict=conflict,
+                                  padding=padding))
 
     def _hash_prompts(self, arr):
         """64-bit hashes of the prompts (each distinct one hashed once) and which rows have one."""
@@ -647,10 +700,54 @@ def _integers(arr):
         out = np.zeros(len(arr), np.int64)
         if ok.any():
             out[ok] = pc.cast(text.filter(pa.array(ok)), pa.int64()).to_numpy(zero_copy_only=False)
+        # 19 digits: read as uint64 (never overflows), kept below 2^63 (what int64 holds)
+        long = np.asarray(pc.fill_null(pc.match_substring_regex(text, r"^\+?[0-9]{19}$"), False)
+                          .to_numpy(zero_copy_only=False), dtype=bool)
+        if long.any():
+            big = pc.cast(pc.replace_substring(text.filter(pa.array(long)), "+", ""), pa.uint64()) \
+                .to_numpy(zero_copy_only=False)
+            fits = big < np.uint64(2**63)
+            idx = np.flatnonzero(long)[fits]
+            out[idx], ok[idx] = big[fits].astype(np.int64), True
         return out, ok
     f = _numeric(arr, "step", "")
     ok = np.isfinite(f) & (f == np.round(f)) & (np.abs(f) < _MAX_STEP)
     return np.where(ok, f, 0).astype(np.int64), ok
+
+
+def _takes_reward(module, columns) -> bool:
+    """Whether a trainer finds its default reward among ``columns`` (what --format would read)."""
+    try:
+        module.default_reward(list(columns), set(columns))
+    except InputError:
+        return False
+    return True
+
+
+def repeated_keys(keys, reward):
+    """(keep, conflict) for rows with a trainer's per-output key (int64 codes, -1 where none):
+    of rows that share a key and a reward (NaN equal to NaN), the first is kept; rows that share
+    a key with different rewards are all kept and flagged as a contradiction (which is right is
+    unknown, so their group is left out whole)."""
+    keys = np.asarray(keys, np.int64)
+    keep = np.ones(keys.size, bool)
+    conflict = np.zeros(keys.size, bool)
+    has = keys >= 0
+    if not has.any():
+        return keep, conflict
+    uniq, first, inv, count = np.unique(keys[has], return_index=True, return_inverse=True, return_counts=True)
+    if (count == 1).all():
+        return keep, conflict
+    r = np.where(np.isnan(reward[has]), np.inf, reward[has])  # NaN as one value of its own
+    top = np.full(uniq.size, -np.inf)
+    bottom = np.full(uniq.size, np.inf)
+    np.maximum.at(top, inv, r)
+    np.minimum.at(bottom, inv, r)
+    differ = (top != bottom)[inv]
+    idx = np.flatnonzero(has)
+    conflict[idx[differ]] = True
+    keep[idx[~differ & (np.arange(idx.size) != first[inv])]] = False
+    return keep, conflict
 
 
 def _is_number_type(t, pa):
@@ -662,6 +759,10 @@ _CHUNK_ROWS = 1 << 20  # rows per piece of a parquet or CSV file (bounds the mem
 
 def _read_file(path: Path, reader: _Reader):
     """Read one file (any format), piece by piece, into the reader's chunks."""
+    import pyarrow as pa
+
+    from .._userinput import reading, refuse_binary
+
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         pieces = _read_parquet(path, reader)
@@ -671,13 +772,19 @@ def _read_file(path: Path, reader: _Reader):
         pieces = _read_csv(path)
     else:
         raise InputError(f"{path}: unknown file type {suffix!r} (expected .jsonl, .parquet or .csv)")
-    for table, lines, bad in pieces:
-        for line, why in bad:
-            reader.bad(path, line, why)
-        if table is not None and table.num_rows:
-            reader.add(path, table, lines, extra_bad=len(bad))
-        elif bad:
-            reader.chunks.append(_empty_chunk(path, len(bad)))
+    if suffix != ".parquet":
+        refuse_binary(path, "LOG")
+    with reading(path, "LOG"):  # permission, a vanished file, an I/O error: one line naming the file
+        try:
+            for table, lines, bad in pieces:
+                for line, why in bad:
+                    reader.bad(path, line, why)
+                if table is not None and table.num_rows:
+                    reader.add(path, table, lines, extra_bad=len(bad))
+                elif bad:
+                    reader.chunks.append(_empty_chunk(path, len(bad)))
+        except pa.ArrowException as exc:  # pyarrow's reader on bytes it cannot take
+            raise InputError(f"LOG: cannot read {str(path)!r} ({str(exc).splitlines()[0][:200]})") from None
 
 
 def _empty_chunk(path, bad):
@@ -744,12 +851,22 @@ def _read_jsonl(path):
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         table = None
     if table is not None:
+        try:  # pyarrow's JSON reader does not check that strings are UTF-8; a full validation does
+            table.validate(full=True)
+        except pa.ArrowInvalid:
+            table = None
+    if table is not None:
         yield table, None, []  # line numbers are counted only if a row turns out unusable
         return
     records, lines, bad = [], [], []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for number, text in enumerate(fh, start=1):
-            if not text.strip():
+    with open(path, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:  # JSON is UTF-8: a row we cannot read is a bad row, named
+                bad.append((number, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"))
                 continue
             try:
                 obj = json.loads(text)
@@ -886,14 +1003,19 @@ def _assemble(reader: _Reader, group_col, warnings):
     reward_ok = np.isfinite(reward)
     # A trainer that keeps a row without a finite reward in its group (TRL) counts it there.
     unscorable = prompt_ok & ~reward_ok if in_group else np.zeros(h.size, bool)
-    usable = prompt_ok & step_ok & (reward_ok | unscorable) & gkey_ok
+    conflict = np.concatenate([c.conflict if c.conflict is not None else np.zeros(c.hashes.size, bool)
+                               for c in chunks])
+    usable = prompt_ok & step_ok & (reward_ok | unscorable) & gkey_ok & ~conflict
     # Report each unusable row once, with its first reason.
     offsets = np.cumsum([0] + [c.hashes.size for c in chunks])
+    no_key = _hooks(reader.module).BAD_KEY
     for mask, why in ((~prompt_ok, "no prompt"),
                       (prompt_ok & ~reward_ok & ~unscorable, "reward is missing, not a number or not finite"),
                       (prompt_ok & (reward_ok | unscorable) & ~step_ok, "step is missing or not an integer"),
                       (prompt_ok & (reward_ok | unscorable) & step_ok & ~gkey_ok,
-                       f"no value in the group column {group_col!r}" if group_col else "its group is cut short")):
+                       f"no value in the group column {group_col!r}" if group_col else no_key),
+                      (prompt_ok & (reward_ok | unscorable) & step_ok & gkey_ok & conflict,
+                       _hooks(reader.module).CONFLICT)):
         for i in np.flatnonzero(mask):
             c = int(np.searchsorted(offsets, i, side="right") - 1)
             if len(reader.bad_rows) < _MAX_LISTED:
@@ -911,7 +1033,7 @@ def _assemble(reader: _Reader, group_col, warnings):
         incomplete = _in_pairs(pair, bad_pairs)
     # A row with no group key but a prompt and a step belonged to one of that prompt's groups of
     # the step: which one is unknown, so they are all incomplete.
-    orphan = step_ok & prompt_ok & ~gkey_ok & ~blocks
+    orphan = step_ok & prompt_ok & ~gkey_ok & (not blocks)  # not ~blocks: ~False is -1, an index array
     if orphan.any():
         by_prompt = np.stack([step, h])
         incomplete |= _in_pairs(by_prompt, np.unique(by_prompt[:, orphan], axis=1))
@@ -1060,6 +1182,7 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
         context.state = module.read_state(state_path)
         context.state_is_final = Path(state_path).parent.name != "" and not Path(state_path).parent.name.startswith(
             "checkpoint-")
+        warnings.extend(context.state.get("notes", ()))
         if context.state.get("skipped"):
             warnings.append(f"{state_path.name}: {context.state['skipped']} log_history entr(ies) whose step is not a "
                             "whole number were skipped")
@@ -1143,6 +1266,9 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     if got["unscorable"]:
         warnings.append(f"{got['unscorable']} rollout(s) have no finite reward (every reward function returned None, "
                         "or an infinite reward): kept in their group as the trainer keeps them, out of its mean and std")
+    if reader.repeated_rows:
+        warnings.append(f"{reader.repeated_rows} row(s) repeat an earlier row's key and reward (the same output "
+                        "written twice): counted once")
     if reader.extra_outputs:
         warnings.append(f"{reader.extra_outputs} output(s) of multi-output sessions are not their session's final "
                         "output: counted once per session, at its final output, as the trainer's advantage does")

@@ -223,6 +223,19 @@ def _half_life(h) -> float:
     return h
 
 
+def _decay(age, half_life) -> np.ndarray:
+    """2^(−age/half_life) for integer ages in steps.  The age is a difference of two steps taken
+    in exact integers before it becomes a float (steps near 2^62 are 1024 apart in float64); a
+    half-life so short that age/half_life overflows weighs every older step 0, without a warning."""
+    h = _half_life(half_life)
+    age = np.asarray(age)
+    if age.dtype.kind in "iu":
+        age = age.astype(np.float64)  # exact up to 2^53 steps apart, relative to 2^-53 beyond
+    with np.errstate(over="ignore"):
+        ratio = np.divide(age, h)
+    return np.exp2(-ratio)
+
+
 def _discounted_before(order, start, step, values, half_life):
     """Per group, Σ over the prompt's earlier groups of 2^(−(t − s)/half_life)·x_s, for each
     x in ``values``.  ``order`` sorts the groups by (prompt, step); ``start`` marks each
@@ -231,9 +244,8 @@ def _discounted_before(order, start, step, values, half_life):
     The recurrence D_j = λ^(t_j − t_{j−1})·(D_{j−1} + x_{j−1}) runs along each prompt's groups;
     it is evaluated for every prompt at once, one pass per rank j (at most the number of steps).
     """
-    lam_log2 = -1.0 / _half_life(half_life)
     n = order.size
-    t = step[order]  # integer steps: their differences are exact (steps near 2^62 stay apart)
+    t = step[order]  # integers: differences taken exactly (adjacent steps near 2^62 stay 1 apart)
     first = np.flatnonzero(start)
     rank = np.arange(n) - first[np.cumsum(start) - 1]  # position of each group within its prompt
     by_rank = np.argsort(rank, kind="stable")
@@ -245,7 +257,7 @@ def _discounted_before(order, start, step, values, half_life):
         for j in range(1, rank.max() + 1):
             rows = by_rank[bounds[j]:bounds[j + 1]]
             prev = rows - 1
-            d[rows] = np.exp2(lam_log2 * (t[rows] - t[prev]).astype(np.float64)) * (d[prev] + xs[prev])
+            d[rows] = _decay(t[rows] - t[prev], half_life) * (d[prev] + xs[prev])
         out = np.empty(n)
         out[order] = d
         outs.append(out)
@@ -424,7 +436,8 @@ def prompt_table(log: RolloutLog, groups: pd.DataFrame, prior, *, epsilon: float
     if half_life is None:
         post = posterior_from_counts(k, n, prior=prior)
     else:
-        w = np.exp2(-(groups["step"].max() - groups["step"].to_numpy()) / _half_life(half_life))
+        step = groups["step"].to_numpy()
+        w = _decay(step.max() - step, half_life)
         n_eff = np.bincount(groups["prompt"], weights=w * groups["n"], minlength=P)
         k_eff = np.bincount(groups["prompt"], weights=w * groups["k"], minlength=P)
         post = BetaPosterior(prior[0] + k_eff, prior[1] + n_eff - k_eff, tuple(prior))

@@ -130,17 +130,28 @@ def group_keys(table):
     """
     import pandas as pd
 
-    if _TASK_COL not in table.column_names or INDEX_COL not in table.column_names:
+    if _TASK_COL not in table.column_names:
         return None
+    n = table.num_rows
     task = pd.to_numeric(table.column(_TASK_COL).to_pandas(), errors="coerce")
-    index = pd.to_numeric(table.column(INDEX_COL).to_pandas(), errors="coerce")
+    index = pd.to_numeric(table.column(INDEX_COL).to_pandas(), errors="coerce") \
+        if INDEX_COL in table.column_names else pd.Series(np.full(n, np.nan))
     ok = (task.notna() & index.notna()).to_numpy()
     t = task.fillna(-1).to_numpy(np.float64)
     i = index.fillna(-1).to_numpy(np.float64)
-    restart = np.r_[True, (t[1:] != t[:-1]) | (i[1:] <= i[:-1])]
-    run = np.cumsum(restart)
+    # An executor's task starts again where sample_idx does not rise; a row without one (a bad
+    # row) neither starts nor ends a run: the comparison skips it.
+    pos = np.flatnonzero(ok)
+    start = np.zeros(n, bool)
+    start[pos] = np.r_[True, (t[pos][1:] != t[pos][:-1]) | (i[pos][1:] <= i[pos][:-1])]
+    start[0] = True
+    run = np.cumsum(start)
     key = pd.util.hash_pandas_object(pd.DataFrame({"task": t, "run": run}), index=False).to_numpy().view(np.int64)
     return key, ok
+
+
+#: Why a row of an AReaL dump is unusable when it lacks its task key.
+BAD_KEY = f"no {_TASK_COL} or {INDEX_COL} (AReaL writes both on every answer; its task is unknown)"
 
 
 def arrange(chunks, context) -> list:

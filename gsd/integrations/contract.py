@@ -116,6 +116,14 @@ class TableHooks:
     members: Callable[[Any], Any] = _hook(
         "mask of the rows that enter their group's statistics (verl V1: a session's final output); None: all",
         args=("table",), default=_none)
+    row_keys: Callable[[Any], Any] = _hook(
+        "per row an int64 code of the trainer's own key of one output (-1 where malformed), so that a key written "
+        "twice is counted once when its rewards agree and named a contradiction when not; None: no such key",
+        args=("table",), default=_none)
+    BAD_KEY: str = _hook("why a row whose group key is missing or malformed is unusable, in words",
+                         default="its group is cut short")
+    CONFLICT: str = _hook("why rows whose key is written twice with different rewards are unusable, in words",
+                          default="its key is written twice with different rewards")
     GROUP_COL: bool = _hook("--group-col applies", default=True)
     group_column: Callable[[Any, str], tuple[Any, Any] | None] = _hook(
         "a --group-col naming the trainer's own key, read the trainer's way; None: hashed as it is",

@@ -159,7 +159,7 @@ def read_trainer_state(path: Path) -> dict:
     if not isinstance(history, list):
         raise InputError(f"{path}: not a TRL trainer_state.json (its log_history is "
                          f"{type(history).__name__ if history is not None else 'missing'}, not a list)")
-    eval_steps, zero_std, skipped = set(), {}, 0
+    eval_steps, zero_std, skipped, unreadable = set(), {}, 0, 0
     pads = any(isinstance(e, dict) and any(str(k).startswith(PADDING_METRIC) for k in e) for e in history)
     for entry in history:
         if not isinstance(entry, dict) or "step" not in entry:
@@ -173,9 +173,20 @@ def read_trainer_state(path: Path) -> dict:
         value = entry.get("frac_reward_zero_std")
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             zero_std[step] = float(value)
-    global_step = _whole(state.get("global_step", 0))
+        elif value is not None:
+            unreadable += 1
+    notes = []
+    raw = state.get("global_step", 0)
+    global_step = _whole(raw)
+    if global_step is None or isinstance(raw, str):  # TRL writes an int: a string "2" is not its file
+        global_step = None
+        notes.append(f"{Path(path).name}: global_step is {raw!r} ({type(raw).__name__}), not a whole number: the check "
+                     "for log files beyond the run's last step is off")
+    if unreadable:
+        notes.append(f"{Path(path).name}: {unreadable} log_history entr(ies) hold a frac_reward_zero_std that is not a "
+                     "finite number: TRL's own silent share is not compared at those steps")
     return {"eval_steps": sorted(eval_steps), "zero_std": zero_std, "global_step": global_step, "skipped": skipped,
-            "pads": pads}
+            "notes": notes, "pads": pads}
 
 
 #: The metrics of a ``GRPOTrainer`` subclass that pads its groups with rows it did not generate:
@@ -377,10 +388,16 @@ def total_reward(parts, coefs, device=None) -> np.ndarray:
     >>> total_reward(np.array([[0.1], [0.2]]), np.array([1.0, 1.0])) == np.float32(0.3)
     array([ True])
     """
+    from .._errors import InputError
+
     p = np.asarray(parts, dtype=np.float64)
+    w64 = np.asarray(coefs, dtype=np.float64)
+    if p.ndim != 2 or w64.ndim != 1 or w64.size != p.shape[0]:
+        raise InputError(f"weights: {w64.size} weight(s) for {p.shape[0] if p.ndim == 2 else '?'} reward function(s) "
+                         f"(parts of shape {p.shape}: one row per reward function, one weight each)")
     with np.errstate(over="ignore", invalid="ignore"):
         p32 = p.astype(np.float32)
-        w = np.asarray(coefs, dtype=np.float64).astype(np.float32)
+        w = w64.astype(np.float32)
     torch = _torch() if device is not None or p.shape[0] > NUMPY_FUNCTIONS else None
     if torch is not None:
         per_func = torch.as_tensor(p32.T.copy(), device=device)

@@ -52,7 +52,7 @@ from . import TRUTH_COLUMN
 
 __all__ = ["NAME", "DDOF", "EPS", "SCALES", "SOURCE", "NOT_REWARD", "DEFAULT_REWARD", "BOOL_STRINGS", "is_log_file",
            "step_of", "is_validation_folder", "write_step", "FILE_DESCRIPTION", "split_keys", "group_keys", "members",
-           "zero_std", "is_v1"]
+           "row_keys", "zero_std", "is_v1"]
 
 NAME = "verl"
 
@@ -129,10 +129,18 @@ def _parsed(table):
     return _PARSED["keys"]
 
 
+#: Why a row of a V1 dump is unusable when its key is malformed, and when it contradicts another.
+BAD_KEY = "its V1 key is not {uid}_{session_id}_{index} (its group is unknown)"
+CONFLICT = "its V1 key {uid}_{session_id}_{index} is written twice with different scores (a contradiction)"
+
+
 def is_v1(table) -> bool:
-    """A V1 dump: a ``uid`` key on the rows, every one of the form ``{uid}_{session_id}_{index}``."""
+    """A V1 dump: a ``uid`` key on the rows, most of them of the form ``{uid}_{session_id}_{index}``
+    (the legacy trainer writes no ``uid``).  A V1 row whose key is malformed (text without the
+    two numbers, a JSON null) does not make the file a legacy dump: it is a bad row, and the
+    groups of its prompt text at its step, one of which it belonged to, are left out."""
     parsed = _parsed(table)
-    return parsed is not None and parsed[3].size > 0 and bool(parsed[3].all())
+    return parsed is not None and parsed[3].size > 0 and 2 * int(parsed[3].sum()) > parsed[3].size
 
 
 def group_keys(table):
@@ -157,11 +165,23 @@ def members(table):
         return None
     import pandas as pd
 
-    uid, session, index, _ = _parsed(table)
+    uid, session, index, ok = _parsed(table)
     frame = pd.DataFrame({"uid": uid, "session": session, "index": index})
     last = frame.groupby(["uid", "session"], sort=False)["index"].transform("max").to_numpy()
-    # Two rows with one key (the same output written twice) count once.
-    return (index == last) & ~frame.duplicated(["uid", "session", "index"]).to_numpy()
+    # A malformed key stays (reported as a bad row); a key written twice is judged by row_keys.
+    return (index == last) | ~ok
+
+
+def row_keys(table):
+    """V1: per row an int64 code of its whole key (-1 where malformed), so that a key written twice
+    is counted once when its scores agree and named a contradiction when they do not."""
+    if not is_v1(table):
+        return None
+    import pandas as pd
+
+    uid, session, index, ok = _parsed(table)
+    codes = pd.MultiIndex.from_arrays([uid, session, index]).factorize()[0].astype(np.int64)
+    return np.where(ok, codes, -1)
 
 
 def describe_groups(context) -> str:
@@ -171,21 +191,27 @@ def describe_groups(context) -> str:
 
 
 def zero_std(values, group, n_groups: int) -> np.ndarray:
-    """verl's rule for a group with nothing to learn, per group: two or more scores, all equal —
-    ``np.std(values) == 0`` of ``v1/replay_buffer.py::_dapo_filtered_keys`` (the dumped scores are
-    float32 sums, on which the two agree).
+    """verl's rule for a group with nothing to learn, per group: two or more scores, all equal in
+    float32, the dtype verl holds them in (``rm_scores`` / ``token_level_scores`` and their sums).
 
-    >>> zero_std(np.array([1.0, 1.0, 0.0, 1.0]), np.array([0, 0, 1, 1]), 2).tolist()
-    [True, False]
+    Equality in float32 is what both of verl's tests see: DAPO's filter
+    (``v1/replay_buffer.py::_dapo_filtered_keys``, ``np.std`` of the float32 sums == 0) and
+    ``compute_grpo_outcome_advantage``, which gives every member of such a group one and the same
+    advantage, so no member is pushed against another.  That advantage is 0 when the float32 mean
+    of the equal scores is exact (0, 1, 0.25, ...) and otherwise a small constant: (x − mean)/(std
+    + 1e-6) with mean and std off by one float32 rounding (0.7 at G = 8: 0.056 for each member).
+    A score read as 0.99999999 beside 1.0 is 1.0 to verl: the group is silent.
+
+    >>> zero_std(np.array([1.0, 1.0, 0.0, 1.0, 1.0, 0.99999999]), np.array([0, 0, 1, 1, 2, 2]), 3).tolist()
+    [True, False, True]
     """
-    v = np.asarray(values, np.float64)
-    group = np.asarray(group, np.int64)
-    top = np.full(n_groups, -np.inf)
-    bottom = np.full(n_groups, np.inf)
-    np.maximum.at(top, group, v)
-    np.minimum.at(bottom, group, v)
-    count = np.bincount(group, minlength=n_groups)
-    return (count >= 2) & (top == bottom)
+    from ._columns import group_range
+
+    with np.errstate(over="ignore"):  # beyond float32 is inf to verl too
+        v32 = np.asarray(values, np.float64).astype(np.float32).astype(np.float64)
+    lo, hi = group_range(v32, group, n_groups)
+    count = np.bincount(np.asarray(group, np.int64), minlength=n_groups)
+    return (count >= 2) & (lo == hi)
 
 
 def is_validation_folder(folder: Path) -> bool:

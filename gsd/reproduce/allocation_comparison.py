@@ -116,9 +116,20 @@ def run_comparison(out, *, config=None, seeds=None, variants=None, log=None, job
     runs = [((v, name), seed, cfg, folder) for v in todo
             for name, seed, cfg, folder in campaign_runs(_variant_campaign(comp, v), entry_path(Path(out), v, what="variant"),
                                                          comp["seeds"])]
-    execute_runs(runs, jobs=jobs, on_run=None if log is None else (lambda vn, seed: log(f"{vn[0]} {vn[1]} seed {seed} done")))
-    for v in todo:  # every run is done: each variant's campaign reads its runs back and summarises
-        run_allocation_campaign(Path(out) / v, campaign=_variant_campaign(comp, v), progress=False)
+    import contextlib
+
+    from ..lock import hold_folder
+
+    with contextlib.ExitStack() as held:
+        # Each variant folder is one process's for the whole of its runs (one process per variant
+        # is how --variant splits the work): a second comparison into the same --out is refused at
+        # once, naming the owner, instead of both failing on each other's run folders.
+        for v in sorted(todo):
+            held.enter_context(hold_folder(Path(out) / v, option="--out variant"))
+        execute_runs(runs, jobs=jobs,
+                     on_run=None if log is None else (lambda vn, seed: log(f"{vn[0]} {vn[1]} seed {seed} done")))
+        for v in todo:  # every run is done: each variant's campaign reads its runs back and summarises
+            run_allocation_campaign(Path(out) / v, campaign=_variant_campaign(comp, v), progress=False)
     if all((Path(out) / v / "allocation_summary.json").is_file() for v in comp["variants"]):
         return summarise_comparison(out, comp)
     return {}
@@ -265,6 +276,9 @@ def comparison_verdict(summary: dict) -> str:
         best = sv["best_uniform"]
         wins = {a: r["winner"] for a, r in sv["arms"].items() if r["winner"]}
         real = {a: r for a, r in sv["arms"].items() if a not in summary["uniform_arms"] and not a.startswith("oracle")}
+        if not real:  # a comparison of uniform group sizes alone
+            lines.append(f"{v}: no allocation rule among the arms; the best uniform G is {LABELS.get(best, best)}.")
+            continue
         top = max(real, key=lambda a: real[a]["mean_arcsin"]["mean"])
         d = _signed(real[top]["diff_vs_best"])
         if wins:

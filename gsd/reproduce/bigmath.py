@@ -114,7 +114,7 @@ def _is_histogram(path) -> bool:
         return False
     try:
         head = pd.read_csv(path, nrows=0)
-    except (ValueError, UnicodeError):  # not a readable CSV: load_solve_rates says so by name
+    except (ValueError, UnicodeError, OSError):  # not a readable CSV: load_solve_rates says so by name
         return False
     return {"k", "p_hat", "count"} <= set(head.columns)
 

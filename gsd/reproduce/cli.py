@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..cli_support import CliError, bounded_int, emit
+from ..cli_support import CliError, bounded_int, emit, real_option
 from ..data import BIGMATH_COLUMN
 
 
@@ -93,7 +93,7 @@ def register(sub) -> None:
                    help="evaluation samples per prompt (default 32)")
     p.add_argument("--plateau-points", type=bounded_int(1, 10**6, "points of the curve"), default=8,
                    help="final points that pin the plateau (default 8)")
-    p.add_argument("--start-step", type=float, default=0.0, help="step at which competence is 1 (default 0)")
+    p.add_argument("--start-step", type=real_option, default=0.0, help="step at which competence is 1 (default 0)")
     p.add_argument("--bootstrap", type=bounded_int(1, 10**5, "each replicate refits the curve"), default=200,
                    help="bootstrap replicates (default 200)")
     p.add_argument("--seed", type=bounded_int(0, 2**32 - 1, "numpy's seed range"), default=0,

@@ -13,6 +13,7 @@ of range raises one ``InputError`` that names the key and the value, before any 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import typing
@@ -297,14 +298,34 @@ class SimConfig:
 def read_config_file(path) -> dict:
     """The keys of a TOML or JSON file, given by path or as the name of a shipped config
     (:func:`gsd.resources.config_file`)."""
+    from .._userinput import reading
+
     path = config_file(path, what="config file")
+    where = f"config file {str(path)!r}"
+    real = functools.partial(_config_real, where=where)
     try:
-        if path.suffix.lower() == ".json":
-            return json.loads(path.read_text())
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
+        with reading(path, "config file"):
+            if path.suffix.lower() == ".json":
+                data = json.loads(path.read_text(encoding="utf-8"), parse_float=real, parse_constant=real)
+            else:
+                with open(path, "rb") as fh:
+                    data = tomllib.load(fh, parse_float=real)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"config file {str(path)!r} is not valid TOML/JSON: {exc}") from None
+        raise InputError(f"{where} is not valid TOML/JSON: {exc}") from None
+    if not isinstance(data, dict):  # a JSON list or number: no key to read
+        raise InputError(f"{where} must hold a table of keys (a JSON object), got a JSON {_json_kind(data)}")
+    return data
+
+
+def _config_real(text: str, where: str) -> float:
+    """A real number of a config file as written: 1e400 is refused as typed, not read as inf."""
+    from .._userinput import parse_real
+
+    return parse_real(text, f"{where}: a number")
+
+
+def _json_kind(value) -> str:
+    return {list: "list", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
 
 
 def _check_keys(data: dict, what: str) -> None:
@@ -380,7 +401,7 @@ def parse_assignment(text: str) -> tuple[str, object]:
     if not key:
         raise InputError(f"--set expects key=value, got {text!r}")
     try:
-        value = tomllib.loads(f"v = {raw}")["v"]
+        value = tomllib.loads(f"v = {raw}", parse_float=functools.partial(_config_real, where=f"--set {key}"))["v"]
     except tomllib.TOMLDecodeError:
         value = raw  # e.g. method=dapo without quotes
     return key, value

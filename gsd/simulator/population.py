@@ -48,7 +48,9 @@ def initial_solve_rates(cfg) -> np.ndarray:
     pool = _source_pool(cfg)
     if pool is None:
         mix = np.asarray(cfg.beta_mixture, dtype=np.float64)
-        weights = mix[:, 0] / mix[:, 0].sum()
+        # Scaled by the largest first: weights near 1.8e308 would sum to inf (and tiny ones to 0).
+        weights = mix[:, 0] / mix[:, 0].max()
+        weights = weights / weights.sum()
         comp = rng.choice(len(mix), size=cfg.n_prompts, p=weights)
         # Beta draws are interior (up to float underflow, which the clip below absorbs).
         p = rng.beta(mix[comp, 1], mix[comp, 2])

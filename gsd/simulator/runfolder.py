@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from .._errors import InputError
-from ..atomic import make_folder, read_json, remove_temps, write_atomic, write_json
+from ..atomic import TEMP_GLOB, make_folder, read_json, remove_temps, write_atomic, write_json
 from ..lock import hold_folder
 from ..methods import method_spec
 from .config import SimConfig, config_diff, repeat_settings
@@ -97,6 +97,7 @@ def open_run_folder(out: Path, cfg: SimConfig, resume: bool, engine: str = "torc
                              f"run, give it the same config (gsd simulate: {repeat_settings(saved, cfg.to_dict())}), "
                              "or use another folder")
         if is_complete(out):
+            remove_temps(out)  # a finished run's temporary files are a killed writer's (the lock is ours)
             return "done", read_json(out / SUMMARY_FILE)
         if not resume:
             raise InputError(f"out_dir {str(out)!r} holds an unfinished run of this config; pass resume (--resume) to continue it")
@@ -108,11 +109,21 @@ def open_run_folder(out: Path, cfg: SimConfig, resume: bool, engine: str = "torc
                              f"run the {engine} engine (config key 'engine' = {cfg.engine!r}, device {cfg.device!r}); "
                              f"resume with --set engine={other}")
         return ("resume", ckpt) if ckpt.is_file() else ("restart", None)
+    if out.is_dir() and not out.is_symlink() and _only_temps(out):
+        # A process killed while writing the folder's first file (config.json) left its temporary
+        # file alone there: stale (the folder's lock is ours), removed, and the run starts fresh.
+        remove_temps(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(f"out_dir {str(out)!r} exists and is not a run folder (no {CONFIG_FILE}); use an empty or new folder")
     make_folder(out)
     write_json(saved_path, cfg.to_dict())
     return "fresh", None
+
+
+def _only_temps(folder: Path) -> bool:
+    """Whether ``folder`` holds nothing but this package's temporary files (and is not empty)."""
+    entries = list(folder.iterdir())
+    return bool(entries) and all(e.match(TEMP_GLOB) and (e.is_file() or e.is_symlink()) for e in entries)
 
 
 def _same_run(saved, now: dict) -> bool:

@@ -108,9 +108,12 @@ class RunSpec:
 def load_grid(path) -> Grid:
     """Read and check a grid TOML file, given by path or as the name of a shipped grid
     (:func:`gsd.resources.config_file`, e.g. ``"law_in_training"``)."""
+    from .._userinput import reading
+
     path = config_file(path, what="grid file")
     try:
-        text = path.read_text(encoding="utf-8")
+        with reading(path, "grid file"):
+            text = path.read_text(encoding="utf-8")
         data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"grid file {str(path)!r} is not valid TOML: {exc}") from None

@@ -191,3 +191,44 @@ def test_report_intervals_stay_in_range(done):
             for key in ("generations_to_t50", "generations_to_t100", "speedup_t50"):
                 assert r[key]["lo"] is None or r[key]["lo"] >= 0, (key, r[key])  # None: one seed, no interval
             assert 0 <= r["hard_quartile_p"]["lo"] <= r["hard_quartile_p"]["hi"] <= 1
+
+
+def test_two_comparisons_into_one_out(tmp_path):
+    """Two real `gsd allocation-comparison` processes into one --out: the second is refused at once
+    naming the first (exit 2, one line), the first finishes (before: each failed on the other's
+    run folders, both exit 2, neither finished)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "tiny.toml").write_text(TINY)
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "gsd.cli", "allocation-comparison", "--config", str(tmp_path / "tiny.toml"),
+            "--out", str(out), "--quiet", "--jobs", "1"]
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "OMP_NUM_THREADS": "1"}
+    first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(out.glob("*.lock")) and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert first.poll() is None, first.communicate()
+        t0 = time.monotonic()
+        second = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+        assert second.returncode == 2 and "is in use by pid" in second.stderr, second.stderr
+        assert second.stderr.strip().count("\n") == 0 and time.monotonic() - t0 < 60
+        _, err = first.communicate(timeout=600)
+        assert first.returncode == 0, err
+    finally:
+        first.kill()
+        first.wait()
+    assert (out / ac.SUMMARY_FILE).is_file()
+    assert not list(out.glob("*.lock"))
+
+
+def test_verdict_of_uniform_arms_alone():
+    summary = {"uniform_arms": ["fixed_g4", "fixed_g8"],
+               "variants": {"tabular": {"best_uniform": "fixed_g4",
+                                        "arms": {"fixed_g4": {"winner": []}, "fixed_g8": {"winner": []}}}}}
+    text = ac.comparison_verdict(summary)
+    assert text.startswith("tabular: no allocation rule among the arms; the best uniform G is")

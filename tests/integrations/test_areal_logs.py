@@ -141,3 +141,52 @@ def test_zero_std_is_areal_normalization_of_a_silent_group():
     silent = areal.zero_std(r.ravel(), np.repeat(np.arange(len(r)), 6), len(r))
     assert silent.tolist() == [True, False, False, True, True]
     assert (adv[silent] == 0).all() and (np.abs(adv[~silent]).max(1) > 0).all()
+
+
+def _copy_without_index(run, tmp_path, files):
+    """The clean trial copied, the ``sample_idx`` of one row (``files == 1``) or of every row of
+    all files but one (``files == 'all but one'``) taken out."""
+    import shutil
+
+    copy = tmp_path / "trial"
+    shutil.copytree(run.log_dir, copy)
+    paths = sorted((copy / "rollout").rglob("*.jsonl"))
+    for n, path in enumerate(paths):
+        rows = [json.loads(x) for x in path.read_text().splitlines()]
+        if files == 1 and n == 0:
+            del rows[1]["sample_idx"]
+        elif files == "all but one" and n > 0:
+            for r in rows:
+                del r["sample_idx"]
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return copy
+
+
+def test_a_row_without_sample_idx_is_named(capsys, runs, tmp_path):
+    """A row without its sample_idx beside complete ones: one bad row naming sample_idx, its task
+    left out; the task is not cut in two where the index is missing."""
+    run = runs["clean"]
+    copy = _copy_without_index(run, tmp_path, 1)
+    data = diagnose_json(capsys, "--format", "areal", f"{copy}/rollout/*/*.jsonl")
+    s = data["summary"]
+    assert s["bad_rows"] == 1 and "sample_idx" in s["bad_rows_listed"][0]
+    said = [w for w in s["warnings"] if "fewer than the run's 4 answers" in w]
+    assert said and said[0].startswith("1 AReaL task(s)")
+    total = sum(g for g, _, _ in run.per_step().values())
+    assert sum(x["groups"] for x in data["steps"]) == total - 1
+
+
+def test_files_without_sample_idx_beside_one_with_it(capsys, runs, tmp_path):
+    copy = _copy_without_index(runs["clean"], tmp_path, "all but one")
+    data = diagnose_json(capsys, "--format", "areal", f"{copy}/rollout/*/*.jsonl")
+    assert data["summary"]["bad_rows"] > 0 and all("sample_idx" in b for b in data["summary"]["bad_rows_listed"])
+
+
+def test_format_areal_on_a_verl_dump_names_verl(capsys, tmp_path):
+    from gsd.cli import main
+    from gsd.integrations.verl import write_step
+
+    write_step(tmp_path / "rollout_data", 1, ["q1"] * 4, [1.0, 0.0, 1.0, 1.0])
+    assert main(["diagnose", "--no-progress", "--format", "areal", str(tmp_path / "rollout_data")]) == 2
+    err = capsys.readouterr().err
+    assert "--format areal: no 'prompt' column" in err and "use --format verl" in err

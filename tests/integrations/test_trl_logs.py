@@ -241,3 +241,27 @@ def test_two_runs_in_one_folder_are_not_mixed(capsys, runs):
     assert steps_of(data) == second.per_step()
     s = data["summary"]
     assert s["excluded_steps"] == [3, 4] and s["group_size"] == 8
+
+
+@pytest.mark.parametrize("global_step", ["6", None, 6.5, [6]])
+def test_a_trainer_state_of_the_wrong_type_is_said(capsys, runs, tmp_path, global_step):
+    """global_step written as a string (or null, a fraction, a list) in the run's trainer_state.json:
+    the left-over check it drives is off, and the report says so (it never switches off silently)."""
+    import json
+    import os
+    import shutil
+
+    out, _ = runs["resumed"]
+    copy = tmp_path / "resumed"
+    shutil.copytree(out, copy)
+    for f in (copy / "completions").glob("*.parquet"):
+        os.utime(f, (0, 0))  # the file times cannot tell: only the trainer state could
+    state_path = copy / "trainer_state.json"
+    state = json.loads(state_path.read_text())
+    state["global_step"] = global_step
+    state["log_history"][0]["frac_reward_zero_std"] = "0.5"
+    state_path.write_text(json.dumps(state))
+    data = diagnose_json(capsys, copy)
+    warnings = data["summary"]["warnings"]
+    assert any(f"global_step is {global_step!r}" in w and "check for log files beyond" in w for w in warnings)
+    assert any("1 log_history entr(ies) hold a frac_reward_zero_std that is not a finite number" in w for w in warnings)

@@ -159,3 +159,53 @@ def test_steps_come_from_the_rows_whatever_the_file_name(capsys, dumps, tmp_path
     data = diagnose_json(capsys, dump, "--format", "verl")
     assert steps_of(data) == runs["plain"].per_step()
     assert json.loads(rows[0])["uid"].count("_") >= 2
+
+
+def _rows(root, name, step):
+    path = root / name / "rollout_data" / f"{step}.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def _write(folder, step, rows):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{step}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@pytest.mark.parametrize("bad_key", ["plain", None])
+def test_a_malformed_key_keeps_the_v1_groups(capsys, dumps, tmp_path, bad_key):
+    """One row of a real V1 dump with a malformed key (or a JSON null): the other groups stay V1
+    groups (two uids sharing a text stay two), the row is a counted bad row, and the groups of its
+    prompt text at its step (one of which lost it) are left out."""
+    root, runs = dumps
+    twice = runs["twice"]
+    for step in (1, 2):
+        rows = _rows(root, "twice", step)
+        if step == 2:
+            target = next(i for i, r in enumerate(rows) if r["input"] == PROMPTS[2])
+            rows[target]["uid"] = bad_key
+        _write(tmp_path / "rollout_data", step, rows)
+    data = diagnose_json(capsys, tmp_path / "rollout_data")
+    s = data["summary"]
+    assert "uid" in s["group_by"] and s["bad_rows"] == 1 and "V1 key" in s["bad_rows_listed"][0]
+    assert s["incomplete_groups"] == 2  # both uids of the text the bad row had
+    # step 1 untouched; step 2: PROMPTS[2]'s two groups (one per uid) out, the other five kept
+    truth2 = twice.per_step()[2]
+    got = steps_of(data)
+    assert got[1] == twice.per_step()[1] and got[2][0] == truth2[0] - 2
+
+
+def test_a_key_written_twice(capsys, dumps, tmp_path):
+    """A key written twice with the same score counts once; with different scores, a contradiction
+    named as such (its group left out), not an output of a multi-output session."""
+    root, runs = dumps
+    rows = _rows(root, "plain", 1)
+    same = dict(rows[0])
+    other = dict(rows[9], score=1.0 - rows[9]["score"])
+    _write(tmp_path / "rollout_data", 1, rows + [same, other])
+    data = diagnose_json(capsys, tmp_path / "rollout_data")
+    s = data["summary"]
+    assert s["extra_outputs"] == 0 and s["bad_rows"] == 2 and s["incomplete_groups"] == 1
+    assert all("written twice with different scores" in b for b in s["bad_rows_listed"])
+    assert any("repeat an earlier row's key and reward" in w for w in s["warnings"])
+    truth = runs["plain"].per_step()[1]
+    assert steps_of(data)[1][0] == truth[0] - 1

@@ -88,6 +88,32 @@ def test_resume_clears_temporary_files_in_subfolders(whole, tmp_path):
     assert _temps(run) == [] and is_complete(run)
 
 
+def test_a_finished_run_run_again_clears_a_killed_writers_temp(whole, tmp_path):
+    run = _copy(whole, tmp_path)
+    (run / "rollouts" / ".17.jsonl.99999.deadbeef.tmp").write_text("half")
+    run_simulation(CFG, run, resume=True, progress=False)
+    assert _temps(run) == [] and is_complete(run)
+
+
+@pytest.mark.parametrize("resume", [True, False])
+def test_killed_while_writing_its_first_file(tmp_path, resume):
+    """SIGKILL while config.json was being written leaves a folder holding only its temporary
+    file: the next run (with or without --resume) removes it and starts fresh, not 'not a run
+    folder'.  A folder with anything else in it is still refused."""
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / ".config.json.99999.deadbeef.tmp").write_text('{"steps": ')
+    run_simulation(CFG, run, resume=resume, progress=False)
+    assert _temps(run) == [] and is_complete(run)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / ".config.json.99999.deadbeef.tmp").write_text("{")
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(gsd.InputError, match="not a run folder"):
+        run_simulation(CFG, other, resume=resume, progress=False)
+    assert (other / "notes.txt").read_text() == "mine"
+
+
 _HOLDER = "import sys, time; from gsd.lock import hold_folder\nhold_folder(sys.argv[1]).__enter__()\nprint('held', flush=True)\ntime.sleep(60)\n"
 
 
