@@ -119,14 +119,14 @@ def advice_path(output: str) -> str:
 def advice_summary(speed) -> list[str]:
     """``--advice``'s few lines: the best G per generation (and per second), a few G beside it, the conventions."""
     t = speed.table.set_index("G")
-    shown = [g for g in (2, 4, 8, 16, 32, 64) if g in t.index and g != speed.best_G_per_generation]
-    lines = [f"Fastest uniform G per generation: {speed.best_G_per_generation}"
+    shown = [g for g in (2, 4, 8, 16, 32, 64) if g in t.index and g != speed.advised_G_per_generation]
+    lines = [f"Fastest uniform G per generation: {speed.advised_G_per_generation}"
              + (" (" + ", ".join(f"G = {g} at {t.loc[g, 'relative_per_generation']:.2f}x" for g in shown) + ")"
                 if shown else "")]
-    if speed.best_G_per_second is not None:
-        lines.append(f"Fastest uniform G per second: {speed.best_G_per_second} ("
+    if speed.advised_G_per_second is not None:
+        lines.append(f"Fastest uniform G per second: {speed.advised_G_per_second} ("
                      + ", ".join(f"G = {g} at {t.loc[g, 'relative_per_second']:.2f}x" for g in shown
-                                 if g != speed.best_G_per_second) + f"; cost from {speed.cost.source})")
+                                 if g != speed.advised_G_per_second) + f"; cost from {speed.cost.source})")
     else:
         lines.append("Per second: give --cost T_STEP,T_PROMPT,T_ROLLOUT")
     lines.append(f"  (expected progress of the prompts' objective; {speed.convention()}; docs/theory.md, section "
@@ -259,7 +259,7 @@ def plan_budget(args) -> int:
                                 "uniform_at_budget": advice.at_budget if advice else None}
     speed = speed_advice(src, args) if args.advice else None
     if speed is not None:
-        summary["advised_group_size"] = speed.best_G_per_generation
+        summary["advised_group_size"] = speed.advised_G_per_generation
         summary["speed"] = speed.summary()
     if args.output:
         write_table(args.output, out)  # atomic: never a half-written plan

@@ -53,7 +53,7 @@ from .posterior import BetaPosterior
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["HOLDS", "OPTIMIZERS", "SPEED_METHODS", "DEFAULT_OPTIMIZER", "DEFAULT_G_GRID", "StepCost",
+__all__ = ["HOLDS", "OPTIMIZERS", "SPEED_METHODS", "DEFAULT_OPTIMIZER", "DEFAULT_TOLERANCE", "DEFAULT_G_GRID", "StepCost",
            "GroupSizeAdvice", "group_size_advice", "fit_step_cost", "step_times_from_log"]
 
 #: What a comparison of group sizes holds fixed per step.
@@ -64,6 +64,8 @@ OPTIMIZERS = ("sgd", "adam")
 SPEED_METHODS = ("grpo", "dr_grpo")
 #: The optimiser assumed when none is named: Adam, the default of TRL's and verl's trainers (AdamW).
 DEFAULT_OPTIMIZER = "adam"
+#: How close to the best G a smaller G must come to be the advice (group_size_advice's ``tolerance``).
+DEFAULT_TOLERANCE = 0.1
 #: Group sizes compared when none are given.
 DEFAULT_G_GRID = tuple(range(2, 65))
 _OBJECTIVE = {"grpo": "2*arcsin(sqrt(p))", "dr_grpo": "p"}
@@ -115,6 +117,8 @@ class GroupSizeAdvice:
         only ratios between rows mean anything.
     best_G_per_generation, best_G_per_second : int, int or None
         The G of the largest progress per generation / per second (None without a cost).
+    advised_G_per_generation, advised_G_per_second : int, int or None
+        The advice: the smallest G within ``tolerance`` of the best (:func:`group_size_advice`).
     prompts : DataFrame
         One row per prompt at ``best_G_per_generation``: ``progress`` (its expected gain per step when in
         the batch), ``relative_value`` (that over the batch mean) and ``worth_rollouts``
@@ -136,6 +140,9 @@ class GroupSizeAdvice:
     eps: float
     cost: StepCost | None = None
     notes: list = field(default_factory=list)
+    advised_G_per_generation: int | None = None
+    advised_G_per_second: int | None = None
+    tolerance: float = 0.0
 
     def convention(self) -> str:
         """One line naming what was held fixed, the optimiser and the objective."""
@@ -148,7 +155,9 @@ class GroupSizeAdvice:
     def summary(self) -> dict:
         """The headline as plain numbers (for JSON)."""
         t = self.table
-        out = {"best_G_per_generation": self.best_G_per_generation, "best_G_per_second": self.best_G_per_second,
+        out = {"advised_G_per_generation": self.advised_G_per_generation,
+               "advised_G_per_second": self.advised_G_per_second, "tolerance": self.tolerance,
+               "best_G_per_generation": self.best_G_per_generation, "best_G_per_second": self.best_G_per_second,
                "hold": self.hold, "method": self.method, "optimizer": self.optimizer, "objective": self.objective,
                "score_noise": None if math.isinf(self.score_noise) else self.score_noise,
                "ddof": self.ddof, "eps": self.eps, "convention": self.convention(),
@@ -156,11 +165,21 @@ class GroupSizeAdvice:
                                                         "t_rollout": self.cost.t_rollout, "source": self.cost.source},
                "prompts_worth_rollouts": int(self.prompts["worth_rollouts"].sum()), "prompts": len(self.prompts),
                "notes": list(self.notes)}
-        for g in sorted({2, 4, 8, 16, self.best_G_per_generation}):
+        for g in sorted({2, 4, 8, 16, self.best_G_per_generation, self.advised_G_per_generation} - {None}):
             row = t[t.G == g]
             if len(row):
                 out.setdefault("relative_per_generation", {})[str(g)] = float(row.relative_per_generation.iloc[0])
         return out
+
+
+def _tolerance(x) -> float:
+    try:
+        t = float(x)
+    except (TypeError, ValueError):
+        raise InputError(f"tolerance must be a number in [0, 1), got {x!r}") from None
+    if isinstance(x, bool) or not (0.0 <= t < 1.0):
+        raise InputError(f"tolerance must be a number in [0, 1), got {x!r}")
+    return t
 
 
 def _choice(name, value, allowed):
@@ -228,7 +247,8 @@ def _expected_squares(src, grid, method, ddof, eps):
 def group_size_advice(p_or_posterior, *, hold: str = "prompts", method: str = "grpo",
                       optimizer: str = DEFAULT_OPTIMIZER, g_grid=DEFAULT_G_GRID, cost: StepCost | None = None,
                       prompts_per_step: int | None = None, generations_per_step: int | None = None,
-                      score_noise: float = math.inf, ddof: int = 0, eps: float = 0.0) -> GroupSizeAdvice:
+                      score_noise: float = math.inf, ddof: int = 0, eps: float = 0.0,
+                      tolerance: float = DEFAULT_TOLERANCE) -> GroupSizeAdvice:
     """Expected progress per generation and per second of every uniform G, exact, and the best G.
 
     Parameters
@@ -253,6 +273,12 @@ def group_size_advice(p_or_posterior, *, hold: str = "prompts", method: str = "g
         limit; then the scale of progress is arbitrary and only its ratios between G are meaningful).
     ddof, eps : int, float
         The std GRPO divides by (0: population, the paper's; TRL and verl: 1, and eps 1e-4 / 1e-6).
+    tolerance : float in [0, 1)
+        The advised G (``advised_G_per_generation``, ``advised_G_per_second``) is the smallest G whose
+        predicted progress is within this share of the best G's (default 0.1).  A smaller G sees more
+        distinct prompts for the same generations, which the one-step model does not credit, and the
+        model's relative speeds were off by up to about 0.1–0.2 where curves were flat in real TRL
+        training (docs: the group-size training page); ``best_G_*`` stay the exact argmax.
 
     Notes
     -----
@@ -288,6 +314,7 @@ def group_size_advice(p_or_posterior, *, hold: str = "prompts", method: str = "g
     optimizer = _choice("optimizer", optimizer, OPTIMIZERS)
     ddof, eps = as_ddof(ddof), float(as_eps(eps))
     nu = _score_noise(score_noise)
+    tol = _tolerance(tolerance)
     if cost is not None and not isinstance(cost, StepCost):
         raise InputError(f"cost must be a StepCost (gsd.speed.StepCost or fit_step_cost), got {type(cost).__name__}")
     grid = _grid(g_grid)
@@ -341,6 +368,8 @@ def group_size_advice(p_or_posterior, *, hold: str = "prompts", method: str = "g
     per_sec = per_step / seconds
     best_gen = int(grid[np.argmax(per_gen)])
     best_sec = int(grid[np.nanargmax(per_sec)]) if cost is not None else None
+    adv_gen = int(grid[np.argmax(per_gen >= (1.0 - tol) * per_gen.max())])  # the grid is sorted
+    adv_sec = int(grid[np.argmax(per_sec >= (1.0 - tol) * np.nanmax(per_sec))]) if cost is not None else None
     with np.errstate(divide="ignore", invalid="ignore"):
         table = pd.DataFrame({"G": grid, "prompts_per_step": prompts, "generations_per_step": generations,
                               "silent_rate": silent, "progress_per_step": per_step,
@@ -356,6 +385,7 @@ def group_size_advice(p_or_posterior, *, hold: str = "prompts", method: str = "g
     if not (per_gen.max() > 0):
         notes.append("every prompt is silent for sure (p = 0 or 1): no G makes progress")
     return GroupSizeAdvice(table=table, best_G_per_generation=best_gen, best_G_per_second=best_sec,
+                           advised_G_per_generation=adv_gen, advised_G_per_second=adv_sec, tolerance=tol,
                            prompts=prompts_df, hold=hold, method=method, optimizer=optimizer,
                            objective=_OBJECTIVE[method], score_noise=nu, ddof=ddof, eps=eps, cost=cost, notes=notes)
 

@@ -138,12 +138,12 @@ def advice_lines(s: dict) -> list[str]:
     if not adv:
         return []
     rel = adv.get("relative_per_generation", {})
-    others = ", ".join(f"G = {g} at {r:.2f}x" for g, r in rel.items() if int(g) != adv["best_G_per_generation"])
-    out = ["", f"Advice: uniform G = {adv['best_G_per_generation']} learns fastest per generation"
-           + (f" ({others})" if others else "") + "."]
-    if adv["best_G_per_second"] is not None:
+    others = ", ".join(f"G = {g} at {r:.2f}x" for g, r in rel.items() if int(g) != adv["advised_G_per_generation"])
+    out = ["", f"Advice: uniform G = {adv['advised_G_per_generation']} learns fastest per generation ("
+           + (f"{others}; " if others else "") + f"the smallest G within {adv['tolerance']:.0%} of the model's best)."]
+    if adv["advised_G_per_second"] is not None:
         c = adv["cost"]
-        out.append(f"  per second: G = {adv['best_G_per_second']} (step cost {c['t_step']:g} s + {c['t_prompt']:g} s "
+        out.append(f"  per second: G = {adv['advised_G_per_second']} (step cost {c['t_step']:g} s + {c['t_prompt']:g} s "
                    f"per prompt + {c['t_rollout']:g} s per generation, {c['source']})")
     else:
         out.append("  per second: give --cost T_STEP,T_PROMPT,T_ROLLOUT (one run at one G cannot separate them)")
@@ -158,8 +158,8 @@ def advice_lines(s: dict) -> list[str]:
         rel_g = gen.get("relative_per_generation", {})
         out.append(f"  holding generations per step instead ({gen['generations_per_step']} per step, e.g. TRL's "
                    f"per_device_train_batch_size kept while num_generations changes): G = "
-                   f"{gen['best_G_per_generation']} (" + ", ".join(f"G = {g} at {r:.2f}x" for g, r in rel_g.items()
-                                                              if int(g) != gen["best_G_per_generation"]) + ")")
+                   f"{gen['advised_G_per_generation']} (" + ", ".join(f"G = {g} at {r:.2f}x" for g, r in rel_g.items()
+                                                              if int(g) != gen["advised_G_per_generation"]) + ")")
     out.append("  measured in TRL (docs/group_size_training.md): holding prompts, G = 2 reached the hardest-quarter "
                "target with 1.7-3.3x fewer generations than G = 4-8; holding generations, G = 2 to 16 came within "
                "16 % of each other")

@@ -249,7 +249,7 @@ def _advice(fit, steps, groups) -> dict:
     i = int(proper[-1])
     adv = group_size_advice(fit.population(i), prompts_per_step=groups)
     rel = adv.table.set_index("G")["relative_per_generation"]
-    return {"advised_group_size": int(adv.best_G_per_generation), "advice_step": int(steps[i]),
+    return {"advised_group_size": int(adv.advised_G_per_generation), "advice_step": int(steps[i]),
             "advice_convention": f"hold={adv.hold}, optimizer={adv.optimizer}, method={adv.method}",
             "advice_relative_per_generation": {int(g): float(v) for g, v in rel.items() if int(g) in (2, 4, 8, 16)}}
 

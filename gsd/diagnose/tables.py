@@ -777,8 +777,8 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         "budget": budget,
         "budget_plan": DEFAULT_PLAN if budget is not None else None,
         # The advice: the uniform G of the most expected progress per generation (per second with a cost).
-        "advised_group_size": advice.best_G_per_generation if advice is not None else None,
-        "advised_group_size_per_second": advice.best_G_per_second if advice is not None else None,
+        "advised_group_size": advice.advised_G_per_generation if advice is not None else None,
+        "advised_group_size_per_second": advice.advised_G_per_second if advice is not None else None,
         "advice": advice.summary() | {"prompts_per_step": n_step} if advice is not None else None,
         "advice_holding_generations": (advice_gen.summary() | {"generations_per_step": n_step * int(log.group_size)}
                                        if advice_gen is not None else None),

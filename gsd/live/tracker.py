@@ -547,7 +547,7 @@ class GroupTracker:
         n, k = self._n[:len(self._keys)], self._k[:len(self._keys)]
         if (n > 0).any():
             seen = posterior_from_counts(k[n > 0], n[n > 0], prior=(a0, b0))
-            out["advised_group_size"] = float(group_size_advice_for(seen, np.unique(codes).size).best_G_per_generation)
+            out["advised_group_size"] = float(group_size_advice_for(seen, np.unique(codes).size).advised_G_per_generation)
             out["fidelity_group_size"] = median_group_size(seen.mean, self.epsilon)
         else:  # nothing scored yet (every reward so far None or NaN)
             out["advised_group_size"] = out["fidelity_group_size"] = nan

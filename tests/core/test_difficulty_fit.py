@@ -142,7 +142,7 @@ def test_scalar_advice_is_the_advice_for_the_population_the_moments_came_from(tm
     direct = gsd.group_size_advice(gsd.BetaPosterior(a=np.array(a[-1]), b=np.array(b[-1]), prior=(0.0, 0.0)),
                                    prompts_per_step=n)
     assert dx.summary["advice_step"] == 3
-    assert dx.summary["advised_group_size"] == direct.best_G_per_generation
+    assert dx.summary["advised_group_size"] == direct.advised_G_per_generation
     rel = direct.table.set_index("G")["relative_per_generation"]
     for g, v in dx.summary["advice_relative_per_generation"].items():
         assert v == pytest.approx(rel[g], rel=1e-6)

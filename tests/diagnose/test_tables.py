@@ -194,19 +194,39 @@ def test_headline_is_the_advised_group_size(tmp_path):
     n_step = int(np.median(dx.steps["groups"]))
     want = gsd.group_size_advice(post, prompts_per_step=n_step, g_grid=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
                                  ddof=s["update_convention"]["ddof"], eps=s["update_convention"]["eps"])
-    assert s["advised_group_size"] == want.best_G_per_generation == s["advice"]["best_G_per_generation"]
+    assert s["advised_group_size"] == want.advised_G_per_generation == s["advice"]["advised_G_per_generation"]
+    assert s["advice"]["best_G_per_generation"] == want.best_G_per_generation
     assert s["advice"]["optimizer"] == "adam" and s["advice"]["hold"] == "prompts"
     assert s["advice"]["prompts_per_step"] == n_step and s["advised_group_size_per_second"] is None
     assert s["fidelity_group_size"] == s["median_group_size_recommended"] == gsd.median_group_size(pr["p_mean"], 0.05)
     text = format_report(dx)
-    assert f"Advice: uniform G = {want.best_G_per_generation} learns fastest per generation" in text
+    assert f"Advice: uniform G = {want.advised_G_per_generation} learns fastest per generation" in text
     assert "Fidelity law (not the advice)" in text and "Recommended group sizes" not in text
     with_cost = diagnose(tmp_path, cost=gsd.StepCost(60.0, 0.0, 0.001), optimizer="sgd")
     sgd = gsd.group_size_advice(post, prompts_per_step=n_step, g_grid=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
                                 optimizer="sgd", cost=gsd.StepCost(60.0, 0.0, 0.001),
                                 ddof=s["update_convention"]["ddof"], eps=s["update_convention"]["eps"])
-    assert with_cost.summary["advised_group_size_per_second"] == sgd.best_G_per_second
+    assert with_cost.summary["advised_group_size_per_second"] == sgd.advised_G_per_second
     assert "per second: G = " in format_report(with_cost)
+
+
+def test_advice_also_holding_the_runs_generations_per_step():
+    """Beside the prompts-held advice, the same posteriors at the run's generations per step held fixed
+    (prompts per step x its G), on the grid a step of that size can hold."""
+    from gsd.resources import example_logs
+
+    dx = diagnose(example_logs() / "trl")
+    s, pr = dx.summary, dx.prompts
+    G, n_step = s["group_size"], int(np.median(dx.steps["groups"]))
+    post = gsd.BetaPosterior(pr["a"].to_numpy(), pr["b"].to_numpy(), (s["prior"]["a"], s["prior"]["b"]))
+    B = n_step * G
+    grid = [g for g in (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64) if g <= B]
+    want = gsd.group_size_advice(post, hold="generations", generations_per_step=B, g_grid=grid,
+                                 ddof=s["update_convention"]["ddof"], eps=s["update_convention"]["eps"])
+    gen = s["advice_holding_generations"]
+    assert gen["hold"] == "generations" and gen["generations_per_step"] == B
+    assert gen["advised_G_per_generation"] == want.advised_G_per_generation
+    assert f"holding generations per step instead ({B} per step" in format_report(dx)
 
 
 @pytest.mark.parametrize("a, b", [(1e-3, 50.0), (0.02, 0.01), (300.0, 1e-2), (5.0, 5.0), (2e5, 3e5)])
