@@ -91,9 +91,9 @@ def test_posterior_is_the_expectation_over_p():
     for j, G in enumerate(grid):
         S = N = 0.0
         for a, b in zip(post.a, post.b):
-            S += integrate.quad(lambda x: stats.beta.pdf(x, a, b) * _direct([x], G, 1), 0, 1, epsabs=1e-13,
+            S += integrate.quad(lambda x, a=a, b=b, G=G: stats.beta.pdf(x, a, b) * _direct([x], G, 1), 0, 1, epsabs=1e-13,
                                 limit=200)[0]
-            N += 1 - stats.beta.expect(lambda x: x**G + (1 - x) ** G, (a, b))
+            N += 1 - stats.beta.expect(lambda x, G=G: x**G + (1 - x) ** G, (a, b))
         S, N = S / 3, N / 3 / (4 * G)
         assert adv.table.progress_per_step.iloc[j] == pytest.approx(S / math.sqrt(N), rel=1e-7)
     # the same posterior listed twice changes nothing but the prompts table
