@@ -109,7 +109,8 @@ def test_t2_times_gradient_tends_to_logit_difference_over_n(z, data):
         return
     err = [float((soft_term_grad(z, v, T) - limit).norm()) for T in (1e3, 2e3, 1e4)]
     assert err[2] < 0.02 * float(limit.norm()) + 1e-9
-    assert err[1] < err[0]
+    # Below T²·ε ≈ 2e-10 (T = 1e3) the error is the T² scaling's rounding, not the 1/T term: no order to check.
+    assert err[1] < err[0] or err[0] < 1e6 * np.finfo(np.float64).eps
     # Without T² the gradient itself vanishes like 1/T².
     g1 = float(soft_term_grad(z, v, 1e3, scaled=False).norm())
     g2 = float(soft_term_grad(z, v, 2e3, scaled=False).norm())
