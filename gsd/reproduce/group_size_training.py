@@ -53,6 +53,7 @@ PROTOCOLS = ("prompts", "generations")
 TARGETS = (0.5, 0.8, 0.9)
 #: Arms beyond the uniform G, each run at the best uniform G of its (task, lr, protocol).
 ARMS = ("dr_grpo", "greso", "oracle", "gsd")
+ARM_COLORS = {"dr_grpo": "tab:red", "greso": "tab:orange", "oracle": "black", "gsd": "tab:purple"}
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class Config:
     pretrain_steps: int = 150
     variant: str = "correlated"
 
-    def check(self) -> "Config":
+    def check(self) -> Config:
         bad = [t for t in self.tasks if t not in TASKS] + [a for a in self.arms if a not in ARMS] + \
             [p for p in self.protocols if p not in PROTOCOLS]
         if bad or not (self.tasks and self.lrs and self.seeds and self.group_sizes and self.protocols):
@@ -88,7 +89,8 @@ class Config:
                                                     or self.budget % self.generations_per_step):
                 raise InputError(f"generations_per_step {self.generations_per_step} must be a multiple of G = {G} "
                                  f"and divide budget {self.budget}")
-        if self.prompts_per_step > self.n_prompts or self.generations_per_step // min(self.group_sizes) > self.n_prompts:
+        most = max(self.prompts_per_step, self.generations_per_step // min(self.group_sizes))
+        if most > self.n_prompts:
             raise InputError(f"more groups per step than the {self.n_prompts} prompts")
         for lr in self.lrs:
             if not (np.isfinite(lr) and 0 < lr < 1):
@@ -301,7 +303,8 @@ def train_arm(task, cfg: Config, *, protocol: str, arm: str, G: int, lr: float, 
     P = np.array([s["p"] for s in t["steps"]] + [t["p_final"]])
     out = {"protocol": protocol, "arm": arm, "G": G, "lr": lr, "seed": seed, "prompts_per_step": n, "steps": steps,
            "p0": p0.tolist(), "p_final": t["p_final"], "hardest_prompts": hard.tolist(),
-           "hardest": P[:, hard].mean(1).tolist(), "arcsin": (2 * np.arcsin(np.sqrt(np.clip(P, 0, 1)))).mean(1).tolist(),
+           "hardest": P[:, hard].mean(1).tolist(),
+           "arcsin": (2 * np.arcsin(np.sqrt(np.clip(P, 0, 1)))).mean(1).tolist(),
            "generations": [s["generations"] for s in t["steps"]], "step_time": [s["step_time"] for s in t["steps"]],
            "wall": [s["wall"] for s in t["steps"]], "k": [s["k"] for s in t["steps"]],
            "groups": [s["groups"] for s in t["steps"]], "trl_reward": t.get("trl_reward", [])}
@@ -416,7 +419,7 @@ def summary(results: list, level: float = 0.95):
             row["hardest_at_T"] = float(np.mean(at_T))
             for key, name in (("gens_to_0.8", "d_gens_0.8"), ("final_arcsin", "d_final_arcsin")):
                 d = [s[key] - base[r["seed"]][key] if r["seed"] in base else np.nan for s, r in zip(st, v)]
-                m, lo, hi, n = paired_interval(d, level)
+                m, lo, hi, _ = paired_interval(d, level)
                 row.update({name: m, f"{name}_lo": lo, f"{name}_hi": hi})
             if "api" in v[0]:
                 row["api"] = v[0]["api"]
@@ -528,7 +531,7 @@ def figure(results: list):
                     if a[0] == "uniform":
                         color, ls, label = cmap(Gs.index(a[1]) / max(1, len(Gs) - 1) * 0.85), "-", f"G = {a[1]}"
                     else:
-                        color = {"dr_grpo": "tab:red", "greso": "tab:orange", "oracle": "black", "gsd": "tab:purple"}[a[0]]
+                        color = ARM_COLORS[a[0]]
                         ls, label = "--", f"{a[0]} (G = {a[1]})"
                     ax.plot(x, y.mean(0), color=color, ls=ls, lw=1.2, label=label)
                     if len(y) > 1:

@@ -285,6 +285,22 @@ def _allocation_stage(out: Path, progress: bool):
     return {"status": "ok", "run_dir": str(run_dir), **reuse, "config": mod.SMALL_CONFIG_NAME, "comparison": summary}
 
 
+def _trl_module(name: str, what: str):
+    """(the module ``name``, None) when it, torch and TRL import; else (None, the stage's "not
+    available" record saying why)."""
+    mod, why = _optional(name)
+    if mod is None:
+        return None, {"status": "not available", "reason": why}
+    from .._extras import MissingExtra, require_torch
+
+    try:
+        require_torch(what)
+        import trl  # noqa: F401  (the stage runs TRL's own code; trl's import is lazy, torch's is not)
+    except (MissingExtra, ImportError) as exc:
+        return None, {"status": "not available", "reason": f"{exc.__class__.__name__}: {exc}"}
+    return mod, None
+
+
 def _transformer_stage(mode: str, seed: int, fig_dir: Path, out: Path):
     """Beyond the paper: TRL 1.16.0's own update on a tiny transformer whose solve rates are
     exact, against the closed forms (:mod:`gsd.reproduce.transformer`).  The full sizes draw
@@ -292,16 +308,9 @@ def _transformer_stage(mode: str, seed: int, fig_dir: Path, out: Path):
     a fast run never overwrites them."""
     if mode == "skip":
         return {"status": "skipped", "reason": "--transformer skip"}
-    mod, why = _optional("gsd.reproduce.transformer")
+    mod, missing = _trl_module("gsd.reproduce.transformer", "the transformer stage of gsd reproduce")
     if mod is None:
-        return {"status": "not available", "reason": why}
-    from .._extras import MissingExtra, require_torch
-
-    try:
-        require_torch("the transformer stage of gsd reproduce")
-        import trl  # noqa: F401  (the stage runs TRL's own code; trl's import is lazy, torch's is not)
-    except (MissingExtra, ImportError) as exc:
-        return {"status": "not available", "reason": f"{exc.__class__.__name__}: {exc}"}
+        return missing
     result = mod.run(fast=mode == "fast", seed=seed)
     where = fig_dir if mode == "full" else out / "transformer"
     make_folder(where)
@@ -321,16 +330,9 @@ def _group_size_training_stage(mode: str, out: Path):
     pipeline, the docs quote the full run's), into ``out/group_size_training``."""
     if mode == "skip":
         return {"status": "skipped", "reason": "--group-size-training skip"}
-    mod, why = _optional("gsd.reproduce.group_size_training")
+    mod, missing = _trl_module("gsd.reproduce.group_size_training", "the group-size training stage of gsd reproduce")
     if mod is None:
-        return {"status": "not available", "reason": why}
-    from .._extras import MissingExtra, require_torch
-
-    try:
-        require_torch("the group-size training stage of gsd reproduce")
-        import trl  # noqa: F401
-    except (MissingExtra, ImportError) as exc:
-        return {"status": "not available", "reason": f"{exc.__class__.__name__}: {exc}"}
+        return missing
     where = out / "group_size_training"
     results = mod.run(where, mod.FAST, progress=False)
     path = save_figure(mod.figure(results), where / "group_size_training.png")

@@ -661,10 +661,9 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
         ``step_time`` metric, seconds) and ``wall`` (``time.perf_counter`` seconds from the start of
         training to the step's end, the exact-p forward passes included).
     """
-    import time
-
     import contextlib
     import tempfile
+    import time
 
     from datasets import Dataset
     from transformers import PrinterCallback, ProgressCallback, TrainerCallback

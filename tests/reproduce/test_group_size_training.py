@@ -70,7 +70,9 @@ def test_resume_skips_finished_cells(tiny_run, monkeypatch):
 
     monkeypatch.setattr(gst, "train_arm", boom)
     again = gst.run(out, TINY, resume=True, progress=False)
-    key = lambda r: (r["protocol"], r["arm"], r["G"])  # noqa: E731
+    def key(r):
+        return r["protocol"], r["arm"], r["G"]
+
     assert sorted(map(key, again)) == sorted(map(key, results))
     assert {key(r): r["hardest"] for r in again} == {key(r): r["hardest"] for r in results}
 
