@@ -515,7 +515,7 @@ def figure(results: list):
     def make():
         import matplotlib.pyplot as plt
 
-        fig, axes = new_figure(len(rows), len(cols), width=5.0 * len(cols), height=3.4 * len(rows))
+        fig, axes = new_figure(len(cols), len(rows), width=5.0 * len(cols), height=3.2)
         axes = np.asarray(axes).reshape(len(rows), len(cols))
         cmap = plt.get_cmap("viridis")
         for i, (task, lr) in enumerate(rows):
