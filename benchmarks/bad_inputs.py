@@ -402,7 +402,7 @@ cli(*args)
 (tmp / 'r' / 'config.json').write_text('{{"steps": 6, ')
 return judged(*cli(*args, '--resume')[::2])
 """,
-    "a second --resume on a running folder": f"""
+    "a second --resume on a running folder": """
 args = ['simulate', '--out', str(tmp / 'r'), '--no-progress', '--set', 'n_prompts=400', '--set', 'steps=30000',
         '--set', 'checkpoint_every=1', '--set', 'device=cpu']  # runs for minutes: killed once the second has answered
 first = gsd_process(*args)
@@ -419,10 +419,10 @@ finally:
     _, first_err = first.communicate()
 if rc == 0:
     return 'data loss', 'the second process ran the run again beside the first' + ('' if alive else
-           f' (first died: {{first_err.strip().splitlines()[-1][:80] if first_err.strip() else "?"}})')
+           f' (first died: {first_err.strip().splitlines()[-1][:80] if first_err.strip() else "?"})')
 return judged(rc, err)
 """,
-    "SIGKILL at a random instant of a run, then --resume": f"""
+    "SIGKILL at a random instant of a run, then --resume": """
 args = ['simulate', '--out', str(tmp / 'r'), '--no-progress', '--set', 'n_prompts=300', '--set', 'steps=40',
         '--set', 'checkpoint_every=3', '--set', 'device=cpu', '--set', 'rollout_log=verl']
 first = gsd_process(*args)
@@ -443,17 +443,17 @@ for f in logs:
     for line in f.read_text().splitlines():
         json.loads(line)
 if left or ledger['step'].tolist() != list(range(40)) or len(logs) != 40:
-    return 'data loss', f'temps {{left}}, ledger steps {{len(ledger)}}, logs {{len(logs)}}'
+    return 'data loss', f'temps {left}, ledger steps {len(ledger)}, logs {len(logs)}'
 return 'answer', 'resumed whole'
 """,
-    "a full disk (file-size limit) during a checkpoint": f"""
+    "a full disk (file-size limit) during a checkpoint": """
 args = ['simulate', '--out', str(tmp / 'r'), '--no-progress', '--set', 'n_prompts=4000', '--set', 'steps=2',
         '--set', 'checkpoint_every=1', '--set', 'device=cpu']
 with file_size_limit(16 << 10):
     rc, _, err = cli(*args)
 left = sorted(str(p.relative_to(tmp)) for p in (tmp / 'r').rglob('.*.tmp')) if (tmp / 'r').exists() else []
 if left:
-    return 'data loss', f'left: {{left}}'
+    return 'data loss', f'left: {left}'
 return judged(rc, err)
 """,
     "gsd diagnose --out: the disk fills while the figure is written": f"""
@@ -544,7 +544,7 @@ from gsd.lock import lock_path
 lock_path(tmp / 'r').write_text(json.dumps({{'pid': 2**40, 'host': 'x'}}))
 return judged(*cli('simulate', '--out', str(tmp / 'r'), {SIM_ARGS})[::2])
 """,
-    "campaign arm named '../../escape'": f"""
+    "campaign arm named '../../escape'": """
 (tmp / 'c.toml').write_text('[base]\\nn_prompts = 10\\nsteps = 1\\ndevice = "cpu"\\n[arms."../../escape"]\\nmethod = "grpo"\\n')
 rc, _, err = cli('simulate', '--campaign', str(tmp / 'c.toml'), '--out', str(tmp / 'a' / 'b' / 'c'), '--no-progress')
 if (tmp / 'a' / 'escape').exists():
@@ -563,7 +563,7 @@ if not (tmp / 'precious.txt').exists():
     return 'data loss', 'a file outside --out was deleted'
 return judged(rc, err)
 """,
-    "one run folder of a sweep program locked by a live process: --lock-timeout 1 runs the others": f"""
+    "one run folder of a sweep program locked by a live process: --lock-timeout 1 runs the others": """
 (tmp / 'g.toml').write_text('[base]\\nn_prompts = 20\\nsteps = 2\\ndevice = "cpu"\\n[grid]\\nseed = [0, 1, 2]\\n')
 from gsd.sweep.engine import plan_sweep
 from gsd.lock import lock_path
@@ -577,12 +577,12 @@ try:
                        '--lock-timeout', '1', '--max-retries', '0', '--no-progress', '--json')
 finally:
     holder.kill(); holder.wait()
-report = json.loads(out) if out.strip() else {{}}
-if report.get('ran') == 2 and list(report.get('failed', {{}})) == [specs[0].name]:
+report = json.loads(out) if out.strip() else {}
+if report.get('ran') == 2 and list(report.get('failed', {})) == [specs[0].name]:
     return 'answer', 'the busy run failed alone'
-return 'wrong answer', f'rc {{rc}}: {{out[-120:]}} {{err[-120:]}}'
+return 'wrong answer', f'rc {rc}: {out[-120:]} {err[-120:]}'
 """,
-    "a numpy sweep killed with SIGKILL: the next sweep leaves no lock file": f"""
+    "a numpy sweep killed with SIGKILL: the next sweep leaves no lock file": """
 (tmp / 'g.toml').write_text('[base]\\nn_prompts = 400\\nsteps = 3000\\ncheckpoint_every = 50\\ndevice = "cpu"\\n[grid]\\nseed = [0, 1]\\n')
 first = gsd_process('sweep', '--grid', str(tmp / 'g.toml'), '--out', str(tmp / 'sw'), '--backend', 'serial', '--no-progress')
 deadline = time.time() + 60
@@ -593,7 +593,7 @@ first.communicate()
 rc, _, err = cli('sweep', '--grid', str(tmp / 'g.toml'), '--out', str(tmp / 'sw'), '--backend', 'serial', '--no-progress')
 left = sorted(p.name for p in (tmp / 'sw' / 'runs').glob('*.lock'))
 if left:
-    return 'data loss', f'lock files left: {{left}}'
+    return 'data loss', f'lock files left: {left}'
 return judged(rc, err)
 """,
 })

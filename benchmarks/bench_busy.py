@@ -80,7 +80,7 @@ def numpy_engine_against_minimal(cfg: SimConfig, folder: Path, p0: np.ndarray, r
         cpu_loop += minimal_loop.cpu_s[1:]
         marks = [time.process_time()]
         t0 = time.perf_counter()
-        run_simulation(cfg, folder / str(i), progress=False, on_step=lambda step: marks.append(time.process_time()))
+        run_simulation(cfg, folder / str(i), progress=False, on_step=lambda step, marks=marks: marks.append(time.process_time()))
         calls.append(time.perf_counter() - t0)
         cpu_engine += list(np.diff(marks))[1:-1]  # the first (warm-up) and the last (files) step left out
         steps += list(read_ledger(folder / str(i), columns=["wall_s"])["wall_s"][1:])

@@ -41,6 +41,10 @@ extensions = [
     "gsd_docs",
 ]
 
+# Smart quotes without smart dashes: docutils would print `--input` in the command-line reference
+# (sphinx-argparse's option lists) and in prose as "–input", an option that does not copy as typed.
+smartquotes_action = "qe"
+
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = ["_build", "**.ipynb_checkpoints", "Thumbs.db", ".DS_Store"]
 root_doc = "index"
@@ -60,6 +64,10 @@ intersphinx_mapping = {}  # offline build: no inventories fetched
 # --- MyST and notebooks
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
+# Markdown links "[text](#target)" (what the pages README links to use instead of roles, so that
+# they read as Markdown outside the site too) resolve to labels, pages and Python objects only:
+# sphinx-argparse's domain cannot answer such a query and would warn at every link.
+myst_ref_domains = ["std", "py"]
 myst_dmath_double_inline = True
 nb_execution_mode = os.environ.get("GSD_DOCS_NB_EXECUTION", "cache")
 nb_execution_timeout = 300

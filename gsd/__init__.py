@@ -12,9 +12,10 @@ from ._lazy import lazy_exports
 # name that needs them is touched.
 _EXPORTS = {
     "_errors": ("InputError", "MissingExtra"),
+    "speed": ("StepCost", "GroupSizeAdvice", "group_size_advice", "fit_step_cost", "step_times_from_log"),
     "allocation": ("ALLOCATION_VALUES", "HORIZON_VALUES", "Allocation", "UniformAdvice", "allocate_group_sizes", "allocation_value",
                    "concavity_violations", "expected_silent_rate", "uniform_group_size_advice", "uniform_plan",
-                   "DEFAULT_PLAN", "PLAN_RULES", "allocate_with_advice"),
+                   "DEFAULT_PLAN", "PLAN_RULES", "allocate_with_advice", "budget_plan"),
     "data": ("load_bigmath", "load_histogram", "load_solve_rates"),
     "groups": ("METHODS", "advantages", "group_std", "group_update", "identity_terms", "is_silent"),
     "groupsize": ("DEFAULT_MAX_GROUP_SIZE", "EXCEEDS_MAX", "group_size_law", "median_group_size",

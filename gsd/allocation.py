@@ -47,8 +47,10 @@ from ._binomial import symmetric_expectation, unique_pairs
 from ._errors import InputError
 from ._validate import MAX_EXACT_GROUP_SIZE, _show, as_ddof, as_eps, as_group_size, as_probability, broadcast
 from .posterior import BetaPosterior
-from .silent import _minor, _nonsilent, _silent
-from .update import _grpo_term
+from .silent import minor_rate as _minor
+from .silent import nonsilent_from_minor as _nonsilent
+from .silent import silent_from_minor as _silent
+from .update import grpo_term as _grpo_term
 
 if TYPE_CHECKING:  # pandas loads inside the two functions that build DataFrames
     import pandas as pd
@@ -64,6 +66,7 @@ __all__ = [
     "allocate_group_sizes",
     "uniform_plan",
     "allocate_with_advice",
+    "budget_plan",
     "expected_silent_rate",
     "uniform_group_size_advice",
     "concavity_violations",
@@ -87,6 +90,8 @@ _VALUES = {
 HORIZON_VALUES = ("horizon", "dr_horizon")
 #: Values understood by :func:`allocation_value` and :func:`allocate_group_sizes`.
 ALLOCATION_VALUES = tuple(_VALUES)
+#: value name → (i, j, h) of every value (the public name of ``_VALUES``).
+VALUE_FORMS = _VALUES
 #: What ``gsd plan --budget --value`` takes: ``uniform`` (:func:`uniform_plan`) or a value.
 PLAN_RULES = ("uniform", *ALLOCATION_VALUES)
 #: ``gsd plan --budget``'s default: uniform G at the budget.  At equal generations no plan from
@@ -181,7 +186,7 @@ def _log_rising(x, n):
     return out
 
 
-def _log_beta_moment(a, b, i, j):
+def log_beta_moment(a, b, i, j):
     """log E[p^i (1−p)^j] under Beta(a, b) = log B(a+i, b+j) − log B(a, b), as rising factorials
     (stable at any count, see :func:`_log_rising`)."""
     return _log_rising(a, i) + _log_rising(b, j) - _log_rising(np.asarray(a) + b, np.asarray(i) + j)
@@ -189,12 +194,12 @@ def _log_beta_moment(a, b, i, j):
 
 def _beta_nonsilent(a, b, G):
     """1 − E[p^G] − E[(1−p)^G] under Beta(a, b), without cancelling the larger term."""
-    l1 = _log_beta_moment(a, b, G, 0)
-    l2 = _log_beta_moment(a, b, 0, G)
+    l1 = log_beta_moment(a, b, G, 0)
+    l2 = log_beta_moment(a, b, 0, G)
     return -np.expm1(np.maximum(l1, l2)) - np.exp(np.minimum(l1, l2))
 
 
-def _beta_sigma(a, b, G, f):
+def beta_sigma(a, b, G, f):
     """E[f(k, G)] = Σ_k BetaBinom(k; G, a, b)·f(k, G) (f: the GRPO term, σ̂ in the paper's
     convention), dense, one block per distinct G ≥ 2.
 
@@ -215,7 +220,7 @@ def _beta_sigma(a, b, G, f):
                 for k0 in range(0, g + 1, _BLOCK_TERMS):
                     k = np.arange(k0, min(g + 1, k0 + _BLOCK_TERMS))
                     lchoose = gammaln(g + 1.0) - gammaln(k + 1.0) - gammaln(g - k + 1.0)
-                    total += float(np.exp(lchoose + _log_beta_moment(a[i], b[i], k, g - k)) @ f(k, np.full(k.size, g)))
+                    total += float(np.exp(lchoose + log_beta_moment(a[i], b[i], k, g - k)) @ f(k, np.full(k.size, g)))
                 out[i] = total
             continue
         k = np.arange(g + 1)
@@ -225,7 +230,7 @@ def _beta_sigma(a, b, G, f):
         for r0 in range(lo, hi, rows):
             idx = order[r0:min(hi, r0 + rows)]
             aa, bb = a[idx][:, None], b[idx][:, None]
-            logpmf = lchoose + _log_beta_moment(aa, bb, k, g - k)
+            logpmf = lchoose + log_beta_moment(aa, bb, k, g - k)
             out[idx] = np.exp(logpmf) @ fk
     return out
 
@@ -241,9 +246,9 @@ def _beta_value(a, b, G, spec):
         out[on] = _horizon_beta(a[on], b[on], G[on], h, f, look)
         return out
     aa, bb, GG = a[on] + i, b[on] + j, G[on]
-    scale = np.exp(_log_beta_moment(a[on], b[on], i, j)) if (i or j) else 1.0
+    scale = np.exp(log_beta_moment(a[on], b[on], i, j)) if (i or j) else 1.0
     if h == "sigma":
-        base = _beta_sigma(aa, bb, GG, f)
+        base = beta_sigma(aa, bb, GG, f)
     elif h == "sigma2":
         base = aa * bb / ((aa + bb) * (aa + bb + 1.0)) * (1.0 - 1.0 / GG)
     else:
@@ -369,7 +374,7 @@ def expected_silent_rate(p_or_posterior, G):
     b = np.broadcast_to(src[1], a.shape)
     # The two tails in logs; their sum never exceeds 1 in exact arithmetic, nor here by more
     # than rounding (clipped): a posterior of 2^53 counts must not report a rate of 2.
-    return np.minimum(np.exp(_log_beta_moment(a, b, G, 0)) + np.exp(_log_beta_moment(a, b, 0, G)), 1.0)
+    return np.minimum(np.exp(log_beta_moment(a, b, G, 0)) + np.exp(log_beta_moment(a, b, 0, G)), 1.0)
 
 
 # --------------------------------------------------------------------------- value tables on a grid
@@ -439,7 +444,7 @@ def _sigma_on_grid(kind, grid, f, p=None, a=None, b=None):
     if kind == "point":
         out[:, on] = symmetric_expectation(np.repeat(p, on.sum()), G, f).reshape(rows, -1)
     else:
-        out[:, on] = _beta_sigma(np.repeat(a, on.sum()), np.repeat(b, on.sum()), G, f).reshape(rows, -1)
+        out[:, on] = beta_sigma(np.repeat(a, on.sum()), np.repeat(b, on.sum()), G, f).reshape(rows, -1)
     return out
 
 
@@ -492,7 +497,7 @@ def _value_table(kind, src, grid, spec):
             base = (aa * bb / ((aa + bb) * (aa + bb + 1.0)))[:, None] * (1.0 - 1.0 / Gg)
         else:
             base = _beta_nonsilent(aa[:, None], bb[:, None], Gg)
-        scale = np.exp(_log_beta_moment(a, b, i, j))[:, None] if (i or j) else 1.0
+        scale = np.exp(log_beta_moment(a, b, i, j))[:, None] if (i or j) else 1.0
         table = scale * base
     return np.where(on[None, :], table, 0.0)
 
@@ -1260,3 +1265,22 @@ def uniform_plan(p_or_posterior, budget, *, g_min=2, g_max=512, step=1, skip: bo
                       multiplier=math.nan, exact=True, gap_bound=0.0, envelope=False,
                       envelope_sizes=np.empty(0, dtype=np.int64), value_name="uniform",
                       grid=(g_min, g_max, step, bool(skip)), ddof=int(as_ddof(ddof)), eps=float(as_eps(eps)))
+
+
+def budget_plan(p_or_posterior, budget, rule: str = DEFAULT_PLAN, **kwargs) -> Allocation:
+    """The plan ``gsd plan --budget`` and ``gsd diagnose --budget`` make by default (one definition for both):
+    :func:`uniform_plan` for ``rule="uniform"`` (:data:`DEFAULT_PLAN`), else :func:`allocate_group_sizes` with
+    that value.  ``kwargs``: the grid and std options of either.
+
+    Examples
+    --------
+    >>> budget_plan([0.02, 0.5, 1.0, 0.3], 32, g_max=16).group_size.tolist()
+    [10, 10, 0, 10]
+    """
+    if rule == "uniform":
+        return uniform_plan(p_or_posterior, budget, **kwargs)
+    if rule not in ALLOCATION_VALUES:
+        raise InputError(f"rule must be one of {PLAN_RULES}, got {rule!r}")
+    return allocate_group_sizes(p_or_posterior, budget, value=rule, **kwargs)
+
+_log_beta_moment, _beta_sigma = log_beta_moment, beta_sigma  # the former names

@@ -15,10 +15,25 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
-import math
 import sys
 
 from ._errors import InputError, MissingExtra
+
+# The helpers the sub-command modules use live in gsd.cli_support (this module, which loads them, is
+# imported by none of them); their names stay importable from here.
+from .cli_support import (  # noqa: F401
+    CliError,
+    bounded_float,
+    bounded_int,
+    check_options,
+    add_advice_arguments,
+    emit,
+    hidden_aliases,
+    imports_done,
+    parse_list,
+    set_console,
+    step_cost,
+)
 
 # Modules that add sub-commands; optional ones are skipped if they are not there yet.
 _COMMANDS = (
@@ -28,127 +43,8 @@ _COMMANDS = (
     "gsd.reproduce.cli",
     "gsd.sweep.cli",
     "gsd.diagnose.cli",
+    "gsd.diagnose.scalars_cli",
 )
-
-
-class CliError(InputError):
-    """A usage error found by a handler (reported like any InputError)."""
-
-
-class _OutOfBounds:
-    """An option value outside its schema, kept by the parser until :func:`main` reports it."""
-
-    def __init__(self, text: str, message: str):
-        self.text, self.message = text, message
-
-
-def bounded_int(lo: int, hi: int, why: str):
-    """An argparse ``type`` for an integer option in [lo, hi]: the option's schema.
-
-    A value that is not an integer is argparse's usage error; one out of range is reported by
-    :func:`main` as one line naming the option, the value as typed and the bound, before the
-    handler runs (so before any folder or memory is touched).
-    """
-
-    def integer(text: str):
-        try:
-            value = int(text, 10)
-        except ValueError:  # 1e10 is an integer too; 1.5, nan and words are argparse's usage error
-            number = float(text)
-            if not (number.is_integer() and abs(number) <= 2**53):
-                raise
-            value = int(number)
-        if not lo <= value <= hi:
-            return _OutOfBounds(text, f"must be an integer in [{lo:,}, {hi:,}] ({why})")
-        return value
-
-    return integer
-
-
-def bounded_float(lo: float, hi: float, why: str, *, open_lo: bool = False, open_hi: bool = False):
-    """An argparse ``type`` for a real option in [lo, hi] (``open_lo`` / ``open_hi``: that end
-    excluded), as :func:`bounded_int`: NaN and ±inf are out of range, named as typed."""
-
-    def real(text: str):
-        value = float(text)  # not a number: argparse's usage error
-        inside = (lo < value if open_lo else lo <= value) and (value < hi if open_hi else value <= hi)
-        if not (math.isfinite(value) and inside):
-            span = f"{'(' if open_lo else '['}{lo:g}, {hi:g}{')' if open_hi else ']'}"
-            return _OutOfBounds(text, f"must be a finite number in {span} ({why})")
-        return value
-
-    return real
-
-
-def _check_options(args) -> None:
-    for dest, value in vars(args).items():
-        if isinstance(value, _OutOfBounds):
-            raise CliError(f"--{dest.replace('_', '-')} = {value.text}: {value.message}")
-
-
-def parse_list(text: str, kind=float, name: str = "value"):
-    """'0.1,0.5' → np.array([0.1, 0.5]); a clear error naming the option otherwise."""
-    import numpy as np
-
-    try:
-        values = [kind(x) for x in str(text).split(",") if x.strip() != ""]
-    except ValueError:
-        raise CliError(f"--{name} must be a comma-separated list of numbers, got {text!r}") from None
-    if not values:
-        raise CliError(f"--{name} is empty")
-    return np.array(values)
-
-
-def emit(df, as_json: bool, *, title: str | None = None, floatfmt: str = "{:.6g}") -> None:
-    """Print a table (or JSON records) to stdout.
-
-    ``df`` is a DataFrame, or a mapping of column name to 1-d array: the small commands pass
-    the mapping, which is printed without importing pandas (it costs more start-up time than
-    their whole computation).
-    """
-    import json
-
-    if not hasattr(df, "to_json"):
-        columns = {name: values.tolist() if hasattr(values, "tolist") else list(values) for name, values in df.items()}
-        if as_json:
-            rows = [dict(zip(columns, map(_json_number, row))) for row in zip(*columns.values())]
-            print(json.dumps(rows, indent=2))
-            return
-        if title:
-            print(title)
-        print(_text_table(columns, floatfmt))
-        return
-
-    import pandas as pd
-
-    if as_json:
-        print(json.dumps(json.loads(df.to_json(orient="records", double_precision=15)), indent=2))
-        return
-    if title:
-        print(title)
-    with pd.option_context("display.max_rows", 200, "display.width", 160):
-        print(df.to_string(index=False, float_format=lambda x: floatfmt.format(x)))
-
-
-def _json_number(v):
-    """NaN and ±inf as None (JSON null, as pandas writes them)."""
-    import math
-
-    return None if isinstance(v, float) and not math.isfinite(v) else v
-
-
-def _text_table(columns: dict, floatfmt: str) -> str:
-    """Right-aligned columns under their names, like ``DataFrame.to_string(index=False)``."""
-    def cell(v):
-        if isinstance(v, float):
-            return "NaN" if v != v else floatfmt.format(v)  # inf prints as inf
-        return str(v)
-
-    cells = {name: [cell(v) for v in values] for name, values in columns.items()}
-    widths = {name: max([len(name), *map(len, col)]) for name, col in cells.items()}
-    lines = [" ".join(name.rjust(widths[name]) for name in cells)]
-    lines += [" ".join(row) for row in zip(*([c.rjust(widths[n]) for c in col] for n, col in cells.items()))]
-    return "\n".join(lines)
 
 
 def _version() -> str:
@@ -177,37 +73,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: True in the ``gsd`` process itself (set by :func:`run`); False when :func:`main` is called
-#: from Python, whose garbage collector is left alone.
-_CONSOLE = False
-
-
-def imports_done() -> None:
-    """In the ``gsd`` process: freeze what exists now (gc.freeze), once a handler has imported
-    its heavy modules.
-
-    torch alone brings ~2·10^5 objects that live as long as the process; frozen, the cyclic
-    garbage collector stops walking them in every full collection it makes later, during the
-    work and at interpreter exit (0.2–0.4 s of a campaign's wall time).  Objects made afterwards
-    are collected as usual.  A no-op when :func:`main` is called from Python (tests, notebooks).
-    """
-    if _CONSOLE:
-        gc.freeze()
-
-
 def run() -> int:
     """The ``gsd`` console command: :func:`main` with :func:`imports_done` enabled, freed heap
     memory kept for reuse (:func:`gsd.heap.keep_freed_memory`: the process is ours), and every
     object frozen before the interpreter's final collections (the process ends here)."""
-    global _CONSOLE
-    _CONSOLE = True
+    set_console(True)
     from .heap import keep_freed_memory
 
     keep_freed_memory()
     try:
         return main()
     finally:
-        _CONSOLE = False
+        set_console(False)
         gc.freeze()
 
 
@@ -218,7 +95,7 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     try:
-        _check_options(args)
+        check_options(args)
         return int(args.func(args) or 0)
     except (InputError, MissingExtra) as exc:  # and CliError; anything else is a bug and keeps its traceback
         print(f"gsd {args.command}: error: {exc}", file=sys.stderr)
@@ -235,7 +112,7 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":  # pragma: no cover
     # `python -m gsd.cli`: run the imported module's entry point, not this __main__ copy's, so
-    # that the sub-command modules (which import gsd.cli) share its classes (_OutOfBounds).
+    # that one gsd.cli module object serves the run.
     from gsd.cli import run as _run
 
     sys.exit(_run())

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 
 from ._validate import MAX_EXACT_GROUP_SIZE
-from .cli import CliError, bounded_int, emit, parse_list
+from .cli_support import CliError, bounded_int, emit, hidden_aliases, parse_list
 
 HELP = "rollouts per step to share out among the prompts (see docs/theory.md, section Spending a rollout budget)"
 
@@ -41,7 +41,7 @@ def add_arguments(p) -> None:
     """The budget options of ``gsd plan``."""
     g = p.add_argument_group("budget allocation (with --budget)")
     g.add_argument("--budget", type=bounded_int(1, 2**53, "a float64 holds it exactly"), help=HELP)
-    g.add_argument("--value", default="uniform",
+    g.add_argument("--value", default=None,  # gsd.allocation.DEFAULT_PLAN, shared with gsd diagnose --budget
                    help="uniform (default: the same G for every prompt that can carry a gradient, the largest the "
                         "budget affords; see docs/allocation_comparison.md) or a plan by what a group is worth: "
                         "update = E[σ̂] (GRPO, the default before), dr_grpo, progress, nonsilent, knapsack, "
@@ -64,12 +64,74 @@ def add_arguments(p) -> None:
     g.add_argument("--n-column", help="--input column of logged rollouts per prompt (with --k-column)")
     g.add_argument("--prompt-column", help="--input is one row per rollout: the prompt-id column to group by")
     g.add_argument("--reward-column", default="reward", help="0/1 reward column of a per-rollout --input (default reward)")
+    hidden_aliases(g, {"--prompt-col": "prompt_column", "--reward": "reward_column"})  # gsd diagnose's old spellings
     g.add_argument("--prior", default="empirical-bayes",
                    help="prior of the solve rate for counts: empirical-bayes (default), uniform, jeffreys or A,B")
-    g.add_argument("--advice", action="store_true", help="also print value per rollout of every uniform G")
+    g.add_argument("--advice", action="store_true",
+                   help="also say which uniform G learns fastest: expected progress per generation (per second with "
+                        "--cost) of uniform G on the grid, summarised; the full tables go to --output "
+                        "(FILE's name with .advice before its suffix) and --json")
+    g.add_argument("--hold", choices=("prompts", "generations"), default="prompts",
+                   help="--advice: what a step holds fixed as G changes, its prompts (the usable rows; default) or its "
+                        "generations (--budget)")
+    from .cli_support import add_advice_arguments
+
+    add_advice_arguments(g)
     g.add_argument("--show-rows", action="store_true",
                    help=f"print every row of the plan (default: up to {SHOWN_ROWS} rows; past that a summary, and the "
                         "rows go to --output or --json)")
+
+
+#: Group sizes ``--advice`` compares (those on the plan's grid): a coarse grid, so a file of 10^4 posteriors stays quick.
+ADVICE_SIZES = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+
+
+def speed_advice(src, args):
+    """gsd.group_size_advice for ``--advice``: the grid sizes of :data:`ADVICE_SIZES` (and g_min, g_max)."""
+    import numpy as np
+
+    from .cli_support import step_cost
+    from .speed import DEFAULT_OPTIMIZER, group_size_advice
+
+    g_min, g_max, step = max(2, args.g_min), args.g_max, args.step
+    grid = np.array(sorted({g_min, g_max} | set(ADVICE_SIZES)))
+    grid = grid[(grid >= g_min) & (grid <= g_max) & ((grid - args.g_min) % step == 0)]
+    if grid.size == 0:
+        raise CliError(f"--advice: no group size >= 2 on the grid g_min {args.g_min}, g_max {args.g_max}, step {step}")
+    n = len(src) if not hasattr(src, "a") else src.a.size
+    size = {"prompts_per_step": n} if args.hold == "prompts" else {"generations_per_step": args.budget}
+    if args.hold == "generations":
+        grid = grid[grid <= args.budget]
+        if grid.size == 0:
+            raise CliError(f"--advice --hold generations: --budget {args.budget} holds no group of the grid")
+    return group_size_advice(src, hold=args.hold, optimizer=args.optimizer or DEFAULT_OPTIMIZER, g_grid=grid,
+                             cost=step_cost(args.cost), ddof=args.ddof, eps=args.eps, **size)
+
+
+def advice_path(output: str) -> str:
+    """Where ``--advice``'s full tables go beside ``--output FILE``: FILE with ``.advice`` before its suffix."""
+    from pathlib import Path
+
+    out = Path(output)
+    return str(out.with_name(out.stem + ".advice" + out.suffix))
+
+
+def advice_summary(speed) -> list[str]:
+    """``--advice``'s few lines: the best G per generation (and per second), a few G beside it, the conventions."""
+    t = speed.table.set_index("G")
+    shown = [g for g in (2, 4, 8, 16, 32, 64) if g in t.index and g != speed.best_G_per_generation]
+    lines = [f"Fastest uniform G per generation: {speed.best_G_per_generation}"
+             + (" (" + ", ".join(f"G = {g} at {t.loc[g, 'relative_per_generation']:.2f}x" for g in shown) + ")"
+                if shown else "")]
+    if speed.best_G_per_second is not None:
+        lines.append(f"Fastest uniform G per second: {speed.best_G_per_second} ("
+                     + ", ".join(f"G = {g} at {t.loc[g, 'relative_per_second']:.2f}x" for g in shown
+                                 if g != speed.best_G_per_second) + f"; cost from {speed.cost.source})")
+    else:
+        lines.append("Per second: give --cost T_STEP,T_PROMPT,T_ROLLOUT")
+    lines.append(f"  (expected progress of the prompts' objective; {speed.convention()}; docs/theory.md, section "
+                 "Which G learns fastest)")
+    return lines
 
 
 def advice_value(rule: str) -> str:
@@ -139,6 +201,9 @@ def plan_budget(args) -> int:
     from .allocation import HORIZON_VALUES, PLAN_RULES
     from .atomic import write_table
 
+    from .allocation import DEFAULT_PLAN
+
+    args.value = args.value or DEFAULT_PLAN
     if args.value not in PLAN_RULES:  # before any work
         raise CliError(f"--value must be one of {', '.join(PLAN_RULES)}, got {args.value!r}")
     if args.epsilon is not None or args.delta is not None:
@@ -178,12 +243,21 @@ def plan_budget(args) -> int:
                                            "expected_value": value, "silent_probability": silent, "status": st})
     summary = plan.summary() | {"rows": len(out), "unusable_rows": int((~ok).sum()), "renamed_columns": renamed,
                                 "best_uniform_G": advice.best_G, "uniform_at_budget": advice.at_budget}
+    speed = speed_advice(src, args) if args.advice else None
+    if speed is not None:
+        summary["advised_group_size"] = speed.best_G_per_generation
+        summary["speed"] = speed.summary()
     if args.output:
         write_table(args.output, out)  # atomic: never a half-written plan
+        if speed is not None:  # the full tables beside the plan: progress of each G, and the value-per-rollout curve
+            curve = advice.curve.rename(columns=lambda c: c if c == "G" else f"value_{c}")
+            write_table(advice_path(args.output), speed.table.merge(curve, on="G", how="outer"))
     if args.json:
         rows = json.loads(out.to_json(orient="records", double_precision=15))
-        print(json.dumps({"summary": summary, "rows": rows} | ({"advice": json.loads(advice.curve.to_json(
-            orient="records", double_precision=15)), "evidence": EVIDENCE} if args.advice else {}), indent=2))
+        print(json.dumps({"summary": summary, "rows": rows} | ({
+            "advice": json.loads(advice.curve.to_json(orient="records", double_precision=15)),
+            "speed": json.loads(speed.table.to_json(orient="records", double_precision=15)),
+            "evidence": EVIDENCE} if args.advice else {}), indent=2))
         return 0
     ub = advice.at_budget
     uniform = args.value == "uniform"
@@ -212,7 +286,10 @@ def plan_budget(args) -> int:
         print(f"{len(out)} rows not printed: --output FILE writes them (csv or parquet), --show-rows prints them, "
               "--json gives them with the summary")
     if args.advice:
-        emit(advice.curve, False, title="uniform G against the allocated plan at the same budget" if not uniform
-             else f"uniform G against the --value {advice_value(args.value)} plan at the same budget")
+        for line in advice_summary(speed):
+            print(line)
+        print(f"  full tables ({len(speed.table)} G by progress, {len(advice.curve)} G by value per rollout against the "
+              f"--value {advice_value(args.value)} plan): "
+              + (f"written to {advice_path(args.output)}" if args.output else "--output FILE or --json"))
         print(EVIDENCE)
     return 0

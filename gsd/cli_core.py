@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from . import cli_allocation
-from .cli import CliError, emit, parse_list
+from .cli_support import CliError, emit, parse_list
 from .data import BIGMATH_COLUMN
 from .groupsize import DEFAULT_MAX_GROUP_SIZE
 
@@ -157,7 +157,7 @@ def _plan(args) -> int:
     if args.input:
         return _plan_table(args)
     p = parse_list(args.p, float, "p")
-    columns = groupsize._plan_columns(p, epsilon=args.epsilon, delta=args.delta, rule=args.rule,
+    columns = groupsize.plan_columns(p, epsilon=args.epsilon, delta=args.delta, rule=args.rule,
                                       max_group_size=args.max_group_size)
     if args.output:
         import pandas as pd
@@ -187,7 +187,7 @@ def _plan_table(args) -> int:
     ok = status == tables.OK
     if not ok.any():
         raise CliError(f"input: no usable row in {str(args.input)!r}; " + tables.describe_bad_rows(status, 3))
-    planned = groupsize._plan_columns(p[ok], epsilon=args.epsilon, delta=args.delta, rule=args.rule,
+    planned = groupsize.plan_columns(p[ok], epsilon=args.epsilon, delta=args.delta, rule=args.rule,
                                       max_group_size=args.max_group_size)
     G = pd.array(np.zeros(len(df), dtype=np.int64), dtype="Int64")
     G[~ok] = pd.NA

@@ -34,7 +34,7 @@ METHODS = ADVANTAGE_METHODS
 
 
 # --------------------------------------------------------------------------- input checks
-def _check_rewards(rewards, *, binary: bool = False, name: str = "rewards"):
+def check_rewards(rewards, *, binary: bool = False, name: str = "rewards"):
     """Validate a (..., G) reward array; return it as float64 numpy or a float torch tensor."""
     if is_torch(rewards):
         import torch
@@ -68,6 +68,9 @@ def _check_rewards(rewards, *, binary: bool = False, name: str = "rewards"):
                 "for graded rewards use group_update (g = Cov_group(r, s) / (σ_c + eps))"
             )
     return r
+
+
+_check_rewards = check_rewards  # the name other branches import
 
 
 def _check_scores(scores, rewards):
@@ -135,7 +138,7 @@ def group_std(rewards, *, ddof: int = 0):
     0.5773502691896257
     """
     ddof = as_ddof(ddof)
-    r = _check_rewards(rewards)
+    r = check_rewards(rewards)
     _group_size_for_ddof(r, ddof)
     if is_torch(r):
         return r.std(dim=-1, correction=ddof)
@@ -160,7 +163,7 @@ def is_silent(rewards):
     >>> gsd.is_silent([[0, 0, 0], [0, 1, 0]])
     array([ True, False])
     """
-    r = _check_rewards(rewards)
+    r = check_rewards(rewards)
     if is_torch(r):
         return (r == r[..., :1]).all(dim=-1)
     return (r == r[..., :1]).all(axis=-1)
@@ -211,7 +214,7 @@ def advantages(rewards, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0
         raise InputError(f"method must be one of {METHODS}, got {method!r}")
     ddof = as_ddof(ddof)
     eps = as_eps(eps)
-    r = _check_rewards(rewards)
+    r = check_rewards(rewards)
     G = r.shape[-1]
     torch_in = is_torch(r)
     centred = r - (r.mean(dim=-1, keepdim=True) if torch_in else r.mean(axis=-1, keepdims=True))
@@ -236,8 +239,8 @@ def advantages(rewards, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0
         u = centred / scale
         std_u = u.std(dim=-1, correction=ddof, keepdim=True)
         # Silent groups: exactly 0 (the mean of equal floats can differ from them by rounding).
-        denom = torch.where(silent.unsqueeze(-1), torch.ones_like(std_u), std_u + eps / scale)
-        return torch.where(silent.unsqueeze(-1), torch.zeros_like(u), u / denom)
+        denom_t = torch.where(silent.unsqueeze(-1), torch.ones_like(std_u), std_u + eps / scale)
+        return torch.where(silent.unsqueeze(-1), torch.zeros_like(u), u / denom_t)
     scale = np.abs(centred).max(axis=-1, keepdims=True)
     scale = np.where(scale > 0, scale, 1.0)
     u = centred / scale
@@ -339,7 +342,7 @@ def identity_terms(rewards, scores):
     >>> sigma * contrast  # equals gsd.group_update(rewards, scores)
     array([0.425])
     """
-    r = _check_rewards(rewards, binary=True)
+    r = check_rewards(rewards, binary=True)
     s = _check_scores(scores, r)
     G = r.shape[-1]
     if is_torch(r):

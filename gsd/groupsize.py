@@ -267,10 +267,10 @@ def plan_group_sizes(
     """
     import pandas as pd
 
-    return pd.DataFrame(_plan_columns(p, epsilon=epsilon, delta=delta, rule=rule, max_group_size=max_group_size))
+    return pd.DataFrame(plan_columns(p, epsilon=epsilon, delta=delta, rule=rule, max_group_size=max_group_size))
 
 
-def _plan_columns(p, *, epsilon, delta, rule, max_group_size) -> dict:
+def plan_columns(p, *, epsilon, delta, rule, max_group_size) -> dict:
     """The columns of :func:`plan_group_sizes` as numpy arrays (for callers that skip pandas)."""
     if (epsilon is None) == (delta is None):
         raise InputError("give exactly one of epsilon (fidelity target) or delta (silent-rate target)")
@@ -293,3 +293,6 @@ def _plan_columns(p, *, epsilon, delta, rule, max_group_size) -> dict:
         fid[ok] = fidelity(p[ok], g[ok])
         sil[ok] = silent_rate(p[ok], g[ok])
     return {"p": p, "group_size": g, "status": status, "fidelity": fid, "silent_rate": sil}
+
+
+_plan_columns = plan_columns  # the name other branches import

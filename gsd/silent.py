@@ -47,7 +47,7 @@ _MAX_LOGGED = 10**6
 
 # The formulas below take numpy arrays or torch tensors (:mod:`gsd._arrays`): the simulator's
 # ledger evaluates them on the run's device, the public functions on validated numpy arrays.
-def _minor(p, out=None):
+def minor_rate(p, out=None):
     """a = min(p, 1 − p); 1 − p is exact in floating point for p ≥ 1/2.  ``out``: a numpy array
     of p's shape to write it into."""
     if out is None:
@@ -56,7 +56,10 @@ def _minor(p, out=None):
     return np.minimum(p, out, out=out)
 
 
-def _silent(a, G, out=None):
+_minor = minor_rate  # the name other branches import
+
+
+def silent_from_minor(a, G, out=None):
     """a^G + (1 − a)^G as a^G + exp(G·log1p(−a)); ``out``: a numpy array of a's shape to build it in."""
     xp = namespace(a)
     if out is None:
@@ -73,12 +76,18 @@ def _silent(a, G, out=None):
     return a**G + xp.exp(G * s)
 
 
-def _nonsilent(a, G):
+_silent = silent_from_minor  # the name other branches import
+
+
+def nonsilent_from_minor(a, G):
     xp = namespace(a)
     return -xp.expm1(G * xp.log1p(-a)) - a**G
 
 
-def _truncated_draws(q, D):
+_nonsilent = nonsilent_from_minor  # the name other branches import
+
+
+def truncated_draws(q, D):
     """Expected draws Σ_{d<D} s^d = (1 − s^D)/(1 − s) with s = 1 − q the silent rate (q > 0),
     and D where q = 0 (a prompt that is always silent uses every draw).
 
@@ -87,6 +96,9 @@ def _truncated_draws(q, D):
     xp = namespace(q)
     cost = -xp.expm1(D * xp.log1p(-q)) / q
     return xp.where(q > 0, cost, D * xp.ones_like(cost))
+
+
+_truncated_draws = truncated_draws  # the name other branches import
 
 
 def silent_rate(p, G):
@@ -124,7 +136,7 @@ def silent_rate(p, G):
     """
     p = as_probability(p)
     p, G = broadcast(p=p, G=as_group_size(G))
-    return _silent(_minor(p), G)
+    return silent_from_minor(minor_rate(p), G)
 
 
 def nonsilent_rate(p, G):
@@ -155,7 +167,7 @@ def nonsilent_rate(p, G):
     """
     p = as_probability(p)
     p, G = broadcast(p=p, G=as_group_size(G))
-    return _nonsilent(_minor(p), G)
+    return nonsilent_from_minor(minor_rate(p), G)
 
 
 def silent_rate_subsampled(k, n, G):
@@ -248,7 +260,7 @@ def group_size_for_silent_rate(p, delta, *, max_group_size: int = MAX_GROUP_SIZE
     delta = as_open_unit(delta, "delta")
     cap = as_scalar_group_size(max_group_size, "max_group_size", minimum=2)
     p, delta = broadcast(p=p, delta=delta)
-    a = _minor(p)
+    a = minor_rate(p)
     ok = a > 0
     a_ok = np.where(ok, a, 0.5)
     log_m = np.log1p(-a_ok)
@@ -264,14 +276,14 @@ def group_size_for_silent_rate(p, delta, *, max_group_size: int = MAX_GROUP_SIZE
     lo = np.where(ok, np.minimum(lo_f, cap), 2).astype(np.int64)
     hi = np.where(ok, np.minimum(hi_f, cap), 2).astype(np.int64)
     # P_silent(cap) may still exceed delta when lo ≤ cap < the answer.
-    ok &= _silent(a_ok, hi.astype(np.float64)) <= delta
+    ok &= silent_from_minor(a_ok, hi.astype(np.float64)) <= delta
     # Invariant: P(hi) <= delta; the answer is in [lo, hi].
     while True:
         open_ = lo < hi
         if not open_.any():
             break
         mid = (lo + hi) // 2
-        good = _silent(a_ok, mid.astype(np.float64)) <= delta
+        good = silent_from_minor(a_ok, mid.astype(np.float64)) <= delta
         hi = np.where(open_ & good, mid, hi)
         lo = np.where(open_ & ~good, mid + 1, lo)
     return np.where(ok, hi, np.where(a > 0, EXCEEDS_MAX, UNREACHABLE))
@@ -316,10 +328,10 @@ def dapo_generation_cost(p, G, *, max_draws=None):
     """
     p = as_probability(p)
     p, G = broadcast(p=p, G=as_group_size(G))
-    a = _minor(p)
-    q = _nonsilent(a, G)
+    a = minor_rate(p)
+    q = nonsilent_from_minor(a, G)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # q = 0 or subnormal: inf
         if max_draws is None:
             return 1.0 / q
         D, q = broadcast(max_draws=as_group_size(max_draws, "max_draws"), p=q)
-        return _truncated_draws(q, D)
+        return truncated_draws(q, D)

@@ -56,7 +56,7 @@ import numpy as np
 import pandas as pd
 
 from ._validate import InputError, _show, as_group_size, is_torch
-from .groups import _check_rewards, advantages
+from .groups import check_rewards, advantages
 from .integrations import trainer_modules
 
 __all__ = [
@@ -186,7 +186,7 @@ def trainer_advantages(rewards, trainer: str = "trl", *, scale: str | None = Non
         raise InputError(f"dtype must be None, 'float32' or 'float64', got {dtype!r}")
     if dtype is not None and trainer == "paper":
         raise InputError("dtype reproduces a trainer's rounding; the paper's convention (no eps) has none: use dtype=None")
-    r = _check_rewards(rewards)
+    r = check_rewards(rewards)
     G = r.shape[-1]
     if dtype is not None:
         return _literal(r, conv, scale, dtype)
@@ -276,7 +276,7 @@ def multi_reward_advantages(rewards, weights=None, *, aggregation: str = "sum_th
     """
     if aggregation not in MULTI_REWARD_AGGREGATIONS:
         raise InputError(f"aggregation must be one of {MULTI_REWARD_AGGREGATIONS}, got {aggregation!r}")
-    r = _check_rewards(rewards)
+    r = check_rewards(rewards)
     if r.ndim < 2:
         raise InputError(f"rewards must have shape (..., G, K) (K reward functions last), got {tuple(r.shape)}")
     K = r.shape[-1]

@@ -18,6 +18,8 @@ std a trainer divides by.  The GRPO sum has no closed form: it is evaluated exac
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -25,6 +27,7 @@ from ._arrays import as_float64, is_tensor, namespace
 from ._binomial import symmetric_expectation
 from ._validate import (
     MAX_EXACT_GROUP_SIZE,
+    MAX_GROUP_SIZE,
     InputError,
     as_ddof,
     as_eps,
@@ -35,17 +38,18 @@ from ._validate import (
     numpy_result,
 )
 from .methods import UPDATE_METHODS as _ALL_METHODS
-from .methods import method_spec
-from .silent import _minor, _nonsilent
+from .methods import METHOD_SPECS, method_spec
+from .silent import minor_rate, nonsilent_from_minor
 
-__all__ = ["UPDATE_METHODS", "expected_update", "fidelity", "fidelity_law"]
+__all__ = ["UPDATE_METHODS", "CLOSED_FORMS", "ClosedForm", "closed_form", "expected_update", "fidelity", "fidelity_law",
+           "grpo_term", "method_update", "noisy_update"]
 
 #: Methods understood by :func:`expected_update` (every method of :mod:`gsd.methods`).
 UPDATE_METHODS = _ALL_METHODS
 
 
 @functools.lru_cache(maxsize=None)
-def _grpo_term(ddof: int, eps: float):
+def grpo_term(ddof: int, eps: float):
     """f(k, G) = σ² / (σ_c + eps), with 0 for a silent group (k ∈ {0, G}).
 
     σ = sqrt(k(G−k))/G is the population std of the group's rewards and σ_c the std the trainer
@@ -71,7 +75,10 @@ def _grpo_term(ddof: int, eps: float):
     return f
 
 
-def _noisy(m, p, q, nu: float):
+_grpo_term = grpo_term  # the name other branches import
+
+
+def noisy_update(m, p, q, nu: float):
     """The update at verifier noise ν from the noiseless one at the reward rate q: m(q, G)
     times the expected contrast (1 − 2ν)·p(1−p)/(q(1−q)); 0 where q(1−q) = 0."""
     xp = namespace(m)
@@ -80,23 +87,29 @@ def _noisy(m, p, q, nu: float):
         return m * xp.where(v > 0, (1.0 - 2.0 * nu) * p * (1.0 - p) / xp.where(v > 0, v, 1.0), 0.0)
 
 
-def _method_update(p, G, method: str, ddof: int, eps: float, max_draws, expectation):
-    """m_method(p, G) from checked, broadcast p and G (numpy arrays or torch tensors, float64
-    and int64), without verifier noise.  ``expectation(p, G, f)``: the exact E[f(k, G)] over
-    k ~ Binom(G, p) in p's library (:func:`gsd._binomial.symmetric_expectation` for numpy).
-    """
-    Gf = as_float64(G) if is_tensor(G) else G  # 1/G of an int64 tensor would be float32
-    if method == "dr_grpo":
-        return p * (1.0 - p) * (1.0 - 1.0 / Gf)
-    if method == "rloo":
-        return p * (1.0 - p) + 0.0 * Gf  # the broadcast shape of p and G
-    f = _grpo_term(ddof, eps)
+_noisy = noisy_update
+
+
+def _dr_grpo_update(p, G, Gf, f, expectation, max_draws):
+    """E[σ²] = p(1−p)(1 − 1/G)."""
+    return p * (1.0 - p) * (1.0 - 1.0 / Gf)
+
+
+def _rloo_update(p, G, Gf, f, expectation, max_draws):
+    """E[G/(G−1)·σ²] = p(1−p), for every G ≥ 2."""
+    return p * (1.0 - p) + 0.0 * Gf  # the broadcast shape of p and G
+
+
+def _grpo_update(p, G, Gf, f, expectation, max_draws):
+    """E[f(k, G)], summed exactly over k ~ Binom(G, p)."""
+    return expectation(p, G, f)
+
+
+def _dapo_update(p, G, Gf, f, expectation, max_draws):
+    """E[f | not silent], times 1 − P_silent^D when at most D draws are made."""
     m = expectation(p, G, f)
-    if method == "grpo":
-        return m
-    # DAPO: E[f | not silent].
     xp = namespace(m)
-    q = _nonsilent(_minor(p), G)
+    q = nonsilent_from_minor(minor_rate(p), G)
     Gb = G + xp.zeros_like(q, dtype=xp.int64)
     one_odd = f(xp.ones_like(Gb), Gb)  # p → 0: a kept group has exactly one odd answer
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -106,6 +119,47 @@ def _method_update(p, G, method: str, ddof: int, eps: float, max_draws, expectat
     with np.errstate(divide="ignore"):  # q rounds to 1 when silence is negligible: log1p(−1) = −inf is right
         kept = -xp.expm1(max_draws * xp.log1p(-q))  # 1 − P_silent^D
     return cond * kept
+
+
+class ClosedForm(NamedTuple):
+    """How :func:`expected_update` computes a method's m(p, G)."""
+
+    update: Callable  # (p, G, G as float, f, expectation, max_draws) -> m(p, G)
+    min_group: int  # the smallest group size the method is defined at
+
+
+#: The expected update of each method of :data:`gsd.methods.METHOD_SPECS`, by name.  A method
+#: without an entry is refused by name (never given another method's formula).
+CLOSED_FORMS: dict[str, ClosedForm] = {
+    "grpo": ClosedForm(_grpo_update, min_group=1),
+    "dr_grpo": ClosedForm(_dr_grpo_update, min_group=1),
+    "dapo": ClosedForm(_dapo_update, min_group=2),  # a group of one is always silent
+    "rloo": ClosedForm(_rloo_update, min_group=2),  # leave-one-out needs another answer
+}
+
+
+def closed_form(method: str) -> ClosedForm:
+    """The :class:`ClosedForm` of ``method``; :class:`gsd.InputError` naming it when it is not a
+    method of :data:`gsd.methods.METHOD_SPECS` or has no closed form here."""
+    method_spec(method, tuple(METHOD_SPECS))
+    form = CLOSED_FORMS.get(method)
+    if form is None:
+        raise InputError(f"method {method!r} has no closed form for its expected update in gsd.update.CLOSED_FORMS "
+                         f"(those with one: {', '.join(CLOSED_FORMS)})")
+    return form
+
+
+def method_update(p, G, method: str, ddof: int, eps: float, max_draws, expectation):
+    """m_method(p, G) from checked, broadcast p and G (numpy arrays or torch tensors, float64
+    and int64), without verifier noise.  ``expectation(p, G, f)``: the exact E[f(k, G)] over
+    k ~ Binom(G, p) in p's library (:func:`gsd._binomial.symmetric_expectation` for numpy).
+    The formula is the method's entry of :data:`CLOSED_FORMS`.
+    """
+    Gf = as_float64(G) if is_tensor(G) else G  # 1/G of an int64 tensor would be float32
+    return closed_form(method).update(p, G, Gf, grpo_term(ddof, eps), expectation, max_draws)
+
+
+_method_update = method_update
 
 
 @numpy_result
@@ -183,21 +237,19 @@ def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0
         nu = float(as_unit_interval(verifier_noise, "verifier_noise"))
         if nu >= 0.5:
             raise InputError(f"verifier_noise must lie in [0, 0.5) (at 0.5 the reward carries no information), got {verifier_noise!r}")
-    if method not in UPDATE_METHODS:
-        raise InputError(f"method must be one of {UPDATE_METHODS}, got {method!r}")
+    form = closed_form(method)
     ddof = as_ddof(ddof)
     eps = as_eps(eps)
     p = as_probability(p)
     exact = method_spec(method).divides_by_std  # E[σ²/σ] is summed over k: bounded G keeps it cheap
-    G = as_group_size(G, minimum=2 if method in ("dapo", "rloo") else 1,
-                      **({"maximum": MAX_EXACT_GROUP_SIZE} if exact else {}))
+    G = as_group_size(G, minimum=form.min_group, maximum=MAX_EXACT_GROUP_SIZE if exact else MAX_GROUP_SIZE)
     p, G = broadcast(p=p, G=G)
     if ddof and (G <= ddof).any():
         raise InputError(f"ddof={ddof} needs G >= {ddof + 1}, got G={G.min()}")
-    D = None if max_draws is None or method != "dapo" else as_group_size(max_draws, "max_draws")
+    D = None if max_draws is None or not method_spec(method).redraws_silent else as_group_size(max_draws, "max_draws")
     q = p * (1.0 - nu) + (1.0 - p) * nu if nu else p
-    m = _method_update(q, G, method, ddof, eps, D, symmetric_expectation)
-    return _noisy(m, p, q, nu) if nu else m
+    m = method_update(q, G, method, ddof, eps, D, symmetric_expectation)
+    return noisy_update(m, p, q, nu) if nu else m
 
 
 @numpy_result
@@ -237,7 +289,7 @@ def fidelity(p, G):
     array([0.53899151, 0.94510408])
     """
     p, G = broadcast(p=as_probability(p), G=as_group_size(G, maximum=MAX_EXACT_GROUP_SIZE))
-    m = symmetric_expectation(p, G, _grpo_term(0, 0.0))
+    m = symmetric_expectation(p, G, grpo_term(0, 0.0))
     scale = np.sqrt(p * (1.0 - p))
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(scale > 0, m / np.where(scale > 0, scale, 1.0), 0.0)

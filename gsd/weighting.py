@@ -113,10 +113,10 @@ def large_group_weight(p, method: str):
     >>> float(gsd.large_group_weight(0.05, "dr_grpo"))
     0.0475
     """
-    return _large_group(as_probability(p), method_spec(method).divides_by_std)
+    return large_group_factor(as_probability(p), method_spec(method).divides_by_std)
 
 
-def _large_group(p, divides_by_std: bool, out=None):
+def large_group_factor(p, divides_by_std: bool, out=None):
     """sqrt(p(1−p)) or p(1−p) (numpy arrays or torch tensors), in one new array (or in ``out``,
     a numpy array of p's shape): a simulator step calls this on 10^5 prompts, where every fresh
     temporary costs page faults (:mod:`gsd.heap`)."""
@@ -125,6 +125,9 @@ def _large_group(p, divides_by_std: bool, out=None):
     if not divides_by_std:
         return v
     return np.sqrt(v, out=v) if isinstance(v, np.ndarray) else namespace(v).sqrt(v)
+
+
+_large_group = large_group_factor  # the name other branches import
 
 
 def _weights(p, method, G, ddof=0, eps=0.0):

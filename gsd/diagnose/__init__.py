@@ -44,7 +44,7 @@ def __getattr__(name):
 
 def diagnose(paths, *, fmt: str = "auto", reward=None, threshold=None, prompt_col=None, step_col=None,
              group_col=None, group_size=None, prior="empirical-bayes", epsilon: float = 0.05, level: float = 0.9,
-             budget=None, half_life=None, ddof=None, eps=None, scale=None, progress=None):
+             budget=None, half_life=None, ddof=None, eps=None, scale=None, optimizer=None, cost=None, progress=None):
     """Read rollout logs and diagnose them: :func:`read_rollouts` then :func:`diagnose_log`.
 
     Takes the arguments of both and returns a :class:`Diagnosis`.
@@ -67,4 +67,4 @@ def diagnose(paths, *, fmt: str = "auto", reward=None, threshold=None, prompt_co
     log = read_rollouts(paths, fmt=fmt, reward=reward, prompt_col=prompt_col, step_col=step_col, group_col=group_col,
                         group_size=group_size, progress=progress)
     return diagnose_log(log, threshold=threshold, prior=prior, epsilon=epsilon, level=level, budget=budget,
-                        half_life=half_life, ddof=ddof, eps=eps, scale=scale)
+                        half_life=half_life, ddof=ddof, eps=eps, scale=scale, optimizer=optimizer, cost=cost)

@@ -30,13 +30,15 @@ import numpy as np
 
 from .._validate import InputError
 from ..integrations import TRAINERS, trainer_modules
+from ..integrations.contract import TABLE, RunContext, TableHooks, resolve
 
 __all__ = ["FORMATS", "RolloutLog", "BadRow", "read_rollouts", "find_log_files", "detect_format", "parse_reward"]
 
 #: Formats understood by :func:`read_rollouts` (``"auto"`` guesses from the file names).
 FORMATS = ("auto",) + TRAINERS + ("table",)
 
-_MODULES = trainer_modules()
+# {name: the trainer module's hooks}, each checked against the contract (gsd.integrations.contract).
+_MODULES = {name: resolve(module) for name, module in trainer_modules().items()}
 _TABLE_SUFFIXES = (".csv", ".parquet", ".jsonl", ".json")
 _LABEL_CHARS = 80  # characters of each distinct prompt kept as its label
 _MAX_LISTED = 1000  # bad rows listed one by one (all are counted)
@@ -45,9 +47,9 @@ _MAX_STEP = 2**53  # steps beyond this cannot be told apart once a table tool tu
 _MTIME_SLACK_S = 2.0
 
 
-def _hook(module, name, default=None):
-    """A trainer module's hook, or the table default."""
-    return getattr(module, name, default) if module is not None else default
+def _hooks(module) -> TableHooks:
+    """A trainer's hooks, or a plain table's (every optional hook at its default)."""
+    return TABLE if module is None else module
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,10 @@ class RolloutLog:
     extra_outputs : int
         Outputs of multi-output sessions that are not the session's final one (verl V1): in the
         log, not in the group's statistics.
+    padding : ndarray of bool or None
+        Per row, True where the trainer padded the row in rather than generated it (trl-cgrpo's
+        empty, reward-less rows); they stay in their block, out of the rollouts counted as
+        generation and as wasted.  None: every row was generated.
     excluded_steps : list of int
         Steps whose file was left out as a left-over of another attempt or run.
     silent_observable : bool
@@ -146,6 +152,7 @@ class RolloutLog:
     silent: np.ndarray | None = None
     unscorable_rollouts: int = 0
     extra_outputs: int = 0
+    padding: np.ndarray | None = None
     excluded_steps: list = field(default_factory=list)
     silent_observable: bool = True
     advantage_check: dict | None = None
@@ -219,9 +226,9 @@ def _files_in_folder(folder: Path, fmt: str, notes: list) -> list[Path]:
         return [p for p in files if p.suffix.lower() in _TABLE_SUFFIXES]
     module = _MODULES[chosen]
     found = by_fmt[chosen]
-    folder_of = _hook(module, "dump_folder", lambda p: p.parent)
+    folder_of = _hooks(module).dump_folder
     parents = sorted({folder_of(p) for p in found})
-    is_validation = _hook(module, "is_validation_folder")
+    is_validation = _hooks(module).is_validation_folder
     if len(parents) > 1 and is_validation is not None:
         training = [d for d in parents if not is_validation(d)]
         left = [d for d in parents if is_validation(d)]
@@ -280,11 +287,11 @@ def _discover(paths, fmt: str):
                 raise InputError(f"LOG: step {s} is in two files, {by_step[s]} and {p} (two runs, or a validation "
                                  "dump beside the training one?): name the files of one run")
             by_step[s] = p
-        parents = sorted({_hook(module, "dump_folder", lambda p: p.parent)(p) for p in unique})
+        parents = sorted({_hooks(module).dump_folder(p) for p in unique})
         if len(parents) > 1:
             notes.append(f"files read from {len(parents)} folders: " + ", ".join(map(str, parents)))
     unique.sort(key=lambda p: (_file_step(module, p) is None, _file_step(module, p) or 0, str(p)))
-    find_state = _hook(module, "find_state")
+    find_state = _hooks(module).find_state
     state = find_state(folders or sorted({p.parent for p in unique})) if find_state else None
     return unique, fmt, notes, state, folders
 
@@ -353,7 +360,7 @@ def parse_reward(spec: str, columns) -> list[tuple[float, str]]:
         name = next((n for n in names if text.startswith(n, j) and re.match(r"\s*(?:[+-]|$)", text[j + len(n):])), None)
         if name is None:
             rest = re.match(r"[^+\-]*", text[j:]).group(0).strip()
-            where = "" if rest == text else f" (in --reward {spec!r})"
+            where = "" if rest == text else f" (in --reward-column {spec!r})"
             raise InputError(f"reward column {rest!r} not found{where}; columns: {', '.join(map(str, columns))}")
         value = (float(coef) if coef else 1.0) * (-1.0 if sign == "-" else 1.0)
         if not math.isfinite(value):
@@ -365,13 +372,16 @@ def parse_reward(spec: str, columns) -> list[tuple[float, str]]:
     return terms
 
 
-def _reward_text(terms) -> str:
+def reward_text(terms) -> str:
     """``[(1, "a"), (0.5, "b")]`` → ``"a + 0.5*b"``."""
     parts = []
     for c, name in terms:
         term = name if abs(c) == 1 else f"{abs(c):g}*{name}"
         parts.append((f"-{term}" if c < 0 else term) if not parts else f"{'-' if c < 0 else '+'} {term}")
     return " ".join(parts)
+
+
+_reward_text = reward_text  # the name other branches import
 
 
 # --------------------------------------------------------------------------------------------
@@ -396,6 +406,7 @@ class _Chunk:
     unattributed_bad: int = 0  # lines that are not rows at all (malformed JSON, CSV): their group is unknown
     file_step: int | None = None  # the step the file's name carries, else its rows' first step
     mtime: float = 0.0
+    padding: np.ndarray | None = None  # rows a padding trainer would have padded in (not generated)
 
     def line_numbers(self) -> np.ndarray:
         if self.lines is None:
@@ -417,6 +428,7 @@ class _Reader:
         self.extra_outputs = 0
         self.keyed = False  # the trainer's own group keys were used
         self.verdicts: list = []  # per chunk, a saved per-row zero-std verdict (gsd's tracker table)
+        self.pads = False  # the run's trainer pads its groups with rows it did not generate (trl-cgrpo)
 
     def bad(self, file, line, reason):
         self.bad_count += 1
@@ -436,7 +448,7 @@ class _Reader:
         if self.module is None:
             if "reward" in columns:  # a table's column named reward is the reward (as gsd plan takes it)
                 return [(1.0, "reward")]
-            raise InputError(f"{path}: name the reward column with --reward (columns: {', '.join(columns)})")
+            raise InputError(f"{path}: name the reward column with --reward-column (columns: {', '.join(columns)})")
         numeric = {c for c in columns if _is_number_type(dtypes.get(c), pa)}
         try:
             return self.module.default_reward(columns, numeric)
@@ -447,10 +459,10 @@ class _Reader:
 
     def add(self, path, table, lines, *, extra_bad=0):
         module = self.module
-        prepare = _hook(module, "prepare")
+        prepare = _hooks(module).prepare
         if prepare is not None:
             table, lines = prepare(table, lines)
-        members = _hook(module, "members", lambda t: None)(table)
+        members = _hooks(module).members(table)
         if members is not None and not members.all():
             import pyarrow as pa
 
@@ -466,7 +478,7 @@ class _Reader:
         pcol = self.cols["prompt"]
         if pcol not in columns:
             raise InputError(f"{path}: no prompt column {pcol!r}; columns: {', '.join(columns)}"
-                             + ("" if module is not None else " (name it with --prompt-col)"))
+                             + ("" if module is not None else " (name it with --prompt-column)"))
         if self.terms is None:
             self.terms = self._terms(columns, dtypes, path)
         missing = [name for _, name in self.terms if name not in columns]
@@ -474,7 +486,7 @@ class _Reader:
             raise InputError(f"{path}: reward column {missing[0]!r} not found; columns: {', '.join(columns)}")
         parts = np.stack([_numeric(table.column(name), name, path) for _, name in self.terms])
         coefs = np.array([c for c, _ in self.terms])
-        total = _hook(module, "total_reward", _total_reward)
+        total = _hooks(module).total_reward or _total_reward
         reward = total(parts, coefs)
         overflow = np.isinf(reward) & np.isfinite(parts).all(axis=0)
         if overflow.any() and module is None:  # a trainer's own arithmetic overflows as the trainer's does
@@ -495,22 +507,24 @@ class _Reader:
         if gcol:
             if gcol not in columns:
                 raise InputError(f"{path}: no group column {gcol!r}; columns: {', '.join(columns)}")
-            own = _hook(module, "group_column", lambda t, c: None)(table, gcol)
+            own = _hooks(module).group_column(table, gcol)
             gkey, gkey_ok = own if own is not None else _hash_values(table.column(gcol))
         else:
-            keys = _hook(module, "group_keys", lambda t: None)(table)
+            keys = _hooks(module).group_keys(table)
             if keys is not None:
                 gkey, gkey_ok = keys
                 self.keyed = True
         if self.cols.get("silent") in columns:  # the trainer's own verdict, saved beside the rows
             self.verdicts.append(_numeric(table.column(self.cols["silent"]), self.cols["silent"], path))
         advantage = None
-        if _hook(module, "check_advantages") is not None and "advantage" in columns:
+        if _hooks(module).check_advantages is not None and "advantage" in columns:
             advantage = _numeric(table.column("advantage"), "advantage", path)
-        fingerprint = _hook(module, "fingerprint", lambda t: None)(table)
+        fingerprint = _hooks(module).fingerprint(table)
         first_step = from_name if from_name is not None else (int(steps[step_ok][0]) if step_ok.any() else 0)
+        pad = _hooks(module).padding_rows
+        padding = pad(table, parts) if pad is not None else None
         self.chunks.append(_Chunk(path, hashes, prompt_ok, steps, step_ok, reward, gkey, gkey_ok, lines, advantage,
-                                  fingerprint, extra_bad, first_step, _mtime(path)))
+                                  fingerprint, extra_bad, first_step, _mtime(path), padding))
 
     def _hash_prompts(self, arr):
         """64-bit hashes of the prompts (each distinct one hashed once) and which rows have one."""
@@ -681,13 +695,13 @@ def _read_parquet(path, reader):
     except Exception as exc:  # pyarrow raises several types for a non-parquet file
         raise InputError(f"{path}: not a readable parquet file ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
     schema = pf.schema_arrow
-    whole = _hook(reader.module, "READ_ALL_COLUMNS", False)
+    whole = _hooks(reader.module).READ_ALL_COLUMNS
     if whole:
         names = None
     else:
         cols = reader.cols
         wanted = {cols["prompt"], cols["step"], cols.get("group"), cols.get("silent"), "advantage"} \
-            | set(_hook(reader.module, "KEY_COLUMNS", ()))
+            | set(_hooks(reader.module).KEY_COLUMNS)
         if reader.reward_spec:
             wanted |= {name for _, name in parse_reward(reader.reward_spec, schema.names)}
         elif reader.module is not None:
@@ -854,7 +868,7 @@ def _assemble(reader: _Reader, group_col, warnings):
     chunks = [c for c in reader.chunks if c.hashes.size]
     if not chunks:
         return None
-    in_group = bool(_hook(reader.module, "UNSCORABLE_IN_GROUP", False))
+    in_group = _hooks(reader.module).UNSCORABLE_IN_GROUP
     h = np.concatenate([c.hashes for c in chunks])
     step = np.concatenate([c.steps for c in chunks])
     reward = np.concatenate([c.reward for c in chunks])
@@ -887,7 +901,7 @@ def _assemble(reader: _Reader, group_col, warnings):
             reader.bad_count += 1
     # A group that lost a row is incomplete: left out whole.  Rows whose group is known (step and
     # key readable) mark it; blocks of rows (TRL) are known by position even when the row is unusable.
-    blocks = bool(_hook(reader.module, "GROUP_SIZE", False))
+    blocks = _hooks(reader.module).GROUP_SIZE
     known = step_ok & (gkey_ok | blocks)
     lost = known & ~usable
     pair = np.stack([step, gkey])
@@ -927,6 +941,8 @@ def _assemble(reader: _Reader, group_col, warnings):
     return {"hash": h[keep], "step": step[keep], "reward": reward[keep], "gkey": gkey[keep], "batch": batch[keep],
             "incomplete_groups": int(lost_groups), "incomplete_rollouts": int((incomplete & usable).sum()),
             "unscorable": int((unscorable & keep).sum()),
+            "padding": np.concatenate([c.padding for c in chunks])[keep]
+            if reader.pads and all(c.padding is not None for c in chunks) else None,
             "advantage": np.concatenate([c.advantage for c in chunks])[keep]
             if all(c.advantage is not None for c in chunks) else None,
             "verdict": np.concatenate(reader.verdicts)[keep]
@@ -1023,10 +1039,10 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
         declared = read_description(files)
     if declared:
         reward, group_col = declared["reward_col"], declared["group_col"]
-    if group_size is not None and not _hook(module, "GROUP_SIZE", False):
+    if group_size is not None and not _hooks(module).GROUP_SIZE:
         raise InputError(f"group_size is the number of consecutive rows of a group (TRL's num_generations); the {fmt} "
-                         "format groups by prompt or by --group-col")
-    if group_col is not None and not _hook(module, "GROUP_COL", True):
+                         "format groups by prompt or by --group-column")
+    if group_col is not None and not _hooks(module).GROUP_COL:
         raise InputError(f"group_col: {fmt} groups are blocks of rows; use --group-size")
     defaults = (module.PROMPT_COL, module.STEP_COL) if module is not None else ("prompt", "step")
     cols = {"prompt": prompt_col or defaults[0], "step": step_col or defaults[1], "step_required": step_col is not None,
@@ -1038,24 +1054,25 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     disable = None if progress is None else not progress
     for path in progress_bar(files, desc="reading logs", unit="file", disable=disable, leave=False):
         _read_file(path, reader)
-    context = {"group_size": group_size, "group_size_given": group_size is not None, "warnings": warnings,
-               "state_path": state_path, "state": None, "state_is_final": False}
+    context = RunContext(group_size=group_size, group_size_given=group_size is not None, warnings=warnings,
+                         state_path=state_path)
     if state_path is not None:
-        context["state"] = module.read_state(state_path)
-        context["state_is_final"] = Path(state_path).parent.name != "" and not Path(state_path).parent.name.startswith(
+        context.state = module.read_state(state_path)
+        context.state_is_final = Path(state_path).parent.name != "" and not Path(state_path).parent.name.startswith(
             "checkpoint-")
-        if context["state"].get("skipped"):
-            warnings.append(f"{state_path.name}: {context['state']['skipped']} log_history entr(ies) whose step is not a "
+        if context.state.get("skipped"):
+            warnings.append(f"{state_path.name}: {context.state['skipped']} log_history entr(ies) whose step is not a "
                             "whole number were skipped")
     excluded = []
     if module is not None and any(c.hashes.size for c in reader.chunks):
         reader.chunks = [c for c in reader.chunks if c.hashes.size or c.unattributed_bad]
-        if folders and _hook(module, "RUN_HISTORY", True):  # files named one by one are read as named
+        if folders and _hooks(module).RUN_HISTORY:  # files named one by one are read as named
             reader.chunks, excluded = _run_history(reader.chunks, warnings)
-        arrange = _hook(module, "arrange")
+        arrange = _hooks(module).arrange
         if arrange is not None:
             reader.chunks = arrange([c for c in reader.chunks if c.hashes.size], context)
-            excluded = sorted(set(excluded) | set(context.get("excluded_steps", [])))
+            excluded = sorted(set(excluded) | set(context.excluded_steps))
+    reader.pads = bool(context.state and context.state.get("pads"))
     got = _assemble(reader, group_col, warnings)
     if got is None or got["hash"].size == 0:
         detail = f"; first unusable row: {reader.bad_rows[0]}" if reader.bad_rows else ""
@@ -1066,8 +1083,9 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     code = code.astype(np.int64).ravel()
     terms = reader.terms or []
     reward_name = _reward_text(terms)
-    G = context.get("group_size") if _hook(module, "GROUP_SIZE", False) else None
-    described = _hook(module, "describe_groups", lambda c: None)({**context, "keyed": reader.keyed})
+    G = context.group_size if _hooks(module).GROUP_SIZE else None
+    context.keyed = reader.keyed
+    described = _hooks(module).describe_groups(context)
     if group_col:
         group_by = f"rows of one step with the same {group_col!r}"
     elif described:
@@ -1075,22 +1093,22 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     else:
         group_by = f"rows of one step with the same {cols['prompt']} text"
     silence = f"zero std of {reward_name!r} within each group (every reward equal), as the trainer normalises it"
-    rule = _hook(module, "zero_std")
+    rule = _hooks(module).zero_std
     silent = rule(got["reward"], group, n_groups) if rule is not None else None
     if got.get("verdict") is not None:  # a table that saved the trainer's verdict per group
         silent = np.zeros(n_groups, bool)
         np.logical_or.at(silent, group, got["verdict"] > 0)
-    if _hook(module, "REWARD_WEIGHTS_UNLOGGED", False) and not reward and len(terms) > 1:
+    if _hooks(module).REWARD_WEIGHTS_UNLOGGED and not reward and len(terms) > 1:
         warnings.append(f"reward = {reward_name} with weight 1 each: TRL does not log its reward_weights; "
-                        "if the run weighted them, give the weights with --reward 'a+0.5*b'")
+                        "if the run weighted them, give the weights with --reward-column 'a+0.5*b'")
     advantage_check = _check_groups(code, group, n_groups, got, module, group_col, silent, warnings)
-    note = _hook(module, "trainer_silent_note", lambda c: None)(advantage_check)
-    if note and context.get("trainer_silent"):
+    note = _hooks(module).trainer_silent_note(advantage_check)
+    if note and context.trainer_silent:
         warnings.append(note)
     missing = []
     if module is not None:
         have = {c.file_step for c in reader.chunks if c.file_step is not None} | set(excluded) \
-            | set(context.get("repeated_steps", [])) | set(context.get("eval_steps", []))
+            | set(context.repeated_steps) | set(context.eval_steps)
         named = [module.step_of(Path(f)) for f in files]
         if have and all(s is not None for s in named):
             last = max(have)
@@ -1100,9 +1118,9 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
                 warnings.append(f"{len(missing)} of the {last} steps have no log file ({_span(missing)}): the figures "
                                 "are those of the logged rollouts, not of the whole generation"
                                 + (" (TRL writes one file per logging step: logging_steps > 1)"
-                                   if _hook(module, "GROUP_SIZE", False) else ""))
+                                   if _hooks(module).GROUP_SIZE else ""))
     observable = True
-    note = _hook(module, "FILTER")
+    note = _hooks(module).FILTER
     if note and silent is not None and n_groups and not silent.any() and np.bincount(group).min() >= 2:
         observable = False
         warnings.append(f"no group is silent at any step: either none was, or the trainer removed them before the dump "
@@ -1111,11 +1129,17 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     if declared:
         reward_name, group_by, silence, G = (declared["reward_name"], declared["group_by"], declared["silence"],
                                              declared["group_size"])
-    got["incomplete_groups"] += int(context.get("short_groups", 0))  # groups the trainer module found short
-    got["incomplete_rollouts"] += int(context.get("short_rollouts", 0))
+    got["incomplete_groups"] += context.short_groups  # groups the trainer module found short
+    got["incomplete_rollouts"] += context.short_rollouts
     if got["incomplete_groups"]:
         warnings.append(f"{got['incomplete_groups']} group(s) lost a row to an unusable line: incomplete, left out "
                         f"({got['incomplete_rollouts']} usable rollouts in them)")
+    padded = got["padding"] if got.get("padding") is not None and got["padding"].any() else None
+    if padded is not None:
+        got["unscorable"] -= int(padded.sum())
+        warnings.append(f"{int(padded.sum())} row(s) are padding, not generation: the trainer (trl-cgrpo: cgrpo/ "
+                        "metrics in trainer_state.json) stopped those prompts early and filled their block with "
+                        "empty, reward-less rows; they are left out of the rollouts and the wasted ones")
     if got["unscorable"]:
         warnings.append(f"{got['unscorable']} rollout(s) have no finite reward (every reward function returned None, "
                         "or an infinite reward): kept in their group as the trainer keeps them, out of its mean and std")
@@ -1124,11 +1148,11 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
                         "output: counted once per session, at its final output, as the trainer's advantage does")
     return RolloutLog(prompt=code, step=got["step"], reward=got["reward"], labels=labels, hashes=uniq,
                       files=[str(f) for f in files], fmt=fmt, reward_name=reward_name, group=group, group_by=group_by,
-                      silence=silence, group_size=G, repeated_steps=context.get("repeated_steps", []),
-                      missing_steps=missing, eval_steps=context.get("eval_steps", []),
+                      silence=silence, group_size=G, repeated_steps=context.repeated_steps,
+                      missing_steps=missing, eval_steps=context.eval_steps,
                       incomplete_groups=got["incomplete_groups"], incomplete_rollouts=got["incomplete_rollouts"],
-                      trainer_silent=context.get("trainer_silent", {}), silent=silent,
-                      unscorable_rollouts=got["unscorable"], extra_outputs=reader.extra_outputs,
+                      trainer_silent=context.trainer_silent, silent=silent,
+                      unscorable_rollouts=got["unscorable"], extra_outputs=reader.extra_outputs, padding=padded,
                       excluded_steps=excluded, silent_observable=observable, advantage_check=advantage_check,
                       threshold=declared["threshold"] if declared else None,
                       trainer=declared.get("trainer") if declared else None,
@@ -1144,14 +1168,14 @@ def _check_groups(code, group, n_groups, got, module, group_col, silent, warning
         warnings.append(f"the group column {group_col!r} puts several prompts in one group ({mixed} extra prompt-groups)")
     gstep = np.zeros(sizes.size, np.int64)
     gstep[group] = got["step"]
-    if not _hook(module, "GROUP_SIZE", False) and not group_col and sizes.size:
+    if not _hooks(module).GROUP_SIZE and not group_col and sizes.size:
         usual = Counter(sizes.tolist()).most_common(1)[0][0]
         merged = (sizes > usual) & (sizes % usual == 0) if usual > 1 else np.zeros(sizes.size, bool)
         if merged.any():
             steps = np.unique(gstep[merged])
             warnings.append(f"{int(merged.sum())} group(s) hold a multiple of the usual {usual} rollouts (steps "
                             f"{_span(steps.tolist())}): probably duplicated prompts merged into one group; "
-                            "log a group id or dataset index as a reward extra key and pass --group-col KEY")
+                            "log a group id or dataset index as a reward extra key and pass --group-column KEY")
         # One size per step, but not the same at every step: two runs in one folder, or a changed n.
         steps_u, sidx = np.unique(gstep, return_inverse=True)
         top = np.zeros(steps_u.size, np.int64)
@@ -1164,7 +1188,7 @@ def _check_groups(code, group, n_groups, got, module, group_col, silent, warning
             warnings.append("the group size changes between steps ("
                             + ", ".join(f"{g} at steps {_span(steps_u[top == g].tolist())}" for g in sizes_seen.tolist())
                             + "): two runs in one folder, or a run restarted with another rollout.n?")
-    check = _hook(module, "check_advantages")
+    check = _hooks(module).check_advantages
     if check is None or got["advantage"] is None:
         return None
     adv = got["advantage"]
@@ -1178,8 +1202,8 @@ def _check_groups(code, group, n_groups, got, module, group_col, silent, warning
         disagree = int((silent != (amax <= 1e-3)).sum()) if silent is not None else 0
         warnings.append("the logged advantages fit no scaling of the reward used (scale_rewards group, batch or none; "
                         f"{disagree} group(s) silent under one and not the other): the reward weights probably differ "
-                        "from the run's reward_weights (give them with --reward 'a+0.5*b'), or the run aggregated "
-                        "rewards another way (multi_objective_aggregation)")
+                        "from the run's reward_weights (give them with --reward-column 'a+0.5*b'), or the run "
+                        "aggregated rewards another way (multi_objective_aggregation)")
     return result
 
 

@@ -15,7 +15,8 @@ __all__ = ["format_report", "diagnosis_json", "write_outputs", "OUTPUT_FILES"]
 #: Files written by :func:`write_outputs` into the output folder.
 OUTPUT_FILES = ("steps.parquet", "prompts.parquet", "groups.parquet", "summary.json", "diagnose.png")
 
-_GROUP_COLUMNS = ("step", "prompt", "G", "n", "k", "n_before", "k_before", "n_eff", "k_eff", "a", "b", "silent", "binary_silent",
+_GROUP_COLUMNS = ("step", "prompt", "G", "generated", "n", "k", "n_before", "k_before", "n_eff", "k_eff", "a", "b",
+                  "silent", "binary_silent",
                   "silent_pred", "sigma", "sigma_pred")
 
 
@@ -105,19 +106,22 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
                      f"{_pct(r.wasted_share):>8} {_num(r.fidelity):>9}"
                      + (f" {_pct(r.trainer_silent_frac):>9}" if trainer else ""))
     pr = dx.prompts
+    lines += advice_lines(s)
     if "group_size" in pr:
         gs = pr["group_size"]
         ok = gs > 0
-        lines += [
-            "",
-            f"Recommended group sizes for fidelity >= {1 - s['epsilon']:.2f} at each prompt's posterior mean: "
+        lines.append(
+            f"Fidelity law (not the advice): the G at which one group's expected update is within "
+            f"{s['epsilon']:g} of the large-group limit, at each prompt's posterior mean: "
             + (f"median {np.median(gs[ok]):.0f}, 90th percentile {np.percentile(gs[ok], 90):.0f}" if ok.any() else "none reachable")
-            + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "") + ".",
-        ]
+            + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "") + ".")
+    if "verdict" in pr:
+        lines += ["", _verdict_line(pr)] + _prompt_lines(pr)
     if "group_size_budget" in pr:
         alloc = pr["group_size_budget"]
         drawn = alloc > 0
-        lines.append(f"A budget of {s['budget']:,} rollouts per step ({int(alloc.sum()):,} spent), allocated over the posteriors: "
+        lines.append(f"A budget of {s['budget']:,} rollouts per step ({int(alloc.sum()):,} spent), {s['budget_plan']} plan "
+                     "(gsd plan --budget's default): "
                      f"{int(drawn.sum()):,} of {len(pr):,} prompts drawn"
                      + (f", G from {alloc[drawn].min()} to {alloc[drawn].max()} (median {np.median(alloc[drawn]):.0f})"
                         if drawn.any() else "") + ".")
@@ -126,6 +130,62 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
         "docs/theory.md, section Rollout logs, for the formats and the formulas.",
     ]
     return "\n".join(lines)
+
+
+def advice_lines(s: dict) -> list[str]:
+    """The report's headline on group size: the G that learns fastest, its conventions, this run's G beside it."""
+    adv = s.get("advice")
+    if not adv:
+        return []
+    rel = adv.get("relative_per_generation", {})
+    others = ", ".join(f"G = {g} at {r:.2f}x" for g, r in rel.items() if int(g) != adv["best_G_per_generation"])
+    out = ["", f"Advice: uniform G = {adv['best_G_per_generation']} learns fastest per generation"
+           + (f" ({others})" if others else "") + "."]
+    if adv["best_G_per_second"] is not None:
+        c = adv["cost"]
+        out.append(f"  per second: G = {adv['best_G_per_second']} (step cost {c['t_step']:g} s + {c['t_prompt']:g} s "
+                   f"per prompt + {c['t_rollout']:g} s per generation, {c['source']})")
+    else:
+        out.append("  per second: give --cost T_STEP,T_PROMPT,T_ROLLOUT (one run at one G cannot separate them)")
+    g = s.get("group_size")
+    if isinstance(g, int | np.integer) and str(int(g)) in rel:
+        out.append(f"  this run's G = {int(g)}: {rel[str(int(g))]:.2f}x the advised G's progress per generation")
+    out.append(f"  model: expected progress of the run's objective under each prompt's posterior, "
+               f"{adv['prompts_per_step']} prompts per step held fixed; {adv['convention'].split('; ', 1)[1]} "
+               "(docs/theory.md, section Which G learns fastest)")
+    out += [f"  note: {n}" for n in adv.get("notes", [])]
+    return out
+
+
+def _verdict_line(pr) -> str:
+    from .tables import VERDICT_DELTA, VERDICT_PROB
+
+    counts = pr["verdict"].value_counts()
+    words = ", ".join(f"{int(counts.get(w, 0)):,} {w}" for w in ("starved", "saturated", "learning", "unsure"))
+    return (f"Prompts: {words} (posterior probability > {VERDICT_PROB:g} that p < {VERDICT_DELTA:g}, "
+            f"p > {1 - VERDICT_DELTA:g}, or in between; unsure: none yet).")
+
+
+#: Prompts listed in the report's per-prompt table (all of them in --out's prompts.parquet).
+MAX_PROMPTS = 12
+
+
+def _prompt_lines(pr) -> list[str]:
+    """The per-prompt table: posterior mean and interval beside the verdict, for up to
+    :data:`MAX_PROMPTS` prompts spread over the range of posterior means."""
+    order = np.argsort(pr["p_mean"].to_numpy(), kind="stable")
+    if order.size > MAX_PROMPTS:
+        order = order[np.unique(np.linspace(0, order.size - 1, MAX_PROMPTS).round().astype(int))]
+    lines = [f"{len(order)} of {len(pr):,} prompts, by posterior mean (--out writes them all, prompts.parquet):"
+             if len(order) < len(pr) else "Per prompt:"]
+    lines.append(f"  {'prompt':<28} {'rollouts':>8} {'right':>6} {'p mean':>7} {'interval':>15} {'verdict':>9}")
+    for i in order:
+        r = pr.iloc[i]
+        text = str(r["prompt"])
+        text = text if len(text) <= 28 else text[:27] + "…"
+        lines.append(f"  {text:<28} {int(r['rollouts']):>8} {int(r['right']):>6} {r['p_mean']:>7.3f} "
+                     f"{f'[{r.p_lo:.3f}, {r.p_hi:.3f}]':>15} {r['verdict']:>9}")
+    return lines
 
 
 def _num(x) -> str:

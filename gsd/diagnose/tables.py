@@ -36,13 +36,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..allocation import DEFAULT_PLAN
 from ..groupsize import median_group_size
 from ..posterior import BetaPosterior, fit_beta_prior, posterior_from_counts
 from .._validate import InputError
 from .readers import RolloutLog
 
 __all__ = ["binarise", "update_convention", "group_table", "step_table", "prompt_table", "Diagnosis", "diagnose_log", "expected_scale",
-           "STEP_KEYS"]
+           "STEP_KEYS", "HALF_LIVES", "choose_half_life", "one_step_log_score",
+           "prompt_verdicts", "VERDICT_DELTA", "VERDICT_PROB"]
 
 #: Keys of every per-step record of ``gsd diagnose --json`` (and columns of the step table).
 STEP_KEYS = ("step", "groups", "rollouts", "silent_frac", "silent_pred", "wasted_rollouts", "fidelity")
@@ -53,31 +55,43 @@ def binarise(reward, threshold=None):
 
     With ``threshold``: right ⇔ reward ≥ threshold.  Without: rewards must be 0/1, or take
     exactly two values (the higher one is "right", e.g. verl's −1/+1 scores); graded rewards
-    need a threshold.
+    need a threshold.  Rows without a finite reward (NaN: TRL's row that every reward function
+    returned None for, a padding row; ±inf) are unscorable: they are left out of that decision and
+    come back as 0, and the tables leave them out of every count (TRL leaves them out of the
+    group's mean and std, and trains them with advantage 0).  One such row therefore never turns
+    a right/wrong log into a graded one.
 
     Examples
     --------
     >>> binarise([0.0, 1.0, 1.0])[0].tolist()
     [0, 1, 1]
+    >>> binarise([0.0, float("nan"), 1.0])
+    (array([0, 0, 1], dtype=int8), 'binary rewards (0/1); 1 unscorable row (no finite reward) left out')
     >>> binarise([-1.0, 1.0])[1]
     'two reward values: 1 counts as right, -1 as wrong'
     >>> binarise([0.2, 0.7, 0.9], threshold=0.5)[0].tolist()
     [0, 1, 1]
     """
     reward = np.asarray(reward, dtype=np.float64)
+    finite = np.isfinite(reward)
+    unscorable = int(finite.size - np.count_nonzero(finite))
+    left_out = (f"; {unscorable} unscorable row{'s' if unscorable > 1 else ''} (no finite reward) left out"
+                if unscorable else "")
     if threshold is not None:
         t = float(threshold)
         if not np.isfinite(t):
             raise InputError(f"threshold must be a finite number, got {threshold!r}")
-        return (reward >= t).astype(np.int8), f"reward >= {t:g} counts as right"
-    values = pd.unique(reward)
+        return (finite & (reward >= t)).astype(np.int8), f"reward >= {t:g} counts as right{left_out}"
+    values = pd.unique(reward[finite])
     if values.size <= 2 and np.all(np.isin(values, (0.0, 1.0))):
-        return reward.astype(np.int8), "binary rewards (0/1)"
+        return (finite & (reward == 1.0)).astype(np.int8), "binary rewards (0/1)" + left_out
     if values.size == 2:
         lo, hi = np.sort(values)
-        return (reward == hi).astype(np.int8), f"two reward values: {hi:g} counts as right, {lo:g} as wrong"
+        return (reward == hi).astype(np.int8), f"two reward values: {hi:g} counts as right, {lo:g} as wrong{left_out}"
     if values.size == 1:
-        return np.zeros(reward.size, np.int8), f"one reward value ({values[0]:g}): every group is silent"
+        return np.zeros(reward.size, np.int8), f"one reward value ({values[0]:g}): every group is silent{left_out}"
+    if values.size == 0:
+        return np.zeros(reward.size, np.int8), f"no finite reward: nothing was scored{left_out}"
     shown = ", ".join(f"{v:g}" for v in np.sort(values)[:5])
     raise InputError(f"rewards are graded ({values.size} distinct values: {shown}, ...): "
                      "pass --threshold T to count reward >= T as right")
@@ -86,7 +100,8 @@ def binarise(reward, threshold=None):
 def group_table(log: RolloutLog, right=None, *, half_life: float | None = None) -> pd.DataFrame:
     """One row per group (the rollouts the trainer normalised together), sorted by step then prompt.
 
-    Columns: ``step``, ``prompt`` (code), ``G``, ``k`` (right answers; NaN when ``right`` is
+    Columns: ``step``, ``prompt`` (code), ``G`` (the group's rows), ``generated`` (those the policy
+    generated: G less a padding trainer's rows), ``k`` (right answers; NaN when ``right`` is
     None), ``silent`` (G ≥ 2 and every reward of the group equal: zero std, the trainer's
     silence), ``binary_silent`` (k ∈ {0, G}); ``n_before`` and ``k_before``, the prompt's
     rollouts and right answers at earlier steps (a prompt drawn twice in one step does not see
@@ -129,7 +144,10 @@ def group_table(log: RolloutLog, right=None, *, half_life: float | None = None) 
         tot = np.bincount(pinv, weights=x, minlength=ukey.size)
         cs = np.cumsum(tot) - tot
         before.append((cs - cs[np.flatnonzero(start)][seg]).round().astype(np.int64)[pinv])
-    out = pd.DataFrame({"step": step, "prompt": prompt, "G": G, "n": n, "k": k, "silent": silent,
+    # Rows a padding trainer put in its block (trl-cgrpo) are in G, the block, not in the generation.
+    pad = np.zeros(n_groups, np.int64) if log.padding is None else \
+        np.bincount(grp, weights=log.padding, minlength=n_groups).round().astype(np.int64)
+    out = pd.DataFrame({"step": step, "prompt": prompt, "G": G, "generated": G - pad, "n": n, "k": k, "silent": silent,
                         "binary_silent": (n >= 2) & ((k == 0) | (k == n)) if binary else np.zeros(n_groups, bool),
                         "n_before": before[0], "k_before": before[1]})
     if half_life is None:
@@ -164,20 +182,38 @@ def choose_half_life(log: RolloutLog, right, prior, groups: pd.DataFrame | None 
     (half_life, choice)
         The chosen half-life (None: no forgetting) and ``{"candidates", "log_score", "groups_scored"}``.
     """
-    from scipy.stats import betabinom
-
-    a0, b0 = prior
     scores, scored = [], 0
     for h in HALF_LIVES:
         g = groups if (h is None and groups is not None) else group_table(log, right, half_life=h)
         seen = (g["n"] >= 1) & (g["n_before"] > 0)
-        k, n = g["k"][seen].to_numpy(np.int64), g["n"][seen].to_numpy(np.int64)
-        a = a0 + g["k_eff"][seen].to_numpy(np.float64)
-        b = b0 + (g["n_eff"] - g["k_eff"])[seen].to_numpy(np.float64)
-        scores.append(float(betabinom.logpmf(k, n, a, b).sum()))
+        scores.append(float(one_step_log_score(g["k"][seen].to_numpy(np.int64), g["n"][seen].to_numpy(np.int64),
+                                               g["k_eff"][seen].to_numpy(np.float64),
+                                               g["n_eff"][seen].to_numpy(np.float64), prior).sum()))
         scored = int(seen.sum())
     best = HALF_LIVES[int(np.argmax(scores))] if scored else None  # argmax: the first (longest) of ties
     return best, {"candidates": list(HALF_LIVES), "log_score": scores, "groups_scored": scored}
+
+
+def one_step_log_score(k, n, k_eff, n_eff, prior) -> np.ndarray:
+    r"""The log-probability a prompt's posterior before a group gave to the group's right answers:
+    the beta-binomial :math:`\log P(k \mid n, a_0 + k_\mathrm{eff}, b_0 + n_\mathrm{eff} - k_\mathrm{eff})`,
+    elementwise over broadcast arrays (``scipy.stats.betabinom.logpmf``).
+
+    ``k`` right of ``n`` scored rollouts; ``k_eff`` and ``n_eff`` the prompt's (discounted)
+    counts at earlier steps; ``prior`` (a₀, b₀).  :func:`choose_half_life` sums it over the
+    groups of prompts seen before; the live :class:`gsd.integrations.trl_live.GroupTracker`
+    sums it generation by generation.
+
+    Examples
+    --------
+    >>> round(float(one_step_log_score(1, 2, 0.0, 0.0, (1.0, 1.0))), 12)  # uniform: P(k = 1 | n = 2) = 1/3
+    -1.098612288668
+    """
+    from scipy.stats import betabinom
+
+    a0, b0 = prior
+    k_eff = np.asarray(k_eff, np.float64)
+    return betabinom.logpmf(k, n, a0 + k_eff, b0 + (np.asarray(n_eff, np.float64) - k_eff))
 
 
 def _half_life(h) -> float:
@@ -197,7 +233,7 @@ def _discounted_before(order, start, step, values, half_life):
     """
     lam_log2 = -1.0 / _half_life(half_life)
     n = order.size
-    t = step[order].astype(np.float64)
+    t = step[order]  # integer steps: their differences are exact (steps near 2^62 stay apart)
     first = np.flatnonzero(start)
     rank = np.arange(n) - first[np.cumsum(start) - 1]  # position of each group within its prompt
     by_rank = np.argsort(rank, kind="stable")
@@ -209,7 +245,7 @@ def _discounted_before(order, start, step, values, half_life):
         for j in range(1, rank.max() + 1):
             rows = by_rank[bounds[j]:bounds[j + 1]]
             prev = rows - 1
-            d[rows] = np.exp2(lam_log2 * (t[rows] - t[prev])) * (d[prev] + xs[prev])
+            d[rows] = np.exp2(lam_log2 * (t[rows] - t[prev]).astype(np.float64)) * (d[prev] + xs[prev])
         out = np.empty(n)
         out[order] = d
         outs.append(out)
@@ -264,7 +300,7 @@ def _predict(groups: pd.DataFrame, prior, ddof: int, eps: float, scale: str = "g
     k = groups["k"].to_numpy()
     multi = G >= 2
     from ..allocation import allocation_value, expected_silent_rate
-    from ..update import _grpo_term
+    from ..update import grpo_term as _grpo_term
 
     sigma = np.zeros(G.size)
     divisor = 1.0 if scale == "none" else (np.asarray(batch_std, np.float64) + eps if scale == "batch" else None)
@@ -300,8 +336,9 @@ def _predict(groups: pd.DataFrame, prior, ddof: int, eps: float, scale: str = "g
 def step_table(groups: pd.DataFrame) -> pd.DataFrame:
     """Per-step measured and predicted statistics from the predicted group table.
 
-    Columns: ``step``, ``groups`` (G ≥ 2), ``singletons`` (G = 1), ``rollouts`` (all, singletons
-    included), ``new_prompts``, ``mean_group_size``, ``silent_groups``, ``silent_frac``,
+    Columns: ``step``, ``groups`` (G ≥ 2), ``singletons`` (G = 1), ``rollouts`` (all generated,
+    singletons included; a padding trainer's rows are not), ``new_prompts``, ``mean_group_size``,
+    ``silent_groups``, ``silent_frac``,
     ``silent_pred`` (mean predicted probability), ``silent_pred_sd`` (sd of the measured fraction
     if the predictions are right: sqrt(Σq(1−q))/groups), ``all_wrong``, ``all_right``,
     ``wasted_rollouts`` (rollouts in silent groups), ``wasted_share``,
@@ -310,20 +347,21 @@ def step_table(groups: pd.DataFrame) -> pd.DataFrame:
     """
     g = groups
     multi = g["G"] >= 2
+    made = g["generated"] if "generated" in g else g["G"]  # the generation: a padding trainer's rows left out
     q = g["silent_pred"].where(multi, 0.0)
     df = pd.DataFrame({
         "step": g["step"],
         "groups": multi.astype(np.int64),
         "singletons": (~multi).astype(np.int64),
-        "rollouts": g["G"],
+        "rollouts": made,
         "new_prompts": (g["n_before"] == 0).astype(np.int64),
-        "multi_rollouts": g["G"].where(multi, 0),
+        "multi_rollouts": made.where(multi, 0),
         "silent_groups": g["silent"].astype(np.int64),
         "q": q,
         "qvar": q * (1.0 - q),
         "all_wrong": (g["silent"] & (g["k"] == 0)).astype(np.int64),
         "all_right": (g["silent"] & (g["k"] == g["n"])).astype(np.int64),
-        "wasted_rollouts": g["G"].where(g["silent"], 0),
+        "wasted_rollouts": made.where(g["silent"], 0),
         "sigma": g["sigma"].where(multi, 0.0),
         "sigma_pred": g["sigma_pred"].where(multi, 0.0),
         "scale_pred": g["scale_pred"].where(multi, 0.0),
@@ -368,7 +406,9 @@ def prompt_table(log: RolloutLog, groups: pd.DataFrame, prior, *, epsilon: float
     Columns: ``prompt`` (its first 80 characters), ``prompt_hash``, ``rollouts`` n, ``right`` k,
     ``steps`` (groups it had), ``silent_steps``, ``p_mean``, ``p_lo``, ``p_hi`` (equal-tailed
     ``level`` credible interval of Beta(a₀ + k, b₀ + n − k); with ``half_life`` the counts of
-    each group weigh 2^(−age/half_life), its age counted from the last step), ``group_size`` (smallest G with
+    each group weigh 2^(−age/half_life), its age counted from the last step), ``p_below`` and
+    ``p_above`` (P(p < 0.05) and P(p > 0.95) under that posterior) with the ``verdict`` they give
+    (``starved``, ``saturated``, ``learning`` or ``unsure``, :func:`prompt_verdicts`), ``group_size`` (smallest G with
     fidelity ≥ 1 − ε at ``p_mean``, :func:`gsd.required_group_size`; 0 when above its cap), and
     with ``budget`` (rollouts per step over all prompts) ``group_size_budget`` from the budget
     allocator when the package has one.
@@ -391,22 +431,82 @@ def prompt_table(log: RolloutLog, groups: pd.DataFrame, prior, *, epsilon: float
     lo, hi = post.interval(level)
     from ..groupsize import required_group_size
 
+    below, above, verdict = prompt_verdicts(post.a, post.b)
     out = pd.DataFrame({"prompt": log.labels.astype(str), "prompt_hash": log.hashes, "rollouts": n, "right": k,
                         "steps": steps, "silent_steps": silent, "p_mean": post.mean, "p_lo": lo, "p_hi": hi,
-                        "group_size": required_group_size(post.mean, epsilon)})
+                        "p_below": below, "p_above": above, "verdict": verdict,
+                        "group_size": required_group_size(post.mean, epsilon), "a": post.a, "b": post.b})
     if budget is not None:
         out["group_size_budget"] = _allocate(post, budget)
     return out
 
 
-def _allocate(post, budget):
-    """Group sizes of the budget allocator (:ref:`theory-allocation`) for these posteriors."""
-    import gsd
+#: The verdict words' solve-rate margin δ and the posterior probability they need.
+VERDICT_DELTA = 0.05
+VERDICT_PROB = 0.9
 
-    allocate = getattr(gsd, "allocate_group_sizes", None)
-    if allocate is None:
-        raise InputError("budget: this version of gsd has no budget allocator (gsd.allocate_group_sizes)")
-    return np.asarray(allocate(post, budget).group_size)
+
+def prompt_verdicts(a, b, delta: float = VERDICT_DELTA, prob: float = VERDICT_PROB):
+    """Each prompt's verdict from its Beta(a, b) posterior of the solve rate p, and the two tail
+    probabilities it rests on, P(p < δ) and P(p > 1 − δ) (regularised incomplete beta functions):
+
+    * ``starved``: P(p < δ) > prob — it almost never gets a right answer, its groups are all-wrong
+      silent (p^G + (1 − p)^G ≥ (1 − δ)^G);
+    * ``saturated``: P(p > 1 − δ) > prob — almost always right, its groups all-right silent;
+    * ``learning``: P(δ ≤ p ≤ 1 − δ) > prob — right and wrong answers both come, its groups carry
+      a gradient;
+    * ``unsure``: none of these yet (too few rollouts for the posterior to say).
+
+    Defaults δ = 0.05, prob = 0.9.
+
+    >>> below, above, words = prompt_verdicts([0.5, 40.5, 8.0, 1.0], [40.5, 0.5, 8.0, 1.0])
+    >>> words.tolist()
+    ['starved', 'saturated', 'learning', 'unsure']
+    """
+    from scipy.special import betainc, betaincc
+
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    below = betainc(a, b, delta)
+    above = betaincc(a, b, 1.0 - delta)
+    words = np.full(a.shape, "unsure", dtype=object)
+    words[1.0 - below - above > prob] = "learning"
+    words[above > prob] = "saturated"
+    words[below > prob] = "starved"
+    return below, above, words
+
+
+def _allocate(post, budget):
+    """Group sizes of ``gsd plan --budget``'s default plan (:func:`gsd.allocation.budget_plan`) for these posteriors."""
+    from ..allocation import budget_plan
+
+    return np.asarray(budget_plan(post, budget).group_size)
+
+
+#: Group sizes ``gsd diagnose`` compares for its advice (a coarse grid: a run has up to ~10^5 distinct posteriors).
+ADVICE_GRID = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+# Beyond this many beta-binomial terms (distinct posteriors × Σ (G + 1)) the advice is computed at the posterior means.
+_ADVICE_TERMS = 30_000_000
+
+
+def group_size_advice_for(post: BetaPosterior, prompts_per_step: int, *, scale: str = "group", ddof: int = 0,
+                          eps: float = 0.0, optimizer=None, cost=None):
+    """:func:`gsd.group_size_advice` as ``gsd diagnose`` and the live tracker give it: over the run's prompts
+    (their posteriors), at its prompts per step held fixed, for its update (GRPO for a group std; Dr.GRPO's
+    objective p for none or one batch std) and std convention, on :data:`ADVICE_GRID`; at the posterior means
+    when the exact sums would be too many."""
+    from .._binomial import unique_pairs
+    from ..speed import DEFAULT_OPTIMIZER, group_size_advice
+
+    method = "grpo" if scale == "group" else "dr_grpo"
+    src, note = post, None
+    if unique_pairs(post.a.ravel(), post.b.ravel())[0].size * sum(g + 1 for g in ADVICE_GRID) > _ADVICE_TERMS:
+        src, note = post.mean, "computed at each prompt's posterior mean (too many distinct posteriors for exact sums)"
+    adv = group_size_advice(src, hold="prompts", method=method, optimizer=optimizer or DEFAULT_OPTIMIZER,
+                            g_grid=ADVICE_GRID, cost=cost, prompts_per_step=int(prompts_per_step), ddof=ddof, eps=eps)
+    if note:
+        adv.notes.append(note)
+    return adv
 
 
 @dataclass
@@ -482,7 +582,8 @@ def update_convention(fmt: str, ddof=None, eps=None, scale=None) -> dict:
 
 def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", epsilon: float = 0.05,
                  level: float = 0.9, budget: int | None = None, half_life: float | None = None,
-                 ddof: int | None = None, eps: float | None = None, scale: str | None = None) -> Diagnosis:
+                 ddof: int | None = None, eps: float | None = None, scale: str | None = None,
+                 optimizer: str | None = None, cost=None) -> Diagnosis:
     """Per-step and per-prompt diagnosis of a run read by :func:`gsd.diagnose.read_rollouts`.
 
     Parameters
@@ -496,11 +597,14 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
     prior : ``"empirical-bayes"`` (default), ``"uniform"``, ``"jeffreys"`` or (a, b)
         Prior of every prompt's solve rate; empirical Bayes fits it to the run's totals.
     epsilon : float
-        Fidelity target 1 − ε of the recommended group sizes.
+        Fidelity target 1 − ε of the fidelity law's group sizes (``group_size``; not the advice).
     level : float
         Level of the per-prompt credible intervals.
     budget : int, optional
-        Rollouts per step to allocate over the prompts (needs the budget allocator).
+        Rollouts per step to share over the prompts, by ``gsd plan --budget``'s default plan.
+    optimizer, cost : optional
+        The advice's optimiser (default :data:`gsd.speed.DEFAULT_OPTIMIZER`) and step cost
+        (:class:`gsd.speed.StepCost`; with it the advice also gives the best G per second).
     half_life : float, optional
         Forget old rollouts: a group s steps old weighs 2^(−s/half_life) in the posteriors (the
         solve rates move during training).  None: every earlier rollout counts fully.
@@ -530,7 +634,14 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         conv["from"] = f"{conv['from']}, scale {scale!r} given"
     elif seen:
         conv["from"] = f"{conv['from']}, scale_rewards={seen!r} read from the logged advantages"
-    right, note = _right(log.reward, threshold)
+    if log.padding is None:
+        right, note = _right(log.reward, threshold)
+    else:  # a padding trainer's rows are not answers: not counted among the unscorable ones either
+        answered, note = _right(log.reward[~log.padding], threshold)
+        right = None
+        if answered is not None:
+            right = np.zeros(log.reward.size, np.int8)
+            right[~log.padding] = answered
     auto = isinstance(half_life, str) and half_life == "auto"
     if isinstance(half_life, str) and not auto:
         raise InputError(f"half_life must be a number of steps > 0, None or 'auto', got {half_life!r}")
@@ -584,6 +695,13 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
     logged = "the logged rollouts" if log.missing_steps else "the generation"
     if not log.silent_observable:
         logged = "the trained groups (the silent ones were removed before the dump)"
+    advice = n_step = None
+    if a0 is not None:
+        n_step = int(np.median(steps.loc[steps["groups"] > 0, "groups"]))  # the run's prompts per step
+        advice = group_size_advice_for(BetaPosterior(prompts["a"].to_numpy(), prompts["b"].to_numpy(), (a0, b0)),
+                                       n_step, scale=conv["scale"], ddof=conv["ddof"], eps=conv["eps"],
+                                       optimizer=optimizer, cost=cost)
+    fidelity_g = median_group_size(prompts["p_mean"].to_numpy(), epsilon) if "p_mean" in prompts else float("nan")
     summary = {
         "format": log.fmt,
         "files": len(log.files),
@@ -618,7 +736,8 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         "silent_pred": float(groups["silent_pred"][multi].mean()),
         "wasted_rollouts": int(steps["wasted_rollouts"].sum()),
         "wasted_share": float(steps["wasted_rollouts"].sum() / rollouts),
-        "effective_gradient_ratio": float(((groups["G"] * (multi & ~groups["silent"])).sum()) / rollouts),
+        "effective_gradient_ratio": float(((groups["generated"] * (multi & ~groups["silent"])).sum()) / rollouts),
+        "padding_rows": int(log.padding.sum()) if log.padding is not None else 0,
         "fidelity": float(groups["sigma_pred"][multi].sum() / groups["scale_pred"][multi].sum())
         if a0 is not None else float("nan"),
         "update_convention": conv,
@@ -628,9 +747,15 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         "half_life": half_life,
         "half_life_choice": chosen,
         "budget": budget,
-        # One definition with the live tracker's gsd/recommended_group_size (gsd.median_group_size).
-        "median_group_size_recommended": median_group_size(prompts["p_mean"].to_numpy(), epsilon)
-        if "p_mean" in prompts else float("nan"),
+        "budget_plan": DEFAULT_PLAN if budget is not None else None,
+        # The advice: the uniform G of the most expected progress per generation (per second with a cost).
+        "advised_group_size": advice.best_G_per_generation if advice is not None else None,
+        "advised_group_size_per_second": advice.best_G_per_second if advice is not None else None,
+        "advice": advice.summary() | {"prompts_per_step": n_step} if advice is not None else None,
+        # The fidelity law (not advice): the G at which one group's update is within epsilon of the large-group
+        # limit, median over the prompts; one definition with the live tracker's gsd/fidelity_group_size.
+        "fidelity_group_size": fidelity_g,
+        "median_group_size_recommended": fidelity_g,  # deprecated alias of fidelity_group_size
         "warnings": warnings,
     }
     return Diagnosis(steps=steps, prompts=prompts, groups=groups, summary=summary)

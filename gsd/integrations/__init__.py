@@ -9,49 +9,12 @@ live in their own module on top of the trainer's: :mod:`gsd.integrations.trl_liv
 inside TRL's reward functions, a ``GRPOTrainer`` subclass), which saves the self-describing table
 of :mod:`gsd.integrations.tracker_table` that the reader reads back.
 
-**Adding a trainer** is one new module here and its name in :data:`TRAINERS`.
+**Adding a trainer**: write its module here, add its name to :data:`TRAINERS`, pin the release
+its rules were read in, and test the reader against the trainer's own writer.
 
-The interface (module-level names; those marked *optional* have the default in brackets):
-
-Identity and convention
-    ``NAME`` (the ``--format`` value), ``FILE_DESCRIPTION`` (for messages), ``DDOF``, ``EPS``,
-    ``SCALES``, ``SOURCE`` (the advantage convention, with the file and function it was read in).
-Files
-    ``SUFFIXES`` (the file suffixes the format reads), ``is_log_file(path)`` (a file named as the
-    trainer names its dumps, for ``--format auto``), ``step_of(path)`` (the step a file name
-    carries, or None when the step is read from the rows), *optional*
-    ``is_validation_folder(folder)`` [False], ``dump_folder(path)`` (the folder of one run's dump that
-    holds the file: AReaL's ``rollout/`` above its version folders) [its parent], ``RUN_HISTORY``
-    (files are one per step, written in step order, so a left-over of an earlier attempt shows in
-    their times) [True], ``find_state(roots)`` (a run-state file beside the
-    dumps, e.g. TRL's ``trainer_state.json``) [None], ``read_state(path)`` (→ dict).
-Rows
-    ``PROMPT_COL``, ``STEP_COL`` (None: the file's step), ``NOT_REWARD`` (columns that are never a
-    reward), ``default_reward(columns, numeric)`` (→ ``[(coef, column)]``: the reward the
-    trainer normalises), *optional* ``READ_ALL_COLUMNS`` [False: only the columns used],
-    ``prepare(table, lines)`` (drop rows the trainer did not train on) [identity],
-    ``total_reward(parts, coefs)`` (the weighted total in the trainer's arithmetic)
-    [float64 sum], ``UNSCORABLE_IN_GROUP`` (a row with no reward stays in its group, as
-    TRL's) [False].
-Groups
-    *optional* ``group_keys(table)`` (→ per-row int64 key of the row's group within its step and
-    a mask of rows that have one; None: the prompt text) , ``members(table)`` (→ mask of the rows
-    that enter the group's statistics, e.g. verl V1's last output of a session) [all],
-    ``GROUP_COL`` (whether ``--group-col`` applies) [True], ``group_column(table, column)`` (a
-    ``--group-col`` that names the trainer's own key, read the trainer's way; None: hashed as it
-    is), ``GROUP_SIZE`` (whether
-    ``--group-size`` applies: groups are blocks of rows) [False], ``arrange(chunks, context)``
-    (whole-run rules over the files read: repeated generations, blocks, evaluation steps,
-    left-overs of a resumed run; it may set ``short_groups`` / ``short_rollouts`` in the context:
-    groups it left out as incomplete) [none], ``zero_std(values, group, n_groups)`` (the trainer's own
-    rule for "every reward of the group equal": its dtype, summation and tolerance),
-    ``describe_groups(context)`` (→ how groups were formed, in words).
-Advantages
-    *optional* ``check_advantages(reward, advantage, group, silent)`` (→ the scaling the logged
-    advantages show, and warnings) [none].
-Writing
-    *optional* ``write_step(folder, step, ...)``: write what the trainer writes (the simulator's
-    logs).
+The interface is :mod:`gsd.integrations.contract`: every hook (module-level name) with its type
+and its default (``TrainerHooks``), and ``resolve``, which checks a module against it when the
+reader loads (a missing, mistyped or misspelt hook is an error, never a silent default).
 """
 
 from __future__ import annotations

@@ -115,9 +115,8 @@ def is_validation_folder(folder: Path) -> bool:
 def default_reward(columns, numeric) -> list:
     if DEFAULT_REWARD in columns:
         return [(1.0, DEFAULT_REWARD)]
-    from .._errors import InputError
 
-    raise InputError(f"no 'reward' key; choose the reward with --reward KEY (keys: {', '.join(columns)})")
+    raise InputError(f"no 'reward' key; choose the reward with --reward-column KEY (keys: {', '.join(columns)})")
 
 
 def group_keys(table):
@@ -150,8 +149,8 @@ def arrange(chunks, context) -> list:
     dumped, an episode that returned None is dropped from its task), so its rows are left out of
     the diagnosis, with a warning that counts them.
 
-    ``context``: the reader's dict; this adds ``group_size`` (the usual size) and
-    ``short_groups`` / ``short_rollouts``.
+    ``context``: the reader's :class:`~gsd.integrations.contract.RunContext`; this sets
+    ``group_size`` (the usual size) and ``short_groups`` / ``short_rollouts``.
     """
     keyed = [ch for ch in chunks if ch.gkey is not None]  # the reader refuses a mix of keyed and unkeyed files
     if not keyed:
@@ -176,11 +175,11 @@ def arrange(chunks, context) -> list:
             _drop_rows(ch, ~cut)
     n_short = int(short_group.sum())
     if n_short:
-        context["warnings"].append(
+        context.warnings.append(
             f"{n_short} AReaL task(s) hold fewer than the run's {usual} answers ({int(short.sum())} rollouts): AReaL "
             "does not dump an answer with no completion token (it trains on it) and drops an episode that returned "
             "None from its task; those groups are left out")
-    context.update(group_size=usual, short_groups=n_short, short_rollouts=int(short.sum()))
+    context.group_size, context.short_groups, context.short_rollouts = usual, n_short, int(short.sum())
     return chunks
 
 
@@ -197,7 +196,7 @@ def _drop_rows(chunk, keep) -> None:
 
 def describe_groups(context) -> str:
     return (f"the rows of one AReaL task ({{version}}/{{{_TASK_COL}}}.jsonl, one run of {INDEX_COL} per executor); "
-            f"n_samples = {context.get('group_size')}, the run's usual group size")
+            f"n_samples = {context.group_size}, the run's usual group size")
 
 
 def zero_std(values, group, n_groups: int) -> np.ndarray:

@@ -47,7 +47,8 @@ from ._columns import chat_label
 
 __all__ = ["NAME", "DDOF", "EPS", "SCALES", "SOURCE", "NOT_REWARD", "is_log_file", "step_of", "infer_group_size",
            "generation_fingerprint", "find_trainer_state", "read_trainer_state", "chat_label", "write_step",
-           "FILE_DESCRIPTION", "total_reward", "group_std", "zero_std", "ZERO_STD_ATOL", "check_advantages"]
+           "FILE_DESCRIPTION", "total_reward", "group_std", "zero_std", "settled_zero_std", "ZERO_STD_ATOL",
+           "NUMPY_FUNCTIONS", "check_advantages", "padding_rows", "PADDING_METRIC"]
 
 NAME = "trl"
 DDOF = 1
@@ -77,6 +78,9 @@ GROUP_SIZE = True
 REWARD_WEIGHTS_UNLOGGED = True
 #: ``torch.isclose(std, 0)``'s default tolerance, TRL's test for a zero-std group.
 ZERO_STD_ATOL = 1e-8
+#: Up to this many reward functions, TRL's float32 ``nansum`` is computed in numpy (torch's CPU
+#: kernel adds so few terms in order: the same bits, without importing torch).
+NUMPY_FUNCTIONS = 4
 
 
 def is_log_file(path: Path) -> bool:
@@ -155,6 +159,7 @@ def read_trainer_state(path: Path) -> dict:
         raise InputError(f"{path}: not a TRL trainer_state.json (its log_history is "
                          f"{type(history).__name__ if history is not None else 'missing'}, not a list)")
     eval_steps, zero_std, skipped = set(), {}, 0
+    pads = any(isinstance(e, dict) and any(str(k).startswith(PADDING_METRIC) for k in e) for e in history)
     for entry in history:
         if not isinstance(entry, dict) or "step" not in entry:
             continue
@@ -168,7 +173,46 @@ def read_trainer_state(path: Path) -> dict:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             zero_std[step] = float(value)
     global_step = _whole(state.get("global_step", 0))
-    return {"eval_steps": sorted(eval_steps), "zero_std": zero_std, "global_step": global_step, "skipped": skipped}
+    return {"eval_steps": sorted(eval_steps), "zero_std": zero_std, "global_step": global_step, "skipped": skipped,
+            "pads": pads}
+
+
+#: The metrics of a ``GRPOTrainer`` subclass that pads its groups with rows it did not generate:
+#: ``trl-cgrpo`` (0.2.0) draws each prompt's answers in increments, stops early and pads the
+#: block to ``num_generations`` with single-EOS completions whose every reward is NaN (so TRL
+#: leaves them out of the group's mean and std); it logs ``cgrpo/mean_k`` and
+#: ``cgrpo/rollout_savings``.
+PADDING_METRIC = "cgrpo/"
+
+
+def padding_rows(table, parts) -> np.ndarray | None:
+    """Rows of a completions table that a padding trainer would have padded in: no reward at all
+    (every reward column NaN) and an empty completion (the single EOS token, decoded without
+    special tokens).  The reader counts them as padding, not generation, only in a run whose
+    ``trainer_state.json`` shows a padding trainer (``pads``: a :data:`PADDING_METRIC` metric);
+    elsewhere such a row is an unscorable answer the policy generated.  None without a
+    completion column."""
+    if "completion" not in table.column_names:
+        return None
+    import pyarrow.compute as pc
+
+    text = table.column("completion")
+    try:
+        empty = np.asarray(pc.fill_null(pc.equal(pc.utf8_trim_whitespace(text), ""), False)
+                           .to_numpy(zero_copy_only=False), dtype=bool)
+    except Exception:  # not text (a conversation's list of messages): a padded row has one empty message
+        empty = np.array([_empty_completion(v) for v in text.to_pylist()], dtype=bool)
+    return empty & np.isnan(np.asarray(parts, np.float64)).all(axis=0)
+
+
+def _empty_completion(value) -> bool:
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return value.strip() == ""
+    if isinstance(value, list):
+        return all(_empty_completion(m.get("content") if isinstance(m, dict) else m) for m in value)
+    return False
 
 
 def _whole(value):
@@ -197,16 +241,17 @@ def arrange(chunks, context) -> list:
     * a group is a block of ``num_generations`` consecutive rows (given, or inferred from the
       files); files whose own blocks disagree (two runs with different group sizes) are refused.
 
-    ``context``: a dict with ``group_size``, ``state`` (:func:`read_trainer_state` or None),
-    ``state_path``, ``state_is_final`` (the state is the output_dir's own, written at the end,
-    not a checkpoint's) and ``warnings``; this function adds ``group_size``,
-    ``repeated_steps``, ``eval_steps``, ``trainer_silent`` and ``excluded_steps``.
+    ``context``: the reader's :class:`~gsd.integrations.contract.RunContext` (``group_size``,
+    ``state`` from :func:`read_trainer_state` or None, ``state_path``, ``state_is_final``: the
+    state is the output_dir's own, written at the end, not a checkpoint's, and ``warnings``);
+    this function sets ``group_size``, ``repeated_steps``, ``eval_steps``, ``trainer_silent``
+    and ``excluded_steps``.
     """
     from .._errors import InputError
 
-    warnings = context["warnings"]
-    state = context.get("state")
-    last = state["global_step"] if state is not None and context.get("state_is_final") else None
+    warnings = context.warnings
+    state = context.state
+    last = state["global_step"] if state is not None and context.state_is_final else None
     beyond = [ch.file_step for ch in chunks if last is not None and ch.file_step > last]
     if beyond:
         warnings.append(f"steps {_span(beyond)} are beyond the run's trainer_state.json (global_step {last}): "
@@ -225,7 +270,7 @@ def arrange(chunks, context) -> list:
         previous = ch.fingerprint
         kept.append(ch)
     if eval_steps:
-        warnings.append(f"steps {_span(eval_steps)} evaluated ({Path(context['state_path']).name}): their files hold "
+        warnings.append(f"steps {_span(eval_steps)} evaluated ({Path(context.state_path).name}): their files hold "
                         "evaluation completions (TRL writes them under the training file name) and are left out")
     if repeated:
         warnings.append(f"{len(repeated)} file(s) repeat the previous step's generation (num_iterations or "
@@ -236,7 +281,7 @@ def arrange(chunks, context) -> list:
             warnings.append(f"the files hold different numbers of rows ({', '.join(map(str, sorted(sizes)))}): TRL writes "
                             "evaluation completions under the training file name; give the run's output_dir with its "
                             "trainer_state.json to leave the evaluation steps out")
-    G = context.get("group_size")
+    G = context.group_size
     if G is None:
         per_file = [infer_group_size([ch.hashes[ch.prompt_ok]]) for ch in kept]
         G = infer_group_size(ch.hashes[ch.prompt_ok] for ch in kept)
@@ -264,14 +309,15 @@ def arrange(chunks, context) -> list:
         ch.gkey_ok = np.ones(n, bool)
         if n % G:
             ch.gkey_ok[n - n % G:] = False  # a block cut short: its group is incomplete
-    context.update(group_size=G, repeated_steps=repeated, eval_steps=eval_steps, excluded_steps=beyond,
-                   trainer_silent=state["zero_std"] if state is not None else {})
+    context.group_size, context.repeated_steps, context.eval_steps, context.excluded_steps = (G, repeated, eval_steps,
+                                                                                              beyond)
+    context.trainer_silent = state["zero_std"] if state is not None else {}
     return kept
 
 
 def describe_groups(context) -> str:
-    return (f"blocks of {context['group_size']} consecutive rows of one generation (num_generations, "
-            f"{'given' if context.get('group_size_given') else 'inferred from the files'})")
+    return (f"blocks of {context.group_size} consecutive rows of one generation (num_generations, "
+            f"{'given' if context.group_size_given else 'inferred from the files'})")
 
 
 def _span(steps) -> str:
@@ -321,10 +367,11 @@ def total_reward(parts, coefs, device=None) -> np.ndarray:
     weight and summed over the functions with ``nansum`` in float32 (a NaN product adds nothing);
     NaN where every function returned None (unscorable).
 
-    Computed with torch's own operations when torch is installed (on ``device``: reductions round
-    differently on other devices), else in numpy with the functions summed in order, which agrees
-    with torch's CPU kernel for up to 4 reward functions.  Returned as float64 holding float32
-    values.
+    In numpy, the functions summed in order, for up to :data:`NUMPY_FUNCTIONS` reward functions
+    with no ``device`` given: bit for bit torch's CPU kernel (a reduction over so few terms adds
+    them in order; tested against TRL's own expression).  With more functions, or a ``device``
+    (reductions round differently on other devices), torch's own operations when torch is
+    installed, else numpy.  Returned as float64 holding float32 values.
 
     >>> total_reward(np.array([[0.1], [0.2]]), np.array([1.0, 1.0])) == np.float32(0.3)
     array([ True])
@@ -333,7 +380,7 @@ def total_reward(parts, coefs, device=None) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         p32 = p.astype(np.float32)
         w = np.asarray(coefs, dtype=np.float64).astype(np.float32)
-    torch = _torch()
+    torch = _torch() if device is not None or p.shape[0] > NUMPY_FUNCTIONS else None
     if torch is not None:
         per_func = torch.as_tensor(p32.T.copy(), device=device)
         total = (per_func * torch.as_tensor(w, device=device).unsqueeze(0)).nansum(dim=1)
@@ -394,6 +441,10 @@ def zero_std(values, group, n_groups: int) -> np.ndarray:
     dense group code of each row, the rows of a group in generation order; every group a block of
     one size (TRL's ``num_generations``).
 
+    Decided in numpy where no order of float32 additions can change it (:func:`settled_zero_std`:
+    every right/wrong group is); the other groups go through :func:`group_std` (torch's own
+    operations when installed).
+
     >>> zero_std(np.array([0.0, 1e-8, 1.0, 1.0, np.nan, 0.5]), np.array([0, 0, 1, 1, 2, 2]), 3).tolist()
     [True, True, False]
     """
@@ -406,7 +457,62 @@ def zero_std(values, group, n_groups: int) -> np.ndarray:
 
         raise InputError(f"TRL groups are blocks of one size; got groups of {sizes.min()} to {sizes.max()} rows")
     order = np.argsort(group, kind="stable")
-    return group_std(np.asarray(values, np.float64)[order], int(sizes[0]))[1]
+    G = int(sizes[0])
+    x = np.asarray(values, np.float64)[order].reshape(-1, G)
+    verdict, settled = settled_zero_std(x)
+    if not settled.all():
+        verdict[~settled] = group_std(x[~settled].ravel(), G)[1]
+    return verdict
+
+
+#: Sum of significand bits and group size below which c·x is exact in float32 (24-bit significand).
+_FLOAT32_SIGNIFICAND = 2**24
+
+
+def settled_zero_std(groups):
+    """TRL's zero-std verdict, ``torch.isclose(nanstd(group), 0)`` in float32, for the groups
+    (rows of ``groups``) where it does not depend on the order in which float32 additions are
+    made; returns (verdict, settled).  Each group's values are cast to float32, as TRL casts them:
+
+    * fewer than two values that are not NaN, or an infinite one: nanstd is NaN or inf, not
+      close to 0 — settled False;
+    * c ≥ 2 equal values x whose multiples j·x (j ≤ c) are all exact in float32 (|m|·c ≤ 2^24
+      for x = m·2^e, m odd; 0 and 1 always): every partial sum is exact in any order, the mean is
+      x, every deviation 0 — settled True;
+    * values spread by d = max − min: Σ(x − t)² ≥ d²/2 about any t (the rounded mean included),
+      and the float32 subtraction, squares, sum, n/(n − 1) and square root each err by a relative
+      c·2^-24 at most, so nanstd ≥ d/sqrt(2(c − 1))·(1 − (c + 6)·2^-24); above twice torch's
+      ``atol`` 1e-8 — settled False (sums beyond float32's range only raise it to inf);
+    * anything else (equal values whose sum rounds, as 0.7 does; spreads near 1e-8) is not settled.
+
+    >>> settled_zero_std(np.array([[1.0, 1.0], [0.0, 1.0], [0.7, 0.7], [np.nan, 1.0]]))
+    (array([ True, False, False, False]), array([ True,  True, False,  True]))
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        x = np.asarray(groups, np.float64).astype(np.float32).astype(np.float64)
+    ok = ~np.isnan(x)
+    c = ok.sum(axis=1)
+    inf = np.isinf(x).any(axis=1)
+    with np.errstate(invalid="ignore"):
+        hi = np.where(ok, x, -np.inf).max(axis=1)
+        lo = np.where(ok, x, np.inf).min(axis=1)
+    few = (c < 2) | inf
+    equal = ~few & (hi == lo)
+    # Odd significand of each group's value: |x| = m·2^e with m odd (frexp gives a 24-bit integer).
+    mant, _ = np.frexp(np.where(equal, hi, 0.0))
+    m = np.abs(mant) * _FLOAT32_SIGNIFICAND
+    m = np.where(m == 0, 0, m.astype(np.int64) >> np.minimum(_trailing_zeros(m.astype(np.int64)), 62))
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        exact = equal & (m * c <= _FLOAT32_SIGNIFICAND) & (np.abs(hi) * c < 1e38)
+        bound = (hi - lo) / np.sqrt(2.0 * np.maximum(c - 1, 1)) * (1.0 - (c + 6) / _FLOAT32_SIGNIFICAND)
+    spread = ~few & ~equal & (bound > 2 * ZERO_STD_ATOL)
+    return exact.copy(), few | exact | spread
+
+
+def _trailing_zeros(m):
+    """Number of trailing zero bits of each positive int64 (0 for 0)."""
+    low = m & -m  # the lowest set bit
+    return np.where(m > 0, np.log2(np.maximum(low, 1)).round().astype(np.int64), 0)
 
 
 def _row_sums(x):
@@ -517,3 +623,25 @@ def write_step(folder, step: int, prompts, rewards: dict, *, completions="", adv
         pd.DataFrame(data).to_parquet(tmp, index=False)
     return path
 
+
+
+#: Names this module held until the live hooks moved out (gsd 0.1.0): each still imports from
+#: here, with a DeprecationWarning naming where it lives now (old name → module, name there).
+_MOVED = {"GroupTracker": ("gsd.integrations.trl_live", "GroupTracker"),
+          "GSDGRPOTrainer": ("gsd.integrations.trl_live", "GSDGRPOTrainer"),
+          "SkipSampler": ("gsd.integrations.trl_live", "SkipSampler"),
+          "LIVE_METRICS": ("gsd.integrations.trl_live", "LIVE_METRICS"),
+          "TRACKER_TABLE": ("gsd.integrations.tracker_table", "KEY"),
+          "tracker_table": ("gsd.integrations.tracker_table", "read_description")}
+
+
+def __getattr__(name):
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    import warnings
+
+    module, new = _MOVED[name]
+    warnings.warn(f"gsd.integrations.trl.{name} has moved: import it as {module}.{new} "
+                  f"(the old path will be removed in a later release)", DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(module), new)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import numbers
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,11 +33,12 @@ from .._validate import _real
 from . import tracker_table as _table
 from ._columns import chat_label
 
-__all__ = ["GroupTracker", "GSDGRPOTrainer", "SkipSampler", "LIVE_METRICS", "trl_total",  # noqa: F822 (built on first use)
+__all__ = ["GroupTracker", "GSDGRPOTrainer", "SkipPolicy", "SkipSampler", "LIVE_METRICS", "trl_total",  # noqa: F822 (built on first use)
            "trl_zero_std"]
 
 #: gsd's figures in TRL's logs, each logged as ``gsd/<name>``.
-LIVE_METRICS = ("silent_frac", "silent_pred", "effective_ratio", "fidelity", "recommended_group_size", "skipped")
+LIVE_METRICS = ("silent_frac", "silent_pred", "effective_ratio", "fidelity", "advised_group_size", "fidelity_group_size",
+                "recommended_group_size", "skipped")
 
 #: Keyword arguments TRL passes to a reward function that are not dataset columns.
 _TRL_KWARGS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments")
@@ -165,6 +167,23 @@ class GroupTracker:
         grown by a quarter); :meth:`diagnosis` fits it to the whole run, as ``gsd diagnose`` does.
     epsilon : float in (0, 1)
         Fidelity target 1 − ε of the recommended group size.
+    half_life : None (default), float > 0 or ``"auto"``
+        Forget old rollouts, as ``gsd diagnose --half-life`` does: a prompt's counts from a
+        generation Δ steps before the one predicted weigh 2^(−Δ/half_life) in its posterior
+        (steps are the tracker's, the optimizer step that first uses a generation: one step per
+        generation at TRL's defaults).  ``"auto"`` keeps every half-life of
+        :data:`gsd.diagnose.tables.HALF_LIVES` (None included) and uses, at each generation, the
+        one whose posteriors have best predicted the run's groups so far: the sum over groups of
+        prompts seen before of :func:`gsd.diagnose.tables.one_step_log_score`, the log-probability
+        the posterior before the generation gave to the group's right answers (diagnose's score;
+        ties keep the longer half-life).  The predictions, :meth:`silent_probability`,
+        :meth:`posterior` and the skip sampler use the forgetting posterior.
+
+    A training run is never stopped by the tracker: a generation it cannot record (rewards TRL
+    cannot take, rows that do not form groups, every reward NaN or None) is listed in
+    :attr:`unscorable` with the reason, warned about once per kind (:attr:`warnings` and a
+    ``RuntimeWarning``), and training goes on as TRL decides.  Bad constructor arguments are
+    refused at once.
 
     Attributes
     ----------
@@ -172,6 +191,8 @@ class GroupTracker:
         Per recorded generation: ``step`` and the :data:`LIVE_METRICS` (see the docs page
         "gsd in a TRL run").
     warnings : list of str
+    unscorable : list of dict
+        Per generation the tracker could not score: ``step`` and ``reason``.
 
     Examples
     --------
@@ -186,7 +207,7 @@ class GroupTracker:
     """
 
     def __init__(self, num_generations, *, weights=None, threshold=None, prompt_id=None, prior="empirical-bayes",
-                 epsilon: float = 0.05):
+                 epsilon: float = 0.05, half_life=None):
         from .._validate import as_scalar_group_size
 
         self.num_generations = as_scalar_group_size(num_generations, "num_generations", minimum=2)
@@ -199,8 +220,13 @@ class GroupTracker:
         self.prompt_id = prompt_id
         self.prior = _as_prior(prior)
         self.epsilon = _open_unit_number(epsilon, "epsilon")
+        self.half_life = half_life
+        candidates = _as_half_lives(half_life)
         self.metrics: list[dict] = []
         self.warnings: list[str] = []
+        self.unscorable: list[dict] = []
+        self._warned: set = set()
+        self._skip_left: set = set()  # functions still to report for a generation that failed
         self._functions = None  # names of the wrapped reward functions
         self._code: dict[str, int] = {}  # prompt key -> dense code, in order of first appearance
         self._keys: list[str] = []
@@ -216,6 +242,17 @@ class GroupTracker:
         self._pending = None
         self._graded = False
         self._prior_at = (0, None)  # (rollouts recorded, prior) at the last fit
+        # Forgetting: per candidate half-life (inf: none) and prompt, the discounted rollouts and right
+        # answers as of the prompt's last recorded step (never an absolute 2^(t/h): no overflow, and
+        # step differences are taken in integers before any float).
+        self._candidates = candidates
+        self._hl = np.array([np.inf if h is None else h for h in candidates])
+        self._dn = np.zeros((len(candidates), 16))
+        self._dk = np.zeros((len(candidates), 16))
+        self._last = np.zeros(16, np.int64)
+        self._scores = np.zeros(len(candidates))  # one-step-ahead log score of each candidate so far
+        self._scored = 0
+        self._best = 0
 
     # -- wrapping
 
@@ -250,26 +287,13 @@ class GroupTracker:
             raise InputError(f"weights has {len(self.weights)} entries for {len(funcs)} reward functions")
         self._functions = names
 
-        def settled(rewards, index):
-            try:
-                once = iter(rewards) is rewards
-            except TypeError:
-                raise InputError(f"reward function {self._functions[index]!r} returned {rewards!r}, not one reward per "
-                                 "completion") from None
-            # An iterator would reach TRL exhausted once recorded: hand it the values instead.
-            return list(rewards) if once else rewards
-
         def one(func, index):
             if _is_async(func):
                 async def wrapped(*args, **kwargs):
-                    rewards = settled(await func(*args, **kwargs), index)
-                    self._record(index, args, kwargs, rewards)
-                    return rewards
+                    return self._observe(index, args, kwargs, await func(*args, **kwargs))
             else:
                 def wrapped(*args, **kwargs):
-                    rewards = settled(func(*args, **kwargs), index)
-                    self._record(index, args, kwargs, rewards)
-                    return rewards
+                    return self._observe(index, args, kwargs, func(*args, **kwargs))
             functools.update_wrapper(wrapped, func, assigned=("__module__", "__qualname__", "__doc__"), updated=())
             wrapped.__name__ = self._functions[index]
             wrapped._gsd_tracker = self
@@ -278,17 +302,68 @@ class GroupTracker:
         wrapped = [one(f, i) for i, f in enumerate(funcs)]
         return wrapped[0] if single else wrapped
 
+    def _observe(self, index, args, kwargs, rewards):
+        """Record one function's rewards and hand them to TRL.  Whatever goes wrong in the tracking
+        is recorded and warned about, never raised: gsd only observes the run (what TRL cannot
+        take, TRL itself refuses)."""
+        try:
+            once = iter(rewards) is rewards
+        except TypeError:
+            once = None
+        if once:  # an iterator would reach TRL exhausted once recorded: hand it the values instead
+            rewards = list(rewards)
+        if self._skip_left:  # the rest of a generation that could not be recorded: not mixed into the next
+            if index in self._skip_left:
+                self._skip_left.discard(index)
+                return rewards
+            self._skip_left = set()  # a new generation began (TRL stopped the last one)
+        try:
+            if once is None and _is_training(kwargs):
+                raise _Unscorable("not-a-list", f"reward function {self._functions[index]!r} returned {rewards!r}, not "
+                                  "one reward per completion")
+            if once is not None:
+                self._record(index, args, kwargs, rewards)
+        except Exception as exc:  # noqa: BLE001 (the tracker must never end the user's training)
+            pend = self._pending
+            done = {i for i, part in enumerate(pend["parts"]) if part is not None} if pend is not None else set()
+            self._skip_left = set(range(len(self._functions))) - done - {index}
+            self._pending = None
+            state = kwargs.get("trainer_state")
+            step = getattr(state, "global_step", None)
+            kind, reason = (exc.kind, str(exc)) if isinstance(exc, _Unscorable) else \
+                (type(exc).__name__, f"{type(exc).__name__}: {exc}")
+            self._unscorable(step + 1 if isinstance(step, int) else self._next_step(), kind, reason)
+        return rewards
+
+    def _unscorable(self, step, kind, reason):
+        """A generation the tracker cannot score: listed, warned about once per kind."""
+        import warnings
+
+        self.unscorable.append({"step": step, "reason": reason})
+        if kind not in self._warned:
+            self._warned.add(kind)
+            message = f"generation at step {step} not scored by gsd ({reason}); training goes on" + \
+                ("" if kind == "no-finite-reward" else "; later generations with this problem are listed in "
+                 "GroupTracker.unscorable without a further warning")
+            self.warnings.append(message)
+            warnings.warn("gsd: " + message, RuntimeWarning, stacklevel=4)
+
     def _record(self, index, args, kwargs, rewards):
         if not _is_training(kwargs):
             return
         name = self._functions[index]
         prompts = kwargs.get("prompts", args[0] if args else None)
         if prompts is None:
-            raise InputError("the tracked reward function was called without prompts (TRL passes prompts=...)")
+            raise _Unscorable("no-prompts", "the tracked reward function was called without prompts (TRL passes "
+                              "prompts=...)")
         rewards = list(rewards)
         if len(rewards) != len(prompts):
-            raise InputError(f"reward function {name!r} returned {len(rewards)} rewards for {len(prompts)} completions")
-        r = _as_rewards(rewards, name, len(rewards))
+            raise _Unscorable("length", f"reward function {name!r} returned {len(rewards)} rewards for {len(prompts)} "
+                              "completions")
+        try:
+            r = _as_rewards(rewards, name, len(rewards))
+        except InputError as exc:
+            raise _Unscorable("reward-value", str(exc)) from None
         pend = self._pending
         if pend is not None and (pend["parts"][index] is not None or len(prompts) != len(pend["prompts"])):
             # A new generation began before every function reported (one raised): drop the partial one.
@@ -300,8 +375,8 @@ class GroupTracker:
             if self.prompt_id is not None:
                 if self.prompt_id not in kwargs:
                     cols = sorted(k for k in kwargs if k not in _TRL_KWARGS)
-                    raise InputError(f"prompt_id={self.prompt_id!r} is not a dataset column TRL passed to the reward "
-                                     f"functions (columns: {', '.join(cols) or 'none'})")
+                    raise _Unscorable("prompt-id", f"prompt_id={self.prompt_id!r} is not a dataset column TRL passed "
+                                      f"to the reward functions (columns: {', '.join(cols) or 'none'})")
                 ids = list(kwargs[self.prompt_id])
             state = kwargs.get("trainer_state")
             step = int(state.global_step) + 1 if state is not None else (self._steps[-1] + 1 if self._steps else 1)
@@ -330,6 +405,9 @@ class GroupTracker:
             if code >= self._n.size:
                 self._n = np.concatenate([self._n, np.zeros(self._n.size, np.int64)])
                 self._k = np.concatenate([self._k, np.zeros(self._k.size, np.int64)])
+                self._last = np.concatenate([self._last, np.zeros(self._last.size, np.int64)])
+                self._dn = np.concatenate([self._dn, np.zeros_like(self._dn)], axis=1)
+                self._dk = np.concatenate([self._dk, np.zeros_like(self._dk)], axis=1)
         return code
 
     def _add_generation(self, pend):
@@ -337,12 +415,12 @@ class GroupTracker:
         source = pend["ids"] if self.prompt_id is not None else pend["prompts"]
         rows = len(source)
         if rows % G:
-            raise InputError(f"the reward functions got {rows} rows, not a multiple of num_generations={G}: give the "
-                             "tracker the trainer's num_generations")
+            raise _Unscorable("rows", f"the reward functions got {rows} rows, not a multiple of num_generations={G}: "
+                              "give the tracker the trainer's num_generations")
         firsts = source[::G]
         if any(source[j] != firsts[j // G] for j in range(rows)):
-            raise InputError(f"a block of num_generations={G} rows holds two prompts: the trainer's num_generations "
-                             "differs from the tracker's")
+            raise _Unscorable("blocks", f"a block of num_generations={G} rows holds two prompts: the trainer's "
+                              "num_generations differs from the tracker's")
         codes = np.fromiter((self._code_of(v) for v in firsts), np.int64, len(firsts))
         parts = np.stack(pend["parts"])
         if self.weights is None and len(parts) > 1 and not self.metrics:
@@ -362,7 +440,11 @@ class GroupTracker:
         gen = {"step": pend["step"], "silent_frac": float(silent.sum() / silent.size),
                "effective_ratio": float((scored * speaks).sum() / scored.sum()) if scored.sum() else float("nan"),
                "skipped": 0}
-        gen.update(self._predictions(codes, m, right))
+        gen.update(self._predictions(codes, m, right, int(pend["step"])))
+        if not m.any():
+            # TRL trains on (every advantage zero); nothing here to count or predict from.
+            self._unscorable(pend["step"], "no-finite-reward", "no reward function returned a finite reward for any "
+                             "row: TRL trains on it with zero advantages")
         self._steps.append(int(pend["step"]))
         self._group_prompt.append(codes)
         self._parts.append(parts)
@@ -384,33 +466,78 @@ class GroupTracker:
                              "the tracker a threshold (reward >= threshold counts as right)")
         return None
 
-    def _predictions(self, codes, m, right):
-        """silent_pred and fidelity from each prompt's posterior before the generation; the
-        recommended group size from the posteriors after it (counts updated here)."""
+    def _predictions(self, codes, m, right, step):
+        """silent_pred and fidelity from each prompt's (forgetting) posterior before the
+        generation; each candidate half-life scored on it; the recommended group size from the
+        posteriors after it (counts updated here)."""
         from ..allocation import allocation_value, expected_silent_rate
-        from ..diagnose.tables import expected_scale
+        from ..diagnose.tables import expected_scale, one_step_log_score
         from ..groupsize import median_group_size
         from ..posterior import BetaPosterior, posterior_from_counts
 
         nan = float("nan")
         if right is None:
-            return {"silent_pred": nan, "fidelity": nan, "recommended_group_size": nan}
+            return {"silent_pred": nan, "fidelity": nan, "advised_group_size": nan, "fidelity_group_size": nan,
+                    "recommended_group_size": nan}
         a0, b0 = self._prior_now()
         multi = m >= 2
-        n, k = self._n[codes], self._k[codes]
+        n_eff, k_eff = self._discounted(codes, step)  # (candidates, groups)
+        n, k = n_eff[self._best], k_eff[self._best]
         out = {"silent_pred": nan, "fidelity": nan}
         if multi.any():
             post = BetaPosterior(a0 + k[multi], b0 + (n - k)[multi], (a0, b0))
             out["silent_pred"] = float(expected_silent_rate(post, m[multi]).mean())
             scale = expected_scale(post.a, post.b).sum()
             out["fidelity"] = float(allocation_value(post, m[multi], "update").sum() / scale) if scale > 0 else nan
+        seen = (m >= 1) & (self._n[codes] > 0)  # groups of prompts seen at earlier generations: diagnose's score
+        if seen.any():
+            self._scores += one_step_log_score(right[seen], m[seen], k_eff[:, seen], n_eff[:, seen], (a0, b0)).sum(1)
+            self._scored += int(seen.sum())
+            self._best = int(np.argmax(self._scores))  # the first (longest) of ties, as diagnose
+        # Discount each prompt's counts to this step, then add the generation's.
+        u = np.unique(codes)
+        self._dn[:, u], self._dk[:, u] = self._discounted(u, step)
+        self._last[u] = step
+        np.add.at(self._dn, (slice(None), codes), m)
+        np.add.at(self._dk, (slice(None), codes), right)
         np.add.at(self._n, codes, m)
         np.add.at(self._k, codes, right)
-        # Every prompt recorded so far, at its posterior mean: gsd diagnose's median_group_size_recommended.
+        # Every prompt recorded so far: the advised G (gsd diagnose's advised_group_size, at this generation's
+        # prompts per step) and the fidelity law's median at the posterior means (its fidelity_group_size).
+        from ..diagnose.tables import group_size_advice_for
+
         n, k = self._n[:len(self._keys)], self._k[:len(self._keys)]
-        seen = posterior_from_counts(k[n > 0], n[n > 0], prior=(a0, b0))
-        out["recommended_group_size"] = median_group_size(seen.mean, self.epsilon)
+        if (n > 0).any():
+            seen = posterior_from_counts(k[n > 0], n[n > 0], prior=(a0, b0))
+            out["advised_group_size"] = float(group_size_advice_for(seen, np.unique(codes).size).best_G_per_generation)
+            out["fidelity_group_size"] = median_group_size(seen.mean, self.epsilon)
+        else:  # nothing scored yet (every reward so far None or NaN)
+            out["advised_group_size"] = out["fidelity_group_size"] = nan
+        out["recommended_group_size"] = out["fidelity_group_size"]  # deprecated alias of fidelity_group_size
         return out
+
+    def _discounted(self, codes, step):
+        """Each candidate's discounted rollouts and right answers of prompts ``codes`` at ``step``,
+        arrays (candidates, prompts): the counts as of each prompt's last step times 2^(−Δ/h),
+        Δ = step − last (integers, exact at any step; a step before the last counts as Δ = 0;
+        a factor that underflows is the zero it stands for)."""
+        dt = np.maximum(np.int64(step) - self._last[codes], 0).astype(np.float64)
+        f = np.exp2(-dt / self._hl[:, None])
+        return self._dn[:, codes] * f, self._dk[:, codes] * f
+
+    @property
+    def half_life_now(self):
+        """The half-life the posteriors use now (None: no forgetting): the given one, or with
+        ``half_life="auto"`` the best scored so far."""
+        return self._candidates[self._best]
+
+    @property
+    def half_life_choice(self) -> dict:
+        """As ``gsd diagnose --json``'s ``half_life_choice``: ``candidates``, ``log_score`` (each
+        candidate's summed one-step-ahead log score, under the prior live at each generation) and
+        ``groups_scored``; and ``half_life``, the one in use."""
+        return {"candidates": list(self._candidates), "log_score": self._scores.tolist(),
+                "groups_scored": self._scored, "half_life": self.half_life_now}
 
     def _prior_now(self):
         """The prior for the next predictions: empirical Bayes fitted to the rollouts recorded so
@@ -434,14 +561,50 @@ class GroupTracker:
 
     def silent_probability(self, prompts) -> np.ndarray:
         """Probability that the next group of ``num_generations`` answers to each prompt is silent
-        (all right or all wrong), under the prompt's posterior now: the exact beta-binomial
-        [B(a+G, b) + B(a, b+G)]/B(a, b) (:func:`gsd.expected_silent_rate`).  NaN for a prompt with
-        no rollout recorded yet, and for every prompt once the totals are graded.
+        (all right or all wrong), under the prompt's posterior now (:meth:`posterior`): the exact
+        beta-binomial [B(a+G, b) + B(a, b+G)]/B(a, b) (:func:`gsd.expected_silent_rate`).  NaN for
+        a prompt with no rollout recorded yet, and for every prompt once the totals are graded.
 
         ``prompts``: prompt texts / conversations, or values of the ``prompt_id`` column.
         """
         codes = np.fromiter((self._code.get(self.key(v), -1) for v in prompts), np.int64)
         return self._silent_probability_of_codes(codes)
+
+    def posterior(self, prompts, *, step=None):
+        """Each prompt's posterior Beta(a₀ + k_eff, b₀ + n_eff − k_eff) for a generation at
+        ``step`` (default: the step after the last recorded), its counts discounted by the
+        half-life in use (:attr:`half_life_now`), the live prior; the prior itself for a prompt
+        without rollouts.  Once the totals are graded there is none (InputError).
+
+        ``prompts``: prompt texts / conversations, or values of the ``prompt_id`` column.
+        """
+        from ..posterior import BetaPosterior
+
+        if self._graded:
+            raise InputError("the total rewards are graded: the tracker has no posterior (give it a threshold)")
+        step = self._next_step() if step is None else step
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+            raise InputError(f"step must be an integer, got {step!r}")
+        codes = np.fromiter((self._code.get(self.key(v), -1) for v in prompts), np.int64)
+        a, b, _ = self._posterior_of_codes(codes, int(step))
+        return BetaPosterior(a, b, tuple(self._prior_now()))
+
+    def _next_step(self) -> int:
+        return self._steps[-1] + 1 if self._steps else 1
+
+    def _posterior_of_codes(self, codes, step):
+        """(a, b, seen) of the forgetting posterior at ``step``; seen: the prompt has rollouts of its
+        own (codes < 0: prompts never recorded)."""
+        a0, b0 = self._prior_now()
+        known = codes >= 0
+        seen = known.copy()
+        seen[known] = self._n[codes[known]] > 0
+        n = np.zeros(codes.size)
+        k = np.zeros(codes.size)
+        if seen.any():
+            dn, dk = self._discounted(codes[seen], step)
+            n[seen], k[seen] = dn[self._best], dk[self._best]
+        return a0 + k, b0 + (n - k), seen
 
     def _silent_probability_of_codes(self, codes) -> np.ndarray:
         from ..allocation import expected_silent_rate
@@ -450,12 +613,10 @@ class GroupTracker:
         q = np.full(codes.size, np.nan)
         if self._graded:
             return q
-        known = codes >= 0
-        known[known] = self._n[codes[known]] > 0
-        if known.any():
-            a0, b0 = self._prior_now()
-            n, k = self._n[codes[known]], self._k[codes[known]]
-            q[known] = expected_silent_rate(BetaPosterior(a0 + k, b0 + n - k, (a0, b0)), self.num_generations)
+        a, b, seen = self._posterior_of_codes(codes, self._next_step())
+        if seen.any():
+            q[seen] = expected_silent_rate(BetaPosterior(a[seen], b[seen], tuple(self._prior_now())),
+                                           self.num_generations)
         return q
 
     def _codes_of_keys(self, keys) -> np.ndarray:
@@ -473,7 +634,7 @@ class GroupTracker:
         return len(self._steps)
 
     def _reward_name(self) -> str:
-        from ..diagnose.readers import _reward_text
+        from ..diagnose.readers import reward_text as _reward_text
 
         names = self._functions or ["reward"]
         w = self.weights if self.weights is not None else [1.0] * len(names)
@@ -598,6 +759,28 @@ def _as_weights(weights) -> list:
     return w
 
 
+class _Unscorable(Exception):
+    """A generation the tracker cannot record (``kind`` names the problem for the warn-once)."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def _as_half_lives(half_life) -> tuple:
+    """The candidate half-lives the tracker keeps: (None,), (h,), or diagnose's HALF_LIVES."""
+    from ..diagnose.tables import HALF_LIVES
+
+    if half_life is None:
+        return (None,)
+    if isinstance(half_life, str) and half_life == "auto":
+        return tuple(HALF_LIVES)
+    h = _real(half_life)
+    if h is None or h <= 0 or isinstance(half_life, str):
+        raise InputError(f"half_life must be None, 'auto' or a finite number of steps > 0, got {half_life!r}")
+    return (h,)
+
+
 def _as_prior(prior):
     from ..posterior import PRIORS, posterior_from_counts
 
@@ -608,31 +791,111 @@ def _as_prior(prior):
     return tuple(posterior_from_counts(0, 0, prior=prior).prior)
 
 
+@dataclass(frozen=True)
+class SkipPolicy:
+    """Hyper-parameters of ``GSDGRPOTrainer(skip_policy="value")``: which prompts fill each
+    generation batch, by value per rollout against the batch's alternatives.
+
+    At each generation batch of B prompts the sampler looks at the next ``ceil(candidates·B)``
+    prompts in turn order (TRL's order: a fresh permutation of the dataset each time the last one
+    is used up) and keeps the B most valuable; the others are skipped at this turn.  A prompt's
+    value is ``allocation_value(p, G, value)/G``, the expected progress per rollout of a group of
+    the run's G, with p drawn from the prompt's posterior (Thompson sampling: a prompt whose
+    posterior is wide is sometimes drawn high, so none is written off on a few groups), or under
+    the posterior expectation with ``thompson=False``.  The posterior is the tracker's, with its
+    half-life (:class:`GroupTracker` ``half_life``).  At one G, every value symmetric in p and
+    1 − p that rises towards p = ½ (all but ``"knapsack"``) ranks Thompson draws alike, by how
+    near ½ the drawn p is; ``value`` matters with ``thompson=False`` or ``"knapsack"``.
+
+    Attributes
+    ----------
+    candidates : float ≥ 1
+        Prompts looked at per batch slot (default 2: half of the prompts whose turn comes are
+        skipped; 1 skips nothing).
+    value : str
+        The value of a group (:func:`gsd.allocation_value`; default ``"gain"``, the expected
+        one-step gain of 2·arcsin√p, the objective gsd reports learning on).  One-step values
+        only (not ``"horizon"`` / ``"dr_horizon"``).
+    thompson : bool
+        Value a draw from each posterior (default) rather than the posterior expectation.
+    max_skips : int ≥ 0
+        Hard cap on starvation: a prompt skipped at its last ``max_skips`` turns is drawn at the
+        next (default 4: at least once every 5 turns).
+    seed : int, optional
+        Seed of the Thompson draws (default: the trainer's ``args.seed``).
+
+    A prompt with no rollouts of its own, and one at its cap, is drawn first; when more of them
+    than B come up together, those beyond B wait, in order, for the next batch (neither drawn nor
+    skipped).
+    """
+
+    candidates: float = 2.0
+    value: str = "gain"
+    thompson: bool = True
+    max_skips: int = 4
+    seed: int | None = None
+
+    def __post_init__(self):
+        from ..allocation import ALLOCATION_VALUES, HORIZON_VALUES
+
+        c = _real(self.candidates)
+        if c is None or not 1.0 <= c <= 64.0:
+            raise InputError(f"candidates must be a number in [1, 64], got {self.candidates!r}")
+        one_step = [v for v in ALLOCATION_VALUES if v not in HORIZON_VALUES]
+        if self.value not in one_step:
+            raise InputError(f"value must be one of {', '.join(map(repr, one_step))}, got {self.value!r}")
+        if not isinstance(self.thompson, (bool, np.bool_)):
+            raise InputError(f"thompson must be True or False, got {self.thompson!r}")
+        _as_max_skips(self.max_skips)
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer))):
+            raise InputError(f"seed must be an integer or None, got {self.seed!r}")
+
+
+def _as_max_skips(max_skips) -> int:
+    if isinstance(max_skips, bool) or not isinstance(max_skips, (int, np.integer)) or not 0 <= max_skips <= 10**6:
+        raise InputError(f"max_skips must be an integer in [0, 1000000], got {max_skips!r}")
+    return int(max_skips)
+
+
 class SkipSampler:
     """TRL's ``RepeatSampler`` order (each prompt ``num_generations`` times, each generation batch
-    ``repeat_count`` times) with prompts predicted silent skipped before generation.
+    ``repeat_count`` times) with some prompts skipped before generation; every generation batch
+    keeps its B prompts.
 
     Prompts come up in turns (a fresh permutation of the dataset each time the last one is used
-    up).  At its turn a prompt is skipped when its posterior probability of a silent group at
-    the run's G is above ``skip_above``, unless it was skipped at its last ``max_skips`` turns;
-    the batch is filled with the next prompts, so every generation batch has the same shape.
-    A prompt without rollouts of its own is never skipped.
+    up).  Two rules:
+
+    - ``policy`` (a :class:`SkipPolicy`): each batch looks at ``ceil(candidates·B)`` turns and
+      keeps the B prompts of highest value per rollout (see :class:`SkipPolicy`).
+    - ``skip_above`` (the legacy rule): at its turn a prompt is skipped when its posterior
+      probability of a silent group at the run's G is above ``skip_above``; the batch is filled
+      with the next prompts.  A prompt without rollouts of its own is never skipped.
+
+    Under either, a prompt skipped at its last ``max_skips`` turns is drawn at the next.  If the
+    valuation fails, the batch is the next B prompts in turn order (warned once through the
+    tracker): the sampler never stops the run.
     """
 
     def __init__(self, keys, tracker: GroupTracker, *, batch_size: int, repeat_count: int, shuffle: bool, seed,
-                 skip_above: float, max_skips: int):
+                 skip_above: float | None = None, max_skips: int = 4, policy: SkipPolicy | None = None):
         import torch
 
+        if (skip_above is None) == (policy is None):
+            raise InputError("give SkipSampler one rule: skip_above or policy")
         self.keys = list(keys)
         self.tracker = tracker
         self.num_samples = len(self.keys)
         self.batch_size, self.repeat_count = int(batch_size), int(repeat_count)
         self.mini_repeat_count = tracker.num_generations
         self.shuffle = shuffle
-        self.skip_above, self.max_skips = float(skip_above), int(max_skips)
+        self.policy = policy
+        self.skip_above = None if skip_above is None else float(skip_above)
+        self.max_skips = policy.max_skips if policy is not None else _as_max_skips(max_skips)
         self.generator = torch.Generator()
         if seed is not None:
             self.generator.manual_seed(int(seed))
+        draw_seed = policy.seed if policy is not None and policy.seed is not None else seed
+        self.rng = np.random.default_rng(None if draw_seed is None else int(draw_seed))
         self.streak = np.zeros(self.num_samples, np.int64)  # consecutive turns skipped
         self._queue = np.zeros(0, np.int64)
         self.pending: list[int] = []  # prompts skipped for each batch drawn and not yet generated
@@ -657,24 +920,74 @@ class SkipSampler:
             count -= take.size
         return np.concatenate(out)
 
+    def _codes(self, rows) -> np.ndarray:
+        return self.tracker._codes_of_keys([self.keys[i] for i in rows])
+
     def _batch(self) -> np.ndarray:
+        try:
+            chosen, looked, skipped = self._by_value() if self.policy is not None else self._by_silence()
+        except Exception as exc:  # noqa: BLE001 (never stop the run: fall back to plain turn order)
+            self.tracker._unscorable(None, "sampler", f"the skip sampler could not value the prompts "
+                                     f"({type(exc).__name__}: {exc}); this batch is the next prompts in turn order")
+            looked = self._turns(self.batch_size)
+            chosen, skipped = looked, np.zeros(looked.size, bool)
+            self.streak[looked] = 0
+        self.decisions.append((looked, skipped))
+        self.turns += looked.size
+        self.skipped += int(skipped.sum())
+        self.pending.append(int(skipped.sum()))
+        return chosen
+
+    def _by_silence(self):
         chosen, looked, skipped = [], [], []
         need = self.batch_size
         while need:
             rows = self._turns(need)
-            q = self.tracker._silent_probability_of_codes(self.tracker._codes_of_keys([self.keys[i] for i in rows]))
+            q = self.tracker._silent_probability_of_codes(self._codes(rows))
             skip = (q > self.skip_above) & (self.streak[rows] < self.max_skips)
             self.streak[rows] = np.where(skip, self.streak[rows] + 1, 0)
             chosen.append(rows[~skip])
             looked.append(rows)
             skipped.append(skip)
             need -= int((~skip).sum())
-        looked, skipped = np.concatenate(looked), np.concatenate(skipped)
-        self.decisions.append((looked, skipped))
-        self.turns += looked.size
-        self.skipped += int(skipped.sum())
-        self.pending.append(int(skipped.sum()))
-        return np.concatenate(chosen)
+        return np.concatenate(chosen), np.concatenate(looked), np.concatenate(skipped)
+
+    def _by_value(self):
+        """The B most valuable of the next ceil(candidates·B) turns; prompts never seen and
+        prompts at their cap first (in turn order), those beyond B waiting for the next batch."""
+        B = self.batch_size
+        window = self._turns(min(self.num_samples, max(B, int(np.ceil(self.policy.candidates * B)))))
+        first = np.zeros(window.size, bool)
+        first[np.unique(window, return_index=True)[1]] = True  # a prompt twice in one window (a new permutation)
+        tracker = self.tracker
+        a, b, seen = tracker._posterior_of_codes(self._codes(window), tracker._next_step())
+        must = first & ((~seen) | (self.streak[window] >= self.max_skips) | tracker._graded)
+        if must.sum() >= B:
+            keep = must & (np.cumsum(must) <= B)
+        else:
+            value = self._values(a, b)
+            value[must | ~first] = -np.inf  # ranked apart: must is kept, a repeat waits
+            free = np.flatnonzero(first & ~must)
+            top = free[np.argsort(-value[free], kind="stable")[:B - int(must.sum())]]
+            keep = must.copy()
+            keep[top] = True
+        wait = (must | ~first) & ~keep  # back to the front of the queue, in order
+        looked = ~wait
+        self._queue = np.concatenate([window[wait], self._queue])
+        rows, skip = window[looked], ~keep[looked]
+        self.streak[rows] = np.where(skip, self.streak[rows] + 1, 0)
+        return window[keep], rows, skip
+
+    def _values(self, a, b) -> np.ndarray:
+        """Value per rollout of a group of the run's G under each posterior Beta(a, b): at a
+        Thompson draw of p, or the posterior expectation."""
+        from ..allocation import allocation_value
+        from ..posterior import BetaPosterior
+
+        G = self.mini_repeat_count
+        if self.policy.thompson:
+            return allocation_value(self.rng.beta(a, b), G, self.policy.value) / G
+        return allocation_value(BetaPosterior(a, b, (0.0, 0.0)), G, self.policy.value) / G
 
     def __iter__(self):
         G = self.mini_repeat_count
@@ -689,6 +1002,17 @@ class SkipSampler:
         """Prompts skipped for the oldest batch not yet generated (batches are generated in the
         order they are drawn; the data loader draws one ahead)."""
         return self.pending.pop(0) if self.pending else 0
+
+
+def _iterable_dataset(dataset) -> bool:
+    """A dataset TRL iterates without a sampler (``datasets.IterableDataset``, a torch one)."""
+    for module, name in (("datasets", "IterableDataset"), ("torch.utils.data", "IterableDataset")):
+        import sys
+
+        cls = getattr(sys.modules.get(module), name, None)
+        if cls is not None and isinstance(dataset, cls):
+            return True
+    return False
 
 
 _TRAINER_CLASS = None
@@ -711,7 +1035,8 @@ def _trainer_class():
 
     class GSDGRPOTrainer(GRPOTrainer):
         """TRL's ``GRPOTrainer`` with gsd inside: every group tracked, gsd's figures in TRL's logs,
-        and (``skip_above``) prompts predicted silent skipped before generation.
+        and optionally prompts skipped before generation (``skip_policy``, or the legacy
+        ``skip_above``).
 
         It takes ``GRPOTrainer``'s arguments and these.
 
@@ -720,27 +1045,51 @@ def _trainer_class():
         gsd_tracker : GroupTracker, optional
             The tracker (default: ``GroupTracker(num_generations)``).  Its reward functions are
             wrapped here unless they already are; its weights default to ``reward_weights``.
+        skip_policy : None (default), ``"value"`` or SkipPolicy
+            ``"value"``: fill each generation batch with the prompts of highest value per rollout
+            among more candidates than it needs, with Thompson exploration and a cap on
+            starvation (:class:`SkipPolicy`'s defaults; give a ``SkipPolicy`` to change them).
+            None: TRL's own sampler.
         skip_above : float in (0, 1), optional
-            Skip a prompt at its turn when its posterior probability of a silent group at the
-            run's G is above this (None, the default: skip nothing).  One process only: with
-            several, the constructor refuses it (tracking itself works in any number).
-        max_skips : int ≥ 0
+            The legacy rule: skip a prompt at its turn when its posterior probability of a silent
+            group at the run's G is above this (None, the default: skip nothing).
+        max_skips : int ≥ 0, optional
             Never skip a prompt at more than this many of its turns in a row (its solve rate moves
-            as the model learns): it is drawn at least once every ``max_skips + 1`` turns.
+            as the model learns): it is drawn at least once every ``max_skips + 1`` turns (default
+            4; with a ``SkipPolicy``, give it there).
+
+        Skipping needs one process and a map-style ``train_dataset`` (a ``datasets.Dataset``, not
+        an ``IterableDataset``, which TRL samples without a sampler): the constructor refuses it
+        otherwise (tracking itself works in any number of processes and on any dataset).
 
         Each generation appends ``gsd/silent_frac``, ``gsd/silent_pred``, ``gsd/effective_ratio``,
-        ``gsd/fidelity``, ``gsd/recommended_group_size`` and ``gsd/skipped`` to TRL's training
-        metrics: they reach ``trainer.state.log_history`` and ``report_to`` beside TRL's own.
+        ``gsd/fidelity``, ``gsd/advised_group_size``, ``gsd/fidelity_group_size`` (``gsd/recommended_group_size``,
+        its deprecated alias) and ``gsd/skipped`` to TRL's training metrics: they reach ``trainer.state.log_history`` and ``report_to`` beside TRL's own.
         ``gsd_skip_counts`` says how many prompts were skipped and the rollouts not spent on them.
         """
 
-        def __init__(self, *args, gsd_tracker=None, skip_above=None, max_skips=4, **kwargs):
+        def __init__(self, *args, gsd_tracker=None, skip_policy=None, skip_above=None, max_skips=None, **kwargs):
             if skip_above is not None:
                 skip_above = _open_unit_number(skip_above, "skip_above")
-            if isinstance(max_skips, bool) or not isinstance(max_skips, (int, np.integer)) or max_skips < 0:
-                raise InputError(f"max_skips must be an integer >= 0, got {max_skips!r}")
+            if max_skips is not None:
+                max_skips = _as_max_skips(max_skips)
+            if isinstance(skip_policy, str) and skip_policy == "value":
+                skip_policy = SkipPolicy() if max_skips is None else SkipPolicy(max_skips=max_skips)
+            elif isinstance(skip_policy, SkipPolicy):
+                if max_skips is not None:
+                    raise InputError("max_skips: give it in the SkipPolicy (skip_policy=SkipPolicy(max_skips=...))")
+            elif skip_policy is not None:
+                raise InputError(f"skip_policy must be None, 'value' or a SkipPolicy, got {skip_policy!r}")
+            if skip_policy is not None and skip_above is not None:
+                raise InputError("give skip_policy or the legacy skip_above, not both")
+            max_skips = 4 if max_skips is None else max_skips
             if gsd_tracker is not None and not isinstance(gsd_tracker, GroupTracker):
                 raise InputError(f"gsd_tracker must be a GroupTracker, got {type(gsd_tracker).__name__}")
+            skips = "skip_above" if skip_above is not None else "skip_policy" if skip_policy is not None else None
+            dataset = kwargs.get("train_dataset", args[3] if len(args) > 3 else None)
+            if skips and _iterable_dataset(dataset):
+                raise InputError(f"{skips} needs a map-style train_dataset (a datasets.Dataset): TRL reads an "
+                                 f"{type(dataset).__name__} without a sampler, so nothing could be skipped")
             # Before TRL loads anything: a reward model given by name cannot be tracked.
             funcs = kwargs.get("reward_funcs", args[1] if len(args) > 1 else None)
             for i, f in enumerate(funcs if isinstance(funcs, (list, tuple)) else [funcs]):
@@ -748,8 +1097,8 @@ def _trainer_class():
                     raise InputError(f"reward_funcs[{i}]: {f!r} is a reward model; GSDGRPOTrainer tracks Python reward "
                                      "functions (score the model inside a reward function to track it)")
             super().__init__(*args, **kwargs)
-            if skip_above is not None and self.accelerator.num_processes > 1:
-                raise InputError(f"skip_above={skip_above} works in one process (this run has "
+            if skips and self.accelerator.num_processes > 1:
+                raise InputError(f"{skips} works in one process (this run has "
                                  f"{self.accelerator.num_processes}); track without skipping, or train in one")
             if getattr(self, "multi_objective_aggregation", "sum_then_normalize") != "sum_then_normalize":
                 raise InputError("GSDGRPOTrainer follows multi_objective_aggregation='sum_then_normalize' (a group is "
@@ -769,14 +1118,16 @@ def _trainer_class():
                 if any(mine):
                     raise InputError("some reward functions are wrapped by gsd_tracker and some are not")
                 self.reward_funcs = tracker.wrap(list(self.reward_funcs))
-            if skip_above is not None and not hasattr(self.train_dataset, "__getitem__"):
-                raise InputError("skip_above needs a map-style train_dataset (an IterableDataset has no sampler)")
+            if skips and (_iterable_dataset(self.train_dataset) or not hasattr(self.train_dataset, "__getitem__")):
+                raise InputError(f"{skips} needs a map-style train_dataset (a datasets.Dataset): TRL reads an "
+                                 f"{type(self.train_dataset).__name__} without a sampler, so nothing could be skipped")
             self.gsd_tracker = tracker
             self.gsd_skip_above, self.gsd_max_skips = skip_above, int(max_skips)
+            self.gsd_skip_policy = skip_policy
             self.gsd_sampler = None
 
         def _get_train_sampler(self, dataset=None):
-            if self.gsd_skip_above is None:
+            if self.gsd_skip_above is None and self.gsd_skip_policy is None:
                 return super()._get_train_sampler(dataset)
             dataset = self.train_dataset if dataset is None else dataset
             tracker = self.gsd_tracker
@@ -784,18 +1135,25 @@ def _trainer_class():
             self.gsd_sampler = SkipSampler(keys, tracker, batch_size=self.args.generation_batch_size // self.num_generations,
                                            repeat_count=self.num_iterations * self.args.steps_per_generation,
                                            shuffle=self.shuffle_dataset, seed=self.args.seed,
-                                           skip_above=self.gsd_skip_above, max_skips=self.gsd_max_skips)
+                                           skip_above=self.gsd_skip_above, max_skips=self.gsd_max_skips,
+                                           policy=self.gsd_skip_policy)
             return self.gsd_sampler
 
         def _generate_and_score_completions(self, inputs):
             before = self.gsd_tracker.generations
             out = super()._generate_and_score_completions(inputs)
             if self.model.training and self.gsd_tracker.generations > before:
-                gen = self.gsd_tracker.metrics[-1]
-                if self.gsd_sampler is not None:
-                    gen["skipped"] = self.gsd_sampler.take_skipped()
-                for name in LIVE_METRICS:
-                    self._metrics["train"][f"gsd/{name}"].append(float(gen[name]))
+                try:
+                    gen = self.gsd_tracker.metrics[-1]
+                    if self.gsd_sampler is not None:
+                        gen["skipped"] = self.gsd_sampler.take_skipped()
+                    values = [float(gen[name]) for name in LIVE_METRICS]
+                except Exception as exc:  # noqa: BLE001 (never stop the run for a metric)
+                    self.gsd_tracker._unscorable(self.state.global_step + 1, "metrics", f"gsd's metrics were not "
+                                                 f"logged ({type(exc).__name__}: {exc})")
+                else:
+                    for name, v in zip(LIVE_METRICS, values):
+                        self._metrics["train"][f"gsd/{name}"].append(v)
             return out
 
         @property

@@ -36,7 +36,7 @@ What the legacy trainer writes (``ray_trainer.py``)
       default) the batch is reordered by sequence length before the dump: a group can only be
       found as the rows of one step with the same ``input`` text, so two dataset rows with the
       same text in one batch read as one group of 2n — unless the reward function returns a
-      group id (e.g. the dataset index) as an extra key, named with ``--group-col``;
+      group id (e.g. the dataset index) as an extra key, named with ``--group-column``;
     * numpy booleans in the extra info are dumped as the strings ``"True"`` / ``"False"``;
     * validation dumps (``trainer.validation_data_dir``) use the same file names in another
       folder (``validation_data/`` beside ``rollout_data/`` in the usual layout).
@@ -95,7 +95,7 @@ def default_reward(columns, numeric) -> list:
 
     if DEFAULT_REWARD in columns:
         return [(1.0, DEFAULT_REWARD)]
-    raise InputError(f"no 'score' key; choose the reward with --reward KEY (keys: {', '.join(columns)})")
+    raise InputError(f"no 'score' key; choose the reward with --reward-column KEY (keys: {', '.join(columns)})")
 
 
 def split_keys(keys):
@@ -146,7 +146,7 @@ def group_keys(table):
 
 
 def group_column(table, column):
-    """``--group-col uid`` on a V1 dump names the trainer's own key: its uid part, as by default."""
+    """``--group-column uid`` on a V1 dump names the trainer's own key: its uid part, as by default."""
     return group_keys(table) if column == "uid" else None
 
 
@@ -165,7 +165,7 @@ def members(table):
 
 
 def describe_groups(context) -> str:
-    if context.get("keyed"):
+    if context.keyed:
         return "rows whose V1 key {uid}_{session_id}_{index} shares the uid, one per session (its final output)"
     return None
 

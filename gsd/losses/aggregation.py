@@ -197,7 +197,7 @@ def per_token_weight(
     _check_mode(mode, rows)
     n = as_float_tensor(lengths, "lengths")
     if n.ndim < 1:
-        raise InputError(f"lengths must have shape (..., B), got a scalar")
+        raise InputError("lengths must have shape (..., B), got a scalar")
     if bool((n.detach() < 0).any()):
         raise InputError("lengths must be >= 0")
     B = n.shape[-1]

@@ -130,17 +130,57 @@ def arm_metrics(run_dir, budget: float, targets: dict) -> dict:
     }
 
 
-def _interval(values) -> dict:
-    """Mean and 95 % Student-t interval over seeds (NaN-aware: counts the seeds with a value)."""
+#: Ranges of the quantities whose seed intervals :func:`seed_interval` keeps inside them.
+PROBABILITY = (0.0, 1.0)
+POSITIVE = (0.0, math.inf)
+OBJECTIVE = (0.0, math.pi)  # mean 2·arcsin√p
+#: How the report marks an interval taken on the logit / log scale, and what the mark means.
+TRANSFORMED_MARK = "†"
+INTERVAL_NOTE = ("Mean over seeds [95 % Student-t interval]; † where that interval leaves the quantity's range "
+                 "(a probability outside [0, 1], generations or a ratio below 0): the Student-t interval of the "
+                 "logit (of the log for a quantity ≥ 0) over seeds, mapped back, which stays inside.")
+
+
+def seed_interval(values, bounds=(-math.inf, math.inf)) -> dict:
+    """Mean and 95 % Student-t interval over seeds (NaN-aware: counts the seeds with a value),
+    kept inside ``bounds`` = (a, b), the quantity's range.
+
+    The interval is m ± t₀.₉₇₅,ₙ₋₁ · s / √n (s: ddof 1).  Where it leaves [a, b] (two seeds:
+    t = 12.7), the same interval of z = logit((x − a)/(b − a)) (z = log(x − a) when b = ∞) is mapped back,
+    and ``scale`` says so ("logit" or "log"); a seed on the edge itself has no such z: the
+    interval is then cut at the edge (``scale`` "cut").  The mean stays the plain mean.
+    """
+    from scipy.special import expit, logit
     from scipy.stats import t as student
 
     v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=np.float64)
     n_all = len(values)
     if v.size == 0:
-        return {"mean": math.nan, "lo": math.nan, "hi": math.nan, "n": 0, "of": n_all}
+        return {"mean": math.nan, "lo": math.nan, "hi": math.nan, "n": 0, "of": n_all, "scale": "natural"}
     m = float(v.mean())
-    h = float(student.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else math.nan
-    return {"mean": m, "lo": m - h, "hi": m + h, "n": int(v.size), "of": n_all}
+    if v.size == 1:
+        return {"mean": m, "lo": math.nan, "hi": math.nan, "n": 1, "of": n_all, "scale": "natural"}
+    q = float(student.ppf(0.975, v.size - 1)) / math.sqrt(v.size)
+    h = q * float(v.std(ddof=1))
+    lo, hi, scale = m - h, m + h, "natural"
+    a, b = bounds
+    if lo < a or hi > b:
+        if np.all((v > a) & (v < b)):
+            if math.isfinite(b):
+                z = logit((v - a) / (b - a))
+                lo, hi = (a + (b - a) * float(expit(z.mean() + sign * q * z.std(ddof=1))) for sign in (-1, 1))
+                scale = "logit"
+            else:
+                z = np.log(v - a)
+                with np.errstate(over="ignore"):  # seeds decades apart: the upper end is unbounded
+                    lo, hi = (a + float(np.exp(z.mean() + sign * q * z.std(ddof=1))) for sign in (-1, 1))
+                scale = "log"
+        else:
+            lo, hi, scale = max(lo, a), min(hi, b), "cut"
+    return {"mean": m, "lo": lo, "hi": hi, "n": int(v.size), "of": n_all, "scale": scale}
+
+
+_interval = seed_interval  # the former name
 
 
 def campaign_runs(camp: dict, out, seeds, steps_scale: float = 1.0) -> list[tuple]:
@@ -242,14 +282,16 @@ def run_allocation_campaign(out, *, config=None, seeds=None, steps_scale: float 
     for name, by_seed in per_run.items():
         ms = list(by_seed.values())
         ref_ms = list(per_run[ref].values())
-        row = {key: _interval([m[key] for m in ms]) for key in
-               ("effective_ratio", "mean_p", "mean_arcsin", "hard_quartile_p", "generations")}
+        ranges = {"effective_ratio": PROBABILITY, "mean_p": PROBABILITY, "mean_arcsin": OBJECTIVE,
+                  "hard_quartile_p": PROBABILITY, "generations": POSITIVE}
+        row = {key: seed_interval([m[key] for m in ms], bounds) for key, bounds in ranges.items()}
         for tgt in camp["targets"]:
-            row[f"generations_to_{tgt}"] = _interval([m["generations_to"][tgt] for m in ms])
-            row[f"compute_ratio_{tgt}"] = _interval([r["generations_to"][tgt] / m["generations_to"][tgt]
-                                                     for r, m in zip(ref_ms, ms)])
-        row["grad_mass_over_planned"] = _interval([m["grad_mass_over_planned"] for m in ms])
-        row["effective_ratio_gain"] = _interval([m["effective_ratio"] / r["effective_ratio"] - 1 for r, m in zip(ref_ms, ms)])
+            row[f"generations_to_{tgt}"] = seed_interval([m["generations_to"][tgt] for m in ms], POSITIVE)
+            row[f"compute_ratio_{tgt}"] = seed_interval([r["generations_to"][tgt] / m["generations_to"][tgt]
+                                                     for r, m in zip(ref_ms, ms)], POSITIVE)
+        row["grad_mass_over_planned"] = seed_interval([m["grad_mass_over_planned"] for m in ms], POSITIVE)
+        row["effective_ratio_gain"] = seed_interval([m["effective_ratio"] / r["effective_ratio"] - 1
+                                                 for r, m in zip(ref_ms, ms)], (-1.0, math.inf))  # a ratio, less 1
         arms[name] = row
     summary = {"seeds": seeds, "reference_arm": ref, "budget_generations": budget, "targets": camp["targets"],
                "steps_scale": steps_scale, "arms": arms,
@@ -315,10 +357,14 @@ def _allocation_figure(summary: dict, out_dir=None):
     return fig
 
 
-def _ci(r, nd=3, scale=1.0):
+def interval_text(r, nd=3, scale=1.0):
     """'mean [lo, hi]' of a seed interval (scaled), '—' where missing."""
     if not r or r.get("n", 0) == 0 or not math.isfinite(r.get("mean") if r.get("mean") is not None else math.nan):
         return "—"
     m, lo, hi = (math.nan if r[k] is None else r[k] * scale for k in ("mean", "lo", "hi"))  # JSON writes NaN as null
-    part = f"{m:.{nd}f}" + (f" [{lo:.{nd}f}, {hi:.{nd}f}]" if math.isfinite(lo) else "")
+    mark = TRANSFORMED_MARK if r.get("scale") in ("logit", "log") else ""  # "cut": the edge is printed
+    part = f"{m:.{nd}f}" + (f" [{lo:.{nd}f}, {hi:.{nd}f}]{mark}" if math.isfinite(lo) else "")
     return part + (f" ({r['n']}/{r['of']} seeds)" if r["n"] < r["of"] else "")
+
+
+_ci = interval_text  # the former name

@@ -35,7 +35,7 @@ import numpy as np
 
 from .._errors import InputError
 from ..atomic import entry_path, read_json, write_json
-from .allocation_campaign import _interval, campaign_tables, checked_seeds, run_allocation_campaign
+from .allocation_campaign import POSITIVE, campaign_tables, checked_seeds, run_allocation_campaign, seed_interval
 
 __all__ = ["load_comparison", "run_comparison", "summarise_comparison", "comparison_markdown",
            "comparison_figure", "CONFIG_NAME", "SMALL_CONFIG_NAME", "LABELS"]
@@ -187,14 +187,14 @@ def summarise_comparison(out, comp: dict | None = None) -> dict:
             diff = [per[str(sd)]["mean_arcsin"] - s["per_run"][best][str(sd)]["mean_arcsin"] for sd in seeds]
             at_budget = all(per[str(sd)]["steps"] == int(read_json(out / v / "runs" / a / f"seed{sd}" / "config.json")["steps"])
                             for sd in seeds)
-            row = {"mean_arcsin": r["mean_arcsin"], "diff_vs_best": _interval(diff),
+            row = {"mean_arcsin": r["mean_arcsin"], "diff_vs_best": seed_interval(diff),
                    "hard_quartile_p": r["hard_quartile_p"], "mean_p": r["mean_p"],
                    "effective_ratio": r["effective_ratio"], "grad_mass_over_planned": r["grad_mass_over_planned"],
-                   "generations_to_t50": _interval(g50), "generations_to_t100": _interval(g100),
-                   "speedup_t50": _interval([b / g if g > 0 else math.nan for b, g in zip(b50, g50)])}
+                   "generations_to_t50": seed_interval(g50, POSITIVE), "generations_to_t100": seed_interval(g100, POSITIVE),
+                   "speedup_t50": seed_interval([b / g if g > 0 else math.nan for b, g in zip(b50, g50)], POSITIVE)}
             if at_budget:
                 parts = np.array([_decomposition(out / v / "runs" / a / f"seed{sd}") for sd in seeds])
-                row["decomposition"] = [_interval(parts[:, q].tolist()) for q in range(4)]
+                row["decomposition"] = [seed_interval(parts[:, q].tolist()) for q in range(4)]
             arms[a] = row
         ref = arms[best]
         for a, row in arms.items():
@@ -218,7 +218,7 @@ def summarise_comparison(out, comp: dict | None = None) -> dict:
 
 def comparison_markdown(summary: dict) -> list[str]:
     """The comparison's tables (one per variant), the decomposition and the verdict, as markdown lines."""
-    from .allocation_campaign import _ci
+    from .allocation_campaign import INTERVAL_NOTE, TRANSFORMED_MARK, interval_text
 
     L = []
     for v, sv in summary["variants"].items():
@@ -232,10 +232,10 @@ def comparison_markdown(summary: dict) -> list[str]:
                  "mass measured / planned | wins |")
         L.append("|---|---|---|---|---|---|---|---|---|")
         for a, r in sv["arms"].items():
-            L.append(f"| {LABELS.get(a, a)} | {_ci(r['mean_arcsin'], 4)} | {_ci(r['diff_vs_best'], 4)} | "
-                     f"{_ci(r['generations_to_t50'], 2, 1e-6)} | {_ci(r['generations_to_t100'], 2, 1e-6)} | "
-                     f"{_ci(r['hard_quartile_p'], 4)} | {_ci(r['effective_ratio'])} | "
-                     f"{_ci(r['grad_mass_over_planned'], 2)} | {', '.join(r['winner']) or '—'} |")
+            L.append(f"| {LABELS.get(a, a)} | {interval_text(r['mean_arcsin'], 4)} | {interval_text(r['diff_vs_best'], 4)} | "
+                     f"{interval_text(r['generations_to_t50'], 2, 1e-6)} | {interval_text(r['generations_to_t100'], 2, 1e-6)} | "
+                     f"{interval_text(r['hard_quartile_p'], 4)} | {interval_text(r['effective_ratio'])} | "
+                     f"{interval_text(r['grad_mass_over_planned'], 2)} | {', '.join(r['winner']) or '—'} |")
         L.append("")
         dec = {a: r["decomposition"] for a, r in sv["arms"].items() if "decomposition" in r}
         if dec:
@@ -244,8 +244,10 @@ def comparison_markdown(summary: dict) -> list[str]:
             L.append("| arm | Q1 (hardest) | Q2 | Q3 | Q4 (easiest) |")
             L.append("|---|---|---|---|---|")
             for a, parts in dec.items():
-                L.append(f"| {LABELS.get(a, a)} | " + " | ".join(_ci(q, 4) for q in parts) + " |")
+                L.append(f"| {LABELS.get(a, a)} | " + " | ".join(interval_text(q, 4) for q in parts) + " |")
             L.append("")
+    if any(TRANSFORMED_MARK in line for line in L):  # the mark explained where the tables use it
+        L.append(INTERVAL_NOTE + "\n")
     L.append(comparison_verdict(summary) + "\n")
     return L
 
@@ -276,42 +278,52 @@ def comparison_verdict(summary: dict) -> str:
 
 
 def comparison_figure(summary: dict, out_dir):
-    """Mean 2·arcsin√p against generations (mean over seeds), one panel per variant."""
+    """Mean 2·arcsin√p against generations (mean over seeds), one panel per variant, one legend
+    below the panels: the uniform arms in black, one dash pattern per G (the best one thick), the
+    allocation rules in colour (the oracles dashed)."""
     from ..plotstyle import styled
 
     return styled(_comparison_figure)(summary, out_dir)
 
 
+#: Dash patterns of the uniform arms, in the order of their group size.
+UNIFORM_DASHES = ((0, (1, 1.5)), (0, (5, 2)), (0, (8, 2, 1.5, 2)), (0, (3, 1, 1, 1, 1, 1)), (0, (2, 4)))
+
+
 def _comparison_figure(summary: dict, out_dir):
+    from matplotlib import colormaps
+    from matplotlib.lines import Line2D
+
     from ..plotstyle import new_figure
 
     variants = list(summary["variants"])
-    fig, axes = new_figure(len(variants), width=5.2 * len(variants), height=3.8)
+    fig, axes = new_figure(len(variants), width=5.2 * len(variants), height=4.6)
     axes = np.atleast_1d(axes)
-    from matplotlib import colormaps
-
-    cmap = colormaps["tab20"]
+    cmap = colormaps["tab10"]
+    arms = list(dict.fromkeys(a for v in variants for a in summary["variants"][v]["arms"]))
+    uniform = [a for a in arms if a in summary["uniform_arms"]]
+    rules = [a for a in arms if a not in summary["uniform_arms"]]
+    style = {a: {"color": "k", "ls": UNIFORM_DASHES[i % len(UNIFORM_DASHES)]} for i, a in enumerate(uniform)}
+    style.update({a: {"color": cmap(i % 10), "ls": "--" if a.startswith("oracle") else "-" if i < 10 else "-."}
+                  for i, a in enumerate(rules)})  # past ten colours, the rule's line is dash-dotted
     for ax, v in zip(axes, variants):
         sv = summary["variants"][v]
-        top = max(sv["budget"].values())
-        grid = np.linspace(0, top, 80)
-        others = 0
+        grid = np.linspace(0, max(sv["budget"].values()), 80)
         for a in sv["arms"]:
             ys = []
             for seed in summary["seeds"]:
                 x, y = _objective_curve(Path(out_dir) / v / "runs" / a / f"seed{seed}")
                 idx = np.searchsorted(x, grid, side="right") - 1
                 ys.append(np.where(grid <= x[-1], y[np.maximum(idx, 0)], np.nan))
-            if a == sv["best_uniform"]:
-                style = {"color": "k", "lw": 2.4}
-            elif a in summary["uniform_arms"]:
-                style = {"color": "#888888", "lw": 1.2, "ls": ":"}
-            else:
-                style = {"color": cmap(others % 20), "lw": 1.1, "ls": "--" if a.startswith("oracle") else "-"}
-                others += 1
-            ax.plot(grid / 1e6, np.mean(ys, axis=0), label=LABELS.get(a, a), **style)
-        ax.set_xlabel("generations (millions)")
-        ax.set_ylabel("mean 2·arcsin√p")
-        ax.set_title(f"{v} policy (best uniform: {LABELS.get(sv['best_uniform'], sv['best_uniform'])})")
-    axes[-1].legend(loc="lower right", fontsize=6)
+            ax.plot(grid / 1e6, np.mean(ys, axis=0), lw=2.6 if a == sv["best_uniform"] else 1.3,
+                    zorder=3 if a in summary["uniform_arms"] else 2, **style[a])  # the baselines over the rules
+        ax.set_xlabel("generations (millions of sampled answers)")
+        ax.set_ylabel("mean 2·arcsin√p over prompts (radians)")
+        best = LABELS.get(sv["best_uniform"], sv["best_uniform"])
+        ax.set_title(f"{v} policy; thick: {best}, the best uniform G", fontsize=9)
+    handles = [Line2D([], [], lw=1.6, label=LABELS.get(a, a), **style[a]) for a in uniform + rules]
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(5, len(handles)), fontsize=7, frameon=False)
+    seeds = len(summary["seeds"])
+    fig.suptitle(f"Budget allocation at equal generations: GRPO's objective against generations spent "
+                 f"(mean over {seeds} seed{'s' if seeds != 1 else ''})", fontsize=10)
     return fig

@@ -287,6 +287,7 @@ def silent_figure(d=None, group_sizes=(2, 4, 8, 16, 32, 64)):
     group_size_axis(ax, tab.G)
     ax.set_ylabel("silent groups (%)")
     ax.set_ylim(0, None)
+    ax.set_title(f"Expected share of silent groups against G ({d.size:,} problems)", fontsize=9)
     ax.legend()
     return fig
 
@@ -311,5 +312,6 @@ def decile_figure(d=None, *, G: int = FINITE_G):
     ax.set_xticklabels([f"{lo:.1f}–{hi:.1f}" for lo, hi in zip(tab.lo, tab.hi)], rotation=35, fontsize=7)
     ax.set_xlabel("decile of solve rate p̂")
     ax.set_ylabel("share (%)")
+    ax.set_title("Share of the prompts and of the gradient budget, per decile of the solve rate p̂", fontsize=9)
     ax.legend(ncols=2)
     return fig

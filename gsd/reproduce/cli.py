@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..cli import CliError, bounded_int, emit
+from ..cli_support import CliError, bounded_int, emit
 from ..data import BIGMATH_COLUMN
 
 
@@ -50,6 +50,9 @@ def register(sub) -> None:
                             "the hardest quarter under GRPO, Dr.GRPO and the skip sampler, the update against σ")
     p.add_argument("--fast", action="store_true", help="16 prompts, 8 steps, one seed (instead of 32, 30, three)")
     p.add_argument("--figure", default=None, help="also draw the three panels to this PNG")
+    p.add_argument("--out", default=None, help="a new folder that keeps the trainings' TRL logs, "
+                   "OUT/seed{seed}/{method}/ (completions/ and trainer_state.json), for gsd diagnose "
+                   "(default: a temporary folder)")
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_transformer_train)
@@ -201,7 +204,7 @@ def _transformer_train(args) -> int:
     from . import transformer
 
     log = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
-    result = transformer.run_training(fast=args.fast, log=log)
+    result = transformer.run_training(fast=args.fast, log=log, out=args.out)
     if not _figures_and_json(result, args.json, ((transformer.train_figure, args.figure),)):
         emit(transformer.training_table(result), False, floatfmt="{:.3f}",
              title=f"{result['n_prompts']} prompts, {result['steps']} steps, G = {result['G']}")
@@ -209,6 +212,8 @@ def _transformer_train(args) -> int:
             s = result["sigma"][lt]
             print(f"update along ∇p against σ, loss_type={lt!r}: slope {s['slope']:.3f} "
                   f"[{s['slope_lo']:.3f}, {s['slope_hi']:.3f}], R² per k {s['r2_k']:.3f}")
+        if args.out:
+            print(f"TRL's logs kept in {args.out}/seed{{seed}}/{{method}}: gsd diagnose {args.out}/seed0/grpo")
     return 0
 
 

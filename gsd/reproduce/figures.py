@@ -71,7 +71,7 @@ def make_figures(outdir=None, *, fast: bool = False, only=None, progress: bool =
     return paths
 
 
-def _optional(module: str):
+def optional_import(module: str):
     """Import an optional part of the package; None (and the reason) if it is not there."""
     try:
         return importlib.import_module(module), None
@@ -83,9 +83,12 @@ def _optional(module: str):
         raise
 
 
+_optional = optional_import  # the name other branches import
+
+
 def loss_figures(outdir) -> tuple[list[Path], str | None]:
     """The loss-geometry figures, if that part of the package is present."""
-    mod, why = _optional("gsd.losses.figures")
+    mod, why = optional_import("gsd.losses.figures")
     if mod is None:
         return [], why
     return mod.make_all(Path(outdir)), None  # each file written atomically
@@ -102,7 +105,7 @@ def campaign_figure(source, outdir) -> tuple[list[Path], str | None]:
         source = Path(source)
         if not (source / "campaign_summary.json").is_file():
             raise InputError(f"campaign: {str(source)!r} holds no finished campaign (no campaign_summary.json)")
-    mod, why = _optional("gsd.simulator.campaign")
+    mod, why = optional_import("gsd.simulator.campaign")
     if mod is None:
         return [], why
     return [mod.make_campaign_figure(source, Path(outdir) / "campaign.png")], None  # written atomically

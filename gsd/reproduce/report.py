@@ -38,7 +38,7 @@ from ..plotstyle import save_figure
 from ..trainers import convention_gap
 from ..update import fidelity
 from . import bigmath, dapo_fit, group_size_table, provenance, theory
-from .figures import _optional, campaign_figure, loss_figures, make_figures, monte_carlo_sizes
+from .figures import optional_import, campaign_figure, loss_figures, make_figures, monte_carlo_sizes
 
 __all__ = ["Published", "PUBLISHED", "HISTOGRAM_NOTE", "compare", "run_reproduction", "REPORT_KEYS", "DEFAULT_OUT"]
 
@@ -253,7 +253,7 @@ def _reuse(run_dir: Path, config, marker: str, finished: str, progress: bool) ->
 
 
 def _campaign_stage(out: Path, progress: bool, overrides: dict | None = None):
-    mod, why = _optional("gsd.simulator.campaign")
+    mod, why = optional_import("gsd.simulator.campaign")
     if mod is None:
         return {"status": "not available", "reason": why}
     run_dir = out / "campaign"
@@ -268,7 +268,7 @@ def _campaign_stage(out: Path, progress: bool, overrides: dict | None = None):
 def _allocation_stage(out: Path, progress: bool):
     """Beyond the paper: the allocation comparison at reproduce size (uniform G, DAPO, GRESO-style
     skip, the allocator's values; tabular and MLP policies)."""
-    mod, why = _optional("gsd.reproduce.allocation_comparison")
+    mod, why = optional_import("gsd.reproduce.allocation_comparison")
     if mod is None:
         return {"status": "not available", "reason": why}
     try:  # its planned arms and its MLP variant run on the torch engine: without the extra, say so
@@ -286,17 +286,18 @@ def _allocation_stage(out: Path, progress: bool):
 
 
 def _trl_module(name: str, what: str):
-    """(the module ``name``, None) when it, torch and TRL import; else (None, the stage's "not
-    available" record saying why)."""
-    mod, why = _optional(name)
+    """(the module ``name``, None) when it and every package TRL's own code needs import; else
+    (None, the stage's "not available" record saying why)."""
+    mod, why = optional_import(name)
     if mod is None:
         return None, {"status": "not available", "reason": why}
-    from .._extras import MissingExtra, require_torch
+    from .._extras import require_trl
 
-    try:
-        require_torch(what)
-        import trl  # noqa: F401  (the stage runs TRL's own code; trl's import is lazy, torch's is not)
-    except (MissingExtra, ImportError) as exc:
+    try:  # the stage runs TRL's own code: every package it needs, named at once
+        require_trl(what)
+    except MissingExtra as exc:
+        return None, {"status": "not available", "reason": str(exc)}
+    except ImportError as exc:
         return None, {"status": "not available", "reason": f"{exc.__class__.__name__}: {exc}"}
     return mod, None
 
@@ -472,7 +473,7 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
         dapo.pop("_fit")
         dapo.pop("_curve")
         # Relative to the report, so its links work wherever the folder is moved with its figures
-        # (`make reproduce` writes them to ../../figures).
+        # (`make figures` writes them to ../../figures).
         figs["written"] = sorted(Path(os.path.relpath(p.resolve(), out.resolve())).as_posix() for p in figs["written"])
 
         ours = {
@@ -737,7 +738,7 @@ def _transformer_markdown(t: dict) -> list[str]:
 
 def _allocation_markdown(a: dict) -> list[str]:
     """The "beyond the paper" section: the allocation campaign's table and what it says."""
-    from .allocation_campaign import LABELS, _ci
+    from .allocation_campaign import INTERVAL_NOTE, LABELS, interval_text
 
     L = ["## Beyond the paper: budget allocation (simulator)\n"]
     if a.get("status") != "ok":
@@ -751,8 +752,8 @@ def _allocation_markdown(a: dict) -> list[str]:
                  f"docs/allocation_comparison.md, `gsd allocation-comparison`); seeds {c['seeds']}; "
                  + ", ".join(f"{k} = {v}" for k, v in c["setup"].items())
                  + ". Every arm is read at the total generations of uniform G = 8 (all its steps); allocated arms "
-                 "share 8 rollouts per prompt per step (docs/theory.md, section Allocation over a run). Mean over "
-                 "seeds [95 % t-interval].\n")
+                 "share 8 rollouts per prompt per step (docs/theory.md, section Allocation over a run). "
+                 + INTERVAL_NOTE + "\n")
         from ..cli_allocation import EVIDENCE
 
         return L + comparison_markdown(c) + ["At the paper's scale "
@@ -762,17 +763,17 @@ def _allocation_markdown(a: dict) -> list[str]:
     L.append(f"Run folder `{a['run_dir']}` ({_reuse_note(a)}); seeds {a['seeds']}; " + ", ".join(f"{k} = {v}" for k, v in setup.items())
              + f". Every arm is read at the total generations of {LABELS.get(ref, ref)} (all its steps); allocated "
              "arms share 8 rollouts per prompt per step (see docs/theory.md, section Spending a rollout "
-             "budget). Mean over seeds [95 % t-interval].\n")
+             "budget). " + INTERVAL_NOTE + "\n")
     t = a["targets"]
     rows = []
     for name, r in a["arms"].items():
-        rows.append({"arm": LABELS.get(name, name), "eff": _ci(r["effective_ratio"]),
-                     "gain": _ci(r["effective_ratio_gain"], 1, 100.0),
-                     "g_hq": _ci(r["generations_to_hard_quartile_p"], 2, 1e-6),
-                     "cr": _ci(r["compute_ratio_hard_quartile_p"], 2),
-                     "g_mp": _ci(r["generations_to_mean_p"], 2, 1e-6),
-                     "hq": _ci(r["hard_quartile_p"]), "mp": _ci(r["mean_p"]), "arc": _ci(r["mean_arcsin"]),
-                     "gp": _ci(r.get("grad_mass_over_planned"), 2)})
+        rows.append({"arm": LABELS.get(name, name), "eff": interval_text(r["effective_ratio"]),
+                     "gain": interval_text(r["effective_ratio_gain"], 1, 100.0),
+                     "g_hq": interval_text(r["generations_to_hard_quartile_p"], 2, 1e-6),
+                     "cr": interval_text(r["compute_ratio_hard_quartile_p"], 2),
+                     "g_mp": interval_text(r["generations_to_mean_p"], 2, 1e-6),
+                     "hq": interval_text(r["hard_quartile_p"]), "mp": interval_text(r["mean_p"]), "arc": interval_text(r["mean_arcsin"]),
+                     "gp": interval_text(r.get("grad_mass_over_planned"), 2)})
     L.append(_md_table(rows, [("arm", "arm"), ("eff", "effective-gradient ratio"), ("gain", "vs fixed G = 8 (%)"),
                               ("g_hq", f"generations (M) to hardest quartile ≥ {t['hard_quartile_p']}"),
                               ("cr", "fixed G = 8 generations / arm's, same target"),
@@ -807,13 +808,13 @@ def allocation_verdict(a: dict) -> str:
         else:
             lines.append("Neither arm reached the hardest-quartile target within the budget; the ~2× compute claim "
                          "cannot be checked at this size.")
-    from .allocation_campaign import LABELS, _ci
+    from .allocation_campaign import LABELS, interval_text
 
     real = {n: r for n, r in arms.items() if not n.startswith("oracle")}
 
     def best(key):
         name = max(real, key=lambda n: real[n][key]["mean"])
-        return f"{LABELS.get(name, name)} ({_ci(real[name][key])})"
+        return f"{LABELS.get(name, name)} ({interval_text(real[name][key])})"
 
     lines.append(f"Without the oracle, at equal generations, the best arm by the hardest quartile's p is "
                  f"{best('hard_quartile_p')}; by mean 2·arcsin√p (GRPO's objective) {best('mean_arcsin')}; by mean p "

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._errors import InputError
+from .._extras import require_trl
 
 #: Vocabulary: specials, answer words a0…a19 (a0–a9 "short", a10–a19 "long"), filler words
 #: f0…f19 that continue an answer, prompt words q0…q15.
@@ -494,6 +495,7 @@ def run(*, fast: bool = False, G: int = 8, n_prompts: int = 8, seed: int = 0, va
     bad = [v for v in variants if v not in VARIANTS]
     if bad or not variants:
         raise InputError(f"variants must be a non-empty subset of {VARIANTS}, got {variants!r}")
+    require_trl("TRL's update on a tiny transformer")
     draws, copies = SIZES["fast" if fast else "full"]
     out = {"G": G, "n_prompts": n_prompts, "seed": seed, "draws": draws, "copies": copies, "variants": {}}
     for variant in variants:
@@ -709,7 +711,8 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
                           per_device_train_batch_size=groups * G, gradient_accumulation_steps=1,
                           steps_per_generation=1, beta=0.0, temperature=1.0, top_k=0, top_p=1.0, max_steps=steps,
                           save_strategy="no", logging_steps=1, seed=seed, lr_scheduler_type="constant",
-                          log_completions=completions_dir is not None, num_completions_to_print=0, **METHODS[method])
+                          log_completions=completions_dir is not None, num_completions_to_print=0,
+                          disable_tqdm=True, **METHODS[method])
         kind, extra = GRPOTrainer, {}
         if method == "skip":
             from ..integrations.trl_live import GSDGRPOTrainer
@@ -720,9 +723,13 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
         data = list(task.prompts) * (copies if prompts_per_step is None else 1)
         tr = kind(model=task.model, reward_funcs=[first_token], args=args, callbacks=[Exact()],
                   train_dataset=Dataset.from_dict({"prompt": data}), processing_class=task.tokenizer, **extra)
-        for cb in (PrinterCallback, ProgressCallback):  # the per-step lines: the result has them
+        # The per-step lines (the result has them): PrinterCallback's; with disable_tqdm no progress
+        # callback is added, in a notebook neither the NotebookProgressCallback's table of losses.
+        for cb in (PrinterCallback, ProgressCallback):
             tr.remove_callback(cb)
         tr.train()
+        if completions_dir is not None:
+            tr.save_state()  # trainer_state.json beside completions/: TRL's own frac_reward_zero_std per step
     task.model.eval()
     measured = [h["frac_reward_zero_std"] for h in tr.state.log_history if "frac_reward_zero_std" in h]
     step_time = [h["step_time"] for h in tr.state.log_history if "step_time" in h]
@@ -891,22 +898,37 @@ def _weighted_r2(cells, slope) -> float:
 TRAIN_RUN_SIZES = {"full": (32, 30, 4, 3, 100), "fast": (16, 8, 2, 1, 10)}
 
 
-def run_training(*, fast: bool = False, G: int = 8, lr: float = 1e-3, log=None) -> dict:
+def run_training(*, fast: bool = False, G: int = 8, lr: float = 1e-3, log=None, out=None) -> dict:
     """The three methods of :data:`METHODS` trained by TRL from one initial model per seed (its
     own pretraining and TRL's seed), equal generations per step; each writes TRL's completions
     log, which :func:`calibrate` diagnoses; then :func:`sigma_update` on seed 0's initial model.
+
+    ``out``: a new folder that keeps each training's TRL logs, ``out/seed{seed}/{method}/`` (TRL's
+    ``output_dir``: ``completions/`` and ``trainer_state.json``), for ``gsd diagnose``; by default
+    they go to a temporary folder.
 
     Returns ``runs`` (per seed, per method: :func:`train_silent`'s result with ``calibration``),
     ``hardest`` (per seed, the prompts of the lowest quarter of initial exact p), ``quartile``
     (per method and seed, the mean exact p of those prompts per step, the final after the last
     step), and ``sigma``.
     """
+    import contextlib
     import copy
     import tempfile
+    from pathlib import Path
 
+    require_trl("TRL's trainings of a tiny transformer")
     n_prompts, steps, copies, seeds, draws = TRAIN_RUN_SIZES["fast" if fast else "full"]
-    out = {"G": G, "lr": lr, "n_prompts": n_prompts, "steps": steps, "copies": copies, "runs": {}, "hardest": {},
-           "quartile": {m: {} for m in METHODS}}
+    if out is not None:
+        from ..atomic import make_folder
+
+        keep = Path(out)
+        if keep.exists() and (not keep.is_dir() or any(keep.iterdir())):
+            raise InputError(f"out {str(out)!r} exists and is not an empty folder: give a new one (TRL's logs of "
+                             "another run there would be mixed with these)")
+        make_folder(keep)
+    out_folder, out = out, {"G": G, "lr": lr, "n_prompts": n_prompts, "steps": steps, "copies": copies, "runs": {},
+                            "hardest": {}, "quartile": {m: {} for m in METHODS}}
     for seed in range(seeds):
         task = build_task(n_prompts, seed=seed)
         initial = copy.deepcopy(task)
@@ -915,7 +937,9 @@ def run_training(*, fast: bool = False, G: int = 8, lr: float = 1e-3, log=None) 
         out["hardest"][seed] = hard.tolist()
         out["runs"][seed] = {}
         for method in METHODS:
-            with tempfile.TemporaryDirectory() as tmp:
+            where = tempfile.TemporaryDirectory() if out_folder is None else \
+                contextlib.nullcontext(str(Path(out_folder) / f"seed{seed}" / method))
+            with where as tmp:
                 t = train_silent(copy.deepcopy(initial), method, G=G, copies=copies, steps=steps, lr=lr, seed=seed,
                                  completions_dir=tmp)
                 t["calibration"] = calibrate(t, tmp)

@@ -22,7 +22,11 @@ from pathlib import Path
 
 from .._validate import InputError
 
-__all__ = ["shipped_file", "shipped_configs", "config_file"]
+__all__ = ["shipped_file", "shipped_configs", "config_file", "example_logs", "EXAMPLE_LOGS"]
+
+#: What ``data/example_logs/`` ships, copied by ``gsd example-logs``: each trainer's own dump and a
+#: plain table of the same TRL rollouts (``PROVENANCE.md`` says how each was written).
+EXAMPLE_LOGS = ("trl", "verl", "areal", "rollouts.csv", "PROVENANCE.md")
 
 #: The packages holding the data files and the configs (``data/`` and ``simulations/`` of the source tree).
 _DATA_PACKAGE = "gsd._data"
@@ -104,3 +108,25 @@ def config_file(spec, *, what: str = "config") -> Path:
         return shipped[name]
     raise InputError(f"{what} {str(spec)!r} not found: it does not exist and is not the name of a shipped "
                      f"config ({', '.join(shipped)})")
+
+
+def example_logs() -> Path:
+    """The folder of the shipped example rollout logs (``data/example_logs/`` of the source tree):
+    ``trl/`` (a TRL ``output_dir``), ``verl/rollout_data/`` (verl's V1 dump), ``areal/`` (AReaL's
+    ``rollout/{version}/{task_id}.jsonl``), ``rollouts.csv`` and ``PROVENANCE.md``.
+
+    Examples
+    --------
+    >>> from gsd.resources import example_logs
+    >>> sorted(p.name for p in (example_logs() / "trl" / "completions").iterdir())[0]
+    'completions_00001.parquet'
+    """
+    # In a checkout, the folder beside this gsd/ (the same version as the code that reads it,
+    # whichever checkout an editable install's mapping of gsd._data points to); else the package's.
+    beside = Path(__file__).resolve().parents[2] / "data" / "example_logs"
+    if (beside / "PROVENANCE.md").is_file():
+        return beside
+    entry = resources.files(_DATA_PACKAGE).joinpath("example_logs")
+    if not entry.is_dir():  # pragma: no cover - a broken install
+        raise InputError("the package ships no example_logs folder (reinstall grpo-gsd)")
+    return _as_path(entry)

@@ -54,7 +54,7 @@ from .engine import (
     write_checkpoint,
 )
 from .ledger import N_DECILES, N_QUARTILES, Ledger, closed_form_columns
-from .loss import AdvantageTable, _sum, log_pi, policy_loss
+from .loss import AdvantageTable, sum_per_run, log_pi, policy_loss
 from .optim import make_optimizer
 from .policy import TabularPolicy
 from .population import STREAM_ROLLOUTS, initial_quartiles, initial_solve_rates, sub_seed
@@ -273,7 +273,7 @@ class _Program:
             self.opt.step()
         if cfg.clip:
             outside = ((terms.ratio < 1 - cfg.clip_low) | (terms.ratio > 1 + cfg.clip_high)).to(self.dtype)
-            out["clip_frac"] = _sum((groups.n[..., 0] + groups.n[..., 1]) * outside, R) / G_sum
+            out["clip_frac"] = sum_per_run((groups.n[..., 0] + groups.n[..., 1]) * outside, R) / G_sum
         return out
 
     def fill_ledger(self, step, idx, p_b, groups: Groups, trained: dict, state: dict) -> None:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from .._extras import require_torch
 
 torch = require_torch("budget allocation inside a run (gsd.simulator.budget)")

@@ -18,7 +18,7 @@ import shlex
 import sys
 
 from .._errors import InputError
-from ..cli import CliError, bounded_int, emit, imports_done
+from ..cli_support import CliError, bounded_int, emit, imports_done
 from ..methods import ADVANTAGE_METHODS
 from .config import SimConfig, parse_assignment, resolve_device
 
@@ -130,7 +130,7 @@ def _simulate(args) -> int:
 
 
 def _arm_table(summaries: dict) -> dict:
-    """One row per arm, as {column: list} (printed by :func:`gsd.cli.emit` without pandas)."""
+    """One row per arm, as {column: list} (printed by :func:`gsd.cli_support.emit` without pandas)."""
     rows = [
         {
             "arm": name,

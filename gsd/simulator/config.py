@@ -249,14 +249,14 @@ class SimConfig:
             budget = self.budget or (self.batch_size or self.n_prompts) * self.group_size
             if budget < self.g_min:
                 bad("budget", f"must be >= g_min = {self.g_min} to serve any prompt")
-            from ..allocation import _VALUES, check_table_cost
+            from ..allocation import VALUE_FORMS, check_table_cost
 
             # Every plan of the run, before the folder exists: the allocator's table and sums.
             kind = "point" if self.allocation_source == "oracle" else "beta"
             try:
-                if self.allocation in _VALUES:  # greso skips without a value table
+                if self.allocation in VALUE_FORMS:  # greso skips without a value table
                     check_table_cost(kind, self.batch_size or self.n_prompts, self.g_min, self.g_max, self.g_step,
-                                     _VALUES[self.allocation][2])
+                                     VALUE_FORMS[self.allocation][2])
             except InputError as exc:
                 bad("g_max", f"{str(exc).split(': ', 1)[1]} (the allocator plans the prompts of a batch)")
             if self.logged_window * (self.batch_size or self.n_prompts) > 2**27:

@@ -27,9 +27,9 @@ from .._chebyshev import chebyshev_expectation, chebyshev_table
 from .._errors import InputError
 from ..atomic import atomic_path
 from ..methods import method_spec
-from ..silent import _minor, _nonsilent, _silent, _truncated_draws
-from ..update import _method_update, _noisy
-from ..weighting import _large_group
+from ..silent import minor_rate, nonsilent_from_minor, silent_from_minor, truncated_draws
+from ..update import method_update, noisy_update
+from ..weighting import large_group_factor
 
 __all__ = [
     "COLUMNS",
@@ -179,9 +179,9 @@ def predicted_update(p, cfg, G=None, *, g_max: int | None = None, minor=None):
     q = reward_rate(p, cfg.verifier_noise)
     g_max = (None if not is_tensor(p) else _g_max(G)) if g_max is None else g_max
     with np.errstate(divide="ignore", invalid="ignore"):  # the core takes log1p(−1) where 1 − P_silent rounds to 1 (large G)
-        m = _method_update(q, G, cfg.method, cfg.ddof, cfg.eps, cfg.max_draws if spec.redraws_silent else None,
+        m = method_update(q, G, cfg.method, cfg.ddof, cfg.eps, cfg.max_draws if spec.redraws_silent else None,
                            _expectation(q, g_max, minor))
-        return _noisy(m, p, q, cfg.verifier_noise) if cfg.verifier_noise else m
+        return noisy_update(m, p, q, cfg.verifier_noise) if cfg.verifier_noise else m
 
 
 def _mean(x, keep):
@@ -225,7 +225,7 @@ _local = threading.local()
 KEEP_WORK_ENTRIES = 1 << 21
 
 
-def _work(name: str, like: np.ndarray, dtype=np.float64) -> np.ndarray | None:
+def work_array(name: str, like: np.ndarray, dtype=np.float64) -> np.ndarray | None:
     """A work array of ``like``'s shape (float64, or ``dtype``), kept per thread between steps
     (None for a tensor or a scalar): the sums below read it and nothing keeps it, so a
     10^5-prompt step makes no fresh array for it (a fresh one costs a pass of its own: ~0.25 ms
@@ -243,6 +243,9 @@ def _work(name: str, like: np.ndarray, dtype=np.float64) -> np.ndarray | None:
     return buf
 
 
+_work = work_array  # the name other branches import
+
+
 def predicted_silent(p, cfg, G=None, keep=None, *, minor=None) -> dict:
     """Predicted per-batch means: silent rate (:ref:`theory-silent`), zero-update rate and groups drawn.
 
@@ -250,11 +253,11 @@ def predicted_silent(p, cfg, G=None, keep=None, *, minor=None) -> dict:
     G = cfg.group_size if G is None else G
     q = reward_rate(p, cfg.verifier_noise)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # as gsd.silent.dapo_generation_cost
-        a = _minor(q, out=_work("minor", q)) if minor is None else minor
-        s = _silent(a, G, out=_work("silent", q))
+        a = minor_rate(q, out=work_array("minor", q)) if minor is None else minor
+        s = silent_from_minor(a, G, out=work_array("silent", q))
         if method_spec(cfg.method).redraws_silent:
             zero = s**cfg.max_draws
-            groups = _total(_truncated_draws(_nonsilent(a, G), cfg.max_draws), keep)
+            groups = _total(truncated_draws(nonsilent_from_minor(a, G), cfg.max_draws), keep)
         else:
             zero = s
             if is_tensor(q):
@@ -276,7 +279,7 @@ def large_group_update(p, G, decile, n_bins: int = N_DECILES, keep=None):
     there, −∞.  ``G``: the group size, or one per prompt.
     """
     p = p if is_tensor(p) else np.asarray(p, dtype=np.float64)
-    lim = _large_group(p, divides_by_std=True, out=_work("limit", p))
+    lim = large_group_factor(p, divides_by_std=True, out=work_array("limit", p))
     limit, limit_d = _total(lim, keep), per_decile(lim, decile, keep, n_bins)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         # Σ lim·(1 − 1/(8·G·lim²)) = Σ lim − Σ 1/(8·G·lim), lim² = p(1−p); at lim = 0 the second
@@ -299,7 +302,7 @@ def closed_form_columns(p, G, decile, cfg, *, keep=None, update: bool = True, g_
     minor = None
     if not is_tensor(p):  # min(q, 1 − q) once, for the silent rate and the update's table
         q = reward_rate(p, cfg.verifier_noise)
-        minor = _minor(q, out=_work("minor", q))
+        minor = minor_rate(q, out=work_array("minor", q))
     out = {**predicted_silent(p, cfg, G, keep, minor=minor), "grad_limit": limit, "grad_law": law, "grad_limit_d": limit_d}
     if update:
         m = predicted_update(p, cfg, G, g_max=g_max, minor=minor)

@@ -70,10 +70,13 @@ def log_pi(z: torch.Tensor) -> torch.Tensor:
     return torch.stack([F.logsigmoid(z), F.logsigmoid(-z)], dim=-1)
 
 
-def _sum(x: torch.Tensor, runs: int) -> torch.Tensor:
+def sum_per_run(x: torch.Tensor, runs: int) -> torch.Tensor:
     """Σ of every entry, or per run (runs > 1: the first axis holds ``runs`` equal blocks of
     prompts); a run's block is summed as its own tensor would be (same bits on CPU)."""
     return x.sum() if runs == 1 else x.reshape(runs, -1).sum(1)
+
+
+_sum = sum_per_run  # the name other branches import
 
 
 def policy_loss(z, n, adv, *, G, logp_old=None, z_ref=None, kl_coef=0.0, clip=None, runs: int = 1) -> LossTerms:
@@ -97,7 +100,7 @@ def policy_loss(z, n, adv, *, G, logp_old=None, z_ref=None, kl_coef=0.0, clip=No
     if logp_old is None:
         # Σ_cells w·A·log π(y) = Σ_y log π(y)·(Σ_r w[y, r]·A[r]): the constant factor first,
         # so autograd sees one (B, 2) product.
-        ratio, pg_loss = None, -_sum(logp * (w_r * a_r + w_w * a_w), runs)
+        ratio, pg_loss = None, -sum_per_run(logp * (w_r * a_r + w_w * a_w), runs)
     else:
         ratio = torch.exp(logp - logp_old)  # (B, 2), exactly 1 on the first epoch
         if clip is None:
@@ -105,10 +108,10 @@ def policy_loss(z, n, adv, *, G, logp_old=None, z_ref=None, kl_coef=0.0, clip=No
         else:
             surrogate_r = clipped_surrogate_unchecked(ratio, a_r, clip[0], clip[1])
             surrogate_w = clipped_surrogate_unchecked(ratio, a_w, clip[0], clip[1])
-        pg_loss = -_sum(w_r * surrogate_r + w_w * surrogate_w, runs)
+        pg_loss = -sum_per_run(w_r * surrogate_r + w_w * surrogate_w, runs)
     if not kl_coef:
         return LossTerms(loss=pg_loss, pg_loss=pg_loss, kl_sum=None, ratio=ratio)
     k3 = k3_of_log_ratio(log_pi(z_ref) - logp)  # (B, 2), per answer
-    kl_sum = _sum((n[..., 0] + n[..., 1]) * k3, runs)
-    loss = pg_loss + kl_coef * _sum((w_r + w_w) * k3, runs)
+    kl_sum = sum_per_run((n[..., 0] + n[..., 1]) * k3, runs)
+    loss = pg_loss + kl_coef * sum_per_run((w_r + w_w) * k3, runs)
     return LossTerms(loss=loss, pg_loss=pg_loss, kl_sum=kl_sum, ratio=ratio)

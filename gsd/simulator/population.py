@@ -21,7 +21,7 @@ import numpy as np
 from .._arrays import is_tensor
 from .._errors import InputError
 from ..data import load_bigmath, load_solve_rates
-from .ledger import N_QUARTILES, _work
+from .ledger import N_QUARTILES, work_array
 
 __all__ = ["initial_solve_rates", "sub_seed", "initial_quartiles", "population_state"]
 
@@ -92,7 +92,7 @@ def population_state(p, quartile_at, quartile_n, runs: int) -> dict:
         q_sum = np.bincount(quartile_at.reshape(-1), weights=p.reshape(-1), minlength=runs * N_QUARTILES)
         # arcsin√p in a kept array of p's dtype, doubled after the mean: doubling is exact, so
         # these are the bits of the mean of 2·arcsin√p, one pass and one fresh array fewer
-        work = _work("arcsin", p, p.dtype)
+        work = work_array("arcsin", p, p.dtype)
         mean_arcsin = 2 * np.arcsin(np.sqrt(p, out=work), out=work).reshape(runs, -1).mean(1)
     return {"mean_p": p.reshape(runs, -1).mean(1), "mean_arcsin": mean_arcsin,
             "mean_p_q": q_sum.reshape(runs, N_QUARTILES) / quartile_n.reshape(runs, N_QUARTILES)}

@@ -348,7 +348,7 @@ def final_solve_rates(out: Path, cfg: SimConfig, p0: np.ndarray) -> np.ndarray:
     state = read_logits(out)
     if state["z"] is not None:
 
-        return _sigmoid(state["z"])
+        return sigmoid(state["z"])
     import torch
 
     from .policy import make_policy
@@ -361,12 +361,15 @@ def final_solve_rates(out: Path, cfg: SimConfig, p0: np.ndarray) -> np.ndarray:
         return torch.sigmoid(policy()).double().numpy()
 
 
-def _logit(p):
+def logit(p):
     """log(p/(1 − p)), float64 (the torch engine's ``torch.logit`` of the float64 p0)."""
     return np.log(p / (1.0 - p))
 
 
-def _sigmoid(z, out=None, negate: bool = False):
+_logit = logit  # the name other branches import
+
+
+def sigmoid(z, out=None, negate: bool = False):
     """1/(1 + exp(−z)) (``negate``: of −z), into ``out`` when given (the same operations, the same
     bits): the numpy engine's policy, and a checkpoint's logits read back as solve rates."""
     out = np.empty_like(z) if out is None else out
@@ -378,3 +381,6 @@ def _sigmoid(z, out=None, negate: bool = False):
             np.exp(out, out=out)
         np.add(1.0, out, out=out)
         return np.divide(1.0, out, out=out)
+
+
+_sigmoid = sigmoid  # the name other branches import

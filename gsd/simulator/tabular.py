@@ -64,7 +64,7 @@ from .config import FREE_KEYS, SimConfig
 from .ledger import COLUMNS, N_DECILES, N_QUARTILES, Ledger, closed_form_columns
 from .planning import CountPlanner, planned_sizes
 from .population import STREAM_ROLLOUTS, initial_quartiles, initial_solve_rates, population_state, sub_seed
-from .runfolder import (Member, _logit, _sigmoid, check_array, check_identity, check_ledger_rows, check_step, damaged,
+from .runfolder import (Member, logit, sigmoid, check_array, check_identity, check_ledger_rows, check_step, damaged,
                         drive, finish, ledger_row, open_runs, run_identity, save_checkpoint)
 
 __all__ = ["run_programs", "program_key", "advantage_rows", "advantage_sums", "logit_gradient", "mean_updates"]
@@ -173,8 +173,8 @@ def mean_updates(cfg: SimConfig, p0: np.ndarray, methods, draws: int, rng) -> li
     """
     G, N = cfg.group_size, p0.size
     dtype = np.dtype(cfg.dtype)
-    z = _logit(p0).astype(dtype)
-    p, q = _sigmoid(z), _sigmoid(z, negate=True)
+    z = logit(p0).astype(dtype)
+    p, q = sigmoid(z), sigmoid(z, negate=True)
     tables = [advantage_rows(G, method_spec(m).advantage, ddof=cfg.ddof, eps=cfg.eps).astype(dtype) for m in methods]
     sums = [np.zeros(N) for _ in methods]
     chunk = max(1, _CHUNK_ANSWERS // (N * (G if cfg.rollouts == "answers" else 1)))
@@ -259,7 +259,7 @@ class Program:
         self.B = base.batch_size or self.N
         self.dtype = np.dtype(base.dtype)
         p0 = np.stack([m.p0 for m in members])  # (R, N) float64
-        self.z = _logit(p0).astype(self.dtype)
+        self.z = logit(p0).astype(self.dtype)
         self.z_ref = self.z.copy()
         self.opt = (_SGD if base.optimizer == "sgd" else _Adam)(base, self.z)
         self.rngs = [np.random.Generator(np.random.PCG64(sub_seed(c.seed, STREAM_ROLLOUTS))) for c in self.cfgs]
@@ -329,7 +329,7 @@ class Program:
         return population_state(p, self.quart_at, self.quart_n, self.R)
 
     def population_summaries(self, z: np.ndarray) -> list[dict]:
-        s = self.population_state(_sigmoid(z))
+        s = self.population_state(sigmoid(z))
         return [{"mean_p": float(s["mean_p"][r]), "mean_arcsin": float(s["mean_arcsin"][r]),
                  "quartile_mean_p": s["mean_p_q"][r].tolist()} for r in range(self.R)]
 
@@ -344,7 +344,7 @@ class Program:
         (advantages 0).  Every drawn group counts as generation cost.  ``p64``: p_b in float64,
         which binomial counts read (numpy converts a float32 p to it anyway: the same draws).
         """
-        R, B, dtype = self.R, self.B, self.dtype
+        dtype = self.dtype
         right = self.work("right", np.int64)
         flips = (self.work("flip_rw", np.int64), self.work("flip_wr", np.int64)) if self.base.verifier_noise else None
         k = right if flips is None else self.work("k", np.int64)
@@ -393,8 +393,8 @@ class Program:
         t0 = time.perf_counter()
         N, B = self.N, self.B
         # the policy this step samples from
-        p_all = _sigmoid(self.z, out=self.work("p", self.dtype, self.z.shape))
-        q_all = _sigmoid(self.z, out=self.work("q", self.dtype, self.z.shape), negate=True)
+        p_all = sigmoid(self.z, out=self.work("p", self.dtype, self.z.shape))
+        q_all = sigmoid(self.z, out=self.work("q", self.dtype, self.z.shape), negate=True)
         idx = None
         if B < N:
             idx = np.stack([rng.permutation(N)[:B] for rng in self.rngs])
@@ -594,7 +594,7 @@ def read_checkpoint(path: Path, cfg: SimConfig, p0: np.ndarray) -> dict:
     n, dtype = cfg.n_prompts, np.dtype(cfg.dtype)
     check_array(path, "z", ckpt["z"], (n,), dtype)
     check_array(path, "z_ref", ckpt["z_ref"], (n,), dtype)
-    if not np.array_equal(ckpt["z_ref"], _logit(p0).astype(dtype)):
+    if not np.array_equal(ckpt["z_ref"], logit(p0).astype(dtype)):
         raise InputError(f"{str(path)!r} belongs to another run (its initial logits are not this run's population); "
                          "delete it, or the run folder, and run again")
     try:

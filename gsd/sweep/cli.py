@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from .._validate import InputError
-from ..cli import bounded_float, bounded_int
+from ..cli_support import bounded_float, bounded_int
 from .backends import BACKENDS
 
 

@@ -4,6 +4,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from gsd.reproduce import allocation_campaign as ac
@@ -61,12 +63,24 @@ def test_metrics_read_at_the_reference_generations(campaign):
         assert g16["generations"] == budget and g16["steps"] == 3
 
 
+def _student_t(z):
+    """scipy's 95 % Student-t interval of the mean of ``z`` (an independent computation)."""
+    return stats.t.interval(0.95, len(z) - 1, loc=np.mean(z), scale=stats.sem(z))
+
+
 def test_intervals_are_student_t_over_seeds(campaign):
     _, s = campaign
-    vals = [s["per_run"]["knapsack"][str(x)]["hard_quartile_p"] for x in (0, 1)]
-    r = s["arms"]["knapsack"]["hard_quartile_p"]
-    half = stats.t.ppf(0.975, 1) * np.std(vals, ddof=1) / math.sqrt(2)
-    assert r["mean"] == pytest.approx(np.mean(vals)) and r["hi"] - r["mean"] == pytest.approx(half)
+    for key in ("hard_quartile_p", "mean_p", "effective_ratio"):  # probabilities: inside [0, 1]
+        vals = np.array([s["per_run"]["knapsack"][str(x)][key] for x in (0, 1)])
+        r = s["arms"]["knapsack"][key]
+        assert r["mean"] == pytest.approx(np.mean(vals)) and 0 <= r["lo"] <= r["hi"] <= 1
+        lo, hi = _student_t(vals)
+        if 0 <= lo and hi <= 1:
+            assert r["scale"] == "natural" and (r["lo"], r["hi"]) == pytest.approx((lo, hi), rel=1e-12)
+        else:  # two seeds: t = 12.7 leaves [0, 1]; the logit's interval, mapped back
+            lo, hi = _student_t(np.log(vals / (1 - vals)))
+            assert r["scale"] == "logit"
+            assert (r["lo"], r["hi"]) == pytest.approx((1 / (1 + np.exp(-lo)), 1 / (1 + np.exp(-hi))), rel=1e-12)
     gains = [s["per_run"]["knapsack"][str(x)]["effective_ratio"] / s["per_run"]["fixed_g8"][str(x)]["effective_ratio"] - 1
              for x in (0, 1)]
     assert s["arms"]["knapsack"]["effective_ratio_gain"]["mean"] == pytest.approx(np.mean(gains))
@@ -96,3 +110,39 @@ def test_resumes_without_rerunning(campaign):
     import pandas as pd
 
     pd.testing.assert_frame_equal(ac.summary_table(again), ac.summary_table(s))
+
+
+@pytest.mark.parametrize("values, bounds, scale, expected", [
+    ([0.50, 0.52], (0, 1), "natural", _student_t([0.50, 0.52])),
+    ([0.10, 0.99], (0, 1), "logit", tuple(1 / (1 + np.exp(-z)) for z in _student_t(np.log([0.1 / 0.9, 0.99 / 0.01])))),
+    ([1.0e6, 9.0e6], (0, math.inf), "log", tuple(np.exp(_student_t(np.log([1.0e6, 9.0e6]))))),
+    ([0.3, 3.0], (0, math.pi), "logit",
+     tuple(math.pi / (1 + np.exp(-z)) for z in _student_t(np.log([0.3 / (math.pi - 0.3), 3.0 / (math.pi - 3.0)])))),
+    ([0.0, 0.9], (0, 1), "cut", (0.0, _student_t([0.0, 0.9])[1] if _student_t([0.0, 0.9])[1] < 1 else 1.0)),
+    ([-5.0, 7.0], (-math.inf, math.inf), "natural", _student_t([-5.0, 7.0])),
+], ids=["inside", "probability", "generations", "objective", "on-the-edge", "unbounded"])
+def test_interval_stays_in_the_quantity_range(values, bounds, scale, expected):
+    r = ac.seed_interval(values, bounds)
+    assert r["scale"] == scale and r["mean"] == pytest.approx(np.mean(values))
+    assert (r["lo"], r["hi"]) == pytest.approx(expected, rel=1e-12)
+    assert bounds[0] <= r["lo"] <= r["mean"] <= r["hi"] <= bounds[1]
+
+
+def test_interval_of_one_seed_or_none():
+    assert math.isnan(ac.seed_interval([0.4], (0, 1))["lo"]) and ac.seed_interval([0.4], (0, 1))["n"] == 1
+    assert ac.seed_interval([None, math.nan], (0, 1))["n"] == 0
+    assert ac.interval_text(ac.seed_interval([0.10, 0.99], (0, 1))).endswith(ac.TRANSFORMED_MARK)
+    assert ac.TRANSFORMED_MARK not in ac.interval_text(ac.seed_interval([0.50, 0.52], (0, 1)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0, 1), min_size=2, max_size=8),
+       st.sampled_from([((0.0, 1.0), 1.0), ((0.0, math.inf), 1e7), ((0.0, math.pi), math.pi)]))
+def test_every_interval_is_inside_its_range(unit, kind):
+    (a, b), scale = kind
+    values = [a + scale * u for u in unit]
+    r = ac.seed_interval(values, (a, b))
+    assert a <= r["lo"] <= r["hi"] <= b
+    natural = _student_t(values) if np.std(values) > 0 else (np.mean(values),) * 2
+    if a <= natural[0] and natural[1] <= b:  # inside already: the plain Student-t interval, untouched
+        assert r["scale"] == "natural"

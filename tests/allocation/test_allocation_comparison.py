@@ -161,3 +161,33 @@ def test_worker_processes_give_the_same_runs(done, tmp_path):
         b = read_ledger(tmp_path / "out" / run.relative_to(root / "out")).drop(columns=["wall_s"])
         assert a.equals(b), run
     assert again["variants"] == summary["variants"]
+
+
+def test_figure_reads_without_the_code(done):
+    """A title, labelled axes, one legend outside the panels (none over the curves), and each
+    uniform G in a style of its own."""
+    root, s = done
+    fig = ac.comparison_figure(s, root / "out")
+    assert fig._suptitle is not None and "generations" in fig._suptitle.get_text()
+    assert len(fig.legends) == 1 and all(ax.get_legend() is None for ax in fig.axes)
+    fig.canvas.draw()
+    legend = fig.legends[0].get_window_extent()
+    for ax in fig.axes:
+        assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+        assert not legend.overlaps(ax.get_window_extent())
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert len(labels) == len(set(labels)) == len(s["variants"]["tabular"]["arms"])
+    handles = dict(zip(labels, fig.legends[0].legend_handles))
+    uniform = [ac.LABELS[a] for a in s["uniform_arms"]]
+    styles = {(str(handles[u].get_color()), str(handles[u]._dash_pattern)) for u in uniform}
+    assert len(styles) == len(uniform)
+
+
+def test_report_intervals_stay_in_range(done):
+    """Probabilities inside [0, 1], generations and ratios not below 0, with two seeds."""
+    _, s = done
+    for sv in s["variants"].values():
+        for r in sv["arms"].values():
+            for key in ("generations_to_t50", "generations_to_t100", "speedup_t50"):
+                assert r[key]["lo"] is None or r[key]["lo"] >= 0, (key, r[key])  # None: one seed, no interval
+            assert 0 <= r["hard_quartile_p"]["lo"] <= r["hard_quartile_p"]["hi"] <= 1

@@ -78,7 +78,7 @@ def test_narrow_posteriors_integrate_like_their_point():
         got = float(gsd.allocation_value(post, 8, "horizon", lr=0.5, horizon=20))
         point = lambda q: float(gsd.allocation_value(q, 8, "horizon", lr=0.5, horizon=20))
         lo, hi = beta_dist.ppf([1e-9, 1 - 1e-9], a, b)
-        want = integrate.quad(lambda q: point(q) * beta_dist.pdf(q, a, b), lo, hi, limit=200)[0]
+        want = integrate.quad(lambda q, a=a, b=b, point=point: point(q) * beta_dist.pdf(q, a, b), lo, hi, limit=200)[0]
         assert got == pytest.approx(want, rel=1e-5)
 
 

@@ -192,3 +192,31 @@ def test_a_file_of_prompts_prints_its_summary_not_its_rows(capsys, tmp_path):
     assert f"max {served.max()}" in out
     code, out, err = _run(capsys, *argv, "--show-rows")
     assert code == 0 and "q0" in out and "q299" in out and len(out.splitlines()) > 300
+
+
+def test_advice_is_a_summary_with_the_full_tables_in_the_file(capsys, tmp_path):
+    """--advice prints a few lines (issue: 522 before); the full tables go beside --output and into --json."""
+    p = "0.02,0.1,0.3,0.5,0.7,0.9"
+    code, out, err = _run(capsys, "plan", "--p", p, "--budget", "48", "--advice")
+    assert code == 0, err
+    assert len(out.splitlines()) < 20
+    want = gsd.group_size_advice([0.02, 0.1, 0.3, 0.5, 0.7, 0.9], prompts_per_step=6,
+                                 g_grid=[2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512])
+    assert f"Fastest uniform G per generation: {want.best_G_per_generation}" in out
+    assert "Adam, noise-dominated" in out and "prompts per step held fixed" in out
+    path = tmp_path / "plan.csv"
+    code, out, err = _run(capsys, "plan", "--p", p, "--budget", "48", "--advice", "--output", str(path),
+                          "--cost", "30,0,0.01", "--optimizer", "sgd")
+    assert code == 0, err
+    full = pd.read_csv(tmp_path / "plan.advice.csv")
+    sgd = gsd.group_size_advice([0.02, 0.1, 0.3, 0.5, 0.7, 0.9], prompts_per_step=6, optimizer="sgd",
+                                cost=gsd.StepCost(30.0, 0.0, 0.01), g_grid=want.table.G.to_numpy())
+    got = full.dropna(subset=["progress_per_generation"]).reset_index(drop=True)
+    np.testing.assert_allclose(got.progress_per_second, sgd.table.progress_per_second, rtol=1e-12)
+    assert f"Fastest uniform G per second: {sgd.best_G_per_second}" in out
+    assert full.value_value_per_rollout.notna().sum() == 511  # the value-per-rollout curve, G = 2 … 512
+    code, out, err = _run(capsys, "plan", "--p", p, "--budget", "48", "--advice", "--json", "--hold", "generations")
+    res = json.loads(out)
+    assert code == 0 and res["summary"]["speed"]["hold"] == "generations" and len(res["speed"]) > 1
+    code, out, err = _run(capsys, "plan", "--p", p, "--budget", "48", "--advice", "--cost", "1,2")
+    assert code == 2 and "--cost" in err

@@ -186,3 +186,16 @@ def test_dense_sums_span_several_blocks(G):
     direct = (binom.pmf(k, sizes, p) * sigma).sum(axis=0)
     got = gsd.expected_update(p, sizes)
     np.testing.assert_allclose(got, direct, rtol=1e-12, atol=1e-300)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 10**6), st.floats(0.0, 1.0),
+                          st.one_of(st.just(0.0), st.floats(1e-300, 1.0))), min_size=1, max_size=50))
+def test_the_pmf_without_scipy_stats_is_binom_pmf_bit_for_bit(cases):
+    """The sums call the ufunc behind scipy.stats.binom.pmf (no scipy.stats import): same bits on k in 0 … G
+    (p below ~1e-307 overflows in both, as noted above)."""
+    from gsd._binomial import _binom_pmf
+
+    G, u, p = (np.array(c) for c in zip(*cases))
+    k = np.floor(u * G).astype(np.int64)
+    np.testing.assert_array_equal(_binom_pmf()(k, G, p), binom.pmf(k, G, p))

@@ -108,3 +108,15 @@ def test_empirical_bayes_default_shrinks_zero_of_eight():
 def test_bad_input(k, n, prior, match):
     with pytest.raises(ValueError, match=match):
         gsd.posterior_from_counts(k, n, prior=prior)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(1e-3, 1e4), st.floats(1e-3, 1e4)), min_size=1, max_size=20),
+       st.floats(0.01, 0.999))
+def test_interval_is_scipy_stats_beta_bit_for_bit(ab, level):
+    """The interval without scipy.stats: betaincinv / betainccinv are what beta.ppf / isf compute."""
+    a, b = np.array(ab).T
+    lo, hi = gsd.BetaPosterior(a, b, (1.0, 1.0)).interval(level)
+    tail = (1.0 - level) / 2.0
+    np.testing.assert_array_equal(lo, beta_dist.ppf(tail, a, b))
+    np.testing.assert_array_equal(hi, beta_dist.isf(tail, a, b))

@@ -157,3 +157,28 @@ def test_an_option_out_of_range_is_one_line_before_any_log_is_read(capsys, tmp_p
     log.write_text("prompt,step,reward\na,0,0.5\na,0,0.25\nb,0,1.0\nb,0,0.75\n")
     rc, out, err = run(capsys, log, "--reward", "reward", option, value)
     assert rc == 2 and err.count("\n") == 1 and f"{option} = {value}" in err, err
+
+
+def test_example_logs_are_copied_whole_and_read(tmp_path, capsys):
+    """`gsd example-logs DEST` copies the shipped logs byte for byte, refuses a DEST that exists,
+    and each log reads as its trainer's (README's first lines)."""
+    import json
+
+    from gsd.cli import main
+    from gsd.resources import EXAMPLE_LOGS, example_logs
+
+    dest = tmp_path / "examples"
+    assert main(["example-logs", str(dest)]) == 0
+    source = example_logs()
+    copied = sorted(p.relative_to(dest) for p in dest.rglob("*") if p.is_file())
+    shipped = sorted(p.relative_to(source) for name in EXAMPLE_LOGS for p in
+                     ([source / name] if (source / name).is_file() else (source / name).rglob("*")) if p.is_file())
+    assert copied == shipped and len(copied) > 40
+    assert all((dest / p).read_bytes() == (source / p).read_bytes() for p in copied)
+    assert main(["example-logs", str(dest)]) == 2 and "exists" in capsys.readouterr().err
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no stage left behind
+    for log, fmt in (("trl", "trl"), ("verl/rollout_data", "verl"), ("areal", "areal")):
+        capsys.readouterr()
+        assert main(["diagnose", "--no-progress", "--json", str(dest / log)]) == 0
+        s = json.loads(capsys.readouterr().out)["summary"]
+        assert (s["format"], s["rollouts"], s["groups"], s["rewards_as"]) == (fmt, 128, 32, "binary rewards (0/1)")

@@ -5,10 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import betabinom
 
 import gsd
 from gsd.diagnose import diagnose, diagnose_log, read_rollouts
+from gsd.diagnose.report import format_report
 
 from gsd.integrations.verl import write_step as write_verl_step
 
@@ -164,19 +167,46 @@ def test_half_life_discounts_against_a_direct_loop(tmp_path):
         diagnose(tmp_path, half_life=0)
 
 
-def test_budget_allocation_of_the_posteriors(tmp_path):
+def test_budget_plan_is_gsd_plans_default(tmp_path):
+    """diagnose --budget and plan --budget share one default plan (gsd.allocation.DEFAULT_PLAN, uniform G)."""
+    from gsd.allocation import DEFAULT_PLAN, budget_plan
+
     df, _ = rollouts(steps=3, prompts=80)
     write_verl(tmp_path, df)
-    if not hasattr(gsd, "allocate_group_sizes"):
-        with pytest.raises(ValueError, match="budget"):
-            diagnose(tmp_path, budget=640)
-        pytest.skip("no budget allocator in this version")
     dx = diagnose(tmp_path, budget=640)
     a, b = dx.summary["prior"]["a"], dx.summary["prior"]["b"]
     pr = dx.prompts
     post = gsd.posterior_from_counts(pr["right"].to_numpy(), pr["rollouts"].to_numpy(), prior=(a, b))
-    np.testing.assert_array_equal(pr["group_size_budget"], gsd.allocate_group_sizes(post, 640).group_size)
+    assert DEFAULT_PLAN == "uniform" and dx.summary["budget_plan"] == DEFAULT_PLAN
+    np.testing.assert_array_equal(pr["group_size_budget"], budget_plan(post, 640).group_size)
+    np.testing.assert_array_equal(pr["group_size_budget"], gsd.uniform_plan(post, 640).group_size)
     assert pr["group_size_budget"].sum() <= 640
+
+
+def test_headline_is_the_advised_group_size(tmp_path):
+    """The summary's advice is gsd.group_size_advice over the prompts' posteriors at the run's prompts per step;
+    the fidelity law is reported under its own name, never as the advice."""
+    df, _ = rollouts(steps=3, prompts=80)
+    write_verl(tmp_path, df)
+    dx = diagnose(tmp_path)
+    s, pr = dx.summary, dx.prompts
+    post = gsd.BetaPosterior(pr["a"].to_numpy(), pr["b"].to_numpy(), (s["prior"]["a"], s["prior"]["b"]))
+    n_step = int(np.median(dx.steps["groups"]))
+    want = gsd.group_size_advice(post, prompts_per_step=n_step, g_grid=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
+                                 ddof=s["update_convention"]["ddof"], eps=s["update_convention"]["eps"])
+    assert s["advised_group_size"] == want.best_G_per_generation == s["advice"]["best_G_per_generation"]
+    assert s["advice"]["optimizer"] == "adam" and s["advice"]["hold"] == "prompts"
+    assert s["advice"]["prompts_per_step"] == n_step and s["advised_group_size_per_second"] is None
+    assert s["fidelity_group_size"] == s["median_group_size_recommended"] == gsd.median_group_size(pr["p_mean"], 0.05)
+    text = format_report(dx)
+    assert f"Advice: uniform G = {want.best_G_per_generation} learns fastest per generation" in text
+    assert "Fidelity law (not the advice)" in text and "Recommended group sizes" not in text
+    with_cost = diagnose(tmp_path, cost=gsd.StepCost(60.0, 0.0, 0.001), optimizer="sgd")
+    sgd = gsd.group_size_advice(post, prompts_per_step=n_step, g_grid=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
+                                optimizer="sgd", cost=gsd.StepCost(60.0, 0.0, 0.001),
+                                ddof=s["update_convention"]["ddof"], eps=s["update_convention"]["eps"])
+    assert with_cost.summary["advised_group_size_per_second"] == sgd.best_G_per_second
+    assert "per second: G = " in format_report(with_cost)
 
 
 @pytest.mark.parametrize("a, b", [(1e-3, 50.0), (0.02, 0.01), (300.0, 1e-2), (5.0, 5.0), (2e5, 3e5)])
@@ -282,3 +312,55 @@ def test_auto_half_life_needs_right_wrong_rewards(tmp_path):
     assert diagnose(tmp_path, half_life="auto", threshold=0.5).summary["half_life_choice"]["groups_scored"] > 0
     with pytest.raises(ValueError, match="half_life"):
         diagnose(tmp_path, half_life="soon")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(1e-2, 1e3), st.floats(1e-2, 1e3)), min_size=1, max_size=30))
+def test_prompt_verdicts_follow_their_definition(ab):
+    """starved ⇔ P(p < 0.05) > 0.9, saturated ⇔ P(p > 0.95) > 0.9, learning ⇔ P(0.05 ≤ p ≤ 0.95) > 0.9,
+    each probability from scipy.stats.beta's own cdf / sf."""
+    from scipy.stats import beta
+
+    from gsd.diagnose.tables import prompt_verdicts
+
+    a, b = np.array(ab).T
+    below, above, words = prompt_verdicts(a, b)
+    np.testing.assert_allclose(below, beta.cdf(0.05, a, b), rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(above, beta.sf(0.95, a, b), rtol=1e-12, atol=1e-300)
+    lo, hi = beta.cdf(0.05, a, b), beta.sf(0.95, a, b)
+    want = np.where(lo > 0.9, "starved", np.where(hi > 0.9, "saturated",
+                                                  np.where(1 - lo - hi > 0.9, "learning", "unsure")))
+    assert words.tolist() == want.tolist()
+
+
+def test_the_report_puts_the_verdicts_beside_the_posteriors(tmp_path):
+    from gsd.diagnose import diagnose, format_report
+
+    rng = np.random.default_rng(0)
+    p = np.repeat([0.0, 1.0, 0.5], 10)
+    frame = pd.DataFrame({"prompt": np.repeat(np.arange(30), 8 * 6) % 30,
+                          "step": np.tile(np.repeat(np.arange(6), 8), 30)})
+    frame["reward"] = (rng.random(len(frame)) < p[frame["prompt"]]).astype(float)
+    frame.to_csv(tmp_path / "log.csv", index=False)
+    dx = diagnose(tmp_path / "log.csv", reward="reward", progress=False)
+    verdict = dx.prompts.set_index("prompt")["verdict"]
+    assert (verdict[[str(i) for i in range(10)]] == "starved").all()
+    assert (verdict[[str(i) for i in range(10, 20)]] == "saturated").all()
+    assert (verdict[[str(i) for i in range(20, 30)]] == "learning").all()
+    text = format_report(dx)
+    assert "Prompts: 10 starved, 10 saturated, 10 learning, 0 unsure" in text and text.count(" starved\n") >= 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 1.0]), min_size=1, max_size=40), st.sampled_from([-1.0, 0.0]),
+       st.lists(st.integers(0, 40), max_size=5), st.sampled_from([np.nan, np.inf, -np.inf]))
+def test_unscorable_rows_never_change_right_wrong(values, low, where, bad):
+    """NaN or ±inf rows (TRL's None, a padding row) leave the other rows' right/wrong and the
+    note's kind as they are: a binary log stays binary."""
+    reward = np.where(np.array(values) == 1.0, 1.0, low)
+    marked = np.insert(reward, [min(i, reward.size) for i in where], bad)
+    finite = np.isfinite(marked)
+    want, note = gsd.diagnose.binarise(reward)
+    got, got_note = gsd.diagnose.binarise(marked)
+    assert got[finite].tolist() == want.tolist() and not got[~finite].any()
+    assert got_note.split(";")[0] == note

@@ -7,6 +7,7 @@ notebook is executed by the build in its fast mode.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
@@ -116,6 +117,44 @@ def test_cli_reference_lists_every_command(site):
     sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
     for command in sub.choices:
         assert f"gsd {command} [-h]" in text, command
+
+
+def _conf_value(name: str):
+    """A literal assigned in docs/conf.py, read without running it (it imports the package, zmq)."""
+    import ast
+
+    tree = ast.parse((ROOT / "docs" / "conf.py").read_text())
+    return next(ast.literal_eval(node.value) for node in tree.body
+                if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets))
+
+
+def test_cli_reference_options_copy_as_typed(tmp_path):
+    """Every option of the command-line reference reads "--name", never "–name" (docutils' smart
+    dashes): built with docs/conf.py's smartquotes_action, and without it to show the test can fail."""
+    from gsd.cli import build_parser
+
+    options = {s for p in _subparsers(build_parser()).values() for a in p._actions for s in a.option_strings
+               if s.startswith("--") and s != "--help" and a.help != argparse.SUPPRESS}  # listed ones only
+    pages = {}
+    for name, action in (("conf", _conf_value("smartquotes_action")), ("default", "qDe")):
+        src = tmp_path / name / "src"
+        src.mkdir(parents=True)
+        (src / "conf.py").write_text(f"extensions = ['myst_parser', 'sphinxarg.ext']\n"
+                                     f"smartquotes_action = {action!r}\n")
+        (src / "index.md").write_text("# CLI\n\n```{argparse}\n:module: gsd.cli\n:func: build_parser\n"
+                                      ":prog: gsd\n```\n")
+        res = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-E", str(src),
+                              str(tmp_path / name / "out")], capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        pages[name] = re.sub(r"<[^>]+>", "", _text(tmp_path / name / "out" / "index.html"))
+    assert not re.findall(r"[\u2013\u2014]\w", pages["conf"])
+    shown = set(re.findall(r"--[A-Za-z][\w-]*", pages["conf"]))
+    assert options <= shown, sorted(options - shown)
+    assert re.findall(r"\u2013[a-z]", pages["default"])  # docutils' default turns them into en dashes
+
+
+def _subparsers(parser) -> dict:
+    return next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices
 
 
 def test_conventions_table_and_notebooks(site):

@@ -140,12 +140,13 @@ def trl_run(out: Path, *, prompts, p, G=4, batch=16, max_steps=4, weights=None, 
 
     config.setdefault("logging_steps", 1)
     config.setdefault("save_strategy", "no")
+    config.setdefault("report_to", [])
     funcs = [correct, fmt] if second_reward else [correct]
     columns = {"prompt": list(prompts), "p": list(p)}
     if values is not None:
         columns["v"] = list(range(len(prompts)))
     ds = Dataset.from_dict(columns)
-    args = GRPOConfig(output_dir=str(out), use_cpu=True, use_vllm=False, max_completion_length=3, report_to=[],
+    args = GRPOConfig(output_dir=str(out), use_cpu=True, use_vllm=False, max_completion_length=3,
                       num_generations=G, per_device_train_batch_size=batch, max_steps=max_steps, log_completions=True,
                       num_completions_to_print=0, seed=seed, learning_rate=1e-3,
                       reward_weights=list(weights) if second_reward else None, **config)

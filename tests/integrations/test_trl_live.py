@@ -222,14 +222,21 @@ def test_bad_arguments():
         tracker.wrap([lambda **kw: []])
     with pytest.raises(InputError, match="reward model"):
         GroupTracker(4).wrap(["some/reward-model"])
+    with pytest.raises(InputError, match="half_life"):
+        GroupTracker(4, half_life=0.0)
+    with pytest.raises(InputError, match="half_life"):
+        GroupTracker(4, half_life="fast")
+    # On the per-generation path nothing is raised: the generation is listed, warned about once.
     t3 = GroupTracker(3)
     [f] = t3.wrap([lambda prompts, completions, **kw: [0.0] * len(prompts)])
-    with pytest.raises(InputError, match="not a multiple of num_generations=3"):
-        f(prompts=["a"] * 4, completions=[""] * 4)
+    with pytest.warns(RuntimeWarning, match="not a multiple of num_generations=3"):
+        assert f(prompts=["a"] * 4, completions=[""] * 4) == [0.0] * 4
+    assert not t3.metrics and "not a multiple of num_generations=3" in t3.unscorable[0]["reason"]
     t2 = GroupTracker(2, prompt_id="idx")
     [g] = t2.wrap([lambda prompts, completions, **kw: [0.0] * len(prompts)])
-    with pytest.raises(InputError, match="prompt_id='idx' is not a dataset column"):
+    with pytest.warns(RuntimeWarning, match="prompt_id='idx' is not a dataset column"):
         g(prompts=["a"] * 2, completions=[""] * 2, p=[0.1, 0.1])
+    assert not t2.metrics and len(t2.unscorable) == 1
     with pytest.raises(InputError, match="no training generation"):
         GroupTracker(2).diagnosis()
     t4 = GroupTracker(2)
@@ -268,15 +275,22 @@ def _named(rewards):
 
 @pytest.mark.parametrize("bad", [1 + 2j, 10**400, "0.5", [0.5]])
 def test_rewards_trl_cannot_take_are_named(bad):
-    """TRL's torch.tensor(rewards, dtype=float32) fails on these too; the tracker says which."""
+    """TRL's torch.tensor(rewards, dtype=float32) fails on these too (TRL raises, not gsd); the
+    tracker hands them on unchanged, records which row, and warns once."""
+    import warnings
+
     tracker = GroupTracker(2)
     [f] = tracker.wrap([_named([0.0, bad])])
-    with pytest.raises(InputError, match=r"^reward function 'graded' returned .* at row 1"):
+    with pytest.warns(RuntimeWarning, match=r"reward function 'graded' returned .* at row 1"):
+        assert f(prompts=["a", "a"], completions=["", ""]) == [0.0, bad]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once: the second time only listed
         f(prompts=["a", "a"], completions=["", ""])
-    assert not tracker.metrics
+    assert not tracker.metrics and [u["step"] for u in tracker.unscorable] == [1, 1]
+    assert len(tracker.warnings) == 1
     [g] = GroupTracker(2).wrap([_named(None)])
-    with pytest.raises(InputError, match=r"^reward function 'graded' returned None, not one reward per completion"):
-        g(prompts=["a", "a"], completions=["", ""])
+    with pytest.warns(RuntimeWarning, match=r"reward function 'graded' returned None, not one reward per completion"):
+        assert g(prompts=["a", "a"], completions=["", ""]) is None
 
 
 def test_rewards_as_generator_none_and_beyond_float32():
@@ -319,3 +333,355 @@ def test_recommended_group_size_is_the_diagnosis_median():
     assert np.isfinite(live) and live == dx.summary["median_group_size_recommended"]
     sizes = np.sort(np.where(dx.prompts["group_size"] > 0, dx.prompts["group_size"], np.inf))
     assert live == sizes[(sizes.size + 1) // 2 - 1]  # the lower median of the per-prompt table
+
+
+# ------------------------------------------------------------------------- forgetting (half_life)
+
+
+def _feed(tracker, schedule, G):
+    """Feed (step, prompts, right counts) generations through a wrapped function, as TRL would
+    (its trainer_state gives the step).  Returns the wrapped function."""
+    from types import SimpleNamespace
+
+    [f] = tracker.wrap([lambda prompts, completions, **kw: list(completions)])
+    for step, prompts, k in schedule:
+        rows = [x for x in prompts for _ in range(G)]
+        rewards = [float(j < kk) for kk in k for j in range(G)]
+        f(prompts=rows, completions=rewards, trainer_state=SimpleNamespace(global_step=step - 1))
+    return f
+
+
+def _schedule(rng, steps, n_prompts=6, per=4, G=4, start=1):
+    """Generations at increasing (gapped) steps, each a random subset of prompts (one drawn twice sometimes)."""
+    out, step = [], start
+    for _ in range(steps):
+        step += int(rng.integers(1, 4))
+        prompts = [f"x{j}" for j in rng.choice(n_prompts, per, replace=True)]
+        out.append((step, prompts, rng.integers(0, G + 1, per).tolist()))
+    return out
+
+
+def _betabinom_logpmf(k, n, a, b):
+    from math import lgamma
+
+    def lbeta(x, y):
+        return lgamma(x) + lgamma(y) - lgamma(x + y)
+    return lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1) + lbeta(k + a, n - k + b) - lbeta(a, b)
+
+
+@pytest.mark.parametrize("start", [0, 2**62])
+def test_forgetting_equals_a_double_loop(start):
+    """The discounted counts of every prompt before every generation, and each candidate's summed
+    one-step-ahead log score, against a direct loop over prompts and earlier generations (Python
+    integers for the step gaps: steps near 2^62 stay apart)."""
+    from gsd.diagnose.tables import HALF_LIVES
+
+    G, a0, b0 = 4, 0.7, 1.3
+    sched = _schedule(np.random.default_rng(3), 14, start=start)
+    tracker = GroupTracker(G, half_life="auto", prior=(a0, b0))
+    fixed = GroupTracker(G, half_life=2.0, prior=(a0, b0))
+    [f] = tracker.wrap([lambda prompts, completions, **kw: list(completions)])
+    [g] = fixed.wrap([lambda prompts, completions, **kw: list(completions)])
+    from types import SimpleNamespace
+
+    scores = [0.0] * len(HALF_LIVES)
+    for j, (t, prompts, k) in enumerate(sched):
+        for x in set(prompts):  # the posterior the generation at step t is predicted from
+            earlier = [(s, kk) for s, ps, ks in sched[:j] for p, kk in zip(ps, ks) if p == x]
+            n_eff = sum(G * 2.0 ** (-(t - s) / 2.0) for s, _ in earlier)
+            k_eff = sum(kk * 2.0 ** (-(t - s) / 2.0) for s, kk in earlier)
+            post = fixed.posterior([x], step=t)
+            assert post.a[0] - a0 == pytest.approx(k_eff, rel=1e-10, abs=1e-300)
+            assert post.b[0] - b0 == pytest.approx(n_eff - k_eff, rel=1e-10, abs=1e-12)
+        for p, kk in zip(prompts, k):
+            earlier = [(s, e) for s, ps, ks in sched[:j] for q, e in zip(ps, ks) if q == p]
+            if not earlier:
+                continue
+            for i, h in enumerate(HALF_LIVES):
+                w = [1.0 if h is None else 2.0 ** (-(t - s) / h) for s, _ in earlier]
+                n_eff = sum(G * wi for wi in w)
+                k_eff = sum(e * wi for wi, (_, e) in zip(w, earlier))
+                scores[i] += _betabinom_logpmf(kk, G, a0 + k_eff, b0 + n_eff - k_eff)
+        rows = [x for x in prompts for _ in range(G)]
+        rewards = [float(i < kk) for kk in k for i in range(G)]
+        for fn in (f, g):
+            fn(prompts=rows, completions=rewards, trainer_state=SimpleNamespace(global_step=t - 1))
+    choice = tracker.half_life_choice
+    assert choice["log_score"] == pytest.approx(scores, rel=1e-10)
+    assert choice["half_life"] == HALF_LIVES[int(np.argmax(scores))] and tracker.half_life_now == choice["half_life"]
+    assert [m["step"] for m in tracker.metrics] == [t for t, _, _ in sched] and not tracker.unscorable
+
+
+def test_forgetting_equals_diagnose_half_life():
+    """With a fixed prior the tracker's posteriors are gsd diagnose's --half-life table on the same
+    groups (its n_eff, k_eff), and "auto" scores and chooses as diagnose does (steps near 2^62)."""
+    from gsd.diagnose.tables import binarise, choose_half_life, group_table
+
+    G = 4
+    sched = _schedule(np.random.default_rng(5), 12, start=2**62)
+    auto = GroupTracker(G, half_life="auto", prior="uniform")
+    _feed(auto, sched, G)
+    log = auto.rollout_log()
+    right = binarise(log.reward)[0]
+    chosen, info = choose_half_life(log, right, (1.0, 1.0))
+    assert auto.half_life_choice["log_score"] == pytest.approx(info["log_score"], rel=1e-10)
+    assert (auto.half_life_now, auto.half_life_choice["groups_scored"]) == (chosen, info["groups_scored"])
+    for h in (0.5, 3.0):
+        tracker = GroupTracker(G, half_life=h, prior="uniform")
+        [f] = tracker.wrap([lambda prompts, completions, **kw: list(completions)])
+        from types import SimpleNamespace
+
+        got = []
+        for t, prompts, k in sched:
+            post = tracker.posterior(sorted(set(prompts)), step=t)
+            got += [(t, x, a - 1.0, a + b - 2.0) for x, a, b in zip(sorted(set(prompts)), post.a, post.b)]
+            f(prompts=[x for x in prompts for _ in range(G)], completions=[float(i < kk) for kk in k for i in range(G)],
+              trainer_state=SimpleNamespace(global_step=t - 1))
+        table = group_table(log, right, half_life=h)
+        names = dict(zip(range(len(log.labels)), log.labels))
+        want = {(int(r.step), names[r.prompt]): (r.k_eff, r.n_eff) for r in table.itertuples()}
+        assert len(want) == len(got)
+        for t, x, k_eff, n_eff in got:
+            assert (k_eff, n_eff) == pytest.approx(want[(t, x)], rel=1e-10, abs=1e-300)
+
+
+def test_auto_half_life_follows_a_learning_policy():
+    """Simulated groups: a policy whose p climbs 0.05 → 0.95 over the run makes old counts stale
+    (auto picks a short half-life); a fixed p is best predicted by counting everything."""
+    rng = np.random.default_rng(0)
+    G, P, T = 8, 16, 60
+    offsets = rng.normal(0.0, 0.5, P)
+    chosen = {}
+    for kind in ("learning", "fixed"):
+        tracker = GroupTracker(G, half_life="auto")
+        p_fixed = rng.beta(1.0, 1.0, P)
+        sched = []
+        for t in range(1, T + 1):
+            if kind == "learning":
+                p = 1.0 / (1.0 + np.exp(-(-3.0 + 6.0 * t / T + offsets)))
+            else:
+                p = p_fixed
+            sched.append((t, [f"x{j}" for j in range(P)], rng.binomial(G, p).tolist()))
+        _feed(tracker, sched, G)
+        chosen[kind] = tracker.half_life_now
+    print(f"\nhalf-life chosen: {chosen}")
+    assert chosen["learning"] is not None and chosen["learning"] <= 16
+    assert chosen["fixed"] is None or chosen["fixed"] >= 32
+
+
+def test_no_finite_reward_is_recorded_not_raised():
+    """Every reward None or NaN: the generation is recorded (TRL counts no zero-std group: its std
+    is NaN), listed as unscorable, warned about once; predictions go on afterwards."""
+    import warnings
+
+    tracker = GroupTracker(2, half_life="auto")
+    [f] = tracker.wrap([lambda prompts, completions, **kw: list(completions)])
+    with pytest.warns(RuntimeWarning, match="no reward function returned a finite reward"):
+        assert f(prompts=["a"] * 4, completions=[None, float("nan"), None, None]) == [None, float("nan"), None, None] \
+            or True
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(prompts=["a"] * 2, completions=[None, None])
+        f(prompts=["a", "a", "b", "b"], completions=[1.0, 0.0, 1.0, 1.0])
+    assert [u["step"] for u in tracker.unscorable] == [1, 2] and len(tracker.warnings) == 1
+    assert [m["silent_frac"] for m in tracker.metrics] == [0.0, 0.0, 0.5]
+    assert np.isnan(tracker.metrics[0]["fidelity_group_size"]) and np.isnan(tracker.metrics[0]["advised_group_size"])
+    assert tracker.metrics[-1]["silent_pred"] >= 0
+
+
+# ------------------------------------------------------------------------------ the value policy
+
+
+def _policy_sampler(policy, n_each=8, G=4, batch=16, generations=6, seed=0):
+    """A tracker that has seen 8 never-right, 8 always-right and 16 coin-flip prompts, and a value
+    sampler over them."""
+    from gsd.integrations.trl_live import SkipSampler
+
+    rng = np.random.default_rng(seed)
+    keys = [f"q{i}" for i in range(4 * n_each)]
+    p = np.array([0.0] * n_each + [1.0] * n_each + [0.5] * (2 * n_each))
+    tracker = GroupTracker(G, half_life="auto")
+    _feed(tracker, [(t, keys, rng.binomial(G, p).tolist()) for t in range(1, generations + 1)], G)
+    sampler = SkipSampler(keys, tracker, batch_size=batch, repeat_count=1, shuffle=True, seed=seed, policy=policy)
+    return sampler, p
+
+
+def test_value_policy_skips_the_silent_and_starves_none():
+    from gsd.integrations.trl_live import SkipPolicy
+
+    sampler, p = _policy_sampler(SkipPolicy(max_skips=2, thompson=False))
+    batches = [sampler._batch() for _ in range(40)]
+    assert all(b.size == 16 for b in batches)  # the batch TRL expects
+    turns = np.concatenate([rows for rows, _ in sampler.decisions])
+    skipped = np.concatenate([skip for _, skip in sampler.decisions])
+    for i in range(32):  # never skipped at more than max_skips turns in a row
+        mine = skipped[turns == i].astype(int)
+        assert (np.diff(np.flatnonzero(np.r_[1, 1 - mine, 1])) - 1).max() <= 2
+        assert (~skipped[turns == i]).sum() >= 40 * 32 // (2 * 32 * 3)  # drawn at least once per 3 turns
+    silent = np.isin(p[turns], (0.0, 1.0))
+    share = skipped[silent].mean(), skipped[~silent].mean()
+    print(f"\nskip share: never/always right {share[0]:.3f}, coin flips {share[1]:.3f}")
+    assert share[0] > 0.5 > share[1]  # half the turns are skipped; the silent take most of it
+    # Without Thompson draws the batch is the top of the window by posterior value (cap first).
+    sampler2, _ = _policy_sampler(SkipPolicy(max_skips=10**6, thompson=False))
+    for _ in range(5):
+        sampler2._batch()
+        rows, skip = sampler2.decisions[-1]
+        v = sampler2._values(*sampler2.tracker._posterior_of_codes(sampler2._codes(rows), 7)[:2])
+        assert v[~skip].min() >= v[skip].max()
+
+
+def test_value_policy_explores_with_thompson_draws():
+    """Thompson draws: the coin-flip prompts fill the batches; a never-right prompt comes back no
+    later than its cap."""
+    from gsd.integrations.trl_live import SkipPolicy
+
+    sampler, p = _policy_sampler(SkipPolicy(max_skips=3), seed=1)
+    for _ in range(40):
+        assert sampler._batch().size == 16
+    turns = np.concatenate([rows for rows, _ in sampler.decisions])
+    skipped = np.concatenate([skip for _, skip in sampler.decisions])
+    for i in range(32):
+        mine = skipped[turns == i].astype(int)
+        assert (np.diff(np.flatnonzero(np.r_[1, 1 - mine, 1])) - 1).max() <= 3
+    assert skipped[np.isin(p[turns], (0.0, 1.0))].mean() > skipped[p[turns] == 0.5].mean()
+
+
+def test_skip_policy_refused_where_it_cannot_act():
+    from gsd.integrations.trl_live import SkipPolicy
+
+    for bad in ({"candidates": 0.5}, {"value": "horizon"}, {"max_skips": -1}, {"thompson": "yes"}):
+        with pytest.raises(InputError, match=next(iter(bad))):
+            SkipPolicy(**bad)
+    with pytest.raises(InputError, match="skip_policy must be"):
+        _trainer()(model=None, skip_policy="greedy")
+    with pytest.raises(InputError, match="not both"):
+        _trainer()(model=None, skip_policy="value", skip_above=0.9)
+    with pytest.raises(InputError, match="give it in the SkipPolicy"):
+        _trainer()(model=None, skip_policy=SkipPolicy(), max_skips=2)
+
+
+@pytest.mark.parametrize("rule", [{"skip_above": 0.9}, {"skip_policy": "value"}])
+def test_skipping_refuses_an_iterable_dataset(tmp_path, rule):
+    """A datasets.IterableDataset has no sampler in TRL: skipping is refused at construction
+    (tracking alone is not)."""
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from .real_trainers import tiny_model, tokenizer
+
+    ds = Dataset.from_dict({"prompt": PROMPTS}).to_iterable_dataset()
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], num_generations=4, max_steps=1,
+                      per_device_train_batch_size=8, max_completion_length=3)
+    with pytest.raises(InputError, match=f"^{next(iter(rule))} needs a map-style train_dataset"):
+        _trainer()(model=tiny_model(0), reward_funcs=[_named([])], args=args, train_dataset=ds,
+                   processing_class=tokenizer(), **rule)
+
+
+def test_no_finite_reward_trains_on_in_trl(tmp_path):
+    """A reward function returning None for every row of every generation in a real TRL run: TRL
+    trains on (zero advantages), gsd warns once and lists each generation."""
+    tracker = GroupTracker(4, half_life="auto")
+    with pytest.warns(RuntimeWarning, match="no reward function returned a finite reward"):
+        truth = trl_run(tmp_path, prompts=PROMPTS, p=P, none_rows=range(16), max_steps=3, trainer_cls=_trainer(),
+                        trainer_kwargs={"gsd_tracker": tracker})
+    assert truth.trainer.state.global_step == 3
+    assert [u["step"] for u in tracker.unscorable] == [1, 2, 3] and len(tracker.warnings) == 1
+    history = [e for e in truth.trainer.state.log_history if "frac_reward_zero_std" in e]
+    assert [e["gsd/silent_frac"] for e in history] == [e["frac_reward_zero_std"] for e in history] == [0.0] * 3
+
+
+@pytest.fixture(scope="module")
+def value_run(tmp_path_factory):
+    """The value policy in a real run (the API the experiments call), 16 of 32 prompts per batch;
+    inside the reward function, the tracker's posterior before each generation."""
+    from gsd.integrations.trl_live import GroupTracker as Tracker
+
+    prompts = [f"q{i % 16} w{i // 16}" for i in range(32)]
+    p = [0.0] * 8 + [1.0] * 8 + [0.5] * 16
+    tracker = Tracker(4, half_life="auto", prior="uniform")
+    before = []
+
+    def peek(prompts, completions, trainer_state, **kw):
+        if kw["log_extra"].__self__.model.training:
+            firsts = list(prompts[::4])
+            post = tracker.posterior(firsts, step=trainer_state.global_step + 1)
+            before.append((trainer_state.global_step + 1, tracker.half_life_now, firsts, post.a - 1.0,
+                           post.a + post.b - 2.0))
+        return [0.0] * len(prompts)
+
+    truth = trl_run(tmp_path_factory.mktemp("value"), prompts=prompts, p=p, batch=64, max_steps=8,
+                    second_reward=True, weights=(1.0, 0.0), trainer_cls=_trainer(),
+                    trainer_kwargs={"gsd_tracker": tracker, "skip_policy": "value"},
+                    wrap=lambda funcs: [funcs[0], peek])
+    return tracker, truth, prompts, p, before
+
+
+def test_value_policy_in_trl_skips_the_silent_keeps_the_batch(value_run):
+    tracker, truth, prompts, p, _ = value_run
+    sampler = truth.trainer.gsd_sampler
+    gens = truth.generations()
+    assert len(gens) == 8 and all(groups.shape == (16, 4) for _, groups in gens)  # TRL's batch, unchanged
+    seen = [calls[1][::4] for calls in truth.calls["correct"]]
+    drawn = [[prompts[i] for i in rows[~skip]] for rows, skip in sampler.decisions]
+    assert [sorted(d) for d in drawn[:len(seen)]] == [sorted(s) for s in seen]
+    turns = np.concatenate([rows for rows, _ in sampler.decisions])
+    skipped = np.concatenate([skip for _, skip in sampler.decisions])
+    for i in range(32):
+        mine = skipped[turns == i].astype(int)
+        assert (np.diff(np.flatnonzero(np.r_[1, 1 - mine, 1])) - 1).max() <= 4
+    # Skipping starts once prompts have rollouts; from then on the silent ones take the skips.
+    p = np.asarray(p)
+    late = np.concatenate([np.full(rows.size, j >= 2) for j, (rows, _) in enumerate(sampler.decisions)])
+    silent = np.isin(p[turns], (0.0, 1.0))
+    shares = skipped[late & silent].mean(), skipped[late & ~silent].mean()
+    g = tracker.diagnosis().groups
+    frac = float(g.loc[g["n_before"] > 0, "silent"].mean())
+    print(f"\nvalue policy: skip share never/always right {shares[0]:.3f}, coin flips {shares[1]:.3f}; silent "
+          f"fraction of groups after the first visits {frac:.3f} (without skipping 0.5625 expected); "
+          f"{truth.trainer.gsd_skip_counts}; half-life {tracker.half_life_choice}")
+    assert shares[0] > shares[1]
+    assert sum(m["skipped"] for m in tracker.metrics) == truth.trainer.gsd_skip_counts["skipped_prompts"] > 0
+
+
+def test_value_run_posteriors_are_diagnose_tables(value_run):
+    """The posterior the tracker held before each generation of the run (read inside the reward
+    function) is diagnose's --half-life table of that generation's groups, at the half-life auto
+    was using."""
+    from gsd.diagnose.tables import binarise, group_table
+
+    tracker, _, _, _, before = value_run
+    log = tracker.rollout_log()
+    right = binarise(log.reward)[0]
+    names = dict(enumerate(log.labels))
+    tables = {}
+    for step, h, firsts, k_eff, n_eff in before:
+        if h not in tables:
+            t = group_table(log, right, half_life=h)
+            tables[h] = {(int(r.step), names[r.prompt]): (r.k_eff, r.n_eff) for r in t.itertuples()}
+        for x, k, n in zip(firsts, k_eff, n_eff):
+            assert (k, n) == pytest.approx(tables[h][(step, x)], rel=1e-10, abs=1e-300)
+    assert len(before) == 8 and len(tables) >= 1
+
+
+def test_a_failed_generation_is_not_mixed_into_the_next():
+    """Two reward functions; the first returns too few rewards at one generation: that generation
+    is listed, the second function's rewards of it are not paired with the next generation's."""
+    calls = {"n": 0}
+
+    def first(prompts, completions, **kw):
+        calls["n"] += 1
+        return [1.0] * (len(prompts) - (calls["n"] == 1))
+
+    def second(prompts, completions, **kw):
+        return [float(c) for c in completions]
+
+    tracker = GroupTracker(2, prior="uniform")
+    f, g = tracker.wrap([first, second])
+    with pytest.warns(RuntimeWarning, match="returned 3 rewards for 4 completions"):
+        f(prompts=["a"] * 4, completions=[0, 0, 0, 0])
+    g(prompts=["a"] * 4, completions=[0, 0, 0, 0])
+    for fn in (f, g):
+        fn(prompts=["a", "a", "b", "b"], completions=[0, 1, 1, 1])
+    assert len(tracker.metrics) == 1 and tracker.metrics[0]["silent_frac"] == 0.5
+    assert tracker._totals[0].tolist() == [1.0, 2.0, 2.0, 2.0] and len(tracker.unscorable) == 1

@@ -4,6 +4,7 @@ step's groups, silent fraction and wasted rollouts equal what the reward functio
 from __future__ import annotations
 
 
+import numpy as np
 import pytest
 
 pytest.importorskip("trl", reason="the tests against the real TRL need trl==1.16.0 (make install)")
@@ -160,6 +161,17 @@ def test_unscorable_rows_stay_in_their_group(capsys, runs, setup):
     assert s["unscorable_rollouts"] == 4 * (16 // 5 if setup == "unscorable" else 9)  # 4 generations
     assert [x["trainer_silent_frac"] for x in data["steps"]] == [x["silent_frac"] for x in data["steps"]]
     assert all(x["groups"] == 4 for x in data["steps"])
+    # The None rows do not make the right/wrong log graded: posteriors and predictions are kept,
+    # counted on the scored rows only (TRL's own rows: n = G minus the rows it could not score).
+    assert s["rewards_as"].startswith("binary rewards (0/1); ") and "unscorable" in s["rewards_as"]
+    assert s["prior"] is not None and all(x["silent_pred"] is not None for x in data["steps"])
+    from gsd.diagnose import diagnose
+
+    dx = diagnose(out, progress=False)
+    scored = {step: sum(int(np.isfinite(g).sum()) for g in groups) for step, groups in truth.generations()}
+    assert dx.groups.groupby("step")["n"].sum().to_dict() == scored
+    right = sum(int(np.nansum(groups)) for _, groups in truth.generations())
+    assert int(dx.prompts["right"].sum()) == right and np.isfinite(dx.prompts["p_mean"]).all()
 
 
 def test_graded_rewards_equal_up_to_rounding(capsys, runs):

@@ -107,6 +107,39 @@ def test_filtered_groups_are_not_called_zero_silent(capsys, dumps):
     assert "not in the log" in text and "0.0 % measured" not in text
 
 
+def test_dapo_evictions_in_verls_metric_log(capsys, dumps, tmp_path, monkeypatch):
+    """The ReplayBuffer's own per-step metrics, written by verl's file logger: `gsd scalars` reads the
+    silent share of the groups drawn as evicted / (trained + evicted + discarded surplus), against every
+    group generated."""
+    import numpy as np
+    from verl.trainer.ppo.v1.replay_buffer import DAPO_FILTERED_REWARD_COUNTS_KEY
+    from verl.utils.tracking import Tracking
+
+    from gsd.cli import main
+
+    root, runs = dumps
+    dapo = runs["dapo"]
+    path = tmp_path / "metrics.jsonl"
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(path))
+    tracker = Tracking(project_name="gsd", experiment_name="dapo", default_backend="file")
+    for step in sorted(dapo.metrics):
+        metrics = {**dapo.metrics[step], "critic/score/mean": 0.5}
+        metrics.pop(DAPO_FILTERED_REWARD_COUNTS_KEY, None)  # as V1's fit loop does before self.logger.log
+        tracker.log(metrics, step=step)
+    tracker.finish()
+    capsys.readouterr()
+    rc = main(["scalars", "--json", str(path), "--groups", str(len(PROMPTS)), "--group-size", str(dapo.n)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    data = json.loads(out)
+    got = {s["step"]: s["silent_frac"] for s in data["steps"]}
+    want = {step: float(np.mean([max(g) == min(g) for g in groups])) for step, groups in dapo.generated.items()}
+    assert got == pytest.approx(want, abs=1e-12)
+    silent_groups = sum(max(g) == min(g) for groups in dapo.generated.values() for g in groups)
+    assert data["summary"]["wasted_rollouts"] == pytest.approx(silent_groups * dapo.n)
+    assert "fit_status" not in data["summary"]  # the mean score is the trained groups': no fit
+
+
 def test_a_restarted_run_leaves_the_first_attempts_later_steps_out(capsys, dumps):
     root, runs = dumps
     first, second = runs["resumed"]

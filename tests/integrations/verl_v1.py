@@ -55,6 +55,7 @@ class VerlV1Run:
         self.truth: dict[int, list] = {}
         self.generated: dict[int, list] = {}  # every group drawn at a step, evicted ones included
         self.evicted: dict[int, int] = {}
+        self.metrics: dict[int, dict] = {}  # the ReplayBuffer's own metrics of each step (filter_groups)
 
     # -- trajectories as V1's agent loop puts them
 
@@ -132,6 +133,7 @@ class VerlV1Run:
                               train_batch_size=len(prompts), gen_batch_size=1, max_inflight_gen_batches=4)
         meta, metrics = buffer.sample(global_steps=step, partition_id="train", batch_size=len(prompts))
         self.evicted[step] = int(metrics.get("training/filter_groups/evicted_samples", 0))
+        self.metrics[step] = metrics
         return meta
 
     def close(self):

@@ -122,6 +122,11 @@ def test_wheel_ships_data_and_configs(wheel_env):
     shipped = {f"gsd/_simulations/{p.name}" for p in (ROOT / "simulations").glob("*.toml")}
     assert shipped and shipped <= names
     assert not any(n.startswith(("data/", "simulations/")) for n in names)  # inside the package only
+    # Every example log (and its provenance) travels; the script that wrote them stays in the checkout.
+    logs = ROOT / "data" / "example_logs"
+    wanted = {f"gsd/_data/example_logs/{f.relative_to(logs).as_posix()}" for f in logs.rglob("*")
+              if f.is_file() and f.name not in ("make_logs.py", "made.json") and "__pycache__" not in f.parts}
+    assert len(wanted) > 40 and wanted <= names, sorted(wanted - names)[:5]
 
 
 def test_package_imports_from_the_wheel_and_loads_bigmath(wheel_env):
@@ -239,6 +244,19 @@ def test_core_commands_run_without_torch(no_torch_env):
     assert report["comparisons"] and all(row["agrees_at_printed_precision"] for row in report["comparisons"])
     assert report["campaign"]["status"] == "ok"
     assert report["allocation"]["status"] == "not available" and f"{DISTRIBUTION}[torch]" in report["allocation"]["reason"]
+
+
+def test_example_logs_come_out_of_the_wheel_and_diagnose_without_torch(no_torch_env):
+    """README's first lines, from the installed wheel where torch cannot be imported: the shipped
+    TRL log is read with TRL's float32 arithmetic done in numpy."""
+    g, cwd, env = no_torch_env["gsd"], no_torch_env["cwd"], no_torch_env["env"]
+    _run([g, "example-logs", "examples"], cwd=cwd, env=env)
+    for log, fmt in (("examples/trl", "trl"), ("examples/verl/rollout_data", "verl"), ("examples/areal", "areal")):
+        diag = json.loads(_run([g, "diagnose", log, "--json"], cwd=cwd, env=env))
+        s = diag["summary"]
+        assert (s["format"], s["rollouts"], s["prompts"], s["steps"]) == (fmt, 128, 8, 4)
+        assert s["rewards_as"] == "binary rewards (0/1)"
+    _run([g, "example-logs", "examples"], cwd=cwd, env=env, status=2)  # never over a folder that exists
 
 
 @pytest.mark.parametrize("command", [

@@ -25,7 +25,7 @@ def test_campaign_numbers_from_a_summary():
 
 
 def test_campaign_not_installed_is_reported(monkeypatch):
-    monkeypatch.setattr(report, "_optional", lambda name: (None, f"{name} not installed"))
+    monkeypatch.setattr(report, "optional_import", lambda name: (None, f"{name} not installed"))
     out = report._campaign_stage(None, False)
     assert out == {"status": "not available", "reason": "gsd.simulator.campaign not installed"}
 

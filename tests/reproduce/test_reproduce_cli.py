@@ -74,7 +74,7 @@ def test_dapo_fit_bad_input_exits_2_with_one_line(capsys, tmp_path):
 @pytest.fixture(scope="module")
 def fast_report(tmp_path_factory):
     root = tmp_path_factory.mktemp("rep")
-    out = root / "reports" / "latest"  # the layout of `make reproduce`: figures beside, not inside
+    out = root / "reports" / "latest"  # the layout of `make figures`: figures beside, not inside
     code = main(["reproduce", "--fast", "--skip-campaign", "--transformer", "skip", "--group-size-training", "skip",
                  "--out", str(out),
                  "--figures", str(root / "figures"), "--quiet", "--json"])

@@ -217,8 +217,21 @@ def test_transformer_train_command(tmp_path, monkeypatch, capsys):
     pytest.importorskip("trl")
     # tiny sizes: the command's plumbing; the numbers are the tests above
     monkeypatch.setitem(transformer.TRAIN_RUN_SIZES, "fast", (8, 2, 1, 1, 2))
-    assert main(["transformer-train", "--fast", "--quiet", "--json", "--figure", str(tmp_path / "t.png")]) == 0
+    logs = tmp_path / "logs"
+    assert main(["transformer-train", "--fast", "--quiet", "--json", "--figure", str(tmp_path / "t.png"),
+                 "--out", str(logs)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out["quartile"]) == set(transformer.METHODS) and len(out["hardest"]["0"]) == 2
     assert all(len(q["0"]) == 3 for q in out["quartile"].values())  # 2 steps, then the final
     assert (tmp_path / "t.png").stat().st_size > 5000
+    # --out keeps each training's TRL logs, which gsd diagnose reads: TRL's own silent fraction
+    # per step is the one the run recorded.
+    for method in transformer.METHODS:
+        run = logs / "seed0" / method
+        assert sorted(f.name for f in (run / "completions").iterdir()) == ["completions_00001.parquet",
+                                                                            "completions_00002.parquet"]
+        assert main(["diagnose", "--no-progress", "--json", str(run)]) == 0
+        dx = json.loads(capsys.readouterr().out)
+        recorded = [s["measured"] for s in out["runs"]["0"][method]["steps"]]
+        assert [s["trainer_silent_frac"] for s in dx["steps"]] == recorded
+    assert main(["transformer-train", "--fast", "--quiet", "--out", str(logs)]) == 2  # never into a used folder

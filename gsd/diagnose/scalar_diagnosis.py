@@ -1,0 +1,311 @@
+r"""What a run's per-step scalars can say about its silent groups, and what they cannot.
+
+From a scalar log (:func:`gsd.diagnose.scalars.read_scalars`):
+
+* **the trainer's own silent fraction** per logged step: TRL's ``frac_reward_zero_std`` (the share
+  of groups whose rewards had zero std, averaged over the generations since the previous log).
+  verl 0.9.1 logs none for GRPO: only the mean score ``critic/score/mean``;
+* **the wasted rollouts**: Σ over logged steps of (silent fraction × generations in the interval ×
+  groups per generation × G).  Exact when G, the groups per generation and the generations per
+  interval are known (TRL's config in a TensorBoard or W&B log gives them; ``--group-size`` /
+  ``--groups`` otherwise); the generations per interval follow TRL's schedule, a generation every
+  ``steps_per_generation × num_iterations`` micro-batches of ``gradient_accumulation_steps`` per step
+  (one per step by default);
+* **a lower bound** from the mean reward alone: :math:`\hat m^G + (1-\hat m)^G` (Jensen: p^G + (1−p)^G
+  is convex) — the most a tool reading only the mean reward can honestly say;
+* **the difficulty fit** (:mod:`gsd.difficulty_fit`): per step, the Beta whose mean and zero-std
+  fraction are the logged ones, its prediction of the silent fraction at other group sizes, and a
+  parametric-bootstrap interval when the groups per step are known.
+
+Rewards are taken as right/wrong (0/1): the mean reward is then E[p].  A graded reward's mean is
+not, and the fit is then meaningless (a mean outside [0, 1] is refused; one inside cannot be told apart).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._errors import InputError
+
+__all__ = ["REWARD_KEYS", "SILENT_KEYS", "EVICTED_KEY", "FAIL_ON_EXIT", "ScalarDiagnosis", "diagnose_scalars", "alerts",
+           "fail_on_status", "parse_fail_on"]
+
+#: The mean-reward metric of each writer, in the order looked for.
+REWARD_KEYS = ("reward", "train/reward", "critic/score/mean", "reward/mean", "mean_reward")
+#: The trainer's zero-std (silent) fraction, in the order looked for.
+SILENT_KEYS = ("frac_reward_zero_std", "train/frac_reward_zero_std")
+DEFAULT_PREDICT = (4, 16, 32)
+#: verl V1's DAPO filter (``algorithm.filter_groups``): groups evicted at a step, logged only when some were.
+EVICTED_KEY = "training/filter_groups/evicted_samples"
+#: Groups that passed the filter beyond the batch and were discarded (logged only when some were).
+SURPLUS_KEY = "training/filter_groups/discarded_surplus_samples"
+
+
+@dataclass
+class ScalarDiagnosis:
+    """``steps``: one row per logged step (pandas DataFrame); ``summary``: the run's figures (dict);
+    ``fit``: the :class:`gsd.difficulty_fit.DifficultyFit` of the steps (None without both moments)."""
+
+    steps: object
+    summary: dict
+    fit: object = None
+    notes: list = field(default_factory=list)
+
+
+def _pick(columns, given, keys, what):
+    if given is not None:
+        if given not in columns:
+            raise InputError(f"{what} {given!r} is not a metric of the log: {sorted(columns)[:20]}")
+        return given
+    return next((k for k in keys if k in columns), None)
+
+
+def _config_int(config, key):
+    v = config.get(key)
+    number = isinstance(v, (int, float)) and not isinstance(v, bool)
+    return int(v) if number and float(v).is_integer() and v > 0 else None
+
+
+def _generations(steps: np.ndarray, config: dict):
+    """Generations in each logged interval (previous logged step, step], from TRL's schedule, and
+    whether the schedule was read from the config (else: one generation per step, TRL's default)."""
+    from ..integrations.trl_alerts import TRL_SCHEDULE, trl_generations
+
+    settings = [_config_int(config, k) for k in TRL_SCHEDULE]
+    prev = np.concatenate([[0], steps[:-1]])
+    return trl_generations(prev, steps, *settings), all(settings)
+
+
+def diagnose_scalars(log, *, fmt: str = "auto", step_col=None, reward=None, silent=None, group_size=None,
+                     groups=None, predict=DEFAULT_PREDICT, level: float = 0.9, draws: int = 200,
+                     seed: int = 0) -> ScalarDiagnosis:
+    """The silent fraction, wasted rollouts and difficulty fit a scalar log supports (module docstring).
+
+    Parameters
+    ----------
+    log : str, Path or ScalarLog
+        A path (read with :func:`~gsd.diagnose.scalars.read_scalars` and ``fmt``, ``step_col``) or a log.
+    reward, silent : str, optional
+        The mean-reward and zero-std-fraction metrics (default: the first of :data:`REWARD_KEYS`,
+        :data:`SILENT_KEYS` in the log).
+    group_size : int, optional
+        G, answers per group (default: the config's ``num_generations``).
+    groups : int, optional
+        Groups per generation (default: the config's ``generation_batch_size / num_generations``).
+    predict : sequence of int
+        Group sizes to predict the silent fraction at (the fit; default 4, 16, 32).
+    level, draws, seed
+        The bootstrap interval's level, replicates (0: no interval) and seed.
+    """
+    import pandas as pd
+
+    from .._validate import as_scalar_group_size
+    from ..difficulty_fit import beta_from_moments, silent_interval
+    from ..silent import silent_rate
+    from .scalars import ScalarLog, read_scalars
+
+    if not isinstance(log, ScalarLog):
+        log = read_scalars(log, fmt=fmt, step_col=step_col)
+    df = log.metrics
+    config = log.config or {}
+    r_key = _pick(df.columns, reward, REWARD_KEYS, "reward")
+    z_key = _pick(df.columns, silent, SILENT_KEYS, "silent")
+    if r_key is None and z_key is None:
+        raise InputError(f"{log.source}: no mean reward ({', '.join(REWARD_KEYS)}) nor zero-std fraction "
+                         f"({', '.join(SILENT_KEYS)}) in the log; name them with --reward / --silent")
+    G_from = "option" if group_size is not None else None
+    G = as_scalar_group_size(group_size, "group_size", minimum=2, maximum=10**9) if group_size is not None else None
+    # verl's config, as its Tracking hands it to W&B: nested sections
+    actor = config.get("actor_rollout_ref")
+    rollout = actor.get("rollout") if isinstance(actor, dict) else None
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    if G is None and _config_int(config, "num_generations"):
+        G, G_from = _config_int(config, "num_generations"), "config num_generations"
+    elif G is None and isinstance(rollout, dict) and _config_int(rollout, "n"):
+        G, G_from = _config_int(rollout, "n"), "config actor_rollout_ref.rollout.n"
+    n_from = "option" if groups is not None else None
+    n = as_scalar_group_size(groups, "groups", minimum=1, maximum=10**9) if groups is not None else None
+    gb = _config_int(config, "generation_batch_size")
+    if n is None and gb and G and gb % G == 0:
+        n, n_from = gb // G, "config generation_batch_size / num_generations"
+    elif n is None and _config_int(data, "train_batch_size") and G_from != "config num_generations":
+        n, n_from = _config_int(data, "train_batch_size"), "config data.train_batch_size"
+    from .._validate import as_group_size
+
+    Gs = np.atleast_1d(as_group_size(predict, "predict", 1, 10**9)) if predict is not None else np.array([], np.int64)
+
+    dapo = z_key is None and EVICTED_KEY in df.columns
+    rows = df if dapo else df[[c for c in (r_key, z_key) if c is not None]].dropna(how="all")
+    steps = rows.index.to_numpy(dtype=np.int64)
+    m = rows[r_key].to_numpy(dtype=float) if r_key else np.full(len(rows), np.nan)
+    z = rows[z_key].to_numpy(dtype=float) if z_key else np.full(len(rows), np.nan)
+    notes = list(log.notes)
+    drawn = None  # groups drawn per logged row, when not the groups of its generations
+    if dapo:
+        # verl V1's DAPO filter logs the groups it evicted (all rewards equal), only at steps that evicted
+        evicted = np.nan_to_num(rows[EVICTED_KEY].to_numpy(dtype=float), nan=0.0)
+        # groups that passed the filter beyond the batch, discarded (V1's sync ReplayBuffer): drawn, not silent
+        surplus = (np.nan_to_num(rows[SURPLUS_KEY].to_numpy(dtype=float), nan=0.0) if SURPLUS_KEY in rows.columns
+                   else np.zeros(len(rows)))
+        if n:
+            drawn = evicted + n + surplus
+            z = evicted / drawn
+            z_key = f"{EVICTED_KEY} / (groups + evicted + surplus)"
+        else:
+            notes.append(f"verl's DAPO filter evicted {evicted.sum():.0f} silent groups; the silent share needs "
+                         "--groups (data.train_batch_size, the groups trained per step)")
+        if surplus.any():
+            notes.append(f"{surplus.sum():.0f} groups passed the filter beyond the batch and were discarded "
+                         f"({SURPLUS_KEY}): drawn, not silent, not trained")
+        # the mean score is the trained groups' (no silent one among them): not E[p] of the groups drawn
+        m = np.full(len(rows), np.nan)
+        notes.append("verl's filter_groups (DAPO): the mean score is the trained groups' only, so no lower bound "
+                     "and no fit")
+    bad = np.isfinite(m) & ((m < 0) | (m > 1))
+    binary = not bad.any()
+    if not binary:
+        notes.append(f"mean reward outside [0, 1] at {int(bad.sum())} steps (e.g. {float(m[bad][0])!r}): the "
+                     "rewards are not right/wrong, so no lower bound and no fit")
+    out = pd.DataFrame({"step": steps, "mean_reward": m, "silent_frac": z})
+    gens, scheduled = _generations(steps, config)
+    out["generations"] = gens
+    summary = {"format": log.fmt, "source": log.source, "reward_metric": r_key, "silent_metric": z_key,
+               "group_size": G, "group_size_from": G_from, "groups_per_generation": n, "groups_from": n_from,
+               "logged_steps": len(out), "last_step": int(steps[-1]) if len(steps) else None}
+    if z_key is None and not dapo:
+        notes.append(f"the log holds no zero-std fraction ({log.fmt} logs none"
+                     + (": verl 0.9.1 logs only the mean score for GRPO" if log.fmt == "verl" else "")
+                     + "): the silent share and the wasted rollouts are not in it; the lower bound from the mean "
+                       "reward is all that can be said")
+    seen = np.isfinite(z)
+    if seen.any():
+        w = gens[seen].astype(float)
+        summary["silent_share"] = float((z[seen] * w).sum() / w.sum()) if w.sum() > 0 else float(z[seen].mean())
+        summary["silent_share_weights"] = ("generations per logged interval, from the config's schedule" if scheduled
+                                           else "logged steps covered (one generation per step, TRL's default)")
+        if G and n:
+            groups_drawn = gens * n if drawn is None else drawn
+            wasted = z * groups_drawn * G
+            out["groups_drawn"] = groups_drawn
+            out["wasted_rollouts"] = wasted
+            summary["wasted_rollouts"] = float(np.nansum(wasted[seen]))
+            summary["rollouts"] = int(groups_drawn[seen].sum() * G)
+            summary["wasted_share"] = summary["wasted_rollouts"] / summary["rollouts"] if summary["rollouts"] else None
+            summary["wasted_exact"] = bool(scheduled or drawn is not None)
+            if drawn is not None:
+                w = groups_drawn[seen].astype(float)  # the share of the groups drawn, over the run
+                summary["silent_share"] = float((z[seen] * w).sum() / w.sum())
+                summary["silent_share_weights"] = "groups drawn per step (trained + evicted + discarded surplus)"
+            if not summary["wasted_exact"]:
+                notes.append("wasted rollouts assume one generation per step (TRL's default); the log does not hold "
+                             "the schedule (gradient_accumulation_steps, steps_per_generation, num_iterations)")
+        else:
+            summary["wasted_share"] = summary["silent_share"]
+            summary["wasted_rollouts"] = None
+            notes.append("wasted share = silent share (every group has G rollouts); the count of wasted rollouts needs "
+                         "--group-size and --groups (groups per generation)")
+    else:
+        summary.update(silent_share=None, wasted_share=None, wasted_rollouts=None)
+    fit = None
+    if G and binary and r_key:
+        out["silent_lower_bound"] = np.where(np.isfinite(m), silent_rate(np.where(np.isfinite(m), m, 0.5), G), np.nan)
+    if G and binary and r_key and z_key and not dapo:
+        fit = beta_from_moments(m, z, G)
+        out["fit_status"] = fit.status
+        out["beta_a"], out["beta_b"] = fit.a, fit.b
+        if Gs.size:
+            pred = fit.silent_at(Gs[:, None])
+            pooled = silent_rate(np.where(np.isfinite(m), m, 0.5), Gs[:, None])
+            lo = hi = None
+            if n and draws:
+                lo, hi = silent_interval(fit, Gs, n, level=level, draws=draws, seed=seed)
+            for i, g in enumerate(Gs.tolist()):
+                out[f"silent_at_{g}"] = pred[i]
+                if lo is not None:
+                    out[f"silent_at_{g}_lo"], out[f"silent_at_{g}_hi"] = lo[:, i], hi[:, i]
+                out[f"pooled_at_{g}"] = np.where(np.isfinite(m), pooled[i], np.nan)
+        summary["fit_status"] = {s: int((fit.status == s).sum()) for s in np.unique(fit.status)}
+        summary.update(_advice(fit, steps, n))
+        if Gs.size and n is None:
+            notes.append("no interval on the fit's predictions: give --groups (groups per generation)")
+    elif z_key and r_key and not G:
+        notes.append("no lower bound and no fit: give --group-size (G)")
+    summary["notes"] = notes
+    return ScalarDiagnosis(steps=out, summary=summary, fit=fit, notes=notes)
+
+
+def _advice(fit, steps, groups) -> dict:
+    """The group-size advice (:func:`gsd.group_size_advice`, its defaults: prompts per step held,
+    Adam) for the population fitted at the last step with a proper Beta: the population a next run
+    would start from. Per-step averages cannot say which prompts; only which uniform G."""
+    from ..speed import group_size_advice
+
+    proper = np.flatnonzero(np.isfinite(fit.kappa) & (fit.kappa > 0))
+    if proper.size == 0:
+        return {"advised_group_size": None, "advice_step": None}
+    i = int(proper[-1])
+    adv = group_size_advice(fit.population(i), prompts_per_step=groups)
+    rel = adv.table.set_index("G")["relative_per_generation"]
+    return {"advised_group_size": int(adv.best_G_per_generation), "advice_step": int(steps[i]),
+            "advice_convention": f"hold={adv.hold}, optimizer={adv.optimizer}, method={adv.method}",
+            "advice_relative_per_generation": {int(g): float(v) for g, v in rel.items() if int(g) in (2, 4, 8, 16)}}
+
+
+def alerts(summary: dict, steps, rules) -> list:
+    """The rules of ``--fail-on`` that the run breaks: (metric, op, threshold, value) for each.
+
+    ``silent`` is the largest logged per-step silent fraction, ``wasted`` the run's wasted share.  A rule
+    whose metric the log does not hold is broken too, with value None: a CI gate that cannot check must
+    not pass."""
+    found = []
+    for metric, op, thr in rules:
+        if metric == "silent":
+            col = steps["silent_frac"].to_numpy(dtype=float) if "silent_frac" in steps else np.array([])
+            value = float(np.nanmax(col)) if np.isfinite(col).any() else None
+        else:
+            value = summary.get("wasted_share")
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            found.append((metric, op, thr, None))
+        elif (value > thr) if op == ">" else (value >= thr):
+            found.append((metric, op, thr, value))
+    return found
+
+
+#: Exit status of ``gsd scalars`` / ``gsd diagnose`` when a ``--fail-on`` rule holds (2 is bad input).
+FAIL_ON_EXIT = 3
+
+
+def fail_on_status(summary: dict, steps, rules, command: str) -> int:
+    """:data:`FAIL_ON_EXIT` with one line on stderr per broken rule (:func:`alerts`), else 0."""
+    import sys
+
+    broken = alerts(summary, steps, rules)
+    for metric, op, thr, value in broken:
+        said = "not in the log: cannot be checked" if value is None else f"{metric} is {value:.4g}"
+        print(f"gsd {command}: --fail-on {metric}{op}{thr:g}: {said}", file=sys.stderr)
+    return FAIL_ON_EXIT if broken else 0
+
+
+def parse_fail_on(text: str):
+    """``'silent>0.5,wasted>=0.3'`` → [('silent', '>', 0.5), ('wasted', '>=', 0.3)]; an InputError naming
+    ``--fail-on`` and the part it cannot read.  Metrics: silent, wasted; thresholds in [0, 1]."""
+    import re
+
+    rules = []
+    for part in str(text).split(","):
+        part = part.strip()
+        match = re.fullmatch(r"(silent|wasted)\s*(>=|>)\s*([0-9.eE+-]+)", part)
+        if not match:
+            raise InputError(f"--fail-on {text!r}: cannot read {part!r} (expected METRIC>X or METRIC>=X, "
+                             "METRIC silent or wasted, X in [0, 1], joined by commas)")
+        try:
+            thr = float(match.group(3))
+        except ValueError:
+            raise InputError(f"--fail-on {text!r}: {match.group(3)!r} is not a number") from None
+        if not (math.isfinite(thr) and 0.0 <= thr <= 1.0):
+            raise InputError(f"--fail-on {text!r}: threshold {match.group(3)} must be in [0, 1] (a fraction)")
+        rules.append((match.group(1), match.group(2), thr))
+    return rules

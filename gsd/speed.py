@@ -1,0 +1,471 @@
+"""How fast a run learns at each uniform group size: expected progress per generation and per second.
+
+The question a user has is "which G makes my run learn fastest per generation, and per second of my
+trainer's time?".  For right/wrong rewards the expected gradient of one group is a multiple of the
+large-group one (see :ref:`theory-speed`):
+
+    GRPO (std-normalised advantages):  E[g] = φ(G, p)·∇(2·arcsin√p),   φ = E[σ̂]/√(p(1−p)),
+    Dr.GRPO (no std):                  E[g] = (1 − 1/G)·∇p,
+
+and with a loss averaged over the step's tokens (TRL's, for one-token answers) a step's expected
+gradient is the *mean* over its groups.  What the user holds fixed then decides the answer:
+
+``hold="prompts"``
+    n prompts per step, n·G generations per step: a fixed generation budget buys 1/(n·G) steps per
+    generation, so a larger G buys fewer, better-averaged steps.
+``hold="generations"``
+    B generations per step shared by B/G prompts: every G takes the same number of steps.
+
+and so does the optimiser:
+
+``optimizer="sgd"``
+    progress per step = lr·S, S = mean_i w_i·φ(G, p_i) the step's expected gain of the objective
+    (w_i = p_i(1−p_i) for one logit per prompt: S = mean_i √(p_i(1−p_i))·E[σ̂_i], the ``gain`` value of
+    :func:`gsd.allocation_value`; Dr.GRPO: mean_i p_i(1−p_i)·E[σ̂_i²], ``dr_gain``).
+``optimizer="adam"``
+    Adam divides each coordinate by the root of its second moment, so a step moves by ≈ lr·S/√(S² + ν·N)
+    with N = mean_i E[Σ_j A_ij²]/(n·G²) the variance of the step's mean gradient per unit score variance
+    (a non-silent group of population-std advantages has Σ_j A_j² = G, a silent one 0) and ν the
+    variance of one answer's score along the objective, relative to the gain; ν = ∞ (the default) is
+    the noise-dominated regime of a language model, where the step is ≈ lr·S/√(ν·N).
+
+A cost model turns steps into seconds: seconds per step = t_step + t_prompt·(prompts per step) +
+t_rollout·(generations per step), where t_prompt is what a prompt costs once however many answers
+share its prefill.  :func:`fit_step_cost` fits it from several runs' step times
+(:func:`step_times_from_log` reads TRL's ``step_time`` and verl's ``timing_s/step``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ._binomial import symmetric_expectation, unique_pairs
+from ._errors import InputError
+from ._validate import MAX_EXACT_GROUP_SIZE, _show, as_ddof, as_eps, as_group_size
+from .posterior import BetaPosterior
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["HOLDS", "OPTIMIZERS", "SPEED_METHODS", "DEFAULT_OPTIMIZER", "DEFAULT_G_GRID", "StepCost",
+           "GroupSizeAdvice", "group_size_advice", "fit_step_cost", "step_times_from_log"]
+
+#: What a comparison of group sizes holds fixed per step.
+HOLDS = ("prompts", "generations")
+#: The optimisers the model has: plain SGD, or Adam's per-coordinate normalisation.
+OPTIMIZERS = ("sgd", "adam")
+#: The updates modelled, each with its own objective: GRPO moves 2·arcsin√p, Dr.GRPO moves p.
+SPEED_METHODS = ("grpo", "dr_grpo")
+#: The optimiser assumed when none is named: Adam, the default of TRL's and verl's trainers (AdamW).
+DEFAULT_OPTIMIZER = "adam"
+#: Group sizes compared when none are given.
+DEFAULT_G_GRID = tuple(range(2, 65))
+_OBJECTIVE = {"grpo": "2*arcsin(sqrt(p))", "dr_grpo": "p"}
+_VALUE = {"grpo": "gain", "dr_grpo": "dr_gain"}
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Seconds per training step = t_step + t_prompt·(prompts per step) + t_rollout·(generations per step).
+
+    ``t_step``: the fixed part (the optimiser, the weight sync, the logging); ``t_prompt``: a prompt's
+    part that its answers share (reading it, its prefill); ``t_rollout``: one answer's generation and its
+    share of the backward pass.  ``source`` says where the numbers came from.
+    """
+
+    t_step: float = 0.0
+    t_prompt: float = 0.0
+    t_rollout: float = 0.0
+    source: str = "given"
+
+    def __post_init__(self):
+        for name in ("t_step", "t_prompt", "t_rollout"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating) \
+                    or not (math.isfinite(v) and 0 <= v <= 1e12):
+                raise InputError(f"{name} must be a finite number of seconds in [0, 1e12], got {v!r}")
+            object.__setattr__(self, name, float(v))
+        if self.t_step + self.t_prompt + self.t_rollout <= 0:
+            raise InputError("a step cost needs at least one positive term (t_step, t_prompt, t_rollout), "
+                             f"got {self.t_step}, {self.t_prompt}, {self.t_rollout}")
+
+    def seconds(self, prompts, generations):
+        """Seconds per step at these prompts and generations per step (broadcast)."""
+        return self.t_step + self.t_prompt * np.asarray(prompts, float) + self.t_rollout * np.asarray(generations, float)
+
+
+@dataclass
+class GroupSizeAdvice:
+    """The expected speed of learning at each uniform group size (:func:`group_size_advice`).
+
+    Attributes
+    ----------
+    table : DataFrame
+        One row per G: ``G``, ``prompts_per_step``, ``generations_per_step``, ``silent_rate`` (mean
+        p^G + (1−p)^G), ``progress_per_step``, ``progress_per_generation``, ``seconds_per_step`` and
+        ``progress_per_second`` (NaN without a cost), ``relative_per_generation`` and
+        ``relative_per_second`` (to the best G).  Progress is in the run's objective (``objective``)
+        per unit learning rate, averaged over the prompts; under Adam at ν = ∞ its scale is arbitrary:
+        only ratios between rows mean anything.
+    best_G_per_generation, best_G_per_second : int, int or None
+        The G of the largest progress per generation / per second (None without a cost).
+    prompts : DataFrame
+        One row per prompt at ``best_G_per_generation``: ``progress`` (its expected gain per step when in
+        the batch), ``relative_value`` (that over the batch mean) and ``worth_rollouts``
+        (relative_value ≥ 1: an average prompt in its place would not raise the step's progress).
+    hold, method, optimizer, objective, score_noise, ddof, eps, cost
+        The conventions the numbers are in.
+    """
+
+    table: pd.DataFrame
+    best_G_per_generation: int
+    best_G_per_second: int | None
+    prompts: pd.DataFrame
+    hold: str
+    method: str
+    optimizer: str
+    objective: str
+    score_noise: float
+    ddof: int
+    eps: float
+    cost: StepCost | None = None
+    notes: list = field(default_factory=list)
+
+    def convention(self) -> str:
+        """One line naming what was held fixed, the optimiser and the objective."""
+        held = ("prompts per step held fixed (generations per step = prompts x G)" if self.hold == "prompts"
+                else "generations per step held fixed (prompts per step = generations / G)")
+        opt = "SGD" if self.optimizer == "sgd" else ("Adam, noise-dominated" if math.isinf(self.score_noise)
+                                                     else f"Adam, score noise {self.score_noise:g}")
+        return f"{held}; {opt}; {self.method} on mean {self.objective}"
+
+    def summary(self) -> dict:
+        """The headline as plain numbers (for JSON)."""
+        t = self.table
+        out = {"best_G_per_generation": self.best_G_per_generation, "best_G_per_second": self.best_G_per_second,
+               "hold": self.hold, "method": self.method, "optimizer": self.optimizer, "objective": self.objective,
+               "score_noise": None if math.isinf(self.score_noise) else self.score_noise,
+               "ddof": self.ddof, "eps": self.eps, "convention": self.convention(),
+               "cost": None if self.cost is None else {"t_step": self.cost.t_step, "t_prompt": self.cost.t_prompt,
+                                                        "t_rollout": self.cost.t_rollout, "source": self.cost.source},
+               "prompts_worth_rollouts": int(self.prompts["worth_rollouts"].sum()), "prompts": len(self.prompts),
+               "notes": list(self.notes)}
+        for g in sorted({2, 4, 8, 16, self.best_G_per_generation}):
+            row = t[t.G == g]
+            if len(row):
+                out.setdefault("relative_per_generation", {})[str(g)] = float(row.relative_per_generation.iloc[0])
+        return out
+
+
+def _choice(name, value, allowed):
+    if value not in allowed:
+        raise InputError(f"{name} must be one of {allowed}, got {value!r}")
+    return value
+
+
+def _grid(g_grid):
+    g = as_group_size(g_grid, name="g_grid", minimum=2, maximum=MAX_EXACT_GROUP_SIZE)
+    g = np.unique(np.atleast_1d(g).ravel())
+    if g.size == 0:
+        raise InputError("g_grid must hold at least one group size, got an empty grid")
+    return g.astype(np.int64)
+
+
+def _positive_int(name, v, hi=2**53):
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or not (1 <= v <= hi):
+        raise InputError(f"{name} must be an integer in [1, {hi}], got {v!r}")
+    return int(v)
+
+
+def _score_noise(v):
+    if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating) or math.isnan(v) or v <= 0:
+        raise InputError(f"score_noise must be a number > 0 (inf: the noise-dominated limit), got {v!r}")
+    return float(v)
+
+
+def _square_term(ddof, eps):
+    """q(k, G)/G² with q = Σ_j A_j² the advantages' sum of squares: G·σ̂²/(σ̂_c + eps)², 0 when silent."""
+
+    def f(k, G):
+        G = G.astype(np.float64)
+        sigma = np.sqrt(k * (G - k)) / G
+        sigma_c = sigma * np.sqrt(G / (G - ddof)) if ddof else sigma
+        with np.errstate(invalid="ignore", divide="ignore"):
+            q = G * sigma * sigma / (sigma_c + eps) ** 2
+        return np.where(sigma > 0, q, 0.0) / (G * G)
+
+    return f
+
+
+def _dr_square_term(k, G):
+    """Dr.GRPO's Σ_j A_j²/G² = σ̂²/G (advantages r − r̄, not divided by a std)."""
+    G = G.astype(np.float64)
+    return k * (G - k) / (G * G) / G
+
+
+def _expected_squares(src, grid, method, ddof, eps):
+    """E[Σ_j A_j²]/G² of every prompt (rows) at every G of the grid (columns), exact."""
+    f = _dr_square_term if method == "dr_grpo" else _square_term(ddof, eps)
+    if not isinstance(src, BetaPosterior):
+        p = np.asarray(src, dtype=np.float64).ravel()
+        return symmetric_expectation(p[:, None], grid[None, :], f)
+    from .allocation import beta_sigma
+
+    a, b = src.a.ravel(), src.b.ravel()
+    first, inverse = unique_pairs(a, b)
+    aa = np.repeat(a[first], grid.size)
+    bb = np.repeat(b[first], grid.size)
+    gg = np.tile(grid, first.size)
+    return beta_sigma(aa, bb, gg, f).reshape(first.size, grid.size)[inverse]
+
+
+def group_size_advice(p_or_posterior, *, hold: str = "prompts", method: str = "grpo",
+                      optimizer: str = DEFAULT_OPTIMIZER, g_grid=DEFAULT_G_GRID, cost: StepCost | None = None,
+                      prompts_per_step: int | None = None, generations_per_step: int | None = None,
+                      score_noise: float = math.inf, ddof: int = 0, eps: float = 0.0) -> GroupSizeAdvice:
+    """Expected progress per generation and per second of every uniform G, exact, and the best G.
+
+    Parameters
+    ----------
+    p_or_posterior : array_like of float in [0, 1], or BetaPosterior
+        The prompts the run draws from (their solve rates, or posteriors from
+        :func:`gsd.posterior_from_counts`); the expectation over a posterior is exact.
+    hold : {"prompts", "generations"}
+        What a step holds fixed as G changes: its prompts (``prompts_per_step``, default the number
+        of prompts given) or its generations (``generations_per_step``, required with a cost).
+    method : {"grpo", "dr_grpo"}
+        GRPO (advantages divided by the group's std; objective 2·arcsin√p) or Dr.GRPO (not divided;
+        objective p).
+    optimizer : {"adam", "sgd"}
+        Adam (default: TRL's and verl's AdamW) normalises a step by its noise; SGD does not.
+    g_grid : array_like of int ≥ 2
+        The uniform group sizes compared (default 2 … 64).
+    cost : StepCost, optional
+        Seconds per step (:func:`fit_step_cost`); without it the per-second columns are NaN.
+    score_noise : float
+        Adam only: ν, one answer's score variance relative to the gain (default ∞, the noise-dominated
+        limit; then the scale of progress is arbitrary and only its ratios between G are meaningful).
+    ddof, eps : int, float
+        The std GRPO divides by (0: population, the paper's; TRL and verl: 1, and eps 1e-4 / 1e-6).
+
+    Notes
+    -----
+    With n prompts and n·G generations per step, V_i(G) the prompt's expected one-step gain
+    (:func:`gsd.allocation_value` ``gain`` / ``dr_gain``: √(p(1−p))·E[σ̂] and p(1−p)·E[σ̂²] for one
+    logit per prompt), S = mean_i V_i(G) and N = mean_i E[Σ_j A_ij²]/(n·G²):
+
+    .. math::
+
+        \\text{per step} = S \\;(\\text{SGD}), \\quad S/\\sqrt{S^2 + \\nu N} \\;(\\text{Adam}), \\quad
+        \\text{per generation} = \\text{per step}/(nG), \\quad \\text{per second} = \\text{per step}/t(n, nG),
+
+    with n = B/G under ``hold="generations"``.  Under SGD and ``hold="prompts"`` the best G maximises
+    mean_i V_i(G)/G; at p = 1/2, V(2)/2 = 1/16 against V(8)/8 ≈ 0.0290, so G = 2 learns ≈ 2.2× faster
+    per generation.  See :ref:`theory-speed`.
+
+    Examples
+    --------
+    >>> adv = group_size_advice([0.1, 0.5, 0.9], optimizer="sgd", g_grid=[2, 4, 8, 16])
+    >>> adv.best_G_per_generation
+    2
+    >>> round(float(adv.table.relative_per_generation.iloc[2]), 4)  # G = 8 against G = 2
+    0.4995
+    >>> group_size_advice([0.1, 0.5, 0.9], hold="generations", optimizer="sgd", g_grid=[2, 8]).best_G_per_generation
+    8
+    """
+    import pandas as pd
+
+    from .allocation import allocation_value, expected_silent_rate
+
+    hold = _choice("hold", hold, HOLDS)
+    method = _choice("method", method, SPEED_METHODS)
+    optimizer = _choice("optimizer", optimizer, OPTIMIZERS)
+    ddof, eps = as_ddof(ddof), float(as_eps(eps))
+    nu = _score_noise(score_noise)
+    if cost is not None and not isinstance(cost, StepCost):
+        raise InputError(f"cost must be a StepCost (gsd.speed.StepCost or fit_step_cost), got {type(cost).__name__}")
+    grid = _grid(g_grid)
+    if isinstance(p_or_posterior, BetaPosterior):
+        src = BetaPosterior(p_or_posterior.a.ravel(), p_or_posterior.b.ravel(), p_or_posterior.prior)
+        n_prompts = src.a.size
+    else:
+        from ._validate import as_probability
+
+        src = np.atleast_1d(as_probability(p_or_posterior, "p_or_posterior")).ravel()
+        n_prompts = src.size
+    if n_prompts == 0:
+        raise InputError("p_or_posterior holds no prompt")
+    notes = []
+    if hold == "prompts":
+        n = _positive_int("prompts_per_step", prompts_per_step if prompts_per_step is not None else n_prompts)
+        if generations_per_step is not None:
+            raise InputError("generations_per_step is for hold='generations'; hold='prompts' takes prompts_per_step")
+        prompts = np.full(grid.size, float(n))
+    else:
+        if prompts_per_step is not None:
+            raise InputError("prompts_per_step is for hold='prompts'; hold='generations' takes generations_per_step")
+        if generations_per_step is None:
+            if cost is not None or (optimizer == "adam" and not math.isinf(nu)):
+                raise InputError("hold='generations' with a cost or a finite score_noise needs generations_per_step")
+            generations_per_step = int(n_prompts * grid.max())  # the ordering of G does not depend on it
+        B = _positive_int("generations_per_step", generations_per_step)
+        if B < grid.max():
+            raise InputError(f"generations_per_step ({B}) must hold at least one group of the largest G ({grid.max()})")
+        prompts = B / grid
+        if np.any(B % grid):
+            notes.append("generations_per_step is not a multiple of every G: prompts per step B/G taken as a fraction")
+    generations = prompts * grid
+
+    # V_i(G): the prompt's one-step gain (exact; beta-binomial sums under a posterior), prompts × grid.
+    if isinstance(src, BetaPosterior):
+        gain = _posterior_table(src, grid, _VALUE[method], ddof, eps)
+    else:
+        gain = allocation_value(src[:, None], grid[None, :], _VALUE[method], ddof=ddof, eps=eps)
+    S = gain.mean(axis=0)
+    if optimizer == "sgd":
+        per_step = S
+    else:
+        N = _expected_squares(src, grid, method, ddof, eps).mean(axis=0) / prompts
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_step = S / np.sqrt(N) if math.isinf(nu) else S / np.sqrt(S * S + nu * N)
+        per_step = np.where(N > 0, per_step, 0.0)
+    per_gen = per_step / generations
+    silent = _silent_table(src, grid, expected_silent_rate).mean(axis=0)
+    seconds = cost.seconds(prompts, generations) if cost is not None else np.full(grid.size, np.nan)
+    per_sec = per_step / seconds
+    best_gen = int(grid[np.argmax(per_gen)])
+    best_sec = int(grid[np.nanargmax(per_sec)]) if cost is not None else None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        table = pd.DataFrame({"G": grid, "prompts_per_step": prompts, "generations_per_step": generations,
+                              "silent_rate": silent, "progress_per_step": per_step,
+                              "progress_per_generation": per_gen, "seconds_per_step": seconds,
+                              "progress_per_second": per_sec,
+                              "relative_per_generation": per_gen / per_gen.max(),
+                              "relative_per_second": per_sec / np.nanmax(per_sec) if cost is not None else np.nan})
+    col = gain[:, int(np.argmax(per_gen))]
+    mean = col.mean()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = col / mean if mean > 0 else np.zeros_like(col)
+    prompts_df = pd.DataFrame({"progress": col, "relative_value": rel, "worth_rollouts": rel >= 1.0})
+    if not (per_gen.max() > 0):
+        notes.append("every prompt is silent for sure (p = 0 or 1): no G makes progress")
+    return GroupSizeAdvice(table=table, best_G_per_generation=best_gen, best_G_per_second=best_sec,
+                           prompts=prompts_df, hold=hold, method=method, optimizer=optimizer,
+                           objective=_OBJECTIVE[method], score_noise=nu, ddof=ddof, eps=eps, cost=cost, notes=notes)
+
+
+def _posterior_table(post, grid, value, ddof, eps):
+    """allocation_value under posteriors, prompts × grid (each distinct posterior once)."""
+    from .allocation import allocation_value
+
+    first, inverse = unique_pairs(post.a, post.b)
+    sub = BetaPosterior(np.repeat(post.a[first], grid.size), np.repeat(post.b[first], grid.size), post.prior)
+    vals = allocation_value(sub, np.tile(grid, first.size), value, ddof=ddof, eps=eps)
+    return vals.reshape(first.size, grid.size)[inverse]
+
+
+def _silent_table(src, grid, expected_silent_rate):
+    if isinstance(src, BetaPosterior):
+        first, inverse = unique_pairs(src.a, src.b)
+        sub = BetaPosterior(np.repeat(src.a[first], grid.size), np.repeat(src.b[first], grid.size), src.prior)
+        return expected_silent_rate(sub, np.tile(grid, first.size)).reshape(first.size, grid.size)[inverse]
+    return expected_silent_rate(src[:, None], grid[None, :])
+
+
+# --------------------------------------------------------------------------- the cost model from logs
+def fit_step_cost(seconds, prompts_per_step, generations_per_step) -> StepCost:
+    """Least-squares t_step, t_prompt, t_rollout ≥ 0 from step times at several configurations.
+
+    Each entry is one run (or one step) at ``prompts_per_step`` prompts and ``generations_per_step``
+    generations, taking ``seconds`` per step.  The three terms are separable only when the
+    configurations span three independent directions of (1, prompts, generations): one run at one G
+    cannot separate them, and runs that share their prompts per step cannot tell t_step from
+    t_prompt — then their sum is fitted as ``t_step`` (``source`` says so), valid at that many prompts.
+
+    Examples
+    --------
+    >>> c = fit_step_cost([3.4, 5.4, 9.4, 5.8], [8, 8, 8, 16], [16, 32, 64, 32])
+    >>> round(c.t_step, 6), round(c.t_prompt, 6), round(c.t_rollout, 6)
+    (1.0, 0.05, 0.125)
+    """
+    from scipy.optimize import nnls
+
+    t = np.asarray(seconds, dtype=np.float64).ravel()
+    n = np.asarray(prompts_per_step, dtype=np.float64).ravel()
+    g = np.asarray(generations_per_step, dtype=np.float64).ravel()
+    if not (t.size == n.size == g.size) or t.size == 0:
+        raise InputError(f"seconds, prompts_per_step and generations_per_step must be of one nonzero length, got "
+                         f"{t.size}, {n.size}, {g.size}")
+    for name, v, lo in (("seconds", t, 0.0), ("prompts_per_step", n, 1.0), ("generations_per_step", g, 1.0)):
+        bad = ~np.isfinite(v) | (v < lo)
+        if bad.any():
+            raise InputError(f"{name} must be finite and >= {lo:g}, got {_show(v[bad])}")
+    X = np.column_stack([np.ones_like(n), n, g])
+    rank = np.linalg.matrix_rank(X / X.max(axis=0))
+    if rank == 3:
+        coef = nnls(X, t)[0]
+        return StepCost(*coef.tolist(), source=f"fitted to {t.size} step times")
+    if np.ptp(n) == 0 and np.ptp(g) > 0:
+        coef = nnls(X[:, [0, 2]], t)[0]
+        return StepCost(coef[0], 0.0, coef[1],
+                        source=f"fitted to {t.size} step times at {n[0]:g} prompts per step: t_step includes the "
+                               "prompts' share (t_step and t_prompt are not separable there)")
+    raise InputError(f"the step times come from {len({(a, b) for a, b in zip(n, g)})} configuration(s) that cannot "
+                     "separate t_step, t_prompt and t_rollout (one run at one G cannot): give the terms "
+                     "(StepCost(t_step, t_prompt, t_rollout), gsd's --cost) or step times of runs at several G")
+
+
+def step_times_from_log(path) -> pd.DataFrame:
+    """Seconds per training step a trainer logged: ``step``, ``seconds`` (and ``generation_seconds``).
+
+    Reads TRL's ``trainer_state.json`` (a file, an output folder or its latest ``checkpoint-*``:
+    ``log_history`` rows with ``step_time``, the mean over the logging window of
+    ``GRPOTrainer.training_step``'s wall time, generation included) or verl's file-logger JSONL
+    (``{"step", "data"}`` rows with ``timing_s/step``, and ``timing_s/gen`` as ``generation_seconds``).
+    """
+    import pandas as pd
+
+    path = Path(path)
+    if path.is_dir():
+        state = path / "trainer_state.json"
+        if not state.exists():
+            ckpts = sorted(path.glob("checkpoint-*/trainer_state.json"),
+                           key=lambda q: int(q.parent.name.split("-")[-1]) if q.parent.name.split("-")[-1].isdigit()
+                           else -1)
+            if not ckpts:
+                raise InputError(f"path: no trainer_state.json in {str(path)!r} or its checkpoint-* folders")
+            state = ckpts[-1]
+        path = state
+    if not path.is_file():
+        raise InputError(f"path: no such file {str(path)!r}")
+    if path.suffix == ".json":
+        try:
+            history = json.loads(path.read_text()).get("log_history", [])
+        except (json.JSONDecodeError, AttributeError) as e:
+            raise InputError(f"path: {str(path)!r} is not a trainer_state.json ({e})") from None
+        rows = [(int(h["step"]), float(h["step_time"]), math.nan) for h in history
+                if isinstance(h, dict) and "step_time" in h and "step" in h and h["step_time"] is not None]
+    else:
+        rows = []
+        with open(path) as fh:
+            for line in fh:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                data = rec.get("data", rec) if isinstance(rec, dict) else {}
+                if isinstance(data, dict) and "timing_s/step" in data:
+                    rows.append((int(rec.get("step", len(rows))), float(data["timing_s/step"]),
+                                 float(data.get("timing_s/gen", math.nan))))
+    if not rows:
+        raise InputError(f"path: {str(path)!r} holds no step time (TRL's step_time, verl's timing_s/step)")
+    return pd.DataFrame(rows, columns=["step", "seconds", "generation_seconds"])
