@@ -1,5 +1,5 @@
 """Sub-commands of the reproduction: reproduce, figures, bigmath, group-size-table, dapo-fit,
-allocation-comparison, transformer-update."""
+allocation-comparison, transformer-update, transformer-train, group-size-training."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ def register(sub) -> None:
     p.add_argument("--transformer", choices=("fast", "full", "skip"), default="fast",
                    help="TRL's update on a tiny transformer vs the closed forms: fast (default, about a minute, "
                         "32 groups per prompt), full (minutes, 400) or skip")
+    p.add_argument("--group-size-training", choices=("fast", "skip"), default="fast",
+                   help="every arm of gsd group-size-training at its fast size (default fast, seconds) or skip")
     p.set_defaults(func=_reproduce)
 
     p = sub.add_parser("transformer-update",
@@ -54,6 +56,23 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_transformer_train)
+
+    p = sub.add_parser("group-size-training",
+                       help="which G and which prompts learn fastest per generation and per second: TRL trainings "
+                            "of a tiny transformer with exact p, every arm at equal generations, both protocols")
+    p.add_argument("--fast", action="store_true", help="the suite's size: 32 prompts, one seed, G in {2, 4}, seconds")
+    p.add_argument("--out", default="runs/group_size_training",
+                   help="run folder, one result file per cell (default runs/group_size_training)")
+    p.add_argument("--resume", action="store_true", help="read the cells already in --out instead of running them")
+    p.add_argument("--lr", default=None, help="comma-separated learning rates (default 3e-4,1e-3)")
+    p.add_argument("--seeds", type=bounded_int(1, 100, "seeds"), default=None, help="seeds 0..N-1 (default 3)")
+    p.add_argument("--arms", default=None,
+                   help="comma-separated arms beyond the uniform G: dr_grpo, greso, oracle, gsd (default all)")
+    p.add_argument("--tasks", default=None, help="comma-separated tasks: first_token, shared (default both)")
+    p.add_argument("--figure", default=None, help="also draw the hardest quarter against generations to this PNG")
+    p.add_argument("--json", action="store_true", help="print the summary table as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=_group_size_training)
 
     p = sub.add_parser("figures", help="regenerate every figure (PNG) into a folder")
     p.add_argument("--out", default=None, help="folder (default: the checkout's figures/)")
@@ -135,7 +154,7 @@ def _reproduce(args) -> int:
 
     report = run_reproduction(args.out, fast=args.fast, skip_campaign=args.skip_campaign, progress=not args.quiet,
                               difficulty=args.difficulty, seed=args.seed, figures_dir=args.figures,
-                              transformer=args.transformer)
+                              transformer=args.transformer, group_size_training=args.group_size_training)
     rows = [{k: r[k] for k in ("quantity", "ours", "published", "difference", "unit", "agrees_at_printed_precision")}
             for r in report["comparisons"]]
     import pandas as pd
@@ -195,6 +214,30 @@ def _transformer_train(args) -> int:
                   f"[{s['slope_lo']:.3f}, {s['slope_hi']:.3f}], R² per k {s['r2_k']:.3f}")
         if args.out:
             print(f"TRL's logs kept in {args.out}/seed{{seed}}/{{method}}: gsd diagnose {args.out}/seed0/grpo")
+    return 0
+
+
+def _group_size_training(args) -> int:
+    from . import group_size_training as gst
+
+    def names(text):
+        return None if text is None else tuple(x.strip() for x in str(text).split(",") if x.strip())
+
+    lrs = None if args.lr is None else tuple(_parse_floats(args.lr, "lr"))
+    cfg = gst.config_from(args.fast, lrs=lrs, seeds=None if args.seeds is None else tuple(range(args.seeds)),
+                          arms=names(args.arms), tasks=names(args.tasks))
+    log = None if args.quiet else (lambda msg: print(msg, file=sys.stderr, flush=True))
+    results = gst.run(args.out, cfg, resume=args.resume, progress=not args.quiet, log=log)
+    if args.figure:
+        from ..plotstyle import save_figure
+
+        save_figure(gst.figure(results), args.figure)
+    cols = ["task", "lr", "protocol", "arm", "G", "seeds", "gens_to_0.5", "gens_to_0.8", "gens_to_0.9", "secs_to_0.8",
+            "final_arcsin", "d_gens_0.8", "d_gens_0.8_lo", "d_gens_0.8_hi", "hardest_at_T"]
+    df = gst.summary(results)
+    emit(df if args.json else df[cols], args.json, floatfmt="{:.3g}",
+         title=f"equal generations ({cfg.budget} per training); NaN: a target not reached in every seed; d_*: "
+               "paired against the best uniform G, Student-t 95 % over seeds")
     return 0
 
 

@@ -45,9 +45,12 @@ __all__ = ["Published", "PUBLISHED", "HISTOGRAM_NOTE", "compare", "run_reproduct
 DEFAULT_OUT = Path("reports") / "latest"
 #: Top-level keys of report.json.
 REPORT_KEYS = ("meta", "comparisons", "bigmath", "group_size_table", "theory", "dapo", "conventions",
-               "campaign", "allocation", "transformer", "figures")
+               "campaign", "allocation", "transformer", "group_size_training", "figures")
 #: Sizes of the transformer stage: ``gsd reproduce --transformer``.
 TRANSFORMER_MODES = ("fast", "full", "skip")
+#: Sizes of the group-size training stage: ``gsd reproduce --group-size-training`` (the full run is
+#: ``gsd group-size-training``: tens of minutes).
+GROUP_SIZE_TRAINING_MODES = ("fast", "skip")
 
 
 @dataclass(frozen=True)
@@ -282,6 +285,23 @@ def _allocation_stage(out: Path, progress: bool):
     return {"status": "ok", "run_dir": str(run_dir), **reuse, "config": mod.SMALL_CONFIG_NAME, "comparison": summary}
 
 
+def _trl_module(name: str, what: str):
+    """(the module ``name``, None) when it and every package TRL's own code needs import; else
+    (None, the stage's "not available" record saying why)."""
+    mod, why = optional_import(name)
+    if mod is None:
+        return None, {"status": "not available", "reason": why}
+    from .._extras import require_trl
+
+    try:  # the stage runs TRL's own code: every package it needs, named at once
+        require_trl(what)
+    except MissingExtra as exc:
+        return None, {"status": "not available", "reason": str(exc)}
+    except ImportError as exc:
+        return None, {"status": "not available", "reason": f"{exc.__class__.__name__}: {exc}"}
+    return mod, None
+
+
 def _transformer_stage(mode: str, seed: int, fig_dir: Path, out: Path):
     """Beyond the paper: TRL 1.16.0's own update on a tiny transformer whose solve rates are
     exact, against the closed forms (:mod:`gsd.reproduce.transformer`).  The full sizes draw
@@ -289,17 +309,9 @@ def _transformer_stage(mode: str, seed: int, fig_dir: Path, out: Path):
     a fast run never overwrites them."""
     if mode == "skip":
         return {"status": "skipped", "reason": "--transformer skip"}
-    mod, why = optional_import("gsd.reproduce.transformer")
+    mod, missing = _trl_module("gsd.reproduce.transformer", "the transformer stage of gsd reproduce")
     if mod is None:
-        return {"status": "not available", "reason": why}
-    from .._extras import require_trl
-
-    try:  # the stage runs TRL's own code: every package it needs, named at once
-        require_trl("the transformer stage of gsd reproduce")
-    except MissingExtra as exc:
-        return {"status": "not available", "reason": str(exc)}
-    except ImportError as exc:
-        return {"status": "not available", "reason": f"{exc.__class__.__name__}: {exc}"}
+        return missing
     result = mod.run(fast=mode == "fast", seed=seed)
     where = fig_dir if mode == "full" else out / "transformer"
     make_folder(where)
@@ -311,6 +323,35 @@ def _transformer_stage(mode: str, seed: int, fig_dir: Path, out: Path):
             "p": {v: r["p"] for v, r in result["variants"].items()},
             "silent_r2": {m: {"exact": t["r2_exact"], "pooled": t["r2_pooled"]}
                           for m, t in result["training"]["runs"].items()}, "_figures": paths}
+
+
+def _group_size_training_stage(mode: str, out: Path):
+    """Beyond the paper: which G and which prompts learn fastest per generation in TRL's own trainer
+    (:mod:`gsd.reproduce.group_size_training`), at its fast size (seconds; its numbers exercise the
+    pipeline, the docs quote the full run's), into ``out/group_size_training``."""
+    if mode == "skip":
+        return {"status": "skipped", "reason": "--group-size-training skip"}
+    mod, missing = _trl_module("gsd.reproduce.group_size_training", "the group-size training stage of gsd reproduce")
+    if mod is None:
+        return missing
+    where = out / "group_size_training"
+    results = mod.run(where, mod.FAST, progress=False)
+    path = save_figure(mod.figure(results), where / "group_size_training.png")
+    return {"status": "ok", "mode": mode, "run_dir": str(where), "budget": mod.FAST.budget,
+            "rows": _records(mod.summary(results)), "_figures": [path]}
+
+
+def _group_size_training_markdown(t: dict) -> list[str]:
+    L = ["## Beyond the paper: group size and prompt choice in TRL training\n"]
+    if t.get("status") != "ok":
+        return L + [f"group-size training stage: {t.get('status')} ({t.get('reason', '')}).\n"]
+    L.append(f"Fast size (run folder `{t['run_dir']}`; every arm {t['budget']} generations; the docs' numbers "
+             "are the full run's, `gsd group-size-training`). Hardest-quarter mean exact p at the end, and the "
+             "final mean 2·arcsin√p, per arm.\n")
+    L.append(_md_table(t["rows"], [("task", "task"), ("protocol", "held per step"), ("arm", "arm"), ("G", "G"),
+                                   ("final_hardest", "hardest quarter"), ("final_arcsin", "mean 2·arcsin√p")], nd=3))
+    L.append("")
+    return L
 
 
 def _find_r2(summary) -> float | None:
@@ -377,7 +418,8 @@ def _figures_stage(fig_dir: Path, fast: bool, campaign: dict, theory_frames, dap
 
 # --------------------------------------------------------------------------- main entry
 def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool = False, progress: bool = True,
-                     difficulty=None, seed: int = 0, figures_dir=None, transformer: str = "fast") -> dict:
+                     difficulty=None, seed: int = 0, figures_dir=None, transformer: str = "fast",
+                     group_size_training: str = "fast") -> dict:
     """Run every part, write report.md / report.json / figures into ``out``; return the report.
 
     ``fast``: smaller Monte Carlo and bootstrap runs (same analyses).  ``skip_campaign``: do not
@@ -385,10 +427,15 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
     place of the shipped Big-Math histogram (its published comparisons then do not apply).
     ``transformer``: the sizes of the TRL-on-a-transformer stage, ``"fast"`` (default, in either
     mode: under a minute; figures in ``out/transformer``), ``"full"`` (minutes; the figures the
-    docs quote, in the figures folder) or ``"skip"``.
+    docs quote, in the figures folder) or ``"skip"``.  ``group_size_training``: ``"fast"`` (default,
+    seconds: every arm of :mod:`gsd.reproduce.group_size_training` at its fast size, into
+    ``out/group_size_training``) or ``"skip"``.
     """
     if transformer not in TRANSFORMER_MODES:
         raise InputError(f"transformer must be one of {TRANSFORMER_MODES}, got {transformer!r}")
+    if group_size_training not in GROUP_SIZE_TRAINING_MODES:
+        raise InputError(f"group_size_training must be one of {GROUP_SIZE_TRAINING_MODES}, "
+                         f"got {group_size_training!r}")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"out: {str(out)!r} exists and is not a folder")
@@ -396,7 +443,7 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
     with hold_folder(out, option="out"):  # one reproduction per folder at a time
         fig_dir = Path(figures_dir) if figures_dir is not None else out / "figures"
         t_start = time.perf_counter()
-        stages = _Stages(total=9, show=progress)
+        stages = _Stages(total=10, show=progress)
         big = stages.run("Big-Math: silent rates, budget and decile shares", _bigmath_stage, difficulty)
         gst = stages.run("group-size table (exact vs law)", _group_size_stage)
         th = stages.run("theory: identity and objective Monte Carlo", _theory_stage, fast, seed)
@@ -419,8 +466,10 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
             alloc = stages.run("beyond the paper: budget allocation comparison (simulator)", _allocation_stage, out, progress)
         trf = stages.run("beyond the paper: TRL's update on a tiny transformer vs the closed forms",
                          _transformer_stage, transformer, seed, fig_dir, out)
+        gstr = stages.run("beyond the paper: group size and prompt choice in TRL training (fast size)",
+                          _group_size_training_stage, group_size_training, out)
         figs = stages.run("figures", _figures_stage, fig_dir, fast, camp, th.pop("_frames"), dapo, alloc)
-        figs["written"] += [Path(p) for p in trf.pop("_figures", [])]
+        figs["written"] += [Path(p) for p in trf.pop("_figures", []) + gstr.pop("_figures", [])]
         dapo.pop("_fit")
         dapo.pop("_curve")
         # Relative to the report, so its links work wherever the folder is moved with its figures
@@ -463,6 +512,7 @@ def run_reproduction(out=DEFAULT_OUT, *, fast: bool = False, skip_campaign: bool
             "campaign": camp,
             "allocation": alloc,
             "transformer": trf,
+            "group_size_training": gstr,
             "figures": figs,
         }
         with replace_set(out, ("report.json", "report.md")) as stage:  # the two agree, always
@@ -642,6 +692,7 @@ def render_markdown(report: dict) -> str:
 
     L += _allocation_markdown(report.get("allocation") or {"status": "not run"})
     L += _transformer_markdown(report.get("transformer") or {"status": "not run"})
+    L += _group_size_training_markdown(report.get("group_size_training") or {"status": "not run"})
 
     # Figures
     fg = report["figures"]

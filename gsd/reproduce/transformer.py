@@ -39,15 +39,22 @@ from .._extras import require_trl
 #: f0…f19 that continue an answer, prompt words q0…q15.
 WORDS = (["<pad>", "<eos>", "<unk>"] + [f"a{i}" for i in range(20)] + [f"f{i}" for i in range(20)]
          + [f"q{i}" for i in range(16)])
-#: Most prompts of a task: above 16 the vocabulary has prompt words up to q{MAX_PROMPTS - 1}.
-MAX_PROMPTS = 32
+#: Most prompts of a task.
+MAX_PROMPTS = 256
+#: Feature words of the ``"shared"`` structure: a prompt is ``u{i} v{j}`` (:func:`build_task`).
+N_U, MAX_V = 16, 16
 
 
-def words(n_prompts: int):
+def words(n_prompts: int, structure: str = "own"):
     """The vocabulary of a task of ``n_prompts`` prompts: :data:`WORDS`, with prompt words up to
-    ``q31`` when ``n_prompts`` > 16 (only then: the vocabulary's size is part of the initial
-    weights, so the tasks of up to 16 prompts stay as they were)."""
-    return WORDS if n_prompts <= 16 else WORDS + [f"q{i}" for i in range(16, MAX_PROMPTS)]
+    ``q31`` when ``n_prompts`` > 16 and up to ``q{n-1}`` above 32 (the vocabulary's size is part of
+    the initial weights, so the tasks of up to 32 prompts stay as they were); with ``structure``
+    ``"shared"`` the feature words ``u0…u15`` and ``v0…v{n/16 - 1}`` instead of prompt words."""
+    if structure == "shared":
+        return WORDS + [f"u{i}" for i in range(N_U)] + [f"v{j}" for j in range(-(-n_prompts // N_U))]
+    if n_prompts <= 16:
+        return WORDS
+    return WORDS + [f"q{i}" for i in range(16, max(32, n_prompts))]
 _EOS, _A0, _F0, _Q0 = 1, 3, 23, 43
 LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo")
 SCALE_REWARDS = ("group", "batch", "none")
@@ -137,21 +144,43 @@ def tokenizer(words=WORDS, chat_template=None):
     return hf
 
 
-def _teacher(rng, n_prompts):
-    """Targets of the pretraining: solve rates spread over (0.05, 0.95) and right sets of 1–4
+def _teacher(rng, n_prompts, p_range=(0.05, 0.95)):
+    """Targets of the pretraining: solve rates spread evenly over ``p_range`` and right sets of 1–4
     short answer words (a0–a9); the teacher's wrong answers are the long words a10–a19."""
-    target = np.linspace(0.05, 0.95, n_prompts)
+    target = np.linspace(p_range[0], p_range[1], n_prompts)
     rng.shuffle(target)
     right = [tuple(int(t) for t in _A0 + rng.choice(10, size=int(rng.integers(1, 5)), replace=False))
              for _ in range(n_prompts)]
     return target, right
 
 
-def _sample_sequences(rng, target, right, variant, max_len, n):
-    """``n`` sequences per prompt from the teacher: prompt token, first answer word, fillers, EOS.
+def _shared_teacher(rng, n_prompts):
+    r"""The ``"shared"`` structure: prompt x is ``u{i} v{j}`` (i = x mod 16, j = x div 16); its one
+    right answer is ``a{i mod 10}``, a rule of the feature u_i that prompts share (u_i with every
+    v_j, and u_i, u_{i+10} one answer word); the teacher's solve rate is
+    :math:`\sigma(\alpha_i + \beta_j)` with α spread over [−2, 2] and β over [−6, 4] (shuffled),
+    so it spans (0, 1), and every u_i has easy prompts beside its hard ones."""
+    n_v = n_prompts // N_U
+    alpha, beta = np.linspace(-2.0, 2.0, N_U), np.linspace(-6.0, 4.0, n_v)
+    rng.shuffle(alpha)
+    rng.shuffle(beta)
+    x = np.arange(n_prompts)
+    i, j = x % N_U, x // N_U
+    target = 1.0 / (1.0 + np.exp(-(alpha[i] + beta[j])))
+    right = [(int(_A0 + k % 10),) for k in i]
+    prompts = [f"u{a} v{b}" for a, b in zip(i, j)]
+    return target, right, prompts
 
+
+def _sample_sequences(rng, target, right, variant, max_len, n, prompt_ids=None):
+    """``n`` sequences per prompt from the teacher: prompt token(s), first answer word, fillers, EOS.
+
+    ``prompt_ids``: (prompts × L) token ids of the prompts (default: prompt x is the one token q_x).
     Returns the token ids (pad 0 after the end) and the next-token labels (-100 where there is none)."""
     P = len(target)
+    if prompt_ids is None:
+        prompt_ids = (_Q0 + np.arange(P))[:, None]
+    L = prompt_ids.shape[1]
     x = np.repeat(np.arange(P), n)
     is_right = rng.random(P * n) < np.repeat(target, n)
     right_mask = np.zeros((P, 20), bool)
@@ -166,25 +195,28 @@ def _sample_sequences(rng, target, right, variant, max_len, n):
     # EOS after each token with this probability: the length law of the continuation
     stop = np.where(short, 0.7, 0.12) if variant == "correlated" else np.full(P * n, 0.35)
     fillers = np.minimum(rng.geometric(stop) - 1, max_len - 1)  # words after the answer word
-    width = max_len + 2
+    width = max_len + L + 1
     col = np.arange(width)
-    ids = np.where(col < fillers[:, None] + 2, _F0 + rng.integers(0, 20, (P * n, width)), 0)
-    ids[:, 0], ids[:, 1] = _Q0 + x, first
+    ids = np.where(col < fillers[:, None] + L + 1, _F0 + rng.integers(0, 20, (P * n, width)), 0)
+    ids[:, :L], ids[:, L] = prompt_ids[x], first
     ends = fillers + 1 < max_len  # room for EOS within max_len completion tokens
-    ids[np.flatnonzero(ends), fillers[ends] + 2] = _EOS
-    length = fillers + 2 + ends  # tokens of the sequence, prompt included
-    labels = np.where((col >= 1) & (col < length[:, None]), ids, -100)
+    ids[np.flatnonzero(ends), fillers[ends] + L + 1] = _EOS
+    length = fillers + L + 1 + ends  # tokens of the sequence, prompt included
+    labels = np.where((col >= L) & (col < length[:, None]), ids, -100)
     return ids, labels
 
 
+STRUCTURES = ("own", "shared")
+
+
 def build_task(n_prompts: int = 8, *, variant: str = "correlated", max_len: int = 6, seed: int = 0,
-               pretrain_steps: int = 150) -> Task:
+               pretrain_steps: int = 150, structure: str = "own", p_range=(0.05, 0.95)) -> Task:
     """A tiny Qwen2 pretrained in code on a teacher whose solve rates spread over (0.05, 0.95).
 
     Parameters
     ----------
     n_prompts : int, optional
-        Prompts ``q0 … q{n-1}``, 1 to 32 (default 8; above 16 the vocabulary is larger,
+        Prompts ``q0 … q{n-1}``, 1 to 256 (default 8; above 16 the vocabulary is larger,
         :func:`words`).
     variant : {"correlated", "independent"}, optional
         ``"correlated"`` (default): after a short answer word (the right ones) the teacher stops
@@ -196,6 +228,15 @@ def build_task(n_prompts: int = 8, *, variant: str = "correlated", max_len: int 
         Seed of the teacher, the initial weights and the pretraining (default 0).
     pretrain_steps : int, optional
         Adam steps of the next-token pretraining on the teacher's sequences (default 150).
+    structure : {"own", "shared"}, optional
+        ``"own"`` (default): prompt x is its own token ``q{x}`` with its own right set, so
+        learning one prompt moves no other in expectation; ``"shared"``: prompt x is two feature
+        words ``u{i} v{j}`` whose right answer is a rule of u_i (:func:`_shared_teacher`), so
+        learning one prompt moves the others that share its features or its answer word
+        (``n_prompts`` a multiple of 16; ``p_range`` does not apply: the rates are σ(α_i + β_j)).
+    p_range : (float, float), optional
+        ``"own"``: the teacher's solve rates are spread evenly over this closed interval in [0, 1]
+        (default (0.05, 0.95)); 0 makes the teacher never answer right, so the model's p is near 0.
 
     Returns
     -------
@@ -211,14 +252,27 @@ def build_task(n_prompts: int = 8, *, variant: str = "correlated", max_len: int 
         raise InputError(f"max_len must be an integer in [2, 32], got {max_len!r}")
     if not (isinstance(pretrain_steps, (int, np.integer)) and 0 <= pretrain_steps <= 10**5):
         raise InputError(f"pretrain_steps must be an integer in [0, 100000], got {pretrain_steps!r}")
+    if structure not in STRUCTURES:
+        raise InputError(f"structure must be one of {STRUCTURES}, got {structure!r}")
+    if structure == "shared" and n_prompts % N_U:
+        raise InputError(f"n_prompts must be a multiple of {N_U} with structure='shared', got {n_prompts!r}")
+    lo, hi = (float(v) for v in p_range)
+    if not (0.0 <= lo <= hi <= 1.0):
+        raise InputError(f"p_range must be (lo, hi) with 0 <= lo <= hi <= 1, got {p_range!r}")
     _import_stack()
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     rng = np.random.default_rng(seed)
-    target, right = _teacher(rng, n_prompts)
+    vocab = words(n_prompts, structure)
+    if structure == "shared":
+        target, right, prompts = _shared_teacher(rng, n_prompts)
+        index = {w: i for i, w in enumerate(vocab)}
+        prompt_ids = np.array([[index[w] for w in q.split()] for q in prompts])
+    else:
+        target, right = _teacher(rng, n_prompts, (lo, hi))
+        prompts, prompt_ids = [f"q{x}" for x in range(n_prompts)], None
     torch.manual_seed(seed)
-    vocab = words(n_prompts)
     model = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
                                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
                                          pad_token_id=0, eos_token_id=_EOS, bos_token_id=None,
@@ -226,7 +280,7 @@ def build_task(n_prompts: int = 8, *, variant: str = "correlated", max_len: int 
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     with _torch_threads(1):
         for _ in range(pretrain_steps):
-            ids, labels = _sample_sequences(rng, target, right, variant, max_len, 16)
+            ids, labels = _sample_sequences(rng, target, right, variant, max_len, 16, prompt_ids)
             # labels are the next tokens already: the model's own shift would drop one
             logits = model(input_ids=torch.from_numpy(ids[:, :-1])).logits
             loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)),
@@ -235,8 +289,8 @@ def build_task(n_prompts: int = 8, *, variant: str = "correlated", max_len: int 
             loss.backward()
             opt.step()
     model.eval()
-    return Task(model=model, tokenizer=tokenizer(vocab), prompts=[f"q{x}" for x in range(n_prompts)],
-                right=right, variant=variant, max_len=max_len)
+    return Task(model=model, tokenizer=tokenizer(vocab), prompts=prompts, right=right, variant=variant,
+                max_len=max_len)
 
 
 def closed_form_factor(p, G, method: str):
@@ -565,7 +619,8 @@ SKIP = {"skip_above": 0.95, "max_skips": 4}
 
 
 def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 16, steps: int = 40,
-                 lr: float = 3e-3, seed: int = 0, threads: int = 1, completions_dir=None) -> dict:
+                 lr: float = 3e-3, seed: int = 0, threads: int = 1, completions_dir=None, prompts_per_step=None,
+                 trainer_class=None, trainer_kwargs=None) -> dict:
     r"""Train the task's model with TRL's ``GRPOTrainer.train()``; per step, TRL's logged
     ``frac_reward_zero_std`` against the closed forms from the exact solve rates.
 
@@ -586,6 +641,12 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
         TRL's ``output_dir`` with ``log_completions=True``: TRL writes its own
         ``completions/completions_{step:05d}.parquet`` there at every step, the log
         ``gsd diagnose`` reads (:func:`calibrate`).  Default: a temporary folder, no log.
+    prompts_per_step : int, optional
+        Groups per step from a dataset of the prompts once each (TRL's ``RepeatSampler`` walks
+        through it in shuffled passes) instead of ``copies`` groups of every prompt.
+    trainer_class, trainer_kwargs : optional
+        A ``GRPOTrainer`` subclass to train with (default: TRL's own, or ``GSDGRPOTrainer`` for
+        ``"skip"``) and keyword arguments it takes beyond ``GRPOTrainer``'s.
 
     Returns
     -------
@@ -597,10 +658,14 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
         rate), ``mean_p``, ``p`` (every prompt's exact p before the generation), ``groups``
         (the prompt index of each group) and ``k`` (its right answers); ``p_final`` (exact p after
         the last step); ``r2_exact``, ``r2_pooled`` (R² of each as a prediction of the measured
-        fraction, no refit); for ``"skip"``, ``skipped`` (prompts skipped per step).
+        fraction, no refit); for ``"skip"``, ``skipped`` (prompts skipped per step).  Per step also
+        ``generations`` (rewards the reward function returned), ``step_time`` (TRL's own
+        ``step_time`` metric, seconds) and ``wall`` (``time.perf_counter`` seconds from the start of
+        training to the step's end, the exact-p forward passes included).
     """
     import contextlib
     import tempfile
+    import time
 
     from datasets import Dataset
     from transformers import PrinterCallback, ProgressCallback, TrainerCallback
@@ -614,6 +679,10 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
     for name, v, hi in (("G", G, 64), ("copies", copies, 64), ("steps", steps, 10**5)):
         if not (isinstance(v, (int, np.integer)) and (2 if name == "G" else 1) <= v <= hi):
             raise InputError(f"{name} must be an integer in [{2 if name == 'G' else 1}, {hi}], got {v!r}")
+    if prompts_per_step is not None and not (isinstance(prompts_per_step, (int, np.integer))
+                                             and 1 <= prompts_per_step <= len(task.prompts)):
+        raise InputError(f"prompts_per_step must be an integer in [1, {len(task.prompts)}], got {prompts_per_step!r}")
+    groups = len(task.prompts) * copies if prompts_per_step is None else int(prompts_per_step)
     right = {p: set(r) for p, r in zip(task.prompts, task.right)}
     index = {p: i for i, p in enumerate(task.prompts)}
     before, generations = [], []  # exact p at each step's start; (prompts, rewards) per generation
@@ -623,15 +692,23 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
         generations.append(([index[p] for p in prompts], r))
         return r
 
+    ends = []  # perf_counter at each step's end
+
     class Exact(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kw):
+            ends.append(time.perf_counter())
+
         def on_step_begin(self, args, state, control, **kw):
             before.append(task.solve_rates())
+
+        def on_step_end(self, args, state, control, **kw):
+            ends.append(time.perf_counter())
 
     folder = tempfile.TemporaryDirectory() if completions_dir is None else contextlib.nullcontext(str(completions_dir))
     with _torch_threads(threads), folder as out_dir:
         args = GRPOConfig(output_dir=out_dir, use_cpu=True, use_vllm=False, report_to=[], learning_rate=lr,
                           max_completion_length=task.max_len, num_generations=G,
-                          per_device_train_batch_size=len(task.prompts) * copies * G, gradient_accumulation_steps=1,
+                          per_device_train_batch_size=groups * G, gradient_accumulation_steps=1,
                           steps_per_generation=1, beta=0.0, temperature=1.0, top_k=0, top_p=1.0, max_steps=steps,
                           save_strategy="no", logging_steps=1, seed=seed, lr_scheduler_type="constant",
                           log_completions=completions_dir is not None, num_completions_to_print=0,
@@ -641,9 +718,11 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
             from ..live import GSDGRPOTrainer
 
             kind, extra = GSDGRPOTrainer, SKIP
+        if trainer_class is not None:
+            kind, extra = trainer_class, dict(trainer_kwargs or {})
+        data = list(task.prompts) * (copies if prompts_per_step is None else 1)
         tr = kind(model=task.model, reward_funcs=[first_token], args=args, callbacks=[Exact()],
-                  train_dataset=Dataset.from_dict({"prompt": list(task.prompts) * copies}),
-                  processing_class=task.tokenizer, **extra)
+                  train_dataset=Dataset.from_dict({"prompt": data}), processing_class=task.tokenizer, **extra)
         # The per-step lines (the result has them): PrinterCallback's; with disable_tqdm no progress
         # callback is added, in a notebook neither the NotebookProgressCallback's table of losses.
         for cb in (PrinterCallback, ProgressCallback):
@@ -653,21 +732,24 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
             tr.save_state()  # trainer_state.json beside completions/: TRL's own frac_reward_zero_std per step
     task.model.eval()
     measured = [h["frac_reward_zero_std"] for h in tr.state.log_history if "frac_reward_zero_std" in h]
+    step_time = [h["step_time"] for h in tr.state.log_history if "step_time" in h]
     rows = []
-    for p, (who, r), m in zip(before, generations, measured):
+    for p, (who, r), m, st, end in zip(before, generations, measured, step_time, ends[1:]):
         grp = np.asarray(who).reshape(-1, G)[:, 0]
         r = np.asarray(r).reshape(-1, G)
-        rows.append({"measured": m, "silent_from_rewards": float((r.min(1) == r.max(1)).mean()),
+        rows.append({"generations": int(r.size), "step_time": float(st), "wall": end - ends[0],
+                     "measured": m, "silent_from_rewards": float((r.min(1) == r.max(1)).mean()),
                      "exact": float(np.mean(silent_rate(p[grp], G))),
                      "pooled": float(silent_rate(p[grp].mean(), G)), "mean_p": float(p.mean()),
                      "p": p.tolist(), "groups": grp.tolist(), "k": r.sum(1).astype(int).tolist()})
     obs = [r["measured"] for r in rows]
-    out = {"method": method, "G": G, "groups_per_step": len(task.prompts) * copies, "lr": lr, "steps": rows,
+    out = {"method": method, "G": G, "groups_per_step": groups, "lr": lr, "steps": rows,
            "p_final": task.solve_rates().tolist(),
            "r2_exact": r_squared(obs, [r["exact"] for r in rows]),
-           "r2_pooled": r_squared(obs, [r["pooled"] for r in rows])}
-    if method == "skip":
-        out["skipped"] = [int(m["skipped"]) for m in tr.gsd_tracker.metrics]
+           "r2_pooled": r_squared(obs, [r["pooled"] for r in rows]),
+           "trl_reward": [h["reward"] for h in tr.state.log_history if "reward" in h]}
+    if getattr(tr, "gsd_tracker", None) is not None:
+        out["skipped"] = [int(m.get("skipped", 0)) for m in tr.gsd_tracker.metrics]
     return out
 
 

@@ -75,7 +75,8 @@ def test_dapo_fit_bad_input_exits_2_with_one_line(capsys, tmp_path):
 def fast_report(tmp_path_factory):
     root = tmp_path_factory.mktemp("rep")
     out = root / "reports" / "latest"  # the layout of `make figures`: figures beside, not inside
-    code = main(["reproduce", "--fast", "--skip-campaign", "--transformer", "skip", "--out", str(out),
+    code = main(["reproduce", "--fast", "--skip-campaign", "--transformer", "skip", "--group-size-training", "skip",
+                 "--out", str(out),
                  "--figures", str(root / "figures"), "--quiet", "--json"])
     assert code == 0
     return out
@@ -99,6 +100,7 @@ def test_reproduce_fast_writes_the_report(fast_report):
                               "campaign_silent_r2"}
     assert rep["campaign"]["status"] == "skipped"
     assert rep["transformer"]["status"] == "skipped"  # its own test: tests/reproduce/test_reproduce_transformer.py
+    assert rep["group_size_training"]["status"] == "skipped"  # its own: tests/reproduce/test_group_size_training.py
     assert rep["meta"]["mode"] == "fast"
     assert rep["group_size_table"]["all_symmetric"] and rep["group_size_table"]["matches_brute_force_scan"]
     assert rep["dapo"]["fit"]["tau"] > 0

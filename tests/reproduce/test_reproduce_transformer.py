@@ -38,7 +38,7 @@ def test_bad_input_names_the_argument():
     with pytest.raises(InputError, match="variant"):
         transformer.build_task(2, variant="long")
     with pytest.raises(InputError, match="n_prompts"):
-        transformer.build_task(33)
+        transformer.build_task(transformer.MAX_PROMPTS + 1)
     with pytest.raises(InputError, match="method"):
         transformer.train_silent(None, "dapo")
     with pytest.raises(InputError, match="loss_type"):
