@@ -66,8 +66,9 @@ def run_notebook(tmp_path, monkeypatch, executed_notebooks):
         for key, value in (env or {}).items():
             monkeypatch.setenv(key, str(value))
         nb = nbformat.read(path, as_version=4)
-        client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                         resources={"metadata": {"path": str(tmp_path)}})
+        client = nbclient.NotebookClient(
+            nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        )
         start = time.perf_counter()
         client.execute()
         elapsed = time.perf_counter() - start

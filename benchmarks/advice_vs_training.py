@@ -26,13 +26,19 @@ import gsd
 from gsd.reproduce.group_size_training import FULL, TASKS
 from gsd.reproduce.transformer import build_task
 
-MODELS = {"adam ν=∞ (default)": {"optimizer": "adam"}, "adam ν=1": {"optimizer": "adam", "score_noise": 1.0},
-          "sgd": {"optimizer": "sgd"}}
+MODELS = {
+    "adam ν=∞ (default)": {"optimizer": "adam"},
+    "adam ν=1": {"optimizer": "adam", "score_noise": 1.0},
+    "sgd": {"optimizer": "sgd"},
+}
 
 
 def predicted(p0: np.ndarray, protocol: str, **model) -> dict:
-    held = ({"prompts_per_step": FULL.prompts_per_step} if protocol == "prompts"
-            else {"generations_per_step": FULL.generations_per_step})
+    held = (
+        {"prompts_per_step": FULL.prompts_per_step}
+        if protocol == "prompts"
+        else {"generations_per_step": FULL.generations_per_step}
+    )
     adv = gsd.group_size_advice(p0, hold=protocol, g_grid=list(FULL.group_sizes), **held, **model)
     per_gen = adv.table.set_index("G")["progress_per_generation"]
     return {"advised": adv.advised_G_per_generation, **{G: float(per_gen[G] / per_gen[2]) for G in FULL.group_sizes}}
@@ -44,16 +50,29 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     summary = pd.read_csv(args.summary)
     uni = summary[summary.arm == "uniform"]
-    p0 = {(t, s): build_task(FULL.n_prompts, variant=FULL.variant, max_len=FULL.max_len, seed=s,
-                             pretrain_steps=FULL.pretrain_steps, **TASKS[t]).solve_rates()
-          for t in FULL.tasks for s in FULL.seeds}
+    p0 = {
+        (t, s): build_task(
+            FULL.n_prompts,
+            variant=FULL.variant,
+            max_len=FULL.max_len,
+            seed=s,
+            pretrain_steps=FULL.pretrain_steps,
+            **TASKS[t],
+        ).solve_rates()
+        for t in FULL.tasks
+        for s in FULL.seeds
+    }
     rows = []
     for task in FULL.tasks:
         for protocol in ("prompts", "generations"):
             for name, model in MODELS.items():
                 preds = [predicted(np.asarray(p0[(task, s)], float), protocol, **model) for s in FULL.seeds]
-                row = {"task": task, "protocol": protocol, "source": f"model, {name}",
-                       "best G": "/".join(sorted({str(p["advised"]) for p in preds}))}
+                row = {
+                    "task": task,
+                    "protocol": protocol,
+                    "source": f"model, {name}",
+                    "best G": "/".join(sorted({str(p["advised"]) for p in preds})),
+                }
                 row.update({f"G={G}": np.mean([p[G] for p in preds]) for G in FULL.group_sizes})
                 rows.append(row)
             for lr in FULL.lrs:
@@ -61,8 +80,12 @@ def main(argv=None) -> int:
                     m = uni[(uni.task == task) & (uni.protocol == protocol) & (uni.lr == lr)].set_index("G")
                     full = m[f"reached_{target}"] == m["seeds"]
                     gens = m[f"gens_to_{target}"].where(full)
-                    row = {"task": task, "protocol": protocol, "source": f"TRL lr {lr:g}, to {target}",
-                           "best G": str(int(gens.idxmin())) if gens.notna().any() else "—"}
+                    row = {
+                        "task": task,
+                        "protocol": protocol,
+                        "source": f"TRL lr {lr:g}, to {target}",
+                        "best G": str(int(gens.idxmin())) if gens.notna().any() else "—",
+                    }
                     row.update({f"G={G}": gens[2] / gens[G] if G in gens.index else np.nan for G in FULL.group_sizes})
                     rows.append(row)
     table = pd.DataFrame(rows)

@@ -43,17 +43,42 @@ import select
 import subprocess
 import sys
 import tempfile
-from gsd.atomic import write_json  # a benchmark's result file is never half-written
 import time
 from pathlib import Path
+
+from gsd.atomic import write_json  # a benchmark's result file is never half-written
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BASELINE = "aeb7a5e"  # main before issue 17
 
 # --------------------------------------------------------------------------- the cases
-NUMS = ["float('nan')", "float('inf')", "-float('inf')", "-1", "-0.5", "0", "1", "1.5", "2", "1e-320",
-        "1e300", "2**62", "2**64", "10**30", "True", "None", "'x'", "''", "[]", "[float('nan')]",
-        "[0.5, float('inf')]", "[[0.5]]", "3+1j", "0.5", "8"]
+NUMS = [
+    "float('nan')",
+    "float('inf')",
+    "-float('inf')",
+    "-1",
+    "-0.5",
+    "0",
+    "1",
+    "1.5",
+    "2",
+    "1e-320",
+    "1e300",
+    "2**62",
+    "2**64",
+    "10**30",
+    "True",
+    "None",
+    "'x'",
+    "''",
+    "[]",
+    "[float('nan')]",
+    "[0.5, float('inf')]",
+    "[[0.5]]",
+    "3+1j",
+    "0.5",
+    "8",
+]
 
 
 def _real(v):
@@ -128,13 +153,15 @@ API = [
     ("gsd.convention_gap({})", lambda v: is_int(v, 2), "v >= 0"),
     ("gsd.difficulty_weight({})", is_prob, "np.isfinite(v) | np.isinf(v)"),
     ("gsd.budget_share([0.3, {}], np.array([True, False]))", is_prob, "(v >= 0) & (v <= 1)"),
-    ("gsd.budget_share([0.3, 0.6], np.array([True, False]), G={})", lambda v: is_int(v, 2, EXACT) or v == "None",
-     "(v >= 0) & (v <= 1)"),
+    (
+        "gsd.budget_share([0.3, 0.6], np.array([True, False]), G={})",
+        lambda v: is_int(v, 2, EXACT) or v == "None",
+        "(v >= 0) & (v <= 1)",
+    ),
     ("gsd.decile_shares([0.3, {}])", is_prob, "(v >= 0) & (v <= 1)"),
 ]
 LOSSES = [
-    ("L.softmax_t([1.0, {}])", lambda v: finite(v) or v == "-float('inf')",
-     "(v >= 0) & (v <= 1)"),
+    ("L.softmax_t([1.0, {}])", lambda v: finite(v) or v == "-float('inf')", "(v >= 0) & (v <= 1)"),
     ("L.softmax_t([1.0, 0.0], T={})", lambda v: finite(v) and 0 < _real(v) and v != "True", "(v >= 0) & (v <= 1)"),
     ("L.kl_divergence([0.5, 0.5], [{}, 0.5])", lambda v: v == "0.5", "v >= 0"),
     ("L.clipped_surrogate({}, 1.0)", lambda v: finite(v) and 0 <= _real(v), "np.isfinite(v)"),
@@ -146,20 +173,37 @@ LOSSES = [
 # Single calls at the limits of cost and precision: (expression, expect, range check).
 API_LIMITS = [
     ("__import__('gsd.integrations.trl', fromlist=['trl']).total_reward(np.ones((2, 3)), [1.0])", "error", "v >= 0"),
-    ("gsd.expected_silent_rate(gsd.posterior_from_counts(2**52, 2**53, prior='uniform'), 8)", "answer",
-     "(v >= 0) & (v <= 1) & (abs(v - 2 * 0.5**8) < 1e-9)"),
-    ("gsd.expected_silent_rate(gsd.posterior_from_counts(0, 2**53, prior='uniform'), 8)", "answer", "(v >= 0) & (v <= 1)"),
-    ("gsd.allocation_value(gsd.posterior_from_counts(2**52, 2**53, prior='uniform'), 8)", "answer",
-     "(v >= 0) & (abs(v - 0.46391398740233325) < 1e-6)"),  # allocation_value(0.5, 8)
+    (
+        "gsd.expected_silent_rate(gsd.posterior_from_counts(2**52, 2**53, prior='uniform'), 8)",
+        "answer",
+        "(v >= 0) & (v <= 1) & (abs(v - 2 * 0.5**8) < 1e-9)",
+    ),
+    (
+        "gsd.expected_silent_rate(gsd.posterior_from_counts(0, 2**53, prior='uniform'), 8)",
+        "answer",
+        "(v >= 0) & (v <= 1)",
+    ),
+    (
+        "gsd.allocation_value(gsd.posterior_from_counts(2**52, 2**53, prior='uniform'), 8)",
+        "answer",
+        "(v >= 0) & (abs(v - 0.46391398740233325) < 1e-6)",
+    ),  # allocation_value(0.5, 8)
     ("gsd.allocation_value(0.5, 2**53)", "error", "v >= 0"),
     ("gsd.allocation_value(0.5, 10**10, 'nonsilent')", "error", "v >= 0"),
     ("gsd.allocation_value([0.1, 0.2], [2, 3, 4])", "error", "v >= 0"),
     ("gsd.allocation_value(gsd.posterior_from_counts([1, 2], [3, 4]), [2, 3, 4])", "error", "v >= 0"),
     ("gsd.expected_silent_rate([0.1, 0.2], [2, 3, 4])", "error", "v >= 0"),
-    ("gsd.allocate_group_sizes([0.3, 0.6], 2000004, g_min=2, g_max=1000002, step=1000000).group_size", "answer",
-     "v == 1000002"),
-    ("gsd.allocate_group_sizes(gsd.posterior_from_counts([3, 5], [10, 10]), 2000004, g_min=2, g_max=1000002, "
-     "step=1000000).group_size", "answer", "v == 1000002"),
+    (
+        "gsd.allocate_group_sizes([0.3, 0.6], 2000004, g_min=2, g_max=1000002, step=1000000).group_size",
+        "answer",
+        "v == 1000002",
+    ),
+    (
+        "gsd.allocate_group_sizes(gsd.posterior_from_counts([3, 5], [10, 10]), 2000004, g_min=2, g_max=1000002, "
+        "step=1000000).group_size",
+        "answer",
+        "v == 1000002",
+    ),
     ("gsd.allocate_group_sizes([0.3], 100, g_max=10**10).group_size", "error", "v >= 0"),
     ("gsd.allocate_group_sizes(np.linspace(0.01, 0.99, 60), 10**6, g_max=200001).group_size", "either", "v >= 0"),
     ("gsd.uniform_group_size_advice([0.3], 100, g_max=10**10).best_G", "error", "v >= 0"),
@@ -181,8 +225,24 @@ def api_cases():
     return cases
 
 
-CLI_TOKENS = ["nan", "inf", "-inf", "-1", "0", "1.5", "1e300", "1e-320", "4611686018427387904", "x", "",
-              "0.5,,0.2", "1,2,x", "1000000000", "0.5", "8"]
+CLI_TOKENS = [
+    "nan",
+    "inf",
+    "-inf",
+    "-1",
+    "0",
+    "1.5",
+    "1e300",
+    "1e-320",
+    "4611686018427387904",
+    "x",
+    "",
+    "0.5,,0.2",
+    "1,2,x",
+    "1000000000",
+    "0.5",
+    "8",
+]
 
 
 def _tok_ok(kind, t):
@@ -211,26 +271,47 @@ def cli_cases(tmp: Path):
     (tmp / "other.csv").write_text("a,b\n0.1,2\n")
     (tmp / "nan.csv").write_text("llama8b_solve_rate\n0.1\n\n0.5\nnan\n")
     (tmp / "inf.csv").write_text("llama8b_solve_rate\n0.1\ninf\n")
-    paths = ["/nonexistent/x.csv", str(tmp / "adir.csv"), str(tmp / "afile" / "sub" / "x.csv"), "/sys/gsd/x.csv",
-             str(tmp / "garbage.csv"), str(tmp / "empty.csv"), str(tmp / "other.csv"), str(tmp / "nan.csv"),
-             str(tmp / "inf.csv"), str(tmp / "afile")]
+    paths = [
+        "/nonexistent/x.csv",
+        str(tmp / "adir.csv"),
+        str(tmp / "afile" / "sub" / "x.csv"),
+        "/sys/gsd/x.csv",
+        str(tmp / "garbage.csv"),
+        str(tmp / "empty.csv"),
+        str(tmp / "other.csv"),
+        str(tmp / "nan.csv"),
+        str(tmp / "inf.csv"),
+        str(tmp / "afile"),
+    ]
     cases = []
 
     def add(argv, ok):
-        cases.append({"kind": "cli", "argv": argv, "expect": ok if isinstance(ok, str) else "answer" if ok else "error"})
+        cases.append(
+            {"kind": "cli", "argv": argv, "expect": ok if isinstance(ok, str) else "answer" if ok else "error"}
+        )
 
     for t in CLI_TOKENS:
         add(["silent", "--p", t, "--G", "8"], _tok_ok("p", t))
-        add(["silent", "--p", "0.3", "--G", t], _tok_ok("G", t) or (_tok_ok("rewards", t) and all(
-            float(x) == int(float(x)) and 1 <= float(x) <= 2**53 for x in t.split(",") if x.strip())))
+        add(
+            ["silent", "--p", "0.3", "--G", t],
+            _tok_ok("G", t)
+            or (
+                _tok_ok("rewards", t)
+                and all(float(x) == int(float(x)) and 1 <= float(x) <= 2**53 for x in t.split(",") if x.strip())
+            ),
+        )
         add(["fidelity", "--p", t, "--G", "8"], _tok_ok("p", t))
         add(["fidelity", "--p", "0.3", "--G", t], _tok_ok("G", t))
         add(["plan", "--p", t, "--epsilon", "0.05"], _tok_ok("p", t))
         add(["plan", "--p", "0.3", "--delta", t], _tok_ok("open", t))
         add(["identity", "--rewards", f"0,1,{t}"], _tok_ok("rewards", f"0,1,{t}"))
         add(["conventions", "--G", t], _tok_ok("G", t) and all(float(x) >= 2 for x in t.split(",") if x.strip()))
-        add(["group-size-table", "--p", t], "either" if t == "1e-320" else _tok_ok("open", t) or (_tok_ok("p", t) and all(
-            0 < float(x) < 1 for x in t.split(",") if x.strip())))
+        add(
+            ["group-size-table", "--p", t],
+            "either"
+            if t == "1e-320"
+            else _tok_ok("open", t) or (_tok_ok("p", t) and all(0 < float(x) < 1 for x in t.split(",") if x.strip())),
+        )
         add(["bigmath", "--G", t], t in ("8", "1000000000"))
     for path in paths:
         # a row with NaN or inf is kept in place with a status saying why; the others are planned
@@ -239,14 +320,32 @@ def cli_cases(tmp: Path):
         add(["dapo-fit", path, "--bootstrap", "5"], False)
         add(["diagnose", path], False)
         add(["sweep", "--grid", path, "--out", str(tmp / "sw")], False)
-        add(["simulate", "--config", path, "--out", str(tmp / "sim")], "either" if path.endswith("empty.csv") else False)
+        add(
+            ["simulate", "--config", path, "--out", str(tmp / "sim")], "either" if path.endswith("empty.csv") else False
+        )
         add(["simulate", "--out", path, "--set", "steps=0"], False)
-    unwritable = [str(tmp / "adir.csv"), str(tmp / "afile" / "sub" / "x.csv"), "/sys/gsd/x.csv", "/nonexistent/x.txt",
-                  str(tmp / "afile" / "x.parquet")]
+    unwritable = [
+        str(tmp / "adir.csv"),
+        str(tmp / "afile" / "sub" / "x.csv"),
+        "/sys/gsd/x.csv",
+        "/nonexistent/x.txt",
+        str(tmp / "afile" / "x.parquet"),
+    ]
     for path in unwritable:  # last: a case that wrongly succeeds must not overwrite the inputs above
         add(["plan", "--p", "0.3", "--epsilon", "0.05", "--output", path], False)
-    for s in ["steps=-1", "steps=nan", "group_size=1e300", "lr=inf", "method='x'", "nokey=1", "steps", "=", "seed=1.5",
-              "engine=jax", "engine=1"]:
+    for s in [
+        "steps=-1",
+        "steps=nan",
+        "group_size=1e300",
+        "lr=inf",
+        "method='x'",
+        "nokey=1",
+        "steps",
+        "=",
+        "seed=1.5",
+        "engine=jax",
+        "engine=1",
+    ]:
         add(["simulate", "--out", str(tmp / "simset"), "--set", s], False)
     add(["plan", "--input", str(tmp / "other.csv"), "--column", "nope", "--epsilon", "0.1"], False)
     cases += limit_cases(tmp)
@@ -266,88 +365,222 @@ def limit_cases(tmp: Path) -> list:
     (tmp / "bigid.csv").write_text("prompt,reward\n9007199254740993,1\n9007199254740992,0\n,1\n")
     (tmp / "mixed.jsonl").write_text('{"id": 1, "rate": 0.2}\n{"id": "a", "rate": 0.4}\n')
     seeds = ", ".join(map(str, range(1000)))
-    (tmp / "huge_grid.toml").write_text(f"[grid]\nseed = [{seeds}]\ncheckpoint_every = [{seeds.replace('0, ', '1000, ', 1)}]\n")
+    (tmp / "huge_grid.toml").write_text(
+        f"[grid]\nseed = [{seeds}]\ncheckpoint_every = [{seeds.replace('0, ', '1000, ', 1)}]\n"
+    )
     out = tmp / "out"
     cases = []
 
     def add(argv, expect, must_name=None, post=None):
         cases.append({"kind": "cli", "argv": argv, "expect": expect, "must_name": must_name, "post": post})
 
-    for i, (sets, knob) in enumerate([
-        (["--set", "g_max=1000000000000000000000000000000", "--set", "allocation=update"], "g_max"),
-        (["--set", "max_draws=1000000000000000000000", "--set", "method=dapo"], "max_draws"),
-        (["--set", "g_max=100000", "--set", "allocation=update"], "g_max"),
-        (["--set", "group_size=100000", "--set", "rollouts=counts"], "group_size"),
-        (["--set", "ppo_epochs=1000000000000"], "ppo_epochs"),
-        (["--set", "steps=100000000000"], "steps"),
-        (["--threads", "100000"], "threads"),
-        (["--set", "engine=numpy", "--set", "policy=mlp"], "engine"),  # the numpy engine names what needs torch
-        (["--set", "engine=numpy", "--set", "kl_coef=0.1"], "engine"),
-    ]):  # a folder each: a case that wrongly runs must not change the next one's answer
+    for i, (sets, knob) in enumerate(
+        [
+            (["--set", "g_max=1000000000000000000000000000000", "--set", "allocation=update"], "g_max"),
+            (["--set", "max_draws=1000000000000000000000", "--set", "method=dapo"], "max_draws"),
+            (["--set", "g_max=100000", "--set", "allocation=update"], "g_max"),
+            (["--set", "group_size=100000", "--set", "rollouts=counts"], "group_size"),
+            (["--set", "ppo_epochs=1000000000000"], "ppo_epochs"),
+            (["--set", "steps=100000000000"], "steps"),
+            (["--threads", "100000"], "threads"),
+            (["--set", "engine=numpy", "--set", "policy=mlp"], "engine"),  # the numpy engine names what needs torch
+            (["--set", "engine=numpy", "--set", "kl_coef=0.1"], "engine"),
+        ]
+    ):  # a folder each: a case that wrongly runs must not change the next one's answer
         add(["simulate", "--out", str(tmp / f"limits_sim{i}")] + SMALL_RUN + sets, "error", knob)
     add(["plan", "--p", "0.3", "--budget", "10", "--g-max", "10000000000"], "error", "g-max")
     add(["sweep", "--grid", str(tmp / "huge_grid.toml"), "--out", str(tmp / "sw"), "--dry-run"], "error")
     add(["plan", "--p", "0.3", "--epsilon", "0.05", "--output", "/proc/gsd-x.csv"], "error")
-    add(["plan", "--input", str(tmp / "rates5.csv"), "--column", "rate", "--epsilon", "0.05", "--output",
-         str(out / "fid.csv")], "answer", post=f"len(pd.read_csv({str(out / 'fid.csv')!r})) == 5 and "
-                                           f"pd.read_csv({str(out / 'fid.csv')!r})['id'].tolist() == [1, 2, 3, 4, 5]")
-    add(["plan", "--input", str(tmp / "rates5.csv"), "--column", "rate", "--budget", "20", "--output",
-         str(out / "bud.csv")], "answer", post=f"len(pd.read_csv({str(out / 'bud.csv')!r})) == 5")
+    add(
+        [
+            "plan",
+            "--input",
+            str(tmp / "rates5.csv"),
+            "--column",
+            "rate",
+            "--epsilon",
+            "0.05",
+            "--output",
+            str(out / "fid.csv"),
+        ],
+        "answer",
+        post=f"len(pd.read_csv({str(out / 'fid.csv')!r})) == 5 and "
+        f"pd.read_csv({str(out / 'fid.csv')!r})['id'].tolist() == [1, 2, 3, 4, 5]",
+    )
+    add(
+        [
+            "plan",
+            "--input",
+            str(tmp / "rates5.csv"),
+            "--column",
+            "rate",
+            "--budget",
+            "20",
+            "--output",
+            str(out / "bud.csv"),
+        ],
+        "answer",
+        post=f"len(pd.read_csv({str(out / 'bud.csv')!r})) == 5",
+    )
     for mode in (["--column", "rate"], ["--k-column", "k", "--n-column", "n"]):
         name = str(out / f"own_{mode[0][2:]}.csv")
-        add(["plan", "--input", str(tmp / "own_cols.csv"), *mode, "--budget", "16", "--output", name], "either",
+        add(
+            ["plan", "--input", str(tmp / "own_cols.csv"), *mode, "--budget", "16", "--output", name],
+            "either",
             post=f"pd.read_csv({name!r})['status'].tolist() == ['mine', 'mine'] and "
-                 f"pd.read_csv({name!r})['group_size'].tolist() == [3, 3]")
+            f"pd.read_csv({name!r})['group_size'].tolist() == [3, 3]",
+        )
     for suffix in (".parquet", ".csv"):
-        add(["plan", "--input", str(tmp / "roll.csv"), "--prompt-column", "prompt", "--budget", "16", "--output",
-             str(out / f"roll{suffix}")], "answer")
-    add(["plan", "--input", str(tmp / "bigk.csv"), "--k-column", "k", "--n-column", "n", "--budget", "16", "--json"],
-        "either", post="json.loads(stdout)['rows'][0]['status'] != 'planned'")
-    add(["plan", "--input", str(tmp / "bigid.csv"), "--prompt-column", "prompt", "--budget", "16", "--json"], "either",
-        post="len(json.loads(stdout)['rows']) == 3")
-    add(["plan", "--input", str(tmp / "mixed.jsonl"), "--column", "rate", "--budget", "8", "--output",
-         str(out / "mixed.parquet")], "either",
-        post=f"pd.read_parquet({str(out / 'mixed.parquet')!r})['id'].tolist() == [1, 'a']")
+        add(
+            [
+                "plan",
+                "--input",
+                str(tmp / "roll.csv"),
+                "--prompt-column",
+                "prompt",
+                "--budget",
+                "16",
+                "--output",
+                str(out / f"roll{suffix}"),
+            ],
+            "answer",
+        )
+    add(
+        ["plan", "--input", str(tmp / "bigk.csv"), "--k-column", "k", "--n-column", "n", "--budget", "16", "--json"],
+        "either",
+        post="json.loads(stdout)['rows'][0]['status'] != 'planned'",
+    )
+    add(
+        ["plan", "--input", str(tmp / "bigid.csv"), "--prompt-column", "prompt", "--budget", "16", "--json"],
+        "either",
+        post="len(json.loads(stdout)['rows']) == 3",
+    )
+    add(
+        [
+            "plan",
+            "--input",
+            str(tmp / "mixed.jsonl"),
+            "--column",
+            "rate",
+            "--budget",
+            "8",
+            "--output",
+            str(out / "mixed.parquet"),
+        ],
+        "either",
+        post=f"pd.read_parquet({str(out / 'mixed.parquet')!r})['id'].tolist() == [1, 'a']",
+    )
     # run folders, locks and configs (issue 27): each refused in one line naming the input
     (tmp / "grid1.toml").write_text('[base]\nn_prompts = 10\nsteps = 1\ndevice = "cpu"\n[grid]\nseed = [0, 1]\n')
     for value in ("nan", "-5", "inf"):
-        add(["sweep", "--grid", str(tmp / "grid1.toml"), "--out", str(tmp / "sw_lt"), "--lock-timeout", value,
-             "--no-progress"], "error", "lock-timeout")
+        add(
+            [
+                "sweep",
+                "--grid",
+                str(tmp / "grid1.toml"),
+                "--out",
+                str(tmp / "sw_lt"),
+                "--lock-timeout",
+                value,
+                "--no-progress",
+            ],
+            "error",
+            "lock-timeout",
+        )
     (tmp / "graded.csv").write_text("prompt,step,reward\na,0,0.5\na,0,0.25\nb,0,1.0\nb,0,0.75\n")
     for option, value in (("--budget", "-4"), ("--epsilon", "7"), ("--level", "2"), ("--half-life", "nan")):
-        add(["diagnose", str(tmp / "graded.csv"), "--reward", "reward", "--no-progress", option, value], "error",
-            option[2:])
+        add(
+            ["diagnose", str(tmp / "graded.csv"), "--reward", "reward", "--no-progress", option, value],
+            "error",
+            option[2:],
+        )
     arms = "[arms.fixed_g8]\ngroup_size = 8\n[arms.fixed_g4]\ngroup_size = 4\n[arms.fixed_g16]\ngroup_size = 16\n"
     base = '[base]\nn_prompts = 10\nsteps = 1\ndevice = "cpu"\n'
-    for i, (text, knob) in enumerate([(base + arms + "[campaign]\nseeds = [0]\n", "seeds"),
-                                      (base + arms + "[campaign]\nseeds = 5\n", "seeds"),
-                                      (base, "[arms]"), (base + arms + "[variants]\n", "[variants]"),
-                                      (base + arms + '[arms."../../escape"]\nmethod = "grpo"\n', "arm")]):
+    for i, (text, knob) in enumerate(
+        [
+            (base + arms + "[campaign]\nseeds = [0]\n", "seeds"),
+            (base + arms + "[campaign]\nseeds = 5\n", "seeds"),
+            (base, "[arms]"),
+            (base + arms + "[variants]\n", "[variants]"),
+            (base + arms + '[arms."../../escape"]\nmethod = "grpo"\n', "arm"),
+        ]
+    ):
         (tmp / f"comparison{i}.toml").write_text(text)
-        add(["allocation-comparison", "--config", str(tmp / f"comparison{i}.toml"), "--out", str(tmp / f"cmp{i}")],
-            "error", knob)
-    (tmp / "decile_draws.toml").write_text(base + "[campaign]\ndecile_draws = 1000000000000000\n"
-                                           '[arms.grpo]\nmethod = "grpo"\n')
-    add(["simulate", "--campaign", str(tmp / "decile_draws.toml"), "--out", str(tmp / "dd"), "--no-progress"], "error",
-        "decile_draws")
+        add(
+            ["allocation-comparison", "--config", str(tmp / f"comparison{i}.toml"), "--out", str(tmp / f"cmp{i}")],
+            "error",
+            knob,
+        )
+    (tmp / "decile_draws.toml").write_text(
+        base + '[campaign]\ndecile_draws = 1000000000000000\n[arms.grpo]\nmethod = "grpo"\n'
+    )
+    add(
+        ["simulate", "--campaign", str(tmp / "decile_draws.toml"), "--out", str(tmp / "dd"), "--no-progress"],
+        "error",
+        "decile_draws",
+    )
     (tmp / "noid.csv").write_text("prompt,reward\na,1\na,0\n,1\n,1\nb,1\nb,0\n")
-    add(["plan", "--input", str(tmp / "noid.csv"), "--prompt-column", "prompt", "--budget", "16", "--output",
-         str(out / "noid.csv")], "answer",
-        post=f"pd.read_csv({str(out / 'noid.csv')!r})['group_size'].isna().tolist() == [False, True, False]")
+    add(
+        [
+            "plan",
+            "--input",
+            str(tmp / "noid.csv"),
+            "--prompt-column",
+            "prompt",
+            "--budget",
+            "16",
+            "--output",
+            str(out / "noid.csv"),
+        ],
+        "answer",
+        post=f"pd.read_csv({str(out / 'noid.csv')!r})['group_size'].isna().tolist() == [False, True, False]",
+    )
     (tmp / "rollcol.csv").write_text("rollouts,reward\na,1\na,0\nb,1\nb,1\n")
-    add(["plan", "--input", str(tmp / "rollcol.csv"), "--prompt-column", "rollouts", "--budget", "16", "--output",
-         str(out / "rollcol.csv")], "answer",
-        post=f"pd.read_csv({str(out / 'rollcol.csv')!r})['rollouts'].tolist() == ['a', 'b']")
+    add(
+        [
+            "plan",
+            "--input",
+            str(tmp / "rollcol.csv"),
+            "--prompt-column",
+            "rollouts",
+            "--budget",
+            "16",
+            "--output",
+            str(out / "rollcol.csv"),
+        ],
+        "answer",
+        post=f"pd.read_csv({str(out / 'rollcol.csv')!r})['rollouts'].tolist() == ['a', 'b']",
+    )
     add(["plan", "--p", "0.3,0.5,0.1", "--budget", "100", "--g-max", "20000", "--advice"], "answer")
     # 10^6 logged (k, n) rows, n ≤ 64: ~2,000 distinct posteriors; 13–46 s before issue 27's fix (a hang here)
     import numpy as np
 
     rng = np.random.default_rng(0)
     n_big = rng.integers(1, 65, 10**6)
-    np.savetxt(tmp / "counts_1e6.csv", np.column_stack([rng.binomial(n_big, rng.beta(0.5, 1.0, n_big.size)), n_big]),
-               fmt="%d", delimiter=",", header="k,n", comments="")
-    add(["plan", "--input", str(tmp / "counts_1e6.csv"), "--k-column", "k", "--n-column", "n", "--budget", "16000000",
-         "--output", str(out / "counts_1e6.parquet")], "answer")
+    np.savetxt(
+        tmp / "counts_1e6.csv",
+        np.column_stack([rng.binomial(n_big, rng.beta(0.5, 1.0, n_big.size)), n_big]),
+        fmt="%d",
+        delimiter=",",
+        header="k,n",
+        comments="",
+    )
+    add(
+        [
+            "plan",
+            "--input",
+            str(tmp / "counts_1e6.csv"),
+            "--k-column",
+            "k",
+            "--n-column",
+            "n",
+            "--budget",
+            "16000000",
+            "--output",
+            str(out / "counts_1e6.parquet"),
+        ],
+        "answer",
+    )
     return cases
 
 
@@ -385,18 +618,31 @@ def log_and_planner_cases(tmp: Path) -> list:
     (d / "loop" / "a" / "x.jsonl").write_bytes(good)
     add([*diag, str(d / "loop" / "**" / "*.jsonl"), "--reward", "reward"], "answer")
     # numbers as typed
-    for argv, name in ((["plan", "--p", "0.3,1e400", "--epsilon", "0.05"], "1e400"),
-                       (["plan", "--p", "0.3", "--epsilon", "1e400"], "1e400"),
-                       (["silent", "--p", "0.3", "--G=-1e999"], "-1e999"),
-                       (["simulate", "--out", str(d / "s1"), "--set", "lr=1e400"], "1e400")):
+    for argv, name in (
+        (["plan", "--p", "0.3,1e400", "--epsilon", "0.05"], "1e400"),
+        (["plan", "--p", "0.3", "--epsilon", "1e400"], "1e400"),
+        (["silent", "--p", "0.3", "--G=-1e999"], "-1e999"),
+        (["simulate", "--out", str(d / "s1"), "--set", "lr=1e400"], "1e400"),
+    ):
         add(argv, "error", name)
     (d / "huge.toml").write_text("lr = 1e400\n")
     add(["simulate", "--config", str(d / "huge.toml"), "--out", str(d / "s2")], "error", "1e400")
     (d / "list.json").write_text("[1, 2]")
     for command in ("simulate", "allocation-comparison"):
         add([command, "--config", str(d / "list.json"), "--out", str(d / f"{command}_list")], "error", "JSON list")
-    add(["simulate", "--out", str(d / "bm"), *SMALL_RUN, "--set", "difficulty=beta",
-         "--set", "beta_mixture=[[1e308, 0.5, 0.5], [1e308, 2, 2]]"], "answer")
+    add(
+        [
+            "simulate",
+            "--out",
+            str(d / "bm"),
+            *SMALL_RUN,
+            "--set",
+            "difficulty=beta",
+            "--set",
+            "beta_mixture=[[1e308, 0.5, 0.5], [1e308, 2, 2]]",
+        ],
+        "answer",
+    )
     # output files named with their option, before the work
     (d / "figdir.png").mkdir()
     (d / "figdir.csv").mkdir()
@@ -407,36 +653,66 @@ def log_and_planner_cases(tmp: Path) -> list:
     # half-life at its ends: a tiny half-life, steps near 2^62 (exact integer ages)
     rows = [f"q{p},{base + s},{(s + p + j) % 2}" for base in (0,) for s in range(4) for p in range(3) for j in range(4)]
     (d / "small.csv").write_text("prompt,step,reward\n" + "\n".join(rows) + "\n")
-    (d / "big.csv").write_text("prompt,step,reward\n" + "\n".join(
-        r.replace(f",{s},", f",{2**62 + s},", 1) for r in rows for s in [int(r.split(",")[1])]) + "\n")
+    (d / "big.csv").write_text(
+        "prompt,step,reward\n"
+        + "\n".join(r.replace(f",{s},", f",{2**62 + s},", 1) for r in rows for s in [int(r.split(",")[1])])
+        + "\n"
+    )
     add([*diag, str(d / "small.csv"), "--reward", "reward", "--half-life", "1e-320"], "answer")
     add([*diag, str(d / "big.csv"), "--reward", "reward", "--half-life", "1.5"], "answer")  # exact: a scenario
     # the planner: strict JSON, the uniform default without a table, the advice's optimum
-    add(["plan", "--p", "0,0.3,1,0.5", "--budget", "4", "--g-max", "8", "--json", "--advice"], "answer",
-        post="json.loads(stdout, parse_constant=lambda c: 1 / 0) is not None")
-    add(["plan", "--p", "0.3,0.5,0.1", "--budget", "9", "--g-max", "8", "--json", "--advice"], "answer",
-        post="all(r['allocated_value'] >= r['uniform_value'] * (1 - 1e-12) for r in json.loads(stdout)['advice'])")
+    add(
+        ["plan", "--p", "0,0.3,1,0.5", "--budget", "4", "--g-max", "8", "--json", "--advice"],
+        "answer",
+        post="json.loads(stdout, parse_constant=lambda c: 1 / 0) is not None",
+    )
+    add(
+        ["plan", "--p", "0.3,0.5,0.1", "--budget", "9", "--g-max", "8", "--json", "--advice"],
+        "answer",
+        post="all(r['allocated_value'] >= r['uniform_value'] * (1 - 1e-12) for r in json.loads(stdout)['advice'])",
+    )
     np.savetxt(d / "rates1e5.csv", np.random.default_rng(0).random(100_000), header="p", comments="", fmt="%.17g")
-    add(["plan", "--input", str(d / "rates1e5.csv"), "--column", "p", "--budget", "1000000", "--output",
-         str(d / "plan1e5.parquet")], "answer", post=f"len(pd.read_parquet({str(d / 'plan1e5.parquet')!r})) == 100000")
+    add(
+        [
+            "plan",
+            "--input",
+            str(d / "rates1e5.csv"),
+            "--column",
+            "p",
+            "--budget",
+            "1000000",
+            "--output",
+            str(d / "plan1e5.parquet"),
+        ],
+        "answer",
+        post=f"len(pd.read_parquet({str(d / 'plan1e5.parquet')!r})) == 100000",
+    )
     # verl V1: a malformed key, a key written twice; verl's float32 silence
-    v1 = [{"input": q, "output": "o", "score": float(r), "step": 1, "uid": f"u{g}_{i}_0"}
-          for g, (q, rs) in enumerate([("q1", (1, 0, 1, 1)), ("q2", (0, 0, 1, 1)), ("q1", (1, 1, 0, 1))])
-          for i, r in enumerate(rs)]
+    v1 = [
+        {"input": q, "output": "o", "score": float(r), "step": 1, "uid": f"u{g}_{i}_0"}
+        for g, (q, rs) in enumerate([("q1", (1, 0, 1, 1)), ("q2", (0, 0, 1, 1)), ("q1", (1, 1, 0, 1))])
+        for i, r in enumerate(rs)
+    ]
     for name, edit, post in (
-            ("plain", lambda rows: rows[5].update(uid="plain"),
-             "s['bad_rows'] == 1 and 'uid' in s['group_by'] and 'V1 key' in s['bad_rows_listed'][0]"),
-            ("null", lambda rows: rows[5].update(uid=None), "s['bad_rows'] == 1 and 'uid' in s['group_by']"),
-            ("twice", lambda rows: rows.append(dict(rows[1], score=1.0)),
-             "s['extra_outputs'] == 0 and 'written twice' in s['bad_rows_listed'][0]")):
+        (
+            "plain",
+            lambda rows: rows[5].update(uid="plain"),
+            "s['bad_rows'] == 1 and 'uid' in s['group_by'] and 'V1 key' in s['bad_rows_listed'][0]",
+        ),
+        ("null", lambda rows: rows[5].update(uid=None), "s['bad_rows'] == 1 and 'uid' in s['group_by']"),
+        (
+            "twice",
+            lambda rows: rows.append(dict(rows[1], score=1.0)),
+            "s['extra_outputs'] == 0 and 'written twice' in s['bad_rows_listed'][0]",
+        ),
+    ):
         rows = [dict(r) for r in v1]
         edit(rows)
         (d / f"v1_{name}" / "rollout_data").mkdir(parents=True)
         (d / f"v1_{name}" / "rollout_data" / "1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         add([*diag, str(d / f"v1_{name}" / "rollout_data")], "answer", post=summary(post))
     verl_step(d / "f32" / "rollout_data", 1, ["q1", "q1", "q2", "q2"], [1.0, 0.99999999, 0.0, 1.0])
-    add([*diag, str(d / "f32" / "rollout_data")], "answer",
-        post="json.loads(stdout)['steps'][0]['silent_frac'] == 0.5")
+    add([*diag, str(d / "f32" / "rollout_data")], "answer", post="json.loads(stdout)['steps'][0]['silent_frac'] == 0.5")
     add(["diagnose", "--no-progress", "--format", "areal", str(d / "f32" / "rollout_data")], "error", "--format verl")
     # TRL: trainer_state.json of the wrong type
     for step in (1, 2):
@@ -446,8 +722,20 @@ def log_and_planner_cases(tmp: Path) -> list:
     # AReaL: one row without its sample_idx beside complete ones
     (d / "areal" / "rollout" / "0").mkdir(parents=True)
     for t in range(3):
-        rows = [{"task_id": t, "sample_idx": i, "seqlen": 5, "prompt_len": 2, "head_version": -1, "tail_version": 0,
-                 "reward": float(i % 2), "prompt": f"p{t}", "completion": "c"} for i in range(4)]
+        rows = [
+            {
+                "task_id": t,
+                "sample_idx": i,
+                "seqlen": 5,
+                "prompt_len": 2,
+                "head_version": -1,
+                "tail_version": 0,
+                "reward": float(i % 2),
+                "prompt": f"p{t}",
+                "completion": "c",
+            }
+            for i in range(4)
+        ]
         if t == 1:
             del rows[2]["sample_idx"]
         (d / "areal" / "rollout" / "0" / f"{t}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -459,8 +747,10 @@ def log_and_planner_cases(tmp: Path) -> list:
 # Each is the body of a function run in the worker, with ``tmp`` (a fresh folder), ``cli(*argv)``
 # -> (rc, stdout, stderr) in-process, ``gsd_process(*argv)`` -> a Popen of ``gsd`` in a child, and
 # ``judged(rc, err)`` (the CLI outcome).  It returns (outcome, detail).
-SIM_ARGS = ("'--no-progress', '--set', 'n_prompts=200', '--set', 'steps=6', '--set', 'checkpoint_every=2', "
-            "'--set', 'device=cpu'")
+SIM_ARGS = (
+    "'--no-progress', '--set', 'n_prompts=200', '--set', 'steps=6', '--set', 'checkpoint_every=2', "
+    "'--set', 'device=cpu'"
+)
 SCENARIOS = {
     "SIGKILL during a rollout-log write, then --resume: no temp file left anywhere": f"""
 args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}, '--set', 'rollout_log=verl']
@@ -488,14 +778,17 @@ except Exception as exc:
     return 'data loss', f'run marked complete with an unreadable ledger ({{type(exc).__name__}})'
 return ('answer', 'ledger rebuilt') if rows == 6 else ('data loss', f'ledger has {{rows}} rows')
 """,
-    **{f"damaged {name} ({engine} engine), --resume": f"""
+    **{
+        f"damaged {name} ({engine} engine), --resume": f"""
 args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}, '--set', 'engine={engine}']
 cli(*args)
 (tmp / 'r' / 'summary.json').unlink()
 raw = (tmp / 'r' / '{name}').read_bytes()
 (tmp / 'r' / '{name}').write_bytes(raw[: len(raw) // 2])
 return judged(*cli(*args, '--resume')[::2])
-""" for engine, name in (("torch", "checkpoint.pt"), ("numpy", "checkpoint.npz"))},
+"""
+        for engine, name in (("torch", "checkpoint.pt"), ("numpy", "checkpoint.npz"))
+    },
     "damaged summary.json, the command run again": f"""
 args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}]
 cli(*args)
@@ -613,7 +906,12 @@ if rc == 2 and path.name not in err:
 return judged(rc, err)
 """
 TAMPERED = {
-    "checkpoint.npz copied from another seed's run": ("numpy", "sgd", 0, "import shutil; cli(*[a.replace(str(tmp / 'r'), str(tmp / 's')) for a in args], '--set', 'seed=1'); c = dict(np.load(tmp / 's' / 'checkpoint.npz'))"),
+    "checkpoint.npz copied from another seed's run": (
+        "numpy",
+        "sgd",
+        0,
+        "import shutil; cli(*[a.replace(str(tmp / 'r'), str(tmp / 's')) for a in args], '--set', 'seed=1'); c = dict(np.load(tmp / 's' / 'checkpoint.npz'))",
+    ),
     "checkpoint.npz logits stored as float32": ("numpy", "sgd", 0, "c['z'] = c['z'].astype(np.float32)"),
     "checkpoint.npz ledger stored as float16": ("numpy", "sgd", 0, "c['ledger'] = c['ledger'].astype(np.float16)"),
     "checkpoint.npz logit +inf": ("numpy", "sgd", 0, "c['z'][0] = np.inf"),
@@ -626,9 +924,12 @@ TAMPERED = {
     "checkpoint.pt NaN logit": ("torch", "adam", 0, "c['policy']['z'][2] = float('nan')"),
     "checkpoint.pt negative Adam step": ("torch", "adam", 0, "c['optimizer']['steps'] = [-1]"),
 }
-SCENARIOS.update({name: _TAMPER.format(engine=e, opt=o, momentum=m, edit=edit) for name, (e, o, m, edit) in TAMPERED.items()})
-SCENARIOS.update({
-    "a torch checkpoint in an engine=auto folder: the advice --set engine=torch works": f"""
+SCENARIOS.update(
+    {name: _TAMPER.format(engine=e, opt=o, momentum=m, edit=edit) for name, (e, o, m, edit) in TAMPERED.items()}
+)
+SCENARIOS.update(
+    {
+        "a torch checkpoint in an engine=auto folder: the advice --set engine=torch works": f"""
 args = ['simulate', '--out', str(tmp / 'r'), {SIM_ARGS}, '--set', 'engine=torch']
 cli(*args)
 (tmp / 'r' / 'summary.json').unlink()
@@ -639,25 +940,28 @@ if rc != 2 or '--set engine=torch' not in err:
     return judged(rc, err)
 return judged(*cli(*args, '--resume')[::2])
 """,
-    **{f"run lock that is a {kind}": f"""
+        **{
+            f"run lock that is a {kind}": f"""
 from gsd.lock import lock_path
 lock = lock_path(tmp / 'r')
 {make}
 return judged(*cli('simulate', '--out', str(tmp / 'r'), {SIM_ARGS})[::2])
-""" for kind, make in (("dangling symlink", "lock.symlink_to(tmp / 'nowhere')"), ("FIFO", "os.mkfifo(lock)"))},
-    "run lock naming pid 2^40 (a note, no lock)": f"""
+"""
+            for kind, make in (("dangling symlink", "lock.symlink_to(tmp / 'nowhere')"), ("FIFO", "os.mkfifo(lock)"))
+        },
+        "run lock naming pid 2^40 (a note, no lock)": f"""
 from gsd.lock import lock_path
 lock_path(tmp / 'r').write_text(json.dumps({{'pid': 2**40, 'host': 'x'}}))
 return judged(*cli('simulate', '--out', str(tmp / 'r'), {SIM_ARGS})[::2])
 """,
-    "campaign arm named '../../escape'": """
+        "campaign arm named '../../escape'": """
 (tmp / 'c.toml').write_text('[base]\\nn_prompts = 10\\nsteps = 1\\ndevice = "cpu"\\n[arms."../../escape"]\\nmethod = "grpo"\\n')
 rc, _, err = cli('simulate', '--campaign', str(tmp / 'c.toml'), '--out', str(tmp / 'a' / 'b' / 'c'), '--no-progress')
 if (tmp / 'a' / 'escape').exists():
     return 'data loss', 'an arm folder was written outside --out'
 return judged(rc, err)
 """,
-    "a leftover staging set in a gsd diagnose --out folder lists '../precious.txt'": f"""
+        "a leftover staging set in a gsd diagnose --out folder lists '../precious.txt'": f"""
 cli('simulate', '--out', str(tmp / 'a'), {SIM_ARGS.replace("'steps=6'", "'steps=2'")}, '--set', 'rollout_log=verl')
 rc, _, err = cli('diagnose', str(tmp / 'a' / 'rollouts'), '--no-progress', '--out', str(tmp / 'dx'))
 (tmp / 'precious.txt').write_text('keep')
@@ -669,7 +973,7 @@ if not (tmp / 'precious.txt').exists():
     return 'data loss', 'a file outside --out was deleted'
 return judged(rc, err)
 """,
-    "one run folder of a sweep program locked by a live process: --lock-timeout 1 runs the others": """
+        "one run folder of a sweep program locked by a live process: --lock-timeout 1 runs the others": """
 (tmp / 'g.toml').write_text('[base]\\nn_prompts = 20\\nsteps = 2\\ndevice = "cpu"\\n[grid]\\nseed = [0, 1, 2]\\n')
 from gsd.sweep.engine import plan_sweep
 from gsd.lock import lock_path
@@ -688,7 +992,7 @@ if report.get('ran') == 2 and list(report.get('failed', {})) == [specs[0].name]:
     return 'answer', 'the busy run failed alone'
 return 'wrong answer', f'rc {rc}: {out[-120:]} {err[-120:]}'
 """,
-    "a numpy sweep killed with SIGKILL: the next sweep leaves no lock file": """
+        "a numpy sweep killed with SIGKILL: the next sweep leaves no lock file": """
 (tmp / 'g.toml').write_text('[base]\\nn_prompts = 400\\nsteps = 3000\\ncheckpoint_every = 50\\ndevice = "cpu"\\n[grid]\\nseed = [0, 1]\\n')
 first = gsd_process('sweep', '--grid', str(tmp / 'g.toml'), '--out', str(tmp / 'sw'), '--backend', 'serial', '--no-progress')
 deadline = time.time() + 60
@@ -702,7 +1006,8 @@ if left:
     return 'data loss', f'lock files left: {left}'
 return judged(rc, err)
 """,
-})
+    }
+)
 
 
 _COMPARISON_TOML = """
@@ -731,8 +1036,10 @@ allocation = "fixed"
 group_size = 16
 steps = 3
 """
-SCENARIOS.update({
-    **{f"a {kind} log the user may not read (PermissionError from open): one line naming it": f"""
+SCENARIOS.update(
+    {
+        **{
+            f"a {kind} log the user may not read (PermissionError from open): one line naming it": f"""
 import builtins
 path = tmp / 'log.{kind}'
 path.write_text({text!r})
@@ -747,10 +1054,13 @@ try:
 finally:
     builtins.open = real_open
 return judged(rc, err) if 'log.{kind}' in err else ('unclear error', err[-160:])
-""" for kind, text in (("csv", "prompt,step,reward\na,0,1\na,0,0\n"),
-                       ("jsonl", '{"prompt": "a", "step": 0, "reward": 1}\n'
-                                 '{"prompt": "a", "step": 0, "reward": 0}\n'))},
-    "SIGKILL while config.json is written (only its temp in the folder), then --resume": f"""
+"""
+            for kind, text in (
+                ("csv", "prompt,step,reward\na,0,1\na,0,0\n"),
+                ("jsonl", '{"prompt": "a", "step": 0, "reward": 1}\n{"prompt": "a", "step": 0, "reward": 0}\n'),
+            )
+        },
+        "SIGKILL while config.json is written (only its temp in the folder), then --resume": f"""
 (tmp / 'r').mkdir()
 (tmp / 'r' / '.config.json.99999.deadbeef.tmp').write_text('{{"steps": ')
 rc, _, err = cli('simulate', '--out', str(tmp / 'r'), {SIM_ARGS}, '--resume')
@@ -759,7 +1069,7 @@ if rc != 0:
 left = sorted(p.name for p in (tmp / 'r').rglob('.*.tmp'))
 return ('data loss', f'left: {{left}}') if left else ('answer', 'clean')
 """,
-    "steps near 2^62 with --half-life: the posteriors of steps near 0": """
+        "steps near 2^62 with --half-life: the posteriors of steps near 0": """
 import numpy as np
 from gsd.diagnose import diagnose
 rows = [(f'q{p}', s, (s * 7 + p * 3 + j) % 2) for s in (0, 1, 2, 5) for p in range(3) for j in range(4)]
@@ -770,7 +1080,7 @@ a, b = (diagnose(tmp / f'{name}.csv', reward='reward', half_life=1.5).prompts['p
         for name in ('small', 'big'))
 return ('answer', 'equal') if np.array_equal(a, b) else ('wrong answer', f'{a} != {b}')
 """,
-    "two gsd allocation-comparison into one --out at once: one wins, the other refused at once": f"""
+        "two gsd allocation-comparison into one --out at once: one wins, the other refused at once": f"""
 COMPARISON_TOML = {_COMPARISON_TOML!r}
 (tmp / 'c.toml').write_text(COMPARISON_TOML)
 argv = ('allocation-comparison', '--config', str(tmp / 'c.toml'), '--out', str(tmp / 'o'), '--quiet', '--jobs', '1')
@@ -787,16 +1097,32 @@ if first.returncode == 0 and second.returncode == 0:
     return 'answer', 'the first had finished before the second started'
 return 'wrong answer', f'exit {{first.returncode}} and {{second.returncode}}: {{err1[-80:]}} {{err2[-80:]}}'
 """,
-})
+    }
+)
 
 
 def scenario_cases() -> list:
-    expect = {"damaged": "either", "a second": "error", "a full disk": "error", "gsd diagnose": "error",
-              "a csv log": "error", "a jsonl log": "error",
-              "checkpoint.": "error", "run lock that": "error", "campaign arm": "error"}
-    return [{"kind": "scenario", "name": name, "code": code, "budget": 120.0,
-             "expect": next((v for k, v in expect.items() if name.startswith(k)), "answer")}
-            for name, code in SCENARIOS.items()]
+    expect = {
+        "damaged": "either",
+        "a second": "error",
+        "a full disk": "error",
+        "gsd diagnose": "error",
+        "a csv log": "error",
+        "a jsonl log": "error",
+        "checkpoint.": "error",
+        "run lock that": "error",
+        "campaign arm": "error",
+    }
+    return [
+        {
+            "kind": "scenario",
+            "name": name,
+            "code": code,
+            "budget": 120.0,
+            "expect": next((v for k, v in expect.items() if name.startswith(k)), "answer"),
+        }
+        for name, code in SCENARIOS.items()
+    ]
 
 
 # --------------------------------------------------------------------------- the worker
@@ -927,8 +1253,15 @@ class Worker:
         self.proc = None
 
     def start(self):
-        self.proc = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True, env=self.env, cwd=tempfile.gettempdir())
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", WORKER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=self.env,
+            cwd=tempfile.gettempdir(),
+        )
 
     def run(self, case: dict, budget: float) -> dict:
         if self.proc is None or self.proc.poll() is not None:
@@ -995,7 +1328,9 @@ def main(argv=None) -> int:
         if args.baseline:  # the revision's files, extracted (the repository's worktrees stay untouched)
             base = tmp / "baseline"
             base.mkdir()
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline], capture_output=True, check=True)
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", args.baseline], capture_output=True, check=True
+            )
             subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
             sides.append(("baseline", str(base)))
         for name, path in sides:
@@ -1003,13 +1338,27 @@ def main(argv=None) -> int:
             results[name] = run_all(path, cases, args.budget, max(60.0, args.budget))
             print(f"{name}: {len(cases)} cases in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     kinds = ("api", "cli", "scenario")
-    verdicts = ["clear error", "answer", "answer (NaN/inf shown)", "wrong answer", "refused valid input", "traceback",
-                "unclear error", "MemoryError", "hang", "crash", "data loss"]
+    verdicts = [
+        "clear error",
+        "answer",
+        "answer (NaN/inf shown)",
+        "wrong answer",
+        "refused valid input",
+        "traceback",
+        "unclear error",
+        "MemoryError",
+        "hang",
+        "crash",
+        "data loss",
+    ]
     print(f"{'verdict':<22}" + "".join(f"{f'{s} {k}':>16}" for s in results for k in kinds))
     for v in verdicts:
         counts = [sum(1 for r in results[s] if r["kind"] == k and r["verdict"] == v) for s in results for k in kinds]
         print(f"{v:<22}" + "".join(f"{c:>16}" for c in counts))
-    print(f"{'cases':<22}" + "".join(f"{sum(1 for r in results[s] if r['kind'] == k):>16}" for s in results for k in kinds))
+    print(
+        f"{'cases':<22}"
+        + "".join(f"{sum(1 for r in results[s] if r['kind'] == k):>16}" for s in results for k in kinds)
+    )
     show = [s for s in args.show.split(",") if s]
     for r in results["now"]:
         if r["verdict"] in show:

@@ -94,10 +94,13 @@ def _sections_1_to_3(args, rng, N, results):
     print(f"baseline: score the uniform plan G = 16 (update): {t_uniform:.3f} s")
     for value in gsd.ALLOCATION_VALUES:
         look = {"lr": 0.5, "horizon": 150} if value in gsd.HORIZON_VALUES else {}
-        t, plan = median_time(lambda value=value, look=look: gsd.allocate_group_sizes(post, 16 * N, value=value, **look),
-                              args.repeats)
-        print(f"allocate {value:<9}: {t:.3f} s  (uniform scoring / allocate = {t_uniform / t:.2f}), "
-              f"exact={plan.exact}, spent={plan.spent:,}, skipped={int((plan.group_size == 0).sum()):,}")
+        t, plan = median_time(
+            lambda value=value, look=look: gsd.allocate_group_sizes(post, 16 * N, value=value, **look), args.repeats
+        )
+        print(
+            f"allocate {value:<9}: {t:.3f} s  (uniform scoring / allocate = {t_uniform / t:.2f}), "
+            f"exact={plan.exact}, spent={plan.spent:,}, skipped={int((plan.group_size == 0).sum()):,}"
+        )
         results["values"][value] = {"seconds": t, "exact": plan.exact, "ratio_vs_uniform_scoring": t_uniform / t}
 
     m = 2_000
@@ -106,15 +109,24 @@ def _sections_1_to_3(args, rng, N, results):
     Gh, vh = heap_greedy(sub, 16 * m, "update", 2, 512)
     t_heap = time.perf_counter() - t0
     t_ours, plan = median_time(lambda: gsd.allocate_group_sizes(sub, 16 * m, value="update"), args.repeats)
-    print(f"heap greedy on {m:,} prompts: {t_heap:.2f} s, allocator {t_ours:.3f} s: {t_heap / t_ours:.0f}x; "
-          f"objectives {vh:.10g} vs {plan.total:.10g} (rel. diff {abs(vh - plan.total) / plan.total:.1e})")
-    results["heap"] = {"prompts": m, "heap_s": t_heap, "ours_s": t_ours, "ratio": t_heap / t_ours,
-                       "heap_total": vh, "ours_total": plan.total}
+    print(
+        f"heap greedy on {m:,} prompts: {t_heap:.2f} s, allocator {t_ours:.3f} s: {t_heap / t_ours:.0f}x; "
+        f"objectives {vh:.10g} vs {plan.total:.10g} (rel. diff {abs(vh - plan.total) / plan.total:.1e})"
+    )
+    results["heap"] = {
+        "prompts": m,
+        "heap_s": t_heap,
+        "ours_s": t_ours,
+        "ratio": t_heap / t_ours,
+        "heap_total": vh,
+        "ours_total": plan.total,
+    }
 
     q = rng.beta(0.5, 1.0, 6000)
     for gmax in (64, 512):
-        t, plan = median_time(lambda gmax=gmax: gsd.allocate_group_sizes(q, 6000 * 16, value="update", g_max=gmax),
-                              args.repeats)
+        t, plan = median_time(
+            lambda gmax=gmax: gsd.allocate_group_sizes(q, 6000 * 16, value="update", g_max=gmax), args.repeats
+        )
         print(f"6,000 distinct p, g_max = {gmax}: {t:.3f} s")
         results[f"distinct_p_gmax{gmax}_s"] = t
 
@@ -125,10 +137,16 @@ def _plan_cli_cases(args, rng, N, results):
     post64 = gsd.posterior_from_counts(rng.binomial(n64, rng.beta(0.5, 1.0, n64.size)), n64)
     for name, src, budget, gmax in (("rates_gmax20000", rates, 40_000, 20_000), ("counts_n64", post64, 16 * N, 512)):
         kw = dict(value="update", g_max=gmax)
-        t_two, _ = median_time(lambda src=src, budget=budget, kw=kw: (gsd.allocate_group_sizes(src, budget, **kw),
-                                        gsd.uniform_group_size_advice(src, budget, **kw)), args.repeats)
-        t_one, _ = median_time(lambda src=src, budget=budget, kw=kw: gsd.allocate_with_advice(src, budget, **kw),
-                               args.repeats)
+        t_two, _ = median_time(
+            lambda src=src, budget=budget, kw=kw: (
+                gsd.allocate_group_sizes(src, budget, **kw),
+                gsd.uniform_group_size_advice(src, budget, **kw),
+            ),
+            args.repeats,
+        )
+        t_one, _ = median_time(
+            lambda src=src, budget=budget, kw=kw: gsd.allocate_with_advice(src, budget, **kw), args.repeats
+        )
         print(f"plan + advice, {name}: {t_one:.2f} s shared table, {t_two:.2f} s two tables ({t_two / t_one:.2f}x)")
         results[f"plan_advice_{name}"] = {"shared_s": t_one, "two_tables_s": t_two, "ratio": t_two / t_one}
 

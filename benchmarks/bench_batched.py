@@ -31,8 +31,12 @@ from bench_busy import load_snapshot  # noqa: E402  (the machine's load, as the 
 
 from gsd.atomic import write_json  # noqa: E402
 from gsd.heap import keep_freed_memory  # noqa: E402
-from gsd.simulator import SimConfig, read_ledger, run_simulation  # noqa: E402
-from gsd.simulator import run_many  # noqa: E402
+from gsd.simulator import (  # noqa: E402
+    SimConfig,
+    read_ledger,
+    run_many,  # noqa: E402
+    run_simulation,
+)
 from gsd.simulator.ledger import WALL_COLUMNS  # noqa: E402
 
 METHODS = ("grpo", "dr_grpo", "dapo")
@@ -43,11 +47,15 @@ def uptime() -> str:
 
 
 def _time_engine(base: SimConfig, args) -> dict:
-    cfgs = [base.with_overrides({"seed": s, "method": m, "name": f"{m}-s{s}"}) for s in range(args.seeds) for m in METHODS]
+    cfgs = [
+        base.with_overrides({"seed": s, "method": m, "name": f"{m}-s{s}"}) for s in range(args.seeds) for m in METHODS
+    ]
     work = Path(tempfile.mkdtemp(prefix="gsd-bench-batched-"))
     out = {}
     try:
-        run_simulation(base.with_overrides({"n_prompts": 96, "steps": 2}), work / "warm", progress=False)  # one-time imports
+        run_simulation(
+            base.with_overrides({"n_prompts": 96, "steps": 2}), work / "warm", progress=False
+        )  # one-time imports
         sep, bat = [], []
         for i in range(args.repeats):
             out["uptime_separate"] = uptime()
@@ -60,7 +68,10 @@ def _time_engine(base: SimConfig, args) -> dict:
             bat.append(time.perf_counter() - t0)
         out["separate_s"], out["batched_s"] = min(sep), min(bat)
         out["speedup"] = min(sep) / min(bat)
-        out["threads"] = {"separate": sorted({s["threads"] for s in sums_sep}), "batched": sorted({s["threads"] for s in sums_bat})}
+        out["threads"] = {
+            "separate": sorted({s["threads"] for s in sums_sep}),
+            "batched": sorted({s["threads"] for s in sums_bat}),
+        }
         out["engine"] = sorted({s["engine"] for s in sums_sep + sums_bat})
         same = []
         for c in cfgs:
@@ -82,24 +93,43 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=1, help="best of this many, each side")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--rollouts", default="answers", choices=("answers", "counts"))
-    ap.add_argument("--closed-form-every", type=int, default=1, help="0: no exact update sums (the per-run closed forms' share)")
+    ap.add_argument(
+        "--closed-form-every", type=int, default=1, help="0: no exact update sums (the per-run closed forms' share)"
+    )
     ap.add_argument("--engines", default="numpy,torch", help="comma-separated: numpy, torch")
     args = ap.parse_args(argv)
     heap_kept = keep_freed_memory()  # as the gsd command does (gsd.heap): both sides of every ratio alike
-    base = SimConfig(device=args.device, steps=args.steps, rollouts=args.rollouts, closed_form_every=args.closed_form_every)
-    results = {"heap_kept": heap_kept, "machine": {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform(),
-                           "torch_default_threads": torch.get_num_threads()},
-               "runs": 3 * args.seeds, "steps": args.steps, "n_prompts": base.n_prompts, "group_size": base.group_size,
-               "rollouts": base.rollouts, "closed_form_every": base.closed_form_every}
+    base = SimConfig(
+        device=args.device, steps=args.steps, rollouts=args.rollouts, closed_form_every=args.closed_form_every
+    )
+    results = {
+        "heap_kept": heap_kept,
+        "machine": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "platform": platform.platform(),
+            "torch_default_threads": torch.get_num_threads(),
+        },
+        "runs": 3 * args.seeds,
+        "steps": args.steps,
+        "n_prompts": base.n_prompts,
+        "group_size": base.group_size,
+        "rollouts": base.rollouts,
+        "closed_form_every": base.closed_form_every,
+    }
     for engine in args.engines.split(","):
         results[engine] = _time_engine(base.with_overrides({"engine": engine}), args)
-    print(f"{results['runs']} paper-size runs ({args.seeds} seeds x {', '.join(METHODS)}; {base.n_prompts} prompts, "
-          f"G = {base.group_size}, {args.steps} steps; rollouts {base.rollouts}, closed forms every {base.closed_form_every})")
+    print(
+        f"{results['runs']} paper-size runs ({args.seeds} seeds x {', '.join(METHODS)}; {base.n_prompts} prompts, "
+        f"G = {base.group_size}, {args.steps} steps; rollouts {base.rollouts}, closed forms every {base.closed_form_every})"
+    )
     for engine in args.engines.split(","):
         r = results[engine]
-        print(f"  {engine} engine: separate (run_simulation in turn) {r['separate_s']:.2f} s, batched (run_many, one "
-              f"program) {r['batched_s']:.2f} s: {r['speedup']:.2f}x; threads {r['threads']}; ledgers identical "
-              f"{r['identical_runs']}/{results['runs']}; load {r['uptime_batched']}")
+        print(
+            f"  {engine} engine: separate (run_simulation in turn) {r['separate_s']:.2f} s, batched (run_many, one "
+            f"program) {r['batched_s']:.2f} s: {r['speedup']:.2f}x; threads {r['threads']}; ledgers identical "
+            f"{r['identical_runs']}/{results['runs']}; load {r['uptime_batched']}"
+        )
     if "numpy" in results and "torch" in results:
         results["torch_separate_over_numpy_batched"] = results["torch"]["separate_s"] / results["numpy"]["batched_s"]
         print(f"  torch engine run by run / numpy engine batched: {results['torch_separate_over_numpy_batched']:.2f}x")

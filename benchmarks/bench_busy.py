@@ -80,7 +80,9 @@ def numpy_engine_against_minimal(cfg: SimConfig, folder: Path, p0: np.ndarray, r
         cpu_loop += minimal_loop.cpu_s[1:]
         marks = [time.process_time()]
         t0 = time.perf_counter()
-        run_simulation(cfg, folder / str(i), progress=False, on_step=lambda step, marks=marks: marks.append(time.process_time()))
+        run_simulation(
+            cfg, folder / str(i), progress=False, on_step=lambda step, marks=marks: marks.append(time.process_time())
+        )
         calls.append(time.perf_counter() - t0)
         cpu_engine += list(np.diff(marks))[1:-1]  # the first (warm-up) and the last (files) step left out
         steps += list(read_ledger(folder / str(i), columns=["wall_s"])["wall_s"][1:])
@@ -88,14 +90,22 @@ def numpy_engine_against_minimal(cfg: SimConfig, folder: Path, p0: np.ndarray, r
     step, loop = float(np.median(steps)), float(np.median(loop_steps))
     # The fastest step of each side as well: on a shared machine the medians carry other users'
     # time slices; the minima are each side's step with the least of them.
-    return {"engine_s_per_step": step, "minimal_s_per_step": loop, "ratio_per_step": step / loop,
-            "engine_s_per_step_min": float(np.min(steps)), "minimal_s_per_step_min": float(np.min(loop_steps)),
-            "ratio_per_step_min": float(np.min(steps)) / float(np.min(loop_steps)),
-            # CPU seconds per step (process time): what each side computes, whatever the other users' share of the cores
-            "engine_cpu_s_per_step": float(np.median(cpu_engine)), "minimal_cpu_s_per_step": float(np.median(cpu_loop)),
-            "ratio_cpu_per_step": float(np.median(cpu_engine)) / float(np.median(cpu_loop)),
-            "engine_s_per_call": float(np.median(calls)), "minimal_s_per_call": float(np.median(loops)),
-            "ratio_per_call": float(np.median(calls)) / float(np.median(loops)), "repeats": repeats}
+    return {
+        "engine_s_per_step": step,
+        "minimal_s_per_step": loop,
+        "ratio_per_step": step / loop,
+        "engine_s_per_step_min": float(np.min(steps)),
+        "minimal_s_per_step_min": float(np.min(loop_steps)),
+        "ratio_per_step_min": float(np.min(steps)) / float(np.min(loop_steps)),
+        # CPU seconds per step (process time): what each side computes, whatever the other users' share of the cores
+        "engine_cpu_s_per_step": float(np.median(cpu_engine)),
+        "minimal_cpu_s_per_step": float(np.median(cpu_loop)),
+        "ratio_cpu_per_step": float(np.median(cpu_engine)) / float(np.median(cpu_loop)),
+        "engine_s_per_call": float(np.median(calls)),
+        "minimal_s_per_call": float(np.median(loops)),
+        "ratio_per_call": float(np.median(calls)) / float(np.median(loops)),
+        "repeats": repeats,
+    }
 
 
 def load_snapshot() -> dict:
@@ -123,21 +133,47 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=6, help="timed steps (after one warm-up step)")
     ap.add_argument("--repeats", type=int, default=3, help="interleaved runs of the engine and the minimal loop")
     ap.add_argument("--dtype", default="float32", choices=("float32", "float64"))
-    ap.add_argument("--numpy-only", action="store_true", help="only the numpy engine against the minimal loop (no torch runs)")
-    ap.add_argument("--keep-freed-memory", action="store_true",
-                    help="call gsd.heap.keep_freed_memory() first, as the gsd command does (default: a library caller's process)")
+    ap.add_argument(
+        "--numpy-only", action="store_true", help="only the numpy engine against the minimal loop (no torch runs)"
+    )
+    ap.add_argument(
+        "--keep-freed-memory",
+        action="store_true",
+        help="call gsd.heap.keep_freed_memory() first, as the gsd command does (default: a library caller's process)",
+    )
     args = ap.parse_args(argv)
     heap_kept = keep_freed_memory() if args.keep_freed_memory else False
     default_threads = torch.get_num_threads()
-    cfg = SimConfig(n_prompts=args.prompts, group_size=args.group_size, steps=args.steps + 1, device="cpu", dtype=args.dtype,
-                    replace=args.prompts > 191_501, checkpoint_every=10**6, rollouts="counts", closed_form_every=1,
-                    engine="torch")
+    cfg = SimConfig(
+        n_prompts=args.prompts,
+        group_size=args.group_size,
+        steps=args.steps + 1,
+        device="cpu",
+        dtype=args.dtype,
+        replace=args.prompts > 191_501,
+        checkpoint_every=10**6,
+        rollouts="counts",
+        closed_form_every=1,
+        engine="torch",
+    )
     p0 = initial_solve_rates(cfg)
     work = Path(tempfile.mkdtemp(prefix="gsd-bench-busy-"))
-    results = {"heap_kept": heap_kept, "dtype": args.dtype, "machine": {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform(),
-                           "torch_default_threads": default_threads},
-               "prompts": args.prompts, "group_size": args.group_size, "steps_timed": args.steps}
-    run_simulation(cfg.with_overrides({"n_prompts": 100, "steps": 2}), work / "warm", progress=False)  # one-time imports
+    results = {
+        "heap_kept": heap_kept,
+        "dtype": args.dtype,
+        "machine": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "platform": platform.platform(),
+            "torch_default_threads": default_threads,
+        },
+        "prompts": args.prompts,
+        "group_size": args.group_size,
+        "steps_timed": args.steps,
+    }
+    run_simulation(
+        cfg.with_overrides({"n_prompts": 100, "steps": 2}), work / "warm", progress=False
+    )  # one-time imports
     try:
         for condition in ("idle", "busy"):
             spinner = None
@@ -146,8 +182,9 @@ def main(argv=None) -> int:
                 time.sleep(1.0)
             try:
                 row = {"load_before": load_snapshot()}
-                row["numpy_vs_minimal"] = numpy_engine_against_minimal(cfg.with_overrides({"engine": "numpy"}), work / f"{condition}-min",
-                                                                       p0, args.repeats)
+                row["numpy_vs_minimal"] = numpy_engine_against_minimal(
+                    cfg.with_overrides({"engine": "numpy"}), work / f"{condition}-min", p0, args.repeats
+                )
                 if args.numpy_only:
                     results[condition] = row
                     continue
@@ -158,7 +195,9 @@ def main(argv=None) -> int:
                 t, n = engine_step(cfg, work / f"{condition}-default", default_threads)
                 row["engine_torch_default"] = {"s_per_step": t, "threads": n}
                 t0 = time.perf_counter()
-                numpy_arm(p0, "grpo", G=args.group_size, steps=args.steps, lr=cfg.lr, max_draws=4, seed=0, level="ledger")
+                numpy_arm(
+                    p0, "grpo", G=args.group_size, steps=args.steps, lr=cfg.lr, max_draws=4, seed=0, level="ledger"
+                )
                 row["numpy_ledger"] = {"s_per_step": (time.perf_counter() - t0) / args.steps}
             finally:
                 if spinner is not None:
@@ -172,15 +211,21 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"{args.prompts:,} prompts x G = {args.group_size}, counts, closed forms every step, {args.dtype}, "
-          f"heap {'kept (gsd.heap)' if heap_kept else 'as a library caller has it'}")
-    print(f"{'condition':<6} {'engine s/step':>14} {'minimal s/step':>15} {'ratio':>6} {'(fastest steps)':>16} "
-          f"{'(CPU time)':>11} {'engine s/call':>14} {'minimal s/call':>15} {'ratio':>6}")
+    print(
+        f"{args.prompts:,} prompts x G = {args.group_size}, counts, closed forms every step, {args.dtype}, "
+        f"heap {'kept (gsd.heap)' if heap_kept else 'as a library caller has it'}"
+    )
+    print(
+        f"{'condition':<6} {'engine s/step':>14} {'minimal s/step':>15} {'ratio':>6} {'(fastest steps)':>16} "
+        f"{'(CPU time)':>11} {'engine s/call':>14} {'minimal s/call':>15} {'ratio':>6}"
+    )
     for c in ("idle", "busy"):
         r = results[c]["numpy_vs_minimal"]
-        print(f"{c:<6} {r['engine_s_per_step']:>14.4f} {r['minimal_s_per_step']:>15.4f} {r['ratio_per_step']:>6.2f} "
-              f"{r['ratio_per_step_min']:>16.2f} {r['ratio_cpu_per_step']:>11.2f} "
-              f"{r['engine_s_per_call']:>14.3f} {r['minimal_s_per_call']:>15.3f} {r['ratio_per_call']:>6.2f}")
+        print(
+            f"{c:<6} {r['engine_s_per_step']:>14.4f} {r['minimal_s_per_step']:>15.4f} {r['ratio_per_step']:>6.2f} "
+            f"{r['ratio_per_step_min']:>16.2f} {r['ratio_cpu_per_step']:>11.2f} "
+            f"{r['engine_s_per_call']:>14.3f} {r['minimal_s_per_call']:>15.3f} {r['ratio_per_call']:>6.2f}"
+        )
     if not args.numpy_only:
         print_engines(results)
     print("load before each condition (uptime):")
@@ -193,14 +238,18 @@ def main(argv=None) -> int:
 
 def print_engines(results: dict) -> None:
     """The engines' table: numpy, torch on its chosen and its default thread count, the numpy loop."""
-    print(f"{'condition':<6} {'numpy engine':>13} {'torch chosen':>16} {'torch default':>20} {'numpy loop':>10} "
-          f"{'ratio numpy':>12} {'ratio chosen':>13} {'ratio default':>14}")
+    print(
+        f"{'condition':<6} {'numpy engine':>13} {'torch chosen':>16} {'torch default':>20} {'numpy loop':>10} "
+        f"{'ratio numpy':>12} {'ratio chosen':>13} {'ratio default':>14}"
+    )
     for c in ("idle", "busy"):
         r = results[c]
-        print(f"{c:<6} {r['engine_numpy']['s_per_step']:>13.4f} {r['engine_chosen']['s_per_step']:>9.4f} ({r['engine_chosen']['threads']} thr) "
-              f"{r['engine_torch_default']['s_per_step']:>12.4f} ({r['engine_torch_default']['threads']} thr) "
-              f"{r['numpy_ledger']['s_per_step']:>10.4f} {r['ratio_numpy']:>12.2f} {r['ratio_chosen']:>13.2f} "
-              f"{r['ratio_torch_default']:>14.2f}")
+        print(
+            f"{c:<6} {r['engine_numpy']['s_per_step']:>13.4f} {r['engine_chosen']['s_per_step']:>9.4f} ({r['engine_chosen']['threads']} thr) "
+            f"{r['engine_torch_default']['s_per_step']:>12.4f} ({r['engine_torch_default']['threads']} thr) "
+            f"{r['numpy_ledger']['s_per_step']:>10.4f} {r['ratio_numpy']:>12.2f} {r['ratio_chosen']:>13.2f} "
+            f"{r['ratio_torch_default']:>14.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
 from gsd.atomic import write_json  # a benchmark's result file is never half-written
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,10 +54,16 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, help="results JSON path")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda", "auto"))
-    ap.add_argument("--campaign", default=str(ROOT / "simulations" / "paper_campaign.toml"),
-                    help="campaign file (a path: a --baseline-root checkout may predate shipped names)")
-    ap.add_argument("--baseline-root", help="also time the campaign of another checkout of gsd (e.g. a git worktree "
-                    "of an earlier commit), imported from there: before/after in the same run")
+    ap.add_argument(
+        "--campaign",
+        default=str(ROOT / "simulations" / "paper_campaign.toml"),
+        help="campaign file (a path: a --baseline-root checkout may predate shipped names)",
+    )
+    ap.add_argument(
+        "--baseline-root",
+        help="also time the campaign of another checkout of gsd (e.g. a git worktree "
+        "of an earlier commit), imported from there: before/after in the same run",
+    )
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="gsd-bench-campaign-"))
     gsd = [sys.executable, "-m", "gsd.cli"]
@@ -64,10 +71,23 @@ def main(argv=None) -> int:
     # The floor of any process that runs a torch simulator and draws a matplotlib figure: the
     # interpreter importing the two (and pyarrow, the ledger's writer), then exiting with the
     # collector frozen as the gsd command does.
-    floor = [sys.executable, "-c", "import gc, numpy, matplotlib.figure, matplotlib.backends.backend_agg, pyarrow.parquet; gc.freeze()"]
-    torch_floor = [sys.executable, "-c", "import gc, torch, matplotlib.figure, matplotlib.backends.backend_agg, pyarrow.parquet; gc.freeze()"]
-    times = {"gsd_campaign_s": [], "paper_script_s": [], "import_floor_s": [], "torch_engine_campaign_s": [],
-             "torch_import_floor_s": []}
+    floor = [
+        sys.executable,
+        "-c",
+        "import gc, numpy, matplotlib.figure, matplotlib.backends.backend_agg, pyarrow.parquet; gc.freeze()",
+    ]
+    torch_floor = [
+        sys.executable,
+        "-c",
+        "import gc, torch, matplotlib.figure, matplotlib.backends.backend_agg, pyarrow.parquet; gc.freeze()",
+    ]
+    times = {
+        "gsd_campaign_s": [],
+        "paper_script_s": [],
+        "import_floor_s": [],
+        "torch_engine_campaign_s": [],
+        "torch_import_floor_s": [],
+    }
     stages = []
     if args.baseline_root:
         times["baseline_campaign_s"] = []
@@ -79,11 +99,14 @@ def main(argv=None) -> int:
             times["torch_import_floor_s"].append(timed(torch_floor, work))
             campaign = ["simulate", "--campaign", args.campaign, "--device", args.device, "--no-progress", "--out"]
             times["gsd_campaign_s"].append(timed(gsd + campaign + [str(work / f"campaign-{i}")], work))
-            times["torch_engine_campaign_s"].append(timed(gsd + campaign
-                                                          + [str(work / f"torch-{i}"), "--set", "engine=torch"], work))
+            times["torch_engine_campaign_s"].append(
+                timed(gsd + campaign + [str(work / f"torch-{i}"), "--set", "engine=torch"], work)
+            )
             stages.append(json.loads((work / f"campaign-{i}" / "campaign_summary.json").read_text()).get("wall_s", {}))
             if args.baseline_root:
-                times["baseline_campaign_s"].append(timed(gsd + campaign + [str(work / f"baseline-{i}")], work, env=base_env))
+                times["baseline_campaign_s"].append(
+                    timed(gsd + campaign + [str(work / f"baseline-{i}")], work, env=base_env)
+                )
         summary = json.loads((work / "campaign-0" / "campaign_summary.json").read_text())
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -104,15 +127,23 @@ def main(argv=None) -> int:
         "engine": summary["arms"][next(iter(summary["arms"]))].get("engine"),
         "campaign_silent_r2": summary["silent_r2"],
     }
-    print(f"whole process, best of {args.repeats}: gsd simulate --campaign {best['gsd_campaign_s']:.2f} s, "
-          f"plain numpy script {best['paper_script_s']:.2f} s, ratio {results['ratio']:.2f}")
+    print(
+        f"whole process, best of {args.repeats}: gsd simulate --campaign {best['gsd_campaign_s']:.2f} s, "
+        f"plain numpy script {best['paper_script_s']:.2f} s, ratio {results['ratio']:.2f}"
+    )
     print("campaign phases (fastest run): " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
-    print(f"the same campaign on the torch engine: {best['torch_engine_campaign_s']:.2f} s, ratio {results['torch_engine_ratio']:.2f}")
-    print(f"import floor (a process importing numpy, matplotlib's Agg figure and pyarrow): {best['import_floor_s']:.2f} s, "
-          f"{results['import_floor_ratio']:.2f} x the numpy script; with torch too: {best['torch_import_floor_s']:.2f} s, "
-          f"{results['torch_import_floor_ratio']:.2f} x")
+    print(
+        f"the same campaign on the torch engine: {best['torch_engine_campaign_s']:.2f} s, ratio {results['torch_engine_ratio']:.2f}"
+    )
+    print(
+        f"import floor (a process importing numpy, matplotlib's Agg figure and pyarrow): {best['import_floor_s']:.2f} s, "
+        f"{results['import_floor_ratio']:.2f} x the numpy script; with torch too: {best['torch_import_floor_s']:.2f} s, "
+        f"{results['torch_import_floor_ratio']:.2f} x"
+    )
     if args.baseline_root:
-        print(f"baseline checkout {args.baseline_root}: {best['baseline_campaign_s']:.2f} s, ratio {results['baseline_ratio']:.2f}")
+        print(
+            f"baseline checkout {args.baseline_root}: {best['baseline_campaign_s']:.2f} s, ratio {results['baseline_ratio']:.2f}"
+        )
     out = Path(args.out)
     write_json(out, results)
     print(f"wrote {out}")

@@ -68,14 +68,31 @@ def estimate(config: str, sample_steps: int, work: Path) -> dict:
             call = time.perf_counter() - t0
             wall = read_ledger(folder, columns=["wall_s"])["wall_s"]
             per_step = float(np.mean(wall[1:])) if wall.size > 1 else float(wall[0])
-            rows.append({"variant": variant, "arm": name, "steps": full, "s_per_step": per_step,
-                         "sample_call_s": call, "run_s": per_step * full, "cost_rank": _cost(cfg)})
+            rows.append(
+                {
+                    "variant": variant,
+                    "arm": name,
+                    "steps": full,
+                    "s_per_step": per_step,
+                    "sample_call_s": call,
+                    "run_s": per_step * full,
+                    "cost_rank": _cost(cfg),
+                }
+            )
             shutil.rmtree(folder)
-            print(f"{variant:8s} {name:18s} {per_step * 1e3:8.2f} ms/step × {full} steps = {per_step * full:6.1f} s", flush=True)
+            print(
+                f"{variant:8s} {name:18s} {per_step * 1e3:8.2f} ms/step × {full} steps = {per_step * full:6.1f} s",
+                flush=True,
+            )
     seeds = len(comp["seeds"])
-    return {"config": config, "seeds": seeds, "sample_steps": sample_steps, "arms": rows,
-            "one_process_s": seeds * sum(r["run_s"] for r in rows),
-            "run_times_s": [r["run_s"] for r in rows for _ in range(seeds)]}
+    return {
+        "config": config,
+        "seeds": seeds,
+        "sample_steps": sample_steps,
+        "arms": rows,
+        "one_process_s": seeds * sum(r["run_s"] for r in rows),
+        "run_times_s": [r["run_s"] for r in rows for _ in range(seeds)],
+    }
 
 
 def measured_small(jobs: int, work: Path) -> dict:
@@ -83,8 +100,23 @@ def measured_small(jobs: int, work: Path) -> dict:
     for j in sorted({1, jobs}):
         folder = work / f"small_jobs{j}"
         t0 = time.perf_counter()
-        res = subprocess.run([sys.executable, "-m", "gsd.cli", "allocation-comparison", "--config", "allocation_comparison_small",
-                              "--out", str(folder), "--jobs", str(j), "--quiet"], capture_output=True, text=True)
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "gsd.cli",
+                "allocation-comparison",
+                "--config",
+                "allocation_comparison_small",
+                "--out",
+                str(folder),
+                "--jobs",
+                str(j),
+                "--quiet",
+            ],
+            capture_output=True,
+            text=True,
+        )
         out[f"jobs{j}"] = {"wall_s": time.perf_counter() - t0, "returncode": res.returncode, "markdown": res.stdout}
     out["same_output"] = len({v["markdown"] for v in out.values()}) == 1
     return out
@@ -111,13 +143,18 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     est = results["estimate"]
-    print(f"\n{args.config}: estimated {est['one_process_s'] / 60:.1f} min in one process, "
-          f"{est['jobs_s'] / 60:.1f} min with {args.jobs} worker processes ({est['seeds']} seeds, "
-          f"from {args.sample_steps}-step samples)")
+    print(
+        f"\n{args.config}: estimated {est['one_process_s'] / 60:.1f} min in one process, "
+        f"{est['jobs_s'] / 60:.1f} min with {args.jobs} worker processes ({est['seeds']} seeds, "
+        f"from {args.sample_steps}-step samples)"
+    )
     if "small" in results:
         sm = results["small"]
-        print("allocation_comparison_small, measured: " + ", ".join(f"{k} {v['wall_s']:.1f} s" for k, v in sm.items() if k != "same_output")
-              + f"; same output: {sm['same_output']}")
+        print(
+            "allocation_comparison_small, measured: "
+            + ", ".join(f"{k} {v['wall_s']:.1f} s" for k, v in sm.items() if k != "same_output")
+            + f"; same output: {sm['same_output']}"
+        )
     print(f"load before the estimate: {results['load_before_estimate']}")
     if "load_before_small" in results:
         print(f"load before the small comparison: {results['load_before_small']}")

@@ -77,7 +77,7 @@ def main() -> None:
     plan = gsd.required_group_size(p, 0.05)
     ref = naive_plan(p, 0.05)
     interior = (p > 0) & (p < 1)
-    agree = all(ref[x] == g for x, g in zip(p[interior][:: 997], plan[interior][:: 997]))
+    agree = all(ref[x] == g for x, g in zip(p[interior][::997], plan[interior][::997]))
     results["bigmath_plan"] = dict(prompts=int(p.size), ours_s=ours, baseline_s=base, ratio=base / ours, agree=agree)
 
     # 2. Fidelity grid.
@@ -88,9 +88,16 @@ def main() -> None:
     ours_sub = median_time(lambda: gsd.fidelity(sub[:, None], Gs[None, :]), args.repeats)
     base_sub = median_time(lambda: naive_fidelity(sub[:, None], Gs[None, :]), 1)
     err = np.max(np.abs(gsd.fidelity(sub[:, None], Gs[None, :]) / naive_fidelity(sub[:, None], Gs[None, :]) - 1))
-    results["fidelity_grid"] = dict(values=int(pg.size * Gs.size), group_sizes=Gs.tolist(), ours_full_grid_s=ours_grid,
-                                    subset_values=int(sub.size * Gs.size), ours_subset_s=ours_sub,
-                                    baseline_subset_s=base_sub, ratio=base_sub / ours_sub, max_rel_diff=float(err))
+    results["fidelity_grid"] = dict(
+        values=int(pg.size * Gs.size),
+        group_sizes=Gs.tolist(),
+        ours_full_grid_s=ours_grid,
+        subset_values=int(sub.size * Gs.size),
+        ours_subset_s=ours_sub,
+        baseline_subset_s=base_sub,
+        ratio=base_sub / ours_sub,
+        max_rel_diff=float(err),
+    )
 
     # 3. Silent rate.
     ps = rng.uniform(0, 1, 10_000_000)
@@ -101,9 +108,13 @@ def main() -> None:
 
     print(f"{'benchmark':<34}{'gsd (s)':>10}{'baseline (s)':>14}{'ratio':>8}")
     r = results["bigmath_plan"]
-    print(f"{'Big-Math exact plan (215,608)':<34}{r['ours_s']:>10.3f}{r['baseline_s']:>14.3f}{r['ratio']:>8.1f}  agree={r['agree']}")
+    print(
+        f"{'Big-Math exact plan (215,608)':<34}{r['ours_s']:>10.3f}{r['baseline_s']:>14.3f}{r['ratio']:>8.1f}  agree={r['agree']}"
+    )
     r = results["fidelity_grid"]
-    print(f"{'fidelity, 200 p x 14 G':<34}{r['ours_subset_s']:>10.3f}{r['baseline_subset_s']:>14.3f}{r['ratio']:>8.1f}  max rel diff {r['max_rel_diff']:.1e}")
+    print(
+        f"{'fidelity, 200 p x 14 G':<34}{r['ours_subset_s']:>10.3f}{r['baseline_subset_s']:>14.3f}{r['ratio']:>8.1f}  max rel diff {r['max_rel_diff']:.1e}"
+    )
     print(f"{'fidelity, 10,000 p x 14 G':<34}{r['ours_full_grid_s']:>10.3f}{'-':>14}{'':>8}")
     r = results["silent_rate"]
     print(f"{'silent rate, 1e7 values':<34}{r['ours_s']:>10.3f}{r['baseline_s']:>14.3f}{r['ratio']:>8.2f}")

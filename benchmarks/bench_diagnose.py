@@ -67,8 +67,14 @@ def make_dump(folder: Path, steps: int, per_step: int, G: int, dataset: int, out
         drawn = rng.choice(dataset, size=per_step, replace=False)
         pid = np.repeat(drawn, G)
         right = (rng.random(pid.size) < p[pid]).astype(np.float64)
-        write_verl_step(folder, step, prompts[pid], right, outputs=texts[rng.integers(0, texts.size, pid.size)],
-                        extra={"acc": right.astype(bool)})
+        write_verl_step(
+            folder,
+            step,
+            prompts[pid],
+            right,
+            outputs=texts[rng.integers(0, texts.size, pid.size)],
+            extra={"acc": right.astype(bool)},
+        )
         rows += pid.size
     return rows
 
@@ -81,8 +87,15 @@ def measure(code: str, folder: Path) -> dict:
     peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     inner, rows, silent, pred = out.stdout.split()
     # ru_maxrss of the children is the largest child so far: run the smaller process first.
-    return {"seconds": float(inner), "process_seconds": wall, "peak_rss_mb": peak_kb / 1024, "rss_is_max_so_far": peak_kb == before,
-            "rows": int(rows), "silent_frac": float(silent), "silent_pred": float(pred)}
+    return {
+        "seconds": float(inner),
+        "process_seconds": wall,
+        "peak_rss_mb": peak_kb / 1024,
+        "rss_is_max_so_far": peak_kb == before,
+        "rows": int(rows),
+        "silent_frac": float(silent),
+        "silent_pred": float(pred),
+    }
 
 
 def main(argv=None) -> int:
@@ -100,17 +113,28 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         rows = make_dump(folder, args.steps, args.prompts_per_step, args.G, args.dataset, args.output_chars)
         size_mb = sum(f.stat().st_size for f in folder.iterdir()) / 2**20
-        print(f"dump: {rows:,} rollouts in {args.steps} files, {size_mb:.0f} MB, written in {time.perf_counter() - t0:.1f} s")
-        result = {"rows": rows, "dump_mb": size_mb, "machine": platform.machine(), "cpus": os.cpu_count(),
-                  "python": platform.python_version()}
+        print(
+            f"dump: {rows:,} rollouts in {args.steps} files, {size_mb:.0f} MB, written in {time.perf_counter() - t0:.1f} s"
+        )
+        result = {
+            "rows": rows,
+            "dump_mb": size_mb,
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+        }
         result["diagnose"] = measure(DIAGNOSE, folder)
         d = result["diagnose"]
-        print(f"gsd diagnose: {d['seconds']:.1f} s ({d['process_seconds']:.1f} s with start-up), peak RSS {d['peak_rss_mb']:.0f} MB, "
-              f"silent {d['silent_frac']:.3f} measured / {d['silent_pred']:.3f} predicted")
+        print(
+            f"gsd diagnose: {d['seconds']:.1f} s ({d['process_seconds']:.1f} s with start-up), peak RSS {d['peak_rss_mb']:.0f} MB, "
+            f"silent {d['silent_frac']:.3f} measured / {d['silent_pred']:.3f} predicted"
+        )
         if not args.no_baseline:
             result["baseline"] = b = measure(BASELINE, folder)
-            print(f"pandas baseline: {b['seconds']:.1f} s, peak RSS {b['peak_rss_mb']:.0f} MB (silent {b['silent_frac']:.3f}); "
-                  f"diagnose is {b['seconds'] / d['seconds']:.1f}x faster, {b['peak_rss_mb'] / d['peak_rss_mb']:.1f}x less memory")
+            print(
+                f"pandas baseline: {b['seconds']:.1f} s, peak RSS {b['peak_rss_mb']:.0f} MB (silent {b['silent_frac']:.3f}); "
+                f"diagnose is {b['seconds'] / d['seconds']:.1f}x faster, {b['peak_rss_mb'] / d['peak_rss_mb']:.1f}x less memory"
+            )
     if args.out:
         from gsd.atomic import write_json
 

@@ -72,13 +72,13 @@ import numpy as np
 import torch
 from scipy.special import expit, logit
 
+from gsd.atomic import write_json  # a benchmark's result file is never half-written
+from gsd.heap import keep_freed_memory
 from gsd.silent import dapo_generation_cost, silent_rate
 from gsd.simulator import SimConfig, measure_initial_deciles, read_ledger, run_simulation
 from gsd.simulator.population import initial_solve_rates
 from gsd.update import expected_update
 from gsd.weighting import decile_index
-from gsd.atomic import write_json  # a benchmark's result file is never half-written
-from gsd.heap import keep_freed_memory
 
 ARMS = ("grpo", "dr_grpo", "dapo")
 LEVELS = ("bare", "paper", "ledger")
@@ -173,7 +173,16 @@ def numpy_campaign(base: SimConfig, *, level: str) -> float:
     t0 = time.perf_counter()
     p0 = initial_solve_rates(base)
     for arm in ARMS:
-        numpy_arm(p0, arm, G=base.group_size, steps=base.steps, lr=base.lr, max_draws=base.max_draws, seed=base.seed, level=level)
+        numpy_arm(
+            p0,
+            arm,
+            G=base.group_size,
+            steps=base.steps,
+            lr=base.lr,
+            max_draws=base.max_draws,
+            seed=base.seed,
+            level=level,
+        )
     if level != "bare":
         numpy_deciles(p0, G=base.group_size, draws=DRAWS, seed=base.seed)
     return time.perf_counter() - t0
@@ -198,7 +207,9 @@ def torch_floor_campaign(base: SimConfig) -> float:
         D = base.max_draws if arm == "dapo" else 1
         gen = torch.Generator().manual_seed(base.seed)
         z = torch.logit(torch.as_tensor(p0, dtype=torch.float64)).requires_grad_(True)
-        table = AdvantageTable([G], method_spec(arm).advantage, ddof=base.ddof, eps=base.eps, dtype=torch.float64, device=z.device)
+        table = AdvantageTable(
+            [G], method_spec(arm).advantage, ddof=base.ddof, eps=base.eps, dtype=torch.float64, device=z.device
+        )
         rows = torch.arange(z.numel())
         for _ in range(base.steps):
             with torch.no_grad():
@@ -256,7 +267,9 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=4, help="throughput: timed steps (after one warm-up step)")
     ap.add_argument("--dtype", default="float32", choices=("float32", "float64"), help="throughput dtype")
     ap.add_argument("--repeats", type=int, default=3, help="campaign and scaling timings: best of this many")
-    ap.add_argument("--scaling-prompts", default="100,1000,6000,30000,100000", help="part 2: prompt counts ('' to skip)")
+    ap.add_argument(
+        "--scaling-prompts", default="100,1000,6000,30000,100000", help="part 2: prompt counts ('' to skip)"
+    )
     ap.add_argument("--scaling-steps", type=int, default=30, help="part 2: steps per run")
     ap.add_argument("--skip-campaign", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
@@ -271,15 +284,23 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="gsd-bench-sim-"))
     results = {
         "heap_kept": heap_kept,
-        "machine": {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-                    "platform": platform.platform(), "threads": torch.get_num_threads(), "device": args.device,
-                    "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else None},
+        "machine": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "numpy": np.__version__,
+            "platform": platform.platform(),
+            "threads": torch.get_num_threads(),
+            "device": args.device,
+            "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else None,
+        },
     }
     try:
         t0 = time.perf_counter()
         run_simulation(SimConfig(n_prompts=100, steps=2, device=args.device), work / "warm", progress=False)
         sync(args.device)
-        results["first_run_overhead_s"] = time.perf_counter() - t0  # torch._dynamo import on the first optimizer step, etc.
+        results["first_run_overhead_s"] = (
+            time.perf_counter() - t0
+        )  # torch._dynamo import on the first optimizer step, etc.
 
         # --- part 1: the campaign --------------------------------------------------------------
         if not args.skip_campaign:
@@ -288,9 +309,16 @@ def main(argv=None) -> int:
                 ref = min(numpy_campaign(SimConfig(), level=level) for _ in range(args.repeats))
                 for rollouts in ("answers", "counts"):
                     base = SimConfig(device=args.device, rollouts=rollouts)  # the paper's campaign
-                    runs = [engine_campaign(base, work / f"c-{level}-{rollouts}", level=level) for _ in range(args.repeats)]
+                    runs = [
+                        engine_campaign(base, work / f"c-{level}-{rollouts}", level=level) for _ in range(args.repeats)
+                    ]
                     eng, eng_steps = min(runs)
-                    camp[f"{level}/{rollouts}"] = {"engine_s": eng, "engine_steps_s": eng_steps, "numpy_s": ref, "ratio": eng / ref}
+                    camp[f"{level}/{rollouts}"] = {
+                        "engine_s": eng,
+                        "engine_steps_s": eng_steps,
+                        "numpy_s": ref,
+                        "ratio": eng / ref,
+                    }
             floor = min(torch_floor_campaign(SimConfig()) for _ in range(args.repeats))
             bare = camp["bare/answers"]["numpy_s"]
             camp["torch_floor"] = {"engine_s": floor, "engine_steps_s": floor, "numpy_s": bare, "ratio": floor / bare}
@@ -301,8 +329,14 @@ def main(argv=None) -> int:
         if ns:
             scal = {"group_size": 8, "steps": args.scaling_steps, "rows": []}
             for n in ns:
-                cfg = SimConfig(n_prompts=n, steps=args.scaling_steps, device=args.device, replace=True, closed_form_every=0,
-                                checkpoint_every=10**6)
+                cfg = SimConfig(
+                    n_prompts=n,
+                    steps=args.scaling_steps,
+                    device=args.device,
+                    replace=True,
+                    closed_form_every=0,
+                    checkpoint_every=10**6,
+                )
                 p0 = initial_solve_rates(cfg)
                 t_np = []
                 for _ in range(args.repeats):
@@ -329,21 +363,40 @@ def main(argv=None) -> int:
         # --- part 3: throughput at n_tp × G ----------------------------------------------------
         if not args.skip_throughput:
             tp = {"prompts": n_tp, "group_size": args.group_size, "dtype": args.dtype, "steps_timed": args.steps}
-            big = SimConfig(n_prompts=n_tp, group_size=args.group_size, steps=args.steps + 1, device=args.device, dtype=args.dtype,
-                            replace=n_tp > 191_501, checkpoint_every=10**6)
-            variants = [(f"engine_{r}_{'with' if cf else 'no'}_closed_form", r, cf) for r in ("answers", "counts") for cf in (0, 1)]
+            big = SimConfig(
+                n_prompts=n_tp,
+                group_size=args.group_size,
+                steps=args.steps + 1,
+                device=args.device,
+                dtype=args.dtype,
+                replace=n_tp > 191_501,
+                checkpoint_every=10**6,
+            )
+            variants = [
+                (f"engine_{r}_{'with' if cf else 'no'}_closed_form", r, cf)
+                for r in ("answers", "counts")
+                for cf in (0, 1)
+            ]
             for label, rollouts, cf in variants:
                 folder = work / f"tp-{label}"
-                run_simulation(big.with_overrides({"closed_form_every": cf, "rollouts": rollouts}), folder, progress=False)
+                run_simulation(
+                    big.with_overrides({"closed_form_every": cf, "rollouts": rollouts}), folder, progress=False
+                )
                 wall = read_ledger(folder)["wall_s"].to_numpy()[1:]  # step 0 warms caches
-                tp[label] = {"s_per_step": float(np.median(wall)), "answers_per_s": n_tp * args.group_size / float(np.median(wall))}
+                tp[label] = {
+                    "s_per_step": float(np.median(wall)),
+                    "answers_per_s": n_tp * args.group_size / float(np.median(wall)),
+                }
                 shutil.rmtree(folder)
             p0 = initial_solve_rates(big)
             for level in ("bare", "ledger"):
                 t0 = time.perf_counter()
                 numpy_arm(p0, "grpo", G=args.group_size, steps=args.steps, lr=0.5, max_draws=4, seed=0, level=level)
                 t_np = time.perf_counter() - t0
-                tp[f"numpy_{level}"] = {"s_per_step": t_np / args.steps, "answers_per_s": n_tp * args.group_size * args.steps / t_np}
+                tp[f"numpy_{level}"] = {
+                    "s_per_step": t_np / args.steps,
+                    "answers_per_s": n_tp * args.group_size * args.steps / t_np,
+                }
             results["throughput"] = tp
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -351,19 +404,27 @@ def main(argv=None) -> int:
     print(f"torch {torch.__version__}, {results['machine']['threads']} CPU thread(s), device {args.device}")
     print(f"first-run overhead (imports on the first optimizer step): {results['first_run_overhead_s']:.2f} s")
     if "campaign" in results:
-        print(f"\nthree-arm paper campaign (6,000 prompts, G = 8, 150 steps; + {DRAWS}-draw deciles at 'paper' and 'ledger')")
+        print(
+            f"\nthree-arm paper campaign (6,000 prompts, G = 8, 150 steps; + {DRAWS}-draw deciles at 'paper' and 'ledger')"
+        )
         print(f"{'level/rollouts':<16} {'engine s':>9} {'(steps)':>9} {'numpy s':>9} {'ratio':>7}")
         for mode, r in results["campaign"].items():
-            print(f"{mode:<16} {r['engine_s']:>9.3f} {r['engine_steps_s']:>9.3f} {r['numpy_s']:>9.3f} {r['ratio']:>7.2f}")
-        print("  (torch_floor: a bare torch autograd loop — sample, advantages, loss, backward, SGD; no ledger —\n"
-              "   against the bare numpy loop: the cost of torch's per-operation dispatch alone)")
+            print(
+                f"{mode:<16} {r['engine_s']:>9.3f} {r['engine_steps_s']:>9.3f} {r['numpy_s']:>9.3f} {r['ratio']:>7.2f}"
+            )
+        print(
+            "  (torch_floor: a bare torch autograd loop — sample, advantages, loss, backward, SGD; no ledger —\n"
+            "   against the bare numpy loop: the cost of torch's per-operation dispatch alone)"
+        )
     if "scaling" in results:
         sc = results["scaling"]
         print(f"\nper-step cost against N (GRPO, G = 8, 'paper' level, {sc['steps']} steps, best of {args.repeats})")
         print(f"{'N':>8} {'numpy ms':>9} {'answers ms':>11} {'ratio':>6} {'counts ms':>10} {'ratio':>6}")
         for r in sc["rows"]:
-            print(f"{r['n_prompts']:>8,} {r['numpy_s_per_step'] * 1e3:>9.3f} {r['engine_answers_s_per_step'] * 1e3:>11.3f} "
-                  f"{r['ratio_answers']:>6.2f} {r['engine_counts_s_per_step'] * 1e3:>10.3f} {r['ratio_counts']:>6.2f}")
+            print(
+                f"{r['n_prompts']:>8,} {r['numpy_s_per_step'] * 1e3:>9.3f} {r['engine_answers_s_per_step'] * 1e3:>11.3f} "
+                f"{r['ratio_answers']:>6.2f} {r['engine_counts_s_per_step'] * 1e3:>10.3f} {r['ratio_counts']:>6.2f}"
+            )
         for key in ("numpy", "engine_answers", "engine_counts"):
             f = sc[f"fit_{key}"]
             print(f"  fit {key:<15} t = {f['fixed_us']:7.0f} µs + N × {f['per_prompt_ns']:6.1f} ns")
@@ -381,7 +442,8 @@ def main(argv=None) -> int:
         tp = results["throughput"]
         for r in ("answers", "counts"):  # goal: ≤ 1.0
             goals[f"{tp['prompts']:,} x {tp['group_size']}, per-step closed forms, {r}: engine / numpy loop"] = (
-                tp[f"engine_{r}_with_closed_form"]["s_per_step"] / tp["numpy_ledger"]["s_per_step"])
+                tp[f"engine_{r}_with_closed_form"]["s_per_step"] / tp["numpy_ledger"]["s_per_step"]
+            )
     if goals:
         results["goals"] = goals
         print("\nthe issue's ratios (same run)")

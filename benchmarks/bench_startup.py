@@ -37,7 +37,9 @@ DEFAULT_BASELINE = "1971267"
 HEAVY = ("torch", "scipy", "pandas", "matplotlib")
 
 # (label, argv after the interpreter).  The CLI is run as the console script runs it.
-_CLI = "import sys, gsd.cli as c; sys.exit(getattr(c, 'run', c.main)())"  # run: the console entry (older revisions: main)
+_CLI = (
+    "import sys, gsd.cli as c; sys.exit(getattr(c, 'run', c.main)())"  # run: the console entry (older revisions: main)
+)
 COMMANDS = [
     ("import gsd", ["-c", "import gsd"]),
     ("gsd --help", ["-c", _CLI, "--help"]),
@@ -48,14 +50,18 @@ COMMANDS = [
     ("gsd conventions --G 8", ["-c", _CLI, "conventions", "--G", "8"]),
 ]
 LOGS = ROOT / "data" / "example_logs"
-COMMANDS += [(f"gsd diagnose example_logs/{name}", ["-c", _CLI, "diagnose", "--no-progress", str(LOGS / name)])
-             for name in ("trl", "verl/rollout_data", "areal")]
+COMMANDS += [
+    (f"gsd diagnose example_logs/{name}", ["-c", _CLI, "diagnose", "--no-progress", str(LOGS / name)])
+    for name in ("trl", "verl/rollout_data", "areal")
+]
 #: The floor: an interpreter that does nothing (no probe: it must not import gsd).
 FLOOR = ("python -c pass", ["-c", "pass"])
 
 # Appended to every run: report which heavy libraries ended up loaded (stderr, last line).
-_PROBE = ("import atexit, sys; atexit.register(lambda: sys.stderr.write("
-          "'\\nHEAVY ' + ','.join(m for m in %r if m in sys.modules) + '\\n'))\n" % (HEAVY,))
+_PROBE = (
+    "import atexit, sys; atexit.register(lambda: sys.stderr.write("
+    "'\\nHEAVY ' + ','.join(m for m in %r if m in sys.modules) + '\\n'))\n" % (HEAVY,)
+)
 _ORIGIN = "import gsd as _g; sys.stderr.write('\\nFROM ' + _g.__file__ + '\\n')\n"
 
 
@@ -67,11 +73,12 @@ def run_once(argv: list[str], pythonpath: str | None, probe: bool = True) -> tup
         env["PYTHONPATH"] = pythonpath
     if probe:  # `-c CODE` keeps the command's own argv: the probe and the origin check go before CODE
         code_at = argv.index("-c") + 1
-        argv = [*argv[:code_at], _PROBE + _ORIGIN + argv[code_at], *argv[code_at + 1:]]
+        argv = [*argv[:code_at], _PROBE + _ORIGIN + argv[code_at], *argv[code_at + 1 :]]
     with tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, *argv], stdout=subprocess.DEVNULL, stderr=err, env=env,
-                                cwd=tempfile.gettempdir())
+        proc = subprocess.Popen(
+            [sys.executable, *argv], stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=tempfile.gettempdir()
+        )
         _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage (ru_maxrss in KB on Linux)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -97,9 +104,16 @@ def measure(pythonpath: str | None, repeats: int, commands) -> dict:
             times.append(wall)
             cpu.append(used)
             rss.append(mb)
-        out[label] = {"median_s": statistics.median(times), "times_s": times, "median_cpu_s": statistics.median(cpu),
-                      "cpu_s": cpu, "median_rss_mb": statistics.median(rss), "rss_mb": rss, "heavy": heavy,
-                      "gsd_from": origin}
+        out[label] = {
+            "median_s": statistics.median(times),
+            "times_s": times,
+            "median_cpu_s": statistics.median(cpu),
+            "cpu_s": cpu,
+            "median_rss_mb": statistics.median(rss),
+            "rss_mb": rss,
+            "heavy": heavy,
+            "gsd_from": origin,
+        }
     return out
 
 
@@ -108,8 +122,9 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline", default=DEFAULT_BASELINE, help="git revision to compare with ('' for none)")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--json", help="also write the raw figures here")
-    ap.add_argument("--only", default="",
-                    help="only the commands whose label contains this text (the floor always runs)")
+    ap.add_argument(
+        "--only", default="", help="only the commands whose label contains this text (the floor always runs)"
+    )
     args = ap.parse_args(argv)
     commands = [FLOOR] + [c for c in COMMANDS if args.only in c[0]]
 
@@ -118,8 +133,9 @@ def main(argv=None) -> int:
         base = None
         if args.baseline:
             base = Path(tmp) / "baseline"
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(base), args.baseline],
-                           check=True)
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(base), args.baseline], check=True
+            )
         try:
             results["current"] = measure(str(ROOT), args.repeats, commands)
             if base is not None:
@@ -130,8 +146,10 @@ def main(argv=None) -> int:
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
 
     cur, bas = results["current"], results.get("baseline")
-    print(f"start-up wall time, CPU time and peak RSS, medians of {args.repeats} fresh interpreters "
-          f"(python {results['python']}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+    print(
+        f"start-up wall time, CPU time and peak RSS, medians of {args.repeats} fresh interpreters "
+        f"(python {results['python']}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
+    )
     head = f"{'command':<42} {'now [s]':>8} {'cpu [s]':>8} {'now [MB]':>9}"
     if bas:
         head += f" {'base [s]':>9} {'cpu [s]':>8} {'base [MB]':>10} {'base/now s':>11} {'cpu':>6} {'MB':>6}"
@@ -141,9 +159,11 @@ def main(argv=None) -> int:
         row = f"{label:<42} {c['median_s']:8.3f} {c['median_cpu_s']:8.3f} {c['median_rss_mb']:9.1f}"
         if bas:
             b = bas[label]
-            row += (f" {b['median_s']:9.3f} {b['median_cpu_s']:8.3f} {b['median_rss_mb']:10.1f}"
-                    f" {b['median_s'] / c['median_s']:11.2f} {b['median_cpu_s'] / c['median_cpu_s']:6.2f}"
-                    f" {b['median_rss_mb'] / c['median_rss_mb']:6.2f}")
+            row += (
+                f" {b['median_s']:9.3f} {b['median_cpu_s']:8.3f} {b['median_rss_mb']:10.1f}"
+                f" {b['median_s'] / c['median_s']:11.2f} {b['median_cpu_s'] / c['median_cpu_s']:6.2f}"
+                f" {b['median_rss_mb'] / c['median_rss_mb']:6.2f}"
+            )
         row += f"  {c['heavy'] or '-'}" + (f" ({bas[label]['heavy'] or '-'})" if bas else "")
         print(row)
     if bas and any(ROOT.as_posix() in v["gsd_from"] for v in bas.values()):

@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from gsd.sweep import run_sweep
 from gsd.atomic import write_json  # a benchmark's result file is never half-written
+from gsd.sweep import run_sweep
 
 GRID = """
 [sweep]
@@ -86,19 +86,31 @@ def main(argv=None) -> int:
             again = run_sweep(grid, out, backend=backend, workers=workers, progress=False)
             rerun = time.perf_counter() - t0
             assert res.ok and len(res.ran) == len(res.table) and not again.ran
-            rows.append({"backend": backend, "workers": res.workers, "runs": len(res.table),
-                         "wall_s": round(wall, 2), "runs_per_s": round(len(res.table) / wall, 2),
-                         "rerun_all_complete_s": round(rerun, 3)})
-            print(f"{backend:>6}: {len(res.table)} runs in {wall:6.2f} s ({res.workers} workers); "
-                  f"rerun with everything complete: {rerun:.3f} s")
+            rows.append(
+                {
+                    "backend": backend,
+                    "workers": res.workers,
+                    "runs": len(res.table),
+                    "wall_s": round(wall, 2),
+                    "runs_per_s": round(len(res.table) / wall, 2),
+                    "rerun_all_complete_s": round(rerun, 3),
+                }
+            )
+            print(
+                f"{backend:>6}: {len(res.table)} runs in {wall:6.2f} s ({res.workers} workers); "
+                f"rerun with everything complete: {rerun:.3f} s"
+            )
         ray_init = time_ray_init(args.workers) if "ray" in args.backends else None
         if ray_init is not None:
             print(f"  ray.init(num_cpus={args.workers}) alone: {ray_init:.2f} s")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-              "grid": {"runs": 24, "steps": args.steps, "n_prompts": args.n_prompts}, "results": rows,
-              "ray_init_s": ray_init}
+    report = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "grid": {"runs": 24, "steps": args.steps, "n_prompts": args.n_prompts},
+        "results": rows,
+        "ray_init_s": ray_init,
+    }
     if args.out:
         write_json(args.out, report)
     return 0

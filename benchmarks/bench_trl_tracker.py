@@ -77,8 +77,16 @@ def main(argv=None) -> int:
     B, G = args.prompts_per_generation, args.G
     tracker = GroupTracker(G, weights=[1.0, 0.5], threshold=1.0)
     tracked = tracker.wrap([correct, fmt])
-    sampler = SkipSampler([tracker.key(p) for p in pool], tracker, batch_size=B, repeat_count=1, shuffle=True,
-                          seed=0, skip_above=0.95, max_skips=4)
+    sampler = SkipSampler(
+        [tracker.key(p) for p in pool],
+        tracker,
+        batch_size=B,
+        repeat_count=1,
+        shuffle=True,
+        seed=0,
+        skip_above=0.95,
+        max_skips=4,
+    )
     state = State()
     times = {"reward": [], "tracked": [], "sampler": []}
     for gen in range(args.generations):
@@ -89,9 +97,13 @@ def main(argv=None) -> int:
         right = nrng.random(rows.size) < solve[rows]
         filler = " ".join(rng.choices(words, k=60))[:380]
         completions = [f"{filler} <answer>{answers[i] if r else '-1'}</answer>" for i, r in zip(rows.tolist(), right)]
-        kw = {"prompts": [pool[i] for i in rows.tolist()], "completions": completions,
-              "completion_ids": [[0]] * rows.size, "answer": [answers[i] for i in rows.tolist()],
-              "trainer_state": state}
+        kw = {
+            "prompts": [pool[i] for i in rows.tolist()],
+            "completions": completions,
+            "completion_ids": [[0]] * rows.size,
+            "answer": [answers[i] for i in rows.tolist()],
+            "trainer_state": state,
+        }
         t0 = time.perf_counter()
         for f in (correct, fmt):
             f(**kw)
@@ -115,25 +127,39 @@ def main(argv=None) -> int:
     over = w - r
     q = max(1, args.generations // 10)
     result = {
-        "rollouts_per_generation": B * G, "generations": args.generations, "dataset": args.dataset,
-        "prompts_seen": int(dx.summary["prompts"]), "rollouts": int(dx.summary["rollouts"]),
+        "rollouts_per_generation": B * G,
+        "generations": args.generations,
+        "dataset": args.dataset,
+        "prompts_seen": int(dx.summary["prompts"]),
+        "rollouts": int(dx.summary["rollouts"]),
         "reward_ms": {"median": float(np.median(r)), "p90": float(np.percentile(r, 90))},
         "tracked_ms": {"median": float(np.median(w)), "p90": float(np.percentile(w, 90))},
-        "overhead_ms": {"median": float(np.median(over)), "p90": float(np.percentile(over, 90)),
-                        "first_tenth": float(np.median(over[:q])), "last_tenth": float(np.median(over[-q:]))},
+        "overhead_ms": {
+            "median": float(np.median(over)),
+            "p90": float(np.percentile(over, 90)),
+            "first_tenth": float(np.median(over[:q])),
+            "last_tenth": float(np.median(over[-q:])),
+        },
         "overhead_share_of_reward": float(np.median(over) / np.median(r)),
         "sampler_ms": {"median": float(np.median(s)), "p90": float(np.percentile(s, 90))},
-        "skipped_prompts": int(sampler.skipped), "turns": int(sampler.turns),
-        "diagnosis_s": t_dx, "save_s": t_save,
-        "python": sys.version.split()[0], "machine": platform.machine(),
+        "skipped_prompts": int(sampler.skipped),
+        "turns": int(sampler.turns),
+        "diagnosis_s": t_dx,
+        "save_s": t_save,
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
     }
     print(f"{B * G} rollouts per generation, {args.generations} generations, {result['prompts_seen']} prompts seen")
     print(f"reward functions   {result['reward_ms']['median']:8.2f} ms median ({result['reward_ms']['p90']:.2f} p90)")
-    print(f"tracker overhead   {result['overhead_ms']['median']:8.2f} ms median ({result['overhead_ms']['p90']:.2f} p90;"
-          f" {result['overhead_ms']['first_tenth']:.2f} in the first tenth, {result['overhead_ms']['last_tenth']:.2f}"
-          f" in the last) = {100 * result['overhead_share_of_reward']:.0f} % of the reward functions' time")
-    print(f"skip decision      {result['sampler_ms']['median']:8.2f} ms median per batch "
-          f"({result['skipped_prompts']} of {result['turns']} turns skipped)")
+    print(
+        f"tracker overhead   {result['overhead_ms']['median']:8.2f} ms median ({result['overhead_ms']['p90']:.2f} p90;"
+        f" {result['overhead_ms']['first_tenth']:.2f} in the first tenth, {result['overhead_ms']['last_tenth']:.2f}"
+        f" in the last) = {100 * result['overhead_share_of_reward']:.0f} % of the reward functions' time"
+    )
+    print(
+        f"skip decision      {result['sampler_ms']['median']:8.2f} ms median per batch "
+        f"({result['skipped_prompts']} of {result['turns']} turns skipped)"
+    )
     print(f"diagnosis {t_dx:.2f} s, save {t_save:.2f} s for {result['rollouts']} rollouts")
     if args.out:
         write_json(args.out, result)

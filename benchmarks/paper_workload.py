@@ -18,6 +18,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
+
 from gsd.atomic import write_json  # a benchmark's result file is never half-written
 
 HISTOGRAM = Path(__file__).resolve().parents[1] / "data" / "bigmath_solve_rate_histogram.csv"
@@ -98,7 +99,9 @@ def main():
     for ax in (a, b, c):
         ax.legend(fontsize=8)
     fig.savefig(out / "figure.png", dpi=150)
-    summary = {name: {"r2": r["r2"], "groups": r["groups"], "hard_q_final": r["hard_q"][-1]} for name, r in arms.items()}
+    summary = {
+        name: {"r2": r["r2"], "groups": r["groups"], "hard_q_final": r["hard_q"][-1]} for name, r in arms.items()
+    }
     summary["dapo_cost"] = arms["dapo"]["groups"] / arms["grpo"]["groups"]
     write_json(out / "summary.json", summary)
 

@@ -50,28 +50,55 @@ def train(task, arm: str, *, G: int, copies: int, steps: int, lr: float, seed: i
             before.append(task.solve_rates())
 
     with _torch_threads(1), tempfile.TemporaryDirectory() as out_dir:
-        args = GRPOConfig(output_dir=out_dir, use_cpu=True, use_vllm=False, report_to=[], learning_rate=lr,
-                          max_completion_length=task.max_len, num_generations=G,
-                          per_device_train_batch_size=len(task.prompts) * copies * G, gradient_accumulation_steps=1,
-                          steps_per_generation=1, beta=0.0, temperature=1.0, top_k=0, top_p=1.0, max_steps=steps,
-                          save_strategy="no", logging_steps=1, seed=seed, lr_scheduler_type="constant",
-                          **TRAININGS["grpo"])
+        args = GRPOConfig(
+            output_dir=out_dir,
+            use_cpu=True,
+            use_vllm=False,
+            report_to=[],
+            learning_rate=lr,
+            max_completion_length=task.max_len,
+            num_generations=G,
+            per_device_train_batch_size=len(task.prompts) * copies * G,
+            gradient_accumulation_steps=1,
+            steps_per_generation=1,
+            beta=0.0,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            max_steps=steps,
+            save_strategy="no",
+            logging_steps=1,
+            seed=seed,
+            lr_scheduler_type="constant",
+            **TRAININGS["grpo"],
+        )
         if arm == "grpo":
             kind, extra, rows = GRPOTrainer, {}, list(task.prompts) * copies
         else:
             kind, rows = GSDGRPOTrainer, list(task.prompts) * (2 * copies)
             policy = _policy(arm)
             extra = {"gsd_tracker": GroupTracker(G, half_life="auto"), "skip_policy": policy}
-        tr = kind(model=task.model, reward_funcs=[first_token], args=args, callbacks=[Exact()],
-                  train_dataset=Dataset.from_dict({"prompt": rows}), processing_class=task.tokenizer, **extra)
+        tr = kind(
+            model=task.model,
+            reward_funcs=[first_token],
+            args=args,
+            callbacks=[Exact()],
+            train_dataset=Dataset.from_dict({"prompt": rows}),
+            processing_class=task.tokenizer,
+            **extra,
+        )
         for cb in (PrinterCallback, ProgressCallback):
             tr.remove_callback(cb)
         t0 = time.perf_counter()
         tr.train()
         seconds = time.perf_counter() - t0
     task.model.eval()
-    out = {"arm": arm, "seconds": seconds, "p": [b.tolist() for b in before] + [task.solve_rates().tolist()],
-           "groups": groups}
+    out = {
+        "arm": arm,
+        "seconds": seconds,
+        "p": [b.tolist() for b in before] + [task.solve_rates().tolist()],
+        "groups": groups,
+    }
     if arm != "grpo":
         out["skipped"] = [int(m["skipped"]) for m in tr.gsd_tracker.metrics]
         out["half_life"] = tr.gsd_tracker.half_life_choice
@@ -120,11 +147,17 @@ def main(argv=None):
         for arm in a.arms:
             r = train(copy.deepcopy(task), arm, G=a.G, copies=a.copies, steps=a.steps, lr=a.lr, seed=seed)
             p = np.asarray(r["p"])
-            r.update(seed=seed, hard=hard.tolist(), p0=p0.tolist(), quartile=p[:, hard].mean(1).tolist(),
-                     arcsin=(2 * np.arcsin(np.sqrt(p))).mean(1).tolist())
+            r.update(
+                seed=seed,
+                hard=hard.tolist(),
+                p0=p0.tolist(),
+                quartile=p[:, hard].mean(1).tolist(),
+                arcsin=(2 * np.arcsin(np.sqrt(p))).mean(1).tolist(),
+            )
             line = {k: r[k] for k in ("seed", "arm", "seconds")}
-            line["hardest_quarter"] = [round(x, 3) for x in r["quartile"][:: max(1, a.steps // 6)]] + \
-                [round(r["quartile"][-1], 3)]
+            line["hardest_quarter"] = [round(x, 3) for x in r["quartile"][:: max(1, a.steps // 6)]] + [
+                round(r["quartile"][-1], 3)
+            ]
             line["final_mean_arcsin"] = round(r["arcsin"][-1], 4)
             if "skipped" in r:
                 line["skipped_total"] = sum(r["skipped"])
@@ -140,16 +173,22 @@ def main(argv=None):
     for arm in a.arms:
         q = np.array([r["quartile"] for r in records if r["arm"] == arm])
         f = np.array([r["arcsin"][-1] for r in records if r["arm"] == arm])
-        print(f"{arm}: hardest quarter by step (mean over {len(q)} seeds): "
-              + " ".join(f"{x:.3f}" for x in q.mean(0)[:: max(1, a.steps // 6)]) + f" final {q.mean(0)[-1]:.3f}; "
-              f"final mean 2·arcsin√p {f.mean():.4f}")
+        print(
+            f"{arm}: hardest quarter by step (mean over {len(q)} seeds): "
+            + " ".join(f"{x:.3f}" for x in q.mean(0)[:: max(1, a.steps // 6)])
+            + f" final {q.mean(0)[-1]:.3f}; "
+            f"final mean 2·arcsin√p {f.mean():.4f}"
+        )
     gens = a.prompts * a.copies * a.G
     for target in (0.5, 0.8, 0.9):
         cells = []
         for arm in a.arms:
             # generations before the first step whose hardest-quarter mean reaches the target (None: not in the run)
-            hit = [next((i * gens for i, x in enumerate(r["quartile"]) if x >= target), None)
-                   for r in records if r["arm"] == arm]
+            hit = [
+                next((i * gens for i, x in enumerate(r["quartile"]) if x >= target), None)
+                for r in records
+                if r["arm"] == arm
+            ]
             cells.append(f"{arm} {hit}")
         print(f"generations to hardest quarter {target}: " + "; ".join(cells))
     base = [r for r in records if r["arm"] == a.arms[0]]
@@ -157,8 +196,10 @@ def main(argv=None):
         mine = [r for r in records if r["arm"] == arm]
         for at in (a.steps // 3, 2 * a.steps // 3, a.steps):
             d = np.array([r2["quartile"][at] - r1["quartile"][at] for r1, r2 in zip(base, mine)])
-            print(f"paired hardest-quarter difference {arm} − {a.arms[0]} after {at * gens} generations: "
-                  f"{d.round(3).tolist()}, mean {d.mean():.3f}")
+            print(
+                f"paired hardest-quarter difference {arm} − {a.arms[0]} after {at * gens} generations: "
+                f"{d.round(3).tolist()}, mean {d.mean():.3f}"
+            )
     if a.out:
         with open(a.out, "w") as fh:
             json.dump(records, fh)

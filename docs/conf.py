@@ -7,8 +7,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "_ext"))
 
-import gsd  # noqa: E402  (the installed package is the one documented)
-
 # The notebook kernels talk to the build over CurveZMQ-encrypted sockets where the kernel says it
 # can (its kernelspec's supported_encryption; ipykernel does).  Unencrypted (jupyter_client's
 # default), every kernel logs a warning to the build's stderr: one line per notebook, which would
@@ -16,6 +14,8 @@ import gsd  # noqa: E402  (the installed package is the one documented)
 # policy is changed, for this process only.
 import zmq  # noqa: E402
 from jupyter_client.manager import KernelManager  # noqa: E402
+
+import gsd  # noqa: E402  (the installed package is the one documented)
 
 if zmq.has("curve"):  # a libzmq built without libsodium cannot encrypt: the warning stays
     KernelManager.class_traits()["transport_encryption"].default_value = "auto"

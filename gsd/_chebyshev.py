@@ -59,8 +59,14 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["ChebyshevTable", "chebyshev_table", "chebyshev_expectation", "monomial_coefficients", "MAX_BOUND",
-           "MAX_CHEBYSHEV_G"]
+__all__ = [
+    "ChebyshevTable",
+    "chebyshev_table",
+    "chebyshev_expectation",
+    "monomial_coefficients",
+    "MAX_BOUND",
+    "MAX_CHEBYSHEV_G",
+]
 
 #: Largest relative error bound a table may have; above it the exact sum is kept.
 MAX_BOUND = 1e-12
@@ -158,7 +164,9 @@ def chebyshev_table(G: int, f) -> ChebyshevTable | None:
     coeffs.flags.writeable = False
     if horner_bound <= MAX_BOUND:
         monomial.flags.writeable = False
-        return ChebyshevTable(G=G, coeffs=coeffs, bound=horner_bound, tail=tail / h_min, monomial=monomial, clenshaw_bound=bound)
+        return ChebyshevTable(
+            G=G, coeffs=coeffs, bound=horner_bound, tail=tail / h_min, monomial=monomial, clenshaw_bound=bound
+        )
     return ChebyshevTable(G=G, coeffs=coeffs, bound=bound, tail=tail / h_min, clenshaw_bound=bound)
 
 
@@ -197,7 +205,12 @@ def _monomial_form(coeffs: np.ndarray, series_err: float, h_min: float) -> tuple
     abs_sum = float(sum(abs(m) for m in exact))
     deriv = float(sum(j * abs(m) for j, m in enumerate(exact)))
     g2n = 2 * N * _U / (1 - 2 * N * _U)
-    rounding = g2n * float(np.abs(monomial).sum()) * (1 + 4 * _U) + _U * abs_sum + _U * deriv + _U * float(np.abs(coeffs).sum())
+    rounding = (
+        g2n * float(np.abs(monomial).sum()) * (1 + 4 * _U)
+        + _U * abs_sum
+        + _U * deriv
+        + _U * float(np.abs(coeffs).sum())
+    )
     return monomial, (series_err + rounding) / h_min + 2 * _U
 
 
@@ -220,8 +233,9 @@ def _buffers(size: int) -> np.ndarray:
     return buf[:, :size]
 
 
-def chebyshev_expectation(p: np.ndarray, table: ChebyshevTable, out: np.ndarray | None = None,
-                          minor: np.ndarray | None = None) -> np.ndarray:
+def chebyshev_expectation(
+    p: np.ndarray, table: ChebyshevTable, out: np.ndarray | None = None, minor: np.ndarray | None = None
+) -> np.ndarray:
     """E[f(k)] for k ~ Binom(G, p) from ``table`` (:func:`chebyshev_table`), float64, p's shape.
 
     ``p``: float array in [0, 1]; ``minor``: min(p, 1 − p) of the same shape when the caller has

@@ -47,9 +47,11 @@ def require_torch(feature: str):
     except ModuleNotFoundError as exc:
         if not (exc.name == "torch" or (exc.name or "").startswith("torch.")):
             raise  # torch is there and something inside it is missing: its own error is the useful one
-        raise MissingExtra(f"{feature} needs torch, which is not installed here: pip install '{TORCH_EXTRA}' "
-                           f"(the CPU build: pip install torch --index-url {CPU_TORCH_INDEX} first)",
-                           name="torch") from None
+        raise MissingExtra(
+            f"{feature} needs torch, which is not installed here: pip install '{TORCH_EXTRA}' "
+            f"(the CPU build: pip install torch --index-url {CPU_TORCH_INDEX} first)",
+            name="torch",
+        ) from None
     return torch
 
 
@@ -77,6 +79,9 @@ def require_trl(feature: str) -> None:
                 raise  # a package of the stack is there and something inside it is missing: its own error
             missing += [name] if name not in missing else []
     if missing:
-        raise MissingExtra(f"{feature} needs {', '.join(TRL_STACK)}; not installed here: {', '.join(missing)}: "
-                           f"pip install '{TRL_EXTRA}' (the CPU build of torch: pip install torch --index-url "
-                           f"{CPU_TORCH_INDEX} first)", name=missing[0])
+        raise MissingExtra(
+            f"{feature} needs {', '.join(TRL_STACK)}; not installed here: {', '.join(missing)}: "
+            f"pip install '{TRL_EXTRA}' (the CPU build of torch: pip install torch --index-url "
+            f"{CPU_TORCH_INDEX} first)",
+            name=missing[0],
+        )

@@ -45,8 +45,12 @@ def moved_names(module: str, moved: dict[str, tuple[str, str]]):
         import warnings
 
         new_module, new = moved[name]
-        warnings.warn(f"{module}.{name} has moved: import it as {new_module}.{new} "
-                      f"(the old path will be removed in a later release)", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"{module}.{name} has moved: import it as {new_module}.{new} "
+            f"(the old path will be removed in a later release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return getattr(importlib.import_module(new_module), new)
 
     return __getattr__

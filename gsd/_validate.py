@@ -36,6 +36,7 @@ def numpy_result(fn):
     """Decorator for the functions that broadcast over p and G: scalars in give a numpy scalar
     out, arrays in give an array out (a 0-d array result becomes its scalar, as numpy's own
     functions do), whichever path inside computed it."""
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         out = fn(*args, **kwargs)
@@ -99,7 +100,9 @@ def as_group_size(G, name: str = "G", minimum: int = 1, maximum: int = MAX_GROUP
         # Python integers beyond int64
         big = [int(x) for x in raw.ravel() if int(x) > maximum]
         if big:
-            raise InputError(f"{name} must be <= {maximum:,} (this function's limit), got {_show(big if raw.ndim else big[0])}")
+            raise InputError(
+                f"{name} must be <= {maximum:,} (this function's limit), got {_show(big if raw.ndim else big[0])}"
+            )
     if raw.size == 0:
         raise InputError(f"{name} is empty")
     if raw.dtype.kind not in "iuf" or raw.dtype == np.bool_:
@@ -114,7 +117,9 @@ def as_group_size(G, name: str = "G", minimum: int = 1, maximum: int = MAX_GROUP
         raise InputError(f"{name} must be an integer >= {minimum}, got {_show(raw[small] if raw.ndim else raw)}")
     big = raw > maximum
     if big.any():
-        raise InputError(f"{name} must be <= {maximum:,} (this function's limit), got {_show(raw[big] if raw.ndim else raw)}")
+        raise InputError(
+            f"{name} must be <= {maximum:,} (this function's limit), got {_show(raw[big] if raw.ndim else raw)}"
+        )
     return raw.astype(np.int64)
 
 

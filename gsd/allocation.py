@@ -134,8 +134,10 @@ def _value_spec(value, ddof, eps, lr=None, horizon=None):
 def _horizon_args(value, lr, horizon):
     """(lr, H) checked: a finite lr > 0 (at most 100) and an integer horizon 1 … 100,000 steps."""
     if lr is None or horizon is None:
-        raise InputError(f"value {value!r} looks ahead: it needs lr= (the run's learning rate) and horizon= "
-                         f"(steps), got lr={lr!r}, horizon={horizon!r}")
+        raise InputError(
+            f"value {value!r} looks ahead: it needs lr= (the run's learning rate) and horizon= "
+            f"(steps), got lr={lr!r}, horizon={horizon!r}"
+        )
     if isinstance(lr, bool) or not isinstance(lr, int | float | np.integer | np.floating) or not (0 < lr <= 100):
         raise InputError(f"lr must be a finite number in (0, 100], got {lr!r}")
     if isinstance(horizon, bool) or not isinstance(horizon, int | np.integer) or not (1 <= horizon <= 100_000):
@@ -228,7 +230,7 @@ def beta_sigma(a, b, G, f):
         lchoose = gammaln(g + 1.0) - gammaln(k + 1.0) - gammaln(g - k + 1.0)
         rows = max(1, _BLOCK_TERMS // (g + 1))
         for r0 in range(lo, hi, rows):
-            idx = order[r0:min(hi, r0 + rows)]
+            idx = order[r0 : min(hi, r0 + rows)]
             aa, bb = a[idx][:, None], b[idx][:, None]
             logpmf = lchoose + log_beta_moment(aa, bb, k, g - k)
             out[idx] = np.exp(logpmf) @ fk
@@ -264,8 +266,16 @@ def _as_source(p_or_posterior):
     return "point", as_probability(p_or_posterior)
 
 
-def allocation_value(p_or_posterior, G, value: str = "update", *, ddof: int = 0, eps: float = 0.0,
-                     lr: float | None = None, horizon: int | None = None):
+def allocation_value(
+    p_or_posterior,
+    G,
+    value: str = "update",
+    *,
+    ddof: int = 0,
+    eps: float = 0.0,
+    lr: float | None = None,
+    horizon: int | None = None,
+):
     """Expected value of a group of G answers for a prompt, exact, broadcast over prompts and G.
 
     Parameters
@@ -349,9 +359,11 @@ def allocation_value(p_or_posterior, G, value: str = "update", *, ddof: int = 0,
     if spec[2] == "sigma" and spec[4] is None:  # the dense beta-binomial sums: their cost, before the work
         terms = int((g[first][g[first] >= 2].astype(np.float64) + 1).sum())
         if terms > MAX_POSTERIOR_TERMS:
-            raise InputError(f"G = {_show(G)}: under a posterior, value {value!r} sums the beta-binomial pmf over every "
-                             f"k = 0 … G of each distinct (posterior, G), {terms:,} terms here, above the limit of "
-                             f"{MAX_POSTERIOR_TERMS:,} (a few seconds); use smaller G, or the posterior mean as p")
+            raise InputError(
+                f"G = {_show(G)}: under a posterior, value {value!r} sums the beta-binomial pmf over every "
+                f"k = 0 … G of each distinct (posterior, G), {terms:,} terms here, above the limit of "
+                f"{MAX_POSTERIOR_TERMS:,} (a few seconds); use smaller G, or the posterior mean as p"
+            )
     return _beta_value(a[first], b[first], g[first], spec)[inverse].reshape(Gb.shape)
 
 
@@ -453,7 +465,6 @@ class TableLimit(InputError):
     no table (the uniform one) goes on without it."""
 
 
-
 def check_table_cost(kind, n_types: int, g_min: int, g_max: int, step: int, h: str) -> None:
     """Refuse, before any work, a value table beyond the allocator's limits (its size, and the
     terms of its E[σ̂] sums): the error names the grid and the limit.  ``kind``: "point" (known
@@ -464,7 +475,8 @@ def check_table_cost(kind, n_types: int, g_min: int, g_max: int, step: int, h: s
         raise TableLimit(
             f"g_max: {n_types} distinct prompts × {points:,} grid points (g_min={g_min}, g_max={g_max}, "
             f"step={step}) exceed the allocator's table limit ({_MAX_TABLE:,}); use a larger step, a smaller "
-            "g_max or fewer distinct rates")
+            "g_max or fewer distinct rates"
+        )
     if h != "sigma":
         return
     grid = np.arange(g_min, g_max + 1, step, dtype=np.int64)
@@ -473,7 +485,8 @@ def check_table_cost(kind, n_types: int, g_min: int, g_max: int, step: int, h: s
         raise TableLimit(
             f"g_max: the expected updates of {n_types} distinct prompts on the grid g_min={g_min}, g_max={g_max}, "
             f"step={step} take ~{terms:.2g} terms, above the allocator's limit ({_MAX_SUM_TERMS:.0e}); use a "
-            "smaller g_max, a larger step or fewer distinct rates")
+            "smaller g_max, a larger step or fewer distinct rates"
+        )
 
 
 def _value_table(kind, src, grid, spec):
@@ -614,7 +627,7 @@ def _horizon_quadrature(a, b, tab):
     lp, lq = log_expit(_HZ), log_expit(-_HZ)
     block = max(1, (1 << 21) // _HZ_N)
     for r0 in range(0, wide.size, block):
-        idx = wide[r0:r0 + block]
+        idx = wide[r0 : r0 + block]
         # The density itself, not weights renormalised to the grid: a prior like Beta(0.3, ·) keeps
         # percents of its mass below p = 8e-7, where the gain is 0, and renormalising would hand
         # that mass to the grid.
@@ -693,13 +706,25 @@ def _concave_rows(x, Y):
     dx = np.diff(x)
     slope = np.diff(Y, axis=1) / dx
     vmax = np.maximum(np.abs(Y[:, :-2]), np.maximum(np.abs(Y[:, 1:-1]), np.abs(Y[:, 2:])))
-    tol = (_CONCAVE_RTOL * np.maximum(np.abs(slope[:, :-1]), np.abs(slope[:, 1:]))
-           + 8 * np.finfo(float).eps * vmax / np.minimum(dx[:-1], dx[1:]))
+    tol = _CONCAVE_RTOL * np.maximum(np.abs(slope[:, :-1]), np.abs(slope[:, 1:])) + 8 * np.finfo(
+        float
+    ).eps * vmax / np.minimum(dx[:-1], dx[1:])
     return (np.diff(slope, axis=1) <= tol).all(axis=1)
 
 
-def concavity_violations(p_or_posterior, *, value="update", g_min=2, g_max=512, step=1, skip=True,
-                         ddof: int = 0, eps: float = 0.0, lr: float | None = None, horizon: int | None = None):
+def concavity_violations(
+    p_or_posterior,
+    *,
+    value="update",
+    g_min=2,
+    g_max=512,
+    step=1,
+    skip=True,
+    ddof: int = 0,
+    eps: float = 0.0,
+    lr: float | None = None,
+    horizon: int | None = None,
+):
     """Where a value's increments per rollout rise along the allocation grid (non-concave rows).
 
     Returns a DataFrame with one row per (prompt, grid point) that lies strictly below the upper
@@ -788,13 +813,26 @@ class Allocation:
     def summary(self) -> dict:
         """The scalars, for reports and ``--json``."""
         g = self.group_size
-        return {"value": self.value_name, "budget": self.budget, "spent": self.spent,
-                "total_value": self.total, "prompts": int(g.size), "skipped": int((g == 0).sum()),
-                "mean_group_size_served": float(g[g > 0].mean()) if (g > 0).any() else 0.0,
-                "multiplier": self.multiplier, "exact": self.exact, "gap_bound": self.gap_bound,
-                "envelope": self.envelope, "envelope_sizes": self.envelope_sizes.tolist(),
-                "g_min": self.grid[0], "g_max": self.grid[1], "step": self.grid[2], "skip": self.grid[3],
-                "ddof": self.ddof, "eps": self.eps}
+        return {
+            "value": self.value_name,
+            "budget": self.budget,
+            "spent": self.spent,
+            "total_value": self.total,
+            "prompts": int(g.size),
+            "skipped": int((g == 0).sum()),
+            "mean_group_size_served": float(g[g > 0].mean()) if (g > 0).any() else 0.0,
+            "multiplier": self.multiplier,
+            "exact": self.exact,
+            "gap_bound": self.gap_bound,
+            "envelope": self.envelope,
+            "envelope_sizes": self.envelope_sizes.tolist(),
+            "g_min": self.grid[0],
+            "g_max": self.grid[1],
+            "step": self.grid[2],
+            "skip": self.grid[3],
+            "ddof": self.ddof,
+            "eps": self.eps,
+        }
 
 
 def _grid_args(g_min, g_max, step):
@@ -1038,9 +1076,20 @@ def _budget_arg(budget):
     return int(arr)
 
 
-def allocate_group_sizes(p_or_posterior, budget, *, value: str = "update", g_min=2, g_max=512, step=1,
-                         skip: bool = True, ddof: int = 0, eps: float = 0.0, lr: float | None = None,
-                         horizon: int | None = None) -> Allocation:
+def allocate_group_sizes(
+    p_or_posterior,
+    budget,
+    *,
+    value: str = "update",
+    g_min=2,
+    g_max=512,
+    step=1,
+    skip: bool = True,
+    ddof: int = 0,
+    eps: float = 0.0,
+    lr: float | None = None,
+    horizon: int | None = None,
+) -> Allocation:
     """Group size per prompt maximising the total expected value under a rollout budget.
 
     Parameters
@@ -1108,18 +1157,32 @@ def _allocate(prob, budget: int) -> Allocation:
     if prob.skip and budget < prob.g_min:
         raise InputError(f"budget must be >= g_min ({prob.g_min}) to serve any prompt, got budget={budget}")
     if not prob.skip and budget < prob.base:
-        raise InputError(f"budget must be >= n_prompts × g_min = {prob.n} × {prob.g_min} = {prob.base} "
-                         f"when skip=False, got budget={budget}")
+        raise InputError(
+            f"budget must be >= n_prompts × g_min = {prob.n} × {prob.g_min} = {prob.base} "
+            f"when skip=False, got budget={budget}"
+        )
     groups, total, spent, lam, exact, gap = prob.solve(budget)
     G, val = prob.per_prompt(groups)
     if not exact and prob.dp_size(budget) <= _MAX_DP:
         # Small enough for the exact dynamic programme over the whole grid (envelope or not).
         G, val = prob.exact_dp(budget)
         exact, gap = True, 0.0
-    return Allocation(group_size=G, value=val, total=float(val.sum()), budget=budget, spent=int(G.sum()),
-                      multiplier=lam, exact=exact, gap_bound=gap, envelope=prob.envelope,
-                      envelope_sizes=prob.envelope_sizes, value_name=prob.value_name,
-                      grid=(prob.g_min, prob.g_max, prob.step, prob.skip), ddof=prob.ddof, eps=prob.eps)
+    return Allocation(
+        group_size=G,
+        value=val,
+        total=float(val.sum()),
+        budget=budget,
+        spent=int(G.sum()),
+        multiplier=lam,
+        exact=exact,
+        gap_bound=gap,
+        envelope=prob.envelope,
+        envelope_sizes=prob.envelope_sizes,
+        value_name=prob.value_name,
+        grid=(prob.g_min, prob.g_max, prob.step, prob.skip),
+        ddof=prob.ddof,
+        eps=prob.eps,
+    )
 
 
 # --------------------------------------------------------------------------- uniform G advice
@@ -1150,9 +1213,19 @@ class UniformAdvice:
     at_budget: dict
 
 
-def uniform_group_size_advice(p_or_posterior, budget=None, *, value: str = "update", g_min=2, g_max=512,
-                              step=1, ddof: int = 0, eps: float = 0.0, lr: float | None = None,
-                              horizon: int | None = None) -> UniformAdvice:
+def uniform_group_size_advice(
+    p_or_posterior,
+    budget=None,
+    *,
+    value: str = "update",
+    g_min=2,
+    g_max=512,
+    step=1,
+    ddof: int = 0,
+    eps: float = 0.0,
+    lr: float | None = None,
+    horizon: int | None = None,
+) -> UniformAdvice:
     """Value per rollout of every uniform G, the best one, and the allocated plan beside it.
 
     The arguments are those of :func:`allocate_group_sizes` (``ddof``, ``eps``: the trainer's std
@@ -1170,9 +1243,20 @@ def uniform_group_size_advice(p_or_posterior, budget=None, *, value: str = "upda
     return _advise(prob, budget)
 
 
-def allocate_with_advice(p_or_posterior, budget, *, value: str = "update", g_min=2, g_max=512, step=1,
-                         skip: bool = True, ddof: int = 0, eps: float = 0.0, lr: float | None = None,
-                         horizon: int | None = None) -> tuple[Allocation, UniformAdvice]:
+def allocate_with_advice(
+    p_or_posterior,
+    budget,
+    *,
+    value: str = "update",
+    g_min=2,
+    g_max=512,
+    step=1,
+    skip: bool = True,
+    ddof: int = 0,
+    eps: float = 0.0,
+    lr: float | None = None,
+    horizon: int | None = None,
+) -> tuple[Allocation, UniformAdvice]:
     """:func:`allocate_group_sizes` and :func:`uniform_group_size_advice` at one budget, the
     value table computed once (``gsd plan --budget`` prints both).  The same arguments; the
     advice always allows skipping, as :func:`uniform_group_size_advice` does.
@@ -1201,10 +1285,18 @@ def _advise(prob, budget) -> UniformAdvice:
     reach = np.searchsorted(np.maximum.accumulate(uniform), allocated * (1 - 1e-12), side="left")
     match = np.where(reach < grid.size, rollouts[np.minimum(reach, grid.size - 1)], np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
-        curve = pd.DataFrame({"G": grid, "rollouts": rollouts, "uniform_value": uniform,
-                              "value_per_rollout": uniform / rollouts, "allocated_value": allocated,
-                              "gain": np.where(uniform > 0, allocated / uniform, np.nan),
-                              "uniform_rollouts_to_match": match, "compute_ratio": match / rollouts})
+        curve = pd.DataFrame(
+            {
+                "G": grid,
+                "rollouts": rollouts,
+                "uniform_value": uniform,
+                "value_per_rollout": uniform / rollouts,
+                "allocated_value": allocated,
+                "gain": np.where(uniform > 0, allocated / uniform, np.nan),
+                "uniform_rollouts_to_match": match,
+                "compute_ratio": match / rollouts,
+            }
+        )
     best = int(grid[np.argmax(curve.value_per_rollout.to_numpy())])
     at = {}
     if budget is not None:
@@ -1214,16 +1306,27 @@ def _advise(prob, budget) -> UniformAdvice:
         if affordable.size:
             gu = int(affordable[-1])
             uv = float(uniform[grid == gu][0])
-            at = {"budget": budget, "uniform_G": gu, "uniform_value": uv, "allocated_value": alloc_total,
-                  "gain": alloc_total / uv if uv > 0 else math.nan}
+            at = {
+                "budget": budget,
+                "uniform_G": gu,
+                "uniform_value": uv,
+                "allocated_value": alloc_total,
+                "gain": alloc_total / uv if uv > 0 else math.nan,
+            }
         else:
-            at = {"budget": budget, "uniform_G": None, "uniform_value": math.nan, "allocated_value": alloc_total,
-                  "gain": math.nan}
+            at = {
+                "budget": budget,
+                "uniform_G": None,
+                "uniform_value": math.nan,
+                "allocated_value": alloc_total,
+                "gain": math.nan,
+            }
     return UniformAdvice(curve=curve, best_G=best, budget=budget, at_budget=at)
 
 
-def uniform_plan(p_or_posterior, budget, *, g_min=2, g_max=512, step=1, skip: bool = True, ddof: int = 0,
-                 eps: float = 0.0) -> Allocation:
+def uniform_plan(
+    p_or_posterior, budget, *, g_min=2, g_max=512, step=1, skip: bool = True, ddof: int = 0, eps: float = 0.0
+) -> Allocation:
     """The same group size for every prompt that can carry a gradient: ``gsd plan --budget``'s default.
 
     Parameters
@@ -1284,10 +1387,22 @@ def uniform_plan(p_or_posterior, budget, *, g_min=2, g_max=512, step=1, skip: bo
             first = np.flatnonzero(served.ravel())[: budget // g_min]
             G.ravel()[first] = g_min
     value = allocation_value(p_or_posterior, G, "update", ddof=ddof, eps=eps)
-    return Allocation(group_size=G, value=value, total=float(value.sum()), budget=budget, spent=int(G.sum()),
-                      multiplier=math.nan, exact=True, gap_bound=0.0, envelope=False,
-                      envelope_sizes=np.empty(0, dtype=np.int64), value_name="uniform",
-                      grid=(g_min, g_max, step, bool(skip)), ddof=int(as_ddof(ddof)), eps=float(as_eps(eps)))
+    return Allocation(
+        group_size=G,
+        value=value,
+        total=float(value.sum()),
+        budget=budget,
+        spent=int(G.sum()),
+        multiplier=math.nan,
+        exact=True,
+        gap_bound=0.0,
+        envelope=False,
+        envelope_sizes=np.empty(0, dtype=np.int64),
+        value_name="uniform",
+        grid=(g_min, g_max, step, bool(skip)),
+        ddof=int(as_ddof(ddof)),
+        eps=float(as_eps(eps)),
+    )
 
 
 def budget_plan(p_or_posterior, budget, rule: str = DEFAULT_PLAN, **kwargs) -> Allocation:
@@ -1305,5 +1420,6 @@ def budget_plan(p_or_posterior, budget, rule: str = DEFAULT_PLAN, **kwargs) -> A
     if rule not in ALLOCATION_VALUES:
         raise InputError(f"rule must be one of {PLAN_RULES}, got {rule!r}")
     return allocate_group_sizes(p_or_posterior, budget, value=rule, **kwargs)
+
 
 _log_beta_moment, _beta_sigma = log_beta_moment, beta_sigma  # the former names

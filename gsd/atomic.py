@@ -37,8 +37,20 @@ import shutil
 import uuid
 from pathlib import Path
 
-__all__ = ["write_atomic", "write_json", "read_json", "write_table", "atomic_path", "jsonable",
-           "remove_temps", "replace_set", "make_folder", "entry_path", "check_writable", "TEMP_GLOB"]
+__all__ = [
+    "write_atomic",
+    "write_json",
+    "read_json",
+    "write_table",
+    "atomic_path",
+    "jsonable",
+    "remove_temps",
+    "replace_set",
+    "make_folder",
+    "entry_path",
+    "check_writable",
+    "TEMP_GLOB",
+]
 
 #: Glob matching the temporary files of this module (``.NAME.<pid>.<random>.tmp``).
 TEMP_GLOB = ".*.tmp"
@@ -46,8 +58,24 @@ TEMP_GLOB = ".*.tmp"
 # OSErrors that say the destination cannot take the write: the user's choice of path (or disk),
 # not a bug, so they become one-line input errors.  Anything else keeps its traceback.
 _DESTINATION_ERRNOS = frozenset(
-    getattr(errno, name) for name in ("EACCES", "EPERM", "EROFS", "ENOTDIR", "EISDIR", "EEXIST", "ENAMETOOLONG",
-                                      "ENOSPC", "EDQUOT", "ELOOP", "EFBIG", "ENOENT", "EXDEV", "ENOTEMPTY") if hasattr(errno, name)
+    getattr(errno, name)
+    for name in (
+        "EACCES",
+        "EPERM",
+        "EROFS",
+        "ENOTDIR",
+        "EISDIR",
+        "EEXIST",
+        "ENAMETOOLONG",
+        "ENOSPC",
+        "EDQUOT",
+        "ELOOP",
+        "EFBIG",
+        "ENOENT",
+        "EXDEV",
+        "ENOTEMPTY",
+    )
+    if hasattr(errno, name)
 )
 
 
@@ -55,12 +83,13 @@ def _unwritable(path, exc: OSError):
     """The InputError for an OSError that says ``path`` cannot be written."""
     from ._errors import InputError
 
-    reason = {errno.ENOTDIR: "a file is in the way of a folder on the path",
-              errno.EEXIST: "a file is in the way of a folder on the path",
-              errno.EISDIR: "it is a folder, a file is expected",
-              errno.ENOENT: "the folder cannot hold files (a pseudo file system such as /proc, or it vanished)",
-              errno.EFBIG: "the file is larger than this process may write (file-size limit, or a full quota)",
-              }.get(exc.errno, exc.strerror or str(exc))
+    reason = {
+        errno.ENOTDIR: "a file is in the way of a folder on the path",
+        errno.EEXIST: "a file is in the way of a folder on the path",
+        errno.EISDIR: "it is a folder, a file is expected",
+        errno.ENOENT: "the folder cannot hold files (a pseudo file system such as /proc, or it vanished)",
+        errno.EFBIG: "the file is larger than this process may write (file-size limit, or a full quota)",
+    }.get(exc.errno, exc.strerror or str(exc))
     return InputError(f"cannot write {str(path)!r}: {reason}")
 
 
@@ -225,8 +254,10 @@ def read_json(path):
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         from ._errors import InputError
 
-        raise InputError(f"{str(path)!r} is damaged (not JSON: {str(exc).splitlines()[0][:80]}); "
-                         "delete it, or the folder, and run again") from None
+        raise InputError(
+            f"{str(path)!r} is damaged (not JSON: {str(exc).splitlines()[0][:80]}); "
+            "delete it, or the folder, and run again"
+        ) from None
 
 
 def write_table(path, df) -> Path:
@@ -256,8 +287,10 @@ def _unparquetable(path, df, exc):
         if col.dtype == object:
             kinds = sorted({type(v).__name__ for v in col.dropna().tolist()})
             if len(kinds) > 1:
-                return InputError(f"cannot write {str(path)!r} as parquet: column {str(name)!r} mixes {', '.join(kinds)} "
-                                  "values and parquet holds one type per column; write .csv, or give the column one type")
+                return InputError(
+                    f"cannot write {str(path)!r} as parquet: column {str(name)!r} mixes {', '.join(kinds)} "
+                    "values and parquet holds one type per column; write .csv, or give the column one type"
+                )
     return InputError(f"cannot write {str(path)!r} as parquet: {str(exc).splitlines()[0][:160]}")
 
 
@@ -334,8 +367,10 @@ def _finish_set(stage: Path, folder: Path) -> None:
     except (OSError, ValueError):
         shutil.rmtree(stage, ignore_errors=True)
         return
-    if not isinstance(manifest, dict) or not all(isinstance(n, list) and all(_entry_fault(x) is None for x in n)
-                                                 for n in (manifest.get("write"), manifest.get("remove"))):
+    if not isinstance(manifest, dict) or not all(
+        isinstance(n, list) and all(_entry_fault(x) is None for x in n)
+        for n in (manifest.get("write"), manifest.get("remove"))
+    ):
         shutil.rmtree(stage, ignore_errors=True)
         return
     for name in manifest["write"]:

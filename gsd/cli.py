@@ -23,10 +23,10 @@ from ._errors import InputError, MissingExtra
 # imported by none of them); their names stay importable from here.
 from .cli_support import (  # noqa: F401
     CliError,
+    add_advice_arguments,
     bounded_float,
     bounded_int,
     check_options,
-    add_advice_arguments,
     emit,
     hidden_aliases,
     imports_done,

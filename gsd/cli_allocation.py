@@ -29,7 +29,8 @@ EVIDENCE = (
     "Beta(0.3, 0.3)) uniform G = 2 beat G = 4 and 8 on every population, by 0.03 to 0.24, and the update plan at 8 per "
     "prompt ended below uniform G = 8 on three of the five (by 0.010 to 0.029) and above it on one (by 0.004). So the default plan is uniform G (--value uniform); a "
     "plan raises this step's expected value, which is not the same as learning faster: choose the uniform G first "
-    "(value_per_rollout falls with G: more steps of smaller groups), then plan within that budget if you plan at all.")
+    "(value_per_rollout falls with G: more steps of smaller groups), then plan within that budget if you plan at all."
+)
 
 
 #: ``gsd plan --budget`` prints the plan's rows up to this many (a list of rates typed on the
@@ -41,45 +42,94 @@ def add_arguments(p) -> None:
     """The budget options of ``gsd plan``."""
     g = p.add_argument_group("budget allocation (with --budget)")
     g.add_argument("--budget", type=bounded_int(1, 2**53, "a float64 holds it exactly"), help=HELP)
-    g.add_argument("--value", default=None,  # gsd.allocation.DEFAULT_PLAN, shared with gsd diagnose --budget
-                   help="uniform (default: the same G for every prompt that can carry a gradient, the largest the "
-                        "budget affords; see docs/allocation_comparison.md) or a plan by what a group is worth: "
-                        "update = E[σ̂] (GRPO, the default before), dr_grpo, progress, nonsilent, knapsack, "
-                        "gain / dr_gain (one-step gain of GRPO's / Dr.GRPO's objective), horizon / dr_horizon "
-                        "(gain over --horizon steps, needs --lr)")
-    g.add_argument("--lr", type=real_option, default=None,
-                   help="--value horizon/dr_horizon: the per-step logit rate (a tabular SGD policy's learning rate)")
-    g.add_argument("--horizon", type=bounded_int(1, 10**6, "steps looked ahead"), default=None,
-                   help="--value horizon/dr_horizon: steps looked ahead")
-    g.add_argument("--g-min", type=bounded_int(1, MAX_EXACT_GROUP_SIZE, "the exact sums' limit"), default=2, help="smallest group size served (default 2)")
-    g.add_argument("--g-max", type=bounded_int(1, MAX_EXACT_GROUP_SIZE, "the exact sums' limit"), default=512, help="largest group size (default 512)")
-    g.add_argument("--step", type=bounded_int(1, MAX_EXACT_GROUP_SIZE, "the exact sums' limit"), default=1, help="group sizes g_min, g_min + step, …, g_max (default 1)")
+    g.add_argument(
+        "--value",
+        default=None,  # gsd.allocation.DEFAULT_PLAN, shared with gsd diagnose --budget
+        help="uniform (default: the same G for every prompt that can carry a gradient, the largest the "
+        "budget affords; see docs/allocation_comparison.md) or a plan by what a group is worth: "
+        "update = E[σ̂] (GRPO, the default before), dr_grpo, progress, nonsilent, knapsack, "
+        "gain / dr_gain (one-step gain of GRPO's / Dr.GRPO's objective), horizon / dr_horizon "
+        "(gain over --horizon steps, needs --lr)",
+    )
+    g.add_argument(
+        "--lr",
+        type=real_option,
+        default=None,
+        help="--value horizon/dr_horizon: the per-step logit rate (a tabular SGD policy's learning rate)",
+    )
+    g.add_argument(
+        "--horizon",
+        type=bounded_int(1, 10**6, "steps looked ahead"),
+        default=None,
+        help="--value horizon/dr_horizon: steps looked ahead",
+    )
+    g.add_argument(
+        "--g-min",
+        type=bounded_int(1, MAX_EXACT_GROUP_SIZE, "the exact sums' limit"),
+        default=2,
+        help="smallest group size served (default 2)",
+    )
+    g.add_argument(
+        "--g-max",
+        type=bounded_int(1, MAX_EXACT_GROUP_SIZE, "the exact sums' limit"),
+        default=512,
+        help="largest group size (default 512)",
+    )
+    g.add_argument(
+        "--step",
+        type=bounded_int(1, MAX_EXACT_GROUP_SIZE, "the exact sums' limit"),
+        default=1,
+        help="group sizes g_min, g_min + step, …, g_max (default 1)",
+    )
     g.add_argument("--no-skip", action="store_true", help="serve every prompt (at least g_min answers)")
-    g.add_argument("--ddof", type=int, default=0,
-                   help="your trainer's std for --value update/progress: 0 population (the paper, default), "
-                        "1 sample std (TRL, verl)")
-    g.add_argument("--eps", type=real_option, default=0.0,
-                   help="added to that std before dividing (default 0; TRL 1e-4, verl 1e-6); not the --epsilon target")
+    g.add_argument(
+        "--ddof",
+        type=int,
+        default=0,
+        help="your trainer's std for --value update/progress: 0 population (the paper, default), "
+        "1 sample std (TRL, verl)",
+    )
+    g.add_argument(
+        "--eps",
+        type=real_option,
+        default=0.0,
+        help="added to that std before dividing (default 0; TRL 1e-4, verl 1e-6); not the --epsilon target",
+    )
     g.add_argument("--k-column", help="--input column of right answers per prompt (with --n-column)")
     g.add_argument("--n-column", help="--input column of logged rollouts per prompt (with --k-column)")
     g.add_argument("--prompt-column", help="--input is one row per rollout: the prompt-id column to group by")
-    g.add_argument("--reward-column", default="reward", help="0/1 reward column of a per-rollout --input (default reward)")
+    g.add_argument(
+        "--reward-column", default="reward", help="0/1 reward column of a per-rollout --input (default reward)"
+    )
     hidden_aliases(g, {"--prompt-col": "prompt_column", "--reward": "reward_column"})  # gsd diagnose's old spellings
-    g.add_argument("--prior", default="empirical-bayes",
-                   help="prior of the solve rate for counts: empirical-bayes (default), uniform, jeffreys or A,B")
-    g.add_argument("--advice", action="store_true",
-                   help="also say which uniform G learns fastest: expected progress per generation (per second with "
-                        "--cost) of uniform G on the grid, summarised; the full tables go to --output "
-                        "(FILE's name with .advice before its suffix) and --json")
-    g.add_argument("--hold", choices=("prompts", "generations"), default="prompts",
-                   help="--advice: what a step holds fixed as G changes, its prompts (the usable rows; default) or its "
-                        "generations (--budget)")
+    g.add_argument(
+        "--prior",
+        default="empirical-bayes",
+        help="prior of the solve rate for counts: empirical-bayes (default), uniform, jeffreys or A,B",
+    )
+    g.add_argument(
+        "--advice",
+        action="store_true",
+        help="also say which uniform G learns fastest: expected progress per generation (per second with "
+        "--cost) of uniform G on the grid, summarised; the full tables go to --output "
+        "(FILE's name with .advice before its suffix) and --json",
+    )
+    g.add_argument(
+        "--hold",
+        choices=("prompts", "generations"),
+        default="prompts",
+        help="--advice: what a step holds fixed as G changes, its prompts (the usable rows; default) or its "
+        "generations (--budget)",
+    )
     from .cli_support import add_advice_arguments
 
     add_advice_arguments(g)
-    g.add_argument("--show-rows", action="store_true",
-                   help=f"print every row of the plan (default: up to {SHOWN_ROWS} rows; past that a summary, and the "
-                        "rows go to --output or --json)")
+    g.add_argument(
+        "--show-rows",
+        action="store_true",
+        help=f"print every row of the plan (default: up to {SHOWN_ROWS} rows; past that a summary, and the "
+        "rows go to --output or --json)",
+    )
 
 
 #: Group sizes ``--advice`` compares (those on the plan's grid): a coarse grid, so a file of 10^4 posteriors stays quick.
@@ -104,8 +154,16 @@ def speed_advice(src, args):
         grid = grid[grid <= args.budget]
         if grid.size == 0:
             raise CliError(f"--advice --hold generations: --budget {args.budget} holds no group of the grid")
-    return group_size_advice(src, hold=args.hold, optimizer=args.optimizer or DEFAULT_OPTIMIZER, g_grid=grid,
-                             cost=step_cost(args.cost), ddof=args.ddof, eps=args.eps, **size)
+    return group_size_advice(
+        src,
+        hold=args.hold,
+        optimizer=args.optimizer or DEFAULT_OPTIMIZER,
+        g_grid=grid,
+        cost=step_cost(args.cost),
+        ddof=args.ddof,
+        eps=args.eps,
+        **size,
+    )
 
 
 def advice_path(output: str) -> str:
@@ -120,17 +178,28 @@ def advice_summary(speed) -> list[str]:
     """``--advice``'s few lines: the best G per generation (and per second), a few G beside it, the conventions."""
     t = speed.table.set_index("G")
     shown = [g for g in (2, 4, 8, 16, 32, 64) if g in t.index and g != speed.advised_G_per_generation]
-    lines = [f"Fastest uniform G per generation: {speed.advised_G_per_generation}"
-             + (" (" + ", ".join(f"G = {g} at {t.loc[g, 'relative_per_generation']:.2f}x" for g in shown) + ")"
-                if shown else "")]
+    lines = [
+        f"Fastest uniform G per generation: {speed.advised_G_per_generation}"
+        + (
+            " (" + ", ".join(f"G = {g} at {t.loc[g, 'relative_per_generation']:.2f}x" for g in shown) + ")"
+            if shown
+            else ""
+        )
+    ]
     if speed.advised_G_per_second is not None:
-        lines.append(f"Fastest uniform G per second: {speed.advised_G_per_second} ("
-                     + ", ".join(f"G = {g} at {t.loc[g, 'relative_per_second']:.2f}x" for g in shown
-                                 if g != speed.advised_G_per_second) + f"; cost from {speed.cost.source})")
+        lines.append(
+            f"Fastest uniform G per second: {speed.advised_G_per_second} ("
+            + ", ".join(
+                f"G = {g} at {t.loc[g, 'relative_per_second']:.2f}x" for g in shown if g != speed.advised_G_per_second
+            )
+            + f"; cost from {speed.cost.source})"
+        )
     else:
         lines.append("Per second: give --cost T_STEP,T_PROMPT,T_ROLLOUT")
-    lines.append(f"  (expected progress of the prompts' objective; {speed.convention()}; docs/theory.md, section "
-                 "Which G learns fastest)")
+    lines.append(
+        f"  (expected progress of the prompts' objective; {speed.convention()}; docs/theory.md, section "
+        "Which G learns fastest)"
+    )
     return lines
 
 
@@ -229,16 +298,33 @@ def plan_budget(args) -> int:
     # distinct rates at g_max 512) only drops the line that compares it with --value update.
     advice = None
     try:
-        plan, advice = allocate_with_advice(src, args.budget, value=advice_value(args.value), g_min=args.g_min,
-                                            g_max=args.g_max, step=args.step, skip=not args.no_skip,
-                                            ddof=args.ddof, eps=args.eps, **look)
+        plan, advice = allocate_with_advice(
+            src,
+            args.budget,
+            value=advice_value(args.value),
+            g_min=args.g_min,
+            g_max=args.g_max,
+            step=args.step,
+            skip=not args.no_skip,
+            ddof=args.ddof,
+            eps=args.eps,
+            **look,
+        )
     except TableLimit as exc:
         if args.value != "uniform" or args.advice:
             raise
         skipped_advice = str(exc)
     if args.value == "uniform":
-        plan = uniform_plan(src, args.budget, g_min=args.g_min, g_max=args.g_max, step=args.step,
-                            skip=not args.no_skip, ddof=args.ddof, eps=args.eps)
+        plan = uniform_plan(
+            src,
+            args.budget,
+            g_min=args.g_min,
+            g_max=args.g_max,
+            step=args.step,
+            skip=not args.no_skip,
+            ddof=args.ddof,
+            eps=args.eps,
+        )
     G = pd.array(np.zeros(len(df), dtype=np.int64), dtype="Int64")
     G[~ok] = pd.NA
     G[ok] = plan.group_size
@@ -252,11 +338,23 @@ def plan_budget(args) -> int:
         silent[idx] = expected_silent_rate(sub, plan.group_size[served])
     st = status.copy()
     st[np.nonzero(ok)[0]] = np.where(served, "planned", "skipped")
-    out, renamed = tables.add_columns(df, {"posterior_mean": np.where(ok, mean, np.nan), "group_size": G,
-                                           "expected_value": value, "silent_probability": silent, "status": st})
-    summary = plan.summary() | {"rows": len(out), "unusable_rows": int((~ok).sum()), "renamed_columns": renamed,
-                                "best_uniform_G": advice.best_G if advice else None,
-                                "uniform_at_budget": advice.at_budget if advice else None}
+    out, renamed = tables.add_columns(
+        df,
+        {
+            "posterior_mean": np.where(ok, mean, np.nan),
+            "group_size": G,
+            "expected_value": value,
+            "silent_probability": silent,
+            "status": st,
+        },
+    )
+    summary = plan.summary() | {
+        "rows": len(out),
+        "unusable_rows": int((~ok).sum()),
+        "renamed_columns": renamed,
+        "best_uniform_G": advice.best_G if advice else None,
+        "uniform_at_budget": advice.at_budget if advice else None,
+    }
     speed = speed_advice(src, args) if args.advice else None
     if speed is not None:
         summary["advised_group_size"] = speed.advised_G_per_generation
@@ -269,25 +367,46 @@ def plan_budget(args) -> int:
     if args.json:
         rows = json.loads(out.to_json(orient="records", double_precision=15))
         # NaN (a uniform plan's multiplier, a gain over a zero value) is JSON null: strict parsers refuse NaN
-        print(json.dumps(json_ready({"summary": summary, "rows": rows} | ({
-            "advice": json.loads(advice.curve.to_json(orient="records", double_precision=15)),
-            "speed": json.loads(speed.table.to_json(orient="records", double_precision=15)),
-            "evidence": EVIDENCE} if args.advice else {})), indent=2, allow_nan=False))
+        print(
+            json.dumps(
+                json_ready(
+                    {"summary": summary, "rows": rows}
+                    | (
+                        {
+                            "advice": json.loads(advice.curve.to_json(orient="records", double_precision=15)),
+                            "speed": json.loads(speed.table.to_json(orient="records", double_precision=15)),
+                            "evidence": EVIDENCE,
+                        }
+                        if args.advice
+                        else {}
+                    )
+                ),
+                indent=2,
+                allow_nan=False,
+            )
+        )
         return 0
     ub = advice.at_budget if advice else {}
     if advice is None:
         print(f"(the comparison with --value {advice_value(args.value)} is left out: {skipped_advice})")
     uniform = args.value == "uniform"
-    print(f"{len(out)} rows, budget {plan.budget} rollouts, value {plan.value_name}: spent {plan.spent}, "
-          f"served {int(served.sum())}, skipped {int((~served).sum())}, total value {plan.total:.6g}"
-          f" ({'uniform' if uniform else 'optimal' if plan.exact else f'within {plan.gap_bound:.3g} of optimal'})")
+    print(
+        f"{len(out)} rows, budget {plan.budget} rollouts, value {plan.value_name}: spent {plan.spent}, "
+        f"served {int(served.sum())}, skipped {int((~served).sum())}, total value {plan.total:.6g}"
+        f" ({'uniform' if uniform else 'optimal' if plan.exact else f'within {plan.gap_bound:.3g} of optimal'})"
+    )
     if ub.get("uniform_G"):
         # The default is that uniform G itself: its one-step ratio would read 1x, so the line names
         # what --value update would plan instead (one step's value, not a run's: see the evidence).
-        gain = (f"--value {advice_value(args.value)} would plan {ub['gain']:.4g}x on one step" if uniform
-                else f"the plan gives {ub['gain']:.4g}x")
-        print(f"uniform G = {ub['uniform_G']} at this budget: value {ub['uniform_value']:.6g}; "
-              f"{gain}; best uniform G (value per rollout): {advice.best_G}")
+        gain = (
+            f"--value {advice_value(args.value)} would plan {ub['gain']:.4g}x on one step"
+            if uniform
+            else f"the plan gives {ub['gain']:.4g}x"
+        )
+        print(
+            f"uniform G = {ub['uniform_G']} at this budget: value {ub['uniform_value']:.6g}; "
+            f"{gain}; best uniform G (value per rollout): {advice.best_G}"
+        )
     for line in tables.table_notes(status, renamed):
         print(line)
     if args.output:
@@ -298,15 +417,21 @@ def plan_budget(args) -> int:
         sizes = plan.group_size[served]
         if sizes.size:
             q = np.percentile(sizes, [50, 90])
-            print(f"G over the {sizes.size} served prompts: min {sizes.min()}, median {q[0]:g}, "
-                  f"90th percentile {q[1]:g}, max {sizes.max()}")
-        print(f"{len(out)} rows not printed: --output FILE writes them (csv or parquet), --show-rows prints them, "
-              "--json gives them with the summary")
+            print(
+                f"G over the {sizes.size} served prompts: min {sizes.min()}, median {q[0]:g}, "
+                f"90th percentile {q[1]:g}, max {sizes.max()}"
+            )
+        print(
+            f"{len(out)} rows not printed: --output FILE writes them (csv or parquet), --show-rows prints them, "
+            "--json gives them with the summary"
+        )
     if args.advice:
         for line in advice_summary(speed):
             print(line)
-        print(f"  full tables ({len(speed.table)} G by progress, {len(advice.curve)} G by value per rollout against the "
-              f"--value {advice_value(args.value)} plan): "
-              + (f"written to {advice_path(args.output)}" if args.output else "--output FILE or --json"))
+        print(
+            f"  full tables ({len(speed.table)} G by progress, {len(advice.curve)} G by value per rollout against the "
+            f"--value {advice_value(args.value)} plan): "
+            + (f"written to {advice_path(args.output)}" if args.output else "--output FILE or --json")
+        )
         print(EVIDENCE)
     return 0

@@ -15,8 +15,18 @@ import math
 from ._errors import InputError
 from ._userinput import parse_real
 
-__all__ = ["CliError", "bounded_int", "bounded_float", "real_option", "check_options", "parse_list", "emit",
-           "json_ready", "imports_done", "set_console"]
+__all__ = [
+    "CliError",
+    "bounded_int",
+    "bounded_float",
+    "real_option",
+    "check_options",
+    "parse_list",
+    "emit",
+    "json_ready",
+    "imports_done",
+    "set_console",
+]
 
 
 class CliError(InputError):
@@ -106,8 +116,11 @@ def parse_list(text: str, kind=float, name: str = "value"):
     import numpy as np
 
     try:
-        values = [kind(parse_real(x, f"--{name}")) if kind is float else kind(x)
-                  for x in str(text).split(",") if x.strip() != ""]
+        values = [
+            kind(parse_real(x, f"--{name}")) if kind is float else kind(x)
+            for x in str(text).split(",")
+            if x.strip() != ""
+        ]
     except InputError:
         raise
     except ValueError:
@@ -169,6 +182,7 @@ def _json_number(v):
 
 def _text_table(columns: dict, floatfmt: str) -> str:
     """Right-aligned columns under their names, like ``DataFrame.to_string(index=False)``."""
+
     def cell(v):
         if isinstance(v, float):
             return "NaN" if v != v else floatfmt.format(v)  # inf prints as inf
@@ -209,8 +223,7 @@ def hidden_aliases(parser, aliases: dict) -> None:
     """Accept each old option spelling in ``aliases`` (``{"--prompt-col": "prompt_col"}``: the
     spelling and the ``dest`` of the option it stands for) without listing it in ``--help`` or the
     docs: one spelling shown per idea, commands typed with the old one still run."""
-    shown = {a.dest: a.option_strings[-1] for a in parser._actions
-             if a.option_strings and a.help != argparse.SUPPRESS}
+    shown = {a.dest: a.option_strings[-1] for a in parser._actions if a.option_strings and a.help != argparse.SUPPRESS}
     for alias, dest in aliases.items():
         action = parser.add_argument(alias, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         action.alias_of = shown[dest]  # the option --help shows for it (its help text is that one's)
@@ -218,12 +231,19 @@ def hidden_aliases(parser, aliases: dict) -> None:
 
 def add_advice_arguments(p) -> None:
     """``--optimizer`` and ``--cost``: the conventions of the group-size advice (:func:`gsd.group_size_advice`)."""
-    p.add_argument("--optimizer", choices=("adam", "sgd"), default=None,
-                   help="the optimiser the advice models: adam (default; TRL's and verl's AdamW) or sgd")
-    p.add_argument("--cost", metavar="T_STEP,T_PROMPT,T_ROLLOUT",
-                   help="seconds per training step = T_STEP + T_PROMPT x prompts + T_ROLLOUT x generations per step "
-                        "(fit them from runs at several G with gsd.fit_step_cost); with it the advice also gives the "
-                        "best G per second")
+    p.add_argument(
+        "--optimizer",
+        choices=("adam", "sgd"),
+        default=None,
+        help="the optimiser the advice models: adam (default; TRL's and verl's AdamW) or sgd",
+    )
+    p.add_argument(
+        "--cost",
+        metavar="T_STEP,T_PROMPT,T_ROLLOUT",
+        help="seconds per training step = T_STEP + T_PROMPT x prompts + T_ROLLOUT x generations per step "
+        "(fit them from runs at several G with gsd.fit_step_cost); with it the advice also gives the "
+        "best G per second",
+    )
 
 
 def step_cost(text):

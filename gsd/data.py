@@ -181,8 +181,10 @@ def load_solve_rates(path, column: str = BIGMATH_COLUMN) -> np.ndarray:
         else:
             df = pd.read_json(path, lines=suffix != ".json")
     except (ValueError, OSError, UnicodeError) as exc:  # pandas/pyarrow parse errors are ValueErrors
-        raise InputError(f"path: cannot read {str(path)!r} as {suffix[1:]} ({type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+        raise InputError(
+            f"path: cannot read {str(path)!r} as {suffix[1:]} ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''})"
+        ) from None
     if column not in df.columns:
         raise InputError(f"column: {column!r} is not a column of {str(path)!r}; it has {[str(c) for c in df.columns]}")
     values = pd.to_numeric(df[column], errors="coerce")

@@ -69,7 +69,8 @@ def _silent_beta(m, kappa, G):
 
 
 def _pooled(m, G):
-    from .silent import minor_rate as _minor, silent_from_minor as _silent
+    from .silent import minor_rate as _minor
+    from .silent import silent_from_minor as _silent
 
     return _silent(_minor(np.asarray(m, dtype=np.float64)), np.asarray(G, dtype=np.float64))
 
@@ -130,8 +131,9 @@ def _moments(mean, zero_std, G):
     try:
         m, z, G = np.broadcast_arrays(out[0], out[1], G)
     except ValueError:
-        raise InputError(f"shapes do not broadcast together: mean {out[0].shape}, zero_std {out[1].shape}, "
-                         f"G {G.shape}") from None
+        raise InputError(
+            f"shapes do not broadcast together: mean {out[0].shape}, zero_std {out[1].shape}, G {G.shape}"
+        ) from None
     return m, z, G
 
 
@@ -277,8 +279,10 @@ def silent_interval(fit: DifficultyFit, G, groups, *, level: float = 0.9, draws:
         raise InputError(f"level must be a number in (0, 1), got {level!r}")
     B = as_scalar_group_size(draws, "draws", minimum=10, maximum=10**5)
     if B * n > _MAX_DRAWS:  # one step's replicates are drawn at once: refused before any memory is taken
-        raise InputError(f"draws × groups must be at most {_MAX_DRAWS:,} (one step's replicates are held at once), "
-                         f"got draws={B} × groups={n}")
+        raise InputError(
+            f"draws × groups must be at most {_MAX_DRAWS:,} (one step's replicates are held at once), "
+            f"got draws={B} × groups={n}"
+        )
     steps = fit.mean.size
     lo = np.full((steps, Gs.size), np.nan)
     hi = np.full((steps, Gs.size), np.nan)
@@ -290,7 +294,7 @@ def silent_interval(fit: DifficultyFit, G, groups, *, level: float = 0.9, draws:
     chunk = max(1, _CHUNK // per_step)
     q = [(1 - level) / 2, (1 + level) / 2]
     for start in range(0, live.size, chunk):
-        idx = live[start:start + chunk]
+        idx = live[start : start + chunk]
         m = fit.mean[idx][:, None, None]
         kappa = fit.kappa[idx][:, None, None]
         g0 = fit.G[idx][:, None, None]
@@ -308,8 +312,7 @@ def silent_interval(fit: DifficultyFit, G, groups, *, level: float = 0.9, draws:
         # a replicate with no Beta (ẑ* at or below its pooled value, or m* ∈ {0, 1} with ẑ* < 1):
         # the limit κ = ∞
         kap = np.where(code == FIT_STATUS.index("no_beta"), np.inf, kap)
-        rep = DifficultyFit(mean=m_star.ravel(), zero_std=z_star.ravel(), G=gg.ravel(), kappa=kap,
-                            status=_names(code))
+        rep = DifficultyFit(mean=m_star.ravel(), zero_std=z_star.ravel(), G=gg.ravel(), kappa=kap, status=_names(code))
         pred = rep.silent_at(Gs[:, None])  # (len(G), idx.size * B)
         pred = pred.reshape(Gs.size, idx.size, B)
         qs = np.quantile(pred, q, axis=-1)  # (2, len(G), idx.size)

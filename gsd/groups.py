@@ -45,7 +45,9 @@ def check_rewards(rewards, *, binary: bool = False, name: str = "rewards"):
         if r.shape[-1] == 0 or r.numel() == 0:
             raise InputError(f"{name} has an empty group (shape {tuple(r.shape)})")
         if not bool(torch.isfinite(r).all()):
-            raise InputError(f"{name} must be finite (no NaN or ±inf), got {_show(r[~torch.isfinite(r)].detach().cpu().numpy())}")
+            raise InputError(
+                f"{name} must be finite (no NaN or ±inf), got {_show(r[~torch.isfinite(r)].detach().cpu().numpy())}"
+            )
         if binary and not bool(((r == 0) | (r == 1)).all()):
             bad = r[(r != 0) & (r != 1)]
             raise InputError(f"{name} must be binary (0 or 1) here, got {_show(bad.detach().cpu().numpy())}")
@@ -86,14 +88,15 @@ def _check_scores(scores, rewards):
             raise InputError(f"scores must be an array of numbers of shape (..., G, D), got {scores!r}") from None
     if tuple(s.shape[:-1]) != tuple(rewards.shape) or s.ndim != rewards.ndim + 1:
         raise InputError(
-            f"scores must have shape rewards.shape + (D,) = {tuple(rewards.shape)} + (D,), "
-            f"got {tuple(s.shape)}"
+            f"scores must have shape rewards.shape + (D,) = {tuple(rewards.shape)} + (D,), got {tuple(s.shape)}"
         )
     if s.shape[-1] == 0:
         raise InputError("scores has an empty score dimension D = 0")
     finite = s.isfinite() if is_torch(s) else np.isfinite(s)
     if not bool(finite.all()):
-        raise InputError(f"scores must be finite (no NaN or ±inf), got {_show(s[~finite].detach().cpu().numpy() if is_torch(s) else s[~finite])}")
+        raise InputError(
+            f"scores must be finite (no NaN or ±inf), got {_show(s[~finite].detach().cpu().numpy() if is_torch(s) else s[~finite])}"
+        )
     return s
 
 

@@ -15,7 +15,15 @@ from __future__ import annotations
 import numpy as np
 
 from ._binomial import unique_pairs
-from ._validate import MAX_EXACT_GROUP_SIZE, InputError, as_open_unit, as_probability, as_scalar_group_size, broadcast, numpy_result
+from ._validate import (
+    MAX_EXACT_GROUP_SIZE,
+    InputError,
+    as_open_unit,
+    as_probability,
+    as_scalar_group_size,
+    broadcast,
+    numpy_result,
+)
 from .silent import EXCEEDS_MAX, UNREACHABLE, group_size_for_silent_rate, silent_rate
 from .update import fidelity
 

@@ -129,16 +129,21 @@ class RunLock:
                 fd = os.open(self.path, flags, 0o644)  # a program of many runs holds one descriptor per run
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise _input_error(f"lock file {str(self.path)!r} is a symbolic link, not a lock file; remove it "
-                                   "(gsd never follows a link to lock or remove a file elsewhere)") from None
+                raise _input_error(
+                    f"lock file {str(self.path)!r} is a symbolic link, not a lock file; remove it "
+                    "(gsd never follows a link to lock or remove a file elsewhere)"
+                ) from None
             if exc.errno in (errno.EISDIR, errno.ENXIO):
-                raise _input_error(f"lock file {str(self.path)!r} is not a regular file ({exc.strerror}); "
-                                   "remove it") from None
+                raise _input_error(
+                    f"lock file {str(self.path)!r} is not a regular file ({exc.strerror}); remove it"
+                ) from None
             raise
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             os.close(fd)
-            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device or special file"
+            kind = (
+                "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device or special file"
+            )
             raise _input_error(f"lock file {str(self.path)!r} is {kind}, not a regular file; remove it")
         return fd
 
@@ -270,18 +275,23 @@ class hold_folder:
         try:
             self.lock.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise InputError(f"{self.option} {str(self.folder)!r}: cannot create its parent folder "
-                             f"({exc.strerror or exc})") from None
+            raise InputError(
+                f"{self.option} {str(self.folder)!r}: cannot create its parent folder ({exc.strerror or exc})"
+            ) from None
         try:
             self.lock.acquire()
         except LockBusy as exc:
-            raise InputError(f"{self.option} {str(self.folder)!r} is in use by {exc.owner} (lock file "
-                             f"{str(self.lock.path)!r}); wait for it to finish, or use another folder") from None
+            raise InputError(
+                f"{self.option} {str(self.folder)!r} is in use by {exc.owner} (lock file "
+                f"{str(self.lock.path)!r}); wait for it to finish, or use another folder"
+            ) from None
         except InputError as exc:
             raise InputError(f"{self.option} {str(self.folder)!r}: {exc}") from None
         except OSError as exc:
-            raise InputError(f"{self.option} {str(self.folder)!r}: cannot create its lock file "
-                             f"{str(self.lock.path)!r} ({exc.strerror or exc})") from None
+            raise InputError(
+                f"{self.option} {str(self.folder)!r}: cannot create its lock file "
+                f"{str(self.lock.path)!r} ({exc.strerror or exc})"
+            ) from None
         return self
 
     def __exit__(self, *exc) -> None:

@@ -22,8 +22,18 @@ from pathlib import Path
 
 from .atomic import write_atomic
 
-__all__ = ["COLORS", "RC", "FIGURE_DPI", "FIGURES_ENV", "styled", "new_figure", "method_label", "save_figure",
-           "figures_dir", "checkout_root"]
+__all__ = [
+    "COLORS",
+    "RC",
+    "FIGURE_DPI",
+    "FIGURES_ENV",
+    "styled",
+    "new_figure",
+    "method_label",
+    "save_figure",
+    "figures_dir",
+    "checkout_root",
+]
 
 #: Resolution of every figure the package writes (small files, readable on screen).
 FIGURE_DPI = 110
@@ -93,8 +103,15 @@ def styled(make):
     return wrapper
 
 
-def new_figure(ncols: int = 1, nrows: int = 1, *, width: float | None = None, height: float = 3.2,
-               margins: dict | None = None, **kw):
+def new_figure(
+    ncols: int = 1,
+    nrows: int = 1,
+    *,
+    width: float | None = None,
+    height: float = 3.2,
+    margins: dict | None = None,
+    **kw,
+):
     """A figure (no pyplot state) and its axes (a single Axes when ncols = nrows = 1).
 
     ``height`` is per row.  Call it inside a maker decorated with :func:`styled`.

@@ -171,8 +171,15 @@ def fit_beta_prior(k, n, *, full_output: bool = False):
     grid = np.linspace(*_LOG_S_BOUNDS, 41)
     start = min(grid, key=lambda ls: _neg_loglik(np.array([logit_m0, ls]), kk, nn, w)[0])
     bounds = [_LOGIT_M_BOUNDS, _LOG_S_BOUNDS]
-    res = minimize(_neg_loglik, np.array([logit_m0, start]), args=(kk, nn, w), jac=True,
-                   method="L-BFGS-B", bounds=bounds, options={"ftol": 1e-13, "gtol": 1e-8, "maxiter": 1000})
+    res = minimize(
+        _neg_loglik,
+        np.array([logit_m0, start]),
+        args=(kk, nn, w),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=bounds,
+        options={"ftol": 1e-13, "gtol": 1e-8, "maxiter": 1000},
+    )
     m, s = 1.0 / (1.0 + np.exp(-res.x[0])), float(np.exp(res.x[1]))
     a, b = float(m * s), float((1.0 - m) * s)
     if not full_output:
@@ -183,8 +190,7 @@ def fit_beta_prior(k, n, *, full_output: bool = False):
     grad = _neg_loglik(res.x, kk, nn, w)[1]
     free = np.array([True, not at_bound])
     converged = bool(np.all(np.abs(grad[free]) <= 1e-6 * w.sum()))
-    return (a, b), {"loglik": float(-res.fun), "prompts": int(w.sum()), "at_bound": at_bound,
-                    "converged": converged}
+    return (a, b), {"loglik": float(-res.fun), "prompts": int(w.sum()), "at_bound": at_bound, "converged": converged}
 
 
 def posterior_from_counts(k, n, prior="empirical-bayes") -> BetaPosterior:
@@ -216,12 +222,16 @@ def posterior_from_counts(k, n, prior="empirical-bayes") -> BetaPosterior:
         elif prior in PRIORS:
             a0, b0 = PRIORS[prior]
         else:
-            raise InputError(f"prior must be 'empirical-bayes', {', '.join(map(repr, PRIORS))} or (a, b), got {prior!r}")
+            raise InputError(
+                f"prior must be 'empirical-bayes', {', '.join(map(repr, PRIORS))} or (a, b), got {prior!r}"
+            )
     else:
         try:
             a0, b0 = (float(x) for x in prior)
         except (TypeError, ValueError):
-            raise InputError(f"prior must be 'empirical-bayes', {', '.join(map(repr, PRIORS))} or (a, b), got {prior!r}") from None
+            raise InputError(
+                f"prior must be 'empirical-bayes', {', '.join(map(repr, PRIORS))} or (a, b), got {prior!r}"
+            ) from None
         if not (np.isfinite(a0) and np.isfinite(b0) and a0 > 0 and b0 > 0):
             raise InputError(f"prior must be two finite numbers > 0, got {prior!r}")
     return BetaPosterior(a0 + k, b0 + (n - k), (a0, b0))

@@ -212,7 +212,9 @@ def silent_rate_subsampled(k, n, G):
     if (k > n).any():
         raise InputError(f"k must be <= n, got k={_show(k[k > n])} with n={_show(n[k > n])}")
     if (G > n).any():
-        raise InputError(f"G must be <= n (a subset of the logged rollouts), got G={_show(G[G > n])} with n={_show(n[G > n])}")
+        raise InputError(
+            f"G must be <= n (a subset of the logged rollouts), got G={_show(G[G > n])} with n={_show(n[G > n])}"
+        )
     # scipy's argument order: (x, M = population, n = successes, N = draws).
     from scipy.stats import hypergeom  # imported here: scipy.stats takes ~1 s to load
 

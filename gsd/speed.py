@@ -53,8 +53,19 @@ from .posterior import BetaPosterior
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["HOLDS", "OPTIMIZERS", "SPEED_METHODS", "DEFAULT_OPTIMIZER", "DEFAULT_TOLERANCE", "DEFAULT_G_GRID", "StepCost",
-           "GroupSizeAdvice", "group_size_advice", "fit_step_cost", "step_times_from_log"]
+__all__ = [
+    "HOLDS",
+    "OPTIMIZERS",
+    "SPEED_METHODS",
+    "DEFAULT_OPTIMIZER",
+    "DEFAULT_TOLERANCE",
+    "DEFAULT_G_GRID",
+    "StepCost",
+    "GroupSizeAdvice",
+    "group_size_advice",
+    "fit_step_cost",
+    "step_times_from_log",
+]
 
 #: What a comparison of group sizes holds fixed per step.
 HOLDS = ("prompts", "generations")
@@ -89,17 +100,24 @@ class StepCost:
     def __post_init__(self):
         for name in ("t_step", "t_prompt", "t_rollout"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating) \
-                    or not (math.isfinite(v) and 0 <= v <= 1e12):
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, int | float | np.integer | np.floating)
+                or not (math.isfinite(v) and 0 <= v <= 1e12)
+            ):
                 raise InputError(f"{name} must be a finite number of seconds in [0, 1e12], got {v!r}")
             object.__setattr__(self, name, float(v))
         if self.t_step + self.t_prompt + self.t_rollout <= 0:
-            raise InputError("a step cost needs at least one positive term (t_step, t_prompt, t_rollout), "
-                             f"got {self.t_step}, {self.t_prompt}, {self.t_rollout}")
+            raise InputError(
+                "a step cost needs at least one positive term (t_step, t_prompt, t_rollout), "
+                f"got {self.t_step}, {self.t_prompt}, {self.t_rollout}"
+            )
 
     def seconds(self, prompts, generations):
         """Seconds per step at these prompts and generations per step (broadcast)."""
-        return self.t_step + self.t_prompt * np.asarray(prompts, float) + self.t_rollout * np.asarray(generations, float)
+        return (
+            self.t_step + self.t_prompt * np.asarray(prompts, float) + self.t_rollout * np.asarray(generations, float)
+        )
 
 
 @dataclass
@@ -146,25 +164,49 @@ class GroupSizeAdvice:
 
     def convention(self) -> str:
         """One line naming what was held fixed, the optimiser and the objective."""
-        held = ("prompts per step held fixed (generations per step = prompts x G)" if self.hold == "prompts"
-                else "generations per step held fixed (prompts per step = generations / G)")
-        opt = "SGD" if self.optimizer == "sgd" else ("Adam, noise-dominated" if math.isinf(self.score_noise)
-                                                     else f"Adam, score noise {self.score_noise:g}")
+        held = (
+            "prompts per step held fixed (generations per step = prompts x G)"
+            if self.hold == "prompts"
+            else "generations per step held fixed (prompts per step = generations / G)"
+        )
+        opt = (
+            "SGD"
+            if self.optimizer == "sgd"
+            else (
+                "Adam, noise-dominated" if math.isinf(self.score_noise) else f"Adam, score noise {self.score_noise:g}"
+            )
+        )
         return f"{held}; {opt}; {self.method} on mean {self.objective}"
 
     def summary(self) -> dict:
         """The headline as plain numbers (for JSON)."""
         t = self.table
-        out = {"advised_G_per_generation": self.advised_G_per_generation,
-               "advised_G_per_second": self.advised_G_per_second, "tolerance": self.tolerance,
-               "best_G_per_generation": self.best_G_per_generation, "best_G_per_second": self.best_G_per_second,
-               "hold": self.hold, "method": self.method, "optimizer": self.optimizer, "objective": self.objective,
-               "score_noise": None if math.isinf(self.score_noise) else self.score_noise,
-               "ddof": self.ddof, "eps": self.eps, "convention": self.convention(),
-               "cost": None if self.cost is None else {"t_step": self.cost.t_step, "t_prompt": self.cost.t_prompt,
-                                                        "t_rollout": self.cost.t_rollout, "source": self.cost.source},
-               "prompts_worth_rollouts": int(self.prompts["worth_rollouts"].sum()), "prompts": len(self.prompts),
-               "notes": list(self.notes)}
+        out = {
+            "advised_G_per_generation": self.advised_G_per_generation,
+            "advised_G_per_second": self.advised_G_per_second,
+            "tolerance": self.tolerance,
+            "best_G_per_generation": self.best_G_per_generation,
+            "best_G_per_second": self.best_G_per_second,
+            "hold": self.hold,
+            "method": self.method,
+            "optimizer": self.optimizer,
+            "objective": self.objective,
+            "score_noise": None if math.isinf(self.score_noise) else self.score_noise,
+            "ddof": self.ddof,
+            "eps": self.eps,
+            "convention": self.convention(),
+            "cost": None
+            if self.cost is None
+            else {
+                "t_step": self.cost.t_step,
+                "t_prompt": self.cost.t_prompt,
+                "t_rollout": self.cost.t_rollout,
+                "source": self.cost.source,
+            },
+            "prompts_worth_rollouts": int(self.prompts["worth_rollouts"].sum()),
+            "prompts": len(self.prompts),
+            "notes": list(self.notes),
+        }
         for g in sorted({2, 4, 8, 16, self.best_G_per_generation, self.advised_G_per_generation} - {None}):
             row = t[t.G == g]
             if len(row):
@@ -244,11 +286,21 @@ def _expected_squares(src, grid, method, ddof, eps):
     return beta_sigma(aa, bb, gg, f).reshape(first.size, grid.size)[inverse]
 
 
-def group_size_advice(p_or_posterior, *, hold: str = "prompts", method: str = "grpo",
-                      optimizer: str = DEFAULT_OPTIMIZER, g_grid=DEFAULT_G_GRID, cost: StepCost | None = None,
-                      prompts_per_step: int | None = None, generations_per_step: int | None = None,
-                      score_noise: float = math.inf, ddof: int = 0, eps: float = 0.0,
-                      tolerance: float = DEFAULT_TOLERANCE) -> GroupSizeAdvice:
+def group_size_advice(
+    p_or_posterior,
+    *,
+    hold: str = "prompts",
+    method: str = "grpo",
+    optimizer: str = DEFAULT_OPTIMIZER,
+    g_grid=DEFAULT_G_GRID,
+    cost: StepCost | None = None,
+    prompts_per_step: int | None = None,
+    generations_per_step: int | None = None,
+    score_noise: float = math.inf,
+    ddof: int = 0,
+    eps: float = 0.0,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> GroupSizeAdvice:
     """Expected progress per generation and per second of every uniform G, exact, and the best G.
 
     Parameters
@@ -371,12 +423,20 @@ def group_size_advice(p_or_posterior, *, hold: str = "prompts", method: str = "g
     adv_gen = int(grid[np.argmax(per_gen >= (1.0 - tol) * per_gen.max())])  # the grid is sorted
     adv_sec = int(grid[np.argmax(per_sec >= (1.0 - tol) * np.nanmax(per_sec))]) if cost is not None else None
     with np.errstate(divide="ignore", invalid="ignore"):
-        table = pd.DataFrame({"G": grid, "prompts_per_step": prompts, "generations_per_step": generations,
-                              "silent_rate": silent, "progress_per_step": per_step,
-                              "progress_per_generation": per_gen, "seconds_per_step": seconds,
-                              "progress_per_second": per_sec,
-                              "relative_per_generation": per_gen / per_gen.max(),
-                              "relative_per_second": per_sec / np.nanmax(per_sec) if cost is not None else np.nan})
+        table = pd.DataFrame(
+            {
+                "G": grid,
+                "prompts_per_step": prompts,
+                "generations_per_step": generations,
+                "silent_rate": silent,
+                "progress_per_step": per_step,
+                "progress_per_generation": per_gen,
+                "seconds_per_step": seconds,
+                "progress_per_second": per_sec,
+                "relative_per_generation": per_gen / per_gen.max(),
+                "relative_per_second": per_sec / np.nanmax(per_sec) if cost is not None else np.nan,
+            }
+        )
     col = gain[:, int(np.argmax(per_gen))]
     mean = col.mean()
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -384,10 +444,24 @@ def group_size_advice(p_or_posterior, *, hold: str = "prompts", method: str = "g
     prompts_df = pd.DataFrame({"progress": col, "relative_value": rel, "worth_rollouts": rel >= 1.0})
     if not (per_gen.max() > 0):
         notes.append("every prompt is silent for sure (p = 0 or 1): no G makes progress")
-    return GroupSizeAdvice(table=table, best_G_per_generation=best_gen, best_G_per_second=best_sec,
-                           advised_G_per_generation=adv_gen, advised_G_per_second=adv_sec, tolerance=tol,
-                           prompts=prompts_df, hold=hold, method=method, optimizer=optimizer,
-                           objective=_OBJECTIVE[method], score_noise=nu, ddof=ddof, eps=eps, cost=cost, notes=notes)
+    return GroupSizeAdvice(
+        table=table,
+        best_G_per_generation=best_gen,
+        best_G_per_second=best_sec,
+        advised_G_per_generation=adv_gen,
+        advised_G_per_second=adv_sec,
+        tolerance=tol,
+        prompts=prompts_df,
+        hold=hold,
+        method=method,
+        optimizer=optimizer,
+        objective=_OBJECTIVE[method],
+        score_noise=nu,
+        ddof=ddof,
+        eps=eps,
+        cost=cost,
+        notes=notes,
+    )
 
 
 def _posterior_table(post, grid, value, ddof, eps):
@@ -430,8 +504,10 @@ def fit_step_cost(seconds, prompts_per_step, generations_per_step) -> StepCost:
     n = np.asarray(prompts_per_step, dtype=np.float64).ravel()
     g = np.asarray(generations_per_step, dtype=np.float64).ravel()
     if not (t.size == n.size == g.size) or t.size == 0:
-        raise InputError(f"seconds, prompts_per_step and generations_per_step must be of one nonzero length, got "
-                         f"{t.size}, {n.size}, {g.size}")
+        raise InputError(
+            f"seconds, prompts_per_step and generations_per_step must be of one nonzero length, got "
+            f"{t.size}, {n.size}, {g.size}"
+        )
     for name, v, lo in (("seconds", t, 0.0), ("prompts_per_step", n, 1.0), ("generations_per_step", g, 1.0)):
         bad = ~np.isfinite(v) | (v < lo)
         if bad.any():
@@ -443,12 +519,18 @@ def fit_step_cost(seconds, prompts_per_step, generations_per_step) -> StepCost:
         return StepCost(*coef.tolist(), source=f"fitted to {t.size} step times")
     if np.ptp(n) == 0 and np.ptp(g) > 0:
         coef = nnls(X[:, [0, 2]], t)[0]
-        return StepCost(coef[0], 0.0, coef[1],
-                        source=f"fitted to {t.size} step times at {n[0]:g} prompts per step: t_step includes the "
-                               "prompts' share (t_step and t_prompt are not separable there)")
-    raise InputError(f"the step times come from {len({(a, b) for a, b in zip(n, g)})} configuration(s) that cannot "
-                     "separate t_step, t_prompt and t_rollout (one run at one G cannot): give the terms "
-                     "(StepCost(t_step, t_prompt, t_rollout), gsd's --cost) or step times of runs at several G")
+        return StepCost(
+            coef[0],
+            0.0,
+            coef[1],
+            source=f"fitted to {t.size} step times at {n[0]:g} prompts per step: t_step includes the "
+            "prompts' share (t_step and t_prompt are not separable there)",
+        )
+    raise InputError(
+        f"the step times come from {len({(a, b) for a, b in zip(n, g)})} configuration(s) that cannot "
+        "separate t_step, t_prompt and t_rollout (one run at one G cannot): give the terms "
+        "(StepCost(t_step, t_prompt, t_rollout), gsd's --cost) or step times of runs at several G"
+    )
 
 
 def step_times_from_log(path) -> pd.DataFrame:
@@ -465,9 +547,10 @@ def step_times_from_log(path) -> pd.DataFrame:
     if path.is_dir():
         state = path / "trainer_state.json"
         if not state.exists():
-            ckpts = sorted(path.glob("checkpoint-*/trainer_state.json"),
-                           key=lambda q: int(q.parent.name.split("-")[-1]) if q.parent.name.split("-")[-1].isdigit()
-                           else -1)
+            ckpts = sorted(
+                path.glob("checkpoint-*/trainer_state.json"),
+                key=lambda q: int(q.parent.name.split("-")[-1]) if q.parent.name.split("-")[-1].isdigit() else -1,
+            )
             if not ckpts:
                 raise InputError(f"path: no trainer_state.json in {str(path)!r} or its checkpoint-* folders")
             state = ckpts[-1]
@@ -479,8 +562,11 @@ def step_times_from_log(path) -> pd.DataFrame:
             history = json.loads(path.read_text()).get("log_history", [])
         except (json.JSONDecodeError, AttributeError) as e:
             raise InputError(f"path: {str(path)!r} is not a trainer_state.json ({e})") from None
-        rows = [(int(h["step"]), float(h["step_time"]), math.nan) for h in history
-                if isinstance(h, dict) and "step_time" in h and "step" in h and h["step_time"] is not None]
+        rows = [
+            (int(h["step"]), float(h["step_time"]), math.nan)
+            for h in history
+            if isinstance(h, dict) and "step_time" in h and "step" in h and h["step_time"] is not None
+        ]
     else:
         rows = []
         with open(path) as fh:
@@ -494,8 +580,13 @@ def step_times_from_log(path) -> pd.DataFrame:
                     continue
                 data = rec.get("data", rec) if isinstance(rec, dict) else {}
                 if isinstance(data, dict) and "timing_s/step" in data:
-                    rows.append((int(rec.get("step", len(rows))), float(data["timing_s/step"]),
-                                 float(data.get("timing_s/gen", math.nan))))
+                    rows.append(
+                        (
+                            int(rec.get("step", len(rows))),
+                            float(data["timing_s/step"]),
+                            float(data.get("timing_s/gen", math.nan)),
+                        )
+                    )
     if not rows:
         raise InputError(f"path: {str(path)!r} holds no step time (TRL's step_time, verl's timing_s/step)")
     return pd.DataFrame(rows, columns=["step", "seconds", "generation_seconds"])

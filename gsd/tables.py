@@ -17,8 +17,19 @@ import pandas as pd
 
 from ._errors import InputError
 
-__all__ = ["read_table", "require_columns", "numeric_column", "counts_from_columns", "counts_from_rollouts",
-           "describe_bad_rows", "add_columns", "describe_renames", "table_notes", "OK", "EXACT_INT"]
+__all__ = [
+    "read_table",
+    "require_columns",
+    "numeric_column",
+    "counts_from_columns",
+    "counts_from_rollouts",
+    "describe_bad_rows",
+    "add_columns",
+    "describe_renames",
+    "table_notes",
+    "OK",
+    "EXACT_INT",
+]
 
 #: Status of a row whose values are usable.
 OK = "ok"
@@ -26,9 +37,13 @@ OK = "ok"
 EXACT_INT = 2**53
 
 _READERS = {
-    ".parquet": "parquet", ".pq": "parquet",
-    ".csv": "csv", ".csv.gz": "csv",
-    ".jsonl": "jsonl", ".jsonl.gz": "jsonl", ".json": "json",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".csv": "csv",
+    ".csv.gz": "csv",
+    ".jsonl": "jsonl",
+    ".jsonl.gz": "jsonl",
+    ".json": "json",
 }
 
 
@@ -133,14 +148,18 @@ def counts_from_rollouts(df: pd.DataFrame, prompt_column: str, reward_column: st
     ids = df[prompt_column]
     if ids.dtype.kind == "f" and (np.abs(ids.to_numpy()) >= EXACT_INT).any():
         # A blank id makes a column of integers float64 when read: ids beyond 2^53 would merge.
-        raise InputError(f"prompt-column: {prompt_column!r} holds ids beyond 2^53 read as floats (a missing id "
-                         "turns the column into floats), so distinct ids would merge; give the ids as text")
+        raise InputError(
+            f"prompt-column: {prompt_column!r} holds ids beyond 2^53 read as floats (a missing id "
+            "turns the column into floats), so distinct ids would merge; give the ids as text"
+        )
     codes, uniques = pd.factorize(ids, use_na_sentinel=False)
     m = len(uniques)
     rollouts = np.bincount(codes, weights=binary, minlength=m).astype(np.int64)
     right = np.bincount(codes, weights=np.where(binary, r, 0.0), minlength=m).astype(np.int64)
     bad = np.bincount(codes, weights=~binary, minlength=m).astype(np.int64)
-    out, _ = add_columns(pd.DataFrame({prompt_column: uniques}), {"rollouts": rollouts, "right": right, "bad_rollouts": bad})
+    out, _ = add_columns(
+        pd.DataFrame({prompt_column: uniques}), {"rollouts": rollouts, "right": right, "bad_rollouts": bad}
+    )
     status = np.where(rollouts > 0, OK, "no usable reward").astype(object)
     status[np.asarray(pd.isna(uniques), dtype=bool)] = f"missing {prompt_column}"
     ok = status == OK
@@ -184,8 +203,10 @@ def describe_renames(renamed: dict) -> str:
     """'the input has columns named status, group_size: the new ones are status_plan, group_size_plan'."""
     if not renamed:
         return ""
-    return (f"the input already has column(s) {', '.join(renamed)}: kept as they are; the new one(s) are named "
-            f"{', '.join(renamed.values())}")
+    return (
+        f"the input already has column(s) {', '.join(renamed)}: kept as they are; the new one(s) are named "
+        f"{', '.join(renamed.values())}"
+    )
 
 
 def table_notes(status, renamed: dict) -> list[str]:

@@ -56,7 +56,7 @@ import numpy as np
 import pandas as pd
 
 from ._validate import InputError, _show, as_group_size, is_torch
-from .groups import check_rewards, advantages
+from .groups import advantages, check_rewards
 from .integrations import trainer_modules
 
 __all__ = [
@@ -85,10 +85,17 @@ class Convention:
 CONVENTIONS = {
     "paper": Convention("paper", 0, 0.0, ("group", "none"), "arXiv 2607.00152: population std, no eps"),
     **{name: Convention(name, m.DDOF, m.EPS, m.SCALES, m.SOURCE) for name, m in trainer_modules().items()},
-    "openrlhf": Convention("openrlhf", 1, 1e-9, ("group", "none", "rloo"), "OpenRLHF 0.11.2 group_norm / dr_grpo / rloo"),
-    "trl_async": Convention("trl_async", 0, 1e-8, ("group",),
-                            "TRL 1.16.0 trl/experimental/async_grpo/async_rollout_worker.py _AsyncRolloutLoop._score_group "
-                            "(np.std, ddof 0, + 1e-8, float64)"),
+    "openrlhf": Convention(
+        "openrlhf", 1, 1e-9, ("group", "none", "rloo"), "OpenRLHF 0.11.2 group_norm / dr_grpo / rloo"
+    ),
+    "trl_async": Convention(
+        "trl_async",
+        0,
+        1e-8,
+        ("group",),
+        "TRL 1.16.0 trl/experimental/async_grpo/async_rollout_worker.py _AsyncRolloutLoop._score_group "
+        "(np.std, ddof 0, + 1e-8, float64)",
+    ),
 }
 
 #: TRL's ``multi_objective_aggregation`` values, the default first.
@@ -185,7 +192,9 @@ def trainer_advantages(rewards, trainer: str = "trl", *, scale: str | None = Non
     if dtype is not None and dtype not in _DTYPES:
         raise InputError(f"dtype must be None, 'float32' or 'float64', got {dtype!r}")
     if dtype is not None and trainer == "paper":
-        raise InputError("dtype reproduces a trainer's rounding; the paper's convention (no eps) has none: use dtype=None")
+        raise InputError(
+            "dtype reproduces a trainer's rounding; the paper's convention (no eps) has none: use dtype=None"
+        )
     r = check_rewards(rewards)
     G = r.shape[-1]
     if dtype is not None:
@@ -234,7 +243,9 @@ def _literal(r, conv: Convention, scale: str, dtype: str):
     return out.numpy()
 
 
-def multi_reward_advantages(rewards, weights=None, *, aggregation: str = "sum_then_normalize", scale: str | None = None):
+def multi_reward_advantages(
+    rewards, weights=None, *, aggregation: str = "sum_then_normalize", scale: str | None = None
+):
     """TRL's advantages from several reward functions (``multi_objective_aggregation``).
 
     Parameters
@@ -365,5 +376,15 @@ def convention_gap(G, trainer: str = "trl") -> pd.DataFrame:
         sigma = np.sqrt(k * (g - k)) / g
         return sigma / (sigma / no_eps + conv.eps)
 
-    return pd.DataFrame(dict(trainer=trainer, G=G, ddof=conv.ddof, eps=conv.eps, ratio_no_eps=no_eps,
-                             ratio_min=ratio(1.0), ratio_max=ratio(np.floor(g / 2)), gap_percent=100 * (1 - no_eps)))
+    return pd.DataFrame(
+        dict(
+            trainer=trainer,
+            G=G,
+            ddof=conv.ddof,
+            eps=conv.eps,
+            ratio_no_eps=no_eps,
+            ratio_min=ratio(1.0),
+            ratio_max=ratio(np.floor(g / 2)),
+            gap_percent=100 * (1 - no_eps),
+        )
+    )

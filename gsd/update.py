@@ -37,12 +37,22 @@ from ._validate import (
     broadcast,
     numpy_result,
 )
-from .methods import UPDATE_METHODS as _ALL_METHODS
 from .methods import METHOD_SPECS, method_spec
+from .methods import UPDATE_METHODS as _ALL_METHODS
 from .silent import minor_rate, nonsilent_from_minor
 
-__all__ = ["UPDATE_METHODS", "CLOSED_FORMS", "ClosedForm", "closed_form", "expected_update", "fidelity", "fidelity_law",
-           "grpo_term", "method_update", "noisy_update"]
+__all__ = [
+    "UPDATE_METHODS",
+    "CLOSED_FORMS",
+    "ClosedForm",
+    "closed_form",
+    "expected_update",
+    "fidelity",
+    "fidelity_law",
+    "grpo_term",
+    "method_update",
+    "noisy_update",
+]
 
 #: Methods understood by :func:`expected_update` (every method of :mod:`gsd.methods`).
 UPDATE_METHODS = _ALL_METHODS
@@ -144,8 +154,10 @@ def closed_form(method: str) -> ClosedForm:
     method_spec(method, tuple(METHOD_SPECS))
     form = CLOSED_FORMS.get(method)
     if form is None:
-        raise InputError(f"method {method!r} has no closed form for its expected update in gsd.update.CLOSED_FORMS "
-                         f"(those with one: {', '.join(CLOSED_FORMS)})")
+        raise InputError(
+            f"method {method!r} has no closed form for its expected update in gsd.update.CLOSED_FORMS "
+            f"(those with one: {', '.join(CLOSED_FORMS)})"
+        )
     return form
 
 
@@ -163,7 +175,9 @@ _method_update = method_update
 
 
 @numpy_result
-def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0, max_draws=None, verifier_noise: float = 0.0):
+def expected_update(
+    p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0, max_draws=None, verifier_noise: float = 0.0
+):
     r"""Expected per-prompt logit update of a Bernoulli-logit policy, exact.
 
     Parameters
@@ -236,7 +250,9 @@ def expected_update(p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0
     if verifier_noise:
         nu = float(as_unit_interval(verifier_noise, "verifier_noise"))
         if nu >= 0.5:
-            raise InputError(f"verifier_noise must lie in [0, 0.5) (at 0.5 the reward carries no information), got {verifier_noise!r}")
+            raise InputError(
+                f"verifier_noise must lie in [0, 0.5) (at 0.5 the reward carries no information), got {verifier_noise!r}"
+            )
     form = closed_form(method)
     ddof = as_ddof(ddof)
     eps = as_eps(eps)

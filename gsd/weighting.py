@@ -134,7 +134,9 @@ def _weights(p, method, G, ddof=0, eps=0.0):
     if G is None:
         return large_group_weight(p, method)
     # E[σ²/σ] (the methods that divide by the std) is an exact sum, bounded in G; E[σ²] is closed
-    G = as_group_size(G, minimum=2, maximum=MAX_EXACT_GROUP_SIZE if method_spec(method).divides_by_std else MAX_GROUP_SIZE)
+    G = as_group_size(
+        G, minimum=2, maximum=MAX_EXACT_GROUP_SIZE if method_spec(method).divides_by_std else MAX_GROUP_SIZE
+    )
     return expected_update(p, G, method, ddof=ddof, eps=eps)
 
 

@@ -96,8 +96,16 @@ def main(names=None) -> None:
             versions[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             versions[pkg] = None
-    record = {"date": _dt.date.today().isoformat(), "python": sys.version.split()[0], "versions": versions,
-              "prompts": PROMPTS, "p": P, "steps": STEPS, "group_size": G, "made": names}
+    record = {
+        "date": _dt.date.today().isoformat(),
+        "python": sys.version.split()[0],
+        "versions": versions,
+        "prompts": PROMPTS,
+        "p": P,
+        "steps": STEPS,
+        "group_size": G,
+        "made": names,
+    }
     (HERE / "made.json").write_text(json.dumps(record, indent=1) + "\n")
     print(json.dumps(record, indent=1))
 

@@ -53,8 +53,16 @@ class ConventionsTable(SphinxDirective):
         for name, c in CONVENTIONS.items():
             gap = gsd.convention_gap(sizes, name)
             ratio = gap["ratio_no_eps"].to_numpy()
-            rows.append([f"``{name}``", str(c.ddof), f"{c.eps:g}", ", ".join(f"``{s}``" for s in c.scales),
-                         c.source.replace("*", r"\*")] + [f"{r:.4f}" for r in ratio])
+            rows.append(
+                [
+                    f"``{name}``",
+                    str(c.ddof),
+                    f"{c.eps:g}",
+                    ", ".join(f"``{s}``" for s in c.scales),
+                    c.source.replace("*", r"\*"),
+                ]
+                + [f"{r:.4f}" for r in ratio]
+            )
         container = nodes.container()
         self.state.nested_parse(StringList(_list_table(header, rows)), self.content_offset, container)
         return container.children
@@ -62,8 +70,10 @@ class ConventionsTable(SphinxDirective):
 
 #: ``docs/NAME.md`` and an optional ``, section Title`` (or ``, sections A and B``: the first), as
 #: help texts, docstrings and printed reports write them; not inside an HTML tag or attribute.
-_WORDS_REF = re.compile(r"(?<![\w/.-])docs/(?P<page>[a-z_]+)\.md(?P<section>,? sections? (?P<title>[A-Z][^.;:)(<>&\"'`,]*?"
-                        r"(?=(?:,? and [A-Z]|[.;:)(<>&\"'`,]|$))))?")
+_WORDS_REF = re.compile(
+    r"(?<![\w/.-])docs/(?P<page>[a-z_]+)\.md(?P<section>,? sections? (?P<title>[A-Z][^.;:)(<>&\"'`,]*?"
+    r"(?=(?:,? and [A-Z]|[.;:)(<>&\"'`,]|$))))?"
+)
 
 
 def _section_ids(app) -> dict[str, dict[str, str]]:
@@ -101,7 +111,9 @@ def _link_words(app, pagename: str, body: str) -> str:
         anchor = ""
         title = (m.group("title") or "").strip()
         if title:
-            anchor = next((f"#{i}" for t, i in sections[page].items() if title.startswith(t) or t.startswith(title)), "")
+            anchor = next(
+                (f"#{i}" for t, i in sections[page].items() if title.startswith(t) or t.startswith(title)), ""
+            )
         return f'<a class="reference internal" href="{prefix}{page}.html{anchor}">{m.group(0)}</a>'
 
     parts = re.split(r"(<[^>]*>)", body)
@@ -120,11 +132,15 @@ def _link_words(app, pagename: str, body: str) -> str:
 
 def _machine_paths(app) -> re.Pattern:
     """The paths no page may show: this build's folders, the temporary folder, home folders."""
-    roots = {str(Path(p).resolve()) for p in (app.srcdir, app.outdir, app.doctreedir, Path(app.srcdir).parent,
-                                                tempfile.gettempdir(), Path.home())}
+    roots = {
+        str(Path(p).resolve())
+        for p in (app.srcdir, app.outdir, app.doctreedir, Path(app.srcdir).parent, tempfile.gettempdir(), Path.home())
+    }
     roots |= {str(p) for p in (app.srcdir, app.outdir, app.doctreedir, tempfile.gettempdir(), Path.home())}
     roots = {r for r in roots if len(r) > 1}
-    generic = r"(?<![\w.~-])/(?:tmp|var/folders|private/var|home|root|Users|work)/[^\s<>\"']*|site-packages|[A-Z]:\\Users\\"
+    generic = (
+        r"(?<![\w.~-])/(?:tmp|var/folders|private/var|home|root|Users|work)/[^\s<>\"']*|site-packages|[A-Z]:\\Users\\"
+    )
     own = "|".join(re.escape(r) for r in sorted(roots, key=len, reverse=True))
     return re.compile(rf"(?<![\w.~-])(?:{own})(?![\w.-])|{generic}")
 
@@ -143,7 +159,11 @@ def _check_page(app, pagename, templatename, context, doctree):
 
         logging.getLogger(__name__).warning(
             "the page shows a machine path (a temporary or build folder, a home folder, site-packages): %s",
-            ", ".join(hits[:5]), location=pagename, type="gsd", subtype="machine-path")
+            ", ".join(hits[:5]),
+            location=pagename,
+            type="gsd",
+            subtype="machine-path",
+        )
 
 
 def setup(app):

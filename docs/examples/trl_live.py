@@ -27,9 +27,19 @@ words = ["<pad>", "<eos>", "<unk>"] + [f"w{i}" for i in range(40)] + [f"q{i}" fo
 vocab = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(words)}, unk_token="<unk>"))
 vocab.pre_tokenizer = pre_tokenizers.Whitespace()
 tokenizer = PreTrainedTokenizerFast(tokenizer_object=vocab, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
-model = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(words), hidden_size=32, intermediate_size=64,
-                                     num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                                     pad_token_id=0, eos_token_id=1, bos_token_id=None))
+model = Qwen2ForCausalLM(
+    Qwen2Config(
+        vocab_size=len(words),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=None,
+    )
+)
 
 # 16 questions: 4 never right, 4 always right, 8 in between.
 solve_rate = [0.0] * 4 + [1.0] * 4 + [0.3, 0.5, 0.7, 0.5] * 2
@@ -45,25 +55,43 @@ def correct(prompts, completions, solve_rate, **kwargs):
 # The three lines gsd adds: a tracker, the trainer subclass, and (optionally) skipping.
 tracker = GroupTracker(num_generations=4)
 trainer = GSDGRPOTrainer(
-    model=model, processing_class=tokenizer, reward_funcs=[correct], train_dataset=dataset,
-    args=GRPOConfig(output_dir=str(out / "trl"), use_cpu=True, max_completion_length=3, num_generations=4,
-                    per_device_train_batch_size=64, max_steps=8, logging_steps=1, learning_rate=1e-3,
-                    report_to=[], save_strategy="no"),
-    gsd_tracker=tracker, skip_above=0.9, max_skips=4,
+    model=model,
+    processing_class=tokenizer,
+    reward_funcs=[correct],
+    train_dataset=dataset,
+    args=GRPOConfig(
+        output_dir=str(out / "trl"),
+        use_cpu=True,
+        max_completion_length=3,
+        num_generations=4,
+        per_device_train_batch_size=64,
+        max_steps=8,
+        logging_steps=1,
+        learning_rate=1e-3,
+        report_to=[],
+        save_strategy="no",
+    ),
+    gsd_tracker=tracker,
+    skip_above=0.9,
+    max_skips=4,
 )
 trainer.train()
 
 print("step  silent  predicted  effective  fidelity  recommended G  skipped")
 for e in trainer.state.log_history:
     if "gsd/silent_frac" in e:
-        print(f"{e['step']:4d}  {e['gsd/silent_frac']:6.3f}  {e['gsd/silent_pred']:9.3f}  "
-              f"{e['gsd/effective_ratio']:9.3f}  {e['gsd/fidelity']:8.3f}  "
-              f"{e['gsd/recommended_group_size']:13.1f}  {e['gsd/skipped']:7.0f}")
+        print(
+            f"{e['step']:4d}  {e['gsd/silent_frac']:6.3f}  {e['gsd/silent_pred']:9.3f}  "
+            f"{e['gsd/effective_ratio']:9.3f}  {e['gsd/fidelity']:8.3f}  "
+            f"{e['gsd/recommended_group_size']:13.1f}  {e['gsd/skipped']:7.0f}"
+        )
 print("skipping:", trainer.gsd_skip_counts)
 
 # The whole run, as `gsd diagnose` reports it, and a table it reads back with no flags.
 dx = tracker.diagnosis()
-print(f"run: {dx.summary['groups']} groups, silent fraction {dx.summary['silent_frac']:.3f}, "
-      f"wasted rollouts {dx.summary['wasted_rollouts']} of {dx.summary['rollouts']}")
+print(
+    f"run: {dx.summary['groups']} groups, silent fraction {dx.summary['silent_frac']:.3f}, "
+    f"wasted rollouts {dx.summary['wasted_rollouts']} of {dx.summary['rollouts']}"
+)
 path = tracker.save(out / "run.parquet")
 print(f"saved {path}: gsd diagnose {path}")

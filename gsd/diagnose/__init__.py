@@ -14,17 +14,41 @@ recommend next (see :ref:`theory-logs` for the formats and :ref:`theory-silent` 
 
 import importlib
 
-__all__ = ["FORMATS", "STEP_KEYS", "BadRow", "RolloutLog", "Diagnosis", "read_rollouts", "diagnose_log", "diagnose",
-           "binarise", "format_report", "diagnosis_json", "write_outputs", "diagnosis_figure",
-           "write_verl_step", "write_trl_step", "parse_reward"]
+__all__ = [
+    "FORMATS",
+    "STEP_KEYS",
+    "BadRow",
+    "RolloutLog",
+    "Diagnosis",
+    "read_rollouts",
+    "diagnose_log",
+    "diagnose",
+    "binarise",
+    "format_report",
+    "diagnosis_json",
+    "write_outputs",
+    "diagnosis_figure",
+    "write_verl_step",
+    "write_trl_step",
+    "parse_reward",
+]
 
 # Public names and the submodule that defines them, imported on first use so that the CLI can
 # register ``gsd diagnose`` without loading pandas, pyarrow or scipy.
 _LAZY = {
-    "FORMATS": "readers", "BadRow": "readers", "RolloutLog": "readers", "read_rollouts": "readers",
-    "STEP_KEYS": "tables", "Diagnosis": "tables", "binarise": "tables", "diagnose_log": "tables",
-    "format_report": "report", "diagnosis_json": "report", "write_outputs": "report",
-    "diagnosis_figure": "figure", "parse_reward": "readers",
+    "FORMATS": "readers",
+    "BadRow": "readers",
+    "RolloutLog": "readers",
+    "read_rollouts": "readers",
+    "STEP_KEYS": "tables",
+    "Diagnosis": "tables",
+    "binarise": "tables",
+    "diagnose_log": "tables",
+    "format_report": "report",
+    "diagnosis_json": "report",
+    "write_outputs": "report",
+    "diagnosis_figure": "figure",
+    "parse_reward": "readers",
 }
 # The log writers live with their trainer (gsd.integrations), under these names here.
 _WRITERS = {"write_verl_step": "verl", "write_trl_step": "trl"}
@@ -42,9 +66,28 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def diagnose(paths, *, fmt: str = "auto", reward=None, threshold=None, prompt_col=None, step_col=None,
-             group_col=None, group_size=None, prior="empirical-bayes", epsilon: float = 0.05, level: float = 0.9,
-             budget=None, half_life=None, ddof=None, eps=None, scale=None, optimizer=None, cost=None, progress=None):
+def diagnose(
+    paths,
+    *,
+    fmt: str = "auto",
+    reward=None,
+    threshold=None,
+    prompt_col=None,
+    step_col=None,
+    group_col=None,
+    group_size=None,
+    prior="empirical-bayes",
+    epsilon: float = 0.05,
+    level: float = 0.9,
+    budget=None,
+    half_life=None,
+    ddof=None,
+    eps=None,
+    scale=None,
+    optimizer=None,
+    cost=None,
+    progress=None,
+):
     """Read rollout logs and diagnose them: :func:`read_rollouts` then :func:`diagnose_log`.
 
     Takes the arguments of both and returns a :class:`Diagnosis`.
@@ -64,7 +107,27 @@ def diagnose(paths, *, fmt: str = "auto", reward=None, threshold=None, prompt_co
     from .readers import read_rollouts
     from .tables import diagnose_log
 
-    log = read_rollouts(paths, fmt=fmt, reward=reward, prompt_col=prompt_col, step_col=step_col, group_col=group_col,
-                        group_size=group_size, progress=progress)
-    return diagnose_log(log, threshold=threshold, prior=prior, epsilon=epsilon, level=level, budget=budget,
-                        half_life=half_life, ddof=ddof, eps=eps, scale=scale, optimizer=optimizer, cost=cost)
+    log = read_rollouts(
+        paths,
+        fmt=fmt,
+        reward=reward,
+        prompt_col=prompt_col,
+        step_col=step_col,
+        group_col=group_col,
+        group_size=group_size,
+        progress=progress,
+    )
+    return diagnose_log(
+        log,
+        threshold=threshold,
+        prior=prior,
+        epsilon=epsilon,
+        level=level,
+        budget=budget,
+        half_life=half_life,
+        ddof=ddof,
+        eps=eps,
+        scale=scale,
+        optimizer=optimizer,
+        cost=cost,
+    )

@@ -25,71 +25,152 @@ silent when every reward in it is equal. See the docs page "Reading real logs"."
 def register(sub) -> None:
     import argparse
 
-    from ..cli_support import add_advice_arguments, bounded_float, bounded_int, hidden_aliases  # the options' schema: checked before any log is read
+    from ..cli_support import (  # the options' schema: checked before any log is read
+        add_advice_arguments,
+        bounded_float,
+        bounded_int,
+        hidden_aliases,
+    )
 
     steps = bounded_float(0, 1e300, "steps", open_lo=True)
 
     def _half_life_arg(text: str):
         return "auto" if text == "auto" else steps(text)
+
     _half_life_arg.__name__ = "half-life"  # argparse names the type in its error
     from ..integrations import TRAINERS
 
-    p = sub.add_parser("diagnose", help=_HELP, description=_DESCRIPTION,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "diagnose", help=_HELP, description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("logs", nargs="+", metavar="LOG", help="log files, folders or glob patterns")
-    p.add_argument("--format", dest="fmt", choices=("auto",) + TRAINERS + ("table",), default="auto",
-                   help="log format: a trainer's dump or a plain table (default: from the file names)")
-    p.add_argument("--reward-column", dest="reward", metavar="REWARD",
-                   help="the reward the trainer normalises: a column / key, or a weighted sum "
-                        "'correct+0.5*fmt' (terms name or coef*name joined by + or -). Default: verl's "
-                        "score; TRL, the sum of its reward columns with weight 1 (TRL does not log its "
-                        "reward_weights: give them here); a table: required")
-    p.add_argument("--threshold", type=bounded_float(-1e300, 1e300, "a reward value"), help="count reward >= T as right for the posteriors and predictions "
-                                                   "(graded rewards without it get the measured figures only); "
-                                                   "silence stays 'every reward of the group equal'")
-    p.add_argument("--group-column", dest="group_col", metavar="GROUP_COLUMN",
-                   help="column (verl: reward extra key) whose value identifies a group within a step, "
-                        "e.g. a dataset index: exact groups when a prompt text appears twice in a step")
-    p.add_argument("--group-size", type=bounded_int(1, 2**31, "answers per group"), help="TRL's num_generations (default: inferred from the files)")
-    p.add_argument("--prompt-column", dest="prompt_col", metavar="PROMPT_COLUMN",
-                   help="prompt-id column of a table (default prompt; verl: input)")
-    p.add_argument("--step-column", dest="step_col", metavar="STEP_COLUMN",
-                   help="step column of a table (default step; else the number ending the file name)")
-    p.add_argument("--ddof", type=int, choices=(0, 1), help="the std the trainer divides by, for the expected update "
-                   "and fidelity (default: the log's trainer, TRL and verl 1; a table 0, the paper's)")
-    p.add_argument("--eps", type=bounded_float(0, 1e300, "added to a std"), help="added to that std (default: TRL 1e-4, verl 1e-6, a table 0)")
-    p.add_argument("--scale", choices=("group", "batch", "none"),
-                   help="what the advantages were divided by: each group's std, one std over the step's generation, "
-                        "or nothing (Dr.GRPO: TRL scale_rewards='none', verl norm_adv_by_std_in_grpo=False). Default: "
-                        "read from the logged advantages where the log has them (TRL), else 'group'")
-    p.add_argument("--prior", default="empirical-bayes", choices=("empirical-bayes", "uniform", "jeffreys"),
-                   help="prior of each prompt's solve rate (default: fitted to the run)")
-    p.add_argument("--epsilon", type=bounded_float(0, 1, "a fidelity target is 1 - epsilon", open_lo=True, open_hi=True),
-                   default=0.05, help="fidelity target 1 - epsilon of the fidelity law's group sizes (default 0.05; "
-                                      "not the advice, which is the G that learns fastest)")
-    p.add_argument("--level", type=bounded_float(0, 1, "a credible level", open_lo=True, open_hi=True), default=0.9, help="level of the per-prompt credible intervals (default 0.9)")
-    p.add_argument("--half-life", type=_half_life_arg, help="steps after which an old rollout counts half in the posteriors, "
-                   "or auto: the half-life whose posteriors best predict the run's own next groups "
-                   "(default: every earlier rollout counts fully)")
-    p.add_argument("--budget", type=bounded_int(1, 2**53, "rollouts per step"),
-                   help="rollouts per step to share over the prompts, by gsd plan --budget's default plan (uniform G)")
+    p.add_argument(
+        "--format",
+        dest="fmt",
+        choices=("auto",) + TRAINERS + ("table",),
+        default="auto",
+        help="log format: a trainer's dump or a plain table (default: from the file names)",
+    )
+    p.add_argument(
+        "--reward-column",
+        dest="reward",
+        metavar="REWARD",
+        help="the reward the trainer normalises: a column / key, or a weighted sum "
+        "'correct+0.5*fmt' (terms name or coef*name joined by + or -). Default: verl's "
+        "score; TRL, the sum of its reward columns with weight 1 (TRL does not log its "
+        "reward_weights: give them here); a table: required",
+    )
+    p.add_argument(
+        "--threshold",
+        type=bounded_float(-1e300, 1e300, "a reward value"),
+        help="count reward >= T as right for the posteriors and predictions "
+        "(graded rewards without it get the measured figures only); "
+        "silence stays 'every reward of the group equal'",
+    )
+    p.add_argument(
+        "--group-column",
+        dest="group_col",
+        metavar="GROUP_COLUMN",
+        help="column (verl: reward extra key) whose value identifies a group within a step, "
+        "e.g. a dataset index: exact groups when a prompt text appears twice in a step",
+    )
+    p.add_argument(
+        "--group-size",
+        type=bounded_int(1, 2**31, "answers per group"),
+        help="TRL's num_generations (default: inferred from the files)",
+    )
+    p.add_argument(
+        "--prompt-column",
+        dest="prompt_col",
+        metavar="PROMPT_COLUMN",
+        help="prompt-id column of a table (default prompt; verl: input)",
+    )
+    p.add_argument(
+        "--step-column",
+        dest="step_col",
+        metavar="STEP_COLUMN",
+        help="step column of a table (default step; else the number ending the file name)",
+    )
+    p.add_argument(
+        "--ddof",
+        type=int,
+        choices=(0, 1),
+        help="the std the trainer divides by, for the expected update "
+        "and fidelity (default: the log's trainer, TRL and verl 1; a table 0, the paper's)",
+    )
+    p.add_argument(
+        "--eps",
+        type=bounded_float(0, 1e300, "added to a std"),
+        help="added to that std (default: TRL 1e-4, verl 1e-6, a table 0)",
+    )
+    p.add_argument(
+        "--scale",
+        choices=("group", "batch", "none"),
+        help="what the advantages were divided by: each group's std, one std over the step's generation, "
+        "or nothing (Dr.GRPO: TRL scale_rewards='none', verl norm_adv_by_std_in_grpo=False). Default: "
+        "read from the logged advantages where the log has them (TRL), else 'group'",
+    )
+    p.add_argument(
+        "--prior",
+        default="empirical-bayes",
+        choices=("empirical-bayes", "uniform", "jeffreys"),
+        help="prior of each prompt's solve rate (default: fitted to the run)",
+    )
+    p.add_argument(
+        "--epsilon",
+        type=bounded_float(0, 1, "a fidelity target is 1 - epsilon", open_lo=True, open_hi=True),
+        default=0.05,
+        help="fidelity target 1 - epsilon of the fidelity law's group sizes (default 0.05; "
+        "not the advice, which is the G that learns fastest)",
+    )
+    p.add_argument(
+        "--level",
+        type=bounded_float(0, 1, "a credible level", open_lo=True, open_hi=True),
+        default=0.9,
+        help="level of the per-prompt credible intervals (default 0.9)",
+    )
+    p.add_argument(
+        "--half-life",
+        type=_half_life_arg,
+        help="steps after which an old rollout counts half in the posteriors, "
+        "or auto: the half-life whose posteriors best predict the run's own next groups "
+        "(default: every earlier rollout counts fully)",
+    )
+    p.add_argument(
+        "--budget",
+        type=bounded_int(1, 2**53, "rollouts per step"),
+        help="rollouts per step to share over the prompts, by gsd plan --budget's default plan (uniform G)",
+    )
     add_advice_arguments(p)
-    p.add_argument("--out", help="write steps.parquet, prompts.parquet, groups.parquet, summary.json and diagnose.png here")
-    p.add_argument("--all-steps", action="store_true", help="print every step in the report's step table (default: "
-                                                             "12 evenly spaced steps when there are more, and a line saying so)")
+    p.add_argument(
+        "--out", help="write steps.parquet, prompts.parquet, groups.parquet, summary.json and diagnose.png here"
+    )
+    p.add_argument(
+        "--all-steps",
+        action="store_true",
+        help="print every step in the report's step table (default: "
+        "12 evenly spaced steps when there are more, and a line saying so)",
+    )
     p.add_argument("--json", action="store_true", help="print {summary, steps} as JSON instead of the report")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--fail-on", help="exit with status 3 when a rule holds, e.g. 'silent>0.5,wasted>0.3': silent is the "
-                                     "largest per-step silent fraction, wasted the run's wasted share (for CI)")
-    hidden_aliases(p, {"--reward": "reward", "--group-col": "group_col", "--prompt-col": "prompt_col",
-                       "--step-col": "step_col"})  # the spellings before gsd plan's "-column" ones
+    p.add_argument(
+        "--fail-on",
+        help="exit with status 3 when a rule holds, e.g. 'silent>0.5,wasted>0.3': silent is the "
+        "largest per-step silent fraction, wasted the run's wasted share (for CI)",
+    )
+    hidden_aliases(
+        p, {"--reward": "reward", "--group-col": "group_col", "--prompt-col": "prompt_col", "--step-col": "step_col"}
+    )  # the spellings before gsd plan's "-column" ones
     p.set_defaults(func=_diagnose)
 
-    e = sub.add_parser("example-logs", help="copy the shipped example rollout logs (TRL, verl, AReaL) into a folder",
-                       description="Copy the small rollout logs gsd ships into DEST, to try `gsd diagnose` on: "
-                                   "DEST/trl (TRL's output_dir), DEST/verl/rollout_data (verl's V1 dump), DEST/areal "
-                                   "(AReaL's rollout dump), DEST/rollouts.csv (a plain table) and DEST/PROVENANCE.md "
-                                   "(how each was written, by the trainer's own code). DEST must not exist yet.")
+    e = sub.add_parser(
+        "example-logs",
+        help="copy the shipped example rollout logs (TRL, verl, AReaL) into a folder",
+        description="Copy the small rollout logs gsd ships into DEST, to try `gsd diagnose` on: "
+        "DEST/trl (TRL's output_dir), DEST/verl/rollout_data (verl's V1 dump), DEST/areal "
+        "(AReaL's rollout dump), DEST/rollouts.csv (a plain table) and DEST/PROVENANCE.md "
+        "(how each was written, by the trainer's own code). DEST must not exist yet.",
+    )
     e.add_argument("dest", metavar="DEST", help="the folder to create")
     e.set_defaults(func=_example_logs)
 
@@ -103,11 +184,27 @@ def _diagnose(args) -> int:
     from .scalar_diagnosis import fail_on_status, parse_fail_on
 
     rules = parse_fail_on(args.fail_on) if args.fail_on is not None else []  # before any log is read
-    dx = diagnose(args.logs, fmt=args.fmt, reward=args.reward, threshold=args.threshold, prompt_col=args.prompt_col,
-                  step_col=args.step_col, group_col=args.group_col, group_size=args.group_size, prior=args.prior, epsilon=args.epsilon, level=args.level, budget=args.budget,
-                  half_life=args.half_life, ddof=args.ddof, eps=args.eps, scale=args.scale,
-                  optimizer=args.optimizer, cost=step_cost(args.cost),
-                  progress=False if args.no_progress else None)
+    dx = diagnose(
+        args.logs,
+        fmt=args.fmt,
+        reward=args.reward,
+        threshold=args.threshold,
+        prompt_col=args.prompt_col,
+        step_col=args.step_col,
+        group_col=args.group_col,
+        group_size=args.group_size,
+        prior=args.prior,
+        epsilon=args.epsilon,
+        level=args.level,
+        budget=args.budget,
+        half_life=args.half_life,
+        ddof=args.ddof,
+        eps=args.eps,
+        scale=args.scale,
+        optimizer=args.optimizer,
+        cost=step_cost(args.cost),
+        progress=False if args.no_progress else None,
+    )
     if args.out:
         write_outputs(dx, args.out)
     if args.json:
@@ -144,7 +241,10 @@ def _example_logs(args) -> int:
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     print(f"Example logs copied to {dest}: try")
-    for line in (f"gsd diagnose {dest / 'trl'}", f"gsd diagnose {dest / 'verl' / 'rollout_data'}",
-                 f"gsd diagnose {dest / 'areal'}"):
+    for line in (
+        f"gsd diagnose {dest / 'trl'}",
+        f"gsd diagnose {dest / 'verl' / 'rollout_data'}",
+        f"gsd diagnose {dest / 'areal'}",
+    ):
         print(f"  {line}")
     return 0

@@ -33,8 +33,18 @@ def closure_config(fast: bool | None = None) -> dict:
     """A simulator config for the closure: tabular GRPO on a U-shaped population, G = 8, half
     the prompts per step, lr 0.05 (a tenth of the paper's 0.5, so the solve rates drift little
     between a prompt's visits: the posteriors assume they do not move).  ``fast`` (or $GSD_NOTEBOOK_FAST): 200 prompts × 40 steps."""
-    cfg = {"n_prompts": 2000, "steps": 120, "batch_size": 1000, "group_size": 8, "difficulty": "beta", "lr": 0.05,
-           "rollouts": "counts", "device": "cpu", "checkpoint_every": 1000, "closed_form_every": 0}
+    cfg = {
+        "n_prompts": 2000,
+        "steps": 120,
+        "batch_size": 1000,
+        "group_size": 8,
+        "difficulty": "beta",
+        "lr": 0.05,
+        "rollouts": "counts",
+        "device": "cpu",
+        "checkpoint_every": 1000,
+        "closed_form_every": 0,
+    }
     if fast_mode(fast):
         cfg.update(n_prompts=200, steps=40, batch_size=100)
     return cfg
@@ -55,9 +65,12 @@ class Closure:
         pr = self.diagnosis.prompts
         seen = (pr["rollouts"] >= min_rollouts).to_numpy()
         est, true = pr["p_mean"].to_numpy()[seen], self.truth[seen]
-        return {"prompts": int(seen.sum()), "min_rollouts": min_rollouts,
-                "corr": float(np.corrcoef(est, true)[0, 1]) if seen.sum() > 2 else float("nan"),
-                "mean_abs_error": float(np.abs(est - true).mean()) if seen.any() else float("nan")}
+        return {
+            "prompts": int(seen.sum()),
+            "min_rollouts": min_rollouts,
+            "corr": float(np.corrcoef(est, true)[0, 1]) if seen.sum() > 2 else float("nan"),
+            "mean_abs_error": float(np.abs(est - true).mean()) if seen.any() else float("nan"),
+        }
 
     def reliability(self, bins: int = 5) -> pd.DataFrame:
         """Groups binned by their predicted silent probability (quantiles): per bin the number of
@@ -68,8 +81,9 @@ class Closure:
         cut = pd.qcut(g["silent_pred"], bins, duplicates="drop")
         q = g["silent_pred"]
         t = pd.DataFrame({"bin": cut, "q": q, "qvar": q * (1 - q), "silent": g["silent"].astype(float)})
-        r = t.groupby("bin", observed=True).agg(groups=("q", "size"), predicted=("q", "mean"),
-                                                measured=("silent", "mean"), qvar=("qvar", "sum"))
+        r = t.groupby("bin", observed=True).agg(
+            groups=("q", "size"), predicted=("q", "mean"), measured=("silent", "mean"), qvar=("qvar", "sum")
+        )
         r["sd"] = np.sqrt(r["qvar"]) / r["groups"]
         r["z"] = (r["measured"] - r["predicted"]) / r["sd"]
         return r.drop(columns="qvar").reset_index()
@@ -79,9 +93,15 @@ class Closure:
         prediction from the true p (the ledger's ``silent_pred``) beside the diagnosis's."""
         st = self.diagnosis.steps
         led = self.ledger
-        return pd.DataFrame({"step": st["step"].to_numpy(), "diagnosis": st["silent_frac"].to_numpy(),
-                             "simulator": led["silent_frac"].to_numpy(), "pred_posterior": st["silent_pred"].to_numpy(),
-                             "pred_true_p": led["silent_pred"].to_numpy()})
+        return pd.DataFrame(
+            {
+                "step": st["step"].to_numpy(),
+                "diagnosis": st["silent_frac"].to_numpy(),
+                "simulator": led["silent_frac"].to_numpy(),
+                "pred_posterior": st["silent_pred"].to_numpy(),
+                "pred_true_p": led["silent_pred"].to_numpy(),
+            }
+        )
 
 
 def simulate_and_diagnose(config: dict, out, *, fmt: str = "verl", half_life=None, progress: bool = False) -> Closure:
@@ -98,7 +118,9 @@ def simulate_and_diagnose(config: dict, out, *, fmt: str = "verl", half_life=Non
     if not np.array_equal(truth_log.hashes, log.hashes):
         raise AssertionError("the truth and the rewards were read for different prompts")  # pragma: no cover
     P = log.labels.size
-    truth = np.bincount(truth_log.prompt, weights=truth_log.reward, minlength=P) / np.bincount(truth_log.prompt, minlength=P)
+    truth = np.bincount(truth_log.prompt, weights=truth_log.reward, minlength=P) / np.bincount(
+        truth_log.prompt, minlength=P
+    )
     from ..simulator import SimConfig
 
     run_cfg = SimConfig.from_dict({**config, "rollout_log": fmt})
@@ -116,8 +138,11 @@ def closure_figure(closure: Closure, min_rollouts: int = 64):
     rec = closure.recovery(min_rollouts)
     ax1.scatter(closure.truth[seen], pr["p_mean"][seen], s=4, alpha=0.5, color=COLORS["grpo"], lw=0)
     ax1.plot([0, 1], [0, 1], color=COLORS["law"], lw=0.8)
-    ax1.set(xlabel="true p (mean over the prompt's rollouts)", ylabel="posterior mean",
-            title=f"(a) recovered p, n ≥ {min_rollouts}: r = {rec['corr']:.3f}")
+    ax1.set(
+        xlabel="true p (mean over the prompt's rollouts)",
+        ylabel="posterior mean",
+        title=f"(a) recovered p, n ≥ {min_rollouts}: r = {rec['corr']:.3f}",
+    )
     rel = closure.reliability(bins=8)
     ax2.errorbar(rel["predicted"], rel["measured"], yerr=2 * rel["sd"], fmt="o", color=COLORS["data"], ms=3)
     ax2.plot([0, 1], [0, 1], color=COLORS["law"], lw=0.8)

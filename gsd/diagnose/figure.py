@@ -44,12 +44,22 @@ def diagnosis_figure(dx, path=None):
     colors = ["#3b4cc0", "#7b9ff9", "#c0d4f5", "#f2cbb7", "#ee8468", "#b40426"]
     ax2.set(xlabel="step", ylabel="share of groups", title="(b) solve rate of the groups", ylim=(0, 1))
     if steps.size:
-        ax2.stackplot(steps, shares.T, colors=colors,
-                      labels=[f"k/G = {b}" if b in "01" else f"k/G in {b}" for b in DIFFICULTY_BINS])
+        ax2.stackplot(
+            steps,
+            shares.T,
+            colors=colors,
+            labels=[f"k/G = {b}" if b in "01" else f"k/G in {b}" for b in DIFFICULTY_BINS],
+        )
         ax2.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7)
     else:
-        ax2.text(0.5, 0.5, "graded rewards: no right/wrong\n(give --threshold T)", ha="center", va="center",
-                 transform=ax2.transAxes)
+        ax2.text(
+            0.5,
+            0.5,
+            "graded rewards: no right/wrong\n(give --threshold T)",
+            ha="center",
+            va="center",
+            transform=ax2.transAxes,
+        )
 
     ax3.plot(x, st["wasted_share"], color=COLORS["dr_grpo"], label="wasted share of rollouts")
     ax3.plot(x, st["effective_gradient_ratio"], color=COLORS["dapo"], label="effective-gradient ratio")

@@ -178,6 +178,7 @@ class RolloutLog:
 def _walk(folder: Path, hidden: bool = False) -> list[Path]:
     """The files under ``folder`` (hidden files skipped unless ``hidden``; symlinked folders not
     followed), or an InputError for an unreadable or huge tree."""
+
     def unreadable(exc):
         raise InputError(f"LOG: cannot read the folder {str(exc.filename)!r} ({exc.strerror})")
 
@@ -186,8 +187,10 @@ def _walk(folder: Path, hidden: bool = False) -> list[Path]:
         dirs[:] = [d for d in dirs if hidden or not d.startswith(".")]
         seen += len(dirs) + len(names)
         if seen > _MAX_FOLDER_ENTRIES:
-            raise InputError(f"LOG: {str(folder)!r} holds more than {_MAX_FOLDER_ENTRIES:,} files and folders; "
-                             "name the log files or the run's log folder")
+            raise InputError(
+                f"LOG: {str(folder)!r} holds more than {_MAX_FOLDER_ENTRIES:,} files and folders; "
+                "name the log files or the run's log folder"
+            )
         files.extend(Path(root, n) for n in names if hidden or not n.startswith("."))
     return [p for p in files if p.is_file()]
 
@@ -216,8 +219,12 @@ def _glob_files(pattern: str) -> list[Path]:
             return not names
         if rules[i] is None:  # ** : zero or more folders
             return match(names, i + 1) or (bool(names) and not names[0].startswith(".") and match(names[1:], i))
-        return bool(names) and (hidden_ok[i] or not names[0].startswith(".")) and bool(rules[i].match(names[0])) \
+        return (
+            bool(names)
+            and (hidden_ok[i] or not names[0].startswith("."))
+            and bool(rules[i].match(names[0]))
             and match(names[1:], i + 1)
+        )
 
     if not root.is_dir():
         return []
@@ -240,16 +247,20 @@ def _files_in_folder(folder: Path, fmt: str, notes: list) -> list[Path]:
     present = [name for name in _MODULES if by_fmt[name]]
     if fmt == "auto" and len(present) > 1:
         found = " and ".join(f"{_MODULES[n].FILE_DESCRIPTION} files ({len(by_fmt[n])})" for n in present)
-        raise InputError(f"LOG: {str(folder)!r} holds {found}: pass --format "
-                         f"{' or --format '.join(present)}, or name the folder of one run")
+        raise InputError(
+            f"LOG: {str(folder)!r} holds {found}: pass --format "
+            f"{' or --format '.join(present)}, or name the folder of one run"
+        )
     if fmt in _MODULES and not by_fmt[fmt]:
         module = _MODULES[fmt]
         # A dump under names the trainer does not use: every file of its type (the rows give the step).
         loose = [p for p in files if p.suffix.lower() in module.SUFFIXES]
         if not loose and present:
             other = present[0]
-            raise InputError(f"format {fmt}: no {module.FILE_DESCRIPTION} file in {folder}, but "
-                             f"{len(by_fmt[other])} {_MODULES[other].FILE_DESCRIPTION} file(s): use --format {other}")
+            raise InputError(
+                f"format {fmt}: no {module.FILE_DESCRIPTION} file in {folder}, but "
+                f"{len(by_fmt[other])} {_MODULES[other].FILE_DESCRIPTION} file(s): use --format {other}"
+            )
         by_fmt[fmt] = loose
     chosen = fmt if fmt in _MODULES else (present[0] if fmt == "auto" and present else None)
     if chosen is None:
@@ -263,14 +274,17 @@ def _files_in_folder(folder: Path, fmt: str, notes: list) -> list[Path]:
         training = [d for d in parents if not is_validation(d)]
         left = [d for d in parents if is_validation(d)]
         if len(training) == 1 and left:
-            notes.append(f"read the training dump {training[0]}; left out the validation dump(s) "
-                         + ", ".join(map(str, left)))
+            notes.append(
+                f"read the training dump {training[0]}; left out the validation dump(s) " + ", ".join(map(str, left))
+            )
             parents = training
             found = [p for p in found if folder_of(p) == training[0]]
     if len(parents) > 1:
-        raise InputError(f"LOG: {str(folder)!r} holds {module.FILE_DESCRIPTION} files in {len(parents)} "
-                         f"folders ({', '.join(map(str, parents[:4]))}{', ...' if len(parents) > 4 else ''}): "
-                         "name the folder of one run (files of several runs are never mixed)")
+        raise InputError(
+            f"LOG: {str(folder)!r} holds {module.FILE_DESCRIPTION} files in {len(parents)} "
+            f"folders ({', '.join(map(str, parents[:4]))}{', ...' if len(parents) > 4 else ''}): "
+            "name the folder of one run (files of several runs are never mixed)"
+        )
     return found
 
 
@@ -301,8 +315,10 @@ def _discover(paths, fmt: str):
     unique = list(dict.fromkeys(p.resolve() for p in found))
     if not unique:
         expected = ", ".join(m.FILE_DESCRIPTION for m in _MODULES.values())
-        raise InputError(f"LOG: no rollout log file found in {', '.join(map(str, paths))} "
-                         f"(expected {expected} or a CSV/parquet/JSONL table)")
+        raise InputError(
+            f"LOG: no rollout log file found in {', '.join(map(str, paths))} "
+            f"(expected {expected} or a CSV/parquet/JSONL table)"
+        )
     if fmt == "auto":
         fmt = detect_format(unique)
     module = _MODULES.get(fmt)
@@ -316,8 +332,10 @@ def _discover(paths, fmt: str):
             if s is None:
                 continue
             if s in by_step:
-                raise InputError(f"LOG: step {s} is in two files, {by_step[s]} and {p} (two runs, or a validation "
-                                 "dump beside the training one?): name the files of one run")
+                raise InputError(
+                    f"LOG: step {s} is in two files, {by_step[s]} and {p} (two runs, or a validation "
+                    "dump beside the training one?): name the files of one run"
+                )
             by_step[s] = p
         parents = sorted({_hooks(module).dump_folder(p) for p in unique})
         if len(parents) > 1:
@@ -389,7 +407,9 @@ def parse_reward(spec: str, columns) -> list[tuple[float, str]]:
         if sign is None and terms:
             break
         j = m.end()
-        name = next((n for n in names if text.startswith(n, j) and re.match(r"\s*(?:[+-]|$)", text[j + len(n):])), None)
+        name = next(
+            (n for n in names if text.startswith(n, j) and re.match(r"\s*(?:[+-]|$)", text[j + len(n) :])), None
+        )
         if name is None:
             rest = re.match(r"[^+\-]*", text[j:]).group(0).strip()
             where = "" if rest == text else f" (in --reward-column {spec!r})"
@@ -400,7 +420,9 @@ def parse_reward(spec: str, columns) -> list[tuple[float, str]]:
         terms.append((value, name))
         i = j + len(name)
     if i < len(text):
-        raise InputError(f"reward: cannot read {spec!r} after {text[:i]!r} (terms are name or coef*name, joined by + or -)")
+        raise InputError(
+            f"reward: cannot read {spec!r} after {text[:i]!r} (terms are name or coef*name, joined by + or -)"
+        )
     return terms
 
 
@@ -506,19 +528,31 @@ class _Reader:
         columns = table.column_names
         twice = sorted({c for c in columns if columns.count(c) > 1})
         if twice:
-            raise InputError(f"{path}: the column name {twice[0]!r} is used by {columns.count(twice[0])} columns; "
-                             "rename them so that each column has one name")
+            raise InputError(
+                f"{path}: the column name {twice[0]!r} is used by {columns.count(twice[0])} columns; "
+                "rename them so that each column has one name"
+            )
         dtypes = {name: table.schema.field(name).type for name in columns}
         pcol = self.cols["prompt"]
         if pcol not in columns:
             hint = " (name it with --prompt-column)" if module is None else ""
             if module is not None and self.cols["prompt"] == module.PROMPT_COL:  # --format names another trainer?
-                other = sorted((n for n, m in _MODULES.items() if m is not module and m.PROMPT_COL in columns
-                                and path.suffix.lower() in m.SUFFIXES and _takes_reward(m, columns)),
-                               key=lambda n: not _MODULES[n].is_log_file(path))  # the one that names such files
+                other = sorted(
+                    (
+                        n
+                        for n, m in _MODULES.items()
+                        if m is not module
+                        and m.PROMPT_COL in columns
+                        and path.suffix.lower() in m.SUFFIXES
+                        and _takes_reward(m, columns)
+                    ),
+                    key=lambda n: not _MODULES[n].is_log_file(path),
+                )  # the one that names such files
                 if other:
-                    raise InputError(f"{path}: --format {self.fmt}: no {pcol!r} column (columns: "
-                                     f"{', '.join(columns)}): its rows are {other[0]}'s: use --format {other[0]}")
+                    raise InputError(
+                        f"{path}: --format {self.fmt}: no {pcol!r} column (columns: "
+                        f"{', '.join(columns)}): its rows are {other[0]}'s: use --format {other[0]}"
+                    )
             raise InputError(f"{path}: no prompt column {pcol!r}; columns: {', '.join(columns)}{hint}")
         if self.terms is None:
             self.terms = self._terms(columns, dtypes, path)
@@ -531,8 +565,10 @@ class _Reader:
         reward = total(parts, coefs)
         overflow = np.isinf(reward) & np.isfinite(parts).all(axis=0)
         if overflow.any() and module is None:  # a trainer's own arithmetic overflows as the trainer's does
-            raise InputError(f"{path}: the reward {_reward_text(self.terms)!r} overflows (its weighted sum is infinite "
-                             f"on {int(overflow.sum())} row(s) whose terms are finite): rescale the reward columns")
+            raise InputError(
+                f"{path}: the reward {_reward_text(self.terms)!r} overflows (its weighted sum is infinite "
+                f"on {int(overflow.sum())} row(s) whose terms are finite): rescale the reward columns"
+            )
         conflict = None
         row_keys = _hooks(module).row_keys(table)
         if row_keys is not None:  # a key written twice: once if the rewards agree, a contradiction if not
@@ -575,9 +611,26 @@ class _Reader:
         first_step = from_name if from_name is not None else (int(steps[step_ok][0]) if step_ok.any() else 0)
         pad = _hooks(module).padding_rows
         padding = pad(table, parts) if pad is not None else None
-        self.chunks.append(_Chunk(path, hashes, prompt_ok, steps, step_ok, reward, gkey, gkey_ok, lines, advantage,
-                                  fingerprint, extra_bad, first_step, _mtime(path), conflict=conflict,
-                                  padding=padding))
+        self.chunks.append(
+            _Chunk(
+                path,
+                hashes,
+                prompt_ok,
+                steps,
+                step_ok,
+                reward,
+                gkey,
+                gkey_ok,
+                lines,
+                advantage,
+                fingerprint,
+                extra_bad,
+                first_step,
+                _mtime(path),
+                conflict=conflict,
+                padding=padding,
+            )
+        )
 
     def _hash_prompts(self, arr):
         """64-bit hashes of the prompts (each distinct one hashed once) and which rows have one."""
@@ -632,8 +685,13 @@ def _as_string_array(arr):
         return arr.cast(pa.string()), False
     values = arr.to_pylist()
     structured = any(isinstance(v, (list, dict)) for v in values)
-    return pa.array([None if v is None else (json.dumps(v, sort_keys=True, ensure_ascii=False) if structured else str(v))
-                     for v in values], type=pa.string()), structured
+    return pa.array(
+        [
+            None if v is None else (json.dumps(v, sort_keys=True, ensure_ascii=False) if structured else str(v))
+            for v in values
+        ],
+        type=pa.string(),
+    ), structured
 
 
 def _hash_values(arr):
@@ -695,17 +753,22 @@ def _integers(arr):
 
         # pandas writes integer steps of a float column as "1.0": a zero fraction is the same integer.
         text = pc.replace_substring_regex(pc.utf8_trim_whitespace(arr), r"\.0*$", "")
-        ok = np.asarray(pc.fill_null(pc.match_substring_regex(text, r"^[-+]?[0-9]{1,18}$"), False)
-                        .to_numpy(zero_copy_only=False), dtype=bool)  # 18 digits always fit int64
+        ok = np.asarray(
+            pc.fill_null(pc.match_substring_regex(text, r"^[-+]?[0-9]{1,18}$"), False).to_numpy(zero_copy_only=False),
+            dtype=bool,
+        )  # 18 digits always fit int64
         out = np.zeros(len(arr), np.int64)
         if ok.any():
             out[ok] = pc.cast(text.filter(pa.array(ok)), pa.int64()).to_numpy(zero_copy_only=False)
         # 19 digits: read as uint64 (never overflows), kept below 2^63 (what int64 holds)
-        long = np.asarray(pc.fill_null(pc.match_substring_regex(text, r"^\+?[0-9]{19}$"), False)
-                          .to_numpy(zero_copy_only=False), dtype=bool)
+        long = np.asarray(
+            pc.fill_null(pc.match_substring_regex(text, r"^\+?[0-9]{19}$"), False).to_numpy(zero_copy_only=False),
+            dtype=bool,
+        )
         if long.any():
-            big = pc.cast(pc.replace_substring(text.filter(pa.array(long)), "+", ""), pa.uint64()) \
-                .to_numpy(zero_copy_only=False)
+            big = pc.cast(pc.replace_substring(text.filter(pa.array(long)), "+", ""), pa.uint64()).to_numpy(
+                zero_copy_only=False
+            )
             fits = big < np.uint64(2**63)
             idx = np.flatnonzero(long)[fits]
             out[idx], ok[idx] = big[fits].astype(np.int64), True
@@ -800,15 +863,18 @@ def _read_parquet(path, reader):
     try:
         pf = pq.ParquetFile(path)
     except Exception as exc:  # pyarrow raises several types for a non-parquet file
-        raise InputError(f"{path}: not a readable parquet file ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
+        raise InputError(
+            f"{path}: not a readable parquet file ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+        ) from None
     schema = pf.schema_arrow
     whole = _hooks(reader.module).READ_ALL_COLUMNS
     if whole:
         names = None
     else:
         cols = reader.cols
-        wanted = {cols["prompt"], cols["step"], cols.get("group"), cols.get("silent"), "advantage"} \
-            | set(_hooks(reader.module).KEY_COLUMNS)
+        wanted = {cols["prompt"], cols["step"], cols.get("group"), cols.get("silent"), "advantage"} | set(
+            _hooks(reader.module).KEY_COLUMNS
+        )
         if reader.reward_spec:
             wanted |= {name for _, name in parse_reward(reader.reward_spec, schema.names)}
         elif reader.module is not None:
@@ -887,8 +953,11 @@ def _read_jsonl(path):
         values = [r.get(k) for r in records]
         kinds = {type(v) for v in values if v is not None}
         if kinds <= {int, float} and kinds:
-            columns[k] = pa.array([None if v is None else float(v) for v in values], type=pa.float64()) \
-                if float in kinds else pa.array(values, type=pa.int64())
+            columns[k] = (
+                pa.array([None if v is None else float(v) for v in values], type=pa.float64())
+                if float in kinds
+                else pa.array(values, type=pa.int64())
+            )
         else:  # mixed or text: text ("True"/"False" and numbers in text are read as numbers later)
             columns[k] = pa.array([None if v is None else str(v) for v in values], type=pa.string())
     yield pa.table(columns), np.asarray(lines), bad
@@ -936,8 +1005,11 @@ def _read_csv(path):
                     break
                 except (UnicodeDecodeError, pd.errors.ParserError) as exc:
                     raise InputError(f"{path}: not a readable CSV file ({exc})") from None
-            bad = [(int(m.group(1)), f"malformed CSV row ({m.group(2).strip()})")
-                   for w in caught for m in re.finditer(r"Skipping line (\d+): (.*)", str(w.message))]
+            bad = [
+                (int(m.group(1)), f"malformed CSV row ({m.group(2).strip()})")
+                for w in caught
+                for m in re.finditer(r"Skipping line (\d+): (.*)", str(w.message))
+            ]
             skipped = [b[0] for b in bad]
             # Data rows are consecutive lines once the skipped ones are taken out (no quoted newlines).
             lines = np.arange(next_line, next_line + len(df) + len(skipped))
@@ -964,14 +1036,16 @@ def _run_history(chunks, warnings):
         return chunks, []
     times = np.array([ch.mtime for ch in timed])
     newest = int(np.argmax(times))
-    tail = times[newest + 1:]
+    tail = times[newest + 1 :]
     if not tail.size or not np.all(tail + _MTIME_SLACK_S < times[newest]) or not np.all(np.diff(tail) >= 0):
         return chunks, []
-    stale_ids = {id(ch) for ch in timed[newest + 1:]}
-    stale = [ch.file_step for ch in timed[newest + 1:]]
-    warnings.append(f"steps {_span(stale)}: their files are older than the file of step {timed[newest].file_step} — "
-                    "left by an earlier attempt or another run in the same folder (a resume from an earlier checkpoint "
-                    "rewrites the steps after it), left out; name the files to read them anyway")
+    stale_ids = {id(ch) for ch in timed[newest + 1 :]}
+    stale = [ch.file_step for ch in timed[newest + 1 :]]
+    warnings.append(
+        f"steps {_span(stale)}: their files are older than the file of step {timed[newest].file_step} — "
+        "left by an earlier attempt or another run in the same folder (a resume from an earlier checkpoint "
+        "rewrites the steps after it), left out; name the files to read them anyway"
+    )
     return [ch for ch in chunks if id(ch) not in stale_ids], stale
 
 
@@ -993,8 +1067,10 @@ def _assemble(reader: _Reader, group_col, warnings):
     step_ok = np.concatenate([c.step_ok for c in chunks])
     keyed = [c.gkey is not None for c in chunks]
     if any(keyed) and not all(keyed):
-        raise InputError("LOG: some files carry a group key and others do not (files of two trainers or versions "
-                         "in one folder?): name the files of one run")
+        raise InputError(
+            "LOG: some files carry a group key and others do not (files of two trainers or versions "
+            "in one folder?): name the files of one run"
+        )
     if all(keyed):  # blocks, a group column or the trainer's keys
         gkey = np.concatenate([c.gkey for c in chunks])
         gkey_ok = np.concatenate([c.gkey_ok for c in chunks])
@@ -1003,19 +1079,21 @@ def _assemble(reader: _Reader, group_col, warnings):
     reward_ok = np.isfinite(reward)
     # A trainer that keeps a row without a finite reward in its group (TRL) counts it there.
     unscorable = prompt_ok & ~reward_ok if in_group else np.zeros(h.size, bool)
-    conflict = np.concatenate([c.conflict if c.conflict is not None else np.zeros(c.hashes.size, bool)
-                               for c in chunks])
+    conflict = np.concatenate([c.conflict if c.conflict is not None else np.zeros(c.hashes.size, bool) for c in chunks])
     usable = prompt_ok & step_ok & (reward_ok | unscorable) & gkey_ok & ~conflict
     # Report each unusable row once, with its first reason.
     offsets = np.cumsum([0] + [c.hashes.size for c in chunks])
     no_key = _hooks(reader.module).BAD_KEY
-    for mask, why in ((~prompt_ok, "no prompt"),
-                      (prompt_ok & ~reward_ok & ~unscorable, "reward is missing, not a number or not finite"),
-                      (prompt_ok & (reward_ok | unscorable) & ~step_ok, "step is missing or not an integer"),
-                      (prompt_ok & (reward_ok | unscorable) & step_ok & ~gkey_ok,
-                       f"no value in the group column {group_col!r}" if group_col else no_key),
-                      (prompt_ok & (reward_ok | unscorable) & step_ok & gkey_ok & conflict,
-                       _hooks(reader.module).CONFLICT)):
+    for mask, why in (
+        (~prompt_ok, "no prompt"),
+        (prompt_ok & ~reward_ok & ~unscorable, "reward is missing, not a number or not finite"),
+        (prompt_ok & (reward_ok | unscorable) & ~step_ok, "step is missing or not an integer"),
+        (
+            prompt_ok & (reward_ok | unscorable) & step_ok & ~gkey_ok,
+            f"no value in the group column {group_col!r}" if group_col else no_key,
+        ),
+        (prompt_ok & (reward_ok | unscorable) & step_ok & gkey_ok & conflict, _hooks(reader.module).CONFLICT),
+    ):
         for i in np.flatnonzero(mask):
             c = int(np.searchsorted(offsets, i, side="right") - 1)
             if len(reader.bad_rows) < _MAX_LISTED:
@@ -1054,21 +1132,33 @@ def _assemble(reader: _Reader, group_col, warnings):
         if short.any() and short.sum() <= c.unattributed_bad and np.all((sizes <= usual) | (sizes % usual == 0)):
             incomplete[np.flatnonzero(in_step)[short[inv]]] = True
         else:
-            warnings.append(f"{c.file.name}: {c.unattributed_bad} unreadable line(s) could not be placed in a group; "
-                            "the group(s) they belonged to may be counted short")
+            warnings.append(
+                f"{c.file.name}: {c.unattributed_bad} unreadable line(s) could not be placed in a group; "
+                "the group(s) they belonged to may be counted short"
+            )
     keep = usable & ~incomplete
     counted = incomplete & (gkey_ok | blocks)  # a row without a key is not a group of its own
     lost_groups = pair_codes(step[counted], gkey[counted])[1]
     batch = np.concatenate([np.full(c.hashes.size, i, np.int64) for i, c in enumerate(chunks)])
-    return {"hash": h[keep], "step": step[keep], "reward": reward[keep], "gkey": gkey[keep], "batch": batch[keep],
-            "incomplete_groups": int(lost_groups), "incomplete_rollouts": int((incomplete & usable).sum()),
-            "unscorable": int((unscorable & keep).sum()),
-            "padding": np.concatenate([c.padding for c in chunks])[keep]
-            if reader.pads and all(c.padding is not None for c in chunks) else None,
-            "advantage": np.concatenate([c.advantage for c in chunks])[keep]
-            if all(c.advantage is not None for c in chunks) else None,
-            "verdict": np.concatenate(reader.verdicts)[keep]
-            if reader.verdicts and len(reader.verdicts) == len(chunks) else None}
+    return {
+        "hash": h[keep],
+        "step": step[keep],
+        "reward": reward[keep],
+        "gkey": gkey[keep],
+        "batch": batch[keep],
+        "incomplete_groups": int(lost_groups),
+        "incomplete_rollouts": int((incomplete & usable).sum()),
+        "unscorable": int((unscorable & keep).sum()),
+        "padding": np.concatenate([c.padding for c in chunks])[keep]
+        if reader.pads and all(c.padding is not None for c in chunks)
+        else None,
+        "advantage": np.concatenate([c.advantage for c in chunks])[keep]
+        if all(c.advantage is not None for c in chunks)
+        else None,
+        "verdict": np.concatenate(reader.verdicts)[keep]
+        if reader.verdicts and len(reader.verdicts) == len(chunks)
+        else None,
+    }
 
 
 def pair_codes(a, b):
@@ -1094,9 +1184,17 @@ def _in_pairs(pair, bad_pairs):
     return index.get_indexer(pd.MultiIndex.from_arrays([pair[0], pair[1]])) >= 0
 
 
-def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt_col: str | None = None,
-                  step_col: str | None = None, group_col: str | None = None, group_size: int | None = None,
-                  progress: bool | None = None) -> RolloutLog:
+def read_rollouts(
+    paths,
+    *,
+    fmt: str = "auto",
+    reward: str | None = None,
+    prompt_col: str | None = None,
+    step_col: str | None = None,
+    group_col: str | None = None,
+    group_size: int | None = None,
+    progress: bool | None = None,
+) -> RolloutLog:
     """Read rollout logs (verl, TRL or a plain table) into the trainer's groups.
 
     Parameters
@@ -1162,13 +1260,20 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     if declared:
         reward, group_col = declared["reward_col"], declared["group_col"]
     if group_size is not None and not _hooks(module).GROUP_SIZE:
-        raise InputError(f"group_size is the number of consecutive rows of a group (TRL's num_generations); the {fmt} "
-                         "format groups by prompt or by --group-column")
+        raise InputError(
+            f"group_size is the number of consecutive rows of a group (TRL's num_generations); the {fmt} "
+            "format groups by prompt or by --group-column"
+        )
     if group_col is not None and not _hooks(module).GROUP_COL:
         raise InputError(f"group_col: {fmt} groups are blocks of rows; use --group-size")
     defaults = (module.PROMPT_COL, module.STEP_COL) if module is not None else ("prompt", "step")
-    cols = {"prompt": prompt_col or defaults[0], "step": step_col or defaults[1], "step_required": step_col is not None,
-            "group": group_col, "silent": declared.get("silent_col") if declared else None}
+    cols = {
+        "prompt": prompt_col or defaults[0],
+        "step": step_col or defaults[1],
+        "step_required": step_col is not None,
+        "group": group_col,
+        "silent": declared.get("silent_col") if declared else None,
+    }
 
     from ..progress import progress_bar
 
@@ -1176,16 +1281,20 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
     disable = None if progress is None else not progress
     for path in progress_bar(files, desc="reading logs", unit="file", disable=disable, leave=False):
         _read_file(path, reader)
-    context = RunContext(group_size=group_size, group_size_given=group_size is not None, warnings=warnings,
-                         state_path=state_path)
+    context = RunContext(
+        group_size=group_size, group_size_given=group_size is not None, warnings=warnings, state_path=state_path
+    )
     if state_path is not None:
         context.state = module.read_state(state_path)
         context.state_is_final = Path(state_path).parent.name != "" and not Path(state_path).parent.name.startswith(
-            "checkpoint-")
+            "checkpoint-"
+        )
         warnings.extend(context.state.get("notes", ()))
         if context.state.get("skipped"):
-            warnings.append(f"{state_path.name}: {context.state['skipped']} log_history entr(ies) whose step is not a "
-                            "whole number were skipped")
+            warnings.append(
+                f"{state_path.name}: {context.state['skipped']} log_history entr(ies) whose step is not a "
+                "whole number were skipped"
+            )
     excluded = []
     if module is not None and any(c.hashes.size for c in reader.chunks):
         reader.chunks = [c for c in reader.chunks if c.hashes.size or c.unattributed_bad]
@@ -1222,67 +1331,115 @@ def read_rollouts(paths, *, fmt: str = "auto", reward: str | None = None, prompt
         silent = np.zeros(n_groups, bool)
         np.logical_or.at(silent, group, got["verdict"] > 0)
     if _hooks(module).REWARD_WEIGHTS_UNLOGGED and not reward and len(terms) > 1:
-        warnings.append(f"reward = {reward_name} with weight 1 each: TRL does not log its reward_weights; "
-                        "if the run weighted them, give the weights with --reward-column 'a+0.5*b'")
+        warnings.append(
+            f"reward = {reward_name} with weight 1 each: TRL does not log its reward_weights; "
+            "if the run weighted them, give the weights with --reward-column 'a+0.5*b'"
+        )
     advantage_check = _check_groups(code, group, n_groups, got, module, group_col, silent, warnings)
     note = _hooks(module).trainer_silent_note(advantage_check)
     if note and context.trainer_silent:
         warnings.append(note)
     missing = []
     if module is not None:
-        have = {c.file_step for c in reader.chunks if c.file_step is not None} | set(excluded) \
-            | set(context.repeated_steps) | set(context.eval_steps)
+        have = (
+            {c.file_step for c in reader.chunks if c.file_step is not None}
+            | set(excluded)
+            | set(context.repeated_steps)
+            | set(context.eval_steps)
+        )
         named = [module.step_of(Path(f)) for f in files]
         if have and all(s is not None for s in named):
             last = max(have)
             if last <= 10**7:
                 missing = sorted(set(range(1, last + 1)) - have)
             if missing:
-                warnings.append(f"{len(missing)} of the {last} steps have no log file ({_span(missing)}): the figures "
-                                "are those of the logged rollouts, not of the whole generation"
-                                + (" (TRL writes one file per logging step: logging_steps > 1)"
-                                   if _hooks(module).GROUP_SIZE else ""))
+                warnings.append(
+                    f"{len(missing)} of the {last} steps have no log file ({_span(missing)}): the figures "
+                    "are those of the logged rollouts, not of the whole generation"
+                    + (
+                        " (TRL writes one file per logging step: logging_steps > 1)"
+                        if _hooks(module).GROUP_SIZE
+                        else ""
+                    )
+                )
     observable = True
     note = _hooks(module).FILTER
     if note and silent is not None and n_groups and not silent.any() and np.bincount(group).min() >= 2:
         observable = False
-        warnings.append(f"no group is silent at any step: either none was, or the trainer removed them before the dump "
-                        f"({note}); the log cannot tell which, so the generation's silent share is not given "
-                        "(summary.silent_frac_dumped is that of the dumped groups)")
+        warnings.append(
+            f"no group is silent at any step: either none was, or the trainer removed them before the dump "
+            f"({note}); the log cannot tell which, so the generation's silent share is not given "
+            "(summary.silent_frac_dumped is that of the dumped groups)"
+        )
     if declared:
-        reward_name, group_by, silence, G = (declared["reward_name"], declared["group_by"], declared["silence"],
-                                             declared["group_size"])
+        reward_name, group_by, silence, G = (
+            declared["reward_name"],
+            declared["group_by"],
+            declared["silence"],
+            declared["group_size"],
+        )
     got["incomplete_groups"] += context.short_groups  # groups the trainer module found short
     got["incomplete_rollouts"] += context.short_rollouts
     if got["incomplete_groups"]:
-        warnings.append(f"{got['incomplete_groups']} group(s) lost a row to an unusable line: incomplete, left out "
-                        f"({got['incomplete_rollouts']} usable rollouts in them)")
+        warnings.append(
+            f"{got['incomplete_groups']} group(s) lost a row to an unusable line: incomplete, left out "
+            f"({got['incomplete_rollouts']} usable rollouts in them)"
+        )
     padded = got["padding"] if got.get("padding") is not None and got["padding"].any() else None
     if padded is not None:
         got["unscorable"] -= int(padded.sum())
-        warnings.append(f"{int(padded.sum())} row(s) are padding, not generation: the trainer (trl-cgrpo: cgrpo/ "
-                        "metrics in trainer_state.json) stopped those prompts early and filled their block with "
-                        "empty, reward-less rows; they are left out of the rollouts and the wasted ones")
+        warnings.append(
+            f"{int(padded.sum())} row(s) are padding, not generation: the trainer (trl-cgrpo: cgrpo/ "
+            "metrics in trainer_state.json) stopped those prompts early and filled their block with "
+            "empty, reward-less rows; they are left out of the rollouts and the wasted ones"
+        )
     if got["unscorable"]:
-        warnings.append(f"{got['unscorable']} rollout(s) have no finite reward (every reward function returned None, "
-                        "or an infinite reward): kept in their group as the trainer keeps them, out of its mean and std")
+        warnings.append(
+            f"{got['unscorable']} rollout(s) have no finite reward (every reward function returned None, "
+            "or an infinite reward): kept in their group as the trainer keeps them, out of its mean and std"
+        )
     if reader.repeated_rows:
-        warnings.append(f"{reader.repeated_rows} row(s) repeat an earlier row's key and reward (the same output "
-                        "written twice): counted once")
+        warnings.append(
+            f"{reader.repeated_rows} row(s) repeat an earlier row's key and reward (the same output "
+            "written twice): counted once"
+        )
     if reader.extra_outputs:
-        warnings.append(f"{reader.extra_outputs} output(s) of multi-output sessions are not their session's final "
-                        "output: counted once per session, at its final output, as the trainer's advantage does")
-    return RolloutLog(prompt=code, step=got["step"], reward=got["reward"], labels=labels, hashes=uniq,
-                      files=[str(f) for f in files], fmt=fmt, reward_name=reward_name, group=group, group_by=group_by,
-                      silence=silence, group_size=G, repeated_steps=context.repeated_steps,
-                      missing_steps=missing, eval_steps=context.eval_steps,
-                      incomplete_groups=got["incomplete_groups"], incomplete_rollouts=got["incomplete_rollouts"],
-                      trainer_silent=context.trainer_silent, silent=silent,
-                      unscorable_rollouts=got["unscorable"], extra_outputs=reader.extra_outputs, padding=padded,
-                      excluded_steps=excluded, silent_observable=observable, advantage_check=advantage_check,
-                      threshold=declared["threshold"] if declared else None,
-                      trainer=declared.get("trainer") if declared else None,
-                      warnings=warnings, bad_rows=reader.bad_rows, bad_count=reader.bad_count)
+        warnings.append(
+            f"{reader.extra_outputs} output(s) of multi-output sessions are not their session's final "
+            "output: counted once per session, at its final output, as the trainer's advantage does"
+        )
+    return RolloutLog(
+        prompt=code,
+        step=got["step"],
+        reward=got["reward"],
+        labels=labels,
+        hashes=uniq,
+        files=[str(f) for f in files],
+        fmt=fmt,
+        reward_name=reward_name,
+        group=group,
+        group_by=group_by,
+        silence=silence,
+        group_size=G,
+        repeated_steps=context.repeated_steps,
+        missing_steps=missing,
+        eval_steps=context.eval_steps,
+        incomplete_groups=got["incomplete_groups"],
+        incomplete_rollouts=got["incomplete_rollouts"],
+        trainer_silent=context.trainer_silent,
+        silent=silent,
+        unscorable_rollouts=got["unscorable"],
+        extra_outputs=reader.extra_outputs,
+        padding=padded,
+        excluded_steps=excluded,
+        silent_observable=observable,
+        advantage_check=advantage_check,
+        threshold=declared["threshold"] if declared else None,
+        trainer=declared.get("trainer") if declared else None,
+        warnings=warnings,
+        bad_rows=reader.bad_rows,
+        bad_count=reader.bad_count,
+    )
 
 
 def _check_groups(code, group, n_groups, got, module, group_col, silent, warnings):
@@ -1291,7 +1448,9 @@ def _check_groups(code, group, n_groups, got, module, group_col, silent, warning
     sizes = np.bincount(group, minlength=n_groups)
     mixed = pair_codes(group, code)[1] - sizes.size
     if mixed and group_col:
-        warnings.append(f"the group column {group_col!r} puts several prompts in one group ({mixed} extra prompt-groups)")
+        warnings.append(
+            f"the group column {group_col!r} puts several prompts in one group ({mixed} extra prompt-groups)"
+        )
     gstep = np.zeros(sizes.size, np.int64)
     gstep[group] = got["step"]
     if not _hooks(module).GROUP_SIZE and not group_col and sizes.size:
@@ -1299,9 +1458,11 @@ def _check_groups(code, group, n_groups, got, module, group_col, silent, warning
         merged = (sizes > usual) & (sizes % usual == 0) if usual > 1 else np.zeros(sizes.size, bool)
         if merged.any():
             steps = np.unique(gstep[merged])
-            warnings.append(f"{int(merged.sum())} group(s) hold a multiple of the usual {usual} rollouts (steps "
-                            f"{_span(steps.tolist())}): probably duplicated prompts merged into one group; "
-                            "log a group id or dataset index as a reward extra key and pass --group-column KEY")
+            warnings.append(
+                f"{int(merged.sum())} group(s) hold a multiple of the usual {usual} rollouts (steps "
+                f"{_span(steps.tolist())}): probably duplicated prompts merged into one group; "
+                "log a group id or dataset index as a reward extra key and pass --group-column KEY"
+            )
         # One size per step, but not the same at every step: two runs in one folder, or a changed n.
         steps_u, sidx = np.unique(gstep, return_inverse=True)
         top = np.zeros(steps_u.size, np.int64)
@@ -1311,9 +1472,11 @@ def _check_groups(code, group, n_groups, got, module, group_col, silent, warning
         uniform = top == bottom
         if uniform.all() and np.unique(top).size > 1 and bottom.min() >= 2:
             sizes_seen = np.unique(top)
-            warnings.append("the group size changes between steps ("
-                            + ", ".join(f"{g} at steps {_span(steps_u[top == g].tolist())}" for g in sizes_seen.tolist())
-                            + "): two runs in one folder, or a run restarted with another rollout.n?")
+            warnings.append(
+                "the group size changes between steps ("
+                + ", ".join(f"{g} at steps {_span(steps_u[top == g].tolist())}" for g in sizes_seen.tolist())
+                + "): two runs in one folder, or a run restarted with another rollout.n?"
+            )
     check = _hooks(module).check_advantages
     if check is None or got["advantage"] is None:
         return None
@@ -1326,10 +1489,12 @@ def _check_groups(code, group, n_groups, got, module, group_col, silent, warning
     if result["scale"] is None:
         # TRL's float32 rounding leaves |A| up to ~1e-3 on a silent group of graded rewards.
         disagree = int((silent != (amax <= 1e-3)).sum()) if silent is not None else 0
-        warnings.append("the logged advantages fit no scaling of the reward used (scale_rewards group, batch or none; "
-                        f"{disagree} group(s) silent under one and not the other): the reward weights probably differ "
-                        "from the run's reward_weights (give them with --reward-column 'a+0.5*b'), or the run "
-                        "aggregated rewards another way (multi_objective_aggregation)")
+        warnings.append(
+            "the logged advantages fit no scaling of the reward used (scale_rewards group, batch or none; "
+            f"{disagree} group(s) silent under one and not the other): the reward weights probably differ "
+            "from the run's reward_weights (give them with --reward-column 'a+0.5*b'), or the run "
+            "aggregated rewards another way (multi_objective_aggregation)"
+        )
     return result
 
 

@@ -15,9 +15,25 @@ __all__ = ["format_report", "diagnosis_json", "write_outputs", "OUTPUT_FILES"]
 #: Files written by :func:`write_outputs` into the output folder.
 OUTPUT_FILES = ("steps.parquet", "prompts.parquet", "groups.parquet", "summary.json", "diagnose.png")
 
-_GROUP_COLUMNS = ("step", "prompt", "G", "generated", "n", "k", "n_before", "k_before", "n_eff", "k_eff", "a", "b",
-                  "silent", "binary_silent",
-                  "silent_pred", "sigma", "sigma_pred")
+_GROUP_COLUMNS = (
+    "step",
+    "prompt",
+    "G",
+    "generated",
+    "n",
+    "k",
+    "n_before",
+    "k_before",
+    "n_eff",
+    "k_eff",
+    "a",
+    "b",
+    "silent",
+    "binary_silent",
+    "silent_pred",
+    "sigma",
+    "sigma_pred",
+)
 
 
 def diagnosis_json(dx: Diagnosis) -> dict:
@@ -50,33 +66,45 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
     lines = [x for x in lines if x]
     if s.get("half_life_choice"):
         h = s["half_life"]
-        lines.append(f"  posteriors: half-life {'none (every earlier rollout counts fully)' if h is None else f'{h:g} steps'}, "
-                     f"chosen by --half-life auto (the best one-step-ahead log score of "
-                     f"{s['half_life_choice']['groups_scored']:,} groups)")
+        lines.append(
+            f"  posteriors: half-life {'none (every earlier rollout counts fully)' if h is None else f'{h:g} steps'}, "
+            f"chosen by --half-life auto (the best one-step-ahead log score of "
+            f"{s['half_life_choice']['groups_scored']:,} groups)"
+        )
     if s["bad_rows"]:
         lines.append(f"{s['bad_rows']:,} row(s) could not be used, e.g. " + "; ".join(s["bad_rows_listed"][:3]))
     if s["singletons"]:
-        lines.append(f"{s['singletons']:,} prompt-steps had a single rollout (no group): left out of the silent fractions.")
+        lines.append(
+            f"{s['singletons']:,} prompt-steps had a single rollout (no group): left out of the silent fractions."
+        )
     if s["steps_without_groups"]:
         shown = ", ".join(map(str, s["steps_without_groups"][:8]))
-        lines.append(f"Steps with one rollout per prompt (no groups): {shown}{' ...' if len(s['steps_without_groups']) > 8 else ''}.")
+        lines.append(
+            f"Steps with one rollout per prompt (no groups): {shown}{' ...' if len(s['steps_without_groups']) > 8 else ''}."
+        )
     for w in s["warnings"]:
         lines.append(f"WARNING: {w}")
     of = s["of"]
     lines.append("")
     binary_measured = c["silent_groups_measured"] / s["groups"] if c and s["groups"] else float("nan")
     if not s.get("silent_observable", True):
-        lines.append("  silent groups        not in the log: the trainer removed them before the dump "
-                     f"({s['silent_frac_dumped'] * 100:.1f} % of the dumped groups)")
+        lines.append(
+            "  silent groups        not in the log: the trainer removed them before the dump "
+            f"({s['silent_frac_dumped'] * 100:.1f} % of the dumped groups)"
+        )
     elif predicted and np.array_equal(dx.groups["silent"], dx.groups["binary_silent"]):
-        lines.append(f"  silent groups        {_pct(s['silent_frac'])} measured, {_pct(s['silent_pred'])} predicted "
-                     f"(z = {c.get('z', float('nan')):+.1f} over all groups)")
+        lines.append(
+            f"  silent groups        {_pct(s['silent_frac'])} measured, {_pct(s['silent_pred'])} predicted "
+            f"(z = {c.get('z', float('nan')):+.1f} over all groups)"
+        )
     elif predicted:
         # Graded rewards under a threshold: the trainer's silence (every reward equal) is measured
         # only; the prediction is of all-right/all-wrong groups, so z sets it beside that measure.
-        lines += [f"  silent groups        {_pct(s['silent_frac'])} measured (every reward equal, as the trainer sees it)",
-                  f"  all right/all wrong  {_pct(binary_measured)} measured, {_pct(s['silent_pred'])} predicted "
-                  f"(z = {c.get('z', float('nan')):+.1f} over all groups; {s['rewards_as']})"]
+        lines += [
+            f"  silent groups        {_pct(s['silent_frac'])} measured (every reward equal, as the trainer sees it)",
+            f"  all right/all wrong  {_pct(binary_measured)} measured, {_pct(s['silent_pred'])} predicted "
+            f"(z = {c.get('z', float('nan')):+.1f} over all groups; {s['rewards_as']})",
+        ]
     else:
         lines.append(f"  silent groups        {_pct(s['silent_frac'])} measured")
     lines += [
@@ -89,7 +117,8 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
             f"  fidelity of groups   {s['fidelity']:.3f} (expected GRPO update / large-group update; std with "
             f"ddof {s['update_convention']['ddof']}, eps {s['update_convention']['eps']:g}, as {s['update_convention']['from']})",
             f"  prior of p           Beta({prior['a']:.3g}, {prior['b']:.3g}), mean {prior['mean']:.3f} (empirical Bayes over the run)"
-            if "loglik" in prior else f"  prior of p           Beta({prior['a']:.3g}, {prior['b']:.3g})",
+            if "loglik" in prior
+            else f"  prior of p           Beta({prior['a']:.3g}, {prior['b']:.3g})",
         ]
     lines.append("")
     st = dx.steps
@@ -97,14 +126,20 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
     thinned = max_steps is not None and len(st) > max_steps
     show = st.iloc[np.unique(np.linspace(0, len(st) - 1, max_steps).round().astype(int))] if thinned else st
     if thinned:
-        lines.append(f"{len(show)} of {len(st)} steps, evenly spaced from the first to the last "
-                     "(--all-steps prints every one; --json and --out hold them all):")
-    lines.append(f"{'step':>8} {'groups':>7} {'rollouts':>9} {'silent':>8} {'pred':>8} {'wasted':>8} {'fidelity':>9}"
-                 + (f" {'TRL says':>9}" if trainer else ""))
+        lines.append(
+            f"{len(show)} of {len(st)} steps, evenly spaced from the first to the last "
+            "(--all-steps prints every one; --json and --out hold them all):"
+        )
+    lines.append(
+        f"{'step':>8} {'groups':>7} {'rollouts':>9} {'silent':>8} {'pred':>8} {'wasted':>8} {'fidelity':>9}"
+        + (f" {'TRL says':>9}" if trainer else "")
+    )
     for r in show.itertuples(index=False):
-        lines.append(f"{r.step:>8} {r.groups:>7} {r.rollouts:>9} {_pct(r.silent_frac):>8} {_pct(r.silent_pred):>8} "
-                     f"{_pct(r.wasted_share):>8} {_num(r.fidelity):>9}"
-                     + (f" {_pct(r.trainer_silent_frac):>9}" if trainer else ""))
+        lines.append(
+            f"{r.step:>8} {r.groups:>7} {r.rollouts:>9} {_pct(r.silent_frac):>8} {_pct(r.silent_pred):>8} "
+            f"{_pct(r.wasted_share):>8} {_num(r.fidelity):>9}"
+            + (f" {_pct(r.trainer_silent_frac):>9}" if trainer else "")
+        )
     pr = dx.prompts
     lines += advice_lines(s)
     if "group_size" in pr:
@@ -113,18 +148,30 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
         lines.append(
             f"Fidelity law (not the advice): the G at which one group's expected update is within "
             f"{s['epsilon']:g} of the large-group limit, at each prompt's posterior mean: "
-            + (f"median {np.median(gs[ok]):.0f}, 90th percentile {np.percentile(gs[ok], 90):.0f}" if ok.any() else "none reachable")
-            + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "") + ".")
+            + (
+                f"median {np.median(gs[ok]):.0f}, 90th percentile {np.percentile(gs[ok], 90):.0f}"
+                if ok.any()
+                else "none reachable"
+            )
+            + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "")
+            + "."
+        )
     if "verdict" in pr:
         lines += ["", _verdict_line(pr)] + _prompt_lines(pr)
     if "group_size_budget" in pr:
         alloc = pr["group_size_budget"]
         drawn = alloc > 0
-        lines.append(f"A budget of {s['budget']:,} rollouts per step ({int(alloc.sum()):,} spent), {s['budget_plan']} plan "
-                     "(gsd plan --budget's default): "
-                     f"{int(drawn.sum()):,} of {len(pr):,} prompts drawn"
-                     + (f", G from {alloc[drawn].min()} to {alloc[drawn].max()} (median {np.median(alloc[drawn]):.0f})"
-                        if drawn.any() else "") + ".")
+        lines.append(
+            f"A budget of {s['budget']:,} rollouts per step ({int(alloc.sum()):,} spent), {s['budget_plan']} plan "
+            "(gsd plan --budget's default): "
+            f"{int(drawn.sum()):,} of {len(pr):,} prompts drawn"
+            + (
+                f", G from {alloc[drawn].min()} to {alloc[drawn].max()} (median {np.median(alloc[drawn]):.0f})"
+                if drawn.any()
+                else ""
+            )
+            + "."
+        )
     lines += [
         "Predictions use each prompt's Beta posterior before the step; see the docs page 'Reading real logs' and "
         "docs/theory.md, section Rollout logs, for the formats and the formulas.",
@@ -139,30 +186,43 @@ def advice_lines(s: dict) -> list[str]:
         return []
     rel = adv.get("relative_per_generation", {})
     others = ", ".join(f"G = {g} at {r:.2f}x" for g, r in rel.items() if int(g) != adv["advised_G_per_generation"])
-    out = ["", f"Advice: uniform G = {adv['advised_G_per_generation']} learns fastest per generation ("
-           + (f"{others}; " if others else "") + f"the smallest G within {adv['tolerance']:.0%} of the model's best)."]
+    out = [
+        "",
+        f"Advice: uniform G = {adv['advised_G_per_generation']} learns fastest per generation ("
+        + (f"{others}; " if others else "")
+        + f"the smallest G within {adv['tolerance']:.0%} of the model's best).",
+    ]
     if adv["advised_G_per_second"] is not None:
         c = adv["cost"]
-        out.append(f"  per second: G = {adv['advised_G_per_second']} (step cost {c['t_step']:g} s + {c['t_prompt']:g} s "
-                   f"per prompt + {c['t_rollout']:g} s per generation, {c['source']})")
+        out.append(
+            f"  per second: G = {adv['advised_G_per_second']} (step cost {c['t_step']:g} s + {c['t_prompt']:g} s "
+            f"per prompt + {c['t_rollout']:g} s per generation, {c['source']})"
+        )
     else:
         out.append("  per second: give --cost T_STEP,T_PROMPT,T_ROLLOUT (one run at one G cannot separate them)")
     g = s.get("group_size")
     if isinstance(g, int | np.integer) and str(int(g)) in rel:
         out.append(f"  this run's G = {int(g)}: {rel[str(int(g))]:.2f}x the advised G's progress per generation")
-    out.append(f"  model: expected progress of the run's objective under each prompt's posterior, "
-               f"{adv['prompts_per_step']} prompts per step held fixed; {adv['convention'].split('; ', 1)[1]} "
-               "(docs/theory.md, section Which G learns fastest)")
+    out.append(
+        f"  model: expected progress of the run's objective under each prompt's posterior, "
+        f"{adv['prompts_per_step']} prompts per step held fixed; {adv['convention'].split('; ', 1)[1]} "
+        "(docs/theory.md, section Which G learns fastest)"
+    )
     gen = s.get("advice_holding_generations")
     if gen:
         rel_g = gen.get("relative_per_generation", {})
-        out.append(f"  holding generations per step instead ({gen['generations_per_step']} per step, e.g. TRL's "
-                   f"per_device_train_batch_size kept while num_generations changes): G = "
-                   f"{gen['advised_G_per_generation']} (" + ", ".join(f"G = {g} at {r:.2f}x" for g, r in rel_g.items()
-                                                              if int(g) != gen["advised_G_per_generation"]) + ")")
-    out.append("  measured in TRL (docs/group_size_training.md): holding prompts, G = 2 reached the hardest-quarter "
-               "target with 1.7-3.3x fewer generations than G = 4-8; holding generations, G = 2 to 16 came within "
-               "16 % of each other")
+        out.append(
+            f"  holding generations per step instead ({gen['generations_per_step']} per step, e.g. TRL's "
+            f"per_device_train_batch_size kept while num_generations changes): G = "
+            f"{gen['advised_G_per_generation']} ("
+            + ", ".join(f"G = {g} at {r:.2f}x" for g, r in rel_g.items() if int(g) != gen["advised_G_per_generation"])
+            + ")"
+        )
+    out.append(
+        "  measured in TRL (docs/group_size_training.md): holding prompts, G = 2 reached the hardest-quarter "
+        "target with 1.7-3.3x fewer generations than G = 4-8; holding generations, G = 2 to 16 came within "
+        "16 % of each other"
+    )
     out += [f"  note: {n}" for n in adv.get("notes", [])]
     return out
 
@@ -172,8 +232,10 @@ def _verdict_line(pr) -> str:
 
     counts = pr["verdict"].value_counts()
     words = ", ".join(f"{int(counts.get(w, 0)):,} {w}" for w in ("starved", "saturated", "learning", "unsure"))
-    return (f"Prompts: {words} (posterior probability > {VERDICT_PROB:g} that p < {VERDICT_DELTA:g}, "
-            f"p > {1 - VERDICT_DELTA:g}, or in between; unsure: none yet).")
+    return (
+        f"Prompts: {words} (posterior probability > {VERDICT_PROB:g} that p < {VERDICT_DELTA:g}, "
+        f"p > {1 - VERDICT_DELTA:g}, or in between; unsure: none yet)."
+    )
 
 
 #: Prompts listed in the report's per-prompt table (all of them in --out's prompts.parquet).
@@ -186,15 +248,20 @@ def _prompt_lines(pr) -> list[str]:
     order = np.argsort(pr["p_mean"].to_numpy(), kind="stable")
     if order.size > MAX_PROMPTS:
         order = order[np.unique(np.linspace(0, order.size - 1, MAX_PROMPTS).round().astype(int))]
-    lines = [f"{len(order)} of {len(pr):,} prompts, by posterior mean (--out writes them all, prompts.parquet):"
-             if len(order) < len(pr) else "Per prompt:"]
+    lines = [
+        f"{len(order)} of {len(pr):,} prompts, by posterior mean (--out writes them all, prompts.parquet):"
+        if len(order) < len(pr)
+        else "Per prompt:"
+    ]
     lines.append(f"  {'prompt':<28} {'rollouts':>8} {'right':>6} {'p mean':>7} {'interval':>15} {'verdict':>9}")
     for i in order:
         r = pr.iloc[i]
         text = str(r["prompt"])
         text = text if len(text) <= 28 else text[:27] + "…"
-        lines.append(f"  {text:<28} {int(r['rollouts']):>8} {int(r['right']):>6} {r['p_mean']:>7.3f} "
-                     f"{f'[{r.p_lo:.3f}, {r.p_hi:.3f}]':>15} {r['verdict']:>9}")
+        lines.append(
+            f"  {text:<28} {int(r['rollouts']):>8} {int(r['right']):>6} {r['p_mean']:>7.3f} "
+            f"{f'[{r.p_lo:.3f}, {r.p_hi:.3f}]':>15} {r['verdict']:>9}"
+        )
     return lines
 
 

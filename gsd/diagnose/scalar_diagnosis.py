@@ -30,8 +30,17 @@ import numpy as np
 
 from .._errors import InputError
 
-__all__ = ["REWARD_KEYS", "SILENT_KEYS", "EVICTED_KEY", "FAIL_ON_EXIT", "ScalarDiagnosis", "diagnose_scalars", "alerts",
-           "fail_on_status", "parse_fail_on"]
+__all__ = [
+    "REWARD_KEYS",
+    "SILENT_KEYS",
+    "EVICTED_KEY",
+    "FAIL_ON_EXIT",
+    "ScalarDiagnosis",
+    "diagnose_scalars",
+    "alerts",
+    "fail_on_status",
+    "parse_fail_on",
+]
 
 #: The mean-reward metric of each writer, in the order looked for.
 REWARD_KEYS = ("reward", "train/reward", "critic/score/mean", "reward/mean", "mean_reward")
@@ -79,9 +88,20 @@ def _generations(steps: np.ndarray, config: dict):
     return trl_generations(prev, steps, *settings), all(settings)
 
 
-def diagnose_scalars(log, *, fmt: str = "auto", step_col=None, reward=None, silent=None, group_size=None,
-                     groups=None, predict=DEFAULT_PREDICT, level: float = 0.9, draws: int = 200,
-                     seed: int = 0) -> ScalarDiagnosis:
+def diagnose_scalars(
+    log,
+    *,
+    fmt: str = "auto",
+    step_col=None,
+    reward=None,
+    silent=None,
+    group_size=None,
+    groups=None,
+    predict=DEFAULT_PREDICT,
+    level: float = 0.9,
+    draws: int = 200,
+    seed: int = 0,
+) -> ScalarDiagnosis:
     """The silent fraction, wasted rollouts and difficulty fit a scalar log supports (module docstring).
 
     Parameters
@@ -114,8 +134,10 @@ def diagnose_scalars(log, *, fmt: str = "auto", step_col=None, reward=None, sile
     r_key = _pick(df.columns, reward, REWARD_KEYS, "reward")
     z_key = _pick(df.columns, silent, SILENT_KEYS, "silent")
     if r_key is None and z_key is None:
-        raise InputError(f"{log.source}: no mean reward ({', '.join(REWARD_KEYS)}) nor zero-std fraction "
-                         f"({', '.join(SILENT_KEYS)}) in the log; name them with --reward / --silent")
+        raise InputError(
+            f"{log.source}: no mean reward ({', '.join(REWARD_KEYS)}) nor zero-std fraction "
+            f"({', '.join(SILENT_KEYS)}) in the log; name them with --reward / --silent"
+        )
     G_from = "option" if group_size is not None else None
     G = as_scalar_group_size(group_size, "group_size", minimum=2, maximum=10**9) if group_size is not None else None
     # verl's config, as its Tracking hands it to W&B: nested sections
@@ -148,44 +170,68 @@ def diagnose_scalars(log, *, fmt: str = "auto", step_col=None, reward=None, sile
         # verl V1's DAPO filter logs the groups it evicted (all rewards equal), only at steps that evicted
         evicted = np.nan_to_num(rows[EVICTED_KEY].to_numpy(dtype=float), nan=0.0)
         # groups that passed the filter beyond the batch, discarded (V1's sync ReplayBuffer): drawn, not silent
-        surplus = (np.nan_to_num(rows[SURPLUS_KEY].to_numpy(dtype=float), nan=0.0) if SURPLUS_KEY in rows.columns
-                   else np.zeros(len(rows)))
+        surplus = (
+            np.nan_to_num(rows[SURPLUS_KEY].to_numpy(dtype=float), nan=0.0)
+            if SURPLUS_KEY in rows.columns
+            else np.zeros(len(rows))
+        )
         if n:
             drawn = evicted + n + surplus
             z = evicted / drawn
             z_key = f"{EVICTED_KEY} / (groups + evicted + surplus)"
         else:
-            notes.append(f"verl's DAPO filter evicted {evicted.sum():.0f} silent groups; the silent share needs "
-                         "--groups (data.train_batch_size, the groups trained per step)")
+            notes.append(
+                f"verl's DAPO filter evicted {evicted.sum():.0f} silent groups; the silent share needs "
+                "--groups (data.train_batch_size, the groups trained per step)"
+            )
         if surplus.any():
-            notes.append(f"{surplus.sum():.0f} groups passed the filter beyond the batch and were discarded "
-                         f"({SURPLUS_KEY}): drawn, not silent, not trained")
+            notes.append(
+                f"{surplus.sum():.0f} groups passed the filter beyond the batch and were discarded "
+                f"({SURPLUS_KEY}): drawn, not silent, not trained"
+            )
         # the mean score is the trained groups' (no silent one among them): not E[p] of the groups drawn
         m = np.full(len(rows), np.nan)
-        notes.append("verl's filter_groups (DAPO): the mean score is the trained groups' only, so no lower bound "
-                     "and no fit")
+        notes.append(
+            "verl's filter_groups (DAPO): the mean score is the trained groups' only, so no lower bound and no fit"
+        )
     bad = np.isfinite(m) & ((m < 0) | (m > 1))
     binary = not bad.any()
     if not binary:
-        notes.append(f"mean reward outside [0, 1] at {int(bad.sum())} steps (e.g. {float(m[bad][0])!r}): the "
-                     "rewards are not right/wrong, so no lower bound and no fit")
+        notes.append(
+            f"mean reward outside [0, 1] at {int(bad.sum())} steps (e.g. {float(m[bad][0])!r}): the "
+            "rewards are not right/wrong, so no lower bound and no fit"
+        )
     out = pd.DataFrame({"step": steps, "mean_reward": m, "silent_frac": z})
     gens, scheduled = _generations(steps, config)
     out["generations"] = gens
-    summary = {"format": log.fmt, "source": log.source, "reward_metric": r_key, "silent_metric": z_key,
-               "group_size": G, "group_size_from": G_from, "groups_per_generation": n, "groups_from": n_from,
-               "logged_steps": len(out), "last_step": int(steps[-1]) if len(steps) else None}
+    summary = {
+        "format": log.fmt,
+        "source": log.source,
+        "reward_metric": r_key,
+        "silent_metric": z_key,
+        "group_size": G,
+        "group_size_from": G_from,
+        "groups_per_generation": n,
+        "groups_from": n_from,
+        "logged_steps": len(out),
+        "last_step": int(steps[-1]) if len(steps) else None,
+    }
     if z_key is None and not dapo:
-        notes.append(f"the log holds no zero-std fraction ({log.fmt} logs none"
-                     + (": verl 0.9.1 logs only the mean score for GRPO" if log.fmt == "verl" else "")
-                     + "): the silent share and the wasted rollouts are not in it; the lower bound from the mean "
-                       "reward is all that can be said")
+        notes.append(
+            f"the log holds no zero-std fraction ({log.fmt} logs none"
+            + (": verl 0.9.1 logs only the mean score for GRPO" if log.fmt == "verl" else "")
+            + "): the silent share and the wasted rollouts are not in it; the lower bound from the mean "
+            "reward is all that can be said"
+        )
     seen = np.isfinite(z)
     if seen.any():
         w = gens[seen].astype(float)
         summary["silent_share"] = float((z[seen] * w).sum() / w.sum()) if w.sum() > 0 else float(z[seen].mean())
-        summary["silent_share_weights"] = ("generations per logged interval, from the config's schedule" if scheduled
-                                           else "logged steps covered (one generation per step, TRL's default)")
+        summary["silent_share_weights"] = (
+            "generations per logged interval, from the config's schedule"
+            if scheduled
+            else "logged steps covered (one generation per step, TRL's default)"
+        )
         if G and n:
             groups_drawn = gens * n if drawn is None else drawn
             wasted = z * groups_drawn * G
@@ -200,13 +246,17 @@ def diagnose_scalars(log, *, fmt: str = "auto", step_col=None, reward=None, sile
                 summary["silent_share"] = float((z[seen] * w).sum() / w.sum())
                 summary["silent_share_weights"] = "groups drawn per step (trained + evicted + discarded surplus)"
             if not summary["wasted_exact"]:
-                notes.append("wasted rollouts assume one generation per step (TRL's default); the log does not hold "
-                             "the schedule (gradient_accumulation_steps, steps_per_generation, num_iterations)")
+                notes.append(
+                    "wasted rollouts assume one generation per step (TRL's default); the log does not hold "
+                    "the schedule (gradient_accumulation_steps, steps_per_generation, num_iterations)"
+                )
         else:
             summary["wasted_share"] = summary["silent_share"]
             summary["wasted_rollouts"] = None
-            notes.append("wasted share = silent share (every group has G rollouts); the count of wasted rollouts needs "
-                         "--group-size and --groups (groups per generation)")
+            notes.append(
+                "wasted share = silent share (every group has G rollouts); the count of wasted rollouts needs "
+                "--group-size and --groups (groups per generation)"
+            )
     else:
         summary.update(silent_share=None, wasted_share=None, wasted_rollouts=None)
     fit = None
@@ -249,9 +299,12 @@ def _advice(fit, steps, groups) -> dict:
     i = int(proper[-1])
     adv = group_size_advice(fit.population(i), prompts_per_step=groups)
     rel = adv.table.set_index("G")["relative_per_generation"]
-    return {"advised_group_size": int(adv.advised_G_per_generation), "advice_step": int(steps[i]),
-            "advice_convention": f"hold={adv.hold}, optimizer={adv.optimizer}, method={adv.method}",
-            "advice_relative_per_generation": {int(g): float(v) for g, v in rel.items() if int(g) in (2, 4, 8, 16)}}
+    return {
+        "advised_group_size": int(adv.advised_G_per_generation),
+        "advice_step": int(steps[i]),
+        "advice_convention": f"hold={adv.hold}, optimizer={adv.optimizer}, method={adv.method}",
+        "advice_relative_per_generation": {int(g): float(v) for g, v in rel.items() if int(g) in (2, 4, 8, 16)},
+    }
 
 
 def alerts(summary: dict, steps, rules) -> list:
@@ -299,8 +352,10 @@ def parse_fail_on(text: str):
         part = part.strip()
         match = re.fullmatch(r"(silent|wasted)\s*(>=|>)\s*([0-9.eE+-]+)", part)
         if not match:
-            raise InputError(f"--fail-on {text!r}: cannot read {part!r} (expected METRIC>X or METRIC>=X, "
-                             "METRIC silent or wasted, X in [0, 1], joined by commas)")
+            raise InputError(
+                f"--fail-on {text!r}: cannot read {part!r} (expected METRIC>X or METRIC>=X, "
+                "METRIC silent or wasted, X in [0, 1], joined by commas)"
+            )
         try:
             thr = float(match.group(3))
         except ValueError:

@@ -133,8 +133,11 @@ def _read_trl(path: Path) -> ScalarLog:
     notes = []
     if evals:
         notes.append(f"{evals} evaluation entries (eval_*) left out")
-    config = {k: state[k] for k in ("global_step", "max_steps", "logging_steps", "train_batch_size")
-              if isinstance(state.get(k), int)}
+    config = {
+        k: state[k]
+        for k in ("global_step", "max_steps", "logging_steps", "train_batch_size")
+        if isinstance(state.get(k), int)
+    }
     return ScalarLog(_frame(rows, str(path)), "trl", str(path), config, notes)
 
 
@@ -161,8 +164,10 @@ def _read_tensorboard(path: Path) -> ScalarLog:
     except ModuleNotFoundError as exc:
         if not (exc.name or "").startswith("tensorboard"):
             raise
-        raise MissingExtra(f"reading TensorBoard event files needs the tensorboard package: pip install "
-                           f"'{SCALARS_EXTRA}'", name="tensorboard") from None
+        raise MissingExtra(
+            f"reading TensorBoard event files needs the tensorboard package: pip install '{SCALARS_EXTRA}'",
+            name="tensorboard",
+        ) from None
     folder = _event_dir(path)
     acc = EventAccumulator(str(folder), size_guidance={"scalars": 0, "tensors": 0})  # 0: keep every event
     acc.Reload()
@@ -183,8 +188,9 @@ def _read_tensorboard(path: Path) -> ScalarLog:
         for tag in ("train/" + k for k in _TRL_SUMMARY):
             for row in rows.values():
                 row.pop(tag, None)
-    return ScalarLog(_frame(rows, str(folder)), "tensorboard", str(folder), config if isinstance(config, dict) else {},
-                     notes)
+    return ScalarLog(
+        _frame(rows, str(folder)), "tensorboard", str(folder), config if isinstance(config, dict) else {}, notes
+    )
 
 
 # ------------------------------------------------------------------------------------------ W&B
@@ -210,11 +216,11 @@ def _wandb_records(data: bytes, source: str):
         if pos + 7 > len(data):
             torn = True
             break
-        crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
         if kind == 0 and length == 0 and crc == 0:  # zero padding to the block's end
             pos += room
             continue
-        body = data[pos + 7:pos + 7 + length]
+        body = data[pos + 7 : pos + 7 + length]
         if len(body) < length or kind not in (_FULL, _FIRST, _MIDDLE, _LAST) or zlib.crc32(body, crc0[kind]) != crc:
             torn = True
             break
@@ -248,16 +254,18 @@ def _read_wandb(path: Path) -> ScalarLog:
     if not files:
         raise InputError(f"{path}: no W&B run file (run-*.wandb) in it")
     if len(files) > 1:
-        raise InputError(f"{path}: {len(files)} W&B run files ({', '.join(str(f) for f in files[:3])}...); "
-                         "name one run's folder")
+        raise InputError(
+            f"{path}: {len(files)} W&B run files ({', '.join(str(f) for f in files[:3])}...); name one run's folder"
+        )
     try:
         from google.protobuf.message import DecodeError
         from wandb.proto import wandb_internal_pb2 as pb
     except ModuleNotFoundError as exc:
         if not (exc.name or "").startswith(("wandb", "google")):
             raise
-        raise MissingExtra(f"reading a W&B run file needs the wandb package: pip install '{SCALARS_EXTRA}'",
-                           name="wandb") from None
+        raise MissingExtra(
+            f"reading a W&B run file needs the wandb package: pip install '{SCALARS_EXTRA}'", name="wandb"
+        ) from None
     source = str(files[0])
     history, config, notes = [], {}, []
     for payload in _wandb_records(files[0].read_bytes(), source):
@@ -321,7 +329,7 @@ def _read_verl(path: Path) -> ScalarLog:
     rows = {}
     for n, obj in _jsonl(path):
         if not (isinstance(obj, dict) and "step" in obj and isinstance(obj.get("data"), dict)):
-            raise InputError(f"{path}:{n}: not a verl file-logger line ({{\"step\": ..., \"data\": {{...}}}})")
+            raise InputError(f'{path}:{n}: not a verl file-logger line ({{"step": ..., "data": {{...}}}})')
         step = _step_value(obj["step"], f"{path}:{n}")
         for k, v in obj["data"].items():
             _add(rows, step, k, v)
@@ -350,8 +358,10 @@ def _read_table(path: Path, step_col=None) -> ScalarLog:
     if step_col is None:
         step_col = next((c for c in _STEP_COLUMNS if c in df.columns), None)
         if step_col is None:
-            raise InputError(f"{path}: no step column (looked for {', '.join(_STEP_COLUMNS)}; "
-                             f"name one with --step-col): columns {list(df.columns)[:12]}")
+            raise InputError(
+                f"{path}: no step column (looked for {', '.join(_STEP_COLUMNS)}; "
+                f"name one with --step-col): columns {list(df.columns)[:12]}"
+            )
     elif step_col not in df.columns:
         raise InputError(f"step_col {step_col!r} is not a column of {path}: {list(df.columns)[:12]}")
     steps = pd.to_numeric(df[step_col], errors="coerce")
@@ -363,8 +373,9 @@ def _read_table(path: Path, step_col=None) -> ScalarLog:
     if steps.isna().any() or not (steps == steps.round()).all():
         bad = df[step_col][steps.isna() | (steps != steps.round())].iloc[0]
         raise InputError(f"{path}: column {step_col!r} must hold integer steps, got {bad!r}")
-    numeric = [c for c in df.columns
-               if c != step_col and not str(c).startswith("_") and pd.api.types.is_numeric_dtype(df[c])]
+    numeric = [
+        c for c in df.columns if c != step_col and not str(c).startswith("_") and pd.api.types.is_numeric_dtype(df[c])
+    ]
     if not numeric:
         raise InputError(f"{path}: no numeric metric columns beside {step_col!r}")
     # one row per step; a later row of the same step (W&B logs some keys in rows of their own) fills the gaps
@@ -405,8 +416,10 @@ def _detect(path: Path) -> tuple[str, Path]:
         return "table", path
     if path.suffix.lower() in _TABLE_SUFFIXES:
         return "table", path
-    raise InputError(f"{path}: not a scalar log gsd knows (trainer_state.json, a TensorBoard or W&B run, "
-                     f"a verl file-logger JSONL, or a {'/'.join(_TABLE_SUFFIXES)} table); give --format")
+    raise InputError(
+        f"{path}: not a scalar log gsd knows (trainer_state.json, a TensorBoard or W&B run, "
+        f"a verl file-logger JSONL, or a {'/'.join(_TABLE_SUFFIXES)} table); give --format"
+    )
 
 
 def read_scalars(path, *, fmt: str = "auto", step_col: str | None = None) -> ScalarLog:

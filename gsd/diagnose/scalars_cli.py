@@ -30,31 +30,58 @@ def register(sub) -> None:
 
     from ..cli_support import bounded_float, bounded_int, hidden_aliases
 
-    p = sub.add_parser("scalars", help=_HELP, description=_DESCRIPTION,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "scalars", help=_HELP, description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("log", metavar="LOG", help="a scalar log: file or folder")
-    p.add_argument("--format", dest="fmt", choices=("auto", "trl", "tensorboard", "wandb", "verl", "table"),
-                   default="auto", help="default: from the name and content")
+    p.add_argument(
+        "--format",
+        dest="fmt",
+        choices=("auto", "trl", "tensorboard", "wandb", "verl", "table"),
+        default="auto",
+        help="default: from the name and content",
+    )
     p.add_argument("--reward", help="mean-reward metric (default: reward, train/reward, critic/score/mean, ...)")
-    p.add_argument("--silent",
-                   help="zero-std-fraction metric (default: frac_reward_zero_std, train/frac_reward_zero_std)")
-    p.add_argument("--step-column", dest="step_col",
-                   help="a table's step column (default: step, global_step, train/global_step, _step, Step)")
-    p.add_argument("--group-size", type=bounded_int(2, 10**9, "answers per group"),
-                   help="G, TRL's num_generations / verl's rollout.n (default: the log's config, when it has one)")
-    p.add_argument("--groups", type=bounded_int(1, 10**9, "groups per generation"),
-                   help="groups per generation (TRL: generation_batch_size / num_generations; verl: "
-                        "data.train_batch_size); default: the log's config")
-    p.add_argument("--predict", default="4,16,32",
-                   help="group sizes to predict the silent fraction at (default 4,16,32)")
-    p.add_argument("--level", type=bounded_float(0, 1, "a coverage", open_lo=True, open_hi=True), default=0.9,
-                   help="level of the bootstrap intervals (default 0.9)")
-    p.add_argument("--draws", type=bounded_int(0, 10**5, "bootstrap replicates"), default=200,
-                   help="bootstrap replicates (default 200; 0: no intervals)")
-    p.add_argument("--fail-on",
-                   help=f"exit with status {FAIL_ON_EXIT} when a rule holds, e.g. 'silent>0.5,wasted>0.3': silent is "
-                        "the largest logged per-step silent fraction, wasted the run's wasted share; a rule the log "
-                        "cannot check counts as broken")
+    p.add_argument(
+        "--silent", help="zero-std-fraction metric (default: frac_reward_zero_std, train/frac_reward_zero_std)"
+    )
+    p.add_argument(
+        "--step-column",
+        dest="step_col",
+        help="a table's step column (default: step, global_step, train/global_step, _step, Step)",
+    )
+    p.add_argument(
+        "--group-size",
+        type=bounded_int(2, 10**9, "answers per group"),
+        help="G, TRL's num_generations / verl's rollout.n (default: the log's config, when it has one)",
+    )
+    p.add_argument(
+        "--groups",
+        type=bounded_int(1, 10**9, "groups per generation"),
+        help="groups per generation (TRL: generation_batch_size / num_generations; verl: "
+        "data.train_batch_size); default: the log's config",
+    )
+    p.add_argument(
+        "--predict", default="4,16,32", help="group sizes to predict the silent fraction at (default 4,16,32)"
+    )
+    p.add_argument(
+        "--level",
+        type=bounded_float(0, 1, "a coverage", open_lo=True, open_hi=True),
+        default=0.9,
+        help="level of the bootstrap intervals (default 0.9)",
+    )
+    p.add_argument(
+        "--draws",
+        type=bounded_int(0, 10**5, "bootstrap replicates"),
+        default=200,
+        help="bootstrap replicates (default 200; 0: no intervals)",
+    )
+    p.add_argument(
+        "--fail-on",
+        help=f"exit with status {FAIL_ON_EXIT} when a rule holds, e.g. 'silent>0.5,wasted>0.3': silent is "
+        "the largest logged per-step silent fraction, wasted the run's wasted share; a rule the log "
+        "cannot check counts as broken",
+    )
     p.add_argument("--all-steps", action="store_true", help="print every step (default: at most 12, evenly spaced)")
     p.add_argument("--json", action="store_true", help="print {summary, steps} as JSON")
     hidden_aliases(p, {"--step-col": "step_col"})  # gsd diagnose's spelling before "-column"
@@ -80,33 +107,57 @@ def _scalars(args) -> int:
         raise CliError(f"--predict {args.predict!r}: group sizes must be integers in [1, 10^9]")
     if args.draws and args.draws < 10:
         raise CliError(f"--draws {args.draws}: 0 (no intervals) or at least 10 replicates")
-    dx = diagnose_scalars(args.log, fmt=args.fmt, step_col=args.step_col, reward=args.reward, silent=args.silent,
-                          group_size=args.group_size, groups=args.groups, predict=predict, level=args.level,
-                          draws=args.draws)
+    dx = diagnose_scalars(
+        args.log,
+        fmt=args.fmt,
+        step_col=args.step_col,
+        reward=args.reward,
+        silent=args.silent,
+        group_size=args.group_size,
+        groups=args.groups,
+        predict=predict,
+        level=args.level,
+        draws=args.draws,
+    )
     broken = alerts(dx.summary, dx.steps, rules)
     steps = dx.steps
     if args.json:
         rows = json.loads(steps.to_json(orient="records", double_precision=15))
-        print(json.dumps({"summary": dx.summary, "steps": rows,
-                          "fail_on": [{"metric": a, "op": o, "threshold": t, "value": v} for a, o, t, v in broken]},
-                         indent=2, allow_nan=False, default=str))
+        print(
+            json.dumps(
+                {
+                    "summary": dx.summary,
+                    "steps": rows,
+                    "fail_on": [{"metric": a, "op": o, "threshold": t, "value": v} for a, o, t, v in broken],
+                },
+                indent=2,
+                allow_nan=False,
+                default=str,
+            )
+        )
     else:
         s = dx.summary
-        print(f"{s['format']} log {s['source']}: {s['logged_steps']} logged steps (last {s['last_step']}); "
-              f"reward metric {s['reward_metric']}, silent metric {s['silent_metric']}")
+        print(
+            f"{s['format']} log {s['source']}: {s['logged_steps']} logged steps (last {s['last_step']}); "
+            f"reward metric {s['reward_metric']}, silent metric {s['silent_metric']}"
+        )
         if s.get("silent_share") is not None:
             line = f"silent share of the run {s['silent_share']:.4g}"
             if s.get("wasted_rollouts") is not None:
-                line += (f"; wasted rollouts {s['wasted_rollouts']:.0f} of {s['rollouts']} "
-                         f"({s['wasted_share']:.4g}"
-                         f"{'' if s.get('wasted_exact') else ', assuming one generation per step'})")
+                line += (
+                    f"; wasted rollouts {s['wasted_rollouts']:.0f} of {s['rollouts']} "
+                    f"({s['wasted_share']:.4g}"
+                    f"{'' if s.get('wasted_exact') else ', assuming one generation per step'})"
+                )
             print(line)
         if s.get("fit_status"):
             print("difficulty fit per step: " + ", ".join(f"{k} {v}" for k, v in s["fit_status"].items()))
         if s.get("advised_group_size"):
             rel = ", ".join(f"G = {g}: {v:.2f}" for g, v in s["advice_relative_per_generation"].items())
-            print(f"Advice: uniform G = {s['advised_group_size']} learns fastest per generation for the population "
-                  f"fitted at step {s['advice_step']} ({s['advice_convention']}; relative speed {rel})")
+            print(
+                f"Advice: uniform G = {s['advised_group_size']} learns fastest per generation for the population "
+                f"fitted at step {s['advice_step']} ({s['advice_convention']}; relative speed {rel})"
+            )
         shown = steps
         if not args.all_steps and len(steps) > 12:
             shown = steps.iloc[np.unique(np.linspace(0, len(steps) - 1, 12).round().astype(int))]

@@ -36,15 +36,29 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._validate import InputError
 from ..allocation import DEFAULT_PLAN
 from ..groupsize import median_group_size
 from ..posterior import BetaPosterior, fit_beta_prior, posterior_from_counts
-from .._validate import InputError
 from .readers import RolloutLog
 
-__all__ = ["binarise", "update_convention", "group_table", "step_table", "prompt_table", "Diagnosis", "diagnose_log", "expected_scale",
-           "STEP_KEYS", "HALF_LIVES", "choose_half_life", "one_step_log_score",
-           "prompt_verdicts", "VERDICT_DELTA", "VERDICT_PROB"]
+__all__ = [
+    "binarise",
+    "update_convention",
+    "group_table",
+    "step_table",
+    "prompt_table",
+    "Diagnosis",
+    "diagnose_log",
+    "expected_scale",
+    "STEP_KEYS",
+    "HALF_LIVES",
+    "choose_half_life",
+    "one_step_log_score",
+    "prompt_verdicts",
+    "VERDICT_DELTA",
+    "VERDICT_PROB",
+]
 
 #: Keys of every per-step record of ``gsd diagnose --json`` (and columns of the step table).
 STEP_KEYS = ("step", "groups", "rollouts", "silent_frac", "silent_pred", "wasted_rollouts", "fidelity")
@@ -75,8 +89,11 @@ def binarise(reward, threshold=None):
     reward = np.asarray(reward, dtype=np.float64)
     finite = np.isfinite(reward)
     unscorable = int(finite.size - np.count_nonzero(finite))
-    left_out = (f"; {unscorable} unscorable row{'s' if unscorable > 1 else ''} (no finite reward) left out"
-                if unscorable else "")
+    left_out = (
+        f"; {unscorable} unscorable row{'s' if unscorable > 1 else ''} (no finite reward) left out"
+        if unscorable
+        else ""
+    )
     if threshold is not None:
         t = float(threshold)
         if not np.isfinite(t):
@@ -93,8 +110,10 @@ def binarise(reward, threshold=None):
     if values.size == 0:
         return np.zeros(reward.size, np.int8), f"no finite reward: nothing was scored{left_out}"
     shown = ", ".join(f"{v:g}" for v in np.sort(values)[:5])
-    raise InputError(f"rewards are graded ({values.size} distinct values: {shown}, ...): "
-                     "pass --threshold T to count reward >= T as right")
+    raise InputError(
+        f"rewards are graded ({values.size} distinct values: {shown}, ...): "
+        "pass --threshold T to count reward >= T as right"
+    )
 
 
 def group_table(log: RolloutLog, right=None, *, half_life: float | None = None) -> pd.DataFrame:
@@ -128,8 +147,13 @@ def group_table(log: RolloutLog, right=None, *, half_life: float | None = None) 
         r = log.reward[order]
         silent = (G >= 2) & silent_groups(np.maximum.reduceat(r, starts), np.minimum.reduceat(r, starts))
     binary = right is not None
-    k = np.bincount(grp, weights=np.where(finite, np.asarray(right, dtype=np.float64), 0.0), minlength=n_groups).round() \
-        .astype(np.int64) if binary else np.zeros(n_groups, np.int64)
+    k = (
+        np.bincount(grp, weights=np.where(finite, np.asarray(right, dtype=np.float64), 0.0), minlength=n_groups)
+        .round()
+        .astype(np.int64)
+        if binary
+        else np.zeros(n_groups, np.int64)
+    )
     # The prompt's counts at earlier steps, from its per-step totals (exclusive cumulative sums).
     steps_u, sidx = np.unique(step, return_inverse=True)
     pkey = prompt.astype(np.int64) * steps_u.size + sidx.ravel()
@@ -145,11 +169,25 @@ def group_table(log: RolloutLog, right=None, *, half_life: float | None = None) 
         cs = np.cumsum(tot) - tot
         before.append((cs - cs[np.flatnonzero(start)][seg]).round().astype(np.int64)[pinv])
     # Rows a padding trainer put in its block (trl-cgrpo) are in G, the block, not in the generation.
-    pad = np.zeros(n_groups, np.int64) if log.padding is None else \
-        np.bincount(grp, weights=log.padding, minlength=n_groups).round().astype(np.int64)
-    out = pd.DataFrame({"step": step, "prompt": prompt, "G": G, "generated": G - pad, "n": n, "k": k, "silent": silent,
-                        "binary_silent": (n >= 2) & ((k == 0) | (k == n)) if binary else np.zeros(n_groups, bool),
-                        "n_before": before[0], "k_before": before[1]})
+    pad = (
+        np.zeros(n_groups, np.int64)
+        if log.padding is None
+        else np.bincount(grp, weights=log.padding, minlength=n_groups).round().astype(np.int64)
+    )
+    out = pd.DataFrame(
+        {
+            "step": step,
+            "prompt": prompt,
+            "G": G,
+            "generated": G - pad,
+            "n": n,
+            "k": k,
+            "silent": silent,
+            "binary_silent": (n >= 2) & ((k == 0) | (k == n)) if binary else np.zeros(n_groups, bool),
+            "n_before": before[0],
+            "k_before": before[1],
+        }
+    )
     if half_life is None:
         out["n_eff"], out["k_eff"] = before[0].astype(np.float64), before[1].astype(np.float64)
     else:
@@ -186,9 +224,17 @@ def choose_half_life(log: RolloutLog, right, prior, groups: pd.DataFrame | None 
     for h in HALF_LIVES:
         g = groups if (h is None and groups is not None) else group_table(log, right, half_life=h)
         seen = (g["n"] >= 1) & (g["n_before"] > 0)
-        scores.append(float(one_step_log_score(g["k"][seen].to_numpy(np.int64), g["n"][seen].to_numpy(np.int64),
-                                               g["k_eff"][seen].to_numpy(np.float64),
-                                               g["n_eff"][seen].to_numpy(np.float64), prior).sum()))
+        scores.append(
+            float(
+                one_step_log_score(
+                    g["k"][seen].to_numpy(np.int64),
+                    g["n"][seen].to_numpy(np.int64),
+                    g["k_eff"][seen].to_numpy(np.float64),
+                    g["n_eff"][seen].to_numpy(np.float64),
+                    prior,
+                ).sum()
+            )
+        )
         scored = int(seen.sum())
     best = HALF_LIVES[int(np.argmax(scores))] if scored else None  # argmax: the first (longest) of ties
     return best, {"candidates": list(HALF_LIVES), "log_score": scores, "groups_scored": scored}
@@ -255,7 +301,7 @@ def _discounted_before(order, start, step, values, half_life):
         xs = x[order].astype(np.float64)
         d = np.zeros(n)
         for j in range(1, rank.max() + 1):
-            rows = by_rank[bounds[j]:bounds[j + 1]]
+            rows = by_rank[bounds[j] : bounds[j + 1]]
             prev = rows - 1
             d[rows] = _decay(t[rows] - t[prev], half_life) * (d[prev] + xs[prev])
         out = np.empty(n)
@@ -305,8 +351,9 @@ def _predict(groups: pd.DataFrame, prior, ddof: int, eps: float, scale: str = "g
     G = groups["n"].to_numpy()  # the scored rows: what the trainer's mean and std see
     if prior is None:  # graded rewards without a threshold: measured figures only
         nan = np.full(G.size, np.nan)
-        return groups.assign(a=nan, b=nan, sigma=nan, p_before=nan, silent_pred=nan, sigma_pred=nan, scale_pred=nan,
-                             fidelity_plugin=nan)
+        return groups.assign(
+            a=nan, b=nan, sigma=nan, p_before=nan, silent_pred=nan, sigma_pred=nan, scale_pred=nan, fidelity_plugin=nan
+        )
     a = prior[0] + groups["k_eff"].to_numpy(np.float64)
     b = prior[1] + (groups["n_eff"] - groups["k_eff"]).to_numpy(np.float64)
     k = groups["k"].to_numpy()
@@ -331,8 +378,9 @@ def _predict(groups: pd.DataFrame, prior, ddof: int, eps: float, scale: str = "g
         if divisor is None:
             es[multi] = allocation_value(post, G[multi], "update", ddof=ddof, eps=eps)  # the expected GRPO update
         else:  # E[σ²] (Dr.GRPO's update) over the group's std-free divisor
-            es[multi] = allocation_value(post, G[multi], "dr_grpo") / (divisor if np.ndim(divisor) == 0
-                                                                         else divisor[multi])
+            es[multi] = allocation_value(post, G[multi], "dr_grpo") / (
+                divisor if np.ndim(divisor) == 0 else divisor[multi]
+            )
     out["silent_pred"] = q
     out["sigma_pred"] = es
     out["scale_pred"] = expected_scale(a, b)
@@ -361,58 +409,79 @@ def step_table(groups: pd.DataFrame) -> pd.DataFrame:
     multi = g["G"] >= 2
     made = g["generated"] if "generated" in g else g["G"]  # the generation: a padding trainer's rows left out
     q = g["silent_pred"].where(multi, 0.0)
-    df = pd.DataFrame({
-        "step": g["step"],
-        "groups": multi.astype(np.int64),
-        "singletons": (~multi).astype(np.int64),
-        "rollouts": made,
-        "new_prompts": (g["n_before"] == 0).astype(np.int64),
-        "multi_rollouts": made.where(multi, 0),
-        "silent_groups": g["silent"].astype(np.int64),
-        "q": q,
-        "qvar": q * (1.0 - q),
-        "all_wrong": (g["silent"] & (g["k"] == 0)).astype(np.int64),
-        "all_right": (g["silent"] & (g["k"] == g["n"])).astype(np.int64),
-        "wasted_rollouts": made.where(g["silent"], 0),
-        "sigma": g["sigma"].where(multi, 0.0),
-        "sigma_pred": g["sigma_pred"].where(multi, 0.0),
-        "scale_pred": g["scale_pred"].where(multi, 0.0),
-        "fidelity_plugin": g["fidelity_plugin"].where(multi, 0.0),
-        "solve": (g["k"] / g["n"].where(g["n"] > 0)).where(multi, 0.0),
-    })
+    df = pd.DataFrame(
+        {
+            "step": g["step"],
+            "groups": multi.astype(np.int64),
+            "singletons": (~multi).astype(np.int64),
+            "rollouts": made,
+            "new_prompts": (g["n_before"] == 0).astype(np.int64),
+            "multi_rollouts": made.where(multi, 0),
+            "silent_groups": g["silent"].astype(np.int64),
+            "q": q,
+            "qvar": q * (1.0 - q),
+            "all_wrong": (g["silent"] & (g["k"] == 0)).astype(np.int64),
+            "all_right": (g["silent"] & (g["k"] == g["n"])).astype(np.int64),
+            "wasted_rollouts": made.where(g["silent"], 0),
+            "sigma": g["sigma"].where(multi, 0.0),
+            "sigma_pred": g["sigma_pred"].where(multi, 0.0),
+            "scale_pred": g["scale_pred"].where(multi, 0.0),
+            "fidelity_plugin": g["fidelity_plugin"].where(multi, 0.0),
+            "solve": (g["k"] / g["n"].where(g["n"] > 0)).where(multi, 0.0),
+        }
+    )
     s = df.groupby("step", sort=True).sum()
     n = s["groups"].where(s["groups"] > 0)  # NaN for a step without any group
-    out = pd.DataFrame({
-        "step": s.index.to_numpy(),
-        "groups": s["groups"].to_numpy(),
-        "singletons": s["singletons"].to_numpy(),
-        "rollouts": s["rollouts"].to_numpy(),
-        "new_prompts": s["new_prompts"].to_numpy(),
-        "mean_group_size": (s["multi_rollouts"] / n).to_numpy(),
-        "silent_groups": s["silent_groups"].to_numpy(),
-        "silent_frac": (s["silent_groups"] / n).to_numpy(),
-        "silent_pred": (s["q"] / n).to_numpy(),
-        "silent_pred_sd": (np.sqrt(s["qvar"]) / n).to_numpy(),
-        "all_wrong": s["all_wrong"].to_numpy(),
-        "all_right": s["all_right"].to_numpy(),
-        "wasted_rollouts": s["wasted_rollouts"].to_numpy(),
-        "wasted_share": (s["wasted_rollouts"] / s["rollouts"]).to_numpy(),
-        "effective_gradient_ratio": ((s["multi_rollouts"] - s["wasted_rollouts"]) / s["rollouts"]).to_numpy(),
-        "sigma_mean": (s["sigma"] / n).to_numpy(),
-        "sigma_pred": (s["sigma_pred"] / n).to_numpy(),
-        "fidelity": (s["sigma_pred"] / s["scale_pred"].where(s["scale_pred"] > 0)).to_numpy(),
-        "fidelity_plugin": (s["fidelity_plugin"] / n).to_numpy(),
-        "solve_rate": (s["solve"] / n).to_numpy(),
-    })
+    out = pd.DataFrame(
+        {
+            "step": s.index.to_numpy(),
+            "groups": s["groups"].to_numpy(),
+            "singletons": s["singletons"].to_numpy(),
+            "rollouts": s["rollouts"].to_numpy(),
+            "new_prompts": s["new_prompts"].to_numpy(),
+            "mean_group_size": (s["multi_rollouts"] / n).to_numpy(),
+            "silent_groups": s["silent_groups"].to_numpy(),
+            "silent_frac": (s["silent_groups"] / n).to_numpy(),
+            "silent_pred": (s["q"] / n).to_numpy(),
+            "silent_pred_sd": (np.sqrt(s["qvar"]) / n).to_numpy(),
+            "all_wrong": s["all_wrong"].to_numpy(),
+            "all_right": s["all_right"].to_numpy(),
+            "wasted_rollouts": s["wasted_rollouts"].to_numpy(),
+            "wasted_share": (s["wasted_rollouts"] / s["rollouts"]).to_numpy(),
+            "effective_gradient_ratio": ((s["multi_rollouts"] - s["wasted_rollouts"]) / s["rollouts"]).to_numpy(),
+            "sigma_mean": (s["sigma"] / n).to_numpy(),
+            "sigma_pred": (s["sigma_pred"] / n).to_numpy(),
+            "fidelity": (s["sigma_pred"] / s["scale_pred"].where(s["scale_pred"] > 0)).to_numpy(),
+            "fidelity_plugin": (s["fidelity_plugin"] / n).to_numpy(),
+            "solve_rate": (s["solve"] / n).to_numpy(),
+        }
+    )
     if g["silent_pred"].isna().all():  # no right/wrong: only what was measured
-        for c in ("silent_pred", "silent_pred_sd", "all_wrong", "all_right", "sigma_mean", "sigma_pred", "fidelity",
-                  "fidelity_plugin", "solve_rate"):
+        for c in (
+            "silent_pred",
+            "silent_pred_sd",
+            "all_wrong",
+            "all_right",
+            "sigma_mean",
+            "sigma_pred",
+            "fidelity",
+            "fidelity_plugin",
+            "solve_rate",
+        ):
             out[c] = np.nan
     return out
 
 
-def prompt_table(log: RolloutLog, groups: pd.DataFrame, prior, *, epsilon: float = 0.05, level: float = 0.9,
-                 budget: int | None = None, half_life: float | None = None) -> pd.DataFrame:
+def prompt_table(
+    log: RolloutLog,
+    groups: pd.DataFrame,
+    prior,
+    *,
+    epsilon: float = 0.05,
+    level: float = 0.9,
+    budget: int | None = None,
+    half_life: float | None = None,
+) -> pd.DataFrame:
     """Per-prompt counts, posterior and recommended group size.
 
     Columns: ``prompt`` (its first 80 characters), ``prompt_hash``, ``rollouts`` n, ``right`` k,
@@ -430,8 +499,15 @@ def prompt_table(log: RolloutLog, groups: pd.DataFrame, prior, *, epsilon: float
     steps = np.bincount(groups["prompt"], weights=groups["G"] >= 2, minlength=P).astype(np.int64)
     silent = np.bincount(groups["prompt"], weights=groups["silent"], minlength=P).astype(np.int64)
     if prior is None:  # graded rewards without a threshold: no posterior
-        return pd.DataFrame({"prompt": log.labels.astype(str), "prompt_hash": log.hashes, "rollouts": n,
-                             "steps": steps, "silent_steps": silent})
+        return pd.DataFrame(
+            {
+                "prompt": log.labels.astype(str),
+                "prompt_hash": log.hashes,
+                "rollouts": n,
+                "steps": steps,
+                "silent_steps": silent,
+            }
+        )
     k = np.bincount(groups["prompt"], weights=groups["k"], minlength=P).round().astype(np.int64)
     if half_life is None:
         post = posterior_from_counts(k, n, prior=prior)
@@ -445,10 +521,25 @@ def prompt_table(log: RolloutLog, groups: pd.DataFrame, prior, *, epsilon: float
     from ..groupsize import required_group_size
 
     below, above, verdict = prompt_verdicts(post.a, post.b)
-    out = pd.DataFrame({"prompt": log.labels.astype(str), "prompt_hash": log.hashes, "rollouts": n, "right": k,
-                        "steps": steps, "silent_steps": silent, "p_mean": post.mean, "p_lo": lo, "p_hi": hi,
-                        "p_below": below, "p_above": above, "verdict": verdict,
-                        "group_size": required_group_size(post.mean, epsilon), "a": post.a, "b": post.b})
+    out = pd.DataFrame(
+        {
+            "prompt": log.labels.astype(str),
+            "prompt_hash": log.hashes,
+            "rollouts": n,
+            "right": k,
+            "steps": steps,
+            "silent_steps": silent,
+            "p_mean": post.mean,
+            "p_lo": lo,
+            "p_hi": hi,
+            "p_below": below,
+            "p_above": above,
+            "verdict": verdict,
+            "group_size": required_group_size(post.mean, epsilon),
+            "a": post.a,
+            "b": post.b,
+        }
+    )
     if budget is not None:
         out["group_size_budget"] = _allocate(post, budget)
     return out
@@ -502,9 +593,18 @@ ADVICE_GRID = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 _ADVICE_TERMS = 30_000_000
 
 
-def group_size_advice_for(post: BetaPosterior, prompts_per_step: int, *, scale: str = "group", ddof: int = 0,
-                          eps: float = 0.0, optimizer=None, cost=None, hold: str = "prompts",
-                          generations_per_step: int | None = None):
+def group_size_advice_for(
+    post: BetaPosterior,
+    prompts_per_step: int,
+    *,
+    scale: str = "group",
+    ddof: int = 0,
+    eps: float = 0.0,
+    optimizer=None,
+    cost=None,
+    hold: str = "prompts",
+    generations_per_step: int | None = None,
+):
     """:func:`gsd.group_size_advice` as ``gsd diagnose`` and the live tracker give it: over the run's prompts
     (their posteriors), at its prompts per step held fixed, for its update (GRPO for a group std; Dr.GRPO's
     objective p for none or one batch std) and std convention, on :data:`ADVICE_GRID`; at the posterior means
@@ -524,8 +624,17 @@ def group_size_advice_for(post: BetaPosterior, prompts_per_step: int, *, scale: 
     else:  # a step of B generations holds groups of at most B
         held = {"generations_per_step": int(generations_per_step)}
         grid = [g for g in ADVICE_GRID if g <= int(generations_per_step)]
-    adv = group_size_advice(src, hold=hold, method=method, optimizer=optimizer or DEFAULT_OPTIMIZER,
-                            g_grid=grid, cost=cost, ddof=ddof, eps=eps, **held)
+    adv = group_size_advice(
+        src,
+        hold=hold,
+        method=method,
+        optimizer=optimizer or DEFAULT_OPTIMIZER,
+        g_grid=grid,
+        cost=cost,
+        ddof=ddof,
+        eps=eps,
+        **held,
+    )
     if note:
         adv.notes.append(note)
     return adv
@@ -551,8 +660,11 @@ def _calibration(steps: pd.DataFrame, groups: pd.DataFrame) -> dict:
     seen = multi & (groups["n_before"] > 0)
     expected, measured, sd = float(q.sum()), float(x.sum()), float(np.sqrt((q * (1 - q)).sum()))
     per_step = groups[multi].groupby("step")[["binary_silent", "silent_pred"]].mean()
-    corr = float(np.corrcoef(per_step["binary_silent"], per_step["silent_pred"])[0, 1]) \
-        if len(per_step) > 2 and per_step["binary_silent"].std() > 0 and per_step["silent_pred"].std() > 0 else float("nan")
+    corr = (
+        float(np.corrcoef(per_step["binary_silent"], per_step["silent_pred"])[0, 1])
+        if len(per_step) > 2 and per_step["binary_silent"].std() > 0 and per_step["silent_pred"].std() > 0
+        else float("nan")
+    )
     return {
         "silent_groups_measured": measured,
         "silent_groups_predicted": expected,
@@ -571,8 +683,10 @@ def _right(reward, threshold):
     except InputError as exc:
         if threshold is not None or "graded" not in str(exc):
             raise
-        return None, (str(exc).split(":")[0] + ": the measured figures are given; predictions and posteriors need "
-                      "--threshold T (reward >= T counts as right)")
+        return None, (
+            str(exc).split(":")[0] + ": the measured figures are given; predictions and posteriors need "
+            "--threshold T (reward >= T counts as right)"
+        )
 
 
 def update_convention(fmt: str, ddof=None, eps=None, scale=None) -> dict:
@@ -591,8 +705,12 @@ def update_convention(fmt: str, ddof=None, eps=None, scale=None) -> dict:
     conv = CONVENTIONS[fmt if fmt in CONVENTIONS else "paper"]
     if scale not in (None, "group", "batch", "none"):
         raise InputError(f"scale must be 'group', 'batch' or 'none', got {scale!r}")
-    out = {"ddof": conv.ddof if ddof is None else ddof, "eps": conv.eps if eps is None else eps,
-           "scale": scale or "group", "from": conv.name if ddof is None and eps is None else "given"}
+    out = {
+        "ddof": conv.ddof if ddof is None else ddof,
+        "eps": conv.eps if eps is None else eps,
+        "scale": scale or "group",
+        "from": conv.name if ddof is None and eps is None else "given",
+    }
     if out["ddof"] not in (0, 1):
         raise InputError(f"ddof must be 0 or 1, got {out['ddof']!r}")
     e = float(out["eps"])
@@ -602,10 +720,21 @@ def update_convention(fmt: str, ddof=None, eps=None, scale=None) -> dict:
     return out
 
 
-def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", epsilon: float = 0.05,
-                 level: float = 0.9, budget: int | None = None, half_life: float | None = None,
-                 ddof: int | None = None, eps: float | None = None, scale: str | None = None,
-                 optimizer: str | None = None, cost=None) -> Diagnosis:
+def diagnose_log(
+    log: RolloutLog,
+    *,
+    threshold=None,
+    prior="empirical-bayes",
+    epsilon: float = 0.05,
+    level: float = 0.9,
+    budget: int | None = None,
+    half_life: float | None = None,
+    ddof: int | None = None,
+    eps: float | None = None,
+    scale: str | None = None,
+    optimizer: str | None = None,
+    cost=None,
+) -> Diagnosis:
     """Per-step and per-prompt diagnosis of a run read by :func:`gsd.diagnose.read_rollouts`.
 
     Parameters
@@ -669,8 +798,10 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         raise InputError(f"half_life must be a number of steps > 0, None or 'auto', got {half_life!r}")
     groups = group_table(log, right, half_life=None if auto else half_life)
     if not (groups["G"] >= 2).any():
-        raise InputError("no prompt has two or more rollouts in one step, so there is no group to diagnose "
-                         "(is the prompt column right? one rollout per prompt is not GRPO)")
+        raise InputError(
+            "no prompt has two or more rollouts in one step, so there is no group to diagnose "
+            "(is the prompt column right? one rollout per prompt is not GRPO)"
+        )
     warnings = list(log.warnings)
     info = {}
     if right is None:
@@ -680,17 +811,21 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         totals = groups.groupby("prompt")[["k", "n"]].sum()
         (a0, b0), info = fit_beta_prior(totals["k"].to_numpy(), totals["n"].to_numpy(), full_output=True)
         if info.get("at_bound") or not info.get("converged", True):
-            warnings.append(f"the empirical-Bayes prior Beta({a0:.3g}, {b0:.3g}) "
-                            + ("hit the bound of its concentration" if info.get("at_bound") else "did not converge")
-                            + ": the run's totals barely constrain it (too few prompts seen twice, or every prompt "
-                            "all right / all wrong); its predictions are not reliable — try --prior uniform or jeffreys")
+            warnings.append(
+                f"the empirical-Bayes prior Beta({a0:.3g}, {b0:.3g}) "
+                + ("hit the bound of its concentration" if info.get("at_bound") else "did not converge")
+                + ": the run's totals barely constrain it (too few prompts seen twice, or every prompt "
+                "all right / all wrong); its predictions are not reliable — try --prior uniform or jeffreys"
+            )
     else:
         a0, b0 = posterior_from_counts(0, 0, prior=prior).prior
     chosen = None
     if auto:
         if a0 is None:
-            raise InputError("half_life = 'auto' scores the posteriors' predictions of right answers: it needs "
-                             "right/wrong rewards (give --threshold T for graded ones)")
+            raise InputError(
+                "half_life = 'auto' scores the posteriors' predictions of right answers: it needs "
+                "right/wrong rewards (give --threshold T for graded ones)"
+            )
         half_life, chosen = choose_half_life(log, right, (a0, b0), groups)
         if half_life is not None:
             groups = group_table(log, right, half_life=half_life)
@@ -699,36 +834,68 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
     steps = step_table(groups)
     if log.trainer_silent:
         steps["trainer_silent_frac"] = steps["step"].map(log.trainer_silent).astype(np.float64)
-    prompts = prompt_table(log, groups, None if a0 is None else (a0, b0), epsilon=epsilon, level=level,
-                           budget=budget if a0 is not None else None, half_life=half_life)
+    prompts = prompt_table(
+        log,
+        groups,
+        None if a0 is None else (a0, b0),
+        epsilon=epsilon,
+        level=level,
+        budget=budget if a0 is not None else None,
+        half_life=half_life,
+    )
     no_groups = steps.loc[steps["groups"] == 0, "step"].tolist()
     rollouts = int(steps["rollouts"].sum())
     multi = groups["G"] >= 2
     calibration = _calibration(steps, groups)
     if calibration and abs(calibration.get("z", 0.0)) > 3:
-        miss = (f"the predicted silent groups miss the measured ones by z = {calibration['z']:+.1f} sd "
-                f"({calibration['silent_groups_predicted']:.0f} predicted, {calibration['silent_groups_measured']:.0f} "
-                "measured): the solve rates move during training")
-        warnings.append(miss + ("; let old rollouts count less: --half-life auto picks the half-life whose "
-                                "posteriors best predict the run's own next groups" if half_life is None and chosen is None
-                                else ", faster than posteriors " + ("that count every earlier rollout (--half-life auto's "
-                                "choice)" if half_life is None else f"with a half-life of {half_life:g} steps") +
-                                " follow (they predict from earlier steps): read the measured figures, not the predictions"))
+        miss = (
+            f"the predicted silent groups miss the measured ones by z = {calibration['z']:+.1f} sd "
+            f"({calibration['silent_groups_predicted']:.0f} predicted, {calibration['silent_groups_measured']:.0f} "
+            "measured): the solve rates move during training"
+        )
+        warnings.append(
+            miss
+            + (
+                "; let old rollouts count less: --half-life auto picks the half-life whose "
+                "posteriors best predict the run's own next groups"
+                if half_life is None and chosen is None
+                else ", faster than posteriors "
+                + (
+                    "that count every earlier rollout (--half-life auto's choice)"
+                    if half_life is None
+                    else f"with a half-life of {half_life:g} steps"
+                )
+                + " follow (they predict from earlier steps): read the measured figures, not the predictions"
+            )
+        )
     logged = "the logged rollouts" if log.missing_steps else "the generation"
     if not log.silent_observable:
         logged = "the trained groups (the silent ones were removed before the dump)"
     advice = advice_gen = n_step = None
     if a0 is not None:
         n_step = int(np.median(steps.loc[steps["groups"] > 0, "groups"]))  # the run's prompts per step
-        advice = group_size_advice_for(BetaPosterior(prompts["a"].to_numpy(), prompts["b"].to_numpy(), (a0, b0)),
-                                       n_step, scale=conv["scale"], ddof=conv["ddof"], eps=conv["eps"],
-                                       optimizer=optimizer, cost=cost)
+        advice = group_size_advice_for(
+            BetaPosterior(prompts["a"].to_numpy(), prompts["b"].to_numpy(), (a0, b0)),
+            n_step,
+            scale=conv["scale"],
+            ddof=conv["ddof"],
+            eps=conv["eps"],
+            optimizer=optimizer,
+            cost=cost,
+        )
         G_run = log.group_size if isinstance(log.group_size, int | np.integer) and log.group_size >= 2 else None
         if G_run is not None:
             advice_gen = group_size_advice_for(
-                BetaPosterior(prompts["a"].to_numpy(), prompts["b"].to_numpy(), (a0, b0)), n_step,
-                scale=conv["scale"], ddof=conv["ddof"], eps=conv["eps"], optimizer=optimizer, cost=cost,
-                hold="generations", generations_per_step=n_step * int(G_run))
+                BetaPosterior(prompts["a"].to_numpy(), prompts["b"].to_numpy(), (a0, b0)),
+                n_step,
+                scale=conv["scale"],
+                ddof=conv["ddof"],
+                eps=conv["eps"],
+                optimizer=optimizer,
+                cost=cost,
+                hold="generations",
+                generations_per_step=n_step * int(G_run),
+            )
     fidelity_g = median_group_size(prompts["p_mean"].to_numpy(), epsilon) if "p_mean" in prompts else float("nan")
     summary = {
         "format": log.fmt,
@@ -767,9 +934,12 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         "effective_gradient_ratio": float(((groups["generated"] * (multi & ~groups["silent"])).sum()) / rollouts),
         "padding_rows": int(log.padding.sum()) if log.padding is not None else 0,
         "fidelity": float(groups["sigma_pred"][multi].sum() / groups["scale_pred"][multi].sum())
-        if a0 is not None else float("nan"),
+        if a0 is not None
+        else float("nan"),
         "update_convention": conv,
-        "prior": {"a": a0, "b": b0, "mean": a0 / (a0 + b0), "concentration": a0 + b0, **info} if a0 is not None else None,
+        "prior": {"a": a0, "b": b0, "mean": a0 / (a0 + b0), "concentration": a0 + b0, **info}
+        if a0 is not None
+        else None,
         "calibration": calibration,
         "epsilon": epsilon,
         "half_life": half_life,
@@ -780,8 +950,11 @@ def diagnose_log(log: RolloutLog, *, threshold=None, prior="empirical-bayes", ep
         "advised_group_size": advice.advised_G_per_generation if advice is not None else None,
         "advised_group_size_per_second": advice.advised_G_per_second if advice is not None else None,
         "advice": advice.summary() | {"prompts_per_step": n_step} if advice is not None else None,
-        "advice_holding_generations": (advice_gen.summary() | {"generations_per_step": n_step * int(log.group_size)}
-                                       if advice_gen is not None else None),
+        "advice_holding_generations": (
+            advice_gen.summary() | {"generations_per_step": n_step * int(log.group_size)}
+            if advice_gen is not None
+            else None
+        ),
         # The fidelity law (not advice): the G at which one group's update is within epsilon of the large-group
         # limit, median over the prompts; one definition with the live tracker's gsd/fidelity_group_size.
         "fidelity_group_size": fidelity_g,

@@ -53,18 +53,39 @@ import numpy as np
 
 from .._errors import InputError
 
-__all__ = ["NAME", "DDOF", "EPS", "SCALES", "SOURCE", "FILE_DESCRIPTION", "SUFFIXES", "PROMPT_COL", "STEP_COL",
-           "DEFAULT_REWARD", "NOT_REWARD", "is_log_file", "step_of", "dump_folder", "is_validation_folder",
-           "default_reward", "group_keys", "arrange", "describe_groups", "zero_std"]
+__all__ = [
+    "NAME",
+    "DDOF",
+    "EPS",
+    "SCALES",
+    "SOURCE",
+    "FILE_DESCRIPTION",
+    "SUFFIXES",
+    "PROMPT_COL",
+    "STEP_COL",
+    "DEFAULT_REWARD",
+    "NOT_REWARD",
+    "is_log_file",
+    "step_of",
+    "dump_folder",
+    "is_validation_folder",
+    "default_reward",
+    "group_keys",
+    "arrange",
+    "describe_groups",
+    "zero_std",
+]
 
 NAME = "areal"
 DDOF = 1
 EPS = 1e-5
 #: ``reward_norm`` with ``mean_level: group`` and ``std_level: group`` / ``null``.
 SCALES = ("group", "none")
-SOURCE = ("AReaL 1.0.4 areal/utils/data.py Normalization (std_unbiased=True, eps=1e-5, high_precision float64) "
-          "with reward_norm mean_level/std_level 'group', applied in areal/trainer/ppo/actor.py "
-          "PPOActor._compute_advantages")
+SOURCE = (
+    "AReaL 1.0.4 areal/utils/data.py Normalization (std_unbiased=True, eps=1e-5, high_precision float64) "
+    "with reward_norm mean_level/std_level 'group', applied in areal/trainer/ppo/actor.py "
+    "PPOActor._compute_advantages"
+)
 
 FILE_DESCRIPTION = "AReaL's rollout/{version}/{task_id}.jsonl"
 SUFFIXES = (".jsonl",)
@@ -91,8 +112,12 @@ def _is_int(text: str) -> bool:
 def is_log_file(path: Path) -> bool:
     """``{version}/{task_id}.jsonl`` under ``rollout/`` or ``eval-rollout/``."""
     path = Path(path)
-    return (path.suffix == ".jsonl" and path.stem.isdigit() and _is_int(path.parent.name)
-            and path.parent.parent.name in (_TRAIN_FOLDER, _EVAL_FOLDER))
+    return (
+        path.suffix == ".jsonl"
+        and path.stem.isdigit()
+        and _is_int(path.parent.name)
+        and path.parent.parent.name in (_TRAIN_FOLDER, _EVAL_FOLDER)
+    )
 
 
 def step_of(path: Path):
@@ -134,8 +159,11 @@ def group_keys(table):
         return None
     n = table.num_rows
     task = pd.to_numeric(table.column(_TASK_COL).to_pandas(), errors="coerce")
-    index = pd.to_numeric(table.column(INDEX_COL).to_pandas(), errors="coerce") \
-        if INDEX_COL in table.column_names else pd.Series(np.full(n, np.nan))
+    index = (
+        pd.to_numeric(table.column(INDEX_COL).to_pandas(), errors="coerce")
+        if INDEX_COL in table.column_names
+        else pd.Series(np.full(n, np.nan))
+    )
     ok = (task.notna() & index.notna()).to_numpy()
     t = task.fillna(-1).to_numpy(np.float64)
     i = index.fillna(-1).to_numpy(np.float64)
@@ -181,7 +209,7 @@ def arrange(chunks, context) -> list:
     short = ok & short_group[code]
     offsets = np.cumsum([0] + [ch.steps.size for ch in keyed])
     for i, ch in enumerate(keyed):
-        cut = short[offsets[i]:offsets[i + 1]]
+        cut = short[offsets[i] : offsets[i + 1]]
         if cut.any():
             _drop_rows(ch, ~cut)
     n_short = int(short_group.sum())
@@ -189,7 +217,8 @@ def arrange(chunks, context) -> list:
         context.warnings.append(
             f"{n_short} AReaL task(s) hold fewer than the run's {usual} answers ({int(short.sum())} rollouts): AReaL "
             "does not dump an answer with no completion token (it trains on it) and drops an episode that returned "
-            "None from its task; those groups are left out")
+            "None from its task; those groups are left out"
+        )
     context.group_size, context.short_groups, context.short_rollouts = usual, n_short, int(short.sum())
     return chunks
 
@@ -206,8 +235,10 @@ def _drop_rows(chunk, keep) -> None:
 
 
 def describe_groups(context) -> str:
-    return (f"the rows of one AReaL task ({{version}}/{{{_TASK_COL}}}.jsonl, one run of {INDEX_COL} per executor); "
-            f"n_samples = {context.group_size}, the run's usual group size")
+    return (
+        f"the rows of one AReaL task ({{version}}/{{{_TASK_COL}}}.jsonl, one run of {INDEX_COL} per executor); "
+        f"n_samples = {context.group_size}, the run's usual group size"
+    )
 
 
 def zero_std(values, group, n_groups: int) -> np.ndarray:

@@ -79,77 +79,118 @@ class TableHooks:
 
     # Files
     is_validation_folder: Callable[[Path], bool] | None = _hook(
-        "a dump folder that holds validation, not training, rollouts", args=("folder",), default=None)
+        "a dump folder that holds validation, not training, rollouts", args=("folder",), default=None
+    )
     dump_folder: Callable[[Path], Path] = _hook(
         "the folder of one run's dump that holds the file (AReaL: rollout/ above its version folders)",
-        args=("path",), default=_parent)
+        args=("path",),
+        default=_parent,
+    )
     RUN_HISTORY: bool = _hook(
         "files are one per step, written in step order, so a left-over of an earlier attempt shows in their times",
-        default=True)
+        default=True,
+    )
     find_state: Callable[[list[Path]], Path | None] | None = _hook(
-        "a run-state file beside the dumps (TRL's trainer_state.json), or None", args=("roots",), default=None)
+        "a run-state file beside the dumps (TRL's trainer_state.json), or None", args=("roots",), default=None
+    )
     read_state: Callable[[Path], dict] | None = _hook(
-        "the run-state file read (required with find_state)", args=("path",), default=None)
+        "the run-state file read (required with find_state)", args=("path",), default=None
+    )
     # Rows
     READ_ALL_COLUMNS: bool = _hook("read every parquet column, not only those used", default=False)
     KEY_COLUMNS: tuple[str, ...] = _hook(
-        "parquet columns group_keys or members read, kept when only the columns used are read", default=())
+        "parquet columns group_keys or members read, kept when only the columns used are read", default=()
+    )
     prepare: Callable[[Any, Any], tuple[Any, Any]] | None = _hook(
-        "(table, lines) without the rows the trainer did not train on", args=("table", "lines"), default=None)
+        "(table, lines) without the rows the trainer did not train on", args=("table", "lines"), default=None
+    )
     padding_rows: Callable[[Any, Any], Any] | None = _hook(
         "mask of rows a padding trainer (trl-cgrpo) would have padded in: no reward, empty completion; "
-        "None: no such rows", args=("table", "parts"), default=None)
+        "None: no such rows",
+        args=("table", "parts"),
+        default=None,
+    )
     total_reward: Callable[[Any, Any], Any] | None = _hook(
         "the weighted total of the reward columns in the trainer's arithmetic; None: the float64 sum",
-        args=("parts", "coefs"), default=None)
+        args=("parts", "coefs"),
+        default=None,
+    )
     UNSCORABLE_IN_GROUP: bool = _hook("a row with no finite reward stays in its group (TRL)", default=False)
     REWARD_WEIGHTS_UNLOGGED: bool = _hook(
         "the trainer weights its reward columns without logging the weights (TRL): warn when several are summed",
-        default=False)
+        default=False,
+    )
     fingerprint: Callable[[Any], str | None] = _hook(
         "a digest of a file's generation, equal for two files that hold the same one; None: not compared",
-        args=("table",), default=_none)
+        args=("table",),
+        default=_none,
+    )
     # Groups
     group_keys: Callable[[Any], tuple[Any, Any] | None] = _hook(
         "per row the int64 key of its group within its step and a mask of rows that have one; None: the prompt text",
-        args=("table",), default=_none)
+        args=("table",),
+        default=_none,
+    )
     members: Callable[[Any], Any] = _hook(
         "mask of the rows that enter their group's statistics (verl V1: a session's final output); None: all",
-        args=("table",), default=_none)
+        args=("table",),
+        default=_none,
+    )
     row_keys: Callable[[Any], Any] = _hook(
         "per row an int64 code of the trainer's own key of one output (-1 where malformed), so that a key written "
         "twice is counted once when its rewards agree and named a contradiction when not; None: no such key",
-        args=("table",), default=_none)
-    BAD_KEY: str = _hook("why a row whose group key is missing or malformed is unusable, in words",
-                         default="its group is cut short")
-    CONFLICT: str = _hook("why rows whose key is written twice with different rewards are unusable, in words",
-                          default="its key is written twice with different rewards")
+        args=("table",),
+        default=_none,
+    )
+    BAD_KEY: str = _hook(
+        "why a row whose group key is missing or malformed is unusable, in words", default="its group is cut short"
+    )
+    CONFLICT: str = _hook(
+        "why rows whose key is written twice with different rewards are unusable, in words",
+        default="its key is written twice with different rewards",
+    )
     GROUP_COL: bool = _hook("--group-col applies", default=True)
     group_column: Callable[[Any, str], tuple[Any, Any] | None] = _hook(
         "a --group-col naming the trainer's own key, read the trainer's way; None: hashed as it is",
-        args=("table", "column"), default=_none)
+        args=("table", "column"),
+        default=_none,
+    )
     GROUP_SIZE: bool = _hook("--group-size applies: groups are blocks of consecutive rows", default=False)
     arrange: Callable[[list, RunContext], list] | None = _hook(
         "whole-run rules over the chunks read (repeated generations, blocks, evaluation steps, short groups); "
-        "returns the chunks kept and fills the RunContext", args=("chunks", "context"), default=None)
+        "returns the chunks kept and fills the RunContext",
+        args=("chunks", "context"),
+        default=None,
+    )
     zero_std: Callable[[Any, Any, int], Any] | None = _hook(
         "per group, the trainer's own verdict 'every reward equal' (its dtype, summation, tolerance); "
-        "None: the generic rule", args=("values", "group", "n_groups"), default=None)
+        "None: the generic rule",
+        args=("values", "group", "n_groups"),
+        default=None,
+    )
     describe_groups: Callable[[RunContext], str | None] = _hook(
-        "how groups were formed, in words; None: the generic sentence", args=("context",), default=_none)
+        "how groups were formed, in words; None: the generic sentence", args=("context",), default=_none
+    )
     FILTER: str | None = _hook(
-        "the trainer's filter that evicts silent groups before the dump, in words; None: it has none", default=None)
+        "the trainer's filter that evicts silent groups before the dump, in words; None: it has none", default=None
+    )
     # Advantages
     check_advantages: Callable[..., dict] | None = _hook(
         "the scaling the logged advantages show ({'scale': ...}) and warnings",
-        args=("reward", "advantage", "group", "n_groups", "batch"), default=None)
+        args=("reward", "advantage", "group", "n_groups", "batch"),
+        default=None,
+    )
     trainer_silent_note: Callable[[dict | None], str | None] = _hook(
         "a warning about the trainer's own silent fraction given the advantage check; None: none",
-        args=("check",), default=_none)
+        args=("check",),
+        default=_none,
+    )
     # Writing
     write_step: Callable[..., Path] | None = _hook(
         "write one step as the trainer writes it (the simulator's logs)",
-        args=("folder", "step", "prompts", "rewards"), default=None)
+        args=("folder", "step", "prompts", "rewards"),
+        default=None,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,15 +207,18 @@ class TrainerHooks(TableHooks):
     # Files
     SUFFIXES: tuple[str, ...] = _hook("the file suffixes the format reads")
     is_log_file: Callable[[Path], bool] = _hook(
-        "a file named as the trainer names its dumps (--format auto)", args=("path",))
+        "a file named as the trainer names its dumps (--format auto)", args=("path",)
+    )
     step_of: Callable[[Path], int | None] = _hook(
-        "the step a file name carries, or None when the rows carry it", args=("path",))
+        "the step a file name carries, or None when the rows carry it", args=("path",)
+    )
     # Rows
     PROMPT_COL: str = _hook("the prompt column")
     STEP_COL: str | None = _hook("the step column; None: the file's step")
     NOT_REWARD: tuple[str, ...] = _hook("columns that are never a reward")
     default_reward: Callable[[list[str], set[str]], list[tuple[float, str]]] = _hook(
-        "[(coef, column)]: the reward the trainer normalises", args=("columns", "numeric"))
+        "[(coef, column)]: the reward the trainer normalises", args=("columns", "numeric")
+    )
 
 
 #: A plain table's hooks: every optional hook at its default.
@@ -182,7 +226,11 @@ TABLE = TableHooks()
 
 # The runtime type of each constant hook (bool is checked before int: True is an int).
 _CONSTANT_TYPES: dict[str, tuple[type, ...]] = {
-    "str": (str,), "str | None": (str, type(None)), "int": (int,), "float": (float,), "bool": (bool,),
+    "str": (str,),
+    "str | None": (str, type(None)),
+    "int": (int,),
+    "float": (float,),
+    "bool": (bool,),
     "tuple[str, ...]": (tuple,),
 }
 
@@ -192,9 +240,16 @@ def hook_specs() -> list[dict]:
     specs = []
     for f in fields(TrainerHooks):
         required = f.default is MISSING
-        specs.append({"name": f.name, "type": str(f.type), "required": required,
-                      "default": None if required else f.default, "doc": f.metadata["doc"],
-                      "args": f.metadata["args"]})
+        specs.append(
+            {
+                "name": f.name,
+                "type": str(f.type),
+                "required": required,
+                "default": None if required else f.default,
+                "doc": f.metadata["doc"],
+                "args": f.metadata["args"],
+            }
+        )
     return specs
 
 
@@ -204,13 +259,15 @@ def _check(name: str, spec: dict, value: Any, where: str) -> None:
         if value is None and not spec["required"] and spec["default"] is None:
             return
         if not callable(value):
-            raise ContractError(f"{where}: hook {name} must be a function of ({', '.join(args)}), "
-                                f"got {type(value).__name__}")
+            raise ContractError(
+                f"{where}: hook {name} must be a function of ({', '.join(args)}), got {type(value).__name__}"
+            )
         try:
             inspect.signature(value).bind(*args)
         except TypeError:
-            raise ContractError(f"{where}: hook {name}{inspect.signature(value)} cannot be called as "
-                                f"{name}({', '.join(args)})") from None
+            raise ContractError(
+                f"{where}: hook {name}{inspect.signature(value)} cannot be called as {name}({', '.join(args)})"
+            ) from None
         except ValueError:  # a builtin without a signature: accepted as callable
             pass
         return
@@ -243,8 +300,10 @@ def resolve(module: types.ModuleType) -> TrainerHooks:
             continue
         near = difflib.get_close_matches(name, specs, n=1, cutoff=0.8)
         if near:
-            raise ContractError(f"{where} defines {name!r}, not a hook: a misspelt {near[0]!r}? "
-                                "(rename it, or prefix a private helper with _)")
+            raise ContractError(
+                f"{where} defines {name!r}, not a hook: a misspelt {near[0]!r}? "
+                "(rename it, or prefix a private helper with _)"
+            )
     given = {n: namespace[n] for n in specs if n in namespace}
     for name, value in given.items():
         _check(name, specs[name], value, where)

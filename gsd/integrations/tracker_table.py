@@ -44,13 +44,25 @@ def describe(*, group_size: int, threshold, reward_name: str, weights, functions
     functions : list of str
         The reward functions' names, one ``reward:<name>`` column each.
     """
-    return {"table": NAME, "version": 1, "trainer": "trl", "prompt_col": "prompt", "step_col": "step", "group_col": "group",
-            "reward_col": "reward", "silent_col": SILENT_COL, "group_size": int(group_size), "threshold": threshold,
-            "reward_name": reward_name, "weights": weights, "functions": list(functions),
-            "group_by": f"blocks of {group_size} rows of one generation, as the reward functions saw them "
-                        "(gsd's GroupTracker inside TRL)",
-            "silence": f"zero std of {reward_name!r} within each group, as TRL counts frac_reward_zero_std "
-                       "(float32 total, torch.isclose(std, 0))"}
+    return {
+        "table": NAME,
+        "version": 1,
+        "trainer": "trl",
+        "prompt_col": "prompt",
+        "step_col": "step",
+        "group_col": "group",
+        "reward_col": "reward",
+        "silent_col": SILENT_COL,
+        "group_size": int(group_size),
+        "threshold": threshold,
+        "reward_name": reward_name,
+        "weights": weights,
+        "functions": list(functions),
+        "group_by": f"blocks of {group_size} rows of one generation, as the reward functions saw them "
+        "(gsd's GroupTracker inside TRL)",
+        "silence": f"zero std of {reward_name!r} within each group, as TRL counts frac_reward_zero_std "
+        "(float32 total, torch.isclose(std, 0))",
+    }
 
 
 def read_description(files):

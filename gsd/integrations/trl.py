@@ -46,10 +46,32 @@ from .._lazy import moved_names
 from . import TRUTH_COLUMN
 from ._columns import chat_label
 
-__all__ = ["NAME", "DDOF", "EPS", "SCALES", "SOURCE", "NOT_REWARD", "is_log_file", "step_of", "infer_group_size",
-           "generation_fingerprint", "find_trainer_state", "read_trainer_state", "chat_label", "write_step",
-           "FILE_DESCRIPTION", "total_reward", "group_std", "zero_std", "settled_zero_std", "ZERO_STD_ATOL",
-           "NUMPY_FUNCTIONS", "check_advantages", "padding_rows", "PADDING_METRIC"]
+__all__ = [
+    "NAME",
+    "DDOF",
+    "EPS",
+    "SCALES",
+    "SOURCE",
+    "NOT_REWARD",
+    "is_log_file",
+    "step_of",
+    "infer_group_size",
+    "generation_fingerprint",
+    "find_trainer_state",
+    "read_trainer_state",
+    "chat_label",
+    "write_step",
+    "FILE_DESCRIPTION",
+    "total_reward",
+    "group_std",
+    "zero_std",
+    "settled_zero_std",
+    "ZERO_STD_ATOL",
+    "NUMPY_FUNCTIONS",
+    "check_advantages",
+    "padding_rows",
+    "PADDING_METRIC",
+]
 
 NAME = "trl"
 DDOF = 1
@@ -137,8 +159,10 @@ def find_trainer_state(folder: Path):
         direct = root / "trainer_state.json"
         if direct.is_file():
             return direct
-        checkpoints = sorted((p for p in root.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
-                             key=lambda p: int(p.name.split("-")[-1]))
+        checkpoints = sorted(
+            (p for p in root.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+            key=lambda p: int(p.name.split("-")[-1]),
+        )
         for cp in reversed(checkpoints):
             if (cp / "trainer_state.json").is_file():
                 return cp / "trainer_state.json"
@@ -157,8 +181,10 @@ def read_trainer_state(path: Path) -> dict:
         raise InputError(f"{path}: not a readable TRL trainer_state.json ({type(exc).__name__}: {exc})") from None
     history = state.get("log_history") if isinstance(state, dict) else None
     if not isinstance(history, list):
-        raise InputError(f"{path}: not a TRL trainer_state.json (its log_history is "
-                         f"{type(history).__name__ if history is not None else 'missing'}, not a list)")
+        raise InputError(
+            f"{path}: not a TRL trainer_state.json (its log_history is "
+            f"{type(history).__name__ if history is not None else 'missing'}, not a list)"
+        )
     eval_steps, zero_std, skipped, unreadable = set(), {}, 0, 0
     pads = any(isinstance(e, dict) and any(str(k).startswith(PADDING_METRIC) for k in e) for e in history)
     for entry in history:
@@ -180,13 +206,23 @@ def read_trainer_state(path: Path) -> dict:
     global_step = _whole(raw)
     if global_step is None or isinstance(raw, str):  # TRL writes an int: a string "2" is not its file
         global_step = None
-        notes.append(f"{Path(path).name}: global_step is {raw!r} ({type(raw).__name__}), not a whole number: the check "
-                     "for log files beyond the run's last step is off")
+        notes.append(
+            f"{Path(path).name}: global_step is {raw!r} ({type(raw).__name__}), not a whole number: the check "
+            "for log files beyond the run's last step is off"
+        )
     if unreadable:
-        notes.append(f"{Path(path).name}: {unreadable} log_history entr(ies) hold a frac_reward_zero_std that is not a "
-                     "finite number: TRL's own silent share is not compared at those steps")
-    return {"eval_steps": sorted(eval_steps), "zero_std": zero_std, "global_step": global_step, "skipped": skipped,
-            "notes": notes, "pads": pads}
+        notes.append(
+            f"{Path(path).name}: {unreadable} log_history entr(ies) hold a frac_reward_zero_std that is not a "
+            "finite number: TRL's own silent share is not compared at those steps"
+        )
+    return {
+        "eval_steps": sorted(eval_steps),
+        "zero_std": zero_std,
+        "global_step": global_step,
+        "skipped": skipped,
+        "notes": notes,
+        "pads": pads,
+    }
 
 
 #: The metrics of a ``GRPOTrainer`` subclass that pads its groups with rows it did not generate:
@@ -210,8 +246,9 @@ def padding_rows(table, parts) -> np.ndarray | None:
 
     text = table.column("completion")
     try:
-        empty = np.asarray(pc.fill_null(pc.equal(pc.utf8_trim_whitespace(text), ""), False)
-                           .to_numpy(zero_copy_only=False), dtype=bool)
+        empty = np.asarray(
+            pc.fill_null(pc.equal(pc.utf8_trim_whitespace(text), ""), False).to_numpy(zero_copy_only=False), dtype=bool
+        )
     except Exception:  # not text (a conversation's list of messages): a padded row has one empty message
         empty = np.array([_empty_completion(v) for v in text.to_pylist()], dtype=bool)
     return empty & np.isnan(np.asarray(parts, np.float64)).all(axis=0)
@@ -266,9 +303,11 @@ def arrange(chunks, context) -> list:
     last = state["global_step"] if state is not None and context.state_is_final else None
     beyond = [ch.file_step for ch in chunks if last is not None and ch.file_step > last]
     if beyond:
-        warnings.append(f"steps {_span(beyond)} are beyond the run's trainer_state.json (global_step {last}): "
-                        "left-overs of an earlier attempt (resumed from an earlier checkpoint, or another run "
-                        "in the same folder), left out")
+        warnings.append(
+            f"steps {_span(beyond)} are beyond the run's trainer_state.json (global_step {last}): "
+            "left-overs of an earlier attempt (resumed from an earlier checkpoint, or another run "
+            "in the same folder), left out"
+        )
         chunks = [ch for ch in chunks if ch.file_step <= last]
     repeated, eval_steps = [], []
     kept, previous = [], None
@@ -282,54 +321,74 @@ def arrange(chunks, context) -> list:
         previous = ch.fingerprint
         kept.append(ch)
     if eval_steps:
-        warnings.append(f"steps {_span(eval_steps)} evaluated ({Path(context.state_path).name}): their files hold "
-                        "evaluation completions (TRL writes them under the training file name) and are left out")
+        warnings.append(
+            f"steps {_span(eval_steps)} evaluated ({Path(context.state_path).name}): their files hold "
+            "evaluation completions (TRL writes them under the training file name) and are left out"
+        )
     if repeated:
-        warnings.append(f"{len(repeated)} file(s) repeat the previous step's generation (num_iterations or "
-                        f"steps_per_generation > 1): counted once, at their first step; repeated steps {_span(repeated)}")
+        warnings.append(
+            f"{len(repeated)} file(s) repeat the previous step's generation (num_iterations or "
+            f"steps_per_generation > 1): counted once, at their first step; repeated steps {_span(repeated)}"
+        )
     if state is None:
         sizes = {ch.hashes.size for ch in kept}
         if len(sizes) > 1:
-            warnings.append(f"the files hold different numbers of rows ({', '.join(map(str, sorted(sizes)))}): TRL writes "
-                            "evaluation completions under the training file name; give the run's output_dir with its "
-                            "trainer_state.json to leave the evaluation steps out")
+            warnings.append(
+                f"the files hold different numbers of rows ({', '.join(map(str, sorted(sizes)))}): TRL writes "
+                "evaluation completions under the training file name; give the run's output_dir with its "
+                "trainer_state.json to leave the evaluation steps out"
+            )
     G = context.group_size
     if G is None:
         per_file = [infer_group_size([ch.hashes[ch.prompt_ok]]) for ch in kept]
         G = infer_group_size(ch.hashes[ch.prompt_ok] for ch in kept)
         if G < 2:
-            raise InputError("TRL log: cannot infer num_generations from the files (consecutive rows of one prompt "
-                             f"come in runs whose greatest common divisor is {G}); pass --group-size G")
+            raise InputError(
+                "TRL log: cannot infer num_generations from the files (consecutive rows of one prompt "
+                f"come in runs whose greatest common divisor is {G}); pass --group-size G"
+            )
         distinct = sorted({g for g in per_file if g})
         if len(distinct) > 1:  # a file of one run with every block doubled is the only other cause
-            raise InputError(f"TRL log: the files' blocks disagree (groups of {', '.join(map(str, distinct))} rows): "
-                             "files of two runs with different num_generations in one folder? Name the files of "
-                             "one run, or pass --group-size G")
+            raise InputError(
+                f"TRL log: the files' blocks disagree (groups of {', '.join(map(str, distinct))} rows): "
+                "files of two runs with different num_generations in one folder? Name the files of "
+                "one run, or pass --group-size G"
+            )
     for index, ch in enumerate(kept):
         n = ch.hashes.size
         block = np.arange(n) // G
         if n % G:
-            warnings.append(f"{ch.file.name}: {n} rows is not a multiple of the group size {G}; its last "
-                            f"{n % G} row(s) form an incomplete group")
+            warnings.append(
+                f"{ch.file.name}: {n} rows is not a multiple of the group size {G}; its last "
+                f"{n % G} row(s) form an incomplete group"
+            )
         first = ch.hashes[block * G]
         wrong = ch.prompt_ok & (ch.hashes != first)
         if wrong.any():
             at = int(np.flatnonzero(wrong)[0])
-            raise InputError(f"{ch.file}: rows {at // G * G + 1}-{at // G * G + G} do not hold one prompt, so groups "
-                             f"are not blocks of {G} rows; pass the run's num_generations with --group-size")
+            raise InputError(
+                f"{ch.file}: rows {at // G * G + 1}-{at // G * G + G} do not hold one prompt, so groups "
+                f"are not blocks of {G} rows; pass the run's num_generations with --group-size"
+            )
         ch.gkey = (np.int64(index) << 32) + block
         ch.gkey_ok = np.ones(n, bool)
         if n % G:
-            ch.gkey_ok[n - n % G:] = False  # a block cut short: its group is incomplete
-    context.group_size, context.repeated_steps, context.eval_steps, context.excluded_steps = (G, repeated, eval_steps,
-                                                                                              beyond)
+            ch.gkey_ok[n - n % G :] = False  # a block cut short: its group is incomplete
+    context.group_size, context.repeated_steps, context.eval_steps, context.excluded_steps = (
+        G,
+        repeated,
+        eval_steps,
+        beyond,
+    )
     context.trainer_silent = state["zero_std"] if state is not None else {}
     return kept
 
 
 def describe_groups(context) -> str:
-    return (f"blocks of {context.group_size} consecutive rows of one generation (num_generations, "
-            f"{'given' if context.group_size_given else 'inferred from the files'})")
+    return (
+        f"blocks of {context.group_size} consecutive rows of one generation (num_generations, "
+        f"{'given' if context.group_size_given else 'inferred from the files'})"
+    )
 
 
 def _span(steps) -> str:
@@ -355,7 +414,9 @@ def default_reward(columns, numeric) -> list:
 
     cands = [c for c in columns if c not in NOT_REWARD and c in numeric]
     if not cands:
-        raise InputError(f"no reward column (numeric columns other than step and advantage); columns: {', '.join(columns)}")
+        raise InputError(
+            f"no reward column (numeric columns other than step and advantage); columns: {', '.join(columns)}"
+        )
     return [(1.0, c) for c in cands]
 
 
@@ -366,11 +427,11 @@ def prepare(table, lines):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    train = np.asarray(pc.fill_null(pc.equal(table.column("mode"), "train"), False).to_numpy(zero_copy_only=False),
-                       dtype=bool)
+    train = np.asarray(
+        pc.fill_null(pc.equal(table.column("mode"), "train"), False).to_numpy(zero_copy_only=False), dtype=bool
+    )
     lines = (np.arange(1, table.num_rows + 1) if lines is None else lines)[train]
     return table.filter(pa.array(train)).drop_columns(["mode"]), lines
-
 
 
 def total_reward(parts, coefs, device=None) -> np.ndarray:
@@ -393,8 +454,10 @@ def total_reward(parts, coefs, device=None) -> np.ndarray:
     p = np.asarray(parts, dtype=np.float64)
     w64 = np.asarray(coefs, dtype=np.float64)
     if p.ndim != 2 or w64.ndim != 1 or w64.size != p.shape[0]:
-        raise InputError(f"weights: {w64.size} weight(s) for {p.shape[0] if p.ndim == 2 else '?'} reward function(s) "
-                         f"(parts of shape {p.shape}: one row per reward function, one weight each)")
+        raise InputError(
+            f"weights: {w64.size} weight(s) for {p.shape[0] if p.ndim == 2 else '?'} reward function(s) "
+            f"(parts of shape {p.shape}: one row per reward function, one weight each)"
+        )
     with np.errstate(over="ignore", invalid="ignore"):
         p32 = p.astype(np.float32)
         w = w64.astype(np.float32)
@@ -582,16 +645,17 @@ def check_advantages(reward, advantage, group, n_groups: int, batch) -> dict:
         err = np.abs(np.nan_to_num(pred, nan=0.0) - a)
         errors[name] = float(np.max(err / (1e-3 + np.abs(a)))) if err.size else 0.0
     best = min(errors, key=errors.get)
-    return {"scale": best if errors[best] <= 1e-2 else None, "groups_checked": int(n_groups),
-            "max_error": errors[best]}
+    return {"scale": best if errors[best] <= 1e-2 else None, "groups_checked": int(n_groups), "max_error": errors[best]}
 
 
 def trainer_silent_note(check) -> str | None:
     """What TRL's logged ``frac_reward_zero_std`` means under the scaling the advantages show."""
     if check and check.get("scale") == "batch":
-        return ("scale_rewards='batch': TRL's frac_reward_zero_std then tests the std of the whole generation, "
-                "not each group's, so it is not the silent fraction of the groups (a silent group still has "
-                "advantage 0)")
+        return (
+            "scale_rewards='batch': TRL's frac_reward_zero_std then tests the std of the whole generation, "
+            "not each group's, so it is not the silent fraction of the groups (a silent group still has "
+            "advantage 0)"
+        )
     return None
 
 
@@ -629,8 +693,11 @@ def write_step(folder, step: int, prompts, rewards: dict, *, completions="", adv
     from ._columns import column
 
     n = len(prompts)
-    data = {"step": np.full(n, int(step), dtype=np.int64), "prompt": column(prompts, n, "prompts").astype(str),
-            "completion": column(completions, n, "completions").astype(str)}
+    data = {
+        "step": np.full(n, int(step), dtype=np.int64),
+        "prompt": column(prompts, n, "prompts").astype(str),
+        "completion": column(completions, n, "completions").astype(str),
+    }
     for name, values in rewards.items():
         data[name] = column(values, n, name).astype(np.float64)
     for name, values in (extra or {}).items():
@@ -642,14 +709,15 @@ def write_step(folder, step: int, prompts, rewards: dict, *, completions="", adv
     return path
 
 
-
 #: Names this module held until the live hooks moved out (gsd 0.1.0): each still imports from
 #: here, with a DeprecationWarning naming where it lives now (old name → module, name there).
-_MOVED = {"GroupTracker": ("gsd.live", "GroupTracker"),
-          "GSDGRPOTrainer": ("gsd.live", "GSDGRPOTrainer"),
-          "SkipSampler": ("gsd.live", "SkipSampler"),
-          "LIVE_METRICS": ("gsd.live", "LIVE_METRICS"),
-          "TRACKER_TABLE": ("gsd.integrations.tracker_table", "KEY"),
-          "tracker_table": ("gsd.integrations.tracker_table", "read_description")}
+_MOVED = {
+    "GroupTracker": ("gsd.live", "GroupTracker"),
+    "GSDGRPOTrainer": ("gsd.live", "GSDGRPOTrainer"),
+    "SkipSampler": ("gsd.live", "SkipSampler"),
+    "LIVE_METRICS": ("gsd.live", "LIVE_METRICS"),
+    "TRACKER_TABLE": ("gsd.integrations.tracker_table", "KEY"),
+    "tracker_table": ("gsd.integrations.tracker_table", "read_description"),
+}
 
 __getattr__ = moved_names(__name__, _MOVED)

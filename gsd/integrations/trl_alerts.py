@@ -114,10 +114,15 @@ def _build():
                     self.alerts.append({"step": step, "metric": name, "value": v, "threshold": thr})
                     if name not in self._warned:
                         self._warned.add(name)
-                        what = ("groups silent at this step" if name == "silent"
-                                else "of the run's rollouts wasted so far")
-                        warnings.warn(f"step {step}: {v:.1%} {what} (threshold {thr:.1%})"
-                                      + ("; stopping the run" if self.stop else ""), SilenceWarning, stacklevel=2)
+                        what = (
+                            "groups silent at this step" if name == "silent" else "of the run's rollouts wasted so far"
+                        )
+                        warnings.warn(
+                            f"step {step}: {v:.1%} {what} (threshold {thr:.1%})"
+                            + ("; stopping the run" if self.stop else ""),
+                            SilenceWarning,
+                            stacklevel=2,
+                        )
                     if self.stop:
                         control.should_training_stop = True
             return control

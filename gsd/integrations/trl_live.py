@@ -11,8 +11,18 @@ from __future__ import annotations
 from .._lazy import moved_names
 
 #: Each public name the module held, and where it lives now (old name → module, name there).
-_MOVED = {name: ("gsd.live", name) for name in ("GroupTracker", "GSDGRPOTrainer", "SkipPolicy", "SkipSampler",
-                                                 "LIVE_METRICS", "trl_total", "trl_zero_std")}
+_MOVED = {
+    name: ("gsd.live", name)
+    for name in (
+        "GroupTracker",
+        "GSDGRPOTrainer",
+        "SkipPolicy",
+        "SkipSampler",
+        "LIVE_METRICS",
+        "trl_total",
+        "trl_zero_std",
+    )
+}
 
 __all__ = list(_MOVED)  # each resolved, with its warning, by __getattr__
 __getattr__ = moved_names(__name__, _MOVED)

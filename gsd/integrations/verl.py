@@ -50,25 +50,47 @@ import numpy as np
 
 from . import TRUTH_COLUMN
 
-__all__ = ["NAME", "DDOF", "EPS", "SCALES", "SOURCE", "NOT_REWARD", "DEFAULT_REWARD", "BOOL_STRINGS", "is_log_file",
-           "step_of", "is_validation_folder", "write_step", "FILE_DESCRIPTION", "split_keys", "group_keys", "members",
-           "row_keys", "zero_std", "is_v1"]
+__all__ = [
+    "NAME",
+    "DDOF",
+    "EPS",
+    "SCALES",
+    "SOURCE",
+    "NOT_REWARD",
+    "DEFAULT_REWARD",
+    "BOOL_STRINGS",
+    "is_log_file",
+    "step_of",
+    "is_validation_folder",
+    "write_step",
+    "FILE_DESCRIPTION",
+    "split_keys",
+    "group_keys",
+    "members",
+    "row_keys",
+    "zero_std",
+    "is_v1",
+]
 
 NAME = "verl"
 
 DDOF = 1
 EPS = 1e-6
 SCALES = ("group", "none", "rloo", "rloo_vectorized")
-SOURCE = ("verl 0.9.1 compute_grpo_outcome_advantage (norm_adv_by_std_in_grpo), compute_rloo_outcome_advantage, "
-          "compute_rloo_vectorized_outcome_advantage")
+SOURCE = (
+    "verl 0.9.1 compute_grpo_outcome_advantage (norm_adv_by_std_in_grpo), compute_rloo_outcome_advantage, "
+    "compute_rloo_vectorized_outcome_advantage"
+)
 
 FILE_DESCRIPTION = "verl's {step}.jsonl"
 SUFFIXES = (".jsonl", ".json")
 PROMPT_COL = "input"
 STEP_COL = "step"
 #: What removes silent groups before the dump, when a dump shows none.
-FILTER = ("verl's algorithm.filter_groups (DAPO) evicts the groups whose scores are all equal before the batch is "
-          "trained and dumped; their number is the trainer's training/filter_groups/evicted_samples metric")
+FILTER = (
+    "verl's algorithm.filter_groups (DAPO) evicts the groups whose scores are all equal before the batch is "
+    "trained and dumped; their number is the trainer's training/filter_groups/evicted_samples metric"
+)
 #: The rows' V1 key, ``{uid}_{session_id}_{index}``.
 _KEY = r"^(.*)_(\d+)_(\d+)$"
 
@@ -242,9 +264,13 @@ def write_step(folder, step: int, prompts, scores, *, outputs="", extra: dict | 
     from ._columns import column
 
     n = len(prompts)
-    data = {"input": column(prompts, n, "prompts").astype(str), "output": column(outputs, n, "outputs").astype(str),
-            "gts": np.full(n, ""), "score": column(scores, n, "scores").astype(np.float64),
-            "step": np.full(n, int(step), dtype=np.int64)}
+    data = {
+        "input": column(prompts, n, "prompts").astype(str),
+        "output": column(outputs, n, "outputs").astype(str),
+        "gts": np.full(n, ""),
+        "score": column(scores, n, "scores").astype(np.float64),
+        "step": np.full(n, int(step), dtype=np.int64),
+    }
     for key, values in (extra or {}).items():
         data[key] = column(values, n, key)
     path = Path(folder) / f"{int(step)}.jsonl"

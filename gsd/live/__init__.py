@@ -15,8 +15,11 @@ imported on first use (TRL only when ``GSDGRPOTrainer`` is first touched).
 
 from .._lazy import lazy_exports
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "tracker": ("GroupTracker", "LIVE_METRICS", "trl_total", "trl_zero_std"),
-    "sampler": ("SkipPolicy", "SkipSampler"),
-    "trainer": ("GSDGRPOTrainer",),
-})
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "tracker": ("GroupTracker", "LIVE_METRICS", "trl_total", "trl_zero_std"),
+        "sampler": ("SkipPolicy", "SkipSampler"),
+        "trainer": ("GSDGRPOTrainer",),
+    },
+)

@@ -105,8 +105,19 @@ class SkipSampler:
     tracker): the sampler never stops the run.
     """
 
-    def __init__(self, keys, tracker: GroupTracker, *, batch_size: int, repeat_count: int, shuffle: bool, seed,
-                 skip_above: float | None = None, max_skips: int = 4, policy: SkipPolicy | None = None):
+    def __init__(
+        self,
+        keys,
+        tracker: GroupTracker,
+        *,
+        batch_size: int,
+        repeat_count: int,
+        shuffle: bool,
+        seed,
+        skip_above: float | None = None,
+        max_skips: int = 4,
+        policy: SkipPolicy | None = None,
+    ):
         import torch
 
         if (skip_above is None) == (policy is None):
@@ -142,8 +153,11 @@ class SkipSampler:
         out = []
         while count:
             if self._queue.size == 0:
-                self._queue = (torch.randperm(self.num_samples, generator=self.generator).numpy() if self.shuffle
-                               else np.arange(self.num_samples))
+                self._queue = (
+                    torch.randperm(self.num_samples, generator=self.generator).numpy()
+                    if self.shuffle
+                    else np.arange(self.num_samples)
+                )
             take, self._queue = self._queue[:count], self._queue[count:]
             out.append(take)
             count -= take.size
@@ -156,8 +170,12 @@ class SkipSampler:
         try:
             chosen, looked, skipped = self._by_value() if self.policy is not None else self._by_silence()
         except Exception as exc:  # noqa: BLE001 (never stop the run: fall back to plain turn order)
-            self.tracker._unscorable(None, "sampler", f"the skip sampler could not value the prompts "
-                                     f"({type(exc).__name__}: {exc}); this batch is the next prompts in turn order")
+            self.tracker._unscorable(
+                None,
+                "sampler",
+                f"the skip sampler could not value the prompts "
+                f"({type(exc).__name__}: {exc}); this batch is the next prompts in turn order",
+            )
             looked = self._turns(self.batch_size)
             chosen, skipped = looked, np.zeros(looked.size, bool)
             self.streak[looked] = 0
@@ -197,7 +215,7 @@ class SkipSampler:
             value = self._values(a, b)
             value[must | ~first] = -np.inf  # ranked apart: must is kept, a repeat waits
             free = np.flatnonzero(first & ~must)
-            top = free[np.argsort(-value[free], kind="stable")[:B - int(must.sum())]]
+            top = free[np.argsort(-value[free], kind="stable")[: B - int(must.sum())]]
             keep = must.copy()
             keep[top] = True
         wait = (must | ~first) & ~keep  # back to the front of the queue, in order

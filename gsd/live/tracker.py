@@ -34,8 +34,16 @@ from ..integrations._columns import chat_label
 __all__ = ["GroupTracker", "LIVE_METRICS", "trl_total", "trl_zero_std"]
 
 #: gsd's figures in TRL's logs, each logged as ``gsd/<name>``.
-LIVE_METRICS = ("silent_frac", "silent_pred", "effective_ratio", "fidelity", "advised_group_size",
-                "fidelity_group_size", "recommended_group_size", "skipped")
+LIVE_METRICS = (
+    "silent_frac",
+    "silent_pred",
+    "effective_ratio",
+    "fidelity",
+    "advised_group_size",
+    "fidelity_group_size",
+    "recommended_group_size",
+    "skipped",
+)
 
 #: Keyword arguments TRL passes to a reward function that are not dataset columns.
 _TRL_KWARGS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments")
@@ -121,15 +129,19 @@ def _as_rewards(rewards, name: str, n: int) -> np.ndarray:
     if not types <= {float, int, bool, type(None), np.float64, np.float32}:
         bad = next((i for i, x in enumerate(rewards) if not _is_reward_value(x)), None)
         if bad is not None:
-            raise InputError(f"reward function {name!r} returned {rewards[bad]!r} at row {bad}: a reward must be "
-                             "a real number or None")
+            raise InputError(
+                f"reward function {name!r} returned {rewards[bad]!r} at row {bad}: a reward must be "
+                "a real number or None"
+            )
         return np.fromiter((np.nan if x is None else float(x) for x in rewards), np.float64, n)
     try:
         return np.array(rewards, dtype=np.float64)
     except OverflowError:  # an integer beyond float64 (TRL's cast to float32 fails on it too)
         bad = next(i for i, x in enumerate(rewards) if isinstance(x, int) and _real(x) is None)
-        raise InputError(f"reward function {name!r} returned {rewards[bad]!r} at row {bad}: beyond what a float holds "
-                         "(TRL casts rewards to float32)") from None
+        raise InputError(
+            f"reward function {name!r} returned {rewards[bad]!r} at row {bad}: beyond what a float holds "
+            "(TRL casts rewards to float32)"
+        ) from None
 
 
 class GroupTracker:
@@ -204,8 +216,17 @@ class GroupTracker:
     (0.5, 0.5)
     """
 
-    def __init__(self, num_generations, *, weights=None, threshold=None, prompt_id=None, prior="empirical-bayes",
-                 epsilon: float = 0.05, half_life=None):
+    def __init__(
+        self,
+        num_generations,
+        *,
+        weights=None,
+        threshold=None,
+        prompt_id=None,
+        prior="empirical-bayes",
+        epsilon: float = 0.05,
+        half_life=None,
+    ):
         from .._validate import as_scalar_group_size
 
         self.num_generations = as_scalar_group_size(num_generations, "num_generations", minimum=2)
@@ -271,8 +292,10 @@ class GroupTracker:
         for i, f in enumerate(funcs):
             where = "reward_funcs" if single else f"reward_funcs[{i}]"
             if isinstance(f, str) or hasattr(f, "parameters"):
-                raise InputError(f"{where}: {f!r} is a reward model; the tracker records the rewards of Python reward "
-                                 "functions (score the model inside a reward function to track it)")
+                raise InputError(
+                    f"{where}: {f!r} is a reward model; the tracker records the rewards of Python reward "
+                    "functions (score the model inside a reward function to track it)"
+                )
             if not callable(f):
                 raise InputError(f"{where} must be a reward function, got {f!r}")
             if getattr(f, "_gsd_tracker", None) is not None:
@@ -280,19 +303,24 @@ class GroupTracker:
         names = [_callable_name(f) for f in funcs]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
-            raise InputError(f"reward_funcs: two functions named {twice[0]!r}; TRL logs each function's rewards under "
-                             "its name, so one's would be lost: give each its own name")
+            raise InputError(
+                f"reward_funcs: two functions named {twice[0]!r}; TRL logs each function's rewards under "
+                "its name, so one's would be lost: give each its own name"
+            )
         if self.weights is not None and len(self.weights) != len(funcs):
             raise InputError(f"weights has {len(self.weights)} entries for {len(funcs)} reward functions")
         self._functions = names
 
         def one(func, index):
             if _is_async(func):
+
                 async def wrapped(*args, **kwargs):
                     return self._observe(index, args, kwargs, await func(*args, **kwargs))
             else:
+
                 def wrapped(*args, **kwargs):
                     return self._observe(index, args, kwargs, func(*args, **kwargs))
+
             functools.update_wrapper(wrapped, func, assigned=("__module__", "__qualname__", "__doc__"), updated=())
             wrapped.__name__ = self._functions[index]
             wrapped._gsd_tracker = self
@@ -323,8 +351,10 @@ class GroupTracker:
                 self._failure = None
         try:
             if once is None and _is_training(kwargs):
-                raise _Unscorable("not-a-list", f"reward function {self._functions[index]!r} returned {rewards!r}, not "
-                                  "one reward per completion")
+                raise _Unscorable(
+                    "not-a-list",
+                    f"reward function {self._functions[index]!r} returned {rewards!r}, not one reward per completion",
+                )
             whole = self._record(index, args, kwargs, rewards) if once is not None else None
         except Exception as exc:  # noqa: BLE001 (the tracker must never end the user's training)
             self._failed(index, kwargs, exc)
@@ -364,8 +394,9 @@ class GroupTracker:
         except _Unscorable as exc:
             self._unscorable(step, exc.kind, str(exc), depth)
         except Exception as exc:  # noqa: BLE001 (a collective that failed: this process's reason alone)
-            self._unscorable(step, kind, f"{reason}; joining the other processes failed ({type(exc).__name__}: {exc})",
-                             depth)
+            self._unscorable(
+                step, kind, f"{reason}; joining the other processes failed ({type(exc).__name__}: {exc})", depth
+            )
         else:  # no other process after all
             self._unscorable(step, kind, reason, depth)
 
@@ -378,9 +409,12 @@ class GroupTracker:
         self.unscorable.append({"step": step, "reason": reason})
         if kind not in self._warned:
             self._warned.add(kind)
-            message = f"generation at step {step} not scored by gsd ({reason}); training goes on" + \
-                ("" if kind == "no-finite-reward" else "; later generations with this problem are listed in "
-                 "GroupTracker.unscorable without a further warning")
+            message = f"generation at step {step} not scored by gsd ({reason}); training goes on" + (
+                ""
+                if kind == "no-finite-reward"
+                else "; later generations with this problem are listed in "
+                "GroupTracker.unscorable without a further warning"
+            )
             self.warnings.append(message)
             warnings.warn("gsd: " + message, RuntimeWarning, stacklevel=4 + depth)
 
@@ -392,12 +426,14 @@ class GroupTracker:
         name = self._functions[index]
         prompts = kwargs.get("prompts", args[0] if args else None)
         if prompts is None:
-            raise _Unscorable("no-prompts", "the tracked reward function was called without prompts (TRL passes "
-                              "prompts=...)")
+            raise _Unscorable(
+                "no-prompts", "the tracked reward function was called without prompts (TRL passes prompts=...)"
+            )
         rewards = list(rewards)
         if len(rewards) != len(prompts):
-            raise _Unscorable("length", f"reward function {name!r} returned {len(rewards)} rewards for {len(prompts)} "
-                              "completions")
+            raise _Unscorable(
+                "length", f"reward function {name!r} returned {len(rewards)} rewards for {len(prompts)} completions"
+            )
         try:
             r = _as_rewards(rewards, name, len(rewards))
         except InputError as exc:
@@ -405,23 +441,32 @@ class GroupTracker:
         pend = self._pending
         if pend is not None and (pend["parts"][index] is not None or len(prompts) != len(pend["prompts"])):
             # A new generation began before every function reported (one raised): drop the partial one.
-            self.warnings.append(f"a generation at step {pend['step']} was dropped: not every reward function "
-                                 "returned for it")
+            self.warnings.append(
+                f"a generation at step {pend['step']} was dropped: not every reward function returned for it"
+            )
             pend = None
         if pend is None:
             ids = None
             if self.prompt_id is not None:
                 if self.prompt_id not in kwargs:
                     cols = sorted(k for k in kwargs if k not in _TRL_KWARGS)
-                    raise _Unscorable("prompt-id", f"prompt_id={self.prompt_id!r} is not a dataset column TRL passed "
-                                      f"to the reward functions (columns: {', '.join(cols) or 'none'})")
+                    raise _Unscorable(
+                        "prompt-id",
+                        f"prompt_id={self.prompt_id!r} is not a dataset column TRL passed "
+                        f"to the reward functions (columns: {', '.join(cols) or 'none'})",
+                    )
                 ids = list(kwargs[self.prompt_id])
             state = kwargs.get("trainer_state")
             step = int(state.global_step) + 1 if state is not None else (self._steps[-1] + 1 if self._steps else 1)
             trainer = _trainer_of(kwargs)
             device = getattr(getattr(trainer, "accelerator", None), "device", None)
-            pend = {"prompts": list(prompts), "ids": ids, "step": step, "device": device,
-                    "parts": [None] * len(self._functions)}
+            pend = {
+                "prompts": list(prompts),
+                "ids": ids,
+                "step": step,
+                "device": device,
+                "parts": [None] * len(self._functions),
+            }
         pend["parts"][index] = r
         if any(p is None for p in pend["parts"]):
             self._pending = pend
@@ -453,17 +498,25 @@ class GroupTracker:
         source = pend["ids"] if self.prompt_id is not None else pend["prompts"]
         rows = len(source)
         if rows % G:
-            raise _Unscorable("rows", f"the reward functions got {rows} rows, not a multiple of num_generations={G}: "
-                              "give the tracker the trainer's num_generations")
+            raise _Unscorable(
+                "rows",
+                f"the reward functions got {rows} rows, not a multiple of num_generations={G}: "
+                "give the tracker the trainer's num_generations",
+            )
         firsts = source[::G]
         if any(source[j] != firsts[j // G] for j in range(rows)):
-            raise _Unscorable("blocks", f"a block of num_generations={G} rows holds two prompts: the trainer's "
-                              "num_generations differs from the tracker's")
+            raise _Unscorable(
+                "blocks",
+                f"a block of num_generations={G} rows holds two prompts: the trainer's "
+                "num_generations differs from the tracker's",
+            )
         codes = np.fromiter((self._code_of(v) for v in firsts), np.int64, len(firsts))
         parts = np.stack(pend["parts"])
         if self.weights is None and len(parts) > 1 and not self.metrics:
-            self.warnings.append(f"weights not given: the {len(parts)} reward functions are summed with weight 1 "
-                                 "(give the tracker the trainer's reward_weights)")
+            self.warnings.append(
+                f"weights not given: the {len(parts)} reward functions are summed with weight 1 "
+                "(give the tracker the trainer's reward_weights)"
+            )
         w = np.ones(len(parts)) if self.weights is None else np.asarray(self.weights, np.float64)
         total = trl_total(parts, w, pend["device"])
         std, silent = trl_zero_std(total, G, pend["device"])
@@ -475,14 +528,21 @@ class GroupTracker:
         scored = (~np.isnan(groups)).sum(axis=1)  # the rows TRL normalises
         speaks = np.isfinite(std) & ~silent  # a finite nonzero advantage somewhere in the group
         right = self._right(groups, finite)
-        gen = {"step": pend["step"], "silent_frac": float(silent.sum() / silent.size),
-               "effective_ratio": float((scored * speaks).sum() / scored.sum()) if scored.sum() else float("nan"),
-               "skipped": 0}
+        gen = {
+            "step": pend["step"],
+            "silent_frac": float(silent.sum() / silent.size),
+            "effective_ratio": float((scored * speaks).sum() / scored.sum()) if scored.sum() else float("nan"),
+            "skipped": 0,
+        }
         gen.update(self._predictions(codes, m, right, int(pend["step"])))
         if not m.any():
             # TRL trains on (every advantage zero); nothing here to count or predict from.
-            self._unscorable(pend["step"], "no-finite-reward", "no reward function returned a finite reward for any "
-                             "row: TRL trains on it with zero advantages", depth=1)
+            self._unscorable(
+                pend["step"],
+                "no-finite-reward",
+                "no reward function returned a finite reward for any row: TRL trains on it with zero advantages",
+                depth=1,
+            )
         self._steps.append(int(pend["step"]))
         self._group_prompt.append(codes)
         self._parts.append(parts)
@@ -500,8 +560,10 @@ class GroupTracker:
         if np.all((vals == 0.0) | (vals == 1.0)):
             return (finite & (groups == 1.0)).sum(axis=1)
         self._graded = True
-        self.warnings.append("the total rewards are graded (not 0/1): from this generation on, no predictions; give "
-                             "the tracker a threshold (reward >= threshold counts as right)")
+        self.warnings.append(
+            "the total rewards are graded (not 0/1): from this generation on, no predictions; give "
+            "the tracker a threshold (reward >= threshold counts as right)"
+        )
         return None
 
     def _predictions(self, codes, m, right, step):
@@ -515,8 +577,13 @@ class GroupTracker:
 
         nan = float("nan")
         if right is None:
-            return {"silent_pred": nan, "fidelity": nan, "advised_group_size": nan, "fidelity_group_size": nan,
-                    "recommended_group_size": nan}
+            return {
+                "silent_pred": nan,
+                "fidelity": nan,
+                "advised_group_size": nan,
+                "fidelity_group_size": nan,
+                "recommended_group_size": nan,
+            }
         a0, b0 = self._prior_now()
         multi = m >= 2
         n_eff, k_eff = self._discounted(codes, step)  # (candidates, groups)
@@ -544,10 +611,12 @@ class GroupTracker:
         # prompts per step) and the fidelity law's median at the posterior means (its fidelity_group_size).
         from ..diagnose.tables import group_size_advice_for
 
-        n, k = self._n[:len(self._keys)], self._k[:len(self._keys)]
+        n, k = self._n[: len(self._keys)], self._k[: len(self._keys)]
         if (n > 0).any():
             seen = posterior_from_counts(k[n > 0], n[n > 0], prior=(a0, b0))
-            out["advised_group_size"] = float(group_size_advice_for(seen, np.unique(codes).size).advised_G_per_generation)
+            out["advised_group_size"] = float(
+                group_size_advice_for(seen, np.unique(codes).size).advised_G_per_generation
+            )
             out["fidelity_group_size"] = median_group_size(seen.mean, self.epsilon)
         else:  # nothing scored yet (every reward so far None or NaN)
             out["advised_group_size"] = out["fidelity_group_size"] = nan
@@ -574,8 +643,12 @@ class GroupTracker:
         """As ``gsd diagnose --json``'s ``half_life_choice``: ``candidates``, ``log_score`` (each
         candidate's summed one-step-ahead log score, under the prior live at each generation) and
         ``groups_scored``; and ``half_life``, the one in use."""
-        return {"candidates": list(self._candidates), "log_score": self._scores.tolist(),
-                "groups_scored": self._scored, "half_life": self.half_life_now}
+        return {
+            "candidates": list(self._candidates),
+            "log_score": self._scores.tolist(),
+            "groups_scored": self._scored,
+            "half_life": self.half_life_now,
+        }
 
     def _prior_now(self):
         """The prior for the next predictions: empirical Bayes fitted to the rollouts recorded so
@@ -653,8 +726,9 @@ class GroupTracker:
             return q
         a, b, seen = self._posterior_of_codes(codes, self._next_step())
         if seen.any():
-            q[seen] = expected_silent_rate(BetaPosterior(a[seen], b[seen], tuple(self._prior_now())),
-                                           self.num_generations)
+            q[seen] = expected_silent_rate(
+                BetaPosterior(a[seen], b[seen], tuple(self._prior_now())), self.num_generations
+            )
         return q
 
     def _codes_of_keys(self, keys) -> np.ndarray:
@@ -695,8 +769,13 @@ class GroupTracker:
         return code[keep], step[keep], group[keep], total[keep], parts[:, keep], zero[keep]
 
     def _description(self) -> dict:
-        return _table.describe(group_size=self.num_generations, threshold=self.threshold,
-                               reward_name=self._reward_name(), weights=self.weights, functions=self._functions or [])
+        return _table.describe(
+            group_size=self.num_generations,
+            threshold=self.threshold,
+            reward_name=self._reward_name(),
+            weights=self.weights,
+            functions=self._functions or [],
+        )
 
     def rollout_log(self):
         """The recorded groups as a :class:`gsd.diagnose.RolloutLog` (prompt codes ordered as the
@@ -718,11 +797,24 @@ class GroupTracker:
         silent = np.zeros(n_groups, bool)
         silent[gcode] = zero  # TRL's verdict, not a recount of the finite rows left
         d = self._description()
-        return RolloutLog(prompt=rank[code], step=step, reward=total,
-                          labels=np.array(self._labels, dtype=object)[used[order]], hashes=hashes[used[order]],
-                          files=[], fmt="table", trainer="trl", reward_name=d["reward_name"], group=gcode,
-                          group_by=d["group_by"], silence=d["silence"], group_size=self.num_generations, silent=silent,
-                          threshold=self.threshold, warnings=list(self.warnings))
+        return RolloutLog(
+            prompt=rank[code],
+            step=step,
+            reward=total,
+            labels=np.array(self._labels, dtype=object)[used[order]],
+            hashes=hashes[used[order]],
+            files=[],
+            fmt="table",
+            trainer="trl",
+            reward_name=d["reward_name"],
+            group=gcode,
+            group_by=d["group_by"],
+            silence=d["silence"],
+            group_size=self.num_generations,
+            silent=silent,
+            threshold=self.threshold,
+            warnings=list(self.warnings),
+        )
 
     def diagnosis(self, *, level: float = 0.9, budget=None, half_life=None):
         """The run so far as :func:`gsd.diagnose.diagnose` sees it (same tables, same summary):
@@ -730,8 +822,15 @@ class GroupTracker:
         and epsilon."""
         from ..diagnose.tables import diagnose_log
 
-        return diagnose_log(self.rollout_log(), threshold=self.threshold, prior=self.prior, epsilon=self.epsilon,
-                            level=level, budget=budget, half_life=half_life)
+        return diagnose_log(
+            self.rollout_log(),
+            threshold=self.threshold,
+            prior=self.prior,
+            epsilon=self.epsilon,
+            level=level,
+            budget=budget,
+            half_life=half_life,
+        )
 
     def save(self, path) -> Path:
         """Write the recorded groups as a self-describing parquet table: ``gsd diagnose PATH``
@@ -753,12 +852,17 @@ class GroupTracker:
 
         path = Path(path)
         if path.suffix != ".parquet":
-            raise InputError(f"path must end in .parquet (the table carries its description in parquet metadata), "
-                             f"got {str(path)!r}")
+            raise InputError(
+                f"path must end in .parquet (the table carries its description in parquet metadata), got {str(path)!r}"
+            )
         code, step, group, total, parts, zero = self._rows()
-        columns = {"prompt": pa.array(self._values).take(pa.array(code)),  # per rollout, gathered in pyarrow
-                   "step": pa.array(step), "group": pa.array(group), "reward": pa.array(total),
-                   _table.SILENT_COL: pa.array(zero)}
+        columns = {
+            "prompt": pa.array(self._values).take(pa.array(code)),  # per rollout, gathered in pyarrow
+            "step": pa.array(step),
+            "group": pa.array(group),
+            "reward": pa.array(total),
+            _table.SILENT_COL: pa.array(zero),
+        }
         for name, col in zip(self._functions, parts):
             columns[f"reward:{name}"] = pa.array(col)
         table = pa.table(columns).replace_schema_metadata({_table.KEY: json.dumps(self._description())})
@@ -795,9 +899,12 @@ def _gathered(pend):
     if failed:
         reasons = "; ".join(f"process {rank}: {reason}" for rank, (_, reason) in failed)
         raise _Unscorable(failed[0][1][0], f"{reasons} (every process leaves the generation out)")
-    return {**pend, "prompts": [p for piece in pieces for p in piece[0]],
-            "ids": None if pend["ids"] is None else [i for piece in pieces for i in piece[1]],
-            "parts": [np.concatenate([piece[2][f] for piece in pieces]) for f in range(len(pend["parts"]))]}
+    return {
+        **pend,
+        "prompts": [p for piece in pieces for p in piece[0]],
+        "ids": None if pend["ids"] is None else [i for piece in pieces for i in piece[1]],
+        "parts": [np.concatenate([piece[2][f] for piece in pieces]) for f in range(len(pend["parts"]))],
+    }
 
 
 def _kind_and_reason(exc) -> tuple[str, str]:
@@ -846,7 +953,8 @@ def _as_prior(prior):
 
     if isinstance(prior, str):
         if prior != "empirical-bayes" and prior not in PRIORS:
-            raise InputError(f"prior must be 'empirical-bayes', {', '.join(map(repr, PRIORS))} or (a, b), "
-                             f"got {prior!r}")
+            raise InputError(
+                f"prior must be 'empirical-bayes', {', '.join(map(repr, PRIORS))} or (a, b), got {prior!r}"
+            )
         return prior
     return tuple(posterior_from_counts(0, 0, prior=prior).prior)

@@ -52,13 +52,17 @@ def _check_before_trl(args, kwargs, skips):
     given by name (it cannot be tracked)."""
     dataset = kwargs.get("train_dataset", args[3] if len(args) > 3 else None)
     if skips and _iterable_dataset(dataset):
-        raise InputError(f"{skips} needs a map-style train_dataset (a datasets.Dataset): TRL reads an "
-                         f"{type(dataset).__name__} without a sampler, so nothing could be skipped")
+        raise InputError(
+            f"{skips} needs a map-style train_dataset (a datasets.Dataset): TRL reads an "
+            f"{type(dataset).__name__} without a sampler, so nothing could be skipped"
+        )
     funcs = kwargs.get("reward_funcs", args[1] if len(args) > 1 else None)
     for i, f in enumerate(funcs if isinstance(funcs, (list, tuple)) else [funcs]):
         if isinstance(f, str) or hasattr(f, "parameters"):
-            raise InputError(f"reward_funcs[{i}]: {f!r} is a reward model; GSDGRPOTrainer tracks Python reward "
-                             "functions (score the model inside a reward function to track it)")
+            raise InputError(
+                f"reward_funcs[{i}]: {f!r} is a reward model; GSDGRPOTrainer tracks Python reward "
+                "functions (score the model inside a reward function to track it)"
+            )
 
 
 class _Hooks:
@@ -104,16 +108,22 @@ class _Hooks:
         _check_before_trl(args, kwargs, skips)
         super().__init__(*args, **kwargs)
         if skips and self.accelerator.num_processes > 1:
-            raise InputError(f"{skips} works in one process (this run has "
-                             f"{self.accelerator.num_processes}); track without skipping, or train in one")
+            raise InputError(
+                f"{skips} works in one process (this run has "
+                f"{self.accelerator.num_processes}); track without skipping, or train in one"
+            )
         if getattr(self, "multi_objective_aggregation", "sum_then_normalize") != "sum_then_normalize":
-            raise InputError("GSDGRPOTrainer follows multi_objective_aggregation='sum_then_normalize' (a group is "
-                             "silent when its weighted total has zero std)")
+            raise InputError(
+                "GSDGRPOTrainer follows multi_objective_aggregation='sum_then_normalize' (a group is "
+                "silent when its weighted total has zero std)"
+            )
         tracker = gsd_tracker if gsd_tracker is not None else GroupTracker(self.num_generations)
         self.gsd_tracker = self._gsd_attach(tracker)
         if skips and (_iterable_dataset(self.train_dataset) or not hasattr(self.train_dataset, "__getitem__")):
-            raise InputError(f"{skips} needs a map-style train_dataset (a datasets.Dataset): TRL reads an "
-                             f"{type(self.train_dataset).__name__} without a sampler, so nothing could be skipped")
+            raise InputError(
+                f"{skips} needs a map-style train_dataset (a datasets.Dataset): TRL reads an "
+                f"{type(self.train_dataset).__name__} without a sampler, so nothing could be skipped"
+            )
         self.gsd_skip_above, self.gsd_max_skips = skip_above, int(max_skips)
         self.gsd_skip_policy = skip_policy
         self.gsd_sampler = None
@@ -122,14 +132,16 @@ class _Hooks:
         """The tracker checked against the trainer (G, reward weights) and its reward functions
         wrapped by it."""
         if tracker.num_generations != self.num_generations:
-            raise InputError(f"gsd_tracker has num_generations={tracker.num_generations}, the trainer "
-                             f"{self.num_generations}")
+            raise InputError(
+                f"gsd_tracker has num_generations={tracker.num_generations}, the trainer {self.num_generations}"
+            )
         weights = [float(x) for x in self.reward_weights.tolist()]
         if tracker.weights is None:
             tracker.weights = weights
         elif len(tracker.weights) != len(weights) or not np.allclose(tracker.weights, weights):
-            raise InputError(f"gsd_tracker weights {tracker.weights} differ from the trainer's reward_weights "
-                             f"{weights}")
+            raise InputError(
+                f"gsd_tracker weights {tracker.weights} differ from the trainer's reward_weights {weights}"
+            )
         mine = [getattr(f, "_gsd_tracker", None) is tracker for f in self.reward_funcs]
         if not all(mine):
             if any(mine):
@@ -144,11 +156,17 @@ class _Hooks:
         tracker = self.gsd_tracker
         keys = [tracker.key(v) for v in dataset[tracker.prompt_id or "prompt"]]
         batch = self.args.generation_batch_size // self.num_generations
-        self.gsd_sampler = SkipSampler(keys, tracker, batch_size=batch,
-                                       repeat_count=self.num_iterations * self.args.steps_per_generation,
-                                       shuffle=self.shuffle_dataset, seed=self.args.seed,
-                                       skip_above=self.gsd_skip_above, max_skips=self.gsd_max_skips,
-                                       policy=self.gsd_skip_policy)
+        self.gsd_sampler = SkipSampler(
+            keys,
+            tracker,
+            batch_size=batch,
+            repeat_count=self.num_iterations * self.args.steps_per_generation,
+            shuffle=self.shuffle_dataset,
+            seed=self.args.seed,
+            skip_above=self.gsd_skip_above,
+            max_skips=self.gsd_max_skips,
+            policy=self.gsd_skip_policy,
+        )
         return self.gsd_sampler
 
     def _generate_and_score_completions(self, inputs):
@@ -161,8 +179,11 @@ class _Hooks:
                     gen["skipped"] = self.gsd_sampler.take_skipped()
                 values = [float(gen[name]) for name in LIVE_METRICS]
             except Exception as exc:  # noqa: BLE001 (never stop the run for a metric)
-                self.gsd_tracker._unscorable(self.state.global_step + 1, "metrics", f"gsd's metrics were not "
-                                             f"logged ({type(exc).__name__}: {exc})")
+                self.gsd_tracker._unscorable(
+                    self.state.global_step + 1,
+                    "metrics",
+                    f"gsd's metrics were not logged ({type(exc).__name__}: {exc})",
+                )
             else:
                 for name, v in zip(LIVE_METRICS, values):
                     self._metrics["train"][f"gsd/{name}"].append(v)
@@ -173,8 +194,11 @@ class _Hooks:
         """Over the training generations so far: prompts skipped to fill their batches, and the
         rollouts not spent on them (G each)."""
         skipped = int(sum(m["skipped"] for m in self.gsd_tracker.metrics))
-        return {"generations": self.gsd_tracker.generations, "skipped_prompts": skipped,
-                "rollouts_saved": skipped * self.num_generations}
+        return {
+            "generations": self.gsd_tracker.generations,
+            "skipped_prompts": skipped,
+            "rollouts_saved": skipped * self.num_generations,
+        }
 
 
 _TRAINER_CLASS = None

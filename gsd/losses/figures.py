@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+
 from .._extras import require_torch
 
 torch = require_torch("gsd.losses")

@@ -27,8 +27,14 @@ import numpy as np
 from .._errors import InputError
 from ..atomic import entry_path, read_json, write_json
 
-__all__ = ["load_allocation_campaign", "run_allocation_campaign", "arm_metrics", "allocation_figure",
-           "CONFIG_NAME", "summary_table"]
+__all__ = [
+    "load_allocation_campaign",
+    "run_allocation_campaign",
+    "arm_metrics",
+    "allocation_figure",
+    "CONFIG_NAME",
+    "summary_table",
+]
 
 #: Name of the shipped campaign config (``simulations/allocation_campaign.toml``).
 CONFIG_NAME = "allocation_campaign"
@@ -43,11 +49,17 @@ def checked_seeds(seeds, what: str = "seeds", *, least: int = 1) -> list:
 
     if isinstance(seeds, tuple):
         seeds = list(seeds)
-    if (not isinstance(seeds, list) or len(seeds) < least or len(set(map(repr, seeds))) != len(seeds)
-            or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds)):
+    if (
+        not isinstance(seeds, list)
+        or len(seeds) < least
+        or len(set(map(repr, seeds))) != len(seeds)
+        or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds)
+    ):
         why = " (a winner is read from the 95 % intervals over the seeds)" if least > 1 else ""
-        raise InputError(f"{what} = {seeds!r}: must be a list of at least {least} distinct integer seed"
-                         f"{'s' if least > 1 else ''}{why}")
+        raise InputError(
+            f"{what} = {seeds!r}: must be a list of at least {least} distinct integer seed"
+            f"{'s' if least > 1 else ''}{why}"
+        )
     for s in seeds:
         SimConfig(seed=s)  # its range, as the config checks it
     return list(seeds)
@@ -83,9 +95,13 @@ def load_allocation_campaign(path=None) -> dict:
     data = read_config_file(config_file(path or CONFIG_NAME, what="campaign file"))
     checked = campaign_tables(data, where, [0, 1, 2])
     camp = checked["campaign"]
-    out = {"seeds": checked["seeds"], "reference_arm": camp.get("reference_arm", "fixed_g8"),
-           "targets": dict(camp.get("targets", {"mean_p": 0.9, "hard_quartile_p": 0.8})),
-           "base": data["base"], "arms": data["arms"]}
+    out = {
+        "seeds": checked["seeds"],
+        "reference_arm": camp.get("reference_arm", "fixed_g8"),
+        "targets": dict(camp.get("targets", {"mean_p": 0.9, "hard_quartile_p": 0.8})),
+        "base": data["base"],
+        "arms": data["arms"],
+    }
     if out["reference_arm"] not in out["arms"]:
         raise InputError(f"reference_arm {out['reference_arm']!r} is not an arm ({', '.join(out['arms'])})")
     for name, arm in out["arms"].items():
@@ -114,13 +130,18 @@ def arm_metrics(run_dir, budget: float, targets: dict) -> dict:
     kept = float((rows["n_batch"] * (1 - rows["zero_update_frac"])).sum())
     groups = float(rows["groups"].sum())
     cols = {"mean_p": "mean_p", "hard_quartile_p": "mean_p_q1", "mean_arcsin": "mean_arcsin"}
-    ends = {"mean_p": final["mean_p"], "hard_quartile_p": final["quartile_mean_p"][0], "mean_arcsin": final["mean_arcsin"]}
+    ends = {
+        "mean_p": final["mean_p"],
+        "hard_quartile_p": final["quartile_mean_p"][0],
+        "mean_arcsin": final["mean_arcsin"],
+    }
     gens = {}
     for name, thr in targets.items():
         g = generations_to_target(led, cols[name], thr, ends[name])
         gens[name] = g if g <= budget * (1 + 1e-12) else math.nan
     return {
-        "generations": float(rows["generations"].sum()), "steps": t + 1,
+        "generations": float(rows["generations"].sum()),
+        "steps": t + 1,
         "effective_ratio": kept / groups if groups else math.nan,
         "generations_to": gens,
         "mean_p": _state_after(led, t, final, "mean_p"),
@@ -136,9 +157,11 @@ POSITIVE = (0.0, math.inf)
 OBJECTIVE = (0.0, math.pi)  # mean 2·arcsin√p
 #: How the report marks an interval taken on the logit / log scale, and what the mark means.
 TRANSFORMED_MARK = "†"
-INTERVAL_NOTE = ("Mean over seeds [95 % Student-t interval]; † where that interval leaves the quantity's range "
-                 "(a probability outside [0, 1], generations or a ratio below 0): the Student-t interval of the "
-                 "logit (of the log for a quantity ≥ 0) over seeds, mapped back, which stays inside.")
+INTERVAL_NOTE = (
+    "Mean over seeds [95 % Student-t interval]; † where that interval leaves the quantity's range "
+    "(a probability outside [0, 1], generations or a ratio below 0): the Student-t interval of the "
+    "logit (of the log for a quantity ≥ 0) over seeds, mapped back, which stays inside."
+)
 
 
 def seed_interval(values, bounds=(-math.inf, math.inf)) -> dict:
@@ -190,7 +213,9 @@ def campaign_runs(camp: dict, out, seeds, steps_scale: float = 1.0) -> list[tupl
         for seed in seeds:
             cfg = {**camp["base"], **arm, "name": name, "seed": seed}
             cfg["steps"] = max(1, int(round(cfg.get("steps", 150) * steps_scale)))
-            runs.append((name, seed, cfg, entry_path(Path(out) / "runs", name, what="campaign arm") / f"seed{int(seed)}"))
+            runs.append(
+                (name, seed, cfg, entry_path(Path(out) / "runs", name, what="campaign arm") / f"seed{int(seed)}")
+            )
     return runs
 
 
@@ -258,8 +283,17 @@ def execute_runs(runs: list[tuple], *, jobs: int = 1, progress: bool = False, on
             raise
 
 
-def run_allocation_campaign(out, *, config=None, seeds=None, steps_scale: float = 1.0, progress: bool = True,
-                            campaign: dict | None = None, on_run=None, jobs: int = 1) -> dict:
+def run_allocation_campaign(
+    out,
+    *,
+    config=None,
+    seeds=None,
+    steps_scale: float = 1.0,
+    progress: bool = True,
+    campaign: dict | None = None,
+    on_run=None,
+    jobs: int = 1,
+) -> dict:
     """Run (or resume) every arm × seed under ``out`` and write the summary; returns it.
 
     ``seeds``: override the campaign's seeds; ``steps_scale``: multiply every arm's steps (the
@@ -276,42 +310,67 @@ def run_allocation_campaign(out, *, config=None, seeds=None, steps_scale: float 
     runs = {(name, seed): folder for name, seed, _, folder in todo}
     ref = camp["reference_arm"]
     budget = {seed: read_json(runs[(ref, seed)] / "summary.json")["generations_total"] for seed in seeds}
-    per_run = {name: {seed: arm_metrics(runs[(name, seed)], budget[seed], camp["targets"]) for seed in seeds}
-               for name in camp["arms"]}
+    per_run = {
+        name: {seed: arm_metrics(runs[(name, seed)], budget[seed], camp["targets"]) for seed in seeds}
+        for name in camp["arms"]
+    }
     arms = {}
     for name, by_seed in per_run.items():
         ms = list(by_seed.values())
         ref_ms = list(per_run[ref].values())
-        ranges = {"effective_ratio": PROBABILITY, "mean_p": PROBABILITY, "mean_arcsin": OBJECTIVE,
-                  "hard_quartile_p": PROBABILITY, "generations": POSITIVE}
+        ranges = {
+            "effective_ratio": PROBABILITY,
+            "mean_p": PROBABILITY,
+            "mean_arcsin": OBJECTIVE,
+            "hard_quartile_p": PROBABILITY,
+            "generations": POSITIVE,
+        }
         row = {key: seed_interval([m[key] for m in ms], bounds) for key, bounds in ranges.items()}
         for tgt in camp["targets"]:
             row[f"generations_to_{tgt}"] = seed_interval([m["generations_to"][tgt] for m in ms], POSITIVE)
-            row[f"compute_ratio_{tgt}"] = seed_interval([r["generations_to"][tgt] / m["generations_to"][tgt]
-                                                     for r, m in zip(ref_ms, ms)], POSITIVE)
+            row[f"compute_ratio_{tgt}"] = seed_interval(
+                [r["generations_to"][tgt] / m["generations_to"][tgt] for r, m in zip(ref_ms, ms)], POSITIVE
+            )
         row["grad_mass_over_planned"] = seed_interval([m["grad_mass_over_planned"] for m in ms], POSITIVE)
-        row["effective_ratio_gain"] = seed_interval([m["effective_ratio"] / r["effective_ratio"] - 1
-                                                 for r, m in zip(ref_ms, ms)], (-1.0, math.inf))  # a ratio, less 1
+        row["effective_ratio_gain"] = seed_interval(
+            [m["effective_ratio"] / r["effective_ratio"] - 1 for r, m in zip(ref_ms, ms)], (-1.0, math.inf)
+        )  # a ratio, less 1
         arms[name] = row
-    summary = {"seeds": seeds, "reference_arm": ref, "budget_generations": budget, "targets": camp["targets"],
-               "steps_scale": steps_scale, "arms": arms,
-               "per_run": {n: {str(s): m for s, m in d.items()} for n, d in per_run.items()}, "campaign": camp}
+    summary = {
+        "seeds": seeds,
+        "reference_arm": ref,
+        "budget_generations": budget,
+        "targets": camp["targets"],
+        "steps_scale": steps_scale,
+        "arms": arms,
+        "per_run": {n: {str(s): m for s, m in d.items()} for n, d in per_run.items()},
+        "campaign": camp,
+    }
     write_json(out / SUMMARY_FILE, summary)
     return summary
 
 
 #: Display names of the arms (the rest keep their config name).
-LABELS = {"fixed_g8": "fixed G = 8", "fixed_g16": "fixed G = 16", "dapo": "DAPO (≤ 4 draws)",
-          "knapsack": "Knapsack RL value", "update": "update (E[σ̂])", "progress": "progress",
-          "oracle_update": "oracle, update", "oracle_knapsack": "oracle, knapsack"}
+LABELS = {
+    "fixed_g8": "fixed G = 8",
+    "fixed_g16": "fixed G = 16",
+    "dapo": "DAPO (≤ 4 draws)",
+    "knapsack": "Knapsack RL value",
+    "update": "update (E[σ̂])",
+    "progress": "progress",
+    "oracle_update": "oracle, update",
+    "oracle_knapsack": "oracle, knapsack",
+}
 
 
 def summary_table(summary: dict):
     """One row per arm, one column per (metric, mean/lo/hi): the campaign's numbers as a DataFrame."""
     import pandas as pd
 
-    flat = {LABELS.get(name, name): {(metric, stat): r[metric][stat] for metric in r for stat in ("mean", "lo", "hi")}
-            for name, r in summary["arms"].items()}
+    flat = {
+        LABELS.get(name, name): {(metric, stat): r[metric][stat] for metric in r for stat in ("mean", "lo", "hi")}
+        for name, r in summary["arms"].items()
+    }
     return pd.DataFrame.from_dict(flat, orient="index")
 
 
@@ -336,11 +395,18 @@ def _allocation_figure(summary: dict, out_dir=None):
             curves = []
             for seed in summary["seeds"]:
                 led = read_ledger(root / "runs" / name / f"seed{seed}")
-                curves.append((led["generations_cum"].to_numpy() - led["generations"].to_numpy(), led["mean_p_q1"].to_numpy()))
+                curves.append(
+                    (led["generations_cum"].to_numpy() - led["generations"].to_numpy(), led["mean_p_q1"].to_numpy())
+                )
             grid = np.linspace(0, max(summary["budget_generations"].values()), 60)
             ys = np.mean([np.interp(grid, x, y, right=np.nan) for x, y in curves], axis=0)
-            ax.plot(grid / 1e6, ys, color=palette[i % len(palette)], label=LABELS.get(name, name),
-                    ls="--" if name.startswith("oracle") else "-")
+            ax.plot(
+                grid / 1e6,
+                ys,
+                color=palette[i % len(palette)],
+                label=LABELS.get(name, name),
+                ls="--" if name.startswith("oracle") else "-",
+            )
         r = summary["arms"][name]["effective_ratio"]
         bx.bar(i, r["mean"], color=palette[i % len(palette)])
         if np.isfinite(r["lo"]):
@@ -352,8 +418,9 @@ def _allocation_figure(summary: dict, out_dir=None):
     bx.set_xticks(range(len(names)), [LABELS.get(n, n) for n in names], rotation=35, ha="right", fontsize=7)
     bx.set_ylabel("non-silent groups / groups drawn")
     n_seeds = len(summary["seeds"])
-    bx.set_title("effective-gradient ratio " + (f"(mean, 95 % CI, {n_seeds} seeds)" if n_seeds > 1 else
-                                                 "(1 seed: no interval)"))
+    bx.set_title(
+        "effective-gradient ratio " + (f"(mean, 95 % CI, {n_seeds} seeds)" if n_seeds > 1 else "(1 seed: no interval)")
+    )
     return fig
 
 

@@ -37,8 +37,16 @@ from .._errors import InputError
 from ..atomic import entry_path, read_json, write_json
 from .allocation_campaign import POSITIVE, campaign_tables, checked_seeds, run_allocation_campaign, seed_interval
 
-__all__ = ["load_comparison", "run_comparison", "summarise_comparison", "comparison_markdown",
-           "comparison_figure", "CONFIG_NAME", "SMALL_CONFIG_NAME", "LABELS"]
+__all__ = [
+    "load_comparison",
+    "run_comparison",
+    "summarise_comparison",
+    "comparison_markdown",
+    "comparison_figure",
+    "CONFIG_NAME",
+    "SMALL_CONFIG_NAME",
+    "LABELS",
+]
 
 CONFIG_NAME = "allocation_comparison"
 SMALL_CONFIG_NAME = "allocation_comparison_small"
@@ -47,15 +55,26 @@ SUMMARY_FILE = "comparison_summary.json"
 FIXED_TARGETS = {"mean_p": 0.9, "hard_quartile_p": 0.8}
 
 LABELS = {
-    "fixed_g4": "uniform G = 4", "fixed_g8": "uniform G = 8", "fixed_g16": "uniform G = 16",
-    "dapo": "DAPO (≤ 4 draws)", "greso": "GRESO-style skip", "knapsack": "Knapsack RL value",
-    "update": "update E[σ̂] (the default before)", "gain": "gain (one-step objective)",
-    "horizon": "horizon (H-step objective)", "horizon_thompson": "horizon + Thompson",
-    "update_halflife": "update, half-life counts", "update_forecast": "update, forecast p",
-    "horizon_forecast": "horizon, forecast p", "gain_thompson": "gain + Thompson",
-    "oracle_gain": "oracle gain (bound)", "oracle_horizon": "oracle horizon (bound)",
+    "fixed_g4": "uniform G = 4",
+    "fixed_g8": "uniform G = 8",
+    "fixed_g16": "uniform G = 16",
+    "dapo": "DAPO (≤ 4 draws)",
+    "greso": "GRESO-style skip",
+    "knapsack": "Knapsack RL value",
+    "update": "update E[σ̂] (the default before)",
+    "gain": "gain (one-step objective)",
+    "horizon": "horizon (H-step objective)",
+    "horizon_thompson": "horizon + Thompson",
+    "update_halflife": "update, half-life counts",
+    "update_forecast": "update, forecast p",
+    "horizon_forecast": "horizon, forecast p",
+    "gain_thompson": "gain + Thompson",
+    "oracle_gain": "oracle gain (bound)",
+    "oracle_horizon": "oracle horizon (bound)",
     "oracle_update": "oracle update (bound)",
-    "update_b4": "update, 4 per prompt", "gain_b4": "gain, 4 per prompt", "horizon_b4": "horizon, 4 per prompt",
+    "update_b4": "update, 4 per prompt",
+    "gain_b4": "gain, 4 per prompt",
+    "horizon_b4": "horizon, 4 per prompt",
 }
 
 
@@ -79,8 +98,14 @@ def load_comparison(path=None) -> dict:
     uniform = camp.get("uniform_arms", ["fixed_g4", "fixed_g8", "fixed_g16"])
     if not isinstance(uniform, list) or not uniform:
         raise InputError(f"{where}: campaign key 'uniform_arms' = {uniform!r}: must be a non-empty list of arm names")
-    out = {"seeds": checked["seeds"], "reference_arm": camp.get("reference_arm", "fixed_g8"),
-           "uniform_arms": list(uniform), "variants": dict(variants), "base": data["base"], "arms": data["arms"]}
+    out = {
+        "seeds": checked["seeds"],
+        "reference_arm": camp.get("reference_arm", "fixed_g8"),
+        "uniform_arms": list(uniform),
+        "variants": dict(variants),
+        "base": data["base"],
+        "arms": data["arms"],
+    }
     for name in (out["reference_arm"], *out["uniform_arms"]):
         if name not in out["arms"]:
             raise InputError(f"campaign arm {name!r} (reference or uniform) is not an arm ({', '.join(out['arms'])})")
@@ -91,8 +116,13 @@ def load_comparison(path=None) -> dict:
 
 
 def _variant_campaign(comp: dict, variant: str) -> dict:
-    return {"seeds": comp["seeds"], "reference_arm": comp["reference_arm"], "targets": dict(FIXED_TARGETS),
-            "base": {**comp["base"], **comp["variants"][variant]}, "arms": comp["arms"]}
+    return {
+        "seeds": comp["seeds"],
+        "reference_arm": comp["reference_arm"],
+        "targets": dict(FIXED_TARGETS),
+        "base": {**comp["base"], **comp["variants"][variant]},
+        "arms": comp["arms"],
+    }
 
 
 def run_comparison(out, *, config=None, seeds=None, variants=None, log=None, jobs: int = 1) -> dict:
@@ -113,9 +143,13 @@ def run_comparison(out, *, config=None, seeds=None, variants=None, log=None, job
     for v in todo:
         if v not in comp["variants"]:
             raise InputError(f"variant must be one of {list(comp['variants'])}, got {v!r}")
-    runs = [((v, name), seed, cfg, folder) for v in todo
-            for name, seed, cfg, folder in campaign_runs(_variant_campaign(comp, v), entry_path(Path(out), v, what="variant"),
-                                                         comp["seeds"])]
+    runs = [
+        ((v, name), seed, cfg, folder)
+        for v in todo
+        for name, seed, cfg, folder in campaign_runs(
+            _variant_campaign(comp, v), entry_path(Path(out), v, what="variant"), comp["seeds"]
+        )
+    ]
     import contextlib
 
     from ..lock import hold_folder
@@ -126,8 +160,9 @@ def run_comparison(out, *, config=None, seeds=None, variants=None, log=None, job
         # once, naming the owner, instead of both failing on each other's run folders.
         for v in sorted(todo):
             held.enter_context(hold_folder(Path(out) / v, option="--out variant"))
-        execute_runs(runs, jobs=jobs,
-                     on_run=None if log is None else (lambda vn, seed: log(f"{vn[0]} {vn[1]} seed {seed} done")))
+        execute_runs(
+            runs, jobs=jobs, on_run=None if log is None else (lambda vn, seed: log(f"{vn[0]} {vn[1]} seed {seed} done"))
+        )
         for v in todo:  # every run is done: each variant's campaign reads its runs back and summarises
             run_allocation_campaign(Path(out) / v, campaign=_variant_campaign(comp, v), progress=False)
     if all((Path(out) / v / "allocation_summary.json").is_file() for v in comp["variants"]):
@@ -177,15 +212,33 @@ def summarise_comparison(out, comp: dict | None = None) -> dict:
     """Read every variant's campaign under ``out`` against its best uniform G; write the summary."""
     out = Path(out)
     comp = comp or load_comparison()
-    result = {"seeds": comp["seeds"], "reference_arm": comp["reference_arm"], "uniform_arms": comp["uniform_arms"],
-              "setup": {k: comp["base"].get(k) for k in ("n_prompts", "steps", "group_size", "lr", "g_min", "g_max",
-                                                         "replan_every", "logged_window", "difficulty")},
-              "variants": {}}
+    result = {
+        "seeds": comp["seeds"],
+        "reference_arm": comp["reference_arm"],
+        "uniform_arms": comp["uniform_arms"],
+        "setup": {
+            k: comp["base"].get(k)
+            for k in (
+                "n_prompts",
+                "steps",
+                "group_size",
+                "lr",
+                "g_min",
+                "g_max",
+                "replan_every",
+                "logged_window",
+                "difficulty",
+            )
+        },
+        "variants": {},
+    }
     for v in comp["variants"]:
         s = read_json(out / v / "allocation_summary.json")
         seeds = s["seeds"]
         budget = {int(k): float(b) for k, b in s["budget_generations"].items()}  # by seed
-        curves = {a: {seed: _objective_curve(out / v / "runs" / a / f"seed{seed}") for seed in seeds} for a in s["arms"]}
+        curves = {
+            a: {seed: _objective_curve(out / v / "runs" / a / f"seed{seed}") for seed in seeds} for a in s["arms"]
+        }
         best = max(comp["uniform_arms"], key=lambda a: s["arms"][a]["mean_arcsin"]["mean"])
         t50 = float(np.mean([_value_at(*curves[best][sd], 0.5 * budget[sd]) for sd in seeds]))
         t100 = float(np.mean([_value_at(*curves[best][sd], budget[sd]) for sd in seeds]))
@@ -196,13 +249,21 @@ def summarise_comparison(out, comp: dict | None = None) -> dict:
             g100 = [_generations_to(*curves[a][sd], t100, budget[sd]) for sd in seeds]
             b50 = [_generations_to(*curves[best][sd], t50, budget[sd]) for sd in seeds]
             diff = [per[str(sd)]["mean_arcsin"] - s["per_run"][best][str(sd)]["mean_arcsin"] for sd in seeds]
-            at_budget = all(per[str(sd)]["steps"] == int(read_json(out / v / "runs" / a / f"seed{sd}" / "config.json")["steps"])
-                            for sd in seeds)
-            row = {"mean_arcsin": r["mean_arcsin"], "diff_vs_best": seed_interval(diff),
-                   "hard_quartile_p": r["hard_quartile_p"], "mean_p": r["mean_p"],
-                   "effective_ratio": r["effective_ratio"], "grad_mass_over_planned": r["grad_mass_over_planned"],
-                   "generations_to_t50": seed_interval(g50, POSITIVE), "generations_to_t100": seed_interval(g100, POSITIVE),
-                   "speedup_t50": seed_interval([b / g if g > 0 else math.nan for b, g in zip(b50, g50)], POSITIVE)}
+            at_budget = all(
+                per[str(sd)]["steps"] == int(read_json(out / v / "runs" / a / f"seed{sd}" / "config.json")["steps"])
+                for sd in seeds
+            )
+            row = {
+                "mean_arcsin": r["mean_arcsin"],
+                "diff_vs_best": seed_interval(diff),
+                "hard_quartile_p": r["hard_quartile_p"],
+                "mean_p": r["mean_p"],
+                "effective_ratio": r["effective_ratio"],
+                "grad_mass_over_planned": r["grad_mass_over_planned"],
+                "generations_to_t50": seed_interval(g50, POSITIVE),
+                "generations_to_t100": seed_interval(g100, POSITIVE),
+                "speedup_t50": seed_interval([b / g if g > 0 else math.nan for b, g in zip(b50, g50)], POSITIVE),
+            }
             if at_budget:
                 parts = np.array([_decomposition(out / v / "runs" / a / f"seed{sd}") for sd in seeds])
                 row["decomposition"] = [seed_interval(parts[:, q].tolist()) for q in range(4)]
@@ -217,12 +278,20 @@ def summarise_comparison(out, comp: dict | None = None) -> dict:
                 won.append("final objective")
             if row["hard_quartile_p"]["lo"] > ref["hard_quartile_p"]["hi"]:
                 won.append("hardest quartile")
-            if row["generations_to_t50"]["n"] == len(seeds) and ref["generations_to_t50"]["n"] == len(seeds) \
-                    and row["generations_to_t50"]["hi"] < ref["generations_to_t50"]["lo"]:
+            if (
+                row["generations_to_t50"]["n"] == len(seeds)
+                and ref["generations_to_t50"]["n"] == len(seeds)
+                and row["generations_to_t50"]["hi"] < ref["generations_to_t50"]["lo"]
+            ):
                 won.append("generations to the 50 % target")
             row["winner"] = won
-        result["variants"][v] = {"best_uniform": best, "targets": {"t50": t50, "t100": t100}, "budget": budget,
-                                 "overrides": comp["variants"][v], "arms": arms}
+        result["variants"][v] = {
+            "best_uniform": best,
+            "targets": {"t50": t50, "t100": t100},
+            "budget": budget,
+            "overrides": comp["variants"][v],
+            "arms": arms,
+        }
     write_json(out / SUMMARY_FILE, result)
     return read_json(out / SUMMARY_FILE)  # as a reader sees it: NaN as None, keys as strings
 
@@ -235,23 +304,31 @@ def comparison_markdown(summary: dict) -> list[str]:
     for v, sv in summary["variants"].items():
         best = sv["best_uniform"]
         t = sv["targets"]
-        L.append(f"**{v} policy** ({', '.join(f'{k} = {x}' for k, x in sv['overrides'].items()) or 'base config'}); "
-                 f"best uniform: {LABELS.get(best, best)}; objective targets (mean 2·arcsin√p that it reaches at "
-                 f"50 % / 100 % of the budget): {t['t50']:.4f} / {t['t100']:.4f}.\n")
-        L.append("| arm | final objective | − best uniform (paired) | generations (M) to 50 % target | "
-                 "generations (M) to 100 % target | hardest-quartile p | effective-gradient ratio | "
-                 "mass measured / planned | wins |")
+        L.append(
+            f"**{v} policy** ({', '.join(f'{k} = {x}' for k, x in sv['overrides'].items()) or 'base config'}); "
+            f"best uniform: {LABELS.get(best, best)}; objective targets (mean 2·arcsin√p that it reaches at "
+            f"50 % / 100 % of the budget): {t['t50']:.4f} / {t['t100']:.4f}.\n"
+        )
+        L.append(
+            "| arm | final objective | − best uniform (paired) | generations (M) to 50 % target | "
+            "generations (M) to 100 % target | hardest-quartile p | effective-gradient ratio | "
+            "mass measured / planned | wins |"
+        )
         L.append("|---|---|---|---|---|---|---|---|---|")
         for a, r in sv["arms"].items():
-            L.append(f"| {LABELS.get(a, a)} | {interval_text(r['mean_arcsin'], 4)} | {interval_text(r['diff_vs_best'], 4)} | "
-                     f"{interval_text(r['generations_to_t50'], 2, 1e-6)} | {interval_text(r['generations_to_t100'], 2, 1e-6)} | "
-                     f"{interval_text(r['hard_quartile_p'], 4)} | {interval_text(r['effective_ratio'])} | "
-                     f"{interval_text(r['grad_mass_over_planned'], 2)} | {', '.join(r['winner']) or '—'} |")
+            L.append(
+                f"| {LABELS.get(a, a)} | {interval_text(r['mean_arcsin'], 4)} | {interval_text(r['diff_vs_best'], 4)} | "
+                f"{interval_text(r['generations_to_t50'], 2, 1e-6)} | {interval_text(r['generations_to_t100'], 2, 1e-6)} | "
+                f"{interval_text(r['hard_quartile_p'], 4)} | {interval_text(r['effective_ratio'])} | "
+                f"{interval_text(r['grad_mass_over_planned'], 2)} | {', '.join(r['winner']) or '—'} |"
+            )
         L.append("")
         dec = {a: r["decomposition"] for a, r in sv["arms"].items() if "decomposition" in r}
         if dec:
-            L.append(f"Objective-gain decomposition ({v}): change of mean 2·arcsin√p from the start, by initial "
-                     "quartile (Q1 hardest; the parts sum to the gain).\n")
+            L.append(
+                f"Objective-gain decomposition ({v}): change of mean 2·arcsin√p from the start, by initial "
+                "quartile (Q1 hardest; the parts sum to the gain).\n"
+            )
             L.append("| arm | Q1 (hardest) | Q2 | Q3 | Q4 (easiest) |")
             L.append("|---|---|---|---|---|")
             for a, parts in dec.items():
@@ -282,12 +359,18 @@ def comparison_verdict(summary: dict) -> str:
         top = max(real, key=lambda a: real[a]["mean_arcsin"]["mean"])
         d = _signed(real[top]["diff_vs_best"])
         if wins:
-            lines.append(f"{v}: " + "; ".join(f"{LABELS.get(a, a)} beats {LABELS.get(best, best)} on {', '.join(w)}"
-                                              for a, w in wins.items())
-                         + f" (best rule {LABELS.get(top, top)}: final objective {d} against it, paired).")
+            lines.append(
+                f"{v}: "
+                + "; ".join(
+                    f"{LABELS.get(a, a)} beats {LABELS.get(best, best)} on {', '.join(w)}" for a, w in wins.items()
+                )
+                + f" (best rule {LABELS.get(top, top)}: final objective {d} against it, paired)."
+            )
         else:
-            lines.append(f"{v}: no rule's interval clears {LABELS.get(best, best)}'s; the closest, "
-                         f"{LABELS.get(top, top)}, ends {d} in mean 2·arcsin√p against it (paired).")
+            lines.append(
+                f"{v}: no rule's interval clears {LABELS.get(best, best)}'s; the closest, "
+                f"{LABELS.get(top, top)}, ends {d} in mean 2·arcsin√p against it (paired)."
+            )
     return " ".join(lines)
 
 
@@ -318,8 +401,12 @@ def _comparison_figure(summary: dict, out_dir):
     uniform = [a for a in arms if a in summary["uniform_arms"]]
     rules = [a for a in arms if a not in summary["uniform_arms"]]
     style = {a: {"color": "k", "ls": UNIFORM_DASHES[i % len(UNIFORM_DASHES)]} for i, a in enumerate(uniform)}
-    style.update({a: {"color": cmap(i % 10), "ls": "--" if a.startswith("oracle") else "-" if i < 10 else "-."}
-                  for i, a in enumerate(rules)})  # past ten colours, the rule's line is dash-dotted
+    style.update(
+        {
+            a: {"color": cmap(i % 10), "ls": "--" if a.startswith("oracle") else "-" if i < 10 else "-."}
+            for i, a in enumerate(rules)
+        }
+    )  # past ten colours, the rule's line is dash-dotted
     for ax, v in zip(axes, variants):
         sv = summary["variants"][v]
         grid = np.linspace(0, max(sv["budget"].values()), 80)
@@ -329,8 +416,13 @@ def _comparison_figure(summary: dict, out_dir):
                 x, y = _objective_curve(Path(out_dir) / v / "runs" / a / f"seed{seed}")
                 idx = np.searchsorted(x, grid, side="right") - 1
                 ys.append(np.where(grid <= x[-1], y[np.maximum(idx, 0)], np.nan))
-            ax.plot(grid / 1e6, np.mean(ys, axis=0), lw=2.6 if a == sv["best_uniform"] else 1.3,
-                    zorder=3 if a in summary["uniform_arms"] else 2, **style[a])  # the baselines over the rules
+            ax.plot(
+                grid / 1e6,
+                np.mean(ys, axis=0),
+                lw=2.6 if a == sv["best_uniform"] else 1.3,
+                zorder=3 if a in summary["uniform_arms"] else 2,
+                **style[a],
+            )  # the baselines over the rules
         ax.set_xlabel("generations (millions of sampled answers)")
         ax.set_ylabel("mean 2·arcsin√p over prompts (radians)")
         best = LABELS.get(sv["best_uniform"], sv["best_uniform"])
@@ -338,6 +430,9 @@ def _comparison_figure(summary: dict, out_dir):
     handles = [Line2D([], [], lw=1.6, label=LABELS.get(a, a), **style[a]) for a in uniform + rules]
     fig.legend(handles=handles, loc="outside lower center", ncol=min(5, len(handles)), fontsize=7, frameon=False)
     seeds = len(summary["seeds"])
-    fig.suptitle(f"Budget allocation at equal generations: GRPO's objective against generations spent "
-                 f"(mean over {seeds} seed{'s' if seeds != 1 else ''})", fontsize=10)
+    fig.suptitle(
+        f"Budget allocation at equal generations: GRPO's objective against generations spent "
+        f"(mean over {seeds} seed{'s' if seeds != 1 else ''})",
+        fontsize=10,
+    )
     return fig

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from .. import data as _data
-from ..plotstyle import COLORS, method_label, group_size_axis, new_figure, styled
+from ..plotstyle import COLORS, group_size_axis, method_label, new_figure, styled
 from ..silent import silent_rate, silent_rate_subsampled
 from ..weighting import budget_share, decile_index, decile_shares, extreme_mask, medium_mask
 
@@ -76,8 +76,13 @@ class Difficulty:
         return int(self.p.size)
 
 
-def load_difficulty(path=None, *, column: str = _data.BIGMATH_COLUMN, n_rollouts: int = _data.BIGMATH_ROLLOUTS,
-                    max_off_grid: float = 1e-3) -> Difficulty:
+def load_difficulty(
+    path=None,
+    *,
+    column: str = _data.BIGMATH_COLUMN,
+    n_rollouts: int = _data.BIGMATH_ROLLOUTS,
+    max_off_grid: float = 1e-3,
+) -> Difficulty:
     """The difficulty distribution to analyse.
 
     ``path=None``: the shipped Big-Math histogram (exact counts k out of 64).  A file whose
@@ -99,9 +104,13 @@ def load_difficulty(path=None, *, column: str = _data.BIGMATH_COLUMN, n_rollouts
     off = np.abs(scaled - k) > 1e-6
     src = f"{path} (column {column})"
     if off.mean() > max_off_grid:
-        return Difficulty(p=p, source=src,
-                          notes=[f"{int(off.sum())} of {p.size} rates are not multiples of 1/{n_rollouts}: "
-                                 "exact subsampling skipped"])
+        return Difficulty(
+            p=p,
+            source=src,
+            notes=[
+                f"{int(off.sum())} of {p.size} rates are not multiples of 1/{n_rollouts}: exact subsampling skipped"
+            ],
+        )
     notes = [f"{int(off.sum())} rates off the 1/{n_rollouts} grid rounded to the nearest count"] if off.any() else []
     return Difficulty(p=p, k=k.astype(np.int64), n=n_rollouts, source=src, n_rounded=int(off.sum()), notes=notes)
 
@@ -175,8 +184,17 @@ def budget_shares(d=None, *, G: int = FINITE_G) -> pd.DataFrame:
         for label, g in (("large_G", None), (f"G={G}", G)):
             e = budget_share(p, ext, method=method, G=g)
             m = budget_share(p, med, method=method, G=g)
-            rows.append({"method": method, "weighting": label, "extreme": e, "medium": m,
-                         "other": 1.0 - e - m, "n_extreme": int(ext.sum()), "n_medium": int(med.sum())})
+            rows.append(
+                {
+                    "method": method,
+                    "weighting": label,
+                    "extreme": e,
+                    "medium": m,
+                    "other": 1.0 - e - m,
+                    "n_extreme": int(ext.sum()),
+                    "n_medium": int(med.sum()),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -215,7 +233,9 @@ def summary(d=None, *, group_sizes=GROUP_SIZES, G: int = FINITE_G) -> dict:
 
     at = silent.set_index("G")
     headline = {
-        f"silent_G{G}_closed_form": float(at.loc[G, "closed_form"]) if G in at.index else float(silent_rate(d.p, G).mean()),
+        f"silent_G{G}_closed_form": float(at.loc[G, "closed_form"])
+        if G in at.index
+        else float(silent_rate(d.p, G).mean()),
         f"silent_G{G}_subsampled": float(at.loc[G, "subsampled"]) if G in at.index else float("nan"),
         "extreme_share_dr_grpo": share("dr_grpo", "extreme"),
         "extreme_share_grpo": share("grpo", "extreme"),
@@ -255,9 +275,13 @@ def histogram_figure(d=None, *, G: int = FINITE_G):
     ax.set_xlabel("solve rate p̂")
     ax.set_ylabel("problems")
     ext = ((x > 0) & (x < 0.1)) | ((x > 0.9) & (x < 1))
-    ax.bar(x[ext], counts[ext], width=width * 0.9, color=COLORS["accent"], alpha=0.85, label="extreme (0<p̂<0.1, 0.9<p̂<1)")
+    ax.bar(
+        x[ext], counts[ext], width=width * 0.9, color=COLORS["accent"], alpha=0.85, label="extreme (0<p̂<0.1, 0.9<p̂<1)"
+    )
     ends = (x == 0) | (x == 1)
-    ax.bar(x[ends], counts[ends], width=width * 0.9, color=COLORS["law"], alpha=0.9, label="p̂ ∈ {0, 1}: silent at every G")
+    ax.bar(
+        x[ends], counts[ends], width=width * 0.9, color=COLORS["law"], alpha=0.9, label="p̂ ∈ {0, 1}: silent at every G"
+    )
     ax2 = ax.twinx()
     grid = np.linspace(0, 1, 401)
     ax2.plot(grid, silent_rate(grid, G), color=COLORS["dr_grpo"], lw=1.2, label=f"P(silent), G={G}")
@@ -278,10 +302,17 @@ def silent_figure(d=None, group_sizes=(2, 4, 8, 16, 32, 64)):
     d = _as_difficulty(d)
     tab = silent_rates(d, group_sizes)
     fig, ax = new_figure(width=4.6, height=3.2)
-    ax.plot(tab.G, 100 * tab.closed_form, "o-", color=COLORS["grpo"], label=r"closed form  mean $\hat p^G+(1-\hat p)^G$")
+    ax.plot(
+        tab.G, 100 * tab.closed_form, "o-", color=COLORS["grpo"], label=r"closed form  mean $\hat p^G+(1-\hat p)^G$"
+    )
     if tab.subsampled.notna().any():
-        ax.plot(tab.G, 100 * tab.subsampled, "s--", color=COLORS["dr_grpo"],
-                label=f"exact subsampling of the {d.n} rollouts")
+        ax.plot(
+            tab.G,
+            100 * tab.subsampled,
+            "s--",
+            color=COLORS["dr_grpo"],
+            label=f"exact subsampling of the {d.n} rollouts",
+        )
     floor = 100 * population_shares(d)["silent_at_every_G"]
     ax.axhline(floor, color=COLORS["law"], lw=1, ls=":", label=f"p̂ ∈ {{0, 1}}: {floor:.1f} %")
     group_size_axis(ax, tab.G)
@@ -304,10 +335,22 @@ def decile_figure(d=None, *, G: int = FINITE_G):
     w = 0.27
     ax.bar(x - w, 100 * tab.prompts, width=w, color=COLORS["law"], alpha=0.6, label="prompts")
     for off, method in ((0.0, "dr_grpo"), (w, "grpo")):
-        ax.bar(x + off, 100 * tab[method], width=w, color=COLORS[method], alpha=0.8,
-               label=f"{method_label(method)} budget (large G)")
-        ax.plot(x + off, 100 * tab[f"{method}_G{G}"], "D", color="black", ms=3,
-                label=f"finite G = {G}" if method == "grpo" else None)
+        ax.bar(
+            x + off,
+            100 * tab[method],
+            width=w,
+            color=COLORS[method],
+            alpha=0.8,
+            label=f"{method_label(method)} budget (large G)",
+        )
+        ax.plot(
+            x + off,
+            100 * tab[f"{method}_G{G}"],
+            "D",
+            color="black",
+            ms=3,
+            label=f"finite G = {G}" if method == "grpo" else None,
+        )
     ax.set_xticks(x)
     ax.set_xticklabels([f"{lo:.1f}–{hi:.1f}" for lo, hi in zip(tab.lo, tab.hi)], rotation=35, fontsize=7)
     ax.set_xlabel("decile of solve rate p̂")

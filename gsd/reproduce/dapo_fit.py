@@ -127,7 +127,7 @@ class AllCorrectModel:
         out = np.empty(a.shape)
         step = max(1, _CHUNK // max(1, self.values.size))
         for i in range(0, a.size, step):  # chunks bound the temporary (rows × values) array
-            out[i:i + step] = np.power(self.values[None, :], a[i:i + step, None]) @ self.weights
+            out[i : i + step] = np.power(self.values[None, :], a[i : i + step, None]) @ self.weights
         return out.reshape(T.shape)
 
     def __call__(self, T):
@@ -244,13 +244,17 @@ class DapoFit:
 
     def curve(self) -> pd.DataFrame:
         """Per-point table: step, logged fraction, model fit, generic fit, competence T."""
-        return pd.DataFrame({
-            "step": self.steps,
-            "fraction": self.fraction,
-            "model": self.fitted,
-            "generic2": _generic2(self.steps - self.start_step, self.generic2["a"], self.generic2["b"], self.generic2["P"]),
-            "competence": competence(self.steps, self.tau, self.T_inf, self.start_step),
-        })
+        return pd.DataFrame(
+            {
+                "step": self.steps,
+                "fraction": self.fraction,
+                "model": self.fitted,
+                "generic2": _generic2(
+                    self.steps - self.start_step, self.generic2["a"], self.generic2["b"], self.generic2["P"]
+                ),
+                "competence": competence(self.steps, self.tau, self.T_inf, self.start_step),
+            }
+        )
 
 
 # --------------------------------------------------------------------------- input
@@ -294,7 +298,9 @@ def read_curve(path, *, step_column: str = "step", fraction_column: str = "fract
         bad = values.isna()
         if bad.any():
             i = int(np.argmax(bad.to_numpy()))
-            raise InputError(f"curve: column {col!r} has a missing or non-numeric value at row {i} ({df[col].iloc[i]!r})")
+            raise InputError(
+                f"curve: column {col!r} has a missing or non-numeric value at row {i} ({df[col].iloc[i]!r})"
+            )
         out.append(values.to_numpy(np.float64))
     return out[0], out[1]
 
@@ -319,16 +325,27 @@ def _fit_generic(t, y, plateau):
     span = max(float(t.max()), 1e-12)
     out2 = {"a": np.nan, "b": np.nan, "P": plateau, "r2": np.nan}
     try:
-        (a, b), _ = curve_fit(lambda x, a, b: _generic2(x, a, b, plateau), t, y,
-                              p0=(plateau - y[0], span / 5), bounds=([-np.inf, span * 1e-4], [np.inf, span * 1e3]),
-                              maxfev=5000)
+        (a, b), _ = curve_fit(
+            lambda x, a, b: _generic2(x, a, b, plateau),
+            t,
+            y,
+            p0=(plateau - y[0], span / 5),
+            bounds=([-np.inf, span * 1e-4], [np.inf, span * 1e3]),
+            maxfev=5000,
+        )
         out2.update(a=float(a), b=float(b), r2=_r2(y, _generic2(t, a, b, plateau)))
     except (RuntimeError, ValueError):
         pass
     out3 = {"a": np.nan, "b": np.nan, "c": np.nan, "r2": np.nan}
     try:
-        (a, b, c), _ = curve_fit(_generic3, t, y, p0=(plateau - y[0], span / 5, y[0]),
-                                 bounds=([-np.inf, span * 1e-4, -np.inf], [np.inf, span * 1e3, np.inf]), maxfev=5000)
+        (a, b, c), _ = curve_fit(
+            _generic3,
+            t,
+            y,
+            p0=(plateau - y[0], span / 5, y[0]),
+            bounds=([-np.inf, span * 1e-4, -np.inf], [np.inf, span * 1e3, np.inf]),
+            maxfev=5000,
+        )
         out3.update(a=float(a), b=float(b), c=float(c), r2=_r2(y, _generic3(t, a, b, c)))
     except (RuntimeError, ValueError):
         pass
@@ -352,10 +369,19 @@ def _fit_tau(model, t, y, T_inf, log_bounds):
     return float(np.exp(u))
 
 
-def fit_all_correct_curve(steps, fraction, difficulty=None, *, n_samples: int = N_SAMPLES,
-                          plateau_points: int = PLATEAU_POINTS, start_step: float = 0.0,
-                          n_bootstrap: int = 200, confidence: float = 0.95, seed: int = 0,
-                          model: AllCorrectModel | None = None) -> DapoFit:
+def fit_all_correct_curve(
+    steps,
+    fraction,
+    difficulty=None,
+    *,
+    n_samples: int = N_SAMPLES,
+    plateau_points: int = PLATEAU_POINTS,
+    start_step: float = 0.0,
+    n_bootstrap: int = 200,
+    confidence: float = 0.95,
+    seed: int = 0,
+    model: AllCorrectModel | None = None,
+) -> DapoFit:
     """Fit the competence timescale τ of a logged all-correct curve (model in the module doc).
 
     Parameters
@@ -433,14 +459,18 @@ def fit_all_correct_curve(steps, fraction, difficulty=None, *, n_samples: int = 
     def interval(name, estimate, values, jackknife):
         lo, hi = bca_interval(estimate, values, jackknife, confidence)
         if n_bootstrap and not np.isfinite(lo + hi):
-            notes.append(f"{name}: no BCa interval (the replicates lie all on one side of the estimate, or too few "
-                         "of them are finite)")
+            notes.append(
+                f"{name}: no BCa interval (the replicates lie all on one side of the estimate, or too few "
+                "of them are finite)"
+            )
         elif n_bootstrap and not lo <= estimate <= hi:
             v = np.asarray(values, dtype=np.float64)
             below = float((v[np.isfinite(v)] < estimate).mean())
-            notes.append(f"{name}: the BCa interval [{lo:.4g}, {hi:.4g}] excludes the estimate {estimate:.4g}: "
-                         f"{100 * below:.0f} % of the replicates lie below it, a bias the interval cannot absorb "
-                         f"(a plateau not yet reached biases the pinned T∞ and τ; saturation {-np.expm1(-span / tau):.3f})")
+            notes.append(
+                f"{name}: the BCa interval [{lo:.4g}, {hi:.4g}] excludes the estimate {estimate:.4g}: "
+                f"{100 * below:.0f} % of the replicates lie below it, a bias the interval cannot absorb "
+                f"(a plateau not yet reached biases the pinned T∞ and τ; saturation {-np.expm1(-span / tau):.3f})"
+            )
         return lo, hi
 
     gen2["r2_ci"] = interval("R² of the generic curve", gen2["r2"], g2s, jack[2])
@@ -448,12 +478,28 @@ def fit_all_correct_curve(steps, fraction, difficulty=None, *, n_samples: int = 
         notes.append(f"{failed} of {n_bootstrap} bootstrap replicates had a plateau the model cannot reach")
     tau_ci, r2_ci = interval("τ", tau, taus, jack[0]), interval("R²", r2, r2s, jack[1])
     return DapoFit(
-        steps=steps, fraction=fraction, fitted=fitted, tau=tau, tau_se=tau_se, tau_ci=tau_ci,
-        T_inf=T_inf, plateau=plateau, r2=r2, r2_ci=r2_ci, generic2=gen2, generic3=gen3,
-        initial_fraction=float(model(1.0)), saturation=float(-np.expm1(-span / tau)),
-        n_samples=model.n_samples, plateau_points=plateau_points, start_step=float(start_step),
-        n_bootstrap=n_bootstrap, n_bootstrap_failed=failed, confidence=confidence,
-        tau_boot_sd=float(np.std(taus, ddof=1)) if len(taus) > 1 else float("nan"), notes=notes,
+        steps=steps,
+        fraction=fraction,
+        fitted=fitted,
+        tau=tau,
+        tau_se=tau_se,
+        tau_ci=tau_ci,
+        T_inf=T_inf,
+        plateau=plateau,
+        r2=r2,
+        r2_ci=r2_ci,
+        generic2=gen2,
+        generic3=gen3,
+        initial_fraction=float(model(1.0)),
+        saturation=float(-np.expm1(-span / tau)),
+        n_samples=model.n_samples,
+        plateau_points=plateau_points,
+        start_step=float(start_step),
+        n_bootstrap=n_bootstrap,
+        n_bootstrap_failed=failed,
+        confidence=confidence,
+        tau_boot_sd=float(np.std(taus, ddof=1)) if len(taus) > 1 else float("nan"),
+        notes=notes,
     )
 
 
@@ -518,10 +564,18 @@ def reference_title() -> str:
     return f"generated DAPO-style curve (true τ = {c['tau']:g}, T∞ = {c['T_inf']:g}, noise {c['noise_sd']:g})"
 
 
-def synthetic_curve(difficulty=None, *, tau: float = REFERENCE_CURVE["tau"], T_inf: float = REFERENCE_CURVE["T_inf"],
-                    steps=None, noise_sd: float = REFERENCE_CURVE["noise_sd"], n_samples: int = N_SAMPLES,
-                    start_step: float = 0.0, seed: int = REFERENCE_CURVE["seed"],
-                    model: AllCorrectModel | None = None) -> pd.DataFrame:
+def synthetic_curve(
+    difficulty=None,
+    *,
+    tau: float = REFERENCE_CURVE["tau"],
+    T_inf: float = REFERENCE_CURVE["T_inf"],
+    steps=None,
+    noise_sd: float = REFERENCE_CURVE["noise_sd"],
+    n_samples: int = N_SAMPLES,
+    start_step: float = 0.0,
+    seed: int = REFERENCE_CURVE["seed"],
+    model: AllCorrectModel | None = None,
+) -> pd.DataFrame:
     """A logged all-correct curve generated by the model, with known τ and T∞.
 
     The truth is the exact E[p^(n/T(t))]; Gaussian noise of standard deviation ``noise_sd`` is
@@ -544,8 +598,14 @@ def synthetic_curve(difficulty=None, *, tau: float = REFERENCE_CURVE["tau"], T_i
     return pd.DataFrame({"step": steps, "fraction": noisy, "truth": truth, "competence": T})
 
 
-def all_correct_curve_table(difficulty=None, *, n_samples: int = N_SAMPLES, T_max: float = 100.0,
-                            n_points: int = 200, model: AllCorrectModel | None = None) -> pd.DataFrame:
+def all_correct_curve_table(
+    difficulty=None,
+    *,
+    n_samples: int = N_SAMPLES,
+    T_max: float = 100.0,
+    n_points: int = 200,
+    model: AllCorrectModel | None = None,
+) -> pd.DataFrame:
     """E[p^n] against the mean solve rate as the distribution is warped (T from 1 to T_max).
 
     Columns ``T``, ``mean_solve_rate`` (E[p^(1/T)]), ``all_correct`` (E[p^(n/T)]) and
@@ -555,8 +615,9 @@ def all_correct_curve_table(difficulty=None, *, n_samples: int = N_SAMPLES, T_ma
         model = AllCorrectModel(difficulty, n_samples)
     T = np.geomspace(1.0, T_max, n_points)
     mean = model.mean_solve_rate(T)
-    return pd.DataFrame({"T": T, "mean_solve_rate": mean, "all_correct": model.exact(T),
-                         "homogeneous": mean ** model.n_samples})
+    return pd.DataFrame(
+        {"T": T, "mean_solve_rate": mean, "all_correct": model.exact(T), "homogeneous": mean**model.n_samples}
+    )
 
 
 # --------------------------------------------------------------------------- figures
@@ -568,11 +629,27 @@ def fit_figure(fit: DapoFit, *, truth=None, title: str | None = None):
     ax.plot(c.step, c.fraction, "o", ms=3, color=COLORS["data"], label="logged")
     if truth is not None:
         ax.plot(c.step, truth, color=COLORS["law"], lw=1, ls=":", label="truth (synthetic)")
-    ax.plot(c.step, c.model, color=COLORS["grpo"],
-            label=rf"$E[p^{{{fit.n_samples}/T(t)}}]$, τ = {fit.tau:.3g}: R² = {fit.r2:.4f}")
-    ax.plot(c.step, c.generic2, color=COLORS["dr_grpo"], ls="--", lw=1.1,
-            label=rf"generic $P - a\,e^{{-t/b}}$: R² = {fit.generic2['r2']:.4f}")
-    ax.axhline(fit.plateau, color=COLORS["accent"], lw=0.8, ls=":", label=f"plateau pin {fit.plateau:.3f} → T∞ = {fit.T_inf:.3g}")
+    ax.plot(
+        c.step,
+        c.model,
+        color=COLORS["grpo"],
+        label=rf"$E[p^{{{fit.n_samples}/T(t)}}]$, τ = {fit.tau:.3g}: R² = {fit.r2:.4f}",
+    )
+    ax.plot(
+        c.step,
+        c.generic2,
+        color=COLORS["dr_grpo"],
+        ls="--",
+        lw=1.1,
+        label=rf"generic $P - a\,e^{{-t/b}}$: R² = {fit.generic2['r2']:.4f}",
+    )
+    ax.axhline(
+        fit.plateau,
+        color=COLORS["accent"],
+        lw=0.8,
+        ls=":",
+        label=f"plateau pin {fit.plateau:.3f} → T∞ = {fit.T_inf:.3g}",
+    )
     ax.set_xlabel("training step")
     ax.set_ylabel(f"prompts right in all {fit.n_samples} samples")
     if title:
@@ -582,18 +659,29 @@ def fit_figure(fit: DapoFit, *, truth=None, title: str | None = None):
 
 
 @styled
-def all_correct_figure(difficulty=None, *, n_samples: int = N_SAMPLES, table: pd.DataFrame | None = None,
-                       marks=(1.0, 2.0, 5.0, 10.0, 30.0)):
+def all_correct_figure(
+    difficulty=None, *, n_samples: int = N_SAMPLES, table: pd.DataFrame | None = None, marks=(1.0, 2.0, 5.0, 10.0, 30.0)
+):
     """E[p^n] vs the mean solve rate on the warped distribution, against a homogeneous population."""
     model = None
     if table is None:
         model = AllCorrectModel(difficulty, n_samples)
         table = all_correct_curve_table(model=model)
     fig, ax = new_figure(width=4.8, height=3.4)
-    ax.plot(table.mean_solve_rate, table.all_correct, color=COLORS["grpo"],
-            label=rf"warped distribution: $E[p^{{{n_samples}/T}}]$")
-    ax.plot(table.mean_solve_rate, table.homogeneous, color=COLORS["law"], ls="--", lw=1.0,
-            label=rf"identical prompts: $(\mathrm{{mean}}\ p)^{{{n_samples}}}$")
+    ax.plot(
+        table.mean_solve_rate,
+        table.all_correct,
+        color=COLORS["grpo"],
+        label=rf"warped distribution: $E[p^{{{n_samples}/T}}]$",
+    )
+    ax.plot(
+        table.mean_solve_rate,
+        table.homogeneous,
+        color=COLORS["law"],
+        ls="--",
+        lw=1.0,
+        label=rf"identical prompts: $(\mathrm{{mean}}\ p)^{{{n_samples}}}$",
+    )
     if model is not None:
         for T in marks:
             x, y = float(model.mean_solve_rate(T)), float(model.exact(T))

@@ -27,8 +27,11 @@ def monte_carlo_sizes(fast: bool | None = None) -> dict:
     """Sample sizes of the Monte Carlo runs and the bootstrap, full or fast (``fast=None``: from
     ``GSD_NOTEBOOK_FAST``).  The fast sizes keep every check meaningful, with wider error bars."""
     fast = fast_mode() if fast is None else fast
-    return {"identity_draws": 300 if fast else 2000, "objective_groups": 400 if fast else 4000,
-            "dapo_bootstrap": 40 if fast else 200}
+    return {
+        "identity_draws": 300 if fast else 2000,
+        "objective_groups": 400 if fast else 4000,
+        "dapo_bootstrap": 40 if fast else 200,
+    }
 
 
 def _dapo_fit_figure(fast: bool):
@@ -39,10 +42,14 @@ def _dapo_fit_figure(fast: bool):
 
 #: file name → maker(fast) returning a matplotlib Figure.
 FIGURES: dict[str, Callable] = {
-    "identity_gk.png": lambda fast: theory.identity_figure(theory.identity_monte_carlo(n_draws=monte_carlo_sizes(fast)["identity_draws"])),
+    "identity_gk.png": lambda fast: theory.identity_figure(
+        theory.identity_monte_carlo(n_draws=monte_carlo_sizes(fast)["identity_draws"])
+    ),
     "fidelity_law.png": lambda fast: theory.fidelity_law_figure(),
     "silent_rate.png": lambda fast: theory.silent_rate_figure(),
-    "objectives.png": lambda fast: theory.objectives_figure(mc=theory.objective_monte_carlo(n_groups=monte_carlo_sizes(fast)["objective_groups"])),
+    "objectives.png": lambda fast: theory.objectives_figure(
+        mc=theory.objective_monte_carlo(n_groups=monte_carlo_sizes(fast)["objective_groups"])
+    ),
     "difficulty_weight.png": lambda fast: theory.difficulty_weight_figure(),
     "bigmath_histogram.png": lambda fast: bigmath.histogram_figure(),
     "bigmath_silent.png": lambda fast: bigmath.silent_figure(),
@@ -121,15 +128,26 @@ def find_campaign_run(candidates=None):
     return None
 
 
-def make_all(outdir=None, *, fast: bool = False, campaign=None, include_losses: bool = True,
-             include_campaign: bool = True, progress: bool = False) -> dict:
+def make_all(
+    outdir=None,
+    *,
+    fast: bool = False,
+    campaign=None,
+    include_losses: bool = True,
+    include_campaign: bool = True,
+    progress: bool = False,
+) -> dict:
     """Every figure: this package's, the loss-geometry ones and the campaign's when available.
 
     ``campaign``: a campaign run folder or summary dict; ``None`` looks for
     ``reports/latest/campaign``.  Returns ``{"written": [paths], "skipped": {part: reason}}``.
     """
     out = Path(outdir) if outdir is not None else figures_dir()
-    if campaign is not None and not isinstance(campaign, dict) and not (Path(campaign) / "campaign_summary.json").is_file():
+    if (
+        campaign is not None
+        and not isinstance(campaign, dict)
+        and not (Path(campaign) / "campaign_summary.json").is_file()
+    ):
         raise InputError(f"campaign: {str(campaign)!r} holds no finished campaign (no campaign_summary.json)")
     written = make_figures(out, fast=fast, progress=progress)
     skipped = {}

@@ -63,24 +63,28 @@ def group_size_table(fidelities=FIDELITIES, probabilities=PROBABILITIES) -> pd.D
         raise InputError("probabilities: every p must lie strictly between 0 and 1")
     if (g_exact == EXCEEDS_MAX).any():
         hard = P[g_exact == EXCEEDS_MAX]
-        raise InputError(f"probabilities: p = {float(hard[0])!r} needs a group larger than {DEFAULT_MAX_GROUP_SIZE:,} "
-                         "for these fidelities")
+        raise InputError(
+            f"probabilities: p = {float(hard[0])!r} needs a group larger than {DEFAULT_MAX_GROUP_SIZE:,} "
+            "for these fidelities"
+        )
     law = group_size_law(P, eps)
     below = np.where(g_exact > 2, fidelity(P, np.maximum(g_exact - 1, 1)), np.nan)
-    return pd.DataFrame({
-        "fidelity": F,
-        "epsilon": eps,
-        "p": P,
-        "G_exact": g_exact,
-        "G_exact_complement": g_comp,
-        "symmetric": g_exact == g_comp,
-        "G_law": law_group_size(P, eps),
-        "law_value": law,
-        "ratio": g_exact / law,
-        "phi_at_G_exact": fidelity(P, g_exact),
-        "phi_below": below,
-        "law_fidelity_at_G_exact": fidelity_law(P, g_exact),
-    })
+    return pd.DataFrame(
+        {
+            "fidelity": F,
+            "epsilon": eps,
+            "p": P,
+            "G_exact": g_exact,
+            "G_exact_complement": g_comp,
+            "symmetric": g_exact == g_comp,
+            "G_law": law_group_size(P, eps),
+            "law_value": law,
+            "ratio": g_exact / law,
+            "phi_at_G_exact": fidelity(P, g_exact),
+            "phi_below": below,
+            "law_fidelity_at_G_exact": fidelity_law(P, g_exact),
+        }
+    )
 
 
 def group_size_table_wide(table: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -118,7 +122,7 @@ def fidelity_vs_group_size_figure(probabilities=(0.5, 0.1, 0.05), fidelities=FID
     for fid in fidelities:
         ax.axhline(fid, color=COLORS["law"], lw=0.8, ls=":")
         ax.text(2.1, fid + 0.003, f"{100 * fid:.0f} %", fontsize=7, color=COLORS["law"], va="bottom")
-    group_size_axis(ax, [2 ** i for i in range(1, int(np.log2(max_G)) + 1)])
+    group_size_axis(ax, [2**i for i in range(1, int(np.log2(max_G)) + 1)])
     ax.set_ylim(0.5, 1.0)
     ax.set_ylabel("fidelity φ(p, G)")
     ax.set_title("fidelity of a group of G to the large-group GRPO update")

@@ -75,20 +75,28 @@ class Config:
     variant: str = "correlated"
 
     def check(self) -> Config:
-        bad = [t for t in self.tasks if t not in TASKS] + [a for a in self.arms if a not in ARMS] + \
-            [p for p in self.protocols if p not in PROTOCOLS]
+        bad = (
+            [t for t in self.tasks if t not in TASKS]
+            + [a for a in self.arms if a not in ARMS]
+            + [p for p in self.protocols if p not in PROTOCOLS]
+        )
         if bad or not (self.tasks and self.lrs and self.seeds and self.group_sizes and self.protocols):
             raise InputError(f"unknown or empty tasks/arms/protocols/lrs/seeds/group sizes: {bad or self!r}")
         for G in self.group_sizes:
             if not (isinstance(G, (int, np.integer)) and 2 <= G <= 64):
                 raise InputError(f"group_sizes must be integers in [2, 64], got {G!r}")
             if "prompts" in self.protocols and self.budget % (self.prompts_per_step * G):
-                raise InputError(f"budget {self.budget} is not a multiple of prompts_per_step × G = "
-                                 f"{self.prompts_per_step * G}: the arms would not spend equal generations")
-            if "generations" in self.protocols and (self.generations_per_step % G
-                                                    or self.budget % self.generations_per_step):
-                raise InputError(f"generations_per_step {self.generations_per_step} must be a multiple of G = {G} "
-                                 f"and divide budget {self.budget}")
+                raise InputError(
+                    f"budget {self.budget} is not a multiple of prompts_per_step × G = "
+                    f"{self.prompts_per_step * G}: the arms would not spend equal generations"
+                )
+            if "generations" in self.protocols and (
+                self.generations_per_step % G or self.budget % self.generations_per_step
+            ):
+                raise InputError(
+                    f"generations_per_step {self.generations_per_step} must be a multiple of G = {G} "
+                    f"and divide budget {self.budget}"
+                )
         most = max(self.prompts_per_step, self.generations_per_step // min(self.group_sizes))
         if most > self.n_prompts:
             raise InputError(f"more groups per step than the {self.n_prompts} prompts")
@@ -100,8 +108,16 @@ class Config:
 
 FULL = Config()
 #: The suite's and ``gsd reproduce``'s size: both tasks and protocols, every arm, one seed, seconds.
-FAST = Config(n_prompts=32, lrs=(1e-2,), seeds=(0,), group_sizes=(2, 4), prompts_per_step=4,
-              generations_per_step=16, budget=64, pretrain_steps=30)
+FAST = Config(
+    n_prompts=32,
+    lrs=(1e-2,),
+    seeds=(0,),
+    group_sizes=(2, 4),
+    prompts_per_step=4,
+    generations_per_step=16,
+    budget=64,
+    pretrain_steps=30,
+)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -148,8 +164,18 @@ class GresoChooser:
     sampling more) is not applied: every arm here spends exactly the same generations per step.
     """
 
-    def __init__(self, prompts, G: int, seed: int, *, alpha: float = 0.25, start: float = 0.5, delta: float = 0.01,
-                 bounds=(0.05, 0.95), floor: float = 0.01):
+    def __init__(
+        self,
+        prompts,
+        G: int,
+        seed: int,
+        *,
+        alpha: float = 0.25,
+        start: float = 0.5,
+        delta: float = 0.01,
+        bounds=(0.05, 0.95),
+        floor: float = 0.01,
+    ):
         self.prompts = list(prompts)
         self.G = int(G)
         self.rng = np.random.default_rng(seed)
@@ -177,8 +203,8 @@ class GresoChooser:
     def keep_probability(self, rows) -> np.ndarray:
         """:math:`\\max(p_e^z, 0.01)` for prompts with a streak of z ≥ 1 silent groups, else 1."""
         ze, zh = self.z_easy[rows], self.z_hard[rows]
-        keep_e = np.maximum(self.p_easy ** ze, self.floor)
-        keep_h = np.maximum(self.p_hard ** zh, self.floor)
+        keep_e = np.maximum(self.p_easy**ze, self.floor)
+        keep_h = np.maximum(self.p_hard**zh, self.floor)
         return np.where(ze > 0, keep_e, np.where(zh > 0, keep_h, 1.0))
 
     def choose(self, n: int) -> np.ndarray:
@@ -298,16 +324,38 @@ def train_arm(task, cfg: Config, *, protocol: str, arm: str, G: int, lr: float, 
         kind, kwargs = selective_trainer_class(), {"chooser": chooser}
     elif arm == "gsd":
         kind, kwargs, api = gsd_live_trainer(G)
-    t = train_silent(run, "dr_grpo" if arm == "dr_grpo" else "grpo", G=G, steps=steps, lr=lr, seed=seed,
-                     prompts_per_step=n, trainer_class=kind, trainer_kwargs=kwargs)
+    t = train_silent(
+        run,
+        "dr_grpo" if arm == "dr_grpo" else "grpo",
+        G=G,
+        steps=steps,
+        lr=lr,
+        seed=seed,
+        prompts_per_step=n,
+        trainer_class=kind,
+        trainer_kwargs=kwargs,
+    )
     P = np.array([s["p"] for s in t["steps"]] + [t["p_final"]])
-    out = {"protocol": protocol, "arm": arm, "G": G, "lr": lr, "seed": seed, "prompts_per_step": n, "steps": steps,
-           "p0": p0.tolist(), "p_final": t["p_final"], "hardest_prompts": hard.tolist(),
-           "hardest": P[:, hard].mean(1).tolist(),
-           "arcsin": (2 * np.arcsin(np.sqrt(np.clip(P, 0, 1)))).mean(1).tolist(),
-           "generations": [s["generations"] for s in t["steps"]], "step_time": [s["step_time"] for s in t["steps"]],
-           "wall": [s["wall"] for s in t["steps"]], "k": [s["k"] for s in t["steps"]],
-           "groups": [s["groups"] for s in t["steps"]], "trl_reward": t.get("trl_reward", [])}
+    out = {
+        "protocol": protocol,
+        "arm": arm,
+        "G": G,
+        "lr": lr,
+        "seed": seed,
+        "prompts_per_step": n,
+        "steps": steps,
+        "p0": p0.tolist(),
+        "p_final": t["p_final"],
+        "hardest_prompts": hard.tolist(),
+        "hardest": P[:, hard].mean(1).tolist(),
+        "arcsin": (2 * np.arcsin(np.sqrt(np.clip(P, 0, 1)))).mean(1).tolist(),
+        "generations": [s["generations"] for s in t["steps"]],
+        "step_time": [s["step_time"] for s in t["steps"]],
+        "wall": [s["wall"] for s in t["steps"]],
+        "k": [s["k"] for s in t["steps"]],
+        "groups": [s["groups"] for s in t["steps"]],
+        "trl_reward": t.get("trl_reward", []),
+    }
     if arm in ("oracle", "greso"):
         out["skipped"] = int(chooser.skipped)
     if arm == "gsd":
@@ -350,8 +398,13 @@ def paired_interval(diff, level: float = 0.95) -> tuple:
 def curves(r: dict) -> dict:
     """Cumulative generations, TRL seconds and wall seconds aligned with ``hardest``/``arcsin``."""
     z = [0.0]
-    return {"gens": np.cumsum(z + r["generations"]), "secs": np.cumsum(z + r["step_time"]),
-            "wall": np.array(z + r["wall"]), "hardest": np.array(r["hardest"]), "arcsin": np.array(r["arcsin"])}
+    return {
+        "gens": np.cumsum(z + r["generations"]),
+        "secs": np.cumsum(z + r["step_time"]),
+        "wall": np.array(z + r["wall"]),
+        "hardest": np.array(r["hardest"]),
+        "arcsin": np.array(r["arcsin"]),
+    }
 
 
 def _cell_stats(r: dict) -> dict:
@@ -359,8 +412,15 @@ def _cell_stats(r: dict) -> dict:
     g, s = first_reach(c["gens"], c["hardest"]), first_reach(c["secs"], c["hardest"])
     out = {f"gens_to_{t}": g[i] for i, t in enumerate(TARGETS)}
     out.update({f"secs_to_{t}": s[i] for i, t in enumerate(TARGETS)})
-    out.update({"final_arcsin": c["arcsin"][-1], "final_hardest": c["hardest"][-1], "total_secs": c["secs"][-1],
-                "total_wall": c["wall"][-1], "generations": c["gens"][-1]})
+    out.update(
+        {
+            "final_arcsin": c["arcsin"][-1],
+            "final_hardest": c["hardest"][-1],
+            "total_secs": c["secs"][-1],
+            "total_wall": c["wall"][-1],
+            "generations": c["gens"][-1],
+        }
+    )
     return out
 
 
@@ -402,8 +462,15 @@ def summary(results: list, level: float = 0.95):
         T = min(np.mean([curves(r)["secs"][-1] for r in v]) for v in per_arm.values())
         for a, v in per_arm.items():
             st = [_cell_stats(r) for r in v]
-            row = {"task": task, "lr": lr, "protocol": protocol, "arm": a[0], "G": a[1], "best_uniform_G": best,
-                   "seeds": len(v)}
+            row = {
+                "task": task,
+                "lr": lr,
+                "protocol": protocol,
+                "arm": a[0],
+                "G": a[1],
+                "best_uniform_G": best,
+                "seeds": len(v),
+            }
             for t in TARGETS:
                 for what in ("gens", "secs"):
                     x = np.array([s[f"{what}_to_{t}"] for s in st])
@@ -451,8 +518,9 @@ def run(out, cfg: Config = FULL, *, resume: bool = False, progress: bool = True,
     cfg.check()
     folder = make_folder(out)
     results = []
-    n_cells = len(cfg.tasks) * len(cfg.lrs) * len(cfg.protocols) * len(cfg.seeds) * (len(cfg.group_sizes)
-                                                                                       + len(cfg.arms))
+    n_cells = (
+        len(cfg.tasks) * len(cfg.lrs) * len(cfg.protocols) * len(cfg.seeds) * (len(cfg.group_sizes) + len(cfg.arms))
+    )
     with hold_folder(folder), tqdm(total=n_cells, disable=not progress, desc="group-size training") as bar:
         write_json(folder / "config.json", asdict(cfg))
         _import_stack()
@@ -460,8 +528,14 @@ def run(out, cfg: Config = FULL, *, resume: bool = False, progress: bool = True,
 
         def task_of(name, seed):
             if (name, seed) not in tasks:
-                tasks[(name, seed)] = build_task(cfg.n_prompts, variant=cfg.variant, max_len=cfg.max_len, seed=seed,
-                                                 pretrain_steps=cfg.pretrain_steps, **TASKS[name])
+                tasks[(name, seed)] = build_task(
+                    cfg.n_prompts,
+                    variant=cfg.variant,
+                    max_len=cfg.max_len,
+                    seed=seed,
+                    pretrain_steps=cfg.pretrain_steps,
+                    **TASKS[name],
+                )
             return tasks[(name, seed)]
 
         def cell(name, lr, seed, protocol, arm, G):
@@ -469,14 +543,18 @@ def run(out, cfg: Config = FULL, *, resume: bool = False, progress: bool = True,
             if resume and path.exists():
                 r = read_json(path)
             else:
-                r = {"task": name, **train_arm(task_of(name, seed), cfg, protocol=protocol, arm=arm, G=G, lr=lr,
-                                               seed=seed)}
+                r = {
+                    "task": name,
+                    **train_arm(task_of(name, seed), cfg, protocol=protocol, arm=arm, G=G, lr=lr, seed=seed),
+                }
                 write_json(path, r)
             bar.update(1)
             if log:
                 st = _cell_stats(r)
-                log(f"{name} lr={lr:g} seed={seed} {protocol} {arm} G={G}: hardest quarter "
-                    f"{r['hardest'][0]:.3f} → {r['hardest'][-1]:.3f}, to 0.8 in {st['gens_to_0.8']:.0f} generations")
+                log(
+                    f"{name} lr={lr:g} seed={seed} {protocol} {arm} G={G}: hardest quarter "
+                    f"{r['hardest'][0]:.3f} → {r['hardest'][-1]:.3f}, to 0.8 in {st['gens_to_0.8']:.0f} generations"
+                )
             results.append(r)
             return r
 

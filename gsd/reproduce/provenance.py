@@ -82,12 +82,16 @@ def prepare_folder(folder, config, *, marker: str) -> dict:
     fp = fingerprint(config)
     earlier = "none"
     if folder.is_symlink():  # what it names lies elsewhere: never cleared from here
-        raise InputError(f"out: {str(folder)!r} is a symbolic link; gsd reproduce clears only folders it wrote "
-                         "inside --out: remove the link or choose another --out")
+        raise InputError(
+            f"out: {str(folder)!r} is a symbolic link; gsd reproduce clears only folders it wrote "
+            "inside --out: remove the link or choose another --out"
+        )
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         if not (folder / marker).exists():
-            raise InputError(f"out: {str(folder)!r} holds files that gsd reproduce did not write (no {marker}); "
-                             "move them or choose another --out")
+            raise InputError(
+                f"out: {str(folder)!r} holds files that gsd reproduce did not write (no {marker}); "
+                "move them or choose another --out"
+            )
         if record.get(folder.name) == fp:
             earlier = "same"
         else:

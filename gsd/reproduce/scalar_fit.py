@@ -49,29 +49,42 @@ def fit_errors(trained: dict, G_new=(2, 4, 16, 32), *, draws: int = 200, level: 
     limit = np.where(np.isfinite(pred), pred, pooled)
     proper = fit.status == "fit"
     exact_G = np.array([r["exact"] for r in rows])  # mean over the step's groups of p^G + (1-p)^G, exact p
-    out = {"G": G, "groups_per_step": n, "steps": len(rows), "fitted_steps": int(ok.sum()),
-           "status": {s: int((fit.status == s).sum()) for s in np.unique(fit.status)},
-           "mean_silent_at_G": float(z.mean()),
-           # at the logged G: the pooled estimate against TRL's own fraction and against the exact-p expectation
-           "at_G": {"mae_pooled_vs_logged": float(np.abs(silent_rate(m, G) - z).mean()),
-                    "mae_pooled_vs_exact": float(np.abs(silent_rate(m, G) - exact_G).mean()),
-                    "mae_logged_vs_exact": float(np.abs(z - exact_G).mean())},
-           "by_G": {}}
+    out = {
+        "G": G,
+        "groups_per_step": n,
+        "steps": len(rows),
+        "fitted_steps": int(ok.sum()),
+        "status": {s: int((fit.status == s).sum()) for s in np.unique(fit.status)},
+        "mean_silent_at_G": float(z.mean()),
+        # at the logged G: the pooled estimate against TRL's own fraction and against the exact-p expectation
+        "at_G": {
+            "mae_pooled_vs_logged": float(np.abs(silent_rate(m, G) - z).mean()),
+            "mae_pooled_vs_exact": float(np.abs(silent_rate(m, G) - exact_G).mean()),
+            "mae_logged_vs_exact": float(np.abs(z - exact_G).mean()),
+        },
+        "by_G": {},
+    }
     for i, g in enumerate(Gs.tolist()):
         t, f, p = truth[i, ok], pred[i, ok], pooled[i, ok]
-        out["by_G"][g] = {"mean_truth": float(t.mean()), "mae_fit": float(np.abs(f - t).mean()),
-                          "mae_pooled": float(np.abs(p - t).mean()), "bias_fit": float((f - t).mean()),
-                          "bias_pooled": float((p - t).mean()),
-                          "coverage": float(((lo[ok, i] <= t) & (t <= hi[ok, i])).mean()),
-                          "coverage_proper": float(((lo[proper, i] <= truth[i, proper])
-                                                    & (truth[i, proper] <= hi[proper, i])).mean()),
-                          "mae_fit_or_limit_all_steps": float(np.abs(limit[i] - truth[i]).mean()),
-                          "mae_pooled_all_steps": float(np.abs(pooled[i] - truth[i]).mean())}
+        out["by_G"][g] = {
+            "mean_truth": float(t.mean()),
+            "mae_fit": float(np.abs(f - t).mean()),
+            "mae_pooled": float(np.abs(p - t).mean()),
+            "bias_fit": float((f - t).mean()),
+            "bias_pooled": float((p - t).mean()),
+            "coverage": float(((lo[ok, i] <= t) & (t <= hi[ok, i])).mean()),
+            "coverage_proper": float(
+                ((lo[proper, i] <= truth[i, proper]) & (truth[i, proper] <= hi[proper, i])).mean()
+            ),
+            "mae_fit_or_limit_all_steps": float(np.abs(limit[i] - truth[i]).mean()),
+            "mae_pooled_all_steps": float(np.abs(pooled[i] - truth[i]).mean()),
+        }
     return out
 
 
-def run(*, seeds=(0, 1), lrs=(3e-3, 1e-2), G: int = 8, steps: int = 40, copies: int = 8, n_prompts: int = 16,
-        log=print) -> list:
+def run(
+    *, seeds=(0, 1), lrs=(3e-3, 1e-2), G: int = 8, steps: int = 40, copies: int = 8, n_prompts: int = 16, log=print
+) -> list:
     """:func:`fit_errors` on :func:`~gsd.reproduce.transformer.train_silent` runs (GRPO) of every
     seed × learning rate (a larger rate drives more prompts to p ≈ 0 or 1: more silence)."""
     from .transformer import build_task, train_silent

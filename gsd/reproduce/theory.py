@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..groups import group_update, identity_terms
-from ..plotstyle import COLORS, method_label, group_size_axis, new_figure, styled
+from ..plotstyle import COLORS, group_size_axis, method_label, new_figure, styled
 from ..silent import dapo_generation_cost, group_size_for_silent_rate, silent_rate
 from ..update import expected_update, fidelity, fidelity_law
 from ..weighting import arcsin_objective, difficulty_weight
@@ -38,8 +38,9 @@ __all__ = [
 ]
 
 
-def identity_monte_carlo(G: int = 8, baselines=(0.0, 1.0, 5.0), *, n_draws: int = 2000, dim: int = 3,
-                         seed: int = 0) -> pd.DataFrame:
+def identity_monte_carlo(
+    G: int = 8, baselines=(0.0, 1.0, 5.0), *, n_draws: int = 2000, dim: int = 3, seed: int = 0
+) -> pd.DataFrame:
     """Random groups with exactly k right (k = 0 … G) and scores s_i = b + N(0, I_dim).
 
     For each baseline b and each k, ``n_draws`` groups are drawn; the update g is computed from
@@ -65,24 +66,25 @@ def identity_monte_carlo(G: int = 8, baselines=(0.0, 1.0, 5.0), *, n_draws: int 
                 coef_grpo = np.where(cc > 0, (g_grpo * c).sum(-1) / cc, np.nan)
                 coef_dr = np.where(cc > 0, (g_dr * c).sum(-1) / cc, np.nan)
             silent = k in (0, G)
-            rows.append({
-                "baseline": float(b),
-                "k": k,
-                "sigma": float(np.sqrt(k * (G - k)) / G),
-                "coef_grpo": float("nan") if silent else float(np.mean(coef_grpo)),
-                "coef_dr_grpo": float("nan") if silent else float(np.mean(coef_dr)),
-                "max_dev_grpo": float(np.abs(g_grpo - sigma[:, None] * c).max()),
-                "max_dev_dr_grpo": float(np.abs(g_dr - (sigma**2)[:, None] * c).max()),
-                "mean_norm_g": float(np.linalg.norm(g_grpo, axis=-1).mean()),
-            })
+            rows.append(
+                {
+                    "baseline": float(b),
+                    "k": k,
+                    "sigma": float(np.sqrt(k * (G - k)) / G),
+                    "coef_grpo": float("nan") if silent else float(np.mean(coef_grpo)),
+                    "coef_dr_grpo": float("nan") if silent else float(np.mean(coef_dr)),
+                    "max_dev_grpo": float(np.abs(g_grpo - sigma[:, None] * c).max()),
+                    "max_dev_dr_grpo": float(np.abs(g_dr - (sigma**2)[:, None] * c).max()),
+                    "mean_norm_g": float(np.linalg.norm(g_grpo, axis=-1).mean()),
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def fidelity_curves(probabilities=(0.5, 0.2), max_G: int = 256) -> pd.DataFrame:
     """φ(p, G) exact and by the law for G = 2 … max_G.  Columns ``p``, ``G``, ``exact``, ``law``."""
     G = np.arange(2, max_G + 1)
-    frames = [pd.DataFrame({"p": p, "G": G, "exact": fidelity(p, G), "law": fidelity_law(p, G)})
-              for p in probabilities]
+    frames = [pd.DataFrame({"p": p, "G": G, "exact": fidelity(p, G), "law": fidelity_law(p, G)}) for p in probabilities]
     return pd.concat(frames, ignore_index=True)
 
 
@@ -95,8 +97,9 @@ def silent_rate_curves(group_sizes=(4, 8, 16, 64), n_points: int = 401) -> pd.Da
     return out
 
 
-def silent_cost_table(probabilities=(0.5, 0.3, 0.1, 0.05, 0.01), group_sizes=(4, 8, 16, 64), *,
-                      max_draws: int = 4, delta: float = 0.05) -> pd.DataFrame:
+def silent_cost_table(
+    probabilities=(0.5, 0.3, 0.1, 0.05, 0.01), group_sizes=(4, 8, 16, 64), *, max_draws: int = 4, delta: float = 0.05
+) -> pd.DataFrame:
     """Silent rate and DAPO's generation cost per (p, G), and the G that brings silence below δ.
 
     Columns ``p``, ``G``, ``silent`` (p^G + (1−p)^G), ``dapo_groups`` (expected groups drawn per
@@ -106,14 +109,16 @@ def silent_cost_table(probabilities=(0.5, 0.3, 0.1, 0.05, 0.01), group_sizes=(4,
     """
     P, G = np.meshgrid(np.asarray(probabilities, float), np.asarray(group_sizes, int), indexing="ij")
     P, G = P.ravel(), G.ravel()
-    return pd.DataFrame({
-        "p": P,
-        "G": G,
-        "silent": silent_rate(P, G),
-        "dapo_groups": dapo_generation_cost(P, G),
-        "dapo_groups_capped": dapo_generation_cost(P, G, max_draws=max_draws),
-        "G_for_delta": group_size_for_silent_rate(P, delta),
-    })
+    return pd.DataFrame(
+        {
+            "p": P,
+            "G": G,
+            "silent": silent_rate(P, G),
+            "dapo_groups": dapo_generation_cost(P, G),
+            "dapo_groups_capped": dapo_generation_cost(P, G, max_draws=max_draws),
+            "G_for_delta": group_size_for_silent_rate(P, delta),
+        }
+    )
 
 
 def objective_curves(n_points: int = 401) -> pd.DataFrame:
@@ -124,14 +129,16 @@ def objective_curves(n_points: int = 401) -> pd.DataFrame:
     ``grad_grpo`` = d(2 arcsin√p)/dz = sqrt(p(1−p)); ``weight`` = their ratio w(p).
     """
     p = np.linspace(0.0, 1.0, n_points)
-    return pd.DataFrame({
-        "p": p,
-        "objective_dr_grpo": p,
-        "objective_grpo": arcsin_objective(p, normalized=True),
-        "grad_dr_grpo": p * (1 - p),
-        "grad_grpo": np.sqrt(p * (1 - p)),
-        "weight": difficulty_weight(p),
-    })
+    return pd.DataFrame(
+        {
+            "p": p,
+            "objective_dr_grpo": p,
+            "objective_grpo": arcsin_objective(p, normalized=True),
+            "grad_dr_grpo": p * (1 - p),
+            "grad_grpo": np.sqrt(p * (1 - p)),
+            "weight": difficulty_weight(p),
+        }
+    )
 
 
 def objective_monte_carlo(G: int = 64, probabilities=None, *, n_groups: int = 2000, seed: int = 1) -> pd.DataFrame:
@@ -179,8 +186,15 @@ def identity_figure(mc: pd.DataFrame | None = None, G: int = 8):
     for i, b in enumerate(baselines):
         sub = mc[mc.baseline == b]
         dx = (i - (len(baselines) - 1) / 2) * 0.12
-        ax.plot(sub.k + dx, sub.coef_grpo, markers[i % 5], mfc="none", color=COLORS["grpo"], ms=5,
-                label=f"Monte Carlo, score baseline b = {b:g}")
+        ax.plot(
+            sub.k + dx,
+            sub.coef_grpo,
+            markers[i % 5],
+            mfc="none",
+            color=COLORS["grpo"],
+            ms=5,
+            label=f"Monte Carlo, score baseline b = {b:g}",
+        )
         ax.plot(sub.k + dx, sub.coef_dr_grpo, markers[i % 5], mfc="none", color=COLORS["dr_grpo"], ms=5)
     dev = max(mc.max_dev_grpo.max(), mc.max_dev_dr_grpo.max())
     ax.set_xticks(k)
@@ -239,8 +253,17 @@ def objectives_figure(curves: pd.DataFrame | None = None, mc: pd.DataFrame | Non
     a1.legend(loc="upper left")
     for method, label in (("grpo", "√(p(1−p))"), ("dr_grpo", "p(1−p)")):
         a2.plot(curves.p, curves[f"grad_{method}"], color=COLORS[method], label=f"{method_label(method)}:  {label}")
-        a2.errorbar(mc.p, mc[f"mc_{method}"], yerr=2 * mc[f"se_{method}"], fmt="o", mfc="none",
-                    color=COLORS[method], ms=4, capsize=0, label=f"Monte Carlo, G = {G}")
+        a2.errorbar(
+            mc.p,
+            mc[f"mc_{method}"],
+            yerr=2 * mc[f"se_{method}"],
+            fmt="o",
+            mfc="none",
+            color=COLORS[method],
+            ms=4,
+            capsize=0,
+            label=f"Monte Carlo, G = {G}",
+        )
     a2.set_xlabel("success probability p")
     a2.set_ylabel("update on the logit")
     a2.set_title("their logit gradients = expected group updates")

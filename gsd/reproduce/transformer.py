@@ -37,8 +37,12 @@ from .._extras import require_trl
 
 #: Vocabulary: specials, answer words a0…a19 (a0–a9 "short", a10–a19 "long"), filler words
 #: f0…f19 that continue an answer, prompt words q0…q15.
-WORDS = (["<pad>", "<eos>", "<unk>"] + [f"a{i}" for i in range(20)] + [f"f{i}" for i in range(20)]
-         + [f"q{i}" for i in range(16)])
+WORDS = (
+    ["<pad>", "<eos>", "<unk>"]
+    + [f"a{i}" for i in range(20)]
+    + [f"f{i}" for i in range(20)]
+    + [f"q{i}" for i in range(16)]
+)
 #: Most prompts of a task.
 MAX_PROMPTS = 256
 #: Feature words of the ``"shared"`` structure: a prompt is ``u{i} v{j}`` (:func:`build_task`).
@@ -55,6 +59,8 @@ def words(n_prompts: int, structure: str = "own"):
     if n_prompts <= 16:
         return WORDS
     return WORDS + [f"q{i}" for i in range(16, max(32, n_prompts))]
+
+
 _EOS, _A0, _F0, _Q0 = 1, 3, 23, 43
 LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo")
 SCALE_REWARDS = ("group", "batch", "none")
@@ -149,8 +155,10 @@ def _teacher(rng, n_prompts, p_range=(0.05, 0.95)):
     short answer words (a0–a9); the teacher's wrong answers are the long words a10–a19."""
     target = np.linspace(p_range[0], p_range[1], n_prompts)
     rng.shuffle(target)
-    right = [tuple(int(t) for t in _A0 + rng.choice(10, size=int(rng.integers(1, 5)), replace=False))
-             for _ in range(n_prompts)]
+    right = [
+        tuple(int(t) for t in _A0 + rng.choice(10, size=int(rng.integers(1, 5)), replace=False))
+        for _ in range(n_prompts)
+    ]
     return target, right
 
 
@@ -209,8 +217,16 @@ def _sample_sequences(rng, target, right, variant, max_len, n, prompt_ids=None):
 STRUCTURES = ("own", "shared")
 
 
-def build_task(n_prompts: int = 8, *, variant: str = "correlated", max_len: int = 6, seed: int = 0,
-               pretrain_steps: int = 150, structure: str = "own", p_range=(0.05, 0.95)) -> Task:
+def build_task(
+    n_prompts: int = 8,
+    *,
+    variant: str = "correlated",
+    max_len: int = 6,
+    seed: int = 0,
+    pretrain_steps: int = 150,
+    structure: str = "own",
+    p_range=(0.05, 0.95),
+) -> Task:
     """A tiny Qwen2 pretrained in code on a teacher whose solve rates spread over (0.05, 0.95).
 
     Parameters
@@ -273,24 +289,34 @@ def build_task(n_prompts: int = 8, *, variant: str = "correlated", max_len: int 
         target, right = _teacher(rng, n_prompts, (lo, hi))
         prompts, prompt_ids = [f"q{x}" for x in range(n_prompts)], None
     torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
-                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                                         pad_token_id=0, eos_token_id=_EOS, bos_token_id=None,
-                                         tie_word_embeddings=False))
+    model = Qwen2ForCausalLM(
+        Qwen2Config(
+            vocab_size=len(vocab),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            pad_token_id=0,
+            eos_token_id=_EOS,
+            bos_token_id=None,
+            tie_word_embeddings=False,
+        )
+    )
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     with _torch_threads(1):
         for _ in range(pretrain_steps):
             ids, labels = _sample_sequences(rng, target, right, variant, max_len, 16, prompt_ids)
             # labels are the next tokens already: the model's own shift would drop one
             logits = model(input_ids=torch.from_numpy(ids[:, :-1])).logits
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)),
-                                                     torch.from_numpy(labels[:, 1:]).reshape(-1), ignore_index=-100)
+            loss = torch.nn.functional.cross_entropy(
+                logits.reshape(-1, logits.size(-1)), torch.from_numpy(labels[:, 1:]).reshape(-1), ignore_index=-100
+            )
             opt.zero_grad()
             loss.backward()
             opt.step()
     model.eval()
-    return Task(model=model, tokenizer=tokenizer(vocab), prompts=prompts, right=right, variant=variant,
-                max_len=max_len)
+    return Task(model=model, tokenizer=tokenizer(vocab), prompts=prompts, right=right, variant=variant, max_len=max_len)
 
 
 def closed_form_factor(p, G, method: str):
@@ -320,8 +346,17 @@ def _reference(scale_rewards: str) -> str:
     return "dr_grpo" if scale_rewards == "none" else "grpo"
 
 
-def measured_update(task: Task, *, G: int = 8, draws: int = 100, copies: int = 4, scale_rewards=SCALE_REWARDS,
-                    loss_types=LOSS_TYPES, seed: int = 0, threads: int = 1) -> dict:
+def measured_update(
+    task: Task,
+    *,
+    G: int = 8,
+    draws: int = 100,
+    copies: int = 4,
+    scale_rewards=SCALE_REWARDS,
+    loss_types=LOSS_TYPES,
+    seed: int = 0,
+    threads: int = 1,
+) -> dict:
     r"""Monte Carlo of the expected per-prompt update of TRL's own loss against the closed form.
 
     Parameters
@@ -409,9 +444,16 @@ def measured_update(task: Task, *, G: int = 8, draws: int = 100, copies: int = 4
     # for a mean per batch's tokens, max_completion_length for TRL's dr_grpo
     scale = {"grpo": draws / inv_len, "bnpo": draws / batch_w, "dapo": draws / batch_w, "dr_grpo": task.max_len}
     dp2 = (dp * dp).sum(-1).numpy()
-    out = {"p": p.tolist(), "G": G, "groups_per_prompt": draws * copies, "variant": task.variant,
-           "max_completion_length": task.max_len, "harmonic_length": scale["grpo"],
-           "mean_length": scale["bnpo"], "rows": []}
+    out = {
+        "p": p.tolist(),
+        "G": G,
+        "groups_per_prompt": draws * copies,
+        "variant": task.variant,
+        "max_completion_length": task.max_len,
+        "harmonic_length": scale["grpo"],
+        "mean_length": scale["bnpo"],
+        "rows": [],
+    }
     hard = p < 0.5
     for (s, lt), v in proj.items():
         ref = _reference(s)
@@ -461,12 +503,31 @@ def _trainer(task: Task, G: int, batch_size: int, out_dir):
     def first_token(prompts, completions, completion_ids, **kw):
         return [float(len(c) > 0 and c[0] in right[p]) for p, c in zip(prompts, completion_ids)]
 
-    args = GRPOConfig(output_dir=str(out_dir), use_cpu=True, use_vllm=False, report_to=[],
-                      max_completion_length=task.max_len, num_generations=G, per_device_train_batch_size=batch_size,
-                      gradient_accumulation_steps=1, steps_per_generation=1, beta=0.0, temperature=1.0, top_k=0,
-                      top_p=1.0, save_strategy="no", logging_steps=1, seed=0)
-    tr = GRPOTrainer(model=task.model, reward_funcs=[first_token], args=args,
-                     train_dataset=Dataset.from_dict({"prompt": list(task.prompts)}), processing_class=task.tokenizer)
+    args = GRPOConfig(
+        output_dir=str(out_dir),
+        use_cpu=True,
+        use_vllm=False,
+        report_to=[],
+        max_completion_length=task.max_len,
+        num_generations=G,
+        per_device_train_batch_size=batch_size,
+        gradient_accumulation_steps=1,
+        steps_per_generation=1,
+        beta=0.0,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        save_strategy="no",
+        logging_steps=1,
+        seed=0,
+    )
+    tr = GRPOTrainer(
+        model=task.model,
+        reward_funcs=[first_token],
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": list(task.prompts)}),
+        processing_class=task.tokenizer,
+    )
     # set by Trainer's training loop; the loss divides by it
     tr.current_gradient_accumulation_steps = 1
     tr.model.train()
@@ -479,8 +540,16 @@ SIZES = {"full": (100, 4), "fast": (8, 4)}
 TRAIN_SIZES = {"full": (40, 16), "fast": (20, 8)}
 
 
-def run(*, fast: bool = False, G: int = 8, n_prompts: int = 8, seed: int = 0, variants=VARIANTS, train: bool = True,
-        log=None) -> dict:
+def run(
+    *,
+    fast: bool = False,
+    G: int = 8,
+    n_prompts: int = 8,
+    seed: int = 0,
+    variants=VARIANTS,
+    train: bool = True,
+    log=None,
+) -> dict:
     """Both variants, every (``scale_rewards``, ``loss_type``): :func:`measured_update` on
     :func:`build_task`; then (``train``) :func:`train_silent` of each of :data:`TRAININGS` from the
     last variant's initial model, a copy made before any trainer held it.  The reproduction's
@@ -513,8 +582,10 @@ def run(*, fast: bool = False, G: int = 8, n_prompts: int = 8, seed: int = 0, va
             t = train_silent(copy.deepcopy(initial), method, G=G, copies=groups, steps=steps, seed=seed)
             out["training"]["runs"][method] = t
             if log:
-                log(f"training {method}: silent-fraction R² {t['r2_exact']:.3f} (exact p), "
-                    f"{t['r2_pooled']:.3f} (pooled p)")
+                log(
+                    f"training {method}: silent-fraction R² {t['r2_exact']:.3f} (exact p), "
+                    f"{t['r2_pooled']:.3f} (pooled p)"
+                )
     return out
 
 
@@ -522,8 +593,20 @@ def table(result: dict):
     """One row per (variant, scale_rewards, loss_type): the ratio, its interval, the reference."""
     import pandas as pd
 
-    keys = ("scale_rewards", "loss_type", "reference", "ratio", "lo", "hi", "ratio_hard", "lo_hard", "hi_hard",
-            "ratio_easy", "lo_easy", "hi_easy")
+    keys = (
+        "scale_rewards",
+        "loss_type",
+        "reference",
+        "ratio",
+        "lo",
+        "hi",
+        "ratio_hard",
+        "lo_hard",
+        "hi_hard",
+        "ratio_easy",
+        "lo_easy",
+        "hi_easy",
+    )
     rows = [{"variant": v, **{k: r[k] for k in keys}} for v, res in result["variants"].items() for r in res["rows"]]
     return pd.DataFrame(rows)
 
@@ -540,19 +623,39 @@ def silent_figure(result: dict):
         axes = np.atleast_1d(axes)
         for ax, (method, t) in zip(axes, runs.items()):
             st = np.arange(1, len(t["steps"]) + 1)
-            ax.plot(st, [r["measured"] for r in t["steps"]], "o", ms=3, color=COLORS["data"],
-                    label="TRL frac_reward_zero_std")
-            ax.plot(st, [r["exact"] for r in t["steps"]], color=COLORS[method],
-                    label=f"mean p^G+(1−p)^G, exact p (R² {t['r2_exact']:.2f})")
-            ax.plot(st, [r["pooled"] for r in t["steps"]], ls="--", color=COLORS["law"],
-                    label=f"pooled p (R² {t['r2_pooled']:.2f})")
+            ax.plot(
+                st,
+                [r["measured"] for r in t["steps"]],
+                "o",
+                ms=3,
+                color=COLORS["data"],
+                label="TRL frac_reward_zero_std",
+            )
+            ax.plot(
+                st,
+                [r["exact"] for r in t["steps"]],
+                color=COLORS[method],
+                label=f"mean p^G+(1−p)^G, exact p (R² {t['r2_exact']:.2f})",
+            )
+            ax.plot(
+                st,
+                [r["pooled"] for r in t["steps"]],
+                ls="--",
+                color=COLORS["law"],
+                label=f"pooled p (R² {t['r2_pooled']:.2f})",
+            )
             ax.set_xlabel("training step")
-            ax.set_title(f"{method_label(method)}: scale_rewards={TRAININGS[method]['scale_rewards']!r}, "
-                         f"loss_type={TRAININGS[method]['loss_type']!r}", fontsize=8)
+            ax.set_title(
+                f"{method_label(method)}: scale_rewards={TRAININGS[method]['scale_rewards']!r}, "
+                f"loss_type={TRAININGS[method]['loss_type']!r}",
+                fontsize=8,
+            )
             ax.legend(loc="lower right")
         axes[0].set_ylabel("silent fraction of the step's groups")
-        fig.suptitle(f"Silent groups in TRL 1.16.0 training, G = {result['G']}, "
-                     f"{next(iter(runs.values()))['groups_per_step']} groups per step")
+        fig.suptitle(
+            f"Silent groups in TRL 1.16.0 training, G = {result['G']}, "
+            f"{next(iter(runs.values()))['groups_per_step']} groups per step"
+        )
         return fig
 
     return make()
@@ -569,8 +672,12 @@ def figure(result: dict):
         grid = np.asarray(grid).reshape(2, len(variants))
         axes, lower = grid[0], grid[1]
         colors = {"group": COLORS["grpo"], "batch": COLORS["accent"], "none": COLORS["dr_grpo"]}
-        loss_colors = {"grpo": COLORS["grpo"], "bnpo": COLORS["dapo"], "dapo": COLORS["extra"],
-                       "dr_grpo": COLORS["dr_grpo"]}
+        loss_colors = {
+            "grpo": COLORS["grpo"],
+            "bnpo": COLORS["dapo"],
+            "dapo": COLORS["extra"],
+            "dr_grpo": COLORS["dr_grpo"],
+        }
         for ax, v in zip(lower, variants):
             res = result["variants"][v]
             p = np.array(res["p"])
@@ -578,9 +685,17 @@ def figure(result: dict):
             for r in res["rows"]:
                 if r["scale_rewards"] != "group" or r["loss_type"] == "dapo":  # dapo: bnpo's, here
                     continue
-                ax.errorbar(p[order], np.array(r["ratio_per_prompt"])[order],
-                            yerr=np.array(r["half_width_per_prompt"])[order], fmt="o-", ms=3, capsize=2, lw=0.8,
-                            color=loss_colors[r["loss_type"]], label=f"loss_type={r['loss_type']!r}")
+                ax.errorbar(
+                    p[order],
+                    np.array(r["ratio_per_prompt"])[order],
+                    yerr=np.array(r["half_width_per_prompt"])[order],
+                    fmt="o-",
+                    ms=3,
+                    capsize=2,
+                    lw=0.8,
+                    color=loss_colors[r["loss_type"]],
+                    label=f"loss_type={r['loss_type']!r}",
+                )
             ax.axhline(1.0, color=COLORS["law"], lw=0.8, ls="--")
             ax.set_xlabel("exact solve rate p of the prompt")
             ax.set_title(f"{v}: per prompt, scale_rewards='group'")
@@ -594,33 +709,50 @@ def figure(result: dict):
                 y = np.array([r["ratio"] for r in rows])
                 err = np.array([[r["ratio"] - r["lo"] for r in rows], [r["hi"] - r["ratio"] for r in rows]])
                 ref = "Dr.GRPO" if _reference(s) == "dr_grpo" else "GRPO"
-                ax.errorbar(x, y, yerr=err, fmt="o", ms=4, capsize=2, color=colors[s],
-                            label=f"scale_rewards={s!r} (vs {ref})")
+                ax.errorbar(
+                    x, y, yerr=err, fmt="o", ms=4, capsize=2, color=colors[s], label=f"scale_rewards={s!r} (vs {ref})"
+                )
             ax.axhline(1.0, color=COLORS["law"], lw=0.8, ls="--")
             ax.set_xticks(range(len(LOSS_TYPES)), [f"{lt!r}" for lt in LOSS_TYPES])
             ax.set_xlabel("TRL loss_type")
             ax.set_title(f"{v} lengths (mean {res['mean_length']:.2f} tokens): all prompts")
         axes[0].set_ylabel("measured / closed form along ∇p")
         axes[0].legend(loc="best")
-        fig.suptitle(f"TRL 1.16.0's update on a tiny Qwen2,\nG = {result['G']}, "
-                     f"{result['draws'] * result['copies']} groups per prompt")
+        fig.suptitle(
+            f"TRL 1.16.0's update on a tiny Qwen2,\nG = {result['G']}, "
+            f"{result['draws'] * result['copies']} groups per prompt"
+        )
         return fig
 
     return make()
 
 
 #: The trainings of :func:`train_silent` in :func:`run`: TRL's settings per method.
-TRAININGS = {"grpo": {"scale_rewards": "group", "loss_type": "grpo"},
-             "dr_grpo": {"scale_rewards": "none", "loss_type": "dr_grpo"}}
+TRAININGS = {
+    "grpo": {"scale_rewards": "group", "loss_type": "grpo"},
+    "dr_grpo": {"scale_rewards": "none", "loss_type": "dr_grpo"},
+}
 #: Every method :func:`train_silent` takes: :data:`TRAININGS` and gsd's skip sampler on GRPO's
 #: settings (``GSDGRPOTrainer(skip_above=0.95, max_skips=4)``, the values of the docs' example).
 METHODS = {**TRAININGS, "skip": TRAININGS["grpo"]}
 SKIP = {"skip_above": 0.95, "max_skips": 4}
 
 
-def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 16, steps: int = 40,
-                 lr: float = 3e-3, seed: int = 0, threads: int = 1, completions_dir=None, prompts_per_step=None,
-                 trainer_class=None, trainer_kwargs=None) -> dict:
+def train_silent(
+    task: Task,
+    method: str = "grpo",
+    *,
+    G: int = 8,
+    copies: int = 16,
+    steps: int = 40,
+    lr: float = 3e-3,
+    seed: int = 0,
+    threads: int = 1,
+    completions_dir=None,
+    prompts_per_step=None,
+    trainer_class=None,
+    trainer_kwargs=None,
+) -> dict:
     r"""Train the task's model with TRL's ``GRPOTrainer.train()``; per step, TRL's logged
     ``frac_reward_zero_std`` against the closed forms from the exact solve rates.
 
@@ -679,8 +811,9 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
     for name, v, hi in (("G", G, 64), ("copies", copies, 64), ("steps", steps, 10**5)):
         if not (isinstance(v, (int, np.integer)) and (2 if name == "G" else 1) <= v <= hi):
             raise InputError(f"{name} must be an integer in [{2 if name == 'G' else 1}, {hi}], got {v!r}")
-    if prompts_per_step is not None and not (isinstance(prompts_per_step, (int, np.integer))
-                                             and 1 <= prompts_per_step <= len(task.prompts)):
+    if prompts_per_step is not None and not (
+        isinstance(prompts_per_step, (int, np.integer)) and 1 <= prompts_per_step <= len(task.prompts)
+    ):
         raise InputError(f"prompts_per_step must be an integer in [1, {len(task.prompts)}], got {prompts_per_step!r}")
     groups = len(task.prompts) * copies if prompts_per_step is None else int(prompts_per_step)
     right = {p: set(r) for p, r in zip(task.prompts, task.right)}
@@ -706,13 +839,31 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
 
     folder = tempfile.TemporaryDirectory() if completions_dir is None else contextlib.nullcontext(str(completions_dir))
     with _torch_threads(threads), folder as out_dir:
-        args = GRPOConfig(output_dir=out_dir, use_cpu=True, use_vllm=False, report_to=[], learning_rate=lr,
-                          max_completion_length=task.max_len, num_generations=G,
-                          per_device_train_batch_size=groups * G, gradient_accumulation_steps=1,
-                          steps_per_generation=1, beta=0.0, temperature=1.0, top_k=0, top_p=1.0, max_steps=steps,
-                          save_strategy="no", logging_steps=1, seed=seed, lr_scheduler_type="constant",
-                          log_completions=completions_dir is not None, num_completions_to_print=0,
-                          disable_tqdm=True, **METHODS[method])
+        args = GRPOConfig(
+            output_dir=out_dir,
+            use_cpu=True,
+            use_vllm=False,
+            report_to=[],
+            learning_rate=lr,
+            max_completion_length=task.max_len,
+            num_generations=G,
+            per_device_train_batch_size=groups * G,
+            gradient_accumulation_steps=1,
+            steps_per_generation=1,
+            beta=0.0,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            max_steps=steps,
+            save_strategy="no",
+            logging_steps=1,
+            seed=seed,
+            lr_scheduler_type="constant",
+            log_completions=completions_dir is not None,
+            num_completions_to_print=0,
+            disable_tqdm=True,
+            **METHODS[method],
+        )
         kind, extra = GRPOTrainer, {}
         if method == "skip":
             from ..live import GSDGRPOTrainer
@@ -721,8 +872,15 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
         if trainer_class is not None:
             kind, extra = trainer_class, dict(trainer_kwargs or {})
         data = list(task.prompts) * (copies if prompts_per_step is None else 1)
-        tr = kind(model=task.model, reward_funcs=[first_token], args=args, callbacks=[Exact()],
-                  train_dataset=Dataset.from_dict({"prompt": data}), processing_class=task.tokenizer, **extra)
+        tr = kind(
+            model=task.model,
+            reward_funcs=[first_token],
+            args=args,
+            callbacks=[Exact()],
+            train_dataset=Dataset.from_dict({"prompt": data}),
+            processing_class=task.tokenizer,
+            **extra,
+        )
         # The per-step lines (the result has them): PrinterCallback's; with disable_tqdm no progress
         # callback is added, in a notebook neither the NotebookProgressCallback's table of losses.
         for cb in (PrinterCallback, ProgressCallback):
@@ -737,17 +895,33 @@ def train_silent(task: Task, method: str = "grpo", *, G: int = 8, copies: int = 
     for p, (who, r), m, st, end in zip(before, generations, measured, step_time, ends[1:]):
         grp = np.asarray(who).reshape(-1, G)[:, 0]
         r = np.asarray(r).reshape(-1, G)
-        rows.append({"generations": int(r.size), "step_time": float(st), "wall": end - ends[0],
-                     "measured": m, "silent_from_rewards": float((r.min(1) == r.max(1)).mean()),
-                     "exact": float(np.mean(silent_rate(p[grp], G))),
-                     "pooled": float(silent_rate(p[grp].mean(), G)), "mean_p": float(p.mean()),
-                     "p": p.tolist(), "groups": grp.tolist(), "k": r.sum(1).astype(int).tolist()})
+        rows.append(
+            {
+                "generations": int(r.size),
+                "step_time": float(st),
+                "wall": end - ends[0],
+                "measured": m,
+                "silent_from_rewards": float((r.min(1) == r.max(1)).mean()),
+                "exact": float(np.mean(silent_rate(p[grp], G))),
+                "pooled": float(silent_rate(p[grp].mean(), G)),
+                "mean_p": float(p.mean()),
+                "p": p.tolist(),
+                "groups": grp.tolist(),
+                "k": r.sum(1).astype(int).tolist(),
+            }
+        )
     obs = [r["measured"] for r in rows]
-    out = {"method": method, "G": G, "groups_per_step": groups, "lr": lr, "steps": rows,
-           "p_final": task.solve_rates().tolist(),
-           "r2_exact": r_squared(obs, [r["exact"] for r in rows]),
-           "r2_pooled": r_squared(obs, [r["pooled"] for r in rows]),
-           "trl_reward": [h["reward"] for h in tr.state.log_history if "reward" in h]}
+    out = {
+        "method": method,
+        "G": G,
+        "groups_per_step": groups,
+        "lr": lr,
+        "steps": rows,
+        "p_final": task.solve_rates().tolist(),
+        "r2_exact": r_squared(obs, [r["exact"] for r in rows]),
+        "r2_pooled": r_squared(obs, [r["pooled"] for r in rows]),
+        "trl_reward": [h["reward"] for h in tr.state.log_history if "reward" in h],
+    }
     if getattr(tr, "gsd_tracker", None) is not None:
         out["skipped"] = [int(m.get("skipped", 0)) for m in tr.gsd_tracker.metrics]
     return out
@@ -793,17 +967,25 @@ def calibrate(trained: dict, completions_dir, *, level: float = 0.9, half_life=N
     G = trained["G"]
     silent_exact = [float(np.mean(silent_rate(np.asarray(s["p"])[s["groups"]], G))) for s in trained["steps"]]
     measured = st["silent_frac"].tolist()
-    return {"level": level, "groups": int(keep.sum()), "mae": float(err[keep].mean()),
-            "coverage": float(((lo <= exact) & (exact <= hi))[keep].mean()),
-            "mae_run_mean": float(np.abs(g["p_before"].to_numpy() - mean_before[step - 1, x])[keep].mean()),
-            "k_matches": bool(truth_k.size == got_k.size and np.array_equal(truth_k, got_k)),
-            "silent_measured": measured, "silent_pred": st["silent_pred"].tolist(), "silent_exact": silent_exact,
-            "r2_pred": r_squared(measured, st["silent_pred"].tolist()), "r2_exact": r_squared(measured, silent_exact),
-            "half_life": dx.summary["half_life"]}
+    return {
+        "level": level,
+        "groups": int(keep.sum()),
+        "mae": float(err[keep].mean()),
+        "coverage": float(((lo <= exact) & (exact <= hi))[keep].mean()),
+        "mae_run_mean": float(np.abs(g["p_before"].to_numpy() - mean_before[step - 1, x])[keep].mean()),
+        "k_matches": bool(truth_k.size == got_k.size and np.array_equal(truth_k, got_k)),
+        "silent_measured": measured,
+        "silent_pred": st["silent_pred"].tolist(),
+        "silent_exact": silent_exact,
+        "r2_pred": r_squared(measured, st["silent_pred"].tolist()),
+        "r2_exact": r_squared(measured, silent_exact),
+        "half_life": dx.summary["half_life"],
+    }
 
 
-def sigma_update(task: Task, *, G: int = 8, draws: int = 50, loss_types=("dr_grpo", "grpo"), seed: int = 0,
-                 threads: int = 1) -> dict:
+def sigma_update(
+    task: Task, *, G: int = 8, draws: int = 50, loss_types=("dr_grpo", "grpo"), seed: int = 0, threads: int = 1
+) -> dict:
     r"""Per group, TRL's own update (``scale_rewards="group"``) projected on :math:`\nabla p_x`
     against the group's σ-term :math:`\hat\sigma_0^2/(\hat\sigma_1+10^{-4})` (σ̂ of its 0/1
     rewards, ddof 0 and TRL's ddof 1): the identity :math:`\mathbb{E}[g\mid k] =
@@ -873,10 +1055,20 @@ def sigma_update(task: Task, *, G: int = 8, draws: int = 50, loss_types=("dr_grp
         by_k = []
         for j in range(G + 1):
             m = k == j
-            by_k.append({"k": j, "x": float(xs[m][0]) if m.any() else np.nan,
-                         "y": float(y[m].mean()) if m.any() else np.nan, "n": int(m.sum())})
-        cells = [(xs[:, i][k[:, i] == j][0], y[:, i][k[:, i] == j].mean(), (k[:, i] == j).sum())
-                 for i in range(P) for j in range(G + 1) if (k[:, i] == j).sum() >= 5]
+            by_k.append(
+                {
+                    "k": j,
+                    "x": float(xs[m][0]) if m.any() else np.nan,
+                    "y": float(y[m].mean()) if m.any() else np.nan,
+                    "n": int(m.sum()),
+                }
+            )
+        cells = [
+            (xs[:, i][k[:, i] == j][0], y[:, i][k[:, i] == j].mean(), (k[:, i] == j).sum())
+            for i in range(P)
+            for j in range(G + 1)
+            if (k[:, i] == j).sum() >= 5
+        ]
         res["r2_k"] = _weighted_r2([(c["x"], c["y"], c["n"]) for c in by_k if c["n"] > 0], res["slope"])
         res["r2_cells"] = _weighted_r2(cells, res["slope"])
         res["by_k"] = by_k
@@ -924,11 +1116,24 @@ def run_training(*, fast: bool = False, G: int = 8, lr: float = 1e-3, log=None, 
 
         keep = Path(out)
         if keep.exists() and (not keep.is_dir() or any(keep.iterdir())):
-            raise InputError(f"out {str(out)!r} exists and is not an empty folder: give a new one (TRL's logs of "
-                             "another run there would be mixed with these)")
+            raise InputError(
+                f"out {str(out)!r} exists and is not an empty folder: give a new one (TRL's logs of "
+                "another run there would be mixed with these)"
+            )
         make_folder(keep)
-    out_folder, out = out, {"G": G, "lr": lr, "n_prompts": n_prompts, "steps": steps, "copies": copies, "runs": {},
-                            "hardest": {}, "quartile": {m: {} for m in METHODS}}
+    out_folder, out = (
+        out,
+        {
+            "G": G,
+            "lr": lr,
+            "n_prompts": n_prompts,
+            "steps": steps,
+            "copies": copies,
+            "runs": {},
+            "hardest": {},
+            "quartile": {m: {} for m in METHODS},
+        },
+    )
     for seed in range(seeds):
         task = build_task(n_prompts, seed=seed)
         initial = copy.deepcopy(task)
@@ -937,21 +1142,35 @@ def run_training(*, fast: bool = False, G: int = 8, lr: float = 1e-3, log=None, 
         out["hardest"][seed] = hard.tolist()
         out["runs"][seed] = {}
         for method in METHODS:
-            where = tempfile.TemporaryDirectory() if out_folder is None else \
-                contextlib.nullcontext(str(Path(out_folder) / f"seed{seed}" / method))
+            where = (
+                tempfile.TemporaryDirectory()
+                if out_folder is None
+                else contextlib.nullcontext(str(Path(out_folder) / f"seed{seed}" / method))
+            )
             with where as tmp:
-                t = train_silent(copy.deepcopy(initial), method, G=G, copies=copies, steps=steps, lr=lr, seed=seed,
-                                 completions_dir=tmp)
+                t = train_silent(
+                    copy.deepcopy(initial),
+                    method,
+                    G=G,
+                    copies=copies,
+                    steps=steps,
+                    lr=lr,
+                    seed=seed,
+                    completions_dir=tmp,
+                )
                 t["calibration"] = calibrate(t, tmp)
                 t["calibration_auto"] = calibrate(t, tmp, half_life="auto")  # gsd diagnose --half-life auto
             out["runs"][seed][method] = t
-            traj = [float(np.mean(np.asarray(s["p"])[hard])) for s in t["steps"]] + \
-                [float(np.mean(np.asarray(t["p_final"])[hard]))]
+            traj = [float(np.mean(np.asarray(s["p"])[hard])) for s in t["steps"]] + [
+                float(np.mean(np.asarray(t["p_final"])[hard]))
+            ]
             out["quartile"][method][seed] = traj
             if log:
                 c = t["calibration"]
-                log(f"seed {seed} {method}: hardest quarter {traj[0]:.3f} → {traj[-1]:.3f}; diagnose MAE "
-                    f"{c['mae']:.3f}, coverage {c['coverage']:.2f}, silent R² {c['r2_pred']:.2f}")
+                log(
+                    f"seed {seed} {method}: hardest quarter {traj[0]:.3f} → {traj[-1]:.3f}; diagnose MAE "
+                    f"{c['mae']:.3f}, coverage {c['coverage']:.2f}, silent R² {c['r2_pred']:.2f}"
+                )
         if seed == 0:
             sigma_task = initial
     out["sigma"] = sigma_update(sigma_task, G=G, draws=draws)
@@ -989,8 +1208,14 @@ def train_figure(result: dict):
         s = result["sigma"]
         for lt, color in (("dr_grpo", COLORS["dr_grpo"]), ("grpo", COLORS["grpo"])):
             bk = [b for b in s[lt]["by_k"] if b["n"] > 0]
-            axes[2].plot([b["x"] for b in bk], [b["y"] for b in bk], "o", ms=4, color=color,
-                         label=f"loss_type={lt!r}: slope {s[lt]['slope']:.2f}")
+            axes[2].plot(
+                [b["x"] for b in bk],
+                [b["y"] for b in bk],
+                "o",
+                ms=4,
+                color=color,
+                label=f"loss_type={lt!r}: slope {s[lt]['slope']:.2f}",
+            )
         xmax = max(b["x"] for b in s["dr_grpo"]["by_k"])
         axes[2].plot([0, xmax], [0, xmax], ls="--", color=COLORS["law"], lw=0.8, label="identity")
         axes[2].set_xlabel("σ̂₀²/(σ̂₁ + 1e-4) of the group")
@@ -1012,10 +1237,23 @@ def training_table(result: dict):
     for seed, runs in result["runs"].items():
         for method, t in runs.items():
             c, q = t["calibration"], result["quartile"][method][seed]
-            rows.append({"seed": seed, "method": method, "hardest_p0": q[0], "hardest_final": q[-1],
-                         "mae": c["mae"], "mae_run_mean": c["mae_run_mean"], "coverage": c["coverage"],
-                         "silent_r2_diagnose": c["r2_pred"], "silent_r2_exact": c["r2_exact"],
-                         **({f"{k}_auto": t["calibration_auto"][k] for k in ("half_life", "mae", "coverage", "r2_pred")}
-                            if "calibration_auto" in t else {}),
-                         "skipped": sum(t.get("skipped", [0]))})
+            rows.append(
+                {
+                    "seed": seed,
+                    "method": method,
+                    "hardest_p0": q[0],
+                    "hardest_final": q[-1],
+                    "mae": c["mae"],
+                    "mae_run_mean": c["mae_run_mean"],
+                    "coverage": c["coverage"],
+                    "silent_r2_diagnose": c["r2_pred"],
+                    "silent_r2_exact": c["r2_exact"],
+                    **(
+                        {f"{k}_auto": t["calibration_auto"][k] for k in ("half_life", "mae", "coverage", "r2_pred")}
+                        if "calibration_auto" in t
+                        else {}
+                    ),
+                    "skipped": sum(t.get("skipped", [0])),
+                }
+            )
     return pd.DataFrame(rows)

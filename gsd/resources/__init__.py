@@ -106,8 +106,10 @@ def config_file(spec, *, what: str = "config") -> Path:
     shipped = shipped_configs()
     if str(path.parent) == "." and name in shipped:
         return shipped[name]
-    raise InputError(f"{what} {str(spec)!r} not found: it does not exist and is not the name of a shipped "
-                     f"config ({', '.join(shipped)})")
+    raise InputError(
+        f"{what} {str(spec)!r} not found: it does not exist and is not the name of a shipped "
+        f"config ({', '.join(shipped)})"
+    )
 
 
 def example_logs() -> Path:

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from .._extras import require_torch
 
 torch = require_torch("the torch engine (gsd.simulator.batched)")
@@ -42,7 +43,6 @@ torch = require_torch("the torch engine (gsd.simulator.batched)")
 from ..methods import method_spec
 from ..weighting import decile_index
 from .config import SimConfig, batch_key, resolve_device
-from .runfolder import drive, finish, ledger_row, open_runs, run_identity
 from .engine import (
     ENGINE,
     answers_per_step,
@@ -54,17 +54,27 @@ from .engine import (
     write_checkpoint,
 )
 from .ledger import N_DECILES, N_QUARTILES, Ledger, closed_form_columns
-from .loss import AdvantageTable, sum_per_run, log_pi, policy_loss
+from .loss import AdvantageTable, log_pi, policy_loss, sum_per_run
 from .optim import make_optimizer
 from .policy import TabularPolicy
 from .population import STREAM_ROLLOUTS, initial_quartiles, initial_solve_rates, sub_seed
 from .population import population_state as runs_population_state
+from .runfolder import drive, finish, ledger_row, open_runs, run_identity
 from .sampling import Batch, Groups, draw_counts, groups_from_draws, plan_batch
 
 __all__ = ["run_many"]
 
-def run_many(runs, *, resume: bool = False, progress: bool = True, threads: int | None = None,
-             max_runs: int | None = None, on_step=None, notify=None) -> list[dict]:
+
+def run_many(
+    runs,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    threads: int | None = None,
+    max_runs: int | None = None,
+    on_step=None,
+    notify=None,
+) -> list[dict]:
     """Run every ``(config, out_dir)`` of ``runs``; return their summaries, in order.
 
     Runs with the same :func:`batch_key` (and, resuming, the same next step) form one program;
@@ -85,8 +95,17 @@ def run_many(runs, *, resume: bool = False, progress: bool = True, threads: int 
         else:
             groups.setdefault(key, []).append(i)
     for members in groups.values():
-        _run_compatible([items[i] for i in members], members, summaries, resume=resume, progress=progress,
-                        threads=threads, max_runs=max_runs, on_step=on_step, notify=notify)
+        _run_compatible(
+            [items[i] for i in members],
+            members,
+            summaries,
+            resume=resume,
+            progress=progress,
+            threads=threads,
+            max_runs=max_runs,
+            on_step=on_step,
+            notify=notify,
+        )
     return summaries
 
 
@@ -102,25 +121,36 @@ def _run_compatible(items, positions, summaries, *, resume, progress, threads, m
     device = torch.device(resolve_device(items[0][0].device))  # before the folders: bad device = no folder
     p0s = [initial_solve_rates(cfg) for cfg, _ in items]  # before the folders: a bad source = no folder
     with ExitStack() as held:
-        found, members = open_runs(items, p0s, resume=resume, engine=ENGINE, read_checkpoint=checkpoint_reader(device),
-                                   held=held, notify=notify)
+        found, members = open_runs(
+            items,
+            p0s,
+            resume=resume,
+            engine=ENGINE,
+            read_checkpoint=checkpoint_reader(device),
+            held=held,
+            notify=notify,
+        )
         for i, summary in enumerate(found):
             if summary is not None:
                 summaries[positions[i]] = summary
         pending: dict = {}
         for m in members:
-            run_threads = threads if threads is not None or m.ckpt is None or device.type != "cpu" else m.ckpt.get("threads")
+            run_threads = (
+                threads if threads is not None or m.ckpt is None or device.type != "cpu" else m.ckpt.get("threads")
+            )
             pending.setdefault((m.start, run_threads), []).append(m)
         for (_, run_threads), group in pending.items():
             size = max_runs or len(group)
             for s in range(0, len(group), size):
                 chunk = group[s : s + size]
                 if len(chunk) == 1:  # a program of one is the engine's own run (its folder is open and held)
-                    summaries[positions[chunk[0].pos]] = run_member(chunk[0], device, progress=progress,
-                                                                    on_step=on_step, threads=run_threads)
+                    summaries[positions[chunk[0].pos]] = run_member(
+                        chunk[0], device, progress=progress, on_step=on_step, threads=run_threads
+                    )
                     continue
-                for m, summary in zip(chunk, _run_program(chunk, device=device, progress=progress, threads=run_threads,
-                                                          on_step=on_step)):
+                for m, summary in zip(
+                    chunk, _run_program(chunk, device=device, progress=progress, threads=run_threads, on_step=on_step)
+                ):
                     summaries[positions[m.pos]] = summary
 
 
@@ -153,8 +183,9 @@ class _Program:
         self.decile_at = self.decile + torch.as_tensor(run_of * N_DECILES, device=device)
         quart_flat = np.concatenate(quart)
         self.quartile_at = torch.as_tensor(quart_flat + run_of * N_QUARTILES, device=device)
-        self.quartile_n = torch.as_tensor(np.stack([np.bincount(q, minlength=N_QUARTILES) for q in quart]),
-                                          device=device).to(self.dtype)
+        self.quartile_n = torch.as_tensor(
+            np.stack([np.bincount(q, minlength=N_QUARTILES) for q in quart]), device=device
+        ).to(self.dtype)
         # One advantage table per (method, ddof, eps) over every run's G; a run's rows are those
         # of its own table (each G's rows do not depend on the other sizes).
         sizes = sorted({c.group_size for c in self.cfgs})
@@ -181,17 +212,30 @@ class _Program:
 
     def population_summaries(self, z: torch.Tensor) -> list[dict]:
         host = to_host(self.population_state(torch.sigmoid(z)))
-        return [{"mean_p": float(host["mean_p"][r]), "mean_arcsin": float(host["mean_arcsin"][r]),
-                 "quartile_mean_p": host["mean_p_q"][r * N_QUARTILES : (r + 1) * N_QUARTILES].tolist()} for r in range(self.R)]
+        return [
+            {
+                "mean_p": float(host["mean_p"][r]),
+                "mean_arcsin": float(host["mean_arcsin"][r]),
+                "quartile_mean_p": host["mean_p_q"][r * N_QUARTILES : (r + 1) * N_QUARTILES].tolist(),
+            }
+            for r in range(self.R)
+        ]
 
     # ----------------------------------------------------------------------- checkpoints
     def save(self, next_step: int) -> None:
         opt = self.opt.state_dict()
         for r, out in enumerate(self.outs):
-            write_checkpoint(out, next_step, policy={"z": self.block(self.policy.z.detach(), r, self.N).clone()},
-                             optimizer=_opt_block(opt, lambda t, r=r: self.block(t, r, self.N).clone()),
-                             gen=self.gens[r], z_ref=self.block(self.z_ref, r, self.N).clone(), device=self.device,
-                             table=self.ledgers[r].table, identity=run_identity(self.cfgs[r], ENGINE))
+            write_checkpoint(
+                out,
+                next_step,
+                policy={"z": self.block(self.policy.z.detach(), r, self.N).clone()},
+                optimizer=_opt_block(opt, lambda t, r=r: self.block(t, r, self.N).clone()),
+                gen=self.gens[r],
+                z_ref=self.block(self.z_ref, r, self.N).clone(),
+                device=self.device,
+                table=self.ledgers[r].table,
+                identity=run_identity(self.cfgs[r], ENGINE),
+            )
 
     def load(self, ckpts) -> None:
         with torch.no_grad():
@@ -213,8 +257,10 @@ class _Program:
         with torch.no_grad():
             p_all = torch.sigmoid(self.policy())
             state = self.population_state(p_all)
-        batches = [plan_batch(self.block(p_all, r, N), group_size=c.group_size, batch_size=base.batch_size, gen=self.gens[r])
-                   for r, c in enumerate(self.cfgs)]
+        batches = [
+            plan_batch(self.block(p_all, r, N), group_size=c.group_size, batch_size=base.batch_size, gen=self.gens[r])
+            for r, c in enumerate(self.cfgs)
+        ]
         idx = None if batches[0].idx is None else torch.cat([b.idx + r * N for r, b in enumerate(batches)])
         p_b = p_all if idx is None else torch.cat([b.p for b in batches])
         groups = self.sample(batches)
@@ -227,22 +273,37 @@ class _Program:
 
     def sample(self, batches) -> Groups:
         """Each run's draws from its own stream, reduced per number of draws (a block of runs)."""
-        draws = [draw_counts(b, self.draws[r], self.base.verifier_noise, self.base.rollouts, self.gens[r])
-                 for r, b in enumerate(batches)]
+        draws = [
+            draw_counts(b, self.draws[r], self.base.verifier_noise, self.base.rollouts, self.gens[r])
+            for r, b in enumerate(batches)
+        ]
         parts, r = [], 0
         while r < self.R:
             end = r
             while end < self.R and self.draws[end] == self.draws[r]:
                 end += 1
-            cols = [torch.cat([draws[i][j] for i in range(r, end)], dim=1) if draws[r][j] is not None else None for j in range(3)]
+            cols = [
+                torch.cat([draws[i][j] for i in range(r, end)], dim=1) if draws[r][j] is not None else None
+                for j in range(3)
+            ]
             G = self.G[r * self.B : end * self.B]
-            batch = Batch(idx=None, p=torch.cat([b.p for b in batches[r:end]]), G=G, g_max=int(max(self.cfgs[i].group_size for i in range(r, end))),
-                          uniform=True)  # every prompt sampled: the skipped-prompt mask would change nothing
+            batch = Batch(
+                idx=None,
+                p=torch.cat([b.p for b in batches[r:end]]),
+                G=G,
+                g_max=int(max(self.cfgs[i].group_size for i in range(r, end))),
+                uniform=True,
+            )  # every prompt sampled: the skipped-prompt mask would change nothing
             parts.append(groups_from_draws(batch, *cols))
             r = end
         if len(parts) == 1:
             return parts[0]
-        return Groups(**{f: torch.cat([getattr(g, f) for g in parts]) for f in ("n", "k", "G", "silent_first", "zero_update", "drawn")})
+        return Groups(
+            **{
+                f: torch.cat([getattr(g, f) for g in parts])
+                for f in ("n", "k", "G", "silent_first", "zero_update", "drawn")
+            }
+        )
 
     def train(self, idx, groups: Groups) -> dict:
         """The engine's train_on_groups for every run at once (sums per run)."""
@@ -260,7 +321,9 @@ class _Program:
             z = self.policy(idx)
             if epoch == 0 and z.requires_grad and not z.is_leaf:
                 z.retain_grad()
-            terms = policy_loss(z, groups.n, adv, G=groups.G, logp_old=logp_old, z_ref=z_ref, kl_coef=cfg.kl_coef, clip=clip, runs=R)
+            terms = policy_loss(
+                z, groups.n, adv, G=groups.G, logp_old=logp_old, z_ref=z_ref, kl_coef=cfg.kl_coef, clip=clip, runs=R
+            )
             if epoch == 0 and cfg.kl_coef:
                 out["dz"] = -torch.autograd.grad(terms.pg_loss.sum(), z, retain_graph=True)[0].detach()
             self.opt.zero_grad()
@@ -282,10 +345,17 @@ class _Program:
         dec_b = self.decile if idx is None else self.decile[idx]
         dec_at = self.decile_at if idx is None else self.decile_at[idx]
         named = {
-            "n_batch": per_run(groups.G > 0), "silent": per_run(groups.silent_first), "zero_update": per_run(groups.zero_update),
-            "groups": per_run(groups.drawn), "generations": per_run(groups.drawn * groups.G),
-            "loss": trained["loss"], "kl": trained["kl"], "clip_frac": trained.get("clip_frac", torch.zeros(R, device=dev)),
-            "grad_mass_d": torch.zeros(R * N_DECILES, device=dev, dtype=trained["dz"].dtype).index_add_(0, dec_at, trained["dz"]),
+            "n_batch": per_run(groups.G > 0),
+            "silent": per_run(groups.silent_first),
+            "zero_update": per_run(groups.zero_update),
+            "groups": per_run(groups.drawn),
+            "generations": per_run(groups.drawn * groups.G),
+            "loss": trained["loss"],
+            "kl": trained["kl"],
+            "clip_frac": trained.get("clip_frac", torch.zeros(R, device=dev)),
+            "grad_mass_d": torch.zeros(R * N_DECILES, device=dev, dtype=trained["dz"].dtype).index_add_(
+                0, dec_at, trained["dz"]
+            ),
             **state,
         }
         p64 = p_b.to(torch.float64)
@@ -306,7 +376,7 @@ class _Program:
             if dev.type == "cpu":
                 h.update(closed[r])
             else:
-                h.update({k[len("closed_"):]: _run_value(v, r, R) for k, v in host.items() if k.startswith("closed_")})
+                h.update({k[len("closed_") :]: _run_value(v, r, R) for k, v in host.items() if k.startswith("closed_")})
             self.generations_cum[r] += int(h["generations"])
             self.ledgers[r].put(step, **ledger_row(step, h, self.generations_cum[r]))
 
@@ -332,8 +402,10 @@ def _opt_join(states) -> dict:
     """The program's optimizer state_dict from its runs' (tensors end to end)."""
     out = {}
     for k in states[0]:
-        out[k] = [torch.cat([s[k][i] for s in states]) if isinstance(states[0][k][i], torch.Tensor) else states[0][k][i]
-                  for i in range(len(states[0][k]))]
+        out[k] = [
+            torch.cat([s[k][i] for s in states]) if isinstance(states[0][k][i], torch.Tensor) else states[0][k][i]
+            for i in range(len(states[0][k]))
+        ]
     return out
 
 

@@ -17,6 +17,7 @@ the core) is summed by the core on the host.
 from __future__ import annotations
 
 import numpy as np
+
 from .._extras import require_torch
 
 torch = require_torch("the torch engine (gsd.simulator.binomial)")

@@ -111,14 +111,19 @@ class BudgetPlanner:
             p = batch.p.detach().to(torch.float64).cpu().numpy() if cfg.allocation_source == "oracle" else None
             k, n = torch.stack([self.k_cum[idx], self.n_cum[idx]]).cpu().numpy()
             G, self.value_planned, self.grad_planned = plan_sizes(
-                cfg, step, p, k, n, None if self.G is None else self.G.cpu().numpy())
+                cfg, step, p, k, n, None if self.G is None else self.G.cpu().numpy()
+            )
         self.G = torch.as_tensor(G, dtype=torch.int64, device=batch.p.device)
 
     def state_dict(self) -> dict:
-        return {"k_cum": self.k_cum.cpu(), "n_cum": self.n_cum.cpu(), "ring": None if self.ring is None else self.ring.cpu(),
-                "streak": self.streak.cpu(),
-                "G": None if self.G is None else self.G.cpu(),
-                "planned": torch.tensor([self.value_planned, self.grad_planned], dtype=torch.float64)}
+        return {
+            "k_cum": self.k_cum.cpu(),
+            "n_cum": self.n_cum.cpu(),
+            "ring": None if self.ring is None else self.ring.cpu(),
+            "streak": self.streak.cpu(),
+            "G": None if self.G is None else self.G.cpu(),
+            "planned": torch.tensor([self.value_planned, self.grad_planned], dtype=torch.float64),
+        }
 
     def load_state_dict(self, state: dict) -> None:
         dev = self.k_cum.device
@@ -127,4 +132,3 @@ class BudgetPlanner:
         self.streak = state["streak"].to(dev)
         self.G = None if state["G"] is None else state["G"].to(dev)
         self.value_planned, self.grad_planned = (float(x) for x in state["planned"])
-

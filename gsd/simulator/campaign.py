@@ -36,7 +36,13 @@ from .dispatch import run_many
 from .ledger import N_DECILES, read_ledger
 from .population import STREAM_INIT, initial_solve_rates, sub_seed
 
-__all__ = ["default_campaign_path", "load_campaign", "run_paper_campaign", "measure_initial_deciles", "make_campaign_figure"]
+__all__ = [
+    "default_campaign_path",
+    "load_campaign",
+    "run_paper_campaign",
+    "measure_initial_deciles",
+    "make_campaign_figure",
+]
 
 # Stream label for the decile measurement's draws (the run streams use 0–2).
 STREAM_DECILES = 3
@@ -68,7 +74,9 @@ def load_campaign(config_path=None, overrides: dict | None = None) -> dict:
         raise InputError(f"campaign file {str(config_path)!r} needs a [base] table and [arms.NAME] tables")
     raw = {**copy.deepcopy(_CAMPAIGN_KEY_DEFAULTS), **data.get("campaign", {})}
     raw["base"], raw["arms"] = data["base"], data["arms"]
-    unknown = sorted(set(data) - {"campaign", "base", "arms"}) + sorted(set(data.get("campaign", {})) - set(CAMPAIGN_KEYS))
+    unknown = sorted(set(data) - {"campaign", "base", "arms"}) + sorted(
+        set(data.get("campaign", {})) - set(CAMPAIGN_KEYS)
+    )
     if unknown:
         raise InputError(f"campaign file {str(config_path)!r}: unknown key {unknown[0]!r}")
     for key, value in (overrides or {}).items():
@@ -79,7 +87,9 @@ def load_campaign(config_path=None, overrides: dict | None = None) -> dict:
     draws = raw["decile_draws"]
     methods = raw["decile_methods"]
     if not isinstance(methods, list) or not methods or any(m not in ADVANTAGE_METHODS for m in methods):
-        raise InputError(f"campaign key 'decile_methods' = {methods!r}: must be a non-empty list of {ADVANTAGE_METHODS}")
+        raise InputError(
+            f"campaign key 'decile_methods' = {methods!r}: must be a non-empty list of {ADVANTAGE_METHODS}"
+        )
     if not isinstance(raw["arms"], dict) or not raw["arms"]:
         raise InputError("campaign needs at least one [arms.NAME] table")
     base = SimConfig.from_dict(raw["base"])
@@ -109,13 +119,16 @@ def check_decile_draws(draws, cfg: SimConfig) -> None:
         raise InputError(f"campaign key 'decile_draws' = {draws!r}: must be an integer >= 1")
     answers = draws * cfg.n_prompts * cfg.group_size
     if answers > MAX_DECILE_ANSWERS:
-        raise InputError(f"campaign key 'decile_draws' = {draws!r}: {draws:,} draws × {cfg.n_prompts:,} prompts × G = "
-                         f"{cfg.group_size} is {answers:.3g} answers, above the limit of {MAX_DECILE_ANSWERS:.0e} "
-                         f"(at most {MAX_DECILE_ANSWERS // (cfg.n_prompts * cfg.group_size):,} draws here)")
+        raise InputError(
+            f"campaign key 'decile_draws' = {draws!r}: {draws:,} draws × {cfg.n_prompts:,} prompts × G = "
+            f"{cfg.group_size} is {answers:.3g} answers, above the limit of {MAX_DECILE_ANSWERS:.0e} "
+            f"(at most {MAX_DECILE_ANSWERS // (cfg.n_prompts * cfg.group_size):,} draws here)"
+        )
 
 
-def measure_initial_deciles(cfg: SimConfig, *, draws: int = 200, methods=("grpo", "dr_grpo"), progress: bool = False,
-                            threads: int | None = None) -> dict:
+def measure_initial_deciles(
+    cfg: SimConfig, *, draws: int = 200, methods=("grpo", "dr_grpo"), progress: bool = False, threads: int | None = None
+) -> dict:
     """Gradient mass per decile of initial p, from ``draws`` independent groups per prompt.
 
     Runs the stages of the engine the config resolves to (:func:`~.config.resolve_engine`) on
@@ -196,8 +209,10 @@ def _torch_mean_updates(cfg, p0, methods, draws, threads) -> list[np.ndarray]:
             # c independent draws of every prompt = one batch of c·N prompts (draw-major).
             batch = Batch(idx=None, p=p.repeat(c), G=torch.full((c * N,), G, device=z0.device), g_max=G, uniform=True)
             groups = sample_groups(batch, draws=1, noise=cfg.verifier_noise, rollouts=cfg.rollouts, gen=gen)
-            loss = sum(policy_loss(z.repeat(c), groups.n, t.lookup(groups.G, groups.k), G=groups.G).pg_loss / draws
-                       for z, t in zip(zs, tables))
+            loss = sum(
+                policy_loss(z.repeat(c), groups.n, t.lookup(groups.G, groups.k), G=groups.G).pg_loss / draws
+                for z, t in zip(zs, tables)
+            )
             for total, grad in zip(sums, torch.autograd.grad(loss, zs)):
                 total += grad
             done += c
@@ -205,8 +220,16 @@ def _torch_mean_updates(cfg, p0, methods, draws, threads) -> list[np.ndarray]:
 
 
 # --------------------------------------------------------------------------- the campaign
-def run_paper_campaign(out_dir, *, config_path=None, overrides: dict | None = None, progress: bool = True, resume: bool = True,
-                       notify=None, threads: int | None = None) -> dict:
+def run_paper_campaign(
+    out_dir,
+    *,
+    config_path=None,
+    overrides: dict | None = None,
+    progress: bool = True,
+    resume: bool = True,
+    notify=None,
+    threads: int | None = None,
+) -> dict:
     """Run every arm of the campaign, the decile measurement and the figure; return the summary.
 
     ``out_dir`` is the campaign folder (new, or one holding this very campaign: finished arms
@@ -231,8 +254,10 @@ def _run_campaign(campaign: dict, out: Path, *, progress: bool, resume: bool, no
         old = read_json(saved)
         if old != campaign:
             diff = "; ".join(config_diff(_flat(old), _flat(campaign)))
-            raise InputError(f"out_dir {str(out)!r} holds a different campaign ({diff}); to continue it, "
-                             f"{_how_to_repeat(old, campaign)}, or use another folder")
+            raise InputError(
+                f"out_dir {str(out)!r} holds a different campaign ({diff}); to continue it, "
+                f"{_how_to_repeat(old, campaign)}, or use another folder"
+            )
         if (out / "campaign_summary.json").is_file():
             if notify is not None:
                 notify(f"campaign finished earlier in {str(out)!r}; its summary is read back, nothing reruns")
@@ -249,8 +274,10 @@ def _run_campaign(campaign: dict, out: Path, *, progress: bool, resume: bool, no
     wall = {"arms": time.perf_counter()}  # each stage's wall seconds (summary["wall_s"]): what a speed-up bought
     # The arms differ in method: one program where their configs allow (.batched), each arm's
     # folder and numbers as if run alone.
-    arms = [(SimConfig.from_dict(arm), entry_path(out / "arms", name, what="campaign arm"))
-            for name, arm in campaign["arms"].items()]
+    arms = [
+        (SimConfig.from_dict(arm), entry_path(out / "arms", name, what="campaign arm"))
+        for name, arm in campaign["arms"].items()
+    ]
     done = run_many(arms, resume=resume, progress=progress, threads=threads, notify=notify)
     for (name, arm), summary in zip(campaign["arms"].items(), done):
         folder = entry_path(out / "arms", name, what="campaign arm")
@@ -270,7 +297,9 @@ def _run_campaign(campaign: dict, out: Path, *, progress: bool, resume: bool, no
     wall["arms"] = time.perf_counter() - wall["arms"]
     wall["decile_measurement"] = time.perf_counter()
     base = SimConfig.from_dict(campaign["base"])
-    deciles = measure_initial_deciles(base, draws=campaign["decile_draws"], methods=campaign["decile_methods"], threads=threads)
+    deciles = measure_initial_deciles(
+        base, draws=campaign["decile_draws"], methods=campaign["decile_methods"], threads=threads
+    )
     write_json(out / "deciles.json", deciles)
     wall["decile_measurement"] = time.perf_counter() - wall["decile_measurement"]
 
@@ -284,9 +313,21 @@ def _run_campaign(campaign: dict, out: Path, *, progress: bool, resume: bool, no
         cost_ratio = d["generations_total"] / g["generations_total"]
         cost_ratio_pred = d["groups_pred_total"] / g["groups_pred_total"]
     keep = (
-        "method", "silent_r2", "silent_rmse", "silent_frac_mean", "silent_pred_mean", "decile_share_measured",
-        "decile_share_closed_form", "decile_share_max_abs_diff", "grad_mass_over_closed_form", "initial", "final",
-        "groups_total", "groups_pred_total", "generations_total", "wall_s_total",
+        "method",
+        "silent_r2",
+        "silent_rmse",
+        "silent_frac_mean",
+        "silent_pred_mean",
+        "decile_share_measured",
+        "decile_share_closed_form",
+        "decile_share_max_abs_diff",
+        "grad_mass_over_closed_form",
+        "initial",
+        "final",
+        "groups_total",
+        "groups_pred_total",
+        "generations_total",
+        "wall_s_total",
     )
     summary = {
         "complete": True,
@@ -316,7 +357,8 @@ def _how_to_repeat(saved: dict, asked: dict) -> str:
     want, have = ({**{k: v for k, v in c.items() if k not in ("base", "arms")}, **c["base"]} for c in (saved, asked))
     base_keys = {k for k in want if want[k] != have.get(k)}
     arms_explained = saved["arms"].keys() == asked["arms"].keys() and all(
-        k in base_keys for name, arm in saved["arms"].items() for k in arm if arm[k] != asked["arms"][name].get(k))
+        k in base_keys for name, arm in saved["arms"].items() for k in arm if arm[k] != asked["arms"][name].get(k)
+    )
     if base_keys and arms_explained:
         return f"give it the same settings (gsd simulate: {repeat_settings(want, have)})"
     return "run the campaign file that made it"
@@ -366,7 +408,9 @@ def _campaign_figure(summary: dict):
         r2 = summary["silent_r2"][name]
         r2_txt = "n/a" if r2 is None or (isinstance(r2, float) and math.isnan(r2)) else f"{r2:.4f}"
         ax_a.plot(s["step"], s["silent_frac"], ".", ms=3, color=color, alpha=0.6)
-        ax_a.plot(s["step"], s["silent_pred"], "-", lw=1.4, color=color, label=f"{method_label(s['method'])} (R² = {r2_txt})")
+        ax_a.plot(
+            s["step"], s["silent_pred"], "-", lw=1.4, color=color, label=f"{method_label(s['method'])} (R² = {r2_txt})"
+        )
     ax_a.set_xlabel("step")
     ax_a.set_ylabel("silent fraction (first draw)")
     ax_a.set_title(f"(a) silent groups: measured (dots) vs mean pᴳ + (1−p)ᴳ (lines), G = {G}", fontsize=9)
@@ -378,7 +422,14 @@ def _campaign_figure(summary: dict):
     width = 0.8 / max(1, len(methods))
     for i, m in enumerate(methods):
         off = (i - (len(methods) - 1) / 2) * width
-        ax_b.bar(x + off, dec[m]["share_measured"], width=width, color=COLORS.get(m), alpha=0.55, label=f"{method_label(m)} measured")
+        ax_b.bar(
+            x + off,
+            dec[m]["share_measured"],
+            width=width,
+            color=COLORS.get(m),
+            alpha=0.55,
+            label=f"{method_label(m)} measured",
+        )
         ax_b.plot(x + off, dec[m]["share_closed_form"], "k_", ms=12, mew=2)
     ax_b.plot([], [], "k_", ms=12, mew=2, label="closed form m(p, G)")
     ax_b.set_xticks(x, [f"{d / 10:.1f}" for d in range(N_DECILES)], fontsize=8)

@@ -30,17 +30,32 @@ def register(sub) -> None:
         description=__doc__.split("\n\n")[0],
     )
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--config", help="TOML (or JSON) file of SimConfig keys, or the name of a shipped config (mlp_interference) (default: the dataclass defaults)")
-    src.add_argument("--campaign", help="campaign TOML with [base] and [arms.NAME] tables, or the name of a shipped campaign (paper_campaign)")
+    src.add_argument(
+        "--config",
+        help="TOML (or JSON) file of SimConfig keys, or the name of a shipped config (mlp_interference) (default: the dataclass defaults)",
+    )
+    src.add_argument(
+        "--campaign",
+        help="campaign TOML with [base] and [arms.NAME] tables, or the name of a shipped campaign (paper_campaign)",
+    )
     p.add_argument("--out", required=True, help="run (or campaign) folder")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one config key (repeatable); values are read as TOML, e.g. --set method=dapo --set lr=0.1")
+    p.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one config key (repeatable); values are read as TOML, e.g. --set method=dapo --set lr=0.1",
+    )
     p.add_argument("--resume", action="store_true", help="continue the unfinished run in --out")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), help="override the config's device")
-    p.add_argument("--threads", type=bounded_int(1, 1024, "torch CPU threads"),
-                   help="torch CPU threads, for the torch engine (default: one, or more when the step is large and a "
-                        "short probe shows they pay off on this machine now; the summary records the count, results "
-                        "depend on it); the numpy engine (--set engine=numpy, or auto's choice) runs on one")
+    p.add_argument(
+        "--threads",
+        type=bounded_int(1, 1024, "torch CPU threads"),
+        help="torch CPU threads, for the torch engine (default: one, or more when the step is large and a "
+        "short probe shows they pay off on this machine now; the summary records the count, results "
+        "depend on it); the numpy engine (--set engine=numpy, or auto's choice) runs on one",
+    )
     p.add_argument("--figure", help="campaign: also write the figure here (e.g. figures/campaign.png)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -63,8 +78,10 @@ def _memory_is_input():
         text = str(exc)
         if not isinstance(exc, MemoryError) and "allocate" not in text and "out of memory" not in text:
             raise
-        raise InputError("the run does not fit in memory (lower n_prompts, batch_size or group_size, or set "
-                         f"rollouts = 'counts'; the run folder resumes with --resume): {text.splitlines()[0] if text else type(exc).__name__}") from None
+        raise InputError(
+            "the run does not fit in memory (lower n_prompts, batch_size or group_size, or set "
+            f"rollouts = 'counts'; the run folder resumes with --resume): {text.splitlines()[0] if text else type(exc).__name__}"
+        ) from None
 
 
 def _say(message: str) -> None:
@@ -106,9 +123,15 @@ def _simulate(args) -> int:
         imports_done()
         load_campaign(args.campaign, overrides)  # every error before any work
         with _memory_is_input(), _interrupt_says_how_to_resume(args):
-            summary = run_paper_campaign(args.out, config_path=args.campaign, overrides=overrides,
-                                         progress=not args.no_progress, resume=args.resume, notify=_say,
-                                         threads=args.threads)
+            summary = run_paper_campaign(
+                args.out,
+                config_path=args.campaign,
+                overrides=overrides,
+                progress=not args.no_progress,
+                resume=args.resume,
+                notify=_say,
+                threads=args.threads,
+            )
         if args.figure:
             make_campaign_figure(summary, args.figure)
         _print_campaign(summary, args.json)
@@ -120,8 +143,9 @@ def _simulate(args) -> int:
     cfg = cfg.with_overrides(overrides)
     resolve_device(cfg.device)
     with _memory_is_input(), _interrupt_says_how_to_resume(args):
-        summary = run_simulation(cfg, args.out, resume=args.resume, progress=not args.no_progress, notify=_say,
-                                 threads=args.threads)
+        summary = run_simulation(
+            cfg, args.out, resume=args.resume, progress=not args.no_progress, notify=_say, threads=args.threads
+        )
     if args.json:
         print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2))
     else:
@@ -163,5 +187,7 @@ def _print_campaign(summary: dict, as_json: bool) -> None:
     emit(table, False, title=f"initial-population gradient-mass shares ({dec['draws']} draws per prompt)")
     ratio = summary.get("dapo_generation_cost_ratio")
     if ratio is not None:
-        print(f"\nDAPO generations / GRPO generations: {ratio:.4f} (closed form {summary['dapo_generation_cost_ratio_pred']:.4f})")
+        print(
+            f"\nDAPO generations / GRPO generations: {ratio:.4f} (closed form {summary['dapo_generation_cost_ratio_pred']:.4f})"
+        )
     print(f"figure: {summary['figure']}")

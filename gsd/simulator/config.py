@@ -146,7 +146,9 @@ class SimConfig:
     allocation: str = "fixed"  # fixed (every prompt gets group_size) | greso (skip prompts silent in recent visits) | a value of gsd.ALLOCATION_VALUES
     budget: int = 0  # rollouts per step shared by the allocator; 0 = batch prompts × group_size
     replan_every: int = 1  # steps between two plans (the plan in between is kept)
-    allocation_source: str = "logged"  # logged: the run's own counts so far, through the posterior | oracle: the true p (an upper bound)
+    allocation_source: str = (
+        "logged"  # logged: the run's own counts so far, through the posterior | oracle: the true p (an upper bound)
+    )
     logged_window: int = 0  # logged source: count only the last W steps' answers (0: every step so far)
     g_min: int = 2  # smallest group size the allocator gives a prompt it serves
     g_max: int = 64  # largest group size
@@ -154,8 +156,12 @@ class SimConfig:
     horizon: int = 0  # horizon / dr_horizon values: steps looked ahead (0: every step left in the run)
     allocation_lr: float = 0.0  # the per-step logit rate the horizon values and the forecast assume (0: lr, exact for a tabular SGD policy)
     allocation_explore: str = "none"  # none | thompson: plan on one draw of p from each prompt's posterior
-    logged_half_life: float = 0.0  # logged source: an answer a steps old weighs 2^(−(a−1)/h) (0: no discount; needs logged_window = 0)
-    allocation_forecast: bool = False  # move each prompt's estimate along its expected updates to the steps the plan serves
+    logged_half_life: float = (
+        0.0  # logged source: an answer a steps old weighs 2^(−(a−1)/h) (0: no discount; needs logged_window = 0)
+    )
+    allocation_forecast: bool = (
+        False  # move each prompt's estimate along its expected updates to the steps the plan serves
+    )
     greso_visits: int = 2  # greso: skip a prompt silent in each of its last V visits ...
     greso_explore: float = 0.25  # ... except with this probability (it is drawn again)
 
@@ -188,16 +194,22 @@ class SimConfig:
             bad("device", "must be auto, cpu, cuda or cuda:N")
         _check_bounds(self)
         if self.engine == "numpy" and numpy_blockers(self):
-            bad("engine", f"the numpy engine trains a tabular policy with plain SGD/Adam steps; {numpy_blockers(self)[0]} "
-                "needs torch (engine = 'torch', or 'auto' to choose)")
+            bad(
+                "engine",
+                f"the numpy engine trains a tabular policy with plain SGD/Adam steps; {numpy_blockers(self)[0]} "
+                "needs torch (engine = 'torch', or 'auto' to choose)",
+            )
         if self.batch_size > self.n_prompts:
             bad("batch_size", f"cannot exceed n_prompts = {self.n_prompts} (0 means all)")
         answers = (self.batch_size or self.n_prompts) * self.group_size
         if self.rollouts == "answers" and answers > MAX_ANSWERS_PER_STEP:
-            bad("group_size", f"with {self.batch_size or self.n_prompts} prompts per step (n_prompts, or batch_size "
+            bad(
+                "group_size",
+                f"with {self.batch_size or self.n_prompts} prompts per step (n_prompts, or batch_size "
                 f"if set) that is {answers:,} answers "
                 f"per draw, above the limit of {MAX_ANSWERS_PER_STEP:,} for rollouts = 'answers' (use rollouts = "
-                "'counts', or fewer prompts per step)")
+                "'counts', or fewer prompts per step)",
+            )
         if not self.p_min < self.p_max:
             bad("p_min", f"need 0 < p_min < p_max < 1, got p_min={self.p_min}, p_max={self.p_max}")
         self._check_allocation(bad)
@@ -227,7 +239,10 @@ class SimConfig:
         if self.logged_half_life and self.logged_window:
             bad("logged_half_life", "discounts every answer so far: set logged_window = 0 (one of the two)")
         if self.allocation_explore == "thompson" and self.allocation_source != "logged":
-            bad("allocation_explore", "Thompson draws come from the logged posterior: needs allocation_source = 'logged'")
+            bad(
+                "allocation_explore",
+                "Thompson draws come from the logged posterior: needs allocation_source = 'logged'",
+            )
         if self.allocation_forecast and self.method not in ("grpo", "dr_grpo"):
             bad("allocation_forecast", "forecasts the GRPO or Dr.GRPO update: needs method grpo or dr_grpo")
         if self.greso_visits < 1:
@@ -256,13 +271,22 @@ class SimConfig:
             kind = "point" if self.allocation_source == "oracle" else "beta"
             try:
                 if self.allocation in VALUE_FORMS:  # greso skips without a value table
-                    check_table_cost(kind, self.batch_size or self.n_prompts, self.g_min, self.g_max, self.g_step,
-                                     VALUE_FORMS[self.allocation][2])
+                    check_table_cost(
+                        kind,
+                        self.batch_size or self.n_prompts,
+                        self.g_min,
+                        self.g_max,
+                        self.g_step,
+                        VALUE_FORMS[self.allocation][2],
+                    )
             except InputError as exc:
                 bad("g_max", f"{str(exc).split(': ', 1)[1]} (the allocator plans the prompts of a batch)")
             if self.logged_window * (self.batch_size or self.n_prompts) > 2**27:
-                bad("logged_window", f"keeps logged_window × n_prompts = "
-                    f"{self.logged_window * self.n_prompts:,} counts pairs in memory, above 2^27 (2 GiB)")
+                bad(
+                    "logged_window",
+                    f"keeps logged_window × n_prompts = "
+                    f"{self.logged_window * self.n_prompts:,} counts pairs in memory, above 2^27 (2 GiB)",
+                )
 
     # ------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -332,7 +356,9 @@ def _check_keys(data: dict, what: str) -> None:
     known = {f.name for f in dataclasses.fields(SimConfig)}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise InputError(f"unknown {what} key {unknown[0]!r} = {data[unknown[0]]!r} (known keys: {', '.join(sorted(known))})")
+        raise InputError(
+            f"unknown {what} key {unknown[0]!r} = {data[unknown[0]]!r} (known keys: {', '.join(sorted(known))})"
+        )
 
 
 def _check_bounds(cfg: "SimConfig") -> None:
@@ -353,6 +379,7 @@ def _is_number(v) -> bool:
 
 def _coerce(key, value, kind):
     """Check a value against the field's annotation; ints are accepted where floats are."""
+
     def wrong():
         raise InputError(f"config key {key!r} = {value!r}: must be of type {getattr(kind, '__name__', kind)}")
 
@@ -439,8 +466,10 @@ def numpy_blockers(cfg: "SimConfig") -> list[str]:
         (cfg.ppo_epochs != 1, f"ppo_epochs = {cfg.ppo_epochs}"),
         (cfg.clip, "clip = true"),
         (cfg.kl_coef != 0, f"kl_coef = {cfg.kl_coef!r}"),
-        (cfg.allocation != "fixed" and cfg.rollouts != "counts",
-         f"allocation = {cfg.allocation!r} with rollouts = {cfg.rollouts!r}"),
+        (
+            cfg.allocation != "fixed" and cfg.rollouts != "counts",
+            f"allocation = {cfg.allocation!r} with rollouts = {cfg.rollouts!r}",
+        ),
         (cfg.rollout_log != "none", f"rollout_log = {cfg.rollout_log!r}"),
         (cfg.device.startswith("cuda"), f"device = {cfg.device!r}"),
     )
@@ -493,8 +522,11 @@ def repeat_settings(saved: dict, asked: dict) -> str:
     """
     import shlex
 
-    return " ".join(f"--set {shlex.quote(f'{k}={_toml_value(saved[k])}')}" for k in sorted(saved)
-                    if k in asked and saved[k] != asked[k])
+    return " ".join(
+        f"--set {shlex.quote(f'{k}={_toml_value(saved[k])}')}"
+        for k in sorted(saved)
+        if k in asked and saved[k] != asked[k]
+    )
 
 
 def _toml_value(value) -> str:
@@ -523,12 +555,7 @@ VECTOR_STEP_BYTES = 128
 
 
 def batch_key(cfg: SimConfig) -> str | None:
-    """Equal for runs that can share one program; None for a run that cannot join any.
-
-
-
-
-    """
+    """Equal for runs that can share one program; None for a run that cannot join any."""
     rest = {k: v for k, v in cfg.to_dict().items() if k not in FREE_KEYS}
     if resolve_engine(cfg) == "numpy":  # elementwise numpy: a run's entries do not depend on where they sit
         return "numpy:" + json.dumps(rest, sort_keys=True)

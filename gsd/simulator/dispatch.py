@@ -25,8 +25,16 @@ def _require_torch_engine(cfg: SimConfig) -> None:
     require_torch(f"the torch engine (this run's {why})")
 
 
-def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = True, on_step=None,
-                   notify=None, threads: int | None = None) -> dict:
+def run_simulation(
+    config,
+    out_dir,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    on_step=None,
+    notify=None,
+    threads: int | None = None,
+) -> dict:
     """Train one arm into the run folder ``out_dir`` and return its summary (see
     :func:`gsd.simulator.ledger.summarise`); a finished run is read back, not redone.
 
@@ -47,8 +55,16 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
     return run_torch(cfg, out_dir, resume=resume, progress=progress, on_step=on_step, notify=notify, threads=threads)
 
 
-def run_many(runs, *, resume: bool = False, progress: bool = True, threads: int | None = None,
-             max_runs: int | None = None, on_step=None, notify=None) -> list[dict]:
+def run_many(
+    runs,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    threads: int | None = None,
+    max_runs: int | None = None,
+    on_step=None,
+    notify=None,
+) -> list[dict]:
     """Run every ``(config, out_dir)`` of ``runs``, as few programs as their configs allow, and
     return their summaries in order; each run gives what it gives alone (:mod:`.tabular`,
     :mod:`.batched`).  ``max_runs``: at most this many runs per program (memory)."""
@@ -60,16 +76,29 @@ def run_many(runs, *, resume: bool = False, progress: bool = True, threads: int 
     if by_engine["numpy"]:
         from .tabular import run_programs
 
-        done = run_programs([items[i] for i in by_engine["numpy"]], resume=resume, progress=progress, on_step=on_step,
-                            notify=notify, max_runs=max_runs)
+        done = run_programs(
+            [items[i] for i in by_engine["numpy"]],
+            resume=resume,
+            progress=progress,
+            on_step=on_step,
+            notify=notify,
+            max_runs=max_runs,
+        )
         for i, s in zip(by_engine["numpy"], done):
             summaries[i] = s
     if by_engine["torch"]:
         _require_torch_engine(items[by_engine["torch"][0]][0])
         from .batched import run_many as run_torch
 
-        done = run_torch([items[i] for i in by_engine["torch"]], resume=resume, progress=progress, threads=threads,
-                         max_runs=max_runs, on_step=on_step, notify=notify)
+        done = run_torch(
+            [items[i] for i in by_engine["torch"]],
+            resume=resume,
+            progress=progress,
+            threads=threads,
+            max_runs=max_runs,
+            on_step=on_step,
+            notify=notify,
+        )
         for i, s in zip(by_engine["torch"], done):
             summaries[i] = s
     return summaries

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
 from .._extras import require_torch
 
 torch = require_torch("the torch engine (gsd.simulator.engine)")
@@ -52,22 +53,40 @@ torch = require_torch("the torch engine (gsd.simulator.engine)")
 from .._errors import InputError
 from ..methods import method_spec
 from ..weighting import decile_index
+from .budget import BudgetPlanner
 from .config import SimConfig, resolve_device
 from .ledger import COLUMNS, N_QUARTILES, Ledger, closed_form_columns, per_decile
-from .budget import BudgetPlanner
 from .loss import AdvantageTable, log_pi, policy_loss
 from .optim import SGD, Adam, make_optimizer
 from .policy import make_policy
 from .population import STREAM_INIT, STREAM_ROLLOUTS, initial_quartiles, initial_solve_rates, sub_seed
 from .population import population_state as runs_population_state
-from .sampling import Batch, Groups, plan_batch, sample_groups
 from .runfolder import (  # noqa: F401  (re-exported: the run-folder names, as before they moved)
-    CHECKPOINT_FILE, CONFIG_FILE, ROLLOUTS_DIR, SUMMARY_FILE, RunInterrupted, answers_per_step, check_array,
-    check_identity, check_ledger_rows, check_step, damaged, drive, finish, is_complete, ledger_row,
-    logged_rows_per_step, open_run_folder, open_runs, run_identity, save_checkpoint, verify_ledger)
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    ROLLOUTS_DIR,
+    SUMMARY_FILE,
+    RunInterrupted,
+    answers_per_step,
+    check_array,
+    check_identity,
+    check_ledger_rows,
+    check_step,
+    damaged,
+    drive,
+    finish,
+    is_complete,
+    ledger_row,
+    logged_rows_per_step,
+    open_run_folder,
+    open_runs,
+    run_identity,
+    save_checkpoint,
+    verify_ledger,
+)
+from .sampling import Batch, Groups, plan_batch, sample_groups
 
 __all__ = ["run_simulation", "is_complete", "setup", "RunState", "cpu_threads", "RunInterrupted"]
-
 
 
 #: Answers per step below which a CPU run uses one torch thread (see :func:`cpu_threads`).
@@ -186,13 +205,19 @@ def setup(cfg: SimConfig, p0: np.ndarray, device: torch.device) -> RunState:
     planner = None if cfg.allocation == "fixed" else BudgetPlanner(cfg, p0.size, device)
     sizes = [cfg.group_size] if planner is None else list(planner.sizes)
     return RunState(
-        cfg=cfg, device=device, dtype=dtype, policy=policy, opt=opt,
+        cfg=cfg,
+        device=device,
+        dtype=dtype,
+        policy=policy,
+        opt=opt,
         gen=torch.Generator(device=device).manual_seed(sub_seed(cfg.seed, STREAM_ROLLOUTS)),
         z_ref=z_ref,
         adv=AdvantageTable(sizes, spec.advantage, ddof=cfg.ddof, eps=cfg.eps, dtype=dtype, device=device),
         decile=torch.as_tensor(decile_index(p0), device=device),
         quartile=torch.as_tensor(quartile, device=device),
-        ledger=Ledger(cfg.steps), draws=cfg.max_draws if spec.redraws_silent else 1, planner=planner,
+        ledger=Ledger(cfg.steps),
+        draws=cfg.max_draws if spec.redraws_silent else 1,
+        planner=planner,
     )
 
 
@@ -256,7 +281,9 @@ def train_on_groups(run: RunState, batch: Batch, groups: Groups) -> dict:
         z = run.policy(batch.idx)
         if epoch == 0 and z.requires_grad and not z.is_leaf:
             z.retain_grad()
-        terms = policy_loss(z, groups.n, adv, G=groups.G, logp_old=logp_old, z_ref=z_ref, kl_coef=cfg.kl_coef, clip=clip)
+        terms = policy_loss(
+            z, groups.n, adv, G=groups.G, logp_old=logp_old, z_ref=z_ref, kl_coef=cfg.kl_coef, clip=clip
+        )
         if epoch == 0 and cfg.kl_coef:
             # The ledger compares the policy-gradient part alone with the closed forms.
             out["dz"] = -torch.autograd.grad(terms.pg_loss, z, retain_graph=True)[0].detach()
@@ -286,10 +313,16 @@ def fill_ledger_row(run: RunState, step: int, batch: Batch, groups: Groups, trai
     dec_b = run.decile if batch.idx is None else run.decile[batch.idx]
     sampled = groups.G > 0
     named = {
-        "n_batch": sampled.sum(), "silent": groups.silent_first.sum(), "zero_update": groups.zero_update.sum(),
-        "groups": groups.drawn.sum(), "generations": (groups.drawn * groups.G).sum(),
-        "loss": trained["loss"], "kl": trained["kl"], "clip_frac": trained.get("clip_frac", torch.zeros((), device=dev)),
-        "grad_mass_d": per_decile(trained["dz"], dec_b), **state,
+        "n_batch": sampled.sum(),
+        "silent": groups.silent_first.sum(),
+        "zero_update": groups.zero_update.sum(),
+        "groups": groups.drawn.sum(),
+        "generations": (groups.drawn * groups.G).sum(),
+        "loss": trained["loss"],
+        "kl": trained["kl"],
+        "clip_frac": trained.get("clip_frac", torch.zeros((), device=dev)),
+        "grad_mass_d": per_decile(trained["dz"], dec_b),
+        **state,
     }
     p, G, keep = batch.p.to(torch.float64), batch.g_max, None
     if not batch.uniform:
@@ -335,8 +368,16 @@ def train_step(run: RunState, step: int) -> dict:
     return row
 
 
-def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = True, on_step=None,
-                   notify=None, threads: int | None = None) -> dict:
+def run_simulation(
+    config,
+    out_dir,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    on_step=None,
+    notify=None,
+    threads: int | None = None,
+) -> dict:
     """Train one arm and return its summary (see :func:`gsd.simulator.ledger.summarise`).
 
     ``config``: a :class:`SimConfig` or a dict of its keys.  ``out_dir``: the run folder (new,
@@ -355,8 +396,15 @@ def run_simulation(config, out_dir, *, resume: bool = False, progress: bool = Tr
     device = torch.device(resolve_device(cfg.device))  # before touching the disk: bad device = no folder
     p0 = initial_solve_rates(cfg)  # before touching the disk too: a bad source = no folder
     with ExitStack() as held:
-        summaries, members = open_runs([(cfg, Path(out_dir))], [p0], resume=resume, engine=ENGINE,
-                                       read_checkpoint=checkpoint_reader(device), held=held, notify=notify)
+        summaries, members = open_runs(
+            [(cfg, Path(out_dir))],
+            [p0],
+            resume=resume,
+            engine=ENGINE,
+            read_checkpoint=checkpoint_reader(device),
+            held=held,
+            notify=notify,
+        )
         if not members:
             return summaries[0]
         return run_member(members[0], device, progress=progress, on_step=on_step, threads=threads)
@@ -390,8 +438,9 @@ def run_member(m, device: torch.device, *, progress: bool, on_step=None, threads
         if cfg.rollout_log != "none":
             from .rollout_log import RolloutLogWriter
 
-            run.rollout_writer = RolloutLogWriter(cfg.rollout_log, out / ROLLOUTS_DIR,
-                                                  rows=logged_rows_per_step(cfg) * cfg.steps)
+            run.rollout_writer = RolloutLogWriter(
+                cfg.rollout_log, out / ROLLOUTS_DIR, rows=logged_rows_per_step(cfg) * cfg.steps
+            )
         if m.ckpt is not None:
             _load_checkpoint(run, m.ckpt)
         initial = population_summary(run, run.z_ref)
@@ -403,13 +452,33 @@ def run_member(m, device: torch.device, *, progress: bool, on_step=None, threads
 # --------------------------------------------------------------------------- run folder
 def checkpoint(run: RunState, out: Path, next_step: int) -> None:
     """Save everything needed to continue at ``next_step``, then the ledger so far."""
-    write_checkpoint(out, next_step, policy=run.policy.state_dict(), optimizer=run.opt.state_dict(), gen=run.gen,
-                     z_ref=run.z_ref, device=run.device, table=run.ledger.table, identity=run_identity(run.cfg, ENGINE),
-                     planner=None if run.planner is None else run.planner.state_dict())
+    write_checkpoint(
+        out,
+        next_step,
+        policy=run.policy.state_dict(),
+        optimizer=run.opt.state_dict(),
+        gen=run.gen,
+        z_ref=run.z_ref,
+        device=run.device,
+        table=run.ledger.table,
+        identity=run_identity(run.cfg, ENGINE),
+        planner=None if run.planner is None else run.planner.state_dict(),
+    )
 
 
-def write_checkpoint(out: Path, next_step: int, *, policy: dict, optimizer: dict, gen: torch.Generator, z_ref: torch.Tensor,
-                     device: torch.device, table: np.ndarray, identity: dict, planner: dict | None = None) -> None:
+def write_checkpoint(
+    out: Path,
+    next_step: int,
+    *,
+    policy: dict,
+    optimizer: dict,
+    gen: torch.Generator,
+    z_ref: torch.Tensor,
+    device: torch.device,
+    table: np.ndarray,
+    identity: dict,
+    planner: dict | None = None,
+) -> None:
     """A run folder's ``checkpoint.pt`` and ledger at ``next_step`` (also a batched run's, :mod:`.batched`);
     ``identity``: the run it belongs to (:func:`~.runfolder.run_identity`)."""
     done_rows = table[:next_step]
@@ -435,8 +504,18 @@ def write_checkpoint(out: Path, next_step: int, *, policy: dict, optimizer: dict
     save_checkpoint(out, ENGINE, buf.getbuffer(), done_rows)
 
 
-_CHECKPOINT_KEYS = ("run", "step", "policy", "optimizer", "rng_rollouts", "rng_torch_cpu", "z_ref", "device_type",
-                    "ledger_columns", "ledger")
+_CHECKPOINT_KEYS = (
+    "run",
+    "step",
+    "policy",
+    "optimizer",
+    "rng_rollouts",
+    "rng_torch_cpu",
+    "z_ref",
+    "device_type",
+    "ledger_columns",
+    "ledger",
+)
 ENGINE = "torch"
 
 
@@ -474,24 +553,33 @@ def read_checkpoint(path: Path, cfg: SimConfig, device: torch.device, p0: np.nda
             f"this process would run on {device.type}; the random streams differ, resume on {ckpt['device_type']}"
         )
     threads = ckpt.get("threads")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 1 << 16):
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 1 << 16
+    ):
         raise damaged(path, f"its thread count {threads!r} is not an integer in [1, 65536]")
     # This run's fresh state on the CPU: the names, shapes and dtypes the checkpoint must have.
     fresh = setup(cfg, p0, torch.device("cpu"))
     _check_tensors(path, "policy", ckpt["policy"], fresh.policy.state_dict())
     _check_optimizer(path, ckpt["optimizer"], fresh.opt, start * cfg.ppo_epochs)
     check_array(path, "z_ref", ckpt["z_ref"], tuple(fresh.z_ref.shape), fresh.z_ref.dtype)
-    same = torch.equal(ckpt["z_ref"], fresh.z_ref) if device.type == "cpu" else torch.allclose(ckpt["z_ref"], fresh.z_ref)
+    same = (
+        torch.equal(ckpt["z_ref"], fresh.z_ref) if device.type == "cpu" else torch.allclose(ckpt["z_ref"], fresh.z_ref)
+    )
     if not same:
-        raise InputError(f"{str(path)!r} belongs to another run (its initial logits are not this run's population); "
-                         "delete it, or the run folder, and run again")
+        raise InputError(
+            f"{str(path)!r} belongs to another run (its initial logits are not this run's population); "
+            "delete it, or the run folder, and run again"
+        )
     for name, gen in (("rng_rollouts", torch.Generator(device=device)), ("rng_torch_cpu", torch.Generator())):
         state = ckpt[name]
         want = gen.get_state()
         if not isinstance(state, torch.Tensor) or state.dtype != want.dtype or state.shape != want.shape:
-            raise damaged(path, f"its random state {name!r} is not a {device.type if name == 'rng_rollouts' else 'cpu'} "
-                                f"generator's ({tuple(getattr(state, 'shape', ()))} {getattr(state, 'dtype', type(state).__name__)}, "
-                                f"one is {tuple(want.shape)} {want.dtype})")
+            raise damaged(
+                path,
+                f"its random state {name!r} is not a {device.type if name == 'rng_rollouts' else 'cpu'} "
+                f"generator's ({tuple(getattr(state, 'shape', ()))} {getattr(state, 'dtype', type(state).__name__)}, "
+                f"one is {tuple(want.shape)} {want.dtype})",
+            )
         try:
             gen.set_state(state)
         except (RuntimeError, ValueError) as exc:
@@ -507,8 +595,11 @@ def read_checkpoint(path: Path, cfg: SimConfig, device: torch.device, p0: np.nda
 def _check_tensors(path: Path, what: str, found, want: dict) -> None:
     """Tensors named as ``want``'s, of their shapes and dtypes, finite."""
     if not isinstance(found, dict) or sorted(found) != sorted(want):
-        raise damaged(path, f"its {what} holds {sorted(found) if isinstance(found, dict) else type(found).__name__}, "
-                            f"this run's {sorted(want)}")
+        raise damaged(
+            path,
+            f"its {what} holds {sorted(found) if isinstance(found, dict) else type(found).__name__}, "
+            f"this run's {sorted(want)}",
+        )
     for key, ref in want.items():
         check_array(path, f"{what}.{key}", found[key], tuple(ref.shape), ref.dtype)
 
@@ -517,16 +608,19 @@ def _check_optimizer(path: Path, found, fresh, steps: int) -> None:
     """An optimizer state_dict against this run's fresh optimizer (:mod:`.optim`) after ``steps`` steps."""
     params = fresh.params
     if isinstance(fresh, Adam):
-        if not isinstance(found, dict) or any(not isinstance(found.get(k), list) or len(found[k]) != len(params)
-                                              for k in ("steps", "exp_avg", "exp_avg_sq")):
+        if not isinstance(found, dict) or any(
+            not isinstance(found.get(k), list) or len(found[k]) != len(params)
+            for k in ("steps", "exp_avg", "exp_avg_sq")
+        ):
             raise damaged(path, "its Adam state is not this run's (steps, exp_avg, exp_avg_sq per parameter)")
         for i, q in enumerate(params):
             count = found["steps"][i]
             if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= steps:
                 raise damaged(path, f"its Adam step count {count!r} is not in [0, {steps}]")
             check_array(path, f"optimizer.exp_avg[{i}]", found["exp_avg"][i], tuple(q.shape), q.dtype)
-            check_array(path, f"optimizer.exp_avg_sq[{i}]", found["exp_avg_sq"][i], tuple(q.shape), q.dtype,
-                        nonnegative=True)
+            check_array(
+                path, f"optimizer.exp_avg_sq[{i}]", found["exp_avg_sq"][i], tuple(q.shape), q.dtype, nonnegative=True
+            )
         return
     buffers = found.get("buffers") if isinstance(found, dict) else None
     if not isinstance(buffers, list) or len(buffers) != len(params):

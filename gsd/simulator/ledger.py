@@ -83,7 +83,10 @@ COLUMNS: dict[str, str] = {
     "group-size law predicts (docs/theory.md, section The group-size law), so grad_law / grad_limit is the law's fidelity at the same weights",
 }
 COLUMNS.update(
-    {f"grad_mass_d{d}": f"grad_mass restricted to prompts whose initial p lies in decile {d} ([{d / 10:.1f}, {(d + 1) / 10:.1f}))" for d in range(N_DECILES)}
+    {
+        f"grad_mass_d{d}": f"grad_mass restricted to prompts whose initial p lies in decile {d} ([{d / 10:.1f}, {(d + 1) / 10:.1f}))"
+        for d in range(N_DECILES)
+    }
 )
 COLUMNS.update({f"grad_pred_d{d}": f"grad_pred restricted to initial-p decile {d}" for d in range(N_DECILES)})
 COLUMNS.update({f"grad_limit_d{d}": f"grad_limit restricted to initial-p decile {d}" for d in range(N_DECILES)})
@@ -178,9 +181,18 @@ def predicted_update(p, cfg, G=None, *, g_max: int | None = None, minor=None):
         p = np.asarray(p, dtype=np.float64)
     q = reward_rate(p, cfg.verifier_noise)
     g_max = (None if not is_tensor(p) else _g_max(G)) if g_max is None else g_max
-    with np.errstate(divide="ignore", invalid="ignore"):  # the core takes log1p(−1) where 1 − P_silent rounds to 1 (large G)
-        m = method_update(q, G, cfg.method, cfg.ddof, cfg.eps, cfg.max_draws if spec.redraws_silent else None,
-                           _expectation(q, g_max, minor))
+    with np.errstate(
+        divide="ignore", invalid="ignore"
+    ):  # the core takes log1p(−1) where 1 − P_silent rounds to 1 (large G)
+        m = method_update(
+            q,
+            G,
+            cfg.method,
+            cfg.ddof,
+            cfg.eps,
+            cfg.max_draws if spec.redraws_silent else None,
+            _expectation(q, g_max, minor),
+        )
         return noisy_update(m, p, q, cfg.verifier_noise) if cfg.verifier_noise else m
 
 
@@ -303,7 +315,12 @@ def closed_form_columns(p, G, decile, cfg, *, keep=None, update: bool = True, g_
     if not is_tensor(p):  # min(q, 1 − q) once, for the silent rate and the update's table
         q = reward_rate(p, cfg.verifier_noise)
         minor = minor_rate(q, out=work_array("minor", q))
-    out = {**predicted_silent(p, cfg, G, keep, minor=minor), "grad_limit": limit, "grad_law": law, "grad_limit_d": limit_d}
+    out = {
+        **predicted_silent(p, cfg, G, keep, minor=minor),
+        "grad_limit": limit,
+        "grad_law": law,
+        "grad_limit_d": limit_d,
+    }
     if update:
         m = predicted_update(p, cfg, G, g_max=g_max, minor=minor)
         total = _total(m, keep)
@@ -383,7 +400,9 @@ def _shares(x):
     return (x / total).tolist() if total > 0 else [math.nan] * len(x)
 
 
-def summarise(ledger, cfg, *, initial: dict, final: dict, device: str, threads: int | None = None, engine: str = "torch") -> dict:
+def summarise(
+    ledger, cfg, *, initial: dict, final: dict, device: str, threads: int | None = None, engine: str = "torch"
+) -> dict:
     """The run's summary: how well the closed forms tracked the training dynamics.
 
     ``ledger``: its columns by name (the float64 table's :meth:`Ledger.columns`, or a
@@ -481,8 +500,19 @@ def generations_to_target(ledger, column: str, threshold: float, final_value: fl
 def allocation_summary(col, final: dict) -> dict:
     """Budget-allocation view of a run: effective-gradient ratio, generations to the targets,
     planned value against measured gradient mass (``col``: the ledger's columns by name)."""
-    col = {c: np.asarray(col[c], dtype=np.float64) for c in
-           ("groups", "n_batch", "zero_update_frac", "grad_planned", "grad_mass", "generations_cum", "mean_p", "mean_p_q1")}
+    col = {
+        c: np.asarray(col[c], dtype=np.float64)
+        for c in (
+            "groups",
+            "n_batch",
+            "zero_update_frac",
+            "grad_planned",
+            "grad_mass",
+            "generations_cum",
+            "mean_p",
+            "mean_p_q1",
+        )
+    }
     final_cols = {"mean_p": final["mean_p"], "mean_p_q1": final["quartile_mean_p"][0]}
     groups = col["groups"].sum()
     kept = (col["n_batch"] * (1 - col["zero_update_frac"])).sum()
@@ -490,9 +520,12 @@ def allocation_summary(col, final: dict) -> dict:
     den = col["grad_planned"][planned].sum()
     return {
         "effective_ratio": float(kept / groups) if groups else math.nan,
-        "generations_to_target": {name: generations_to_target(col, c, thr, final_cols[c])
-                                  for name, (c, thr) in TARGETS.items()},
-        "grad_mass_over_planned": float(col["grad_mass"][planned].sum() / den) if planned.any() and den > 0 else math.nan,
+        "generations_to_target": {
+            name: generations_to_target(col, c, thr, final_cols[c]) for name, (c, thr) in TARGETS.items()
+        },
+        "grad_mass_over_planned": float(col["grad_mass"][planned].sum() / den)
+        if planned.any() and den > 0
+        else math.nan,
     }
 
 
@@ -513,7 +546,9 @@ def write_ledger(path, table: np.ndarray) -> Path:
     arrays = []
     for j, c in enumerate(COLUMNS):
         col = np.ascontiguousarray(table[:, j].astype(np.int64) if c in INT_COLUMNS else table[:, j])
-        arrays.append(pa.Array.from_buffers(pa.int64() if c in INT_COLUMNS else pa.float64(), col.size, [None, pa.py_buffer(col)]))
+        arrays.append(
+            pa.Array.from_buffers(pa.int64() if c in INT_COLUMNS else pa.float64(), col.size, [None, pa.py_buffer(col)])
+        )
     arrow = pa.Table.from_arrays(arrays, names=list(COLUMNS))
     with atomic_path(path) as tmp:
         pq.write_table(arrow, tmp, use_dictionary=False)
@@ -538,8 +573,10 @@ def read_ledger(folder, columns=None):
 
         return pd.read_parquet(path)
     except (pa.ArrowException, OSError, KeyError, ValueError) as exc:  # cut short, overwritten, other columns
-        raise InputError(f"{str(path)!r} is damaged ({type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}); "
-                         "delete it, or the run folder, and run again") from None
+        raise InputError(
+            f"{str(path)!r} is damaged ({type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}); "
+            "delete it, or the run folder, and run again"
+        ) from None
 
 
 def _column_array(column) -> np.ndarray:

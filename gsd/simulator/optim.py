@@ -84,7 +84,9 @@ class Adam(_Optimizer):
             self.exp_avg[i].lerp_(g, 1 - beta1)
             self.exp_avg_sq[i].mul_(beta2).addcmul_(g, g, value=1 - beta2)
             step_size = self.lr / (1 - beta1**t)
-            denom = (self.exp_avg_sq[i].sqrt() / (1 - beta2**t) ** 0.5).add_(self.eps)  # ** 0.5, as torch (not math.sqrt)
+            denom = (self.exp_avg_sq[i].sqrt() / (1 - beta2**t) ** 0.5).add_(
+                self.eps
+            )  # ** 0.5, as torch (not math.sqrt)
             q.addcdiv_(self.exp_avg[i], denom, value=-step_size)
 
     def state_dict(self) -> dict:

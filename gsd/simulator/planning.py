@@ -84,8 +84,9 @@ def forecast(cfg, src, G_prev: np.ndarray, step: int):
     return BetaPosterior(np.maximum(pf * s, 1e-12), np.maximum((1.0 - pf) * s, 1e-12), src.prior)
 
 
-def plan_sizes(cfg, step: int, p: np.ndarray | None, k: np.ndarray | None, n: np.ndarray | None,
-               G_prev: np.ndarray | None) -> tuple[np.ndarray, float, float]:
+def plan_sizes(
+    cfg, step: int, p: np.ndarray | None, k: np.ndarray | None, n: np.ndarray | None, G_prev: np.ndarray | None
+) -> tuple[np.ndarray, float, float]:
     """One plan of a value of :mod:`gsd.allocation` for the batch: (G, value_planned, grad_planned).
 
     ``p``: the batch's true p, float64 (read for ``allocation_source = 'oracle'`` only); ``k``,
@@ -110,8 +111,11 @@ def plan_sizes(cfg, step: int, p: np.ndarray | None, k: np.ndarray | None, n: np
         # own, possibly fractional, counts.
         kr, nr = np.rint(k), np.rint(n)
         usable = nr > 0
-        a0, b0 = (fit_beta_prior(np.minimum(kr, nr)[usable].astype(np.int64), nr[usable].astype(np.int64))
-                  if usable.any() else (1.0, 1.0))
+        a0, b0 = (
+            fit_beta_prior(np.minimum(kr, nr)[usable].astype(np.int64), nr[usable].astype(np.int64))
+            if usable.any()
+            else (1.0, 1.0)
+        )
         src = BetaPosterior(a0 + k, b0 + np.maximum(n - k, 0.0), (a0, b0))
     if src is None:
         return uniform_plan(B, budget, cfg.g_min, cfg.g_max, cfg.g_step), math.nan, math.nan
@@ -125,8 +129,9 @@ def plan_sizes(cfg, step: int, p: np.ndarray | None, k: np.ndarray | None, n: np
     if cfg.allocation in HORIZON_VALUES:
         left = cfg.steps - step
         look = {"lr": cfg.allocation_lr or cfg.lr, "horizon": int(min(cfg.horizon or left, left))}
-    plan = allocate_group_sizes(plan_src, budget, value=cfg.allocation, g_min=cfg.g_min, g_max=cfg.g_max,
-                                step=cfg.g_step, **conv, **look)
+    plan = allocate_group_sizes(
+        plan_src, budget, value=cfg.allocation, g_min=cfg.g_min, g_max=cfg.g_max, step=cfg.g_step, **conv, **look
+    )
     G = plan.group_size
     if not G.any():
         # Every prompt is worth 0 to the value (e.g. every draw or estimate at p = 1 to
@@ -178,10 +183,13 @@ class CountPlanner:
                 self.value_planned = self.grad_planned = math.nan
             else:
                 self.G, self.value_planned, self.grad_planned = plan_sizes(
-                    cfg, step, p, self.k_cum[at], self.n_cum[at], self.G)
+                    cfg, step, p, self.k_cum[at], self.n_cum[at], self.G
+                )
         return self.G
 
-    def observe(self, step: int, idx: np.ndarray | None, k: np.ndarray, G: np.ndarray, silent_first: np.ndarray) -> None:
+    def observe(
+        self, step: int, idx: np.ndarray | None, k: np.ndarray, G: np.ndarray, silent_first: np.ndarray
+    ) -> None:
         """Add the step's kept groups (k right of G) to the counts; with a window, drop the counts
         of the step that leaves it (the torch planner's order of operations, so the same bits)."""
         at = slice(None) if idx is None else idx
@@ -199,8 +207,12 @@ class CountPlanner:
 
     def state(self) -> dict:
         """The planner's arrays for a checkpoint (names prefixed ``planner_``)."""
-        out = {"planner_k_cum": self.k_cum, "planner_n_cum": self.n_cum, "planner_streak": self.streak,
-               "planner_planned": np.array([self.value_planned, self.grad_planned])}
+        out = {
+            "planner_k_cum": self.k_cum,
+            "planner_n_cum": self.n_cum,
+            "planner_streak": self.streak,
+            "planner_planned": np.array([self.value_planned, self.grad_planned]),
+        }
         if self.ring is not None:
             out["planner_ring"] = self.ring
         if self.G is not None:

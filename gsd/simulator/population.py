@@ -87,8 +87,9 @@ def population_state(p, quartile_at, quartile_n, runs: int) -> dict:
     if is_tensor(p):
         import torch
 
-        q_sum = torch.zeros(runs * N_QUARTILES, device=p.device, dtype=p.dtype).index_add_(0, quartile_at.reshape(-1),
-                                                                                          p.reshape(-1))
+        q_sum = torch.zeros(runs * N_QUARTILES, device=p.device, dtype=p.dtype).index_add_(
+            0, quartile_at.reshape(-1), p.reshape(-1)
+        )
         mean_arcsin = (2 * torch.asin(p.sqrt())).reshape(runs, -1).mean(1)
     else:
         q_sum = np.bincount(quartile_at.reshape(-1), weights=p.reshape(-1), minlength=runs * N_QUARTILES)
@@ -96,5 +97,8 @@ def population_state(p, quartile_at, quartile_n, runs: int) -> dict:
         # these are the bits of the mean of 2·arcsin√p, one pass and one fresh array fewer
         work = work_array("arcsin", p, p.dtype)
         mean_arcsin = 2 * np.arcsin(np.sqrt(p, out=work), out=work).reshape(runs, -1).mean(1)
-    return {"mean_p": p.reshape(runs, -1).mean(1), "mean_arcsin": mean_arcsin,
-            "mean_p_q": q_sum.reshape(runs, N_QUARTILES) / quartile_n.reshape(runs, N_QUARTILES)}
+    return {
+        "mean_p": p.reshape(runs, -1).mean(1),
+        "mean_arcsin": mean_arcsin,
+        "mean_p_q": q_sum.reshape(runs, N_QUARTILES) / quartile_n.reshape(runs, N_QUARTILES),
+    }

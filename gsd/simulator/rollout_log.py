@@ -52,9 +52,11 @@ class RolloutLogWriter:
         self.folder = Path(folder)
         size = (rows or 0) * _BYTES_PER_ROW[fmt]
         if size > LARGE_LOG_BYTES:
-            warnings.warn(f"rollout_log={fmt} will write about {size / 2**20:,.0f} MB into {self.folder} "
-                          f"({rows:,} rollouts); rollout_log=trl writes parquet, about 1/15 of verl's JSON lines",
-                          stacklevel=2)
+            warnings.warn(
+                f"rollout_log={fmt} will write about {size / 2**20:,.0f} MB into {self.folder} "
+                f"({rows:,} rollouts); rollout_log=trl writes parquet, about 1/15 of verl's JSON lines",
+                stacklevel=2,
+            )
 
     def __call__(self, step: int, batch, groups, adv=None) -> Path:
         rewards = groups.rewards(batch.g_max).cpu().numpy()  # (B, g_max), −1 beyond G
@@ -74,5 +76,6 @@ class RolloutLogWriter:
             a = adv.detach().cpu().double().numpy()
             per_answer = np.where(rewards == 1, a[:, :1], a[:, 1:2])
             advantages = per_answer[keep]
-        return _trl.write_step(self.folder, step + 1, prompts, {REWARD_NAME: reward}, advantages=advantages,
-                               extra={TRUTH_KEY: truth})
+        return _trl.write_step(
+            self.folder, step + 1, prompts, {REWARD_NAME: reward}, advantages=advantages, extra={TRUTH_KEY: truth}
+        )

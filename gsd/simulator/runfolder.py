@@ -62,9 +62,14 @@ class RunInterrupted(KeyboardInterrupt):
 
     def __init__(self, out: Path, name: str, step: int, steps: int, resume_step: int):
         self.out, self.name, self.step, self.steps, self.resume_step = out, name, step, steps, resume_step
-        super().__init__(f"{name}: stopped at step {step} of {steps} in {str(out)!r}; "
-                         + (f"its last checkpoint is at step {resume_step}, where a resume continues"
-                            if resume_step else "no checkpoint yet, a resume starts at step 0"))
+        super().__init__(
+            f"{name}: stopped at step {step} of {steps} in {str(out)!r}; "
+            + (
+                f"its last checkpoint is at step {resume_step}, where a resume continues"
+                if resume_step
+                else "no checkpoint yet, a resume starts at step 0"
+            )
+        )
 
 
 def logged_rows_per_step(cfg: SimConfig) -> int:
@@ -78,7 +83,11 @@ def answers_per_step(cfg: SimConfig) -> int:
     """Answers a step draws at most: batch × G × (DAPO: max_draws)."""
     if cfg.allocation != "fixed" and cfg.budget:
         return cfg.budget  # a budget plan draws at most its budget (no redraws with a plan)
-    return (cfg.batch_size or cfg.n_prompts) * cfg.group_size * (cfg.max_draws if method_spec(cfg.method).redraws_silent else 1)
+    return (
+        (cfg.batch_size or cfg.n_prompts)
+        * cfg.group_size
+        * (cfg.max_draws if method_spec(cfg.method).redraws_silent else 1)
+    )
 
 
 def open_run_folder(out: Path, cfg: SimConfig, resume: bool, engine: str = "torch"):
@@ -93,28 +102,36 @@ def open_run_folder(out: Path, cfg: SimConfig, resume: bool, engine: str = "torc
         saved = read_json(saved_path)
         if not _same_run(saved, cfg.to_dict()):
             diff = "; ".join(config_diff(saved, cfg.to_dict()))
-            raise InputError(f"out_dir {str(out)!r} holds a run with a different config ({diff}); to continue that "
-                             f"run, give it the same config (gsd simulate: {repeat_settings(saved, cfg.to_dict())}), "
-                             "or use another folder")
+            raise InputError(
+                f"out_dir {str(out)!r} holds a run with a different config ({diff}); to continue that "
+                f"run, give it the same config (gsd simulate: {repeat_settings(saved, cfg.to_dict())}), "
+                "or use another folder"
+            )
         if is_complete(out):
             remove_temps(out)  # a finished run's temporary files are a killed writer's (the lock is ours)
             return "done", read_json(out / SUMMARY_FILE)
         if not resume:
-            raise InputError(f"out_dir {str(out)!r} holds an unfinished run of this config; pass resume (--resume) to continue it")
+            raise InputError(
+                f"out_dir {str(out)!r} holds an unfinished run of this config; pass resume (--resume) to continue it"
+            )
         remove_temps(out)  # half-written files of the killed process
         ckpt = out / CHECKPOINT_FILES[engine]
         other = next((e for e, name in CHECKPOINT_FILES.items() if e != engine and (out / name).is_file()), None)
         if not ckpt.is_file() and other is not None:
-            raise InputError(f"out_dir {str(out)!r}: its checkpoint was written by the {other} engine and this process would "
-                             f"run the {engine} engine (config key 'engine' = {cfg.engine!r}, device {cfg.device!r}); "
-                             f"resume with --set engine={other}")
+            raise InputError(
+                f"out_dir {str(out)!r}: its checkpoint was written by the {other} engine and this process would "
+                f"run the {engine} engine (config key 'engine' = {cfg.engine!r}, device {cfg.device!r}); "
+                f"resume with --set engine={other}"
+            )
         return ("resume", ckpt) if ckpt.is_file() else ("restart", None)
     if out.is_dir() and not out.is_symlink() and _only_temps(out):
         # A process killed while writing the folder's first file (config.json) left its temporary
         # file alone there: stale (the folder's lock is ours), removed, and the run starts fresh.
         remove_temps(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise InputError(f"out_dir {str(out)!r} exists and is not a run folder (no {CONFIG_FILE}); use an empty or new folder")
+        raise InputError(
+            f"out_dir {str(out)!r} exists and is not a run folder (no {CONFIG_FILE}); use an empty or new folder"
+        )
     make_folder(out)
     write_json(saved_path, cfg.to_dict())
     return "fresh", None
@@ -147,8 +164,14 @@ def run_identity(cfg: SimConfig, engine: str) -> dict:
     the seed, the engine, the prompts, the steps and the dtype."""
     conf = {k: v for k, v in cfg.to_dict().items() if k != "engine"}
     digest = hashlib.sha256(json.dumps(conf, sort_keys=True, default=str).encode()).hexdigest()[:20]
-    return {"config": digest, "seed": cfg.seed, "engine": engine, "n_prompts": cfg.n_prompts, "steps": cfg.steps,
-            "dtype": cfg.dtype}
+    return {
+        "config": digest,
+        "seed": cfg.seed,
+        "engine": engine,
+        "n_prompts": cfg.n_prompts,
+        "steps": cfg.steps,
+        "dtype": cfg.dtype,
+    }
 
 
 def check_identity(path: Path, found, cfg: SimConfig, engine: str) -> None:
@@ -165,9 +188,11 @@ def check_identity(path: Path, found, cfg: SimConfig, engine: str) -> None:
     for key in ("engine", "seed", "dtype", "n_prompts", "steps", "config"):
         if found.get(key) != want[key]:
             what = "config fingerprint" if key == "config" else key
-            raise InputError(f"{str(path)!r} belongs to another run (its {what} is {found.get(key)!r}, this run's "
-                             f"{want[key]!r}): copied from another run folder? delete it, or the run folder, and "
-                             "run again")
+            raise InputError(
+                f"{str(path)!r} belongs to another run (its {what} is {found.get(key)!r}, this run's "
+                f"{want[key]!r}): copied from another run folder? delete it, or the run folder, and "
+                "run again"
+            )
 
 
 def check_array(path: Path, name: str, a, shape: tuple, dtype, *, nonnegative: bool = False, finite: bool = True):
@@ -191,7 +216,7 @@ def check_array(path: Path, name: str, a, shape: tuple, dtype, *, nonnegative: b
 def _dtype_name(dtype) -> str:
     """'float32' for numpy's and torch's float32 alike (torch's is named 'torch.float32')."""
     text = str(dtype)
-    return text[len("torch."):] if text.startswith("torch.") else np.dtype(dtype).name
+    return text[len("torch.") :] if text.startswith("torch.") else np.dtype(dtype).name
 
 
 def check_ledger_rows(path: Path, rows, start: int) -> None:
@@ -249,7 +274,9 @@ def open_runs(items, p0s, *, resume: bool, engine: str, read_checkpoint, held, n
         held.enter_context(hold_folder(out, option="out_dir"))  # a second process on this folder: one-line error
         mode, found = open_run_folder(out, cfg, resume, engine=engine)
         if mode == "done":
-            say(f"{cfg.name}: finished earlier ({cfg.steps} steps in {str(out)!r}); its summary is read back, nothing reruns")
+            say(
+                f"{cfg.name}: finished earlier ({cfg.steps} steps in {str(out)!r}); its summary is read back, nothing reruns"
+            )
             summaries[pos] = found
             continue
         ckpt = read_checkpoint(found, cfg, p0) if mode == "resume" else None
@@ -275,8 +302,13 @@ def drive(prog, members: list, *, progress: bool, on_step=None, desc: str | None
 
     base, steps = members[0].cfg, members[0].cfg.steps
     name = base.name if len(members) == 1 else f"{len(members)} runs"
-    bar = progress_bar(total=steps, initial=prog.start, disable=not progress,
-                       desc=desc or (f"{base.name} [{base.method}]" if len(members) == 1 else name), unit="step")
+    bar = progress_bar(
+        total=steps,
+        initial=prog.start,
+        disable=not progress,
+        desc=desc or (f"{base.name} [{base.method}]" if len(members) == 1 else name),
+        unit="step",
+    )
     saved = done = prog.start
     try:
         for step in range(prog.start, steps):
@@ -321,15 +353,28 @@ def ledger_row(step: int, host: dict, generations_cum: int, planner=None) -> dic
     """A ledger row (:meth:`Ledger.put`'s names) from a step's host values."""
     n_batch = host["n_batch"]
     row = dict(
-        step=step, n_batch=n_batch, silent_frac=host["silent"] / n_batch, zero_update_frac=host["zero_update"] / n_batch,
-        groups=host["groups"], generations=host["generations"], generations_cum=generations_cum,
-        loss=host["loss"], kl=host["kl"], clip_frac=host["clip_frac"],
-        grad_mass=float(host["grad_mass_d"].sum()), grad_mass_d=host["grad_mass_d"],
-        mean_p=host["mean_p"], mean_arcsin=host["mean_arcsin"], mean_p_q=host["mean_p_q"],
+        step=step,
+        n_batch=n_batch,
+        silent_frac=host["silent"] / n_batch,
+        zero_update_frac=host["zero_update"] / n_batch,
+        groups=host["groups"],
+        generations=host["generations"],
+        generations_cum=generations_cum,
+        loss=host["loss"],
+        kl=host["kl"],
+        clip_frac=host["clip_frac"],
+        grad_mass=float(host["grad_mass_d"].sum()),
+        grad_mass_d=host["grad_mass_d"],
+        mean_p=host["mean_p"],
+        mean_arcsin=host["mean_arcsin"],
+        mean_p_q=host["mean_p_q"],
         effective_ratio=(n_batch - host["zero_update"]) / host["groups"] if host["groups"] else math.nan,
         value_planned=planner.value_planned if planner else math.nan,
         grad_planned=planner.grad_planned if planner else math.nan,
-        **{c: host[c] for c in ("silent_pred", "zero_update_pred", "groups_pred", "grad_limit", "grad_law", "grad_limit_d")},
+        **{
+            c: host[c]
+            for c in ("silent_pred", "zero_update_pred", "groups_pred", "grad_limit", "grad_law", "grad_limit_d")
+        },
     )
     if "grad_pred" in host:
         row.update(grad_pred=host["grad_pred"], grad_pred_d=host["grad_pred_d"])
@@ -349,8 +394,11 @@ def read_logits(out: Path) -> dict:
 
     ckpt = torch.load(out / CHECKPOINT_FILE, map_location="cpu", weights_only=True)
     z = ckpt["policy"].get("z")
-    return {"step": int(ckpt["step"]), "z": None if z is None else z.to(torch.float64).numpy(),
-            "z_ref": ckpt["z_ref"].to(torch.float64).numpy()}
+    return {
+        "step": int(ckpt["step"]),
+        "z": None if z is None else z.to(torch.float64).numpy(),
+        "z_ref": ckpt["z_ref"].to(torch.float64).numpy(),
+    }
 
 
 def final_solve_rates(out: Path, cfg: SimConfig, p0: np.ndarray) -> np.ndarray:
@@ -358,15 +406,15 @@ def final_solve_rates(out: Path, cfg: SimConfig, p0: np.ndarray) -> np.ndarray:
     logits, or the network policy rebuilt from ``p0`` with the checkpoint's weights."""
     state = read_logits(out)
     if state["z"] is not None:
-
         return sigmoid(state["z"])
     import torch
 
     from .policy import make_policy
     from .population import STREAM_INIT, sub_seed
 
-    policy = make_policy(cfg, p0, seed=sub_seed(cfg.seed, STREAM_INIT), dtype=getattr(torch, cfg.dtype),
-                         device=torch.device("cpu"))
+    policy = make_policy(
+        cfg, p0, seed=sub_seed(cfg.seed, STREAM_INIT), dtype=getattr(torch, cfg.dtype), device=torch.device("cpu")
+    )
     policy.load_state_dict(torch.load(Path(out) / CHECKPOINT_FILE, map_location="cpu", weights_only=True)["policy"])
     with torch.no_grad():
         return torch.sigmoid(policy()).double().numpy()

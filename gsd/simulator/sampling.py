@@ -149,7 +149,9 @@ def groups_from_draws(batch: Batch, right, flip_r=None, flip_w=None) -> Groups:
         D, B = silent.shape
         lead = silent.long().cumprod(dim=0).sum(dim=0)  # silent draws before the first kept one
         drawn = torch.clamp(lead + 1, max=D) * sampled
-        take = torch.clamp(lead, max=D - 1) * B + torch.arange(B, device=k.device)  # the kept draw, as an entry of (D·B,)
+        take = torch.clamp(lead, max=D - 1) * B + torch.arange(
+            B, device=k.device
+        )  # the kept draw, as an entry of (D·B,)
         first, zero_update, kept = silent[0], lead == D, (lambda t: t.reshape(D * B).index_select(0, take))
     # The cells of the kept group only, (B, 2, 2): [right & marked right, right & marked wrong],
     # [wrong & marked right, wrong & marked wrong].
@@ -160,4 +162,6 @@ def groups_from_draws(batch: Batch, right, flip_r=None, flip_w=None) -> Groups:
     else:
         fr, fw = kept(flip_r), kept(flip_w)
         n = torch.stack([r - fr, fr, fw, G - r - fw], dim=-1)
-    return Groups(n=n.unflatten(-1, (2, 2)), k=kept(k).long(), G=batch.G, silent_first=first, zero_update=zero_update, drawn=drawn)
+    return Groups(
+        n=n.unflatten(-1, (2, 2)), k=kept(k).long(), G=batch.G, silent_first=first, zero_update=zero_update, drawn=drawn
+    )

@@ -64,8 +64,22 @@ from .config import FREE_KEYS, SimConfig
 from .ledger import COLUMNS, N_DECILES, N_QUARTILES, Ledger, closed_form_columns
 from .planning import CountPlanner, planned_sizes
 from .population import STREAM_ROLLOUTS, initial_quartiles, initial_solve_rates, population_state, sub_seed
-from .runfolder import (Member, logit, sigmoid, check_array, check_identity, check_ledger_rows, check_step, damaged,
-                        drive, finish, ledger_row, open_runs, run_identity, save_checkpoint)
+from .runfolder import (
+    Member,
+    check_array,
+    check_identity,
+    check_ledger_rows,
+    check_step,
+    damaged,
+    drive,
+    finish,
+    ledger_row,
+    logit,
+    open_runs,
+    run_identity,
+    save_checkpoint,
+    sigmoid,
+)
 
 __all__ = ["run_programs", "program_key", "advantage_rows", "advantage_sums", "logit_gradient", "mean_updates"]
 
@@ -239,7 +253,11 @@ class _Adam:
 
     def state(self, r=None) -> dict:
         cut = (lambda x: x) if r is None else (lambda x: x[r])
-        return {"opt_steps": np.int64(self.steps), "opt_exp_avg": cut(self.exp_avg), "opt_exp_avg_sq": cut(self.exp_avg_sq)}
+        return {
+            "opt_steps": np.int64(self.steps),
+            "opt_exp_avg": cut(self.exp_avg),
+            "opt_exp_avg_sq": cut(self.exp_avg_sq),
+        }
 
     def load(self, states) -> None:
         self.steps = int(states[0]["opt_steps"])
@@ -272,8 +290,17 @@ class Program:
         self.planners = None if base.allocation == "fixed" else [CountPlanner(c, self.N) for c in self.cfgs]
         # With a plan, row 0 of each run's table is all zeros: a skipped prompt (G = 0) reads it.
         sizes = [[c.group_size] if self.planners is None else [0] + list(planned_sizes(c)) for c in self.cfgs]
-        tables = [np.concatenate([advantage_rows(G, method_spec(c.method).advantage, ddof=c.ddof, eps=c.eps) if G else
-                                  np.zeros((1, 2)) for G in gs]) for c, gs in zip(self.cfgs, sizes)]
+        tables = [
+            np.concatenate(
+                [
+                    advantage_rows(G, method_spec(c.method).advantage, ddof=c.ddof, eps=c.eps)
+                    if G
+                    else np.zeros((1, 2))
+                    for G in gs
+                ]
+            )
+            for c, gs in zip(self.cfgs, sizes)
+        ]
         if self.planners is not None:
             self.g_off = np.zeros((self.R, max(max(gs) for gs in sizes) + 1), dtype=np.int64)
             for r, gs in enumerate(sizes):
@@ -330,8 +357,14 @@ class Program:
 
     def population_summaries(self, z: np.ndarray) -> list[dict]:
         s = self.population_state(sigmoid(z))
-        return [{"mean_p": float(s["mean_p"][r]), "mean_arcsin": float(s["mean_arcsin"][r]),
-                 "quartile_mean_p": s["mean_p_q"][r].tolist()} for r in range(self.R)]
+        return [
+            {
+                "mean_p": float(s["mean_p"][r]),
+                "mean_arcsin": float(s["mean_arcsin"][r]),
+                "quartile_mean_p": s["mean_p_q"][r].tolist(),
+            }
+            for r in range(self.R)
+        ]
 
     # ----------------------------------------------------------------------- one step
     def draw(self, p_b: np.ndarray, p64: np.ndarray | None = None) -> dict:
@@ -380,14 +413,26 @@ class Program:
                 if at.size == 0:
                     break
                 p = source[r, at]
+
         def cell(name, counts):
             out = self.work(name, dtype)
             np.copyto(out, counts, casting="unsafe")  # astype(dtype), into the kept array
             return out
 
         # the counts as the run's floats: only a noisy verifier's sums read them (an exact one's are tabulated)
-        cells = (None, None) if flips is None else (cell("right_f", right), (cell("flip_rw_f", flips[0]), cell("flip_wr_f", flips[1])))
-        return {"right": cells[0], "flips": cells[1], "k": k, "drawn": drawn, "silent_first": first, "zero_update": silent}
+        cells = (
+            (None, None)
+            if flips is None
+            else (cell("right_f", right), (cell("flip_rw_f", flips[0]), cell("flip_wr_f", flips[1])))
+        )
+        return {
+            "right": cells[0],
+            "flips": cells[1],
+            "k": k,
+            "drawn": drawn,
+            "silent_first": first,
+            "zero_update": silent,
+        }
 
     def step(self, step: int) -> None:
         t0 = time.perf_counter()
@@ -404,7 +449,9 @@ class Program:
         dec_b = self.decile if idx is None else np.take_along_axis(self.decile, idx, 1)
         G_cells, G_div = self.G_f, self.G_f
         if self.planners is not None:
-            self.G_b = np.stack([pl.plan(step, None if idx is None else idx[r], p64[r]) for r, pl in enumerate(self.planners)])
+            self.G_b = np.stack(
+                [pl.plan(step, None if idx is None else idx[r], p64[r]) for r, pl in enumerate(self.planners)]
+            )
             G_cells = self.G_b.astype(self.dtype)
             G_div = np.maximum(G_cells, 1)  # the torch loss's G.clamp(min=1): a skipped prompt has no answers
         # What the row predicts reads p alone: beside the draws (which release the GIL) when large
@@ -421,8 +468,15 @@ class Program:
         else:
             adv = np.take(self.adv_flat, at, axis=0, out=self.work("adv", self.dtype, (self.R, self.B, 2)), mode="clip")
             s_right, s_wrong = advantage_sums(g["right"], g["flips"], G_cells, adv)
-        dz = logit_gradient(s_right, s_wrong, G_div, p_b, q_b, out=self.work("dz", self.dtype),
-                            scratch=self.work("dz_scratch", self.dtype))
+        dz = logit_gradient(
+            s_right,
+            s_wrong,
+            G_div,
+            p_b,
+            q_b,
+            out=self.work("dz", self.dtype),
+            scratch=self.work("dz_scratch", self.dtype),
+        )
         # The loss of the first (only) epoch, L = −Σ_j (S₊·log π(right) + S₋·log π(wrong))/G, per run.
         z_b = take(self.z)
         log_p, log_q = self.work("log_p", self.dtype), self.work("log_q", self.dtype)
@@ -461,8 +515,9 @@ class Program:
             cfg = self.cfgs[rows[0]]
             update = bool(cfg.closed_form_every) and step % cfg.closed_form_every == 0
             every = len(rows) == self.R  # all runs, in order (rows are ascending): the arrays themselves, not a copy
-            cols = closed_form_columns(p64 if every else p64[rows], cfg.group_size, dec_b if every else dec_b[rows], cfg,
-                                       update=update)
+            cols = closed_form_columns(
+                p64 if every else p64[rows], cfg.group_size, dec_b if every else dec_b[rows], cfg, update=update
+            )
             for i, r in enumerate(rows):
                 closed[r] = {k: float(v[i]) if np.ndim(v) == 1 else v[i] for k, v in cols.items()}
         return state, closed
@@ -470,20 +525,36 @@ class Program:
     def fill_ledger(self, step, idx, dec_b, silent_first, zero_update, drawn, dz, loss, state, closed) -> None:
         R = self.R
         dec_at = self.decile_at if idx is None else dec_b + np.arange(R)[:, None] * N_DECILES
-        mass_d = np.bincount(dec_at.reshape(-1), weights=dz.reshape(-1), minlength=R * N_DECILES)  # float64 weights, as astype
+        mass_d = np.bincount(
+            dec_at.reshape(-1), weights=dz.reshape(-1), minlength=R * N_DECILES
+        )  # float64 weights, as astype
         groups = drawn.sum(axis=1)
         if self.planners is None:
             n_batch, generations = np.full(R, float(self.B)), groups * self.G[:, 0]  # G·groups, exactly
         else:
-            n_batch, generations = groups.astype(np.float64), (drawn * self.G_b).sum(axis=1)  # D = 1: a drawn prompt is a kept one
+            n_batch, generations = (
+                groups.astype(np.float64),
+                (drawn * self.G_b).sum(axis=1),
+            )  # D = 1: a drawn prompt is a kept one
         # count_nonzero row by row (with an axis it sums int64 copies; runs, not prompts)
-        per_run = {"n_batch": n_batch, "silent": np.array([np.count_nonzero(x) for x in silent_first]),
-                   "zero_update": np.array([np.count_nonzero(x) for x in zero_update]), "groups": groups,
-                   "generations": generations, "loss": loss}
+        per_run = {
+            "n_batch": n_batch,
+            "silent": np.array([np.count_nonzero(x) for x in silent_first]),
+            "zero_update": np.array([np.count_nonzero(x) for x in zero_update]),
+            "groups": groups,
+            "generations": generations,
+            "loss": loss,
+        }
         for r in range(R):
             host = {name: float(v[r]) for name, v in per_run.items()}
-            host.update(kl=0.0, clip_frac=0.0, grad_mass_d=mass_d[r * N_DECILES : (r + 1) * N_DECILES],
-                        mean_p=float(state["mean_p"][r]), mean_arcsin=float(state["mean_arcsin"][r]), mean_p_q=state["mean_p_q"][r])
+            host.update(
+                kl=0.0,
+                clip_frac=0.0,
+                grad_mass_d=mass_d[r * N_DECILES : (r + 1) * N_DECILES],
+                mean_p=float(state["mean_p"][r]),
+                mean_arcsin=float(state["mean_arcsin"][r]),
+                mean_p_q=state["mean_p_q"][r],
+            )
             host.update(closed[r])
             self.generations_cum[r] += int(host["generations"])
             planner = None if self.planners is None else self.planners[r]
@@ -492,11 +563,18 @@ class Program:
     # ----------------------------------------------------------------------- checkpoints
     def save(self, next_step: int) -> None:
         for r, m in enumerate(self.members):
-            state = {"step": np.int64(next_step), "z": self.z[r], "z_ref": self.z_ref[r],
-                     "rng_state": np.str_(json.dumps(self.rngs[r].bit_generator.state)),
-                     "ledger": self.ledgers[r].table[:next_step], "ledger_columns": np.array(list(COLUMNS)),
-                     "engine": np.str_(ENGINE), "run": np.str_(json.dumps(run_identity(m.cfg, ENGINE))),
-                     **self.opt.state(r), **({} if self.planners is None else self.planners[r].state())}
+            state = {
+                "step": np.int64(next_step),
+                "z": self.z[r],
+                "z_ref": self.z_ref[r],
+                "rng_state": np.str_(json.dumps(self.rngs[r].bit_generator.state)),
+                "ledger": self.ledgers[r].table[:next_step],
+                "ledger_columns": np.array(list(COLUMNS)),
+                "engine": np.str_(ENGINE),
+                "run": np.str_(json.dumps(run_identity(m.cfg, ENGINE))),
+                **self.opt.state(r),
+                **({} if self.planners is None else self.planners[r].state()),
+            }
             buf = io.BytesIO()
             np.savez(buf, **state)
             save_checkpoint(m.out, ENGINE, buf.getbuffer(), self.ledgers[r].table[:next_step])
@@ -595,8 +673,10 @@ def read_checkpoint(path: Path, cfg: SimConfig, p0: np.ndarray) -> dict:
     check_array(path, "z", ckpt["z"], (n,), dtype)
     check_array(path, "z_ref", ckpt["z_ref"], (n,), dtype)
     if not np.array_equal(ckpt["z_ref"], logit(p0).astype(dtype)):
-        raise InputError(f"{str(path)!r} belongs to another run (its initial logits are not this run's population); "
-                         "delete it, or the run folder, and run again")
+        raise InputError(
+            f"{str(path)!r} belongs to another run (its initial logits are not this run's population); "
+            "delete it, or the run folder, and run again"
+        )
     try:
         state = json.loads(str(ckpt["rng_state"]))
         np.random.PCG64().state = state
@@ -621,7 +701,9 @@ def read_checkpoint(path: Path, cfg: SimConfig, p0: np.ndarray) -> dict:
 def _check_planner(path: Path, ckpt: dict, cfg: SimConfig) -> None:
     """A budget planner's arrays in a checkpoint: present, of this run's shapes, finite, counts >= 0."""
     n, B = cfg.n_prompts, cfg.batch_size or cfg.n_prompts
-    need = ["planner_k_cum", "planner_n_cum", "planner_streak", "planner_planned"] + (["planner_ring"] if cfg.logged_window else [])
+    need = ["planner_k_cum", "planner_n_cum", "planner_streak", "planner_planned"] + (
+        ["planner_ring"] if cfg.logged_window else []
+    )
     missing = [k for k in need if k not in ckpt]
     if missing:
         raise damaged(path, f"no {missing[0]!r} entry")
@@ -636,8 +718,9 @@ def _check_planner(path: Path, ckpt: dict, cfg: SimConfig) -> None:
 
 
 # --------------------------------------------------------------------------- running
-def run_programs(runs, *, resume: bool = False, progress: bool = True, on_step=None, notify=None,
-                 max_runs: int | None = None) -> list[dict]:
+def run_programs(
+    runs, *, resume: bool = False, progress: bool = True, on_step=None, notify=None, max_runs: int | None = None
+) -> list[dict]:
     """Run ``(config, out_dir)`` pairs on this engine; their summaries, in order.
 
     Runs of one :func:`program_key` at the same next step share a program (at most ``max_runs``
@@ -650,8 +733,9 @@ def run_programs(runs, *, resume: bool = False, progress: bool = True, on_step=N
     items = [(c if isinstance(c, SimConfig) else SimConfig.from_dict(c), Path(o)) for c, o in runs]
     p0s = [initial_solve_rates(cfg) for cfg, _ in items]  # before any folder: a bad source = no folder
     with ExitStack() as held:
-        summaries, members = open_runs(items, p0s, resume=resume, engine=ENGINE, read_checkpoint=read_checkpoint,
-                                       held=held, notify=notify)
+        summaries, members = open_runs(
+            items, p0s, resume=resume, engine=ENGINE, read_checkpoint=read_checkpoint, held=held, notify=notify
+        )
         pending: dict = {}
         for m in members:
             pending.setdefault((program_key(m.cfg), m.start), []).append(m)

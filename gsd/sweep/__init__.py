@@ -16,9 +16,21 @@ training from a sweep over group sizes and difficulty mixes.
 from .._lazy import lazy_exports
 
 # Imported on first use, so that `gsd sweep --help` (and `gsd --help`) load no pandas.
-__getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "backends": ("BACKENDS", "RAY_INSTALL_HINT", "LocalBackend", "RayBackend", "SerialBackend", "TaskFailed",
-                 "run_task", "RunLock", "LockBusy"),
-    "engine": ("SweepResult", "run_sweep", "plan_sweep", "results_table", "load_results"),
-    "grid": ("Grid", "RunSpec", "load_grid", "parse_grid", "expand", "run_name"),
-})
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "backends": (
+            "BACKENDS",
+            "RAY_INSTALL_HINT",
+            "LocalBackend",
+            "RayBackend",
+            "SerialBackend",
+            "TaskFailed",
+            "run_task",
+            "RunLock",
+            "LockBusy",
+        ),
+        "engine": ("SweepResult", "run_sweep", "plan_sweep", "results_table", "load_results"),
+        "grid": ("Grid", "RunSpec", "load_grid", "parse_grid", "expand", "run_name"),
+    },
+)

@@ -55,8 +55,13 @@ __all__ = [
 BACKENDS = ("local", "ray", "serial")
 RAY_INSTALL_HINT = "the ray backend needs Ray: pip install 'grpo-gsd[ray]' (or pip install ray)"
 #: Environment variables that cap the threads of BLAS / OpenMP libraries.
-_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-                "VECLIB_MAXIMUM_THREADS")
+_THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
 
 
 class TaskFailed(RuntimeError):
@@ -111,9 +116,16 @@ def run_task(task: dict) -> dict:
     try:
         lock.acquire()
     except LockBusy as exc:  # another live process writes it: this run retries or fails, alone
-        return {"name": task.get("name", run_dir.name), "status": "busy", "resumed": False, "summary": {},
-                "error": f"run folder {str(run_dir)!r} is in use by {exc.owner}", "host": socket.gethostname(),
-                "pid": os.getpid(), "seconds": time.time() - started}
+        return {
+            "name": task.get("name", run_dir.name),
+            "status": "busy",
+            "resumed": False,
+            "summary": {},
+            "error": f"run folder {str(run_dir)!r} is in use by {exc.owner}",
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "seconds": time.time() - started,
+        }
     with contextlib.ExitStack() as held:
         held.callback(lock.release)
         if sim.is_complete(run_dir):
@@ -172,15 +184,27 @@ def run_program_task(task: dict) -> dict:
         ran = sim.run_many([(task["configs"][i], dirs[i]) for i in todo], resume=True, progress=False) if todo else []
         summaries = dict(zip(todo, ran))
         common = {"host": socket.gethostname(), "pid": os.getpid(), "program": len(todo)}
-        runs = [{"name": name, "status": "busy", "error": busy[i], "resumed": False, "summary": {}, **common,
-                 "seconds": time.time() - started} if i in busy else {
-            "name": name,
-            "status": "found-complete" if complete[i] else "ran",
-            "resumed": resumed[i],
-            "summary": dict(read_summary(sim, dirs[i]) if complete[i] else summaries[i]),
-            **common,
-            "seconds": time.time() - started,
-        } for i, name in enumerate(task["names"])]
+        runs = [
+            {
+                "name": name,
+                "status": "busy",
+                "error": busy[i],
+                "resumed": False,
+                "summary": {},
+                **common,
+                "seconds": time.time() - started,
+            }
+            if i in busy
+            else {
+                "name": name,
+                "status": "found-complete" if complete[i] else "ran",
+                "resumed": resumed[i],
+                "summary": dict(read_summary(sim, dirs[i]) if complete[i] else summaries[i]),
+                **common,
+                "seconds": time.time() - started,
+            }
+            for i, name in enumerate(task["names"])
+        ]
     return {"runs": runs}
 
 
@@ -264,9 +288,11 @@ class LocalBackend:
                 continue
             if isinstance(exc, BrokenProcessPool):
                 self._broken = True
-                err = TaskFailed(f"worker process died ({exc})",
-                                 "a worker of the local pool died (killed, out of memory, or os._exit); "
-                                 "every run in flight was interrupted and is retried, resuming")
+                err = TaskFailed(
+                    f"worker process died ({exc})",
+                    "a worker of the local pool died (killed, out of memory, or os._exit); "
+                    "every run in flight was interrupted and is retried, resuming",
+                )
             else:
                 detail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
                 err = TaskFailed(f"{type(exc).__name__}: {exc}", detail)
@@ -355,8 +381,14 @@ class RayBackend:
 
     name = "ray"
 
-    def __init__(self, address: str | None = None, workers: int | None = None,
-                 num_gpus: float | None = None, runtime_env: dict | None = None, init_kwargs: dict | None = None):
+    def __init__(
+        self,
+        address: str | None = None,
+        workers: int | None = None,
+        num_gpus: float | None = None,
+        runtime_env: dict | None = None,
+        init_kwargs: dict | None = None,
+    ):
         if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
             raise InputError(f"workers must be a positive integer, got {workers!r}")
         self.address = address

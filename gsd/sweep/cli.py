@@ -19,21 +19,48 @@ def register(sub) -> None:
             "(a killed sweep resumes where it stopped), retry failures, and write OUT/results.parquet."
         ),
     )
-    p.add_argument("--grid", required=True, help="grid file (TOML with [sweep], [base], [grid]) or the name of a shipped grid: law_in_training, methods_mlp_grid")
+    p.add_argument(
+        "--grid",
+        required=True,
+        help="grid file (TOML with [sweep], [base], [grid]) or the name of a shipped grid: law_in_training, methods_mlp_grid",
+    )
     p.add_argument("--out", required=True, help="sweep folder, e.g. sweeps/NAME")
-    p.add_argument("--backend", choices=BACKENDS, default="local",
-                   help="local: process pool on this machine (default); ray: Ray tasks (pip install 'grpo-gsd[ray]'); "
-                        "serial: in this process, one run at a time")
-    p.add_argument("--address", default=None,
-                   help="ray: join an existing cluster (auto, HOST:PORT or ray://HOST:PORT) instead of starting one")
-    p.add_argument("--workers", type=bounded_int(1, 1024, "worker processes"), default=None,
-                   help="local: processes (default: one per core); ray without --address: CPUs of the local instance")
-    p.add_argument("--max-retries", type=bounded_int(0, 1000, "each retry resumes the run"), default=2, help="retries of a failed run, each resuming it (default 2)")
-    p.add_argument("--lock-timeout", type=bounded_float(0, 1e9, "seconds; 0 tries once"), default=None,
-                   help="seconds to wait for a run folder another live sweep is writing (default: wait)")
+    p.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="local",
+        help="local: process pool on this machine (default); ray: Ray tasks (pip install 'grpo-gsd[ray]'); "
+        "serial: in this process, one run at a time",
+    )
+    p.add_argument(
+        "--address",
+        default=None,
+        help="ray: join an existing cluster (auto, HOST:PORT or ray://HOST:PORT) instead of starting one",
+    )
+    p.add_argument(
+        "--workers",
+        type=bounded_int(1, 1024, "worker processes"),
+        default=None,
+        help="local: processes (default: one per core); ray without --address: CPUs of the local instance",
+    )
+    p.add_argument(
+        "--max-retries",
+        type=bounded_int(0, 1000, "each retry resumes the run"),
+        default=2,
+        help="retries of a failed run, each resuming it (default 2)",
+    )
+    p.add_argument(
+        "--lock-timeout",
+        type=bounded_float(0, 1e9, "seconds; 0 tries once"),
+        default=None,
+        help="seconds to wait for a run folder another live sweep is writing (default: wait)",
+    )
     p.add_argument("--dry-run", action="store_true", help="list the runs and whether each is complete; run nothing")
-    p.add_argument("--simulator", default="gsd.simulator",
-                   help="module providing SimConfig, run_simulation and is_complete (default gsd.simulator)")
+    p.add_argument(
+        "--simulator",
+        default="gsd.simulator",
+        help="module providing SimConfig, run_simulation and is_complete (default gsd.simulator)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the sweep's outcome (with --dry-run: its runs) as JSON")
     p.set_defaults(func=_sweep)
@@ -58,7 +85,9 @@ def _sweep(args) -> int:
             print(df.to_json(orient="records", indent=2))
         else:
             n_done = int(df["complete"].sum())
-            print(f"{len(df)} runs in {args.grid} ({n_done} complete, {len(df) - n_done} to run) -> {Path(args.out) / 'runs'}")
+            print(
+                f"{len(df)} runs in {args.grid} ({n_done} complete, {len(df) - n_done} to run) -> {Path(args.out) / 'runs'}"
+            )
             with pd.option_context("display.max_rows", 500, "display.width", 200):
                 print(df.to_string(index=False))
         return 0

@@ -188,8 +188,9 @@ def run_sweep(
     """
     if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
         raise InputError(f"max_retries must be an integer >= 0, got {max_retries!r}")
-    if lock_timeout is not None and (isinstance(lock_timeout, bool) or not isinstance(lock_timeout, (int, float))
-                                     or not 0 <= lock_timeout <= 1e9):
+    if lock_timeout is not None and (
+        isinstance(lock_timeout, bool) or not isinstance(lock_timeout, (int, float)) or not 0 <= lock_timeout <= 1e9
+    ):
         raise InputError(f"lock_timeout must be None (wait) or a number of seconds in [0, 1e9], got {lock_timeout!r}")
     t0 = time.perf_counter()
     grid = grid if isinstance(grid, Grid) else load_grid(grid)
@@ -221,8 +222,9 @@ def run_sweep(
             pending.append(spec)
 
     if pending:
-        _execute(pending, backend_obj, out, simulator, max_retries, lock_timeout, progress, len(specs),
-                 summaries, result)
+        _execute(
+            pending, backend_obj, out, simulator, max_retries, lock_timeout, progress, len(specs), summaries, result
+        )
 
     # Lock files a killed earlier sweep's workers left (the kernel dropped their locks): removed.
     clear_unheld([lock_path(s.run_dir) for s in specs])
@@ -279,17 +281,28 @@ def _units(pending, simulator: str, workers: int) -> list[list]:
 def _program_task(unit, simulator: str, lock_timeout, attempt: int) -> dict:
     task = _task(unit[0], simulator, lock_timeout, attempt)
     del task["config"], task["run_dir"]
-    task.update(name=f"{unit[0].name}+{len(unit) - 1}", names=[s.name for s in unit], configs=[s.config for s in unit],
-                run_dirs=[str(s.run_dir) for s in unit], num_cpus=max(s.num_cpus for s in unit),
-                num_gpus=max(s.num_gpus for s in unit))
+    task.update(
+        name=f"{unit[0].name}+{len(unit) - 1}",
+        names=[s.name for s in unit],
+        configs=[s.config for s in unit],
+        run_dirs=[str(s.run_dir) for s in unit],
+        num_cpus=max(s.num_cpus for s in unit),
+        num_gpus=max(s.num_gpus for s in unit),
+    )
     return task
 
 
 def _execute(pending, backend, out, simulator, max_retries, lock_timeout, progress, total, summaries, result):
     from tqdm import tqdm
 
-    bar = tqdm(total=total, initial=total - len(pending), desc=f"sweep ({backend.name})", unit="run",
-               disable=not progress, file=sys.stderr)
+    bar = tqdm(
+        total=total,
+        initial=total - len(pending),
+        desc=f"sweep ({backend.name})",
+        unit="run",
+        disable=not progress,
+        file=sys.stderr,
+    )
     inflight: dict = {}
     aborted = True
     backend.start(len(pending), pending)
@@ -300,7 +313,11 @@ def _execute(pending, backend, out, simulator, max_retries, lock_timeout, progre
             for spec in unit:
                 result.attempts[spec.name] = result.attempts.get(spec.name, 0) + 1
             attempt = result.attempts[unit[0].name]
-            task = _task(unit[0], simulator, lock_timeout, attempt) if len(unit) == 1 else _program_task(unit, simulator, lock_timeout, attempt)
+            task = (
+                _task(unit[0], simulator, lock_timeout, attempt)
+                if len(unit) == 1
+                else _program_task(unit, simulator, lock_timeout, attempt)
+            )
             inflight[backend.submit(task)] = unit
 
         for unit in _units(pending, simulator, backend.size):
@@ -314,8 +331,13 @@ def _execute(pending, backend, out, simulator, max_retries, lock_timeout, progre
                     busy = [spec for spec, run in zip(unit, runs) if run["status"] == "busy"]
                     for spec, run in zip(unit, runs):
                         if run["status"] == "busy":  # its folder's owner lives: that run alone retries or fails
-                            _log_event(out, run=spec.name, event="retry" if attempt <= max_retries else "failed",
-                                       attempt=attempt, error=run["error"])
+                            _log_event(
+                                out,
+                                run=spec.name,
+                                event="retry" if attempt <= max_retries else "failed",
+                                attempt=attempt,
+                                error=run["error"],
+                            )
                             if attempt > max_retries:
                                 result.failed[spec.name] = run["error"]
                                 bar.update(1)
@@ -323,8 +345,17 @@ def _execute(pending, backend, out, simulator, max_retries, lock_timeout, progre
                         summaries[spec.name] = run["summary"]
                         (result.ran if run["status"] == "ran" else result.skipped).append(spec.name)
                         extra = {"program": run["program"]} if "program" in run else {}
-                        _log_event(out, run=spec.name, event=run["status"], attempt=attempt, resumed=run["resumed"],
-                                   host=run["host"], pid=run["pid"], seconds=run["seconds"], **extra)
+                        _log_event(
+                            out,
+                            run=spec.name,
+                            event=run["status"],
+                            attempt=attempt,
+                            resumed=run["resumed"],
+                            host=run["host"],
+                            pid=run["pid"],
+                            seconds=run["seconds"],
+                            **extra,
+                        )
                         bar.update(1)
                     if busy and attempt <= max_retries:
                         submit(busy)
@@ -332,8 +363,14 @@ def _execute(pending, backend, out, simulator, max_retries, lock_timeout, progre
                 err = value if isinstance(value, TaskFailed) else TaskFailed(str(value))
                 retry = attempt <= max_retries
                 for spec in unit:
-                    _log_event(out, run=spec.name, event="retry" if retry else "failed", attempt=attempt,
-                               error=str(err), detail=err.detail[-4000:])
+                    _log_event(
+                        out,
+                        run=spec.name,
+                        event="retry" if retry else "failed",
+                        attempt=attempt,
+                        error=str(err),
+                        detail=err.detail[-4000:],
+                    )
                 if retry:
                     submit(unit)
                 else:

@@ -173,8 +173,10 @@ def parse_grid(data: dict, *, source: Path | None = None, text: str | None = Non
     points = math.prod(len(values) for _, values in axes)
     if points > MAX_GRID_POINTS:
         sizes = " × ".join(f"{key} ({len(values)})" for key, values in axes)
-        raise InputError(f"{where}: {sizes} = {points:,} runs, above the limit of {MAX_GRID_POINTS:,} runs per "
-                         "sweep; split it into several sweeps")
+        raise InputError(
+            f"{where}: {sizes} = {points:,} runs, above the limit of {MAX_GRID_POINTS:,} runs per "
+            "sweep; split it into several sweeps"
+        )
     description = sweep.get("description", "")
     return Grid(
         axes=tuple(axes),

@@ -51,8 +51,8 @@ import pandas as pd
 from .._validate import InputError
 from ..atomic import entry_path
 from ..plotstyle import checkout_root, fast_mode, figures_dir, new_figure, save_figure, styled
-from ..update import fidelity, fidelity_law
 from ..resources import config_file
+from ..update import fidelity, fidelity_law
 from .engine import load_results, run_sweep
 from .grid import Grid, load_grid
 
@@ -75,8 +75,19 @@ __all__ = [
 #: Bins of the p before the step for the by-bin table.
 P_BINS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 #: Config values the exact relation |Δz| = η·σ needs (key -> allowed value).
-_REQUIRED = {"method": "grpo", "policy": "tabular", "optimizer": "sgd", "momentum": 0.0, "ppo_epochs": 1,
-             "clip": False, "kl_coef": 0.0, "verifier_noise": 0.0, "ddof": 0, "eps": 0.0, "batch_size": 0}
+_REQUIRED = {
+    "method": "grpo",
+    "policy": "tabular",
+    "optimizer": "sgd",
+    "momentum": 0.0,
+    "ppo_epochs": 1,
+    "clip": False,
+    "kl_coef": 0.0,
+    "verifier_noise": 0.0,
+    "ddof": 0,
+    "eps": 0.0,
+    "batch_size": 0,
+}
 _LATTICE_TOL = 1e-6
 
 
@@ -111,12 +122,18 @@ def law_grid(path=None, *, fast: bool | None = None) -> Grid:
         return grid
     small = {"group_size": (4, 16, 64), "steps": (1, 5, 6), "seed": (0,)}
     axes = tuple((k, small.get(k, v)) for k, v in grid.axes)
-    return replace(grid, axes=axes, base={**grid.base, "n_prompts": 400},
-                   description=grid.description + " (fast: small grid)", text=None)
+    return replace(
+        grid,
+        axes=axes,
+        base={**grid.base, "n_prompts": 400},
+        description=grid.description + " (fast: small grid)",
+        text=None,
+    )
 
 
-def run_law_sweep(grid=None, out=None, *, fast: bool | None = None, backend=None, workers=None,
-                  progress: bool = True, **kwargs):
+def run_law_sweep(
+    grid=None, out=None, *, fast: bool | None = None, backend=None, workers=None, progress: bool = True, **kwargs
+):
     """Run (or finish) the law-in-training sweep; returns the :class:`~gsd.sweep.SweepResult`.
 
     ``backend`` defaults to ``"local"`` (a process pool), and to ``"serial"`` in fast mode, where
@@ -128,8 +145,10 @@ def run_law_sweep(grid=None, out=None, *, fast: bool | None = None, backend=None
     out = Path(out) if out is not None else default_sweep_dir(fast)
     res = run_sweep(grid, out, backend=backend, workers=workers, progress=progress, **kwargs)
     if res.failed:
-        raise RuntimeError(f"{len(res.failed)} run(s) of the law sweep failed: {sorted(res.failed)[:3]}; "
-                           f"see {out / 'events.jsonl'} and run it again to retry")
+        raise RuntimeError(
+            f"{len(res.failed)} run(s) of the law sweep failed: {sorted(res.failed)[:3]}; "
+            f"see {out / 'events.jsonl'} and run it again to retry"
+        )
     return res
 
 
@@ -139,8 +158,10 @@ def _run_folder(sweep_dir: Path, row) -> Path:
     other path is not this sweep's)."""
     parts = Path(str(row["run_dir"])).parts
     if len(parts) != 2 or parts[0] != "runs":
-        raise InputError(f"run {row['run']!r}: its run_dir {str(row['run_dir'])!r} in the results table is not "
-                         "runs/<name> under the sweep folder")
+        raise InputError(
+            f"run {row['run']!r}: its run_dir {str(row['run_dir'])!r} in the results table is not "
+            "runs/<name> under the sweep folder"
+        )
     return entry_path(sweep_dir / "runs", parts[1], what="run")
 
 
@@ -244,18 +265,27 @@ def ledger_fidelity(sweep_dir, table: pd.DataFrame | None = None) -> pd.DataFram
         longest = rows.loc[rows["steps"].astype(int).idxmax()]
         ledger = read_ledger(_run_folder(sweep_dir, longest))
         if "grad_limit" not in ledger.columns:
-            raise InputError(f"run {longest['run']}: its ledger has no grad_limit column (written by an older gsd); rerun the sweep")
+            raise InputError(
+                f"run {longest['run']}: its ledger has no grad_limit column (written by an older gsd); rerun the sweep"
+            )
         frame = ledger[["step", "mean_p", "grad_mass", "grad_limit", "grad_law", "grad_pred"]].copy()
         for k, v in zip(family_keys, fam):
             frame[k] = v
         frames.append(frame)
     data = pd.concat(frames, ignore_index=True)
     keys = [*pooled_keys, "step"]
-    out = data.groupby(keys, sort=False).agg(
-        runs=("step", "size"), mean_p=("mean_p", "mean"), grad_mass=("grad_mass", "sum"),
-        grad_limit=("grad_limit", "sum"), grad_law=("grad_law", "sum"),
-        grad_pred=("grad_pred", lambda x: x.to_numpy().sum()),  # NaN stays NaN
-    ).reset_index()
+    out = (
+        data.groupby(keys, sort=False)
+        .agg(
+            runs=("step", "size"),
+            mean_p=("mean_p", "mean"),
+            grad_mass=("grad_mass", "sum"),
+            grad_limit=("grad_limit", "sum"),
+            grad_law=("grad_law", "sum"),
+            grad_pred=("grad_pred", lambda x: x.to_numpy().sum()),  # NaN stays NaN
+        )
+        .reset_index()
+    )
     out["measured"] = out["grad_mass"] / out["grad_limit"]
     out["law"] = out["grad_law"] / out["grad_limit"]
     out["exact"] = out["grad_pred"] / out["grad_limit"]
@@ -295,13 +325,20 @@ class LawResult:
         """One column per G (rows: mix × step) of ``value``."""
         keys = [k for k in self.group_keys if k != "group_size"]
         return self.by_group.pivot(index=keys, columns="group_size", values=value).loc[
-            list(dict.fromkeys(self.by_group[keys].itertuples(index=False, name=None)))]
+            list(dict.fromkeys(self.by_group[keys].itertuples(index=False, name=None)))
+        ]
 
 
 def _aggregate(df: pd.DataFrame, keys: list) -> pd.DataFrame:
     g = df.groupby(keys, sort=False, observed=True)
-    out = g.agg(n=("ratio", "size"), mean_p=("p", "mean"), measured=("ratio", "mean"),
-                sd=("ratio", "std"), exact=("phi", "mean"), law=("law", "mean")).reset_index()
+    out = g.agg(
+        n=("ratio", "size"),
+        mean_p=("p", "mean"),
+        measured=("ratio", "mean"),
+        sd=("ratio", "std"),
+        exact=("phi", "mean"),
+        law=("law", "mean"),
+    ).reset_index()
     out["measured_se"] = out["sd"] / np.sqrt(out["n"])
     out = out.drop(columns="sd")
     out["measured_minus_exact"] = out["measured"] - out["exact"]
@@ -379,8 +416,16 @@ def law_figure(result: LawResult, *, mix_key: str | None = None):
             G = rows["group_size"].to_numpy()
             ax.plot(G, rows["exact"], "-", color=c, lw=1.3)
             ax.plot(G, rows["law"], "--", color=c, lw=1.1, alpha=0.8)
-            ax.errorbar(G, rows["measured"], yerr=2 * rows["measured_se"], fmt="o", color=c, ms=4, capsize=2,
-                        label=f"step {step}: mean p {rows['mean_p'].mean():.2f}")
+            ax.errorbar(
+                G,
+                rows["measured"],
+                yerr=2 * rows["measured_se"],
+                fmt="o",
+                color=c,
+                ms=4,
+                capsize=2,
+                label=f"step {step}: mean p {rows['mean_p'].mean():.2f}",
+            )
             lows.append(min(rows["measured"].min(), rows["exact"].min(), rows["law"].min()))
         ax.set_xscale("log", base=2)
         Gs = sorted(bg["group_size"].unique())
@@ -391,22 +436,39 @@ def law_figure(result: LawResult, *, mix_key: str | None = None):
         ax.set_xlabel("group size G")
         ax.legend(fontsize=7, loc="lower right", title="measured (±2 SE)", title_fontsize=7)
     axes[0].set_ylabel("mean |update| / large-G update")
-    axes[0].text(0.02, 0.98, "solid: exact φ(p, G)\ndashed: law 1 − 1/(8Gp(1−p))", transform=axes[0].transAxes,
-                 va="top", fontsize=7)
+    axes[0].text(
+        0.02,
+        0.98,
+        "solid: exact φ(p, G)\ndashed: law 1 − 1/(8Gp(1−p))",
+        transform=axes[0].transAxes,
+        va="top",
+        fontsize=7,
+    )
     ax = axes[-1]
     bb = result.by_bin[result.by_bin["n"] >= 100]
     ax.plot([0, 1], [0, 1], color="0.6", lw=1)
     ax.plot(bb["exact"], bb["law"], "x", ms=4, color=colors[3], label="law")
-    ax.errorbar(bb["exact"], bb["measured"], yerr=2 * bb["measured_se"], fmt="o", ms=3, color="k",
-                alpha=0.8, label="measured (±2 SE)")
+    ax.errorbar(
+        bb["exact"],
+        bb["measured"],
+        yerr=2 * bb["measured_se"],
+        fmt="o",
+        ms=3,
+        color="k",
+        alpha=0.8,
+        label="measured (±2 SE)",
+    )
     ax.set_xlim(0, 1.02)
     ax.set_ylim(-0.6, 1.02)
     ax.set_xlabel("exact φ(p, G)")
     ax.set_ylabel("measured, or law")
     ax.set_title("each mix × G × bin of p (≥ 100 prompt-steps)", fontsize=10)
     ax.legend(fontsize=7, loc="lower right")
-    fig.suptitle("The group-size law in training (tabular GRPO, lr 0.5): per-prompt logit update ÷ lr·sqrt(p(1−p)) "
-                 "at the p before the step", fontsize=10)
+    fig.suptitle(
+        "The group-size law in training (tabular GRPO, lr 0.5): per-prompt logit update ÷ lr·sqrt(p(1−p)) "
+        "at the p before the step",
+        fontsize=10,
+    )
     return fig
 
 

@@ -81,8 +81,10 @@ def test_intervals_are_student_t_over_seeds(campaign):
             lo, hi = _student_t(np.log(vals / (1 - vals)))
             assert r["scale"] == "logit"
             assert (r["lo"], r["hi"]) == pytest.approx((1 / (1 + np.exp(-lo)), 1 / (1 + np.exp(-hi))), rel=1e-12)
-    gains = [s["per_run"]["knapsack"][str(x)]["effective_ratio"] / s["per_run"]["fixed_g8"][str(x)]["effective_ratio"] - 1
-             for x in (0, 1)]
+    gains = [
+        s["per_run"]["knapsack"][str(x)]["effective_ratio"] / s["per_run"]["fixed_g8"][str(x)]["effective_ratio"] - 1
+        for x in (0, 1)
+    ]
     assert s["arms"]["knapsack"]["effective_ratio_gain"]["mean"] == pytest.approx(np.mean(gains))
     assert s["arms"]["fixed_g8"]["effective_ratio_gain"]["mean"] == 0
 
@@ -96,8 +98,13 @@ def test_report_section_and_verdict(campaign):
     assert ac.summary_table(s).shape[0] == 3
     assert "nan" not in verdict and "[" in verdict  # two seeds: an interval
     # One seed (the notebook's fast mode) has no interval, and the verdict says so.
-    one = {**s, "arms": {n: {k: {**v, "lo": math.nan, "hi": math.nan} if isinstance(v, dict) else v
-                             for k, v in r.items()} for n, r in s["arms"].items()}}
+    one = {
+        **s,
+        "arms": {
+            n: {k: {**v, "lo": math.nan, "hi": math.nan} if isinstance(v, dict) else v for k, v in r.items()}
+            for n, r in s["arms"].items()
+        },
+    }
     single = allocation_verdict(one)
     assert "nan" not in single and "(one seed: no interval)" in single
     fig = ac.allocation_figure(s, campaign[0] / "out")
@@ -112,15 +119,30 @@ def test_resumes_without_rerunning(campaign):
     pd.testing.assert_frame_equal(ac.summary_table(again), ac.summary_table(s))
 
 
-@pytest.mark.parametrize("values, bounds, scale, expected", [
-    ([0.50, 0.52], (0, 1), "natural", _student_t([0.50, 0.52])),
-    ([0.10, 0.99], (0, 1), "logit", tuple(1 / (1 + np.exp(-z)) for z in _student_t(np.log([0.1 / 0.9, 0.99 / 0.01])))),
-    ([1.0e6, 9.0e6], (0, math.inf), "log", tuple(np.exp(_student_t(np.log([1.0e6, 9.0e6]))))),
-    ([0.3, 3.0], (0, math.pi), "logit",
-     tuple(math.pi / (1 + np.exp(-z)) for z in _student_t(np.log([0.3 / (math.pi - 0.3), 3.0 / (math.pi - 3.0)])))),
-    ([0.0, 0.9], (0, 1), "cut", (0.0, _student_t([0.0, 0.9])[1] if _student_t([0.0, 0.9])[1] < 1 else 1.0)),
-    ([-5.0, 7.0], (-math.inf, math.inf), "natural", _student_t([-5.0, 7.0])),
-], ids=["inside", "probability", "generations", "objective", "on-the-edge", "unbounded"])
+@pytest.mark.parametrize(
+    "values, bounds, scale, expected",
+    [
+        ([0.50, 0.52], (0, 1), "natural", _student_t([0.50, 0.52])),
+        (
+            [0.10, 0.99],
+            (0, 1),
+            "logit",
+            tuple(1 / (1 + np.exp(-z)) for z in _student_t(np.log([0.1 / 0.9, 0.99 / 0.01]))),
+        ),
+        ([1.0e6, 9.0e6], (0, math.inf), "log", tuple(np.exp(_student_t(np.log([1.0e6, 9.0e6]))))),
+        (
+            [0.3, 3.0],
+            (0, math.pi),
+            "logit",
+            tuple(
+                math.pi / (1 + np.exp(-z)) for z in _student_t(np.log([0.3 / (math.pi - 0.3), 3.0 / (math.pi - 3.0)]))
+            ),
+        ),
+        ([0.0, 0.9], (0, 1), "cut", (0.0, _student_t([0.0, 0.9])[1] if _student_t([0.0, 0.9])[1] < 1 else 1.0)),
+        ([-5.0, 7.0], (-math.inf, math.inf), "natural", _student_t([-5.0, 7.0])),
+    ],
+    ids=["inside", "probability", "generations", "objective", "on-the-edge", "unbounded"],
+)
 def test_interval_stays_in_the_quantity_range(values, bounds, scale, expected):
     r = ac.seed_interval(values, bounds)
     assert r["scale"] == scale and r["mean"] == pytest.approx(np.mean(values))
@@ -136,8 +158,10 @@ def test_interval_of_one_seed_or_none():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.floats(0, 1), min_size=2, max_size=8),
-       st.sampled_from([((0.0, 1.0), 1.0), ((0.0, math.inf), 1e7), ((0.0, math.pi), math.pi)]))
+@given(
+    st.lists(st.floats(0, 1), min_size=2, max_size=8),
+    st.sampled_from([((0.0, 1.0), 1.0), ((0.0, math.inf), 1e7), ((0.0, math.pi), math.pi)]),
+)
 def test_every_interval_is_inside_its_range(unit, kind):
     (a, b), scale = kind
     values = [a + scale * u for u in unit]

@@ -3,7 +3,6 @@ objective-gain decomposition, the report section and the command."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
@@ -85,8 +84,15 @@ def test_best_uniform_and_targets_by_direct_reading(done):
     root, s = done
     assert s == read_json(root / "out" / ac.SUMMARY_FILE)
     for v, sv in s["variants"].items():
-        finals = {a: np.mean([read_json(root / "out" / v / "runs" / a / f"seed{sd}" / "summary.json")["final"]["mean_arcsin"]
-                              for sd in (0, 1)]) for a in ("fixed_g4", "fixed_g8", "fixed_g16")}
+        finals = {
+            a: np.mean(
+                [
+                    read_json(root / "out" / v / "runs" / a / f"seed{sd}" / "summary.json")["final"]["mean_arcsin"]
+                    for sd in (0, 1)
+                ]
+            )
+            for a in ("fixed_g4", "fixed_g8", "fixed_g16")
+        }
         best = max(finals, key=finals.get)
         assert sv["best_uniform"] == best
         assert sv["arms"][best]["mean_arcsin"]["mean"] == pytest.approx(finals[best], rel=1e-12)
@@ -120,23 +126,42 @@ def test_decomposition_sums_to_the_objective_change(done):
         assert "decomposition" not in sv["arms"]["greso"]  # its run overshoots the budget
         for a in ("fixed_g8", "horizon", "fixed_g4"):
             parts = [q["mean"] for q in sv["arms"][a]["decomposition"]]
-            change = np.mean([read_json(root / "out" / v / "runs" / a / f"seed{sd}" / "summary.json")["final"]["mean_arcsin"]
-                              - read_json(root / "out" / v / "runs" / a / f"seed{sd}" / "summary.json")["initial"]["mean_arcsin"]
-                              for sd in (0, 1)])
+            change = np.mean(
+                [
+                    read_json(root / "out" / v / "runs" / a / f"seed{sd}" / "summary.json")["final"]["mean_arcsin"]
+                    - read_json(root / "out" / v / "runs" / a / f"seed{sd}" / "summary.json")["initial"]["mean_arcsin"]
+                    for sd in (0, 1)
+                ]
+            )
             assert sum(parts) == pytest.approx(change, rel=1e-9, abs=1e-12)
 
 
 def test_markdown_report_section_and_command(done, tmp_path, capsys):
     root, s = done
-    md = "\n".join(_allocation_markdown({"status": "ok", "run_dir": str(root / "out"), "config": "tiny", "comparison": s}))
+    md = "\n".join(
+        _allocation_markdown({"status": "ok", "run_dir": str(root / "out"), "config": "tiny", "comparison": s})
+    )
     assert "best uniform" in md and "Objective-gain decomposition" in md and "horizon (H-step objective)" in md
     assert "At the paper's scale" in md
     assert ac.comparison_verdict(s).startswith("tabular:")
     from gsd.cli import main
 
     png = tmp_path / "cmp.png"
-    assert main(["allocation-comparison", "--config", str(root / "tiny.toml"), "--out", str(root / "out"), "--quiet",
-                 "--figure", str(png)]) == 0
+    assert (
+        main(
+            [
+                "allocation-comparison",
+                "--config",
+                str(root / "tiny.toml"),
+                "--out",
+                str(root / "out"),
+                "--quiet",
+                "--figure",
+                str(png),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "| uniform G = 8 |" in out and png.is_file() and png.stat().st_size > 10_000
 
@@ -204,8 +229,19 @@ def test_two_comparisons_into_one_out(tmp_path):
 
     (tmp_path / "tiny.toml").write_text(TINY)
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "gsd.cli", "allocation-comparison", "--config", str(tmp_path / "tiny.toml"),
-            "--out", str(out), "--quiet", "--jobs", "1"]
+    argv = [
+        sys.executable,
+        "-m",
+        "gsd.cli",
+        "allocation-comparison",
+        "--config",
+        str(tmp_path / "tiny.toml"),
+        "--out",
+        str(out),
+        "--quiet",
+        "--jobs",
+        "1",
+    ]
     env = {**os.environ, "PYTHONPATH": os.getcwd(), "OMP_NUM_THREADS": "1"}
     first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -227,8 +263,11 @@ def test_two_comparisons_into_one_out(tmp_path):
 
 
 def test_verdict_of_uniform_arms_alone():
-    summary = {"uniform_arms": ["fixed_g4", "fixed_g8"],
-               "variants": {"tabular": {"best_uniform": "fixed_g4",
-                                        "arms": {"fixed_g4": {"winner": []}, "fixed_g8": {"winner": []}}}}}
+    summary = {
+        "uniform_arms": ["fixed_g4", "fixed_g8"],
+        "variants": {
+            "tabular": {"best_uniform": "fixed_g4", "arms": {"fixed_g4": {"winner": []}, "fixed_g8": {"winner": []}}}
+        },
+    }
     text = ac.comparison_verdict(summary)
     assert text.startswith("tabular: no allocation rule among the arms; the best uniform G is")

@@ -45,9 +45,18 @@ def _instance(draw_seed, n, value, posterior):
 
 
 @settings(max_examples=120, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 5), value=st.sampled_from(VALUES),
-       posterior=st.booleans(), g_min=st.integers(1, 4), step=st.integers(1, 3), m=st.integers(0, 5),
-       skip=st.booleans(), frac=st.floats(0, 1), conv=st.sampled_from([(0, 0.0), (1, 0.0), (1, 1e-4)]))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 5),
+    value=st.sampled_from(VALUES),
+    posterior=st.booleans(),
+    g_min=st.integers(1, 4),
+    step=st.integers(1, 3),
+    m=st.integers(0, 5),
+    skip=st.booleans(),
+    frac=st.floats(0, 1),
+    conv=st.sampled_from([(0, 0.0), (1, 0.0), (1, 1e-4)]),
+)
 def test_allocator_matches_brute_force_dp(seed, n, value, posterior, g_min, step, m, skip, frac, conv):
     g_max = g_min + m * step
     src = _instance(seed, n, value, posterior)
@@ -179,17 +188,20 @@ def test_uniform_advice_never_beats_the_allocator():
     assert (c.compute_ratio[ok] >= 1).all()
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(budget=1), "budget must be >= g_min"),
-    (dict(budget=5, skip=False), "budget must be >= n_prompts"),
-    (dict(budget=100, g_min=9, g_max=8), "g_min must be <= g_max"),
-    (dict(budget=100, g_min=2, g_max=9, step=2), "step must divide"),
-    (dict(budget=0), "budget must be an integer >= 1"),
-    (dict(budget=float("nan")), "budget must be an integer"),
-    (dict(budget=100, value="dapo"), "value must be one of"),
-    (dict(budget=100, g_min=0), "g_min must be an integer >= 1"),
-    (dict(budget=100, skip="yes"), "skip must be True or False"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(budget=1), "budget must be >= g_min"),
+        (dict(budget=5, skip=False), "budget must be >= n_prompts"),
+        (dict(budget=100, g_min=9, g_max=8), "g_min must be <= g_max"),
+        (dict(budget=100, g_min=2, g_max=9, step=2), "step must divide"),
+        (dict(budget=0), "budget must be an integer >= 1"),
+        (dict(budget=float("nan")), "budget must be an integer"),
+        (dict(budget=100, value="dapo"), "value must be one of"),
+        (dict(budget=100, g_min=0), "g_min must be an integer >= 1"),
+        (dict(budget=100, skip="yes"), "skip must be True or False"),
+    ],
+)
 def test_allocator_errors_name_the_argument(kwargs, match):
     budget = kwargs.pop("budget")
     with pytest.raises(ValueError, match=match):

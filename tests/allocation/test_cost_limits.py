@@ -26,11 +26,14 @@ def test_a_sparse_grid_up_to_a_million_costs_its_points_not_g_max_squared(poster
     assert np.allclose(dense.value, allocation_value(src, dense.group_size), rtol=1e-12)
 
 
-@pytest.mark.parametrize("kwargs, text", [
-    ({"g_max": 10**10}, "9,999,999,999 grid points"),
-    ({"g_max": 10**9, "step": 1}, "grid points"),
-    ({"g_max": 200_001, "step": 1}, "terms, above the allocator's limit"),
-])
+@pytest.mark.parametrize(
+    "kwargs, text",
+    [
+        ({"g_max": 10**10}, "9,999,999,999 grid points"),
+        ({"g_max": 10**9, "step": 1}, "grid points"),
+        ({"g_max": 200_001, "step": 1}, "terms, above the allocator's limit"),
+    ],
+)
 def test_a_grid_beyond_the_limits_is_refused_before_any_work(kwargs, text):
     p = np.linspace(0.01, 0.99, 60)
     start = time.perf_counter()

@@ -51,9 +51,15 @@ def test_counts_serve_every_prompt_and_no_skip_serves_known_silent_ones():
     assert gsd.uniform_plan([0.0, 0.5, 1.0], 12).group_size.tolist() == [0, 12, 0]
 
 
-@pytest.mark.parametrize("kw, match", [({"budget": 1}, "budget must be >= g_min"), ({"budget": 0}, "budget"),
-                                       ({"budget": 10, "g_min": 5, "g_max": 4}, "g_min must be <= g_max"),
-                                       ({"budget": 10, "skip": "yes"}, "skip")])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"budget": 1}, "budget must be >= g_min"),
+        ({"budget": 0}, "budget"),
+        ({"budget": 10, "g_min": 5, "g_max": 4}, "g_min must be <= g_max"),
+        ({"budget": 10, "skip": "yes"}, "skip"),
+    ],
+)
 def test_bad_input_names_the_argument(kw, match):
     with pytest.raises(gsd.InputError, match=match):
         gsd.uniform_plan([0.3, 0.6], **kw)
@@ -68,6 +74,7 @@ def test_the_cli_default_is_uniform_and_the_values_stay_available(capsys):
     assert main([*argv, "--value", "update"]) == 0
     old = json.loads(capsys.readouterr().out)
     assert [r["group_size"] for r in old["rows"]] == gsd.allocate_group_sizes(
-        [0.02, 0.5, 1.0, 0.3], 32, g_max=16).group_size.tolist()
+        [0.02, 0.5, 1.0, 0.3], 32, g_max=16
+    ).group_size.tolist()
     assert main(["plan", "--p", "0.5", "--budget", "8", "--value", "bogus"]) == 2
     assert "--value must be one of uniform" in capsys.readouterr().err

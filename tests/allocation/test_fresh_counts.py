@@ -20,8 +20,16 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _cfg(**kw):
-    base = dict(n_prompts=300, steps=8, device="cpu", rollouts="counts", allocation="update", g_max=32,
-                closed_form_every=0, checkpoint_every=3)
+    base = dict(
+        n_prompts=300,
+        steps=8,
+        device="cpu",
+        rollouts="counts",
+        allocation="update",
+        g_max=32,
+        closed_form_every=0,
+        checkpoint_every=3,
+    )
     return SimConfig(**{**base, **kw})
 
 
@@ -83,7 +91,9 @@ def test_thompson_plans_on_draws_from_each_posterior():
                 draw = captured["src"]
                 k, n = run.planner.k_cum.numpy().astype(int), run.planner.n_cum.numpy().astype(int)
                 post = gsd.posterior_from_counts(k, n)
-                np.testing.assert_array_equal(batch.G.numpy(), real(draw, cfg.budget, value="gain", g_max=32).group_size)
+                np.testing.assert_array_equal(
+                    batch.G.numpy(), real(draw, cfg.budget, value="gain", g_max=32).group_size
+                )
                 same = (k == 0) & (n == 8)
                 assert same.sum() > 100
                 a, b = post.a[same][0], post.b[same][0]
@@ -127,25 +137,33 @@ def test_greso_skips_prompts_silent_in_their_last_visits():
     assert total > 200 and abs(explored / total - 0.3) < 4 * np.sqrt(0.3 * 0.7 / total)
 
 
-@pytest.mark.parametrize("kw", [dict(allocation="greso", replan_every=1),
-                                dict(allocation="horizon", allocation_explore="thompson", logged_half_life=2.0),
-                                dict(allocation="gain", allocation_forecast=True, replan_every=2)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(allocation="greso", replan_every=1),
+        dict(allocation="horizon", allocation_explore="thompson", logged_half_life=2.0),
+        dict(allocation="gain", allocation_forecast=True, replan_every=2),
+    ],
+)
 def test_resume_is_identical(tmp_path, kw):
     assert_resume_identical(_cfg(steps=7, **kw), tmp_path)
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(allocation_explore="ucb"), "allocation_explore"),
-    (dict(allocation_explore="thompson", allocation_source="oracle"), "allocation_explore"),
-    (dict(logged_half_life=-1.0), "logged_half_life"),
-    (dict(logged_half_life=float("inf")), "logged_half_life"),
-    (dict(logged_half_life=2.0, logged_window=3), "logged_half_life"),
-    (dict(allocation_forecast=True, method="rloo"), "allocation_forecast"),
-    (dict(horizon=-1), "horizon"),
-    (dict(allocation_lr=float("nan")), "allocation_lr"),
-    (dict(greso_visits=0), "greso_visits"),
-    (dict(greso_explore=1.5), "greso_explore"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(allocation_explore="ucb"), "allocation_explore"),
+        (dict(allocation_explore="thompson", allocation_source="oracle"), "allocation_explore"),
+        (dict(logged_half_life=-1.0), "logged_half_life"),
+        (dict(logged_half_life=float("inf")), "logged_half_life"),
+        (dict(logged_half_life=2.0, logged_window=3), "logged_half_life"),
+        (dict(allocation_forecast=True, method="rloo"), "allocation_forecast"),
+        (dict(horizon=-1), "horizon"),
+        (dict(allocation_lr=float("nan")), "allocation_lr"),
+        (dict(greso_visits=0), "greso_visits"),
+        (dict(greso_explore=1.5), "greso_explore"),
+    ],
+)
 def test_new_config_keys_are_checked(kw, match):
     with pytest.raises(ValueError, match=match):
         _cfg(**kw)

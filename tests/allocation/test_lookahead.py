@@ -30,15 +30,25 @@ def _direct_path(p, G, value, lr, H, ddof=0, eps=0.0):
     z = z0
     for _ in range(H):
         q = expit(z)
-        m = gsd.allocation_value(q, G, "update", ddof=ddof, eps=eps) if value == "horizon" else q * (1 - q) * (1 - 1 / G)
+        m = (
+            gsd.allocation_value(q, G, "update", ddof=ddof, eps=eps)
+            if value == "horizon"
+            else q * (1 - q) * (1 - 1 / G)
+        )
         z = z + lr * m
     return _F(value, z) - _F(value, z0)
 
 
 # ---------------------------------------------------------------------------- horizon values
 @settings(max_examples=30, deadline=None)
-@given(st.floats(1e-5, 1 - 1e-5), st.integers(2, 80), st.sampled_from(["horizon", "dr_horizon"]),
-       st.floats(0.01, 2.0), st.integers(1, 60), st.sampled_from(CONVS))
+@given(
+    st.floats(1e-5, 1 - 1e-5),
+    st.integers(2, 80),
+    st.sampled_from(["horizon", "dr_horizon"]),
+    st.floats(0.01, 2.0),
+    st.integers(1, 60),
+    st.sampled_from(CONVS),
+)
 def test_horizon_values_match_the_mean_field_path(p, G, value, lr, H, conv):
     got = float(gsd.allocation_value(p, G, value, lr=lr, horizon=H, ddof=conv[0], eps=conv[1]))
     want = float(_direct_path(p, G, value, lr, H, *conv))
@@ -58,14 +68,20 @@ def test_horizon_values_at_the_ends(p):
 
 
 @settings(max_examples=6, deadline=None)
-@given(st.floats(0.2, 60), st.floats(0.2, 60), st.integers(2, 40), st.sampled_from(["horizon", "dr_horizon"]),
-       st.integers(1, 40))
+@given(
+    st.floats(0.2, 60),
+    st.floats(0.2, 60),
+    st.integers(2, 40),
+    st.sampled_from(["horizon", "dr_horizon"]),
+    st.integers(1, 40),
+)
 def test_horizon_values_under_a_posterior_match_numerical_bayes(a, b, G, value, H):
     post = gsd.BetaPosterior(a, b, (a, b))
     got = float(gsd.allocation_value(post, G, value, lr=0.5, horizon=H))
     point = lambda q: float(gsd.allocation_value(q, G, value, lr=0.5, horizon=H))
-    want = integrate.quad(lambda q: point(q) * beta_dist.pdf(q, a, b), 0, 1, limit=400,
-                          points=[a / (a + b)], epsabs=1e-12)[0]
+    want = integrate.quad(
+        lambda q: point(q) * beta_dist.pdf(q, a, b), 0, 1, limit=400, points=[a / (a + b)], epsabs=1e-12
+    )[0]
     # The grid's trapezoid against quad over the interpolated point value: both carry the grid's
     # O(step²) interpolation error (~1e-4 relative), not the same way.
     assert got == pytest.approx(want, rel=1e-3, abs=1e-9)
@@ -114,8 +130,17 @@ def test_gain_value_predicts_the_simulators_one_step_change(tmp_path, method, ob
     from gsd.simulator.config import SimConfig
     from gsd.simulator.population import initial_solve_rates
 
-    cfg = {"steps": 1, "n_prompts": 6000, "method": method, "group_size": 8, "lr": 0.5, "rollouts": "counts",
-           "closed_form_every": 0, "device": "cpu", "seed": 3}
+    cfg = {
+        "steps": 1,
+        "n_prompts": 6000,
+        "method": method,
+        "group_size": 8,
+        "lr": 0.5,
+        "rollouts": "counts",
+        "closed_form_every": 0,
+        "device": "cpu",
+        "seed": 3,
+    }
     s = run_simulation(cfg, tmp_path / "run", progress=False)
     measured = s["final"][objective] - s["initial"][objective]
     p0 = initial_solve_rates(SimConfig.from_dict(cfg))
@@ -128,11 +153,22 @@ def test_gain_value_predicts_the_simulators_one_step_change(tmp_path, method, ob
 
 # ---------------------------------------------------------------------------- the allocator on them
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 4), value=st.sampled_from(gsd.HORIZON_VALUES),
-       posterior=st.booleans(), g_min=st.integers(1, 4), step=st.integers(1, 3), m=st.integers(0, 5),
-       skip=st.booleans(), frac=st.floats(0, 1), H=st.integers(1, 50), lr=st.floats(0.05, 1.0))
-def test_allocator_on_horizon_values_matches_brute_force_dp(seed, n, value, posterior, g_min, step, m, skip, frac,
-                                                           H, lr):
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 4),
+    value=st.sampled_from(gsd.HORIZON_VALUES),
+    posterior=st.booleans(),
+    g_min=st.integers(1, 4),
+    step=st.integers(1, 3),
+    m=st.integers(0, 5),
+    skip=st.booleans(),
+    frac=st.floats(0, 1),
+    H=st.integers(1, 50),
+    lr=st.floats(0.05, 1.0),
+)
+def test_allocator_on_horizon_values_matches_brute_force_dp(
+    seed, n, value, posterior, g_min, step, m, skip, frac, H, lr
+):
     """Horizon values are not concave in G for hard prompts (their gain compounds): the plan goes
     through the envelope and the exact programme, and must still be the optimum."""
     g_max = g_min + m * step
@@ -165,11 +201,19 @@ def test_horizon_sees_what_skipping_a_hard_prompt_costs():
     assert far[0] / far[1] > 2 * one[0] / one[1]
 
 
-@pytest.mark.parametrize("kw,match", [
-    ({}, "lr="), ({"lr": 0.5}, "horizon="), ({"lr": np.inf, "horizon": 3}, "lr must"),
-    ({"lr": np.nan, "horizon": 3}, "lr must"), ({"lr": -1.0, "horizon": 3}, "lr must"),
-    ({"lr": 0.5, "horizon": 0}, "horizon must"), ({"lr": 0.5, "horizon": 2.5}, "horizon must"),
-    ({"lr": True, "horizon": 3}, "lr must")])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({}, "lr="),
+        ({"lr": 0.5}, "horizon="),
+        ({"lr": np.inf, "horizon": 3}, "lr must"),
+        ({"lr": np.nan, "horizon": 3}, "lr must"),
+        ({"lr": -1.0, "horizon": 3}, "lr must"),
+        ({"lr": 0.5, "horizon": 0}, "horizon must"),
+        ({"lr": 0.5, "horizon": 2.5}, "horizon must"),
+        ({"lr": True, "horizon": 3}, "lr must"),
+    ],
+)
 def test_horizon_arguments_are_checked(kw, match):
     with pytest.raises(gsd.InputError, match=match):
         gsd.allocation_value(0.3, 8, "horizon", **kw)

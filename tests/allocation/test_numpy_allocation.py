@@ -21,14 +21,29 @@ from gsd.simulator.tabular import run_programs
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-BASE = dict(n_prompts=200, steps=12, device="cpu", rollouts="counts", allocation="update", g_min=2, g_max=32,
-            closed_form_every=0, checkpoint_every=5, replan_every=2, logged_window=3, lr=0.5)
+BASE = dict(
+    n_prompts=200,
+    steps=12,
+    device="cpu",
+    rollouts="counts",
+    allocation="update",
+    g_min=2,
+    g_max=32,
+    closed_form_every=0,
+    checkpoint_every=5,
+    replan_every=2,
+    logged_window=3,
+    lr=0.5,
+)
 
 ARMS = {
-    "update": {}, "gain": dict(allocation="gain"), "knapsack": dict(allocation="knapsack"),
+    "update": {},
+    "gain": dict(allocation="gain"),
+    "knapsack": dict(allocation="knapsack"),
     "horizon_thompson": dict(allocation="horizon", horizon=0, allocation_explore="thompson"),
     "update_halflife": dict(logged_window=0, logged_half_life=2.0),
-    "update_forecast": dict(allocation_forecast=True), "oracle_gain": dict(allocation="gain", allocation_source="oracle"),
+    "update_forecast": dict(allocation_forecast=True),
+    "oracle_gain": dict(allocation="gain", allocation_source="oracle"),
     "greso": dict(allocation="greso", replan_every=1, greso_visits=2, greso_explore=0.25),
     "batch_subset": dict(batch_size=120, replan_every=1),
 }
@@ -44,12 +59,15 @@ def test_numpy_planner_plans_as_the_torch_planner(arm):
     for step in range(8):
         with torch.no_grad():
             p_all = torch.sigmoid(run.policy())
-        batch = run.planner.plan(step, plan_batch(p_all, group_size=cfg.group_size, batch_size=cfg.batch_size, gen=run.gen))
+        batch = run.planner.plan(
+            step, plan_batch(p_all, group_size=cfg.group_size, batch_size=cfg.batch_size, gen=run.gen)
+        )
         idx = None if batch.idx is None else batch.idx.numpy()
         G = ours.plan(step, idx, batch.p.to(torch.float64).numpy())
         np.testing.assert_array_equal(G, batch.G.numpy())
         assert (ours.value_planned, ours.grad_planned) == pytest.approx(
-            (run.planner.value_planned, run.planner.grad_planned), rel=0, abs=0, nan_ok=True)
+            (run.planner.value_planned, run.planner.grad_planned), rel=0, abs=0, nan_ok=True
+        )
         groups = sample_groups(batch, draws=1, noise=0.0, rollouts="counts", gen=run.gen)
         run.planner.observe(step, batch, groups)
         ours.observe(step, idx, groups.k.numpy(), groups.G.numpy(), groups.silent_first.numpy())
@@ -58,7 +76,9 @@ def test_numpy_planner_plans_as_the_torch_planner(arm):
         np.testing.assert_array_equal(ours.streak, run.planner.streak.numpy())
         # a tabular SGD step on the kept groups moves the policy (so later plans differ from the first)
         with torch.no_grad():
-            run.policy.z += 0.05 * torch.randn(cfg.n_prompts, generator=torch.Generator().manual_seed(step), dtype=torch.float64)
+            run.policy.z += 0.05 * torch.randn(
+                cfg.n_prompts, generator=torch.Generator().manual_seed(step), dtype=torch.float64
+            )
 
 
 def test_engine_choice_for_a_budget_plan():
@@ -92,6 +112,7 @@ def test_the_arm_is_alike_on_both_engines(both_engines, metric):
     """Per seed, a metric of the run (final mean p; mean silent fraction and gradient mass per step
     over the run): the engines' means over 6 seeds differ by less than 4 standard errors of the
     difference (the engines draw from other streams, so only their distributions are equal)."""
+
     def per_seed(engine):
         sums, leds = both_engines[engine]
         if metric == "mean_p":

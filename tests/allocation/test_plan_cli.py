@@ -20,16 +20,37 @@ def _run(capsys, *argv):
 
 @pytest.fixture
 def counts_csv(tmp_path):
-    df = pd.DataFrame({"id": ["a", "b", "c", "d", "e", "f", "g"], "note": list("ABCDEFG"),
-                       "k": [0, 3, None, 9, 8, -1, 5], "n": [8, 8, 8, 8, 8, 8, 16]})
+    df = pd.DataFrame(
+        {
+            "id": ["a", "b", "c", "d", "e", "f", "g"],
+            "note": list("ABCDEFG"),
+            "k": [0, 3, None, 9, 8, -1, 5],
+            "n": [8, 8, 8, 8, 8, 8, 16],
+        }
+    )
     path = tmp_path / "counts.csv"
     df.to_csv(path, index=False)
     return path
 
 
 def test_counts_input_keeps_rows_columns_and_order(capsys, counts_csv):
-    code, out, err = _run(capsys, "plan", "--input", str(counts_csv), "--k-column", "k", "--n-column", "n",
-                          "--budget", "40", "--g-max", "32", "--json", "--value", "update")
+    code, out, err = _run(
+        capsys,
+        "plan",
+        "--input",
+        str(counts_csv),
+        "--k-column",
+        "k",
+        "--n-column",
+        "n",
+        "--budget",
+        "40",
+        "--g-max",
+        "32",
+        "--json",
+        "--value",
+        "update",
+    )
     assert code == 0, err
     res = json.loads(out)
     rows = pd.DataFrame(res["rows"])
@@ -53,8 +74,21 @@ def test_counts_input_keeps_rows_columns_and_order(capsys, counts_csv):
 
 def test_table_output_and_file(capsys, counts_csv, tmp_path):
     out_path = tmp_path / "plan.parquet"
-    code, out, err = _run(capsys, "plan", "--input", str(counts_csv), "--k-column", "k", "--n-column", "n",
-                          "--budget", "40", "--output", str(out_path), "--advice")
+    code, out, err = _run(
+        capsys,
+        "plan",
+        "--input",
+        str(counts_csv),
+        "--k-column",
+        "k",
+        "--n-column",
+        "n",
+        "--budget",
+        "40",
+        "--output",
+        str(out_path),
+        "--advice",
+    )
     assert code == 0, err
     assert "3 rows not usable (0-based): 2 (missing k), 3 (k > n), 5 (k below 0)" in out
     assert "uniform G" in out
@@ -70,8 +104,19 @@ def test_per_rollout_table_grouped_by_prompt(capsys, tmp_path):
     reward[7] = 0.5
     path = tmp_path / "rollouts.jsonl"
     pd.DataFrame({"prompt": ids, "reward": reward}).to_json(path, orient="records", lines=True)
-    code, out, err = _run(capsys, "plan", "--input", str(path), "--prompt-column", "prompt", "--budget", "32",
-                          "--value", "knapsack", "--json")
+    code, out, err = _run(
+        capsys,
+        "plan",
+        "--input",
+        str(path),
+        "--prompt-column",
+        "prompt",
+        "--budget",
+        "32",
+        "--value",
+        "knapsack",
+        "--json",
+    )
     assert code == 0, err
     rows = pd.DataFrame(json.loads(out)["rows"])
     first_seen = list(dict.fromkeys(ids))
@@ -83,7 +128,9 @@ def test_per_rollout_table_grouped_by_prompt(capsys, tmp_path):
 
 
 def test_rates_input_and_plain_p(capsys):
-    code, out, err = _run(capsys, "plan", "--p", "0.02,0.5,0.98,0.3", "--budget", "32", "--g-max", "16", "--json", "--value", "update")
+    code, out, err = _run(
+        capsys, "plan", "--p", "0.02,0.5,0.98,0.3", "--budget", "32", "--g-max", "16", "--json", "--value", "update"
+    )
     assert code == 0, err
     rows = json.loads(out)["rows"]
     assert [r["group_size"] for r in rows] == [6, 9, 6, 11]
@@ -105,16 +152,19 @@ def test_trainer_std_convention_flows_to_the_plan(capsys):
     assert 2 in paper and 2 not in want.group_size.tolist()
 
 
-@pytest.mark.parametrize("argv,match", [
-    (["--p", "0.5,0.2", "--budget", "1"], "budget must be >= g_min"),
-    (["--p", "0.5,0.2", "--budget", "10", "--g-min", "8", "--g-max", "4"], "g_min must be <= g_max"),
-    (["--p", "0.5,0.2", "--budget", "10", "--g-min", "2", "--g-max", "9", "--step", "2"], "step must divide"),
-    (["--p", "0.5", "--budget", "10", "--value", "dapo"], "value must be one of"),
-    (["--p", "0.5", "--budget", "10", "--epsilon", "0.05"], "does not take --epsilon"),
-    (["--p", "0.5"], "give a target"),
-    (["--p", "0.5", "--budget", "10", "--ddof", "2"], "ddof must be 0"),
-    (["--p", "0.5", "--budget", "10", "--eps", "-1"], "eps must be a finite number"),
-])
+@pytest.mark.parametrize(
+    "argv,match",
+    [
+        (["--p", "0.5,0.2", "--budget", "1"], "budget must be >= g_min"),
+        (["--p", "0.5,0.2", "--budget", "10", "--g-min", "8", "--g-max", "4"], "g_min must be <= g_max"),
+        (["--p", "0.5,0.2", "--budget", "10", "--g-min", "2", "--g-max", "9", "--step", "2"], "step must divide"),
+        (["--p", "0.5", "--budget", "10", "--value", "dapo"], "value must be one of"),
+        (["--p", "0.5", "--budget", "10", "--epsilon", "0.05"], "does not take --epsilon"),
+        (["--p", "0.5"], "give a target"),
+        (["--p", "0.5", "--budget", "10", "--ddof", "2"], "ddof must be 0"),
+        (["--p", "0.5", "--budget", "10", "--eps", "-1"], "eps must be a finite number"),
+    ],
+)
 def test_errors_exit_2_with_one_line(capsys, argv, match):
     code, out, err = _run(capsys, "plan", *argv)
     assert code == 2 and err.count("\n") == 1
@@ -132,8 +182,9 @@ def test_nan_rate_is_an_unusable_row_not_a_shift(capsys):
 
 
 def test_missing_column_lists_the_columns(capsys, counts_csv):
-    code, out, err = _run(capsys, "plan", "--input", str(counts_csv), "--k-column", "right", "--n-column", "n",
-                          "--budget", "40")
+    code, out, err = _run(
+        capsys, "plan", "--input", str(counts_csv), "--k-column", "right", "--n-column", "n", "--budget", "40"
+    )
     assert code == 2 and "'right' is not a column" in err and "'id', 'note', 'k', 'n'" in err
 
 
@@ -150,19 +201,47 @@ def test_numeric_column_statuses():
 def test_advice_states_the_comparison_verdict(capsys, counts_csv):
     from gsd.cli_allocation import EVIDENCE
 
-    code, out, err = _run(capsys, "plan", "--input", str(counts_csv), "--k-column", "k", "--n-column", "n",
-                          "--budget", "40", "--advice")
+    code, out, err = _run(
+        capsys, "plan", "--input", str(counts_csv), "--k-column", "k", "--n-column", "n", "--budget", "40", "--advice"
+    )
     assert code == 0, err
     assert EVIDENCE in out
     assert "every plan from logged counts at 8 rollouts per prompt per step lost to it" in out
-    code, out, err = _run(capsys, "plan", "--input", str(counts_csv), "--k-column", "k", "--n-column", "n",
-                          "--budget", "40", "--advice", "--json")
+    code, out, err = _run(
+        capsys,
+        "plan",
+        "--input",
+        str(counts_csv),
+        "--k-column",
+        "k",
+        "--n-column",
+        "n",
+        "--budget",
+        "40",
+        "--advice",
+        "--json",
+    )
     assert json.loads(out)["evidence"] == EVIDENCE
 
 
 def test_horizon_value_takes_lr_and_horizon(capsys):
-    code, out, err = _run(capsys, "plan", "--p", "0.02,0.3,0.5,0.9", "--budget", "32", "--g-max", "16",
-                          "--value", "horizon", "--lr", "0.5", "--horizon", "50", "--json")
+    code, out, err = _run(
+        capsys,
+        "plan",
+        "--p",
+        "0.02,0.3,0.5,0.9",
+        "--budget",
+        "32",
+        "--g-max",
+        "16",
+        "--value",
+        "horizon",
+        "--lr",
+        "0.5",
+        "--horizon",
+        "50",
+        "--json",
+    )
     assert code == 0, err
     got = [r["group_size"] for r in json.loads(out)["rows"]]
     want = gsd.allocate_group_sizes([0.02, 0.3, 0.5, 0.9], 32, g_max=16, value="horizon", lr=0.5, horizon=50)
@@ -178,8 +257,9 @@ def test_a_file_of_prompts_prints_its_summary_not_its_rows(capsys, tmp_path):
     rng = np.random.default_rng(0)
     n = np.full(300, 8)
     path = tmp_path / "counts.csv"
-    pd.DataFrame({"prompt": [f"q{i}" for i in range(300)], "k": rng.binomial(n, rng.beta(0.6, 0.6, 300)),
-                  "n": n}).to_csv(path, index=False)
+    pd.DataFrame(
+        {"prompt": [f"q{i}" for i in range(300)], "k": rng.binomial(n, rng.beta(0.6, 0.6, 300)), "n": n}
+    ).to_csv(path, index=False)
     argv = ("plan", "--input", str(path), "--k-column", "k", "--n-column", "n", "--budget", "2400")
     code, out, err = _run(capsys, *argv)
     assert code == 0, err
@@ -200,17 +280,38 @@ def test_advice_is_a_summary_with_the_full_tables_in_the_file(capsys, tmp_path):
     code, out, err = _run(capsys, "plan", "--p", p, "--budget", "48", "--advice")
     assert code == 0, err
     assert len(out.splitlines()) < 20
-    want = gsd.group_size_advice([0.02, 0.1, 0.3, 0.5, 0.7, 0.9], prompts_per_step=6,
-                                 g_grid=[2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512])
+    want = gsd.group_size_advice(
+        [0.02, 0.1, 0.3, 0.5, 0.7, 0.9],
+        prompts_per_step=6,
+        g_grid=[2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512],
+    )
     assert f"Fastest uniform G per generation: {want.advised_G_per_generation}" in out
     assert "Adam, noise-dominated" in out and "prompts per step held fixed" in out
     path = tmp_path / "plan.csv"
-    code, out, err = _run(capsys, "plan", "--p", p, "--budget", "48", "--advice", "--output", str(path),
-                          "--cost", "30,0,0.01", "--optimizer", "sgd")
+    code, out, err = _run(
+        capsys,
+        "plan",
+        "--p",
+        p,
+        "--budget",
+        "48",
+        "--advice",
+        "--output",
+        str(path),
+        "--cost",
+        "30,0,0.01",
+        "--optimizer",
+        "sgd",
+    )
     assert code == 0, err
     full = pd.read_csv(tmp_path / "plan.advice.csv")
-    sgd = gsd.group_size_advice([0.02, 0.1, 0.3, 0.5, 0.7, 0.9], prompts_per_step=6, optimizer="sgd",
-                                cost=gsd.StepCost(30.0, 0.0, 0.01), g_grid=want.table.G.to_numpy())
+    sgd = gsd.group_size_advice(
+        [0.02, 0.1, 0.3, 0.5, 0.7, 0.9],
+        prompts_per_step=6,
+        optimizer="sgd",
+        cost=gsd.StepCost(30.0, 0.0, 0.01),
+        g_grid=want.table.G.to_numpy(),
+    )
     got = full.dropna(subset=["progress_per_generation"]).reset_index(drop=True)
     np.testing.assert_allclose(got.progress_per_second, sgd.table.progress_per_second, rtol=1e-12)
     assert f"Fastest uniform G per second: {sgd.advised_G_per_second}" in out

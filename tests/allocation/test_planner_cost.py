@@ -33,8 +33,11 @@ def _mp_expectation(p, G, ddof, eps):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.one_of(st.floats(1e-12, 1 - 1e-12), st.sampled_from([1e-12, 1e-6, 0.5, 1 - 1e-9])),
-       st.integers(129, 20_000), st.sampled_from([(0, 0.0), (1, 0.0), (1, 1e-4)]))
+@given(
+    st.one_of(st.floats(1e-12, 1 - 1e-12), st.sampled_from([1e-12, 1e-6, 0.5, 1 - 1e-9])),
+    st.integers(129, 20_000),
+    st.sampled_from([(0, 0.0), (1, 0.0), (1, 1e-4)]),
+)
 def test_anchored_sums_match_mpmath(p, G, conv):
     """G > 128: the window summed in blocks of 64 terms from a scipy anchor (bound ~3.5e-14 + the
     anchor's few ulp); 1e-12 relative is the tolerance the module states for the exact sums."""
@@ -75,6 +78,7 @@ def test_one_sweep_totals_equal_one_solve_per_budget(budgets, step, g_min):
     prob = _Problem(p, "update", g_min, g_min + 30 * step, step, True, 0, 0.0)
     # The greedy's total where it is certified; else the exact programme's, as the allocator returns
     # (one programme at the largest budget holds the optimum within every smaller one: the same floats).
-    want = [prob.solve(b)[1] if prob.solve(b)[4] or prob.dp_size(b) > _MAX_DP else prob._dp_best(b)[0][b]
-            for b in budgets]
+    want = [
+        prob.solve(b)[1] if prob.solve(b)[4] or prob.dp_size(b) > _MAX_DP else prob._dp_best(b)[0][b] for b in budgets
+    ]
     assert prob.totals(budgets).tolist() == want

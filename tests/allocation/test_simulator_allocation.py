@@ -16,13 +16,20 @@ from gsd.simulator.ledger import WALL_COLUMNS, generations_to_target
 from gsd.simulator.population import initial_solve_rates
 from gsd.simulator.sampling import plan_batch, sample_groups
 
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _cfg(**kw):
-    base = dict(n_prompts=300, steps=8, device="cpu", rollouts="counts", allocation="update", g_max=32,
-                closed_form_every=0, checkpoint_every=3)
+    base = dict(
+        n_prompts=300,
+        steps=8,
+        device="cpu",
+        rollouts="counts",
+        allocation="update",
+        g_max=32,
+        closed_form_every=0,
+        checkpoint_every=3,
+    )
     return SimConfig(**{**base, **kw})
 
 
@@ -42,8 +49,9 @@ def test_the_plan_is_the_allocators(source):
             want = np.full(300, 6)  # nothing logged yet: the uniform plan the budget affords
         else:
             k, n = planner.k_cum.numpy().astype(int), planner.n_cum.numpy().astype(int)
-            want = gsd.allocate_group_sizes(gsd.posterior_from_counts(k, n), cfg.budget, value="knapsack",
-                                            g_max=32).group_size
+            want = gsd.allocate_group_sizes(
+                gsd.posterior_from_counts(k, n), cfg.budget, value="knapsack", g_max=32
+            ).group_size
         np.testing.assert_array_equal(batch.G.numpy(), want)
         assert batch.G.sum() <= cfg.budget
         before = planner.n_cum.clone(), planner.k_cum.clone()
@@ -83,7 +91,8 @@ def test_run_respects_the_budget_and_logs_the_plan(tmp_path, engine):
     np.testing.assert_array_equal(led.value_planned[1::2].to_numpy(), led.value_planned[0::2].to_numpy())
     np.testing.assert_allclose(led.effective_ratio, 1 - led.silent_frac, rtol=1e-12)
     assert summary["effective_ratio"] == pytest.approx(
-        (led.n_batch * (1 - led.zero_update_frac)).sum() / led.groups.sum(), rel=1e-12)
+        (led.n_batch * (1 - led.zero_update_frac)).sum() / led.groups.sum(), rel=1e-12
+    )
     assert 0.5 < summary["grad_mass_over_planned"] < 1.5
 
 
@@ -129,16 +138,19 @@ def test_generations_to_target_by_direct_scan():
     assert generations_to_target(led, "mean_p", 0.4, 0.97) == 0
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(allocation="best"), "allocation"),
-    (dict(allocation_source="peek"), "allocation_source"),
-    (dict(g_min=4, g_max=3), "g_max"),
-    (dict(g_min=2, g_max=9, g_step=2), "g_step"),
-    (dict(budget=-1), "budget"),
-    (dict(method="dapo"), "DAPO"),
-    (dict(replan_every=2, batch_size=100), "replan_every"),
-    (dict(logged_window=-1), "logged_window"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(allocation="best"), "allocation"),
+        (dict(allocation_source="peek"), "allocation_source"),
+        (dict(g_min=4, g_max=3), "g_max"),
+        (dict(g_min=2, g_max=9, g_step=2), "g_step"),
+        (dict(budget=-1), "budget"),
+        (dict(method="dapo"), "DAPO"),
+        (dict(replan_every=2, batch_size=100), "replan_every"),
+        (dict(logged_window=-1), "logged_window"),
+    ],
+)
 def test_config_errors_name_the_key(kw, match):
     with pytest.raises(ValueError, match=match):
         _cfg(**kw)

@@ -33,9 +33,15 @@ def _direct(p, G, value, ddof=0, eps=0.0):
     sigma = float(pmf @ _grpo_step(k, G, ddof, eps))
     nonsilent = 1.0 - p**G - (1.0 - p) ** G
     sigma2 = float(pmf @ (k * (G - k) / G**2))
-    return {"update": sigma, "dr_grpo": sigma2, "progress": p * (1 - p) * sigma,
-            "nonsilent": nonsilent, "knapsack": nonsilent * p * (1 - p) ** 2,
-            "gain": np.sqrt(p * (1 - p)) * sigma, "dr_gain": p * (1 - p) * sigma2}[value]
+    return {
+        "update": sigma,
+        "dr_grpo": sigma2,
+        "progress": p * (1 - p) * sigma,
+        "nonsilent": nonsilent,
+        "knapsack": nonsilent * p * (1 - p) ** 2,
+        "gain": np.sqrt(p * (1 - p)) * sigma,
+        "dr_gain": p * (1 - p) * sigma2,
+    }[value]
 
 
 @settings(max_examples=150, deadline=None)
@@ -47,8 +53,13 @@ def test_point_values_match_direct_sums(p, G, value):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.one_of(st.just(0.0), st.just(1.0), st.floats(1e-6, 1 - 1e-6)), st.integers(0, 300), st.sampled_from(VALUES),
-       st.sampled_from([0, 1]), st.sampled_from([0.0, 1e-6, 1e-4, 0.1]))
+@given(
+    st.one_of(st.just(0.0), st.just(1.0), st.floats(1e-6, 1 - 1e-6)),
+    st.integers(0, 300),
+    st.sampled_from(VALUES),
+    st.sampled_from([0, 1]),
+    st.sampled_from([0.0, 1e-6, 1e-4, 0.1]),
+)
 def test_point_values_match_direct_sums_in_every_std_convention(p, G, value, ddof, eps):
     """ddof and eps as a trainer sets them: the update a group of G actually makes, averaged."""
     got = float(gsd.allocation_value(p, G, value, ddof=ddof, eps=eps))
@@ -65,8 +76,9 @@ def test_posterior_values_in_a_trainer_convention_match_betabinomial_sums(ddof, 
         want = float(betabinom.pmf(k, G, a, b) @ _grpo_step(k, G, ddof, eps))
         post = gsd.BetaPosterior(a, b, (a, b))
         assert float(gsd.allocation_value(post, G, "update", ddof=ddof, eps=eps)) == pytest.approx(want, rel=1e-11)
-        want_progress = a * b / ((a + b) * (a + b + 1)) * float(
-            betabinom.pmf(k, G, a + 1, b + 1) @ _grpo_step(k, G, ddof, eps))  # E[p(1−p)·m] = B-moment × shifted sum
+        want_progress = (
+            a * b / ((a + b) * (a + b + 1)) * float(betabinom.pmf(k, G, a + 1, b + 1) @ _grpo_step(k, G, ddof, eps))
+        )  # E[p(1−p)·m] = B-moment × shifted sum
         got = float(gsd.allocation_value(post, G, "progress", ddof=ddof, eps=eps))
         assert got == pytest.approx(want_progress, rel=1e-11)
 
@@ -107,9 +119,15 @@ def _mp_point(p, G, value, kmax=None):
         sigma += term * mp.sqrt(k * (G - k)) / G
     nonsilent = 1 - p**G - (1 - p) ** G
     dr = p * (1 - p) * (1 - mp.mpf(1) / G)
-    return {"update": sigma, "progress": p * (1 - p) * sigma, "dr_grpo": dr,
-            "nonsilent": nonsilent, "knapsack": nonsilent * p * (1 - p) ** 2,
-            "gain": mp.sqrt(p * (1 - p)) * sigma, "dr_gain": p * (1 - p) * dr}[value]
+    return {
+        "update": sigma,
+        "progress": p * (1 - p) * sigma,
+        "dr_grpo": dr,
+        "nonsilent": nonsilent,
+        "knapsack": nonsilent * p * (1 - p) ** 2,
+        "gain": mp.sqrt(p * (1 - p)) * sigma,
+        "dr_gain": p * (1 - p) * dr,
+    }[value]
 
 
 @pytest.mark.parametrize("value", VALUES)
@@ -129,8 +147,9 @@ def test_point_values_against_mpmath_at_extremes(value, p, G):
 @pytest.mark.parametrize("a,b,G", [(1e-3, 50.0, 512), (0.5, 0.5, 2000), (200.0, 3.0, 64), (2.0, 1e4, 4096)])
 def test_posterior_values_against_mpmath(value, a, b, G):
     """Beta-binomial sums in 40 digits: E[p^i (1−p)^j h] with h by its definition."""
-    i, j = {"progress": (1, 1), "knapsack": (1, 2), "gain": (mp.mpf(1) / 2, mp.mpf(1) / 2),
-            "dr_gain": (1, 1)}.get(value, (0, 0))
+    i, j = {"progress": (1, 1), "knapsack": (1, 2), "gain": (mp.mpf(1) / 2, mp.mpf(1) / 2), "dr_gain": (1, 1)}.get(
+        value, (0, 0)
+    )
     A, B = mp.mpf(a), mp.mpf(b)
     lbeta = lambda x, y: mp.log(mp.beta(x, y))
     scale = mp.e ** (lbeta(A + i, B + j) - lbeta(A, B))
@@ -150,7 +169,9 @@ def test_posterior_values_against_mpmath(value, a, b, G):
 
 def test_silent_rate_under_posterior():
     post = gsd.posterior_from_counts(0, 8, prior="uniform")  # Beta(1, 9)
-    assert float(gsd.expected_silent_rate(post, 16)) == pytest.approx(9 / 25 + mp.beta(17, 9) / mp.beta(1, 9), rel=1e-12)
+    assert float(gsd.expected_silent_rate(post, 16)) == pytest.approx(
+        9 / 25 + mp.beta(17, 9) / mp.beta(1, 9), rel=1e-12
+    )
     v = gsd.allocation_value(post, 16, "nonsilent")
     assert float(v) == pytest.approx(1 - float(gsd.expected_silent_rate(post, 16)), rel=1e-12)
 
@@ -169,9 +190,10 @@ def test_grid_tables_equal_pairwise_values(value, ddof, eps):
     np.testing.assert_allclose(prob.table_full, want, rtol=1e-11, atol=1e-300)
     post = gsd.posterior_from_counts(rng.integers(0, 9, 30), 8, prior=(0.7, 1.3))
     prob = _Problem(post, value, 2, 200, 2, True, **conv)
-    a, b = (np.unique(np.stack([post.a, post.b]), axis=1))
-    want = gsd.allocation_value(gsd.BetaPosterior(a[:, None], b[:, None], post.prior), np.arange(2, 201, 2)[None, :], value,
-                                **conv)
+    a, b = np.unique(np.stack([post.a, post.b]), axis=1)
+    want = gsd.allocation_value(
+        gsd.BetaPosterior(a[:, None], b[:, None], post.prior), np.arange(2, 201, 2)[None, :], value, **conv
+    )
     order = np.lexsort((b, a))
     got = prob.table_full[:, 1:]
     np.testing.assert_allclose(np.sort(got, axis=0), np.sort(want[order], axis=0), rtol=1e-11, atol=1e-300)
@@ -200,7 +222,9 @@ def test_update_value_is_the_paper_convention_and_ddof1_is_a_constant_factor(G):
     np.testing.assert_allclose(trainer, gsd.expected_update(p, G, "grpo", ddof=1, eps=0.0), rtol=1e-12)
     # The values that do not divide by the std ignore the convention.
     for value in ("dr_grpo", "nonsilent", "knapsack"):
-        np.testing.assert_array_equal(gsd.allocation_value(p, G, value, ddof=1, eps=0.1), gsd.allocation_value(p, G, value))
+        np.testing.assert_array_equal(
+            gsd.allocation_value(p, G, value, ddof=1, eps=0.1), gsd.allocation_value(p, G, value)
+        )
 
 
 def test_convention_arguments_are_checked():

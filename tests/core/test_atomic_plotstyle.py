@@ -23,8 +23,14 @@ def test_write_atomic_text_bytes_and_parents(tmp_path):
 
 
 def test_write_json_is_strict_and_keeps_key_order(tmp_path):
-    obj = {"z": np.float64("nan"), "a": [1.5, math.inf, np.int64(3)], "p": tmp_path, "arr": np.arange(3),
-           "flag": np.bool_(True), 4: "int key"}
+    obj = {
+        "z": np.float64("nan"),
+        "a": [1.5, math.inf, np.int64(3)],
+        "p": tmp_path,
+        "arr": np.arange(3),
+        "flag": np.bool_(True),
+        4: "int key",
+    }
     path = atomic.write_json(tmp_path / "x.json", obj)
     text = path.read_text()
     assert "NaN" not in text and "Infinity" not in text and text.endswith("\n")

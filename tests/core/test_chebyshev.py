@@ -33,7 +33,9 @@ def _within(got, want, bound):
 
 
 # p spread over many decades, both ends included (1 − p is exact near 1 only from 2^-53 up).
-probabilities = st.one_of(st.sampled_from([0.0, 1.0, 0.5]), st.floats(1e-300, 1.0), st.floats(1e-300, 2**-20).map(lambda x: 1.0 - x))
+probabilities = st.one_of(
+    st.sampled_from([0.0, 1.0, 0.5]), st.floats(1e-300, 1.0), st.floats(1e-300, 2**-20).map(lambda x: 1.0 - x)
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -99,8 +101,12 @@ def test_ledger_update_uses_the_table_within_its_bound():
     bound = chebyshev_table(64, _grpo_term(0, 0.0)).bound
     for method, kw in (("grpo", {}), ("dapo", {"max_draws": 4}), ("dr_grpo", {})):
         cfg = SimConfig(group_size=64, method=method, max_draws=4)
-        np.testing.assert_allclose(predicted_update(p, cfg), expected_update(p, 64, method, **kw),
-                                   rtol=bound + 2 * 65 * 2.0**-52 + 8 * 2.0**-53, atol=0)  # DAPO: a divide, expm1, a product
+        np.testing.assert_allclose(
+            predicted_update(p, cfg),
+            expected_update(p, 64, method, **kw),
+            rtol=bound + 2 * 65 * 2.0**-52 + 8 * 2.0**-53,
+            atol=0,
+        )  # DAPO: a divide, expm1, a product
 
 
 def test_batches_past_the_kept_rows_give_the_same_bits():
@@ -156,9 +162,9 @@ def test_clenshaw_path_within_its_bound(G, conv):
 
 def test_given_minor_same_bits():
     """The ledger hands in min(p, 1 − p) it already has: the same bits as computing it here."""
+    from gsd.silent import _minor
     from gsd.simulator.config import SimConfig
     from gsd.simulator.ledger import closed_form_columns, predicted_update
-    from gsd.silent import _minor
 
     table = chebyshev_table(64, _grpo_term(0, 0.0))
     p = np.random.default_rng(2).random((3, 500))

@@ -9,8 +9,6 @@ import pandas as pd
 import pytest
 
 
-
-
 def test_identity_json(gsd_cli):
     rc, out, _ = gsd_cli("identity", "--rewards", "0,1,1,0", "--json")
     data = json.loads(out)
@@ -19,7 +17,9 @@ def test_identity_json(gsd_cli):
 
 
 def test_identity_with_scores_and_ddof(gsd_cli):
-    rc, out, _ = gsd_cli("identity", "--rewards", "1,0,0,0", "--scores", "2,1,0,-1", "--ddof", "1", "--eps", "1e-4", "--json")
+    rc, out, _ = gsd_cli(
+        "identity", "--rewards", "1,0,0,0", "--scores", "2,1,0,-1", "--ddof", "1", "--eps", "1e-4", "--json"
+    )
     d = json.loads(out)
     sigma, sigma1 = 3**0.5 / 4, 3**0.5 / 4 * (4 / 3) ** 0.5
     assert d["g_grpo"] == pytest.approx(sigma**2 / (sigma1 + 1e-4) * (2 - 0))
@@ -62,7 +62,9 @@ def test_errors_are_one_line_exit_2(gsd_cli, argv, needle):
 
 
 def test_console_script_entry_point():
-    res = subprocess.run([sys.executable, "-m", "gsd.cli", "silent", "--p", "2", "--G", "8"], capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "gsd.cli", "silent", "--p", "2", "--G", "8"], capture_output=True, text=True
+    )
     assert res.returncode == 2 and res.stderr.startswith("gsd silent: error:")
 
 

@@ -16,8 +16,11 @@ def _walk(parser, path=("gsd",)):
 
 def test_every_option_has_help():
     # An old spelling kept as a hidden alias (gsd.cli.hidden_aliases) has the help of the option it stands for.
-    missing = [f"{cmd} {'/'.join(a.option_strings) or a.dest}" for cmd, a in _walk(build_parser())
-               if (not (a.help and a.help.strip()) or a.help == argparse.SUPPRESS) and not hasattr(a, "alias_of")]
+    missing = [
+        f"{cmd} {'/'.join(a.option_strings) or a.dest}"
+        for cmd, a in _walk(build_parser())
+        if (not (a.help and a.help.strip()) or a.help == argparse.SUPPRESS) and not hasattr(a, "alias_of")
+    ]
     assert not missing, "options without help text:\n" + "\n".join(missing)
 
 

@@ -40,15 +40,18 @@ def test_bigmath_reader_agrees_with_the_pandas_one(tmp_path):
         assert k.dtype == np.int64
 
 
-@pytest.mark.parametrize("text, match", [
-    (_histogram_text(columns=("k", "count")), "lacks columns"),
-    (_histogram_text(k=[0, 2, 1, 3, 4]), "once each"),
-    (_histogram_text(k=[0, 1, 2, 3, "x"]), "not a number"),
-    (_histogram_text(p_hat=[0, 0.25, 0.5, 0.75, 0.9]), "p_hat"),
-    (_histogram_text(count=[3, -1, 7, 1, 2]), "negative"),
-    (_histogram_text(count=[3, "nan", 7, 1, 2]), "non-finite"),
-    (_histogram_text(count=[3, "inf", 7, 1, 2]), "non-finite"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        (_histogram_text(columns=("k", "count")), "lacks columns"),
+        (_histogram_text(k=[0, 2, 1, 3, 4]), "once each"),
+        (_histogram_text(k=[0, 1, 2, 3, "x"]), "not a number"),
+        (_histogram_text(p_hat=[0, 0.25, 0.5, 0.75, 0.9]), "p_hat"),
+        (_histogram_text(count=[3, -1, 7, 1, 2]), "negative"),
+        (_histogram_text(count=[3, "nan", 7, 1, 2]), "non-finite"),
+        (_histogram_text(count=[3, "inf", 7, 1, 2]), "non-finite"),
+    ],
+)
 def test_bad_histograms_are_rejected_by_both_readers(tmp_path, text, match):
     path = tmp_path / "h.csv"
     path.write_text(text)

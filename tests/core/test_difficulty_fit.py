@@ -41,8 +41,9 @@ def test_fit_then_repredict(m, log_kappa, G):
         assert float(fit.silent_at(G2)) == pytest.approx(_silent_betaln(m * kappa, (1 - m) * kappa, G2), abs=2e-6)
 
 
-@pytest.mark.parametrize("a,b,G", [(1e-6, 3.0, 8), (1e8, 1e8, 64), (0.5, 1e7, 100_000), (5e-3, 5e-3, 10**6),
-                                   (3e9, 2.0, 16), (0.02, 40.0, 2)])
+@pytest.mark.parametrize(
+    "a,b,G", [(1e-6, 3.0, 8), (1e8, 1e8, 64), (0.5, 1e7, 100_000), (5e-3, 5e-3, 10**6), (3e9, 2.0, 16), (0.02, 40.0, 2)]
+)
 def test_prediction_against_mpmath(a, b, G):
     mpmath.mp.dps = 50
     exact = (mpmath.beta(a + G, b) + mpmath.beta(a, b + G)) / mpmath.beta(a, b)
@@ -59,8 +60,15 @@ def test_no_beta_point_mass_and_edges():
     m, G = 0.5, 8
     pooled = m**G + (1 - m) ** G
     fit = beta_from_moments([m, m, m, 0.0, 1.0, 0.0, np.nan], [pooled * 0.99, pooled, 1.0, 1.0, 1.0, 0.5, 0.3], G)
-    assert fit.status.tolist() == ["no_beta", "point_mass", "all_silent", "all_silent", "all_silent", "no_beta",
-                                   "missing"]
+    assert fit.status.tolist() == [
+        "no_beta",
+        "point_mass",
+        "all_silent",
+        "all_silent",
+        "all_silent",
+        "no_beta",
+        "missing",
+    ]
     pred = fit.silent_at(16)
     assert np.isnan(pred[0]) and pred[1] == pytest.approx(0.5**15)
     assert (pred[2:5] == 1).all() and np.isnan(pred[5:]).all()
@@ -78,8 +86,12 @@ def test_population_feeds_the_advice():
 
 
 def test_bad_input_named():
-    for args, said in ((([0.5], [1.2], 8), "zero_std must lie in"), (([1.5], [0.2], 8), "not right/wrong"),
-                       (([0.5], [0.2], 1), "G must be an integer >= 2"), (([np.inf], [0.2], 8), "mean must lie")):
+    for args, said in (
+        (([0.5], [1.2], 8), "zero_std must lie in"),
+        (([1.5], [0.2], 8), "not right/wrong"),
+        (([0.5], [0.2], 1), "G must be an integer >= 2"),
+        (([np.inf], [0.2], 8), "mean must lie"),
+    ):
         with pytest.raises(InputError, match=said):
             beta_from_moments(*args)
     fit = beta_from_moments([0.5], [0.2], 8)
@@ -114,10 +126,12 @@ def test_scalar_modules_import_light():
     import subprocess
     import sys
 
-    code = ("import sys, gsd.difficulty_fit, gsd.diagnose.scalars, gsd.diagnose.scalar_diagnosis, "
-            "gsd.diagnose.scalars_cli, gsd.integrations.trl_alerts; "
-            "heavy = ('torch', 'scipy', 'pandas', 'tensorboard', 'wandb', 'transformers', 'google.protobuf'); "
-            "print(sorted(m for m in heavy if m in sys.modules))")
+    code = (
+        "import sys, gsd.difficulty_fit, gsd.diagnose.scalars, gsd.diagnose.scalar_diagnosis, "
+        "gsd.diagnose.scalars_cli, gsd.integrations.trl_alerts; "
+        "heavy = ('torch', 'scipy', 'pandas', 'tensorboard', 'wandb', 'transformers', 'google.protobuf'); "
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -139,8 +153,9 @@ def test_scalar_advice_is_the_advice_for_the_population_the_moments_came_from(tm
     path = tmp_path / "metrics.csv"
     pd.DataFrame({"step": [1, 2, 3], "reward": m, "frac_reward_zero_std": z}).to_csv(path, index=False)
     dx = diagnose_scalars(path, group_size=G, groups=n, draws=0)
-    direct = gsd.group_size_advice(gsd.BetaPosterior(a=np.array(a[-1]), b=np.array(b[-1]), prior=(0.0, 0.0)),
-                                   prompts_per_step=n)
+    direct = gsd.group_size_advice(
+        gsd.BetaPosterior(a=np.array(a[-1]), b=np.array(b[-1]), prior=(0.0, 0.0)), prompts_per_step=n
+    )
     assert dx.summary["advice_step"] == 3
     assert dx.summary["advised_group_size"] == direct.advised_G_per_generation
     rel = direct.table.set_index("G")["relative_per_generation"]

@@ -74,8 +74,17 @@ def _mp_grpo(p, G, window=None):
 
 
 EXTREMES = [
-    (1e-12, 2), (1e-12, 8), (1e-12, 100_000), (1 - 1e-12, 100_000), (1e-9, 64),
-    (1e-6, 100_000), (0.5, 100_000), (0.3, 100_000), (0.999999, 1000), (0.05, 64), (0.5, 8),
+    (1e-12, 2),
+    (1e-12, 8),
+    (1e-12, 100_000),
+    (1 - 1e-12, 100_000),
+    (1e-9, 64),
+    (1e-6, 100_000),
+    (0.5, 100_000),
+    (0.3, 100_000),
+    (0.999999, 1000),
+    (0.05, 64),
+    (0.5, 8),
 ]
 
 
@@ -189,8 +198,13 @@ def test_dense_sums_span_several_blocks(G):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 10**6), st.floats(0.0, 1.0),
-                          st.one_of(st.just(0.0), st.floats(1e-300, 1.0))), min_size=1, max_size=50))
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 10**6), st.floats(0.0, 1.0), st.one_of(st.just(0.0), st.floats(1e-300, 1.0))),
+        min_size=1,
+        max_size=50,
+    )
+)
 def test_the_pmf_without_scipy_stats_is_binom_pmf_bit_for_bit(cases):
     """The sums call the ufunc behind scipy.stats.binom.pmf (no scipy.stats import): same bits on k in 0 … G
     (p below ~1e-307 overflows in both, as noted above)."""

@@ -11,9 +11,15 @@ import pytest
 from gsd.cli import build_parser
 
 #: Old spelling → the one shown now, per sub-command.
-ALIASES = {"diagnose": {"--reward": "--reward-column", "--prompt-col": "--prompt-column",
-                        "--step-col": "--step-column", "--group-col": "--group-column"},
-           "plan": {"--reward": "--reward-column", "--prompt-col": "--prompt-column"}}
+ALIASES = {
+    "diagnose": {
+        "--reward": "--reward-column",
+        "--prompt-col": "--prompt-column",
+        "--step-col": "--step-column",
+        "--group-col": "--group-column",
+    },
+    "plan": {"--reward": "--reward-column", "--prompt-col": "--prompt-column"},
+}
 
 
 def _sub(name: str) -> argparse.ArgumentParser:
@@ -44,8 +50,11 @@ def test_only_the_new_spellings_are_shown():
         for old in aliases:
             assert f"{old} " not in help_text and f"{old}]" not in help_text, old
     parser = build_parser()
-    every = {s for name, sub in next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-             .choices.items() for s in _shown(sub)}
+    every = {
+        s
+        for name, sub in next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices.items()
+        for s in _shown(sub)
+    }
     assert not [s for s in every if s.endswith("-col")], "a shown option abbreviates 'column'"
 
 

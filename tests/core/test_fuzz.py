@@ -47,6 +47,7 @@ anything = st.one_of(
 @contextlib.contextmanager
 def time_budget(what):
     """Fail (rather than wait forever) when ``what`` runs past BUDGET_S."""
+
     def expire(signum, frame):
         raise TimeoutError(f"{what} ran past {BUDGET_S} s: a hang")
 
@@ -91,7 +92,10 @@ API = {
     "fidelity_law": (lambda x: gsd.fidelity_law(0.3, x), lambda v: np.all(np.isnan(v) | ((v >= 0) & (v < 1)))),
     "required_group_size": (lambda x: gsd.required_group_size(x, 0.05), lambda v: np.all(v >= -1)),
     "required_group_size epsilon": (lambda x: gsd.required_group_size(0.3, x, rule="law"), lambda v: np.all(v >= 0)),
-    "required_group_size max": (lambda x: gsd.required_group_size(0.01, 0.05, max_group_size=x), lambda v: np.all(v >= 0)),
+    "required_group_size max": (
+        lambda x: gsd.required_group_size(0.01, 0.05, max_group_size=x),
+        lambda v: np.all(v >= 0),
+    ),
     "group_size_law": (lambda x: gsd.group_size_law(x, 0.1), lambda v: np.all(v >= 0)),
     "plan_group_sizes": (lambda x: gsd.plan_group_sizes(x, epsilon=0.1), lambda v: np.all(np.isnan(v) | (v >= -1))),
     "advantages": (lambda x: gsd.advantages(x), lambda v: np.all(np.isfinite(v))),
@@ -122,9 +126,11 @@ def test_public_api_gives_an_input_error_or_a_documented_answer(name, x):
 @settings(max_examples=60, deadline=None)
 def test_loss_functions_refuse_or_answer_finitely(x, T):
     L = pytest.importorskip("gsd.losses")
-    for what, call in (("softmax_t", lambda: L.softmax_t([1.0, 0.0] if isinstance(x, list) else [x, 0.0], T=T)),
-                       ("clipped_surrogate", lambda: L.clipped_surrogate(x, 1.0)),
-                       ("aggregate", lambda: L.aggregate([[1.0, x if not isinstance(x, list) else 0.0]], [[1, 0]]))):
+    for what, call in (
+        ("softmax_t", lambda: L.softmax_t([1.0, 0.0] if isinstance(x, list) else [x, 0.0], T=T)),
+        ("clipped_surrogate", lambda: L.clipped_surrogate(x, 1.0)),
+        ("aggregate", lambda: L.aggregate([[1.0, x if not isinstance(x, list) else 0.0]], [[1, 0]])),
+    ):
         with time_budget(what):
             try:
                 v = values(call())
@@ -153,8 +159,19 @@ def files(tmp_path_factory):
 
 
 def paths(files):
-    fixed = ["/nonexistent/x.csv", "/sys/gsd/x.csv", "", ".", "/", str(files / "afile"), str(files / "adir.csv"),
-             str(files / "afile" / "x.csv"), str(files / "garbage.csv"), str(files / "other.csv"), str(files / "rates.csv")]
+    fixed = [
+        "/nonexistent/x.csv",
+        "/sys/gsd/x.csv",
+        "",
+        ".",
+        "/",
+        str(files / "afile"),
+        str(files / "adir.csv"),
+        str(files / "afile" / "x.csv"),
+        str(files / "garbage.csv"),
+        str(files / "other.csv"),
+        str(files / "rates.csv"),
+    ]
     return st.one_of(st.sampled_from(fixed), st.text(min_size=1, max_size=12).map(lambda t: str(files / "r" / t)))
 
 
@@ -162,8 +179,12 @@ def run_cli(argv, cwd):
     """Run the CLI in ``cwd``: a relative path the fuzz draws ("" + ".csv" is ".csv") lands there,
     never in the checkout."""
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), time_budget("gsd " + " ".join(argv)), \
-            _working_folder(cwd):
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        time_budget("gsd " + " ".join(argv)),
+        _working_folder(cwd),
+    ):
         try:
             rc = main(argv)
         except SystemExit as exc:  # argparse: usage errors exit 2, --help 0
@@ -192,8 +213,24 @@ def check_cli(argv, rc, out, err):
 @st.composite
 def commands(draw, files):
     t = draw
-    kind = t(st.sampled_from(["silent", "fidelity", "plan-p", "plan-input", "plan-output", "identity", "conventions",
-                              "group-size-table", "dapo-fit", "sweep", "simulate-config", "diagnose"]))
+    kind = t(
+        st.sampled_from(
+            [
+                "silent",
+                "fidelity",
+                "plan-p",
+                "plan-input",
+                "plan-output",
+                "identity",
+                "conventions",
+                "group-size-table",
+                "dapo-fit",
+                "sweep",
+                "simulate-config",
+                "diagnose",
+            ]
+        )
+    )
     if kind == "silent":
         return ["silent", "--p", t(tokens), "--G", t(tokens)]
     if kind == "fidelity":
@@ -203,7 +240,15 @@ def commands(draw, files):
     if kind == "plan-input":
         return ["plan", "--input", t(paths(files)), "--epsilon", "0.1"]
     if kind == "plan-output":
-        return ["plan", "--p", "0.3", "--epsilon", "0.1", "--output", t(paths(files)) + t(st.sampled_from([".csv", ""]))]
+        return [
+            "plan",
+            "--p",
+            "0.3",
+            "--epsilon",
+            "0.1",
+            "--output",
+            t(paths(files)) + t(st.sampled_from([".csv", ""])),
+        ]
     if kind == "identity":
         return ["identity", "--rewards", t(tokens)]
     if kind == "conventions":
@@ -220,8 +265,9 @@ def commands(draw, files):
 
 
 @given(st.data())
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                   HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 def test_every_command_exits_0_or_2_with_one_line(files, data):
     argv = data.draw(commands(files))
     if "--output" in argv and not argv[-1].endswith(".csv"):
@@ -230,11 +276,14 @@ def test_every_command_exits_0_or_2_with_one_line(files, data):
     check_cli(argv, rc, out, err)
 
 
-@pytest.mark.parametrize("argv", [
-    ["silent", "--p", "nan", "--G", "8"],
-    ["fidelity", "--p", "0.5", "--G", "4611686018427387904"],
-    ["plan", "--p", "0.3", "--epsilon", "0.1", "--output", "/sys/gsd/plan.csv"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["silent", "--p", "nan", "--G", "8"],
+        ["fidelity", "--p", "0.5", "--G", "4611686018427387904"],
+        ["plan", "--p", "0.3", "--epsilon", "0.1", "--output", "/sys/gsd/plan.csv"],
+    ],
+)
 def test_subprocess_errors_are_one_line_exit_2(argv):
     res = subprocess.run([sys.executable, "-m", "gsd.cli", *argv], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
@@ -244,6 +293,14 @@ def test_import_gsd_loads_no_torch_scipy_or_pandas():
     code = "import sys, gsd; print(sorted(m for m in ('torch', 'scipy', 'pandas') if m in sys.modules))"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and res.stdout.strip() == "[]", res.stdout + res.stderr
-    assert math.isclose(float(subprocess.run(
-        [sys.executable, "-c", "import gsd; print(gsd.silent_rate(0.5, 8))"], capture_output=True, text=True,
-        timeout=120).stdout), 0.0078125)
+    assert math.isclose(
+        float(
+            subprocess.run(
+                [sys.executable, "-c", "import gsd; print(gsd.silent_rate(0.5, 8))"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            ).stdout
+        ),
+        0.0078125,
+    )

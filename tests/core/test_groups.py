@@ -78,14 +78,19 @@ def test_identity_holds_for_random_binary_groups(data, ddof, eps, seed):
             pos, neg = s[b][r[b] == 1].mean(0), s[b][r[b] == 0].mean(0)
             np.testing.assert_allclose(contrast[b], pos - neg, rtol=1e-12, atol=1e-12)
             np.testing.assert_allclose(direct, sigma[b] ** 2 / (sd + eps) * contrast[b], rtol=1e-10, atol=1e-12)
-            np.testing.assert_allclose(gsd.group_update(r[b], s[b], "dr_grpo"), sigma[b] ** 2 * contrast[b], rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(
+                gsd.group_update(r[b], s[b], "dr_grpo"), sigma[b] ** 2 * contrast[b], rtol=1e-10, atol=1e-12
+            )
         else:
             assert np.all(direct == 0)
 
 
 @settings(max_examples=60, deadline=None)
-@given(hnp.arrays(np.float64, (4, 7), elements=st.one_of(st.just(0.0), st.floats(1e-100, 5), st.floats(-5, -1e-100))),
-       st.sampled_from([0, 1]), st.sampled_from([0.0, 1e-4]))
+@given(
+    hnp.arrays(np.float64, (4, 7), elements=st.one_of(st.just(0.0), st.floats(1e-100, 5), st.floats(-5, -1e-100))),
+    st.sampled_from([0, 1]),
+    st.sampled_from([0.0, 1e-4]),
+)
 def test_graded_rewards_update_is_covariance_over_std(r, ddof, eps):
     s = np.random.default_rng(1).normal(size=r.shape + (2,))
     g = gsd.group_update(r, s, ddof=ddof, eps=eps)
@@ -103,7 +108,10 @@ def test_torch_and_numpy_agree():
         for ddof in (0, 1):
             np.testing.assert_allclose(
                 gsd.group_update(torch.tensor(r), torch.tensor(s), method, ddof=ddof, eps=1e-6).numpy(),
-                gsd.group_update(r, s, method, ddof=ddof, eps=1e-6), rtol=1e-12, atol=1e-15)
+                gsd.group_update(r, s, method, ddof=ddof, eps=1e-6),
+                rtol=1e-12,
+                atol=1e-15,
+            )
     sig_t, con_t = gsd.identity_terms(torch.tensor(r), torch.tensor(s))
     sig, con = gsd.identity_terms(r, s)
     np.testing.assert_allclose(sig_t.numpy(), sig, rtol=1e-14)

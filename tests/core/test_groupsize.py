@@ -99,8 +99,11 @@ def test_silent_rate_group_size_at_a_tight_bracket():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.one_of(st.floats(0.0, 1.0), st.sampled_from([0.0, 1.0, 1e-4, 0.5])), min_size=1, max_size=30),
-       st.sampled_from([0.2, 0.1, 0.05]), st.sampled_from([50, 400, 4000]))
+@given(
+    st.lists(st.one_of(st.floats(0.0, 1.0), st.sampled_from([0.0, 1.0, 1e-4, 0.5])), min_size=1, max_size=30),
+    st.sampled_from([0.2, 0.1, 0.05]),
+    st.sampled_from([50, 400, 4000]),
+)
 def test_median_group_size_is_the_lower_median_by_brute_force(p, eps, cap):
     """The lower median of the brute-force smallest G over the prompts with 0 < p < 1, a prompt
     no G ≤ cap serves counting above every G; NaN when there is none or the median is above cap."""

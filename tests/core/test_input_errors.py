@@ -25,8 +25,12 @@ def test_inf_is_refused_wherever_nan_is(bad):
         gsd.advantages([0, 1, bad])
     with pytest.raises(gsd.InputError, match="scores must be finite"):
         gsd.group_update([0, 1], np.array([[0.0], [bad]]))
-    for call in (lambda: gsd.silent_rate(bad, 8), lambda: gsd.fidelity(0.5, bad),
-                 lambda: gsd.required_group_size(0.5, bad), lambda: gsd.expected_update(0.5, 8, eps=bad)):
+    for call in (
+        lambda: gsd.silent_rate(bad, 8),
+        lambda: gsd.fidelity(0.5, bad),
+        lambda: gsd.required_group_size(0.5, bad),
+        lambda: gsd.expected_update(0.5, 8, eps=bad),
+    ):
         with pytest.raises(gsd.InputError):
             call()
 
@@ -51,7 +55,6 @@ def test_torch_inputs_refuse_inf_but_logits_may_mask_with_minus_inf():
         L.aggregate(loss, mask)
 
 
-
 def test_cli_reports_input_errors_as_one_line(gsd_cli):
     rc, _, err = gsd_cli("identity", "--rewards", "0,1,inf")
     assert rc == 2 and err.count("\n") == 1 and "rewards must be finite" in err
@@ -69,9 +72,11 @@ def test_cli_lets_a_bug_show_its_traceback(monkeypatch, exc):
 
 def test_a_bug_exits_1_with_traceback_in_a_subprocess(tmp_path):
     # A plain ValueError from inside a handler is a bug: Python's traceback, exit status 1.
-    code = ("import sys, gsd.silent as s; from gsd.cli import main\n"
-            "def bad(*a, **k): raise ValueError('not an input error')\n"
-            "s.silent_rate = bad\nsys.exit(main(['silent', '--p', '0.5', '--G', '8']))\n")
+    code = (
+        "import sys, gsd.silent as s; from gsd.cli import main\n"
+        "def bad(*a, **k): raise ValueError('not an input error')\n"
+        "s.silent_rate = bad\nsys.exit(main(['silent', '--p', '0.5', '--G', '8']))\n"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 1 and "Traceback" in res.stderr and "not an input error" in res.stderr
 
@@ -106,8 +111,22 @@ def test_unwritable_output_is_one_line_exit_2(tmp_path, monkeypatch, gsd_cli, ca
 
 def test_write_through_existing_file_in_a_subprocess(tmp_path):
     (tmp_path / "afile").write_text("x")
-    res = subprocess.run([sys.executable, "-m", "gsd.cli", "plan", "--p", "0.5", "--epsilon", "0.05", "--output",
-                          str(tmp_path / "afile" / "plan.csv")], capture_output=True, text=True)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gsd.cli",
+            "plan",
+            "--p",
+            "0.5",
+            "--epsilon",
+            "0.05",
+            "--output",
+            str(tmp_path / "afile" / "plan.csv"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "a file is in the way" in res.stderr
 
 

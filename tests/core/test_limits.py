@@ -27,10 +27,16 @@ WITH_G = [
     ("fidelity", lambda G: gsd.fidelity(0.3, G), MAX_EXACT_GROUP_SIZE),
     ("budget_share", lambda G: gsd.budget_share([0.3, 0.6], np.array([True, False]), G=G), MAX_EXACT_GROUP_SIZE),
     ("required_group_size", lambda G: gsd.required_group_size(0.3, 0.1, max_group_size=G), MAX_EXACT_GROUP_SIZE),
-    ("required_group_size law", lambda G: gsd.required_group_size(0.3, 0.1, rule="law", max_group_size=G),
-     MAX_GROUP_SIZE),
-    ("group_size_for_silent_rate", lambda G: gsd.group_size_for_silent_rate(0.3, 0.1, max_group_size=G),
-     MAX_GROUP_SIZE),
+    (
+        "required_group_size law",
+        lambda G: gsd.required_group_size(0.3, 0.1, rule="law", max_group_size=G),
+        MAX_GROUP_SIZE,
+    ),
+    (
+        "group_size_for_silent_rate",
+        lambda G: gsd.group_size_for_silent_rate(0.3, 0.1, max_group_size=G),
+        MAX_GROUP_SIZE,
+    ),
     ("plan_group_sizes", lambda G: gsd.plan_group_sizes([0.3], epsilon=0.1, max_group_size=G), MAX_EXACT_GROUP_SIZE),
     ("convention_gap", lambda G: gsd.convention_gap(G), MAX_GROUP_SIZE),
 ]
@@ -88,7 +94,9 @@ def test_convention_gap_at_a_billion_is_immediate_and_right():
 def test_fidelity_at_the_exact_limit_matches_the_law_and_beyond_is_refused():
     # at G = 10^9 the law's error O(1/(G p(1−p))²) is far below float resolution
     for p in (0.5, 0.01):
-        assert gsd.fidelity(p, MAX_EXACT_GROUP_SIZE) == pytest.approx(gsd.fidelity_law(p, MAX_EXACT_GROUP_SIZE), abs=1e-12)
+        assert gsd.fidelity(p, MAX_EXACT_GROUP_SIZE) == pytest.approx(
+            gsd.fidelity_law(p, MAX_EXACT_GROUP_SIZE), abs=1e-12
+        )
     with pytest.raises(gsd.InputError, match="G must be <= 1,000,000,000"):
         gsd.fidelity(0.5, 2**62)
 
@@ -108,7 +116,6 @@ def test_fidelity_law_is_in_0_1_or_nan_by_its_documented_rule(p, G):
     law = float(gsd.fidelity_law(p, G))
     meaningful = G >= 2 and 8 * G * p * (1 - p) >= 1
     assert (0.0 <= law < 1.0) if meaningful else math.isnan(law)
-
 
 
 def test_cli_conventions_at_a_billion(gsd_cli):

@@ -46,7 +46,12 @@ def _noisy_update_by_enumeration(p, G, nu, method):
 
 
 @settings(max_examples=15, deadline=None)
-@given(p=st.floats(0.01, 0.99), nu=st.floats(0.0, 0.45), G=st.integers(2, 4), method=st.sampled_from(["grpo", "dr_grpo", "rloo"]))
+@given(
+    p=st.floats(0.01, 0.99),
+    nu=st.floats(0.0, 0.45),
+    G=st.integers(2, 4),
+    method=st.sampled_from(["grpo", "dr_grpo", "rloo"]),
+)
 def test_verifier_noise_matches_enumeration(p, nu, G, method):
     expected = _noisy_update_by_enumeration(p, G, nu, method)
     got = float(gsd.expected_update(p, G, method, verifier_noise=nu))

@@ -30,8 +30,15 @@ def test_fidelity_plan_keeps_every_row_in_order_with_its_columns(tmp_path, gsd_c
 @pytest.mark.parametrize("mode", [["--column", "rate"], ["--k-column", "k", "--n-column", "n"]])
 def test_budget_plan_never_overwrites_input_columns(tmp_path, gsd_cli, mode):
     src = tmp_path / "in.csv"
-    pd.DataFrame({"k": [1, 2, 3], "n": [4, 4, 4], "rate": [0.2, 0.5, 0.7], "status": ["mine", "mine", "mine"],
-                  "group_size": [3, 3, 3]}).to_csv(src, index=False)
+    pd.DataFrame(
+        {
+            "k": [1, 2, 3],
+            "n": [4, 4, 4],
+            "rate": [0.2, 0.5, 0.7],
+            "status": ["mine", "mine", "mine"],
+            "group_size": [3, 3, 3],
+        }
+    ).to_csv(src, index=False)
     out = tmp_path / "plan.csv"
     rc, text, _ = gsd_cli("plan", "--input", str(src), *mode, "--budget", "24", "--output", str(out))
     assert rc == 0 and "status_plan" in text and "group_size_plan" in text
@@ -47,7 +54,9 @@ def test_per_rollout_plan_writes_parquet_and_csv(tmp_path, gsd_cli, suffix):
     src = tmp_path / "roll.csv"
     src.write_text("prompt,reward\na,1\na,0\nb,1\nb,1\nc,\n")
     out = tmp_path / f"plan{suffix}"
-    rc, _, err = gsd_cli("plan", "--input", str(src), "--prompt-column", "prompt", "--budget", "16", "--output", str(out))
+    rc, _, err = gsd_cli(
+        "plan", "--input", str(src), "--prompt-column", "prompt", "--budget", "16", "--output", str(out)
+    )
     assert rc == 0, err
     plan = pd.read_parquet(out) if suffix == ".parquet" else pd.read_csv(out)
     assert plan["prompt"].tolist() == ["a", "b", "c"] and plan["status"].tolist()[2] == "no usable reward"
@@ -69,10 +78,13 @@ def test_integers_beyond_2_53_are_refused_not_rounded(tmp_path, gsd_cli):
 def test_mixed_type_column_to_parquet_is_refused_by_name_and_csv_is_written(tmp_path, gsd_cli):
     src = tmp_path / "m.jsonl"
     src.write_text('{"id": 1, "rate": 0.2}\n{"id": "a", "rate": 0.4}\n')
-    rc, _, err = gsd_cli("plan", "--input", str(src), "--column", "rate", "--budget", "8", "--output",
-                         str(tmp_path / "m.parquet"))
+    rc, _, err = gsd_cli(
+        "plan", "--input", str(src), "--column", "rate", "--budget", "8", "--output", str(tmp_path / "m.parquet")
+    )
     assert rc == 2 and "column 'id' mixes int, str" in err and not (tmp_path / "m.parquet").exists()
-    rc, _, _ = gsd_cli("plan", "--input", str(src), "--column", "rate", "--budget", "8", "--output", str(tmp_path / "m.csv"))
+    rc, _, _ = gsd_cli(
+        "plan", "--input", str(src), "--column", "rate", "--budget", "8", "--output", str(tmp_path / "m.csv")
+    )
     assert rc == 0 and pd.read_csv(tmp_path / "m.csv")["id"].astype(str).tolist() == ["1", "a"]
 
 
@@ -83,9 +95,11 @@ def test_output_to_a_pseudo_file_system_is_one_line(gsd_cli, target):
 
 
 # --------------------------------------------------------------------------- fuzz of the table modes
-cells = st.one_of(st.sampled_from(["", "nan", "inf", "-1", "0", "1", "0.5", "2", "x", "true", "1e300",
-                                   "9007199254740993", "-0"]),
-                  st.floats(0, 1).map(repr), st.integers(0, 20).map(str))
+cells = st.one_of(
+    st.sampled_from(["", "nan", "inf", "-1", "0", "1", "0.5", "2", "x", "true", "1e300", "9007199254740993", "-0"]),
+    st.floats(0, 1).map(repr),
+    st.integers(0, 20).map(str),
+)
 
 
 @st.composite
@@ -93,14 +107,21 @@ def tables(draw):
     n = draw(st.integers(1, 6))
     cols = {name: [draw(cells) for _ in range(n)] for name in ("rate", "k", "n", "reward")}
     cols["prompt"] = [draw(st.sampled_from(["a", "b", "c", "", "1", "2"])) for _ in range(n)]
-    for extra in draw(st.lists(st.sampled_from(["status", "group_size", "posterior_mean", "status_plan", "id"]),
-                               unique=True, max_size=3)):
+    for extra in draw(
+        st.lists(
+            st.sampled_from(["status", "group_size", "posterior_mean", "status_plan", "id"]), unique=True, max_size=3
+        )
+    ):
         cols[extra] = [draw(cells) for _ in range(n)]
     return cols
 
 
-MODES = [["--column", "rate", "--epsilon", "0.05"], ["--column", "rate", "--budget", "20"],
-         ["--k-column", "k", "--n-column", "n", "--budget", "20"], ["--prompt-column", "prompt", "--budget", "20"]]
+MODES = [
+    ["--column", "rate", "--epsilon", "0.05"],
+    ["--column", "rate", "--budget", "20"],
+    ["--k-column", "k", "--n-column", "n", "--budget", "20"],
+    ["--prompt-column", "prompt", "--budget", "20"],
+]
 
 
 @given(table=tables(), mode=st.sampled_from(MODES), suffix=st.sampled_from([".csv", ".parquet"]))
@@ -126,7 +147,7 @@ def test_every_table_mode_keeps_rows_and_input_columns_or_refuses_in_one_line(tm
     for name in raw.columns:
         a, b = raw[name], plan[name]
         assert a.isna().equals(b.isna()) and a[a.notna()].astype(str).tolist() == b[b.notna()].astype(str).tolist()
-    assert "status" in plan.columns[len(raw.columns):].str.replace(r"_plan\d*$", "", regex=True).tolist()
+    assert "status" in plan.columns[len(raw.columns) :].str.replace(r"_plan\d*$", "", regex=True).tolist()
 
 
 @pytest.mark.parametrize("prompt", ["prompt", "rollouts", "right", "bad_rollouts", "status"])
@@ -136,7 +157,9 @@ def test_rollouts_without_a_prompt_id_are_not_planned_and_a_prompt_column_keeps_
     src = tmp_path / "roll.csv"
     src.write_text(f"{prompt},reward\na,1\na,0\n,1\n,1\n,0\nb,1\nb,0\n")
     out = tmp_path / "plan.csv"
-    rc, text, _ = gsd_cli("plan", "--input", str(src), "--prompt-column", prompt, "--budget", "16", "--output", str(out))
+    rc, text, _ = gsd_cli(
+        "plan", "--input", str(src), "--prompt-column", prompt, "--budget", "16", "--output", str(out)
+    )
     assert rc == 0, text
     plan = pd.read_csv(out, keep_default_na=False)
     assert plan[prompt].tolist() == ["a", "", "b"]  # the ids, in order of first appearance

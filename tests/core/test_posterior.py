@@ -5,18 +5,22 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import integrate, optimize
-from scipy.stats import betabinom
 from scipy.stats import beta as beta_dist
+from scipy.stats import betabinom
 
 import gsd
 
 
 def _direct_fit(k, n):
     """Nelder–Mead on the ungrouped beta-binomial log-likelihood (scipy's own pmf)."""
+
     def nll(x):
         a, b = np.exp(x)
         return -betabinom.logpmf(k, n, a, b).sum()
-    res = optimize.minimize(nll, [0.0, 0.0], method="Nelder-Mead", options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 4000})
+
+    res = optimize.minimize(
+        nll, [0.0, 0.0], method="Nelder-Mead", options={"xatol": 1e-8, "fatol": 1e-10, "maxiter": 4000}
+    )
     return np.exp(res.x), -res.fun
 
 
@@ -93,26 +97,28 @@ def test_empirical_bayes_default_shrinks_zero_of_eight():
     assert post.a[-1] == pytest.approx(a0) and post.b[-1] == pytest.approx(b0 + 8)
 
 
-@pytest.mark.parametrize("k, n, prior, match", [
-    (-1, 8, "uniform", "k must be an integer >= 0"),
-    (9, 8, "uniform", "k must be <= n"),
-    (float("nan"), 8, "uniform", "k must be an integer"),
-    (1, float("inf"), "uniform", "n must be an integer"),
-    ([1, 2], [3, 4, 5], "uniform", "broadcast"),
-    (1, 8, "flat", "prior must be"),
-    (1, 8, (0.0, 1.0), "prior must be two finite numbers > 0"),
-    (1, 8, (float("inf"), 1.0), "prior must be two finite numbers > 0"),
-    (1, 8, "xy", "prior must be"),
-    (0, 0, "empirical-bayes", "no prompt has a logged rollout"),
-])
+@pytest.mark.parametrize(
+    "k, n, prior, match",
+    [
+        (-1, 8, "uniform", "k must be an integer >= 0"),
+        (9, 8, "uniform", "k must be <= n"),
+        (float("nan"), 8, "uniform", "k must be an integer"),
+        (1, float("inf"), "uniform", "n must be an integer"),
+        ([1, 2], [3, 4, 5], "uniform", "broadcast"),
+        (1, 8, "flat", "prior must be"),
+        (1, 8, (0.0, 1.0), "prior must be two finite numbers > 0"),
+        (1, 8, (float("inf"), 1.0), "prior must be two finite numbers > 0"),
+        (1, 8, "xy", "prior must be"),
+        (0, 0, "empirical-bayes", "no prompt has a logged rollout"),
+    ],
+)
 def test_bad_input(k, n, prior, match):
     with pytest.raises(ValueError, match=match):
         gsd.posterior_from_counts(k, n, prior=prior)
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.floats(1e-3, 1e4), st.floats(1e-3, 1e4)), min_size=1, max_size=20),
-       st.floats(0.01, 0.999))
+@given(st.lists(st.tuples(st.floats(1e-3, 1e4), st.floats(1e-3, 1e4)), min_size=1, max_size=20), st.floats(0.01, 0.999))
 def test_interval_is_scipy_stats_beta_bit_for_bit(ab, level):
     """The interval without scipy.stats: betaincinv / betainccinv are what beta.ppf / isf compute."""
     a, b = np.array(ab).T

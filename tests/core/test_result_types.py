@@ -27,8 +27,15 @@ CASES = {
 }
 
 #: Functions of p alone (G is not an argument).
-P_ONLY = {"difficulty_weight", "large_group_weight", "arcsin_objective", "required_group_size",
-          "required_group_size[law]", "group_size_law", "group_size_for_silent_rate"}
+P_ONLY = {
+    "difficulty_weight",
+    "large_group_weight",
+    "arcsin_objective",
+    "required_group_size",
+    "required_group_size[law]",
+    "group_size_law",
+    "group_size_for_silent_rate",
+}
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -18,8 +18,10 @@ from gsd.lock import LockBusy, RunLock, hold_folder, lock_path
 
 def test_a_second_process_on_a_held_folder_gets_one_line_naming_the_owner(tmp_path):
     out = tmp_path / "run"
-    code = ("import sys; from gsd.lock import hold_folder\n"
-            "try:\n    hold_folder(sys.argv[1]).__enter__()\nexcept ValueError as e:\n    print(e); sys.exit(2)\n")
+    code = (
+        "import sys; from gsd.lock import hold_folder\n"
+        "try:\n    hold_folder(sys.argv[1]).__enter__()\nexcept ValueError as e:\n    print(e); sys.exit(2)\n"
+    )
     with hold_folder(out):
         res = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2
@@ -88,8 +90,11 @@ def test_a_set_cut_by_a_kill_is_finished_or_dropped_by_the_next_writer(tmp_path)
 
 def test_remove_temps_clears_subfolders(tmp_path):
     (tmp_path / "rollouts" / "deep").mkdir(parents=True)
-    temps = [tmp_path / ".checkpoint.pt.9.ab.tmp", tmp_path / "rollouts" / ".3.jsonl.9.cd.tmp",
-             tmp_path / "rollouts" / "deep" / ".x.9.ef.tmp"]
+    temps = [
+        tmp_path / ".checkpoint.pt.9.ab.tmp",
+        tmp_path / "rollouts" / ".3.jsonl.9.cd.tmp",
+        tmp_path / "rollouts" / "deep" / ".x.9.ef.tmp",
+    ]
     for t in temps:
         t.write_text("half")
     keep = tmp_path / "rollouts" / "3.jsonl"
@@ -180,19 +185,22 @@ def test_a_campaign_arm_named_to_escape_is_refused_before_any_folder(tmp_path):
     assert not (tmp_path / "a" / "escape").exists() and not out.exists()
 
 
-@pytest.mark.parametrize("body, words", [
-    ("[campaign]\nseeds = [0]\n", "seeds"),
-    ("[campaign]\nseeds = 5\n", "seeds"),
-    ("[campaign]\nseeds = [1, 1]\n", "seeds"),
-    ("[variants]\n", "[variants]"),
-    ("NOARMS", "[arms]"),
-    ('[arms."../x"]\nmethod = "grpo"\n', "campaign arm"),
-    ('[variants."../v"]\n', "variant"),
-])
+@pytest.mark.parametrize(
+    "body, words",
+    [
+        ("[campaign]\nseeds = [0]\n", "seeds"),
+        ("[campaign]\nseeds = 5\n", "seeds"),
+        ("[campaign]\nseeds = [1, 1]\n", "seeds"),
+        ("[variants]\n", "[variants]"),
+        ("NOARMS", "[arms]"),
+        ('[arms."../x"]\nmethod = "grpo"\n', "campaign arm"),
+        ('[variants."../v"]\n', "variant"),
+    ],
+)
 def test_a_comparison_config_that_cannot_run_is_one_line_before_any_run(tmp_path, body, words):
     from gsd.reproduce.allocation_comparison import run_comparison
 
-    arms = '[arms.fixed_g8]\ngroup_size = 8\n[arms.fixed_g4]\ngroup_size = 4\n[arms.fixed_g16]\ngroup_size = 16\n'
+    arms = "[arms.fixed_g8]\ngroup_size = 8\n[arms.fixed_g4]\ngroup_size = 4\n[arms.fixed_g16]\ngroup_size = 16\n"
     text = '[base]\nn_prompts = 10\nsteps = 1\ndevice = "cpu"\n' + ("" if body == "NOARMS" else arms)
     cfg = tmp_path / "c.toml"
     cfg.write_text(text + ("" if body == "NOARMS" else body))

@@ -37,12 +37,20 @@ def _direct(p, G, n, *, method="grpo", optimizer="sgd", ddof=0, eps=0.0, nu=math
 
 
 @settings(max_examples=25, deadline=None)
-@given(p=st.lists(st.floats(0.001, 0.999), min_size=1, max_size=4), G=st.integers(2, 24), n=st.integers(1, 64),
-       method=st.sampled_from(["grpo", "dr_grpo"]), optimizer=st.sampled_from(["sgd", "adam"]),
-       ddof=st.sampled_from([0, 1]), eps=st.sampled_from([0.0, 1e-4, 0.3]), nu=st.sampled_from([math.inf, 0.7]))
+@given(
+    p=st.lists(st.floats(0.001, 0.999), min_size=1, max_size=4),
+    G=st.integers(2, 24),
+    n=st.integers(1, 64),
+    method=st.sampled_from(["grpo", "dr_grpo"]),
+    optimizer=st.sampled_from(["sgd", "adam"]),
+    ddof=st.sampled_from([0, 1]),
+    eps=st.sampled_from([0.0, 1e-4, 0.3]),
+    nu=st.sampled_from([math.inf, 0.7]),
+)
 def test_progress_matches_a_direct_enumeration(p, G, n, method, optimizer, ddof, eps, nu):
-    adv = group_size_advice(p, g_grid=[G], prompts_per_step=n, method=method, optimizer=optimizer, ddof=ddof, eps=eps,
-                            score_noise=nu)
+    adv = group_size_advice(
+        p, g_grid=[G], prompts_per_step=n, method=method, optimizer=optimizer, ddof=ddof, eps=eps, score_noise=nu
+    )
     want = _direct(p, G, n, method=method, optimizer=optimizer, ddof=ddof, eps=eps, nu=nu)
     row = adv.table.iloc[0]
     assert row.progress_per_step == pytest.approx(want, rel=1e-9, abs=1e-300)
@@ -73,8 +81,9 @@ def test_extreme_values_against_mpmath(p, G):
     mpmath = pytest.importorskip("mpmath")
     mpmath.mp.dps = 60
     pm = mpmath.mpf(p)
-    S = mpmath.fsum(mpmath.binomial(G, k) * pm**k * (1 - pm) ** (G - k) * mpmath.sqrt(k * (G - k)) / G
-                    for k in range(1, G))
+    S = mpmath.fsum(
+        mpmath.binomial(G, k) * pm**k * (1 - pm) ** (G - k) * mpmath.sqrt(k * (G - k)) / G for k in range(1, G)
+    )
     S *= mpmath.sqrt(pm * (1 - pm))
     ns = 1 - pm**G - (1 - pm) ** G
     adv_sgd = group_size_advice([p], optimizer="sgd", g_grid=[G], prompts_per_step=3)
@@ -91,15 +100,19 @@ def test_posterior_is_the_expectation_over_p():
     for j, G in enumerate(grid):
         S = N = 0.0
         for a, b in zip(post.a, post.b):
-            S += integrate.quad(lambda x, a=a, b=b, G=G: stats.beta.pdf(x, a, b) * _direct([x], G, 1), 0, 1, epsabs=1e-13,
-                                limit=200)[0]
+            S += integrate.quad(
+                lambda x, a=a, b=b, G=G: stats.beta.pdf(x, a, b) * _direct([x], G, 1), 0, 1, epsabs=1e-13, limit=200
+            )[0]
             N += 1 - stats.beta.expect(lambda x, G=G: x**G + (1 - x) ** G, (a, b))
         S, N = S / 3, N / 3 / (4 * G)
         assert adv.table.progress_per_step.iloc[j] == pytest.approx(S / math.sqrt(N), rel=1e-7)
     # the same posterior listed twice changes nothing but the prompts table
     twice = gsd.BetaPosterior(np.r_[post.a, post.a], np.r_[post.b, post.b], post.prior)
-    np.testing.assert_allclose(group_size_advice(twice, optimizer="adam", g_grid=grid, prompts_per_step=4)
-                               .table.progress_per_step, adv.table.progress_per_step, rtol=1e-13)
+    np.testing.assert_allclose(
+        group_size_advice(twice, optimizer="adam", g_grid=grid, prompts_per_step=4).table.progress_per_step,
+        adv.table.progress_per_step,
+        rtol=1e-13,
+    )
 
 
 def test_what_is_held_fixed_decides():
@@ -149,8 +162,11 @@ def test_step_times_from_trl_and_verl_writers(tmp_path):
     from transformers.trainer_callback import TrainerState
 
     state = TrainerState()
-    state.log_history = [{"step": 1, "loss": 0.1}, {"step": 2, "step_time": 1.5, "loss": 0.2},
-                         {"step": 4, "step_time": 2.5}]
+    state.log_history = [
+        {"step": 1, "loss": 0.1},
+        {"step": 2, "step_time": 1.5, "loss": 0.2},
+        {"step": 4, "step_time": 2.5},
+    ]
     (tmp_path / "checkpoint-4").mkdir()
     state.save_to_json(str(tmp_path / "checkpoint-4" / "trainer_state.json"))
     df = step_times_from_log(tmp_path)
@@ -175,14 +191,23 @@ def test_step_times_from_trl_and_verl_writers(tmp_path):
         step_times_from_log(tmp_path / "empty.jsonl")
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"hold": "tokens"}, "hold"), ({"method": "dapo"}, "method"), ({"optimizer": "adamw"}, "optimizer"),
-    ({"g_grid": [1, 2]}, "g_grid"), ({"g_grid": []}, "g_grid"), ({"score_noise": 0.0}, "score_noise"),
-    ({"score_noise": math.nan}, "score_noise"), ({"cost": (1, 2, 3)}, "cost"), ({"prompts_per_step": 0}, "prompts_per_step"),
-    ({"hold": "generations", "generations_per_step": 10, "g_grid": [2, 16]}, "generations_per_step"),
-    ({"hold": "generations", "cost": StepCost(1.0)}, "generations_per_step"),
-    ({"generations_per_step": 64}, "generations_per_step"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"hold": "tokens"}, "hold"),
+        ({"method": "dapo"}, "method"),
+        ({"optimizer": "adamw"}, "optimizer"),
+        ({"g_grid": [1, 2]}, "g_grid"),
+        ({"g_grid": []}, "g_grid"),
+        ({"score_noise": 0.0}, "score_noise"),
+        ({"score_noise": math.nan}, "score_noise"),
+        ({"cost": (1, 2, 3)}, "cost"),
+        ({"prompts_per_step": 0}, "prompts_per_step"),
+        ({"hold": "generations", "generations_per_step": 10, "g_grid": [2, 16]}, "generations_per_step"),
+        ({"hold": "generations", "cost": StepCost(1.0)}, "generations_per_step"),
+        ({"generations_per_step": 64}, "generations_per_step"),
+    ],
+)
 def test_bad_input_names_the_argument(kwargs, match):
     with pytest.raises(gsd.InputError, match=match):
         group_size_advice([0.5, 0.2], **kwargs)
@@ -211,9 +236,20 @@ def test_ordering_agrees_with_the_numpy_simulator():
         steps = gens // (n * G)
         gains = []
         for seed in seeds:
-            cfg = SimConfig(seed=seed, n_prompts=N, batch_size=n, group_size=G, steps=steps, lr=lr, optimizer="sgd",
-                            difficulty="beta", beta_mixture=[[1.0, 0.5, 0.5]], engine="numpy", closed_form_every=0,
-                            checkpoint_every=10**6)
+            cfg = SimConfig(
+                seed=seed,
+                n_prompts=N,
+                batch_size=n,
+                group_size=G,
+                steps=steps,
+                lr=lr,
+                optimizer="sgd",
+                difficulty="beta",
+                beta_mixture=[[1.0, 0.5, 0.5]],
+                engine="numpy",
+                closed_form_every=0,
+                checkpoint_every=10**6,
+            )
             with tempfile.TemporaryDirectory() as d:
                 run_simulation(cfg, d, progress=False)
                 a = read_ledger(d)["mean_arcsin"].to_numpy()
@@ -231,8 +267,11 @@ def test_ordering_agrees_with_the_numpy_simulator():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.floats(0.01, 0.99), min_size=1, max_size=6), st.sampled_from(["prompts", "generations"]),
-       st.floats(0.0, 0.5))
+@given(
+    st.lists(st.floats(0.01, 0.99), min_size=1, max_size=6),
+    st.sampled_from(["prompts", "generations"]),
+    st.floats(0.0, 0.5),
+)
 def test_advised_G_is_the_smallest_within_tolerance_of_the_best(p, hold, tol):
     grid = [2, 3, 4, 6, 8, 16]
     kw = {"generations_per_step": 48} if hold == "generations" else {}

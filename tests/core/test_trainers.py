@@ -82,8 +82,10 @@ def test_float32_rounding_of_equal_graded_rewards(trainer, eps):
         # the mean of G equal float32 numbers is off by at most ~G/2 units in the last place
         ulp = np.spacing(values.astype(np.float32))[:, None]
         assert (np.abs(a32) <= G * ulp / eps).all()
-    worst = max(np.abs(gsd.trainer_advantages(np.repeat(values[:, None], G, 1), trainer, dtype="float32")).max()
-                for G in (8, 16, 64))
+    worst = max(
+        np.abs(gsd.trainer_advantages(np.repeat(values[:, None], G, 1), trainer, dtype="float32")).max()
+        for G in (8, 16, 64)
+    )
     assert worst > 0  # the rounding shows up somewhere (TRL: 6e-4, verl: 0.06 on these values)
 
 
@@ -103,7 +105,9 @@ def test_float32_option_follows_the_formula_on_groups_with_signal(trainer):
 def test_float32_option_batch_scale():
     r = np.round(np.random.default_rng(3).random((4, 8)), 2)
     want = (r - r.mean(1, keepdims=True)) / (r.std(ddof=1) + 1e-4)
-    np.testing.assert_allclose(gsd.trainer_advantages(r, "trl", scale="batch", dtype="float32"), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        gsd.trainer_advantages(r, "trl", scale="batch", dtype="float32"), want, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_dtype_option_refusals():
@@ -131,7 +135,9 @@ def _normalize_then_sum(r, w, eps=1e-4):
 
 def test_multi_reward_normalize_then_sum():
     rng = np.random.default_rng(4)
-    r = np.stack([rng.normal(size=(6, 5)), np.round(rng.random((6, 5)), 2), rng.integers(0, 2, (6, 5))], -1).astype(float)
+    r = np.stack([rng.normal(size=(6, 5)), np.round(rng.random((6, 5)), 2), rng.integers(0, 2, (6, 5))], -1).astype(
+        float
+    )
     r[0, :, 2] = 1.0  # a silent function in one group: it contributes 0 there
     w = np.array([1.0, 0.5, 2.0])
     got = gsd.multi_reward_advantages(r, w, aggregation="normalize_then_sum")
@@ -140,7 +146,9 @@ def test_multi_reward_normalize_then_sum():
     got_t = gsd.multi_reward_advantages(torch.tensor(r), w, aggregation="normalize_then_sum")
     np.testing.assert_allclose(got_t.numpy(), got, rtol=1e-12, atol=1e-12)
     # one generation per group: every per-function advantage is 0, so the sum and the result are 0
-    np.testing.assert_array_equal(gsd.multi_reward_advantages(r[:, :1], w, aggregation="normalize_then_sum"), np.zeros((6, 1)))
+    np.testing.assert_array_equal(
+        gsd.multi_reward_advantages(r[:, :1], w, aggregation="normalize_then_sum"), np.zeros((6, 1))
+    )
 
 
 def test_multi_reward_sum_then_normalize_is_the_weighted_sum_through_trainer_advantages():

@@ -71,11 +71,14 @@ def test_vanilla_policy_loss_per_token():
     adv = torch.cat([torch.randn(30, generator=g, dtype=torch.float64), torch.tensor([1.0, -1.0, 2.0])])
     cfg = _ActorConfig(clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.28, clip_ratio_c=3.0, global_batch_info={})
     # one token per row under token-mean: the aggregate of a (1, 1) batch is the per-token loss
-    theirs = torch.stack([
-        core.compute_policy_loss_vanilla(old[i].view(1, 1), logp[i].view(1, 1), adv[i].view(1, 1), torch.ones(1, 1),
-                                         "token-mean", cfg)[0]
-        for i in range(len(logp))
-    ])
+    theirs = torch.stack(
+        [
+            core.compute_policy_loss_vanilla(
+                old[i].view(1, 1), logp[i].view(1, 1), adv[i].view(1, 1), torch.ones(1, 1), "token-mean", cfg
+            )[0]
+            for i in range(len(logp))
+        ]
+    )
     ours = -grpo_objective(logp, old, adv, eps_low=0.2, eps_high=0.28, trainer="verl")
     torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-15)
 
@@ -85,5 +88,6 @@ def test_agg_loss_modes():
     loss = torch.randn(6, 7, generator=g, dtype=torch.float64)
     mask = (torch.arange(7)[None, :] < torch.tensor([7, 3, 0, 5, 7, 1])[:, None]).to(torch.float64)
     for mode in gsd.losses.VERL_AGG_MODES:
-        torch.testing.assert_close(aggregate_as(loss, mask, "verl", mode), core.agg_loss(loss, mask, mode),
-                                   rtol=1e-7, atol=0.0)  # seq-mean-token-mean: verl divides by n_i + 1e-8
+        torch.testing.assert_close(
+            aggregate_as(loss, mask, "verl", mode), core.agg_loss(loss, mask, mode), rtol=1e-7, atol=0.0
+        )  # seq-mean-token-mean: verl divides by n_i + 1e-8

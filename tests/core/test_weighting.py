@@ -22,7 +22,9 @@ def test_difficulty_weight():
     assert gsd.difficulty_weight(0.5) == 2
     assert np.isinf(gsd.difficulty_weight(0.0))
     p = np.array([0.1, 0.3])
-    np.testing.assert_allclose(gsd.difficulty_weight(p), gsd.large_group_weight(p, "grpo") / gsd.large_group_weight(p, "dr_grpo"))
+    np.testing.assert_allclose(
+        gsd.difficulty_weight(p), gsd.large_group_weight(p, "grpo") / gsd.large_group_weight(p, "dr_grpo")
+    )
 
 
 def test_large_group_limit_of_expected_update():

@@ -35,8 +35,16 @@ def rollouts(seed=0, prompts=PROMPTS, steps=STEPS, graded=False, fixed_group_siz
         pid = np.repeat(drawn, G)
         right = (rng.random(pid.size) < p[pid]).astype(int)
         score = right * 0.8 + rng.uniform(0, 0.2, pid.size) if graded else right.astype(float)
-        frames.append(pd.DataFrame({"step": step, "prompt": [f"What is {i} + {i}? Think step by step." for i in pid],
-                                    "right": right, "score": score}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "step": step,
+                    "prompt": [f"What is {i} + {i}? Think step by step." for i in pid],
+                    "right": right,
+                    "score": score,
+                }
+            )
+        )
     return pd.DataFrame(pd.concat(frames, ignore_index=True)), p
 
 
@@ -45,8 +53,14 @@ def write_verl(folder, df, *, malformed_step=None, extra=True):
     Returns the (file, line) of the broken line."""
     bad = None
     for step, part in df.groupby("step"):
-        path = write_verl_step(folder, step, part["prompt"].to_numpy(), part["score"].to_numpy(),
-                               outputs="some answer", extra={"acc": part["right"].astype(bool).to_numpy()} if extra else None)
+        path = write_verl_step(
+            folder,
+            step,
+            part["prompt"].to_numpy(),
+            part["score"].to_numpy(),
+            outputs="some answer",
+            extra={"acc": part["right"].astype(bool).to_numpy()} if extra else None,
+        )
         if step == malformed_step:
             lines = path.read_text().splitlines(keepends=True)
             lines.insert(2, '{"input": "broken", "score": 1.0, "step": \n')
@@ -67,14 +81,18 @@ def write_trl(folder, df, *, names=("accuracy_reward", "format_reward")):
 def direct_steps(df, right="right", reward=None):
     """Per-step numbers computed directly with pandas from the rows; a group is silent when its
     ``reward`` values are all equal (default: all right or all wrong)."""
-    g = df.groupby(["step", "prompt"]).agg(size=(right, "size"), sum=(right, "sum"),
-                                           distinct=(reward or right, "nunique")).reset_index()
+    g = (
+        df.groupby(["step", "prompt"])
+        .agg(size=(right, "size"), sum=(right, "sum"), distinct=(reward or right, "nunique"))
+        .reset_index()
+    )
     multi = g["size"] >= 2
     g["silent"] = multi & (g["distinct"] == 1)
     g["multi"] = multi
     g["wasted"] = g["size"].where(g["silent"], 0)
-    s = g.groupby("step").agg(groups=("multi", "sum"), rollouts=("size", "sum"), silent=("silent", "sum"),
-                              wasted=("wasted", "sum"))
+    s = g.groupby("step").agg(
+        groups=("multi", "sum"), rollouts=("size", "sum"), silent=("silent", "sum"), wasted=("wasted", "sum")
+    )
     s["silent_frac"] = s["silent"] / s["groups"]
     return s.reset_index()
 
@@ -90,4 +108,5 @@ def verl_log(tmp_path):
 def jsonl_lines():
     def read(path):
         return [json.loads(x) for x in path.read_text().splitlines()]
+
     return read

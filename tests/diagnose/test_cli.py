@@ -34,14 +34,17 @@ def test_json_steps_and_summary(capsys, verl_log):
         assert s["silent_frac"] == pytest.approx(w["silent_frac"], rel=1e-12)
         assert 0 < s["silent_pred"] < 1 and 0 < s["fidelity"] < 1
     summary = data["summary"]
-    assert summary["bad_rows"] == 1 and summary["bad_rows_listed"][0].endswith(f"{bad_file.name}:{bad_line}: not valid JSON "
-                                                                               "(Expecting value)")
+    assert summary["bad_rows"] == 1 and summary["bad_rows_listed"][0].endswith(
+        f"{bad_file.name}:{bad_line}: not valid JSON (Expecting value)"
+    )
 
 
 def test_report_and_out_folder(capsys, tmp_path):
     df, _ = rollouts(graded=True)
     write_trl(tmp_path / "trl", df)
-    rc, out, err = run(capsys, tmp_path / "trl", "--reward", "accuracy_reward", "--threshold", "0.5", "--out", tmp_path / "dx")
+    rc, out, err = run(
+        capsys, tmp_path / "trl", "--reward", "accuracy_reward", "--threshold", "0.5", "--out", tmp_path / "dx"
+    )
     assert rc == 0, err
     assert "silent groups" in out and "reward >= 0.5 counts as right" in out and "docs/theory.md" in out
     for name in ("steps.parquet", "prompts.parquet", "groups.parquet", "summary.json", "diagnose.png"):
@@ -75,13 +78,16 @@ def _bad_case(tmp_path, case):
     raise AssertionError(case)
 
 
-@pytest.mark.parametrize("case, message", [
-    ("empty-folder", "no rollout log file found"),
-    ("wrong-format", "no TRL's completions_{step:05d}.parquet file in"),
-    ("missing-reward-key", "reward column 'accuracy' not found"),
-    ("non-numeric-scores", "no usable rollout in 2 file(s); first unusable row: "),
-    ("one-rollout-per-prompt", "no prompt has two or more rollouts in one step"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("empty-folder", "no rollout log file found"),
+        ("wrong-format", "no TRL's completions_{step:05d}.parquet file in"),
+        ("missing-reward-key", "reward column 'accuracy' not found"),
+        ("non-numeric-scores", "no usable rollout in 2 file(s); first unusable row: "),
+        ("one-rollout-per-prompt", "no prompt has two or more rollouts in one step"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(capsys, tmp_path, case, message):
     rc, out, err = run(capsys, *_bad_case(tmp_path, case))
     assert rc == 2 and out == ""
@@ -148,9 +154,20 @@ def test_step_table_says_when_it_shows_some_steps(capsys, tmp_path):
     assert rc == 0 and table_steps(out) == list(range(1, 21)) and "of 20 steps" not in out
 
 
-@pytest.mark.parametrize("option, value", [("--budget", "-4"), ("--budget", "0"), ("--epsilon", "7"),
-                                           ("--epsilon", "0"), ("--level", "2"), ("--level", "nan"),
-                                           ("--half-life", "-1"), ("--eps", "inf"), ("--group-size", "0")])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("--budget", "-4"),
+        ("--budget", "0"),
+        ("--epsilon", "7"),
+        ("--epsilon", "0"),
+        ("--level", "2"),
+        ("--level", "nan"),
+        ("--half-life", "-1"),
+        ("--eps", "inf"),
+        ("--group-size", "0"),
+    ],
+)
 def test_an_option_out_of_range_is_one_line_before_any_log_is_read(capsys, tmp_path, option, value):
     """Graded rewards ignore the advice options; an impossible value is still refused, by name."""
     log = tmp_path / "graded.csv"
@@ -171,8 +188,12 @@ def test_example_logs_are_copied_whole_and_read(tmp_path, capsys):
     assert main(["example-logs", str(dest)]) == 0
     source = example_logs()
     copied = sorted(p.relative_to(dest) for p in dest.rglob("*") if p.is_file())
-    shipped = sorted(p.relative_to(source) for name in EXAMPLE_LOGS for p in
-                     ([source / name] if (source / name).is_file() else (source / name).rglob("*")) if p.is_file())
+    shipped = sorted(
+        p.relative_to(source)
+        for name in EXAMPLE_LOGS
+        for p in ([source / name] if (source / name).is_file() else (source / name).rglob("*"))
+        if p.is_file()
+    )
     assert copied == shipped and len(copied) > 40
     assert all((dest / p).read_bytes() == (source / p).read_bytes() for p in copied)
     assert main(["example-logs", str(dest)]) == 2 and "exists" in capsys.readouterr().err

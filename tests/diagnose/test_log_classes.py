@@ -50,8 +50,7 @@ def test_booleans_and_numbers_mixed_in_a_score(tmp_path):
 
 def test_huge_steps_stay_exact(tmp_path):
     big = 2**53
-    df = pd.DataFrame({"prompt": ["a"] * 4 + ["b"] * 4, "reward": [1, 0] * 4,
-                       "step": [big + 1] * 4 + [big + 2] * 4})
+    df = pd.DataFrame({"prompt": ["a"] * 4 + ["b"] * 4, "reward": [1, 0] * 4, "step": [big + 1] * 4 + [big + 2] * 4})
     df.to_parquet(tmp_path / "log.parquet")
     log = read_rollouts(tmp_path / "log.parquet", reward="reward")
     assert sorted(set(log.step.tolist())) == [big + 1, big + 2]  # float64 would merge them
@@ -60,8 +59,14 @@ def test_huge_steps_stay_exact(tmp_path):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([-2.0, -0.5, 0.25, 1.0, 3.0]), st.sampled_from(["a", "b-c", "d_2"])),
-                min_size=1, max_size=3, unique_by=lambda t: t[1]))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([-2.0, -0.5, 0.25, 1.0, 3.0]), st.sampled_from(["a", "b-c", "d_2"])),
+        min_size=1,
+        max_size=3,
+        unique_by=lambda t: t[1],
+    )
+)
 def test_reward_expressions_round_trip(terms):
     text = ""
     for i, (c, name) in enumerate(terms):
@@ -70,8 +75,9 @@ def test_reward_expressions_round_trip(terms):
     assert parse_reward(text, ["a", "b-c", "d_2", "b"]) == [(float(c), n) for c, n in terms]
 
 
-@pytest.mark.parametrize("spec, match", [("a+", "cannot read|not found"), ("a+zz", "'zz' not found"), ("", "empty"),
-                                         ("a*b", "not found")])
+@pytest.mark.parametrize(
+    "spec, match", [("a+", "cannot read|not found"), ("a+zz", "'zz' not found"), ("", "empty"), ("a*b", "not found")]
+)
 def test_bad_reward_expressions(spec, match):
     with pytest.raises(ValueError, match=match):
         parse_reward(spec, ["a", "b"])
@@ -80,8 +86,14 @@ def test_bad_reward_expressions(spec, match):
 def test_weighted_sum_against_direct(tmp_path):
     rng = np.random.default_rng(3)
     n = 64
-    df = pd.DataFrame({"prompt": np.repeat([f"p{i}" for i in range(8)], 8), "x": rng.integers(0, 2, n),
-                       "y": rng.integers(0, 2, n), "step": 1})
+    df = pd.DataFrame(
+        {
+            "prompt": np.repeat([f"p{i}" for i in range(8)], 8),
+            "x": rng.integers(0, 2, n),
+            "y": rng.integers(0, 2, n),
+            "step": 1,
+        }
+    )
     df.to_csv(tmp_path / "t.csv", index=False)
     dx = diagnose(tmp_path / "t.csv", reward="x-0.5*y", threshold=0.5, progress=False)
     total = (df["x"] - 0.5 * df["y"]).to_numpy().reshape(8, 8)
@@ -96,7 +108,9 @@ def test_table_group_column_splits_a_prompt(tmp_path):
     merged = diagnose(tmp_path / "t.csv", reward="r", progress=False)
     split = diagnose(tmp_path / "t.csv", reward="r", group_col="gid", progress=False)
     assert merged.summary["groups"] == 1 and merged.summary["silent_frac"] == 0.0
-    assert split.summary["groups"] == 2 and split.summary["silent_frac"] == 0.5 and split.summary["wasted_rollouts"] == 4
+    assert (
+        split.summary["groups"] == 2 and split.summary["silent_frac"] == 0.5 and split.summary["wasted_rollouts"] == 4
+    )
 
 
 def test_trl_group_size_given_and_checked(tmp_path):
@@ -114,8 +128,13 @@ def test_trainer_state_in_a_checkpoint_folder(tmp_path):
     for step in (1, 2):
         trl.write_step(tmp_path, step, ["a"] * 4 + ["b"] * 4, {"r": [step % 2, 0, 1, 1, 0, 0, 0, 0]})
     (tmp_path / "checkpoint-2").mkdir()
-    state = {"global_step": 2, "log_history": [{"step": 1, "frac_reward_zero_std": 0.5},
-                                                {"step": 2, "frac_reward_zero_std": 0.5, "eval_loss": 0.1}]}
+    state = {
+        "global_step": 2,
+        "log_history": [
+            {"step": 1, "frac_reward_zero_std": 0.5},
+            {"step": 2, "frac_reward_zero_std": 0.5, "eval_loss": 0.1},
+        ],
+    }
     (tmp_path / "checkpoint-2" / "trainer_state.json").write_text(json.dumps(state))
     dx = diagnose(tmp_path, progress=False)
     assert dx.summary["eval_steps"] == [2] and dx.steps["step"].tolist() == [1]
@@ -154,8 +173,12 @@ def test_update_follows_the_trainers_std_convention(tmp_path, fmt, want):
     from scipy.stats import betabinom
 
     rng = np.random.default_rng(5)
-    rows = [{"input": f"q{i}", "score": float(rng.random() < 0.3 + 0.05 * i), "step": s}
-            for s in (1, 2, 3) for i in range(10) for _ in range(6)]
+    rows = [
+        {"input": f"q{i}", "score": float(rng.random() < 0.3 + 0.05 * i), "step": s}
+        for s in (1, 2, 3)
+        for i in range(10)
+        for _ in range(6)
+    ]
     name = "1.jsonl" if fmt == "verl" else "log.jsonl"
     _verl_rows(tmp_path / name, rows)
     kw = {} if fmt == "verl" else {"prompt_col": "input", "reward": "score"}
@@ -176,8 +199,11 @@ def test_update_follows_the_trainers_std_convention(tmp_path, fmt, want):
     # No division (verl's norm_adv_by_std_in_grpo=False, TRL's scale_rewards="none"): σ², and its
     # expectation E[k(G−k)]/G² under the posterior, summed directly.
     dr = diagnose(tmp_path / name, progress=False, scale="none", **kw)
-    assert dr.summary["update_convention"]["scale"] == "none" and "'none' given" in dr.summary["update_convention"]["from"]
+    assert (
+        dr.summary["update_convention"]["scale"] == "none" and "'none' given" in dr.summary["update_convention"]["from"]
+    )
     Gs = g["G"].to_numpy()[:, None]
     np.testing.assert_allclose(dr.groups["sigma"], g["k"] * (g["G"] - g["k"]) / g["G"] ** 2, rtol=1e-13)
-    np.testing.assert_allclose(dr.groups["sigma_pred"], (pmf * ks[None, :] * (Gs - ks[None, :]) / Gs**2).sum(axis=1),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        dr.groups["sigma_pred"], (pmf * ks[None, :] * (Gs - ks[None, :]) / Gs**2).sum(axis=1), rtol=1e-12
+    )

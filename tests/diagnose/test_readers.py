@@ -102,7 +102,11 @@ def test_csv_bad_rows_reported_with_lines(tmp_path):
     # a and b lost a row each: incomplete, left out whole (their 3 usable rows with them); c stays.
     assert log.rows == 2 and log.labels[log.prompt].tolist() == ["c", "c"]
     assert log.incomplete_groups == 2 and log.incomplete_rollouts == 3
-    assert sorted((b.line, b.reason.split(" ")[0]) for b in log.bad_rows) == [(4, "reward"), (5, "malformed"), (7, "reward")]
+    assert sorted((b.line, b.reason.split(" ")[0]) for b in log.bad_rows) == [
+        (4, "reward"),
+        (5, "malformed"),
+        (7, "reward"),
+    ]
 
 
 def test_non_numeric_scores_are_reported(tmp_path):
@@ -121,14 +125,17 @@ def test_non_numeric_scores_are_reported(tmp_path):
     assert log.rows == len(df) - lost
 
 
-@pytest.mark.parametrize("case, match", [
-    ("empty", "no rollout log file found"),
-    ("missing", "neither a file"),
-    ("pattern", "matches no file"),
-    ("wrong-format", "format trl reads"),
-    ("missing-key", "reward column 'accuracy' not found"),
-    ("not-parquet", "not a readable parquet file"),
-])
+@pytest.mark.parametrize(
+    "case, match",
+    [
+        ("empty", "no rollout log file found"),
+        ("missing", "neither a file"),
+        ("pattern", "matches no file"),
+        ("wrong-format", "format trl reads"),
+        ("missing-key", "reward column 'accuracy' not found"),
+        ("not-parquet", "not a readable parquet file"),
+    ],
+)
 def test_bad_input(tmp_path, case, match):
     df, _ = rollouts(steps=2, prompts=10)
     write_verl(tmp_path / "v", df)
@@ -154,8 +161,16 @@ def test_bad_input(tmp_path, case, match):
 def test_trl_chat_prompts_and_eval_rows(tmp_path):
     system = {"role": "system", "content": "You are a careful solver."}
     chat = [[system, {"role": "user", "content": f"q{i // 4}"}] for i in range(12)]
-    df = pd.DataFrame({"mode": ["train"] * 8 + ["eval"] * 4, "step": 7, "prompt": chat, "completion": "a",
-                       "accuracy_reward": [1.0, 0, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1], "advantage": 0.0})
+    df = pd.DataFrame(
+        {
+            "mode": ["train"] * 8 + ["eval"] * 4,
+            "step": 7,
+            "prompt": chat,
+            "completion": "a",
+            "accuracy_reward": [1.0, 0, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1],
+            "advantage": 0.0,
+        }
+    )
     (tmp_path / "completions").mkdir()
     df.to_parquet(tmp_path / "completions" / "completions_00007.parquet")
     log = read_rollouts(tmp_path)
@@ -165,8 +180,16 @@ def test_trl_chat_prompts_and_eval_rows(tmp_path):
 
 
 def test_trl_sum_skips_functions_that_did_not_apply(tmp_path):
-    df = pd.DataFrame({"step": 1, "prompt": ["a"] * 4, "completion": "x", "math": [1.0, None, 0.0, None],
-                       "code": [None, 1.0, 0.0, None], "advantage": 0.0})
+    df = pd.DataFrame(
+        {
+            "step": 1,
+            "prompt": ["a"] * 4,
+            "completion": "x",
+            "math": [1.0, None, 0.0, None],
+            "code": [None, 1.0, 0.0, None],
+            "advantage": 0.0,
+        }
+    )
     (tmp_path / "completions").mkdir()
     df.to_parquet(tmp_path / "completions" / "completions_00001.parquet")
     log = read_rollouts(tmp_path, reward="math+code")
@@ -184,26 +207,35 @@ def test_edges_of_the_reader(tmp_path):
 
     from gsd import InputError
 
-    t = pa.table([pa.array(["a"] * 4), pa.array([0.0, 1, 1, 0]), pa.array([1] * 4), pa.array([0.0] * 4)],
-                 names=["prompt", "r", "step", "r"])
+    t = pa.table(
+        [pa.array(["a"] * 4), pa.array([0.0, 1, 1, 0]), pa.array([1] * 4), pa.array([0.0] * 4)],
+        names=["prompt", "r", "step", "r"],
+    )
     pq.write_table(t, tmp_path / "dup.parquet")
     with pytest.raises(InputError, match="dup.parquet: the column name 'r' is used by 2 columns"):
         read_rollouts(tmp_path / "dup.parquet", reward="r")
-    pq.write_table(pa.table({"prompt": ["a"] * 4, "r": pa.array([0, 1, 1, 2**64 - 1], pa.uint64()), "step": [1] * 4}),
-                   tmp_path / "u64.parquet")
+    pq.write_table(
+        pa.table({"prompt": ["a"] * 4, "r": pa.array([0, 1, 1, 2**64 - 1], pa.uint64()), "step": [1] * 4}),
+        tmp_path / "u64.parquet",
+    )
     assert read_rollouts(tmp_path / "u64.parquet", reward="r").reward.tolist() == [0.0, 1.0, 1.0, float(2**64 - 1)]
     # pandas writes the integer steps of a float column as "1.0", "2.0"
-    pd.DataFrame({"prompt": ["a"] * 4 + ["b"] * 4, "r": [0, 1, 1, 0, 1, 1, 1, 1],
-                  "step": [1.0] * 4 + [2.0] * 4}).to_csv(tmp_path / "f.csv", index=False)
+    pd.DataFrame(
+        {"prompt": ["a"] * 4 + ["b"] * 4, "r": [0, 1, 1, 0, 1, 1, 1, 1], "step": [1.0] * 4 + [2.0] * 4}
+    ).to_csv(tmp_path / "f.csv", index=False)
     assert sorted(set(read_rollouts(tmp_path / "f.csv", reward="r").step.tolist())) == [1, 2]
-    pd.DataFrame({"prompt": ["a"] * 4, "x": [1e308, 1e308, 0, 0], "y": [1e308, 1e308, 0, 1],
-                  "step": 1}).to_csv(tmp_path / "over.csv", index=False)
+    pd.DataFrame({"prompt": ["a"] * 4, "x": [1e308, 1e308, 0, 0], "y": [1e308, 1e308, 0, 1], "step": 1}).to_csv(
+        tmp_path / "over.csv", index=False
+    )
     with pytest.raises(InputError, match=r"over.csv: the reward 'x \+ y' overflows"):
         read_rollouts(tmp_path / "over.csv", reward="x+y")
     # A row whose group key is missing belongs to one of its prompt's groups of that step: both
     # of them are incomplete, the other prompt's group is whole.
-    rows = [{"input": q, "score": s, "step": 1, "gid": g}
-            for q, g in (("q1", 7), ("q1", 8), ("q2", 9)) for s in (0, 1, 1, 0)]
+    rows = [
+        {"input": q, "score": s, "step": 1, "gid": g}
+        for q, g in (("q1", 7), ("q1", 8), ("q2", 9))
+        for s in (0, 1, 1, 0)
+    ]
     rows[2]["gid"] = None
     (tmp_path / "v").mkdir()
     (tmp_path / "v" / "1.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
@@ -211,8 +243,9 @@ def test_edges_of_the_reader(tmp_path):
     assert log.incomplete_groups == 2 and np.bincount(log.group).tolist() == [4] and log.labels.tolist() == ["q2"]
     # A step number beyond int64 in a file name: the rows' step is used.
     (tmp_path / "t" / "completions").mkdir(parents=True)
-    pd.DataFrame({"step": [3] * 4, "prompt": ["a"] * 4, "completion": "x", "r": [0.0, 1, 1, 0], "advantage": 0.0}) \
-        .to_parquet(tmp_path / "t" / "completions" / f"completions_{10**25}.parquet")
+    pd.DataFrame(
+        {"step": [3] * 4, "prompt": ["a"] * 4, "completion": "x", "r": [0.0, 1, 1, 0], "advantage": 0.0}
+    ).to_parquet(tmp_path / "t" / "completions" / f"completions_{10**25}.parquet")
     assert read_rollouts(tmp_path / "t", group_size=4).step.tolist() == [3] * 4
 
 

@@ -15,8 +15,10 @@ CONFIG = closure_config(fast=True)  # 200 prompts, 40 steps, half of them per st
 
 @pytest.fixture(scope="module")
 def closures(tmp_path_factory):
-    return {fmt: simulate_and_diagnose(CONFIG, tmp_path_factory.mktemp(f"sim_{fmt}") / "run", fmt=fmt)
-            for fmt in ("verl", "trl")}
+    return {
+        fmt: simulate_and_diagnose(CONFIG, tmp_path_factory.mktemp(f"sim_{fmt}") / "run", fmt=fmt)
+        for fmt in ("verl", "trl")
+    }
 
 
 def test_files_in_each_format(closures):
@@ -95,11 +97,15 @@ def test_resumed_run_logs_the_same_rollouts(tmp_path):
 
     with pytest.raises(_Stop):
         run_simulation(cfg, tmp_path / "cut", progress=False, on_step=stop_after_step_4)
-    assert (tmp_path / "cut" / "rollouts" / "5.jsonl").is_file() and not (tmp_path / "cut" / "rollouts" / "6.jsonl").exists()
+    assert (tmp_path / "cut" / "rollouts" / "5.jsonl").is_file() and not (
+        tmp_path / "cut" / "rollouts" / "6.jsonl"
+    ).exists()
     run_simulation(cfg, tmp_path / "cut", resume=True, progress=False)  # from the checkpoint after step 3
     for step in range(1, 9):
         name = f"{step}.jsonl"
-        assert (tmp_path / "cut" / "rollouts" / name).read_bytes() == (tmp_path / "whole" / "rollouts" / name).read_bytes()
+        assert (tmp_path / "cut" / "rollouts" / name).read_bytes() == (
+            tmp_path / "whole" / "rollouts" / name
+        ).read_bytes()
 
 
 def test_a_large_verl_log_is_announced(tmp_path):

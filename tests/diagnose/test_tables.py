@@ -12,7 +12,6 @@ from scipy.stats import betabinom
 import gsd
 from gsd.diagnose import diagnose, diagnose_log, read_rollouts
 from gsd.diagnose.report import format_report
-
 from gsd.integrations.verl import write_step as write_verl_step
 
 from .conftest import direct_steps, rollouts, write_trl, write_verl
@@ -29,7 +28,9 @@ def _direct_predictions(df, prior):
     g["q"] = betabinom.pmf(0, g["G"], a, b) + betabinom.pmf(g["G"], g["G"], a, b)
     ks = np.arange(17)
     pmf = betabinom.pmf(ks[None, :], g["G"].to_numpy()[:, None], a.to_numpy()[:, None], b.to_numpy()[:, None])
-    sig = np.sqrt(np.clip(ks[None, :] * (g["G"].to_numpy()[:, None] - ks[None, :]), 0, None)) / g["G"].to_numpy()[:, None]
+    sig = (
+        np.sqrt(np.clip(ks[None, :] * (g["G"].to_numpy()[:, None] - ks[None, :]), 0, None)) / g["G"].to_numpy()[:, None]
+    )
     g["es"] = (pmf * sig).sum(axis=1)
     from scipy.special import beta as B
 
@@ -50,8 +51,12 @@ def test_step_numbers_equal_direct_computation(tmp_path, fmt):
     want = direct_steps(df, reward="score")
     got = dx.steps
     np.testing.assert_array_equal(got["step"], want["step"])
-    for col, ref in (("groups", "groups"), ("rollouts", "rollouts"), ("silent_groups", "silent"),
-                     ("wasted_rollouts", "wasted")):
+    for col, ref in (
+        ("groups", "groups"),
+        ("rollouts", "rollouts"),
+        ("silent_groups", "silent"),
+        ("wasted_rollouts", "wasted"),
+    ):
         np.testing.assert_array_equal(got[col], want[ref], err_msg=col)
     np.testing.assert_allclose(got["silent_frac"], want["silent_frac"], rtol=1e-12)
     np.testing.assert_allclose(got["effective_gradient_ratio"], 1 - want["wasted"] / want["rollouts"], rtol=1e-12)
@@ -162,7 +167,9 @@ def test_half_life_discounts_against_a_direct_loop(tmp_path):
     for lab in labels[:20]:
         c = counts.loc[lab]
         w = 2.0 ** (-(6 - c.index.to_numpy()) / h)
-        assert pr.loc[lab, "p_mean"] == pytest.approx((1 + (w * c["sum"]).sum()) / (2 + (w * c["size"]).sum()), rel=1e-12)
+        assert pr.loc[lab, "p_mean"] == pytest.approx(
+            (1 + (w * c["sum"]).sum()) / (2 + (w * c["size"]).sum()), rel=1e-12
+        )
     with pytest.raises(ValueError, match="half_life"):
         diagnose(tmp_path, half_life=0)
 
@@ -192,8 +199,13 @@ def test_headline_is_the_advised_group_size(tmp_path):
     s, pr = dx.summary, dx.prompts
     post = gsd.BetaPosterior(pr["a"].to_numpy(), pr["b"].to_numpy(), (s["prior"]["a"], s["prior"]["b"]))
     n_step = int(np.median(dx.steps["groups"]))
-    want = gsd.group_size_advice(post, prompts_per_step=n_step, g_grid=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
-                                 ddof=s["update_convention"]["ddof"], eps=s["update_convention"]["eps"])
+    want = gsd.group_size_advice(
+        post,
+        prompts_per_step=n_step,
+        g_grid=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
+        ddof=s["update_convention"]["ddof"],
+        eps=s["update_convention"]["eps"],
+    )
     assert s["advised_group_size"] == want.advised_G_per_generation == s["advice"]["advised_G_per_generation"]
     assert s["advice"]["best_G_per_generation"] == want.best_G_per_generation
     assert s["advice"]["optimizer"] == "adam" and s["advice"]["hold"] == "prompts"
@@ -203,9 +215,15 @@ def test_headline_is_the_advised_group_size(tmp_path):
     assert f"Advice: uniform G = {want.advised_G_per_generation} learns fastest per generation" in text
     assert "Fidelity law (not the advice)" in text and "Recommended group sizes" not in text
     with_cost = diagnose(tmp_path, cost=gsd.StepCost(60.0, 0.0, 0.001), optimizer="sgd")
-    sgd = gsd.group_size_advice(post, prompts_per_step=n_step, g_grid=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
-                                optimizer="sgd", cost=gsd.StepCost(60.0, 0.0, 0.001),
-                                ddof=s["update_convention"]["ddof"], eps=s["update_convention"]["eps"])
+    sgd = gsd.group_size_advice(
+        post,
+        prompts_per_step=n_step,
+        g_grid=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
+        optimizer="sgd",
+        cost=gsd.StepCost(60.0, 0.0, 0.001),
+        ddof=s["update_convention"]["ddof"],
+        eps=s["update_convention"]["eps"],
+    )
     assert with_cost.summary["advised_group_size_per_second"] == sgd.advised_G_per_second
     assert "per second: G = " in format_report(with_cost)
 
@@ -221,8 +239,14 @@ def test_advice_also_holding_the_runs_generations_per_step():
     post = gsd.BetaPosterior(pr["a"].to_numpy(), pr["b"].to_numpy(), (s["prior"]["a"], s["prior"]["b"]))
     B = n_step * G
     grid = [g for g in (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64) if g <= B]
-    want = gsd.group_size_advice(post, hold="generations", generations_per_step=B, g_grid=grid,
-                                 ddof=s["update_convention"]["ddof"], eps=s["update_convention"]["eps"])
+    want = gsd.group_size_advice(
+        post,
+        hold="generations",
+        generations_per_step=B,
+        g_grid=grid,
+        ddof=s["update_convention"]["ddof"],
+        eps=s["update_convention"]["eps"],
+    )
     gen = s["advice_holding_generations"]
     assert gen["hold"] == "generations" and gen["generations_per_step"] == B
     assert gen["advised_G_per_generation"] == want.advised_G_per_generation
@@ -348,8 +372,9 @@ def test_prompt_verdicts_follow_their_definition(ab):
     np.testing.assert_allclose(below, beta.cdf(0.05, a, b), rtol=1e-12, atol=1e-300)
     np.testing.assert_allclose(above, beta.sf(0.95, a, b), rtol=1e-12, atol=1e-300)
     lo, hi = beta.cdf(0.05, a, b), beta.sf(0.95, a, b)
-    want = np.where(lo > 0.9, "starved", np.where(hi > 0.9, "saturated",
-                                                  np.where(1 - lo - hi > 0.9, "learning", "unsure")))
+    want = np.where(
+        lo > 0.9, "starved", np.where(hi > 0.9, "saturated", np.where(1 - lo - hi > 0.9, "learning", "unsure"))
+    )
     assert words.tolist() == want.tolist()
 
 
@@ -358,8 +383,9 @@ def test_the_report_puts_the_verdicts_beside_the_posteriors(tmp_path):
 
     rng = np.random.default_rng(0)
     p = np.repeat([0.0, 1.0, 0.5], 10)
-    frame = pd.DataFrame({"prompt": np.repeat(np.arange(30), 8 * 6) % 30,
-                          "step": np.tile(np.repeat(np.arange(6), 8), 30)})
+    frame = pd.DataFrame(
+        {"prompt": np.repeat(np.arange(30), 8 * 6) % 30, "step": np.tile(np.repeat(np.arange(6), 8), 30)}
+    )
     frame["reward"] = (rng.random(len(frame)) < p[frame["prompt"]]).astype(float)
     frame.to_csv(tmp_path / "log.csv", index=False)
     dx = diagnose(tmp_path / "log.csv", reward="reward", progress=False)
@@ -372,8 +398,12 @@ def test_the_report_puts_the_verdicts_beside_the_posteriors(tmp_path):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from([0.0, 1.0]), min_size=1, max_size=40), st.sampled_from([-1.0, 0.0]),
-       st.lists(st.integers(0, 40), max_size=5), st.sampled_from([np.nan, np.inf, -np.inf]))
+@given(
+    st.lists(st.sampled_from([0.0, 1.0]), min_size=1, max_size=40),
+    st.sampled_from([-1.0, 0.0]),
+    st.lists(st.integers(0, 40), max_size=5),
+    st.sampled_from([np.nan, np.inf, -np.inf]),
+)
 def test_unscorable_rows_never_change_right_wrong(values, low, where, bad):
     """NaN or ±inf rows (TRL's None, a padding row) leave the other rows' right/wrong and the
     note's kind as they are: a binary log stays binary."""

@@ -24,9 +24,19 @@ ROOT = Path(__file__).resolve().parents[2]
 #: notebooks the notebook tests executed; a test left unmarked built the site a second time, alone.
 pytestmark = pytest.mark.docs_build
 
-THEORY_LABELS = ("theory-identity", "theory-silent", "theory-update", "theory-law", "theory-paper",
-                 "theory-trainers", "theory-losses", "theory-conventions", "theory-allocation", "theory-allocation-run",
-                 "theory-logs")
+THEORY_LABELS = (
+    "theory-identity",
+    "theory-silent",
+    "theory-update",
+    "theory-law",
+    "theory-paper",
+    "theory-trainers",
+    "theory-losses",
+    "theory-conventions",
+    "theory-allocation",
+    "theory-allocation-run",
+    "theory-logs",
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +45,12 @@ def site(tmp_path_factory, executed_notebooks):
 
     tmp = tmp_path_factory.mktemp("docs")
     src = tmp / "docs"
-    shutil.copytree(ROOT / "docs", src, symlinks=False,
-                    ignore=shutil.ignore_patterns("_build", "generated", "jupyter_execute", ".ipynb_checkpoints"))
+    shutil.copytree(
+        ROOT / "docs",
+        src,
+        symlinks=False,
+        ignore=shutil.ignore_patterns("_build", "generated", "jupyter_execute", ".ipynb_checkpoints"),
+    )
     # Pages that include files from the checkout (data/README.md, figures/) keep their relative paths.
     shutil.copytree(ROOT / "data", tmp / "data", ignore=shutil.ignore_patterns("*.py*", "__pycache__"))
     shutil.copytree(ROOT / "figures", tmp / "figures")
@@ -48,9 +62,26 @@ def site(tmp_path_factory, executed_notebooks):
         reused.append(done.name)
     out = tmp / "html"
     env = {**os.environ, "GSD_NOTEBOOK_FAST": "1", "GSD_DOCS_NB_EXECUTION": "force", "MPLBACKEND": "Agg"}
-    res = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q",
-                          "-d", str(tmp / "doctrees"), str(src), str(out)],
-                         capture_output=True, text=True, env=env, timeout=900)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-b",
+            "html",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-d",
+            str(tmp / "doctrees"),
+            str(src),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     # Nothing is filtered but one race of ipykernel's own shutdown (below): a kernel's notice, a
     # notebook's stderr (nb_output_stderr = "warn"), an unresolved reference, all fail the build.
     warnings = [ln for ln in _without_shutdown_race(res.stderr).splitlines() if "WARNING" in ln or "ERROR" in ln]
@@ -70,8 +101,11 @@ def _without_shutdown_race(stderr: str) -> str:
             while j < len(lines) and not lines[j].startswith(("ERROR:", "WARNING:")) and "ZMQError" not in lines[j]:
                 j += 1
             block = lines[i : j + 1]
-            if (j < len(lines) and "zmq.error.ZMQError: Socket operation on non-socket" in lines[j]
-                    and any("process_control" in line for line in block)):
+            if (
+                j < len(lines)
+                and "zmq.error.ZMQError: Socket operation on non-socket" in lines[j]
+                and any("process_control" in line for line in block)
+            ):
                 i = j + 1
                 continue
         out.append(lines[i])
@@ -124,8 +158,11 @@ def _conf_value(name: str):
     import ast
 
     tree = ast.parse((ROOT / "docs" / "conf.py").read_text())
-    return next(ast.literal_eval(node.value) for node in tree.body
-                if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets))
+    return next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets)
+    )
 
 
 def test_cli_reference_options_copy_as_typed(tmp_path):
@@ -133,18 +170,29 @@ def test_cli_reference_options_copy_as_typed(tmp_path):
     dashes): built with docs/conf.py's smartquotes_action, and without it to show the test can fail."""
     from gsd.cli import build_parser
 
-    options = {s for p in _subparsers(build_parser()).values() for a in p._actions for s in a.option_strings
-               if s.startswith("--") and s != "--help" and a.help != argparse.SUPPRESS}  # listed ones only
+    options = {
+        s
+        for p in _subparsers(build_parser()).values()
+        for a in p._actions
+        for s in a.option_strings
+        if s.startswith("--") and s != "--help" and a.help != argparse.SUPPRESS
+    }  # listed ones only
     pages = {}
     for name, action in (("conf", _conf_value("smartquotes_action")), ("default", "qDe")):
         src = tmp_path / name / "src"
         src.mkdir(parents=True)
-        (src / "conf.py").write_text(f"extensions = ['myst_parser', 'sphinxarg.ext']\n"
-                                     f"smartquotes_action = {action!r}\n")
-        (src / "index.md").write_text("# CLI\n\n```{argparse}\n:module: gsd.cli\n:func: build_parser\n"
-                                      ":prog: gsd\n```\n")
-        res = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-E", str(src),
-                              str(tmp_path / name / "out")], capture_output=True, text=True, timeout=300)
+        (src / "conf.py").write_text(
+            f"extensions = ['myst_parser', 'sphinxarg.ext']\nsmartquotes_action = {action!r}\n"
+        )
+        (src / "index.md").write_text(
+            "# CLI\n\n```{argparse}\n:module: gsd.cli\n:func: build_parser\n:prog: gsd\n```\n"
+        )
+        res = subprocess.run(
+            [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-E", str(src), str(tmp_path / name / "out")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert res.returncode == 0, res.stderr
         pages[name] = re.sub(r"<[^>]+>", "", _text(tmp_path / name / "out" / "index.html"))
     assert not re.findall(r"[\u2013\u2014]\w", pages["conf"])
@@ -181,9 +229,11 @@ def test_no_reference_to_files_outside_the_project(site):
 
 
 def test_only_the_kernel_shutdown_race_is_dropped():
-    race = ("ERROR:tornado.general:Uncaught exception in ZMQStream callback\nTraceback (most recent call last):\n"
-            '  File "ipykernel/kernelbase.py", line 409, in process_control\n'
-            "zmq.error.ZMQError: Socket operation on non-socket\n")
+    race = (
+        "ERROR:tornado.general:Uncaught exception in ZMQStream callback\nTraceback (most recent call last):\n"
+        '  File "ipykernel/kernelbase.py", line 409, in process_control\n'
+        "zmq.error.ZMQError: Socket operation on non-socket\n"
+    )
     assert _without_shutdown_race("WARNING: a\n" + race + "ERROR: b\n") == "WARNING: a\nERROR: b\n"
     other = race.replace("process_control", "dispatch_shell")  # the same error elsewhere: kept
     assert _without_shutdown_race(other) == other
@@ -197,7 +247,7 @@ def test_allocation_page_shows_its_figure(site):
 
 
 def test_references_in_words_are_links_and_pages_have_no_empty_navigation(site):
-    """"docs/theory.md, section …" written for the terminal (help texts, docstrings, printed
+    """ "docs/theory.md, section …" written for the terminal (help texts, docstrings, printed
     reports) is a link on every page; a page without sub-pages has no "Section Navigation"."""
     linked = 0
     for page in site["out"].rglob("*.html"):
@@ -213,22 +263,34 @@ def test_references_in_words_are_links_and_pages_have_no_empty_navigation(site):
 def _tiny_site(tmp_path, page_text):
     src = tmp_path / "src"
     src.mkdir(parents=True)
-    (src / "conf.py").write_text(f"import sys\nsys.path.insert(0, {str(ROOT / 'docs' / '_ext')!r})\n"
-                                 "extensions = ['myst_parser', 'gsd_docs']\nmyst_heading_anchors = 3\n")
+    (src / "conf.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(ROOT / 'docs' / '_ext')!r})\n"
+        "extensions = ['myst_parser', 'gsd_docs']\nmyst_heading_anchors = 3\n"
+    )
     (src / "index.md").write_text("# Home\n\n```{toctree}\ntheory\npage\n```\n")
     (src / "theory.md").write_text("# Theory\n\n## The group-size law\n\nText.\n")
     (src / "page.md").write_text(page_text)
-    return subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-W", "-q", "-E", str(src), str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "sphinx", "-b", "html", "-W", "-q", "-E", str(src), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_a_machine_path_on_a_page_fails_the_build(tmp_path):
     ok = _tiny_site(tmp_path / "a", "# Page\n\nSee docs/theory.md, section The group-size law.\n")
     assert ok.returncode == 0, ok.stderr
     page = _text(tmp_path / "a" / "out" / "page.html")
-    assert '<a class="reference internal" href="theory.html#the-group-size-law">docs/theory.md, section The group-size law</a>' in page
+    assert (
+        '<a class="reference internal" href="theory.html#the-group-size-law">docs/theory.md, section The group-size law</a>'
+        in page
+    )
     # A temp-folder path, a home path, an installed-package path (joined here, not written out).
-    for shown in (str(Path("/", "tmp", "tmpab12cd", "sweeps", "law_fast")), str(Path.home() / "runs" / "x.png"),
-                  "lib/python3.11/site-packages/gsd"):
+    for shown in (
+        str(Path("/", "tmp", "tmpab12cd", "sweeps", "law_fast")),
+        str(Path.home() / "runs" / "x.png"),
+        "lib/python3.11/site-packages/gsd",
+    ):
         bad = _tiny_site(tmp_path / f"b{len(shown)}", f"# Page\n\n```\nwritten to {shown}\n```\n")
         assert bad.returncode != 0 and "machine path" in bad.stderr, (shown, bad.stderr)

@@ -31,20 +31,23 @@ pytestmark = pytest.mark.slow
 
 _INSTALL = "reaches the registry; tests/packaging/test_wheel.py installs the checkout's wheel"
 #: Lines not run, with the reason.
-NOT_RUN = {"make reproduce": "gsd reproduce, tested in tests/reproduce",
-           "make test": "this test suite",
-           "pip install grpo-gsd": _INSTALL,
-           "pip install .": _INSTALL,
-           "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu": _INSTALL,
-           "pip install '.[torch]'": _INSTALL}
+NOT_RUN = {
+    "make reproduce": "gsd reproduce, tested in tests/reproduce",
+    "make test": "this test suite",
+    "pip install grpo-gsd": _INSTALL,
+    "pip install .": _INSTALL,
+    "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu": _INSTALL,
+    "pip install '.[torch]'": _INSTALL,
+}
 #: Lines run at a smaller size, the only change to what is typed: the paper-scale allocation
 #: comparison takes over an hour; its shipped small campaign (what gsd reproduce runs) the same code.
 #: The default checks run one variant of the small check (the summary waits for the others): the
 #: first prefix that matches applies.
-SCALED_DOWN = {"gsd allocation-comparison --config allocation_default_check_large ":
-               " --config allocation_default_check --variant narrow",
-               "gsd allocation-comparison --config allocation_default_check ": " --variant u_shaped",
-               "gsd allocation-comparison ": " --config allocation_comparison_small"}
+SCALED_DOWN = {
+    "gsd allocation-comparison --config allocation_default_check_large ": " --config allocation_default_check --variant narrow",
+    "gsd allocation-comparison --config allocation_default_check ": " --variant u_shaped",
+    "gsd allocation-comparison ": " --config allocation_comparison_small",
+}
 
 
 def readme_shell_lines(text: str) -> list[str]:
@@ -79,16 +82,18 @@ def _counts(path: Path, rng) -> None:
     import pandas as pd
 
     n = np.full(200, 8)
-    pd.DataFrame({"prompt": [f"q{i}" for i in range(200)], "right": rng.binomial(n, rng.beta(0.6, 0.6, 200)),
-                  "rollouts": n}).to_csv(path, index=False)
+    pd.DataFrame(
+        {"prompt": [f"q{i}" for i in range(200)], "right": rng.binomial(n, rng.beta(0.6, 0.6, 200)), "rollouts": n}
+    ).to_csv(path, index=False)
 
 
 def _rollouts_jsonl(path: Path, rng) -> None:
     import pandas as pd
 
     p = rng.beta(0.6, 0.6, 100)
-    frame = pd.DataFrame({"prompt_id": np.repeat(np.arange(100), 8),
-                          "reward": (rng.random(800) < np.repeat(p, 8)).astype(float)})
+    frame = pd.DataFrame(
+        {"prompt_id": np.repeat(np.arange(100), 8), "reward": (rng.random(800) < np.repeat(p, 8)).astype(float)}
+    )
     frame.to_json(path, orient="records", lines=True)
 
 
@@ -131,8 +136,9 @@ def _curve(path: Path, rng) -> None:
 
 
 def _simulations(folder: Path, rng) -> None:
-    shutil.copytree(ROOT / "simulations", folder, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"),
-                    dirs_exist_ok=True)
+    shutil.copytree(
+        ROOT / "simulations", folder, ignore=shutil.ignore_patterns("__pycache__", "__init__.py"), dirs_exist_ok=True
+    )
 
 
 #: The input files README's lines name, relative to the folder the lines run in → maker.
@@ -153,7 +159,7 @@ def test_readme_lines_are_found():
     commands = [_command(ln) for ln in lines]
     assert set(NOT_RUN) <= set(commands)
     readme = [_command(ln) for ln in readme_shell_lines(README.read_text())]
-    assert readme[readme.index("make reproduce"):][:2] == ["make reproduce", "make test"]  # README's two commands
+    assert readme[readme.index("make reproduce") :][:2] == ["make reproduce", "make test"]  # README's two commands
     makefile = (ROOT / "Makefile").read_text()
     assert all(re.search(rf"^{cmd.split()[1]}:", makefile, flags=re.M) for cmd in NOT_RUN)
     assert sum(c.startswith("gsd ") for c in commands) >= 20
@@ -222,8 +228,14 @@ def test_python_blocks_are_found():
 def test_every_python_block_runs_alone(tmp_path, page):
     failures = []
     for i, block in enumerate(python_blocks(page.read_text())):
-        res = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, env=_env(Path(sys.executable).parent),
-                             capture_output=True, text=True, timeout=300)
+        res = subprocess.run(
+            [sys.executable, "-c", block],
+            cwd=tmp_path,
+            env=_env(Path(sys.executable).parent),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if res.returncode != 0:
             failures.append(f"block {i + 1}:\n{block}\n  exit {res.returncode}: {res.stderr.strip()[-800:]}")
     assert not failures, f"{page.name}: Python blocks that fail as pasted:\n" + "\n".join(failures)

@@ -26,9 +26,16 @@ def _notebook_text(path: Path) -> str:
 
 
 def _sources() -> dict[str, str]:
-    files = {p: p.read_text() for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md"),
-                                        *(ROOT / "data").glob("*.md"), *(ROOT / "simulations").glob("*.toml"),
-                                        *(ROOT / "gsd").rglob("*.py")]}
+    files = {
+        p: p.read_text()
+        for p in [
+            ROOT / "README.md",
+            *(ROOT / "docs").glob("*.md"),
+            *(ROOT / "data").glob("*.md"),
+            *(ROOT / "simulations").glob("*.toml"),
+            *(ROOT / "gsd").rglob("*.py"),
+        ]
+    }
     files.update({p: _notebook_text(p) for p in (ROOT / "notebooks").glob("*.ipynb")})
     # Words wrap across lines, behind comment marks and indentation: one space between words.
     return {str(p.relative_to(ROOT)): re.sub(r"\s*\n\s*(?:#+ )?", " ", text) for p, text in files.items()}
@@ -38,17 +45,23 @@ def theory_references(text: str) -> list[str]:
     """The section names that follow "section(s)" in a sentence that names the theory page."""
     names = []
     for m in re.finditer(r"\bsections? ((?:[A-Z]|[a-z]+ [A-Z])[^.;:)\"`]*)", text):
-        if "theory" not in text[max(0, m.start() - 60):m.start()]:
+        if "theory" not in text[max(0, m.start() - 60) : m.start()]:
             continue  # a section of something else (a paper, a report)
         names += [part.strip() for part in re.split(r",? and (?=[A-Z])", m.group(1))]
     return names
 
 
 def test_the_check_finds_what_it_should():
-    text = ("see docs/theory.md, section The group-size law). Also (docs: theory page, section\n"
-            "Budget allocation) and docs/theory.md, sections Expected update and The group-size law.")
+    text = (
+        "see docs/theory.md, section The group-size law). Also (docs: theory page, section\n"
+        "Budget allocation) and docs/theory.md, sections Expected update and The group-size law."
+    )
     assert theory_references(re.sub(r"\s*\n\s*", " ", text)) == [
-        "The group-size law", "Budget allocation", "Expected update", "The group-size law"]
+        "The group-size law",
+        "Budget allocation",
+        "Expected update",
+        "The group-size law",
+    ]
 
 
 def test_every_theory_section_named_in_words_exists():

@@ -76,26 +76,44 @@ class ArealRun:
 
             async def agenerate(self, req):
                 n = 0 if rng.random() < empty else rng.randint(1, 3)
-                return ModelResponse(input_tokens=list(req.input_ids), output_tokens=[rng.randint(3, 40) for _ in range(n)],
-                                     output_logprobs=[-1.0] * n, output_versions=[self.version] * n, tokenizer=tok)
+                return ModelResponse(
+                    input_tokens=list(req.input_ids),
+                    output_tokens=[rng.randint(3, 40) for _ in range(n)],
+                    output_logprobs=[-1.0] * n,
+                    output_versions=[self.version] * n,
+                    tokenizer=tok,
+                )
 
         self.server = Server()
-        self.config = InferenceEngineConfig(experiment_name=AREAL_EXPERIMENT, trial_name=AREAL_TRIAL, fileroot=str(root),
-                                            tokenizer_path=str(self.root / "tokenizer"), dump_to_file=True,
-                                            consumer_batch_size=64, max_concurrent_rollouts=64, max_head_offpolicyness=0)
+        self.config = InferenceEngineConfig(
+            experiment_name=AREAL_EXPERIMENT,
+            trial_name=AREAL_TRIAL,
+            fileroot=str(root),
+            tokenizer_path=str(self.root / "tokenizer"),
+            dump_to_file=True,
+            consumer_batch_size=64,
+            max_concurrent_rollouts=64,
+            max_head_offpolicyness=0,
+        )
         self.executor = WorkflowExecutor(self.config, self.server)
         self.executor.initialize(logger=logging.getLogger("areal-test"))
-        self.workflow = GroupedRolloutWorkflow(RLVRWorkflow(areal_reward, GenerationHyperparameters(max_new_tokens=3), tok),
-                                               G, logging.getLogger("areal-test"))
+        self.workflow = GroupedRolloutWorkflow(
+            RLVRWorkflow(areal_reward, GenerationHyperparameters(max_new_tokens=3), tok),
+            G,
+            logging.getLogger("areal-test"),
+        )
         self.rank = rank
-        self.tasks: dict = {} if tasks is None else tasks  # (rank, task_id) -> (version, is_eval, rewards, empty rows, accepted)
+        self.tasks: dict = (
+            {} if tasks is None else tasks
+        )  # (rank, task_id) -> (version, is_eval, rewards, empty rows, accepted)
 
     @property
     def log_dir(self) -> Path:
         from areal.utils.stats_logger import StatsLogger
 
-        return Path(StatsLogger.get_log_path(experiment_name=AREAL_EXPERIMENT, trial_name=AREAL_TRIAL,
-                                             fileroot=str(self.root)))
+        return Path(
+            StatsLogger.get_log_path(experiment_name=AREAL_EXPERIMENT, trial_name=AREAL_TRIAL, fileroot=str(self.root))
+        )
 
     def step(self, version: int, prompts, p, *, graded=False, dynamic_filter=False, is_eval=False):
         """One rollout batch at model ``version``: one task per prompt.  ``dynamic_filter``: the
@@ -125,8 +143,9 @@ class ArealRun:
         dump (an empty answer)."""
         out = {}
         for v in sorted({t[0] for t in self.tasks.values() if t[1] == is_eval}):
-            groups = [t for t in self.tasks.values() if t[0] == v and t[1] == is_eval
-                      and not (complete_only and t[3].any())]
+            groups = [
+                t for t in self.tasks.values() if t[0] == v and t[1] == is_eval and not (complete_only and t[3].any())
+            ]
             silent = [g[2].max() == g[2].min() for g in groups]
             out[v] = (len(groups), float(np.mean(silent)), int(sum(g[2].size for g, s in zip(groups, silent) if s)))
         return out

@@ -14,8 +14,10 @@ from pathlib import Path
 import numpy as np
 
 WORDS = ["<pad>", "<eos>", "<unk>"] + [f"w{i}" for i in range(40)] + [f"q{i}" for i in range(16)]
-CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }} {{ m['content'] }} {% endfor %}"
-                 "{% if add_generation_prompt %}assistant {% endif %}")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }} {{ m['content'] }} {% endfor %}"
+    "{% if add_generation_prompt %}assistant {% endif %}"
+)
 
 
 def diagnose_json(capsys, *argv):
@@ -45,9 +47,19 @@ def tiny_model(seed=0):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
-    return Qwen2ForCausalLM(Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                        num_attention_heads=2, num_key_value_heads=1, pad_token_id=0, eos_token_id=1,
-                                        bos_token_id=None))
+    return Qwen2ForCausalLM(
+        Qwen2Config(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            pad_token_id=0,
+            eos_token_id=1,
+            bos_token_id=None,
+        )
+    )
 
 
 @dataclass
@@ -78,8 +90,7 @@ class Truth:
             step = calls[0][0] + 1
             if steps is not None and step not in steps:
                 continue
-            parts = torch.tensor([[torch.nan if x is None else x for x in c[2]] for c in calls],
-                                 dtype=torch.float32).T
+            parts = torch.tensor([[torch.nan if x is None else x for x in c[2]] for c in calls], dtype=torch.float32).T
             total = (parts * torch.tensor(self.weights, dtype=torch.float32)).nansum(dim=1)
             total[torch.isnan(parts).all(dim=1)] = torch.nan
             std = nanstd(total.view(-1, self.G), dim=1)
@@ -94,15 +105,34 @@ class Truth:
         out = []
         for calls in zip(*(self.calls[n] for n in names)):
             step = calls[0][0] + 1
-            total = sum(w * np.array([np.nan if x is None else x for x in c[2]], float)
-                        for w, c in zip(self.weights, calls))
+            total = sum(
+                w * np.array([np.nan if x is None else x for x in c[2]], float) for w, c in zip(self.weights, calls)
+            )
             out.append((step, total.reshape(-1, self.G)))
         return out
 
 
-def trl_run(out: Path, *, prompts, p, G=4, batch=16, max_steps=4, weights=None, second_reward=False, seed=0,
-            trainer_cls=None, trainer_kwargs=None, wrap=None, unscorable=None, values=None, none_rows=(),
-            resume=None, truth=None, **config):
+def trl_run(
+    out: Path,
+    *,
+    prompts,
+    p,
+    G=4,
+    batch=16,
+    max_steps=4,
+    weights=None,
+    second_reward=False,
+    seed=0,
+    trainer_cls=None,
+    trainer_kwargs=None,
+    wrap=None,
+    unscorable=None,
+    values=None,
+    none_rows=(),
+    resume=None,
+    truth=None,
+    **config,
+):
     """Train a tiny GRPOTrainer with ``log_completions=True`` into ``out``; returns the Truth.
 
     ``p``: per prompt, the probability that the ``correct`` reward is 1 (drawn by the reward
@@ -146,14 +176,30 @@ def trl_run(out: Path, *, prompts, p, G=4, batch=16, max_steps=4, weights=None, 
     if values is not None:
         columns["v"] = list(range(len(prompts)))
     ds = Dataset.from_dict(columns)
-    args = GRPOConfig(output_dir=str(out), use_cpu=True, use_vllm=False, max_completion_length=3,
-                      num_generations=G, per_device_train_batch_size=batch, max_steps=max_steps, log_completions=True,
-                      num_completions_to_print=0, seed=seed, learning_rate=1e-3,
-                      reward_weights=list(weights) if second_reward else None, **config)
+    args = GRPOConfig(
+        output_dir=str(out),
+        use_cpu=True,
+        use_vllm=False,
+        max_completion_length=3,
+        num_generations=G,
+        per_device_train_batch_size=batch,
+        max_steps=max_steps,
+        log_completions=True,
+        num_completions_to_print=0,
+        seed=seed,
+        learning_rate=1e-3,
+        reward_weights=list(weights) if second_reward else None,
+        **config,
+    )
     trainer = (trainer_cls or GRPOTrainer)(
-        model=tiny_model(seed), reward_funcs=wrap(funcs) if wrap else funcs, args=args, train_dataset=ds,
-        eval_dataset=ds if config.get("eval_strategy", "no") != "no" else None, processing_class=tokenizer(),
-        **(trainer_kwargs or {}))
+        model=tiny_model(seed),
+        reward_funcs=wrap(funcs) if wrap else funcs,
+        args=args,
+        train_dataset=ds,
+        eval_dataset=ds if config.get("eval_strategy", "no") != "no" else None,
+        processing_class=tokenizer(),
+        **(trainer_kwargs or {}),
+    )
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     trainer.save_state()
     truth.trainer = trainer
@@ -187,8 +233,9 @@ class VerlRun:
         self.rng = np.random.default_rng(seed)
         self.tokenizer = tokenizer()
         tr = object.__new__(RayPPOTrainer)
-        tr.config = OmegaConf.create({"trainer": {"balance_batch": True},
-                                      "actor_rollout_ref": {"actor": {"ppo_mini_batch_size": n}}})
+        tr.config = OmegaConf.create(
+            {"trainer": {"balance_batch": True}, "actor_rollout_ref": {"actor": {"ppo_mini_batch_size": n}}}
+        )
 
         class WorkerGroup:  # two data-parallel ranks: what _balance_batch asks of the workers
             _dispatch_info = {"actor": [0, 1]}
@@ -218,17 +265,25 @@ class VerlRun:
         for i in range(B):
             j = i // n
             ids = self.tokenizer(prompts[j])["input_ids"]
-            ptoks[i, P - len(ids):] = torch.tensor(ids)
-            mask[i, P - len(ids):P] = 1
+            ptoks[i, P - len(ids) :] = torch.tensor(ids)
+            mask[i, P - len(ids) : P] = 1
             L = int(self.rng.integers(1, R + 1))
             rtoks[i, :L] = torch.tensor(self.rng.integers(3, 40, L))
-            mask[i, P:P + L] = 1
+            mask[i, P : P + L] = 1
             right = float(self.rng.random() < p[j])
             scores[i, L - 1] = right * 0.8 + float(self.rng.choice([0.1, 0.2])) if graded else right
             uid[i], index[i], rm[i] = f"{step}-{j}", j, {"ground_truth": "w1"}
-        batch = DataProto.from_single_dict({"prompts": ptoks, "responses": rtoks, "attention_mask": mask,
-                                            "token_level_scores": scores, "uid": uid, "index": index,
-                                            "reward_model": rm})
+        batch = DataProto.from_single_dict(
+            {
+                "prompts": ptoks,
+                "responses": rtoks,
+                "attention_mask": mask,
+                "token_level_scores": scores,
+                "uid": uid,
+                "index": index,
+                "reward_model": rm,
+            }
+        )
         self.trainer._balance_batch(batch, metrics={})
         total = batch.batch["token_level_scores"].sum(-1).numpy().astype(np.float64)
         uids = batch.non_tensor_batch["uid"]

@@ -30,9 +30,11 @@ def _folder_reader() -> bool:
     return "dump_folder" in inspect.getsource(readers)
 
 
-folder_reading = pytest.mark.xfail(not _folder_reader(), strict=True,
-                                   reason="the reader does not yet take a dump spread over version folders "
-                                          "(dump_folder / RUN_HISTORY hooks)")
+folder_reading = pytest.mark.xfail(
+    not _folder_reader(),
+    strict=True,
+    reason="the reader does not yet take a dump spread over version folders (dump_folder / RUN_HISTORY hooks)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +59,9 @@ def runs(tmp_path_factory):
 
 
 def _rows(folder: Path):
-    return [(path, json.loads(line)) for path in sorted(folder.rglob("*.jsonl")) for line in path.read_text().splitlines()]
+    return [
+        (path, json.loads(line)) for path in sorted(folder.rglob("*.jsonl")) for line in path.read_text().splitlines()
+    ]
 
 
 def _short_rollouts(run) -> int:
@@ -73,8 +77,11 @@ def test_diagnose_reads_the_writers_groups(capsys, runs):
         assert data["summary"]["bad_rows"] == 0, name
         said = [w for w in data["summary"]["warnings"] if "fewer than the run's 4 answers" in w]
         assert (len(said) == 1) == (run.incomplete() > 0), name
-        assert not said or f"{run.incomplete()} AReaL task(s) hold fewer than the run's 4 answers " \
-                           f"({_short_rollouts(run)} rollouts)" in said[0]
+        assert (
+            not said
+            or f"{run.incomplete()} AReaL task(s) hold fewer than the run's 4 answers ({_short_rollouts(run)} rollouts)"
+            in said[0]
+        )
         conv = data["summary"]["update_convention"]
         assert (conv["ddof"], conv["eps"], conv["from"]) == (areal.DDOF, areal.EPS, "areal")
     named = diagnose_json(capsys, "--format", "areal", f"{runs['clean'].log_dir}/rollout/*/*.jsonl")
@@ -88,8 +95,18 @@ def test_diagnose_reads_the_writers_groups(capsys, runs):
 def test_diagnose_without_the_module_would_merge_the_two_executors(capsys, runs):
     # The same files read as a table grouped by task id alone: the executors' tasks merge.
     run = runs["busy"]
-    data = diagnose_json(capsys, "--format", "table", "--reward", "reward", "--step-col", "tail_version",
-                         "--group-col", "task_id", f"{run.log_dir}/rollout/*/*.jsonl")
+    data = diagnose_json(
+        capsys,
+        "--format",
+        "table",
+        "--reward",
+        "reward",
+        "--step-col",
+        "tail_version",
+        "--group-col",
+        "task_id",
+        f"{run.log_dir}/rollout/*/*.jsonl",
+    )
     assert steps_of(data) != run.per_step()
 
 

@@ -64,8 +64,9 @@ def trl_logged(tmp_path_factory):
         mp.setenv("WANDB_DIR", str(root))
         mp.setenv("WANDB_SILENT", "true")
         mp.setenv("WANDB_PROJECT", "gsd-test")
-        truth = trl_run(root / "out", prompts=PROMPTS, p=P, G=G, batch=BATCH, max_steps=STEPS,
-                        report_to=["tensorboard", "wandb"])
+        truth = trl_run(
+            root / "out", prompts=PROMPTS, p=P, G=G, batch=BATCH, max_steps=STEPS, report_to=["tensorboard", "wandb"]
+        )
         wandb.finish()
         wandb.teardown()
     return root, truth
@@ -78,8 +79,7 @@ def _truth_mean_reward(truth):
 @pytest.mark.parametrize("where", ["trainer_state", "tensorboard", "wandb"])
 def test_trl_scalars_read_as_written(trl_logged, capsys, where):
     root, truth = trl_logged
-    path = {"trainer_state": root / "out", "tensorboard": root / "out" / "runs",
-            "wandb": root / "wandb"}[where]
+    path = {"trainer_state": root / "out", "tensorboard": root / "out" / "runs", "wandb": root / "wandb"}[where]
     extra = ["--group-size", G, "--groups", BATCH // G] if where == "trainer_state" else []
     rc, data, err = _scalars_json(capsys, path, *extra)
     assert rc == 0, err
@@ -147,16 +147,18 @@ def test_verl_file_logger(tmp_path, monkeypatch, capsys):
 
 def test_verl_to_wandb_config_gives_the_sizes(tmp_path, monkeypatch, capsys):
     """verl's Tracking with the wandb backend hands W&B its nested config: G and the groups come from it."""
-    from verl.utils.tracking import Tracking
-
     import wandb
+    from verl.utils.tracking import Tracking
 
     wandb.teardown()
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
-    config = {"trainer": {"project_name": "gsd"}, "actor_rollout_ref": {"rollout": {"n": 4}},
-              "data": {"train_batch_size": 6}}
+    config = {
+        "trainer": {"project_name": "gsd"},
+        "actor_rollout_ref": {"rollout": {"n": 4}},
+        "data": {"train_batch_size": 6},
+    }
     tracker = Tracking(project_name="gsd", experiment_name="v", default_backend="wandb", config=config)
     for step in (1, 2):
         tracker.log({"critic/score/mean": 0.25 * step, "training/filter_groups/evicted_samples": step}, step=step)
@@ -177,8 +179,12 @@ def test_fail_on_exit_codes(trl_logged, capsys):
     assert rc == 3 and "--fail-on silent>" in err and data["fail_on"][0]["value"] == pytest.approx(worst)
     rc, _, err = _scalars_json(capsys, root / "out" / "runs", "--fail-on", f"silent>={worst + 1e-9},wasted>0.99")
     assert rc == 0, err
-    for bad, said in (("silent>1.5", "in [0, 1]"), ("silence>0.5", "cannot read 'silence>0.5'"),
-                      ("silent>nan", "in [0, 1]"), ("silent<0.5", "cannot read")):
+    for bad, said in (
+        ("silent>1.5", "in [0, 1]"),
+        ("silence>0.5", "cannot read 'silence>0.5'"),
+        ("silent>nan", "in [0, 1]"),
+        ("silent<0.5", "cannot read"),
+    ):
         rc, _, err = _scalars_json(capsys, root / "out" / "runs", "--fail-on", bad)
         assert rc == 2 and "--fail-on" in err and said in err, err
 
@@ -207,8 +213,16 @@ def test_per_step_table(trl_logged, tmp_path, capsys):
 
     root, truth = trl_logged
     history = json.loads((root / "out" / "trainer_state.json").read_text())["log_history"]
-    rows = [{"_step": h["step"], "train/reward": h["reward"], "train/frac_reward_zero_std": h["frac_reward_zero_std"],
-             "_runtime": 1.0} for h in history if "reward" in h]
+    rows = [
+        {
+            "_step": h["step"],
+            "train/reward": h["reward"],
+            "train/frac_reward_zero_std": h["frac_reward_zero_std"],
+            "_runtime": 1.0,
+        }
+        for h in history
+        if "reward" in h
+    ]
     pd.DataFrame(rows).to_csv(tmp_path / "history.csv", index=False)
     rc, data, err = _scalars_json(capsys, tmp_path / "history.csv", "--group-size", G, "--groups", BATCH // G)
     assert rc == 0, err
@@ -223,8 +237,9 @@ def test_silence_alert_warns_then_stops(tmp_path):
     warn = SilenceAlert(silent=0.2, wasted=0.2)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        truth = trl_run(tmp_path / "warn", prompts=PROMPTS, p=P, G=G, batch=BATCH, max_steps=3,
-                        trainer_kwargs={"callbacks": [warn]})
+        truth = trl_run(
+            tmp_path / "warn", prompts=PROMPTS, p=P, G=G, batch=BATCH, max_steps=3, trainer_kwargs={"callbacks": [warn]}
+        )
     per_step = truth.per_step()
     assert truth.trainer.state.global_step == 3
     assert [a["step"] for a in warn.alerts if a["metric"] == "silent"] == [s for s, v in per_step.items() if v[1] > 0.2]
@@ -233,8 +248,9 @@ def test_silence_alert_warns_then_stops(tmp_path):
     stop = SilenceAlert(silent=0.0, stop=True)  # any silent group: stop after the first logged step
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SilenceWarning)
-        truth = trl_run(tmp_path / "stop", prompts=PROMPTS, p=P, G=G, batch=BATCH, max_steps=4,
-                        trainer_kwargs={"callbacks": [stop]})
+        truth = trl_run(
+            tmp_path / "stop", prompts=PROMPTS, p=P, G=G, batch=BATCH, max_steps=4, trainer_kwargs={"callbacks": [stop]}
+        )
     first = min(s for s, v in truth.per_step().items() if v[1] > 0)
     assert truth.trainer.state.global_step == first and stop.alerts[0]["step"] == first
 
@@ -243,8 +259,12 @@ def test_silence_alert_bad_arguments():
     from gsd import InputError
     from gsd.integrations.trl_alerts import SilenceAlert
 
-    for kw, said in (({}, "give a threshold"), ({"silent": 1.5}, "silent must be a fraction"),
-                     ({"wasted": float("nan")}, "wasted must be"), ({"silent": 0.5, "stop": "yes"}, "stop must")):
+    for kw, said in (
+        ({}, "give a threshold"),
+        ({"silent": 1.5}, "silent must be a fraction"),
+        ({"wasted": float("nan")}, "wasted must be"),
+        ({"silent": 0.5, "stop": "yes"}, "stop must"),
+    ):
         with pytest.raises(InputError, match=said):
             SilenceAlert(**kw)
 
@@ -264,8 +284,11 @@ def test_torn_wandb_file_and_bad_inputs(trl_logged, tmp_path):
     assert any("torn record" in n for n in torn.notes) and not any("torn" in n for n in whole.notes)
     common = torn.metrics.index.intersection(whole.metrics.index)
     col = "train/frac_reward_zero_std"
-    assert torn.metrics.loc[common, col].dropna().equals(whole.metrics.loc[common, col].dropna().loc[
-        torn.metrics.loc[common, col].dropna().index])
+    assert (
+        torn.metrics.loc[common, col]
+        .dropna()
+        .equals(whole.metrics.loc[common, col].dropna().loc[torn.metrics.loc[common, col].dropna().index])
+    )
     with pytest.raises(InputError, match="does not exist"):
         read_scalars(tmp_path / "nope")
     with pytest.raises(InputError, match="fmt must be one of"):
@@ -282,8 +305,17 @@ def test_wasted_rollouts_follow_trls_schedule(tmp_path, capsys):
     """num_iterations=2 (a generation every other step) logged every 2 steps: each log averages one
     generation, and the wasted rollouts read from TensorBoard (TRL's config in it) equal the generations'
     own count; counting a generation per step would double it."""
-    truth = trl_run(tmp_path / "out", prompts=PROMPTS, p=P, G=G, batch=BATCH, max_steps=6, logging_steps=2,
-                    num_iterations=2, report_to=["tensorboard"])
+    truth = trl_run(
+        tmp_path / "out",
+        prompts=PROMPTS,
+        p=P,
+        G=G,
+        batch=BATCH,
+        max_steps=6,
+        logging_steps=2,
+        num_iterations=2,
+        report_to=["tensorboard"],
+    )
     want = truth.per_step()
     assert sorted(want) == [1, 3, 5]  # the generations, at the steps that first use them
     rc, data, err = _scalars_json(capsys, tmp_path / "out" / "runs")

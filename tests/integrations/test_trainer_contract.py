@@ -55,9 +55,16 @@ def test_a_minimal_module_passes_and_takes_every_default():
             assert getattr(hooks, spec["name"]) is getattr(TABLE, spec["name"]) is spec["default"]
 
 
-@pytest.mark.parametrize("misspelt, meant", [("fingerprnt", "fingerprint"), ("GROUPSIZE", "GROUP_SIZE"),
-                                             ("zero_sdt", "zero_std"), ("describe_group", "describe_groups"),
-                                             ("arange", "arrange")])
+@pytest.mark.parametrize(
+    "misspelt, meant",
+    [
+        ("fingerprnt", "fingerprint"),
+        ("GROUPSIZE", "GROUP_SIZE"),
+        ("zero_sdt", "zero_std"),
+        ("describe_group", "describe_groups"),
+        ("arange", "arrange"),
+    ],
+)
 def test_a_misspelt_hook_is_refused_by_name(misspelt, meant):
     with pytest.raises(ContractError, match=rf"defines '{misspelt}', not a hook: a misspelt '{meant}'"):
         resolve(_fake(**{misspelt: lambda *a: None}))
@@ -69,17 +76,20 @@ def test_a_missing_required_hook_is_refused_by_name(required):
         resolve(_fake(**{required: _DROP}))
 
 
-@pytest.mark.parametrize("name, value, why", [
-    ("GROUP_SIZE", "yes", "must be bool"),
-    ("DDOF", 1.0, "must be int"),
-    ("DDOF", True, "must be int, got bool"),
-    ("SUFFIXES", ".parquet", "must be tuple"),
-    ("SUFFIXES", (".parquet", 3), "tuple of str"),
-    ("FILTER", 0, r"must be str \| None"),
-    ("zero_std", lambda values, group: None, r"cannot be called as zero_std\(values, group, n_groups\)"),
-    ("step_of", "completions_1", "must be a function of"),
-    ("arrange", lambda chunks, context, extra: None, "cannot be called as arrange"),
-])
+@pytest.mark.parametrize(
+    "name, value, why",
+    [
+        ("GROUP_SIZE", "yes", "must be bool"),
+        ("DDOF", 1.0, "must be int"),
+        ("DDOF", True, "must be int, got bool"),
+        ("SUFFIXES", ".parquet", "must be tuple"),
+        ("SUFFIXES", (".parquet", 3), "tuple of str"),
+        ("FILTER", 0, r"must be str \| None"),
+        ("zero_std", lambda values, group: None, r"cannot be called as zero_std\(values, group, n_groups\)"),
+        ("step_of", "completions_1", "must be a function of"),
+        ("arrange", lambda chunks, context, extra: None, "cannot be called as arrange"),
+    ],
+)
 def test_a_hook_of_the_wrong_kind_is_refused(name, value, why):
     with pytest.raises(ContractError, match=why):
         resolve(_fake(**{name: value}))
@@ -93,8 +103,15 @@ def test_find_state_needs_read_state():
 
 def test_helpers_that_are_not_hooks_pass():
     # Names of the real modules' own helpers, far from every hook's name.
-    resolve(_fake(generation_fingerprint=lambda t: "", find_trainer_state=lambda f: None, group_std=lambda: 0,
-                  DEFAULT_REWARD="score", _fingerprnt=lambda t: None))
+    resolve(
+        _fake(
+            generation_fingerprint=lambda t: "",
+            find_trainer_state=lambda f: None,
+            group_std=lambda: 0,
+            DEFAULT_REWARD="score",
+            _fingerprnt=lambda t: None,
+        )
+    )
 
 
 def test_run_context_defaults_are_fresh_per_run():

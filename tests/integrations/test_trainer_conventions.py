@@ -31,11 +31,23 @@ def _trl_async_advantages(per_func):
     loop.reward_funcs = [lambda k=k, **kw: list(per_func[k]) for k in range(K)]
     loop.reward_func_names = [f"f{k}" for k in range(K)]
     loop._env_reward_types, loop._provides_rollout_reward = [], False
-    seq = [[TrainingSequence(input_ids=[1, 2], completion_mask=[0, 1], old_log_probs=[0.0, -1.0], rollout_id=str(i))]
-           for i in range(G)]
-    group = RolloutGroup(prompts=[[]] * G, reward_kwargs={}, completions=[[]] * G, completions_ids=[[2]] * G,
-                         completions_sequences=seq, tool_call_counts=[0] * G, tool_failure_counts=[0] * G,
-                         model_version=0, group_id=0, env_rewards=[None] * G, rollout_rewards=[None] * G)
+    seq = [
+        [TrainingSequence(input_ids=[1, 2], completion_mask=[0, 1], old_log_probs=[0.0, -1.0], rollout_id=str(i))]
+        for i in range(G)
+    ]
+    group = RolloutGroup(
+        prompts=[[]] * G,
+        reward_kwargs={},
+        completions=[[]] * G,
+        completions_ids=[[2]] * G,
+        completions_sequences=seq,
+        tool_call_counts=[0] * G,
+        tool_failure_counts=[0] * G,
+        model_version=0,
+        group_id=0,
+        env_rewards=[None] * G,
+        rollout_rewards=[None] * G,
+    )
     samples = asyncio.run(loop._score_group(group))
     return np.array([s.advantage for s in samples])
 
@@ -53,11 +65,17 @@ def test_trl_async_convention_is_its_scorer():
     ulp = np.spacing(r[~signal, :1])
     assert (np.abs(want[~signal]) <= r.shape[1] * ulp / 1e-8).all()
     # The population std: a 1-in-6 group is ±(5/6)/sqrt(5/36) apart, not the sample std's value.
-    np.testing.assert_allclose(_trl_async_advantages([[1, 0, 0, 0, 0, 0]])[0], (5 / 6) / (np.sqrt(5) / 6 + 1e-8), rtol=1e-12)
+    np.testing.assert_allclose(
+        _trl_async_advantages([[1, 0, 0, 0, 0, 0]])[0], (5 / 6) / (np.sqrt(5) / 6 + 1e-8), rtol=1e-12
+    )
     # Two functions are summed with weight 1; a group of one gets 0.
     two = np.array([[1, 0, 1, 1], [0.5, 0.5, 0, 1]])
     np.testing.assert_allclose(_trl_async_advantages(two), gsd.trainer_advantages(two.sum(0), "trl_async"), rtol=1e-12)
-    assert _trl_async_advantages([[0.7]]).tolist() == gsd.trainer_advantages([[0.7]], "trl_async").ravel().tolist() == [0.0]
+    assert (
+        _trl_async_advantages([[0.7]]).tolist()
+        == gsd.trainer_advantages([[0.7]], "trl_async").ravel().tolist()
+        == [0.0]
+    )
 
 
 def test_trl_async_unscorable_rows_are_left_out_of_their_group():

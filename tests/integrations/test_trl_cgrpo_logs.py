@@ -51,12 +51,34 @@ def run(tmp_path_factory):
 
     prompts = [f"q{i} w1 w2" for i in range(len(P))]
     ds = Dataset.from_dict({"prompt": prompts, "p": P})
-    args = CGRPOConfig(output_dir=str(out), use_cpu=True, use_vllm=False, max_completion_length=3, report_to=[],
-                       budget_grid=[2, 4, 8], num_generations=G, per_device_train_batch_size=G * len(P), max_steps=3,
-                       log_completions=True, num_completions_to_print=0, seed=0, learning_rate=1e-3,
-                       loss_type="dapo", score="pass_rate", logging_steps=1, save_strategy="no")
-    trainer = Recorded(model=tiny_model(0), reward_funcs=[correct], args=args, train_dataset=ds,
-                       processing_class=tokenizer(), calibration_dataset=ds, verifier=verifier)
+    args = CGRPOConfig(
+        output_dir=str(out),
+        use_cpu=True,
+        use_vllm=False,
+        max_completion_length=3,
+        report_to=[],
+        budget_grid=[2, 4, 8],
+        num_generations=G,
+        per_device_train_batch_size=G * len(P),
+        max_steps=3,
+        log_completions=True,
+        num_completions_to_print=0,
+        seed=0,
+        learning_rate=1e-3,
+        loss_type="dapo",
+        score="pass_rate",
+        logging_steps=1,
+        save_strategy="no",
+    )
+    trainer = Recorded(
+        model=tiny_model(0),
+        reward_funcs=[correct],
+        args=args,
+        train_dataset=ds,
+        processing_class=tokenizer(),
+        calibration_dataset=ds,
+        verifier=verifier,
+    )
     trainer.train()
     trainer.save_state()
     return out, truth, trainer

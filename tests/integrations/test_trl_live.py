@@ -38,8 +38,18 @@ def runs(tmp_path_factory):
     out = {}
     # GRPOTrainer itself with wrapped reward functions, evaluating every other step.
     plain = GroupTracker(4)
-    out["plain"] = (plain, trl_run(root / "plain", prompts=PROMPTS, p=P, wrap=plain.wrap, eval_strategy="steps",
-                                   eval_steps=2, per_device_eval_batch_size=16))
+    out["plain"] = (
+        plain,
+        trl_run(
+            root / "plain",
+            prompts=PROMPTS,
+            p=P,
+            wrap=plain.wrap,
+            eval_strategy="steps",
+            eval_steps=2,
+            per_device_eval_batch_size=16,
+        ),
+    )
     setups = {
         # One prompt text twice in the dataset, and each generation used by two optimizer steps.
         "duplicates": dict(prompts=dup, num_iterations=2, batch=32),
@@ -48,8 +58,10 @@ def runs(tmp_path_factory):
     for name, kw in setups.items():
         # Graded totals (correct + 0.5*fmt): a threshold makes them right/wrong for the predictions.
         tracker = GroupTracker(4, threshold=1.0 if name == "weights" else None)
-        out[name] = (tracker, trl_run(root / name, p=P, trainer_cls=_trainer(), trainer_kwargs={"gsd_tracker": tracker},
-                                      **kw))
+        out[name] = (
+            tracker,
+            trl_run(root / name, p=P, trainer_cls=_trainer(), trainer_kwargs={"gsd_tracker": tracker}, **kw),
+        )
     return out
 
 
@@ -105,8 +117,9 @@ def test_saved_table_reads_back_to_the_diagnosis(runs, tmp_path, capsys):
     assert got_s == want_s and got_s["group_size"] == 4 and got_s["reward"] == "correct + 0.5*fmt"
     import pandas as pd
 
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "dx" / "prompts.parquet"), tracker.diagnosis().prompts,
-                                  check_exact=True)
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "dx" / "prompts.parquet"), tracker.diagnosis().prompts, check_exact=True
+    )
 
 
 def test_threshold_is_carried_by_the_saved_table(tmp_path, capsys):
@@ -134,11 +147,16 @@ def test_conversations_and_prompt_ids_read_back(tmp_path, capsys, prompt_id):
     rng = np.random.default_rng(0)
     for _ in range(4):
         rows = [j for j in rng.permutation(3) for _ in range(2)]
-        f(prompts=[chats[j] for j in rows], completions=rng.integers(0, 2, len(rows)).tolist(),
-          qid=[qid[j] for j in rows])
+        f(
+            prompts=[chats[j] for j in rows],
+            completions=rng.integers(0, 2, len(rows)).tolist(),
+            qid=[qid[j] for j in rows],
+        )
     path = tracker.save(tmp_path / "chat.parquet")
-    assert main(["diagnose", "--no-progress", "--json", "--prior", "uniform", "--out", str(tmp_path / "dx"),
-                 str(path)]) == 0
+    assert (
+        main(["diagnose", "--no-progress", "--json", "--prior", "uniform", "--out", str(tmp_path / "dx"), str(path)])
+        == 0
+    )
     got = json.loads(capsys.readouterr().out)
     dx = tracker.diagnosis()
     assert got["steps"] == json.loads(json.dumps(diagnosis_json(dx)))["steps"]
@@ -157,8 +175,18 @@ def skip_runs(tmp_path_factory):
     out = {}
     for name, kw in (("off", {}), ("on", {"skip_above": 0.9, "max_skips": 4})):
         tracker = GroupTracker(4)
-        out[name] = (tracker, trl_run(root / name, prompts=prompts, p=p, batch=128, max_steps=8,
-                                      trainer_cls=_trainer(), trainer_kwargs={"gsd_tracker": tracker, **kw}))
+        out[name] = (
+            tracker,
+            trl_run(
+                root / name,
+                prompts=prompts,
+                p=p,
+                batch=128,
+                max_steps=8,
+                trainer_cls=_trainer(),
+                trainer_kwargs={"gsd_tracker": tracker, **kw},
+            ),
+        )
     return out
 
 
@@ -174,10 +202,12 @@ def test_skipping_lowers_the_silent_fraction(skip_runs):
     frac_on, n_on = _silent_after_first_visit(t_on)
     counts = on.trainer.gsd_skip_counts
     s_off, s_on = t_off.diagnosis().summary, t_on.diagnosis().summary
-    print(f"\nsilent fraction after the first visits: {frac_off:.3f} ({n_off} groups) without skipping, "
-          f"{frac_on:.3f} ({n_on} groups) with skip_above=0.9, max_skips=4; {counts}; "
-          f"{t_off.generations} and {t_on.generations} generations; wasted rollouts {s_off['wasted_rollouts']} and "
-          f"{s_on['wasted_rollouts']} of {s_off['rollouts']} and {s_on['rollouts']}")
+    print(
+        f"\nsilent fraction after the first visits: {frac_off:.3f} ({n_off} groups) without skipping, "
+        f"{frac_on:.3f} ({n_on} groups) with skip_above=0.9, max_skips=4; {counts}; "
+        f"{t_off.generations} and {t_on.generations} generations; wasted rollouts {s_off['wasted_rollouts']} and "
+        f"{s_on['wasted_rollouts']} of {s_off['rollouts']} and {s_on['rollouts']}"
+    )
     assert frac_off - frac_on >= 0.15
     assert counts["generations"] == 8 and counts["skipped_prompts"] > 0
     assert counts["skipped_prompts"] == sum(m["skipped"] for m in t_on.metrics)
@@ -194,7 +224,7 @@ def test_skipping_keeps_the_batch_and_every_prompt(skip_runs):
     # (the data loader draws one batch ahead: one more decision than generations).
     seen = [calls[1][::4] for calls in truth.calls["correct"]]
     drawn = [[prompts[i] for i in rows[~skip]] for rows, skip in sampler.decisions]
-    assert len(drawn) >= len(seen) and drawn[:len(seen)] == seen
+    assert len(drawn) >= len(seen) and drawn[: len(seen)] == seen
     # No prompt is skipped at more than max_skips of its turns in a row.
     turns = np.concatenate([rows for rows, _ in sampler.decisions])
     skipped = np.concatenate([skip for _, skip in sampler.decisions])
@@ -204,7 +234,7 @@ def test_skipping_keeps_the_batch_and_every_prompt(skip_runs):
         assert runs_of_skips.max() <= 4
     # gsd/skipped per generation sums to the prompts skipped for the batches generated.
     logged = [m["skipped"] for m in tracker.metrics]
-    assert logged == [int(s.sum()) for _, s in sampler.decisions[:len(logged)]]
+    assert logged == [int(s.sum()) for _, s in sampler.decisions[: len(logged)]]
     assert sum(e.get("gsd/skipped", 0) for e in truth.trainer.state.log_history) == sum(logged)
 
 
@@ -270,6 +300,7 @@ def test_docs_script_runs(tmp_path, monkeypatch, capsys):
 def _named(rewards):
     def graded(prompts, completions, **kw):
         return rewards
+
     return graded
 
 
@@ -366,6 +397,7 @@ def _betabinom_logpmf(k, n, a, b):
 
     def lbeta(x, y):
         return lgamma(x) + lgamma(y) - lgamma(x + y)
+
     return lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1) + lbeta(k + a, n - k + b) - lbeta(a, b)
 
 
@@ -435,8 +467,11 @@ def test_forgetting_equals_diagnose_half_life():
         for t, prompts, k in sched:
             post = tracker.posterior(sorted(set(prompts)), step=t)
             got += [(t, x, a - 1.0, a + b - 2.0) for x, a, b in zip(sorted(set(prompts)), post.a, post.b)]
-            f(prompts=[x for x in prompts for _ in range(G)], completions=[float(i < kk) for kk in k for i in range(G)],
-              trainer_state=SimpleNamespace(global_step=t - 1))
+            f(
+                prompts=[x for x in prompts for _ in range(G)],
+                completions=[float(i < kk) for kk in k for i in range(G)],
+                trainer_state=SimpleNamespace(global_step=t - 1),
+            )
         table = group_table(log, right, half_life=h)
         names = dict(zip(range(len(log.labels)), log.labels))
         want = {(int(r.step), names[r.prompt]): (r.k_eff, r.n_eff) for r in table.itertuples()}
@@ -477,8 +512,10 @@ def test_no_finite_reward_is_recorded_not_raised():
     tracker = GroupTracker(2, half_life="auto")
     [f] = tracker.wrap([lambda prompts, completions, **kw: list(completions)])
     with pytest.warns(RuntimeWarning, match="no reward function returned a finite reward"):
-        assert f(prompts=["a"] * 4, completions=[None, float("nan"), None, None]) == [None, float("nan"), None, None] \
+        assert (
+            f(prompts=["a"] * 4, completions=[None, float("nan"), None, None]) == [None, float("nan"), None, None]
             or True
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         f(prompts=["a"] * 2, completions=[None, None])
@@ -571,11 +608,24 @@ def test_skipping_refuses_an_iterable_dataset(tmp_path, rule):
     from .real_trainers import tiny_model, tokenizer
 
     ds = Dataset.from_dict({"prompt": PROMPTS}).to_iterable_dataset()
-    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], num_generations=4, max_steps=1,
-                      per_device_train_batch_size=8, max_completion_length=3)
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        report_to=[],
+        num_generations=4,
+        max_steps=1,
+        per_device_train_batch_size=8,
+        max_completion_length=3,
+    )
     with pytest.raises(InputError, match=f"^{next(iter(rule))} needs a map-style train_dataset"):
-        _trainer()(model=tiny_model(0), reward_funcs=[_named([])], args=args, train_dataset=ds,
-                   processing_class=tokenizer(), **rule)
+        _trainer()(
+            model=tiny_model(0),
+            reward_funcs=[_named([])],
+            args=args,
+            train_dataset=ds,
+            processing_class=tokenizer(),
+            **rule,
+        )
 
 
 def test_no_finite_reward_trains_on_in_trl(tmp_path):
@@ -583,8 +633,15 @@ def test_no_finite_reward_trains_on_in_trl(tmp_path):
     trains on (zero advantages), gsd warns once and lists each generation."""
     tracker = GroupTracker(4, half_life="auto")
     with pytest.warns(RuntimeWarning, match="no reward function returned a finite reward"):
-        truth = trl_run(tmp_path, prompts=PROMPTS, p=P, none_rows=range(16), max_steps=3, trainer_cls=_trainer(),
-                        trainer_kwargs={"gsd_tracker": tracker})
+        truth = trl_run(
+            tmp_path,
+            prompts=PROMPTS,
+            p=P,
+            none_rows=range(16),
+            max_steps=3,
+            trainer_cls=_trainer(),
+            trainer_kwargs={"gsd_tracker": tracker},
+        )
     assert truth.trainer.state.global_step == 3
     assert [u["step"] for u in tracker.unscorable] == [1, 2, 3] and len(tracker.warnings) == 1
     history = [e for e in truth.trainer.state.log_history if "frac_reward_zero_std" in e]
@@ -606,14 +663,23 @@ def value_run(tmp_path_factory):
         if kw["log_extra"].__self__.model.training:
             firsts = list(prompts[::4])
             post = tracker.posterior(firsts, step=trainer_state.global_step + 1)
-            before.append((trainer_state.global_step + 1, tracker.half_life_now, firsts, post.a - 1.0,
-                           post.a + post.b - 2.0))
+            before.append(
+                (trainer_state.global_step + 1, tracker.half_life_now, firsts, post.a - 1.0, post.a + post.b - 2.0)
+            )
         return [0.0] * len(prompts)
 
-    truth = trl_run(tmp_path_factory.mktemp("value"), prompts=prompts, p=p, batch=64, max_steps=8,
-                    second_reward=True, weights=(1.0, 0.0), trainer_cls=_trainer(),
-                    trainer_kwargs={"gsd_tracker": tracker, "skip_policy": "value"},
-                    wrap=lambda funcs: [funcs[0], peek])
+    truth = trl_run(
+        tmp_path_factory.mktemp("value"),
+        prompts=prompts,
+        p=p,
+        batch=64,
+        max_steps=8,
+        second_reward=True,
+        weights=(1.0, 0.0),
+        trainer_cls=_trainer(),
+        trainer_kwargs={"gsd_tracker": tracker, "skip_policy": "value"},
+        wrap=lambda funcs: [funcs[0], peek],
+    )
     return tracker, truth, prompts, p, before
 
 
@@ -624,7 +690,7 @@ def test_value_policy_in_trl_skips_the_silent_keeps_the_batch(value_run):
     assert len(gens) == 8 and all(groups.shape == (16, 4) for _, groups in gens)  # TRL's batch, unchanged
     seen = [calls[1][::4] for calls in truth.calls["correct"]]
     drawn = [[prompts[i] for i in rows[~skip]] for rows, skip in sampler.decisions]
-    assert [sorted(d) for d in drawn[:len(seen)]] == [sorted(s) for s in seen]
+    assert [sorted(d) for d in drawn[: len(seen)]] == [sorted(s) for s in seen]
     turns = np.concatenate([rows for rows, _ in sampler.decisions])
     skipped = np.concatenate([skip for _, skip in sampler.decisions])
     for i in range(32):
@@ -637,9 +703,11 @@ def test_value_policy_in_trl_skips_the_silent_keeps_the_batch(value_run):
     shares = skipped[late & silent].mean(), skipped[late & ~silent].mean()
     g = tracker.diagnosis().groups
     frac = float(g.loc[g["n_before"] > 0, "silent"].mean())
-    print(f"\nvalue policy: skip share never/always right {shares[0]:.3f}, coin flips {shares[1]:.3f}; silent "
-          f"fraction of groups after the first visits {frac:.3f} (without skipping 0.5625 expected); "
-          f"{truth.trainer.gsd_skip_counts}; half-life {tracker.half_life_choice}")
+    print(
+        f"\nvalue policy: skip share never/always right {shares[0]:.3f}, coin flips {shares[1]:.3f}; silent "
+        f"fraction of groups after the first visits {frac:.3f} (without skipping 0.5625 expected); "
+        f"{truth.trainer.gsd_skip_counts}; half-life {tracker.half_life_choice}"
+    )
     assert shares[0] > shares[1]
     assert sum(m["skipped"] for m in tracker.metrics) == truth.trainer.gsd_skip_counts["skipped_prompts"] > 0
 

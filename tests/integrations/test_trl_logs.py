@@ -3,7 +3,6 @@ step's groups, silent fraction and wasted rollouts equal what the reward functio
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
@@ -47,8 +46,9 @@ def runs(tmp_path_factory):
     # checkpoint-5; the second resumed from it and stopped at step 6, leaving 7 and 8 behind.
     out = root / "resumed"
     first = trl_run(out, p=P, prompts=PROMPTS, max_steps=8, save_strategy="steps", save_steps=5)
-    second = trl_run(out, p=P, prompts=PROMPTS, max_steps=6, save_strategy="steps", save_steps=5,
-                     resume=out / "checkpoint-5")
+    second = trl_run(
+        out, p=P, prompts=PROMPTS, max_steps=6, save_strategy="steps", save_steps=5, resume=out / "checkpoint-5"
+    )
     runs["resumed"] = (out, (first, second))
     # Two runs written into one output_dir, with different group sizes: the second, shorter one
     # rewrote steps 1-2; steps 3-4 are the first run's.
@@ -59,8 +59,16 @@ def runs(tmp_path_factory):
     return runs
 
 
-GRADED = [(0.3, 0.1 + 0.2), (0.0, 1e-8), (0.0, 1.0), (0.25, 0.75), (0.7, 0.7), (0.5, 0.5 + 1e-9), (0.2, 0.6),
-          (1 / 3, 1 / 3 + 1e-12)]
+GRADED = [
+    (0.3, 0.1 + 0.2),
+    (0.0, 1e-8),
+    (0.0, 1.0),
+    (0.25, 0.75),
+    (0.7, 0.7),
+    (0.5, 0.5 + 1e-9),
+    (0.2, 0.6),
+    (1 / 3, 1 / 3 + 1e-12),
+]
 
 
 def test_plain_run_is_exact(capsys, runs):
@@ -208,10 +216,16 @@ def test_the_update_follows_the_logged_advantages(capsys, runs, setup, scale):
     applied = (df["advantage"].to_numpy().reshape(-1, 4) * right).sum(axis=1) / 4
     g = dx.groups.sort_values(["step", "prompt"]).reset_index(drop=True)
     labels = dx.prompts["prompt"].to_numpy()
-    want = pd.DataFrame({"step": df["step"].to_numpy()[::4], "prompt": df["prompt"].to_numpy()[::4],
-                         "applied": applied}).sort_values(["step", "prompt"]).reset_index(drop=True)
-    got = pd.DataFrame({"step": g["step"], "prompt": labels[g["prompt"]], "sigma": g["sigma"]}) \
-        .sort_values(["step", "prompt"]).reset_index(drop=True)
+    want = (
+        pd.DataFrame({"step": df["step"].to_numpy()[::4], "prompt": df["prompt"].to_numpy()[::4], "applied": applied})
+        .sort_values(["step", "prompt"])
+        .reset_index(drop=True)
+    )
+    got = (
+        pd.DataFrame({"step": g["step"], "prompt": labels[g["prompt"]], "sigma": g["sigma"]})
+        .sort_values(["step", "prompt"])
+        .reset_index(drop=True)
+    )
     assert len(want) == len(got)
     np.testing.assert_allclose(got["sigma"], want["applied"], rtol=1e-5, atol=1e-6)
     if scale == "batch":  # TRL's frac_reward_zero_std then tests the batch's std, not each group's

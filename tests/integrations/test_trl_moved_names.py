@@ -12,12 +12,14 @@ import pytest
 from gsd.integrations import trl as old
 
 #: The names gsd.integrations.trl exported before the move, and where they live now.
-BEFORE = {"GroupTracker": "gsd.live.GroupTracker",
-          "GSDGRPOTrainer": "gsd.live.GSDGRPOTrainer",
-          "SkipSampler": "gsd.live.SkipSampler",
-          "LIVE_METRICS": "gsd.live.LIVE_METRICS",
-          "TRACKER_TABLE": "gsd.integrations.tracker_table.KEY",
-          "tracker_table": "gsd.integrations.tracker_table.read_description"}
+BEFORE = {
+    "GroupTracker": "gsd.live.GroupTracker",
+    "GSDGRPOTrainer": "gsd.live.GSDGRPOTrainer",
+    "SkipSampler": "gsd.live.SkipSampler",
+    "LIVE_METRICS": "gsd.live.LIVE_METRICS",
+    "TRACKER_TABLE": "gsd.integrations.tracker_table.KEY",
+    "tracker_table": "gsd.integrations.tracker_table.read_description",
+}
 
 
 @pytest.mark.parametrize("name", list(BEFORE))
@@ -54,8 +56,11 @@ def test_trl_live_names_work_with_a_warning_naming_gsd_live(name):
     if name == "GSDGRPOTrainer":
         pytest.importorskip("trl", reason="GSDGRPOTrainer subclasses TRL's GRPOTrainer (make install)")
     scope = {}
-    with pytest.warns(DeprecationWarning, match=rf"gsd\.integrations\.trl_live\.{name} has moved: import it as "
-                      rf"gsd\.live\.{name}") as record:
+    with pytest.warns(
+        DeprecationWarning,
+        match=rf"gsd\.integrations\.trl_live\.{name} has moved: import it as "
+        rf"gsd\.live\.{name}",
+    ) as record:
         exec(f"from gsd.integrations.trl_live import {name}", scope)
     assert scope[name] is getattr(importlib.import_module("gsd.live"), name)
     assert record[0].filename == "<string>"
@@ -75,7 +80,9 @@ def test_gsd_live_is_imported_lazily():
     import subprocess
     import sys
 
-    code = ("import sys, gsd.live; print(sorted(m for m in sys.modules if m.startswith('gsd.live.') "
-            "or m in ('torch', 'trl', 'pandas')))")
+    code = (
+        "import sys, gsd.live; print(sorted(m for m in sys.modules if m.startswith('gsd.live.') "
+        "or m in ('torch', 'trl', 'pandas')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -13,7 +13,8 @@ import pytest
 
 pytest.importorskip("trl", reason="the tests against the real TRL need trl==1.16.0 (make install)")
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st
 
 from gsd.live import GroupTracker, trl_total, trl_zero_std  # noqa: E402
 
@@ -46,9 +47,17 @@ def run(tmp_path_factory):
     from gsd.live import GSDGRPOTrainer
 
     prompts = [f"q{i} w1 w2" for i in range(len(PATTERNS))]
-    truth = trl_run(tmp_path_factory.mktemp("graded"), prompts=prompts, p=list(range(len(PATTERNS))), G=G,
-                    batch=G * len(PATTERNS), max_steps=2, wrap=lambda funcs: tracker.wrap([graded]),
-                    trainer_cls=GSDGRPOTrainer, trainer_kwargs={"gsd_tracker": tracker})
+    truth = trl_run(
+        tmp_path_factory.mktemp("graded"),
+        prompts=prompts,
+        p=list(range(len(PATTERNS))),
+        G=G,
+        batch=G * len(PATTERNS),
+        max_steps=2,
+        wrap=lambda funcs: tracker.wrap([graded]),
+        trainer_cls=GSDGRPOTrainer,
+        trainer_kwargs={"gsd_tracker": tracker},
+    )
     return tracker, truth.trainer, seen
 
 
@@ -86,12 +95,26 @@ def test_generator_rewards_reach_trl_whole(run):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(1, 4).flatmap(lambda f: st.tuples(
-    st.lists(st.lists(st.one_of(st.none(), st.sampled_from([0.0, 1e-8, 0.1, 0.2, 0.3, 0.1 + 0.2, 0.7, 1.0, 1e39,
-                                                             math.inf, -math.inf])), min_size=f, max_size=f),
-             min_size=1, max_size=48),
-    st.lists(st.sampled_from([1.0, 0.5, 0.1, 2.0, 0.0]), min_size=f, max_size=f),
-    st.sampled_from([2, 3, 4, 8, 16]))))
+@given(
+    st.integers(1, 4).flatmap(
+        lambda f: st.tuples(
+            st.lists(
+                st.lists(
+                    st.one_of(
+                        st.none(),
+                        st.sampled_from([0.0, 1e-8, 0.1, 0.2, 0.3, 0.1 + 0.2, 0.7, 1.0, 1e39, math.inf, -math.inf]),
+                    ),
+                    min_size=f,
+                    max_size=f,
+                ),
+                min_size=1,
+                max_size=48,
+            ),
+            st.lists(st.sampled_from([1.0, 0.5, 0.1, 2.0, 0.0]), min_size=f, max_size=f),
+            st.sampled_from([2, 3, 4, 8, 16]),
+        )
+    )
+)
 def test_total_and_zero_std_are_trls_own_operations(case):
     """Against TRL's own expressions (GRPOTrainer's nansum of the float32 products, its nanstd,
     torch.isclose), on rows padded to whole groups."""

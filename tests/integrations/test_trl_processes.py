@@ -23,8 +23,14 @@ def ranks(tmp_path_factory):
     """One 2-process run (about 20 s): what each process wrote."""
     out = tmp_path_factory.mktemp("two")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                          str(SCRIPT), str(out)], capture_output=True, text=True, timeout=300, env=env, cwd=out)
+    run = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(SCRIPT), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=out,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
 
@@ -71,8 +77,24 @@ def failed_ranks(tmp_path_factory):
     gather for ever: the timeout is the hang."""
     out = tmp_path_factory.mktemp("fail")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                          str(SCRIPT), str(out), "fail"], capture_output=True, text=True, timeout=180, env=env, cwd=out)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(SCRIPT),
+            str(out),
+            "fail",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        cwd=out,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
 
@@ -95,8 +117,10 @@ def test_a_failure_on_one_process_is_recorded_by_every_process_and_training_goes
     assert entry["step"] == 2
     assert entry["reason"].startswith("process 1: reward function 'correct' returned Decimal(")
     assert entry["reason"].endswith("(every process leaves the generation out)")
-    assert all(len(r["runtime_warnings"]) == 1 and "step 2 not scored by gsd (process 1:" in r["runtime_warnings"][0]
-               for r in failed_ranks)
+    assert all(
+        len(r["runtime_warnings"]) == 1 and "step 2 not scored by gsd (process 1:" in r["runtime_warnings"][0]
+        for r in failed_ranks
+    )
     # The generations before and after are recorded, alike on both processes, as TRL counted them.
     assert r0["metrics"] == r1["metrics"]
     truth = _weighted_truth(failed_ranks)

@@ -22,7 +22,7 @@ P = [0.0, 1.0, 0.5, 0.3, 0.7, 0.5]
 def dump(folder, steps=3, prompts=PROMPTS, **kw):
     run = VerlRun(folder)
     for step in range(1, steps + 1):
-        run.step(step, prompts, P[:len(prompts)] if len(prompts) <= len(P) else P + P, **kw)
+        run.step(step, prompts, P[: len(prompts)] if len(prompts) <= len(P) else P + P, **kw)
     run.close()
     return run
 
@@ -63,8 +63,15 @@ def test_a_null_score_makes_its_group_incomplete(capsys, tmp_path):
     rows = [json.loads(x) for x in path.read_text().splitlines()]
     target = rows[5]["input"]
     scores = [None if i == 5 else r["score"] for i, r in enumerate(rows)]
-    RayPPOTrainer._write_generations([r["input"] for r in rows], [r["output"] for r in rows], [r["gts"] for r in rows],
-                                     scores, {"acc": [r["acc"] for r in rows]}, str(tmp_path / "rollout_data"), 2)
+    RayPPOTrainer._write_generations(
+        [r["input"] for r in rows],
+        [r["output"] for r in rows],
+        [r["gts"] for r in rows],
+        scores,
+        {"acc": [r["acc"] for r in rows]},
+        str(tmp_path / "rollout_data"),
+        2,
+    )
     data = diagnose_json(capsys, tmp_path / "rollout_data")
     lost = PROMPTS.index(target)
     assert steps_of(data) == run.per_step(drop={2: {f"2-{lost}"}})
@@ -99,8 +106,18 @@ def _no_contrast(adv, uids):
     return {u: bool(len({float(a) for a, v in zip(adv, uids) if v == u}) == 1) for u in dict.fromkeys(uids)}
 
 
-SCORE_SETS = [[1.0, 0.99999999], [0.7] * 8, [0.1] * 7, [0.1 + 0.2, 0.3, 0.3], [0.0, 1e-8], [0.0, 1e-30, 0.0],
-              [1.0, 1.0 + 2**-23], [0.25] * 4, [0.5, 0.5, 0.5, 0.50000001], [3.0, 3.0000002]]
+SCORE_SETS = [
+    [1.0, 0.99999999],
+    [0.7] * 8,
+    [0.1] * 7,
+    [0.1 + 0.2, 0.3, 0.3],
+    [0.0, 1e-8],
+    [0.0, 1e-30, 0.0],
+    [1.0, 1.0 + 2**-23],
+    [0.25] * 4,
+    [0.5, 0.5, 0.5, 0.50000001],
+    [3.0, 3.0000002],
+]
 
 
 def test_silence_is_verls_float32_arithmetic(capsys, tmp_path):
@@ -118,16 +135,26 @@ def test_silence_is_verls_float32_arithmetic(capsys, tmp_path):
     code = np.array([int(u[1:]) for u in uids])
     assert zero_std(np.array(scores), code, len(SCORE_SETS)).tolist() == list(truth.values())
     prompts = [f"q{u[1:]} w1 w2" for u in uids]
-    RayPPOTrainer._write_generations(prompts, ["a"] * len(uids), ["w1"] * len(uids), scores, {},
-                                     str(tmp_path / "rollout_data"), 1)
+    RayPPOTrainer._write_generations(
+        prompts, ["a"] * len(uids), ["w1"] * len(uids), scores, {}, str(tmp_path / "rollout_data"), 1
+    )
     data = diagnose_json(capsys, tmp_path / "rollout_data")
     assert data["steps"][0]["groups"] == len(SCORE_SETS)
     assert data["steps"][0]["silent_frac"] == pytest.approx(np.mean(list(truth.values())))
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.lists(st.sampled_from([0.0, 1e-8, 0.1, 0.2, 0.3, 0.1 + 0.2, 0.7, 0.99999999, 1.0, 1.0 + 1e-7,
-                                          2.5, -1.0]), min_size=2, max_size=9), min_size=1, max_size=6))
+@given(
+    st.lists(
+        st.lists(
+            st.sampled_from([0.0, 1e-8, 0.1, 0.2, 0.3, 0.1 + 0.2, 0.7, 0.99999999, 1.0, 1.0 + 1e-7, 2.5, -1.0]),
+            min_size=2,
+            max_size=9,
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
 def test_zero_std_is_verls_no_contrast(groups):
     from gsd.integrations.verl import zero_std
 

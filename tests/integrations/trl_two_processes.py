@@ -50,18 +50,34 @@ def main_fail(out: Path) -> None:
     tracker = GroupTracker(4)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
-        truth = trl_run(out / "trl", prompts=PROMPTS, p=P, G=4, batch=6, max_steps=4, second_reward=True,
-                        wrap=lambda funcs: tracker.wrap([decimal_at(funcs[0], 1, 1), funcs[1]]),
-                        trainer_cls=GSDGRPOTrainer, trainer_kwargs={"gsd_tracker": tracker})
-    (out / f"rank{dist.get_rank()}.json").write_text(json.dumps({
-        "calls": truth.calls,
-        "metrics": tracker.metrics,
-        "unscorable": tracker.unscorable,
-        "warnings": tracker.warnings,
-        "runtime_warnings": [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)
-                             and str(w.message).startswith("gsd:")],
-        "log_history": truth.trainer.state.log_history,
-    }))
+        truth = trl_run(
+            out / "trl",
+            prompts=PROMPTS,
+            p=P,
+            G=4,
+            batch=6,
+            max_steps=4,
+            second_reward=True,
+            wrap=lambda funcs: tracker.wrap([decimal_at(funcs[0], 1, 1), funcs[1]]),
+            trainer_cls=GSDGRPOTrainer,
+            trainer_kwargs={"gsd_tracker": tracker},
+        )
+    (out / f"rank{dist.get_rank()}.json").write_text(
+        json.dumps(
+            {
+                "calls": truth.calls,
+                "metrics": tracker.metrics,
+                "unscorable": tracker.unscorable,
+                "warnings": tracker.warnings,
+                "runtime_warnings": [
+                    str(w.message)
+                    for w in caught
+                    if issubclass(w.category, RuntimeWarning) and str(w.message).startswith("gsd:")
+                ],
+                "log_history": truth.trainer.state.log_history,
+            }
+        )
+    )
 
 
 def main(out: Path) -> None:
@@ -72,24 +88,42 @@ def main(out: Path) -> None:
     from gsd.live import GroupTracker, GSDGRPOTrainer
 
     tracker = GroupTracker(4)
-    truth = trl_run(out / "trl", prompts=PROMPTS, p=P, G=4, batch=6, max_steps=4, wrap=tracker.wrap,
-                    trainer_cls=GSDGRPOTrainer, trainer_kwargs={"gsd_tracker": tracker})
+    truth = trl_run(
+        out / "trl",
+        prompts=PROMPTS,
+        p=P,
+        G=4,
+        batch=6,
+        max_steps=4,
+        wrap=tracker.wrap,
+        trainer_cls=GSDGRPOTrainer,
+        trainer_kwargs={"gsd_tracker": tracker},
+    )
     try:  # skipping is refused with several processes, before training
-        GSDGRPOTrainer(model=tiny_model(), reward_funcs=[lambda prompts, **kw: [0.0] * len(prompts)],
-                       args=truth.trainer.args, train_dataset=truth.trainer.train_dataset, processing_class=tokenizer(),
-                       skip_above=0.9)
+        GSDGRPOTrainer(
+            model=tiny_model(),
+            reward_funcs=[lambda prompts, **kw: [0.0] * len(prompts)],
+            args=truth.trainer.args,
+            train_dataset=truth.trainer.train_dataset,
+            processing_class=tokenizer(),
+            skip_above=0.9,
+        )
         refused = None
     except InputError as exc:
         refused = str(exc)
     rank = dist.get_rank()
-    (out / f"rank{rank}.json").write_text(json.dumps({
-        "world": dist.get_world_size(),
-        "calls": truth.calls["correct"],
-        "metrics": tracker.metrics,
-        "log_history": truth.trainer.state.log_history,
-        "warnings": tracker.warnings,
-        "skip_refused": refused,
-    }))
+    (out / f"rank{rank}.json").write_text(
+        json.dumps(
+            {
+                "world": dist.get_world_size(),
+                "calls": truth.calls["correct"],
+                "metrics": tracker.metrics,
+                "log_history": truth.trainer.state.log_history,
+                "warnings": tracker.warnings,
+                "skip_refused": refused,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":  # run by torchrun; importing it (pytest's doctest collection) runs nothing

@@ -75,8 +75,15 @@ class VerlV1Run:
                 rm = torch.zeros(length)
                 rm[-1] = score
                 keys.append(f"{uid}_{session}_{index}")
-                fields.append({"uid": uid, "prompts": ids, "responses": torch.randint(3, 40, (length,)),
-                               "rm_scores": rm, "reward_model": {"ground_truth": "w1"}})
+                fields.append(
+                    {
+                        "uid": uid,
+                        "prompts": ids,
+                        "responses": torch.randint(3, 40, (length,)),
+                        "rm_scores": rm,
+                        "reward_model": {"ground_truth": "w1"},
+                    }
+                )
             finals.append(np.float32(score).item())
         return uid, keys, fields, finals
 
@@ -89,10 +96,16 @@ class VerlV1Run:
         order = list(range(len(keys)))
         self.rng.shuffle(order)  # TransferQueue hands rows back in any order; the dump sorts them
         tags = [{"status": "success", "global_steps": step} for _ in keys]
-        meta = tq.kv_batch_put(keys=[keys[i] for i in order], partition_id="train",
-                               fields=list_of_dict_to_tensordict([fields[i] for i in order]), tags=tags)
+        meta = tq.kv_batch_put(
+            keys=[keys[i] for i in order],
+            partition_id="train",
+            fields=list_of_dict_to_tensordict([fields[i] for i in order]),
+            tags=tags,
+        )
         for uid, *_ in groups:  # the prompt's own key: its group is finished (ReplayBuffer's view)
-            tq.kv_put(key=uid, partition_id="train", tag={"is_prompt": True, "status": "finished", "global_steps": step})
+            tq.kv_put(
+                key=uid, partition_id="train", tag={"is_prompt": True, "status": "finished", "global_steps": step}
+            )
         return meta
 
     def step(self, step: int, prompts, p, *, outputs=None, graded=None, filter_groups=False):
@@ -128,9 +141,19 @@ class VerlV1Run:
             self.generated[step].extend(g[3] for g in fresh)
             self._put(fresh, step)
 
-        buffer = ReplayBuffer("sync", OmegaConf.create({}), None, "drop", OmegaConf.create({}), poll_interval=0.0,
-                              refill_fn=refill, filter_groups_metric=FILTER_GROUPS_REWARD_METRIC,
-                              train_batch_size=len(prompts), gen_batch_size=1, max_inflight_gen_batches=4)
+        buffer = ReplayBuffer(
+            "sync",
+            OmegaConf.create({}),
+            None,
+            "drop",
+            OmegaConf.create({}),
+            poll_interval=0.0,
+            refill_fn=refill,
+            filter_groups_metric=FILTER_GROUPS_REWARD_METRIC,
+            train_batch_size=len(prompts),
+            gen_batch_size=1,
+            max_inflight_gen_batches=4,
+        )
         meta, metrics = buffer.sample(global_steps=step, partition_id="train", batch_size=len(prompts))
         self.evicted[step] = int(metrics.get("training/filter_groups/evicted_samples", 0))
         self.metrics[step] = metrics

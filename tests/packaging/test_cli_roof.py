@@ -17,6 +17,12 @@ def test_the_helpers_keep_their_old_names():
 
     for name in ("CliError", "bounded_int", "bounded_float", "parse_list", "emit", "imports_done"):
         assert getattr(gsd.cli, name) is getattr(gsd.cli_support, name), name
-    for module in ("gsd.cli_core", "gsd.simulator.cli", "gsd.reproduce.cli", "gsd.sweep.cli", "gsd.losses.cli",
-                   "gsd.diagnose.cli"):
+    for module in (
+        "gsd.cli_core",
+        "gsd.simulator.cli",
+        "gsd.reproduce.cli",
+        "gsd.sweep.cli",
+        "gsd.losses.cli",
+        "gsd.diagnose.cli",
+    ):
         assert module in gsd.cli._COMMANDS

@@ -106,8 +106,13 @@ def test_trainer_format_modules_are_leaves():
 
 def _crossing(edges, low: str, high: str) -> list[str]:
     """The arrows from the package ``low`` up into ``high``."""
-    return sorted(f"{m} -> {t}" for m, ts in edges.items() if m == low or m.startswith(low + ".")
-                  for t in ts if t == high or t.startswith(high + "."))
+    return sorted(
+        f"{m} -> {t}"
+        for m, ts in edges.items()
+        if m == low or m.startswith(low + ".")
+        for t in ts
+        if t == high or t.startswith(high + ".")
+    )
 
 
 def test_layers_formats_then_diagnose_then_live():
@@ -117,13 +122,19 @@ def test_layers_formats_then_diagnose_then_live():
     edges = import_graph()
     assert any(t.startswith("gsd.integrations") for t in edges["gsd.diagnose.readers"])  # the arrows looked for exist
     assert any(t.startswith("gsd.diagnose") for t in edges["gsd.live.tracker"])
-    up = _crossing(edges, "gsd.integrations", "gsd.diagnose") + _crossing(edges, "gsd.integrations", "gsd.live") + \
-        _crossing(edges, "gsd.diagnose", "gsd.live")
+    up = (
+        _crossing(edges, "gsd.integrations", "gsd.diagnose")
+        + _crossing(edges, "gsd.integrations", "gsd.live")
+        + _crossing(edges, "gsd.diagnose", "gsd.live")
+    )
     assert not up, "upward imports: " + "; ".join(up)
 
 
 def test_the_layer_check_finds_an_upward_arrow():
-    edges = {"gsd.integrations.trl": {"gsd.live.tracker"}, "gsd.live.tracker": {"gsd.diagnose.tables"},
-             "gsd.diagnose.tables": set()}
+    edges = {
+        "gsd.integrations.trl": {"gsd.live.tracker"},
+        "gsd.live.tracker": {"gsd.diagnose.tables"},
+        "gsd.diagnose.tables": set(),
+    }
     assert _crossing(edges, "gsd.integrations", "gsd.live") == ["gsd.integrations.trl -> gsd.live.tracker"]
     assert _crossing(edges, "gsd.diagnose", "gsd.live") == []

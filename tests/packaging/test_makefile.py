@@ -60,8 +60,11 @@ def test_reproduce_writes_only_ignored_paths():
     assert args.figures is None  # the figures in OUT/figures
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
-    for path in (Path(args.out) / "report.md", Path(args.out) / "figures" / "identity_gk.png",
-                 Path(args.out) / "campaign" / "campaign_summary.json"):
+    for path in (
+        Path(args.out) / "report.md",
+        Path(args.out) / "figures" / "identity_gk.png",
+        Path(args.out) / "campaign" / "campaign_summary.json",
+    ):
         ignored = subprocess.run(["git", "check-ignore", "-q", str(path)], cwd=ROOT)
         assert ignored.returncode == 0, f"{path} is not ignored by git"
     tracked = subprocess.run(["git", "ls-files", args.out], cwd=ROOT, capture_output=True, text=True).stdout
@@ -76,8 +79,13 @@ def test_documented_jupyter_commands_are_installed():
     import sys
 
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    commands = {(page.name, m.group(1)) for page in pages for line in page.read_text().splitlines()
-                if "pip install" not in line for m in re.finditer(r"\bjupyter[ -]([a-z]+)\b", line)}
+    commands = {
+        (page.name, m.group(1))
+        for page in pages
+        for line in page.read_text().splitlines()
+        if "pip install" not in line
+        for m in re.finditer(r"\bjupyter[ -]([a-z]+)\b", line)
+    }
     assert ("notebooks.md", "execute") in commands
     bindir = Path(sys.executable).parent
     for page, command in sorted(commands):

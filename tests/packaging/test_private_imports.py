@@ -52,8 +52,13 @@ def private_imports(source: str, module: str, is_package: bool = False) -> list[
                 if alias.name.startswith("gsd") and not any(_private(p) for p in alias.name.split(".")):
                     imported[alias.asname or alias.name.split(".")[0]] = alias.name
     for node in ast.walk(ast.parse(source)):
-        if (isinstance(node, ast.Attribute) and _private(node.attr) and isinstance(node.value, ast.Name)
-                and node.value.id in imported and not any(_private(p) for p in imported[node.value.id].split("."))):
+        if (
+            isinstance(node, ast.Attribute)
+            and _private(node.attr)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in imported
+            and not any(_private(p) for p in imported[node.value.id].split("."))
+        ):
             found.append(f"line {node.lineno}: {node.value.id}.{node.attr}")
     return found
 
@@ -74,7 +79,14 @@ def test_the_check_catches_each_form():
     assert private_imports("from . import runfolder\nrunfolder._logit(0.5)", m) == ["line 2: runfolder._logit"]
     assert private_imports("import gsd.update as u\nu._grpo_term(0, 0.0)", m) == ["line 2: u._grpo_term"]
     assert private_imports("from .. import silent\nsilent._minor(0.1)", "gsd.diagnose", True) == [
-        "line 2: silent._minor"]
+        "line 2: silent._minor"
+    ]
     # Allowed: a private module's names, public names, a module's own private names, dunders.
-    assert private_imports("from .._validate import _show\nfrom ..silent import minor_rate as _minor\n"
-                           "from . import _columns\n_columns._x\n_minor(0.2)\nfrom ..update import __doc__", m) == []
+    assert (
+        private_imports(
+            "from .._validate import _show\nfrom ..silent import minor_rate as _minor\n"
+            "from . import _columns\n_columns._x\n_minor(0.2)\nfrom ..update import __doc__",
+            m,
+        )
+        == []
+    )

@@ -44,9 +44,14 @@ def test_every_shipped_config_is_commented_for_a_copy():
 def test_pyproject_lists_every_package():
     """Packages are listed (two of them map folders outside gsd/), so a new sub-package must be too."""
     setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "gsd").rglob("__init__.py")
-               if "__pycache__" not in p.parts}
-    assert on_disk <= set(setup["packages"]), f"add to [tool.setuptools] packages: {sorted(on_disk - set(setup['packages']))}"
+    on_disk = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for p in (ROOT / "gsd").rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
+    assert on_disk <= set(setup["packages"]), (
+        f"add to [tool.setuptools] packages: {sorted(on_disk - set(setup['packages']))}"
+    )
     assert setup["package-dir"] == {"gsd._data": "data", "gsd._simulations": "simulations"}
 
 

@@ -13,8 +13,18 @@ from gsd.reproduce import group_size_training as gst
 pytest.importorskip("trl")
 
 #: Smaller than FAST (seconds in CI): one task, both protocols, two uniform G and the two choosing arms.
-TINY = gst.Config(n_prompts=16, tasks=("first_token",), lrs=(1e-2,), seeds=(0,), group_sizes=(2, 4),
-                  arms=("greso", "oracle"), prompts_per_step=4, generations_per_step=8, budget=32, pretrain_steps=10)
+TINY = gst.Config(
+    n_prompts=16,
+    tasks=("first_token",),
+    lrs=(1e-2,),
+    seeds=(0,),
+    group_sizes=(2, 4),
+    arms=("greso", "oracle"),
+    prompts_per_step=4,
+    generations_per_step=8,
+    budget=32,
+    pretrain_steps=10,
+)
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +80,7 @@ def test_resume_skips_finished_cells(tiny_run, monkeypatch):
 
     monkeypatch.setattr(gst, "train_arm", boom)
     again = gst.run(out, TINY, resume=True, progress=False)
+
     def key(r):
         return r["protocol"], r["arm"], r["G"]
 
@@ -103,13 +114,26 @@ def test_first_reach_matches_a_loop(traj, target):
 def test_summary_on_hand_made_trajectories():
     def cell(arm, G, seed, hardest, secs):
         steps = len(hardest) - 1
-        return {"task": "t", "lr": 1e-3, "protocol": "prompts", "arm": arm, "G": G, "seed": seed,
-                "generations": [8] * steps, "step_time": [secs] * steps, "wall": list(np.arange(1, steps + 1) * secs),
-                "hardest": hardest, "arcsin": list(np.linspace(1, 2, steps + 1))}
+        return {
+            "task": "t",
+            "lr": 1e-3,
+            "protocol": "prompts",
+            "arm": arm,
+            "G": G,
+            "seed": seed,
+            "generations": [8] * steps,
+            "step_time": [secs] * steps,
+            "wall": list(np.arange(1, steps + 1) * secs),
+            "hardest": hardest,
+            "arcsin": list(np.linspace(1, 2, steps + 1)),
+        }
 
     rs = [cell("uniform", 2, s, [0.1, 0.6, 0.85, 0.95], 1.0) for s in (0, 1, 2)]
-    rs += [cell("uniform", 4, 0, [0.1, 0.3, 0.5, 0.81], 0.5), cell("uniform", 4, 1, [0.1, 0.3, 0.5, 0.7], 0.5),
-           cell("uniform", 4, 2, [0.1, 0.3, 0.82, 0.9], 0.5)]
+    rs += [
+        cell("uniform", 4, 0, [0.1, 0.3, 0.5, 0.81], 0.5),
+        cell("uniform", 4, 1, [0.1, 0.3, 0.5, 0.7], 0.5),
+        cell("uniform", 4, 2, [0.1, 0.3, 0.82, 0.9], 0.5),
+    ]
     rs += [cell("oracle", 2, s, [0.1, 0.8 + 0.01 * s, 0.9, 0.95], 1.0) for s in (0, 1, 2)]
     df = gst.summary(rs).set_index(["arm", "G"])
     assert (df["best_uniform_G"] == 2).all()  # reached 0.8 in 3 seeds against 2
@@ -171,6 +195,18 @@ def test_reproduce_stage_and_cli(tiny_run, tmp_path, monkeypatch, capsys):
     md = "\n".join(report._group_size_training_markdown(stage))
     assert "hardest quarter" in md and "oracle" in md
     assert report._group_size_training_stage("skip", tmp_path)["status"] == "skipped"
-    assert main(["group-size-training", "--fast", "--out", str(tmp_path / "cli"), "--quiet",
-                 "--figure", str(tmp_path / "f.png")]) == 0
+    assert (
+        main(
+            [
+                "group-size-training",
+                "--fast",
+                "--out",
+                str(tmp_path / "cli"),
+                "--quiet",
+                "--figure",
+                str(tmp_path / "f.png"),
+            ]
+        )
+        == 0
+    )
     assert "oracle" in capsys.readouterr().out and (tmp_path / "f.png").is_file()

@@ -40,8 +40,14 @@ CASES = {"no-extras": TRL_STACK, "no-torch": ("torch",)}
 
 def _gsd_without(blocked, *argv, cwd):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
-    return subprocess.run([sys.executable, "-c", BLOCKED_RUN, ",".join(blocked), *map(str, argv)],
-                          capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", BLOCKED_RUN, ",".join(blocked), *map(str, argv)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
+    )
 
 
 @pytest.mark.parametrize("command", ["transformer-train", "transformer-update"])
@@ -59,8 +65,9 @@ def test_trl_commands_name_every_missing_package_in_one_line(tmp_path, command, 
 
 
 def test_reproduce_names_what_its_transformer_stage_needs(tmp_path):
-    res = _gsd_without(TRL_STACK, "reproduce", "--fast", "--skip-campaign", "--quiet", "--out", tmp_path / "rep",
-                       cwd=tmp_path)
+    res = _gsd_without(
+        TRL_STACK, "reproduce", "--fast", "--skip-campaign", "--quiet", "--out", tmp_path / "rep", cwd=tmp_path
+    )
     assert res.returncode == 0, res.stderr
     report = json.loads((tmp_path / "rep" / "report.json").read_text())
     assert all(row["agrees_at_printed_precision"] for row in report["comparisons"] if row["computed"])

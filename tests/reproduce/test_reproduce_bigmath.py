@@ -35,8 +35,9 @@ def test_silent_rates_by_hand(hist):
     total = int(hist["count"].sum())
     for G in (4, 8, 16, 32, 64):
         closed = sum(c * (Fraction(k, N) ** G + (1 - Fraction(k, N)) ** G) for k, c in zip(hist.k, hist["count"]))
-        sub = sum(c * Fraction(math.comb(k, G) + math.comb(N - k, G), math.comb(N, G))
-                  for k, c in zip(hist.k, hist["count"]))
+        sub = sum(
+            c * Fraction(math.comb(k, G) + math.comb(N - k, G), math.comb(N, G)) for k, c in zip(hist.k, hist["count"])
+        )
         assert tab.loc[G, "closed_form"] == pytest.approx(float(closed / total), rel=1e-12)
         assert tab.loc[G, "subsampled"] == pytest.approx(float(sub / total), rel=1e-12)
     # subsampling a finite pool never exceeds the closed form on p̂ here, and at G = 64 only p̂ ∈ {0, 1} is silent
@@ -62,8 +63,12 @@ def test_extreme_and_medium_shares_by_hand(hist, summary):
     medium = (p >= 0.4) & (p <= 0.6)
     for method, w in (("grpo", np.sqrt(p * (1 - p))), ("dr_grpo", p * (1 - p))):
         mass = c * w
-        assert summary["headline"][f"extreme_share_{method}"] == pytest.approx(mass[extreme].sum() / mass.sum(), rel=1e-12)
-        assert summary["headline"][f"medium_share_{method}"] == pytest.approx(mass[medium].sum() / mass.sum(), rel=1e-12)
+        assert summary["headline"][f"extreme_share_{method}"] == pytest.approx(
+            mass[extreme].sum() / mass.sum(), rel=1e-12
+        )
+        assert summary["headline"][f"medium_share_{method}"] == pytest.approx(
+            mass[medium].sum() / mass.sum(), rel=1e-12
+        )
     # finite G: the exact expected update by a direct binomial sum at G = 8
     G = 8
     kk = np.arange(G + 1)

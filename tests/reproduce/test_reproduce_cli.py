@@ -41,8 +41,9 @@ def test_dapo_fit_table_figure_and_difficulty(capsys, curve_csv, tmp_path):
 
     load_histogram().to_csv(hist, index=False)
     fig = tmp_path / "fit.png"
-    code, out, _ = run(capsys, "dapo-fit", str(curve_csv), "--difficulty", str(hist), "--bootstrap", "5",
-                       "--figure", str(fig))
+    code, out, _ = run(
+        capsys, "dapo-fit", str(curve_csv), "--difficulty", str(hist), "--bootstrap", "5", "--figure", str(fig)
+    )
     assert code == 0 and "tau" in out and fig.stat().st_size > 1000
 
 
@@ -75,9 +76,23 @@ def test_dapo_fit_bad_input_exits_2_with_one_line(capsys, tmp_path):
 def fast_report(tmp_path_factory):
     root = tmp_path_factory.mktemp("rep")
     out = root / "reports" / "latest"  # the layout of `make figures`: figures beside, not inside
-    code = main(["reproduce", "--fast", "--skip-campaign", "--transformer", "skip", "--group-size-training", "skip",
-                 "--out", str(out),
-                 "--figures", str(root / "figures"), "--quiet", "--json"])
+    code = main(
+        [
+            "reproduce",
+            "--fast",
+            "--skip-campaign",
+            "--transformer",
+            "skip",
+            "--group-size-training",
+            "skip",
+            "--out",
+            str(out),
+            "--figures",
+            str(root / "figures"),
+            "--quiet",
+            "--json",
+        ]
+    )
     assert code == 0
     return out
 
@@ -89,15 +104,25 @@ def test_reproduce_fast_writes_the_report(fast_report):
     keys = {r["key"] for r in rep["comparisons"]}
     assert keys == set(report.PUBLISHED)
     by = {r["key"]: r for r in rep["comparisons"]}
-    for key in ("bigmath_silent_G8", "bigmath_extreme_share_dr_grpo", "bigmath_extreme_share_grpo",
-                "fidelity_law_p0.05_G64", "fidelity_exact_p0.05_G64", "trl_gap_G8"):
+    for key in (
+        "bigmath_silent_G8",
+        "bigmath_extreme_share_dr_grpo",
+        "bigmath_extreme_share_grpo",
+        "fidelity_law_p0.05_G64",
+        "fidelity_exact_p0.05_G64",
+        "trl_gap_G8",
+    ):
         assert by[key]["computed"] and by[key]["agrees_at_printed_precision"], by[key]
         assert by[key]["difference"] == pytest.approx(by[key]["ours"] - by[key]["published"])
     assert not by["campaign_silent_r2"]["computed"]
     # Rows computed from the histogram (whose 63/64 bar was split with published figures) say so.
     from_histogram = {k for k, r in by.items() if r["data"] == "histogram"}
-    assert from_histogram == {"bigmath_silent_G8", "bigmath_extreme_share_dr_grpo", "bigmath_extreme_share_grpo",
-                              "campaign_silent_r2"}
+    assert from_histogram == {
+        "bigmath_silent_G8",
+        "bigmath_extreme_share_dr_grpo",
+        "bigmath_extreme_share_grpo",
+        "campaign_silent_r2",
+    }
     assert rep["campaign"]["status"] == "skipped"
     assert rep["transformer"]["status"] == "skipped"  # its own test: tests/reproduce/test_reproduce_transformer.py
     assert rep["group_size_training"]["status"] == "skipped"  # its own: tests/reproduce/test_group_size_training.py
@@ -143,26 +168,31 @@ def test_bigmath_and_group_size_table_commands(capsys):
     # A p given twice is one row of the wide table, the same as given once.
     code, out, _ = run(capsys, "group-size-table", "--p", ".1,.1", "--fidelity", "0.9", "--json")
     twice = json.loads(out)
-    assert code == 0 and twice == json.loads(run(capsys, "group-size-table", "--p", ".1", "--fidelity", "0.9", "--json")[1])
+    assert code == 0 and twice == json.loads(
+        run(capsys, "group-size-table", "--p", ".1", "--fidelity", "0.9", "--json")[1]
+    )
 
 
 def test_figures_command_writes_selected_makers(capsys, tmp_path, monkeypatch):
     from gsd.reproduce import figures
 
-    monkeypatch.setattr(figures, "FIGURES", {k: figures.FIGURES[k] for k in ("silent_rate.png", "difficulty_weight.png")})
+    monkeypatch.setattr(
+        figures, "FIGURES", {k: figures.FIGURES[k] for k in ("silent_rate.png", "difficulty_weight.png")}
+    )
     monkeypatch.chdir(tmp_path)  # no reports/latest/campaign here
     code, out, _ = run(capsys, "figures", "--out", str(tmp_path / "figs"), "--no-losses", "--fast")
     assert code == 0
     assert sorted(p.name for p in (tmp_path / "figs").glob("*.png")) == ["difficulty_weight.png", "silent_rate.png"]
     assert "campaign: not drawn" in out
     assert not [p for p in (tmp_path / "figs").iterdir() if p.name.startswith(".")]
-    code, _, err = run(capsys, "figures", "--out", str(tmp_path / "figs"), "--no-losses",
-                       "--campaign", str(tmp_path / "no_run"))
+    code, _, err = run(
+        capsys, "figures", "--out", str(tmp_path / "figs"), "--no-losses", "--campaign", str(tmp_path / "no_run")
+    )
     assert code == 2 and len(err.strip().splitlines()) == 1 and "campaign_summary.json" in err
 
 
 def test_figures_count_matches_its_wrote_lines(capsys, tmp_path, monkeypatch):
-    """"N figures" counts exactly the files it names in "wrote" lines, the loss figures included."""
+    """ "N figures" counts exactly the files it names in "wrote" lines, the loss figures included."""
     from gsd.reproduce import figures
 
     monkeypatch.setattr(figures, "FIGURES", {k: figures.FIGURES[k] for k in ("silent_rate.png",)})

@@ -69,9 +69,14 @@ def test_noisy_recovery_within_the_noise(model):
         assert 0.9 < fit.r2 < 1 and fit.r2_ci[0] <= fit.r2_ci[1]
         fits.append(fit)
     # spread of τ̂ over 30 independent noise draws, against the bootstrap's estimate of it
-    taus = [dapo_fit.fit_all_correct_curve(*_xy(dapo_fit.synthetic_curve(tau=tau, T_inf=T_inf, noise_sd=sd,
-                                                                          seed=100 + s, model=model)),
-                                           model=model, n_bootstrap=0).tau for s in range(30)]
+    taus = [
+        dapo_fit.fit_all_correct_curve(
+            *_xy(dapo_fit.synthetic_curve(tau=tau, T_inf=T_inf, noise_sd=sd, seed=100 + s, model=model)),
+            model=model,
+            n_bootstrap=0,
+        ).tau
+        for s in range(30)
+    ]
     spread = np.std(taus, ddof=1)
     boot = np.mean([f.tau_boot_sd for f in fits])
     assert 0.5 < boot / spread < 2.0
@@ -110,13 +115,16 @@ def test_summary_and_tables(model):
     assert (np.diff(t.all_correct) > 0).all() and (t.homogeneous < t.all_correct).all()
 
 
-@pytest.mark.parametrize("steps,fraction,match", [
-    (np.arange(20.0), np.r_[np.full(19, 0.2), np.nan], "fraction"),
-    (np.r_[np.arange(19.0), 5.0], np.full(20, 0.2), "step"),
-    (np.arange(8.0), np.full(8, 0.2), "at least"),
-    (np.arange(20.0), np.r_[np.full(19, 0.2), 1.5], "fraction"),
-    (np.arange(20.0), np.full(19, 0.2), "same length"),
-])
+@pytest.mark.parametrize(
+    "steps,fraction,match",
+    [
+        (np.arange(20.0), np.r_[np.full(19, 0.2), np.nan], "fraction"),
+        (np.r_[np.arange(19.0), 5.0], np.full(20, 0.2), "step"),
+        (np.arange(8.0), np.full(8, 0.2), "at least"),
+        (np.arange(20.0), np.r_[np.full(19, 0.2), 1.5], "fraction"),
+        (np.arange(20.0), np.full(19, 0.2), "same length"),
+    ],
+)
 def test_bad_curves_are_refused(model, steps, fraction, match):
     with pytest.raises(ValueError, match=match):
         dapo_fit.fit_all_correct_curve(steps, fraction, model=model, n_bootstrap=0)
@@ -145,8 +153,14 @@ def test_bca_interval_is_scipys_on_the_same_replicates(level):
     rng = np.random.default_rng(1)
     x = rng.lognormal(size=25)
     reps = rng.choice(x, size=(3000, x.size)).mean(axis=1)
-    ref = stats.bootstrap((x,), np.mean, n_resamples=0, method="BCa", confidence_level=level,
-                          bootstrap_result=SimpleNamespace(bootstrap_distribution=reps)).confidence_interval
+    ref = stats.bootstrap(
+        (x,),
+        np.mean,
+        n_resamples=0,
+        method="BCa",
+        confidence_level=level,
+        bootstrap_result=SimpleNamespace(bootstrap_distribution=reps),
+    ).confidence_interval
     ours = dapo_fit.bca_interval(x.mean(), reps, (x.sum() - x) / (x.size - 1), level)
     np.testing.assert_allclose(ours, (ref.low, ref.high), rtol=1e-12)
     assert not np.allclose(ours, np.percentile(reps, [50 * (1 - level), 50 * (1 + level)]), rtol=1e-3)
@@ -161,6 +175,7 @@ def test_noisy_curves_intervals_hold_their_estimates_or_say_why(model, noise_sd,
     c = dapo_fit.synthetic_curve(noise_sd=noise_sd, steps=np.arange(0.0, last_step + 1, 5.0), model=model)
     fit = dapo_fit.fit_all_correct_curve(c.step, c.fraction, model=model, n_bootstrap=100)
     for name, est, (lo, hi) in (("τ", fit.tau, fit.tau_ci), ("R²", fit.r2, fit.r2_ci)):
-        assert lo <= est <= hi or any(n.startswith(f"{name}: the BCa interval") and "lie below it" in n
-                                      for n in fit.notes), (name, est, lo, hi, fit.notes)
+        assert lo <= est <= hi or any(
+            n.startswith(f"{name}: the BCa interval") and "lie below it" in n for n in fit.notes
+        ), (name, est, lo, hi, fit.notes)
     assert "(BCa)" in " ".join(fit.table()["quantity"])

@@ -51,7 +51,10 @@ def test_wide_layout(table):
     assert list(wide.p) == [0.5, 0.3, 0.1, 0.05]
     assert np.allclose(wide["1 - p"], [0.5, 0.7, 0.9, 0.95])
     assert [c for c in wide.columns if c.endswith("exact")] == ["90% exact", "95% exact", "99% exact"]
-    assert wide.loc[wide.p == 0.05, "95% exact"].item() == table[(table.p == 0.05) & (table.fidelity == 0.95)].G_exact.item()
+    assert (
+        wide.loc[wide.p == 0.05, "95% exact"].item()
+        == table[(table.p == 0.05) & (table.fidelity == 0.95)].G_exact.item()
+    )
 
 
 def test_hard_prompt_check_matches_design():

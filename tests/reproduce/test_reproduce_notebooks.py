@@ -18,6 +18,11 @@ def test_notebook_executes(path, run_notebook):
     assert len(run.images) >= run.figure_cells  # every figure cell produced an image
     assert run.elapsed < 60, f"{path.name} took {run.elapsed:.1f} s"
     if path.stem == "01_identity":  # its first table: the groups that have a contrast, no NaN
-        first = next(o for c in run.nb.cells if c.cell_type == "code" for o in c.outputs
-                     if o.output_type == "execute_result" and "text/html" in o["data"] and "coef_grpo" in o["data"]["text/html"])
+        first = next(
+            o
+            for c in run.nb.cells
+            if c.cell_type == "code"
+            for o in c.outputs
+            if o.output_type == "execute_result" and "text/html" in o["data"] and "coef_grpo" in o["data"]["text/html"]
+        )
         assert "NaN" not in first["data"]["text/html"]

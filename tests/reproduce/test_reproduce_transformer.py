@@ -27,8 +27,7 @@ def _direct_factor(p, G, ddof, eps):
 def test_closed_form_factor_is_the_sum_over_k(p, G):
     assert transformer.closed_form_factor(p, G, "grpo") == pytest.approx(_direct_factor(p, G, 1, 1e-4), rel=1e-9)
     # the paper's convention: φ(G, p)·∇(2 arcsin √p) = c ∇p
-    assert transformer.closed_form_factor(p, G, "grpo_paper") == pytest.approx(_direct_factor(p, G, 0, 0.0),
-                                                                               rel=1e-9)
+    assert transformer.closed_form_factor(p, G, "grpo_paper") == pytest.approx(_direct_factor(p, G, 0, 0.0), rel=1e-9)
     assert transformer.closed_form_factor(p, G, "dr_grpo") == pytest.approx(1 - 1 / G)
 
 
@@ -53,8 +52,9 @@ def measured():
     task = transformer.build_task(8, variant="correlated", seed=0)
     initial = copy.deepcopy(task)  # before a trainer holds the model
     spare = copy.deepcopy(task)  # for the trainings below, whichever fixture runs first
-    run = transformer.measured_update(task, G=8, draws=20, copies=4, scale_rewards=("group", "none"),
-                                      loss_types=("dr_grpo",), seed=0)
+    run = transformer.measured_update(
+        task, G=8, draws=20, copies=4, scale_rewards=("group", "none"), loss_types=("dr_grpo",), seed=0
+    )
     return task, run, initial, spare
 
 
@@ -120,9 +120,16 @@ def test_report_section(measured, trained):
     from gsd.reproduce import report
 
     run = {"G": 8, "variants": {"correlated": measured[1]}}
-    stage = {"status": "ok", "mode": "fast", "G": 8, "n_prompts": 8, "draws": 20, "copies": 4,
-             "rows": transformer.table(run).to_dict(orient="records"),
-             "silent_r2": {"dr_grpo": {"exact": trained["r2_exact"], "pooled": trained["r2_pooled"]}}}
+    stage = {
+        "status": "ok",
+        "mode": "fast",
+        "G": 8,
+        "n_prompts": 8,
+        "draws": 20,
+        "copies": 4,
+        "rows": transformer.table(run).to_dict(orient="records"),
+        "silent_r2": {"dr_grpo": {"exact": trained["r2_exact"], "pooled": trained["r2_pooled"]}},
+    }
     text = "\n".join(report._transformer_markdown(stage))
     assert "TRL's update on a transformer" in text and text.count("| correlated |") == len(measured[1]["rows"])
     assert "skipped" in "\n".join(report._transformer_markdown({"status": "skipped", "reason": "--transformer skip"}))
@@ -156,8 +163,9 @@ def methods(measured, tmp_path_factory):
     out = {}
     for method in ("grpo", "skip"):
         folder = tmp_path_factory.mktemp(method)
-        t = transformer.train_silent(copy.deepcopy(measured[3]), method, G=8, copies=2, steps=6, lr=3e-3,
-                                     completions_dir=folder)
+        t = transformer.train_silent(
+            copy.deepcopy(measured[3]), method, G=8, copies=2, steps=6, lr=3e-3, completions_dir=folder
+        )
         out[method] = (t, transformer.calibrate(t, folder))
         out[f"{method}_log"] = folder
     out["sigma"] = transformer.sigma_update(copy.deepcopy(measured[3]), G=8, draws=8, loss_types=("dr_grpo",))
@@ -218,8 +226,21 @@ def test_transformer_train_command(tmp_path, monkeypatch, capsys):
     # tiny sizes: the command's plumbing; the numbers are the tests above
     monkeypatch.setitem(transformer.TRAIN_RUN_SIZES, "fast", (8, 2, 1, 1, 2))
     logs = tmp_path / "logs"
-    assert main(["transformer-train", "--fast", "--quiet", "--json", "--figure", str(tmp_path / "t.png"),
-                 "--out", str(logs)]) == 0
+    assert (
+        main(
+            [
+                "transformer-train",
+                "--fast",
+                "--quiet",
+                "--json",
+                "--figure",
+                str(tmp_path / "t.png"),
+                "--out",
+                str(logs),
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert set(out["quartile"]) == set(transformer.METHODS) and len(out["hardest"]["0"]) == 2
     assert all(len(q["0"]) == 3 for q in out["quartile"].values())  # 2 steps, then the final
@@ -228,8 +249,10 @@ def test_transformer_train_command(tmp_path, monkeypatch, capsys):
     # per step is the one the run recorded.
     for method in transformer.METHODS:
         run = logs / "seed0" / method
-        assert sorted(f.name for f in (run / "completions").iterdir()) == ["completions_00001.parquet",
-                                                                            "completions_00002.parquet"]
+        assert sorted(f.name for f in (run / "completions").iterdir()) == [
+            "completions_00001.parquet",
+            "completions_00002.parquet",
+        ]
         assert main(["diagnose", "--no-progress", "--json", str(run)]) == 0
         dx = json.loads(capsys.readouterr().out)
         recorded = [s["measured"] for s in out["runs"]["0"][method]["steps"]]

@@ -84,7 +84,9 @@ def _replay_torch(cfg):
         u = torch.rand((D, B, cfg.group_size), generator=gen, dtype=dtype)
         k = (u < p_b[:, None]).sum(-1)
     else:
-        k = torch.binomial(torch.full((D, B), float(cfg.group_size), dtype=dtype), p_b.expand(D, B).contiguous(), generator=gen)
+        k = torch.binomial(
+            torch.full((D, B), float(cfg.group_size), dtype=dtype), p_b.expand(D, B).contiguous(), generator=gen
+        )
     return idx, p0, k.numpy().astype(np.int64)
 
 

@@ -10,26 +10,54 @@ import pandas as pd
 import pytest
 import torch
 
-from gsd.simulator import SimConfig, read_ledger, run_simulation
-from gsd.simulator import batch_key
-from gsd.simulator import run_many
+from gsd.simulator import SimConfig, batch_key, read_ledger, run_many, run_simulation
 from gsd.simulator.config import resolve_engine
 from gsd.simulator.ledger import WALL_COLUMNS
 
 from .conftest import final_state
 
 PAPER = SimConfig(n_prompts=512, steps=7, checkpoint_every=3, device="cpu", engine="torch")
-EVERYTHING = SimConfig(n_prompts=448, steps=6, checkpoint_every=4, device="cpu", engine="torch", rollouts="counts", optimizer="adam", lr=0.02,
-                       batch_size=160, verifier_noise=0.1, ppo_epochs=2, clip=True, clip_low=0.2, clip_high=0.28,
-                       kl_coef=0.05, dtype="float32")
+EVERYTHING = SimConfig(
+    n_prompts=448,
+    steps=6,
+    checkpoint_every=4,
+    device="cpu",
+    engine="torch",
+    rollouts="counts",
+    optimizer="adam",
+    lr=0.02,
+    batch_size=160,
+    verifier_noise=0.1,
+    ppo_epochs=2,
+    clip=True,
+    clip_low=0.2,
+    clip_high=0.28,
+    kl_coef=0.05,
+    dtype="float32",
+)
 # The numpy engine: no vector-step condition (501 prompts), every option it runs.
 PAPER_NUMPY = SimConfig(n_prompts=501, steps=7, checkpoint_every=3, device="cpu")
-EVERYTHING_NUMPY = SimConfig(n_prompts=450, steps=6, checkpoint_every=4, device="cpu", rollouts="counts", optimizer="adam",
-                             lr=0.02, batch_size=161, verifier_noise=0.1, dtype="float32")
+EVERYTHING_NUMPY = SimConfig(
+    n_prompts=450,
+    steps=6,
+    checkpoint_every=4,
+    device="cpu",
+    rollouts="counts",
+    optimizer="adam",
+    lr=0.02,
+    batch_size=161,
+    verifier_noise=0.1,
+    dtype="float32",
+)
 # Seeds, methods, group sizes and std conventions mixed in one program.
-VARIANTS = [dict(seed=1, method="grpo"), dict(seed=2, method="dapo", max_draws=3), dict(seed=1, method="dr_grpo", group_size=6),
-            dict(seed=3, method="rloo"), dict(seed=2, method="grpo", ddof=1, eps=1e-6, group_size=5),
-            dict(seed=4, method="dapo", group_size=12)]
+VARIANTS = [
+    dict(seed=1, method="grpo"),
+    dict(seed=2, method="dapo", max_draws=3),
+    dict(seed=1, method="dr_grpo", group_size=6),
+    dict(seed=3, method="rloo"),
+    dict(seed=2, method="grpo", ddof=1, eps=1e-6, group_size=5),
+    dict(seed=4, method="dapo", group_size=12),
+]
 
 
 def _same_run(folder_a, folder_b, summary_a, summary_b):
@@ -49,13 +77,16 @@ def _same_run(folder_a, folder_b, summary_a, summary_b):
         assert torch.equal(ca["rng_rollouts"], cb["rng_rollouts"])
         for key in ca["optimizer"]:
             for x, y in zip(ca["optimizer"][key], cb["optimizer"][key]):
-                assert (torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y), key
+                assert torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y, key
     drop = lambda s: {k: v for k, v in s.items() if k != "wall_s_total"}  # noqa: E731
     assert drop(summary_a) == drop(summary_b)
 
 
-@pytest.mark.parametrize("base", [PAPER, EVERYTHING, PAPER_NUMPY, EVERYTHING_NUMPY],
-                         ids=["paper-torch", "everything-torch", "paper-numpy", "everything-numpy"])
+@pytest.mark.parametrize(
+    "base",
+    [PAPER, EVERYTHING, PAPER_NUMPY, EVERYTHING_NUMPY],
+    ids=["paper-torch", "everything-torch", "paper-numpy", "everything-numpy"],
+)
 def test_each_run_equals_the_run_alone(tmp_path, base):
     cfgs = [base.with_overrides({**v, "name": f"r{i}"}) for i, v in enumerate(VARIANTS)]
     engine = resolve_engine(base)
@@ -98,12 +129,17 @@ def test_incompatible_runs_fall_back(tmp_path, monkeypatch):
 
     programs = []
     real = batched._run_program
-    monkeypatch.setattr(batched, "_run_program", lambda members, **kw: programs.append(len(members)) or real(members, **kw))
-    cfgs = [PAPER.with_overrides({"name": "a", "seed": 1}), PAPER.with_overrides({"name": "b", "seed": 2}),
-            PAPER.with_overrides({"name": "lr", "lr": 0.1}),  # another lr: its own run
-            PAPER.with_overrides({"name": "mlp", "policy": "mlp"}),  # not tabular: alone
-            PAPER.with_overrides({"name": "plan", "allocation": "update"}),  # a budget plan: alone
-            PAPER.with_overrides({"name": "odd", "n_prompts": 500})]  # not whole vector steps: alone
+    monkeypatch.setattr(
+        batched, "_run_program", lambda members, **kw: programs.append(len(members)) or real(members, **kw)
+    )
+    cfgs = [
+        PAPER.with_overrides({"name": "a", "seed": 1}),
+        PAPER.with_overrides({"name": "b", "seed": 2}),
+        PAPER.with_overrides({"name": "lr", "lr": 0.1}),  # another lr: its own run
+        PAPER.with_overrides({"name": "mlp", "policy": "mlp"}),  # not tabular: alone
+        PAPER.with_overrides({"name": "plan", "allocation": "update"}),  # a budget plan: alone
+        PAPER.with_overrides({"name": "odd", "n_prompts": 500}),
+    ]  # not whole vector steps: alone
     assert batch_key(cfgs[3]) is None and batch_key(cfgs[4]) is None and batch_key(cfgs[5]) is None
     assert batch_key(cfgs[2]) != batch_key(cfgs[0])
     summaries = run_many([(c, tmp_path / c.name) for c in cfgs], progress=False)

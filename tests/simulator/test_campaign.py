@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from gsd.silent import dapo_generation_cost
-from gsd.simulator import make_campaign_figure, read_ledger, run_paper_campaign
-from gsd.simulator import SimConfig
+from gsd.simulator import SimConfig, make_campaign_figure, read_ledger, run_paper_campaign
 from gsd.simulator.campaign import load_campaign
 from gsd.simulator.population import initial_solve_rates
 
@@ -23,7 +22,9 @@ def campaign(tmp_path_factory):
     # 4,000 prompts: the observed silent fraction has binomial noise of variance ≈ P(1−P)/N per
     # step, so at N = 1,000 and 40 steps R² already sits near 0.99 from noise alone.
     try:
-        summary = run_paper_campaign(out, overrides={"n_prompts": 4000, "steps": 40, "decile_draws": 60}, progress=False)
+        summary = run_paper_campaign(
+            out, overrides={"n_prompts": 4000, "steps": 40, "decile_draws": 60}, progress=False
+        )
     finally:
         torch.set_num_threads(threads)
     return out, summary

@@ -59,6 +59,7 @@ def _edit_pt(path, change):
 def _set(key, value):
     def change(ckpt):
         ckpt[key] = value(ckpt[key]) if callable(value) else value
+
     return change
 
 
@@ -67,6 +68,7 @@ def _poke(key, index, value):
         a = ckpt[key].copy()
         a[index] = value
         ckpt[key] = a
+
     return change
 
 
@@ -82,13 +84,18 @@ NUMPY_CASES = {
     "Adam step count off": ("numpy-adam", _set("opt_steps", np.int64(3)), "Adam step count 3"),
     "negative second moment": ("numpy-adam", _poke("opt_exp_avg_sq", 2, -1e-3), "negative"),
     "first moment of another shape": ("numpy-adam", _set("opt_exp_avg", lambda a: a[:-1]), "'opt_exp_avg' has shape"),
-    "momentum buffer of another shape": ("numpy-momentum", _set("opt_buffer", lambda a: np.zeros((2, a.size))),
-                                         "'opt_buffer' has shape"),
+    "momentum buffer of another shape": (
+        "numpy-momentum",
+        _set("opt_buffer", lambda a: np.zeros((2, a.size))),
+        "'opt_buffer' has shape",
+    ),
     "no momentum buffer": ("numpy-momentum", lambda c: c.pop("opt_buffer"), "no momentum buffer"),
     "no run identity (an older gsd)": ("numpy-adam", lambda c: c.pop("run"), "does not name the run"),
-    "identity of another config": ("numpy-adam",
-                                   _set("run", lambda r: np.str_(json.dumps({**json.loads(str(r)), "config": "x"}))),
-                                   "config fingerprint"),
+    "identity of another config": (
+        "numpy-adam",
+        _set("run", lambda r: np.str_(json.dumps({**json.loads(str(r)), "config": "x"}))),
+        "config fingerprint",
+    ),
     "ledger steps reordered": ("numpy-adam", _set("ledger", lambda a: a[::-1].copy()), "ledger's steps"),
     "step beyond the run": ("numpy-adam", _set("step", np.int64(99)), "step 99"),
 }
@@ -98,16 +105,24 @@ TORCH_CASES = {
     "z as float32": ("torch-adam", lambda c: c["policy"].update(z=c["policy"]["z"].float()), "'policy.z' is float32"),
     "z holding NaN": ("torch-adam", lambda c: c["policy"]["z"].__setitem__(2, float("nan")), "'policy.z' holds nan"),
     "z holding +inf": ("torch-adam", lambda c: c["policy"]["z"].__setitem__(0, float("inf")), "'policy.z' holds inf"),
-    "a policy of another size": ("torch-adam", lambda c: c["policy"].update(z=c["policy"]["z"][:-3].clone()),
-                                 "'policy.z' has shape (37,)"),
+    "a policy of another size": (
+        "torch-adam",
+        lambda c: c["policy"].update(z=c["policy"]["z"][:-3].clone()),
+        "'policy.z' has shape (37,)",
+    ),
     "a 10-byte generator state": ("torch-adam", _set("rng_rollouts", lambda s: s[:10].clone()), "random state"),
     "a 10-byte cpu generator state": ("torch-adam", _set("rng_torch_cpu", lambda s: s[:10].clone()), "random state"),
     "negative Adam step": ("torch-adam", lambda c: c["optimizer"].update(steps=[-1]), "Adam step count -1"),
-    "negative second moment": ("torch-adam", lambda c: c["optimizer"]["exp_avg_sq"][0].__setitem__(1, -1.0),
-                               "negative"),
-    "momentum buffer of another shape": ("torch-momentum",
-                                         lambda c: c["optimizer"].update(buffers=[c["optimizer"]["buffers"][0][:5]]),
-                                         "'optimizer.buffers[0]' has shape"),
+    "negative second moment": (
+        "torch-adam",
+        lambda c: c["optimizer"]["exp_avg_sq"][0].__setitem__(1, -1.0),
+        "negative",
+    ),
+    "momentum buffer of another shape": (
+        "torch-momentum",
+        lambda c: c["optimizer"].update(buffers=[c["optimizer"]["buffers"][0][:5]]),
+        "'optimizer.buffers[0]' has shape",
+    ),
     "ledger as float32": ("torch-adam", _set("ledger", lambda t: t.float()), "'ledger' is float32"),
     "no run identity (an older gsd)": ("torch-adam", lambda c: c.pop("run"), "does not name the run"),
     "z_ref of another population": ("torch-adam", lambda c: c["z_ref"].__setitem__(0, 0.125), "initial logits"),

@@ -33,8 +33,12 @@ def test_bad_input_exits_2(tmp_path, capsys, argv, text):
 
 
 def test_console_exit_status(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "gsd.cli", "simulate", "--out", str(tmp_path / "r"), "--set", "steps=-1"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gsd.cli", "simulate", "--out", str(tmp_path / "r"), "--set", "steps=-1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "'steps' = -1" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -42,7 +46,9 @@ def test_run_and_resume_flags(tmp_path, capsys):
     cfg = tmp_path / "c.toml"
     cfg.write_text('n_prompts = 300\nsteps = 4\nmethod = "dapo"\ndevice = "cpu"\n')
     out = tmp_path / "run"
-    assert main(["simulate", "--config", str(cfg), "--out", str(out), "--no-progress", "--json", "--set", "seed=2"]) == 0
+    assert (
+        main(["simulate", "--config", str(cfg), "--out", str(out), "--no-progress", "--json", "--set", "seed=2"]) == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert summary["method"] == "dapo" and summary["steps"] == 4
     assert json.loads((out / "config.json").read_text())["seed"] == 2
@@ -54,7 +60,9 @@ def test_run_and_resume_flags(tmp_path, capsys):
     assert main(["simulate", "--config", str(cfg), "--out", str(out), "--no-progress", "--resume"]) == 2
     assert "--set seed=2" in capsys.readouterr().err
     # Same config again: already complete, says so, printed again.
-    assert main(["simulate", "--config", str(cfg), "--out", str(out), "--no-progress", "--set", "seed=2", "--resume"]) == 0
+    assert (
+        main(["simulate", "--config", str(cfg), "--out", str(out), "--no-progress", "--set", "seed=2", "--resume"]) == 0
+    )
     assert "finished earlier (4 steps" in capsys.readouterr().err
 
 
@@ -90,8 +98,18 @@ def test_ctrl_c_says_where_it_stopped_and_how_to_resume(tmp_path, capsys, ctrl_c
     cfg.write_text('n_prompts = 200\nsteps = 10\ncheckpoint_every = 4\ndevice = "cpu"\n')
     out = tmp_path / "run dir"  # a space: the printed command must quote it
     ctrl_c_at(7)
-    argv = ["simulate", "--config", str(cfg), "--out", str(out), "--no-progress", "--set", "lr=0.25",
-            "--set", 'name="my run"']
+    argv = [
+        "simulate",
+        "--config",
+        str(cfg),
+        "--out",
+        str(out),
+        "--no-progress",
+        "--set",
+        "lr=0.25",
+        "--set",
+        'name="my run"',
+    ]
     assert main(argv) == 130
     err = capsys.readouterr().err
     assert "stopped at step 7 of 10" in err and "last checkpoint is at step 4, where a resume continues" in err
@@ -119,15 +137,43 @@ def test_resume_without_a_checkpoint_says_it_starts_over(tmp_path, capsys, ctrl_
 
 def test_campaign_cli(tmp_path, capsys):
     fig = tmp_path / "fig" / "campaign.png"
-    rc = main(["simulate", "--campaign", "paper_campaign", "--out", str(tmp_path / "c"), "--no-progress",
-               "--set", "n_prompts=300", "--set", "steps=5", "--set", "decile_draws=5", "--figure", str(fig)])
+    rc = main(
+        [
+            "simulate",
+            "--campaign",
+            "paper_campaign",
+            "--out",
+            str(tmp_path / "c"),
+            "--no-progress",
+            "--set",
+            "n_prompts=300",
+            "--set",
+            "steps=5",
+            "--set",
+            "decile_draws=5",
+            "--figure",
+            str(fig),
+        ]
+    )
     assert rc == 0
     out = capsys.readouterr().out
     assert "DAPO generations / GRPO generations" in out and "dr_grpo_measured" in out
     assert fig.stat().st_size > 10_000
     # A finished campaign says so; another --set is refused with the --set that continues it.
-    argv = ["simulate", "--campaign", "paper_campaign", "--out", str(tmp_path / "c"), "--no-progress",
-            "--set", "n_prompts=300", "--set", "steps=5", "--set", "decile_draws=5"]
+    argv = [
+        "simulate",
+        "--campaign",
+        "paper_campaign",
+        "--out",
+        str(tmp_path / "c"),
+        "--no-progress",
+        "--set",
+        "n_prompts=300",
+        "--set",
+        "steps=5",
+        "--set",
+        "decile_draws=5",
+    ]
     assert main(argv) == 0
     assert "campaign finished earlier" in capsys.readouterr().err
     assert main([*argv[:-2], "--set", "decile_draws=6"]) == 2

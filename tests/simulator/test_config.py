@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gsd
-
 from gsd.simulator import SimConfig, is_complete, read_ledger, run_simulation
 from gsd.simulator.config import BOUNDS
 
@@ -98,7 +97,12 @@ def test_run_folder_guards(tmp_path):
     run = tmp_path / "run"
     summary = run_simulation(cfg, run, progress=False)
     assert is_complete(run) and summary["complete"] and summary["steps"] == 3
-    assert set(os.listdir(run)) == {"config.json", "ledger.parquet", "checkpoint.npz", "summary.json"}  # the numpy engine's
+    assert set(os.listdir(run)) == {
+        "config.json",
+        "ledger.parquet",
+        "checkpoint.npz",
+        "summary.json",
+    }  # the numpy engine's
     stamp = (run / "ledger.parquet").stat().st_mtime_ns
     assert run_simulation(cfg, run, progress=False) == summary  # finished: read back
     assert (run / "ledger.parquet").stat().st_mtime_ns == stamp
@@ -133,7 +137,9 @@ def test_a_value_beyond_its_bound_names_key_value_and_bound_before_any_folder(tm
 
 
 def _values():
-    ints = st.one_of(st.integers(-3, 10), st.integers(-(2**70), 2**70), st.sampled_from([2**53, 2**53 + 1, 2**63, 8191, 8192]))
+    ints = st.one_of(
+        st.integers(-3, 10), st.integers(-(2**70), 2**70), st.sampled_from([2**53, 2**53 + 1, 2**63, 8191, 8192])
+    )
     floats = st.floats(allow_nan=True, allow_infinity=True)
     return st.one_of(ints, floats, st.booleans(), st.text(max_size=4), st.none(), st.lists(st.integers(), max_size=2))
 

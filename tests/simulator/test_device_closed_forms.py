@@ -53,8 +53,14 @@ def test_grpo_exact_sum_per_prompt_group_size():
 def test_predicted_columns_match_core(method, noise):
     """Every closed-form column of a ledger row, on tensors, equals the core's numpy value."""
     p = _p(2000, seed=3)
-    cfg = SimConfig(method=method, group_size=16, max_draws=4, verifier_noise=noise, ddof=1 if method == "grpo" else 0,
-                    eps=1e-6 if method == "dapo" else 0.0)
+    cfg = SimConfig(
+        method=method,
+        group_size=16,
+        max_draws=4,
+        verifier_noise=noise,
+        ddof=1 if method == "grpo" else 0,
+        eps=1e-6 if method == "dapo" else 0.0,
+    )
     t = torch.from_numpy(p)
     dec = np.minimum((p * 10).astype(np.int64), 9)
 
@@ -113,8 +119,9 @@ def test_ledger_columns_device_branch_equals_host_branch(method):
     dec = np.minimum((p * 10).astype(np.int64), 9)
     cfg = SimConfig(method=method, max_draws=4, ddof=1, eps=1e-8)
     kt = torch.from_numpy(keep)
-    dev = closed_form_columns(torch.from_numpy(p), torch.where(kt, torch.from_numpy(G), 29), torch.from_numpy(dec), cfg,
-                              keep=kt, g_max=29)
+    dev = closed_form_columns(
+        torch.from_numpy(p), torch.where(kt, torch.from_numpy(G), 29), torch.from_numpy(dec), cfg, keep=kt, g_max=29
+    )
     host = closed_form_columns(p[keep], G[keep], dec[keep], cfg)
     assert dev.keys() == host.keys()
     for key, value in host.items():

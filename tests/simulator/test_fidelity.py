@@ -47,7 +47,9 @@ def test_columns_are_documented_and_sum_by_decile(tmp_path):
     # reports NaN (G·p(1−p) < 1/8): it is the law's prediction of the summed update
     assert row["grad_law"] == pytest.approx((lim - 1 / (8 * 6 * lim)).sum(), rel=1e-10)
     per_decile = np.bincount(decile_index(p0), weights=lim, minlength=N_DECILES)
-    np.testing.assert_allclose(row[[f"grad_limit_d{d}" for d in range(N_DECILES)]].to_numpy(float), per_decile, rtol=1e-12)
+    np.testing.assert_allclose(
+        row[[f"grad_limit_d{d}" for d in range(N_DECILES)]].to_numpy(float), per_decile, rtol=1e-12
+    )
     limits = ledger[[f"grad_limit_d{d}" for d in range(N_DECILES)]].sum(axis=1)
     np.testing.assert_allclose(limits, ledger["grad_limit"], rtol=1e-12)
     # the exact prediction of step 0 is Σ φ(p, G)·sqrt(p(1−p)) (GRPO, ddof 0, eps 0)
@@ -56,7 +58,9 @@ def test_columns_are_documented_and_sum_by_decile(tmp_path):
     assert summary["fidelity_measured_step0"] == row["grad_mass"] / row["grad_limit"]
     assert summary["fidelity_exact_step0"] == row["grad_pred"] / row["grad_limit"]
     assert summary["fidelity_law_step0"] == row["grad_law"] / row["grad_limit"]
-    assert summary["fidelity_measured"] == pytest.approx(ledger["grad_mass"].sum() / ledger["grad_limit"].sum(), rel=1e-12)
+    assert summary["fidelity_measured"] == pytest.approx(
+        ledger["grad_mass"].sum() / ledger["grad_limit"].sum(), rel=1e-12
+    )
     assert summary["fidelity_exact"] == pytest.approx(ledger["grad_pred"].sum() / ledger["grad_limit"].sum(), rel=1e-12)
 
 
@@ -72,7 +76,9 @@ def test_no_closed_forms_leaves_exact_nan(tmp_path):
     _, summary, ledger = _run(tmp_path, "n", n_prompts=500, steps=3, closed_form_every=0)
     assert ledger["grad_pred"].isna().all() and ledger["grad_limit"].notna().all()
     assert summary["fidelity_exact"] is None  # NaN, written as JSON null
-    assert summary["fidelity_measured"] == pytest.approx(ledger["grad_mass"].sum() / ledger["grad_limit"].sum(), rel=1e-12)
+    assert summary["fidelity_measured"] == pytest.approx(
+        ledger["grad_mass"].sum() / ledger["grad_limit"].sum(), rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("rollouts", ["answers", "counts"])
@@ -82,8 +88,18 @@ def test_measured_fidelity_is_exact_phi_not_the_law(tmp_path, rollouts):
     sqrt(Σ Var g_j) / grad_limit with Var g_j = E[σ²] − m_GRPO² = p(1−p)(1 − 1/G) − m², evaluated
     at the initial p (a small lr keeps p within a fraction of a per cent of it over 8 steps)."""
     G = 4
-    cfg, summary, ledger = _run(tmp_path, "hard", n_prompts=6000, steps=8, lr=0.05, seed=3, group_size=G,
-                                difficulty="beta", beta_mixture=HARD, rollouts=rollouts)
+    cfg, summary, ledger = _run(
+        tmp_path,
+        "hard",
+        n_prompts=6000,
+        steps=8,
+        lr=0.05,
+        seed=3,
+        group_size=G,
+        difficulty="beta",
+        beta_mixture=HARD,
+        rollouts=rollouts,
+    )
     _, p0, _ = replay_first_step(cfg)
     p = _p_before_step0(cfg, p0)
     var = (p * (1 - p) * (1 - 1 / G) - expected_update(p, G) ** 2).sum()
@@ -101,8 +117,17 @@ def test_measured_fidelity_is_exact_phi_not_the_law(tmp_path, rollouts):
 
 
 def test_law_converges_where_g_p_q_is_large(tmp_path):
-    _, summary, _ = _run(tmp_path, "medium", n_prompts=3000, steps=3, lr=0.05, seed=3, group_size=64,
-                         difficulty="beta", beta_mixture=MEDIUM)
+    _, summary, _ = _run(
+        tmp_path,
+        "medium",
+        n_prompts=3000,
+        steps=3,
+        lr=0.05,
+        seed=3,
+        group_size=64,
+        difficulty="beta",
+        beta_mixture=MEDIUM,
+    )
     assert summary["fidelity_exact"] > 0.99
     assert abs(summary["fidelity_law"] - summary["fidelity_exact"]) < 5e-4
     assert abs(summary["fidelity_measured"] - summary["fidelity_exact"]) < 3e-3

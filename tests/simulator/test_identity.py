@@ -38,7 +38,15 @@ def _one_step(tmp_path, **kw):
 )
 def test_each_logit_moves_by_the_identity(tmp_path, method, ddof, eps, G, lr, rollouts, engine):
     cfg, summary, ckpt, ledger = _one_step(
-        tmp_path, n_prompts=3000, group_size=G, method=method, ddof=ddof, eps=eps, lr=lr, seed=11, rollouts=rollouts,
+        tmp_path,
+        n_prompts=3000,
+        group_size=G,
+        method=method,
+        ddof=ddof,
+        eps=eps,
+        lr=lr,
+        seed=11,
+        rollouts=rollouts,
         engine=engine,
     )
     idx, p0, k = replay_first_step(cfg)
@@ -58,8 +66,9 @@ def test_each_logit_moves_by_the_identity(tmp_path, method, ddof, eps, G, lr, ro
 @pytest.mark.parametrize("rollouts", ["answers", "counts"])
 def test_batch_prompts_only(tmp_path, rollouts, engine):
     """With batch_size < n_prompts only the sampled prompts move, each by its own σ."""
-    cfg, _, ckpt, ledger = _one_step(tmp_path, n_prompts=2000, batch_size=300, seed=5, lr=1.0, rollouts=rollouts,
-                                     engine=engine)
+    cfg, _, ckpt, ledger = _one_step(
+        tmp_path, n_prompts=2000, batch_size=300, seed=5, lr=1.0, rollouts=rollouts, engine=engine
+    )
     idx, p0, k = replay_first_step(cfg)
     g = np.zeros(cfg.n_prompts)
     g[idx] = expected_update_of_k(k[0], cfg.group_size, "grpo")
@@ -76,8 +85,19 @@ def test_dapo_accounting(tmp_path, rollouts, engine):
     """DAPO: up to D draws per prompt, every draw counted; silent after D draws → no update."""
     G, D = 4, 3
     cfg, summary, ckpt, ledger = _one_step(
-        tmp_path, n_prompts=2000, group_size=G, method="dapo", max_draws=D, seed=2, lr=1.0, rollouts=rollouts,
-        difficulty="beta", beta_mixture=[[0.5, 0.3, 3.0], [0.5, 3.0, 0.3]], p_min=0.01, p_max=0.99, engine=engine,
+        tmp_path,
+        n_prompts=2000,
+        group_size=G,
+        method="dapo",
+        max_draws=D,
+        seed=2,
+        lr=1.0,
+        rollouts=rollouts,
+        difficulty="beta",
+        beta_mixture=[[0.5, 0.3, 3.0], [0.5, 3.0, 0.3]],
+        p_min=0.01,
+        p_max=0.99,
+        engine=engine,
     )
     idx, p0, k = replay_first_step(cfg)  # (D, N)
     silent = (k == 0) | (k == G)
@@ -102,7 +122,9 @@ def test_dapo_accounting(tmp_path, rollouts, engine):
 @pytest.mark.parametrize("rollouts", ["answers", "counts"])
 def test_mlp_logit_gradient_is_the_identity(tmp_path, rollouts):
     """Through a shared network the per-prompt logit gradient ∂L/∂z_j is still σ_j."""
-    cfg, _, _, ledger = _one_step(tmp_path, n_prompts=1500, policy="mlp", optimizer="adam", lr=1e-3, seed=4, rollouts=rollouts)
+    cfg, _, _, ledger = _one_step(
+        tmp_path, n_prompts=1500, policy="mlp", optimizer="adam", lr=1e-3, seed=4, rollouts=rollouts
+    )
     _, _, k = replay_first_step(cfg)
     g = expected_update_of_k(k[0], cfg.group_size, "grpo")
     assert ledger["grad_mass"].iloc[0] == pytest.approx(g.sum(), rel=1e-10)

@@ -8,11 +8,14 @@ import torch
 from gsd.simulator.optim import SGD, Adam
 
 
-@pytest.mark.parametrize("make", [
-    lambda ps: (SGD(ps, lr=0.5), torch.optim.SGD(ps, lr=0.5)),
-    lambda ps: (SGD(ps, lr=0.1, momentum=0.9), torch.optim.SGD(ps, lr=0.1, momentum=0.9)),
-    lambda ps: (Adam(ps, lr=0.01), torch.optim.Adam(ps, lr=0.01)),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda ps: (SGD(ps, lr=0.5), torch.optim.SGD(ps, lr=0.5)),
+        lambda ps: (SGD(ps, lr=0.1, momentum=0.9), torch.optim.SGD(ps, lr=0.1, momentum=0.9)),
+        lambda ps: (Adam(ps, lr=0.01), torch.optim.Adam(ps, lr=0.01)),
+    ],
+)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_bit_identical_to_torch_optim(make, dtype):
     gen = torch.Generator().manual_seed(0)

@@ -31,8 +31,13 @@ run_simulation(SimConfig.from_dict(json.loads(sys.argv[1])), sys.argv[2], progre
 
 def _killed_run(cfg, folder, after_step):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(cfg.to_dict()), str(folder), str(after_step)],
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(cfg.to_dict()), str(folder), str(after_step)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 86, proc.stderr  # died by the hook, not by an error
 
 
@@ -41,14 +46,43 @@ CONFIGS = {
     "tabular-grpo": SimConfig(n_prompts=800, steps=11, checkpoint_every=4, device="cpu", seed=1),
     "tabular-grpo-torch": SimConfig(n_prompts=800, steps=11, checkpoint_every=4, device="cpu", seed=1, engine="torch"),
     # The numpy engine's stateful pieces: Adam moments, batches, DAPO redraws, verifier noise, float32.
-    "tabular-numpy-everything": SimConfig(n_prompts=600, steps=9, checkpoint_every=3, device="cpu", seed=2,
-        optimizer="adam", lr=0.05, method="dapo", max_draws=3, batch_size=250, verifier_noise=0.1, dtype="float32"),
+    "tabular-numpy-everything": SimConfig(
+        n_prompts=600,
+        steps=9,
+        checkpoint_every=3,
+        device="cpu",
+        seed=2,
+        optimizer="adam",
+        lr=0.05,
+        method="dapo",
+        max_draws=3,
+        batch_size=250,
+        verifier_noise=0.1,
+        dtype="float32",
+    ),
     # Every stateful piece at once: network, Adam moments, batches, DAPO redraws, verifier
     # noise, PPO epochs with clipping, KL to the initial policy, float32, binomial counts.
-    "mlp-dapo-everything": SimConfig(rollouts="counts",
-        n_prompts=600, steps=9, checkpoint_every=3, device="cpu", seed=2, policy="mlp", mlp_offset="learned",
-        optimizer="adam", lr=0.01, method="dapo", max_draws=3, batch_size=250, verifier_noise=0.1,
-        ppo_epochs=2, clip=True, clip_low=0.2, clip_high=0.28, kl_coef=0.05, dtype="float32",
+    "mlp-dapo-everything": SimConfig(
+        rollouts="counts",
+        n_prompts=600,
+        steps=9,
+        checkpoint_every=3,
+        device="cpu",
+        seed=2,
+        policy="mlp",
+        mlp_offset="learned",
+        optimizer="adam",
+        lr=0.01,
+        method="dapo",
+        max_draws=3,
+        batch_size=250,
+        verifier_noise=0.1,
+        ppo_epochs=2,
+        clip=True,
+        clip_low=0.2,
+        clip_high=0.28,
+        kl_coef=0.05,
+        dtype="float32",
     ),
 }
 

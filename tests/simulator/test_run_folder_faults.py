@@ -71,10 +71,31 @@ def test_damaged_json_of_a_run_is_one_line_naming_it(whole, tmp_path, name):
     (run / name).write_text('{"steps": 6, ')
     with pytest.raises(gsd.InputError, match=rf"{name}' is damaged"):
         run_simulation(CFG, run, resume=True, progress=False)
-    res = subprocess.run([sys.executable, "-m", "gsd.cli", "simulate", "--out", str(run), "--resume", "--no-progress",
-                          "--set", "n_prompts=60", "--set", "steps=6", "--set", "checkpoint_every=2",
-                          "--set", "device='cpu'", "--set", "rollout_log='verl'"],
-                          capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gsd.cli",
+            "simulate",
+            "--out",
+            str(run),
+            "--resume",
+            "--no-progress",
+            "--set",
+            "n_prompts=60",
+            "--set",
+            "steps=6",
+            "--set",
+            "checkpoint_every=2",
+            "--set",
+            "device='cpu'",
+            "--set",
+            "rollout_log='verl'",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and name in res.stderr, res.stderr
 
 
@@ -141,13 +162,15 @@ run_simulation(SimConfig.from_dict(json.loads(sys.argv[1])), sys.argv[2], progre
 
 
 @given(delay=st.floats(0.0, 1.0))
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                               HealthCheck.too_slow])
+@settings(
+    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 def test_sigkill_at_any_instant_then_resume_gives_the_uninterrupted_ledger(whole, tmp_path_factory, delay):
     run = tmp_path_factory.mktemp("killed") / "run"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(CFG.to_dict()), str(run)], env=env,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, json.dumps(CFG.to_dict()), str(run)], env=env, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline().strip() == "started"  # torch imported; the run starts now
         time.sleep(delay)
@@ -171,7 +194,9 @@ def _small_tmpfs(path):
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("a full disk needs root to mount a small tmpfs")
     path.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(path)], capture_output=True, text=True)
+    res = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(path)], capture_output=True, text=True
+    )
     if res.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {res.stderr.strip()[:80]}")
 

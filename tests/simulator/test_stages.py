@@ -16,7 +16,9 @@ from .conftest import expected_update_of_k
 
 def _batch(p, G):
     G = torch.as_tensor(G, dtype=torch.int64)
-    return Batch(idx=None, p=torch.as_tensor(p, dtype=torch.float64), G=G, g_max=int(G.max()), uniform=bool((G == G.max()).all()))
+    return Batch(
+        idx=None, p=torch.as_tensor(p, dtype=torch.float64), G=G, g_max=int(G.max()), uniform=bool((G == G.max()).all())
+    )
 
 
 @pytest.mark.parametrize("rollouts", ["answers", "counts"])
@@ -70,7 +72,9 @@ def test_rewards_and_dapo_draws_with_per_prompt_sizes(rollouts):
 def test_noisy_verifier_cells_are_consistent():
     """Flipped rewards: k counts what the verifier marked right; answers stay in their rows."""
     p = np.full(5000, 0.3)
-    groups = sample_groups(_batch(p, np.full(5000, 6)), draws=1, noise=0.2, rollouts="answers", gen=torch.Generator().manual_seed(3))
+    groups = sample_groups(
+        _batch(p, np.full(5000, 6)), draws=1, noise=0.2, rollouts="answers", gen=torch.Generator().manual_seed(3)
+    )
     n = groups.n.numpy()
     assert (n >= 0).all()
     assert np.array_equal(n[:, 0, 0] + n[:, 1, 0], groups.k.numpy())
@@ -83,7 +87,9 @@ def test_rloo_trains_and_tracks_its_closed_form(tmp_path):
     """Every method of gsd.methods runs in the simulator: RLOO's update is p(1−p) exactly."""
     from gsd.simulator import SimConfig, run_simulation
 
-    s = run_simulation(SimConfig(n_prompts=3000, steps=10, method="rloo", device="cpu", seed=7), tmp_path / "r", progress=False)
+    s = run_simulation(
+        SimConfig(n_prompts=3000, steps=10, method="rloo", device="cpu", seed=7), tmp_path / "r", progress=False
+    )
     assert s["grad_mass_over_closed_form"] == pytest.approx(1.0, abs=0.01)
     assert s["final"]["mean_p"] > s["initial"]["mean_p"]
 
@@ -123,8 +129,11 @@ def test_campaign_measures_any_advantage_method(tmp_path):
     """decile_methods takes every method with its own advantages (gsd.methods), RLOO included."""
     from gsd.simulator import run_paper_campaign
 
-    s = run_paper_campaign(tmp_path / "c", overrides={"n_prompts": 400, "steps": 3, "decile_draws": 20,
-                                                      "decile_methods": ["grpo", "rloo"]}, progress=False)
+    s = run_paper_campaign(
+        tmp_path / "c",
+        overrides={"n_prompts": 400, "steps": 3, "decile_draws": 20, "decile_methods": ["grpo", "rloo"]},
+        progress=False,
+    )
     assert set(s["decile_measurement"]) >= {"grpo", "rloo"}
     assert s["decile_measurement"]["rloo"]["mass_ratio"] == pytest.approx(1.0, abs=0.05)
     assert (tmp_path / "c" / "campaign.png").stat().st_size > 10_000

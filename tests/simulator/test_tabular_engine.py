@@ -24,8 +24,9 @@ from gsd.simulator.tabular import _SGD, _Adam, _log, advantage_rows, advantage_s
 
 
 # --------------------------------------------------------------------------- gradient and loss
-@pytest.mark.parametrize("method, ddof, eps", [("grpo", 0, 0.0), ("grpo", 1, 1e-4), ("dr_grpo", 0, 0.0), ("rloo", 0, 0.0),
-                                               ("dapo", 1, 1e-6)])
+@pytest.mark.parametrize(
+    "method, ddof, eps", [("grpo", 0, 0.0), ("grpo", 1, 1e-4), ("dr_grpo", 0, 0.0), ("rloo", 0, 0.0), ("dapo", 1, 1e-6)]
+)
 @pytest.mark.parametrize("noisy", [False, True])
 def test_gradient_and_loss_equal_autograd(method, ddof, eps, noisy):
     """On the same groups (cell counts, with and without verifier flips) and logits spread to
@@ -45,16 +46,23 @@ def test_gradient_and_loss_equal_autograd(method, ddof, eps, noisy):
     for g in np.unique(G):  # the engine's table per G
         rows = G == g
         adv[rows] = advantage_rows(int(g), "grpo" if method == "dapo" else method, ddof=ddof, eps=eps)[k[rows]]
-    s_right, s_wrong = advantage_sums(right.astype(float), None if flips is None else tuple(f.astype(float) for f in flips),
-                                      G.astype(float), adv)
+    s_right, s_wrong = advantage_sums(
+        right.astype(float), None if flips is None else tuple(f.astype(float) for f in flips), G.astype(float), adv
+    )
     g_ours = logit_gradient(s_right, s_wrong, G, p, q)
     loss_ours = -((s_right * _log(p, z) + s_wrong * _log(q, -z)) / G).sum()
 
     # The torch engine: cells n[y, r], its own advantage table, autograd.
     fr, fw = flips if flips is not None else (np.zeros(B), np.zeros(B))
     n = torch.tensor(np.stack([right - fr, fr, fw, G - right - fw], axis=-1), dtype=torch.float64).reshape(B, 2, 2)
-    table = AdvantageTable(np.unique(G).tolist(), method if method != "dapo" else "grpo", ddof=ddof, eps=eps,
-                           dtype=torch.float64, device="cpu")
+    table = AdvantageTable(
+        np.unique(G).tolist(),
+        method if method != "dapo" else "grpo",
+        ddof=ddof,
+        eps=eps,
+        dtype=torch.float64,
+        device="cpu",
+    )
     Gt, kt = torch.as_tensor(G), torch.as_tensor(k)
     zt = torch.tensor(z, requires_grad=True)
     terms = policy_loss(zt, n, table.lookup(Gt, kt), G=Gt)
@@ -71,8 +79,11 @@ def test_optimizers_equal_the_torch_engines(kind, dtype):
     in float64, 1e-6 in float32)."""
     rng = np.random.default_rng(3)
     z0 = rng.normal(size=(2, 300)).astype(dtype)
-    cfg = SimConfig(optimizer="adam" if kind == "adam" else "sgd", lr=0.01 if kind == "adam" else 0.3,
-                    momentum=0.9 if kind == "momentum" else 0.0)
+    cfg = SimConfig(
+        optimizer="adam" if kind == "adam" else "sgd",
+        lr=0.01 if kind == "adam" else 0.3,
+        momentum=0.9 if kind == "momentum" else 0.0,
+    )
     ours = (_Adam if kind == "adam" else _SGD)(cfg, z0)
     z = z0.copy()
     param = torch.nn.Parameter(torch.from_numpy(z0.copy()))
@@ -91,7 +102,9 @@ def test_engines_agree_in_distribution(tmp_path):
     """The two engines draw from different streams, so their ledgers differ; both track the
     same closed forms (silent fraction, gradient mass), well inside the sampling noise."""
     cfg = SimConfig(n_prompts=3000, steps=20, device="cpu", method="dapo")
-    sums = {e: run_simulation(cfg.with_overrides({"engine": e}), tmp_path / e, progress=False) for e in ("numpy", "torch")}
+    sums = {
+        e: run_simulation(cfg.with_overrides({"engine": e}), tmp_path / e, progress=False) for e in ("numpy", "torch")
+    }
     for s in sums.values():
         assert s["silent_r2"] > 0.9
         assert s["grad_mass_over_closed_form"] == pytest.approx(1.0, abs=0.01)
@@ -102,8 +115,14 @@ def test_engines_agree_in_distribution(tmp_path):
 # --------------------------------------------------------------------------- choosing the engine
 def test_engine_choice():
     assert resolve_engine(SimConfig(device="cpu")) == "numpy"
-    for key, value in [("policy", "mlp"), ("ppo_epochs", 2), ("clip", True), ("kl_coef", 0.1), ("rollout_log", "trl"),
-                       ("allocation", "update")]:
+    for key, value in [
+        ("policy", "mlp"),
+        ("ppo_epochs", 2),
+        ("clip", True),
+        ("kl_coef", 0.1),
+        ("rollout_log", "trl"),
+        ("allocation", "update"),
+    ]:
         cfg = SimConfig(device="cpu", **{key: value})
         assert resolve_engine(cfg) == "torch" and numpy_blockers(cfg)[0].startswith(key), key
     assert resolve_engine(SimConfig(device="cpu", engine="torch")) == "torch"
@@ -114,10 +133,12 @@ def test_engine_choice():
 
 
 def test_a_numpy_run_never_imports_torch(tmp_path):
-    code = ("import sys; from gsd.simulator import SimConfig, run_simulation; "
-            f"s = run_simulation(SimConfig(n_prompts=64, steps=2), {str(tmp_path / 'r')!r}, progress=False); "
-            "assert s['engine'] == 'numpy', s['engine']; "
-            "bad = [m for m in ('torch', 'scipy.stats', 'pandas') if m in sys.modules]; assert not bad, bad")
+    code = (
+        "import sys; from gsd.simulator import SimConfig, run_simulation; "
+        f"s = run_simulation(SimConfig(n_prompts=64, steps=2), {str(tmp_path / 'r')!r}, progress=False); "
+        "assert s['engine'] == 'numpy', s['engine']; "
+        "bad = [m for m in ('torch', 'scipy.stats', 'pandas') if m in sys.modules]; assert not bad, bad"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
 
@@ -150,13 +171,20 @@ def test_damaged_or_foreign_checkpoint_is_named(tmp_path, monkeypatch):
     (run / "config.json").write_text(json.dumps(cfg.to_dict()))
     resumed = run_simulation(cfg, run, resume=True, progress=False)
     whole = run_simulation(cfg, tmp_path / "whole", progress=False)
-    pd.testing.assert_frame_equal(read_ledger(run).drop(columns=list(WALL_COLUMNS)),
-                                  read_ledger(tmp_path / "whole").drop(columns=list(WALL_COLUMNS)), check_exact=True)
-    assert {k: v for k, v in resumed.items() if k != "wall_s_total"} == {k: v for k, v in whole.items() if k != "wall_s_total"}
+    pd.testing.assert_frame_equal(
+        read_ledger(run).drop(columns=list(WALL_COLUMNS)),
+        read_ledger(tmp_path / "whole").drop(columns=list(WALL_COLUMNS)),
+        check_exact=True,
+    )
+    assert {k: v for k, v in resumed.items() if k != "wall_s_total"} == {
+        k: v for k, v in whole.items() if k != "wall_s_total"
+    }
 
 
-@pytest.mark.parametrize("method, ddof, eps, noise", [("grpo", 0, 0.0, 0.0), ("dapo", 1, 1e-4, 0.0), ("dr_grpo", 0, 0.0, 0.1),
-                                                      ("rloo", 0, 0.0, 0.0)])
+@pytest.mark.parametrize(
+    "method, ddof, eps, noise",
+    [("grpo", 0, 0.0, 0.0), ("dapo", 1, 1e-4, 0.0), ("dr_grpo", 0, 0.0, 0.1), ("rloo", 0, 0.0, 0.0)],
+)
 def test_closed_forms_one_run_per_row_equal_each_run_alone(method, ddof, eps, noise):
     """The ledger's closed forms of a (runs, prompts) p, as a program evaluates them, equal those of
     each run's 1-d p (the torch engine's CPU path), bit for bit; and the silent rate and the
@@ -185,8 +213,16 @@ def _large_config(**kw):
     from gsd.simulator import tabular
 
     # one program at the size where a step's predictions run in the helper thread
-    return SimConfig(n_prompts=tabular.BESIDE_ENTRIES, group_size=8, steps=3, rollouts="counts", closed_form_every=1,
-                     checkpoint_every=10**6, engine="numpy", **kw)
+    return SimConfig(
+        n_prompts=tabular.BESIDE_ENTRIES,
+        group_size=8,
+        steps=3,
+        rollouts="counts",
+        closed_form_every=1,
+        checkpoint_every=10**6,
+        engine="numpy",
+        **kw,
+    )
 
 
 @pytest.mark.parametrize("method", ["grpo", "dapo"])
@@ -201,8 +237,11 @@ def test_predictions_beside_the_draws_same_ledger(tmp_path, monkeypatch, method)
         assert tabular._helper is not None
     monkeypatch.setattr(tabular, "BESIDE_ENTRIES", 1 << 62)
     run_simulation(cfg, tmp_path / "inline", progress=False)
-    pd.testing.assert_frame_equal(read_ledger(tmp_path / "beside").drop(columns=list(WALL_COLUMNS)),
-                                  read_ledger(tmp_path / "inline").drop(columns=list(WALL_COLUMNS)), check_exact=True)
+    pd.testing.assert_frame_equal(
+        read_ledger(tmp_path / "beside").drop(columns=list(WALL_COLUMNS)),
+        read_ledger(tmp_path / "inline").drop(columns=list(WALL_COLUMNS)),
+        check_exact=True,
+    )
 
 
 def _child_run(out):
@@ -224,13 +263,18 @@ def test_a_forked_child_starts_its_own_helper(tmp_path):
     if child.is_alive():
         child.kill()
     assert child.exitcode == 0
-    pd.testing.assert_frame_equal(read_ledger(tmp_path / "parent").drop(columns=list(WALL_COLUMNS)),
-                                  read_ledger(tmp_path / "child").drop(columns=list(WALL_COLUMNS)), check_exact=True)
+    pd.testing.assert_frame_equal(
+        read_ledger(tmp_path / "parent").drop(columns=list(WALL_COLUMNS)),
+        read_ledger(tmp_path / "child").drop(columns=list(WALL_COLUMNS)),
+        check_exact=True,
+    )
     assert tabular._cpus() < 2 or tabular._helper is not None
 
 
-@pytest.mark.parametrize("over", [{}, {"dtype": "float32", "method": "dr_grpo"},
-                                  {"allocation": "update", "g_min": 2, "g_max": 6, "method": "rloo"}])
+@pytest.mark.parametrize(
+    "over",
+    [{}, {"dtype": "float32", "method": "dr_grpo"}, {"allocation": "update", "g_min": 2, "g_max": 6, "method": "rloo"}],
+)
 def test_exact_verifier_sums_by_row_are_the_advantages_summed(tmp_path, monkeypatch, over):
     """The engine's per-row sums for an exact verifier (S₊ = Σ of the k right answers'
     advantages, S₋ = Σ of the G − k wrong ones'), against the core's advantages of the canonical
@@ -253,8 +297,12 @@ def test_exact_verifier_sums_by_row_are_the_advantages_summed(tmp_path, monkeypa
     for G in sizes:
         at = prog.adv_at[0, 0] + (0 if prog.planners is None else prog.g_off[0, G])
         for k in range(G + 1):
-            a = advantages((np.arange(G) < k).astype(np.float64)[None], method_spec(cfg.method).advantage, ddof=cfg.ddof,
-                           eps=cfg.eps)[0].astype(dtype)
+            a = advantages(
+                (np.arange(G) < k).astype(np.float64)[None],
+                method_spec(cfg.method).advantage,
+                ddof=cfg.ddof,
+                eps=cfg.eps,
+            )[0].astype(dtype)
             # k equal advantages summed is k times one of them, rounded once: the engine's product
             right = dtype.type(k) * a[0] if k else dtype.type(0)
             wrong = dtype.type(G - k) * a[-1] if k < G else dtype.type(0)

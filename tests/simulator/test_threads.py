@@ -63,8 +63,9 @@ def test_probe_leaves_the_random_state_and_thread_count(two_threads):
     assert torch.equal(torch.get_rng_state(), rng)
 
 
-_CFG = SimConfig(n_prompts=3000, steps=6, checkpoint_every=2, device="cpu", seed=4, rollouts="answers", group_size=32,
-                 engine="torch")  # threads are the torch engine's
+_CFG = SimConfig(
+    n_prompts=3000, steps=6, checkpoint_every=2, device="cpu", seed=4, rollouts="answers", group_size=32, engine="torch"
+)  # threads are the torch engine's
 
 
 def _killed_at(cfg, folder, step, threads):

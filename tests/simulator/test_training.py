@@ -33,8 +33,16 @@ def test_mlp_offset(tmp_path, offset):
     from gsd.simulator.policy import make_policy
     from gsd.simulator.population import STREAM_INIT, sub_seed
 
-    cfg = SimConfig(n_prompts=300, steps=3, policy="mlp", mlp_offset=offset, optimizer="sgd", lr=1e-3,
-                    device="cpu", checkpoint_every=1)
+    cfg = SimConfig(
+        n_prompts=300,
+        steps=3,
+        policy="mlp",
+        mlp_offset=offset,
+        optimizer="sgd",
+        lr=1e-3,
+        device="cpu",
+        checkpoint_every=1,
+    )
     p0 = initial_solve_rates(cfg)
     init = make_policy(cfg, p0, seed=sub_seed(cfg.seed, STREAM_INIT), dtype=torch.float64, device="cpu")
     np.testing.assert_allclose(torch.sigmoid(init()).detach().numpy(), p0, rtol=1e-13)

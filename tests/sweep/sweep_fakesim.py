@@ -87,8 +87,12 @@ def run_simulation(config, out_dir, *, resume=False, progress=True):
         time.sleep(config.step_s + float(os.environ.get("FAKESIM_STEP_S", 0)))
         state = {"step": step, "value": state["value"] + rate * config.lr / config.group_size}
         _write(ckpt, state)
-    summary = {"name": config.name, "final_value": state["value"], "steps": state["step"],
-               "extra": {"rate": rate, "tags": [1, 2]}}
+    summary = {
+        "name": config.name,
+        "final_value": state["value"],
+        "steps": state["step"],
+        "extra": {"rate": rate, "tags": [1, 2]},
+    }
     _write(out / "summary.json", summary)
     log = os.environ.get("FAKESIM_LOG")
     if log:

@@ -93,8 +93,25 @@ def test_failures_are_retried_by_resuming_and_bounded(tmp_path, fakesim_log):
     assert sorted(completions(fakesim_log)) == sorted(names[c] for c in ("ok", "flaky", "crash"))
 
     # The CLI reports the failure with exit status 1; a retry does only the broken run.
-    assert main(["sweep", "--grid", str(grid), "--out", str(out), "--simulator", FAKE, "--backend", "serial",
-                 "--max-retries", "0", "--no-progress"]) == 1
+    assert (
+        main(
+            [
+                "sweep",
+                "--grid",
+                str(grid),
+                "--out",
+                str(out),
+                "--simulator",
+                FAKE,
+                "--backend",
+                "serial",
+                "--max-retries",
+                "0",
+                "--no-progress",
+            ]
+        )
+        == 1
+    )
     assert len(completions(fakesim_log)) == 3
 
 
@@ -104,8 +121,24 @@ def test_cli_runs_lists_and_reports(tmp_path, fakesim_log, capsys):
     assert main(["sweep", "--grid", str(grid), "--out", str(out), "--simulator", FAKE, "--dry-run"]) == 0
     text = capsys.readouterr().out
     assert "8 runs" in text and "0 complete" in text and "method=grpo__G=4__seed=0__" in text
-    assert main(["sweep", "--grid", str(grid), "--out", str(out), "--simulator", FAKE, "--backend", "serial",
-                 "--no-progress", "--json"]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "--grid",
+                str(grid),
+                "--out",
+                str(out),
+                "--simulator",
+                FAKE,
+                "--backend",
+                "serial",
+                "--no-progress",
+                "--json",
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     assert report["runs"] == 8 and report["ran"] == 8 and report["failed"] == {} and report["backend"] == "serial"
     assert main(["sweep", "--grid", str(grid), "--out", str(out), "--simulator", FAKE, "--no-progress"]) == 0
@@ -143,10 +176,21 @@ def test_results_table_flattens_and_keeps_parquet_happy(tmp_path):
     from gsd.sweep import results_table
     from gsd.sweep.grid import RunSpec
 
-    specs = [RunSpec(name=f"r{i}", params={"x": v, "method": "grpo"}, overrides={}, config=None, config_dict={},
-                     run_dir=Path("/o/runs") / f"r{i}") for i, v in enumerate([1, "a", 2])]
-    summaries = {"r0": {"v": 1.0, "w": None, "method": "grpo", "deep": {"a": {"b": 2}}, "config": {"lr": 1}},
-                 "r1": {"v": 2, "w": 3.0, "method": "dapo"}}
+    specs = [
+        RunSpec(
+            name=f"r{i}",
+            params={"x": v, "method": "grpo"},
+            overrides={},
+            config=None,
+            config_dict={},
+            run_dir=Path("/o/runs") / f"r{i}",
+        )
+        for i, v in enumerate([1, "a", 2])
+    ]
+    summaries = {
+        "r0": {"v": 1.0, "w": None, "method": "grpo", "deep": {"a": {"b": 2}}, "config": {"lr": 1}},
+        "r1": {"v": 2, "w": 3.0, "method": "dapo"},
+    }
     table = results_table(specs, summaries, Path("/o"))
     assert table["status"].tolist() == ["complete", "complete", "failed"]
     assert table["x"].tolist() == ["1", "a", "2"]  # mixed kinds become text

@@ -12,14 +12,19 @@ from gsd.sweep.grid import MAX_NAME_CHARS, config_hash
 
 
 def test_cartesian_product_in_file_order(tmp_path):
-    g = load_grid(write_grid(tmp_path / "g.toml", """
+    g = load_grid(
+        write_grid(
+            tmp_path / "g.toml",
+            """
 [base]
 steps = 5
 [grid]
 method = ["grpo", "dapo"]
 group_size = [4, 8, 16]
 seed = [0, 1]
-"""))
+""",
+        )
+    )
     assert g.keys == ("method", "group_size", "seed") and g.size == 12
     specs = expand(g, FAKE)
     assert len(specs) == 12
@@ -52,8 +57,12 @@ def test_names_survive_a_new_simulator_field_with_a_default(monkeypatch):
     grid = parse_grid({"base": {"steps": 5}, "grid": {"seed": [0, 1]}})
     before = [s.name for s in expand(grid, FAKE)]
     fields = [(f.name, f.type, f) for f in dataclasses.fields(sweep_fakesim.SimConfig)]
-    Extended = dataclasses.make_dataclass("SimConfig", [*fields, ("rollouts", str, dataclasses.field(default="answers"))],
-                                          bases=(sweep_fakesim.SimConfig,), frozen=True)
+    Extended = dataclasses.make_dataclass(
+        "SimConfig",
+        [*fields, ("rollouts", str, dataclasses.field(default="answers"))],
+        bases=(sweep_fakesim.SimConfig,),
+        frozen=True,
+    )
     monkeypatch.setattr(sweep_fakesim, "SimConfig", Extended)
     assert [s.name for s in expand(grid, FAKE)] == before
     changed = parse_grid({"base": {"steps": 5, "rollouts": "counts"}, "grid": {"seed": [0, 1]}})
@@ -61,8 +70,9 @@ def test_names_survive_a_new_simulator_field_with_a_default(monkeypatch):
 
 
 def test_bundles_set_several_keys_and_are_named_by_label():
-    g = parse_grid({"grid": {"case": [{"label": "fast", "steps": 1, "lr": 0.1}, {"label": "slow", "steps": 9}],
-                             "seed": [0, 1]}})
+    g = parse_grid(
+        {"grid": {"case": [{"label": "fast", "steps": 1, "lr": 0.1}, {"label": "slow", "steps": 9}], "seed": [0, 1]}}
+    )
     specs = expand(g, FAKE)
     assert [s.params["case"] for s in specs] == ["fast", "fast", "slow", "slow"]
     assert specs[0].config.steps == 1 and specs[0].config.lr == 0.1 and specs[2].config.steps == 9
@@ -136,7 +146,9 @@ def test_a_grid_beyond_the_run_limit_is_refused_before_expansion(tmp_path):
     values = ", ".join(str(i) for i in range(1000))
     path.write_text(f"[grid]\nseed = [{values}]\ncheckpoint_every = [{values.replace('0, ', '1000, ', 1)}]\n")
     start = time.perf_counter()
-    with pytest.raises(ValueError, match=rf"seed \(1000\) × checkpoint_every \(1000\) = 1,000,000 runs.*{MAX_GRID_POINTS:,}"):
+    with pytest.raises(
+        ValueError, match=rf"seed \(1000\) × checkpoint_every \(1000\) = 1,000,000 runs.*{MAX_GRID_POINTS:,}"
+    ):
         load_grid(path)
     assert time.perf_counter() - start < 2
 
@@ -147,11 +159,22 @@ def _toml_value(v):
     return _json.dumps(v) if not isinstance(v, bool) else str(v).lower()
 
 
-@given(axes=st.dictionaries(
-    st.sampled_from(["seed", "group_size", "g_max", "max_draws", "lr", "steps", "method", "n_prompts", "nokey"]),
-    st.lists(st.one_of(st.integers(-2, 10**25), st.floats(allow_nan=False, allow_infinity=False), st.booleans(),
-                       st.sampled_from(["grpo", "dapo", "x"])), max_size=4),
-    min_size=1, max_size=4))
+@given(
+    axes=st.dictionaries(
+        st.sampled_from(["seed", "group_size", "g_max", "max_draws", "lr", "steps", "method", "n_prompts", "nokey"]),
+        st.lists(
+            st.one_of(
+                st.integers(-2, 10**25),
+                st.floats(allow_nan=False, allow_infinity=False),
+                st.booleans(),
+                st.sampled_from(["grpo", "dapo", "x"]),
+            ),
+            max_size=4,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_any_grid_in_dry_run_lists_its_runs_or_refuses_in_one_line(tmp_path, axes):
     import contextlib
@@ -160,8 +183,10 @@ def test_any_grid_in_dry_run_lists_its_runs_or_refuses_in_one_line(tmp_path, axe
     from gsd.cli import main
 
     grid = tmp_path / "g.toml"
-    grid.write_text("[base]\nsteps = 1\nn_prompts = 10\n[grid]\n" +
-                    "".join(f"{k} = [{', '.join(_toml_value(v) for v in vals)}]\n" for k, vals in axes.items()))
+    grid.write_text(
+        "[base]\nsteps = 1\nn_prompts = 10\n[grid]\n"
+        + "".join(f"{k} = [{', '.join(_toml_value(v) for v in vals)}]\n" for k, vals in axes.items())
+    )
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         rc = main(["sweep", "--grid", str(grid), "--out", str(tmp_path / "sw"), "--dry-run"])

@@ -113,8 +113,9 @@ def test_notebook_executes_in_fast_mode(law_sweep, run_notebook, tmp_path):
     assert run.images
     assert (tmp_path / "figures" / "law_in_training_fast.png").is_file()
     assert run.elapsed < 60
-    text = "".join(o.get("text", "") for c in run.nb.cells if c.cell_type == "code" for o in c.outputs
-                   if o.output_type == "stream")
+    text = "".join(
+        o.get("text", "") for c in run.nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "stream"
+    )
     assert "largest |z|" in text and "fast mode (GSD_NOTEBOOK_FAST=1)" in text
     assert str(law_sweep.out.parent) not in text and str(tmp_path) not in text  # names, not machine paths
     assert isinstance(pd.read_parquet(law_sweep.out / "results.parquet"), pd.DataFrame)

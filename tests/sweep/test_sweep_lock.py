@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from gsd.sweep import LockBusy, RunLock
 from gsd.lock import read_lock
+from gsd.sweep import LockBusy, RunLock
 
 
 def _dead_pid() -> int:
@@ -40,10 +40,13 @@ def test_acquire_writes_owner_and_excludes_others(tmp_path):
 
 def _sigkilled_holder(path) -> int:
     """A process that took the lock and was killed with SIGKILL: its lock file stays behind."""
-    code = ("import sys; from gsd.lock import RunLock; RunLock(sys.argv[1]).acquire(); "
-            "print('held', flush=True); sys.stdin.read()")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
+    code = (
+        "import sys; from gsd.lock import RunLock; RunLock(sys.argv[1]).acquire(); "
+        "print('held', flush=True); sys.stdin.read()"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout.readline().strip() == "held"
     with pytest.raises(LockBusy, match=f"pid {proc.pid}"):
         RunLock(path, timeout=0).acquire()
@@ -64,8 +67,13 @@ def test_the_kernel_drops_a_killed_holders_lock(tmp_path):
 def test_a_note_that_names_any_pid_is_no_lock(tmp_path):
     """The owner note is read for messages only: a pid of 2**40, a live pid, garbage, an empty file."""
     path = tmp_path / "run.lock"
-    for note in ({"pid": 2**40, "host": socket.gethostname()}, {"pid": os.getpid(), "host": socket.gethostname()},
-                 {"pid": "x"}, b"", b"\xff\x00garbage"):
+    for note in (
+        {"pid": 2**40, "host": socket.gethostname()},
+        {"pid": os.getpid(), "host": socket.gethostname()},
+        {"pid": "x"},
+        b"",
+        b"\xff\x00garbage",
+    ):
         path.write_bytes(note if isinstance(note, bytes) else json.dumps(note).encode())
         RunLock(path, timeout=0).acquire().release()
         assert not path.exists()

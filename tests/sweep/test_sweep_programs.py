@@ -49,7 +49,9 @@ def test_a_locked_run_folder_fails_only_its_own_run(tmp_path):
     from gsd.lock import RunLock, lock_path
     from gsd.sweep.engine import plan_sweep
 
-    grid = write_grid(tmp_path / "g.toml", GRID.replace('method = ["grpo", "dapo"]\n', "").replace("lr = [0.5, 0.3]\n", ""))
+    grid = write_grid(
+        tmp_path / "g.toml", GRID.replace('method = ["grpo", "dapo"]\n', "").replace("lr = [0.5, 0.3]\n", "")
+    )
     out = tmp_path / "sweep"
     specs = plan_sweep(grid, out)
     taken = specs[0].run_dir

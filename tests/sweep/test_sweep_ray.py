@@ -118,7 +118,7 @@ def test_ray_refuses_runs_the_cluster_cannot_place(tmp_path, monkeypatch):
 
 
 def test_ray_task_errors_are_retried(tmp_path, fake_ray, fakesim_log):
-    grid = write_grid(tmp_path / "g.toml", '[base]\nsteps = 3\nfail_at_step = 2\n[grid]\nfail_attempts = [1, 9]\n')
+    grid = write_grid(tmp_path / "g.toml", "[base]\nsteps = 3\nfail_at_step = 2\n[grid]\nfail_attempts = [1, 9]\n")
     res = run_sweep(grid, tmp_path / "sw", backend="ray", max_retries=1, simulator=FAKE, progress=False)
     table = res.table.set_index("fail_attempts")
     assert table["status"].to_dict() == {1: "complete", 9: "failed"}
@@ -138,8 +138,9 @@ def test_missing_ray_says_how_to_install(tmp_path, monkeypatch, capsys):
     grid = write_grid(tmp_path / "g.toml", GRID)
     with pytest.raises(ValueError, match=r"pip install 'grpo-gsd\[ray\]'"):
         run_sweep(grid, tmp_path / "sw", backend="ray", simulator=FAKE)
-    assert main(["sweep", "--grid", str(grid), "--out", str(tmp_path / "o"), "--backend", "ray",
-                 "--simulator", FAKE]) == 2
+    assert (
+        main(["sweep", "--grid", str(grid), "--out", str(tmp_path / "o"), "--backend", "ray", "--simulator", FAKE]) == 2
+    )
     assert RAY_INSTALL_HINT in capsys.readouterr().err
 
 
@@ -150,8 +151,15 @@ def test_real_ray_sweep_matches_the_local_backend(tmp_path, fakesim_log):
     assert not ray.is_initialized()
     # Ray workers do not inherit the driver's sys.path: ship the stand-in simulator's folder.
     env = {"env_vars": {"PYTHONPATH": str(HERE), "FAKESIM_LOG": str(fakesim_log)}}
-    res = run_sweep(grid, tmp_path / "ray", backend="ray", workers=2, simulator=FAKE, progress=False,
-                    backend_options={"runtime_env": env, "init_kwargs": {"object_store_memory": 80 * 1024**2}})
+    res = run_sweep(
+        grid,
+        tmp_path / "ray",
+        backend="ray",
+        workers=2,
+        simulator=FAKE,
+        progress=False,
+        backend_options={"runtime_env": env, "init_kwargs": {"object_store_memory": 80 * 1024**2}},
+    )
     assert not ray.is_initialized()  # the instance the sweep started is shut down
     assert res.ok and len(res.ran) == 4 and res.workers == 2
     assert sorted(completions(fakesim_log)) == sorted(res.table["run"])

@@ -13,8 +13,8 @@ from collections import Counter
 import pandas as pd
 from sweep_helpers import FAKE, completions, subprocess_env, write_grid
 
-from gsd.sweep import run_sweep
 from gsd.lock import read_lock
+from gsd.sweep import run_sweep
 
 GRID = """
 [base]
@@ -26,8 +26,21 @@ seed = [0, 1, 2]
 
 
 def _sweep_cmd(grid, out, workers=2):
-    return [sys.executable, "-m", "gsd.cli", "sweep", "--grid", str(grid), "--out", str(out),
-            "--simulator", FAKE, "--workers", str(workers), "--no-progress"]
+    return [
+        sys.executable,
+        "-m",
+        "gsd.cli",
+        "sweep",
+        "--grid",
+        str(grid),
+        "--out",
+        str(out),
+        "--simulator",
+        FAKE,
+        "--workers",
+        str(workers),
+        "--no-progress",
+    ]
 
 
 def _alive(pid: int) -> bool:
@@ -45,8 +58,9 @@ def _comparable(table: pd.DataFrame) -> pd.DataFrame:
 def test_sigkilled_sweep_resumes_and_matches_a_clean_sweep(tmp_path, fakesim_log):
     grid = write_grid(tmp_path / "g.toml", GRID)
     out = tmp_path / "killed"
-    proc = subprocess.Popen(_sweep_cmd(grid, out), env=subprocess_env(FAKESIM_STEP_S=0.1),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        _sweep_cmd(grid, out), env=subprocess_env(FAKESIM_STEP_S=0.1), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     deadline = time.time() + 60
     while len(completions(fakesim_log)) < 2:  # let some runs finish and others start
         assert proc.poll() is None, proc.stderr.read().decode()
@@ -85,8 +99,12 @@ def test_sigkilled_sweep_resumes_and_matches_a_clean_sweep(tmp_path, fakesim_log
 def test_two_sweeps_on_one_folder_share_the_runs(tmp_path, fakesim_log, monkeypatch):
     grid = write_grid(tmp_path / "g.toml", GRID)
     out = tmp_path / "shared"
-    other = subprocess.Popen(_sweep_cmd(grid, out, workers=1), env=subprocess_env(FAKESIM_STEP_S=0.05),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    other = subprocess.Popen(
+        _sweep_cmd(grid, out, workers=1),
+        env=subprocess_env(FAKESIM_STEP_S=0.05),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.time() + 60
     while not completions(fakesim_log):  # the other sweep is under way
         assert other.poll() is None and time.time() < deadline
