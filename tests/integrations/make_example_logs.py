@@ -1,6 +1,6 @@
 """Write the example rollout logs shipped in ``data/example_logs/`` with each trainer's own code.
 
-    PYTHONPATH=. python data/example_logs/make_logs.py            # from the checkout's root
+    PYTHONPATH=. python tests/integrations/make_example_logs.py            # from the checkout's root
 
 Every log is written by the trainer's own writer, on the CPU, with the set-up of the project's
 tests against the real trainers (``tests/integrations``): TRL's ``GRPOTrainer`` with
@@ -21,8 +21,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+HERE = ROOT / "data" / "example_logs"  # where the logs are written
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # gsd, and the tests' drivers of the real trainers
 
 #: Eight prompts, two never solved, two always, four in between: silent and live groups every step.
