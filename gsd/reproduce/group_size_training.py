@@ -513,7 +513,7 @@ def run(out, cfg: Config = FULL, *, resume: bool = False, progress: bool = True,
 
     from ..atomic import make_folder, read_json, write_json
     from ..lock import hold_folder
-    from .transformer import _import_stack, build_task
+    from .transformer import build_task, import_stack
 
     cfg.check()
     folder = make_folder(out)
@@ -523,7 +523,7 @@ def run(out, cfg: Config = FULL, *, resume: bool = False, progress: bool = True,
     )
     with hold_folder(folder), tqdm(total=n_cells, disable=not progress, desc="group-size training") as bar:
         write_json(folder / "config.json", asdict(cfg))
-        _import_stack()
+        import_stack()
         tasks = {}
 
         def task_of(name, seed):

@@ -108,7 +108,7 @@ class Task:
         return [self.tokenizer(p)["input_ids"][-1] for p in self.prompts]
 
 
-def _import_stack():
+def import_stack():
     """torch, transformers, datasets and trl, imported once with their import-time warnings
     silenced (tqdm's "IProgress not found" in a notebook without ipywidgets: nothing to act on)."""
     import warnings
@@ -275,7 +275,7 @@ def build_task(
     lo, hi = (float(v) for v in p_range)
     if not (0.0 <= lo <= hi <= 1.0):
         raise InputError(f"p_range must be (lo, hi) with 0 <= lo <= hi <= 1, got {p_range!r}")
-    _import_stack()
+    import_stack()
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -1257,3 +1257,6 @@ def training_table(result: dict):
                 }
             )
     return pd.DataFrame(rows)
+
+
+_import_stack = import_stack  # the former name
