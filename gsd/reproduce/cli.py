@@ -104,8 +104,7 @@ def register(sub) -> None:
     p.add_argument(
         "--arms",
         default=None,
-        help="comma-separated arms beyond the uniform G: dr_grpo, greso, oracle, gsd, cgrpo (trl-cgrpo; "
-        "default all)",
+        help="comma-separated arms beyond the uniform G: dr_grpo, greso, oracle, gsd, cgrpo (trl-cgrpo; default all)",
     )
     p.add_argument("--tasks", default=None, help="comma-separated tasks: first_token, shared (default both)")
     p.add_argument("--figure", default=None, help="also draw the hardest quarter against generations to this PNG")
