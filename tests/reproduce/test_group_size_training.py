@@ -207,11 +207,25 @@ def test_reproduce_stage_and_cli(tiny_run, tmp_path, monkeypatch, capsys):
                 "--quiet",
                 "--figure",
                 str(tmp_path / "f.png"),
+                "--csv",
+                str(tmp_path / "s.csv"),
+                "--tables",
+                str(tmp_path / "t.md"),
             ]
         )
         == 0
     )
     assert "oracle" in capsys.readouterr().out and (tmp_path / "f.png").is_file()
+    import pandas as pd
+
+    summ = gst.summary(results)
+    back = pd.read_csv(tmp_path / "s.csv")
+    assert back[["arm", "G"]].values.tolist() == summ[["arm", "G"]].values.tolist()
+    np.testing.assert_allclose(back["final_arcsin"], summ["final_arcsin"], rtol=1e-5)
+    md = (tmp_path / "t.md").read_text()
+    # one table per (task, lr, protocol), one row per arm; the reference row is the best uniform G's
+    assert md.count("(best uniform G = ") == 2 and md.count("\n| ") == 2 + len(summ)
+    assert md.count("| (reference) |") == 2 * 2  # its two paired columns, in each table
 
 
 def test_cgrpo_counts_sampled_rows_not_padding_and_stops_at_the_budget(monkeypatch):
