@@ -104,10 +104,12 @@ def register(sub) -> None:
     p.add_argument(
         "--arms",
         default=None,
-        help="comma-separated arms beyond the uniform G: dr_grpo, greso, oracle, gsd (default all)",
+        help="comma-separated arms beyond the uniform G: dr_grpo, greso, oracle, gsd, cgrpo (trl-cgrpo; default all)",
     )
     p.add_argument("--tasks", default=None, help="comma-separated tasks: first_token, shared (default both)")
     p.add_argument("--figure", default=None, help="also draw the hardest quarter against generations to this PNG")
+    p.add_argument("--csv", default=None, help="also write the summary table (every column) to this CSV")
+    p.add_argument("--tables", default=None, help="also write the docs page's markdown tables to this file")
     p.add_argument("--json", action="store_true", help="print the summary table as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_group_size_training)
@@ -360,6 +362,13 @@ def _group_size_training(args) -> int:
         "hardest_at_T",
     ]
     df = gst.summary(results)
+    if args.csv or args.tables:
+        from ..atomic import write_atomic
+
+        if args.csv:
+            write_atomic(args.csv, df.to_csv(index=False, float_format="%.6g"))
+        if args.tables:
+            write_atomic(args.tables, gst.page_tables(results))
     emit(
         df if args.json else df[cols],
         args.json,

@@ -52,8 +52,17 @@ PROTOCOLS = ("prompts", "generations")
 #: Hardest-quarter targets (mean exact p of the prompts with the lowest quarter of initial p).
 TARGETS = (0.5, 0.8, 0.9)
 #: Arms beyond the uniform G, each run at the best uniform G of its (task, lr, protocol).
-ARMS = ("dr_grpo", "greso", "oracle", "gsd")
-ARM_COLORS = {"dr_grpo": "tab:red", "greso": "tab:orange", "oracle": "black", "gsd": "tab:purple"}
+ARMS = ("dr_grpo", "greso", "oracle", "gsd", "cgrpo")
+ARM_COLORS = {
+    "dr_grpo": "tab:red",
+    "greso": "tab:orange",
+    "oracle": "black",
+    "gsd": "tab:purple",
+    "cgrpo": "tab:green",
+}
+#: trl-cgrpo's arm: its default budget grid cut at 8 slots per prompt (a step of the smallest per-step
+#: budget here, 64 rows, then holds 8 prompts, not 2), its own token-level loss type.
+CGRPO_GRID = (2, 4, 8)
 
 
 @dataclass(frozen=True)
@@ -117,6 +126,7 @@ FAST = Config(
     generations_per_step=16,
     budget=64,
     pretrain_steps=30,
+    arms=("dr_grpo", "greso", "oracle", "gsd"),  # trl-cgrpo: the full run only (optional install)
 )
 
 
@@ -287,6 +297,81 @@ def gsd_live_trainer(G: int):
         return GSDGRPOTrainer, {"gsd_tracker": GroupTracker(G), **SKIP}, "skip_above=0.95, max_skips=4 (fallback)"
 
 
+def cgrpo_trainer(task, rows: int, budget: int, record: dict):
+    r"""trl-cgrpo 0.2.0's ``CGRPOTrainer`` (conformal per-prompt budgets along :data:`CGRPO_GRID`,
+    ``score="pass_rate"`` with a verifier that is the reward's own rule, ``loss_type="dapo"``, its
+    other settings at their defaults), ``rows`` rows per step (``rows / max(grid)`` prompts), stopped
+    after the step at which the generations reach ``budget``.
+
+    Counted as generation: every row it sampled (``_padded_rows`` false: the rows it pads a stopped
+    prompt's block with are not generated) and its calibration rollouts (``num_calibration_samples``
+    prompts × ``max(grid)``, one training call's size, at the start and every ``recalibrate_every``
+    steps).  ``record`` receives, per training step, ``padded`` (padding rows) and ``real`` (sampled
+    rows), and ``calibration`` (calibration rollouts spent just before the step).
+
+    Returns (trainer class, its keyword arguments, ``CGRPOConfig``, its fields)."""
+    from transformers import TrainerCallback
+    from trl_cgrpo import CGRPOConfig, CGRPOTrainer
+
+    k_max = max(CGRPO_GRID)
+    if rows % k_max:
+        raise InputError(f"rows per step must be a multiple of max(budget_grid) = {k_max}, got {rows}")
+    right = {p: set(r) for p, r in zip(task.prompts, task.right)}
+    tok = task.tokenizer
+    for key in ("padded", "real", "calibration"):
+        record[key] = []
+    pending = [0]
+
+    def spent():
+        return sum(record["real"]) + sum(record["calibration"]) + pending[0]
+
+    class Stop(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            if spent() >= budget:
+                control.should_training_stop = True
+
+    class Counted(CGRPOTrainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.add_callback(Stop())
+
+        def _outcomes(self, texts, example):
+            # The reward's rule (first token in the prompt's right set) on the decoded completions.
+            ok = right[example["prompt"]]
+            first = [t.split()[0] if t.split() else None for t in texts]
+            return [w is not None and tok.convert_tokens_to_ids(w) in ok for w in first]
+
+        def calibrate(self):
+            n = len(self.calibration_dataset)
+            if self.args.num_calibration_samples is not None:
+                n = min(n, self.args.num_calibration_samples)
+            pending[0] += n * k_max
+            return super().calibrate()
+
+        def _calculate_rewards(self, inputs, prompts, completions, ids):
+            rewards = super()._calculate_rewards(inputs, prompts, completions, ids)
+            if self.model.training:
+                pad = np.zeros(len(prompts), bool) if self._padded_rows is None else np.array(self._padded_rows)
+                record["padded"].append(int(pad.sum()))
+                record["real"].append(int((~pad).sum()))
+                record["calibration"].append(pending[0])
+                pending[0] = 0
+            return rewards
+
+    from datasets import Dataset
+
+    kwargs = {"calibration_dataset": Dataset.from_dict({"prompt": list(task.prompts)}), "verifier": lambda **kw: []}
+    fields = {
+        "budget_grid": list(CGRPO_GRID),
+        "num_generations": k_max,
+        "score": "pass_rate",
+        "loss_type": "dapo",
+        "num_calibration_samples": rows // k_max,
+        "max_steps": -(-budget // (rows // k_max * min(CGRPO_GRID))),
+    }
+    return Counted, kwargs, CGRPOConfig, fields
+
+
 # ----------------------------------------------------------------------------------------------
 # One training
 
@@ -324,6 +409,12 @@ def train_arm(task, cfg: Config, *, protocol: str, arm: str, G: int, lr: float, 
         kind, kwargs = selective_trainer_class(), {"chooser": chooser}
     elif arm == "gsd":
         kind, kwargs, api = gsd_live_trainer(G)
+    args_class = fields = None
+    record = {}
+    if arm == "cgrpo":
+        kind, kwargs, args_class, fields = cgrpo_trainer(run, n * G, cfg.budget, record)
+        n, G, steps = n * G // max(CGRPO_GRID), max(CGRPO_GRID), fields["max_steps"]
+        api = f"trl_cgrpo budget_grid={list(CGRPO_GRID)}, score='pass_rate', loss_type='dapo'"
     t = train_silent(
         run,
         "dr_grpo" if arm == "dr_grpo" else "grpo",
@@ -334,7 +425,13 @@ def train_arm(task, cfg: Config, *, protocol: str, arm: str, G: int, lr: float, 
         prompts_per_step=n,
         trainer_class=kind,
         trainer_kwargs=kwargs,
+        args_class=args_class,
+        args_kwargs=fields,
     )
+    if arm == "cgrpo":
+        # Rows the reward function saw include the padding: count what was sampled, calibration included.
+        for s, real, cal in zip(t["steps"], record["real"], record["calibration"]):
+            s["generations"] = real + cal
     P = np.array([s["p"] for s in t["steps"]] + [t["p_final"]])
     out = {
         "protocol": protocol,
@@ -358,6 +455,11 @@ def train_arm(task, cfg: Config, *, protocol: str, arm: str, G: int, lr: float, 
     }
     if arm in ("oracle", "greso"):
         out["skipped"] = int(chooser.skipped)
+    if arm == "cgrpo":
+        out["api"] = api
+        out["steps"] = len(t["steps"])
+        out.update({f"cgrpo_{k}": record[k][: len(t["steps"])] for k in ("real", "padded", "calibration")})
+        out["overshoot"] = int(sum(out["generations"]) - cfg.budget)
     if arm == "gsd":
         out["api"] = api
         out["skipped"] = int(sum(t.get("skipped", [])))
@@ -396,15 +498,27 @@ def paired_interval(diff, level: float = 0.95) -> tuple:
 
 
 def curves(r: dict) -> dict:
-    """Cumulative generations, TRL seconds and wall seconds aligned with ``hardest``/``arcsin``."""
+    """Cumulative generations, TRL seconds and wall seconds aligned with ``hardest``/``arcsin``.
+
+    A training whose last step passed the budget (trl-cgrpo's: its steps hold a varying number of
+    generations; ``overshoot`` > 0) ends at the budget, every curve linear between the last two
+    steps there: every arm is compared at equal generations."""
     z = [0.0]
-    return {
-        "gens": np.cumsum(z + r["generations"]),
+    c = {
+        "gens": np.cumsum(z + r["generations"]).astype(float),
         "secs": np.cumsum(z + r["step_time"]),
         "wall": np.array(z + r["wall"]),
         "hardest": np.array(r["hardest"]),
         "arcsin": np.array(r["arcsin"]),
     }
+    over = int(r.get("overshoot", 0))
+    if over > 0:
+        budget = c["gens"][-1] - over
+        keep = c["gens"] < budget
+        for k in ("secs", "wall", "hardest", "arcsin"):
+            c[k] = np.append(c[k][keep], np.interp(budget, c["gens"], c[k]))
+        c["gens"] = np.append(c["gens"][keep], budget)
+    return c
 
 
 def _cell_stats(r: dict) -> dict:
@@ -494,6 +608,71 @@ def summary(results: list, level: float = 0.95):
                 row["skipped"] = float(np.mean([r["skipped"] for r in v]))
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def step_cost(results) -> dict:
+    r"""Least-squares fit of TRL's ``step_time`` over every step of every training, one generation
+    call per step (trl-cgrpo's steps, up to ``len(budget_grid)`` calls and calibration, are left
+    out): seconds per step :math:`= a + b \cdot` (generations in the step).  Returns ``a``, ``b``
+    and ``r2`` (of the fit on its own steps)."""
+    from ..simulator.ledger import r_squared
+
+    rs = [r for r in results if r["arm"] != "cgrpo"]
+    x = np.concatenate([np.asarray(r["generations"], float) for r in rs])
+    y = np.concatenate([np.asarray(r["step_time"], float) for r in rs])
+    (a, b), *_ = np.linalg.lstsq(np.column_stack([np.ones_like(x), x]), y, rcond=None)
+    return {"a": float(a), "b": float(b), "r2": float(r_squared(y, a + b * x))}
+
+
+def page_tables(results: list, level: float = 0.95) -> str:
+    """The docs page's tables (markdown): per (task, lr, protocol), every arm's generations to each
+    hardest-quarter target ("k/n seeds" where only k seeds reached it), the paired difference to 0.8
+    against the best uniform G, the cost model's (:func:`step_cost`) and TRL's seconds to 0.8, the
+    final mean 2·arcsin√p with its paired difference, and the hardest quarter at equal TRL time."""
+    df = summary(results, level)
+    cost = step_cost(results)
+    head = (
+        "| arm | G | to 0.5 | to 0.8 | to 0.9 | Δ to 0.8 vs best G [95 %] | model s to 0.8 | TRL s to 0.8 "
+        "| final 2·arcsin√p | Δ final [95 %] | hardest at equal TRL time |\n" + "|---" * 11 + "|"
+    )
+
+    def model_s(task, lr, protocol, arm, G):
+        out = []
+        for r in results:
+            if (r["task"], r["lr"], r["protocol"], r["arm"], r["G"]) != (task, lr, protocol, arm, G):
+                continue
+            c = curves(r)
+            hit = np.flatnonzero(c["hardest"] >= 0.8)
+            if arm == "cgrpo" or not hit.size:
+                return np.nan
+            out.append(cost["a"] * hit[0] + cost["b"] * c["gens"][hit[0]])
+        return float(np.mean(out))
+
+    def num(x, fmt):
+        return "—" if not np.isfinite(x) else format(x, fmt)
+
+    L = []
+    for (task, lr, protocol), g in df.groupby(["task", "lr", "protocol"], sort=True):
+        best = int(g["best_uniform_G"].iloc[0])
+        L.append(f"**{task}, lr {lr:g}, hold {protocol} per step** (best uniform G = {best}):\n\n{head}")
+        for _, row in g.iterrows():
+            n = int(row["seeds"])
+            ref = row["arm"] == "uniform" and row["G"] == best
+            cells = [row["arm"], str(int(row["G"]))]
+            for t in TARGETS:
+                k = int(row[f"reached_{t}"])
+                x = row[f"gens_to_{t}"]
+                cells.append(f"{x:.0f}" if k == n else (f"{k}/{n} seeds" if k else f"not reached (0/{n})"))
+            d = (row["d_gens_0.8"], row["d_gens_0.8_lo"], row["d_gens_0.8_hi"])
+            cells.append("(reference)" if ref else ("—" if np.isnan(d[0]) else "{:.0f} [{:.0f}, {:.0f}]".format(*d)))
+            cells.append(num(model_s(task, lr, protocol, row["arm"], row["G"]), ".1f"))
+            cells.append(num(row["secs_to_0.8"], ".1f"))
+            cells.append(f"{row['final_arcsin']:.3f}")
+            d = (row["d_final_arcsin"], row["d_final_arcsin_lo"], row["d_final_arcsin_hi"])
+            cells.append("(reference)" if ref else ("—" if np.isnan(d[0]) else "{:.3f} [{:.3f}, {:.3f}]".format(*d)))
+            cells.append(f"{row['hardest_at_T']:.3f}")
+            L[-1] += "\n| " + " | ".join(cells) + " |"
+    return "\n\n".join(L) + "\n"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -604,8 +783,9 @@ def figure(results: list):
                 Gs = sorted({a[1] for a in arms if a[0] == "uniform"})
                 for a in arms:
                     v = [curves(r) for r in rs if (r["arm"], r["G"]) == a]
-                    x = v[0]["gens"]
-                    y = np.array([c["hardest"] for c in v])
+                    # seeds of trl-cgrpo step at different generations: each seed on every seed's points
+                    x = np.unique(np.concatenate([c["gens"] for c in v]))
+                    y = np.array([np.interp(x, c["gens"], c["hardest"]) for c in v])
                     if a[0] == "uniform":
                         color, ls, label = cmap(Gs.index(a[1]) / max(1, len(Gs) - 1) * 0.85), "-", f"G = {a[1]}"
                     else:

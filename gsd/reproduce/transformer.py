@@ -752,6 +752,8 @@ def train_silent(
     prompts_per_step=None,
     trainer_class=None,
     trainer_kwargs=None,
+    args_class=None,
+    args_kwargs=None,
 ) -> dict:
     r"""Train the task's model with TRL's ``GRPOTrainer.train()``; per step, TRL's logged
     ``frac_reward_zero_std`` against the closed forms from the exact solve rates.
@@ -779,6 +781,9 @@ def train_silent(
     trainer_class, trainer_kwargs : optional
         A ``GRPOTrainer`` subclass to train with (default: TRL's own, or ``GSDGRPOTrainer`` for
         ``"skip"``) and keyword arguments it takes beyond ``GRPOTrainer``'s.
+    args_class, args_kwargs : optional
+        A ``GRPOConfig`` subclass (e.g. trl-cgrpo's ``CGRPOConfig``) and fields replacing or adding to
+        the ones set here (``max_steps`` is then an upper bound a callback may stop before).
 
     Returns
     -------
@@ -839,7 +844,7 @@ def train_silent(
 
     folder = tempfile.TemporaryDirectory() if completions_dir is None else contextlib.nullcontext(str(completions_dir))
     with _torch_threads(threads), folder as out_dir:
-        args = GRPOConfig(
+        settings = dict(
             output_dir=out_dir,
             use_cpu=True,
             use_vllm=False,
@@ -864,6 +869,7 @@ def train_silent(
             disable_tqdm=True,
             **METHODS[method],
         )
+        args = (args_class or GRPOConfig)(**{**settings, **dict(args_kwargs or {})})
         kind, extra = GRPOTrainer, {}
         if method == "skip":
             from ..live import GSDGRPOTrainer

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -205,8 +207,63 @@ def test_reproduce_stage_and_cli(tiny_run, tmp_path, monkeypatch, capsys):
                 "--quiet",
                 "--figure",
                 str(tmp_path / "f.png"),
+                "--csv",
+                str(tmp_path / "s.csv"),
+                "--tables",
+                str(tmp_path / "t.md"),
             ]
         )
         == 0
     )
     assert "oracle" in capsys.readouterr().out and (tmp_path / "f.png").is_file()
+    import pandas as pd
+
+    summ = gst.summary(results)
+    back = pd.read_csv(tmp_path / "s.csv")
+    assert back[["arm", "G"]].values.tolist() == summ[["arm", "G"]].values.tolist()
+    np.testing.assert_allclose(back["final_arcsin"], summ["final_arcsin"], rtol=1e-5)
+    md = (tmp_path / "t.md").read_text()
+    # one table per (task, lr, protocol), one row per arm; the reference row is the best uniform G's
+    assert md.count("(best uniform G = ") == 2 and md.count("\n| ") == 2 + len(summ)
+    assert md.count("| (reference) |") == 2 * 2  # its two paired columns, in each table
+
+
+def test_cgrpo_counts_sampled_rows_not_padding_and_stops_at_the_budget(monkeypatch):
+    """trl-cgrpo's arm: the generations it is charged are the rows its model sampled (training and
+    calibration), counted here by wrapping the trainer's one sampling call, never the padding rows it
+    fills a stopped prompt's block with; it stops at the first step that reaches the budget."""
+    pytest.importorskip("trl_cgrpo", reason="needs trl-cgrpo==0.2.0 (pip install --no-deps trl-cgrpo==0.2.0)")
+    from trl_cgrpo import CGRPOTrainer
+
+    from gsd.reproduce.transformer import build_task
+
+    sampled = []  # rows per call of the model's generation (training increments and calibration)
+    base = CGRPOTrainer._base_generate
+
+    def counted(self, prompt_ids, *args, **kwargs):
+        sampled.append(len(prompt_ids))
+        return base(self, prompt_ids, *args, **kwargs)
+
+    monkeypatch.setattr(CGRPOTrainer, "_base_generate", counted)
+    cfg = dataclasses.replace(TINY, arms=("cgrpo",), prompts_per_step=8, budget=64)
+    task = build_task(cfg.n_prompts, variant=cfg.variant, max_len=cfg.max_len, seed=0, pretrain_steps=10)
+    r = gst.train_arm(task, cfg, protocol="prompts", arm="cgrpo", G=2, lr=1e-2, seed=0)
+    rows = cfg.prompts_per_step * 2  # the best uniform G's generations per step: CGRPO's rows per step
+    k_max = max(gst.CGRPO_GRID)
+    assert r["G"] == k_max and r["prompts_per_step"] == rows // k_max
+    real, pad, cal = (np.array(r[f"cgrpo_{k}"]) for k in ("real", "padded", "calibration"))
+    # every step's block is rows wide; the reward function saw every row (k sums its rewards per block)
+    assert np.all(real + pad == rows) and all(len(k) == rows // k_max for k in r["k"])
+    assert pad.sum() > 0  # the check below could not tell padding from generation otherwise
+    # charged = sampled, exactly: the padding is not generation, the calibration rollouts are
+    assert sum(r["generations"]) == sum(sampled) == real.sum() + cal.sum()
+    assert cal[0] == rows // k_max * k_max  # calibrated once before the first step, one training call's size
+    # stopped at the first step that reached the budget; the curves end at the budget
+    g = np.cumsum(r["generations"])
+    assert g[-1] >= cfg.budget > (g[-2] if g.size > 1 else 0)
+    assert r["overshoot"] == g[-1] - cfg.budget < r["generations"][-1]
+    c = gst.curves(r)
+    assert c["gens"][-1] == cfg.budget and np.all(np.diff(c["gens"]) > 0)
+    lo, hi = sorted(r["hardest"][-2:])
+    assert lo <= c["hardest"][-1] <= hi
+    assert gst.summary([{"task": "first_token", **r}])["generations"].tolist() == [cfg.budget]
