@@ -14,7 +14,7 @@ Per step the exact p of every prompt is read from the model before the generatio
 the hardest quarter is the quarter of prompts with the lowest initial p.  Prints one JSON line per
 run and a summary; ``--out`` writes every run's record as JSON.
 
-    PYTHONPATH=. python benchmarks/skip_policy_trl.py --seeds 0 1 2 --steps 30 --copies 2 --out /tmp/sp.json
+    PYTHONPATH=. python benchmarks/skip_policy_trl.py --seeds 0 1 2 --steps 30 --copies 2 --out runs/skip_policy.json
 """
 
 from __future__ import annotations
