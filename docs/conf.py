@@ -67,7 +67,7 @@ myst_heading_anchors = 3
 # Markdown links "[text](#target)" (what the pages README links to use instead of roles, so that
 # they read as Markdown outside the site too) resolve to labels, pages and Python objects only:
 # sphinx-argparse's domain cannot answer such a query and would warn at every link.
-myst_ref_domains = ["std", "py"]
+myst_ref_domains = ["std", "py", "math"]
 myst_dmath_double_inline = True
 nb_execution_mode = os.environ.get("GSD_DOCS_NB_EXECUTION", "cache")
 nb_execution_timeout = 300

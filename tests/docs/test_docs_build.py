@@ -125,6 +125,23 @@ def test_theory_page_has_every_section_label_and_numbered_equations(site):
     assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) >= 10
 
 
+def test_equation_links_show_the_number_of_their_equation(site):
+    """The equation references are Markdown links (they read on GitHub too) whose text is the number:
+    each must be the number Sphinx gives the equation it points at, on every page."""
+    numbers = dict(
+        re.findall(
+            r'id="equation-([\w-]+)"[^>]*>.*?<span class="eqno">\((\d+)\)',
+            _text(site["out"] / "theory.html"),
+            flags=re.S,
+        )
+    )
+    links = []
+    for page in ("theory.html", "conventions.html"):
+        links += re.findall(r'href="[^"]*#equation-([\w-]+)"[^>]*>(?:<span[^>]*>)?\((\d+)\)', _text(site["out"] / page))
+    assert len(links) >= 20
+    assert [(label, n) for label, n in links if numbers.get(label) != n] == []
+
+
 def test_equations_render_offline(site):
     # The site carries its own MathJax and points at it, so the equations render with no network.
     assert (site["out"] / "_static" / "mathjax" / "tex-chtml.js").is_file()
