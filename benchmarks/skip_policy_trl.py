@@ -34,7 +34,7 @@ def train(task, arm: str, *, G: int, copies: int, steps: int, lr: float, seed: i
     from trl import GRPOConfig, GRPOTrainer
 
     from gsd.live import GroupTracker, GSDGRPOTrainer
-    from gsd.reproduce.transformer import TRAININGS, _torch_threads
+    from gsd.reproduce.transformer import _torch_threads, trl_settings
 
     right = {p: set(r) for p, r in zip(task.prompts, task.right)}
     index = {p: i for i, p in enumerate(task.prompts)}
@@ -50,28 +50,10 @@ def train(task, arm: str, *, G: int, copies: int, steps: int, lr: float, seed: i
             before.append(task.solve_rates())
 
     with _torch_threads(1), tempfile.TemporaryDirectory() as out_dir:
-        args = GRPOConfig(
-            output_dir=out_dir,
-            use_cpu=True,
-            use_vllm=False,
-            report_to=[],
-            learning_rate=lr,
-            max_completion_length=task.max_len,
-            num_generations=G,
-            per_device_train_batch_size=len(task.prompts) * copies * G,
-            gradient_accumulation_steps=1,
-            steps_per_generation=1,
-            beta=0.0,
-            temperature=1.0,
-            top_k=0,
-            top_p=1.0,
-            max_steps=steps,
-            save_strategy="no",
-            logging_steps=1,
-            seed=seed,
-            lr_scheduler_type="constant",
-            **TRAININGS["grpo"],
+        settings = trl_settings(
+            task, G=G, rows=len(task.prompts) * copies * G, lr=lr, steps=steps, seed=seed, out_dir=out_dir
         )
+        args = GRPOConfig(**settings)
         if arm == "grpo":
             kind, extra, rows = GRPOTrainer, {}, list(task.prompts) * copies
         else:

@@ -738,6 +738,49 @@ METHODS = {**TRAININGS, "skip": TRAININGS["grpo"]}
 SKIP = {"skip_above": 0.95, "max_skips": 4}
 
 
+def trl_settings(
+    task: Task,
+    *,
+    G: int,
+    rows: int,
+    lr: float,
+    steps: int,
+    seed: int,
+    out_dir,
+    method: str = "grpo",
+    log_completions: bool = False,
+) -> dict:
+    """The ``GRPOConfig`` arguments of every training on a task: CPU, no vLLM, one generation per
+    optimizer step of ``rows`` completions (``G`` per prompt), no KL term, plain sampling
+    (temperature 1, no top-k/top-p), a constant learning rate, and ``method``'s loss
+    (:data:`METHODS`)."""
+    return dict(
+        output_dir=out_dir,
+        use_cpu=True,
+        use_vllm=False,
+        report_to=[],
+        learning_rate=lr,
+        max_completion_length=task.max_len,
+        num_generations=G,
+        per_device_train_batch_size=rows,
+        gradient_accumulation_steps=1,
+        steps_per_generation=1,
+        beta=0.0,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        max_steps=steps,
+        save_strategy="no",
+        logging_steps=1,
+        seed=seed,
+        lr_scheduler_type="constant",
+        log_completions=log_completions,
+        num_completions_to_print=0,
+        disable_tqdm=True,
+        **METHODS[method],
+    )
+
+
 def train_silent(
     task: Task,
     method: str = "grpo",
@@ -844,30 +887,16 @@ def train_silent(
 
     folder = tempfile.TemporaryDirectory() if completions_dir is None else contextlib.nullcontext(str(completions_dir))
     with _torch_threads(threads), folder as out_dir:
-        settings = dict(
-            output_dir=out_dir,
-            use_cpu=True,
-            use_vllm=False,
-            report_to=[],
-            learning_rate=lr,
-            max_completion_length=task.max_len,
-            num_generations=G,
-            per_device_train_batch_size=groups * G,
-            gradient_accumulation_steps=1,
-            steps_per_generation=1,
-            beta=0.0,
-            temperature=1.0,
-            top_k=0,
-            top_p=1.0,
-            max_steps=steps,
-            save_strategy="no",
-            logging_steps=1,
+        settings = trl_settings(
+            task,
+            G=G,
+            rows=groups * G,
+            lr=lr,
+            steps=steps,
             seed=seed,
-            lr_scheduler_type="constant",
+            out_dir=out_dir,
+            method=method,
             log_completions=completions_dir is not None,
-            num_completions_to_print=0,
-            disable_tqdm=True,
-            **METHODS[method],
         )
         args = (args_class or GRPOConfig)(**{**settings, **dict(args_kwargs or {})})
         kind, extra = GRPOTrainer, {}
