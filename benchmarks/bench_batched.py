@@ -46,6 +46,34 @@ def uptime() -> str:
     return load_snapshot()["uptime"]
 
 
+def _ledger_gap(a_dir: Path, b_dir: Path) -> dict:
+    """How far two ledgers of one run are apart, wall times aside: bitwise equal, else the largest
+    relative gap |a − b| / max(|a|, |b|) and its column, and the first step at which they differ."""
+    a = read_ledger(a_dir).drop(columns=list(WALL_COLUMNS))
+    b = read_ledger(b_dir).drop(columns=list(WALL_COLUMNS))
+    x, y = a.to_numpy(dtype=float), b.to_numpy(dtype=float)
+    if np.array_equal(x, y, equal_nan=True):
+        return {"identical": True, "max_rel_gap": 0.0, "column": None, "first_step": None}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = np.abs(x - y) / np.maximum(np.abs(x), np.abs(y))
+    same = (x == y) | (np.isnan(x) & np.isnan(y))
+    rel = np.where(same, 0.0, np.nan_to_num(rel, nan=1.0))  # NaN on one side only: as far apart as can be
+    row, col = np.unravel_index(int(np.argmax(rel)), rel.shape)
+    differs = np.flatnonzero(rel.max(axis=1) > 0)
+    return {
+        "identical": False,
+        "max_rel_gap": float(rel[row, col]),
+        "column": str(a.columns[col]),
+        "first_step": int(differs[0]),
+    }
+
+
+def _worst(gaps: list[dict]) -> dict:
+    worst = max(gaps, key=lambda g: g["max_rel_gap"])
+    first = [g["first_step"] for g in gaps if g["first_step"] is not None]
+    return {"max_rel_gap": worst["max_rel_gap"], "column": worst["column"], "first_step": min(first) if first else None}
+
+
 def _time_engine(base: SimConfig, args) -> dict:
     cfgs = [
         base.with_overrides({"seed": s, "method": m, "name": f"{m}-s{s}"}) for s in range(args.seeds) for m in METHODS
@@ -73,13 +101,14 @@ def _time_engine(base: SimConfig, args) -> dict:
             "batched": sorted({s["threads"] for s in sums_bat}),
         }
         out["engine"] = sorted({s["engine"] for s in sums_sep + sums_bat})
-        same = []
-        for c in cfgs:
-            a = read_ledger(work / "sep0" / c.name).drop(columns=list(WALL_COLUMNS)).to_numpy()
-            b = read_ledger(work / "bat0" / c.name).drop(columns=list(WALL_COLUMNS)).to_numpy()
-            same.append(bool(np.array_equal(a, b, equal_nan=True)))
-        out["identical"] = all(same)
-        out["identical_runs"] = int(sum(same))
+        same = [_ledger_gap(work / "sep0" / c.name, work / "bat0" / c.name) for c in cfgs]
+        out["identical"] = all(g["identical"] for g in same)
+        out["identical_runs"] = int(sum(g["identical"] for g in same))
+        out["batched_vs_separate"] = _worst(same)
+        if args.repeats > 1:  # the same run twice apart: is the device itself run-to-run deterministic?
+            again = [_ledger_gap(work / "sep0" / c.name, work / "sep1" / c.name) for c in cfgs]
+            out["separate_twice_identical_runs"] = int(sum(g["identical"] for g in again))
+            out["separate_vs_separate"] = _worst(again)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return out
@@ -128,8 +157,14 @@ def main(argv=None) -> int:
         print(
             f"  {engine} engine: separate (run_simulation in turn) {r['separate_s']:.2f} s, batched (run_many, one "
             f"program) {r['batched_s']:.2f} s: {r['speedup']:.2f}x; threads {r['threads']}; ledgers identical "
-            f"{r['identical_runs']}/{results['runs']}; load {r['uptime_batched']}"
+            f"{r['identical_runs']}/{results['runs']} (largest relative gap {r['batched_vs_separate']['max_rel_gap']:.2e} "
+            f"in {r['batched_vs_separate']['column']}); load {r['uptime_batched']}"
         )
+        if "separate_twice_identical_runs" in r:
+            print(
+                f"  {engine} engine, the same runs apart twice: identical {r['separate_twice_identical_runs']}/"
+                f"{results['runs']} (largest relative gap {r['separate_vs_separate']['max_rel_gap']:.2e})"
+            )
     if "numpy" in results and "torch" in results:
         results["torch_separate_over_numpy_batched"] = results["torch"]["separate_s"] / results["numpy"]["batched_s"]
         print(f"  torch engine run by run / numpy engine batched: {results['torch_separate_over_numpy_batched']:.2f}x")

@@ -16,19 +16,25 @@ PY=${PY:-.venv/bin/python}
 mkdir -p "$OUT"
 LOG="$OUT/log.txt"
 : > "$LOG"
+# The shipped configs and data are gsd._simulations and gsd._data only once the package is installed
+# (pip install -e . maps them); a bare checkout on PYTHONPATH finds neither, and every part would fail.
+if ! "$PY" -c "import gsd._data, gsd._simulations" 2>>"$LOG"; then
+  echo "gpu_check: $PY cannot import gsd's shipped data: install the package first (pip install -e .)" | tee -a "$LOG"
+  exit 2
+fi
 
 if "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>>"$LOG"; then
   DEVICE=cuda
   CAMPAIGN_SETS=()
   SCALE=(--prompts 1000000 --group-size 64 --steps 3 --dtype float32)
-  MANY=(--seeds 3 --steps 50)
+  MANY=(--seeds 3 --steps 50 --repeats 2)
   nvidia-smi > "$OUT/nvidia_smi.txt" 2>&1 || true
 else
   DEVICE=cpu
   echo "gpu_check: no CUDA device, running the small CPU fallback (not a GPU measurement)" | tee -a "$LOG"
   CAMPAIGN_SETS=(--set n_prompts=1000 --set steps=20 --set decile_draws=20)
   SCALE=(--prompts 20000 --group-size 64 --steps 2 --dtype float32)
-  MANY=(--seeds 1 --steps 10)
+  MANY=(--seeds 1 --steps 10 --repeats 2)
 fi
 "$PY" -c "import torch, platform; print('torch', torch.__version__, 'cuda', torch.version.cuda, platform.platform())" >> "$LOG" 2>&1
 
@@ -91,6 +97,11 @@ if many.is_file():
     t = b["torch"]
     lines.append(f"many runs (torch engine): {b['runs']} runs x {b['steps']} steps, separate {t['separate_s']:.2f} s, "
                  f"batched {t['batched_s']:.2f} s, speed-up {t['speedup']:.2f}x, identical ledgers {t['identical_runs']}/{b['runs']}")
+    for key, what in (("batched_vs_separate", "batched against apart"), ("separate_vs_separate", "apart, twice")):
+        if key in t:
+            g = t[key]
+            lines.append(f"  {what}: largest relative ledger gap {g['max_rel_gap']:.2e} ({g['column']}), "
+                         f"first differing step {g['first_step']}")
 else:
     lines.append("many runs: no result (see log.txt)")
 (out / "figures.txt").write_text("\n".join(lines) + "\n")
