@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,6 +49,7 @@ import numpy as np
 from ._binomial import symmetric_expectation, unique_pairs
 from ._errors import InputError
 from ._validate import MAX_EXACT_GROUP_SIZE, _show, as_ddof, as_eps, as_group_size
+from .frames import Columns, as_frame
 from .posterior import BetaPosterior
 
 if TYPE_CHECKING:
@@ -126,7 +128,7 @@ class GroupSizeAdvice:
 
     Attributes
     ----------
-    table : DataFrame
+    table : DataFrame (``table_columns``: the same as numpy columns)
         One row per G: ``G``, ``prompts_per_step``, ``generations_per_step``, ``silent_rate`` (mean
         p^G + (1−p)^G), ``progress_per_step``, ``progress_per_generation``, ``seconds_per_step`` and
         ``progress_per_second`` (NaN without a cost), ``relative_per_generation`` and
@@ -137,7 +139,7 @@ class GroupSizeAdvice:
         The G of the largest progress per generation / per second (None without a cost).
     advised_G_per_generation, advised_G_per_second : int, int or None
         The advice: the smallest G within ``tolerance`` of the best (:func:`group_size_advice`).
-    prompts : DataFrame
+    prompts : DataFrame (``prompt_columns``: the same as numpy columns)
         One row per prompt at ``best_G_per_generation``: ``progress`` (its expected gain per step when in
         the batch), ``relative_value`` (that over the batch mean) and ``worth_rollouts``
         (relative_value ≥ 1: an average prompt in its place would not raise the step's progress).
@@ -145,10 +147,10 @@ class GroupSizeAdvice:
         The conventions the numbers are in.
     """
 
-    table: pd.DataFrame
+    table_columns: Columns
     best_G_per_generation: int
     best_G_per_second: int | None
-    prompts: pd.DataFrame
+    prompt_columns: Columns
     hold: str
     method: str
     optimizer: str
@@ -161,6 +163,16 @@ class GroupSizeAdvice:
     advised_G_per_generation: int | None = None
     advised_G_per_second: int | None = None
     tolerance: float = 0.0
+
+    @cached_property
+    def table(self) -> pd.DataFrame:
+        """``table_columns`` as a DataFrame (built on first access: the headline needs no pandas)."""
+        return as_frame(self.table_columns)
+
+    @cached_property
+    def prompts(self) -> pd.DataFrame:
+        """``prompt_columns`` as a DataFrame."""
+        return as_frame(self.prompt_columns)
 
     def convention(self) -> str:
         """One line naming what was held fixed, the optimiser and the objective."""
@@ -180,7 +192,7 @@ class GroupSizeAdvice:
 
     def summary(self) -> dict:
         """The headline as plain numbers (for JSON)."""
-        t = self.table
+        t = self.table_columns
         out = {
             "advised_G_per_generation": self.advised_G_per_generation,
             "advised_G_per_second": self.advised_G_per_second,
@@ -203,14 +215,14 @@ class GroupSizeAdvice:
                 "t_rollout": self.cost.t_rollout,
                 "source": self.cost.source,
             },
-            "prompts_worth_rollouts": int(self.prompts["worth_rollouts"].sum()),
-            "prompts": len(self.prompts),
+            "prompts_worth_rollouts": int(self.prompt_columns["worth_rollouts"].sum()),
+            "prompts": int(self.prompt_columns["worth_rollouts"].size),
             "notes": list(self.notes),
         }
         for g in sorted({2, 4, 8, 16, self.best_G_per_generation, self.advised_G_per_generation} - {None}):
-            row = t[t.G == g]
-            if len(row):
-                out.setdefault("relative_per_generation", {})[str(g)] = float(row.relative_per_generation.iloc[0])
+            row = np.flatnonzero(t["G"] == g)
+            if row.size:
+                out.setdefault("relative_per_generation", {})[str(g)] = float(t["relative_per_generation"][row[0]])
         return out
 
 
@@ -357,8 +369,6 @@ def group_size_advice(
     >>> group_size_advice([0.1, 0.5, 0.9], hold="generations", optimizer="sgd", g_grid=[2, 8]).best_G_per_generation
     8
     """
-    import pandas as pd
-
     from .allocation import allocation_value, expected_silent_rate
 
     hold = _choice("hold", hold, HOLDS)
@@ -423,35 +433,33 @@ def group_size_advice(
     adv_gen = int(grid[np.argmax(per_gen >= (1.0 - tol) * per_gen.max())])  # the grid is sorted
     adv_sec = int(grid[np.argmax(per_sec >= (1.0 - tol) * np.nanmax(per_sec))]) if cost is not None else None
     with np.errstate(divide="ignore", invalid="ignore"):
-        table = pd.DataFrame(
-            {
-                "G": grid,
-                "prompts_per_step": prompts,
-                "generations_per_step": generations,
-                "silent_rate": silent,
-                "progress_per_step": per_step,
-                "progress_per_generation": per_gen,
-                "seconds_per_step": seconds,
-                "progress_per_second": per_sec,
-                "relative_per_generation": per_gen / per_gen.max(),
-                "relative_per_second": per_sec / np.nanmax(per_sec) if cost is not None else np.nan,
-            }
-        )
+        table = {
+            "G": grid,
+            "prompts_per_step": prompts,
+            "generations_per_step": generations,
+            "silent_rate": silent,
+            "progress_per_step": per_step,
+            "progress_per_generation": per_gen,
+            "seconds_per_step": seconds,
+            "progress_per_second": per_sec,
+            "relative_per_generation": per_gen / per_gen.max(),
+            "relative_per_second": per_sec / np.nanmax(per_sec) if cost is not None else np.full(grid.size, np.nan),
+        }
     col = gain[:, int(np.argmax(per_gen))]
     mean = col.mean()
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = col / mean if mean > 0 else np.zeros_like(col)
-    prompts_df = pd.DataFrame({"progress": col, "relative_value": rel, "worth_rollouts": rel >= 1.0})
+    prompts_df = {"progress": col, "relative_value": rel, "worth_rollouts": rel >= 1.0}
     if not (per_gen.max() > 0):
         notes.append("every prompt is silent for sure (p = 0 or 1): no G makes progress")
     return GroupSizeAdvice(
-        table=table,
+        table_columns=table,
         best_G_per_generation=best_gen,
         best_G_per_second=best_sec,
         advised_G_per_generation=adv_gen,
         advised_G_per_second=adv_sec,
         tolerance=tol,
-        prompts=prompts_df,
+        prompt_columns=prompts_df,
         hold=hold,
         method=method,
         optimizer=optimizer,

@@ -213,7 +213,7 @@ def _diagnose(args) -> int:
         print(format_report(dx, max_steps=None if args.all_steps else 12))
         if args.out:
             print(f"Tables, summary and figure written to {args.out}")
-    return fail_on_status(dx.summary, dx.steps, rules, "diagnose")
+    return fail_on_status(dx.summary, dx.columns("steps"), rules, "diagnose")
 
 
 def _example_logs(args) -> int:

@@ -39,8 +39,10 @@ _GROUP_COLUMNS = (
 def diagnosis_json(dx: Diagnosis) -> dict:
     """``{"summary": {...}, "steps": [{"step", "groups", "rollouts", "silent_frac", "silent_pred",
     "wasted_rollouts", "fidelity", ...}, ...]}``; NaN becomes ``null``."""
-    steps = dx.steps
-    records = steps[list(STEP_KEYS) + [c for c in steps.columns if c not in STEP_KEYS]].to_dict("records")
+    steps = dx.columns("steps")
+    keys = list(STEP_KEYS) + [c for c in steps if c not in STEP_KEYS]
+    values = [steps[k].tolist() for k in keys]
+    records = [dict(zip(keys, row)) for row in zip(*values)]
     return jsonable({"summary": dx.summary, "steps": records})
 
 
@@ -92,7 +94,7 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
             "  silent groups        not in the log: the trainer removed them before the dump "
             f"({s['silent_frac_dumped'] * 100:.1f} % of the dumped groups)"
         )
-    elif predicted and np.array_equal(dx.groups["silent"], dx.groups["binary_silent"]):
+    elif predicted and np.array_equal(dx.columns("groups")["silent"], dx.columns("groups")["binary_silent"]):
         lines.append(
             f"  silent groups        {_pct(s['silent_frac'])} measured, {_pct(s['silent_pred'])} predicted "
             f"(z = {c.get('z', float('nan')):+.1f} over all groups)"
@@ -121,26 +123,8 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
             else f"  prior of p           Beta({prior['a']:.3g}, {prior['b']:.3g})",
         ]
     lines.append("")
-    st = dx.steps
-    trainer = "trainer_silent_frac" in st
-    thinned = max_steps is not None and len(st) > max_steps
-    show = st.iloc[np.unique(np.linspace(0, len(st) - 1, max_steps).round().astype(int))] if thinned else st
-    if thinned:
-        lines.append(
-            f"{len(show)} of {len(st)} steps, evenly spaced from the first to the last "
-            "(--all-steps prints every one; --json and --out hold them all):"
-        )
-    lines.append(
-        f"{'step':>8} {'groups':>7} {'rollouts':>9} {'silent':>8} {'pred':>8} {'wasted':>8} {'fidelity':>9}"
-        + (f" {'TRL says':>9}" if trainer else "")
-    )
-    for r in show.itertuples(index=False):
-        lines.append(
-            f"{r.step:>8} {r.groups:>7} {r.rollouts:>9} {_pct(r.silent_frac):>8} {_pct(r.silent_pred):>8} "
-            f"{_pct(r.wasted_share):>8} {_num(r.fidelity):>9}"
-            + (f" {_pct(r.trainer_silent_frac):>9}" if trainer else "")
-        )
-    pr = dx.prompts
+    lines += _step_lines(dx.columns("steps"), max_steps)
+    pr = dx.columns("prompts")
     lines += advice_lines(s)
     if "group_size" in pr:
         gs = pr["group_size"]
@@ -164,7 +148,7 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
         lines.append(
             f"A budget of {s['budget']:,} rollouts per step ({int(alloc.sum()):,} spent), {s['budget_plan']} plan "
             "(gsd plan --budget's default): "
-            f"{int(drawn.sum()):,} of {len(pr):,} prompts drawn"
+            f"{int(drawn.sum()):,} of {alloc.size:,} prompts drawn"
             + (
                 f", G from {alloc[drawn].min()} to {alloc[drawn].max()} (median {np.median(alloc[drawn]):.0f})"
                 if drawn.any()
@@ -177,6 +161,31 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
         "docs/theory.md, section Rollout logs, for the formats and the formulas.",
     ]
     return "\n".join(lines)
+
+
+def _step_lines(st, max_steps: int | None) -> list[str]:
+    """The step table: every step, or ``max_steps`` of them evenly spaced and a line saying so."""
+    n = st["step"].size
+    rows = np.arange(n)
+    lines = []
+    if max_steps is not None and n > max_steps:
+        rows = np.unique(np.linspace(0, n - 1, max_steps).round().astype(int))
+        lines.append(
+            f"{rows.size} of {n} steps, evenly spaced from the first to the last "
+            "(--all-steps prints every one; --json and --out hold them all):"
+        )
+    trainer = "trainer_silent_frac" in st
+    lines.append(
+        f"{'step':>8} {'groups':>7} {'rollouts':>9} {'silent':>8} {'pred':>8} {'wasted':>8} {'fidelity':>9}"
+        + (f" {'TRL says':>9}" if trainer else "")
+    )
+    for i in rows:
+        lines.append(
+            f"{st['step'][i]:>8} {st['groups'][i]:>7} {st['rollouts'][i]:>9} {_pct(st['silent_frac'][i]):>8} "
+            f"{_pct(st['silent_pred'][i]):>8} {_pct(st['wasted_share'][i]):>8} {_num(st['fidelity'][i]):>9}"
+            + (f" {_pct(st['trainer_silent_frac'][i]):>9}" if trainer else "")
+        )
+    return lines
 
 
 def advice_lines(s: dict) -> list[str]:
@@ -230,8 +239,8 @@ def advice_lines(s: dict) -> list[str]:
 def _verdict_line(pr) -> str:
     from .tables import VERDICT_DELTA, VERDICT_PROB
 
-    counts = pr["verdict"].value_counts()
-    words = ", ".join(f"{int(counts.get(w, 0)):,} {w}" for w in ("starved", "saturated", "learning", "unsure"))
+    verdict = np.asarray(pr["verdict"])
+    words = ", ".join(f"{int((verdict == w).sum()):,} {w}" for w in ("starved", "saturated", "learning", "unsure"))
     return (
         f"Prompts: {words} (posterior probability > {VERDICT_PROB:g} that p < {VERDICT_DELTA:g}, "
         f"p > {1 - VERDICT_DELTA:g}, or in between; unsure: none yet)."
@@ -245,22 +254,23 @@ MAX_PROMPTS = 12
 def _prompt_lines(pr) -> list[str]:
     """The per-prompt table: posterior mean and interval beside the verdict, for up to
     :data:`MAX_PROMPTS` prompts spread over the range of posterior means."""
-    order = np.argsort(pr["p_mean"].to_numpy(), kind="stable")
+    order = np.argsort(pr["p_mean"], kind="stable")
+    total = order.size
     if order.size > MAX_PROMPTS:
         order = order[np.unique(np.linspace(0, order.size - 1, MAX_PROMPTS).round().astype(int))]
     lines = [
-        f"{len(order)} of {len(pr):,} prompts, by posterior mean (--out writes them all, prompts.parquet):"
-        if len(order) < len(pr)
+        f"{len(order)} of {total:,} prompts, by posterior mean (--out writes them all, prompts.parquet):"
+        if len(order) < total
         else "Per prompt:"
     ]
     lines.append(f"  {'prompt':<28} {'rollouts':>8} {'right':>6} {'p mean':>7} {'interval':>15} {'verdict':>9}")
     for i in order:
-        r = pr.iloc[i]
-        text = str(r["prompt"])
+        text = str(pr["prompt"][i])
         text = text if len(text) <= 28 else text[:27] + "…"
+        interval = f"[{pr['p_lo'][i]:.3f}, {pr['p_hi'][i]:.3f}]"
         lines.append(
-            f"  {text:<28} {int(r['rollouts']):>8} {int(r['right']):>6} {r['p_mean']:>7.3f} "
-            f"{f'[{r.p_lo:.3f}, {r.p_hi:.3f}]':>15} {r['verdict']:>9}"
+            f"  {text:<28} {int(pr['rollouts'][i]):>8} {int(pr['right'][i]):>6} {pr['p_mean'][i]:>7.3f} "
+            f"{interval:>15} {pr['verdict'][i]:>9}"
         )
     return lines
 

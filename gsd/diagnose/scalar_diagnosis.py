@@ -316,7 +316,7 @@ def alerts(summary: dict, steps, rules) -> list:
     found = []
     for metric, op, thr in rules:
         if metric == "silent":
-            col = steps["silent_frac"].to_numpy(dtype=float) if "silent_frac" in steps else np.array([])
+            col = np.asarray(steps["silent_frac"], dtype=float) if "silent_frac" in steps else np.array([])
             value = float(np.nanmax(col)) if np.isfinite(col).any() else None
         else:
             value = summary.get("wasted_share")
