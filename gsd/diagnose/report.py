@@ -56,14 +56,30 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
     ``max_steps``: at most this many rows of the step table, evenly spaced, and a line above them
     saying so (None: every step).
     """
-    s, c = dx.summary, dx.summary.get("calibration") or {}
-    predicted = s["prior"] is not None
+    s = dx.summary
+    pr = dx.columns("prompts")
+    lines = _read_lines(s) + [""] + _run_lines(s, dx.columns("groups")) + [""]
+    lines += _step_lines(dx.columns("steps"), max_steps)
+    lines += advice_lines(s)
+    lines += _fidelity_law_lines(s, pr)
+    if "verdict" in pr:
+        lines += ["", _verdict_line(pr)] + _prompt_lines(pr)
+    lines += _budget_lines(s, pr)
+    lines += [
+        "Predictions use each prompt's Beta posterior before the step; see the docs page 'Reading real logs' and "
+        "docs/theory.md, section Rollout logs, for the formats and the formulas.",
+    ]
+    return "\n".join(lines)
+
+
+def _read_lines(s: dict) -> list[str]:
+    """What was read and how: rollouts, groups, silence, the half-life, what was left out, the warnings."""
     lines = [
         f"Read {s['rows']:,} rollouts ({s['format']}) from {s['files']} file(s): {s['steps']} steps, "
         f"{s['prompts']:,} prompts, {s['groups']:,} groups.",
         f"  groups: {s['group_by']}",
         f"  silent: {s['silence']}",
-        f"  right/wrong for the predictions: {s['rewards_as']}" if predicted else "",
+        f"  right/wrong for the predictions: {s['rewards_as']}" if s["prior"] is not None else "",
     ]
     lines = [x for x in lines if x]
     if s.get("half_life_choice"):
@@ -84,83 +100,88 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
         lines.append(
             f"Steps with one rollout per prompt (no groups): {shown}{' ...' if len(s['steps_without_groups']) > 8 else ''}."
         )
-    for w in s["warnings"]:
-        lines.append(f"WARNING: {w}")
+    lines += [f"WARNING: {w}" for w in s["warnings"]]
+    return lines
+
+
+def _run_lines(s: dict, groups) -> list[str]:
+    """The run in five numbers: silent groups (measured and predicted), waste, effective gradient, fidelity, prior."""
+    c = s.get("calibration") or {}
+    predicted = s["prior"] is not None
     of = s["of"]
-    lines.append("")
     binary_measured = c["silent_groups_measured"] / s["groups"] if c and s["groups"] else float("nan")
     if not s.get("silent_observable", True):
-        lines.append(
+        lines = [
             "  silent groups        not in the log: the trainer removed them before the dump "
             f"({s['silent_frac_dumped'] * 100:.1f} % of the dumped groups)"
-        )
-    elif predicted and np.array_equal(dx.columns("groups")["silent"], dx.columns("groups")["binary_silent"]):
-        lines.append(
+        ]
+    elif predicted and np.array_equal(groups["silent"], groups["binary_silent"]):
+        lines = [
             f"  silent groups        {_pct(s['silent_frac'])} measured, {_pct(s['silent_pred'])} predicted "
             f"(z = {c.get('z', float('nan')):+.1f} over all groups)"
-        )
+        ]
     elif predicted:
         # Graded rewards under a threshold: the trainer's silence (every reward equal) is measured
         # only; the prediction is of all-right/all-wrong groups, so z sets it beside that measure.
-        lines += [
+        lines = [
             f"  silent groups        {_pct(s['silent_frac'])} measured (every reward equal, as the trainer sees it)",
             f"  all right/all wrong  {_pct(binary_measured)} measured, {_pct(s['silent_pred'])} predicted "
             f"(z = {c.get('z', float('nan')):+.1f} over all groups; {s['rewards_as']})",
         ]
     else:
-        lines.append(f"  silent groups        {_pct(s['silent_frac'])} measured")
+        lines = [f"  silent groups        {_pct(s['silent_frac'])} measured"]
     lines += [
         f"  wasted rollouts      {s['wasted_rollouts']:,} ({_pct(s['wasted_share'])} of {of})",
         f"  effective-gradient   {_pct(s['effective_gradient_ratio'])} of {of} carried a signal",
     ]
     if predicted:
-        prior = s["prior"]
+        prior, conv = s["prior"], s["update_convention"]
         lines += [
             f"  fidelity of groups   {s['fidelity']:.3f} (expected GRPO update / large-group update; std with "
-            f"ddof {s['update_convention']['ddof']}, eps {s['update_convention']['eps']:g}, as {s['update_convention']['from']})",
+            f"ddof {conv['ddof']}, eps {conv['eps']:g}, as {conv['from']})",
             f"  prior of p           Beta({prior['a']:.3g}, {prior['b']:.3g}), mean {prior['mean']:.3f} (empirical Bayes over the run)"
             if "loglik" in prior
             else f"  prior of p           Beta({prior['a']:.3g}, {prior['b']:.3g})",
         ]
-    lines.append("")
-    lines += _step_lines(dx.columns("steps"), max_steps)
-    pr = dx.columns("prompts")
-    lines += advice_lines(s)
-    if "group_size" in pr:
-        gs = pr["group_size"]
-        ok = gs > 0
-        lines.append(
-            f"Fidelity law (not the advice): the G at which one group's expected update is within "
-            f"{s['epsilon']:g} of the large-group limit, at each prompt's posterior mean: "
-            + (
-                f"median {np.median(gs[ok]):.0f}, 90th percentile {np.percentile(gs[ok], 90):.0f}"
-                if ok.any()
-                else "none reachable"
-            )
-            + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "")
-            + "."
+    return lines
+
+
+def _fidelity_law_lines(s: dict, pr) -> list[str]:
+    """The fidelity law's group sizes over the prompts (not the advice)."""
+    if "group_size" not in pr:
+        return []
+    gs = pr["group_size"]
+    ok = gs > 0
+    return [
+        f"Fidelity law (not the advice): the G at which one group's expected update is within "
+        f"{s['epsilon']:g} of the large-group limit, at each prompt's posterior mean: "
+        + (
+            f"median {np.median(gs[ok]):.0f}, 90th percentile {np.percentile(gs[ok], 90):.0f}"
+            if ok.any()
+            else "none reachable"
         )
-    if "verdict" in pr:
-        lines += ["", _verdict_line(pr)] + _prompt_lines(pr)
-    if "group_size_budget" in pr:
-        alloc = pr["group_size_budget"]
-        drawn = alloc > 0
-        lines.append(
-            f"A budget of {s['budget']:,} rollouts per step ({int(alloc.sum()):,} spent), {s['budget_plan']} plan "
-            "(gsd plan --budget's default): "
-            f"{int(drawn.sum()):,} of {alloc.size:,} prompts drawn"
-            + (
-                f", G from {alloc[drawn].min()} to {alloc[drawn].max()} (median {np.median(alloc[drawn]):.0f})"
-                if drawn.any()
-                else ""
-            )
-            + "."
-        )
-    lines += [
-        "Predictions use each prompt's Beta posterior before the step; see the docs page 'Reading real logs' and "
-        "docs/theory.md, section Rollout logs, for the formats and the formulas.",
+        + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "")
+        + "."
     ]
-    return "\n".join(lines)
+
+
+def _budget_lines(s: dict, pr) -> list[str]:
+    """With --budget: how the default plan shares it over the prompts."""
+    if "group_size_budget" not in pr:
+        return []
+    alloc = pr["group_size_budget"]
+    drawn = alloc > 0
+    return [
+        f"A budget of {s['budget']:,} rollouts per step ({int(alloc.sum()):,} spent), {s['budget_plan']} plan "
+        "(gsd plan --budget's default): "
+        f"{int(drawn.sum()):,} of {alloc.size:,} prompts drawn"
+        + (
+            f", G from {alloc[drawn].min()} to {alloc[drawn].max()} (median {np.median(alloc[drawn]):.0f})"
+            if drawn.any()
+            else ""
+        )
+        + "."
+    ]
 
 
 def _step_lines(st, max_steps: int | None) -> list[str]:

@@ -834,14 +834,7 @@ def diagnose_log(
     a0, b0, info = _run_prior(groups, right, prior, warnings)
     chosen = None
     if auto:
-        if a0 is None:
-            raise InputError(
-                "half_life = 'auto' scores the posteriors' predictions of right answers: it needs "
-                "right/wrong rewards (give --threshold T for graded ones)"
-            )
-        half_life, chosen = choose_half_life(log, right, (a0, b0), groups)
-        if half_life is not None:
-            groups = group_columns(log, right, half_life=half_life)
+        half_life, chosen, groups = _auto_half_life(log, right, a0, b0, groups)
     batch_std = _batch_std(log, groups) if conv["scale"] == "batch" else None
     prior_ab = None if a0 is None else (a0, b0)
     groups = _predict(groups, prior_ab, conv["ddof"], conv["eps"], conv["scale"], batch_std)
@@ -881,6 +874,19 @@ def diagnose_log(
         "warnings": warnings,
     }
     return Diagnosis(steps=steps, prompts=prompts, groups=groups, summary=summary)
+
+
+def _auto_half_life(log: RolloutLog, right, a0, b0, groups: Columns):
+    """``half_life="auto"``: the half-life :func:`choose_half_life` picks, its scores, and the group table under it."""
+    if a0 is None:
+        raise InputError(
+            "half_life = 'auto' scores the posteriors' predictions of right answers: it needs "
+            "right/wrong rewards (give --threshold T for graded ones)"
+        )
+    half_life, chosen = choose_half_life(log, right, (a0, b0), groups)
+    if half_life is not None:
+        groups = group_columns(log, right, half_life=half_life)
+    return half_life, chosen, groups
 
 
 def _log_convention(log: RolloutLog, ddof, eps, scale) -> dict:
