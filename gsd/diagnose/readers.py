@@ -29,7 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from .._validate import InputError
+from ..arrow_arrays import from_numpy, text_array, to_numpy, valid
 from ..integrations import TRAINERS, trainer_modules
+from ..integrations._columns import pair_codes
 from ..integrations.contract import TABLE, RunContext, TableHooks, resolve
 
 __all__ = ["FORMATS", "RolloutLog", "BadRow", "read_rollouts", "find_log_files", "detect_format", "parse_reward"]
@@ -520,11 +522,9 @@ class _Reader:
             table, lines = prepare(table, lines)
         members = _hooks(module).members(table)
         if members is not None and not members.all():
-            import pyarrow as pa
-
             self.extra_outputs += int((~members).sum())
             lines = (np.arange(1, table.num_rows + 1) if lines is None else lines)[members]
-            table = table.filter(pa.array(members))
+            table = table.filter(from_numpy(np.asarray(members, bool)))
         columns = table.column_names
         twice = sorted({c for c in columns if columns.count(c) > 1})
         if twice:
@@ -574,11 +574,9 @@ class _Reader:
         if row_keys is not None:  # a key written twice: once if the rewards agree, a contradiction if not
             keep, conflict = repeated_keys(row_keys, reward)
             if not keep.all():
-                import pyarrow as pa
-
                 self.repeated_rows += int((~keep).sum())
                 lines = (_nonblank_lines(path) if lines is None else lines)[keep]
-                table, reward, conflict = table.filter(pa.array(keep)), reward[keep], conflict[keep]
+                table, reward, conflict = table.filter(from_numpy(keep)), reward[keep], conflict[keep]
                 parts = parts[:, keep]
         n = table.num_rows
         scol = self.cols["step"]
@@ -634,23 +632,23 @@ class _Reader:
 
     def _hash_prompts(self, arr):
         """64-bit hashes of the prompts (each distinct one hashed once) and which rows have one."""
-        import pandas as pd
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        from ..hashing import hash_text
         from ..integrations._columns import chat_label
 
         strings, structured = _as_string_array(arr)
-        ok = ~np.asarray(strings.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        ok = valid(strings)
         enc = pc.dictionary_encode(strings)
         if isinstance(enc, pa.ChunkedArray):
             enc = enc.combine_chunks()
-        uniq = np.asarray(enc.dictionary.to_numpy(zero_copy_only=False), dtype=object)
-        h = pd.util.hash_array(uniq, categorize=False).astype(np.int64) if uniq.size else np.zeros(0, np.int64)
+        uniq = to_numpy(enc.dictionary)
+        h = hash_text(enc.dictionary)
         for hv, text in zip(h.tolist(), uniq.tolist()):
             if hv not in self.labels:
                 self.labels[hv] = (chat_label(json.loads(text)) if structured else text)[:_LABEL_CHARS]
-        idx = enc.indices.fill_null(0).to_numpy(zero_copy_only=False) if len(enc) else np.zeros(0, np.int64)
+        idx = to_numpy(enc.indices, fill=0) if len(enc) else np.zeros(0, np.int64)
         hashes = h[idx] if h.size else np.zeros(len(idx), np.int64)
         return np.where(ok, hashes, 0).astype(np.int64), ok
 
@@ -685,25 +683,27 @@ def _as_string_array(arr):
         return arr.cast(pa.string()), False
     values = arr.to_pylist()
     structured = any(isinstance(v, (list, dict)) for v in values)
-    return pa.array(
+    return text_array(
         [
             None if v is None else (json.dumps(v, sort_keys=True, ensure_ascii=False) if structured else str(v))
             for v in values
-        ],
-        type=pa.string(),
+        ]
     ), structured
 
 
 def _hash_values(arr):
     """64-bit hashes of a group-id column's values (as text) and which rows have one."""
-    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..hashing import hash_text
 
     strings, _ = _as_string_array(arr)
-    values = np.asarray(strings.to_numpy(zero_copy_only=False), dtype=object)
-    ok = ~np.asarray(strings.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    h = np.zeros(values.size, np.int64)
+    ok = valid(strings)
+    h = np.zeros(len(strings), np.int64)
     if ok.any():
-        h[ok] = pd.util.hash_array(values[ok], categorize=True).astype(np.int64)
+        enc = pc.dictionary_encode(strings.filter(from_numpy(ok)))  # each value hashed once
+        h[ok] = hash_text(enc.dictionary)[to_numpy(enc.indices)]
     return h, ok
 
 
@@ -716,16 +716,18 @@ def _numeric(arr, name, file):
         arr = arr.combine_chunks()
     t = arr.type
     if pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
-        return arr.cast(pa.float64(), safe=False).fill_null(np.nan).to_numpy(zero_copy_only=False).astype(np.float64)
+        return to_numpy(arr.cast(pa.float64(), safe=False), fill=np.nan).astype(np.float64)
     if pa.types.is_null(t):
         return np.full(len(arr), np.nan)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
-        import pandas as pd
+        import pyarrow.compute as pc
 
-        s = pd.Series(arr.to_numpy(zero_copy_only=False), dtype=object)
-        out = pd.to_numeric(s, errors="coerce").to_numpy(np.float64)
-        mapped = s.map(_BOOL_STRINGS)
-        return np.where(mapped.notna().to_numpy(), mapped.to_numpy(np.float64, na_value=np.nan), out)
+        from ..integrations._columns import text_to_numbers
+
+        out = text_to_numbers(arr)
+        for text, value in _BOOL_STRINGS.items():
+            out[to_numpy(pc.is_in(arr, value_set=text_array([text])), fill=False)] = value
+        return out
     raise InputError(f"{file}: column {name!r} holds {t}, not numbers")
 
 
@@ -741,34 +743,26 @@ def _integers(arr):
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     t = arr.type
-    valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    present = valid(arr)
     if pa.types.is_integer(t):
         if pa.types.is_uint64(t):
-            raw = arr.fill_null(0).to_numpy(zero_copy_only=False)
-            ok = valid & (raw < 2**63)
+            raw = to_numpy(arr, fill=0)
+            ok = present & (raw < 2**63)
             return np.where(ok, raw, 0).astype(np.int64), ok
-        return arr.fill_null(0).cast(pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64), valid
+        return to_numpy(arr.cast(pa.int64()), fill=0).astype(np.int64), present
     if pa.types.is_string(t) or pa.types.is_large_string(t):  # a CSV's steps: text read as exact integers
         import pyarrow.compute as pc
 
         # pandas writes integer steps of a float column as "1.0": a zero fraction is the same integer.
         text = pc.replace_substring_regex(pc.utf8_trim_whitespace(arr), r"\.0*$", "")
-        ok = np.asarray(
-            pc.fill_null(pc.match_substring_regex(text, r"^[-+]?[0-9]{1,18}$"), False).to_numpy(zero_copy_only=False),
-            dtype=bool,
-        )  # 18 digits always fit int64
+        ok = to_numpy(pc.match_substring_regex(text, r"^[-+]?[0-9]{1,18}$"), fill=False)  # 18 digits fit int64
         out = np.zeros(len(arr), np.int64)
         if ok.any():
-            out[ok] = pc.cast(text.filter(pa.array(ok)), pa.int64()).to_numpy(zero_copy_only=False)
+            out[ok] = to_numpy(pc.cast(text.filter(from_numpy(ok)), pa.int64()))
         # 19 digits: read as uint64 (never overflows), kept below 2^63 (what int64 holds)
-        long = np.asarray(
-            pc.fill_null(pc.match_substring_regex(text, r"^\+?[0-9]{19}$"), False).to_numpy(zero_copy_only=False),
-            dtype=bool,
-        )
+        long = to_numpy(pc.match_substring_regex(text, r"^\+?[0-9]{19}$"), fill=False)
         if long.any():
-            big = pc.cast(pc.replace_substring(text.filter(pa.array(long)), "+", ""), pa.uint64()).to_numpy(
-                zero_copy_only=False
-            )
+            big = to_numpy(pc.cast(pc.replace_substring(text.filter(from_numpy(long)), "+", ""), pa.uint64()))
             fits = big < np.uint64(2**63)
             idx = np.flatnonzero(long)[fits]
             out[idx], ok[idx] = big[fits].astype(np.int64), True
@@ -953,14 +947,23 @@ def _read_jsonl(path):
         values = [r.get(k) for r in records]
         kinds = {type(v) for v in values if v is not None}
         if kinds <= {int, float} and kinds:
-            columns[k] = (
-                pa.array([None if v is None else float(v) for v in values], type=pa.float64())
-                if float in kinds
-                else pa.array(values, type=pa.int64())
-            )
+            columns[k] = _number_column(values, float in kinds)
         else:  # mixed or text: text ("True"/"False" and numbers in text are read as numbers later)
-            columns[k] = pa.array([None if v is None else str(v) for v in values], type=pa.string())
+            columns[k] = text_array([None if v is None else str(v) for v in values])
     yield pa.table(columns), np.asarray(lines), bad
+
+
+def _number_column(values, floats: bool):
+    """A JSON key's numbers as a float64 (``floats``) or int64 pyarrow column, None missing."""
+    import pyarrow as pa
+
+    present = np.array([v is not None for v in values], bool)
+    filled = [0 if v is None else v for v in values]
+    try:
+        numbers = np.array(filled, np.float64 if floats else np.int64)
+    except OverflowError:  # an integer beyond int64
+        raise pa.ArrowInvalid(f"an integer of key values is beyond int64 ({max(filled, key=abs)})") from None
+    return from_numpy(numbers, present)
 
 
 def _plain(v):
@@ -981,42 +984,102 @@ def _nonblank_lines(path) -> np.ndarray:
 
 def _read_csv(path):
     """Chunks of a CSV (every field read as text, numbers parsed later so that a non-numeric
-    reward becomes a reported row, not a failed file); rows with the wrong number of fields are
-    reported with their line."""
-    import warnings
-
-    import pandas as pd
-    import pyarrow as pa
+    reward becomes a reported row, not a failed file), read as pandas's ``read_csv(dtype=str)``
+    reads one: blank lines skipped, pandas's missing-value words (``""``, ``NA``, ``nan``,
+    ``None``, ...) read as missing, a short row padded with missing fields, repeated column names
+    numbered (``a``, ``a.1``); a row with too many fields is reported with its line."""
+    import csv
+    import itertools
 
     try:
-        chunks = pd.read_csv(path, dtype=str, on_bad_lines="warn", chunksize=_CHUNK_ROWS)
-    except pd.errors.EmptyDataError:
-        return
-    except (UnicodeDecodeError, pd.errors.ParserError) as exc:
+        fh = open(path, newline="", encoding="utf-8-sig")  # a byte-order mark is not in the first name
+    except UnicodeDecodeError as exc:  # pragma: no cover - open does not decode
         raise InputError(f"{path}: not a readable CSV file ({exc})") from None
-    next_line = 2  # line of the first data row (after the header), 1-based
-    with chunks:  # closes the file when the caller stops early (an error in a later chunk)
+    with fh:  # closes the file when the caller stops early (an error in a later chunk)
+        rows = csv.reader(fh)
+        try:
+            header = next((row for row in rows if not _blank_row(row)), None)
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise InputError(f"{path}: not a readable CSV file ({exc})") from None
+        if header is None:  # an empty file: no rows
+            return
+        names = _csv_names(header)
         while True:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                try:
-                    df = next(chunks)
-                except StopIteration:
-                    break
-                except (UnicodeDecodeError, pd.errors.ParserError) as exc:
-                    raise InputError(f"{path}: not a readable CSV file ({exc})") from None
-            bad = [
-                (int(m.group(1)), f"malformed CSV row ({m.group(2).strip()})")
-                for w in caught
-                for m in re.finditer(r"Skipping line (\d+): (.*)", str(w.message))
-            ]
-            skipped = [b[0] for b in bad]
-            # Data rows are consecutive lines once the skipped ones are taken out (no quoted newlines).
-            lines = np.arange(next_line, next_line + len(df) + len(skipped))
-            if skipped:
-                lines = lines[~np.isin(lines, skipped)][: len(df)]
-            next_line = int(lines[-1]) + 1 if len(lines) else next_line + len(skipped)
-            yield pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False), lines, bad
+            try:
+                lines, chunk, end = _csv_rows(rows, itertools.islice(rows, _CHUNK_ROWS))
+            except (UnicodeDecodeError, csv.Error) as exc:
+                raise InputError(f"{path}: not a readable CSV file ({exc})") from None
+            if end:
+                break
+            yield _csv_table(names, lines, chunk)
+
+
+# What pandas's read_csv reads as a missing value (pandas._libs.parsers.STR_NA_VALUES).
+CSV_MISSING = (
+    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A",
+    "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
+)  # fmt: skip
+
+
+def _blank_row(row) -> bool:
+    """A line pandas skips: empty, or blanks only."""
+    return not row or (len(row) == 1 and not row[0].strip(" \t"))
+
+
+def _csv_names(header) -> list[str]:
+    """Column names as pandas's C parser gives them: an empty one is ``Unnamed: i``; a repeated
+    one is numbered ``.1``, ``.2``, ..., skipping a name the header holds (``a,a,a.1`` →
+    ``a, a.2, a.1``)."""
+    names = [name if name else f"Unnamed: {i}" for i, name in enumerate(header)]
+    counts: dict[str, int] = {}
+    for i, name in enumerate(names):
+        first, seen = name, counts.get(name, 0)
+        while seen > 0:
+            counts[first] = seen + 1
+            name = f"{first}.{seen}"
+            seen = seen + 1 if name in names else counts.get(name, 0)
+        names[i] = name
+        counts[name] = seen + 1
+    return names
+
+
+def _csv_rows(reader, rows):
+    """(first line of each row, the rows, whether the file had no row left) of one chunk; blank
+    lines left out.  A row's first line is the line after the previous row's last one."""
+    lines, chunk = [], []
+    before = reader.line_num
+    for row in rows:
+        lines.append(before + 1)
+        chunk.append(row)
+        before = reader.line_num
+    return lines, chunk, not chunk
+
+
+def _csv_table(names, lines, rows):
+    """One chunk of CSV rows → (pyarrow table of text, each row's line, [(line, why)] for the
+    rows with too many fields)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    width = len(names)
+    sizes = np.fromiter(map(len, rows), np.int64, len(rows))
+    lines = np.asarray(lines, np.int64)
+    blank = sizes <= 1
+    if blank.any():  # only a one-field row can be blank; look at those alone
+        blank[blank] = [_blank_row(rows[i]) for i in np.flatnonzero(blank).tolist()]
+    wide = (sizes > width) & ~blank
+    bad = [(int(lines[i]), f"malformed CSV row (expected {width} fields, saw {int(sizes[i])})") for i in np.flatnonzero(wide)]
+    keep = np.flatnonzero(~blank & ~wide)
+    good = [rows[i] for i in keep.tolist()] if keep.size < len(rows) else rows
+    short = np.flatnonzero(sizes[keep] < width).tolist()
+    for i in short:  # a short row's missing fields are missing values
+        good[i] = list(good[i]) + [None] * (width - len(good[i]))
+    missing = text_array(CSV_MISSING)
+    columns = []
+    for values in zip(*good) if good else [()] * width:
+        col = text_array(values)
+        columns.append(pc.if_else(pc.is_in(col, value_set=missing), pa.nulls(len(col), col.type), col))
+    return pa.Table.from_arrays(columns, names=names), lines[keep], bad
 
 
 # --------------------------------------------------------------------------------------------
@@ -1161,27 +1224,14 @@ def _assemble(reader: _Reader, group_col, warnings):
     }
 
 
-def pair_codes(a, b):
-    """Dense codes of the pairs (a[i], b[i]), numbered in (a, b) order, and the number of pairs:
-    a lexicographic sort of two int64 keys (``np.unique(axis=1)`` sorts a void view, ~5x slower)."""
-    a = np.asarray(a)
-    b = np.asarray(b)
-    if a.size == 0:
-        return np.zeros(0, np.int64), 0
-    order = np.lexsort((b, a))
-    sa, sb = a[order], b[order]
-    new = np.r_[True, (sa[1:] != sa[:-1]) | (sb[1:] != sb[:-1])]
-    codes = np.empty(a.size, np.int64)
-    codes[order] = np.cumsum(new) - 1
-    return codes, int(new.sum())
-
-
 def _in_pairs(pair, bad_pairs):
-    """Which columns of ``pair`` (2 × n) are among the columns of ``bad_pairs``."""
-    import pandas as pd
-
-    index = pd.MultiIndex.from_arrays([bad_pairs[0], bad_pairs[1]])
-    return index.get_indexer(pd.MultiIndex.from_arrays([pair[0], pair[1]])) >= 0
+    """Which columns of ``pair`` (2 × n) are among the columns of ``bad_pairs``: both numbered
+    together, a pair is bad when its code is one of a bad pair's."""
+    k = bad_pairs.shape[1]
+    codes, n = pair_codes(np.r_[bad_pairs[0], pair[0]], np.r_[bad_pairs[1], pair[1]])
+    bad = np.zeros(n, bool)
+    bad[codes[:k]] = True
+    return bad[codes[k:]]
 
 
 def read_rollouts(
