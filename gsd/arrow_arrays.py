@@ -74,9 +74,7 @@ def to_numpy(arr, fill=None) -> np.ndarray:
         values = _bits(arr.buffers()[1], arr.offset, n) if n else np.zeros(0, bool)
     elif _numpy_type(t) is not None:
         dtype = _numpy_type(t)
-        values = (
-            np.frombuffer(arr.buffers()[1], dtype)[arr.offset : arr.offset + n].copy() if n else np.zeros(0, dtype)
-        )
+        values = np.frombuffer(arr.buffers()[1], dtype)[arr.offset : arr.offset + n].copy() if n else np.zeros(0, dtype)
     elif pa.types.is_null(t):
         return np.full(n, fill) if fill is not None else np.full(n, None, dtype=object)
     else:

@@ -41,7 +41,9 @@ def group_range(values, group, n_groups: int):
 # A number as pandas's ``to_numeric`` reads text (and Python's ``float``, less its underscores and
 # non-ASCII digits): ASCII blanks around it, a sign, digits with an optional point and exponent,
 # or inf / infinity / nan in any case.
-_NUMBER_TEXT = r"^[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?|[nN][aA][nN])$"
+_NUMBER_TEXT = (
+    r"^[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?|[nN][aA][nN])$"
+)
 _BLANKS = " \t\n\r\v\f"
 
 
