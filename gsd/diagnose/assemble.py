@@ -170,83 +170,18 @@ def _assemble(reader: Reader, group_col, warnings):
     chunks = [c for c in reader.chunks if c.hashes.size]
     if not chunks:
         return None
-    in_group = hooks_of(reader.module).UNSCORABLE_IN_GROUP
-    h = np.concatenate([c.hashes for c in chunks])
-    step = np.concatenate([c.steps for c in chunks])
-    reward = np.concatenate([c.reward for c in chunks])
-    prompt_ok = np.concatenate([c.prompt_ok for c in chunks])
-    step_ok = np.concatenate([c.step_ok for c in chunks])
-    keyed = [c.gkey is not None for c in chunks]
-    if any(keyed) and not all(keyed):
-        raise InputError(
-            "LOG: some files carry a group key and others do not (files of two trainers or versions "
-            "in one folder?): name the files of one run"
-        )
-    if all(keyed):  # blocks, a group column or the trainer's keys
-        gkey = np.concatenate([c.gkey for c in chunks])
-        gkey_ok = np.concatenate([c.gkey_ok for c in chunks])
-    else:  # the prompt text within the step
-        gkey, gkey_ok = h, prompt_ok
+    hooks = hooks_of(reader.module)
+    rows = _concatenate(chunks)
+    h, step, reward, gkey, gkey_ok = rows["hash"], rows["step"], rows["reward"], rows["gkey"], rows["gkey_ok"]
     reward_ok = np.isfinite(reward)
     # A trainer that keeps a row without a finite reward in its group (TRL) counts it there.
-    unscorable = prompt_ok & ~reward_ok if in_group else np.zeros(h.size, bool)
-    conflict = np.concatenate([c.conflict if c.conflict is not None else np.zeros(c.hashes.size, bool) for c in chunks])
-    usable = prompt_ok & step_ok & (reward_ok | unscorable) & gkey_ok & ~conflict
-    # Report each unusable row once, with its first reason.
-    offsets = np.cumsum([0] + [c.hashes.size for c in chunks])
-    no_key = hooks_of(reader.module).BAD_KEY
-    for mask, why in (
-        (~prompt_ok, "no prompt"),
-        (prompt_ok & ~reward_ok & ~unscorable, "reward is missing, not a number or not finite"),
-        (prompt_ok & (reward_ok | unscorable) & ~step_ok, "step is missing or not an integer"),
-        (
-            prompt_ok & (reward_ok | unscorable) & step_ok & ~gkey_ok,
-            f"no value in the group column {group_col!r}" if group_col else no_key,
-        ),
-        (prompt_ok & (reward_ok | unscorable) & step_ok & gkey_ok & conflict, hooks_of(reader.module).CONFLICT),
-    ):
-        for i in np.flatnonzero(mask):
-            c = int(np.searchsorted(offsets, i, side="right") - 1)
-            if len(reader.bad_rows) < MAX_LISTED:
-                reader.bad_rows.append(BadRow(str(chunks[c].file), int(chunks[c].line_numbers()[i - offsets[c]]), why))
-            reader.bad_count += 1
-    # A group that lost a row is incomplete: left out whole.  Rows whose group is known (step and
-    # key readable) mark it; blocks of rows (TRL) are known by position even when the row is unusable.
-    blocks = hooks_of(reader.module).GROUP_SIZE
-    known = step_ok & (gkey_ok | blocks)
-    lost = known & ~usable
-    pair = np.stack([step, gkey])
-    incomplete = np.zeros(h.size, bool)
-    if lost.any():
-        bad_pairs = np.unique(pair[:, lost], axis=1)
-        incomplete = _in_pairs(pair, bad_pairs)
-    # A row with no group key but a prompt and a step belonged to one of that prompt's groups of
-    # the step: which one is unknown, so they are all incomplete.
-    orphan = step_ok & prompt_ok & ~gkey_ok & (not blocks)  # not ~blocks: ~False is -1, an index array
-    if orphan.any():
-        by_prompt = np.stack([step, h])
-        incomplete |= _in_pairs(by_prompt, np.unique(by_prompt[:, orphan], axis=1))
-    # Lines that are not rows (malformed JSON, CSV) belong to an unknown group of their file's
-    # step.  Where that step's groups otherwise all have one size (a trainer's fixed n), the
-    # groups short of it lost those lines; elsewhere the loss cannot be placed, and is said.
-    keep = usable & ~incomplete
-    for c in reader.chunks:
-        if not c.unattributed_bad or blocks:
-            continue
-        in_step = keep & (step == c.steps[0]) if c.steps.size else np.zeros(h.size, bool)
-        if not in_step.any():
-            continue
-        inv, _ = pair_codes(step[in_step], gkey[in_step])
-        sizes = np.bincount(inv)
-        usual = Counter(sizes.tolist()).most_common(1)[0][0]
-        short = sizes < usual
-        if short.any() and short.sum() <= c.unattributed_bad and np.all((sizes <= usual) | (sizes % usual == 0)):
-            incomplete[np.flatnonzero(in_step)[short[inv]]] = True
-        else:
-            warnings.append(
-                f"{c.file.name}: {c.unattributed_bad} unreadable line(s) could not be placed in a group; "
-                "the group(s) they belonged to may be counted short"
-            )
+    unscorable = rows["prompt_ok"] & ~reward_ok if hooks.UNSCORABLE_IN_GROUP else np.zeros(h.size, bool)
+    usable = rows["prompt_ok"] & rows["step_ok"] & (reward_ok | unscorable) & gkey_ok & ~rows["conflict"]
+    _report_unusable(reader, chunks, rows, reward_ok | unscorable, group_col)
+    blocks = hooks.GROUP_SIZE
+    incomplete = _incomplete_rows(rows, usable, blocks)
+    if not blocks:
+        _place_unreadable_lines(reader.chunks, usable & ~incomplete, step, gkey, incomplete, warnings)
     keep = usable & ~incomplete
     counted = incomplete & (gkey_ok | blocks)  # a row without a key is not a group of its own
     lost_groups = pair_codes(step[counted], gkey[counted])[1]
@@ -270,6 +205,98 @@ def _assemble(reader: Reader, group_col, warnings):
         if reader.verdicts and len(reader.verdicts) == len(chunks)
         else None,
     }
+
+
+def _concatenate(chunks) -> dict:
+    """The chunks' rows end to end: prompt hash, step, reward, group key (the prompt's hash where
+    the files carry none: the prompt text within the step), their validity and conflicts."""
+    keyed = [c.gkey is not None for c in chunks]
+    if any(keyed) and not all(keyed):
+        raise InputError(
+            "LOG: some files carry a group key and others do not (files of two trainers or versions "
+            "in one folder?): name the files of one run"
+        )
+    rows = {
+        "hash": np.concatenate([c.hashes for c in chunks]),
+        "step": np.concatenate([c.steps for c in chunks]),
+        "reward": np.concatenate([c.reward for c in chunks]),
+        "prompt_ok": np.concatenate([c.prompt_ok for c in chunks]),
+        "step_ok": np.concatenate([c.step_ok for c in chunks]),
+        "conflict": np.concatenate(
+            [c.conflict if c.conflict is not None else np.zeros(c.hashes.size, bool) for c in chunks]
+        ),
+    }
+    if all(keyed):  # blocks, a group column or the trainer's keys
+        rows["gkey"] = np.concatenate([c.gkey for c in chunks])
+        rows["gkey_ok"] = np.concatenate([c.gkey_ok for c in chunks])
+    else:  # the prompt text within the step
+        rows["gkey"], rows["gkey_ok"] = rows["hash"], rows["prompt_ok"]
+    return rows
+
+
+def _report_unusable(reader: Reader, chunks, rows, scored, group_col) -> None:
+    """Count each unusable row once, with its first reason, and list the first :data:`MAX_LISTED`
+    with their file and line (``scored``: a finite reward, or one the trainer keeps without)."""
+    hooks = hooks_of(reader.module)
+    prompt_ok, step_ok, gkey_ok, conflict = rows["prompt_ok"], rows["step_ok"], rows["gkey_ok"], rows["conflict"]
+    offsets = np.cumsum([0] + [c.hashes.size for c in chunks])
+    for mask, why in (
+        (~prompt_ok, "no prompt"),
+        (prompt_ok & ~scored, "reward is missing, not a number or not finite"),
+        (prompt_ok & scored & ~step_ok, "step is missing or not an integer"),
+        (
+            prompt_ok & scored & step_ok & ~gkey_ok,
+            f"no value in the group column {group_col!r}" if group_col else hooks.BAD_KEY,
+        ),
+        (prompt_ok & scored & step_ok & gkey_ok & conflict, hooks.CONFLICT),
+    ):
+        found = np.flatnonzero(mask)
+        reader.bad_count += int(found.size)
+        for i in found[: max(MAX_LISTED - len(reader.bad_rows), 0)].tolist():
+            c = int(np.searchsorted(offsets, i, side="right") - 1)
+            reader.bad_rows.append(BadRow(str(chunks[c].file), int(chunks[c].line_numbers()[i - offsets[c]]), why))
+
+
+def _incomplete_rows(rows, usable, blocks: bool) -> np.ndarray:
+    """The rows of a group that lost a row (left out whole).  Rows whose group is known (step and
+    key readable) mark it; blocks of rows (TRL) are known by position even when the row is
+    unusable.  A row with no group key but a prompt and a step belonged to one of that prompt's
+    groups of the step: which one is unknown, so they are all incomplete."""
+    step, gkey, step_ok, gkey_ok = rows["step"], rows["gkey"], rows["step_ok"], rows["gkey_ok"]
+    lost = step_ok & (gkey_ok | blocks) & ~usable
+    pair = np.stack([step, gkey])
+    incomplete = np.zeros(step.size, bool)
+    if lost.any():
+        incomplete = _in_pairs(pair, np.unique(pair[:, lost], axis=1))
+    orphan = step_ok & rows["prompt_ok"] & ~gkey_ok & (not blocks)  # not ~blocks: ~False is -1, an index array
+    if orphan.any():
+        by_prompt = np.stack([step, rows["hash"]])
+        incomplete |= _in_pairs(by_prompt, np.unique(by_prompt[:, orphan], axis=1))
+    return incomplete
+
+
+def _place_unreadable_lines(chunks, keep, step, gkey, incomplete, warnings) -> None:
+    """Lines that are not rows (malformed JSON, CSV) belong to an unknown group of their file's
+    step.  Where that step's groups otherwise all have one size (a trainer's fixed n), the groups
+    short of it lost those lines and are marked ``incomplete`` (in place); elsewhere the loss
+    cannot be placed, and is said."""
+    for c in chunks:
+        if not c.unattributed_bad:
+            continue
+        in_step = keep & (step == c.steps[0]) if c.steps.size else np.zeros(step.size, bool)
+        if not in_step.any():
+            continue
+        inv, _ = pair_codes(step[in_step], gkey[in_step])
+        sizes = np.bincount(inv)
+        usual = Counter(sizes.tolist()).most_common(1)[0][0]
+        short = sizes < usual
+        if short.any() and short.sum() <= c.unattributed_bad and np.all((sizes <= usual) | (sizes % usual == 0)):
+            incomplete[np.flatnonzero(in_step)[short[inv]]] = True
+        else:
+            warnings.append(
+                f"{c.file.name}: {c.unattributed_bad} unreadable line(s) could not be placed in a group; "
+                "the group(s) they belonged to may be counted short"
+            )
 
 
 def _in_pairs(pair, bad_pairs):
@@ -339,6 +366,93 @@ def read_rollouts(
     >>> log.fmt, log.rows, log.reward.tolist(), log.labels.tolist(), log.group_by
     ('verl', 4, [0.0, 1.0, 1.0, 0.0], ['q1'], 'rows of one step with the same input text')
     """
+    group_size = _checked_options(fmt, group_size)
+    files, fmt, warnings, state_path, folders = discover_files(paths, fmt)
+    module = TRAINER_HOOKS.get(fmt)
+    hooks = hooks_of(module)
+    reward, group_col, declared, cols = _columns_to_read(
+        module, fmt, files, reward=reward, group_col=group_col, group_size=group_size, prompt=prompt_col, step=step_col
+    )
+    reader = _read_files(files, Reader(fmt, cols, reward), progress)
+    context = _run_context(module, group_size, warnings, state_path)
+    excluded = _arrange_run(reader, module, folders, context, warnings)
+    reader.pads = bool(context.state and context.state.get("pads"))
+    got = _assemble(reader, group_col, warnings)
+    if got is None or got["hash"].size == 0:
+        detail = f"; first unusable row: {reader.bad_rows[0]}" if reader.bad_rows else ""
+        raise InputError(f"LOG: no usable rollout in {len(files)} file(s){detail}")
+    uniq, code, labels = _prompt_codes(got["hash"], reader.labels)
+    group, n_groups = pair_codes(got["step"], got["gkey"])
+    terms = reader.terms or []
+    context.keyed = reader.keyed
+    names = _names(hooks, context, reward_text(terms), group_col, cols["prompt"])
+    silent = _trainer_silent(hooks, got, group, n_groups)
+    if hooks.REWARD_WEIGHTS_UNLOGGED and not reward and len(terms) > 1:
+        warnings.append(
+            f"reward = {names['reward_name']} with weight 1 each: TRL does not log its reward_weights; "
+            "if the run weighted them, give the weights with --reward-column 'a+0.5*b'"
+        )
+    advantage_check = _check_groups(code, group, n_groups, got, module, group_col, silent, warnings)
+    note = hooks.trainer_silent_note(advantage_check)
+    if note and context.trainer_silent:
+        warnings.append(note)
+    missing = _missing_steps(module, reader, files, excluded, context, warnings)
+    observable = _silent_observable(hooks, silent, group, n_groups, warnings)
+    if declared:
+        names = {key: declared[key] for key in ("reward_name", "group_by", "silence", "group_size")}
+    padded = _count_warnings(got, reader, context, warnings)
+    return RolloutLog(
+        prompt=code,
+        step=got["step"],
+        reward=got["reward"],
+        labels=labels,
+        hashes=uniq,
+        files=[str(f) for f in files],
+        fmt=fmt,
+        reward_name=names["reward_name"],
+        group=group,
+        group_by=names["group_by"],
+        silence=names["silence"],
+        group_size=names["group_size"],
+        repeated_steps=context.repeated_steps,
+        missing_steps=missing,
+        eval_steps=context.eval_steps,
+        incomplete_groups=got["incomplete_groups"],
+        incomplete_rollouts=got["incomplete_rollouts"],
+        trainer_silent=context.trainer_silent,
+        silent=silent,
+        unscorable_rollouts=got["unscorable"],
+        extra_outputs=reader.extra_outputs,
+        padding=padded,
+        excluded_steps=excluded,
+        silent_observable=observable,
+        advantage_check=advantage_check,
+        threshold=declared["threshold"] if declared else None,
+        trainer=declared.get("trainer") if declared else None,
+        warnings=warnings,
+        bad_rows=reader.bad_rows,
+        bad_count=reader.bad_count,
+    )
+
+
+def _read_files(files, reader: Reader, progress) -> Reader:
+    """Every file read into the reader's chunks, with a progress bar over the files."""
+    from ..progress import progress_bar
+
+    disable = None if progress is None else not progress
+    for path in progress_bar(files, desc="reading logs", unit="file", disable=disable, leave=False):
+        read_file(path, reader)
+    return reader
+
+
+def _prompt_codes(hashes, labels: dict):
+    """(the distinct prompt hashes, sorted; each row's code among them; each prompt's label)."""
+    uniq, code = np.unique(hashes, return_inverse=True)
+    return uniq, code.astype(np.int64).ravel(), np.array([labels[int(v)] for v in uniq.tolist()], dtype=object)
+
+
+def _checked_options(fmt: str, group_size):
+    """The format checked, and the group size as an int (None: inferred), at least 2."""
     if fmt not in FORMATS:
         raise InputError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if group_size is not None:
@@ -347,9 +461,13 @@ def read_rollouts(
         group_size = int(as_group_size(group_size, "group_size"))
         if group_size < 2:
             raise InputError(f"group_size must be at least 2 (the trainer's group size), got {group_size}")
-    files, fmt, warnings, state_path, folders = discover_files(paths, fmt)
-    module = TRAINER_HOOKS.get(fmt)
-    # A table saved by gsd's GroupTracker says which columns it holds and how it was grouped.
+    return group_size
+
+
+def _columns_to_read(module, fmt, files, *, reward, group_col, group_size, prompt, step):
+    """(reward, group column, the description a table saved by gsd's GroupTracker carries or
+    None, the columns to read): a GroupTracker table says which columns it holds and how it was
+    grouped; a group size or a group column the format cannot take is an InputError."""
     declared = None
     if module is None and reward is None and group_col is None:
         from ..integrations.tracker_table import read_description
@@ -366,116 +484,121 @@ def read_rollouts(
         raise InputError(f"group_col: {fmt} groups are blocks of rows; use --group-size")
     defaults = (module.PROMPT_COL, module.STEP_COL) if module is not None else ("prompt", "step")
     cols = {
-        "prompt": prompt_col or defaults[0],
-        "step": step_col or defaults[1],
-        "step_required": step_col is not None,
+        "prompt": prompt or defaults[0],
+        "step": step or defaults[1],
+        "step_required": step is not None,
         "group": group_col,
         "silent": declared.get("silent_col") if declared else None,
     }
+    return reward, group_col, declared, cols
 
-    from ..progress import progress_bar
 
-    reader = Reader(fmt, cols, reward)
-    disable = None if progress is None else not progress
-    for path in progress_bar(files, desc="reading logs", unit="file", disable=disable, leave=False):
-        read_file(path, reader)
+def _run_context(module, group_size, warnings, state_path) -> RunContext:
+    """What the trainer module sees of the run: the group size given, the warnings so far, and
+    the trainer's own state file when there is one (TRL's ``trainer_state.json``), read."""
     context = RunContext(
         group_size=group_size, group_size_given=group_size is not None, warnings=warnings, state_path=state_path
     )
-    if state_path is not None:
-        context.state = module.read_state(state_path)
-        context.state_is_final = Path(state_path).parent.name != "" and not Path(state_path).parent.name.startswith(
-            "checkpoint-"
+    if state_path is None:
+        return context
+    context.state = module.read_state(state_path)
+    context.state_is_final = Path(state_path).parent.name != "" and not Path(state_path).parent.name.startswith(
+        "checkpoint-"
+    )
+    warnings.extend(context.state.get("notes", ()))
+    if context.state.get("skipped"):
+        warnings.append(
+            f"{state_path.name}: {context.state['skipped']} log_history entr(ies) whose step is not a "
+            "whole number were skipped"
         )
-        warnings.extend(context.state.get("notes", ()))
-        if context.state.get("skipped"):
-            warnings.append(
-                f"{state_path.name}: {context.state['skipped']} log_history entr(ies) whose step is not a "
-                "whole number were skipped"
-            )
-    excluded = []
-    if module is not None and any(c.hashes.size for c in reader.chunks):
-        reader.chunks = [c for c in reader.chunks if c.hashes.size or c.unattributed_bad]
-        if folders and hooks_of(module).RUN_HISTORY:  # files named one by one are read as named
-            reader.chunks, excluded = _run_history(reader.chunks, warnings)
-        arrange = hooks_of(module).arrange
-        if arrange is not None:
-            reader.chunks = arrange([c for c in reader.chunks if c.hashes.size], context)
-            excluded = sorted(set(excluded) | set(context.excluded_steps))
-    reader.pads = bool(context.state and context.state.get("pads"))
-    got = _assemble(reader, group_col, warnings)
-    if got is None or got["hash"].size == 0:
-        detail = f"; first unusable row: {reader.bad_rows[0]}" if reader.bad_rows else ""
-        raise InputError(f"LOG: no usable rollout in {len(files)} file(s){detail}")
-    uniq, code = np.unique(got["hash"], return_inverse=True)
-    labels = np.array([reader.labels[int(v)] for v in uniq.tolist()], dtype=object)
-    group, n_groups = pair_codes(got["step"], got["gkey"])
-    code = code.astype(np.int64).ravel()
-    terms = reader.terms or []
-    reward_name = reward_text(terms)
-    G = context.group_size if hooks_of(module).GROUP_SIZE else None
-    context.keyed = reader.keyed
-    described = hooks_of(module).describe_groups(context)
+    return context
+
+
+def _arrange_run(reader: Reader, module, folders, context, warnings) -> list:
+    """A trainer's chunks as one run (left-overs of another attempt left out: a folder's run
+    history) arranged by the trainer's module (its whole-run rules); the steps left out."""
+    excluded: list = []
+    if module is None or not any(c.hashes.size for c in reader.chunks):
+        return excluded
+    reader.chunks = [c for c in reader.chunks if c.hashes.size or c.unattributed_bad]
+    if folders and hooks_of(module).RUN_HISTORY:  # files named one by one are read as named
+        reader.chunks, excluded = _run_history(reader.chunks, warnings)
+    arrange = hooks_of(module).arrange
+    if arrange is not None:
+        reader.chunks = arrange([c for c in reader.chunks if c.hashes.size], context)
+        excluded = sorted(set(excluded) | set(context.excluded_steps))
+    return excluded
+
+
+def _names(hooks, context, reward_name: str, group_col, prompt_col) -> dict:
+    """How the log's groups were formed and silence measured, in words, and the group size."""
+    described = hooks.describe_groups(context)
     if group_col:
         group_by = f"rows of one step with the same {group_col!r}"
     elif described:
         group_by = described
     else:
-        group_by = f"rows of one step with the same {cols['prompt']} text"
-    silence = f"zero std of {reward_name!r} within each group (every reward equal), as the trainer normalises it"
-    rule = hooks_of(module).zero_std
-    silent = rule(got["reward"], group, n_groups) if rule is not None else None
+        group_by = f"rows of one step with the same {prompt_col} text"
+    return {
+        "reward_name": reward_name,
+        "group_by": group_by,
+        "silence": f"zero std of {reward_name!r} within each group (every reward equal), as the trainer normalises it",
+        "group_size": context.group_size if hooks.GROUP_SIZE else None,
+    }
+
+
+def _trainer_silent(hooks, got, group, n_groups):
+    """Per group, the trainer's own verdict "every reward equal" (its ``zero_std`` rule, or the
+    verdict a table saved), or None: the generic rule of :func:`silent_groups`."""
+    silent = hooks.zero_std(got["reward"], group, n_groups) if hooks.zero_std is not None else None
     if got.get("verdict") is not None:  # a table that saved the trainer's verdict per group
         silent = np.zeros(n_groups, bool)
         np.logical_or.at(silent, group, got["verdict"] > 0)
-    if hooks_of(module).REWARD_WEIGHTS_UNLOGGED and not reward and len(terms) > 1:
+    return silent
+
+
+def _missing_steps(module, reader: Reader, files, excluded, context, warnings) -> list:
+    """Steps from 1 to the last one with no file (when every file's name carries its step), with
+    a warning: the figures are those of the logged rollouts."""
+    if module is None:
+        return []
+    have = (
+        {c.file_step for c in reader.chunks if c.file_step is not None}
+        | set(excluded)
+        | set(context.repeated_steps)
+        | set(context.eval_steps)
+    )
+    named = [module.step_of(Path(f)) for f in files]
+    if not have or not all(s is not None for s in named):
+        return []
+    last = max(have)
+    missing = sorted(set(range(1, last + 1)) - have) if last <= 10**7 else []
+    if missing:
         warnings.append(
-            f"reward = {reward_name} with weight 1 each: TRL does not log its reward_weights; "
-            "if the run weighted them, give the weights with --reward-column 'a+0.5*b'"
+            f"{len(missing)} of the {last} steps have no log file ({_span(missing)}): the figures "
+            "are those of the logged rollouts, not of the whole generation"
+            + (" (TRL writes one file per logging step: logging_steps > 1)" if hooks_of(module).GROUP_SIZE else "")
         )
-    advantage_check = _check_groups(code, group, n_groups, got, module, group_col, silent, warnings)
-    note = hooks_of(module).trainer_silent_note(advantage_check)
-    if note and context.trainer_silent:
-        warnings.append(note)
-    missing = []
-    if module is not None:
-        have = (
-            {c.file_step for c in reader.chunks if c.file_step is not None}
-            | set(excluded)
-            | set(context.repeated_steps)
-            | set(context.eval_steps)
-        )
-        named = [module.step_of(Path(f)) for f in files]
-        if have and all(s is not None for s in named):
-            last = max(have)
-            if last <= 10**7:
-                missing = sorted(set(range(1, last + 1)) - have)
-            if missing:
-                warnings.append(
-                    f"{len(missing)} of the {last} steps have no log file ({_span(missing)}): the figures "
-                    "are those of the logged rollouts, not of the whole generation"
-                    + (
-                        " (TRL writes one file per logging step: logging_steps > 1)"
-                        if hooks_of(module).GROUP_SIZE
-                        else ""
-                    )
-                )
-    observable = True
-    note = hooks_of(module).FILTER
-    if note and silent is not None and n_groups and not silent.any() and np.bincount(group).min() >= 2:
-        observable = False
-        warnings.append(
-            f"no group is silent at any step: either none was, or the trainer removed them before the dump "
-            f"({note}); the log cannot tell which, so the generation's silent share is not given "
-            "(summary.silent_frac_dumped is that of the dumped groups)"
-        )
-    if declared:
-        reward_name, group_by, silence, G = (
-            declared["reward_name"],
-            declared["group_by"],
-            declared["silence"],
-            declared["group_size"],
-        )
+    return missing
+
+
+def _silent_observable(hooks, silent, group, n_groups, warnings) -> bool:
+    """False, with a warning, when every group is live and the trainer filters silent groups
+    before the dump: the generation's silent share is not in the log."""
+    note = hooks.FILTER
+    if not (note and silent is not None and n_groups and not silent.any() and np.bincount(group).min() >= 2):
+        return True
+    warnings.append(
+        f"no group is silent at any step: either none was, or the trainer removed them before the dump "
+        f"({note}); the log cannot tell which, so the generation's silent share is not given "
+        "(summary.silent_frac_dumped is that of the dumped groups)"
+    )
+    return False
+
+
+def _count_warnings(got, reader: Reader, context, warnings):
+    """The counts the trainer module adds (short groups) and one warning per kind of row left out
+    or counted apart; returns the padding rows (None: none)."""
     got["incomplete_groups"] += context.short_groups  # groups the trainer module found short
     got["incomplete_rollouts"] += context.short_rollouts
     if got["incomplete_groups"]:
@@ -506,38 +629,7 @@ def read_rollouts(
             f"{reader.extra_outputs} output(s) of multi-output sessions are not their session's final "
             "output: counted once per session, at its final output, as the trainer's advantage does"
         )
-    return RolloutLog(
-        prompt=code,
-        step=got["step"],
-        reward=got["reward"],
-        labels=labels,
-        hashes=uniq,
-        files=[str(f) for f in files],
-        fmt=fmt,
-        reward_name=reward_name,
-        group=group,
-        group_by=group_by,
-        silence=silence,
-        group_size=G,
-        repeated_steps=context.repeated_steps,
-        missing_steps=missing,
-        eval_steps=context.eval_steps,
-        incomplete_groups=got["incomplete_groups"],
-        incomplete_rollouts=got["incomplete_rollouts"],
-        trainer_silent=context.trainer_silent,
-        silent=silent,
-        unscorable_rollouts=got["unscorable"],
-        extra_outputs=reader.extra_outputs,
-        padding=padded,
-        excluded_steps=excluded,
-        silent_observable=observable,
-        advantage_check=advantage_check,
-        threshold=declared["threshold"] if declared else None,
-        trainer=declared.get("trainer") if declared else None,
-        warnings=warnings,
-        bad_rows=reader.bad_rows,
-        bad_count=reader.bad_count,
-    )
+    return padded
 
 
 def _check_groups(code, group, n_groups, got, module, group_col, silent, warnings):

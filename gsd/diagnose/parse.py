@@ -197,99 +197,25 @@ class Reader:
     # -- one table of rows
 
     def add(self, path, table, lines, *, extra_bad=0):
-        module = self.module
-        prepare = hooks_of(module).prepare
-        if prepare is not None:
-            table, lines = prepare(table, lines)
-        members = hooks_of(module).members(table)
-        if members is not None and not members.all():
-            self.extra_outputs += int((~members).sum())
-            lines = (np.arange(1, table.num_rows + 1) if lines is None else lines)[members]
-            table = table.filter(from_numpy(np.asarray(members, bool)))
+        """Parse one table of rows (a file, or a piece of one) into a chunk: the rows the trainer
+        groups, their reward, step, prompt and group key."""
+        table, lines = self._trainer_rows(table, lines)
         columns = table.column_names
-        twice = sorted({c for c in columns if columns.count(c) > 1})
-        if twice:
-            raise InputError(
-                f"{path}: the column name {twice[0]!r} is used by {columns.count(twice[0])} columns; "
-                "rename them so that each column has one name"
-            )
-        dtypes = {name: table.schema.field(name).type for name in columns}
-        pcol = self.cols["prompt"]
-        if pcol not in columns:
-            hint = " (name it with --prompt-column)" if module is None else ""
-            if module is not None and self.cols["prompt"] == module.PROMPT_COL:  # --format names another trainer?
-                other = sorted(
-                    (
-                        n
-                        for n, m in TRAINER_HOOKS.items()
-                        if m is not module
-                        and m.PROMPT_COL in columns
-                        and path.suffix.lower() in m.SUFFIXES
-                        and _takes_reward(m, columns)
-                    ),
-                    key=lambda n: not TRAINER_HOOKS[n].is_log_file(path),
-                )  # the one that names such files
-                if other:
-                    raise InputError(
-                        f"{path}: --format {self.fmt}: no {pcol!r} column (columns: "
-                        f"{', '.join(columns)}): its rows are {other[0]}'s: use --format {other[0]}"
-                    )
-            raise InputError(f"{path}: no prompt column {pcol!r}; columns: {', '.join(columns)}{hint}")
+        self._check_columns(path, columns)
         if self.terms is None:
-            self.terms = self._terms(columns, dtypes, path)
-        missing = [name for _, name in self.terms if name not in columns]
-        if missing:
-            raise InputError(f"{path}: reward column {missing[0]!r} not found; columns: {', '.join(columns)}")
-        parts = np.stack([_numeric(table.column(name), name, path) for _, name in self.terms])
-        coefs = np.array([c for c, _ in self.terms])
-        total = hooks_of(module).total_reward or _total_reward
-        reward = total(parts, coefs)
-        overflow = np.isinf(reward) & np.isfinite(parts).all(axis=0)
-        if overflow.any() and module is None:  # a trainer's own arithmetic overflows as the trainer's does
-            raise InputError(
-                f"{path}: the reward {reward_text(self.terms)!r} overflows (its weighted sum is infinite "
-                f"on {int(overflow.sum())} row(s) whose terms are finite): rescale the reward columns"
-            )
-        conflict = None
-        row_keys = hooks_of(module).row_keys(table)
-        if row_keys is not None:  # a key written twice: once if the rewards agree, a contradiction if not
-            keep, conflict = repeated_keys(row_keys, reward)
-            if not keep.all():
-                self.repeated_rows += int((~keep).sum())
-                lines = (nonblank_lines(path) if lines is None else lines)[keep]
-                table, reward, conflict = table.filter(from_numpy(keep)), reward[keep], conflict[keep]
-                parts = parts[:, keep]
-        n = table.num_rows
-        scol = self.cols["step"]
-        from_name = file_step(module, path)
-        if scol and scol in columns:
-            steps, step_ok = _integers(table.column(scol))
-        else:
-            if scol and module is None and self.cols.get("step_required"):
-                raise InputError(f"{path}: no step column {scol!r}; columns: {', '.join(columns)}")
-            steps, step_ok = np.full(n, from_name if from_name is not None else 0, np.int64), np.ones(n, bool)
-        hashes, prompt_ok = self._hash_prompts(table.column(pcol))
-        gkey = gkey_ok = None
-        gcol = self.cols.get("group")
-        if gcol:
-            if gcol not in columns:
-                raise InputError(f"{path}: no group column {gcol!r}; columns: {', '.join(columns)}")
-            own = hooks_of(module).group_column(table, gcol)
-            gkey, gkey_ok = own if own is not None else _hash_values(table.column(gcol))
-        else:
-            keys = hooks_of(module).group_keys(table)
-            if keys is not None:
-                gkey, gkey_ok = keys
-                self.keyed = True
+            self.terms = self._terms(columns, {name: table.schema.field(name).type for name in columns}, path)
+        parts, reward = self._reward(path, table)
+        table, lines, parts, reward, conflict = self._drop_repeated(path, table, lines, parts, reward)
+        steps, step_ok, from_name = self._steps(path, table)
+        hashes, prompt_ok = self._hash_prompts(table.column(self.cols["prompt"]))
+        gkey, gkey_ok = self._group_keys(path, table)
+        hooks = hooks_of(self.module)
         if self.cols.get("silent") in columns:  # the trainer's own verdict, saved beside the rows
             self.verdicts.append(_numeric(table.column(self.cols["silent"]), self.cols["silent"], path))
         advantage = None
-        if hooks_of(module).check_advantages is not None and "advantage" in columns:
+        if hooks.check_advantages is not None and "advantage" in columns:
             advantage = _numeric(table.column("advantage"), "advantage", path)
-        fingerprint = hooks_of(module).fingerprint(table)
         first_step = from_name if from_name is not None else (int(steps[step_ok][0]) if step_ok.any() else 0)
-        pad = hooks_of(module).padding_rows
-        padding = pad(table, parts) if pad is not None else None
         self.chunks.append(
             Chunk(
                 path,
@@ -302,14 +228,123 @@ class Reader:
                 gkey_ok,
                 lines,
                 advantage,
-                fingerprint,
+                hooks.fingerprint(table),
                 extra_bad,
                 first_step,
                 _mtime(path),
                 conflict=conflict,
-                padding=padding,
+                padding=hooks.padding_rows(table, parts) if hooks.padding_rows is not None else None,
             )
         )
+
+    def _trainer_rows(self, table, lines):
+        """The rows the trainer groups: its own preparation (TRL: training rows only), then its
+        members (verl V1: a session's final output; the others counted as extra outputs)."""
+        hooks = hooks_of(self.module)
+        if hooks.prepare is not None:
+            table, lines = hooks.prepare(table, lines)
+        members = hooks.members(table)
+        if members is not None and not members.all():
+            self.extra_outputs += int((~members).sum())
+            lines = (np.arange(1, table.num_rows + 1) if lines is None else lines)[members]
+            table = table.filter(from_numpy(np.asarray(members, bool)))
+        return table, lines
+
+    def _check_columns(self, path, columns) -> None:
+        """An InputError for a column name used twice or a missing prompt column (naming the
+        trainer whose rows these are when --format names another)."""
+        module = self.module
+        twice = sorted({c for c in columns if columns.count(c) > 1})
+        if twice:
+            raise InputError(
+                f"{path}: the column name {twice[0]!r} is used by {columns.count(twice[0])} columns; "
+                "rename them so that each column has one name"
+            )
+        pcol = self.cols["prompt"]
+        if pcol in columns:
+            return
+        hint = " (name it with --prompt-column)" if module is None else ""
+        if module is not None and pcol == module.PROMPT_COL:  # --format names another trainer?
+            other = sorted(
+                (
+                    n
+                    for n, m in TRAINER_HOOKS.items()
+                    if m is not module
+                    and m.PROMPT_COL in columns
+                    and path.suffix.lower() in m.SUFFIXES
+                    and _takes_reward(m, columns)
+                ),
+                key=lambda n: not TRAINER_HOOKS[n].is_log_file(path),
+            )  # the one that names such files
+            if other:
+                raise InputError(
+                    f"{path}: --format {self.fmt}: no {pcol!r} column (columns: "
+                    f"{', '.join(columns)}): its rows are {other[0]}'s: use --format {other[0]}"
+                )
+        raise InputError(f"{path}: no prompt column {pcol!r}; columns: {', '.join(columns)}{hint}")
+
+    def _reward(self, path, table):
+        """(the reward's terms, one row per term; the reward the trainer normalises), in the
+        trainer's arithmetic; a table's weighted sum that overflows is an InputError."""
+        columns = table.column_names
+        missing = [name for _, name in self.terms if name not in columns]
+        if missing:
+            raise InputError(f"{path}: reward column {missing[0]!r} not found; columns: {', '.join(columns)}")
+        parts = np.stack([_numeric(table.column(name), name, path) for _, name in self.terms])
+        coefs = np.array([c for c, _ in self.terms])
+        total = hooks_of(self.module).total_reward or _total_reward
+        reward = total(parts, coefs)
+        overflow = np.isinf(reward) & np.isfinite(parts).all(axis=0)
+        if overflow.any() and self.module is None:  # a trainer's own arithmetic overflows as the trainer's does
+            raise InputError(
+                f"{path}: the reward {reward_text(self.terms)!r} overflows (its weighted sum is infinite "
+                f"on {int(overflow.sum())} row(s) whose terms are finite): rescale the reward columns"
+            )
+        return parts, reward
+
+    def _drop_repeated(self, path, table, lines, parts, reward):
+        """A row whose trainer key is written twice: kept once if the rewards agree (the others
+        counted as repeated rows), flagged as a contradiction if not; (table, lines, parts,
+        reward, conflict) of the rows kept (conflict None: the trainer has no row keys)."""
+        row_keys = hooks_of(self.module).row_keys(table)
+        if row_keys is None:
+            return table, lines, parts, reward, None
+        keep, conflict = repeated_keys(row_keys, reward)
+        if not keep.all():
+            self.repeated_rows += int((~keep).sum())
+            lines = (nonblank_lines(path) if lines is None else lines)[keep]
+            table, reward, conflict = table.filter(from_numpy(keep)), reward[keep], conflict[keep]
+            parts = parts[:, keep]
+        return table, lines, parts, reward, conflict
+
+    def _steps(self, path, table):
+        """(step per row, which rows hold one, the step the file's name carries or None): the step
+        column when there is one, else the file's step (0 without one)."""
+        n, columns = table.num_rows, table.column_names
+        scol = self.cols["step"]
+        from_name = file_step(self.module, path)
+        if scol and scol in columns:
+            steps, step_ok = _integers(table.column(scol))
+            return steps, step_ok, from_name
+        if scol and self.module is None and self.cols.get("step_required"):
+            raise InputError(f"{path}: no step column {scol!r}; columns: {', '.join(columns)}")
+        return np.full(n, from_name if from_name is not None else 0, np.int64), np.ones(n, bool), from_name
+
+    def _group_keys(self, path, table):
+        """(group key per row, which rows hold one), or (None, None) when the prompt text within
+        the step is the group: the group column named by the caller, else the trainer's own keys."""
+        hooks = hooks_of(self.module)
+        gcol = self.cols.get("group")
+        if gcol:
+            if gcol not in table.column_names:
+                raise InputError(f"{path}: no group column {gcol!r}; columns: {', '.join(table.column_names)}")
+            own = hooks.group_column(table, gcol)
+            return own if own is not None else _hash_values(table.column(gcol))
+        keys = hooks.group_keys(table)
+        if keys is None:
+            return None, None
+        self.keyed = True
+        return keys
 
     def _hash_prompts(self, arr):
         """64-bit hashes of the prompts (each distinct one hashed once) and which rows have one."""
