@@ -144,7 +144,9 @@ def read_csv(path):
     reward becomes a reported row, not a failed file), read as pandas's ``read_csv(dtype=str)``
     reads one: blank lines skipped, pandas's missing-value words (``""``, ``NA``, ``nan``,
     ``None``, ...) read as missing, a short row padded with missing fields, repeated column names
-    numbered (``a``, ``a.1``); a row with too many fields is reported with its line."""
+    numbered (``a``, ``a.1``); a row with too many fields is reported with its line.  As in pandas,
+    a first data row with k fields more than the header makes the first k fields of every row an
+    index, left out."""
     import csv
     import itertools
 
@@ -161,6 +163,7 @@ def read_csv(path):
         if header is None:  # an empty file: no rows
             return
         names = _csv_names(header)
+        index_fields = None  # fields of each row that are an index (pandas's implicit index), left out
         while True:
             try:
                 lines, chunk, end = _csv_rows(rows, itertools.islice(rows, CHUNK_ROWS))
@@ -168,7 +171,10 @@ def read_csv(path):
                 raise InputError(f"{path}: not a readable CSV file ({exc})") from None
             if end:
                 break
-            yield _csv_table(names, lines, chunk)
+            if index_fields is None:
+                first = next((row for row in chunk if not _blank_row(row)), None)
+                index_fields = max(len(first) - len(names), 0) if first is not None else 0
+            yield _csv_table(names, lines, chunk, index_fields)
 
 
 # What pandas's read_csv reads as a missing value (pandas._libs.parsers.STR_NA_VALUES).
@@ -212,13 +218,14 @@ def _csv_rows(reader, rows):
     return lines, chunk, not chunk
 
 
-def _csv_table(names, lines, rows):
+def _csv_table(names, lines, rows, index_fields: int = 0):
     """One chunk of CSV rows → (pyarrow table of text, each row's line, [(line, why)] for the
-    rows with too many fields)."""
+    rows with too many fields); ``index_fields``: fields at the start of each row that are an
+    index, left out."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    width = len(names)
+    width = len(names) + index_fields
     sizes = np.fromiter(map(len, rows), np.int64, len(rows))
     lines = np.asarray(lines, np.int64)
     blank = sizes <= 1
@@ -236,7 +243,7 @@ def _csv_table(names, lines, rows):
         good[i] = list(good[i]) + [None] * (width - len(good[i]))
     missing = text_array(CSV_MISSING)
     columns = []
-    for values in zip(*good) if good else [()] * width:
+    for values in list(zip(*good))[index_fields:] if good else [()] * len(names):
         col = text_array(values)
         columns.append(pc.if_else(pc.is_in(col, value_set=missing), pa.nulls(len(col), col.type), col))
     return pa.Table.from_arrays(columns, names=names), lines[keep], bad
