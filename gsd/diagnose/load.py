@@ -146,10 +146,18 @@ def read_csv(path):
     ``None``, ...) read as missing, a short row padded with missing fields, repeated column names
     numbered (``a``, ``a.1``); a row with too many fields is reported with its line.  As in pandas,
     a first data row with k fields more than the header makes the first k fields of every row an
-    index, left out."""
+    index, left out.
+
+    A regular file (one row per line, every row of the header's width, UTF-8) is parsed by
+    pyarrow's CSV reader; any other by Python's ``csv`` module, row by row.
+    """
     import csv
     import itertools
 
+    fast = _read_regular_csv(path)
+    if fast is not None:
+        yield from fast
+        return
     try:
         fh = open(path, newline="", encoding="utf-8-sig")  # a byte-order mark is not in the first name
     except UnicodeDecodeError as exc:  # pragma: no cover - open does not decode
@@ -175,6 +183,61 @@ def read_csv(path):
                 first = next((row for row in chunk if not _blank_row(row)), None)
                 index_fields = max(len(first) - len(names), 0) if first is not None else 0
             yield _csv_table(names, lines, chunk, index_fields)
+
+
+def _read_regular_csv(path):
+    """The pieces of a regular CSV read by pyarrow (every field as text, pandas's missing-value
+    words missing), or None where the file is not regular: a blank or multi-line row, a row of
+    another width, text that is not UTF-8, a header of fewer than two columns."""
+    import csv
+
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            header = next(csv.reader(fh), None)
+    except (UnicodeDecodeError, csv.Error):
+        return None
+    if header is None or _blank_row(header) or len(header) < 2:
+        return None
+    names = _csv_names(header)
+    irregular = []
+
+    def note(row):  # a row of another width: the file is read row by row instead
+        irregular.append(row.number)
+        return "skip"
+
+    try:
+        table = pcsv.read_csv(
+            path,
+            read_options=pcsv.ReadOptions(column_names=names, skip_rows=1, block_size=1 << 22),
+            parse_options=pcsv.ParseOptions(invalid_row_handler=note),
+            convert_options=pcsv.ConvertOptions(
+                column_types={name: pa.string() for name in names},
+                null_values=list(CSV_MISSING),
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=True,
+            ),
+        )
+    except pa.ArrowException:
+        return None
+    if irregular or table.num_rows + 1 != _line_count(path):  # a blank line, a quoted line break
+        return None
+    return [
+        (table.slice(start, CHUNK_ROWS), np.arange(start + 2, start + 2 + min(CHUNK_ROWS, table.num_rows - start)), [])
+        for start in range(0, table.num_rows, CHUNK_ROWS)
+    ]
+
+
+def _line_count(path) -> int:
+    """Lines of a file (a last line without its line break counted)."""
+    count, last = 0, b"\n"
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
 
 
 # What pandas's read_csv reads as a missing value (pandas._libs.parsers.STR_NA_VALUES).

@@ -260,7 +260,7 @@ def test_areal_task_keys_are_the_pandas_hashes(rows):
 # -- CSV tables as pandas's read_csv(dtype=str, on_bad_lines="warn") reads them
 
 CELL = st.one_of(
-    st.sampled_from(["", "NA", "nan", "None", "null", "x", " y ", "1", "2.5", '"q,1"', '"a""b"']),
+    st.sampled_from(["", "NA", "nan", "None", "null", "x", " y ", "1", "2.5", '"q,1"', '"a""b"', 'x"y', '"NA"']),
     st.text(alphabet="abc 123.", max_size=4),
 )
 
@@ -371,3 +371,24 @@ def test_live_tracker_hashes_as_the_reader(keys):
     reader = Reader("table", {"prompt": "prompt", "step": "step"}, "reward")
     hashes, ok = reader._hash_prompts(text_array(keys))
     assert ok.all() and hashes.tolist() == hash_text(keys).tolist()
+
+
+def test_regular_csv_reads_alike_through_pyarrow_and_row_by_row(tmp_path, monkeypatch):
+    """A regular CSV goes through pyarrow's reader; the row-by-row reader gives the same pieces."""
+    from gsd.diagnose import load
+
+    path = tmp_path / "t.csv"
+    path.write_text(
+        "\ufeffstep,prompt,reward,prompt\n"
+        + "".join(f'{i % 3},"q, {i}",{["1", "NA", "", " x"][i % 4]},z\n' for i in range(50))
+    )
+    fast = load._read_regular_csv(path)
+    assert fast is not None
+    monkeypatch.setattr(load, "_read_regular_csv", lambda path: None)
+    slow = list(load.read_csv(path))
+    assert [(t.to_pydict(), lines.tolist(), bad) for t, lines, bad in fast] == [
+        (t.to_pydict(), lines.tolist(), bad) for t, lines, bad in slow
+    ]
+    assert fast[0][0].column_names == ["step", "prompt", "reward", "prompt.1"]
+    path.write_text("a,b\n1,2\n\n3,4\n")  # a blank line: not regular (its rows' lines would be off)
+    assert load._read_regular_csv(path) is None
