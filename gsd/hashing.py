@@ -82,9 +82,8 @@ def _siphash(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.nd
     # Each string copied to a slot of whole words (zeros after it, its length in the last byte).
     slot = np.r_[0, np.cumsum(words[:-1])] * 8
     buf = np.zeros(int(words.sum()) * 8, np.uint8)
-    within = np.arange(int(lengths.sum())) - np.repeat(
-        np.cumsum(lengths) - lengths, lengths
-    )  # byte's place in its text
+    # Each byte's place in its text, then the copy of every text into its slot.
+    within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     buf[np.repeat(slot, lengths) + within] = data[np.repeat(starts, lengths) + within]
     buf[slot + 8 * words - 1] = (lengths & 0xFF).astype(np.uint8)
     table = buf.view("<u8").astype(_U64, copy=False)
