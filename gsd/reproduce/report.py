@@ -40,7 +40,7 @@ from ..update import fidelity
 from . import bigmath, dapo_fit, group_size_table, provenance, theory
 from .figures import campaign_figure, loss_figures, make_figures, monte_carlo_sizes, optional_import
 from .published import HISTOGRAM_NOTE, PUBLISHED, Published, compare
-from .report_markdown import allocation_verdict as allocation_verdict  # re-exported: its home until the split
+from .report_markdown import allocation_verdict as allocation_verdict  # kept importable from here
 from .report_markdown import render_markdown
 
 __all__ = ["Published", "PUBLISHED", "HISTOGRAM_NOTE", "compare", "run_reproduction", "REPORT_KEYS", "DEFAULT_OUT"]
