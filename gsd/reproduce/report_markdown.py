@@ -138,72 +138,81 @@ def _bigmath_markdown(b: dict) -> list[str]:
         "Expected silent share, closed form mean p̂^G + (1−p̂)^G vs exact subsampling of the logged "
         "rollouts (hypergeometric):\n"
     )
-    L.append(
-        _md_table(
-            [
-                {
-                    **r,
-                    "closed_form": _pct(r["closed_form"]),
-                    "subsampled": _pct(r["subsampled"]),
-                    "difference": _pct(r["difference"]),
-                }
-                for r in b["silent_rates"]
-            ],
-            [
-                ("G", "G"),
-                ("closed_form", "closed form (%)"),
-                ("subsampled", "subsampled (%)"),
-                ("difference", "difference (points)"),
-            ],
-            nd=2,
-        )
-    )
+    L.append(_silent_rate_table(b["silent_rates"]))
     L.append("\nGradient-budget shares (extreme: 0 < p̂ < 0.1 or 0.9 < p̂ < 1; medium: 0.4 ≤ p̂ ≤ 0.6):\n")
-    L.append(
-        _md_table(
-            [
-                {
-                    **r,
-                    "method": {"grpo": "GRPO", "dr_grpo": "Dr.GRPO"}[r["method"]],
-                    "extreme": _pct(r["extreme"]),
-                    "medium": _pct(r["medium"]),
-                    "other": _pct(r["other"]),
-                }
-                for r in b["budget_shares"]
-            ],
-            [
-                ("method", "method"),
-                ("weighting", "weights"),
-                ("extreme", "extreme (%)"),
-                ("medium", "medium (%)"),
-                ("other", "other (%)"),
-            ],
-            nd=2,
-        )
-    )
+    L.append(_budget_share_table(b["budget_shares"]))
     L.append("\nPer decile of p̂ (% of prompts, % of the budget):\n")
-    L.append(
-        _md_table(
-            [
-                {
-                    "decile": f"[{r['lo']:.1f}, {r['hi']:.1f}{']' if r['decile'] == 9 else ')'}",
-                    **{k: _pct(r[k]) for k in ("prompts", "dr_grpo", "grpo", "dr_grpo_G8", "grpo_G8")},
-                }
-                for r in b["deciles"]
-            ],
-            [
-                ("decile", "p̂"),
-                ("prompts", "prompts"),
-                ("dr_grpo", "Dr.GRPO"),
-                ("grpo", "GRPO"),
-                ("dr_grpo_G8", "Dr.GRPO G=8"),
-                ("grpo_G8", "GRPO G=8"),
-            ],
-            nd=2,
-        )
-    )
+    L.append(_decile_table(b["deciles"]))
     L.append("")
     return L
+
+
+def _silent_rate_table(rows: list[dict]) -> str:
+    """Silent share per G, closed form beside the subsampled rollouts, in %."""
+    return _md_table(
+        [
+            {
+                **r,
+                "closed_form": _pct(r["closed_form"]),
+                "subsampled": _pct(r["subsampled"]),
+                "difference": _pct(r["difference"]),
+            }
+            for r in rows
+        ],
+        [
+            ("G", "G"),
+            ("closed_form", "closed form (%)"),
+            ("subsampled", "subsampled (%)"),
+            ("difference", "difference (points)"),
+        ],
+        nd=2,
+    )
+
+
+def _budget_share_table(rows: list[dict]) -> str:
+    """Gradient-budget shares of the extreme, medium and other prompts per method, in %."""
+    return _md_table(
+        [
+            {
+                **r,
+                "method": {"grpo": "GRPO", "dr_grpo": "Dr.GRPO"}[r["method"]],
+                "extreme": _pct(r["extreme"]),
+                "medium": _pct(r["medium"]),
+                "other": _pct(r["other"]),
+            }
+            for r in rows
+        ],
+        [
+            ("method", "method"),
+            ("weighting", "weights"),
+            ("extreme", "extreme (%)"),
+            ("medium", "medium (%)"),
+            ("other", "other (%)"),
+        ],
+        nd=2,
+    )
+
+
+def _decile_table(rows: list[dict]) -> str:
+    """Per decile of p̂: its share of the prompts and of each method's budget, in %."""
+    return _md_table(
+        [
+            {
+                "decile": f"[{r['lo']:.1f}, {r['hi']:.1f}{']' if r['decile'] == 9 else ')'}",
+                **{k: _pct(r[k]) for k in ("prompts", "dr_grpo", "grpo", "dr_grpo_G8", "grpo_G8")},
+            }
+            for r in rows
+        ],
+        [
+            ("decile", "p̂"),
+            ("prompts", "prompts"),
+            ("dr_grpo", "Dr.GRPO"),
+            ("grpo", "GRPO"),
+            ("dr_grpo_G8", "Dr.GRPO G=8"),
+            ("grpo_G8", "GRPO G=8"),
+        ],
+        nd=2,
+    )
 
 
 def _group_size_table_markdown(g: dict) -> list[str]:
