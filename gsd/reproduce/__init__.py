@@ -11,7 +11,9 @@ Modules, each named for what it computes:
   ``gsd diagnose``'s calibration, the hardest quarter, the update against σ
   (``gsd transformer-train``);
 * :mod:`.figures` — regenerate every figure (``gsd figures``);
-* :mod:`.report` — run everything and compare with the published numbers (``gsd reproduce``).
+* :mod:`.report` — run everything and compare with the published numbers (``gsd reproduce``):
+  :mod:`.published` holds the paper's numbers and the comparison, :mod:`.report_markdown` writes
+  the report as Markdown.
 
 The figure style and the file writes are the package's own: :mod:`gsd.plotstyle`, :mod:`gsd.atomic`.
 
@@ -22,7 +24,17 @@ from __future__ import annotations
 
 import importlib
 
-_SUBMODULES = ("bigmath", "group_size_table", "theory", "dapo_fit", "figures", "report", "transformer")
+_SUBMODULES = (
+    "bigmath",
+    "group_size_table",
+    "theory",
+    "dapo_fit",
+    "figures",
+    "report",
+    "published",
+    "report_markdown",
+    "transformer",
+)
 
 __all__ = list(_SUBMODULES) + ["run_reproduction", "make_all", "fast_mode"]
 

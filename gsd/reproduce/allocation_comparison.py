@@ -230,70 +230,86 @@ def summarise_comparison(out, comp: dict | None = None) -> dict:
                 "difficulty",
             )
         },
-        "variants": {},
+        "variants": {v: _summarise_variant(out / v, comp, v) for v in comp["variants"]},
     }
-    for v in comp["variants"]:
-        s = read_json(out / v / "allocation_summary.json")
-        seeds = s["seeds"]
-        budget = {int(k): float(b) for k, b in s["budget_generations"].items()}  # by seed
-        curves = {
-            a: {seed: _objective_curve(out / v / "runs" / a / f"seed{seed}") for seed in seeds} for a in s["arms"]
-        }
-        best = max(comp["uniform_arms"], key=lambda a: s["arms"][a]["mean_arcsin"]["mean"])
-        t50 = float(np.mean([_value_at(*curves[best][sd], 0.5 * budget[sd]) for sd in seeds]))
-        t100 = float(np.mean([_value_at(*curves[best][sd], budget[sd]) for sd in seeds]))
-        arms = {}
-        for a, r in s["arms"].items():
-            per = s["per_run"][a]
-            g50 = [_generations_to(*curves[a][sd], t50, budget[sd]) for sd in seeds]
-            g100 = [_generations_to(*curves[a][sd], t100, budget[sd]) for sd in seeds]
-            b50 = [_generations_to(*curves[best][sd], t50, budget[sd]) for sd in seeds]
-            diff = [per[str(sd)]["mean_arcsin"] - s["per_run"][best][str(sd)]["mean_arcsin"] for sd in seeds]
-            at_budget = all(
-                per[str(sd)]["steps"] == int(read_json(out / v / "runs" / a / f"seed{sd}" / "config.json")["steps"])
-                for sd in seeds
-            )
-            row = {
-                "mean_arcsin": r["mean_arcsin"],
-                "diff_vs_best": seed_interval(diff),
-                "hard_quartile_p": r["hard_quartile_p"],
-                "mean_p": r["mean_p"],
-                "effective_ratio": r["effective_ratio"],
-                "grad_mass_over_planned": r["grad_mass_over_planned"],
-                "generations_to_t50": seed_interval(g50, POSITIVE),
-                "generations_to_t100": seed_interval(g100, POSITIVE),
-                "speedup_t50": seed_interval([b / g if g > 0 else math.nan for b, g in zip(b50, g50)], POSITIVE),
-            }
-            if at_budget:
-                parts = np.array([_decomposition(out / v / "runs" / a / f"seed{sd}") for sd in seeds])
-                row["decomposition"] = [seed_interval(parts[:, q].tolist()) for q in range(4)]
-            arms[a] = row
-        ref = arms[best]
-        for a, row in arms.items():
-            if a in comp["uniform_arms"] or a.startswith("oracle"):
-                row["winner"] = []
-                continue
-            won = []
-            if row["mean_arcsin"]["lo"] > ref["mean_arcsin"]["hi"]:
-                won.append("final objective")
-            if row["hard_quartile_p"]["lo"] > ref["hard_quartile_p"]["hi"]:
-                won.append("hardest quartile")
-            if (
-                row["generations_to_t50"]["n"] == len(seeds)
-                and ref["generations_to_t50"]["n"] == len(seeds)
-                and row["generations_to_t50"]["hi"] < ref["generations_to_t50"]["lo"]
-            ):
-                won.append("generations to the 50 % target")
-            row["winner"] = won
-        result["variants"][v] = {
-            "best_uniform": best,
-            "targets": {"t50": t50, "t100": t100},
-            "budget": budget,
-            "overrides": comp["variants"][v],
-            "arms": arms,
-        }
     write_json(out / SUMMARY_FILE, result)
     return read_json(out / SUMMARY_FILE)  # as a reader sees it: NaN as None, keys as strings
+
+
+def _summarise_variant(folder: Path, comp: dict, v: str) -> dict:
+    """One variant's campaign (in ``folder``): its best uniform G, the objective targets that arm
+    reaches at 50 % and 100 % of the budget, and every arm's row against it."""
+    s = read_json(folder / "allocation_summary.json")
+    seeds = s["seeds"]
+    budget = {int(k): float(b) for k, b in s["budget_generations"].items()}  # by seed
+    curves = {a: {seed: _objective_curve(folder / "runs" / a / f"seed{seed}") for seed in seeds} for a in s["arms"]}
+    best = max(comp["uniform_arms"], key=lambda a: s["arms"][a]["mean_arcsin"]["mean"])
+    t50 = float(np.mean([_value_at(*curves[best][sd], 0.5 * budget[sd]) for sd in seeds]))
+    t100 = float(np.mean([_value_at(*curves[best][sd], budget[sd]) for sd in seeds]))
+    arms = {a: _arm_row(folder, s, a, best, curves, budget, (t50, t100)) for a in s["arms"]}
+    _mark_winners(arms, best, comp["uniform_arms"], len(seeds))
+    return {
+        "best_uniform": best,
+        "targets": {"t50": t50, "t100": t100},
+        "budget": budget,
+        "overrides": comp["variants"][v],
+        "arms": arms,
+    }
+
+
+def _arm_row(folder: Path, s: dict, a: str, best: str, curves: dict, budget: dict, targets) -> dict:
+    """One arm's intervals over seeds: final objective, its paired difference to the best uniform G,
+    generations to each target, the speed-up at the 50 % target and, for a run that spent its whole
+    budget, the objective gain by initial-difficulty quartile."""
+    t50, t100 = targets
+    seeds = s["seeds"]
+    r = s["arms"][a]
+    per = s["per_run"][a]
+    g50 = [_generations_to(*curves[a][sd], t50, budget[sd]) for sd in seeds]
+    g100 = [_generations_to(*curves[a][sd], t100, budget[sd]) for sd in seeds]
+    b50 = [_generations_to(*curves[best][sd], t50, budget[sd]) for sd in seeds]
+    diff = [per[str(sd)]["mean_arcsin"] - s["per_run"][best][str(sd)]["mean_arcsin"] for sd in seeds]
+    at_budget = all(
+        per[str(sd)]["steps"] == int(read_json(folder / "runs" / a / f"seed{sd}" / "config.json")["steps"])
+        for sd in seeds
+    )
+    row = {
+        "mean_arcsin": r["mean_arcsin"],
+        "diff_vs_best": seed_interval(diff),
+        "hard_quartile_p": r["hard_quartile_p"],
+        "mean_p": r["mean_p"],
+        "effective_ratio": r["effective_ratio"],
+        "grad_mass_over_planned": r["grad_mass_over_planned"],
+        "generations_to_t50": seed_interval(g50, POSITIVE),
+        "generations_to_t100": seed_interval(g100, POSITIVE),
+        "speedup_t50": seed_interval([b / g if g > 0 else math.nan for b, g in zip(b50, g50)], POSITIVE),
+    }
+    if at_budget:
+        parts = np.array([_decomposition(folder / "runs" / a / f"seed{sd}") for sd in seeds])
+        row["decomposition"] = [seed_interval(parts[:, q].tolist()) for q in range(4)]
+    return row
+
+
+def _mark_winners(arms: dict, best: str, uniform_arms, n_seeds: int) -> None:
+    """Set each arm's ``winner``: what it beats the best uniform G on, interval clear of interval
+    (none for the uniform arms and the oracles)."""
+    ref = arms[best]
+    for a, row in arms.items():
+        if a in uniform_arms or a.startswith("oracle"):
+            row["winner"] = []
+            continue
+        won = []
+        if row["mean_arcsin"]["lo"] > ref["mean_arcsin"]["hi"]:
+            won.append("final objective")
+        if row["hard_quartile_p"]["lo"] > ref["hard_quartile_p"]["hi"]:
+            won.append("hardest quartile")
+        if (
+            row["generations_to_t50"]["n"] == n_seeds
+            and ref["generations_to_t50"]["n"] == n_seeds
+            and row["generations_to_t50"]["hi"] < ref["generations_to_t50"]["lo"]
+        ):
+            won.append("generations to the 50 % target")
+        row["winner"] = won
 
 
 def comparison_markdown(summary: dict) -> list[str]:

@@ -12,6 +12,20 @@ from ..data import BIGMATH_COLUMN
 
 
 def register(sub) -> None:
+    """Add every sub-command of the reproduction to the ``gsd`` parser ``sub``, in this order."""
+    _add_reproduce(sub)
+    _add_transformer_update(sub)
+    _add_transformer_train(sub)
+    _add_group_size_training(sub)
+    _add_figures(sub)
+    _add_bigmath(sub)
+    _add_group_size_table(sub)
+    _add_dapo_fit(sub)
+    _add_allocation_comparison(sub)
+
+
+def _add_reproduce(sub) -> None:
+    """``gsd reproduce``: its options; it runs :func:`_reproduce`."""
     p = sub.add_parser("reproduce", help="regenerate the paper's evidence and compare it with the published numbers")
     p.add_argument("--out", default="reports/latest", help="report folder (default reports/latest)")
     p.add_argument("--fast", action="store_true", help="smaller Monte Carlo and bootstrap runs")
@@ -45,6 +59,9 @@ def register(sub) -> None:
     )
     p.set_defaults(func=_reproduce)
 
+
+def _add_transformer_update(sub) -> None:
+    """``gsd transformer-update``: its options; it runs :func:`_transformer_update`."""
     p = sub.add_parser(
         "transformer-update",
         help="TRL's own expected update on a tiny transformer with exact solve rates vs the closed forms",
@@ -69,6 +86,9 @@ def register(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_transformer_update)
 
+
+def _add_transformer_train(sub) -> None:
+    """``gsd transformer-train``: its options; it runs :func:`_transformer_train`."""
     p = sub.add_parser(
         "transformer-train",
         help="TRL trainings of a tiny transformer with exact solve rates: gsd diagnose's calibration, "
@@ -87,6 +107,9 @@ def register(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_transformer_train)
 
+
+def _add_group_size_training(sub) -> None:
+    """``gsd group-size-training``: its options; it runs :func:`_group_size_training`."""
     p = sub.add_parser(
         "group-size-training",
         help="which G and which prompts learn fastest per generation and per second: TRL trainings "
@@ -114,6 +137,9 @@ def register(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=_group_size_training)
 
+
+def _add_figures(sub) -> None:
+    """``gsd figures``: its options; it runs :func:`_figures`."""
     p = sub.add_parser("figures", help="regenerate every figure (PNG) into a folder")
     p.add_argument("--out", default=None, help="folder (default: the checkout's figures/)")
     p.add_argument("--fast", action="store_true", help="smaller Monte Carlo runs")
@@ -126,6 +152,9 @@ def register(sub) -> None:
     p.add_argument("--no-campaign", action="store_true", help="skip the campaign figure")
     p.set_defaults(func=_figures)
 
+
+def _add_bigmath(sub) -> None:
+    """``gsd bigmath``: its options; it runs :func:`_bigmath`."""
     p = sub.add_parser("bigmath", help="silent rates and gradient-budget shares of a difficulty distribution")
     p.add_argument("--input", default=None, help="per-problem solve-rate file (default: shipped Big-Math histogram)")
     p.add_argument("--column", default=BIGMATH_COLUMN, help=f"solve-rate column of --input (default {BIGMATH_COLUMN})")
@@ -140,6 +169,9 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_bigmath)
 
+
+def _add_group_size_table(sub) -> None:
+    """``gsd group-size-table``: its options; it runs :func:`_group_size_table`."""
     p = sub.add_parser("group-size-table", help="the paper's table: exact smallest G vs the law, per fidelity and p")
     p.add_argument("--fidelity", default="0.9,0.95,0.99", help="fidelity targets, comma-separated")
     p.add_argument("--p", default="0.5,0.3,0.1,0.05", help="success probabilities, comma-separated")
@@ -147,6 +179,9 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_group_size_table)
 
+
+def _add_dapo_fit(sub) -> None:
+    """``gsd dapo-fit``: its options; it runs :func:`_dapo_fit`."""
     p = sub.add_parser("dapo-fit", help="fit the competence timescale of a logged all-correct curve (step, fraction)")
     p.add_argument("curve", help="CSV (or parquet) with columns step and fraction")
     p.add_argument(
@@ -190,6 +225,9 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_dapo_fit)
 
+
+def _add_allocation_comparison(sub) -> None:
+    """``gsd allocation-comparison``: its options; it runs :func:`_allocation_comparison`."""
     p = sub.add_parser(
         "allocation-comparison", help="which way of spending rollouts learns fastest at equal generations (simulator)"
     )

@@ -399,79 +399,24 @@ def fit_all_correct_curve(
         raise InputError(f"n_bootstrap must be an integer >= 0, got {n_bootstrap!r}")
     if model is None:
         model = AllCorrectModel(difficulty, n_samples)
-    t = steps - float(start_step)
-    if (t < 0).any():
-        raise InputError(f"start_step: {start_step:g} is after the first logged step {steps[0]:g}")
+    t, log_bounds = _time_axis(steps, start_step)
     span = float(t.max())
-    if span <= 0:
-        raise InputError("step: the logged steps must span a positive range after start_step")
-    dt = np.diff(np.concatenate([[0.0], t]))
-    dt_min = float(dt[dt > 0].min())
-    log_bounds = (np.log(dt_min / 100.0), np.log(span * 100.0))
-    notes = []
-
-    def fit_once(y, t=t):
-        plateau = float(y[-plateau_points:].mean())
-        T_inf = model.temperature_for(plateau)
-        tau = _fit_tau(model, t, y, T_inf, log_bounds)
-        return plateau, T_inf, tau, model(competence(t, tau, T_inf))
-
-    plateau, T_inf, tau, fitted = fit_once(fraction)
+    fit_once = _Refit(model, plateau_points, log_bounds)
+    plateau, T_inf, tau, fitted = fit_once(fraction, t)
     r2 = _r2(fraction, fitted)
-    # Linearised standard error of τ (Gauss–Newton, T∞ held at its pinned value).
-    h = 1e-4 * tau
-    jac = (model(competence(t, tau + h, T_inf)) - model(competence(t, tau - h, T_inf))) / (2 * h)
     resid = fraction - fitted
-    s2 = float((resid**2).sum()) / max(t.size - 1, 1)
-    jj = float((jac**2).sum())
-    tau_se = float(np.sqrt(s2 / jj)) if jj > 0 else float("inf")
+    tau_se = _tau_standard_error(model, t, tau, T_inf, resid)
     gen2, gen3 = _fit_generic(t, fraction, plateau)
+    notes = []
     if abs(T_inf - 1.0) < 1e-9:
         notes.append("the plateau equals the model's starting value: τ is not identified")
     if np.exp(log_bounds[1]) * 0.999 < tau:
         notes.append("τ ran into its upper bound (100 × the logged span): the curve is not saturating")
-
-    # Residual bootstrap.
-    rng = np.random.default_rng(seed)
-    centred = resid - resid.mean()
-    taus, r2s, g2s = [], [], []
-    failed = 0
-    for _ in range(n_bootstrap):  # each replicate is a small 1-D refit
-        y = np.clip(fitted + rng.choice(centred, size=centred.size, replace=True), 0.0, 1.0)
-        try:
-            p_b, Ti_b, tau_b, fit_b = fit_once(y)
-        except ValueError:
-            failed += 1
-            continue
-        taus.append(tau_b)
-        r2s.append(_r2(y, fit_b))
-        g2s.append(_fit_generic(t, y, p_b)[0]["r2"])
-    # The jackknife (each point left out once, the same fit) gives BCa's acceleration.
-    jack = np.full((3, t.size if n_bootstrap else 0), np.nan)
-    for i in range(jack.shape[1]):
-        keep = np.arange(t.size) != i
-        try:
-            p_j, _, tau_j, fit_j = fit_once(fraction[keep], t[keep])
-        except ValueError:
-            continue
-        jack[:, i] = tau_j, _r2(fraction[keep], fit_j), _fit_generic(t[keep], fraction[keep], p_j)[0]["r2"]
+    taus, r2s, g2s, failed = _residual_bootstrap(fit_once, t, fitted, resid, n_bootstrap, seed)
+    jack = _jackknife(fit_once, t, fraction, n_bootstrap)
 
     def interval(name, estimate, values, jackknife):
-        lo, hi = bca_interval(estimate, values, jackknife, confidence)
-        if n_bootstrap and not np.isfinite(lo + hi):
-            notes.append(
-                f"{name}: no BCa interval (the replicates lie all on one side of the estimate, or too few "
-                "of them are finite)"
-            )
-        elif n_bootstrap and not lo <= estimate <= hi:
-            v = np.asarray(values, dtype=np.float64)
-            below = float((v[np.isfinite(v)] < estimate).mean())
-            notes.append(
-                f"{name}: the BCa interval [{lo:.4g}, {hi:.4g}] excludes the estimate {estimate:.4g}: "
-                f"{100 * below:.0f} % of the replicates lie below it, a bias the interval cannot absorb "
-                f"(a plateau not yet reached biases the pinned T∞ and τ; saturation {-np.expm1(-span / tau):.3f})"
-            )
-        return lo, hi
+        return _bca_noted(name, estimate, values, jackknife, confidence, n_bootstrap, -np.expm1(-span / tau), notes)
 
     gen2["r2_ci"] = interval("R² of the generic curve", gen2["r2"], g2s, jack[2])
     if failed:
@@ -501,6 +446,101 @@ def fit_all_correct_curve(
         tau_boot_sd=float(np.std(taus, ddof=1)) if len(taus) > 1 else float("nan"),
         notes=notes,
     )
+
+
+def _time_axis(steps, start_step):
+    """Time since ``start_step`` and the log-bounds of τ's search (a hundredth of the smallest
+    step gap to a hundred times the logged span)."""
+    t = steps - float(start_step)
+    if (t < 0).any():
+        raise InputError(f"start_step: {start_step:g} is after the first logged step {steps[0]:g}")
+    span = float(t.max())
+    if span <= 0:
+        raise InputError("step: the logged steps must span a positive range after start_step")
+    dt = np.diff(np.concatenate([[0.0], t]))
+    dt_min = float(dt[dt > 0].min())
+    return t, (np.log(dt_min / 100.0), np.log(span * 100.0))
+
+
+@dataclass(frozen=True)
+class _Refit:
+    """One fit of a curve y(t): pin T∞ by the mean of the last ``plateau_points`` values, then fit τ.
+
+    Returns (plateau, T∞, τ, the fitted curve); the data's fit, each bootstrap replicate and each
+    jackknife fit are this same call."""
+
+    model: AllCorrectModel
+    plateau_points: int
+    log_bounds: tuple[float, float]
+
+    def __call__(self, y, t):
+        plateau = float(y[-self.plateau_points :].mean())
+        T_inf = self.model.temperature_for(plateau)
+        tau = _fit_tau(self.model, t, y, T_inf, self.log_bounds)
+        return plateau, T_inf, tau, self.model(competence(t, tau, T_inf))
+
+
+def _tau_standard_error(model, t, tau, T_inf, resid) -> float:
+    """Linearised standard error of τ (Gauss–Newton, T∞ held at its pinned value): √(s² / Σ J²),
+    J = ∂F/∂τ by central differences (step 1e-4·τ), s² = Σ resid² / (n − 1)."""
+    h = 1e-4 * tau
+    jac = (model(competence(t, tau + h, T_inf)) - model(competence(t, tau - h, T_inf))) / (2 * h)
+    s2 = float((resid**2).sum()) / max(t.size - 1, 1)
+    jj = float((jac**2).sum())
+    return float(np.sqrt(s2 / jj)) if jj > 0 else float("inf")
+
+
+def _residual_bootstrap(fit_once, t, fitted, resid, n_bootstrap, seed):
+    """τ, R² and the generic curve's R² on each replicate fit + resampled centred residuals (clipped
+    to [0, 1]); and how many replicates had a plateau the model cannot reach."""
+    rng = np.random.default_rng(seed)
+    centred = resid - resid.mean()
+    taus, r2s, g2s = [], [], []
+    failed = 0
+    for _ in range(n_bootstrap):  # each replicate is a small 1-D refit
+        y = np.clip(fitted + rng.choice(centred, size=centred.size, replace=True), 0.0, 1.0)
+        try:
+            p_b, Ti_b, tau_b, fit_b = fit_once(y, t)
+        except ValueError:
+            failed += 1
+            continue
+        taus.append(tau_b)
+        r2s.append(_r2(y, fit_b))
+        g2s.append(_fit_generic(t, y, p_b)[0]["r2"])
+    return taus, r2s, g2s, failed
+
+
+def _jackknife(fit_once, t, fraction, n_bootstrap):
+    """τ, R² and the generic curve's R² with each point left out once (rows; NaN where the fit fails),
+    which gives BCa's acceleration; no columns when there is no bootstrap."""
+    jack = np.full((3, t.size if n_bootstrap else 0), np.nan)
+    for i in range(jack.shape[1]):
+        keep = np.arange(t.size) != i
+        try:
+            p_j, _, tau_j, fit_j = fit_once(fraction[keep], t[keep])
+        except ValueError:
+            continue
+        jack[:, i] = tau_j, _r2(fraction[keep], fit_j), _fit_generic(t[keep], fraction[keep], p_j)[0]["r2"]
+    return jack
+
+
+def _bca_noted(name, estimate, values, jackknife, confidence, n_bootstrap, saturation, notes):
+    """:func:`bca_interval`, with a note in ``notes`` when it cannot be had or excludes the estimate."""
+    lo, hi = bca_interval(estimate, values, jackknife, confidence)
+    if n_bootstrap and not np.isfinite(lo + hi):
+        notes.append(
+            f"{name}: no BCa interval (the replicates lie all on one side of the estimate, or too few "
+            "of them are finite)"
+        )
+    elif n_bootstrap and not lo <= estimate <= hi:
+        v = np.asarray(values, dtype=np.float64)
+        below = float((v[np.isfinite(v)] < estimate).mean())
+        notes.append(
+            f"{name}: the BCa interval [{lo:.4g}, {hi:.4g}] excludes the estimate {estimate:.4g}: "
+            f"{100 * below:.0f} % of the replicates lie below it, a bias the interval cannot absorb "
+            f"(a plateau not yet reached biases the pinned T∞ and τ; saturation {saturation:.3f})"
+        )
+    return lo, hi
 
 
 def bca_interval(estimate: float, replicates, jackknife, confidence: float = 0.95) -> tuple[float, float]:

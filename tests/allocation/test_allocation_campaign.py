@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from gsd.reproduce import allocation_campaign as ac
-from gsd.reproduce.report import _allocation_markdown, allocation_verdict
+from gsd.reproduce.report_markdown import allocation_markdown, allocation_verdict
 from gsd.simulator import read_ledger
 
 TINY = """
@@ -91,7 +91,7 @@ def test_intervals_are_student_t_over_seeds(campaign):
 
 def test_report_section_and_verdict(campaign):
     _, s = campaign
-    text = "\n".join(_allocation_markdown({"status": "ok", "run_dir": "x", **s, "setup": {}}))
+    text = "\n".join(allocation_markdown({"status": "ok", "run_dir": "x", **s, "setup": {}}))
     assert "| Knapsack RL value |" in text and "| fixed G = 16 |" in text
     verdict = allocation_verdict(s)
     assert "Knapsack RL's value raises the effective-gradient ratio" in verdict and "claim: +20–40 %" in verdict

@@ -8,7 +8,7 @@ import pytest
 
 from gsd.atomic import read_json
 from gsd.reproduce import allocation_comparison as ac
-from gsd.reproduce.report import _allocation_markdown
+from gsd.reproduce.report_markdown import allocation_markdown
 from gsd.simulator.ledger import read_ledger
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -139,7 +139,7 @@ def test_decomposition_sums_to_the_objective_change(done):
 def test_markdown_report_section_and_command(done, tmp_path, capsys):
     root, s = done
     md = "\n".join(
-        _allocation_markdown({"status": "ok", "run_dir": str(root / "out"), "config": "tiny", "comparison": s})
+        allocation_markdown({"status": "ok", "run_dir": str(root / "out"), "config": "tiny", "comparison": s})
     )
     assert "best uniform" in md and "Objective-gain decomposition" in md and "horizon (H-step objective)" in md
     assert "At the paper's scale" in md

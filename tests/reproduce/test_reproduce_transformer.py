@@ -117,7 +117,7 @@ def test_training_silent_fraction_against_the_exact_p(trained):
 
 @pytest.mark.slow
 def test_report_section(measured, trained):
-    from gsd.reproduce import report
+    from gsd.reproduce import report_markdown
 
     run = {"G": 8, "variants": {"correlated": measured[1]}}
     stage = {
@@ -130,14 +130,16 @@ def test_report_section(measured, trained):
         "rows": transformer.table(run).to_dict(orient="records"),
         "silent_r2": {"dr_grpo": {"exact": trained["r2_exact"], "pooled": trained["r2_pooled"]}},
     }
-    text = "\n".join(report._transformer_markdown(stage))
+    text = "\n".join(report_markdown.transformer_markdown(stage))
     assert "TRL's update on a transformer" in text and text.count("| correlated |") == len(measured[1]["rows"])
-    assert "skipped" in "\n".join(report._transformer_markdown({"status": "skipped", "reason": "--transformer skip"}))
+    assert "skipped" in "\n".join(
+        report_markdown.transformer_markdown({"status": "skipped", "reason": "--transformer skip"})
+    )
 
 
 @pytest.mark.slow
 def test_reproduce_stage_writes_its_figures_beside_the_report(tmp_path, monkeypatch):
-    from gsd.reproduce import report
+    from gsd.reproduce import report, report_markdown
 
     pytest.importorskip("trl")
     # tiny sizes: this checks the stage's plumbing; the numbers are the tests above
@@ -150,7 +152,7 @@ def test_reproduce_stage_writes_its_figures_beside_the_report(tmp_path, monkeypa
     assert all(p.parent == tmp_path / "out" / "transformer" and p.stat().st_size > 5000 for p in paths)
     assert not (tmp_path / "figures").exists()  # a fast run leaves the quoted figures alone
     assert set(stage["silent_r2"]) == set(transformer.TRAININGS)
-    text = "\n".join(report._transformer_markdown(stage))
+    text = "\n".join(report_markdown.transformer_markdown(stage))
     assert text.count("| independent |") == text.count("| correlated |") == 12
 
 
