@@ -13,15 +13,17 @@ The modules, each named for what it computes (every public name is importable fr
   moments behind the values, at one G or over a grid.
 * :mod:`gsd.allocation.lookahead`: the ``horizon`` values, an H-step mean-field gain on a logit grid.
 * :mod:`gsd.allocation.envelope`: the upper concave envelope of each prompt's row of values.
-* :mod:`gsd.allocation.budget`: the allocator, group sizes maximising Σ V under a budget with a
+* :mod:`gsd.allocation.solver`: the allocator, group sizes maximising Σ V under a budget with a
   certificate (Lagrangian greedy, exact dynamic programme).
 * :mod:`gsd.allocation.uniform`: uniform G, the default plan, and its value per rollout against
   the allocated plan at each budget.
 """
 
-from .budget import Allocation, allocate_group_sizes, concavity_violations
+# Every public name of the module this package was: those of __all__, and (``X as X``) those outside
+# it that other modules use.
 from .expectations import beta_sigma as beta_sigma
 from .expectations import log_beta_moment as log_beta_moment
+from .solver import Allocation, allocate_group_sizes, concavity_violations
 from .uniform import (
     DEFAULT_PLAN,
     PLAN_RULES,
@@ -37,8 +39,6 @@ from .values import (
     allocation_value,
     expected_silent_rate,
 )
-
-# Public names of the module this package was, outside its __all__ (other gsd modules use them).
 from .values import MAX_POSTERIOR_TERMS as MAX_POSTERIOR_TERMS
 from .values import VALUE_FORMS as VALUE_FORMS
 from .values import TableLimit as TableLimit

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+__all__ = ["envelope_mask"]
+
 # Rows whose slopes rise by less than this (relative) are concave to rounding.
 _CONCAVE_RTOL = 1e-11
 
@@ -19,7 +21,7 @@ def envelope_mask(x, Y):
     A point strictly below the chord of its active neighbours lies below the envelope, so such
     points can be dropped all at once; repeating until none is left gives the envelope's vertices.
     Slopes that rise by less than a relative 1e-11, or by less than the rounding of the values
-    (8 ulp of |V| per rollout), count as equal.
+    (8 ulp of the magnitude of V per rollout), count as equal.
     """
     rows, m = Y.shape
     active = np.ones((rows, m), dtype=bool)

@@ -19,6 +19,8 @@ import numpy as np
 from .._binomial import symmetric_expectation
 from ..silent import minor_rate as _minor
 
+__all__ = ["log_beta_moment", "beta_nonsilent", "beta_sigma", "sigma_table", "sigma_costs", "sigma_on_grid"]
+
 # Terms per dense block of a beta-binomial sum (bounds temporary memory to ~16 MB per array).
 _BLOCK_TERMS = 1 << 21
 # A dense sum term (gammaln / betaln) costs about this many recurrence terms.

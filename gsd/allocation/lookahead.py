@@ -15,6 +15,8 @@ import numpy as np
 
 from .expectations import sigma_table
 
+__all__ = ["horizon_table", "horizon_at_points", "horizon_quadrature", "horizon_point", "horizon_beta"]
+
 # The horizon values follow every prompt's logit along its mean-field path z_{t+1} = z_t + lr·m(z_t, G)
 # on a uniform grid of logits; m is tabulated once on that grid and interpolated linearly, and the
 # H-step map is built by squaring the one-step map.  The
@@ -106,7 +108,7 @@ def horizon_at_points(p, tab):
 
 def horizon_quadrature(a, b, tab):
     """E[gain] under Beta(a, b), rows × cols: the density of z = logit p, σ(z)^a σ(−z)^b / B(a, b),
-    is smooth and decays exponentially in |z|, so the trapezoid rule on the grid converges fast
+    is smooth and decays exponentially in ``|z|``, so the trapezoid rule on the grid converges fast
     (the mass beyond the grid, where the gain is below 1e-6 per step, is left out, not spread);
     posteriors too narrow for the grid use 9-point Gauss–Hermite on their logit's normal
     approximation (mean ψ(a) − ψ(b), variance ψ'(a) + ψ'(b))."""

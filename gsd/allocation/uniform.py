@@ -4,7 +4,7 @@ allocated plan at the same budget (:func:`uniform_group_size_advice`).
 
 :func:`budget_plan` is the one definition of the default plan that ``gsd plan --budget`` and
 ``gsd diagnose --budget`` share: :func:`uniform_plan` for ``rule="uniform"``, else the allocator of
-:mod:`gsd.allocation.budget` with that value.
+:mod:`gsd.allocation.solver` with that value.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 
 from .._errors import InputError
 from .._validate import as_ddof, as_eps
-from .budget import Allocation, BudgetProblem, allocate, allocate_group_sizes, budget_arg, grid_args, skip_arg
+from .solver import Allocation, BudgetProblem, allocate, allocate_group_sizes, budget_arg, grid_args, skip_arg
 from .values import ALLOCATION_VALUES, allocation_value, as_source
 
 if TYPE_CHECKING:  # pandas loads inside the function that builds the advice's DataFrame

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import gsd
 from gsd._binomial import symmetric_expectation
-from gsd.allocation.budget import _MAX_DP, BudgetProblem
+from gsd.allocation.solver import _MAX_DP, BudgetProblem
 from gsd.update import _grpo_term
 
 

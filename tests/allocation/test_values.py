@@ -10,7 +10,7 @@ from scipy.stats import beta as beta_dist
 from scipy.stats import binom
 
 import gsd
-from gsd.allocation.budget import BudgetProblem
+from gsd.allocation.solver import BudgetProblem
 
 # The one-step values; the horizon values (they need lr and a horizon) have tests/allocation/test_lookahead.py.
 VALUES = tuple(v for v in gsd.ALLOCATION_VALUES if v not in gsd.HORIZON_VALUES)
