@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,6 +49,7 @@ import numpy as np
 from ._binomial import symmetric_expectation, unique_pairs
 from ._errors import InputError
 from ._validate import MAX_EXACT_GROUP_SIZE, _show, as_ddof, as_eps, as_group_size
+from .frames import Columns, as_frame
 from .posterior import BetaPosterior
 
 if TYPE_CHECKING:
@@ -126,7 +128,7 @@ class GroupSizeAdvice:
 
     Attributes
     ----------
-    table : DataFrame
+    table : DataFrame (``table_columns``: the same as numpy columns)
         One row per G: ``G``, ``prompts_per_step``, ``generations_per_step``, ``silent_rate`` (mean
         p^G + (1−p)^G), ``progress_per_step``, ``progress_per_generation``, ``seconds_per_step`` and
         ``progress_per_second`` (NaN without a cost), ``relative_per_generation`` and
@@ -137,7 +139,7 @@ class GroupSizeAdvice:
         The G of the largest progress per generation / per second (None without a cost).
     advised_G_per_generation, advised_G_per_second : int, int or None
         The advice: the smallest G within ``tolerance`` of the best (:func:`group_size_advice`).
-    prompts : DataFrame
+    prompts : DataFrame (``prompt_columns``: the same as numpy columns)
         One row per prompt at ``best_G_per_generation``: ``progress`` (its expected gain per step when in
         the batch), ``relative_value`` (that over the batch mean) and ``worth_rollouts``
         (relative_value ≥ 1: an average prompt in its place would not raise the step's progress).
@@ -145,10 +147,10 @@ class GroupSizeAdvice:
         The conventions the numbers are in.
     """
 
-    table: pd.DataFrame
+    table_columns: Columns
     best_G_per_generation: int
     best_G_per_second: int | None
-    prompts: pd.DataFrame
+    prompt_columns: Columns
     hold: str
     method: str
     optimizer: str
@@ -161,6 +163,16 @@ class GroupSizeAdvice:
     advised_G_per_generation: int | None = None
     advised_G_per_second: int | None = None
     tolerance: float = 0.0
+
+    @cached_property
+    def table(self) -> pd.DataFrame:
+        """``table_columns`` as a DataFrame (built on first access: the headline needs no pandas)."""
+        return as_frame(self.table_columns)
+
+    @cached_property
+    def prompts(self) -> pd.DataFrame:
+        """``prompt_columns`` as a DataFrame."""
+        return as_frame(self.prompt_columns)
 
     def convention(self) -> str:
         """One line naming what was held fixed, the optimiser and the objective."""
@@ -180,7 +192,7 @@ class GroupSizeAdvice:
 
     def summary(self) -> dict:
         """The headline as plain numbers (for JSON)."""
-        t = self.table
+        t = self.table_columns
         out = {
             "advised_G_per_generation": self.advised_G_per_generation,
             "advised_G_per_second": self.advised_G_per_second,
@@ -203,14 +215,14 @@ class GroupSizeAdvice:
                 "t_rollout": self.cost.t_rollout,
                 "source": self.cost.source,
             },
-            "prompts_worth_rollouts": int(self.prompts["worth_rollouts"].sum()),
-            "prompts": len(self.prompts),
+            "prompts_worth_rollouts": int(self.prompt_columns["worth_rollouts"].sum()),
+            "prompts": int(self.prompt_columns["worth_rollouts"].size),
             "notes": list(self.notes),
         }
         for g in sorted({2, 4, 8, 16, self.best_G_per_generation, self.advised_G_per_generation} - {None}):
-            row = t[t.G == g]
-            if len(row):
-                out.setdefault("relative_per_generation", {})[str(g)] = float(row.relative_per_generation.iloc[0])
+            row = np.flatnonzero(t["G"] == g)
+            if row.size:
+                out.setdefault("relative_per_generation", {})[str(g)] = float(t["relative_per_generation"][row[0]])
         return out
 
 
@@ -357,10 +369,6 @@ def group_size_advice(
     >>> group_size_advice([0.1, 0.5, 0.9], hold="generations", optimizer="sgd", g_grid=[2, 8]).best_G_per_generation
     8
     """
-    import pandas as pd
-
-    from .allocation import allocation_value, expected_silent_rate
-
     hold = _choice("hold", hold, HOLDS)
     method = _choice("method", method, SPEED_METHODS)
     optimizer = _choice("optimizer", optimizer, OPTIMIZERS)
@@ -370,51 +378,16 @@ def group_size_advice(
     if cost is not None and not isinstance(cost, StepCost):
         raise InputError(f"cost must be a StepCost (gsd.speed.StepCost or fit_step_cost), got {type(cost).__name__}")
     grid = _grid(g_grid)
-    if isinstance(p_or_posterior, BetaPosterior):
-        src = BetaPosterior(p_or_posterior.a.ravel(), p_or_posterior.b.ravel(), p_or_posterior.prior)
-        n_prompts = src.a.size
-    else:
-        from ._validate import as_probability
-
-        src = np.atleast_1d(as_probability(p_or_posterior, "p_or_posterior")).ravel()
-        n_prompts = src.size
-    if n_prompts == 0:
-        raise InputError("p_or_posterior holds no prompt")
-    notes = []
-    if hold == "prompts":
-        n = _positive_int("prompts_per_step", prompts_per_step if prompts_per_step is not None else n_prompts)
-        if generations_per_step is not None:
-            raise InputError("generations_per_step is for hold='generations'; hold='prompts' takes prompts_per_step")
-        prompts = np.full(grid.size, float(n))
-    else:
-        if prompts_per_step is not None:
-            raise InputError("prompts_per_step is for hold='prompts'; hold='generations' takes generations_per_step")
-        if generations_per_step is None:
-            if cost is not None or (optimizer == "adam" and not math.isinf(nu)):
-                raise InputError("hold='generations' with a cost or a finite score_noise needs generations_per_step")
-            generations_per_step = int(n_prompts * grid.max())  # the ordering of G does not depend on it
-        B = _positive_int("generations_per_step", generations_per_step)
-        if B < grid.max():
-            raise InputError(f"generations_per_step ({B}) must hold at least one group of the largest G ({grid.max()})")
-        prompts = B / grid
-        if np.any(B % grid):
-            notes.append("generations_per_step is not a multiple of every G: prompts per step B/G taken as a fraction")
+    src = _prompts_of(p_or_posterior)
+    notes: list[str] = []
+    prompts = _prompts_per_step(
+        hold, grid, _n_prompts(src), prompts_per_step, generations_per_step, cost, optimizer, nu, notes
+    )
     generations = prompts * grid
-
-    # V_i(G): the prompt's one-step gain (exact; beta-binomial sums under a posterior), prompts × grid.
-    if isinstance(src, BetaPosterior):
-        gain = _posterior_table(src, grid, _VALUE[method], ddof, eps)
-    else:
-        gain = allocation_value(src[:, None], grid[None, :], _VALUE[method], ddof=ddof, eps=eps)
-    S = gain.mean(axis=0)
-    if optimizer == "sgd":
-        per_step = S
-    else:
-        N = _expected_squares(src, grid, method, ddof, eps).mean(axis=0) / prompts
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per_step = S / np.sqrt(N) if math.isinf(nu) else S / np.sqrt(S * S + nu * N)
-        per_step = np.where(N > 0, per_step, 0.0)
+    gain, per_step = _progress_per_step(src, grid, prompts, method, optimizer, nu, ddof, eps)
     per_gen = per_step / generations
+    from .allocation import expected_silent_rate
+
     silent = _silent_table(src, grid, expected_silent_rate).mean(axis=0)
     seconds = cost.seconds(prompts, generations) if cost is not None else np.full(grid.size, np.nan)
     per_sec = per_step / seconds
@@ -423,35 +396,28 @@ def group_size_advice(
     adv_gen = int(grid[np.argmax(per_gen >= (1.0 - tol) * per_gen.max())])  # the grid is sorted
     adv_sec = int(grid[np.argmax(per_sec >= (1.0 - tol) * np.nanmax(per_sec))]) if cost is not None else None
     with np.errstate(divide="ignore", invalid="ignore"):
-        table = pd.DataFrame(
-            {
-                "G": grid,
-                "prompts_per_step": prompts,
-                "generations_per_step": generations,
-                "silent_rate": silent,
-                "progress_per_step": per_step,
-                "progress_per_generation": per_gen,
-                "seconds_per_step": seconds,
-                "progress_per_second": per_sec,
-                "relative_per_generation": per_gen / per_gen.max(),
-                "relative_per_second": per_sec / np.nanmax(per_sec) if cost is not None else np.nan,
-            }
-        )
-    col = gain[:, int(np.argmax(per_gen))]
-    mean = col.mean()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = col / mean if mean > 0 else np.zeros_like(col)
-    prompts_df = pd.DataFrame({"progress": col, "relative_value": rel, "worth_rollouts": rel >= 1.0})
+        table = {
+            "G": grid,
+            "prompts_per_step": prompts,
+            "generations_per_step": generations,
+            "silent_rate": silent,
+            "progress_per_step": per_step,
+            "progress_per_generation": per_gen,
+            "seconds_per_step": seconds,
+            "progress_per_second": per_sec,
+            "relative_per_generation": per_gen / per_gen.max(),
+            "relative_per_second": per_sec / np.nanmax(per_sec) if cost is not None else np.full(grid.size, np.nan),
+        }
     if not (per_gen.max() > 0):
         notes.append("every prompt is silent for sure (p = 0 or 1): no G makes progress")
     return GroupSizeAdvice(
-        table=table,
+        table_columns=table,
         best_G_per_generation=best_gen,
         best_G_per_second=best_sec,
         advised_G_per_generation=adv_gen,
         advised_G_per_second=adv_sec,
         tolerance=tol,
-        prompts=prompts_df,
+        prompt_columns=_prompt_values(gain[:, int(np.argmax(per_gen))]),
         hold=hold,
         method=method,
         optimizer=optimizer,
@@ -462,6 +428,69 @@ def group_size_advice(
         cost=cost,
         notes=notes,
     )
+
+
+def _prompts_of(p_or_posterior):
+    """The prompts as one flat BetaPosterior or one flat array of solve rates."""
+    if isinstance(p_or_posterior, BetaPosterior):
+        return BetaPosterior(p_or_posterior.a.ravel(), p_or_posterior.b.ravel(), p_or_posterior.prior)
+    from ._validate import as_probability
+
+    return np.atleast_1d(as_probability(p_or_posterior, "p_or_posterior")).ravel()
+
+
+def _n_prompts(src) -> int:
+    n = src.a.size if isinstance(src, BetaPosterior) else src.size
+    if n == 0:
+        raise InputError("p_or_posterior holds no prompt")
+    return int(n)
+
+
+def _prompts_per_step(hold, grid, n_prompts, prompts_per_step, generations_per_step, cost, optimizer, nu, notes):
+    """Prompts per step at each G: fixed under ``hold="prompts"``, B/G under ``hold="generations"``."""
+    if hold == "prompts":
+        n = _positive_int("prompts_per_step", prompts_per_step if prompts_per_step is not None else n_prompts)
+        if generations_per_step is not None:
+            raise InputError("generations_per_step is for hold='generations'; hold='prompts' takes prompts_per_step")
+        return np.full(grid.size, float(n))
+    if prompts_per_step is not None:
+        raise InputError("prompts_per_step is for hold='prompts'; hold='generations' takes generations_per_step")
+    if generations_per_step is None:
+        if cost is not None or (optimizer == "adam" and not math.isinf(nu)):
+            raise InputError("hold='generations' with a cost or a finite score_noise needs generations_per_step")
+        generations_per_step = int(n_prompts * grid.max())  # the ordering of G does not depend on it
+    B = _positive_int("generations_per_step", generations_per_step)
+    if B < grid.max():
+        raise InputError(f"generations_per_step ({B}) must hold at least one group of the largest G ({grid.max()})")
+    if np.any(B % grid):
+        notes.append("generations_per_step is not a multiple of every G: prompts per step B/G taken as a fraction")
+    return B / grid
+
+
+def _progress_per_step(src, grid, prompts, method, optimizer, nu, ddof, eps):
+    """(V_i(G), prompts × grid: each prompt's exact one-step gain; the step's expected progress per G:
+    S under SGD, S/√(S² + νN) under Adam)."""
+    from .allocation import allocation_value
+
+    if isinstance(src, BetaPosterior):
+        gain = _posterior_table(src, grid, _VALUE[method], ddof, eps)
+    else:
+        gain = allocation_value(src[:, None], grid[None, :], _VALUE[method], ddof=ddof, eps=eps)
+    S = gain.mean(axis=0)
+    if optimizer == "sgd":
+        return gain, S
+    N = _expected_squares(src, grid, method, ddof, eps).mean(axis=0) / prompts
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_step = S / np.sqrt(N) if math.isinf(nu) else S / np.sqrt(S * S + nu * N)
+    return gain, np.where(N > 0, per_step, 0.0)
+
+
+def _prompt_values(col) -> Columns:
+    """Per prompt at the best G: its expected gain, that over the batch mean, and whether it beats an average prompt."""
+    mean = col.mean()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = col / mean if mean > 0 else np.zeros_like(col)
+    return {"progress": col, "relative_value": rel, "worth_rollouts": rel >= 1.0}
 
 
 def _posterior_table(post, grid, value, ddof, eps):

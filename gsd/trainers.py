@@ -51,13 +51,16 @@ evaluates the formula literally in float32 and reproduces this.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ._validate import InputError, _show, as_group_size, is_torch
 from .groups import advantages, check_rewards
 from .integrations import trainer_modules
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "Convention",
@@ -375,6 +378,8 @@ def convention_gap(G, trainer: str = "trl") -> pd.DataFrame:
     def ratio(k):
         sigma = np.sqrt(k * (g - k)) / g
         return sigma / (sigma / no_eps + conv.eps)
+
+    import pandas as pd
 
     return pd.DataFrame(
         dict(

@@ -25,24 +25,26 @@ silent when every reward in it is equal. See the docs page "Reading real logs"."
 def register(sub) -> None:
     import argparse
 
-    from ..cli_support import (  # the options' schema: checked before any log is read
-        add_advice_arguments,
-        bounded_float,
-        bounded_int,
-        hidden_aliases,
-    )
-
-    steps = bounded_float(0, 1e300, "steps", open_lo=True)
-
-    def _half_life_arg(text: str):
-        return "auto" if text == "auto" else steps(text)
-
-    _half_life_arg.__name__ = "half-life"  # argparse names the type in its error
-    from ..integrations import TRAINERS
+    from ..cli_support import hidden_aliases
 
     p = sub.add_parser(
         "diagnose", help=_HELP, description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    _add_log_arguments(p)
+    _add_model_arguments(p)
+    _add_output_arguments(p)
+    hidden_aliases(
+        p, {"--reward": "reward", "--group-col": "group_col", "--prompt-col": "prompt_col", "--step-col": "step_col"}
+    )  # the spellings before gsd plan's "-column" ones
+    p.set_defaults(func=_diagnose)
+    _register_example_logs(sub)
+
+
+def _add_log_arguments(p) -> None:
+    """What to read: the logs, their format and the columns that hold rewards, groups, prompts and steps."""
+    from ..cli_support import bounded_float, bounded_int  # the options' schema: checked before any log is read
+    from ..integrations import TRAINERS
+
     p.add_argument("logs", nargs="+", metavar="LOG", help="log files, folders or glob patterns")
     p.add_argument(
         "--format",
@@ -91,6 +93,19 @@ def register(sub) -> None:
         metavar="STEP_COLUMN",
         help="step column of a table (default step; else the number ending the file name)",
     )
+
+
+def _add_model_arguments(p) -> None:
+    """How to read them: the trainer's std convention, the prior and posteriors, the fidelity law, the advice."""
+    from ..cli_support import add_advice_arguments, bounded_float, bounded_int
+
+    steps = bounded_float(0, 1e300, "steps", open_lo=True)
+
+    def _half_life_arg(text: str):
+        return "auto" if text == "auto" else steps(text)
+
+    _half_life_arg.__name__ = "half-life"  # argparse names the type in its error
+
     p.add_argument(
         "--ddof",
         type=int,
@@ -142,6 +157,10 @@ def register(sub) -> None:
         help="rollouts per step to share over the prompts, by gsd plan --budget's default plan (uniform G)",
     )
     add_advice_arguments(p)
+
+
+def _add_output_arguments(p) -> None:
+    """What to write: the output folder, the JSON, the step table's length, progress and --fail-on."""
     p.add_argument(
         "--out", help="write steps.parquet, prompts.parquet, groups.parquet, summary.json and diagnose.png here"
     )
@@ -158,11 +177,9 @@ def register(sub) -> None:
         help="exit with status 3 when a rule holds, e.g. 'silent>0.5,wasted>0.3': silent is the "
         "largest per-step silent fraction, wasted the run's wasted share (for CI)",
     )
-    hidden_aliases(
-        p, {"--reward": "reward", "--group-col": "group_col", "--prompt-col": "prompt_col", "--step-col": "step_col"}
-    )  # the spellings before gsd plan's "-column" ones
-    p.set_defaults(func=_diagnose)
 
+
+def _register_example_logs(sub) -> None:
     e = sub.add_parser(
         "example-logs",
         help="copy the shipped example rollout logs (TRL, verl, AReaL) into a folder",
@@ -213,7 +230,7 @@ def _diagnose(args) -> int:
         print(format_report(dx, max_steps=None if args.all_steps else 12))
         if args.out:
             print(f"Tables, summary and figure written to {args.out}")
-    return fail_on_status(dx.summary, dx.steps, rules, "diagnose")
+    return fail_on_status(dx.summary, dx.columns("steps"), rules, "diagnose")
 
 
 def _example_logs(args) -> int:

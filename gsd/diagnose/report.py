@@ -39,8 +39,10 @@ _GROUP_COLUMNS = (
 def diagnosis_json(dx: Diagnosis) -> dict:
     """``{"summary": {...}, "steps": [{"step", "groups", "rollouts", "silent_frac", "silent_pred",
     "wasted_rollouts", "fidelity", ...}, ...]}``; NaN becomes ``null``."""
-    steps = dx.steps
-    records = steps[list(STEP_KEYS) + [c for c in steps.columns if c not in STEP_KEYS]].to_dict("records")
+    steps = dx.columns("steps")
+    keys = list(STEP_KEYS) + [c for c in steps if c not in STEP_KEYS]
+    values = [steps[k].tolist() for k in keys]
+    records = [dict(zip(keys, row)) for row in zip(*values)]
     return jsonable({"summary": dx.summary, "steps": records})
 
 
@@ -54,14 +56,30 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
     ``max_steps``: at most this many rows of the step table, evenly spaced, and a line above them
     saying so (None: every step).
     """
-    s, c = dx.summary, dx.summary.get("calibration") or {}
-    predicted = s["prior"] is not None
+    s = dx.summary
+    pr = dx.columns("prompts")
+    lines = _read_lines(s) + [""] + _run_lines(s, dx.columns("groups")) + [""]
+    lines += _step_lines(dx.columns("steps"), max_steps)
+    lines += advice_lines(s)
+    lines += _fidelity_law_lines(s, pr)
+    if "verdict" in pr:
+        lines += ["", _verdict_line(pr)] + _prompt_lines(pr)
+    lines += _budget_lines(s, pr)
+    lines += [
+        "Predictions use each prompt's Beta posterior before the step; see the docs page 'Reading real logs' and "
+        "docs/theory.md, section Rollout logs, for the formats and the formulas.",
+    ]
+    return "\n".join(lines)
+
+
+def _read_lines(s: dict) -> list[str]:
+    """What was read and how: rollouts, groups, silence, the half-life, what was left out, the warnings."""
     lines = [
         f"Read {s['rows']:,} rollouts ({s['format']}) from {s['files']} file(s): {s['steps']} steps, "
         f"{s['prompts']:,} prompts, {s['groups']:,} groups.",
         f"  groups: {s['group_by']}",
         f"  silent: {s['silence']}",
-        f"  right/wrong for the predictions: {s['rewards_as']}" if predicted else "",
+        f"  right/wrong for the predictions: {s['rewards_as']}" if s["prior"] is not None else "",
     ]
     lines = [x for x in lines if x]
     if s.get("half_life_choice"):
@@ -82,101 +100,113 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
         lines.append(
             f"Steps with one rollout per prompt (no groups): {shown}{' ...' if len(s['steps_without_groups']) > 8 else ''}."
         )
-    for w in s["warnings"]:
-        lines.append(f"WARNING: {w}")
+    lines += [f"WARNING: {w}" for w in s["warnings"]]
+    return lines
+
+
+def _run_lines(s: dict, groups) -> list[str]:
+    """The run in five numbers: silent groups (measured and predicted), waste, effective gradient, fidelity, prior."""
+    c = s.get("calibration") or {}
+    predicted = s["prior"] is not None
     of = s["of"]
-    lines.append("")
     binary_measured = c["silent_groups_measured"] / s["groups"] if c and s["groups"] else float("nan")
     if not s.get("silent_observable", True):
-        lines.append(
+        lines = [
             "  silent groups        not in the log: the trainer removed them before the dump "
             f"({s['silent_frac_dumped'] * 100:.1f} % of the dumped groups)"
-        )
-    elif predicted and np.array_equal(dx.groups["silent"], dx.groups["binary_silent"]):
-        lines.append(
+        ]
+    elif predicted and np.array_equal(groups["silent"], groups["binary_silent"]):
+        lines = [
             f"  silent groups        {_pct(s['silent_frac'])} measured, {_pct(s['silent_pred'])} predicted "
             f"(z = {c.get('z', float('nan')):+.1f} over all groups)"
-        )
+        ]
     elif predicted:
         # Graded rewards under a threshold: the trainer's silence (every reward equal) is measured
         # only; the prediction is of all-right/all-wrong groups, so z sets it beside that measure.
-        lines += [
+        lines = [
             f"  silent groups        {_pct(s['silent_frac'])} measured (every reward equal, as the trainer sees it)",
             f"  all right/all wrong  {_pct(binary_measured)} measured, {_pct(s['silent_pred'])} predicted "
             f"(z = {c.get('z', float('nan')):+.1f} over all groups; {s['rewards_as']})",
         ]
     else:
-        lines.append(f"  silent groups        {_pct(s['silent_frac'])} measured")
+        lines = [f"  silent groups        {_pct(s['silent_frac'])} measured"]
     lines += [
         f"  wasted rollouts      {s['wasted_rollouts']:,} ({_pct(s['wasted_share'])} of {of})",
         f"  effective-gradient   {_pct(s['effective_gradient_ratio'])} of {of} carried a signal",
     ]
     if predicted:
-        prior = s["prior"]
+        prior, conv = s["prior"], s["update_convention"]
         lines += [
             f"  fidelity of groups   {s['fidelity']:.3f} (expected GRPO update / large-group update; std with "
-            f"ddof {s['update_convention']['ddof']}, eps {s['update_convention']['eps']:g}, as {s['update_convention']['from']})",
+            f"ddof {conv['ddof']}, eps {conv['eps']:g}, as {conv['from']})",
             f"  prior of p           Beta({prior['a']:.3g}, {prior['b']:.3g}), mean {prior['mean']:.3f} (empirical Bayes over the run)"
             if "loglik" in prior
             else f"  prior of p           Beta({prior['a']:.3g}, {prior['b']:.3g})",
         ]
-    lines.append("")
-    st = dx.steps
-    trainer = "trainer_silent_frac" in st
-    thinned = max_steps is not None and len(st) > max_steps
-    show = st.iloc[np.unique(np.linspace(0, len(st) - 1, max_steps).round().astype(int))] if thinned else st
-    if thinned:
+    return lines
+
+
+def _fidelity_law_lines(s: dict, pr) -> list[str]:
+    """The fidelity law's group sizes over the prompts (not the advice)."""
+    if "group_size" not in pr:
+        return []
+    gs = pr["group_size"]
+    ok = gs > 0
+    return [
+        f"Fidelity law (not the advice): the G at which one group's expected update is within "
+        f"{s['epsilon']:g} of the large-group limit, at each prompt's posterior mean: "
+        + (
+            f"median {np.median(gs[ok]):.0f}, 90th percentile {np.percentile(gs[ok], 90):.0f}"
+            if ok.any()
+            else "none reachable"
+        )
+        + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "")
+        + "."
+    ]
+
+
+def _budget_lines(s: dict, pr) -> list[str]:
+    """With --budget: how the default plan shares it over the prompts."""
+    if "group_size_budget" not in pr:
+        return []
+    alloc = pr["group_size_budget"]
+    drawn = alloc > 0
+    return [
+        f"A budget of {s['budget']:,} rollouts per step ({int(alloc.sum()):,} spent), {s['budget_plan']} plan "
+        "(gsd plan --budget's default): "
+        f"{int(drawn.sum()):,} of {alloc.size:,} prompts drawn"
+        + (
+            f", G from {alloc[drawn].min()} to {alloc[drawn].max()} (median {np.median(alloc[drawn]):.0f})"
+            if drawn.any()
+            else ""
+        )
+        + "."
+    ]
+
+
+def _step_lines(st, max_steps: int | None) -> list[str]:
+    """The step table: every step, or ``max_steps`` of them evenly spaced and a line saying so."""
+    n = st["step"].size
+    rows = np.arange(n)
+    lines = []
+    if max_steps is not None and n > max_steps:
+        rows = np.unique(np.linspace(0, n - 1, max_steps).round().astype(int))
         lines.append(
-            f"{len(show)} of {len(st)} steps, evenly spaced from the first to the last "
+            f"{rows.size} of {n} steps, evenly spaced from the first to the last "
             "(--all-steps prints every one; --json and --out hold them all):"
         )
+    trainer = "trainer_silent_frac" in st
     lines.append(
         f"{'step':>8} {'groups':>7} {'rollouts':>9} {'silent':>8} {'pred':>8} {'wasted':>8} {'fidelity':>9}"
         + (f" {'TRL says':>9}" if trainer else "")
     )
-    for r in show.itertuples(index=False):
+    for i in rows:
         lines.append(
-            f"{r.step:>8} {r.groups:>7} {r.rollouts:>9} {_pct(r.silent_frac):>8} {_pct(r.silent_pred):>8} "
-            f"{_pct(r.wasted_share):>8} {_num(r.fidelity):>9}"
-            + (f" {_pct(r.trainer_silent_frac):>9}" if trainer else "")
+            f"{st['step'][i]:>8} {st['groups'][i]:>7} {st['rollouts'][i]:>9} {_pct(st['silent_frac'][i]):>8} "
+            f"{_pct(st['silent_pred'][i]):>8} {_pct(st['wasted_share'][i]):>8} {_num(st['fidelity'][i]):>9}"
+            + (f" {_pct(st['trainer_silent_frac'][i]):>9}" if trainer else "")
         )
-    pr = dx.prompts
-    lines += advice_lines(s)
-    if "group_size" in pr:
-        gs = pr["group_size"]
-        ok = gs > 0
-        lines.append(
-            f"Fidelity law (not the advice): the G at which one group's expected update is within "
-            f"{s['epsilon']:g} of the large-group limit, at each prompt's posterior mean: "
-            + (
-                f"median {np.median(gs[ok]):.0f}, 90th percentile {np.percentile(gs[ok], 90):.0f}"
-                if ok.any()
-                else "none reachable"
-            )
-            + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "")
-            + "."
-        )
-    if "verdict" in pr:
-        lines += ["", _verdict_line(pr)] + _prompt_lines(pr)
-    if "group_size_budget" in pr:
-        alloc = pr["group_size_budget"]
-        drawn = alloc > 0
-        lines.append(
-            f"A budget of {s['budget']:,} rollouts per step ({int(alloc.sum()):,} spent), {s['budget_plan']} plan "
-            "(gsd plan --budget's default): "
-            f"{int(drawn.sum()):,} of {len(pr):,} prompts drawn"
-            + (
-                f", G from {alloc[drawn].min()} to {alloc[drawn].max()} (median {np.median(alloc[drawn]):.0f})"
-                if drawn.any()
-                else ""
-            )
-            + "."
-        )
-    lines += [
-        "Predictions use each prompt's Beta posterior before the step; see the docs page 'Reading real logs' and "
-        "docs/theory.md, section Rollout logs, for the formats and the formulas.",
-    ]
-    return "\n".join(lines)
+    return lines
 
 
 def advice_lines(s: dict) -> list[str]:
@@ -230,8 +260,8 @@ def advice_lines(s: dict) -> list[str]:
 def _verdict_line(pr) -> str:
     from .tables import VERDICT_DELTA, VERDICT_PROB
 
-    counts = pr["verdict"].value_counts()
-    words = ", ".join(f"{int(counts.get(w, 0)):,} {w}" for w in ("starved", "saturated", "learning", "unsure"))
+    verdict = np.asarray(pr["verdict"])
+    words = ", ".join(f"{int((verdict == w).sum()):,} {w}" for w in ("starved", "saturated", "learning", "unsure"))
     return (
         f"Prompts: {words} (posterior probability > {VERDICT_PROB:g} that p < {VERDICT_DELTA:g}, "
         f"p > {1 - VERDICT_DELTA:g}, or in between; unsure: none yet)."
@@ -245,22 +275,23 @@ MAX_PROMPTS = 12
 def _prompt_lines(pr) -> list[str]:
     """The per-prompt table: posterior mean and interval beside the verdict, for up to
     :data:`MAX_PROMPTS` prompts spread over the range of posterior means."""
-    order = np.argsort(pr["p_mean"].to_numpy(), kind="stable")
+    order = np.argsort(pr["p_mean"], kind="stable")
+    total = order.size
     if order.size > MAX_PROMPTS:
         order = order[np.unique(np.linspace(0, order.size - 1, MAX_PROMPTS).round().astype(int))]
     lines = [
-        f"{len(order)} of {len(pr):,} prompts, by posterior mean (--out writes them all, prompts.parquet):"
-        if len(order) < len(pr)
+        f"{len(order)} of {total:,} prompts, by posterior mean (--out writes them all, prompts.parquet):"
+        if len(order) < total
         else "Per prompt:"
     ]
     lines.append(f"  {'prompt':<28} {'rollouts':>8} {'right':>6} {'p mean':>7} {'interval':>15} {'verdict':>9}")
     for i in order:
-        r = pr.iloc[i]
-        text = str(r["prompt"])
+        text = str(pr["prompt"][i])
         text = text if len(text) <= 28 else text[:27] + "…"
+        interval = f"[{pr['p_lo'][i]:.3f}, {pr['p_hi'][i]:.3f}]"
         lines.append(
-            f"  {text:<28} {int(r['rollouts']):>8} {int(r['right']):>6} {r['p_mean']:>7.3f} "
-            f"{f'[{r.p_lo:.3f}, {r.p_hi:.3f}]':>15} {r['verdict']:>9}"
+            f"  {text:<28} {int(pr['rollouts'][i]):>8} {int(pr['right'][i]):>6} {pr['p_mean'][i]:>7.3f} "
+            f"{interval:>15} {pr['verdict'][i]:>9}"
         )
     return lines
 

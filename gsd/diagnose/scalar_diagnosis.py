@@ -122,15 +122,12 @@ def diagnose_scalars(
     """
     import pandas as pd
 
-    from .._validate import as_scalar_group_size
-    from ..difficulty_fit import beta_from_moments, silent_interval
-    from ..silent import silent_rate
+    from .._validate import as_group_size
     from .scalars import ScalarLog, read_scalars
 
     if not isinstance(log, ScalarLog):
         log = read_scalars(log, fmt=fmt, step_col=step_col)
     df = log.metrics
-    config = log.config or {}
     r_key = _pick(df.columns, reward, REWARD_KEYS, "reward")
     z_key = _pick(df.columns, silent, SILENT_KEYS, "silent")
     if r_key is None and z_key is None:
@@ -138,25 +135,7 @@ def diagnose_scalars(
             f"{log.source}: no mean reward ({', '.join(REWARD_KEYS)}) nor zero-std fraction "
             f"({', '.join(SILENT_KEYS)}) in the log; name them with --reward / --silent"
         )
-    G_from = "option" if group_size is not None else None
-    G = as_scalar_group_size(group_size, "group_size", minimum=2, maximum=10**9) if group_size is not None else None
-    # verl's config, as its Tracking hands it to W&B: nested sections
-    actor = config.get("actor_rollout_ref")
-    rollout = actor.get("rollout") if isinstance(actor, dict) else None
-    data = config.get("data") if isinstance(config.get("data"), dict) else {}
-    if G is None and _config_int(config, "num_generations"):
-        G, G_from = _config_int(config, "num_generations"), "config num_generations"
-    elif G is None and isinstance(rollout, dict) and _config_int(rollout, "n"):
-        G, G_from = _config_int(rollout, "n"), "config actor_rollout_ref.rollout.n"
-    n_from = "option" if groups is not None else None
-    n = as_scalar_group_size(groups, "groups", minimum=1, maximum=10**9) if groups is not None else None
-    gb = _config_int(config, "generation_batch_size")
-    if n is None and gb and G and gb % G == 0:
-        n, n_from = gb // G, "config generation_batch_size / num_generations"
-    elif n is None and _config_int(data, "train_batch_size") and G_from != "config num_generations":
-        n, n_from = _config_int(data, "train_batch_size"), "config data.train_batch_size"
-    from .._validate import as_group_size
-
+    G, G_from, n, n_from = _run_shape(log.config or {}, group_size, groups)
     Gs = np.atleast_1d(as_group_size(predict, "predict", 1, 10**9)) if predict is not None else np.array([], np.int64)
 
     dapo = z_key is None and EVICTED_KEY in df.columns
@@ -167,33 +146,7 @@ def diagnose_scalars(
     notes = list(log.notes)
     drawn = None  # groups drawn per logged row, when not the groups of its generations
     if dapo:
-        # verl V1's DAPO filter logs the groups it evicted (all rewards equal), only at steps that evicted
-        evicted = np.nan_to_num(rows[EVICTED_KEY].to_numpy(dtype=float), nan=0.0)
-        # groups that passed the filter beyond the batch, discarded (V1's sync ReplayBuffer): drawn, not silent
-        surplus = (
-            np.nan_to_num(rows[SURPLUS_KEY].to_numpy(dtype=float), nan=0.0)
-            if SURPLUS_KEY in rows.columns
-            else np.zeros(len(rows))
-        )
-        if n:
-            drawn = evicted + n + surplus
-            z = evicted / drawn
-            z_key = f"{EVICTED_KEY} / (groups + evicted + surplus)"
-        else:
-            notes.append(
-                f"verl's DAPO filter evicted {evicted.sum():.0f} silent groups; the silent share needs "
-                "--groups (data.train_batch_size, the groups trained per step)"
-            )
-        if surplus.any():
-            notes.append(
-                f"{surplus.sum():.0f} groups passed the filter beyond the batch and were discarded "
-                f"({SURPLUS_KEY}): drawn, not silent, not trained"
-            )
-        # the mean score is the trained groups' (no silent one among them): not E[p] of the groups drawn
-        m = np.full(len(rows), np.nan)
-        notes.append(
-            "verl's filter_groups (DAPO): the mean score is the trained groups' only, so no lower bound and no fit"
-        )
+        m, z, z_key, drawn = _dapo_filter_rows(rows, n, notes)
     bad = np.isfinite(m) & ((m < 0) | (m > 1))
     binary = not bad.any()
     if not binary:
@@ -202,7 +155,7 @@ def diagnose_scalars(
             "rewards are not right/wrong, so no lower bound and no fit"
         )
     out = pd.DataFrame({"step": steps, "mean_reward": m, "silent_frac": z})
-    gens, scheduled = _generations(steps, config)
+    gens, scheduled = _generations(steps, log.config or {})
     out["generations"] = gens
     summary = {
         "format": log.fmt,
@@ -223,68 +176,142 @@ def diagnose_scalars(
             + "): the silent share and the wasted rollouts are not in it; the lower bound from the mean "
             "reward is all that can be said"
         )
-    seen = np.isfinite(z)
-    if seen.any():
-        w = gens[seen].astype(float)
-        summary["silent_share"] = float((z[seen] * w).sum() / w.sum()) if w.sum() > 0 else float(z[seen].mean())
-        summary["silent_share_weights"] = (
-            "generations per logged interval, from the config's schedule"
-            if scheduled
-            else "logged steps covered (one generation per step, TRL's default)"
-        )
-        if G and n:
-            groups_drawn = gens * n if drawn is None else drawn
-            wasted = z * groups_drawn * G
-            out["groups_drawn"] = groups_drawn
-            out["wasted_rollouts"] = wasted
-            summary["wasted_rollouts"] = float(np.nansum(wasted[seen]))
-            summary["rollouts"] = int(groups_drawn[seen].sum() * G)
-            summary["wasted_share"] = summary["wasted_rollouts"] / summary["rollouts"] if summary["rollouts"] else None
-            summary["wasted_exact"] = bool(scheduled or drawn is not None)
-            if drawn is not None:
-                w = groups_drawn[seen].astype(float)  # the share of the groups drawn, over the run
-                summary["silent_share"] = float((z[seen] * w).sum() / w.sum())
-                summary["silent_share_weights"] = "groups drawn per step (trained + evicted + discarded surplus)"
-            if not summary["wasted_exact"]:
-                notes.append(
-                    "wasted rollouts assume one generation per step (TRL's default); the log does not hold "
-                    "the schedule (gradient_accumulation_steps, steps_per_generation, num_iterations)"
-                )
-        else:
-            summary["wasted_share"] = summary["silent_share"]
-            summary["wasted_rollouts"] = None
-            notes.append(
-                "wasted share = silent share (every group has G rollouts); the count of wasted rollouts needs "
-                "--group-size and --groups (groups per generation)"
-            )
-    else:
-        summary.update(silent_share=None, wasted_share=None, wasted_rollouts=None)
+    _silent_and_waste(out, summary, notes, z, gens, scheduled, drawn, G, n)
     fit = None
     if G and binary and r_key:
+        from ..silent import silent_rate
+
         out["silent_lower_bound"] = np.where(np.isfinite(m), silent_rate(np.where(np.isfinite(m), m, 0.5), G), np.nan)
     if G and binary and r_key and z_key and not dapo:
-        fit = beta_from_moments(m, z, G)
-        out["fit_status"] = fit.status
-        out["beta_a"], out["beta_b"] = fit.a, fit.b
-        if Gs.size:
-            pred = fit.silent_at(Gs[:, None])
-            pooled = silent_rate(np.where(np.isfinite(m), m, 0.5), Gs[:, None])
-            lo = hi = None
-            if n and draws:
-                lo, hi = silent_interval(fit, Gs, n, level=level, draws=draws, seed=seed)
-            for i, g in enumerate(Gs.tolist()):
-                out[f"silent_at_{g}"] = pred[i]
-                if lo is not None:
-                    out[f"silent_at_{g}_lo"], out[f"silent_at_{g}_hi"] = lo[:, i], hi[:, i]
-                out[f"pooled_at_{g}"] = np.where(np.isfinite(m), pooled[i], np.nan)
-        summary["fit_status"] = {s: int((fit.status == s).sum()) for s in np.unique(fit.status)}
-        summary.update(_advice(fit, steps, n))
-        if Gs.size and n is None:
-            notes.append("no interval on the fit's predictions: give --groups (groups per generation)")
+        fit = _moment_fit(out, summary, notes, m, z, G, Gs, n, steps, level=level, draws=draws, seed=seed)
     elif z_key and r_key and not G:
         notes.append("no lower bound and no fit: give --group-size (G)")
     summary["notes"] = notes
     return ScalarDiagnosis(steps=out, summary=summary, fit=fit, notes=notes)
+
+
+def _run_shape(config: dict, group_size, groups):
+    """(G, where it came from, groups per generation, where it came from): the options first, then
+    TRL's config (``num_generations``, ``generation_batch_size``) or verl's nested one
+    (``actor_rollout_ref.rollout.n``, ``data.train_batch_size``, as its Tracking hands it to W&B)."""
+    from .._validate import as_scalar_group_size
+
+    G_from = "option" if group_size is not None else None
+    G = as_scalar_group_size(group_size, "group_size", minimum=2, maximum=10**9) if group_size is not None else None
+    actor = config.get("actor_rollout_ref")
+    rollout = actor.get("rollout") if isinstance(actor, dict) else None
+    data = config.get("data") if isinstance(config.get("data"), dict) else {}
+    if G is None and _config_int(config, "num_generations"):
+        G, G_from = _config_int(config, "num_generations"), "config num_generations"
+    elif G is None and isinstance(rollout, dict) and _config_int(rollout, "n"):
+        G, G_from = _config_int(rollout, "n"), "config actor_rollout_ref.rollout.n"
+    n_from = "option" if groups is not None else None
+    n = as_scalar_group_size(groups, "groups", minimum=1, maximum=10**9) if groups is not None else None
+    gb = _config_int(config, "generation_batch_size")
+    if n is None and gb and G and gb % G == 0:
+        n, n_from = gb // G, "config generation_batch_size / num_generations"
+    elif n is None and _config_int(data, "train_batch_size") and G_from != "config num_generations":
+        n, n_from = _config_int(data, "train_batch_size"), "config data.train_batch_size"
+    return G, G_from, n, n_from
+
+
+def _dapo_filter_rows(rows, n, notes: list):
+    """verl V1's DAPO filter logs the groups it evicted (all rewards equal), only at steps that
+    evicted: (mean reward, silent share of the groups drawn, its name, groups drawn per row)."""
+    evicted = np.nan_to_num(rows[EVICTED_KEY].to_numpy(dtype=float), nan=0.0)
+    # groups that passed the filter beyond the batch, discarded (V1's sync ReplayBuffer): drawn, not silent
+    surplus = (
+        np.nan_to_num(rows[SURPLUS_KEY].to_numpy(dtype=float), nan=0.0)
+        if SURPLUS_KEY in rows.columns
+        else np.zeros(len(rows))
+    )
+    z, z_key, drawn = np.full(len(rows), np.nan), None, None
+    if n:
+        drawn = evicted + n + surplus
+        z = evicted / drawn
+        z_key = f"{EVICTED_KEY} / (groups + evicted + surplus)"
+    else:
+        notes.append(
+            f"verl's DAPO filter evicted {evicted.sum():.0f} silent groups; the silent share needs "
+            "--groups (data.train_batch_size, the groups trained per step)"
+        )
+    if surplus.any():
+        notes.append(
+            f"{surplus.sum():.0f} groups passed the filter beyond the batch and were discarded "
+            f"({SURPLUS_KEY}): drawn, not silent, not trained"
+        )
+    # the mean score is the trained groups' (no silent one among them): not E[p] of the groups drawn
+    notes.append(
+        "verl's filter_groups (DAPO): the mean score is the trained groups' only, so no lower bound and no fit"
+    )
+    return np.full(len(rows), np.nan), z, z_key, drawn
+
+
+def _silent_and_waste(out, summary: dict, notes: list, z, gens, scheduled: bool, drawn, G, n) -> None:
+    """The run's silent share and wasted rollouts (exact when G, the groups and the schedule are known)."""
+    seen = np.isfinite(z)
+    if not seen.any():
+        summary.update(silent_share=None, wasted_share=None, wasted_rollouts=None)
+        return
+    w = gens[seen].astype(float)
+    summary["silent_share"] = float((z[seen] * w).sum() / w.sum()) if w.sum() > 0 else float(z[seen].mean())
+    summary["silent_share_weights"] = (
+        "generations per logged interval, from the config's schedule"
+        if scheduled
+        else "logged steps covered (one generation per step, TRL's default)"
+    )
+    if not (G and n):
+        summary["wasted_share"] = summary["silent_share"]
+        summary["wasted_rollouts"] = None
+        notes.append(
+            "wasted share = silent share (every group has G rollouts); the count of wasted rollouts needs "
+            "--group-size and --groups (groups per generation)"
+        )
+        return
+    groups_drawn = gens * n if drawn is None else drawn
+    wasted = z * groups_drawn * G
+    out["groups_drawn"] = groups_drawn
+    out["wasted_rollouts"] = wasted
+    summary["wasted_rollouts"] = float(np.nansum(wasted[seen]))
+    summary["rollouts"] = int(groups_drawn[seen].sum() * G)
+    summary["wasted_share"] = summary["wasted_rollouts"] / summary["rollouts"] if summary["rollouts"] else None
+    summary["wasted_exact"] = bool(scheduled or drawn is not None)
+    if drawn is not None:
+        w = groups_drawn[seen].astype(float)  # the share of the groups drawn, over the run
+        summary["silent_share"] = float((z[seen] * w).sum() / w.sum())
+        summary["silent_share_weights"] = "groups drawn per step (trained + evicted + discarded surplus)"
+    if not summary["wasted_exact"]:
+        notes.append(
+            "wasted rollouts assume one generation per step (TRL's default); the log does not hold "
+            "the schedule (gradient_accumulation_steps, steps_per_generation, num_iterations)"
+        )
+
+
+def _moment_fit(out, summary: dict, notes: list, m, z, G, Gs, n, steps, *, level, draws, seed):
+    """The Beta fitted per step to the two logged moments, its predictions at ``Gs`` (with a bootstrap
+    interval when the groups per generation are known) beside the pooled-p ones, and the advice."""
+    from ..difficulty_fit import beta_from_moments, silent_interval
+    from ..silent import silent_rate
+
+    fit = beta_from_moments(m, z, G)
+    out["fit_status"] = fit.status
+    out["beta_a"], out["beta_b"] = fit.a, fit.b
+    if Gs.size:
+        pred = fit.silent_at(Gs[:, None])
+        pooled = silent_rate(np.where(np.isfinite(m), m, 0.5), Gs[:, None])
+        lo = hi = None
+        if n and draws:
+            lo, hi = silent_interval(fit, Gs, n, level=level, draws=draws, seed=seed)
+        for i, g in enumerate(Gs.tolist()):
+            out[f"silent_at_{g}"] = pred[i]
+            if lo is not None:
+                out[f"silent_at_{g}_lo"], out[f"silent_at_{g}_hi"] = lo[:, i], hi[:, i]
+            out[f"pooled_at_{g}"] = np.where(np.isfinite(m), pooled[i], np.nan)
+    summary["fit_status"] = {s: int((fit.status == s).sum()) for s in np.unique(fit.status)}
+    summary.update(_advice(fit, steps, n))
+    if Gs.size and n is None:
+        notes.append("no interval on the fit's predictions: give --groups (groups per generation)")
+    return fit
 
 
 def _advice(fit, steps, groups) -> dict:
@@ -316,7 +343,7 @@ def alerts(summary: dict, steps, rules) -> list:
     found = []
     for metric, op, thr in rules:
         if metric == "silent":
-            col = steps["silent_frac"].to_numpy(dtype=float) if "silent_frac" in steps else np.array([])
+            col = np.asarray(steps["silent_frac"], dtype=float) if "silent_frac" in steps else np.array([])
             value = float(np.nanmax(col)) if np.isfinite(col).any() else None
         else:
             value = summary.get("wasted_share")

@@ -31,23 +31,29 @@ of a fast-learning run lag (the calibration numbers of the summary say by how mu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from .._validate import InputError
 from ..allocation import DEFAULT_PLAN
+from ..frames import Columns, FrameAttribute, as_columns, as_frame, columns_of, group_sums
 from ..groupsize import median_group_size
 from ..posterior import BetaPosterior, fit_beta_prior, posterior_from_counts
 from .readers import RolloutLog
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "binarise",
     "update_convention",
     "group_table",
+    "group_columns",
     "step_table",
+    "step_columns",
     "prompt_table",
+    "prompt_columns",
     "Diagnosis",
     "diagnose_log",
     "expected_scale",
@@ -99,7 +105,7 @@ def binarise(reward, threshold=None):
         if not np.isfinite(t):
             raise InputError(f"threshold must be a finite number, got {threshold!r}")
         return (finite & (reward >= t)).astype(np.int8), f"reward >= {t:g} counts as right{left_out}"
-    values = pd.unique(reward[finite])
+    values = np.unique(reward[finite])
     if values.size <= 2 and np.all(np.isin(values, (0.0, 1.0))):
         return (finite & (reward == 1.0)).astype(np.int8), "binary rewards (0/1)" + left_out
     if values.size == 2:
@@ -117,6 +123,11 @@ def binarise(reward, threshold=None):
 
 
 def group_table(log: RolloutLog, right=None, *, half_life: float | None = None) -> pd.DataFrame:
+    """:func:`group_columns` as a DataFrame."""
+    return as_frame(group_columns(log, right, half_life=half_life))
+
+
+def group_columns(log: RolloutLog, right=None, *, half_life: float | None = None) -> Columns:
     """One row per group (the rollouts the trainer normalised together), sorted by step then prompt.
 
     Columns: ``step``, ``prompt`` (code), ``G`` (the group's rows), ``generated`` (those the policy
@@ -174,20 +185,18 @@ def group_table(log: RolloutLog, right=None, *, half_life: float | None = None) 
         if log.padding is None
         else np.bincount(grp, weights=log.padding, minlength=n_groups).round().astype(np.int64)
     )
-    out = pd.DataFrame(
-        {
-            "step": step,
-            "prompt": prompt,
-            "G": G,
-            "generated": G - pad,
-            "n": n,
-            "k": k,
-            "silent": silent,
-            "binary_silent": (n >= 2) & ((k == 0) | (k == n)) if binary else np.zeros(n_groups, bool),
-            "n_before": before[0],
-            "k_before": before[1],
-        }
-    )
+    out = {
+        "step": step,
+        "prompt": prompt,
+        "G": G,
+        "generated": G - pad,
+        "n": n,
+        "k": k,
+        "silent": silent,
+        "binary_silent": (n >= 2) & ((k == 0) | (k == n)) if binary else np.zeros(n_groups, bool),
+        "n_before": before[0],
+        "k_before": before[1],
+    }
     if half_life is None:
         out["n_eff"], out["k_eff"] = before[0].astype(np.float64), before[1].astype(np.float64)
     else:
@@ -196,9 +205,10 @@ def group_table(log: RolloutLog, right=None, *, half_life: float | None = None) 
         out["n_eff"], out["k_eff"] = n_eff[pinv], k_eff[pinv]
     if not binary:
         for c in ("k", "k_before", "k_eff"):
-            out[c] = np.nan
+            out[c] = np.full(n_groups, np.nan)
         out["binary_silent"] = out["silent"]
-    return out.sort_values(["step", "prompt"], kind="stable").reset_index(drop=True)
+    order = np.lexsort((out["prompt"], out["step"]))  # by step, then prompt; stable
+    return {c: v[order] for c, v in out.items()}
 
 
 #: The half-lives ``half_life="auto"`` tries (steps; None: every earlier rollout counts fully).
@@ -222,15 +232,15 @@ def choose_half_life(log: RolloutLog, right, prior, groups: pd.DataFrame | None 
     """
     scores, scored = [], 0
     for h in HALF_LIVES:
-        g = groups if (h is None and groups is not None) else group_table(log, right, half_life=h)
+        g = as_columns(groups) if (h is None and groups is not None) else group_columns(log, right, half_life=h)
         seen = (g["n"] >= 1) & (g["n_before"] > 0)
         scores.append(
             float(
                 one_step_log_score(
-                    g["k"][seen].to_numpy(np.int64),
-                    g["n"][seen].to_numpy(np.int64),
-                    g["k_eff"][seen].to_numpy(np.float64),
-                    g["n_eff"][seen].to_numpy(np.float64),
+                    g["k"][seen].astype(np.int64),
+                    g["n"][seen].astype(np.int64),
+                    g["k_eff"][seen].astype(np.float64),
+                    g["n_eff"][seen].astype(np.float64),
                     prior,
                 ).sum()
             )
@@ -243,7 +253,9 @@ def choose_half_life(log: RolloutLog, right, prior, groups: pd.DataFrame | None 
 def one_step_log_score(k, n, k_eff, n_eff, prior) -> np.ndarray:
     r"""The log-probability a prompt's posterior before a group gave to the group's right answers:
     the beta-binomial :math:`\log P(k \mid n, a_0 + k_\mathrm{eff}, b_0 + n_\mathrm{eff} - k_\mathrm{eff})`,
-    elementwise over broadcast arrays (``scipy.stats.betabinom.logpmf``).
+    elementwise over broadcast arrays: :math:`-\log(n + 1) - \log B(n - k + 1, k + 1) + \log B(k + a, n - k + b)
+    - \log B(a, b)`, the formula of ``scipy.stats.betabinom.logpmf`` written with
+    ``scipy.special.betaln`` (scipy.stats alone costs ~50 MB of start-up memory).
 
     ``k`` right of ``n`` scored rollouts; ``k_eff`` and ``n_eff`` the prompt's (discounted)
     counts at earlier steps; ``prior`` (a₀, b₀).  :func:`choose_half_life` sums it over the
@@ -255,11 +267,13 @@ def one_step_log_score(k, n, k_eff, n_eff, prior) -> np.ndarray:
     >>> round(float(one_step_log_score(1, 2, 0.0, 0.0, (1.0, 1.0))), 12)  # uniform: P(k = 1 | n = 2) = 1/3
     -1.098612288668
     """
-    from scipy.stats import betabinom
+    from scipy.special import betaln
 
     a0, b0 = prior
     k_eff = np.asarray(k_eff, np.float64)
-    return betabinom.logpmf(k, n, a0 + k_eff, b0 + (np.asarray(n_eff, np.float64) - k_eff))
+    a, b = a0 + k_eff, b0 + (np.asarray(n_eff, np.float64) - k_eff)
+    k, n = np.floor(np.asarray(k, np.float64)), np.asarray(n, np.float64)
+    return -np.log(n + 1) - betaln(n - k + 1, k + 1) + betaln(k + a, n - k + b) - betaln(a, b)
 
 
 def _half_life(h) -> float:
@@ -326,7 +340,7 @@ def expected_scale(a, b) -> np.ndarray:
     return np.exp(betaln(a + 0.5, b + 0.5) - betaln(a, b))
 
 
-def _batch_std(log: RolloutLog, groups: pd.DataFrame) -> np.ndarray:
+def _batch_std(log: RolloutLog, groups: Columns) -> np.ndarray:
     """Per group, the sample std (ddof 1) of every finite reward of its step: TRL's
     ``scale_rewards="batch"`` divisor."""
     ok = np.isfinite(log.reward)
@@ -337,10 +351,10 @@ def _batch_std(log: RolloutLog, groups: pd.DataFrame) -> np.ndarray:
     ss = np.bincount(sidx, weights=(r - m[sidx]) ** 2, minlength=steps.size)
     with np.errstate(invalid="ignore", divide="ignore"):
         std = np.where(c > 1, np.sqrt(ss / (c - 1)), np.nan)
-    return std[np.searchsorted(steps, groups["step"].to_numpy())]
+    return std[np.searchsorted(steps, groups["step"])]
 
 
-def _predict(groups: pd.DataFrame, prior, ddof: int, eps: float, scale: str = "group", batch_std=None) -> pd.DataFrame:
+def _predict(groups: Columns, prior, ddof: int, eps: float, scale: str = "group", batch_std=None) -> Columns:
     """Add the posterior before the step and the group's predicted statistics.
 
     ``sigma`` (measured) and ``sigma_pred`` (expected under the posterior) are the update per
@@ -348,15 +362,13 @@ def _predict(groups: pd.DataFrame, prior, ddof: int, eps: float, scale: str = "g
     group (``scale="group"``; σ itself for the paper's ddof 0, eps 0), σ²/(σ_b + eps) with σ_b the
     std of the step's generation (``"batch"``, ``batch_std`` per group), σ² (``"none"``);
     ``fidelity_plugin`` is the paper's φ (ddof 0)."""
-    G = groups["n"].to_numpy()  # the scored rows: what the trainer's mean and std see
+    G = groups["n"]  # the scored rows: what the trainer's mean and std see
     if prior is None:  # graded rewards without a threshold: measured figures only
-        nan = np.full(G.size, np.nan)
-        return groups.assign(
-            a=nan, b=nan, sigma=nan, p_before=nan, silent_pred=nan, sigma_pred=nan, scale_pred=nan, fidelity_plugin=nan
-        )
-    a = prior[0] + groups["k_eff"].to_numpy(np.float64)
-    b = prior[1] + (groups["n_eff"] - groups["k_eff"]).to_numpy(np.float64)
-    k = groups["k"].to_numpy()
+        added = ("a", "b", "sigma", "p_before", "silent_pred", "sigma_pred", "scale_pred", "fidelity_plugin")
+        return {**groups, **{c: np.full(G.size, np.nan) for c in added}}
+    a = prior[0] + groups["k_eff"].astype(np.float64)
+    b = prior[1] + (groups["n_eff"] - groups["k_eff"]).astype(np.float64)
+    k = groups["k"]
     multi = G >= 2
     from ..allocation import allocation_value, expected_silent_rate
     from ..update import grpo_term as _grpo_term
@@ -368,7 +380,7 @@ def _predict(groups: pd.DataFrame, prior, ddof: int, eps: float, scale: str = "g
     else:
         Gm = G[multi].astype(np.float64)
         sigma[multi] = k[multi] * (Gm - k[multi]) / Gm**2 / (divisor if np.ndim(divisor) == 0 else divisor[multi])
-    out = groups.assign(a=a, b=b, sigma=sigma, p_before=a / (a + b))
+    out = {**groups, "a": a, "b": b, "sigma": sigma, "p_before": a / (a + b)}
 
     q = np.zeros(G.size)  # fewer than two scored rows: no std, never silent to the trainer
     es = np.zeros(G.size)
@@ -388,12 +400,17 @@ def _predict(groups: pd.DataFrame, prior, ddof: int, eps: float, scale: str = "g
 
     fp = np.full(G.size, np.nan)
     if multi.any():
-        fp[multi] = fidelity(out["p_before"].to_numpy()[multi], G[multi])
+        fp[multi] = fidelity(out["p_before"][multi], G[multi])
     out["fidelity_plugin"] = fp
     return out
 
 
-def step_table(groups: pd.DataFrame) -> pd.DataFrame:
+def step_table(groups) -> pd.DataFrame:
+    """:func:`step_columns` as a DataFrame."""
+    return as_frame(step_columns(as_columns(groups)))
+
+
+def step_columns(groups: Columns) -> Columns:
     """Per-step measured and predicted statistics from the predicted group table.
 
     Columns: ``step``, ``groups`` (G ≥ 2), ``singletons`` (G = 1), ``rollouts`` (all generated,
@@ -403,60 +420,66 @@ def step_table(groups: pd.DataFrame) -> pd.DataFrame:
     if the predictions are right: sqrt(Σq(1−q))/groups), ``all_wrong``, ``all_right``,
     ``wasted_rollouts`` (rollouts in silent groups), ``wasted_share``,
     ``effective_gradient_ratio``, ``sigma_mean`` and ``sigma_pred`` (measured and predicted mean
-    σ̂), ``fidelity``, ``fidelity_plugin``, ``solve_rate`` (mean k/G).
+    σ̂), ``fidelity``, ``fidelity_plugin``, ``solve_rate`` (mean k/G).  A per-group figure that is
+    NaN (no prediction; a group without a scored row) adds nothing to its step's sum.
     """
     g = groups
     multi = g["G"] >= 2
     made = g["generated"] if "generated" in g else g["G"]  # the generation: a padding trainer's rows left out
-    q = g["silent_pred"].where(multi, 0.0)
-    df = pd.DataFrame(
+    silent = g["silent"].astype(bool)
+
+    def on_multi(x):
+        return np.nan_to_num(np.where(multi, x, 0.0), nan=0.0)
+
+    q = on_multi(g["silent_pred"])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        solve = g["k"] / np.where(g["n"] > 0, g["n"], np.nan)
+    step, s = group_sums(
+        g["step"],
         {
-            "step": g["step"],
-            "groups": multi.astype(np.int64),
-            "singletons": (~multi).astype(np.int64),
+            "groups": multi,
+            "singletons": ~multi,
             "rollouts": made,
-            "new_prompts": (g["n_before"] == 0).astype(np.int64),
-            "multi_rollouts": made.where(multi, 0),
-            "silent_groups": g["silent"].astype(np.int64),
+            "new_prompts": g["n_before"] == 0,
+            "multi_rollouts": np.where(multi, made, 0),
+            "silent_groups": silent,
             "q": q,
             "qvar": q * (1.0 - q),
-            "all_wrong": (g["silent"] & (g["k"] == 0)).astype(np.int64),
-            "all_right": (g["silent"] & (g["k"] == g["n"])).astype(np.int64),
-            "wasted_rollouts": made.where(g["silent"], 0),
-            "sigma": g["sigma"].where(multi, 0.0),
-            "sigma_pred": g["sigma_pred"].where(multi, 0.0),
-            "scale_pred": g["scale_pred"].where(multi, 0.0),
-            "fidelity_plugin": g["fidelity_plugin"].where(multi, 0.0),
-            "solve": (g["k"] / g["n"].where(g["n"] > 0)).where(multi, 0.0),
-        }
+            "all_wrong": silent & (g["k"] == 0),
+            "all_right": silent & (g["k"] == g["n"]),
+            "wasted_rollouts": np.where(silent, made, 0),
+            "sigma": on_multi(g["sigma"]),
+            "sigma_pred": on_multi(g["sigma_pred"]),
+            "scale_pred": on_multi(g["scale_pred"]),
+            "fidelity_plugin": on_multi(g["fidelity_plugin"]),
+            "solve": on_multi(solve),
+        },
     )
-    s = df.groupby("step", sort=True).sum()
-    n = s["groups"].where(s["groups"] > 0)  # NaN for a step without any group
-    out = pd.DataFrame(
-        {
-            "step": s.index.to_numpy(),
-            "groups": s["groups"].to_numpy(),
-            "singletons": s["singletons"].to_numpy(),
-            "rollouts": s["rollouts"].to_numpy(),
-            "new_prompts": s["new_prompts"].to_numpy(),
-            "mean_group_size": (s["multi_rollouts"] / n).to_numpy(),
-            "silent_groups": s["silent_groups"].to_numpy(),
-            "silent_frac": (s["silent_groups"] / n).to_numpy(),
-            "silent_pred": (s["q"] / n).to_numpy(),
-            "silent_pred_sd": (np.sqrt(s["qvar"]) / n).to_numpy(),
-            "all_wrong": s["all_wrong"].to_numpy(),
-            "all_right": s["all_right"].to_numpy(),
-            "wasted_rollouts": s["wasted_rollouts"].to_numpy(),
-            "wasted_share": (s["wasted_rollouts"] / s["rollouts"]).to_numpy(),
-            "effective_gradient_ratio": ((s["multi_rollouts"] - s["wasted_rollouts"]) / s["rollouts"]).to_numpy(),
-            "sigma_mean": (s["sigma"] / n).to_numpy(),
-            "sigma_pred": (s["sigma_pred"] / n).to_numpy(),
-            "fidelity": (s["sigma_pred"] / s["scale_pred"].where(s["scale_pred"] > 0)).to_numpy(),
-            "fidelity_plugin": (s["fidelity_plugin"] / n).to_numpy(),
-            "solve_rate": (s["solve"] / n).to_numpy(),
+    n = np.where(s["groups"] > 0, s["groups"], np.nan)  # NaN for a step without any group
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = {
+            "step": step,
+            "groups": s["groups"],
+            "singletons": s["singletons"],
+            "rollouts": s["rollouts"],
+            "new_prompts": s["new_prompts"],
+            "mean_group_size": s["multi_rollouts"] / n,
+            "silent_groups": s["silent_groups"],
+            "silent_frac": s["silent_groups"] / n,
+            "silent_pred": s["q"] / n,
+            "silent_pred_sd": np.sqrt(s["qvar"]) / n,
+            "all_wrong": s["all_wrong"],
+            "all_right": s["all_right"],
+            "wasted_rollouts": s["wasted_rollouts"],
+            "wasted_share": s["wasted_rollouts"] / s["rollouts"],
+            "effective_gradient_ratio": (s["multi_rollouts"] - s["wasted_rollouts"]) / s["rollouts"],
+            "sigma_mean": s["sigma"] / n,
+            "sigma_pred": s["sigma_pred"] / n,
+            "fidelity": s["sigma_pred"] / np.where(s["scale_pred"] > 0, s["scale_pred"], np.nan),
+            "fidelity_plugin": s["fidelity_plugin"] / n,
+            "solve_rate": s["solve"] / n,
         }
-    )
-    if g["silent_pred"].isna().all():  # no right/wrong: only what was measured
+    if np.isnan(g["silent_pred"]).all():  # no right/wrong: only what was measured
         for c in (
             "silent_pred",
             "silent_pred_sd",
@@ -468,20 +491,25 @@ def step_table(groups: pd.DataFrame) -> pd.DataFrame:
             "fidelity_plugin",
             "solve_rate",
         ):
-            out[c] = np.nan
+            out[c] = np.full(step.size, np.nan)
     return out
 
 
-def prompt_table(
+def prompt_table(log: RolloutLog, groups, prior, **options) -> pd.DataFrame:
+    """:func:`prompt_columns` as a DataFrame."""
+    return as_frame(prompt_columns(log, as_columns(groups), prior, **options))
+
+
+def prompt_columns(
     log: RolloutLog,
-    groups: pd.DataFrame,
+    groups: Columns,
     prior,
     *,
     epsilon: float = 0.05,
     level: float = 0.9,
     budget: int | None = None,
     half_life: float | None = None,
-) -> pd.DataFrame:
+) -> Columns:
     """Per-prompt counts, posterior and recommended group size.
 
     Columns: ``prompt`` (its first 80 characters), ``prompt_hash``, ``rollouts`` n, ``right`` k,
@@ -499,20 +527,18 @@ def prompt_table(
     steps = np.bincount(groups["prompt"], weights=groups["G"] >= 2, minlength=P).astype(np.int64)
     silent = np.bincount(groups["prompt"], weights=groups["silent"], minlength=P).astype(np.int64)
     if prior is None:  # graded rewards without a threshold: no posterior
-        return pd.DataFrame(
-            {
-                "prompt": log.labels.astype(str),
-                "prompt_hash": log.hashes,
-                "rollouts": n,
-                "steps": steps,
-                "silent_steps": silent,
-            }
-        )
+        return {
+            "prompt": log.labels.astype(str),
+            "prompt_hash": log.hashes,
+            "rollouts": n,
+            "steps": steps,
+            "silent_steps": silent,
+        }
     k = np.bincount(groups["prompt"], weights=groups["k"], minlength=P).round().astype(np.int64)
     if half_life is None:
         post = posterior_from_counts(k, n, prior=prior)
     else:
-        step = groups["step"].to_numpy()
+        step = groups["step"]
         w = _decay(step.max() - step, half_life)
         n_eff = np.bincount(groups["prompt"], weights=w * groups["n"], minlength=P)
         k_eff = np.bincount(groups["prompt"], weights=w * groups["k"], minlength=P)
@@ -521,25 +547,23 @@ def prompt_table(
     from ..groupsize import required_group_size
 
     below, above, verdict = prompt_verdicts(post.a, post.b)
-    out = pd.DataFrame(
-        {
-            "prompt": log.labels.astype(str),
-            "prompt_hash": log.hashes,
-            "rollouts": n,
-            "right": k,
-            "steps": steps,
-            "silent_steps": silent,
-            "p_mean": post.mean,
-            "p_lo": lo,
-            "p_hi": hi,
-            "p_below": below,
-            "p_above": above,
-            "verdict": verdict,
-            "group_size": required_group_size(post.mean, epsilon),
-            "a": post.a,
-            "b": post.b,
-        }
-    )
+    out = {
+        "prompt": log.labels.astype(str),
+        "prompt_hash": log.hashes,
+        "rollouts": n,
+        "right": k,
+        "steps": steps,
+        "silent_steps": silent,
+        "p_mean": post.mean,
+        "p_lo": lo,
+        "p_hi": hi,
+        "p_below": below,
+        "p_above": above,
+        "verdict": verdict,
+        "group_size": np.asarray(required_group_size(post.mean, epsilon)),
+        "a": post.a,
+        "b": post.b,
+    }
     if budget is not None:
         out["group_size_budget"] = _allocate(post, budget)
     return out
@@ -640,36 +664,50 @@ def group_size_advice_for(
     return adv
 
 
-@dataclass
 class Diagnosis:
-    """Everything ``gsd diagnose`` reports: the three tables and the run summary."""
+    """Everything ``gsd diagnose`` reports: the three tables (``steps``, ``prompts``, ``groups``:
+    DataFrames, built on first access) and the run summary.  :meth:`columns` reads a table as
+    numpy columns without pandas (what the report and the JSON use)."""
 
-    steps: pd.DataFrame
-    prompts: pd.DataFrame
-    groups: pd.DataFrame
-    summary: dict
+    steps = FrameAttribute()
+    prompts = FrameAttribute()
+    groups = FrameAttribute()
+
+    def __init__(self, steps, prompts, groups, summary: dict):
+        self.steps, self.prompts, self.groups, self.summary = steps, prompts, groups, summary
+
+    def columns(self, table: str) -> Columns:
+        """``"steps"``, ``"prompts"`` or ``"groups"`` as ``{column: ndarray}``."""
+        if table not in ("steps", "prompts", "groups"):
+            raise InputError(f"table must be 'steps', 'prompts' or 'groups', got {table!r}")
+        return columns_of(self, table)
+
+    def __repr__(self) -> str:
+        rows = {t: len(next(iter(self.columns(t).values()), ())) for t in ("steps", "prompts", "groups")}
+        return f"Diagnosis({', '.join(f'{t}: {n} rows' for t, n in rows.items())}, summary: {len(self.summary)} keys)"
 
 
-def _calibration(steps: pd.DataFrame, groups: pd.DataFrame) -> dict:
+def _calibration(groups: Columns) -> dict:
     """How well the predicted probabilities of a right/wrong-silent group match what happened."""
     multi = groups["G"] >= 2
-    q = groups["silent_pred"][multi].to_numpy()
-    x = groups["binary_silent"][multi].to_numpy()
+    q = groups["silent_pred"][multi]
+    x = groups["binary_silent"][multi]
     if np.isnan(q).all():
         return {}
     seen = multi & (groups["n_before"] > 0)
     expected, measured, sd = float(q.sum()), float(x.sum()), float(np.sqrt((q * (1 - q)).sum()))
-    per_step = groups[multi].groupby("step")[["binary_silent", "silent_pred"]].mean()
+    steps, sums = group_sums(groups["step"][multi], {"x": x.astype(np.float64), "q": q, "n": np.ones(q.size)})
+    per_x, per_q = sums["x"] / sums["n"], sums["q"] / sums["n"]
     corr = (
-        float(np.corrcoef(per_step["binary_silent"], per_step["silent_pred"])[0, 1])
-        if len(per_step) > 2 and per_step["binary_silent"].std() > 0 and per_step["silent_pred"].std() > 0
+        float(np.corrcoef(per_x, per_q)[0, 1])
+        if steps.size > 2 and np.std(per_x, ddof=1) > 0 and np.std(per_q, ddof=1) > 0
         else float("nan")
     )
     return {
         "silent_groups_measured": measured,
         "silent_groups_predicted": expected,
         "z": (measured - expected) / sd if sd > 0 else float("nan"),
-        "mean_abs_step_diff": float((per_step["binary_silent"] - per_step["silent_pred"]).abs().mean()),
+        "mean_abs_step_diff": float(np.abs(per_x - per_q).mean()),
         "step_corr": corr,
         "seen_before_measured": float(groups["binary_silent"][seen].mean()) if seen.any() else float("nan"),
         "seen_before_predicted": float(groups["silent_pred"][seen].mean()) if seen.any() else float("nan"),
@@ -779,125 +817,167 @@ def diagnose_log(
     """
     if threshold is None:
         threshold = log.threshold
-    seen = log.advantage_check.get("scale") if log.advantage_check else None
-    conv = update_convention(log.trainer or log.fmt, ddof, eps, scale or seen)
-    if scale is not None:
-        conv["from"] = f"{conv['from']}, scale {scale!r} given"
-    elif seen:
-        conv["from"] = f"{conv['from']}, scale_rewards={seen!r} read from the logged advantages"
-    if log.padding is None:
-        right, note = _right(log.reward, threshold)
-    else:  # a padding trainer's rows are not answers: not counted among the unscorable ones either
-        answered, note = _right(log.reward[~log.padding], threshold)
-        right = None
-        if answered is not None:
-            right = np.zeros(log.reward.size, np.int8)
-            right[~log.padding] = answered
+    conv = _log_convention(log, ddof, eps, scale)
+    right, note = _right_answers(log, threshold)
     auto = isinstance(half_life, str) and half_life == "auto"
     if isinstance(half_life, str) and not auto:
         raise InputError(f"half_life must be a number of steps > 0, None or 'auto', got {half_life!r}")
-    groups = group_table(log, right, half_life=None if auto else half_life)
+    groups = group_columns(log, right, half_life=None if auto else half_life)
     if not (groups["G"] >= 2).any():
         raise InputError(
             "no prompt has two or more rollouts in one step, so there is no group to diagnose "
             "(is the prompt column right? one rollout per prompt is not GRPO)"
         )
     warnings = list(log.warnings)
-    info = {}
     if right is None:
-        a0 = b0 = None
         warnings.append(note)
-    elif isinstance(prior, str) and prior == "empirical-bayes":
-        totals = groups.groupby("prompt")[["k", "n"]].sum()
-        (a0, b0), info = fit_beta_prior(totals["k"].to_numpy(), totals["n"].to_numpy(), full_output=True)
-        if info.get("at_bound") or not info.get("converged", True):
-            warnings.append(
-                f"the empirical-Bayes prior Beta({a0:.3g}, {b0:.3g}) "
-                + ("hit the bound of its concentration" if info.get("at_bound") else "did not converge")
-                + ": the run's totals barely constrain it (too few prompts seen twice, or every prompt "
-                "all right / all wrong); its predictions are not reliable — try --prior uniform or jeffreys"
-            )
-    else:
-        a0, b0 = posterior_from_counts(0, 0, prior=prior).prior
+    a0, b0, info = _run_prior(groups, right, prior, warnings)
     chosen = None
     if auto:
-        if a0 is None:
-            raise InputError(
-                "half_life = 'auto' scores the posteriors' predictions of right answers: it needs "
-                "right/wrong rewards (give --threshold T for graded ones)"
-            )
-        half_life, chosen = choose_half_life(log, right, (a0, b0), groups)
-        if half_life is not None:
-            groups = group_table(log, right, half_life=half_life)
+        half_life, chosen, groups = _auto_half_life(log, right, a0, b0, groups)
     batch_std = _batch_std(log, groups) if conv["scale"] == "batch" else None
-    groups = _predict(groups, None if a0 is None else (a0, b0), conv["ddof"], conv["eps"], conv["scale"], batch_std)
-    steps = step_table(groups)
+    prior_ab = None if a0 is None else (a0, b0)
+    groups = _predict(groups, prior_ab, conv["ddof"], conv["eps"], conv["scale"], batch_std)
+    steps = step_columns(groups)
     if log.trainer_silent:
-        steps["trainer_silent_frac"] = steps["step"].map(log.trainer_silent).astype(np.float64)
-    prompts = prompt_table(
+        steps["trainer_silent_frac"] = np.array([log.trainer_silent.get(int(t), np.nan) for t in steps["step"]], float)
+    prompts = prompt_columns(
         log,
         groups,
-        None if a0 is None else (a0, b0),
+        prior_ab,
         epsilon=epsilon,
         level=level,
         budget=budget if a0 is not None else None,
         half_life=half_life,
     )
-    no_groups = steps.loc[steps["groups"] == 0, "step"].tolist()
-    rollouts = int(steps["rollouts"].sum())
-    multi = groups["G"] >= 2
-    calibration = _calibration(steps, groups)
-    if calibration and abs(calibration.get("z", 0.0)) > 3:
-        miss = (
-            f"the predicted silent groups miss the measured ones by z = {calibration['z']:+.1f} sd "
-            f"({calibration['silent_groups_predicted']:.0f} predicted, {calibration['silent_groups_measured']:.0f} "
-            "measured): the solve rates move during training"
-        )
-        warnings.append(
-            miss
-            + (
-                "; let old rollouts count less: --half-life auto picks the half-life whose "
-                "posteriors best predict the run's own next groups"
-                if half_life is None and chosen is None
-                else ", faster than posteriors "
-                + (
-                    "that count every earlier rollout (--half-life auto's choice)"
-                    if half_life is None
-                    else f"with a half-life of {half_life:g} steps"
-                )
-                + " follow (they predict from earlier steps): read the measured figures, not the predictions"
-            )
-        )
-    logged = "the logged rollouts" if log.missing_steps else "the generation"
-    if not log.silent_observable:
-        logged = "the trained groups (the silent ones were removed before the dump)"
-    advice = advice_gen = n_step = None
-    if a0 is not None:
-        n_step = int(np.median(steps.loc[steps["groups"] > 0, "groups"]))  # the run's prompts per step
-        advice = group_size_advice_for(
-            BetaPosterior(prompts["a"].to_numpy(), prompts["b"].to_numpy(), (a0, b0)),
-            n_step,
-            scale=conv["scale"],
-            ddof=conv["ddof"],
-            eps=conv["eps"],
-            optimizer=optimizer,
-            cost=cost,
-        )
-        G_run = log.group_size if isinstance(log.group_size, int | np.integer) and log.group_size >= 2 else None
-        if G_run is not None:
-            advice_gen = group_size_advice_for(
-                BetaPosterior(prompts["a"].to_numpy(), prompts["b"].to_numpy(), (a0, b0)),
-                n_step,
-                scale=conv["scale"],
-                ddof=conv["ddof"],
-                eps=conv["eps"],
-                optimizer=optimizer,
-                cost=cost,
-                hold="generations",
-                generations_per_step=n_step * int(G_run),
-            )
-    fidelity_g = median_group_size(prompts["p_mean"].to_numpy(), epsilon) if "p_mean" in prompts else float("nan")
+    calibration = _calibration(groups)
+    miss = _prediction_miss(calibration, half_life, chosen)
+    if miss:
+        warnings.append(miss)
+    advice, advice_gen, n_step = (
+        (None, None, None) if a0 is None else _run_advice(log, steps, prompts, (a0, b0), conv, optimizer, cost)
+    )
     summary = {
+        **_read_summary(log, note, steps),
+        **_measured_summary(log, steps, groups, a0, conv),
+        "prior": {"a": a0, "b": b0, "mean": a0 / (a0 + b0), "concentration": a0 + b0, **info}
+        if a0 is not None
+        else None,
+        "calibration": calibration,
+        "epsilon": epsilon,
+        "half_life": half_life,
+        "half_life_choice": chosen,
+        "budget": budget,
+        "budget_plan": DEFAULT_PLAN if budget is not None else None,
+        **_advice_summary(advice, advice_gen, n_step, log.group_size),
+        **_fidelity_law_summary(prompts, epsilon),
+        "warnings": warnings,
+    }
+    return Diagnosis(steps=steps, prompts=prompts, groups=groups, summary=summary)
+
+
+def _auto_half_life(log: RolloutLog, right, a0, b0, groups: Columns):
+    """``half_life="auto"``: the half-life :func:`choose_half_life` picks, its scores, and the group table under it."""
+    if a0 is None:
+        raise InputError(
+            "half_life = 'auto' scores the posteriors' predictions of right answers: it needs "
+            "right/wrong rewards (give --threshold T for graded ones)"
+        )
+    half_life, chosen = choose_half_life(log, right, (a0, b0), groups)
+    if half_life is not None:
+        groups = group_columns(log, right, half_life=half_life)
+    return half_life, chosen, groups
+
+
+def _log_convention(log: RolloutLog, ddof, eps, scale) -> dict:
+    """:func:`update_convention` of the log's trainer, its ``scale`` read from the logged advantages unless given."""
+    seen = log.advantage_check.get("scale") if log.advantage_check else None
+    conv = update_convention(log.trainer or log.fmt, ddof, eps, scale or seen)
+    if scale is not None:
+        conv["from"] = f"{conv['from']}, scale {scale!r} given"
+    elif seen:
+        conv["from"] = f"{conv['from']}, scale_rewards={seen!r} read from the logged advantages"
+    return conv
+
+
+def _right_answers(log: RolloutLog, threshold):
+    """Right/wrong per rollout and how (:func:`_right`); a padding trainer's rows are not answers,
+    so they are not counted among the unscorable ones either."""
+    if log.padding is None:
+        return _right(log.reward, threshold)
+    answered, note = _right(log.reward[~log.padding], threshold)
+    right = None
+    if answered is not None:
+        right = np.zeros(log.reward.size, np.int8)
+        right[~log.padding] = answered
+    return right, note
+
+
+def _run_prior(groups: Columns, right, prior, warnings: list):
+    """(a₀, b₀, fit information) of every prompt's prior: empirical Bayes over the prompts' totals,
+    with a warning when the fit is not reliable; (None, None, {}) without right/wrong rewards."""
+    if right is None:
+        return None, None, {}
+    if not (isinstance(prior, str) and prior == "empirical-bayes"):
+        a0, b0 = posterior_from_counts(0, 0, prior=prior).prior
+        return a0, b0, {}
+    _, totals = group_sums(groups["prompt"], {"k": groups["k"], "n": groups["n"]})
+    (a0, b0), info = fit_beta_prior(totals["k"], totals["n"], full_output=True)
+    if info.get("at_bound") or not info.get("converged", True):
+        warnings.append(
+            f"the empirical-Bayes prior Beta({a0:.3g}, {b0:.3g}) "
+            + ("hit the bound of its concentration" if info.get("at_bound") else "did not converge")
+            + ": the run's totals barely constrain it (too few prompts seen twice, or every prompt "
+            "all right / all wrong); its predictions are not reliable — try --prior uniform or jeffreys"
+        )
+    return a0, b0, info
+
+
+def _prediction_miss(calibration: dict, half_life, chosen) -> str | None:
+    """The warning when the predicted silent groups miss the measured ones by more than 3 sd."""
+    if not calibration or abs(calibration.get("z", 0.0)) <= 3:
+        return None
+    miss = (
+        f"the predicted silent groups miss the measured ones by z = {calibration['z']:+.1f} sd "
+        f"({calibration['silent_groups_predicted']:.0f} predicted, {calibration['silent_groups_measured']:.0f} "
+        "measured): the solve rates move during training"
+    )
+    if half_life is None and chosen is None:
+        return miss + (
+            "; let old rollouts count less: --half-life auto picks the half-life whose "
+            "posteriors best predict the run's own next groups"
+        )
+    return (
+        miss
+        + ", faster than posteriors "
+        + (
+            "that count every earlier rollout (--half-life auto's choice)"
+            if half_life is None
+            else f"with a half-life of {half_life:g} steps"
+        )
+        + " follow (they predict from earlier steps): read the measured figures, not the predictions"
+    )
+
+
+def _run_advice(log: RolloutLog, steps: Columns, prompts: Columns, prior, conv: dict, optimizer, cost):
+    """The group-size advice at the run's prompts per step (the median over steps with groups) and,
+    when the run's G is known, at its generations per step; and that prompts per step."""
+    n_step = int(np.median(steps["groups"][steps["groups"] > 0]))
+    post = BetaPosterior(prompts["a"], prompts["b"], prior)
+    common = {"scale": conv["scale"], "ddof": conv["ddof"], "eps": conv["eps"], "optimizer": optimizer, "cost": cost}
+    advice = group_size_advice_for(post, n_step, **common)
+    G_run = log.group_size if isinstance(log.group_size, int | np.integer) and log.group_size >= 2 else None
+    advice_gen = None
+    if G_run is not None:
+        advice_gen = group_size_advice_for(
+            post, n_step, hold="generations", generations_per_step=n_step * int(G_run), **common
+        )
+    return advice, advice_gen, n_step
+
+
+def _read_summary(log: RolloutLog, note: str, steps: Columns) -> dict:
+    """What was read: the files, the reward, how groups and silence were found, what was left out."""
+    return {
         "format": log.fmt,
         "files": len(log.files),
         "reward": log.reward_name,
@@ -914,51 +994,61 @@ def diagnose_log(
         "advantage_check": log.advantage_check,
         "bad_rows": log.bad_count,
         "bad_rows_listed": [str(b) for b in log.bad_rows],
-        "steps": int(len(steps)),
-        "steps_without_groups": no_groups,
+        "steps": int(steps["step"].size),
+        "steps_without_groups": steps["step"][steps["groups"] == 0].tolist(),
         "repeated_steps": list(log.repeated_steps),
         "missing_steps": list(log.missing_steps),
         "eval_steps": list(log.eval_steps),
         "incomplete_groups": int(log.incomplete_groups),
         "incomplete_rollouts": int(log.incomplete_rollouts),
+    }
+
+
+def _measured_summary(log: RolloutLog, steps: Columns, groups: Columns, a0, conv: dict) -> dict:
+    """The run in a few numbers: groups, silence, waste, the effective-gradient ratio, the fidelity."""
+    logged = "the logged rollouts" if log.missing_steps else "the generation"
+    if not log.silent_observable:
+        logged = "the trained groups (the silent ones were removed before the dump)"
+    multi = groups["G"] >= 2
+    silent = groups["silent"].astype(bool)
+    rollouts = int(steps["rollouts"].sum())
+    return {
         "of": logged,
         "prompts": int(log.labels.size),
         "groups": int(multi.sum()),
         "singletons": int((~multi).sum()),
         "rollouts": rollouts,
-        "silent_frac": float(groups["silent"][multi].mean()) if log.silent_observable else None,
-        "silent_frac_dumped": float(groups["silent"][multi].mean()),
+        "silent_frac": float(silent[multi].mean()) if log.silent_observable else None,
+        "silent_frac_dumped": float(silent[multi].mean()),
         "silent_pred": float(groups["silent_pred"][multi].mean()),
         "wasted_rollouts": int(steps["wasted_rollouts"].sum()),
         "wasted_share": float(steps["wasted_rollouts"].sum() / rollouts),
-        "effective_gradient_ratio": float(((groups["generated"] * (multi & ~groups["silent"])).sum()) / rollouts),
+        "effective_gradient_ratio": float(((groups["generated"] * (multi & ~silent)).sum()) / rollouts),
         "padding_rows": int(log.padding.sum()) if log.padding is not None else 0,
         "fidelity": float(groups["sigma_pred"][multi].sum() / groups["scale_pred"][multi].sum())
         if a0 is not None
         else float("nan"),
         "update_convention": conv,
-        "prior": {"a": a0, "b": b0, "mean": a0 / (a0 + b0), "concentration": a0 + b0, **info}
-        if a0 is not None
-        else None,
-        "calibration": calibration,
-        "epsilon": epsilon,
-        "half_life": half_life,
-        "half_life_choice": chosen,
-        "budget": budget,
-        "budget_plan": DEFAULT_PLAN if budget is not None else None,
-        # The advice: the uniform G of the most expected progress per generation (per second with a cost).
+    }
+
+
+def _advice_summary(advice, advice_gen, n_step, group_size) -> dict:
+    """The advice: the uniform G of the most expected progress per generation (per second with a cost)."""
+    return {
         "advised_group_size": advice.advised_G_per_generation if advice is not None else None,
         "advised_group_size_per_second": advice.advised_G_per_second if advice is not None else None,
         "advice": advice.summary() | {"prompts_per_step": n_step} if advice is not None else None,
         "advice_holding_generations": (
-            advice_gen.summary() | {"generations_per_step": n_step * int(log.group_size)}
+            advice_gen.summary() | {"generations_per_step": n_step * int(group_size)}
             if advice_gen is not None
             else None
         ),
-        # The fidelity law (not advice): the G at which one group's update is within epsilon of the large-group
-        # limit, median over the prompts; one definition with the live tracker's gsd/fidelity_group_size.
-        "fidelity_group_size": fidelity_g,
-        "median_group_size_recommended": fidelity_g,  # deprecated alias of fidelity_group_size
-        "warnings": warnings,
     }
-    return Diagnosis(steps=steps, prompts=prompts, groups=groups, summary=summary)
+
+
+def _fidelity_law_summary(prompts: Columns, epsilon: float) -> dict:
+    """The fidelity law (not the advice): the G at which one group's update is within epsilon of the
+    large-group limit, median over the prompts; one definition with the live tracker's
+    gsd/fidelity_group_size."""
+    g = median_group_size(prompts["p_mean"], epsilon) if "p_mean" in prompts else float("nan")
+    return {"fidelity_group_size": g, "median_group_size_recommended": g}  # the second: a deprecated alias

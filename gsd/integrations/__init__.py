@@ -11,8 +11,13 @@ of :mod:`gsd.integrations.tracker_table` that the reader reads back.  Nothing he
 :mod:`gsd.diagnose` or :mod:`gsd.live` (the hooks' deprecated old names, in ``trl`` and
 ``trl_live``, look up their new place only when used).
 
-**Adding a trainer**: write its module here, add its name to :data:`TRAINERS`, pin the release
-its rules were read in, and test the reader against the trainer's own writer.
+**Adding a trainer**: write its module here (every hook of the contract, the docs' table's
+facts among them: ``TITLE``, ``PACKAGE``, ``VERSION``, ``FILES``, ``GROUP_RULE``, ``SILENCE``),
+add its name to :data:`TRAINERS`, pin the release its rules were read in (``VERSION``, and the
+same ``PACKAGE==VERSION`` in the Makefile or ``pyproject.toml``), test the reader against the
+trainer's own writer, and refresh the table of trainers in the docs,
+``python -m gsd.integrations.docs_table --write docs/logs.md`` (:func:`trainers_table`; the
+suite fails while the docs' table differs from the modules).
 
 The interface is :mod:`gsd.integrations.contract`: every hook (module-level name) with its type
 and its default (``TrainerHooks``), and ``resolve``, which checks a module against it when the
@@ -44,3 +49,10 @@ def trainer_module(name: str):
 def trainer_modules() -> dict:
     """{name: module} of every trainer in :data:`TRAINERS`."""
     return {name: trainer_module(name) for name in TRAINERS}
+
+
+def trainers_table() -> str:
+    """The docs' Markdown table of every trainer in :data:`TRAINERS` (see :mod:`gsd.integrations.docs_table`)."""
+    from .docs_table import trainers_table as table
+
+    return table()

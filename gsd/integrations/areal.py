@@ -87,6 +87,14 @@ SOURCE = (
     "PPOActor._compute_advantages"
 )
 
+# The docs' table of trainers (python -m gsd.integrations.docs_table --write docs/logs.md).
+TITLE = "AReaL"
+PACKAGE = "areal"
+VERSION = "1.0.4"
+FILES = "`…/rollout/{version}/{task_id}.jsonl` (`rollout.dump_to_file=True`)"
+GROUP_RULE = "one task: the rows of a `{task_id}.jsonl`, a rank's next task where `sample_idx` does not increase"
+SILENCE = "its float32 rewards all equal (its float64 std is then exactly 0)"
+
 FILE_DESCRIPTION = "AReaL's rollout/{version}/{task_id}.jsonl"
 SUFFIXES = (".jsonl",)
 PROMPT_COL = "prompt"

@@ -204,6 +204,13 @@ class TrainerHooks(TableHooks):
     EPS: float = _hook("the eps added to the std")
     SCALES: tuple[str, ...] = _hook("the accepted scale values; the first is the default")
     SOURCE: str = _hook("the release, file and function the convention was read in")
+    # The docs' table of trainers (gsd.integrations.docs_table): Markdown on one line ('|' is escaped there)
+    TITLE: str = _hook("the trainer as the docs name it, e.g. TRL `GRPOTrainer`")
+    PACKAGE: str = _hook("the PyPI distribution whose own writer the tests run")
+    VERSION: str = _hook("its pinned release: the rules were read in it and the tests run it (Makefile, pyproject)")
+    FILES: str = _hook("the files the reader reads, as the trainer names them")
+    GROUP_RULE: str = _hook("what a group is in those files")
+    SILENCE: str = _hook("when a group is silent, in the trainer's own arithmetic")
     # Files
     SUFFIXES: tuple[str, ...] = _hook("the file suffixes the format reads")
     is_log_file: Callable[[Path], bool] = _hook(

@@ -79,6 +79,14 @@ EPS = 1e-4
 SCALES = ("group", "batch", "none")
 SOURCE = "TRL 1.16 GRPOTrainer, scale_rewards"
 
+# The docs' table of trainers (python -m gsd.integrations.docs_table --write docs/logs.md).
+TITLE = "TRL `GRPOTrainer`"
+PACKAGE = "trl"
+VERSION = "1.16.0"
+FILES = "`{output_dir}/completions/completions_{step:05d}.parquet` (`log_completions=True`), `trainer_state.json`"
+GROUP_RULE = "a block of `num_generations` consecutive rows (inferred, or `--group-size`)"
+SILENCE = "`torch.isclose(std, 0)` (std ≤ 1e-8) on the float32 weighted sum of the rewards"
+
 #: How the file is named, for messages.
 FILE_DESCRIPTION = "TRL's completions_{step:05d}.parquet"
 
@@ -296,19 +304,40 @@ def arrange(chunks, context) -> list:
     this function sets ``group_size``, ``repeated_steps``, ``eval_steps``, ``trainer_silent``
     and ``excluded_steps``.
     """
-    from .._errors import InputError
+    beyond, chunks = _beyond_final_state(chunks, context)
+    kept, repeated, eval_steps = _drop_evaluations_and_repeats(chunks, context)
+    G = context.group_size if context.group_size is not None else _inferred_group_size(kept)
+    _key_blocks(kept, G, context.warnings)
+    context.group_size, context.repeated_steps, context.eval_steps, context.excluded_steps = (
+        G,
+        repeated,
+        eval_steps,
+        beyond,
+    )
+    context.trainer_silent = context.state["zero_std"] if context.state is not None else {}
+    return kept
 
-    warnings = context.warnings
+
+def _beyond_final_state(chunks, context) -> tuple[list, list]:
+    """(steps beyond the run's final ``global_step``, the chunks without them), with a warning."""
     state = context.state
     last = state["global_step"] if state is not None and context.state_is_final else None
     beyond = [ch.file_step for ch in chunks if last is not None and ch.file_step > last]
     if beyond:
-        warnings.append(
+        context.warnings.append(
             f"steps {_span(beyond)} are beyond the run's trainer_state.json (global_step {last}): "
             "left-overs of an earlier attempt (resumed from an earlier checkpoint, or another run "
             "in the same folder), left out"
         )
         chunks = [ch for ch in chunks if ch.file_step <= last]
+    return beyond, chunks
+
+
+def _drop_evaluations_and_repeats(chunks, context) -> tuple[list, list, list]:
+    """(chunks kept, repeated steps, evaluation steps): a step that evaluated and a file that repeats
+    the previous one's generation are left out, each with a warning; without ``trainer_state.json``,
+    files of unequal size are a warning."""
+    state, warnings = context.state, context.warnings
     repeated, eval_steps = [], []
     kept, previous = [], None
     for ch in chunks:
@@ -338,22 +367,36 @@ def arrange(chunks, context) -> list:
                 "evaluation completions under the training file name; give the run's output_dir with its "
                 "trainer_state.json to leave the evaluation steps out"
             )
-    G = context.group_size
-    if G is None:
-        per_file = [infer_group_size([ch.hashes[ch.prompt_ok]]) for ch in kept]
-        G = infer_group_size(ch.hashes[ch.prompt_ok] for ch in kept)
-        if G < 2:
-            raise InputError(
-                "TRL log: cannot infer num_generations from the files (consecutive rows of one prompt "
-                f"come in runs whose greatest common divisor is {G}); pass --group-size G"
-            )
-        distinct = sorted({g for g in per_file if g})
-        if len(distinct) > 1:  # a file of one run with every block doubled is the only other cause
-            raise InputError(
-                f"TRL log: the files' blocks disagree (groups of {', '.join(map(str, distinct))} rows): "
-                "files of two runs with different num_generations in one folder? Name the files of "
-                "one run, or pass --group-size G"
-            )
+    return kept, repeated, eval_steps
+
+
+def _inferred_group_size(kept) -> int:
+    """``num_generations`` inferred from the files' runs of one prompt; refused below 2 or when the
+    files' own blocks disagree."""
+    from .._errors import InputError
+
+    per_file = [infer_group_size([ch.hashes[ch.prompt_ok]]) for ch in kept]
+    G = infer_group_size(ch.hashes[ch.prompt_ok] for ch in kept)
+    if G < 2:
+        raise InputError(
+            "TRL log: cannot infer num_generations from the files (consecutive rows of one prompt "
+            f"come in runs whose greatest common divisor is {G}); pass --group-size G"
+        )
+    distinct = sorted({g for g in per_file if g})
+    if len(distinct) > 1:  # a file of one run with every block doubled is the only other cause
+        raise InputError(
+            f"TRL log: the files' blocks disagree (groups of {', '.join(map(str, distinct))} rows): "
+            "files of two runs with different num_generations in one folder? Name the files of "
+            "one run, or pass --group-size G"
+        )
+    return G
+
+
+def _key_blocks(kept, G: int, warnings: list) -> None:
+    """Key each file's rows by their block of ``G`` (``gkey``, ``gkey_ok`` false in a block cut
+    short, with a warning); refused where a block does not hold one prompt."""
+    from .._errors import InputError
+
     for index, ch in enumerate(kept):
         n = ch.hashes.size
         block = np.arange(n) // G
@@ -374,14 +417,6 @@ def arrange(chunks, context) -> list:
         ch.gkey_ok = np.ones(n, bool)
         if n % G:
             ch.gkey_ok[n - n % G :] = False  # a block cut short: its group is incomplete
-    context.group_size, context.repeated_steps, context.eval_steps, context.excluded_steps = (
-        G,
-        repeated,
-        eval_steps,
-        beyond,
-    )
-    context.trainer_silent = state["zero_std"] if state is not None else {}
-    return kept
 
 
 def describe_groups(context) -> str:

@@ -82,6 +82,17 @@ SOURCE = (
     "compute_rloo_vectorized_outcome_advantage"
 )
 
+# The docs' table of trainers (python -m gsd.integrations.docs_table --write docs/logs.md).
+TITLE = "verl (its V1 and legacy trainers)"
+PACKAGE = "verl"
+VERSION = "0.9.1"
+FILES = "`{trainer.rollout_data_dir}/{step}.jsonl`"
+GROUP_RULE = (
+    "V1: the rows whose key `{uid}_{session_id}_{index}` shares its uid, a session counted once; "
+    "legacy: one step's rows with one `input` text (or `--group-column`)"
+)
+SILENCE = "its float32 scores all equal (the DAPO filter's `np.std(values) == 0`)"
+
 FILE_DESCRIPTION = "verl's {step}.jsonl"
 SUFFIXES = (".jsonl", ".json")
 PROMPT_COL = "input"

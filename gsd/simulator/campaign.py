@@ -249,6 +249,32 @@ def run_paper_campaign(
 
 
 def _run_campaign(campaign: dict, out: Path, *, progress: bool, resume: bool, notify, threads) -> dict:
+    finished = _open_campaign_folder(campaign, out, notify)
+    if finished is not None:
+        return finished
+    wall = {"arms": time.perf_counter()}  # each stage's wall seconds (summary["wall_s"]): what a speed-up bought
+    arm_summaries, series = _run_arms(campaign, out, progress=progress, resume=resume, notify=notify, threads=threads)
+    wall["arms"] = time.perf_counter() - wall["arms"]
+    wall["decile_measurement"] = time.perf_counter()
+    base = SimConfig.from_dict(campaign["base"])
+    deciles = measure_initial_deciles(
+        base, draws=campaign["decile_draws"], methods=campaign["decile_methods"], threads=threads
+    )
+    write_json(out / "deciles.json", deciles)
+    wall["decile_measurement"] = time.perf_counter() - wall["decile_measurement"]
+    summary = _campaign_summary(campaign, arm_summaries, deciles, series)
+    wall["figure"] = time.perf_counter()
+    figure = make_campaign_figure(summary, out / "campaign.png")
+    wall["figure"] = time.perf_counter() - wall["figure"]
+    summary["figure"] = str(figure)
+    summary["wall_s"] = wall
+    write_json(out / "campaign_summary.json", summary)
+    return read_json(out / "campaign_summary.json")
+
+
+def _open_campaign_folder(campaign: dict, out: Path, notify) -> dict | None:
+    """The summary of this campaign finished earlier in ``out``; else None, with ``out`` made ready
+    (the campaign written, every arm's device checked before the first arm starts)."""
     saved = out / "campaign.json"
     if saved.is_file():
         old = read_json(saved)
@@ -266,12 +292,13 @@ def _run_campaign(campaign: dict, out: Path, *, progress: bool, resume: bool, no
         raise InputError(f"out_dir {str(out)!r} exists and is not a campaign folder (no campaign.json)")
     make_folder(out)
     write_json(saved, campaign)
-    # Check every arm's device before the first arm starts.
     for arm in campaign["arms"].values():
         resolve_device(arm["device"])
+    return None
 
-    arm_summaries, series = {}, {}
-    wall = {"arms": time.perf_counter()}  # each stage's wall seconds (summary["wall_s"]): what a speed-up bought
+
+def _run_arms(campaign: dict, out: Path, *, progress: bool, resume: bool, notify, threads) -> tuple[dict, dict]:
+    """({arm: its summary}, {arm: its per-step series for the figure}) after running every arm."""
     # The arms differ in method: one program where their configs allow (.batched), each arm's
     # folder and numbers as if run alone.
     arms = [
@@ -279,60 +306,70 @@ def _run_campaign(campaign: dict, out: Path, *, progress: bool, resume: bool, no
         for name, arm in campaign["arms"].items()
     ]
     done = run_many(arms, resume=resume, progress=progress, threads=threads, notify=notify)
+    arm_summaries, series = {}, {}
     for (name, arm), summary in zip(campaign["arms"].items(), done):
         folder = entry_path(out / "arms", name, what="campaign arm")
         arm_summaries[name] = summary
         ledger = read_ledger(folder, columns=["step", "silent_frac", "silent_pred", "mean_p_q1"])
-        final = arm_summaries[name]["final"]
-        series[name] = {
-            "method": arm["method"],
-            "step": ledger["step"].tolist(),
-            "silent_frac": ledger["silent_frac"].tolist(),
-            "silent_pred": ledger["silent_pred"].tolist(),
-            # Quartile means are recorded before each step; the final state closes the curve.
-            "hard_quartile_step": ledger["step"].tolist() + [len(ledger["step"])],
-            "hard_quartile_mean_p": ledger["mean_p_q1"].tolist() + [final["quartile_mean_p"][0]],
-        }
+        series[name] = _arm_series(arm["method"], ledger, summary["final"])
+    return arm_summaries, series
 
-    wall["arms"] = time.perf_counter() - wall["arms"]
-    wall["decile_measurement"] = time.perf_counter()
-    base = SimConfig.from_dict(campaign["base"])
-    deciles = measure_initial_deciles(
-        base, draws=campaign["decile_draws"], methods=campaign["decile_methods"], threads=threads
-    )
-    write_json(out / "deciles.json", deciles)
-    wall["decile_measurement"] = time.perf_counter() - wall["decile_measurement"]
+
+def _arm_series(method: str, ledger, final: dict) -> dict:
+    """An arm's per-step series of the figure, read from its ledger and its final state."""
+    return {
+        "method": method,
+        "step": ledger["step"].tolist(),
+        "silent_frac": ledger["silent_frac"].tolist(),
+        "silent_pred": ledger["silent_pred"].tolist(),
+        # Quartile means are recorded before each step; the final state closes the curve.
+        "hard_quartile_step": ledger["step"].tolist() + [len(ledger["step"])],
+        "hard_quartile_mean_p": ledger["mean_p_q1"].tolist() + [final["quartile_mean_p"][0]],
+    }
+
+
+def _dapo_cost_ratios(campaign: dict, arm_summaries: dict) -> tuple[float | None, float | None]:
+    """DAPO's generations and predicted groups over GRPO's (None without both a GRPO and a DAPO arm)."""
 
     def by_method(method):
         return next((n for n, a in campaign["arms"].items() if a["method"] == method), None)
 
     grpo_arm, dapo_arm = by_method("grpo"), by_method("dapo")
-    cost_ratio = cost_ratio_pred = None
-    if grpo_arm and dapo_arm:
-        g, d = arm_summaries[grpo_arm], arm_summaries[dapo_arm]
-        cost_ratio = d["generations_total"] / g["generations_total"]
-        cost_ratio_pred = d["groups_pred_total"] / g["groups_pred_total"]
-    keep = (
-        "method",
-        "silent_r2",
-        "silent_rmse",
-        "silent_frac_mean",
-        "silent_pred_mean",
-        "decile_share_measured",
-        "decile_share_closed_form",
-        "decile_share_max_abs_diff",
-        "grad_mass_over_closed_form",
-        "initial",
-        "final",
-        "groups_total",
-        "groups_pred_total",
-        "generations_total",
-        "wall_s_total",
-    )
-    summary = {
+    if not (grpo_arm and dapo_arm):
+        return None, None
+    g, d = arm_summaries[grpo_arm], arm_summaries[dapo_arm]
+    return d["generations_total"] / g["generations_total"], d["groups_pred_total"] / g["groups_pred_total"]
+
+
+#: The figures of each arm's summary that the campaign summary keeps.
+_ARM_KEYS = (
+    "method",
+    "silent_r2",
+    "silent_rmse",
+    "silent_frac_mean",
+    "silent_pred_mean",
+    "decile_share_measured",
+    "decile_share_closed_form",
+    "decile_share_max_abs_diff",
+    "grad_mass_over_closed_form",
+    "initial",
+    "final",
+    "groups_total",
+    "groups_pred_total",
+    "generations_total",
+    "wall_s_total",
+)
+
+
+def _campaign_summary(campaign: dict, arm_summaries: dict, deciles: dict, series: dict) -> dict:
+    """The campaign's summary before its figure: each arm's figures, the deciles, DAPO's cost, the series."""
+    cost_ratio, cost_ratio_pred = _dapo_cost_ratios(campaign, arm_summaries)
+    return {
         "complete": True,
         "campaign": campaign,
-        "arms": {n: {**{k: s[k] for k in keep}, "engine": s.get("engine", "torch")} for n, s in arm_summaries.items()},
+        "arms": {
+            n: {**{k: s[k] for k in _ARM_KEYS}, "engine": s.get("engine", "torch")} for n, s in arm_summaries.items()
+        },
         "silent_r2": {n: s["silent_r2"] for n, s in arm_summaries.items()},
         "quartile_final": {n: s["final"]["quartile_mean_p"] for n, s in arm_summaries.items()},
         "hard_quartile_final": {n: s["final"]["quartile_mean_p"][0] for n, s in arm_summaries.items()},
@@ -342,13 +379,6 @@ def _run_campaign(campaign: dict, out: Path, *, progress: bool, resume: bool, no
         "dapo_generation_cost_ratio_pred": cost_ratio_pred,
         "series": series,
     }
-    wall["figure"] = time.perf_counter()
-    figure = make_campaign_figure(summary, out / "campaign.png")
-    wall["figure"] = time.perf_counter() - wall["figure"]
-    summary["figure"] = str(figure)
-    summary["wall_s"] = wall
-    write_json(out / "campaign_summary.json", summary)
-    return read_json(out / "campaign_summary.json")
 
 
 def _how_to_repeat(saved: dict, asked: dict) -> str:

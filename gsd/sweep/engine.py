@@ -327,57 +327,68 @@ def _execute(pending, backend, out, simulator, max_retries, lock_timeout, progre
                 unit = inflight.pop(handle)
                 attempt = result.attempts[unit[0].name]
                 if ok:
-                    runs = value["runs"] if len(unit) > 1 else [value]
-                    busy = [spec for spec, run in zip(unit, runs) if run["status"] == "busy"]
-                    for spec, run in zip(unit, runs):
-                        if run["status"] == "busy":  # its folder's owner lives: that run alone retries or fails
-                            _log_event(
-                                out,
-                                run=spec.name,
-                                event="retry" if attempt <= max_retries else "failed",
-                                attempt=attempt,
-                                error=run["error"],
-                            )
-                            if attempt > max_retries:
-                                result.failed[spec.name] = run["error"]
-                                bar.update(1)
-                            continue
-                        summaries[spec.name] = run["summary"]
-                        (result.ran if run["status"] == "ran" else result.skipped).append(spec.name)
-                        extra = {"program": run["program"]} if "program" in run else {}
-                        _log_event(
-                            out,
-                            run=spec.name,
-                            event=run["status"],
-                            attempt=attempt,
-                            resumed=run["resumed"],
-                            host=run["host"],
-                            pid=run["pid"],
-                            seconds=run["seconds"],
-                            **extra,
-                        )
-                        bar.update(1)
+                    busy = _record_runs(unit, value, attempt, out, max_retries, summaries, result, bar)
                     if busy and attempt <= max_retries:
                         submit(busy)
-                    continue
-                err = value if isinstance(value, TaskFailed) else TaskFailed(str(value))
-                retry = attempt <= max_retries
-                for spec in unit:
-                    _log_event(
-                        out,
-                        run=spec.name,
-                        event="retry" if retry else "failed",
-                        attempt=attempt,
-                        error=str(err),
-                        detail=err.detail[-4000:],
-                    )
-                if retry:
+                elif _record_failure(unit, value, attempt, out, max_retries, result, bar):
                     submit(unit)
-                else:
-                    for spec in unit:
-                        result.failed[spec.name] = str(err)
-                        bar.update(1)
         aborted = False
     finally:
         bar.close()
         backend.stop(abort=aborted)
+
+
+def _record_runs(unit, value, attempt: int, out, max_retries: int, summaries: dict, result, bar) -> list:
+    """Log and record the runs of a task that returned; returns the unit's runs whose folder was busy
+    (its owner lives: each such run alone retries, or fails past ``max_retries``)."""
+    runs = value["runs"] if len(unit) > 1 else [value]
+    busy = [spec for spec, run in zip(unit, runs) if run["status"] == "busy"]
+    for spec, run in zip(unit, runs):
+        if run["status"] == "busy":
+            _log_event(
+                out,
+                run=spec.name,
+                event="retry" if attempt <= max_retries else "failed",
+                attempt=attempt,
+                error=run["error"],
+            )
+            if attempt > max_retries:
+                result.failed[spec.name] = run["error"]
+                bar.update(1)
+            continue
+        summaries[spec.name] = run["summary"]
+        (result.ran if run["status"] == "ran" else result.skipped).append(spec.name)
+        extra = {"program": run["program"]} if "program" in run else {}
+        _log_event(
+            out,
+            run=spec.name,
+            event=run["status"],
+            attempt=attempt,
+            resumed=run["resumed"],
+            host=run["host"],
+            pid=run["pid"],
+            seconds=run["seconds"],
+            **extra,
+        )
+        bar.update(1)
+    return busy
+
+
+def _record_failure(unit, value, attempt: int, out, max_retries: int, result, bar) -> bool:
+    """Log a task that raised; record its runs failed past ``max_retries``; returns whether it retries."""
+    err = value if isinstance(value, TaskFailed) else TaskFailed(str(value))
+    retry = attempt <= max_retries
+    for spec in unit:
+        _log_event(
+            out,
+            run=spec.name,
+            event="retry" if retry else "failed",
+            attempt=attempt,
+            error=str(err),
+            detail=err.detail[-4000:],
+        )
+    if not retry:
+        for spec in unit:
+            result.failed[spec.name] = str(err)
+            bar.update(1)
+    return retry
