@@ -36,3 +36,47 @@ def group_range(values, group, n_groups: int):
     np.minimum.at(lo, group, values)
     np.maximum.at(hi, group, values)
     return lo, hi
+
+
+# A number as pandas's ``to_numeric`` reads text (and Python's ``float``, less its underscores and
+# non-ASCII digits): ASCII blanks around it, a sign, digits with an optional point and exponent,
+# or inf / infinity / nan in any case.
+_NUMBER_TEXT = (
+    r"^[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?|[nN][aA][nN])$"
+)
+_BLANKS = " \t\n\r\v\f"
+
+
+def text_to_numbers(arr) -> np.ndarray:
+    """A pyarrow string array as float64, NaN where an entry is missing or not a number: what
+    ``pandas.to_numeric(values, errors="coerce")`` gives (same syntax, correctly rounded; a number
+    beyond float64 is ±inf)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..arrow_arrays import from_numpy, to_numpy
+
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    text = pc.utf8_trim(arr, characters=_BLANKS)
+    mask = to_numpy(pc.match_substring_regex(text, _NUMBER_TEXT), fill=False)
+    out = np.full(len(arr), np.nan)
+    if mask.any():
+        out[mask] = to_numpy(pc.cast(text.filter(from_numpy(mask)), pa.float64()))
+    out[np.isnan(out)] = np.nan  # one NaN ("-nan" parses with its sign bit set)
+    return out
+
+
+def pair_codes(a, b):
+    """Dense codes of the pairs (a[i], b[i]), numbered in (a, b) order, and the number of pairs:
+    a lexicographic sort of two int64 keys (``np.unique(axis=1)`` sorts a void view, ~5x slower)."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    if a.size == 0:
+        return np.zeros(0, np.int64), 0
+    order = np.lexsort((b, a))
+    sa, sb = a[order], b[order]
+    new = np.r_[True, (sa[1:] != sa[:-1]) | (sb[1:] != sb[:-1])]
+    codes = np.empty(a.size, np.int64)
+    codes[order] = np.cumsum(new) - 1
+    return codes, int(new.sum())

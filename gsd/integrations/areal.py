@@ -161,20 +161,16 @@ def group_keys(table):
     (The prompt text cannot tell tasks apart: for a multi-turn task the dump's ``prompt`` is the
     sequence less its generated tokens, which differs from answer to answer.)
     """
-    import pandas as pd
+    from ..hashing import combine_hashes, hash_numbers
 
     if _TASK_COL not in table.column_names:
         return None
     n = table.num_rows
-    task = pd.to_numeric(table.column(_TASK_COL).to_pandas(), errors="coerce")
-    index = (
-        pd.to_numeric(table.column(INDEX_COL).to_pandas(), errors="coerce")
-        if INDEX_COL in table.column_names
-        else pd.Series(np.full(n, np.nan))
-    )
-    ok = (task.notna() & index.notna()).to_numpy()
-    t = task.fillna(-1).to_numpy(np.float64)
-    i = index.fillna(-1).to_numpy(np.float64)
+    task = _as_numbers(table.column(_TASK_COL))
+    index = _as_numbers(table.column(INDEX_COL)) if INDEX_COL in table.column_names else np.full(n, np.nan)
+    ok = ~np.isnan(task) & ~np.isnan(index)
+    t = np.where(np.isnan(task), -1.0, task)
+    i = np.where(np.isnan(index), -1.0, index)
     # An executor's task starts again where sample_idx does not rise; a row without one (a bad
     # row) neither starts nor ends a run: the comparison skips it.
     pos = np.flatnonzero(ok)
@@ -182,8 +178,25 @@ def group_keys(table):
     start[pos] = np.r_[True, (t[pos][1:] != t[pos][:-1]) | (i[pos][1:] <= i[pos][:-1])]
     start[0] = True
     run = np.cumsum(start)
-    key = pd.util.hash_pandas_object(pd.DataFrame({"task": t, "run": run}), index=False).to_numpy().view(np.int64)
+    key = combine_hashes(hash_numbers(t), hash_numbers(run))  # the (task, run) pair's hash
     return key, ok
+
+
+def _as_numbers(column) -> np.ndarray:
+    """A column as float64, NaN where missing or not a number (text read as numbers are)."""
+    import pyarrow as pa
+
+    from ..arrow_arrays import to_numpy
+    from ._columns import text_to_numbers
+
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    t = column.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return text_to_numbers(column)
+    if pa.types.is_null(t):
+        return np.full(len(column), np.nan)
+    return to_numpy(column.cast(pa.float64(), safe=False), fill=np.nan).astype(np.float64)
 
 
 #: Why a row of an AReaL dump is unusable when it lacks its task key.

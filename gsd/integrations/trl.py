@@ -252,11 +252,11 @@ def padding_rows(table, parts) -> np.ndarray | None:
         return None
     import pyarrow.compute as pc
 
+    from ..arrow_arrays import to_numpy
+
     text = table.column("completion")
     try:
-        empty = np.asarray(
-            pc.fill_null(pc.equal(pc.utf8_trim_whitespace(text), ""), False).to_numpy(zero_copy_only=False), dtype=bool
-        )
+        empty = to_numpy(pc.utf8_length(pc.utf8_trim_whitespace(text)), fill=-1) == 0
     except Exception:  # not text (a conversation's list of messages): a padded row has one empty message
         empty = np.array([_empty_completion(v) for v in text.to_pylist()], dtype=bool)
     return empty & np.isnan(np.asarray(parts, np.float64)).all(axis=0)
@@ -459,14 +459,13 @@ def prepare(table, lines):
     """Keep the training rows of a table from a TRL version that marks evaluation rows (``mode``)."""
     if "mode" not in table.column_names:
         return table, lines
-    import pyarrow as pa
     import pyarrow.compute as pc
 
-    train = np.asarray(
-        pc.fill_null(pc.equal(table.column("mode"), "train"), False).to_numpy(zero_copy_only=False), dtype=bool
-    )
+    from ..arrow_arrays import from_numpy, text_array, to_numpy
+
+    train = to_numpy(pc.equal(table.column("mode"), text_array(["train"])[0]), fill=False)
     lines = (np.arange(1, table.num_rows + 1) if lines is None else lines)[train]
-    return table.filter(pa.array(train)).drop_columns(["mode"]), lines
+    return table.filter(from_numpy(train)).drop_columns(["mode"]), lines
 
 
 def total_reward(parts, coefs, device=None) -> np.ndarray:

@@ -132,21 +132,65 @@ def default_reward(columns, numeric) -> list:
 
 
 def split_keys(keys):
-    """V1 keys ``{uid}_{session_id}_{index}`` → (uid, session, index, ok) arrays; ``ok`` False
+    r"""V1 keys ``{uid}_{session_id}_{index}`` → (uid, session, index, ok) arrays; ``ok`` False
     where a key is missing or not of that form.
+
+    The key is read as Python's ``re`` reads ``^(.*)_(\d+)_(\d+)$`` (``.`` no newline, ``\d`` any
+    Unicode decimal digit, ``$`` also before a final newline); a number is its ASCII digits (one in
+    other digits reads as 0).
 
     >>> uid, session, index, ok = split_keys(np.array(["a-1_0_0", "a-1_0_1", "b_1_0", "plain"], dtype=object))
     >>> uid.tolist(), session.tolist(), index.tolist(), ok.tolist()
     (['a-1', 'a-1', 'b', ''], [0, 0, 1, 0], [0, 1, 0, 0], [True, True, True, False])
     """
-    import pandas as pd
+    import pyarrow.compute as pc
 
-    parts = pd.Series(np.asarray(keys, dtype=object)).astype("string").str.extract(_KEY)
-    ok = parts.notna().all(axis=1).to_numpy()
-    uid = parts[0].fillna("").to_numpy(dtype=object)
-    session = pd.to_numeric(parts[1], errors="coerce").fillna(0).to_numpy(np.int64)
-    index = pd.to_numeric(parts[2], errors="coerce").fillna(0).to_numpy(np.int64)
+    from ..arrow_arrays import to_numpy, valid
+
+    parts = pc.extract_regex(_key_text(keys), _KEY_RE2)
+    ok = valid(parts)
+    uid = to_numpy(pc.struct_field(parts, "uid"))
+    uid[~ok] = ""
+    session, index = (_key_number(pc.struct_field(parts, name)) for name in ("session", "index"))
     return uid, session, index, ok
+
+
+#: :data:`_KEY` in RE2's words (pyarrow's regex engine), with Python's meaning of ``\d`` and ``$``.
+_KEY_RE2 = r"^(?P<uid>.*)_(?P<session>\p{Nd}+)_(?P<index>\p{Nd}+)\n?$"
+
+
+def _key_text(keys):
+    """The keys as a pyarrow string array (a non-text key as Python writes it, ``str(value)``)."""
+    import pyarrow as pa
+
+    from ..arrow_arrays import text_array
+
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    if isinstance(keys, pa.Array) and (pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type)):
+        return keys
+    values = keys.to_pylist() if isinstance(keys, pa.Array) else np.asarray(keys, dtype=object).tolist()
+    return text_array([None if v is None else str(v) for v in values])
+
+
+def _key_number(digits) -> np.ndarray:
+    """A key's session or index as int64: 0 where missing or not ASCII digits; beyond 18 digits,
+    through float64 as pandas's ``to_numeric(...).fillna(0).to_numpy(np.int64)`` goes."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..arrow_arrays import from_numpy, to_numpy
+    from ._columns import text_to_numbers
+
+    short = to_numpy(pc.match_substring_regex(digits, r"^[0-9]{1,18}$"), fill=False)
+    out = np.zeros(len(digits), np.int64)
+    if short.any():
+        out[short] = to_numpy(pc.cast(digits.filter(from_numpy(short)), pa.int64()))
+    long = ~short & (to_numpy(pc.utf8_length(digits), fill=0) > 18)
+    if long.any():
+        with np.errstate(invalid="ignore"):
+            out[long] = np.nan_to_num(text_to_numbers(digits.filter(from_numpy(long))), nan=0.0).astype(np.int64)
+    return out
 
 
 _PARSED: dict = {}  # the last table's parsed keys (group_keys and members read the same table)
@@ -158,7 +202,7 @@ def _parsed(table):
         return None
     if _PARSED.get("table") is not table:
         _PARSED.clear()
-        _PARSED.update(table=table, keys=split_keys(table.column("uid").to_numpy(zero_copy_only=False)))
+        _PARSED.update(table=table, keys=split_keys(table.column("uid")))
     return _PARSED["keys"]
 
 
@@ -180,10 +224,11 @@ def group_keys(table):
     """V1: the group of a row is its key's ``uid`` part (hashed); legacy: None (the prompt text)."""
     if not is_v1(table):
         return None
-    import pandas as pd
+    from ..hashing import hash_text
 
     uid, _, _, ok = _parsed(table)
-    return pd.util.hash_array(uid.astype(str), categorize=True).astype(np.int64), ok
+    names, codes = np.unique(uid.astype(str), return_inverse=True)  # each uid hashed once
+    return hash_text(names.tolist())[codes.ravel()], ok
 
 
 def group_column(table, column):
@@ -196,11 +241,13 @@ def members(table):
     None for a legacy dump (every row)."""
     if not is_v1(table):
         return None
-    import pandas as pd
+    from ._columns import pair_codes
 
     uid, session, index, ok = _parsed(table)
-    frame = pd.DataFrame({"uid": uid, "session": session, "index": index})
-    last = frame.groupby(["uid", "session"], sort=False)["index"].transform("max").to_numpy()
+    sessions, n = pair_codes(_text_codes(uid), session)
+    last = np.full(n, np.iinfo(np.int64).min)
+    np.maximum.at(last, sessions, index)
+    last = last[sessions]  # per row, the largest index of its (uid, session)
     # A malformed key stays (reported as a bad row); a key written twice is judged by row_keys.
     return (index == last) | ~ok
 
@@ -210,11 +257,27 @@ def row_keys(table):
     is counted once when its scores agree and named a contradiction when they do not."""
     if not is_v1(table):
         return None
-    import pandas as pd
+    from ._columns import pair_codes
 
     uid, session, index, ok = _parsed(table)
-    codes = pd.MultiIndex.from_arrays([uid, session, index]).factorize()[0].astype(np.int64)
-    return np.where(ok, codes, -1)
+    sessions, _ = pair_codes(_text_codes(uid), session)
+    codes, _ = pair_codes(sessions, index)
+    return np.where(ok, _first_seen(codes), -1)
+
+
+def _text_codes(values) -> np.ndarray:
+    """Dense int64 codes of equal texts."""
+    return np.unique(np.asarray(values).astype(str), return_inverse=True)[1].ravel().astype(np.int64)
+
+
+def _first_seen(codes) -> np.ndarray:
+    """Codes renumbered in the order of first appearance (as ``factorize`` numbers them)."""
+    if not codes.size:
+        return codes
+    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    return rank[inverse.ravel()]
 
 
 def describe_groups(context) -> str:

@@ -780,19 +780,19 @@ class GroupTracker:
     def rollout_log(self):
         """The recorded groups as a :class:`gsd.diagnose.RolloutLog` (prompt codes ordered as the
         log reader orders them, so :meth:`diagnosis` equals ``gsd diagnose`` on :meth:`save`'s table)."""
-        import pandas as pd
-
         from ..diagnose.readers import RolloutLog
+        from ..hashing import hash_text
 
         code, step, group, total, _, zero = self._rows()
-        hashes = pd.util.hash_array(np.array(self._keys, dtype=object), categorize=False).astype(np.int64)
+        hashes = hash_text(self._keys)  # as the log reader hashes the saved table's prompts
         used = np.unique(code)
         order = np.argsort(hashes[used], kind="stable")
         rank = np.empty(len(self._keys), np.int64)
         rank[used[order]] = np.arange(used.size)
         from ..diagnose.readers import pair_codes
 
-        gkey = pd.util.hash_array(group.astype(str).astype(object), categorize=True).astype(np.int64)
+        numbers, inverse = np.unique(group, return_inverse=True)  # the group column as the saved table holds it
+        gkey = hash_text(numbers.astype(str).tolist())[inverse.ravel()]
         gcode, n_groups = pair_codes(step, gkey)
         silent = np.zeros(n_groups, bool)
         silent[gcode] = zero  # TRL's verdict, not a recount of the finite rows left

@@ -25,9 +25,9 @@ def _folder_reader() -> bool:
     """The reader takes a dump spread over version folders (the ``dump_folder`` hook)."""
     import inspect
 
-    from gsd.diagnose import readers
+    from gsd.diagnose import discover
 
-    return "dump_folder" in inspect.getsource(readers)
+    return "dump_folder" in inspect.getsource(discover)
 
 
 folder_reading = pytest.mark.xfail(

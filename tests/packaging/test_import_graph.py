@@ -86,7 +86,7 @@ def test_cycles_are_found():
 def test_the_graph_sees_imports_in_functions():
     edges = import_graph()
     assert "gsd.diagnose.tables" in edges["gsd.live.tracker"]  # imported inside a method
-    assert "gsd.integrations.tracker_table" in edges["gsd.diagnose.readers"]  # inside read_rollouts
+    assert "gsd.integrations.tracker_table" in edges["gsd.diagnose.assemble"]  # inside read_rollouts
 
 
 def test_no_import_cycle_in_gsd():
@@ -120,7 +120,7 @@ def test_layers_formats_then_diagnose_then_live():
     gsd.live (the hooks inside a training run): no arrow points up.  The hooks' deprecated old
     names in gsd.integrations (``trl``, ``trl_live``) look their new place up by name, on use."""
     edges = import_graph()
-    assert any(t.startswith("gsd.integrations") for t in edges["gsd.diagnose.readers"])  # the arrows looked for exist
+    assert any(t.startswith("gsd.integrations") for t in edges["gsd.diagnose.discover"])  # the arrows looked for exist
     assert any(t.startswith("gsd.diagnose") for t in edges["gsd.live.tracker"])
     up = (
         _crossing(edges, "gsd.integrations", "gsd.diagnose")
