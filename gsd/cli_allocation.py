@@ -39,8 +39,17 @@ SHOWN_ROWS = 20
 
 
 def add_arguments(p) -> None:
-    """The budget options of ``gsd plan``."""
+    """The budget options of ``gsd plan``, in the order ``--help`` lists them."""
     g = p.add_argument_group("budget allocation (with --budget)")
+    _add_value_options(g)
+    _add_grid_options(g)
+    _add_convention_options(g)
+    _add_input_options(g)
+    _add_advice_options(g)
+
+
+def _add_value_options(g) -> None:
+    """--budget and what a plan maximises: --value, and --lr/--horizon for the look-ahead values."""
     g.add_argument("--budget", type=bounded_int(1, 2**53, "a float64 holds it exactly"), help=HELP)
     g.add_argument(
         "--value",
@@ -63,6 +72,10 @@ def add_arguments(p) -> None:
         default=None,
         help="--value horizon/dr_horizon: steps looked ahead",
     )
+
+
+def _add_grid_options(g) -> None:
+    """The group sizes a plan may use (g_min, g_min + step, …, g_max) and --no-skip."""
     g.add_argument(
         "--g-min",
         type=bounded_int(1, MAX_EXACT_GROUP_SIZE, "the exact sums' limit"),
@@ -82,6 +95,10 @@ def add_arguments(p) -> None:
         help="group sizes g_min, g_min + step, …, g_max (default 1)",
     )
     g.add_argument("--no-skip", action="store_true", help="serve every prompt (at least g_min answers)")
+
+
+def _add_convention_options(g) -> None:
+    """The trainer's std convention (--ddof, --eps) the GRPO values average."""
     g.add_argument(
         "--ddof",
         type=int,
@@ -95,6 +112,10 @@ def add_arguments(p) -> None:
         default=0.0,
         help="added to that std before dividing (default 0; TRL 1e-4, verl 1e-6); not the --epsilon target",
     )
+
+
+def _add_input_options(g) -> None:
+    """Where the counts come from: k/n columns or a per-rollout table, and the prior of the solve rate."""
     g.add_argument("--k-column", help="--input column of right answers per prompt (with --n-column)")
     g.add_argument("--n-column", help="--input column of logged rollouts per prompt (with --k-column)")
     g.add_argument("--prompt-column", help="--input is one row per rollout: the prompt-id column to group by")
@@ -107,6 +128,10 @@ def add_arguments(p) -> None:
         default="empirical-bayes",
         help="prior of the solve rate for counts: empirical-bayes (default), uniform, jeffreys or A,B",
     )
+
+
+def _add_advice_options(g) -> None:
+    """--advice (which uniform G learns fastest) with its options, and --show-rows."""
     g.add_argument(
         "--advice",
         action="store_true",
@@ -262,69 +287,104 @@ def _source(args):
 
 
 def plan_budget(args) -> int:
-    import numpy as np
-    import pandas as pd
-
+    """``gsd plan --budget``: check the options, read the prompts, plan, then write and print the plan."""
     from . import tables
-    from .allocation import (
-        DEFAULT_PLAN,
-        HORIZON_VALUES,
-        PLAN_RULES,
-        TableLimit,
-        allocate_with_advice,
-        expected_silent_rate,
-        uniform_plan,
-    )
-    from .atomic import write_table
 
-    args.value = args.value or DEFAULT_PLAN
-    if args.value not in PLAN_RULES:  # before any work
-        raise CliError(f"--value must be one of {', '.join(PLAN_RULES)}, got {args.value!r}")
-    if args.epsilon is not None or args.delta is not None:
-        raise CliError("--budget plans by value; it does not take --epsilon or --delta")
-    if args.output and not args.output.endswith((".csv", ".parquet")):  # before any work
-        raise CliError(f"--output must end in .csv or .parquet, got {args.output!r}")
+    _check_budget_options(args)
     df, status, src, mean, kind = _source(args)
     ok = status == tables.OK
     if not ok.any():
         raise CliError("input: no usable row; " + tables.describe_bad_rows(status, 3))
+    look = _lookahead_options(args)
+    plan, advice, skipped_advice = _make_plan(args, src, look)
+    out, renamed, served = _plan_rows(df, status, src, mean, kind, plan)
+    summary = plan.summary() | {
+        "rows": len(out),
+        "unusable_rows": int((~ok).sum()),
+        "renamed_columns": renamed,
+        "best_uniform_G": advice.best_G if advice else None,
+        "uniform_at_budget": advice.at_budget if advice else None,
+    }
+    speed = speed_advice(src, args) if args.advice else None
+    if speed is not None:
+        summary["advised_group_size"] = speed.advised_G_per_generation
+        summary["speed"] = speed.summary()
+    if args.output:
+        _write_plan(args.output, out, speed, advice)
+    if args.json:
+        _print_json(args, out, summary, advice, speed)
+        return 0
+    _print_plan(args, plan, advice, skipped_advice, out, served)
+    for line in tables.table_notes(status, renamed):
+        print(line)
+    if args.output:
+        print(f"plan written to {args.output}")
+    _print_rows(args, plan, out, served)
+    if args.advice:
+        _print_advice(args, speed, advice)
+    return 0
+
+
+def _check_budget_options(args) -> None:
+    """--value (default :data:`gsd.allocation.DEFAULT_PLAN`), and the options --budget refuses, before any work."""
+    from .allocation import DEFAULT_PLAN, PLAN_RULES
+
+    args.value = args.value or DEFAULT_PLAN
+    if args.value not in PLAN_RULES:
+        raise CliError(f"--value must be one of {', '.join(PLAN_RULES)}, got {args.value!r}")
+    if args.epsilon is not None or args.delta is not None:
+        raise CliError("--budget plans by value; it does not take --epsilon or --delta")
+    if args.output and not args.output.endswith((".csv", ".parquet")):
+        raise CliError(f"--output must end in .csv or .parquet, got {args.output!r}")
+
+
+def _lookahead_options(args) -> dict:
+    """lr= and horizon= for a look-ahead --value (empty otherwise, where --lr and --horizon are refused)."""
+    from .allocation import HORIZON_VALUES
 
     look = {"lr": args.lr, "horizon": args.horizon} if args.value in HORIZON_VALUES else {}
     if not look and (args.lr is not None or args.horizon is not None):
         raise CliError(f"--lr and --horizon are for --value {' / '.join(HORIZON_VALUES)}, not {args.value!r}")
-    # One value table for the plan and the uniform advice beside it (the costly part at a large g_max);
-    # the uniform default's advice reads the --value update plan, and its own plan is one G for all.
-    # The uniform plan itself needs no table: without --advice, a table past its limit (10^5
-    # distinct rates at g_max 512) only drops the line that compares it with --value update.
-    advice = None
+    return look
+
+
+def _make_plan(args, src, look):
+    """(plan, uniform advice or None, why the advice is left out or None).
+
+    One value table for the plan and the uniform advice beside it (the costly part at a large g_max);
+    the uniform default's advice reads the --value update plan, and its own plan is one G for all.
+    The uniform plan itself needs no table: without --advice, a table past its limit (10^5
+    distinct rates at g_max 512) only drops the line that compares it with --value update.
+    """
+    from .allocation import TableLimit, allocate_with_advice, uniform_plan
+
+    grid = {"g_min": args.g_min, "g_max": args.g_max, "step": args.step, "skip": not args.no_skip}
+    convention = {"ddof": args.ddof, "eps": args.eps}
+    advice = skipped_advice = None
     try:
         plan, advice = allocate_with_advice(
-            src,
-            args.budget,
-            value=advice_value(args.value),
-            g_min=args.g_min,
-            g_max=args.g_max,
-            step=args.step,
-            skip=not args.no_skip,
-            ddof=args.ddof,
-            eps=args.eps,
-            **look,
+            src, args.budget, value=advice_value(args.value), **grid, **convention, **look
         )
     except TableLimit as exc:
         if args.value != "uniform" or args.advice:
             raise
         skipped_advice = str(exc)
     if args.value == "uniform":
-        plan = uniform_plan(
-            src,
-            args.budget,
-            g_min=args.g_min,
-            g_max=args.g_max,
-            step=args.step,
-            skip=not args.no_skip,
-            ddof=args.ddof,
-            eps=args.eps,
-        )
+        plan = uniform_plan(src, args.budget, **grid, **convention)
+    return plan, advice, skipped_advice
+
+
+def _plan_rows(df, status, src, mean, kind, plan):
+    """(output table, renamed input columns, which usable rows are served): every input row in its
+    place, with ``posterior_mean``, ``group_size``, ``expected_value``, ``silent_probability`` and
+    ``status`` (planned, skipped, or why the row could not be planned) added."""
+    import numpy as np
+    import pandas as pd
+
+    from . import tables
+    from .allocation import expected_silent_rate
+
+    ok = status == tables.OK
     G = pd.array(np.zeros(len(df), dtype=np.int64), dtype="Int64")
     G[~ok] = pd.NA
     G[ok] = plan.group_size
@@ -348,44 +408,36 @@ def plan_budget(args) -> int:
             "status": st,
         },
     )
-    summary = plan.summary() | {
-        "rows": len(out),
-        "unusable_rows": int((~ok).sum()),
-        "renamed_columns": renamed,
-        "best_uniform_G": advice.best_G if advice else None,
-        "uniform_at_budget": advice.at_budget if advice else None,
-    }
-    speed = speed_advice(src, args) if args.advice else None
+    return out, renamed, served
+
+
+def _write_plan(output, out, speed, advice) -> None:
+    """The plan to ``output`` and, with --advice, the full tables beside it (progress of each G, and the
+    value-per-rollout curve), each replaced whole: never a half-written plan."""
+    from .atomic import write_table
+
+    write_table(output, out)
     if speed is not None:
-        summary["advised_group_size"] = speed.advised_G_per_generation
-        summary["speed"] = speed.summary()
-    if args.output:
-        write_table(args.output, out)  # atomic: never a half-written plan
-        if speed is not None:  # the full tables beside the plan: progress of each G, and the value-per-rollout curve
-            curve = advice.curve.rename(columns=lambda c: c if c == "G" else f"value_{c}")
-            write_table(advice_path(args.output), speed.table.merge(curve, on="G", how="outer"))
-    if args.json:
-        rows = json.loads(out.to_json(orient="records", double_precision=15))
-        # NaN (a uniform plan's multiplier, a gain over a zero value) is JSON null: strict parsers refuse NaN
-        print(
-            json.dumps(
-                json_ready(
-                    {"summary": summary, "rows": rows}
-                    | (
-                        {
-                            "advice": json.loads(advice.curve.to_json(orient="records", double_precision=15)),
-                            "speed": json.loads(speed.table.to_json(orient="records", double_precision=15)),
-                            "evidence": EVIDENCE,
-                        }
-                        if args.advice
-                        else {}
-                    )
-                ),
-                indent=2,
-                allow_nan=False,
-            )
-        )
-        return 0
+        curve = advice.curve.rename(columns=lambda c: c if c == "G" else f"value_{c}")
+        write_table(advice_path(output), speed.table.merge(curve, on="G", how="outer"))
+
+
+def _print_json(args, out, summary, advice, speed) -> None:
+    """--json: the summary and every row (with --advice, the advice's tables and the evidence)."""
+    rows = json.loads(out.to_json(orient="records", double_precision=15))
+    extra = {}
+    if args.advice:
+        extra = {
+            "advice": json.loads(advice.curve.to_json(orient="records", double_precision=15)),
+            "speed": json.loads(speed.table.to_json(orient="records", double_precision=15)),
+            "evidence": EVIDENCE,
+        }
+    # NaN (a uniform plan's multiplier, a gain over a zero value) is JSON null: strict parsers refuse NaN
+    print(json.dumps(json_ready({"summary": summary, "rows": rows} | extra), indent=2, allow_nan=False))
+
+
+def _print_plan(args, plan, advice, skipped_advice, out, served) -> None:
+    """The plan's lines: what it spent and served, and the uniform G at this budget beside it."""
     ub = advice.at_budget if advice else {}
     if advice is None:
         print(f"(the comparison with --value {advice_value(args.value)} is left out: {skipped_advice})")
@@ -407,31 +459,35 @@ def plan_budget(args) -> int:
             f"uniform G = {ub['uniform_G']} at this budget: value {ub['uniform_value']:.6g}; "
             f"{gain}; best uniform G (value per rollout): {advice.best_G}"
         )
-    for line in tables.table_notes(status, renamed):
-        print(line)
-    if args.output:
-        print(f"plan written to {args.output}")
+
+
+def _print_rows(args, plan, out, served) -> None:
+    """The plan's rows (up to :data:`SHOWN_ROWS`, or all with --show-rows), else the spread of G and where the rows go."""
+    import numpy as np
+
     if args.show_rows or len(out) <= SHOWN_ROWS:
         emit(out, False)
-    else:
-        sizes = plan.group_size[served]
-        if sizes.size:
-            q = np.percentile(sizes, [50, 90])
-            print(
-                f"G over the {sizes.size} served prompts: min {sizes.min()}, median {q[0]:g}, "
-                f"90th percentile {q[1]:g}, max {sizes.max()}"
-            )
+        return
+    sizes = plan.group_size[served]
+    if sizes.size:
+        q = np.percentile(sizes, [50, 90])
         print(
-            f"{len(out)} rows not printed: --output FILE writes them (csv or parquet), --show-rows prints them, "
-            "--json gives them with the summary"
+            f"G over the {sizes.size} served prompts: min {sizes.min()}, median {q[0]:g}, "
+            f"90th percentile {q[1]:g}, max {sizes.max()}"
         )
-    if args.advice:
-        for line in advice_summary(speed):
-            print(line)
-        print(
-            f"  full tables ({len(speed.table)} G by progress, {len(advice.curve)} G by value per rollout against the "
-            f"--value {advice_value(args.value)} plan): "
-            + (f"written to {advice_path(args.output)}" if args.output else "--output FILE or --json")
-        )
-        print(EVIDENCE)
-    return 0
+    print(
+        f"{len(out)} rows not printed: --output FILE writes them (csv or parquet), --show-rows prints them, "
+        "--json gives them with the summary"
+    )
+
+
+def _print_advice(args, speed, advice) -> None:
+    """--advice's summary lines, where its full tables are, and the comparison's verdict."""
+    for line in advice_summary(speed):
+        print(line)
+    print(
+        f"  full tables ({len(speed.table)} G by progress, {len(advice.curve)} G by value per rollout against the "
+        f"--value {advice_value(args.value)} plan): "
+        + (f"written to {advice_path(args.output)}" if args.output else "--output FILE or --json")
+    )
+    print(EVIDENCE)

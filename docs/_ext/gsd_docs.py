@@ -12,6 +12,11 @@ Every HTML page, as it is written:
   section (the words stay as they are);
 * a machine path (the build's own folders, the temporary folder, a home folder, ``site-packages``)
   is a build warning, hence an error under ``-W``: a page never shows where it was built.
+
+A class re-exported twice (``gsd.Allocation`` and ``gsd.allocation.Allocation``, defined in
+``gsd.allocation.solver``) has a page at each public path, and each page registers the class's
+canonical name as an alias of itself: :class:`_PythonDomain` takes the first alias rather than
+warning of a duplicate (the page of the defining module, when there is one, still takes the name).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pathlib import Path
 from docutils import nodes
 from docutils.parsers.rst import directives
 from docutils.statemachine import StringList
+from sphinx.domains.python import PythonDomain
 from sphinx.util.docutils import SphinxDirective
 
 
@@ -166,7 +172,18 @@ def _check_page(app, pagename, templatename, context, doctree):
         )
 
 
+class _PythonDomain(PythonDomain):
+    """The Python domain, where two aliases of one canonical name are the same object, not a duplicate."""
+
+    def note_object(self, name, objtype, node_id, aliased=False, location=None):
+        other = self.objects.get(name)
+        if aliased and other is not None and other.aliased:
+            return  # the same class under a second public path: the first alias keeps the name
+        super().note_object(name, objtype, node_id, aliased=aliased, location=location)
+
+
 def setup(app):
+    app.add_domain(_PythonDomain, override=True)
     app.add_directive("gsd-conventions", ConventionsTable)
     app.connect("html-page-context", _check_page)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

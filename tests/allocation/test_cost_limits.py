@@ -83,9 +83,10 @@ def test_beta_moments_match_scipy_where_its_log_beta_is_exact():
 
 @pytest.mark.parametrize("kind", ["point", "beta"])
 def test_dense_sums_on_a_sparse_grid_equal_the_pmf_recurrence(kind):
-    from gsd.allocation import _sigma_table, _value_spec
+    from gsd.allocation.expectations import sigma_table
+    from gsd.allocation.values import value_spec
 
-    f = _value_spec("update", 0, 0.0)[3]  # the paper convention, as allocation_value below defaults to
+    f = value_spec("update", 0, 0.0)[3]  # the paper convention, as allocation_value below defaults to
     grid = np.array([2, 3, 40, 97, 300])
     rng = np.random.default_rng(1)
     if kind == "point":
@@ -95,7 +96,7 @@ def test_dense_sums_on_a_sparse_grid_equal_the_pmf_recurrence(kind):
         args = {"a": rng.uniform(0.2, 30, 7), "b": rng.uniform(0.2, 30, 7)}
         post = gsd.BetaPosterior(args["a"][:, None], args["b"][:, None], prior=(1.0, 1.0))
         dense = gsd.allocation_value(post, grid[None, :])
-    assert np.allclose(_sigma_table(grid, f, **args), dense, rtol=1e-10, atol=1e-14)
+    assert np.allclose(sigma_table(grid, f, **args), dense, rtol=1e-10, atol=1e-14)
 
 
 def test_a_posterior_value_at_a_huge_group_is_refused_before_any_memory_is_asked_for():
@@ -107,9 +108,10 @@ def test_a_posterior_value_at_a_huge_group_is_refused_before_any_memory_is_asked
 
 
 def test_a_posterior_sum_in_blocks_of_k_equals_the_sum_in_one_block(monkeypatch):
-    import gsd.allocation as allocation
+    # The blocks are cut where the sums live (gsd.allocation.expectations), not in gsd.allocation.
+    import gsd.allocation.expectations as expectations
 
     post = gsd.posterior_from_counts([3, 0, 7], [8, 5, 9], prior="uniform")
     whole = allocation_value(post, 1000)
-    monkeypatch.setattr(allocation, "_BLOCK_TERMS", 64)  # 1001 terms: 16 blocks of k per posterior
+    monkeypatch.setattr(expectations, "_BLOCK_TERMS", 64)  # 1001 terms: 16 blocks of k per posterior
     assert np.allclose(allocation_value(post, 1000), whole, rtol=1e-13, atol=0)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import gsd
 from gsd._binomial import symmetric_expectation
-from gsd.allocation import _MAX_DP, _Problem
+from gsd.allocation.solver import _MAX_DP, BudgetProblem
 from gsd.update import _grpo_term
 
 
@@ -75,7 +75,7 @@ def test_plan_with_advice_equals_the_two_calls(skip, source):
 @given(st.lists(st.integers(0, 4000), min_size=1, max_size=30), st.sampled_from([1, 3]), st.sampled_from([2, 5]))
 def test_one_sweep_totals_equal_one_solve_per_budget(budgets, step, g_min):
     p = np.random.default_rng(5).beta(0.5, 1.0, 100)
-    prob = _Problem(p, "update", g_min, g_min + 30 * step, step, True, 0, 0.0)
+    prob = BudgetProblem(p, "update", g_min, g_min + 30 * step, step, True, 0, 0.0)
     # The greedy's total where it is certified; else the exact programme's, as the allocator returns
     # (one programme at the largest budget holds the optimum within every smaller one: the same floats).
     want = [

@@ -10,7 +10,7 @@ from scipy.stats import beta as beta_dist
 from scipy.stats import binom
 
 import gsd
-from gsd.allocation import _Problem
+from gsd.allocation.solver import BudgetProblem
 
 # The one-step values; the horizon values (they need lr and a horizon) have tests/allocation/test_lookahead.py.
 VALUES = tuple(v for v in gsd.ALLOCATION_VALUES if v not in gsd.HORIZON_VALUES)
@@ -185,11 +185,11 @@ def test_grid_tables_equal_pairwise_values(value, ddof, eps):
     rng = np.random.default_rng(7)
     p = np.concatenate([[0.0, 1.0, 1e-12, 1 - 1e-9, 0.5], rng.uniform(size=20)])
     grid = np.arange(2, 303, 3)
-    prob = _Problem(p, value, 2, 302, 3, False, **conv)
+    prob = BudgetProblem(p, value, 2, 302, 3, False, **conv)
     want = gsd.allocation_value(np.unique(p)[:, None], grid[None, :], value, **conv)
     np.testing.assert_allclose(prob.table_full, want, rtol=1e-11, atol=1e-300)
     post = gsd.posterior_from_counts(rng.integers(0, 9, 30), 8, prior=(0.7, 1.3))
-    prob = _Problem(post, value, 2, 200, 2, True, **conv)
+    prob = BudgetProblem(post, value, 2, 200, 2, True, **conv)
     a, b = np.unique(np.stack([post.a, post.b]), axis=1)
     want = gsd.allocation_value(
         gsd.BetaPosterior(a[:, None], b[:, None], post.prior), np.arange(2, 201, 2)[None, :], value, **conv

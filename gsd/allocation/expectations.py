@@ -1,0 +1,167 @@
+"""Expectations behind the allocation values: E[f(k, G)] over k ~ Binom(G, p) or the beta-binomial of a
+posterior Beta(a, b), at one G or at every G of a grid, and the beta moments E[p^i (1−p)^j].
+
+f(k, G) is the GRPO term σ̂²/(σ̂_c + eps) of a std convention (σ̂ = sqrt(k(G−k))/G in the paper's,
+``gsd.update.grpo_term``).  Three ways to the same sums, each where it is cheapest:
+
+* :func:`beta_sigma`: one dense beta-binomial sum per (posterior, G), its pmf in logs;
+* :func:`sigma_table`: every G up to g_max at once by the pmf recurrence over G (one answer added
+  at a time), for known p or a posterior;
+* :func:`sigma_on_grid`: the cheaper of the two for a grid (:func:`sigma_costs` counts their terms).
+
+For known p at one G, :func:`sigma_on_grid` uses the windowed binomial sum of ``gsd._binomial``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._binomial import symmetric_expectation
+from ..silent import minor_rate as _minor
+
+__all__ = ["log_beta_moment", "beta_nonsilent", "beta_sigma", "sigma_table", "sigma_costs", "sigma_on_grid"]
+
+# Terms per dense block of a beta-binomial sum (bounds temporary memory to ~16 MB per array).
+_BLOCK_TERMS = 1 << 21
+# A dense sum term (gammaln / betaln) costs about this many recurrence terms.
+_DENSE_TERM_COST = 8
+
+
+def _log_rising(x, n):
+    """log Γ(x + n) − log Γ(x) = log x(x+1)…(x+n−1), without cancelling two huge log-gammas.
+
+    For x ≥ 10^6 (a posterior of ~10^6 counts and more) the two log-gammas are ~x·log x and
+    their difference would keep only ~x·1e-16 of absolute precision (2^53 counts: none); there
+    Stirling's series is subtracted term by term: (x − ½)·log1p(n/x) + n·log(x + n) − n plus the
+    1/(12x) corrections, accurate to ~1e-16 relative at that size.
+    """
+    from scipy.special import gammaln
+
+    x, n = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(n, dtype=np.float64))
+    big = x >= 1e6
+    out = np.empty(x.shape)
+    small = ~big
+    out[small] = gammaln(x[small] + n[small]) - gammaln(x[small])
+    xb, nb = x[big], n[big]
+    y = xb + nb
+    out[big] = (xb - 0.5) * np.log1p(nb / xb) + nb * np.log(y) - nb - nb / (12.0 * xb * y)
+    return out
+
+
+def log_beta_moment(a, b, i, j):
+    """log E[p^i (1−p)^j] under Beta(a, b) = log B(a+i, b+j) − log B(a, b), as rising factorials
+    (stable at any count, see :func:`_log_rising`)."""
+    return _log_rising(a, i) + _log_rising(b, j) - _log_rising(np.asarray(a) + b, np.asarray(i) + j)
+
+
+def beta_nonsilent(a, b, G):
+    """1 − E[p^G] − E[(1−p)^G] under Beta(a, b), without cancelling the larger term."""
+    l1 = log_beta_moment(a, b, G, 0)
+    l2 = log_beta_moment(a, b, 0, G)
+    return -np.expm1(np.maximum(l1, l2)) - np.exp(np.minimum(l1, l2))
+
+
+def beta_sigma(a, b, G, f):
+    """E[f(k, G)] = Σ_k BetaBinom(k; G, a, b)·f(k, G) (f: the GRPO term, σ̂ in the paper's
+    convention), dense, one block per distinct G ≥ 2.
+
+    The pmf is C(G, k)·B(a + k, b + G − k)/B(a, b), evaluated in logs with ``scipy.special``
+    (the same formula as ``scipy.stats.betabinom.pmf``, without its per-call argument handling,
+    which costs more than the sum itself here).
+    """
+    from scipy.special import gammaln
+
+    out = np.empty(a.shape)
+    order = np.argsort(G, kind="stable")
+    sizes, starts = np.unique(G[order], return_index=True)
+    bounds = np.append(starts, G.size)
+    for g, lo, hi in zip(sizes.tolist(), bounds[:-1], bounds[1:]):  # one block per distinct G
+        if g + 1 > _BLOCK_TERMS:  # a very large G: its k in blocks, so memory stays ~_BLOCK_TERMS entries
+            for i in order[lo:hi]:
+                total = 0.0
+                for k0 in range(0, g + 1, _BLOCK_TERMS):
+                    k = np.arange(k0, min(g + 1, k0 + _BLOCK_TERMS))
+                    lchoose = gammaln(g + 1.0) - gammaln(k + 1.0) - gammaln(g - k + 1.0)
+                    total += float(np.exp(lchoose + log_beta_moment(a[i], b[i], k, g - k)) @ f(k, np.full(k.size, g)))
+                out[i] = total
+            continue
+        k = np.arange(g + 1)
+        fk = f(k, np.full(g + 1, g))
+        lchoose = gammaln(g + 1.0) - gammaln(k + 1.0) - gammaln(g - k + 1.0)
+        rows = max(1, _BLOCK_TERMS // (g + 1))
+        for r0 in range(lo, hi, rows):
+            idx = order[r0 : min(hi, r0 + rows)]
+            aa, bb = a[idx][:, None], b[idx][:, None]
+            logpmf = lchoose + log_beta_moment(aa, bb, k, g - k)
+            out[idx] = np.exp(logpmf) @ fk
+    return out
+
+
+def sigma_table(grid, f, p=None, a=None, b=None):
+    """E[f(k, G)] (f: the GRPO term, σ̂ in the paper's convention) at every G ≥ 2 of ``grid``
+    for each row, by the pmf recurrence over G (0 at G < 2, whose groups are always silent).
+
+    Adding one answer to a group of G: P_{G+1}(k) = P_G(k−1)·r(k−1, G) + P_G(k)·(1 − r(k, G)),
+    r = p for known p and r = (a+k)/(a+b+G) under Beta(a, b) (Pólya's urn: the predictive
+    probability of a right answer).  Each step is a convex combination, so the pmf stays exact
+    to ~G ulp with no cancellation; the whole grid costs Σ_G (G+1) operations per row, like one
+    dense sum at every G.  Rows are processed in blocks to bound memory.
+    """
+    point = p is not None
+    rows = p.size if point else a.size
+    gmax = int(grid[-1])
+    col = np.full(gmax + 1, -1)
+    col[grid] = np.arange(grid.size)
+    out = np.zeros((rows, grid.size))
+    block = max(1, (1 << 17) // (gmax + 2))  # ~1 MB per block: the sweep stays in cache (4x faster)
+    k = np.arange(gmax + 1, dtype=np.float64)
+    for r0 in range(0, rows, block):
+        sl = slice(r0, min(rows, r0 + block))
+        n = sl.stop - sl.start
+        P = np.zeros((n, gmax + 2))
+        P[:, 0] = 1.0
+        up = np.empty((n, gmax + 1))
+        if point:
+            x = _minor(p[sl])[:, None]  # σ̂ is symmetric in k ↔ G−k: work with min(p, 1−p)
+            r, q = x, 1.0 - x
+        else:
+            aa, bb = a[sl][:, None], b[sl][:, None]
+        for g in range(gmax):  # P holds the pmf of g answers; build g + 1
+            if not point:
+                r = (aa + k[: g + 1]) / (aa + bb + g)
+                q = (bb + g - k[: g + 1]) / (aa + bb + g)
+            u = np.multiply(P[:, : g + 1], r, out=up[:, : g + 1])
+            P[:, : g + 1] *= q
+            P[:, 1 : g + 2] += u
+            c = col[g + 1]
+            if c >= 0 and g + 1 >= 2:
+                out[sl, c] = P[:, : g + 2] @ f(np.arange(g + 2), np.full(g + 2, g + 1))
+    return out
+
+
+def sigma_costs(kind, rows, grid):
+    """(terms of the pmf recurrence, of the dense sums at the grid's G) for E[σ̂] over ``rows``
+    prompts: the recurrence pays every G up to g_max, a dense sum only the grid's (for known p
+    a window of ~12·sqrt(G) + 80 terms around the mean, under a posterior every k)."""
+    gmax = int(grid[-1])
+    recurrence = rows * gmax * (gmax + 1) // 2
+    g = grid.astype(np.float64)
+    per_g = np.minimum(g + 1, 12 * np.sqrt(g) + 80) if kind == "point" else g + 1
+    return recurrence, int(rows * _DENSE_TERM_COST * per_g.sum())
+
+
+def sigma_on_grid(kind, grid, f, p=None, a=None, b=None):
+    """E[f(k, G)] at every G of ``grid`` for each row, by the cheaper of the pmf recurrence and
+    one dense sum per grid G (a sparse grid up to a large g_max)."""
+    rows = p.size if kind == "point" else a.size
+    recurrence, dense = sigma_costs(kind, rows, grid)
+    if recurrence <= dense:
+        return sigma_table(grid, f, p=p, a=a, b=b)
+    on = grid >= 2
+    out = np.zeros((rows, grid.size))
+    G = np.broadcast_to(grid[on][None, :], (rows, int(on.sum()))).ravel()
+    if kind == "point":
+        out[:, on] = symmetric_expectation(np.repeat(p, on.sum()), G, f).reshape(rows, -1)
+    else:
+        out[:, on] = beta_sigma(np.repeat(a, on.sum()), np.repeat(b, on.sum()), G, f).reshape(rows, -1)
+    return out
