@@ -2,7 +2,8 @@ r"""The closed forms inside a real trainer: a tiny transformer whose solve rates
 
 A tiny causal LM (Qwen2 from a config, a word-level tokenizer, both built in code) answers
 prompts ``q0 … q15`` (up to ``q31``: :func:`words`).  The reward is decided by the completion's
-first token: right iff it is in the prompt's set of right tokens, so the solve rate is a sum of the model's own probabilities,
+first token: right iff it is in the prompt's set of right tokens, so the solve rate is a sum of
+the model's own probabilities,
 
 .. math::  p_x = \sum_{t \in R(x)} \pi_\theta(t \mid x),
 

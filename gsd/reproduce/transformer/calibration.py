@@ -9,16 +9,17 @@ import numpy as np
 
 def calibrate(trained: dict, completions_dir, *, level: float = 0.9, half_life=None) -> dict:
     """``gsd diagnose`` (:func:`gsd.diagnose.diagnose`, its defaults: empirical-Bayes prior, no
-    half-life unless ``half_life`` is given) on the completions TRL wrote in :func:`train_silent` (``completions_dir``), against
-    the exact p the run recorded.
+    half-life unless ``half_life`` is given) on the completions TRL wrote in :func:`train_silent`
+    (``completions_dir``), against the exact p the run recorded.
 
     Returns
     -------
     dict
         Over the groups of steps ≥ 2 whose prompt had rollouts before: ``mae`` (mean absolute
-        difference of the posterior mean before the step and the exact p at the step), ``coverage`` (share of exact p inside the
-        posterior's equal-tailed ``level`` interval), ``mae_run_mean`` (the same posterior mean
-        against the prompt's exact p averaged over the steps before: what pooled counts estimate);
+        difference of the posterior mean before the step and the exact p at the step), ``coverage``
+        (share of exact p inside the posterior's equal-tailed ``level`` interval), ``mae_run_mean``
+        (the same posterior mean against the prompt's exact p averaged over the steps before: what
+        pooled counts estimate);
         ``groups`` (how many); per step ``silent_measured``, ``silent_pred`` (diagnose's) and
         ``silent_exact`` (mean of p^G + (1−p)^G at the exact p) with ``r2_pred`` and ``r2_exact``
         (each as a prediction of the measured fraction, no refit); ``k_matches`` (at every step

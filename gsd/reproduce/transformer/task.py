@@ -33,7 +33,7 @@ MAX_PROMPTS = 256
 
 
 def words(n_prompts: int, structure: str = "own"):
-    """The vocabulary of a task of ``n_prompts`` prompts: :data:`WORDS`, with prompt words up to
+    """The vocabulary of a task of ``n_prompts`` prompts: :data:`~.task.WORDS`, with prompt words up to
     ``q31`` when ``n_prompts`` > 16 and up to ``q{n-1}`` above 32 (the vocabulary's size is part of
     the initial weights, so the tasks of up to 32 prompts stay as they were); with ``structure``
     ``"shared"`` the feature words ``u0…u15`` and ``v0…v{n/16 - 1}`` instead of prompt words."""

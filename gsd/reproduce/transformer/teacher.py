@@ -1,7 +1,7 @@
 """The teacher a tiny model is pretrained on: each prompt's target solve rate, its right answer
 words, and token sequences sampled from it (prompt, first answer word, fillers, EOS).
 
-Token ids are positions in :data:`~gsd.reproduce.transformer.WORDS`: ``<eos>`` is 1, the
+Token ids are positions in :data:`~gsd.reproduce.transformer.task.WORDS`: ``<eos>`` is 1, the
 answer words a0…a19 start at :data:`A0`, the fillers f0…f19 at :data:`F0`, the prompt words at
 :data:`Q0`.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-#: Token ids in :data:`~gsd.reproduce.transformer.WORDS`: ``<eos>``, the first answer word a0, the
+#: Token ids in :data:`~gsd.reproduce.transformer.task.WORDS`: ``<eos>``, the first answer word a0, the
 #: first filler f0, the first prompt word q0.
 EOS, A0, F0, Q0 = 1, 3, 23, 43
 #: Feature words of the ``"shared"`` structure: a prompt is ``u{i} v{j}`` (:func:`shared_teacher`).

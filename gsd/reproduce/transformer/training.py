@@ -19,7 +19,7 @@ TRAININGS = {
     "grpo": {"scale_rewards": "group", "loss_type": "grpo"},
     "dr_grpo": {"scale_rewards": "none", "loss_type": "dr_grpo"},
 }
-#: Every method :func:`train_silent` takes: :data:`TRAININGS` and gsd's skip sampler on GRPO's
+#: Every method :func:`train_silent` takes: :data:`~.training.TRAININGS` and gsd's skip sampler on GRPO's
 #: settings (``GSDGRPOTrainer(skip_above=0.95, max_skips=4)``, the values of the docs' example).
 METHODS = {**TRAININGS, "skip": TRAININGS["grpo"]}
 SKIP = {"skip_above": 0.95, "max_skips": 4}
@@ -40,7 +40,7 @@ def trl_settings(
     """The ``GRPOConfig`` arguments of every training on a task: CPU, no vLLM, one generation per
     optimizer step of ``rows`` completions (``G`` per prompt), no KL term, plain sampling
     (temperature 1, no top-k/top-p), a constant learning rate, and ``method``'s loss
-    (:data:`METHODS`)."""
+    (:data:`~.training.METHODS`)."""
     return dict(
         output_dir=out_dir,
         use_cpu=True,
@@ -93,7 +93,7 @@ def train_silent(
     task : Task
         Its model is trained in place.
     method : {"grpo", "dr_grpo", "skip"}, optional
-        :data:`METHODS`: GRPO (``scale_rewards="group"``, ``loss_type="grpo"``), Dr.GRPO
+        :data:`~.training.METHODS`: GRPO (``scale_rewards="group"``, ``loss_type="grpo"``), Dr.GRPO
         (``"none"``, ``"dr_grpo"``), or GRPO's settings in gsd's ``GSDGRPOTrainer`` with its skip
         sampler (:data:`SKIP`): prompts predicted silent are replaced by others before generation,
         so every step generates as many completions as the other two.

@@ -19,7 +19,7 @@ TRAIN_RUN_SIZES = {"full": (32, 30, 4, 3, 100), "fast": (16, 8, 2, 1, 10)}
 
 
 def run_training(*, fast: bool = False, G: int = 8, lr: float = 1e-3, log=None, out=None) -> dict:
-    """The three methods of :data:`METHODS` trained by TRL from one initial model per seed (its
+    """The three methods of :data:`~.training.METHODS` trained by TRL from one initial model per seed (its
     own pretraining and TRL's seed), equal generations per step; each writes TRL's completions
     log, which :func:`calibrate` diagnoses; then :func:`sigma_update` on seed 0's initial model.
 

@@ -30,7 +30,7 @@ def run(
     log=None,
 ) -> dict:
     """Both variants, every (``scale_rewards``, ``loss_type``): :func:`measured_update` on
-    :func:`build_task`; then (``train``) :func:`train_silent` of each of :data:`TRAININGS` from the
+    :func:`build_task`; then (``train``) :func:`train_silent` of each of :data:`~.training.TRAININGS` from the
     last variant's initial model, a copy made before any trainer held it.  The reproduction's
     stage and ``gsd transformer-update``.
 
