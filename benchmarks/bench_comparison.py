@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from gsd.atomic import write_json
-from gsd.reproduce.allocation_campaign import _cost, campaign_runs
+from gsd.reproduce.allocation_campaign import campaign_runs, run_cost
 from gsd.reproduce.allocation_comparison import _variant_campaign, load_comparison
 from gsd.simulator import read_ledger
 from gsd.simulator.config import SimConfig
@@ -76,7 +76,7 @@ def estimate(config: str, sample_steps: int, work: Path) -> dict:
                     "s_per_step": per_step,
                     "sample_call_s": call,
                     "run_s": per_step * full,
-                    "cost_rank": _cost(cfg),
+                    "cost_rank": run_cost(cfg),
                 }
             )
             shutil.rmtree(folder)

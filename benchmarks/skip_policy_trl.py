@@ -34,7 +34,7 @@ def train(task, arm: str, *, G: int, copies: int, steps: int, lr: float, seed: i
     from trl import GRPOConfig, GRPOTrainer
 
     from gsd.live import GroupTracker, GSDGRPOTrainer
-    from gsd.reproduce.transformer import _torch_threads, trl_settings
+    from gsd.reproduce.transformer import torch_threads, trl_settings
 
     right = {p: set(r) for p, r in zip(task.prompts, task.right)}
     index = {p: i for i, p in enumerate(task.prompts)}
@@ -49,7 +49,7 @@ def train(task, arm: str, *, G: int, copies: int, steps: int, lr: float, seed: i
         def on_step_begin(self, args, state, control, **kw):
             before.append(task.solve_rates())
 
-    with _torch_threads(1), tempfile.TemporaryDirectory() as out_dir:
+    with torch_threads(1), tempfile.TemporaryDirectory() as out_dir:
         settings = trl_settings(
             task, G=G, rows=len(task.prompts) * copies * G, lr=lr, steps=steps, seed=seed, out_dir=out_dir
         )

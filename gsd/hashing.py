@@ -10,8 +10,8 @@ values are pandas's (the hashes gsd has always written), computed with numpy:
 * rows of several columns: CPython's tuple-hash combination of the columns' hashes
   (``pandas.util.hash_pandas_object`` of a frame, ``index=False``).
 
-The finaliser: x ^= x >> 30; x *= 0xBF58476D1CE4E5B9; x ^= x >> 27; x *= 0x94D049BB133111EB;
-x ^= x >> 31 (all modulo 2^64).  Each text is hashed once however often it occurs; the work is
+The finaliser: ``x ^= x >> 30; x *= 0xBF58476D1CE4E5B9; x ^= x >> 27; x *= 0x94D049BB133111EB;
+x ^= x >> 31`` (all modulo 2^64).  Each text is hashed once however often it occurs; the work is
 vectorised over the texts, one SipHash block of every text at a time.
 """
 

@@ -227,7 +227,7 @@ def _run_one(cfg: dict, folder, progress: bool = False) -> None:
     run_simulation(SimConfig.from_dict(cfg), folder, resume=True, progress=progress)
 
 
-def _cost(cfg: dict) -> float:
+def run_cost(cfg: dict) -> float:
     """A rough relative cost of a run, to start the long ones first: steps, ×4 with a budget plan
     (the planner dominates those steps), ×3 for a network policy."""
     planned = cfg.get("allocation", "fixed") not in ("fixed", "greso")
@@ -265,7 +265,7 @@ def execute_runs(runs: list[tuple], *, jobs: int = 1, progress: bool = False, on
     import multiprocessing
     from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 
-    order = sorted(runs, key=lambda r: -_cost(r[2]))
+    order = sorted(runs, key=lambda r: -run_cost(r[2]))
     # spawn, not fork: a forked child of a process that has started torch's or BLAS's threads can hang
     with ProcessPoolExecutor(max_workers=min(jobs, len(runs)), mp_context=multiprocessing.get_context("spawn")) as pool:
         pending = {pool.submit(_run_one, cfg, folder): (name, seed) for name, seed, cfg, folder in order}
