@@ -34,7 +34,7 @@ import numpy as np
 
 from gsd.atomic import write_json
 from gsd.reproduce.allocation_campaign import campaign_runs, run_cost
-from gsd.reproduce.allocation_comparison import _variant_campaign, load_comparison
+from gsd.reproduce.allocation_comparison import load_comparison, variant_campaign
 from gsd.simulator import read_ledger
 from gsd.simulator.config import SimConfig
 from gsd.simulator.dispatch import run_simulation
@@ -59,7 +59,7 @@ def estimate(config: str, sample_steps: int, work: Path) -> dict:
     comp = load_comparison(config)
     rows = []
     for variant in comp["variants"]:
-        camp = _variant_campaign(comp, variant)
+        camp = variant_campaign(comp, variant)
         for name, seed, cfg, _ in campaign_runs(camp, work, comp["seeds"][:1]):
             full = cfg["steps"]
             folder = work / variant / name

@@ -91,7 +91,7 @@ def main(argv=None) -> int:
     times = {"reward": [], "tracked": [], "sampler": []}
     for gen in range(args.generations):
         t0 = time.perf_counter()
-        idx = sampler._batch()
+        idx = sampler.next_batch()
         times["sampler"].append(time.perf_counter() - t0)
         rows = np.repeat(idx, G)
         right = nrng.random(rows.size) < solve[rows]

@@ -166,7 +166,9 @@ class SkipSampler:
     def _codes(self, rows) -> np.ndarray:
         return self.tracker._codes_of_keys([self.keys[i] for i in rows])
 
-    def _batch(self) -> np.ndarray:
+    def next_batch(self) -> np.ndarray:
+        """The prompt indices of the next batch, as the sampler's iterator hands them to TRL (it advances the
+        sampler: skips are counted and the streaks updated)."""
         try:
             chosen, looked, skipped = self._by_value() if self.policy is not None else self._by_silence()
         except Exception as exc:  # noqa: BLE001 (never stop the run: fall back to plain turn order)
@@ -239,7 +241,7 @@ class SkipSampler:
     def __iter__(self):
         G = self.mini_repeat_count
         for _ in range(self.num_samples // self.batch_size):
-            batch = self._batch().tolist()
+            batch = self.next_batch().tolist()
             for _ in range(self.repeat_count):
                 for index in batch:
                     for _ in range(G):

@@ -40,6 +40,7 @@ from .allocation_campaign import POSITIVE, campaign_tables, checked_seeds, run_a
 __all__ = [
     "load_comparison",
     "run_comparison",
+    "variant_campaign",
     "summarise_comparison",
     "comparison_markdown",
     "comparison_figure",
@@ -115,7 +116,8 @@ def load_comparison(path=None) -> dict:
     return out
 
 
-def _variant_campaign(comp: dict, variant: str) -> dict:
+def variant_campaign(comp: dict, variant: str) -> dict:
+    """The allocation campaign of one variant of the comparison: its seeds, reference arm, targets and arms."""
     return {
         "seeds": comp["seeds"],
         "reference_arm": comp["reference_arm"],
@@ -147,7 +149,7 @@ def run_comparison(out, *, config=None, seeds=None, variants=None, log=None, job
         ((v, name), seed, cfg, folder)
         for v in todo
         for name, seed, cfg, folder in campaign_runs(
-            _variant_campaign(comp, v), entry_path(Path(out), v, what="variant"), comp["seeds"]
+            variant_campaign(comp, v), entry_path(Path(out), v, what="variant"), comp["seeds"]
         )
     ]
     import contextlib
@@ -164,7 +166,7 @@ def run_comparison(out, *, config=None, seeds=None, variants=None, log=None, job
             runs, jobs=jobs, on_run=None if log is None else (lambda vn, seed: log(f"{vn[0]} {vn[1]} seed {seed} done"))
         )
         for v in todo:  # every run is done: each variant's campaign reads its runs back and summarises
-            run_allocation_campaign(Path(out) / v, campaign=_variant_campaign(comp, v), progress=False)
+            run_allocation_campaign(Path(out) / v, campaign=variant_campaign(comp, v), progress=False)
     if all((Path(out) / v / "allocation_summary.json").is_file() for v in comp["variants"]):
         return summarise_comparison(out, comp)
     return {}

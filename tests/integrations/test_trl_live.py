@@ -547,7 +547,7 @@ def test_value_policy_skips_the_silent_and_starves_none():
     from gsd.live import SkipPolicy
 
     sampler, p = _policy_sampler(SkipPolicy(max_skips=2, thompson=False))
-    batches = [sampler._batch() for _ in range(40)]
+    batches = [sampler.next_batch() for _ in range(40)]
     assert all(b.size == 16 for b in batches)  # the batch TRL expects
     turns = np.concatenate([rows for rows, _ in sampler.decisions])
     skipped = np.concatenate([skip for _, skip in sampler.decisions])
@@ -562,7 +562,7 @@ def test_value_policy_skips_the_silent_and_starves_none():
     # Without Thompson draws the batch is the top of the window by posterior value (cap first).
     sampler2, _ = _policy_sampler(SkipPolicy(max_skips=10**6, thompson=False))
     for _ in range(5):
-        sampler2._batch()
+        sampler2.next_batch()
         rows, skip = sampler2.decisions[-1]
         v = sampler2._values(*sampler2.tracker._posterior_of_codes(sampler2._codes(rows), 7)[:2])
         assert v[~skip].min() >= v[skip].max()
@@ -575,7 +575,7 @@ def test_value_policy_explores_with_thompson_draws():
 
     sampler, p = _policy_sampler(SkipPolicy(max_skips=3), seed=1)
     for _ in range(40):
-        assert sampler._batch().size == 16
+        assert sampler.next_batch().size == 16
     turns = np.concatenate([rows for rows, _ in sampler.decisions])
     skipped = np.concatenate([skip for _, skip in sampler.decisions])
     for i in range(32):

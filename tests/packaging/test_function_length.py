@@ -20,8 +20,6 @@ import textwrap
 import tokenize
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 80
 
@@ -171,7 +169,6 @@ def test_the_measure_reads_every_module_of_gsd():
     assert len(counted) > 500  # the package's functions were found, not an empty walk
 
 
-@pytest.mark.xfail(strict=False, reason="the long functions of gsd/ are being split by parallel branches (issue 37)")
 def test_no_function_is_longer_than_80_lines_of_code():
     found = too_long(ROOT / "gsd")
     assert not found, (
