@@ -15,7 +15,9 @@ The reader is four modules, read in this order:
 * :mod:`gsd.diagnose.assemble` — the chunks as the trainer's groups: :class:`RolloutLog`,
   :func:`read_rollouts`.
 
-This module gathers their public names (its old home: every name imports from here).
+This module gathers their public names (its old home: every name imports from here).  After the
+reader: :mod:`gsd.diagnose.posteriors` (each group and its prompt's posterior before the step),
+:mod:`gsd.diagnose.tables` (the step and prompt tables, the summary), :mod:`gsd.diagnose.report`.
 """
 
 from __future__ import annotations
