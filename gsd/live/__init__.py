@@ -7,6 +7,8 @@ imported on first use (TRL only when ``GSDGRPOTrainer`` is first touched).
 
 * :mod:`gsd.live.tracker` — :class:`GroupTracker` (every group of a TRL run, from inside its
   reward functions), :data:`LIVE_METRICS`, TRL's arithmetic :func:`trl_total`, :func:`trl_zero_std`;
+* :mod:`gsd.live.reward_calls` — what TRL hands a reward function and how the tracker takes it in
+  (rewards, weights, prompt keys, one generation gathered over processes);
 * :mod:`gsd.live.sampler` — :class:`SkipSampler`, :class:`SkipPolicy` (prompts skipped before
   generation);
 * :mod:`gsd.live.trainer` — :class:`GSDGRPOTrainer` (TRL's ``GRPOTrainer`` with the tracker's

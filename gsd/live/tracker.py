@@ -13,7 +13,9 @@ where every function did is left out), the group's sample std (ddof 1, NaN with 
 rows) and ``torch.isclose(std, 0)`` (``|std| <= 1e-8``).  :func:`trl_total` and
 :func:`trl_zero_std` are those operations, in torch, on the trainer's device.
 
-TRL's file format is :mod:`gsd.integrations.trl`; the table the tracker saves,
+What TRL hands a reward function and how the tracker takes it in (rewards, weights, prompt keys,
+the gathering over processes) is :mod:`gsd.live.reward_calls`.  TRL's file format is
+:mod:`gsd.integrations.trl`; the table the tracker saves,
 :mod:`gsd.integrations.tracker_table`; the trainer that puts the tracker's figures into TRL's logs,
 :mod:`gsd.live.trainer`.
 """
@@ -21,7 +23,6 @@ TRL's file format is :mod:`gsd.integrations.trl`; the table the tracker saves,
 from __future__ import annotations
 
 import json
-import numbers
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,23 @@ from .._errors import InputError
 from .._validate import _real
 from ..integrations import tracker_table as _table
 from ..integrations._columns import chat_label
+from .reward_calls import (
+    TRL_KWARGS,
+    Unscorable,
+    as_half_lives,
+    as_prior,
+    as_rewards,
+    as_weights,
+    callable_name,
+    gathered,
+    is_async,
+    is_training,
+    kind_and_reason,
+    open_unit_number,
+    prompt_key,
+    trainer_of,
+    world_size,
+)
 
 __all__ = ["GroupTracker", "LIVE_METRICS", "trl_total", "trl_zero_std"]
 
@@ -44,9 +62,6 @@ LIVE_METRICS = (
     "recommended_group_size",
     "skipped",
 )
-
-#: Keyword arguments TRL passes to a reward function that are not dataset columns.
-_TRL_KWARGS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric", "environments")
 
 
 def trl_total(parts, weights, device=None):
@@ -63,85 +78,6 @@ def trl_zero_std(total, group_size: int, device=None):
     from ..integrations.trl import group_std
 
     return group_std(total, group_size, device=device)
-
-
-def _callable_name(func) -> str:
-    """The name TRL gives a reward function (its metrics and log columns are named after it)."""
-    import functools
-
-    while isinstance(func, functools.partial):
-        func = func.func
-    return getattr(func, "__name__", type(func).__name__)
-
-
-def _is_async(func) -> bool:
-    import functools
-    import inspect
-
-    while isinstance(func, functools.partial):
-        func = func.func
-    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(getattr(func, "__call__", None))
-
-
-def _trainer_of(kwargs):
-    """The trainer that called the reward function: the bound ``log_extra`` TRL passes leads back
-    to it (None when called outside a trainer)."""
-    return getattr(kwargs.get("log_extra"), "__self__", None)
-
-
-def _is_training(kwargs) -> bool:
-    """TRL calls the reward functions in evaluation too; the trainer's model says which (called
-    outside a trainer: training)."""
-    model = getattr(_trainer_of(kwargs), "model", None)
-    return True if model is None else bool(model.training)
-
-
-def _prompt_key(value) -> str:
-    """The text that identifies a prompt: the text itself, or a conversation's JSON (sorted keys),
-    as the log reader hashes it."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (list, tuple, dict)):
-        return json.dumps(value, sort_keys=True, ensure_ascii=False)
-    return str(value)
-
-
-def open_unit_number(x, name: str) -> float:
-    """``x`` as a float in the open interval (0, 1), or an InputError naming ``name``."""
-    v = _real(x)
-    if v is None or not 0.0 < v < 1.0:
-        raise InputError(f"{name} must be one number in (0, 1), got {x!r}")
-    return v
-
-
-def _is_reward_value(x) -> bool:
-    """What TRL's ``torch.tensor(rewards, dtype=float32)`` takes: None (NaN), a real number, or a
-    one-element tensor; not a complex number, a string or an array."""
-    if x is None or isinstance(x, numbers.Real) or isinstance(x, np.bool_):
-        return True
-    return type(x).__name__ == "Tensor" and getattr(x, "ndim", None) == 0 and not x.is_complex()
-
-
-def _as_rewards(rewards, name: str, n: int) -> np.ndarray:
-    """A reward function's output as float64 (NaN for None), or one InputError naming the function,
-    the row and the value TRL could not take."""
-    types = set(map(type, rewards))
-    if not types <= {float, int, bool, type(None), np.float64, np.float32}:
-        bad = next((i for i, x in enumerate(rewards) if not _is_reward_value(x)), None)
-        if bad is not None:
-            raise InputError(
-                f"reward function {name!r} returned {rewards[bad]!r} at row {bad}: a reward must be "
-                "a real number or None"
-            )
-        return np.fromiter((np.nan if x is None else float(x) for x in rewards), np.float64, n)
-    try:
-        return np.array(rewards, dtype=np.float64)
-    except OverflowError:  # an integer beyond float64 (TRL's cast to float32 fails on it too)
-        bad = next(i for i, x in enumerate(rewards) if isinstance(x, int) and _real(x) is None)
-        raise InputError(
-            f"reward function {name!r} returned {rewards[bad]!r} at row {bad}: beyond what a float holds "
-            "(TRL casts rewards to float32)"
-        ) from None
 
 
 class GroupTracker:
@@ -230,17 +166,17 @@ class GroupTracker:
         from .._validate import as_scalar_group_size
 
         self.num_generations = as_scalar_group_size(num_generations, "num_generations", minimum=2)
-        self.weights = None if weights is None else _as_weights(weights)
+        self.weights = None if weights is None else as_weights(weights)
         if threshold is not None and _real(threshold) is None:
             raise InputError(f"threshold must be a finite number, got {threshold!r}")
         self.threshold = None if threshold is None else float(threshold)
         if prompt_id is not None and not (isinstance(prompt_id, str) and prompt_id):
             raise InputError(f"prompt_id must be the name of a dataset column, got {prompt_id!r}")
         self.prompt_id = prompt_id
-        self.prior = _as_prior(prior)
+        self.prior = as_prior(prior)
         self.epsilon = open_unit_number(epsilon, "epsilon")
         self.half_life = half_life
-        candidates = _as_half_lives(half_life)
+        candidates = as_half_lives(half_life)
         self.metrics: list[dict] = []
         self.warnings: list[str] = []
         self.unscorable: list[dict] = []
@@ -300,7 +236,7 @@ class GroupTracker:
                 raise InputError(f"{where} must be a reward function, got {f!r}")
             if getattr(f, "_gsd_tracker", None) is not None:
                 raise InputError(f"{where} is already wrapped by a GroupTracker")
-        names = [_callable_name(f) for f in funcs]
+        names = [callable_name(f) for f in funcs]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
             raise InputError(
@@ -312,7 +248,7 @@ class GroupTracker:
         self._functions = names
 
         def one(func, index):
-            if _is_async(func):
+            if is_async(func):
 
                 async def wrapped(*args, **kwargs):
                     return self._observe(index, args, kwargs, await func(*args, **kwargs))
@@ -350,8 +286,8 @@ class GroupTracker:
                 self._unscorable(*self._failure)
                 self._failure = None
         try:
-            if once is None and _is_training(kwargs):
-                raise _Unscorable(
+            if once is None and is_training(kwargs):
+                raise Unscorable(
                     "not-a-list",
                     f"reward function {self._functions[index]!r} returned {rewards!r}, not one reward per completion",
                 )
@@ -361,9 +297,9 @@ class GroupTracker:
             return rewards
         if whole is not None:
             try:
-                self._add_generation(_gathered(whole))
+                self._add_generation(gathered(whole))
             except Exception as exc:  # noqa: BLE001 (after the gather: every process records it alike)
-                self._unscorable(whole["step"], *_kind_and_reason(exc))
+                self._unscorable(whole["step"], *kind_and_reason(exc))
         return rewards
 
     def _failed(self, index, kwargs, exc):
@@ -376,8 +312,8 @@ class GroupTracker:
         self._skip_left = set(range(len(self._functions))) - done - {index}
         self._pending = None
         step = getattr(kwargs.get("trainer_state"), "global_step", None)
-        failure = (step + 1 if isinstance(step, int) else self._next_step(), *_kind_and_reason(exc))
-        if _world_size() < 2:
+        failure = (step + 1 if isinstance(step, int) else self._next_step(), *kind_and_reason(exc))
+        if world_size() < 2:
             self._unscorable(*failure, depth=1)
             return
         self._failure = failure
@@ -386,12 +322,12 @@ class GroupTracker:
 
     def _join_failed(self, depth: int):
         """Join the generation's gather with this process's failure marker; record what every
-        process will record (:func:`_gathered` raises the same on the others)."""
+        process will record (:func:`gathered` raises the same on the others)."""
         step, kind, reason = self._failure
         self._failure = None
         try:
-            _gathered({"failed": (kind, reason)})
-        except _Unscorable as exc:
+            gathered({"failed": (kind, reason)})
+        except Unscorable as exc:
             self._unscorable(step, exc.kind, str(exc), depth)
         except Exception as exc:  # noqa: BLE001 (a collective that failed: this process's reason alone)
             self._unscorable(
@@ -421,23 +357,23 @@ class GroupTracker:
     def _record(self, index, args, kwargs, rewards):
         """Keep one function's rewards for the generation; the generation once every function has
         reported (None before, and for an evaluation call)."""
-        if not _is_training(kwargs):
+        if not is_training(kwargs):
             return None
         name = self._functions[index]
         prompts = kwargs.get("prompts", args[0] if args else None)
         if prompts is None:
-            raise _Unscorable(
+            raise Unscorable(
                 "no-prompts", "the tracked reward function was called without prompts (TRL passes prompts=...)"
             )
         rewards = list(rewards)
         if len(rewards) != len(prompts):
-            raise _Unscorable(
+            raise Unscorable(
                 "length", f"reward function {name!r} returned {len(rewards)} rewards for {len(prompts)} completions"
             )
         try:
-            r = _as_rewards(rewards, name, len(rewards))
+            r = as_rewards(rewards, name, len(rewards))
         except InputError as exc:
-            raise _Unscorable("reward-value", str(exc)) from None
+            raise Unscorable("reward-value", str(exc)) from None
         pend = self._pending
         if pend is not None and (pend["parts"][index] is not None or len(prompts) != len(pend["prompts"])):
             # A new generation began before every function reported (one raised): drop the partial one.
@@ -449,8 +385,8 @@ class GroupTracker:
             ids = None
             if self.prompt_id is not None:
                 if self.prompt_id not in kwargs:
-                    cols = sorted(k for k in kwargs if k not in _TRL_KWARGS)
-                    raise _Unscorable(
+                    cols = sorted(k for k in kwargs if k not in TRL_KWARGS)
+                    raise Unscorable(
                         "prompt-id",
                         f"prompt_id={self.prompt_id!r} is not a dataset column TRL passed "
                         f"to the reward functions (columns: {', '.join(cols) or 'none'})",
@@ -458,7 +394,7 @@ class GroupTracker:
                 ids = list(kwargs[self.prompt_id])
             state = kwargs.get("trainer_state")
             step = int(state.global_step) + 1 if state is not None else (self._steps[-1] + 1 if self._steps else 1)
-            trainer = _trainer_of(kwargs)
+            trainer = trainer_of(kwargs)
             device = getattr(getattr(trainer, "accelerator", None), "device", None)
             pend = {
                 "prompts": list(prompts),
@@ -498,14 +434,14 @@ class GroupTracker:
         source = pend["ids"] if self.prompt_id is not None else pend["prompts"]
         rows = len(source)
         if rows % G:
-            raise _Unscorable(
+            raise Unscorable(
                 "rows",
                 f"the reward functions got {rows} rows, not a multiple of num_generations={G}: "
                 "give the tracker the trainer's num_generations",
             )
         firsts = source[::G]
         if any(source[j] != firsts[j // G] for j in range(rows)):
-            raise _Unscorable(
+            raise Unscorable(
                 "blocks",
                 f"a block of num_generations={G} rows holds two prompts: the trainer's "
                 "num_generations differs from the tracker's",
@@ -736,7 +672,7 @@ class GroupTracker:
 
     def key(self, value) -> str:
         """The key that identifies a prompt (a dataset row's ``prompt``, or its ``prompt_id`` value)."""
-        return str(value) if self.prompt_id is not None else _prompt_key(value)
+        return str(value) if self.prompt_id is not None else prompt_key(value)
 
     # -- the run as a log
 
@@ -869,92 +805,3 @@ class GroupTracker:
         with atomic_path(path) as tmp:
             pq.write_table(table, tmp)
         return path
-
-
-def _world_size() -> int:
-    """Processes of the run (``torch.distributed``); 1 without torch or a process group."""
-    try:
-        import torch.distributed as dist
-    except ImportError:
-        return 1
-    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-
-
-def _gathered(pend):
-    """One generation as every process's reward functions saw it: with several processes
-    (``torch.distributed``), the rows of each, concatenated in process order as TRL gathers its
-    rewards; else ``pend`` itself.  One collective per generation, called by every process once
-    its own functions have all returned (so async functions finishing in another order on another
-    process cannot pair the wrong pieces).  A process that could not record the generation joins
-    with ``{"failed": (kind, reason)}``: then every process raises the same :class:`_Unscorable`,
-    naming each failed process and its reason."""
-    if _world_size() < 2:
-        return pend
-    import torch.distributed as dist
-
-    pieces = [None] * dist.get_world_size()
-    mine = {"failed": pend["failed"]} if "failed" in pend else (pend["prompts"], pend["ids"], pend["parts"])
-    dist.all_gather_object(pieces, mine)
-    failed = [(rank, piece["failed"]) for rank, piece in enumerate(pieces) if isinstance(piece, dict)]
-    if failed:
-        reasons = "; ".join(f"process {rank}: {reason}" for rank, (_, reason) in failed)
-        raise _Unscorable(failed[0][1][0], f"{reasons} (every process leaves the generation out)")
-    return {
-        **pend,
-        "prompts": [p for piece in pieces for p in piece[0]],
-        "ids": None if pend["ids"] is None else [i for piece in pieces for i in piece[1]],
-        "parts": [np.concatenate([piece[2][f] for piece in pieces]) for f in range(len(pend["parts"]))],
-    }
-
-
-def _kind_and_reason(exc) -> tuple[str, str]:
-    """The warn-once kind and the words of a failure in the tracking."""
-    if isinstance(exc, _Unscorable):
-        return exc.kind, str(exc)
-    return type(exc).__name__, f"{type(exc).__name__}: {exc}"
-
-
-def _as_weights(weights) -> list:
-    from .._validate import _real
-
-    try:
-        w = [_real(x) for x in weights]
-    except TypeError:
-        raise InputError(f"weights must be a sequence of finite numbers, got {weights!r}") from None
-    if not w or any(x is None for x in w):
-        raise InputError(f"weights must be a non-empty sequence of finite numbers, got {weights!r}")
-    return w
-
-
-class _Unscorable(Exception):
-    """A generation the tracker cannot record (``kind`` names the problem for the warn-once)."""
-
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind
-
-
-def _as_half_lives(half_life) -> tuple:
-    """The candidate half-lives the tracker keeps: (None,), (h,), or diagnose's HALF_LIVES."""
-    from ..diagnose.tables import HALF_LIVES
-
-    if half_life is None:
-        return (None,)
-    if isinstance(half_life, str) and half_life == "auto":
-        return tuple(HALF_LIVES)
-    h = _real(half_life)
-    if h is None or h <= 0 or isinstance(half_life, str):
-        raise InputError(f"half_life must be None, 'auto' or a finite number of steps > 0, got {half_life!r}")
-    return (h,)
-
-
-def _as_prior(prior):
-    from ..posterior import PRIORS, posterior_from_counts
-
-    if isinstance(prior, str):
-        if prior != "empirical-bayes" and prior not in PRIORS:
-            raise InputError(
-                f"prior must be 'empirical-bayes', {', '.join(map(repr, PRIORS))} or (a, b), got {prior!r}"
-            )
-        return prior
-    return tuple(posterior_from_counts(0, 0, prior=prior).prior)

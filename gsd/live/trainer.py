@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._errors import InputError
+from .reward_calls import open_unit_number
 from .sampler import SkipPolicy, SkipSampler, as_max_skips
-from .tracker import LIVE_METRICS, GroupTracker, open_unit_number
+from .tracker import LIVE_METRICS, GroupTracker
 
 __all__ = ["GSDGRPOTrainer"]  # built on first use, by __getattr__
 
