@@ -46,7 +46,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gsd.atomic import write_json  # a benchmark's result file is never half-written
+from gsd.io.atomic import write_json  # a benchmark's result file is never half-written
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BASELINE = "aeb7a5e"  # main before issue 17
@@ -81,7 +81,7 @@ NUMS = [
 ]
 
 
-def _real(v):
+def real_or_none(v):
     """The value of the expression ``v`` if it is a real number float64 holds finitely (bools count
     as 0/1, as numpy reads them: binary rewards are often booleans)."""
     try:
@@ -97,21 +97,21 @@ def _real(v):
 
 
 def finite(v):
-    return _real(v) is not None
+    return real_or_none(v) is not None
 
 
 def is_prob(v):
-    x = _real(v)
+    x = real_or_none(v)
     return x is not None and 0 <= x <= 1
 
 
 def is_int(v, lo=1, hi=2**53):
-    x = _real(v)
+    x = real_or_none(v)
     return x is not None and not isinstance(x, bool) and float(x) == int(x) and lo <= x <= hi
 
 
 def is_open(v):
-    x = _real(v)
+    x = real_or_none(v)
     return x is not None and 0 < x < 1
 
 
@@ -132,7 +132,7 @@ API = [
     ("gsd.expected_update({}, 8)", is_prob, "(v >= 0) & (v <= 0.5)"),
     ("gsd.expected_update(0.3, {})", lambda v: is_int(v, 1, EXACT), "(v >= 0) & (v <= 0.5)"),
     ("gsd.expected_update(0.3, {}, 'dr_grpo')", is_int, "(v >= 0) & (v <= 0.25)"),
-    ("gsd.expected_update(0.3, 8, eps={})", lambda v: finite(v) and 0 <= _real(v) and v != "True", "v >= 0"),
+    ("gsd.expected_update(0.3, 8, eps={})", lambda v: finite(v) and 0 <= real_or_none(v) and v != "True", "v >= 0"),
     ("gsd.expected_update(0.3, 8, ddof={})", lambda v: v in ("0", "1"), "v >= 0"),
     ("gsd.fidelity({}, 8)", is_prob, "(v >= 0) & (v <= 1)"),
     ("gsd.fidelity(0.3, {})", lambda v: is_int(v, 1, EXACT), "(v >= 0) & (v <= 1)"),
@@ -162,9 +162,13 @@ API = [
 ]
 LOSSES = [
     ("L.softmax_t([1.0, {}])", lambda v: finite(v) or v == "-float('inf')", "(v >= 0) & (v <= 1)"),
-    ("L.softmax_t([1.0, 0.0], T={})", lambda v: finite(v) and 0 < _real(v) and v != "True", "(v >= 0) & (v <= 1)"),
+    (
+        "L.softmax_t([1.0, 0.0], T={})",
+        lambda v: finite(v) and 0 < real_or_none(v) and v != "True",
+        "(v >= 0) & (v <= 1)",
+    ),
     ("L.kl_divergence([0.5, 0.5], [{}, 0.5])", lambda v: v == "0.5", "v >= 0"),
-    ("L.clipped_surrogate({}, 1.0)", lambda v: finite(v) and 0 <= _real(v), "np.isfinite(v)"),
+    ("L.clipped_surrogate({}, 1.0)", lambda v: finite(v) and 0 <= real_or_none(v), "np.isfinite(v)"),
     ("L.clipped_surrogate(1.2, {})", finite, "np.isfinite(v)"),
     ("L.aggregate([[1.0, {}]], [[1, 1]])", finite, "np.isfinite(v)"),
 ]
@@ -942,7 +946,7 @@ return judged(*cli(*args, '--resume')[::2])
 """,
         **{
             f"run lock that is a {kind}": f"""
-from gsd.lock import lock_path
+from gsd.io.lock import lock_path
 lock = lock_path(tmp / 'r')
 {make}
 return judged(*cli('simulate', '--out', str(tmp / 'r'), {SIM_ARGS})[::2])
@@ -950,7 +954,7 @@ return judged(*cli('simulate', '--out', str(tmp / 'r'), {SIM_ARGS})[::2])
             for kind, make in (("dangling symlink", "lock.symlink_to(tmp / 'nowhere')"), ("FIFO", "os.mkfifo(lock)"))
         },
         "run lock naming pid 2^40 (a note, no lock)": f"""
-from gsd.lock import lock_path
+from gsd.io.lock import lock_path
 lock_path(tmp / 'r').write_text(json.dumps({{'pid': 2**40, 'host': 'x'}}))
 return judged(*cli('simulate', '--out', str(tmp / 'r'), {SIM_ARGS})[::2])
 """,
@@ -976,9 +980,9 @@ return judged(rc, err)
         "one run folder of a sweep program locked by a live process: --lock-timeout 1 runs the others": """
 (tmp / 'g.toml').write_text('[base]\\nn_prompts = 20\\nsteps = 2\\ndevice = "cpu"\\n[grid]\\nseed = [0, 1, 2]\\n')
 from gsd.sweep.engine import plan_sweep
-from gsd.lock import lock_path
+from gsd.io.lock import lock_path
 specs = plan_sweep(str(tmp / 'g.toml'), str(tmp / 'sw'))
-holder = subprocess.Popen([sys.executable, '-c', 'import sys; from gsd.lock import RunLock; RunLock(sys.argv[1]).acquire(); '
+holder = subprocess.Popen([sys.executable, '-c', 'import sys; from gsd.io.lock import RunLock; RunLock(sys.argv[1]).acquire(); '
                            'print(1, flush=True); sys.stdin.read()', str(lock_path(specs[0].run_dir))],
                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 holder.stdout.readline()

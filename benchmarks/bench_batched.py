@@ -29,8 +29,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_busy import load_snapshot  # noqa: E402  (the machine's load, as the other benchmark records it)
 
-from gsd.atomic import write_json  # noqa: E402
-from gsd.heap import keep_freed_memory  # noqa: E402
+from gsd.io.atomic import write_json  # noqa: E402
+from gsd.io.heap import keep_freed_memory  # noqa: E402
 from gsd.simulator import (  # noqa: E402
     SimConfig,
     read_ledger,
@@ -127,7 +127,7 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--engines", default="numpy,torch", help="comma-separated: numpy, torch")
     args = ap.parse_args(argv)
-    heap_kept = keep_freed_memory()  # as the gsd command does (gsd.heap): both sides of every ratio alike
+    heap_kept = keep_freed_memory()  # as the gsd command does (gsd.io.heap): both sides of every ratio alike
     base = SimConfig(
         device=args.device, steps=args.steps, rollouts=args.rollouts, closed_form_every=args.closed_form_every
     )

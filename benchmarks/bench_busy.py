@@ -8,7 +8,7 @@ from this one run.
 The issue-29 ratio: ``run_simulation`` on the numpy engine (counts, the full ledger with closed
 forms every step) against the *minimal* numpy loop of the same dynamics (:func:`minimal_loop`:
 draw k, update the logits, the silent-rate closed form and nothing else), called as a library
-caller calls it — no ``gsd.heap.keep_freed_memory()`` unless ``--keep-freed-memory`` (what the
+caller calls it — no ``gsd.io.heap.keep_freed_memory()`` unless ``--keep-freed-memory`` (what the
 ``gsd`` command does) — and timed in the same process, interleaved run by run.  Two figures:
 per step (the medians of the ledger's ``wall_s`` and of the loop's steps, after a warm-up step;
 also the ratio of the fastest steps, and of the median CPU seconds per step, which other users'
@@ -44,9 +44,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_simulator import numpy_arm  # noqa: E402  (the same numpy loop as the other benchmarks)
 
-from gsd.atomic import write_json  # noqa: E402
-from gsd.heap import keep_freed_memory  # noqa: E402
-from gsd.silent import silent_rate  # noqa: E402
+from gsd.core.silent import silent_rate  # noqa: E402
+from gsd.io.atomic import write_json  # noqa: E402
+from gsd.io.heap import keep_freed_memory  # noqa: E402
 from gsd.simulator import SimConfig, read_ledger, run_simulation  # noqa: E402
 from gsd.simulator.population import initial_solve_rates  # noqa: E402
 
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--keep-freed-memory",
         action="store_true",
-        help="call gsd.heap.keep_freed_memory() first, as the gsd command does (default: a library caller's process)",
+        help="call gsd.io.heap.keep_freed_memory() first, as the gsd command does (default: a library caller's process)",
     )
     args = ap.parse_args(argv)
     heap_kept = keep_freed_memory() if args.keep_freed_memory else False
@@ -213,7 +213,7 @@ def main(argv=None) -> int:
 
     print(
         f"{args.prompts:,} prompts x G = {args.group_size}, counts, closed forms every step, {args.dtype}, "
-        f"heap {'kept (gsd.heap)' if heap_kept else 'as a library caller has it'}"
+        f"heap {'kept (gsd.io.heap)' if heap_kept else 'as a library caller has it'}"
     )
     print(
         f"{'condition':<6} {'engine s/step':>14} {'minimal s/step':>15} {'ratio':>6} {'(fastest steps)':>16} "

@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gsd.atomic import write_json  # a benchmark's result file is never half-written
+from gsd.io.atomic import write_json  # a benchmark's result file is never half-written
 
 ROOT = Path(__file__).resolve().parents[1]
 

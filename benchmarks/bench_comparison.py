@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gsd.atomic import write_json
+from gsd.io.atomic import write_json
 from gsd.reproduce.allocation_campaign import campaign_runs, run_cost
 from gsd.reproduce.allocation_comparison import load_comparison, variant_campaign
 from gsd.simulator import read_ledger

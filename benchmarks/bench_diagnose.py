@@ -42,7 +42,7 @@ print(time.perf_counter() - t0, dx.summary["rows"], dx.summary["silent_frac"], d
 BASELINE = """
 import sys, time, glob
 import pandas as pd
-from gsd.atomic import write_json  # a benchmark's result file is never half-written
+from gsd.io.atomic import write_json  # a benchmark's result file is never half-written
 t0 = time.perf_counter()
 frames = [pd.read_json(f, lines=True) for f in sorted(glob.glob(sys.argv[1] + "/*.jsonl"))]
 df = pd.concat(frames, ignore_index=True)
@@ -136,7 +136,7 @@ def main(argv=None) -> int:
                 f"diagnose is {b['seconds'] / d['seconds']:.1f}x faster, {b['peak_rss_mb'] / d['peak_rss_mb']:.1f}x less memory"
             )
     if args.out:
-        from gsd.atomic import write_json
+        from gsd.io.atomic import write_json
 
         write_json(args.out, result)
     return 0

@@ -26,7 +26,7 @@ same G, steps, lr and draws.  Three levels of bookkeeping on top of that loop:
 * ``ledger``: every column of the engine's ledger (``gsd.simulator.COLUMNS``): the above plus
   the gradient mass per decile, the closed forms Σ m_method(p, G) per decile, the large-G
   update Σ sqrt(p(1−p)) per decile and the law's, mean p and mean 2·arcsin√p — with the same
-  core functions (``gsd.silent``, ``gsd.update``) — and measurement (b).
+  core functions (``gsd.core.silent``, ``gsd.core.update``) — and measurement (b).
 
 What the engine side is.  ``run_simulation`` on the same config (the paper's campaign: 6,000 tabular
 prompts, G = 8, 150 steps, SGD lr 0.5, DAPO ≤ 4 draws, float64, a checkpoint every 25 steps),
@@ -72,13 +72,13 @@ import numpy as np
 import torch
 from scipy.special import expit, logit
 
-from gsd.atomic import write_json  # a benchmark's result file is never half-written
-from gsd.heap import keep_freed_memory
-from gsd.silent import dapo_generation_cost, silent_rate
+from gsd.core.silent import dapo_generation_cost, silent_rate
+from gsd.core.update import expected_update
+from gsd.core.weighting import decile_index
+from gsd.io.atomic import write_json  # a benchmark's result file is never half-written
+from gsd.io.heap import keep_freed_memory
 from gsd.simulator import SimConfig, measure_initial_deciles, read_ledger, run_simulation
 from gsd.simulator.population import initial_solve_rates
-from gsd.update import expected_update
-from gsd.weighting import decile_index
 
 ARMS = ("grpo", "dr_grpo", "dapo")
 LEVELS = ("bare", "paper", "ledger")
@@ -197,7 +197,7 @@ def torch_floor_campaign(base: SimConfig) -> float:
     gap between it and the numpy loop is the price of torch's per-operation dispatch alone."""
     import torch.nn.functional as F
 
-    from gsd.methods import method_spec
+    from gsd.core.methods import method_spec
     from gsd.simulator.loss import AdvantageTable
 
     t0 = time.perf_counter()
@@ -274,7 +274,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-campaign", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
     args = ap.parse_args(argv)
-    heap_kept = keep_freed_memory()  # as the gsd command does (gsd.heap): both sides of every ratio alike
+    heap_kept = keep_freed_memory()  # as the gsd command does (gsd.io.heap): both sides of every ratio alike
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.device == "cuda" and not torch.cuda.is_available():

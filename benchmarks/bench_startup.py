@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from gsd.atomic import write_json  # noqa: E402  (a benchmark's result file is never half-written)
+from gsd.io.atomic import write_json  # noqa: E402  (a benchmark's result file is never half-written)
 
 ROOT = Path(__file__).resolve().parents[1]
 # main just before start-up was worked on (every library imported eagerly)

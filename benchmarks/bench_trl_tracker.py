@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gsd.atomic import write_json  # a benchmark's result file is never half-written
+from gsd.io.atomic import write_json  # a benchmark's result file is never half-written
 from gsd.live import GroupTracker, SkipSampler
 
 NUMBER = re.compile(r"(-?\d+)(?!.*\d)", re.S)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gsd.atomic import write_json  # a benchmark's result file is never half-written
+from gsd.io.atomic import write_json  # a benchmark's result file is never half-written
 
 HISTOGRAM = Path(__file__).resolve().parents[1] / "data" / "bigmath_solve_rate_histogram.csv"
 

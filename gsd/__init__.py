@@ -5,14 +5,14 @@ number, the group's reward std σ = sqrt(k(G−k))/G:  g = σ²/(σ_c + eps)·(s
 GRPO divides by σ, Dr.GRPO does not, DAPO drops the groups where σ = 0.  See :ref:`theory-identity`.
 """
 
-from ._lazy import lazy_exports
+from .lazy import install_moved_modules, lazy_exports
 
 # Public names and the submodule that defines each.  They are imported on first use (PEP 562),
 # so ``import gsd`` (and every ``gsd`` command) loads numpy, scipy, pandas or torch only when a
 # name that needs them is touched.
 _EXPORTS = {
-    "_errors": ("InputError", "MissingExtra"),
-    "speed": ("StepCost", "GroupSizeAdvice", "group_size_advice", "fit_step_cost", "step_times_from_log"),
+    "errors": ("InputError", "MissingExtra"),
+    "core.advice": ("StepCost", "GroupSizeAdvice", "group_size_advice", "fit_step_cost", "step_times_from_log"),
     "allocation": (
         "ALLOCATION_VALUES",
         "HORIZON_VALUES",
@@ -29,9 +29,9 @@ _EXPORTS = {
         "allocate_with_advice",
         "budget_plan",
     ),
-    "data": ("load_bigmath", "load_histogram", "load_solve_rates"),
-    "groups": ("METHODS", "advantages", "group_std", "group_update", "identity_terms", "is_silent"),
-    "groupsize": (
+    "io.data": ("load_bigmath", "load_histogram", "load_solve_rates"),
+    "core.groups": ("METHODS", "advantages", "group_std", "group_update", "identity_terms", "is_silent"),
+    "core.groupsize": (
         "DEFAULT_MAX_GROUP_SIZE",
         "EXCEEDS_MAX",
         "group_size_law",
@@ -39,8 +39,8 @@ _EXPORTS = {
         "plan_group_sizes",
         "required_group_size",
     ),
-    "posterior": ("BetaPosterior", "fit_beta_prior", "posterior_from_counts"),
-    "silent": (
+    "core.posterior": ("BetaPosterior", "fit_beta_prior", "posterior_from_counts"),
+    "core.silent": (
         "UNREACHABLE",
         "dapo_generation_cost",
         "group_size_for_silent_rate",
@@ -48,9 +48,9 @@ _EXPORTS = {
         "silent_rate",
         "silent_rate_subsampled",
     ),
-    "trainers": ("CONVENTIONS", "convention_gap", "multi_reward_advantages", "trainer_advantages"),
-    "update": ("UPDATE_METHODS", "expected_update", "fidelity", "fidelity_law"),
-    "weighting": (
+    "core.trainers": ("CONVENTIONS", "convention_gap", "multi_reward_advantages", "trainer_advantages"),
+    "core.update": ("UPDATE_METHODS", "expected_update", "fidelity", "fidelity_law"),
+    "core.weighting": (
         "arcsin_objective",
         "budget_share",
         "decile_index",
@@ -62,5 +62,33 @@ _EXPORTS = {
     ),
 }
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
+
+# Modules that moved in 0.2 (the core math into gsd.core, the plumbing into gsd.io, the command line
+# into gsd.cli): their old import paths still work for one release, with a DeprecationWarning.
+MOVED_MODULES = {
+    "gsd.groups": "gsd.core.groups",
+    "gsd.silent": "gsd.core.silent",
+    "gsd.update": "gsd.core.update",
+    "gsd.groupsize": "gsd.core.groupsize",
+    "gsd.weighting": "gsd.core.weighting",
+    "gsd.posterior": "gsd.core.posterior",
+    "gsd.trainers": "gsd.core.trainers",
+    "gsd.methods": "gsd.core.methods",
+    "gsd.difficulty_fit": "gsd.core.difficulty_fit",
+    "gsd.speed": "gsd.core.advice",
+    "gsd.atomic": "gsd.io.atomic",
+    "gsd.lock": "gsd.io.lock",
+    "gsd.hashing": "gsd.io.hashing",
+    "gsd.heap": "gsd.io.heap",
+    "gsd.progress": "gsd.io.progress",
+    "gsd.frames": "gsd.io.frames",
+    "gsd.arrow_arrays": "gsd.io.arrow_arrays",
+    "gsd.data": "gsd.io.data",
+    "gsd.tables": "gsd.io.input_tables",
+    "gsd.cli_support": "gsd.cli.support",
+    "gsd.cli_core": "gsd.core.cli",
+    "gsd.cli_allocation": "gsd.allocation.cli",
+}
+install_moved_modules(MOVED_MODULES)
 
 __version__ = "0.1.0"

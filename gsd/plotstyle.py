@@ -20,7 +20,7 @@ import io
 import os
 from pathlib import Path
 
-from .atomic import write_atomic
+from .io.atomic import write_atomic
 
 __all__ = [
     "COLORS",

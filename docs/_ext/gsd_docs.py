@@ -1,7 +1,7 @@
 """Pages generated from the package itself, so that the docs cannot drift from the code, and two
 checks of every rendered page.
 
-``.. gsd-conventions::`` renders :data:`gsd.trainers.CONVENTIONS` (std, eps and scaling of each
+``.. gsd-conventions::`` renders :data:`gsd.core.trainers.CONVENTIONS` (std, eps and scaling of each
 trainer) with the update each gives relative to the paper's at a few group sizes
 (:func:`gsd.convention_gap`).
 
@@ -50,7 +50,7 @@ class ConventionsTable(SphinxDirective):
 
     def run(self):
         import gsd
-        from gsd.trainers import CONVENTIONS
+        from gsd.core.trainers import CONVENTIONS
 
         sizes = [int(g) for g in self.options.get("group-sizes", "4,8,16").split(",")]
         header = ["trainer", "std (ddof)", "eps", "``scale`` values (default first)", "source"]

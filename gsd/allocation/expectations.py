@@ -2,22 +2,22 @@
 posterior Beta(a, b), at one G or at every G of a grid, and the beta moments E[p^i (1−p)^j].
 
 f(k, G) is the GRPO term σ̂²/(σ̂_c + eps) of a std convention (σ̂ = sqrt(k(G−k))/G in the paper's,
-``gsd.update.grpo_term``).  Three ways to the same sums, each where it is cheapest:
+``gsd.core.update.grpo_term``).  Three ways to the same sums, each where it is cheapest:
 
 * :func:`beta_sigma`: one dense beta-binomial sum per (posterior, G), its pmf in logs;
 * :func:`sigma_table`: every G up to g_max at once by the pmf recurrence over G (one answer added
   at a time), for known p or a posterior;
 * :func:`sigma_on_grid`: the cheaper of the two for a grid (:func:`sigma_costs` counts their terms).
 
-For known p at one G, :func:`sigma_on_grid` uses the windowed binomial sum of ``gsd._binomial``.
+For known p at one G, :func:`sigma_on_grid` uses the windowed binomial sum of ``gsd.core.binomial``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .._binomial import symmetric_expectation
-from ..silent import minor_rate as _minor
+from ..core.binomial import symmetric_expectation
+from ..core.silent import minor_rate as _minor
 
 __all__ = ["log_beta_moment", "beta_nonsilent", "beta_sigma", "sigma_table", "sigma_costs", "sigma_on_grid"]
 

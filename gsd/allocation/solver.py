@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._binomial import unique_pairs
-from .._errors import InputError
-from .._validate import _show, as_ddof, as_eps, as_group_size
+from ..core.binomial import unique_pairs
+from ..errors import InputError
+from ..validation import as_ddof, as_eps, as_group_size, shown
 from .envelope import envelope_mask
 from .values import as_source, check_table_cost, value_spec, value_table
 
@@ -349,7 +349,7 @@ def budget_arg(budget):
         raise InputError(f"budget must be an integer >= 1, got {budget!r}")
     arr = as_group_size(budget, "budget", minimum=1)
     if arr.ndim:
-        raise InputError(f"budget must be one integer, got {_show(arr)}")
+        raise InputError(f"budget must be one integer, got {shown(arr)}")
     return int(arr)
 
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._errors import InputError
-from .._validate import as_ddof, as_eps
+from ..errors import InputError
+from ..validation import as_ddof, as_eps
 from .solver import Allocation, BudgetProblem, allocate, allocate_group_sizes, budget_arg, grid_args, skip_arg
 from .values import ALLOCATION_VALUES, allocation_value, as_source
 

@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._binomial import symmetric_expectation
-from .._errors import InputError
-from .._validate import MAX_EXACT_GROUP_SIZE, _show, as_ddof, as_eps, as_group_size, as_probability, broadcast
-from ..posterior import BetaPosterior
-from ..silent import minor_rate as _minor
-from ..silent import nonsilent_from_minor as _nonsilent
-from ..silent import silent_from_minor as _silent
-from ..update import grpo_term as _grpo_term
+from ..core.binomial import symmetric_expectation
+from ..core.posterior import BetaPosterior
+from ..core.silent import minor_rate as _minor
+from ..core.silent import nonsilent_from_minor as _nonsilent
+from ..core.silent import silent_from_minor as _silent
+from ..core.update import grpo_term as _grpo_term
+from ..errors import InputError
+from ..validation import MAX_EXACT_GROUP_SIZE, as_ddof, as_eps, as_group_size, as_probability, broadcast, shown
 from .expectations import beta_nonsilent, beta_sigma, log_beta_moment, sigma_costs, sigma_on_grid
 from .lookahead import horizon_at_points, horizon_beta, horizon_point, horizon_quadrature, horizon_table
 
@@ -256,7 +256,7 @@ def allocation_value(
         terms = int((g[first][g[first] >= 2].astype(np.float64) + 1).sum())
         if terms > MAX_POSTERIOR_TERMS:
             raise InputError(
-                f"G = {_show(G)}: under a posterior, value {value!r} sums the beta-binomial pmf over every "
+                f"G = {shown(G)}: under a posterior, value {value!r} sums the beta-binomial pmf over every "
                 f"k = 0 … G of each distinct (posterior, G), {terms:,} terms here, above the limit of "
                 f"{MAX_POSTERIOR_TERMS:,} (a few seconds); use smaller G, or the posterior mean as p"
             )

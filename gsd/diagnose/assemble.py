@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validate import InputError
-from ..integrations._columns import pair_codes
+from ..integrations.columns import pair_codes
 from ..integrations.contract import RunContext
+from ..validation import InputError
 from .discover import FORMATS, TRAINER_HOOKS, discover_files, hooks_of
 from .parse import MAX_LISTED, BadRow, Reader, read_file, reward_text
 
@@ -437,7 +437,7 @@ def read_rollouts(
 
 def _read_files(files, reader: Reader, progress) -> Reader:
     """Every file read into the reader's chunks, with a progress bar over the files."""
-    from ..progress import progress_bar
+    from ..io.progress import progress_bar
 
     disable = None if progress is None else not progress
     for path in progress_bar(files, desc="reading logs", unit="file", disable=disable, leave=False):
@@ -456,7 +456,7 @@ def _checked_options(fmt: str, group_size):
     if fmt not in FORMATS:
         raise InputError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if group_size is not None:
-        from .._validate import as_group_size
+        from ..validation import as_group_size
 
         group_size = int(as_group_size(group_size, "group_size"))
         if group_size < 2:

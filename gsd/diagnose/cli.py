@@ -25,7 +25,7 @@ silent when every reward in it is equal. See the docs page "Reading real logs"."
 def register(sub) -> None:
     import argparse
 
-    from ..cli_support import hidden_aliases
+    from ..cli.support import hidden_aliases
 
     p = sub.add_parser(
         "diagnose", help=_HELP, description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -42,7 +42,7 @@ def register(sub) -> None:
 
 def _add_log_arguments(p) -> None:
     """What to read: the logs, their format and the columns that hold rewards, groups, prompts and steps."""
-    from ..cli_support import bounded_float, bounded_int  # the options' schema: checked before any log is read
+    from ..cli.support import bounded_float, bounded_int  # the options' schema: checked before any log is read
     from ..integrations import TRAINERS
 
     p.add_argument("logs", nargs="+", metavar="LOG", help="log files, folders or glob patterns")
@@ -97,7 +97,7 @@ def _add_log_arguments(p) -> None:
 
 def _add_model_arguments(p) -> None:
     """How to read them: the trainer's std convention, the prior and posteriors, the fidelity law, the advice."""
-    from ..cli_support import add_advice_arguments, bounded_float, bounded_int
+    from ..cli.support import add_advice_arguments, bounded_float, bounded_int
 
     steps = bounded_float(0, 1e300, "steps", open_lo=True)
 
@@ -195,7 +195,7 @@ def _register_example_logs(sub) -> None:
 def _diagnose(args) -> int:
     import json
 
-    from ..cli_support import step_cost
+    from ..cli.support import step_cost
     from . import diagnose
     from .report import diagnosis_json, format_report, write_outputs
     from .scalar_diagnosis import fail_on_status, parse_fail_on
@@ -239,8 +239,8 @@ def _example_logs(args) -> int:
     import uuid
     from pathlib import Path
 
-    from .._errors import InputError
-    from ..atomic import make_folder
+    from ..errors import InputError
+    from ..io.atomic import make_folder
     from ..resources import EXAMPLE_LOGS, example_logs
 
     dest = Path(args.dest)

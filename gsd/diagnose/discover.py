@@ -15,9 +15,9 @@ import os
 import re
 from pathlib import Path
 
-from .._validate import InputError
 from ..integrations import TRAINERS, trainer_modules
 from ..integrations.contract import TABLE, TableHooks, resolve
+from ..validation import InputError
 
 __all__ = [
     "FORMATS",

@@ -13,8 +13,8 @@ import json
 
 import numpy as np
 
-from .._validate import InputError
-from ..arrow_arrays import from_numpy, text_array
+from ..io.arrow_arrays import from_numpy, text_array
+from ..validation import InputError
 
 __all__ = ["CHUNK_ROWS", "CSV_MISSING", "read_parquet", "read_jsonl", "read_csv", "nonblank_lines"]
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validate import InputError
-from ..arrow_arrays import from_numpy, text_array, to_numpy, valid
+from ..io.arrow_arrays import from_numpy, text_array, to_numpy, valid
+from ..validation import InputError
 from .discover import TRAINER_HOOKS, file_step, hooks_of
 from .load import nonblank_lines, read_csv, read_jsonl, read_parquet
 
@@ -351,8 +351,8 @@ class Reader:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from ..hashing import hash_text
-        from ..integrations._columns import chat_label
+        from ..integrations.columns import chat_label
+        from ..io.hashing import hash_text
 
         strings, structured = _as_string_array(arr)
         ok = valid(strings)
@@ -411,7 +411,7 @@ def _hash_values(arr):
     """64-bit hashes of a group-id column's values (as text) and which rows have one."""
     import pyarrow.compute as pc
 
-    from ..hashing import hash_text
+    from ..io.hashing import hash_text
 
     strings, _ = _as_string_array(arr)
     ok = valid(strings)
@@ -437,7 +437,7 @@ def _numeric(arr, name, file):
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         import pyarrow.compute as pc
 
-        from ..integrations._columns import text_to_numbers
+        from ..integrations.columns import text_to_numbers
 
         out = text_to_numbers(arr)
         for text, value in _BOOL_STRINGS.items():
@@ -533,7 +533,7 @@ def read_file(path: Path, reader: Reader):
     """Read one file (any format), piece by piece, into the reader's chunks."""
     import pyarrow as pa
 
-    from .._userinput import reading, refuse_binary
+    from ..io.userinput import reading, refuse_binary
 
     suffix = path.suffix.lower()
     if suffix == ".parquet":

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._validate import InputError
-from ..frames import Columns, as_columns, as_frame
-from ..posterior import BetaPosterior
+from ..core.posterior import BetaPosterior
+from ..io.frames import Columns, as_columns, as_frame
+from ..validation import InputError
 from .readers import RolloutLog
 
 if TYPE_CHECKING:
@@ -283,7 +283,7 @@ def predict_groups(groups: Columns, prior, ddof: int, eps: float, scale: str = "
     k = groups["k"]
     multi = G >= 2
     from ..allocation import allocation_value, expected_silent_rate
-    from ..update import grpo_term as _grpo_term
+    from ..core.update import grpo_term as _grpo_term
 
     sigma = np.zeros(G.size)
     divisor = 1.0 if scale == "none" else (np.asarray(batch_std, np.float64) + eps if scale == "batch" else None)
@@ -308,7 +308,7 @@ def predict_groups(groups: Columns, prior, ddof: int, eps: float, scale: str = "
     out["silent_pred"] = q
     out["sigma_pred"] = es
     out["scale_pred"] = expected_scale(a, b)
-    from ..update import fidelity
+    from ..core.update import fidelity
 
     fp = np.full(G.size, np.nan)
     if multi.any():

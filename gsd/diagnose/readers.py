@@ -22,7 +22,7 @@ reader: :mod:`gsd.diagnose.posteriors` (each group and its prompt's posterior be
 
 from __future__ import annotations
 
-from ..integrations._columns import pair_codes
+from ..integrations.columns import pair_codes
 from .assemble import RolloutLog, read_rollouts, silent_groups
 from .discover import FORMATS, TRAINER_HOOKS, detect_format, find_log_files
 from .parse import BadRow, parse_reward, repeated_keys, reward_text

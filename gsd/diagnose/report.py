@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import jsonable, replace_set, write_json, write_table
-from ..lock import hold_folder
+from ..io.atomic import jsonable, replace_set, write_json, write_table
+from ..io.lock import hold_folder
 from .tables import STEP_KEYS, Diagnosis
 
 __all__ = ["format_report", "diagnosis_json", "write_outputs", "OUTPUT_FILES"]

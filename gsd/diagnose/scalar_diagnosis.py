@@ -13,7 +13,7 @@ From a scalar log (:func:`gsd.diagnose.scalars.read_scalars`):
   (one per step by default);
 * **a lower bound** from the mean reward alone: :math:`\hat m^G + (1-\hat m)^G` (Jensen: p^G + (1−p)^G
   is convex) — the most a tool reading only the mean reward can honestly say;
-* **the difficulty fit** (:mod:`gsd.difficulty_fit`): per step, the Beta whose mean and zero-std
+* **the difficulty fit** (:mod:`gsd.core.difficulty_fit`): per step, the Beta whose mean and zero-std
   fraction are the logged ones, its prediction of the silent fraction at other group sizes, and a
   parametric-bootstrap interval when the groups per step are known.
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._errors import InputError
+from ..errors import InputError
 
 __all__ = [
     "REWARD_KEYS",
@@ -56,7 +56,7 @@ SURPLUS_KEY = "training/filter_groups/discarded_surplus_samples"
 @dataclass
 class ScalarDiagnosis:
     """``steps``: one row per logged step (pandas DataFrame); ``summary``: the run's figures (dict);
-    ``fit``: the :class:`gsd.difficulty_fit.DifficultyFit` of the steps (None without both moments)."""
+    ``fit``: the :class:`gsd.core.difficulty_fit.DifficultyFit` of the steps (None without both moments)."""
 
     steps: object
     summary: dict
@@ -122,7 +122,7 @@ def diagnose_scalars(
     """
     import pandas as pd
 
-    from .._validate import as_group_size
+    from ..validation import as_group_size
     from .scalars import ScalarLog, read_scalars
 
     if not isinstance(log, ScalarLog):
@@ -179,7 +179,7 @@ def diagnose_scalars(
     _silent_and_waste(out, summary, notes, z, gens, scheduled, drawn, G, n)
     fit = None
     if G and binary and r_key:
-        from ..silent import silent_rate
+        from ..core.silent import silent_rate
 
         out["silent_lower_bound"] = np.where(np.isfinite(m), silent_rate(np.where(np.isfinite(m), m, 0.5), G), np.nan)
     if G and binary and r_key and z_key and not dapo:
@@ -194,7 +194,7 @@ def _run_shape(config: dict, group_size, groups):
     """(G, where it came from, groups per generation, where it came from): the options first, then
     TRL's config (``num_generations``, ``generation_batch_size``) or verl's nested one
     (``actor_rollout_ref.rollout.n``, ``data.train_batch_size``, as its Tracking hands it to W&B)."""
-    from .._validate import as_scalar_group_size
+    from ..validation import as_scalar_group_size
 
     G_from = "option" if group_size is not None else None
     G = as_scalar_group_size(group_size, "group_size", minimum=2, maximum=10**9) if group_size is not None else None
@@ -290,8 +290,8 @@ def _silent_and_waste(out, summary: dict, notes: list, z, gens, scheduled: bool,
 def _moment_fit(out, summary: dict, notes: list, m, z, G, Gs, n, steps, *, level, draws, seed):
     """The Beta fitted per step to the two logged moments, its predictions at ``Gs`` (with a bootstrap
     interval when the groups per generation are known) beside the pooled-p ones, and the advice."""
-    from ..difficulty_fit import beta_from_moments, silent_interval
-    from ..silent import silent_rate
+    from ..core.difficulty_fit import beta_from_moments, silent_interval
+    from ..core.silent import silent_rate
 
     fit = beta_from_moments(m, z, G)
     out["fit_status"] = fit.status
@@ -318,7 +318,7 @@ def _advice(fit, steps, groups) -> dict:
     """The group-size advice (:func:`gsd.group_size_advice`, its defaults: prompts per step held,
     Adam) for the population fitted at the last step with a proper Beta: the population a next run
     would start from. Per-step averages cannot say which prompts; only which uniform G."""
-    from ..speed import group_size_advice
+    from ..core.advice import group_size_advice
 
     proper = np.flatnonzero(np.isfinite(fit.kappa) & (fit.kappa > 0))
     if proper.size == 0:

@@ -33,7 +33,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._errors import InputError, MissingExtra
+from ..errors import InputError, MissingExtra
 
 __all__ = ["SCALAR_FORMATS", "ScalarLog", "read_scalars", "SCALARS_EXTRA"]
 

@@ -28,7 +28,7 @@ file-logger JSONL (trainer.logger=[file]), or a CSV / JSONL / parquet table with
 def register(sub) -> None:
     import argparse
 
-    from ..cli_support import bounded_float, bounded_int, hidden_aliases
+    from ..cli.support import bounded_float, bounded_int, hidden_aliases
 
     p = sub.add_parser(
         "scalars", help=_HELP, description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -93,7 +93,7 @@ def _scalars(args) -> int:
 
     import numpy as np
 
-    from ..cli_support import CliError, emit, parse_list
+    from ..cli.support import CliError, emit, parse_list
     from .scalar_diagnosis import (
         alerts,
         diagnose_scalars,

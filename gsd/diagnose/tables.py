@@ -37,11 +37,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._validate import InputError
 from ..allocation import DEFAULT_PLAN
-from ..frames import Columns, FrameAttribute, as_columns, as_frame, columns_of, group_sums
-from ..groupsize import median_group_size
-from ..posterior import BetaPosterior, fit_beta_prior, posterior_from_counts
+from ..core.groupsize import median_group_size
+from ..core.posterior import BetaPosterior, fit_beta_prior, posterior_from_counts
+from ..io.frames import Columns, FrameAttribute, as_columns, as_frame, columns_of, group_sums
+from ..validation import InputError
 from .posteriors import (
     HALF_LIVES,
     batch_std,
@@ -274,7 +274,7 @@ def prompt_columns(
         k_eff = np.bincount(groups["prompt"], weights=w * groups["k"], minlength=P)
         post = BetaPosterior(prior[0] + k_eff, prior[1] + n_eff - k_eff, tuple(prior))
     lo, hi = post.interval(level)
-    from ..groupsize import required_group_size
+    from ..core.groupsize import required_group_size
 
     below, above, verdict = prompt_verdicts(post.a, post.b)
     out = {
@@ -365,8 +365,8 @@ def group_size_advice_for(
     when the exact sums would be too many.  ``hold="generations"`` (with ``generations_per_step``): the
     same at the run's generations per step held fixed instead (TRL: ``per_device_train_batch_size``
     kept while ``num_generations`` changes)."""
-    from .._binomial import unique_pairs
-    from ..speed import DEFAULT_OPTIMIZER, group_size_advice
+    from ..core.advice import DEFAULT_OPTIMIZER, group_size_advice
+    from ..core.binomial import unique_pairs
 
     method = "grpo" if scale == "group" else "dr_grpo"
     src, note = post, None
@@ -468,7 +468,7 @@ def update_convention(fmt: str, ddof=None, eps=None, scale=None) -> dict:
     >>> update_convention("trl", ddof=0, eps=0.0)["from"]
     'given'
     """
-    from ..trainers import CONVENTIONS
+    from ..core.trainers import CONVENTIONS
 
     conv = CONVENTIONS[fmt if fmt in CONVENTIONS else "paper"]
     if scale not in (None, "group", "batch", "none"):
@@ -522,8 +522,8 @@ def diagnose_log(
     budget : int, optional
         Rollouts per step to share over the prompts, by ``gsd plan --budget``'s default plan.
     optimizer, cost : optional
-        The advice's optimiser (default :data:`gsd.speed.DEFAULT_OPTIMIZER`) and step cost
-        (:class:`gsd.speed.StepCost`; with it the advice also gives the best G per second).
+        The advice's optimiser (default :data:`gsd.core.advice.DEFAULT_OPTIMIZER`) and step cost
+        (:class:`gsd.core.advice.StepCost`; with it the advice also gives the best G per second).
     half_life : float, optional
         Forget old rollouts: a group s steps old weighs 2^(−s/half_life) in the posteriors (the
         solve rates move during training).  None: every earlier rollout counts fully.

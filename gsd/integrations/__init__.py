@@ -3,7 +3,7 @@
 Each trainer module (``gsd.integrations.<name>``) holds everything the log reader needs to know
 about that trainer and imports nothing of gsd beyond the error class and the helpers of this
 package, so the reader (:mod:`gsd.diagnose.readers`), the simulator's log writer
-(:mod:`gsd.simulator.rollout_log`) and the convention table (:mod:`gsd.trainers`) all sit on top
+(:mod:`gsd.simulator.rollout_log`) and the convention table (:mod:`gsd.core.trainers`) all sit on top
 of it.  Reading a log never needs the trainer installed.  Live hooks that import a trainer
 live in their own package above the log reader, :mod:`gsd.live` (a tracker inside TRL's reward
 functions, a skipping sampler, a ``GRPOTrainer`` subclass), which saves the self-describing table
@@ -40,7 +40,7 @@ TRUTH_COLUMN = "true_p"
 def trainer_module(name: str):
     """The integration module of the trainer ``name`` (one of :data:`TRAINERS`)."""
     if name not in TRAINERS:
-        from .._errors import InputError
+        from ..errors import InputError
 
         raise InputError(f"trainer must be one of {', '.join(TRAINERS)}, got {name!r}")
     return importlib.import_module(f"{__name__}.{name}")

@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import InputError
+from ..errors import InputError
 
 __all__ = [
     "NAME",
@@ -161,7 +161,7 @@ def group_keys(table):
     (The prompt text cannot tell tasks apart: for a multi-turn task the dump's ``prompt`` is the
     sequence less its generated tokens, which differs from answer to answer.)
     """
-    from ..hashing import combine_hashes, hash_numbers
+    from ..io.hashing import combine_hashes, hash_numbers
 
     if _TASK_COL not in table.column_names:
         return None
@@ -186,8 +186,8 @@ def _as_numbers(column) -> np.ndarray:
     """A column as float64, NaN where missing or not a number (text read as numbers are)."""
     import pyarrow as pa
 
-    from ..arrow_arrays import to_numpy
-    from ._columns import text_to_numbers
+    from ..io.arrow_arrays import to_numpy
+    from .columns import text_to_numbers
 
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
@@ -272,7 +272,7 @@ def zero_std(values, group, n_groups: int) -> np.ndarray:
     >>> zero_std(np.array([1.0, 1.0, 0.0, 1.0]), np.array([0, 0, 1, 1]), 2).tolist()
     [True, False]
     """
-    from ._columns import group_range
+    from .columns import group_range
 
     lo, hi = group_range(values, group, n_groups)
     return lo == hi

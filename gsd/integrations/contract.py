@@ -2,7 +2,7 @@
 
 A trainer module of :mod:`gsd.integrations` (``trl``, ``verl``, ``areal``) is a plain module
 whose module-level names are its *hooks*. :class:`TrainerHooks` names every hook the reader
-(:mod:`gsd.diagnose.readers`), the convention table (:mod:`gsd.trainers`) and the simulator's
+(:mod:`gsd.diagnose.readers`), the convention table (:mod:`gsd.core.trainers`) and the simulator's
 log writer use: the required ones (no default) and the optional ones with the default the
 reader takes when a module leaves them out. Those defaults are exactly how a plain table
 (``--format table``) is read: :data:`TABLE` holds them.

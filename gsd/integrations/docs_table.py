@@ -39,7 +39,7 @@ _HEADER = (
     "release run in the tests",
     "files read",
     "a group",
-    "group std; its scales (`gsd.trainers.trainer_advantages`)",
+    "group std; its scales (`gsd.core.trainers.trainer_advantages`)",
     "silent when",
 )
 
@@ -88,7 +88,7 @@ def _block() -> str:
 def _split(text: str, path) -> re.Match:
     found = list(_BLOCK.finditer(text))
     if len(found) != 1:
-        from .._errors import InputError
+        from ..errors import InputError
 
         raise InputError(
             f"path {str(path)!r} must hold one block between {BEGIN[:32]}...--> and {END}, found {len(found)}"
@@ -105,7 +105,7 @@ def stale(path) -> bool:
 def refresh(path) -> bool:
     """Rewrite the block of ``path`` (and its opening marker) from the modules, atomically; returns
     whether it changed. The rest of the file is kept byte for byte."""
-    from ..atomic import write_atomic
+    from ..io.atomic import write_atomic
 
     text = Path(path).read_text(encoding="utf-8")
     match = _split(text, path)

@@ -42,9 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .._lazy import moved_names
+from ..lazy import moved_names
 from . import TRUTH_COLUMN
-from ._columns import chat_label
+from .columns import chat_label
 
 __all__ = [
     "NAME",
@@ -181,7 +181,7 @@ def read_trainer_state(path: Path) -> dict:
     """From ``trainer_state.json``: ``eval_steps`` (steps whose log holds evaluation metrics),
     ``zero_std`` ({step: TRL's training ``frac_reward_zero_std``}), ``global_step`` and
     ``skipped`` (entries whose step is not a whole number: a string, null, NaN, 1e400, ...)."""
-    from .._errors import InputError
+    from ..errors import InputError
 
     try:
         state = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -252,7 +252,7 @@ def padding_rows(table, parts) -> np.ndarray | None:
         return None
     import pyarrow.compute as pc
 
-    from ..arrow_arrays import to_numpy
+    from ..io.arrow_arrays import to_numpy
 
     text = table.column("completion")
     try:
@@ -373,7 +373,7 @@ def _drop_evaluations_and_repeats(chunks, context) -> tuple[list, list, list]:
 def _inferred_group_size(kept) -> int:
     """``num_generations`` inferred from the files' runs of one prompt; refused below 2 or when the
     files' own blocks disagree."""
-    from .._errors import InputError
+    from ..errors import InputError
 
     per_file = [infer_group_size([ch.hashes[ch.prompt_ok]]) for ch in kept]
     G = infer_group_size(ch.hashes[ch.prompt_ok] for ch in kept)
@@ -395,7 +395,7 @@ def _inferred_group_size(kept) -> int:
 def _key_blocks(kept, G: int, warnings: list) -> None:
     """Key each file's rows by their block of ``G`` (``gkey``, ``gkey_ok`` false in a block cut
     short, with a warning); refused where a block does not hold one prompt."""
-    from .._errors import InputError
+    from ..errors import InputError
 
     for index, ch in enumerate(kept):
         n = ch.hashes.size
@@ -445,7 +445,7 @@ read_state = read_trainer_state
 
 def default_reward(columns, numeric) -> list:
     """TRL normalises the sum of its reward columns (weights are not logged: 1 each)."""
-    from .._errors import InputError
+    from ..errors import InputError
 
     cands = [c for c in columns if c not in NOT_REWARD and c in numeric]
     if not cands:
@@ -461,7 +461,7 @@ def prepare(table, lines):
         return table, lines
     import pyarrow.compute as pc
 
-    from ..arrow_arrays import from_numpy, text_array, to_numpy
+    from ..io.arrow_arrays import from_numpy, text_array, to_numpy
 
     train = to_numpy(pc.equal(table.column("mode"), text_array(["train"])[0]), fill=False)
     lines = (np.arange(1, table.num_rows + 1) if lines is None else lines)[train]
@@ -483,7 +483,7 @@ def total_reward(parts, coefs, device=None) -> np.ndarray:
     >>> total_reward(np.array([[0.1], [0.2]]), np.array([1.0, 1.0])) == np.float32(0.3)
     array([ True])
     """
-    from .._errors import InputError
+    from ..errors import InputError
 
     p = np.asarray(parts, dtype=np.float64)
     w64 = np.asarray(coefs, dtype=np.float64)
@@ -568,7 +568,7 @@ def zero_std(values, group, n_groups: int) -> np.ndarray:
     if n_groups == 0:
         return np.zeros(0, bool)
     if sizes.min() != sizes.max():
-        from .._errors import InputError
+        from ..errors import InputError
 
         raise InputError(f"TRL groups are blocks of one size; got groups of {sizes.min()} to {sizes.max()} rows")
     order = np.argsort(group, kind="stable")
@@ -723,8 +723,8 @@ def write_step(folder, step: int, prompts, rewards: dict, *, completions="", adv
     """
     import pandas as pd
 
-    from ..atomic import atomic_path
-    from ._columns import column
+    from ..io.atomic import atomic_path
+    from .columns import column
 
     n = len(prompts)
     data = {

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import warnings
 
-from .._errors import InputError
+from ..errors import InputError
 
 __all__ = ["SilenceAlert", "SilenceWarning", "trl_generations"]  # noqa: F822 (SilenceAlert: built on first use)
 

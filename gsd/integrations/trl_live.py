@@ -8,7 +8,7 @@ moved above :mod:`gsd.diagnose`, so that the trainers' format modules import no 
 
 from __future__ import annotations
 
-from .._lazy import moved_names
+from ..lazy import moved_names
 
 #: Each public name the module held, and where it lives now (old name → module, name there).
 _MOVED = {

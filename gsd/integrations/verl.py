@@ -124,7 +124,7 @@ def step_of(path: Path):
 
 
 def default_reward(columns, numeric) -> list:
-    from .._errors import InputError
+    from ..errors import InputError
 
     if DEFAULT_REWARD in columns:
         return [(1.0, DEFAULT_REWARD)]
@@ -145,7 +145,7 @@ def split_keys(keys):
     """
     import pyarrow.compute as pc
 
-    from ..arrow_arrays import to_numpy, valid
+    from ..io.arrow_arrays import to_numpy, valid
 
     parts = pc.extract_regex(_key_text(keys), _KEY_RE2)
     ok = valid(parts)
@@ -163,7 +163,7 @@ def _key_text(keys):
     """The keys as a pyarrow string array (a non-text key as Python writes it, ``str(value)``)."""
     import pyarrow as pa
 
-    from ..arrow_arrays import text_array
+    from ..io.arrow_arrays import text_array
 
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
@@ -179,8 +179,8 @@ def _key_number(digits) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..arrow_arrays import from_numpy, to_numpy
-    from ._columns import text_to_numbers
+    from ..io.arrow_arrays import from_numpy, to_numpy
+    from .columns import text_to_numbers
 
     short = to_numpy(pc.match_substring_regex(digits, r"^[0-9]{1,18}$"), fill=False)
     out = np.zeros(len(digits), np.int64)
@@ -224,7 +224,7 @@ def group_keys(table):
     """V1: the group of a row is its key's ``uid`` part (hashed); legacy: None (the prompt text)."""
     if not is_v1(table):
         return None
-    from ..hashing import hash_text
+    from ..io.hashing import hash_text
 
     uid, _, _, ok = _parsed(table)
     names, codes = np.unique(uid.astype(str), return_inverse=True)  # each uid hashed once
@@ -241,7 +241,7 @@ def members(table):
     None for a legacy dump (every row)."""
     if not is_v1(table):
         return None
-    from ._columns import pair_codes
+    from .columns import pair_codes
 
     uid, session, index, ok = _parsed(table)
     sessions, n = pair_codes(_text_codes(uid), session)
@@ -257,7 +257,7 @@ def row_keys(table):
     is counted once when its scores agree and named a contradiction when they do not."""
     if not is_v1(table):
         return None
-    from ._columns import pair_codes
+    from .columns import pair_codes
 
     uid, session, index, ok = _parsed(table)
     sessions, _ = pair_codes(_text_codes(uid), session)
@@ -301,7 +301,7 @@ def zero_std(values, group, n_groups: int) -> np.ndarray:
     >>> zero_std(np.array([1.0, 1.0, 0.0, 1.0, 1.0, 0.99999999]), np.array([0, 0, 1, 1, 2, 2]), 3).tolist()
     [True, False, True]
     """
-    from ._columns import group_range
+    from .columns import group_range
 
     with np.errstate(over="ignore"):  # beyond float32 is inf to verl too
         v32 = np.asarray(values, np.float64).astype(np.float32).astype(np.float64)
@@ -334,8 +334,8 @@ def write_step(folder, step: int, prompts, scores, *, outputs="", extra: dict | 
     """
     import pandas as pd
 
-    from ..atomic import atomic_path
-    from ._columns import column
+    from ..io.atomic import atomic_path
+    from .columns import column
 
     n = len(prompts)
     data = {

@@ -15,7 +15,7 @@ imported on first use (TRL only when ``GSDGRPOTrainer`` is first touched).
   figures in its logs).
 """
 
-from .._lazy import lazy_exports
+from ..lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,

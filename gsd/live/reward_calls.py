@@ -15,8 +15,8 @@ import numbers
 
 import numpy as np
 
-from .._errors import InputError
-from .._validate import _real
+from ..errors import InputError
+from ..validation import real_or_none
 
 __all__ = [
     "TRL_KWARGS",
@@ -84,7 +84,7 @@ def prompt_key(value) -> str:
 
 def open_unit_number(x, name: str) -> float:
     """``x`` as a float in the open interval (0, 1), or an InputError naming ``name``."""
-    v = _real(x)
+    v = real_or_none(x)
     if v is None or not 0.0 < v < 1.0:
         raise InputError(f"{name} must be one number in (0, 1), got {x!r}")
     return v
@@ -113,7 +113,7 @@ def as_rewards(rewards, name: str, n: int) -> np.ndarray:
     try:
         return np.array(rewards, dtype=np.float64)
     except OverflowError:  # an integer beyond float64 (TRL's cast to float32 fails on it too)
-        bad = next(i for i, x in enumerate(rewards) if isinstance(x, int) and _real(x) is None)
+        bad = next(i for i, x in enumerate(rewards) if isinstance(x, int) and real_or_none(x) is None)
         raise InputError(
             f"reward function {name!r} returned {rewards[bad]!r} at row {bad}: beyond what a float holds "
             "(TRL casts rewards to float32)"
@@ -164,10 +164,10 @@ def kind_and_reason(exc) -> tuple[str, str]:
 
 
 def as_weights(weights) -> list:
-    from .._validate import _real
+    from ..validation import real_or_none
 
     try:
-        w = [_real(x) for x in weights]
+        w = [real_or_none(x) for x in weights]
     except TypeError:
         raise InputError(f"weights must be a sequence of finite numbers, got {weights!r}") from None
     if not w or any(x is None for x in w):
@@ -191,14 +191,14 @@ def as_half_lives(half_life) -> tuple:
         return (None,)
     if isinstance(half_life, str) and half_life == "auto":
         return tuple(HALF_LIVES)
-    h = _real(half_life)
+    h = real_or_none(half_life)
     if h is None or h <= 0 or isinstance(half_life, str):
         raise InputError(f"half_life must be None, 'auto' or a finite number of steps > 0, got {half_life!r}")
     return (h,)
 
 
 def as_prior(prior):
-    from ..posterior import PRIORS, posterior_from_counts
+    from ..core.posterior import PRIORS, posterior_from_counts
 
     if isinstance(prior, str):
         if prior != "empirical-bayes" and prior not in PRIORS:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._errors import InputError
-from .._validate import _real
+from ..errors import InputError
+from ..validation import real_or_none
 from .tracker import GroupTracker
 
 __all__ = ["SkipPolicy", "SkipSampler"]
@@ -66,7 +66,7 @@ class SkipPolicy:
     def __post_init__(self):
         from ..allocation import ALLOCATION_VALUES, HORIZON_VALUES
 
-        c = _real(self.candidates)
+        c = real_or_none(self.candidates)
         if c is None or not 1.0 <= c <= 64.0:
             raise InputError(f"candidates must be a number in [1, 64], got {self.candidates!r}")
         one_step = [v for v in ALLOCATION_VALUES if v not in HORIZON_VALUES]
@@ -231,7 +231,7 @@ class SkipSampler:
         """Value per rollout of a group of the run's G under each posterior Beta(a, b): at a
         Thompson draw of p, or the posterior expectation."""
         from ..allocation import allocation_value
-        from ..posterior import BetaPosterior
+        from ..core.posterior import BetaPosterior
 
         G = self.mini_repeat_count
         if self.policy.thompson:

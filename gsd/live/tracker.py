@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import InputError
-from .._validate import _real
+from ..errors import InputError
 from ..integrations import tracker_table as _table
-from ..integrations._columns import chat_label
+from ..integrations.columns import chat_label
+from ..validation import real_or_none
 from .reward_calls import (
     TRL_KWARGS,
     Unscorable,
@@ -163,11 +163,11 @@ class GroupTracker:
         epsilon: float = 0.05,
         half_life=None,
     ):
-        from .._validate import as_scalar_group_size
+        from ..validation import as_scalar_group_size
 
         self.num_generations = as_scalar_group_size(num_generations, "num_generations", minimum=2)
         self.weights = None if weights is None else as_weights(weights)
-        if threshold is not None and _real(threshold) is None:
+        if threshold is not None and real_or_none(threshold) is None:
             raise InputError(f"threshold must be a finite number, got {threshold!r}")
         self.threshold = None if threshold is None else float(threshold)
         if prompt_id is not None and not (isinstance(prompt_id, str) and prompt_id):
@@ -507,9 +507,9 @@ class GroupTracker:
         generation; each candidate half-life scored on it; the recommended group size from the
         posteriors after it (counts updated here)."""
         from ..allocation import allocation_value, expected_silent_rate
+        from ..core.groupsize import median_group_size
+        from ..core.posterior import BetaPosterior, posterior_from_counts
         from ..diagnose.tables import expected_scale, one_step_log_score
-        from ..groupsize import median_group_size
-        from ..posterior import BetaPosterior, posterior_from_counts
 
         nan = float("nan")
         if right is None:
@@ -591,7 +591,7 @@ class GroupTracker:
         far (uniform before any), refitted whenever they have grown by a quarter since the last
         fit (a fit costs ~0.1 s; the prior moves slowly once there are many rollouts), else the
         given one."""
-        from ..posterior import PRIORS, fit_beta_prior
+        from ..core.posterior import PRIORS, fit_beta_prior
 
         if not isinstance(self.prior, str):
             return self.prior
@@ -625,7 +625,7 @@ class GroupTracker:
 
         ``prompts``: prompt texts / conversations, or values of the ``prompt_id`` column.
         """
-        from ..posterior import BetaPosterior
+        from ..core.posterior import BetaPosterior
 
         if self._graded:
             raise InputError("the total rewards are graded: the tracker has no posterior (give it a threshold)")
@@ -655,7 +655,7 @@ class GroupTracker:
 
     def _silent_probability_of_codes(self, codes) -> np.ndarray:
         from ..allocation import expected_silent_rate
-        from ..posterior import BetaPosterior
+        from ..core.posterior import BetaPosterior
 
         q = np.full(codes.size, np.nan)
         if self._graded:
@@ -717,7 +717,7 @@ class GroupTracker:
         """The recorded groups as a :class:`gsd.diagnose.RolloutLog` (prompt codes ordered as the
         log reader orders them, so :meth:`diagnosis` equals ``gsd diagnose`` on :meth:`save`'s table)."""
         from ..diagnose.readers import RolloutLog
-        from ..hashing import hash_text
+        from ..io.hashing import hash_text
 
         code, step, group, total, _, zero = self._rows()
         hashes = hash_text(self._keys)  # as the log reader hashes the saved table's prompts
@@ -784,7 +784,7 @@ class GroupTracker:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from ..atomic import atomic_path
+        from ..io.atomic import atomic_path
 
         path = Path(path)
         if path.suffix != ".parquet":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._errors import InputError
+from ..errors import InputError
 from .reward_calls import open_unit_number
 from .sampler import SkipPolicy, SkipSampler, as_max_skips
 from .tracker import LIVE_METRICS, GroupTracker

@@ -12,7 +12,7 @@ Small differentiable torch functions, batched over leading dimensions, one modul
 * :mod:`~gsd.losses.cli` — the ``gsd losses`` command.
 """
 
-from .._lazy import lazy_exports
+from ..lazy import lazy_exports
 
 # Public names and their submodule, imported on first use (torch loads only then).
 _EXPORTS = {

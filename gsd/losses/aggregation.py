@@ -78,11 +78,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .._extras import require_torch
+from ..extras import require_torch
 
 torch = require_torch("gsd.losses")
 
-from .._validate import InputError, as_float_tensor, as_positive
+from ..validation import InputError, as_float_tensor, as_positive
 
 __all__ = [
     "AGG_MODES",

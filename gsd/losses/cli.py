@@ -25,7 +25,7 @@ def register(sub) -> None:
 
 
 def _cli_losses(args) -> int:
-    from ..cli_support import emit
+    from ..cli.support import emit
     from .figures import make_all, seed_examples
 
     table = seed_examples()

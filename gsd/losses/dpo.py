@@ -17,12 +17,12 @@ All functions broadcast over leading dimensions and are differentiable.
 
 from __future__ import annotations
 
-from .._extras import require_torch
+from ..extras import require_torch
 
 torch = require_torch("gsd.losses")
 import torch.nn.functional as F
 
-from .._validate import as_float_tensor, as_positive, broadcast_shapes
+from ..validation import as_float_tensor, as_positive, broadcast_shapes
 
 __all__ = [
     "dpo_gain",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._extras import require_torch
+from ..extras import require_torch
 
 torch = require_torch("gsd.losses")
 
@@ -87,8 +87,8 @@ def _label_bars(ax, bars, fmt="{:.2f}", offset=0.02):
 def _group_advantages(rewards):
     # The lead's core function when present; otherwise the same GRPO formula (ddof 0, eps 0).
     try:
-        from gsd.groups import advantages
-    except ImportError:  # pragma: no cover - only before gsd.groups exists
+        from gsd.core.groups import advantages
+    except ImportError:  # pragma: no cover - only before gsd.core.groups exists
         r = np.asarray(rewards, dtype=float)
         sd = r.std()
         return (r - r.mean()) / sd if sd > 0 else np.zeros_like(r)

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import numbers
 
-from .._extras import require_torch
+from ..extras import require_torch
 
 torch = require_torch("gsd.losses")
 
-from .._validate import InputError, as_float_tensor, as_open_unit, broadcast_shapes
+from ..validation import InputError, as_float_tensor, as_open_unit, broadcast_shapes
 from .kl import VERL_LOG_RATIO_CLIP, kl_estimate
 
 __all__ = [

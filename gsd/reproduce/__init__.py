@@ -15,7 +15,7 @@ Modules, each named for what it computes:
   :mod:`.published` holds the paper's numbers and the comparison, :mod:`.report_markdown` writes
   the report as Markdown.
 
-The figure style and the file writes are the package's own: :mod:`gsd.plotstyle`, :mod:`gsd.atomic`.
+The figure style and the file writes are the package's own: :mod:`gsd.plotstyle`, :mod:`gsd.io.atomic`.
 
 Submodules are imported on first use, so ``import gsd.reproduce`` stays light.
 """

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import InputError
-from ..atomic import entry_path, read_json, write_json
+from ..errors import InputError
+from ..io.atomic import entry_path, read_json, write_json
 
 __all__ = [
     "load_allocation_campaign",
@@ -69,7 +69,7 @@ def campaign_tables(data: dict, where: str, default_seeds: list, *, least_seeds:
     """A campaign file's ``[campaign]`` table, ``seeds``, ``[base]`` and ``[arms]``, checked before
     any run: ``seeds`` a list of at least ``least_seeds`` distinct integers (:func:`checked_seeds`),
     ``[base]`` a table, ``[arms]`` a non-empty table of tables whose names are folder names
-    (:func:`gsd.atomic.entry_path`).  Also the comparison's check (:mod:`.allocation_comparison`)."""
+    (:func:`gsd.io.atomic.entry_path`).  Also the comparison's check (:mod:`.allocation_comparison`)."""
     camp = data.get("campaign", {})
     if not isinstance(camp, dict):
         raise InputError(f"{where}: [campaign] must be a table, got {camp!r}")
@@ -253,7 +253,7 @@ def execute_runs(runs: list[tuple], *, jobs: int = 1, progress: bool = False, on
     ``jobs``: a campaign's runs share nothing but the machine.  ``on_run(name, seed)``: called
     as each finishes.  The first run to fail stops the others (not yet started) and raises.
     """
-    from .._validate import as_group_size
+    from ..validation import as_group_size
 
     jobs = int(as_group_size(jobs, "jobs"))
     if jobs == 1 or len(runs) <= 1:

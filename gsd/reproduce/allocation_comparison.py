@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import InputError
-from ..atomic import entry_path, read_json, write_json
+from ..errors import InputError
+from ..io.atomic import entry_path, read_json, write_json
 from .allocation_campaign import POSITIVE, campaign_tables, checked_seeds, run_allocation_campaign, seed_interval
 
 __all__ = [
@@ -154,7 +154,7 @@ def run_comparison(out, *, config=None, seeds=None, variants=None, log=None, job
     ]
     import contextlib
 
-    from ..lock import hold_folder
+    from ..io.lock import hold_folder
 
     with contextlib.ExitStack() as held:
         # Each variant folder is one process's for the whole of its runs (one process per variant

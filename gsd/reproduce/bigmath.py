@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .. import data as _data
+from ..core.silent import silent_rate, silent_rate_subsampled
+from ..core.weighting import budget_share, decile_index, decile_shares, extreme_mask, medium_mask
+from ..io import data as _data
 from ..plotstyle import COLORS, group_size_axis, method_label, new_figure, styled
-from ..silent import silent_rate, silent_rate_subsampled
-from ..weighting import budget_share, decile_index, decile_shares, extreme_mask, medium_mask
 
 __all__ = [
     "Difficulty",

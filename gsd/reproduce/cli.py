@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..cli_support import CliError, bounded_int, emit, real_option
-from ..data import BIGMATH_COLUMN
+from ..cli.support import CliError, bounded_int, emit, real_option
+from ..io.data import BIGMATH_COLUMN
 
 
 def register(sub) -> None:
@@ -310,7 +310,7 @@ def _figures_and_json(result, as_json: bool, figures) -> bool:
         if path:
             save_figure(draw(result), path)
     if as_json:
-        from ..atomic import jsonable
+        from ..io.atomic import jsonable
 
         print(json.dumps(jsonable(result), indent=2))
     return as_json
@@ -401,7 +401,7 @@ def _group_size_training(args) -> int:
     ]
     df = gst.summary(results)
     if args.csv or args.tables:
-        from ..atomic import write_atomic
+        from ..io.atomic import write_atomic
 
         if args.csv:
             write_atomic(args.csv, df.to_csv(index=False, float_format="%.6g"))
@@ -514,7 +514,7 @@ def _dapo_fit(args) -> int:
 
         save_figure(dapo_fit.fit_figure(fit, title=Path(args.curve).name), args.figure)
     if args.json:
-        from ..atomic import jsonable
+        from ..io.atomic import jsonable
 
         print(json.dumps(jsonable(fit.summary()), indent=2))
     else:

@@ -60,8 +60,8 @@ import pandas as pd
 from scipy.interpolate import PchipInterpolator
 from scipy.optimize import brentq, curve_fit, minimize_scalar
 
-from .._validate import InputError, as_probability
 from ..plotstyle import COLORS, new_figure, styled
+from ..validation import InputError, as_probability
 
 __all__ = [
     "N_SAMPLES",
@@ -102,7 +102,7 @@ class AllCorrectModel:
 
     def __init__(self, p=None, n_samples: int = N_SAMPLES, *, nodes: int = _NODES):
         if p is None:
-            from ..data import load_bigmath
+            from ..io.data import load_bigmath
 
             p = load_bigmath()
         p = as_probability(p, "difficulty").ravel()

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from .._errors import MissingExtra
-from .._validate import InputError
+from ..errors import MissingExtra
 from ..plotstyle import FAST_ENV, fast_mode, figures_dir, save_figure
+from ..validation import InputError
 from . import bigmath, dapo_fit, group_size_table, theory
 
 __all__ = ["FIGURES", "FAST_ENV", "fast_mode", "monte_carlo_sizes", "make_figures", "make_all"]

@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .._validate import InputError
-from ..groupsize import DEFAULT_MAX_GROUP_SIZE, EXCEEDS_MAX, UNREACHABLE, group_size_law, required_group_size
+from ..core.groupsize import DEFAULT_MAX_GROUP_SIZE, EXCEEDS_MAX, UNREACHABLE, group_size_law, required_group_size
+from ..core.update import fidelity, fidelity_law
 from ..plotstyle import COLORS, group_size_axis, new_figure, styled
-from ..update import fidelity, fidelity_law
+from ..validation import InputError
 
 __all__ = [
     "FIDELITIES",

@@ -7,7 +7,7 @@ expected update of a step is the mean over its groups of
 .. math::  \varphi(G, p_x)\,\nabla\, 2\arcsin\sqrt{p_x}  \quad\text{(GRPO, population std)},\qquad
            (1 - 1/G)\,\nabla p_x \quad\text{(Dr.GRPO)},
 
-with :math:`\varphi(G,p) = \mathbb{E}[\hat\sigma]/\sqrt{p(1-p)}` (:func:`gsd.update.fidelity`).  Two
+with :math:`\varphi(G,p) = \mathbb{E}[\hat\sigma]/\sqrt{p(1-p)}` (:func:`gsd.core.update.fidelity`).  Two
 protocols spend the same generations:
 
 ``"prompts"``
@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import InputError
+from ..errors import InputError
 
 #: The tasks: keyword arguments of :func:`~gsd.reproduce.transformer.build_task`.
 TASKS = {"first_token": {"structure": "own", "p_range": (0.0, 1.0)}, "shared": {"structure": "shared"}}
@@ -148,7 +148,7 @@ class OracleChooser:
         self.skipped = 0
 
     def choose(self, n: int) -> np.ndarray:
-        from ..update import fidelity
+        from ..core.update import fidelity
 
         value = fidelity(self.task.solve_rates(), self.G)
         order = np.lexsort((self.rng.random(value.size), -value))
@@ -690,8 +690,8 @@ def run(out, cfg: Config = FULL, *, resume: bool = False, progress: bool = True,
     run at the best uniform G (:func:`best_uniform`).  Returns every cell's result."""
     from tqdm.auto import tqdm
 
-    from ..atomic import make_folder, read_json, write_json
-    from ..lock import hold_folder
+    from ..io.atomic import make_folder, read_json, write_json
+    from ..io.lock import hold_folder
     from .transformer import build_task, import_stack
 
     cfg.check()
@@ -750,7 +750,7 @@ def run(out, cfg: Config = FULL, *, resume: bool = False, progress: bool = True,
 
 def load(out) -> list:
     """Every cell result in the run folder ``out``."""
-    from ..atomic import read_json
+    from ..io.atomic import read_json
 
     return [read_json(p) for p in sorted(Path(out).glob("*__lr*__seed*__*.json"))]
 

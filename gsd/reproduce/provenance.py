@@ -19,8 +19,8 @@ import shutil
 from importlib import metadata, resources
 from pathlib import Path
 
-from .._errors import InputError
-from ..atomic import read_json, write_json
+from ..errors import InputError
+from ..io.atomic import read_json, write_json
 
 __all__ = ["code_fingerprint", "fingerprint", "prepare_folder", "FINGERPRINTS"]
 

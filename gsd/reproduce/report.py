@@ -29,14 +29,14 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
-from .._errors import MissingExtra
-from .._extras import require_torch
-from .._validate import InputError
-from ..atomic import make_folder, replace_set, write_atomic, write_json
-from ..lock import hold_folder
+from ..core.trainers import convention_gap
+from ..core.update import fidelity
+from ..errors import MissingExtra
+from ..extras import require_torch
+from ..io.atomic import make_folder, replace_set, write_atomic, write_json
+from ..io.lock import hold_folder
 from ..plotstyle import save_figure
-from ..trainers import convention_gap
-from ..update import fidelity
+from ..validation import InputError
 from . import bigmath, dapo_fit, group_size_table, provenance, theory
 from .figures import campaign_figure, loss_figures, make_figures, monte_carlo_sizes, optional_import
 from .published import HISTOGRAM_NOTE, PUBLISHED, Published, compare
@@ -248,7 +248,7 @@ def _trl_module(name: str, what: str):
     mod, why = optional_import(name)
     if mod is None:
         return None, {"status": "not available", "reason": why}
-    from .._extras import require_trl
+    from ..extras import require_trl
 
     try:  # the stage runs TRL's own code: every package it needs, named at once
         require_trl(what)

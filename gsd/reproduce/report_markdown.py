@@ -460,7 +460,7 @@ def allocation_markdown(a: dict) -> list[str]:
             + INTERVAL_NOTE
             + "\n"
         )
-        from ..cli_allocation import EVIDENCE
+        from ..allocation.cli import EVIDENCE
 
         return L + comparison_markdown(c) + ["At the paper's scale (docs/allocation_comparison.md). " + EVIDENCE + "\n"]
     setup = a.get("setup", {})

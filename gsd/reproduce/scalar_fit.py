@@ -4,7 +4,7 @@ r"""The two-moment difficulty fit against real TRL runs whose exact solve rates 
 ``GRPOTrainer`` and records, per step, every prompt's exact solve rate p before the generation,
 the groups drawn and TRL's logged ``frac_reward_zero_std``.  From the two scalars TRL logs per
 step (the mean reward, here Σk / (groups·G), and ``frac_reward_zero_std``) the Beta fit
-(:func:`gsd.difficulty_fit.beta_from_moments`) predicts the silent fraction at other group
+(:func:`gsd.core.difficulty_fit.beta_from_moments`) predicts the silent fraction at other group
 sizes G′; so does the pooled estimate :math:`\hat m^{G'} + (1-\hat m)^{G'}`.  The truth is the
 step's mean over its groups of :math:`p_x^{G'} + (1-p_x)^{G'}` with the exact p.
 """
@@ -29,8 +29,8 @@ def fit_errors(trained: dict, G_new=(2, 4, 16, 32), *, draws: int = 200, level: 
     ``mae_pooled_all_steps``: over every step, a step with no Beta scored at the family's limit (the point
     mass, which is the pooled value).
     """
-    from ..difficulty_fit import beta_from_moments, silent_interval
-    from ..silent import silent_rate
+    from ..core.difficulty_fit import beta_from_moments, silent_interval
+    from ..core.silent import silent_rate
 
     G = int(trained["G"])
     rows = trained["steps"]

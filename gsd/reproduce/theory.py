@@ -17,11 +17,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..groups import group_update, identity_terms
+from ..core.groups import group_update, identity_terms
+from ..core.silent import dapo_generation_cost, group_size_for_silent_rate, silent_rate
+from ..core.update import expected_update, fidelity, fidelity_law
+from ..core.weighting import arcsin_objective, difficulty_weight
 from ..plotstyle import COLORS, group_size_axis, method_label, new_figure, styled
-from ..silent import dapo_generation_cost, group_size_for_silent_rate, silent_rate
-from ..update import expected_update, fidelity, fidelity_law
-from ..weighting import arcsin_objective, difficulty_weight
 
 __all__ = [
     "identity_monte_carlo",

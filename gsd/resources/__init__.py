@@ -20,7 +20,7 @@ import contextlib
 from importlib import resources
 from pathlib import Path
 
-from .._validate import InputError
+from ..validation import InputError
 
 __all__ = ["shipped_file", "shipped_configs", "config_file", "example_logs", "EXAMPLE_LOGS"]
 

@@ -38,12 +38,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .._extras import require_torch
+from ..extras import require_torch
 
 torch = require_torch("the torch engine (gsd.simulator.batched)")
 
-from ..methods import method_spec
-from ..weighting import decile_index
+from ..core.methods import method_spec
+from ..core.weighting import decile_index
 from .config import SimConfig, batch_key, resolve_device
 from .engine import (
     ENGINE,

@@ -1,11 +1,11 @@
 """Exact binomial expectations E[f(k, G)], k ~ Binom(G, p), as torch ops on the run's device.
 
 The ledger's exact update m_GRPO(p, G) = Σ_k C(G, k)·p^k(1−p)^(G−k)·f(k, G) has no closed form;
-the numpy core sums it (:mod:`gsd._binomial`), and so does this module, on the device, so that
+the numpy core sums it (:mod:`gsd.core.binomial`), and so does this module, on the device, so that
 a GPU step never waits for the host.  It sums every k (the core's dense path), at a = min(p, 1−p)
 (f is symmetric): row k of a (G+1, prompts) block is a^k·(1−a)^(G−k), the powers built by
 ``cumprod`` — the repeated products of the core's dense sum, in the same order — then weighted
-by C(G, k)·f(k, G) (the core's binomial rows and f, :func:`gsd.update._grpo_term`) and summed.
+by C(G, k)·f(k, G) (the core's binomial rows and f, :func:`gsd.core.update._grpo_term`) and summed.
 The relative error is ~2G ulp, as in the core.
 
 Each prompt may have its own G (a budget plan): the (1−a) power of row k is then gathered at
@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._extras import require_torch
+from ..extras import require_torch
 
 torch = require_torch("the torch engine (gsd.simulator.binomial)")
 
-from .._binomial import _binomial_row, symmetric_expectation
+from ..core.binomial import binomial_row, symmetric_expectation
 
 __all__ = ["DEVICE_MAX_G", "device_expectation"]
 
@@ -41,7 +41,7 @@ def _binomial_table(g_max: int, device: torch.device) -> torch.Tensor:
     if key not in _tables:
         table = np.zeros((g_max + 1, g_max + 1))
         for g in range(g_max + 1):
-            table[: g + 1, g] = _binomial_row(g)
+            table[: g + 1, g] = binomial_row(g)
         _tables[key] = torch.from_numpy(table).to(device)
     return _tables[key]
 
@@ -51,7 +51,7 @@ def device_expectation(p: torch.Tensor, G, f, *, g_max: int) -> torch.Tensor:
 
     ``p``: a 1-d float tensor of probabilities; ``G``: an int (every prompt) or an int64 tensor
     of p's shape, each in [1, ``g_max``]; ``f(k, G)`` takes and returns tensors
-    (:func:`gsd.update._grpo_term`).  Above :data:`DEVICE_MAX_G` the core sums on the host.
+    (:func:`gsd.core.update._grpo_term`).  Above :data:`DEVICE_MAX_G` the core sums on the host.
     """
     p = p.to(torch.float64)
     if g_max > DEVICE_MAX_G:

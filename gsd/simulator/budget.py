@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 
-from .._extras import require_torch
+from ..extras import require_torch
 
 torch = require_torch("budget allocation inside a run (gsd.simulator.budget)")
 

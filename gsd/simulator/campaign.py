@@ -23,14 +23,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import InputError
-from ..atomic import entry_path, make_folder, read_json, write_json
-from ..lock import hold_folder
-from ..methods import ADVANTAGE_METHODS
+from ..core.methods import ADVANTAGE_METHODS
+from ..core.update import expected_update
+from ..core.weighting import decile_index
+from ..errors import InputError
+from ..io.atomic import entry_path, make_folder, read_json, write_json
+from ..io.lock import hold_folder
 from ..plotstyle import COLORS, method_label, new_figure, save_figure, styled
 from ..resources import config_file
-from ..update import expected_update
-from ..weighting import decile_index
 from .config import SimConfig, config_diff, read_config_file, repeat_settings, resolve_device, resolve_engine
 from .dispatch import run_many
 from .ledger import N_DECILES, read_ledger

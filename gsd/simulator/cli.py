@@ -17,9 +17,9 @@ import json
 import shlex
 import sys
 
-from .._errors import InputError
-from ..cli_support import CliError, bounded_int, emit, imports_done
-from ..methods import ADVANTAGE_METHODS
+from ..cli.support import CliError, bounded_int, emit, imports_done
+from ..core.methods import ADVANTAGE_METHODS
+from ..errors import InputError
 from .config import SimConfig, parse_assignment, resolve_device
 
 
@@ -154,7 +154,7 @@ def _simulate(args) -> int:
 
 
 def _arm_table(summaries: dict) -> dict:
-    """One row per arm, as {column: list} (printed by :func:`gsd.cli_support.emit` without pandas)."""
+    """One row per arm, as {column: list} (printed by :func:`gsd.cli.support.emit` without pandas)."""
     rows = [
         {
             "arm": name,

@@ -19,8 +19,8 @@ import math
 import typing
 from dataclasses import dataclass, field
 
-from .._errors import InputError
-from ..methods import UPDATE_METHODS
+from ..core.methods import UPDATE_METHODS
+from ..errors import InputError
 from ..resources import config_file
 
 try:
@@ -30,7 +30,7 @@ except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package
 
 __all__ = ["SimConfig", "parse_assignment", "resolve_device", "resolve_engine", "numpy_blockers", "config_diff"]
 
-METHODS = UPDATE_METHODS  # every method of gsd.methods
+METHODS = UPDATE_METHODS  # every method of gsd.core.methods
 POLICIES = ("tabular", "mlp")
 DIFFICULTIES = ("bigmath", "beta", "file")
 OPTIMIZERS = ("sgd", "adam")
@@ -322,7 +322,7 @@ class SimConfig:
 def read_config_file(path) -> dict:
     """The keys of a TOML or JSON file, given by path or as the name of a shipped config
     (:func:`gsd.resources.config_file`)."""
-    from .._userinput import reading
+    from ..io.userinput import reading
 
     path = config_file(path, what="config file")
     where = f"config file {str(path)!r}"
@@ -343,7 +343,7 @@ def read_config_file(path) -> dict:
 
 def _config_real(text: str, where: str) -> float:
     """A real number of a config file as written: 1e400 is refused as typed, not read as inf."""
-    from .._userinput import parse_real
+    from ..io.userinput import parse_real
 
     return parse_real(text, f"{where}: a number")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._extras import require_torch
+from ..extras import require_torch
 from .config import SimConfig, numpy_blockers, resolve_engine
 
 __all__ = ["run_simulation", "run_many"]

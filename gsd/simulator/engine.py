@@ -26,7 +26,7 @@ A run is a folder: ``config.json`` (the resolved config), ``ledger.parquet``, ``
 (policy, optimizer, every random state, the ledger so far, the step), with ``rollout_log`` set
 a ``rollouts/`` folder in verl's or TRL's log format (:mod:`.rollout_log`) and, once finished,
 ``summary.json`` — the mark a sweep engine looks for (:func:`is_complete`).  Every file is
-replaced atomically, and one process at a time writes the folder (:func:`gsd.lock.hold_folder`).
+replaced atomically, and one process at a time writes the folder (:func:`gsd.io.lock.hold_folder`).
 ``resume=True`` clears what a killed process left half-written, verifies the checkpoint whole (a
 damaged or foreign one is named; :func:`read_checkpoint`), rewrites the ledger from it, and reads
 the ledger back before ``summary.json`` — the run-folder layer of :mod:`.runfolder`; on
@@ -46,13 +46,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .._extras import require_torch
+from ..extras import require_torch
 
 torch = require_torch("the torch engine (gsd.simulator.engine)")
 
-from .._errors import InputError
-from ..methods import method_spec
-from ..weighting import decile_index
+from ..core.methods import method_spec
+from ..core.weighting import decile_index
+from ..errors import InputError
 from .budget import BudgetPlanner
 from .config import SimConfig, resolve_device
 from .ledger import COLUMNS, N_QUARTILES, Ledger, closed_form_columns, per_decile
@@ -498,7 +498,7 @@ def write_checkpoint(
     if planner is not None:
         state["planner"] = planner
     # Serialised in memory, then written as bytes: torch's own file writer reports a full disk
-    # as a RuntimeError without its errno; a plain write names it (one line, see gsd.atomic).
+    # as a RuntimeError without its errno; a plain write names it (one line, see gsd.io.atomic).
     buf = io.BytesIO()
     torch.save(state, buf)
     save_checkpoint(out, ENGINE, buf.getbuffer(), done_rows)

@@ -5,10 +5,10 @@ spent, the logit-gradient mass per decile of initial p) beside what the closed f
 of the math core *predict* for the same prompts at the policy the step sampled from
 (:ref:`theory-silent`, :ref:`theory-update`).  :data:`COLUMNS` names and explains every column.
 
-The closed forms come from :mod:`gsd.silent` and :mod:`gsd.update`, unchanged; the only thing
+The closed forms come from :mod:`gsd.core.silent` and :mod:`gsd.core.update`, unchanged; the only thing
 added here is the effect of a noisy verifier, derived below.
 
-The run's files are written with :mod:`gsd.atomic` (a temporary file in the same folder, then
+The run's files are written with :mod:`gsd.io.atomic` (a temporary file in the same folder, then
 ``os.replace``), so a run killed at any instant leaves either the old file or the new one, never
 half of one.
 """
@@ -21,15 +21,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .._arrays import is_tensor, namespace
-from .._binomial import symmetric_expectation
-from .._chebyshev import chebyshev_expectation, chebyshev_table
-from .._errors import InputError
-from ..atomic import atomic_path
-from ..methods import method_spec
-from ..silent import minor_rate, nonsilent_from_minor, silent_from_minor, truncated_draws
-from ..update import method_update, noisy_update
-from ..weighting import large_group_factor
+from ..core.arrays import is_tensor, namespace
+from ..core.binomial import symmetric_expectation
+from ..core.chebyshev import chebyshev_expectation, chebyshev_table
+from ..core.methods import method_spec
+from ..core.silent import minor_rate, nonsilent_from_minor, silent_from_minor, truncated_draws
+from ..core.update import method_update, noisy_update
+from ..core.weighting import large_group_factor
+from ..errors import InputError
+from ..io.atomic import atomic_path
 
 __all__ = [
     "COLUMNS",
@@ -125,7 +125,7 @@ WALL_COLUMNS = ("wall_s",)
 # --------------------------------------------------------------------------- closed forms
 # Each takes the batch's p as a numpy array (host) or a torch tensor (the engine: float64 on the
 # run's device, so a GPU step never waits for the host) and evaluates the core's own formulas
-# (gsd.silent, gsd.update, gsd.weighting) in that library: numpy floats and arrays back, or
+# (gsd.core.silent, gsd.core.update, gsd.core.weighting) in that library: numpy floats and arrays back, or
 # 0-d and 1-d tensors.  ``keep``: a mask of the prompts that count (a budget plan's G = 0
 # skips a prompt); their sums and means leave the others out.  A 2-d p holds one run per row
 # (the numpy engine's programs, :mod:`.tabular`): sums and means are then per row, each reduced
@@ -138,7 +138,7 @@ def reward_rate(p, noise: float):
 
 def _host_expectation(q, G, f, minor=None):
     """E[f(k)] over k ~ Binom(G, q) on the host: at one G with a Chebyshev table
-    (:mod:`gsd._chebyshev`: ~4·sqrt(G) multiply-adds per prompt, within the table's stated bound
+    (:mod:`gsd.core.chebyshev`: ~4·sqrt(G) multiply-adds per prompt, within the table's stated bound
     of the exact sum, 7.1e-14 at G = 64), else the core's exact sum.  ``minor``: min(q, 1 − q)
     when the caller has it."""
     if np.ndim(G) == 0:
@@ -167,7 +167,7 @@ def _g_max(G) -> int:
 def predicted_update(p, cfg, G=None, *, g_max: int | None = None, minor=None):
     """Expected logit update of each prompt, m_method(p, G) (:ref:`theory-update`), at the
     run's ddof/eps, DAPO's ``max_draws`` and verifier noise: the formulas of
-    :func:`gsd.update.expected_update` (on numpy at one G: its Chebyshev table, see
+    :func:`gsd.core.update.expected_update` (on numpy at one G: its Chebyshev table, see
     :func:`_host_expectation`).
 
     ``G``: each prompt's group size (default: the config's ``group_size``), ≥ 1 (≥ 2 for DAPO
@@ -264,7 +264,7 @@ def predicted_silent(p, cfg, G=None, keep=None, *, minor=None) -> dict:
     ``minor``: min(q, 1 − q) of the reward rate q (:func:`reward_rate`), when the caller has it."""
     G = cfg.group_size if G is None else G
     q = reward_rate(p, cfg.verifier_noise)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # as gsd.silent.dapo_generation_cost
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # as gsd.core.silent.dapo_generation_cost
         a = minor_rate(q, out=work_array("minor", q)) if minor is None else minor
         s = silent_from_minor(a, G, out=work_array("silent", q))
         if method_spec(cfg.method).redraws_silent:
@@ -285,7 +285,7 @@ def large_group_update(p, G, decile, n_bins: int = N_DECILES, keep=None):
     per-decile grad_limit)`` for the ledger's columns of the same names.
 
     grad_law sums sqrt(p(1−p))·fidelity_law(p, G) (:ref:`theory-law`; the core's
-    :func:`gsd.weighting.large_group_weight` and :func:`gsd.update.fidelity_law`, multiplied out as
+    :func:`gsd.core.weighting.large_group_weight` and :func:`gsd.core.update.fidelity_law`, multiplied out as
     sqrt(p(1−p)) − 1/(8·G·sqrt(p(1−p))), equal but for rounding); a prompt at
     p ∈ {0, 1} (reachable only by rounding a saturated logit) contributes the law's limit
     there, −∞.  ``G``: the group size, or one per prompt.

@@ -1,7 +1,7 @@
 """Advantages and the policy loss of one step, on the cell counts of :class:`~.sampling.Groups`.
 
 * :class:`AdvantageTable`: binary rewards make a group's advantages a function of (G, k, r_i)
-  only, so the math core's :func:`gsd.groups.advantages` is evaluated once on every possible
+  only, so the math core's :func:`gsd.core.groups.advantages` is evaluated once on every possible
   group of every group size the run may use, and a step gathers from that table — the same
   numbers, without per-step reductions over groups.
 * :func:`policy_loss`: L = −Σ_prompts (1/G_j) Σ_answers C_i + β·Σ_prompts (1/G_j) Σ_answers k3_i,
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._extras import require_torch
+from ..extras import require_torch
 
 torch = require_torch("the torch engine (gsd.simulator.loss)")
 import torch.nn.functional as F
 
-from ..groups import advantages
+from ..core.groups import advantages
 from ..losses.kl import k3_of_log_ratio
 from ..losses.surrogate import clipped_surrogate_unchecked
 

@@ -14,7 +14,7 @@ to torch.optim.SGD / torch.optim.Adam on CPU (the tests step both side by side).
 
 from __future__ import annotations
 
-from .._extras import require_torch
+from ..extras import require_torch
 
 torch = require_torch("the torch engine (gsd.simulator.optim)")
 

@@ -65,7 +65,7 @@ def forecast(cfg, src, G_prev: np.ndarray, step: int):
     from scipy.special import expit, logit
 
     from ..allocation import allocation_value
-    from ..posterior import BetaPosterior
+    from ..core.posterior import BetaPosterior
 
     ahead = (cfg.replan_every - 1) / 2.0
     if isinstance(src, BetaPosterior):
@@ -96,7 +96,7 @@ def plan_sizes(
     uniform plan).
     """
     from ..allocation import HORIZON_VALUES, allocate_group_sizes, allocation_value
-    from ..posterior import BetaPosterior, fit_beta_prior
+    from ..core.posterior import BetaPosterior, fit_beta_prior
 
     B = (p if p is not None else k).shape[0]
     budget = cfg.budget or B * cfg.group_size

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from .._extras import require_torch
+from ..extras import require_torch
 
 torch = require_torch("the torch policies, MLP included (gsd.simulator.policy)")
 nn = torch.nn

@@ -2,8 +2,8 @@
 
 Three sources, all giving a float64 numpy array of ``n_prompts`` values in [p_min, p_max]:
 
-* ``bigmath``: the shipped Big-Math solve rates p̂ = k/64 (:func:`gsd.data.load_bigmath`);
-* ``file``: a user's per-problem solve rates (:func:`gsd.data.load_solve_rates`);
+* ``bigmath``: the shipped Big-Math solve rates p̂ = k/64 (:func:`gsd.io.data.load_bigmath`);
+* ``file``: a user's per-problem solve rates (:func:`gsd.io.data.load_solve_rates`);
 * ``beta``: a mixture of Beta(a, b) components with the given weights.
 
 The paper's campaign keeps the interior rates (0 < p̂ < 1), draws 6,000 of them without
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._arrays import is_tensor
-from .._errors import InputError
-from ..data import load_bigmath, load_solve_rates
+from ..core.arrays import is_tensor
+from ..errors import InputError
+from ..io.data import load_bigmath, load_solve_rates
 from .ledger import N_QUARTILES, work_array
 
 __all__ = ["initial_solve_rates", "sub_seed", "initial_quartiles", "population_state"]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import InputError
+from ..errors import InputError
 from ..integrations import TRUTH_COLUMN
 from ..integrations import trl as _trl
 from ..integrations import verl as _verl

@@ -10,7 +10,7 @@ never loads it.
 Every engine, alone or as a program of runs, goes through the same three calls, so a rule about
 folders is written once:
 
-1. :func:`open_runs` — hold each folder's lock (:func:`gsd.lock.hold_folder`), check that the
+1. :func:`open_runs` — hold each folder's lock (:func:`gsd.io.lock.hold_folder`), check that the
    folder is new or holds this very config (:func:`open_run_folder`), read a finished run's
    summary back, and read and verify an unfinished one's checkpoint *whole*, before any step:
    it must name this run (:func:`run_identity`: config fingerprint, seed, engine, prompts, steps,
@@ -33,10 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import InputError
-from ..atomic import TEMP_GLOB, make_folder, read_json, remove_temps, write_atomic, write_json
-from ..lock import hold_folder
-from ..methods import method_spec
+from ..core.methods import method_spec
+from ..errors import InputError
+from ..io.atomic import TEMP_GLOB, make_folder, read_json, remove_temps, write_atomic, write_json
+from ..io.lock import hold_folder
 from .config import SimConfig, config_diff, repeat_settings
 from .ledger import COLUMNS, LEDGER_FILE, read_ledger, summarise, write_ledger
 
@@ -298,7 +298,7 @@ def drive(prog, members: list, *, progress: bool, on_step=None, desc: str | None
     last step: a checkpoint every ``checkpoint_every`` steps and at the last.  ``step`` may return
     a dict the progress bar shows.  ``on_step(step)``: after each step and its checkpoint.  Ctrl-C
     is raised again as :class:`RunInterrupted` (where the runs stopped, where they resume)."""
-    from ..progress import progress_bar
+    from ..io.progress import progress_bar
 
     base, steps = members[0].cfg, members[0].cfg.steps
     name = base.name if len(members) == 1 else f"{len(members)} runs"

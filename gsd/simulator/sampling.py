@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._extras import require_torch
+from ..extras import require_torch
 
 torch = require_torch("the torch engine (gsd.simulator.sampling)")
 

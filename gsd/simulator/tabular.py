@@ -8,7 +8,7 @@ on-policy epoch is L = −Σ_j (1/G_j) Σ_answers A_i·log π(y_i | z_j).  With 
 
 where n_yr counts the kept group's answers that are y (right/wrong) and were marked r by the
 verifier, and A₊, A₋ are the advantages of a reward marked right / wrong (the core's
-:func:`gsd.groups.advantages`, tabulated per (G, k) as :class:`~.loss.AdvantageTable` does).  With
+:func:`gsd.core.groups.advantages`, tabulated per (G, k) as :class:`~.loss.AdvantageTable` does).  With
 an exact verifier g_j = (1/G)·[k·A₊·(1 − p) − (G − k)·A₋·p], which for GRPO (ddof 0, eps 0) is σ,
 the identity of :ref:`theory-identity`.  The tests check g against torch's autograd of
 :func:`~.loss.policy_loss` on the same groups (1e-12), and the optimizers against :mod:`.optim`.
@@ -56,10 +56,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import InputError
-from ..groups import advantages
-from ..methods import method_spec
-from ..weighting import decile_index
+from ..core.groups import advantages
+from ..core.methods import method_spec
+from ..core.weighting import decile_index
+from ..errors import InputError
 from .config import FREE_KEYS, SimConfig
 from .ledger import COLUMNS, N_DECILES, N_QUARTILES, Ledger, closed_form_columns
 from .planning import CountPlanner, planned_sizes
@@ -333,7 +333,7 @@ class Program:
         A step's arrays are hundreds of KB to MB each; made afresh every step, glibc hands them
         back to the system when they are freed (mmap, heap trimming) and the next step pays a
         page fault per 4 KB — a quarter of a 10^5 × 64 step (measured).  Kept here, a library caller needs
-        no allocator settings (:mod:`gsd.heap`).
+        no allocator settings (:mod:`gsd.io.heap`).
         """
         shape = (self.R, self.B) if shape is None else shape
         buf = self._work.get(name)
@@ -622,7 +622,7 @@ def _beside(fn, *args):
     arrays, so the same bits.  The thread is started on first use and kept for the process
     (idle, it waits on a queue and takes no CPU; it ends with the interpreter, and a forked
     child starts its own); its numpy work rows are its own (:mod:`.ledger` and
-    :mod:`gsd._chebyshev` keep them per thread)."""
+    :mod:`gsd.core.chebyshev` keep them per thread)."""
     global _helper
     if _cpus() < 2:
         return None

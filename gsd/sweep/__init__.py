@@ -13,7 +13,7 @@ training from a sweep over group sizes and difficulty mixes.
     res.table.head()
 """
 
-from .._lazy import lazy_exports
+from ..lazy import lazy_exports
 
 # Imported on first use, so that `gsd sweep --help` (and `gsd --help`) load no pandas.
 __getattr__, __dir__, __all__ = lazy_exports(

@@ -33,8 +33,8 @@ from concurrent import futures
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from .._validate import InputError
-from ..lock import LockBusy, RunLock, lock_path  # noqa: F401  (LockBusy, lock_path: exported here)
+from ..io.lock import LockBusy, RunLock, lock_path  # noqa: F401  (LockBusy, lock_path: exported here)
+from ..validation import InputError
 
 __all__ = [
     "BACKENDS",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .._validate import InputError
-from ..cli_support import bounded_float, bounded_int
+from ..cli.support import bounded_float, bounded_int
+from ..validation import InputError
 from .backends import BACKENDS
 
 

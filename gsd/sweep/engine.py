@@ -16,7 +16,7 @@ ones resume from their checkpoint.  Runs the simulator can run as one program (i
 own folder and lock, and ``events.jsonl`` says how many runs its program held.  The per-run lock makes it safe to run two sweeps over the
 same folder at once (each run is written by one process; the other waits, then finds it
 complete).  ``results.parquet``, ``sweep.json`` and ``grid.toml`` are replaced atomically
-(:mod:`gsd.atomic`).
+(:mod:`gsd.io.atomic`).
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .._validate import InputError
-from ..atomic import entry_path, make_folder, write_atomic, write_json, write_table
-from ..lock import clear_unheld, lock_path
+from ..io.atomic import entry_path, make_folder, write_atomic, write_json, write_table
+from ..io.lock import clear_unheld, lock_path
+from ..validation import InputError
 from .backends import TaskFailed, make_backend, read_summary
 from .grid import Grid, RunSpec, expand, load_grid
 

@@ -46,8 +46,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .._validate import InputError
 from ..resources import config_file
+from ..validation import InputError
 
 try:  # Python >= 3.11
     import tomllib
@@ -108,7 +108,7 @@ class RunSpec:
 def load_grid(path) -> Grid:
     """Read and check a grid TOML file, given by path or as the name of a shipped grid
     (:func:`gsd.resources.config_file`, e.g. ``"law_in_training"``)."""
-    from .._userinput import reading
+    from ..io.userinput import reading
 
     path = config_file(path, what="grid file")
     try:

@@ -48,11 +48,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .._validate import InputError
-from ..atomic import entry_path
+from ..core.update import fidelity, fidelity_law
+from ..io.atomic import entry_path
 from ..plotstyle import checkout_root, fast_mode, figures_dir, new_figure, save_figure, styled
 from ..resources import config_file
-from ..update import fidelity, fidelity_law
+from ..validation import InputError
 from .engine import load_results, run_sweep
 from .grid import Grid, load_grid
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gsd.atomic import read_json
+from gsd.io.atomic import read_json
 from gsd.reproduce import allocation_comparison as ac
 from gsd.reproduce.report_markdown import allocation_markdown
 from gsd.simulator.ledger import read_ledger

@@ -1,4 +1,4 @@
-"""`gsd plan --budget` and gsd.tables: rows kept in place, columns kept, errors exit 2."""
+"""`gsd plan --budget` and gsd.io.input_tables: rows kept in place, columns kept, errors exit 2."""
 
 import json
 import re
@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 import gsd
-from gsd import tables
 from gsd.cli import main
+from gsd.io import input_tables as tables
 
 
 def _run(capsys, *argv):
@@ -199,7 +199,7 @@ def test_numeric_column_statuses():
 
 
 def test_advice_states_the_comparison_verdict(capsys, counts_csv):
-    from gsd.cli_allocation import EVIDENCE
+    from gsd.allocation.cli import EVIDENCE
 
     code, out, err = _run(
         capsys, "plan", "--input", str(counts_csv), "--k-column", "k", "--n-column", "n", "--budget", "40", "--advice"

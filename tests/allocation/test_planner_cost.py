@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gsd
-from gsd._binomial import symmetric_expectation
 from gsd.allocation.solver import _MAX_DP, BudgetProblem
-from gsd.update import _grpo_term
+from gsd.core.binomial import symmetric_expectation
+from gsd.core.update import _grpo_term
 
 
 def _mp_expectation(p, G, ddof, eps):

@@ -1,4 +1,4 @@
-"""gsd.atomic and gsd.plotstyle: atomic writes, strict JSON, one figure style and folder."""
+"""gsd.io.atomic and gsd.plotstyle: atomic writes, strict JSON, one figure style and folder."""
 
 import json
 import math
@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gsd import atomic, plotstyle
+from gsd import plotstyle
+from gsd.io import atomic
 
 
 def _leftovers(folder):

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gsd._binomial import symmetric_expectation
-from gsd._chebyshev import MAX_BOUND, chebyshev_expectation, chebyshev_table, monomial_coefficients
-from gsd.update import _grpo_term
+from gsd.core.binomial import symmetric_expectation
+from gsd.core.chebyshev import MAX_BOUND, chebyshev_expectation, chebyshev_table, monomial_coefficients
+from gsd.core.update import _grpo_term
 
 CONVENTIONS = [(0, 0.0), (1, 0.0), (0, 1e-4), (1, 0.1)]
 
@@ -68,16 +68,16 @@ def test_arrays_match_the_exact_sum(G, conv, seed):
     got = chebyshev_expectation(p, table)
     want = symmetric_expectation(p, np.full(p.shape, G), f)
     assert got.shape == p.shape
-    # the exact sum's own error (≤ ~2G ulp, gsd._binomial) comes on top of the table's
+    # the exact sum's own error (≤ ~2G ulp, gsd.core.binomial) comes on top of the table's
     np.testing.assert_allclose(got, want, rtol=table.bound + 2 * (G + 1) * 2.0**-52, atol=2.0**-1074)
     assert got[p == 0].tolist() == [0.0] and got[p == 1].tolist() == [0.0]
 
 
 def test_bound_violated_means_no_table():
     """Where the bound would exceed MAX_BOUND (large G) there is no table, and the ledger sums exactly."""
+    from gsd.core.update import expected_update
     from gsd.simulator.config import SimConfig
     from gsd.simulator.ledger import predicted_update
-    from gsd.update import expected_update
 
     f = _grpo_term(0, 0.0)
     assert chebyshev_table(131, f) is None and chebyshev_table(400, f) is None
@@ -93,9 +93,9 @@ def test_not_a_symmetric_term_gets_no_table():
 
 def test_ledger_update_uses_the_table_within_its_bound():
     """predicted_update at G = 64 (a table) against expected_update (the exact sum), every method."""
+    from gsd.core.update import expected_update
     from gsd.simulator.config import SimConfig
     from gsd.simulator.ledger import predicted_update
-    from gsd.update import expected_update
 
     p = np.random.default_rng(0).random(2000)
     bound = chebyshev_table(64, _grpo_term(0, 0.0)).bound
@@ -112,7 +112,7 @@ def test_ledger_update_uses_the_table_within_its_bound():
 def test_batches_past_the_kept_rows_give_the_same_bits():
     """Past KEEP_ROW_ENTRIES the work rows are fresh, not kept: each entry's value is the same
     elementwise recurrence, so the same bits as in a small batch."""
-    from gsd._chebyshev import KEEP_ROW_ENTRIES
+    from gsd.core.chebyshev import KEEP_ROW_ENTRIES
 
     table = chebyshev_table(64, _grpo_term(0, 0.0))
     p = np.random.default_rng(1).random(KEEP_ROW_ENTRIES + 5)
@@ -162,7 +162,7 @@ def test_clenshaw_path_within_its_bound(G, conv):
 
 def test_given_minor_same_bits():
     """The ledger hands in min(p, 1 − p) it already has: the same bits as computing it here."""
-    from gsd.silent import _minor
+    from gsd.core.silent import _minor
     from gsd.simulator.config import SimConfig
     from gsd.simulator.ledger import closed_form_columns, predicted_update
 

@@ -90,17 +90,17 @@ def test_conventions_and_tour_print_the_same_trainer_ratio(gsd_cli):
 def test_the_gsd_command_keeps_freed_memory(monkeypatch, capsys):
     """The console command (its process is gsd's) raises glibc's thresholds; library calls do not."""
     import gsd.cli
-    import gsd.heap
+    import gsd.io.heap
 
     calls = []
-    monkeypatch.setattr(gsd.heap, "keep_freed_memory", lambda: calls.append(1) or True)
+    monkeypatch.setattr(gsd.io.heap, "keep_freed_memory", lambda: calls.append(1) or True)
     monkeypatch.setattr(sys, "argv", ["gsd", "conventions"])
     assert gsd.cli.run() == 0
     assert calls == [1]
     assert gsd.cli.main(["conventions"]) == 0 and calls == [1]
     capsys.readouterr()
     if sys.platform.startswith("linux") and os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"):
-        code = "from gsd.heap import keep_freed_memory; assert keep_freed_memory() is True"
+        code = "from gsd.io.heap import keep_freed_memory; assert keep_freed_memory() is True"
     else:
-        code = "from gsd.heap import keep_freed_memory; assert keep_freed_memory() is False"
+        code = "from gsd.io.heap import keep_freed_memory; assert keep_freed_memory() is False"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60).returncode == 0

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import gsd
-from gsd.data import load_solve_rates
+from gsd.io.data import load_solve_rates
 
 
 def test_histogram_totals():

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scipy.special import betaln
 
 from gsd import InputError
-from gsd.difficulty_fit import FIT_STATUS, beta_from_moments, silent_interval
+from gsd.core.difficulty_fit import FIT_STATUS, beta_from_moments, silent_interval
 
 
 def _silent_betaln(a, b, G):
@@ -136,7 +136,7 @@ def test_scalar_modules_import_light():
     import sys
 
     code = (
-        "import sys, gsd.difficulty_fit, gsd.diagnose.scalars, gsd.diagnose.scalar_diagnosis, "
+        "import sys, gsd.core.difficulty_fit, gsd.diagnose.scalars, gsd.diagnose.scalar_diagnosis, "
         "gsd.diagnose.scalars_cli, gsd.integrations.trl_alerts; "
         "heavy = ('torch', 'scipy', 'pandas', 'tensorboard', 'wandb', 'transformers', 'google.protobuf'); "
         "print(sorted(m for m in heavy if m in sys.modules))"

@@ -16,7 +16,7 @@ def _brute_force_smallest(p, eps, g_max=4000):
 
 
 def test_fidelity_is_nondecreasing_in_G_on_a_grid():
-    # The bisection relies on it (Jensen argument in gsd.update.fidelity); check by scanning.
+    # The bisection relies on it (Jensen argument in gsd.core.update.fidelity); check by scanning.
     p = np.concatenate([np.linspace(0.001, 0.999, 41), [1e-6, 1e-3, 0.5]])[:, None]
     G = np.arange(1, 1201)
     phi = gsd.fidelity(p, G)

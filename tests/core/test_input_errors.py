@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 import gsd
-from gsd import atomic
 from gsd.cli import CliError, main
+from gsd.io import atomic
 
 
 def test_input_error_is_a_value_error_exported_at_top_level():
@@ -65,7 +65,7 @@ def test_cli_lets_a_bug_show_its_traceback(monkeypatch, exc):
     def broken(*args, **kwargs):
         raise exc
 
-    monkeypatch.setattr(gsd.silent, "silent_rate", broken)
+    monkeypatch.setattr(gsd.core.silent, "silent_rate", broken)
     with pytest.raises(type(exc)):
         main(["silent", "--p", "0.5", "--G", "8"])
 
@@ -73,7 +73,7 @@ def test_cli_lets_a_bug_show_its_traceback(monkeypatch, exc):
 def test_a_bug_exits_1_with_traceback_in_a_subprocess(tmp_path):
     # A plain ValueError from inside a handler is a bug: Python's traceback, exit status 1.
     code = (
-        "import sys, gsd.silent as s; from gsd.cli import main\n"
+        "import sys, gsd.core.silent as s; from gsd.cli import main\n"
         "def bad(*a, **k): raise ValueError('not an input error')\n"
         "s.silent_rate = bad\nsys.exit(main(['silent', '--p', '0.5', '--G', '8']))\n"
     )

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gsd
-from gsd._validate import MAX_EXACT_GROUP_SIZE, MAX_GROUP_SIZE
+from gsd.validation import MAX_EXACT_GROUP_SIZE, MAX_GROUP_SIZE
 
 # (call with G, G limit): every public function that takes a group size.
 WITH_G = [

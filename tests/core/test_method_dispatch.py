@@ -1,5 +1,5 @@
-"""gsd.update dispatches each method's expected update from gsd.update.CLOSED_FORMS, keyed by the
-methods of gsd.methods.METHOD_SPECS: a method without a closed form fails by name, and every
+"""gsd.core.update dispatches each method's expected update from gsd.core.update.CLOSED_FORMS, keyed by the
+methods of gsd.core.methods.METHOD_SPECS: a method without a closed form fails by name, and every
 existing method gives the bits the branch-on-name code gave."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 import gsd
-from gsd import methods, update
-from gsd._arrays import namespace
-from gsd._binomial import symmetric_expectation
-from gsd.methods import METHOD_SPECS, Method
+from gsd.core import methods, update
+from gsd.core.arrays import namespace
+from gsd.core.binomial import symmetric_expectation
+from gsd.core.methods import METHOD_SPECS, Method
 
 
 def _frozen_method_update(p, G, method, ddof, eps, max_draws, expectation):
-    """The code before the dispatch table (gsd/update.py at 0e5cc36, numpy inputs), kept verbatim
+    """The code before the dispatch table (gsd/core/update.py at 0e5cc36, numpy inputs), kept verbatim
     but for the kernel names: branches on the method's name, DAPO's formula the fall-through."""
     Gf = G
     if method == "dr_grpo":

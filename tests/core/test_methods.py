@@ -1,4 +1,4 @@
-"""One definition of the methods (gsd.methods) and the noisy-verifier expected update."""
+"""One definition of the methods (gsd.core.methods) and the noisy-verifier expected update."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gsd
-from gsd.methods import ADVANTAGE_METHODS, METHOD_SPECS, UPDATE_METHODS, method_spec
+from gsd.core.methods import ADVANTAGE_METHODS, METHOD_SPECS, UPDATE_METHODS, method_spec
 from gsd.simulator.config import METHODS as SIM_METHODS
 
 

@@ -44,7 +44,7 @@ def test_unwritable_output_file_names_the_option(tmp_path, capsys, argv, option)
 
 
 def test_writable_new_folder_is_not_created_by_the_check(tmp_path):
-    from gsd.atomic import check_writable
+    from gsd.io.atomic import check_writable
 
     target = tmp_path / "a" / "b" / "fig.png"
     assert check_writable(target, "--figure") == target

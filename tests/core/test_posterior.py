@@ -153,7 +153,7 @@ def test_fit_of_skewed_runs_is_never_degenerate():
 @settings(max_examples=25, deadline=None)
 @given(st.floats(-8, 8), st.floats(-5, 12), st.integers(0, 2**31 - 1))
 def test_the_fits_hessian_is_the_derivative_of_its_gradient(u, v, seed):
-    from gsd.posterior import _neg_loglik
+    from gsd.core.posterior import _neg_loglik
 
     rng = np.random.default_rng(seed)
     n = rng.integers(1, 40, size=50).astype(float)

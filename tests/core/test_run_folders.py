@@ -12,14 +12,14 @@ import time
 import pytest
 
 import gsd
-from gsd.atomic import read_json, remove_temps, replace_set, write_json
-from gsd.lock import LockBusy, RunLock, hold_folder, lock_path
+from gsd.io.atomic import read_json, remove_temps, replace_set, write_json
+from gsd.io.lock import LockBusy, RunLock, hold_folder, lock_path
 
 
 def test_a_second_process_on_a_held_folder_gets_one_line_naming_the_owner(tmp_path):
     out = tmp_path / "run"
     code = (
-        "import sys; from gsd.lock import hold_folder\n"
+        "import sys; from gsd.io.lock import hold_folder\n"
         "try:\n    hold_folder(sys.argv[1]).__enter__()\nexcept ValueError as e:\n    print(e); sys.exit(2)\n"
     )
     with hold_folder(out):
@@ -114,7 +114,7 @@ def test_a_damaged_json_file_is_named(tmp_path, content):
 
 def test_the_lock_of_a_killed_holder_does_not_block_the_folder(tmp_path):  # the kernel drops it
     out = tmp_path / "run"
-    code = "import sys, time; from gsd.lock import hold_folder\nhold_folder(sys.argv[1]).__enter__()\nprint('held', flush=True)\ntime.sleep(60)\n"
+    code = "import sys, time; from gsd.io.lock import hold_folder\nhold_folder(sys.argv[1]).__enter__()\nprint('held', flush=True)\ntime.sleep(60)\n"
     proc = subprocess.Popen([sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "held"
@@ -167,7 +167,7 @@ def test_a_staging_name_that_is_a_link_is_removed_not_followed(tmp_path):
 
 @pytest.mark.parametrize("name", ["../../escape", "..", ".", "", "a/b", "x\x00y", "a\\b"])
 def test_entry_path_refuses_a_name_that_leaves_its_folder(tmp_path, name):
-    from gsd.atomic import entry_path
+    from gsd.io.atomic import entry_path
 
     with pytest.raises(gsd.InputError, match="campaign arm"):
         entry_path(tmp_path, name, what="campaign arm")

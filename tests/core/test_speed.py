@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from scipy import integrate, stats
 
 import gsd
-from gsd.speed import StepCost, fit_step_cost, group_size_advice, step_times_from_log
+from gsd.core.advice import StepCost, fit_step_cost, group_size_advice, step_times_from_log
 
 
 def _direct(p, G, n, *, method="grpo", optimizer="sgd", ddof=0, eps=0.0, nu=math.inf):

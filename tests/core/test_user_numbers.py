@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from gsd import InputError
-from gsd._userinput import parse_real
 from gsd.cli import main
+from gsd.io.userinput import parse_real
 
 
 @pytest.mark.parametrize("text", ["1e400", "-1E+400", " 1e309"])

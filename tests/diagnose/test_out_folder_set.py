@@ -48,7 +48,7 @@ def test_a_second_process_on_the_out_folder_is_refused(capsys, tmp_path):
     log = tmp_path / "log"
     write_verl(log, rollouts(seed=1, steps=2, prompts=40)[0])
     dx = tmp_path / "dx"
-    code = "import sys, time; from gsd.lock import hold_folder\nhold_folder(sys.argv[1]).__enter__()\nprint('held', flush=True)\ntime.sleep(60)\n"
+    code = "import sys, time; from gsd.io.lock import hold_folder\nhold_folder(sys.argv[1]).__enter__()\nprint('held', flush=True)\ntime.sleep(60)\n"
     proc = subprocess.Popen([sys.executable, "-c", code, str(dx)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "held"

@@ -328,7 +328,7 @@ def _moving_log(folder, drift, *, prompts=100, steps=12, G=8, seed=0):
 
 @pytest.mark.parametrize("drift", [0.0, 0.6])
 def test_auto_half_life_forgets_when_the_policy_learns(tmp_path, drift):
-    from gsd.posterior import BetaPosterior
+    from gsd.core.posterior import BetaPosterior
 
     truth = _moving_log(tmp_path, drift)
     coverage = {}

@@ -20,13 +20,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gsd.arrow_arrays import from_numpy, text_array, to_numpy, valid
 from gsd.diagnose.assemble import _in_pairs
 from gsd.diagnose.load import read_csv
 from gsd.diagnose.parse import _numeric
-from gsd.hashing import combine_hashes, hash_numbers, hash_text
 from gsd.integrations import areal, verl
-from gsd.integrations._columns import text_to_numbers
+from gsd.integrations.columns import text_to_numbers
+from gsd.io.arrow_arrays import from_numpy, text_array, to_numpy, valid
+from gsd.io.hashing import combine_hashes, hash_numbers, hash_text
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)  # any text UTF-8 can hold

@@ -1,5 +1,5 @@
 """gsd.cli is the roof: it loads the sub-command modules by name and no module of gsd imports it;
-the helpers they share live in gsd.cli_support and stay importable from gsd.cli (the same objects)."""
+the helpers they share live in gsd.cli.support and stay importable from gsd.cli (the same objects)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ def test_no_module_imports_the_dispatcher():
 
 def test_the_helpers_keep_their_old_names():
     import gsd.cli
-    import gsd.cli_support
+    import gsd.cli.support
 
     for name in ("CliError", "bounded_int", "bounded_float", "parse_list", "emit", "imports_done"):
-        assert getattr(gsd.cli, name) is getattr(gsd.cli_support, name), name
+        assert getattr(gsd.cli, name) is getattr(gsd.cli.support, name), name
     for module in (
-        "gsd.cli_core",
+        "gsd.core.cli",
         "gsd.simulator.cli",
         "gsd.reproduce.cli",
         "gsd.sweep.cli",

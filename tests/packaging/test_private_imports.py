@@ -1,7 +1,5 @@
 """No module of gsd reaches into another module's private names (``from .x import _y`` or
-``x._y``): what another module uses has a public name.  A private *module* (``gsd/_validate.py``,
-``gsd/integrations/_columns.py``) is the package's own toolbox; importing from it is fine, and so
-is a module's own private names."""
+``x._y``): what another module uses has a public name; a module's own private names are its own."""
 
 from __future__ import annotations
 
@@ -75,16 +73,18 @@ def test_no_module_imports_another_modules_private_names():
 def test_the_check_catches_each_form():
     m = "gsd.integrations.trl"
     assert private_imports("from ..silent import _minor", m) == ["line 1: from gsd.silent import _minor"]
-    assert private_imports("from gsd.update import grpo_term, _noisy", m) == ["line 1: from gsd.update import _noisy"]
+    assert private_imports("from gsd.core.update import grpo_term, _noisy", m) == [
+        "line 1: from gsd.core.update import _noisy"
+    ]
     assert private_imports("from . import runfolder\nrunfolder._logit(0.5)", m) == ["line 2: runfolder._logit"]
-    assert private_imports("import gsd.update as u\nu._grpo_term(0, 0.0)", m) == ["line 2: u._grpo_term"]
+    assert private_imports("import gsd.core.update as u\nu._grpo_term(0, 0.0)", m) == ["line 2: u._grpo_term"]
     assert private_imports("from .. import silent\nsilent._minor(0.1)", "gsd.diagnose", True) == [
         "line 2: silent._minor"
     ]
     # Allowed: a private module's names, public names, a module's own private names, dunders.
     assert (
         private_imports(
-            "from .._validate import _show\nfrom ..silent import minor_rate as _minor\n"
+            "from .._validate import shown\nfrom ..silent import minor_rate as _minor\n"
             "from . import _columns\n_columns._x\n_minor(0.2)\nfrom ..update import __doc__",
             m,
         )

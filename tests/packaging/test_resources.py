@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gsd.data import data_dir
+from gsd.io.data import data_dir
 from gsd.resources import config_file, shipped_configs, shipped_file
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -64,7 +64,7 @@ def test_runs_in_trl_and_records_the_truth(tiny_run):
 
 
 def test_oracle_groups_are_the_top_value_prompts(tiny_run):
-    from gsd.update import fidelity
+    from gsd.core.update import fidelity
 
     _, results = tiny_run
     r = next(r for r in results if r["arm"] == "oracle")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gsd._extras import TRL_EXTRA, TRL_STACK
+from gsd.extras import TRL_EXTRA, TRL_STACK
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,7 +82,7 @@ def test_a_broken_package_keeps_its_own_error(monkeypatch):
     the extra missing: its error names what is missing."""
     import importlib
 
-    from gsd import _extras
+    from gsd import extras as _extras
 
     real = importlib.import_module
 

@@ -133,7 +133,7 @@ def test_per_problem_file_off_the_grid(tmp_path):
 
 
 def test_histogram_file_is_read_as_histogram():
-    d = bigmath.load_difficulty(gsd.data.data_dir() / "bigmath_solve_rate_histogram.csv")
+    d = bigmath.load_difficulty(gsd.io.data.data_dir() / "bigmath_solve_rate_histogram.csv")
     assert d.size == 215_608 and d.n == 64
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gsd.silent import dapo_generation_cost
+from gsd.core.silent import dapo_generation_cost
 from gsd.simulator import SimConfig, make_campaign_figure, read_ledger, run_paper_campaign
 from gsd.simulator.campaign import load_campaign
 from gsd.simulator.population import initial_solve_rates

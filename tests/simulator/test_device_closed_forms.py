@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from gsd.silent import dapo_generation_cost, silent_rate
+from gsd.core.silent import dapo_generation_cost, silent_rate
+from gsd.core.update import _grpo_term, expected_update, fidelity_law
+from gsd.core.weighting import large_group_weight
 from gsd.simulator import SimConfig
 from gsd.simulator.binomial import DEVICE_MAX_G, device_expectation
 from gsd.simulator.ledger import large_group_update, predicted_silent, predicted_update
-from gsd.update import _grpo_term, expected_update, fidelity_law
-from gsd.weighting import large_group_weight
 
 RTOL = 1e-12
 

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from gsd import expected_update, fidelity
+from gsd.core.weighting import decile_index
 from gsd.simulator import SimConfig, read_ledger, run_simulation
 from gsd.simulator.ledger import COLUMNS, N_DECILES
-from gsd.weighting import decile_index
 
 from .conftest import replay_first_step
 

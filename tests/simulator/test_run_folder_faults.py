@@ -135,7 +135,7 @@ def test_killed_while_writing_its_first_file(tmp_path, resume):
     assert (other / "notes.txt").read_text() == "mine"
 
 
-_HOLDER = "import sys, time; from gsd.lock import hold_folder\nhold_folder(sys.argv[1]).__enter__()\nprint('held', flush=True)\ntime.sleep(60)\n"
+_HOLDER = "import sys, time; from gsd.io.lock import hold_folder\nhold_folder(sys.argv[1]).__enter__()\nprint('held', flush=True)\ntime.sleep(60)\n"
 
 
 def test_a_second_process_on_a_running_folder_is_refused_and_touches_nothing(whole, tmp_path):

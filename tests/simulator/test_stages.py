@@ -84,7 +84,7 @@ def test_noisy_verifier_cells_are_consistent():
 
 
 def test_rloo_trains_and_tracks_its_closed_form(tmp_path):
-    """Every method of gsd.methods runs in the simulator: RLOO's update is p(1−p) exactly."""
+    """Every method of gsd.core.methods runs in the simulator: RLOO's update is p(1−p) exactly."""
     from gsd.simulator import SimConfig, run_simulation
 
     s = run_simulation(
@@ -126,7 +126,7 @@ def test_a_per_prompt_allocation_runs_through_the_engine(tmp_path, monkeypatch):
 
 
 def test_campaign_measures_any_advantage_method(tmp_path):
-    """decile_methods takes every method with its own advantages (gsd.methods), RLOO included."""
+    """decile_methods takes every method with its own advantages (gsd.core.methods), RLOO included."""
     from gsd.simulator import run_paper_campaign
 
     s = run_paper_campaign(

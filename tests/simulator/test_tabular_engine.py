@@ -280,8 +280,8 @@ def test_exact_verifier_sums_by_row_are_the_advantages_summed(tmp_path, monkeypa
     advantages, S₋ = Σ of the G − k wrong ones'), against the core's advantages of the canonical
     group summed directly, bit for bit in the run's dtype; with a plan, G = 0 (a skipped prompt)
     reads a row of zeros."""
-    from gsd.groups import advantages
-    from gsd.methods import method_spec
+    from gsd.core.groups import advantages
+    from gsd.core.methods import method_spec
     from gsd.simulator import tabular
     from gsd.simulator.planning import planned_sizes
 

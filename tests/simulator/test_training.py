@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gsd.core.update import expected_update
 from gsd.simulator import SimConfig, read_ledger, run_simulation
 from gsd.simulator.ledger import predicted_update
 from gsd.simulator.population import initial_solve_rates
-from gsd.update import expected_update
 
 
 def test_mlp_policy_trains(tmp_path):

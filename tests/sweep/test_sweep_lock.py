@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from gsd.lock import read_lock
+from gsd.io.lock import read_lock
 from gsd.sweep import LockBusy, RunLock
 
 
@@ -41,7 +41,7 @@ def test_acquire_writes_owner_and_excludes_others(tmp_path):
 def _sigkilled_holder(path) -> int:
     """A process that took the lock and was killed with SIGKILL: its lock file stays behind."""
     code = (
-        "import sys; from gsd.lock import RunLock; RunLock(sys.argv[1]).acquire(); "
+        "import sys; from gsd.io.lock import RunLock; RunLock(sys.argv[1]).acquire(); "
         "print('held', flush=True); sys.stdin.read()"
     )
     proc = subprocess.Popen(
@@ -80,7 +80,7 @@ def test_a_note_that_names_any_pid_is_no_lock(tmp_path):
 
 
 def test_clear_unheld_removes_a_killed_holders_file_and_keeps_a_held_one(tmp_path):
-    from gsd.lock import clear_unheld
+    from gsd.io.lock import clear_unheld
 
     left, held = tmp_path / "a.lock", tmp_path / "b.lock"
     _sigkilled_holder(left)
@@ -112,7 +112,7 @@ def test_a_lock_path_that_is_not_a_regular_file_is_refused_at_once(tmp_path, kin
 
 def test_hold_folder_names_the_folder_when_its_lock_path_is_a_fifo(tmp_path):
     from gsd import InputError
-    from gsd.lock import hold_folder, lock_path
+    from gsd.io.lock import hold_folder, lock_path
 
     os.mkfifo(lock_path(tmp_path / "run"))
     with pytest.raises(InputError, match="out_dir .*run.* FIFO"):
@@ -153,7 +153,7 @@ if lock:
 
 
 def test_only_one_of_many_processes_takes_a_left_lock(tmp_path):
-    import gsd.lock as lock_module
+    import gsd.io.lock as lock_module
 
     path = tmp_path / "run.lock"
     _write(path, pid=_dead_pid())  # a killed holder's file
@@ -185,7 +185,7 @@ def test_a_program_of_many_runs_holds_more_locks_than_the_soft_file_limit(tmp_pa
     """One descriptor per held lock: past the soft limit of open files it is raised to the hard one."""
     code = (
         "import os, resource, sys\n"
-        "from gsd.lock import RunLock\n"
+        "from gsd.io.lock import RunLock\n"
         "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
         "resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))\n"
         "n = min(300, hard - 32)\n"

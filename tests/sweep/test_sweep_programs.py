@@ -46,7 +46,7 @@ def test_compatible_points_share_a_program(tmp_path):
 def test_a_locked_run_folder_fails_only_its_own_run(tmp_path):
     """Another live process holds one run of a program: that run fails (after its retries), the
     program's other runs run; with the holder gone a second sweep finishes it."""
-    from gsd.lock import RunLock, lock_path
+    from gsd.io.lock import RunLock, lock_path
     from gsd.sweep.engine import plan_sweep
 
     grid = write_grid(

@@ -13,7 +13,7 @@ from collections import Counter
 import pandas as pd
 from sweep_helpers import FAKE, completions, subprocess_env, write_grid
 
-from gsd.lock import read_lock
+from gsd.io.lock import read_lock
 from gsd.sweep import run_sweep
 
 GRID = """

@@ -25,9 +25,9 @@ def calibrate(trained: dict, completions_dir, *, level: float = 0.9, half_life=N
         (each as a prediction of the measured fraction, no refit); ``k_matches`` (at every step
         the groups' k diagnose read, as a multiset, are those the reward function returned).
     """
+    from ...core.posterior import BetaPosterior
+    from ...core.silent import silent_rate
     from ...diagnose import diagnose
-    from ...posterior import BetaPosterior
-    from ...silent import silent_rate
     from ...simulator.ledger import r_squared
 
     dx = diagnose(completions_dir, half_life=half_life)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._errors import InputError
+from ...errors import InputError
 from .task import Task, torch_threads
 from .update import LOSS_TYPES, TRL_DDOF, TRL_EPS, probe_trainer, prompt_gradients
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..._errors import InputError
+from ...errors import InputError
 from .teacher import EOS, N_U, sample_sequences, shared_teacher, teacher
 
 #: Vocabulary: specials, answer words a0…a19 (a0–a9 "short", a10–a19 "long"), filler words

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..._errors import InputError
+from ...errors import InputError
 from .task import Task, torch_threads
 
 #: The trainings of :func:`~gsd.reproduce.transformer.train_silent` in
@@ -255,7 +255,7 @@ def _quiet(tr) -> None:
 def _step_rows(record: _Record, log_history: list, G: int) -> list:
     """Per step, TRL's logged silent fraction and step time beside the closed forms at the exact p
     recorded before the step's generation (:func:`train_silent`'s ``steps``)."""
-    from ...silent import silent_rate
+    from ...core.silent import silent_rate
 
     measured = [h["frac_reward_zero_std"] for h in log_history if "frac_reward_zero_std" in h]
     step_time = [h["step_time"] for h in log_history if "step_time" in h]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._errors import InputError
-from ..._extras import require_trl
+from ...errors import InputError
+from ...extras import require_trl
 from .calibration import calibrate
 from .sigma import sigma_update
 from .task import build_task
@@ -40,7 +40,7 @@ def run_training(*, fast: bool = False, G: int = 8, lr: float = 1e-3, log=None, 
     require_trl("TRL's trainings of a tiny transformer")
     n_prompts, steps, copies, seeds, draws = TRAIN_RUN_SIZES["fast" if fast else "full"]
     if out is not None:
-        from ...atomic import make_folder
+        from ...io.atomic import make_folder
 
         keep = Path(out)
         if keep.exists() and (not keep.is_dir() or any(keep.iterdir())):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._errors import InputError
+from ...errors import InputError
 from .task import Task, torch_threads
 
 LOSS_TYPES = ("grpo", "bnpo", "dapo", "dr_grpo")
@@ -28,7 +28,7 @@ def closed_form_factor(p, G, method: str):
     ``"grpo_paper"``: the population std, eps 0, :math:`\varphi(G,p)/\sqrt{p(1-p)}`
     (so that :math:`c\nabla p = \varphi\,\nabla(2\arcsin\sqrt p)`); ``"dr_grpo"``: :math:`1 - 1/G`.
     """
-    from ...update import expected_update, fidelity
+    from ...core.update import expected_update, fidelity
 
     p = np.asarray(p, float)
     if method == "dr_grpo":

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._errors import InputError
-from ..._extras import require_trl
+from ...errors import InputError
+from ...extras import require_trl
 from .task import VARIANTS, build_task
 from .training import TRAININGS, train_silent
 from .update import LOSS_TYPES, SCALE_REWARDS, measured_update, reference

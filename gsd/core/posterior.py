@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._binomial import unique_pairs
-from ._validate import InputError, _show, as_group_size
+from ..validation import InputError, as_group_size, shown
+from .binomial import unique_pairs
 
 __all__ = ["BetaPosterior", "fit_beta_prior", "posterior_from_counts", "PRIORS"]
 
@@ -61,7 +61,7 @@ class BetaPosterior:
         for name, v in (("a", a), ("b", b)):
             bad = ~(np.isfinite(v) & (v > 0))
             if bad.any():
-                raise InputError(f"{name} must be finite and > 0, got {_show(v[bad])}")
+                raise InputError(f"{name} must be finite and > 0, got {shown(v[bad])}")
         a, b = np.broadcast_arrays(a, b)
         object.__setattr__(self, "a", a)
         object.__setattr__(self, "b", b)
@@ -98,7 +98,7 @@ def _counts(k, n):
         raise InputError(f"k and n must broadcast together, got shapes {np.shape(k)} and {np.shape(n)}") from None
     bad = k > n
     if bad.any():
-        raise InputError(f"k must be <= n, got k = {_show(k[bad])} with n = {_show(n[bad])}")
+        raise InputError(f"k must be <= n, got k = {shown(k[bad])} with n = {shown(n[bad])}")
     return k, n
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import InputError, _show, as_ddof, as_eps, is_torch
+from ..validation import InputError, as_ddof, as_eps, is_torch, shown
 from .methods import ADVANTAGE_METHODS
 
 __all__ = [
@@ -29,7 +29,7 @@ __all__ = [
     "identity_terms",
 ]
 
-#: Advantage estimators understood by :func:`advantages` (derived from :mod:`gsd.methods`).
+#: Advantage estimators understood by :func:`advantages` (derived from :mod:`gsd.core.methods`).
 METHODS = ADVANTAGE_METHODS
 
 
@@ -46,11 +46,11 @@ def check_rewards(rewards, *, binary: bool = False, name: str = "rewards"):
             raise InputError(f"{name} has an empty group (shape {tuple(r.shape)})")
         if not bool(torch.isfinite(r).all()):
             raise InputError(
-                f"{name} must be finite (no NaN or ±inf), got {_show(r[~torch.isfinite(r)].detach().cpu().numpy())}"
+                f"{name} must be finite (no NaN or ±inf), got {shown(r[~torch.isfinite(r)].detach().cpu().numpy())}"
             )
         if binary and not bool(((r == 0) | (r == 1)).all()):
             bad = r[(r != 0) & (r != 1)]
-            raise InputError(f"{name} must be binary (0 or 1) here, got {_show(bad.detach().cpu().numpy())}")
+            raise InputError(f"{name} must be binary (0 or 1) here, got {shown(bad.detach().cpu().numpy())}")
         return r
     try:
         r = np.asarray(rewards, dtype=np.float64)
@@ -61,12 +61,12 @@ def check_rewards(rewards, *, binary: bool = False, name: str = "rewards"):
     if r.shape[-1] == 0 or r.size == 0:
         raise InputError(f"{name} has an empty group (shape {r.shape})")
     if not np.isfinite(r).all():
-        raise InputError(f"{name} must be finite (no NaN or ±inf), got {_show(r[~np.isfinite(r)])}")
+        raise InputError(f"{name} must be finite (no NaN or ±inf), got {shown(r[~np.isfinite(r)])}")
     if binary:
         bad = (r != 0) & (r != 1)
         if bad.any():
             raise InputError(
-                f"{name} must be binary (0 or 1) for this binary-only formula, got {_show(r[bad])}; "
+                f"{name} must be binary (0 or 1) for this binary-only formula, got {shown(r[bad])}; "
                 "for graded rewards use group_update (g = Cov_group(r, s) / (σ_c + eps))"
             )
     return r
@@ -95,7 +95,7 @@ def _check_scores(scores, rewards):
     finite = s.isfinite() if is_torch(s) else np.isfinite(s)
     if not bool(finite.all()):
         raise InputError(
-            f"scores must be finite (no NaN or ±inf), got {_show(s[~finite].detach().cpu().numpy() if is_torch(s) else s[~finite])}"
+            f"scores must be finite (no NaN or ±inf), got {shown(s[~finite].detach().cpu().numpy() if is_torch(s) else s[~finite])}"
         )
     return s
 

@@ -7,6 +7,9 @@ when a name that needs them is touched.
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
+import sys
 
 
 def lazy_exports(package: str, exports: dict[str, tuple[str, ...]]):
@@ -54,3 +57,42 @@ def moved_names(module: str, moved: dict[str, tuple[str, str]]):
         return getattr(importlib.import_module(new_module), new)
 
     return __getattr__
+
+
+class _MovedModule(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds a module by its old dotted name and hands out the module at its new one.
+
+    The loader replaces itself in ``sys.modules`` with the new module (the import system returns
+    what ``sys.modules`` holds once the module has executed), so old and new names are one object:
+    a monkeypatch through either is seen through both."""
+
+    def __init__(self, moved: dict[str, str]):
+        self.moved = moved
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in self.moved:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec):
+        return None  # a placeholder; exec_module swaps in the real module
+
+    def exec_module(self, module):
+        import warnings
+
+        old = module.__name__
+        new = self.moved[old]
+        warnings.warn(
+            f"the module {old} has moved to {new}: import it from there "
+            f"(the old path will be removed in a later release)",
+            DeprecationWarning,
+            stacklevel=2,  # warnings skips the import system's frames: this is the import line
+        )
+        sys.modules[old] = importlib.import_module(new)
+
+
+def install_moved_modules(moved: dict[str, str]) -> None:
+    """Let ``import old`` give the module ``moved[old]``, with a DeprecationWarning (once per
+    process: the module is then in ``sys.modules`` under both names)."""
+    if not any(isinstance(finder, _MovedModule) and finder.moved == moved for finder in sys.meta_path):
+        sys.meta_path.insert(0, _MovedModule(moved))

@@ -13,7 +13,7 @@ import numbers
 
 import numpy as np
 
-from ._errors import InputError
+from .errors import InputError
 
 __all__ = [
     "InputError",
@@ -45,7 +45,7 @@ def numpy_result(fn):
     return wrapper
 
 
-def _show(value, limit: int = 6) -> str:
+def shown(value, limit: int = 6) -> str:
     """A short repr of the offending value(s) for error messages."""
     arr = np.asarray(value)
     if arr.ndim == 0:
@@ -71,7 +71,7 @@ def as_probability(p, name: str = "p") -> np.ndarray:
         raise InputError(f"{name} is empty")
     bad = ~((arr >= 0.0) & (arr <= 1.0))  # NaN fails both comparisons
     if bad.any():
-        raise InputError(f"{name} must lie in [0, 1] (no NaN), got {_show(arr[bad])}")
+        raise InputError(f"{name} must lie in [0, 1] (no NaN), got {shown(arr[bad])}")
     return arr
 
 
@@ -101,24 +101,24 @@ def as_group_size(G, name: str = "G", minimum: int = 1, maximum: int = MAX_GROUP
         big = [int(x) for x in raw.ravel() if int(x) > maximum]
         if big:
             raise InputError(
-                f"{name} must be <= {maximum:,} (this function's limit), got {_show(big if raw.ndim else big[0])}"
+                f"{name} must be <= {maximum:,} (this function's limit), got {shown(big if raw.ndim else big[0])}"
             )
     if raw.size == 0:
         raise InputError(f"{name} is empty")
     if raw.dtype.kind not in "iuf" or raw.dtype == np.bool_:
-        raise InputError(f"{name} must be an integer >= {minimum}, got {_show(raw)}")
+        raise InputError(f"{name} must be an integer >= {minimum}, got {shown(raw)}")
     if raw.dtype.kind == "f":
         bad = ~np.isfinite(raw) | (raw != np.round(raw))
         if bad.any():
-            raise InputError(f"{name} must be an integer >= {minimum}, got {_show(raw[bad])}")
+            raise InputError(f"{name} must be an integer >= {minimum}, got {shown(raw[bad])}")
     # both bounds before the cast: a float or uint64 beyond int64 would wrap around
     small = raw < minimum
     if small.any():
-        raise InputError(f"{name} must be an integer >= {minimum}, got {_show(raw[small] if raw.ndim else raw)}")
+        raise InputError(f"{name} must be an integer >= {minimum}, got {shown(raw[small] if raw.ndim else raw)}")
     big = raw > maximum
     if big.any():
         raise InputError(
-            f"{name} must be <= {maximum:,} (this function's limit), got {_show(raw[big] if raw.ndim else raw)}"
+            f"{name} must be <= {maximum:,} (this function's limit), got {shown(raw[big] if raw.ndim else raw)}"
         )
     return raw.astype(np.int64)
 
@@ -137,7 +137,7 @@ def as_scalar_group_size(G, name: str, minimum: int = 1, maximum: int = MAX_GROU
     """One group size (a limit such as ``max_group_size``) as a Python int; see :func:`as_group_size`."""
     arr = as_group_size(G, name, minimum, maximum)
     if arr.ndim:
-        raise InputError(f"{name} must be one integer, got {_show(arr)}")
+        raise InputError(f"{name} must be one integer, got {shown(arr)}")
     return int(arr)
 
 
@@ -151,11 +151,11 @@ def as_open_unit(x, name: str) -> np.ndarray:
         raise InputError(f"{name} is empty")
     bad = ~((arr > 0.0) & (arr < 1.0))
     if bad.any():
-        raise InputError(f"{name} must lie in the open interval (0, 1), got {_show(arr[bad])}")
+        raise InputError(f"{name} must lie in the open interval (0, 1), got {shown(arr[bad])}")
     return arr
 
 
-def _real(x) -> float | None:
+def real_or_none(x) -> float | None:
     """x as a float if it is a real number (not a bool) that float64 holds finitely, else None."""
     if not isinstance(x, numbers.Real) or isinstance(x, bool):
         return None
@@ -168,7 +168,7 @@ def _real(x) -> float | None:
 
 def as_positive(x, name: str) -> float:
     """A finite scalar > 0."""
-    v = _real(x)
+    v = real_or_none(x)
     if v is None or v <= 0:
         raise InputError(f"{name} must be a finite number > 0, got {x!r}")
     return v
@@ -183,7 +183,7 @@ def as_ddof(ddof) -> int:
 
 def as_eps(eps) -> float:
     """The constant added to the std before dividing: finite and >= 0."""
-    v = _real(eps)
+    v = real_or_none(eps)
     if v is None or v < 0:
         raise InputError(f"eps must be a finite number >= 0, got {eps!r}")
     return v
@@ -252,14 +252,14 @@ def check_distribution(p, name: str, atol: float | None = None) -> None:
         atol = max(1e-6, d.shape[-1] * torch.finfo(d.dtype).eps)
     neg = d < 0
     if bool(neg.any()):
-        raise InputError(f"{name} has negative probabilities: {_show(d[neg].cpu().numpy())}")
+        raise InputError(f"{name} has negative probabilities: {shown(d[neg].cpu().numpy())}")
     if not bool(torch.isfinite(d).all()):
         raise InputError(f"{name} has non-finite probabilities")
     err = (d.sum(dim=-1) - 1.0).abs()
     bad = err > atol
     if bool(bad.any()):
         sums = d.sum(dim=-1)[bad].cpu().numpy()
-        raise InputError(f"{name} must sum to 1 over its last axis (tolerance {atol:g}), got sums {_show(sums)}")
+        raise InputError(f"{name} must sum to 1 over its last axis (tolerance {atol:g}), got sums {shown(sums)}")
 
 
 def broadcast_shapes(**named):

@@ -1,7 +1,7 @@
 """E[f(k)], k ~ Binom(G, p), at one G as a Chebyshev series in p: ≤ G Horner steps per prompt.
 
 At a fixed G the expectation is a polynomial in p.  With f symmetric (f(k) = f(G − k)) and
-f(0) = 0, as every expectation of the ledger is (:func:`gsd.update._grpo_term`), evaluate at
+f(0) = 0, as every expectation of the ledger is (:func:`gsd.core.update._grpo_term`), evaluate at
 a = min(p, 1 − p) ∈ [0, 1/2] and write
 
     E[f(k)] = a·h(a),   h(a) = Σ_{k=1}^{G} C(G, k)·f(k)·a^(k−1)·(1 − a)^(G−k),
@@ -47,7 +47,7 @@ wherever it is within :data:`MAX_BOUND`) and names it :attr:`ChebyshevTable.boun
 against mpmath is a few ulp.  A (G, f) whose bound exceeds :data:`MAX_BOUND` (large G: the
 long-double error and the 3(N + 1)·B term grow with G), or G above :data:`MAX_CHEBYSHEV_G`, or
 a platform whose long double is no wider than a double, gets no table: the caller keeps the
-exact sum (:func:`gsd._binomial.symmetric_expectation`).
+exact sum (:func:`gsd.core.binomial.symmetric_expectation`).
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def chebyshev_table(G: int, f) -> ChebyshevTable | None:
     """The Chebyshev table of E[f(k)] at group size ``G``, or None where its bound exceeds
     :data:`MAX_BOUND` (or f is not symmetric with f(0) = 0, or G > :data:`MAX_CHEBYSHEV_G`).
 
-    ``f(k, G)``: int64 arrays in, float64 out (:func:`gsd.update._grpo_term`); cached per
+    ``f(k, G)``: int64 arrays in, float64 out (:func:`gsd.core.update._grpo_term`); cached per
     (G, f), so pass the same f object for the same function.
     """
     u_ld = float(np.finfo(np.longdouble).eps) / 2
@@ -239,7 +239,7 @@ def chebyshev_expectation(
     """E[f(k)] for k ~ Binom(G, p) from ``table`` (:func:`chebyshev_table`), float64, p's shape.
 
     ``p``: float array in [0, 1]; ``minor``: min(p, 1 − p) of the same shape when the caller has
-    it (:func:`gsd.silent._minor`'s bits), else computed here.  Horner's rule on the table's
+    it (:func:`gsd.core.silent._minor`'s bits), else computed here.  Horner's rule on the table's
     monomial form (each degree a multiply and an add over all prompts), or Clenshaw's
     recurrence on its Chebyshev coefficients (a multiply, a subtract and an add) where the table
     has no monomial form, in preallocated rows (no temporaries); within

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 
-from ._validate import MAX_EXACT_GROUP_SIZE
-from .cli_support import CliError, bounded_int, emit, hidden_aliases, json_ready, parse_list, real_option
+from ..cli.support import CliError, bounded_int, emit, hidden_aliases, json_ready, parse_list, real_option
+from ..validation import MAX_EXACT_GROUP_SIZE
 
 HELP = "rollouts per step to share out among the prompts (see docs/theory.md, section Spending a rollout budget)"
 
@@ -146,7 +146,7 @@ def _add_advice_options(g) -> None:
         help="--advice: what a step holds fixed as G changes, its prompts (the usable rows; default) or its "
         "generations (--budget)",
     )
-    from .cli_support import add_advice_arguments
+    from ..cli.support import add_advice_arguments
 
     add_advice_arguments(g)
     g.add_argument(
@@ -165,8 +165,8 @@ def speed_advice(src, args):
     """gsd.group_size_advice for ``--advice``: the grid sizes of :data:`ADVICE_SIZES` (and g_min, g_max)."""
     import numpy as np
 
-    from .cli_support import step_cost
-    from .speed import DEFAULT_OPTIMIZER, group_size_advice
+    from ..cli.support import step_cost
+    from ..core.advice import DEFAULT_OPTIMIZER, group_size_advice
 
     g_min, g_max, step = max(2, args.g_min), args.g_max, args.step
     grid = np.array(sorted({g_min, g_max} | set(ADVICE_SIZES)))
@@ -248,8 +248,8 @@ def _source(args):
     import numpy as np
     import pandas as pd
 
-    from . import tables
-    from .posterior import posterior_from_counts
+    from ..core.posterior import posterior_from_counts
+    from ..io import input_tables as tables
 
     if args.input is None:
         if args.k_column or args.n_column or args.prompt_column:
@@ -288,7 +288,7 @@ def _source(args):
 
 def plan_budget(args) -> int:
     """``gsd plan --budget``: check the options, read the prompts, plan, then write and print the plan."""
-    from . import tables
+    from ..io import input_tables as tables
 
     _check_budget_options(args)
     df, status, src, mean, kind = _source(args)
@@ -327,7 +327,7 @@ def plan_budget(args) -> int:
 
 def _check_budget_options(args) -> None:
     """--value (default :data:`gsd.allocation.DEFAULT_PLAN`), and the options --budget refuses, before any work."""
-    from .allocation import DEFAULT_PLAN, PLAN_RULES
+    from . import DEFAULT_PLAN, PLAN_RULES
 
     args.value = args.value or DEFAULT_PLAN
     if args.value not in PLAN_RULES:
@@ -340,7 +340,7 @@ def _check_budget_options(args) -> None:
 
 def _lookahead_options(args) -> dict:
     """lr= and horizon= for a look-ahead --value (empty otherwise, where --lr and --horizon are refused)."""
-    from .allocation import HORIZON_VALUES
+    from . import HORIZON_VALUES
 
     look = {"lr": args.lr, "horizon": args.horizon} if args.value in HORIZON_VALUES else {}
     if not look and (args.lr is not None or args.horizon is not None):
@@ -356,7 +356,7 @@ def _make_plan(args, src, look):
     The uniform plan itself needs no table: without --advice, a table past its limit (10^5
     distinct rates at g_max 512) only drops the line that compares it with --value update.
     """
-    from .allocation import TableLimit, allocate_with_advice, uniform_plan
+    from . import TableLimit, allocate_with_advice, uniform_plan
 
     grid = {"g_min": args.g_min, "g_max": args.g_max, "step": args.step, "skip": not args.no_skip}
     convention = {"ddof": args.ddof, "eps": args.eps}
@@ -381,8 +381,8 @@ def _plan_rows(df, status, src, mean, kind, plan):
     import numpy as np
     import pandas as pd
 
-    from . import tables
-    from .allocation import expected_silent_rate
+    from ..io import input_tables as tables
+    from . import expected_silent_rate
 
     ok = status == tables.OK
     G = pd.array(np.zeros(len(df), dtype=np.int64), dtype="Int64")
@@ -414,7 +414,7 @@ def _plan_rows(df, status, src, mean, kind, plan):
 def _write_plan(output, out, speed, advice) -> None:
     """The plan to ``output`` and, with --advice, the full tables beside it (progress of each G, and the
     value-per-rollout curve), each replaced whole: never a half-written plan."""
-    from .atomic import write_table
+    from ..io.atomic import write_table
 
     write_table(output, out)
     if speed is not None:

@@ -2,10 +2,10 @@
 
 Every list of method names in the package is derived from :data:`METHOD_SPECS`:
 
-* :data:`UPDATE_METHODS` — every method (:func:`gsd.update.expected_update`,
-  :func:`gsd.weighting.large_group_weight`, the simulator's ``method`` key);
+* :data:`UPDATE_METHODS` — every method (:func:`gsd.core.update.expected_update`,
+  :func:`gsd.core.weighting.large_group_weight`, the simulator's ``method`` key);
 * :data:`ADVANTAGE_METHODS` — the methods with an advantage estimator of their own
-  (:func:`gsd.groups.advantages`); DAPO uses GRPO's and changes which groups are kept.
+  (:func:`gsd.core.groups.advantages`); DAPO uses GRPO's and changes which groups are kept.
 
 For binary rewards each method is an operation on the group's reward std σ
 (see :ref:`theory-identity`): GRPO divides the centred rewards by σ, Dr.GRPO does not, RLOO
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ._validate import InputError
+from ..validation import InputError
 
 __all__ = ["Method", "METHOD_SPECS", "UPDATE_METHODS", "ADVANTAGE_METHODS", "method_spec"]
 

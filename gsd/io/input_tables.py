@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._errors import InputError
+from ..errors import InputError
 
 __all__ = [
     "read_table",

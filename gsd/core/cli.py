@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 
-from . import cli_allocation
-from .cli_support import CliError, emit, parse_list, real_option
-from .data import BIGMATH_COLUMN
+from ..allocation import cli as cli_allocation
+from ..cli.support import CliError, emit, parse_list, real_option
+from ..io.data import BIGMATH_COLUMN
 from .groupsize import DEFAULT_MAX_GROUP_SIZE
 
 
@@ -191,7 +191,7 @@ def _plan(args) -> int:
     if args.output:
         import pandas as pd
 
-        from .atomic import write_table
+        from ..io.atomic import write_table
 
         write_table(args.output, pd.DataFrame(columns))  # atomic: never a half-written plan
     status = columns["status"]
@@ -213,8 +213,9 @@ def _plan_table(args) -> int:
     import numpy as np
     import pandas as pd
 
-    from . import groupsize, tables
-    from .atomic import write_table
+    from ..io import input_tables as tables
+    from ..io.atomic import write_table
+    from . import groupsize
 
     df = tables.read_table(args.input, option="input")
     tables.require_columns(df, {"column": args.column}, repr(str(args.input)))
@@ -297,8 +298,8 @@ def tour() -> int:
     """The worked numbers of the core, printed (the short version of the reproduction)."""
     import numpy as np
 
+    from ..io.data import load_bigmath
     from . import groups, groupsize, silent, trainers, update, weighting
-    from .data import load_bigmath
 
     r = np.array([0.0, 1, 1, 0])
     print("1. One group, rewards (0, 1, 1, 0), G = 4")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from ._errors import MissingExtra
+from .errors import MissingExtra
 
 __all__ = ["TORCH_EXTRA", "TRL_EXTRA", "TRL_STACK", "CPU_TORCH_INDEX", "require_torch", "require_trl"]
 

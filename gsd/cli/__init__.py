@@ -17,11 +17,11 @@ import gc
 import importlib
 import sys
 
-from ._errors import InputError, MissingExtra
+from ..errors import InputError, MissingExtra
 
-# The helpers the sub-command modules use live in gsd.cli_support (this module, which loads them, is
+# The helpers the sub-command modules use live in gsd.cli.support (this module, which loads them, is
 # imported by none of them); their names stay importable from here.
-from .cli_support import (  # noqa: F401
+from .support import (  # noqa: F401
     CliError,
     add_advice_arguments,
     bounded_float,
@@ -39,7 +39,7 @@ from .cli_support import (  # noqa: F401
 
 # Modules that add sub-commands; optional ones are skipped if they are not there yet.
 _COMMANDS = (
-    "gsd.cli_core",
+    "gsd.core.cli",
     "gsd.losses.cli",
     "gsd.simulator.cli",
     "gsd.reproduce.cli",
@@ -52,7 +52,7 @@ _COMMANDS = (
 def _version() -> str:
     """The package's version and the distribution that installs it (the import name is ``gsd``;
     the registry's ``gsd`` is another project)."""
-    from . import __version__
+    from .. import __version__
 
     return f"{__version__} (distribution grpo-gsd)"
 
@@ -77,10 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run() -> int:
     """The ``gsd`` console command: :func:`main` with :func:`imports_done` enabled, freed heap
-    memory kept for reuse (:func:`gsd.heap.keep_freed_memory`: the process is ours), and every
+    memory kept for reuse (:func:`gsd.io.heap.keep_freed_memory`: the process is ours), and every
     object frozen before the interpreter's final collections (the process ends here)."""
     set_console(True)
-    from .heap import keep_freed_memory
+    from ..io.heap import keep_freed_memory
 
     keep_freed_memory()
     try:
@@ -110,11 +110,3 @@ def main(argv=None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    # `python -m gsd.cli`: run the imported module's entry point, not this __main__ copy's, so
-    # that one gsd.cli module object serves the run.
-    from gsd.cli import run as _run
-
-    sys.exit(_run())

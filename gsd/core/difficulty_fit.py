@@ -40,8 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._errors import InputError
-from ._validate import _show, as_group_size, as_scalar_group_size
+from ..errors import InputError
+from ..validation import as_group_size, as_scalar_group_size, shown
 
 __all__ = ["DifficultyFit", "FIT_STATUS", "beta_from_moments", "silent_interval"]
 
@@ -62,7 +62,7 @@ _MAX_DRAWS = 20_000_000
 
 def _silent_beta(m, kappa, G):
     """E[p^G + (1−p)^G] under Beta(mκ, (1−m)κ), arrays of one shape (finite κ > 0, 0 < m < 1)."""
-    from .allocation import log_beta_moment
+    from ..allocation import log_beta_moment
 
     a, b = m * kappa, (1.0 - m) * kappa
     return np.minimum(np.exp(log_beta_moment(a, b, G, 0)) + np.exp(log_beta_moment(a, b, 0, G)), 1.0)
@@ -125,7 +125,7 @@ def _moments(mean, zero_std, G):
         bad = np.isinf(arr) | (arr < 0) | (arr > 1)
         if bad.any():
             why = " (a mean reward outside [0, 1]: the rewards are not right/wrong)" if name == "mean" else ""
-            raise InputError(f"{name} must lie in [0, 1] or be NaN (not logged){why}, got {_show(arr[bad])}")
+            raise InputError(f"{name} must lie in [0, 1] or be NaN (not logged){why}, got {shown(arr[bad])}")
         out.append(arr)
     G = as_group_size(G, "G", minimum=2, maximum=10**9)
     try:

@@ -46,10 +46,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._binomial import symmetric_expectation, unique_pairs
-from ._errors import InputError
-from ._validate import MAX_EXACT_GROUP_SIZE, _show, as_ddof, as_eps, as_group_size
-from .frames import Columns, as_frame
+from ..errors import InputError
+from ..io.frames import Columns, as_frame
+from ..validation import MAX_EXACT_GROUP_SIZE, as_ddof, as_eps, as_group_size, shown
+from .binomial import symmetric_expectation, unique_pairs
 from .posterior import BetaPosterior
 
 if TYPE_CHECKING:
@@ -288,7 +288,7 @@ def _expected_squares(src, grid, method, ddof, eps):
     if not isinstance(src, BetaPosterior):
         p = np.asarray(src, dtype=np.float64).ravel()
         return symmetric_expectation(p[:, None], grid[None, :], f)
-    from .allocation import beta_sigma
+    from ..allocation import beta_sigma
 
     a, b = src.a.ravel(), src.b.ravel()
     first, inverse = unique_pairs(a, b)
@@ -376,7 +376,9 @@ def group_size_advice(
     nu = _score_noise(score_noise)
     tol = _tolerance(tolerance)
     if cost is not None and not isinstance(cost, StepCost):
-        raise InputError(f"cost must be a StepCost (gsd.speed.StepCost or fit_step_cost), got {type(cost).__name__}")
+        raise InputError(
+            f"cost must be a StepCost (gsd.core.advice.StepCost or fit_step_cost), got {type(cost).__name__}"
+        )
     grid = _grid(g_grid)
     src = _prompts_of(p_or_posterior)
     notes: list[str] = []
@@ -386,7 +388,7 @@ def group_size_advice(
     generations = prompts * grid
     gain, per_step = _progress_per_step(src, grid, prompts, method, optimizer, nu, ddof, eps)
     per_gen = per_step / generations
-    from .allocation import expected_silent_rate
+    from ..allocation import expected_silent_rate
 
     silent = _silent_table(src, grid, expected_silent_rate).mean(axis=0)
     seconds = cost.seconds(prompts, generations) if cost is not None else np.full(grid.size, np.nan)
@@ -434,7 +436,7 @@ def _prompts_of(p_or_posterior):
     """The prompts as one flat BetaPosterior or one flat array of solve rates."""
     if isinstance(p_or_posterior, BetaPosterior):
         return BetaPosterior(p_or_posterior.a.ravel(), p_or_posterior.b.ravel(), p_or_posterior.prior)
-    from ._validate import as_probability
+    from ..validation import as_probability
 
     return np.atleast_1d(as_probability(p_or_posterior, "p_or_posterior")).ravel()
 
@@ -470,7 +472,7 @@ def _prompts_per_step(hold, grid, n_prompts, prompts_per_step, generations_per_s
 def _progress_per_step(src, grid, prompts, method, optimizer, nu, ddof, eps):
     """(V_i(G), prompts × grid: each prompt's exact one-step gain; the step's expected progress per G:
     S under SGD, S/√(S² + νN) under Adam)."""
-    from .allocation import allocation_value
+    from ..allocation import allocation_value
 
     if isinstance(src, BetaPosterior):
         gain = _posterior_table(src, grid, _VALUE[method], ddof, eps)
@@ -495,7 +497,7 @@ def _prompt_values(col) -> Columns:
 
 def _posterior_table(post, grid, value, ddof, eps):
     """allocation_value under posteriors, prompts × grid (each distinct posterior once)."""
-    from .allocation import allocation_value
+    from ..allocation import allocation_value
 
     first, inverse = unique_pairs(post.a, post.b)
     sub = BetaPosterior(np.repeat(post.a[first], grid.size), np.repeat(post.b[first], grid.size), post.prior)
@@ -540,7 +542,7 @@ def fit_step_cost(seconds, prompts_per_step, generations_per_step) -> StepCost:
     for name, v, lo in (("seconds", t, 0.0), ("prompts_per_step", n, 1.0), ("generations_per_step", g, 1.0)):
         bad = ~np.isfinite(v) | (v < lo)
         if bad.any():
-            raise InputError(f"{name} must be finite and >= {lo:g}, got {_show(v[bad])}")
+            raise InputError(f"{name} must be finite and >= {lo:g}, got {shown(v[bad])}")
     X = np.column_stack([np.ones_like(n), n, g])
     rank = np.linalg.matrix_rank(X / X.max(axis=0))
     if rank == 3:

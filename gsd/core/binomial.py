@@ -149,7 +149,7 @@ def _expectation_flat(a, n, f):
 
 
 @functools.lru_cache(maxsize=None)
-def _binomial_row(g: int) -> np.ndarray:
+def binomial_row(g: int) -> np.ndarray:
     """C(g, k) for k = 0 … g, each the float nearest the exact integer."""
     return np.array([float(math.comb(g, k)) for k in range(g + 1)])
 
@@ -177,7 +177,7 @@ def _expectation_small(a, n, f):
 
 def _weights(g: int, f) -> np.ndarray:
     """C(g, k)·f(k, g) for k = 0 … g."""
-    return _binomial_row(g) * f(np.arange(g + 1), np.full(g + 1, g, dtype=np.int64))
+    return binomial_row(g) * f(np.arange(g + 1), np.full(g + 1, g, dtype=np.int64))
 
 
 _local = threading.local()

@@ -1,7 +1,7 @@
 """What the ``gsd`` sub-command modules share: option types with their bounds, table output, the
 usage error, and the console process's flag.
 
-The sub-command modules (:mod:`gsd.cli_core`, :mod:`gsd.simulator.cli`, ...) import these from
+The sub-command modules (:mod:`gsd.core.cli`, :mod:`gsd.simulator.cli`, ...) import these from
 here; :mod:`gsd.cli`, the dispatcher that loads them by name, sits on top and is imported by
 none of them.
 """
@@ -12,8 +12,8 @@ import argparse
 import gc
 import math
 
-from ._errors import InputError
-from ._userinput import parse_real
+from ..errors import InputError
+from ..io.userinput import parse_real
 
 __all__ = [
     "CliError",
@@ -106,7 +106,7 @@ def check_options(args) -> None:
     for dest in _OUTPUT_FILES:
         value = getattr(args, dest, None)
         if isinstance(value, str) and value:
-            from .atomic import check_writable
+            from ..io.atomic import check_writable
 
             check_writable(value, f"--{dest.replace('_', '-')}")
 
@@ -247,11 +247,11 @@ def add_advice_arguments(p) -> None:
 
 
 def step_cost(text):
-    """``--cost T_STEP,T_PROMPT,T_ROLLOUT`` → :class:`gsd.speed.StepCost` (None when not given)."""
+    """``--cost T_STEP,T_PROMPT,T_ROLLOUT`` → :class:`gsd.core.advice.StepCost` (None when not given)."""
     if text is None:
         return None
-    from ._errors import InputError
-    from .speed import StepCost
+    from ..core.advice import StepCost
+    from ..errors import InputError
 
     vals = parse_list(text, float, "cost")
     if vals.size != 3:

@@ -55,9 +55,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._validate import InputError, _show, as_group_size, is_torch
+from ..integrations import trainer_modules
+from ..validation import InputError, as_group_size, is_torch, shown
 from .groups import advantages, check_rewards
-from .integrations import trainer_modules
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -324,7 +324,7 @@ def _reward_weights(weights, K: int, like):
         if w.shape != (K,):
             raise InputError(f"weights must have shape ({K},) (one per reward function), got {w.shape}")
         if not np.isfinite(w).all():
-            raise InputError(f"weights must be finite, got {_show(w[~np.isfinite(w)])}")
+            raise InputError(f"weights must be finite, got {shown(w[~np.isfinite(w)])}")
     if is_torch(like):
         import torch
 

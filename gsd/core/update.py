@@ -12,7 +12,7 @@ y − p, so s̄₊ − s̄₋ = 1 and the per-prompt logit gradient equals the m
 
 σ is the population std of the group (σ = sqrt(k(G−k))/G); σ_c = σ·sqrt(G/(G − ddof)) is the
 std a trainer divides by.  The GRPO sum has no closed form: it is evaluated exactly by
-:func:`gsd._binomial.symmetric_expectation`.
+:func:`gsd.core.binomial.symmetric_expectation`.
 """
 
 from __future__ import annotations
@@ -23,9 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._arrays import as_float64, is_tensor, namespace
-from ._binomial import symmetric_expectation
-from ._validate import (
+from ..validation import (
     MAX_EXACT_GROUP_SIZE,
     MAX_GROUP_SIZE,
     InputError,
@@ -37,6 +35,8 @@ from ._validate import (
     broadcast,
     numpy_result,
 )
+from .arrays import as_float64, is_tensor, namespace
+from .binomial import symmetric_expectation
 from .methods import METHOD_SPECS, method_spec
 from .methods import UPDATE_METHODS as _ALL_METHODS
 from .silent import minor_rate, nonsilent_from_minor
@@ -54,7 +54,7 @@ __all__ = [
     "noisy_update",
 ]
 
-#: Methods understood by :func:`expected_update` (every method of :mod:`gsd.methods`).
+#: Methods understood by :func:`expected_update` (every method of :mod:`gsd.core.methods`).
 UPDATE_METHODS = _ALL_METHODS
 
 
@@ -67,7 +67,7 @@ def grpo_term(ddof: int, eps: float):
     returned as such (σ²/σ would round twice).  The one source of the GRPO term for the exact
     expectations of :func:`expected_update`, the allocation values of :mod:`gsd.allocation` and
     the simulator's ledger on its device (k, G: numpy arrays or torch tensors).  One function
-    object per (ddof, eps) (cached), so that tables built from it (:mod:`gsd._chebyshev`) are
+    object per (ddof, eps) (cached), so that tables built from it (:mod:`gsd.core.chebyshev`) are
     found again.
     """
 
@@ -138,7 +138,7 @@ class ClosedForm(NamedTuple):
     min_group: int  # the smallest group size the method is defined at
 
 
-#: The expected update of each method of :data:`gsd.methods.METHOD_SPECS`, by name.  A method
+#: The expected update of each method of :data:`gsd.core.methods.METHOD_SPECS`, by name.  A method
 #: without an entry is refused by name (never given another method's formula).
 CLOSED_FORMS: dict[str, ClosedForm] = {
     "grpo": ClosedForm(_grpo_update, min_group=1),
@@ -150,12 +150,12 @@ CLOSED_FORMS: dict[str, ClosedForm] = {
 
 def closed_form(method: str) -> ClosedForm:
     """The :class:`ClosedForm` of ``method``; :class:`gsd.InputError` naming it when it is not a
-    method of :data:`gsd.methods.METHOD_SPECS` or has no closed form here."""
+    method of :data:`gsd.core.methods.METHOD_SPECS` or has no closed form here."""
     method_spec(method, tuple(METHOD_SPECS))
     form = CLOSED_FORMS.get(method)
     if form is None:
         raise InputError(
-            f"method {method!r} has no closed form for its expected update in gsd.update.CLOSED_FORMS "
+            f"method {method!r} has no closed form for its expected update in gsd.core.update.CLOSED_FORMS "
             f"(those with one: {', '.join(CLOSED_FORMS)})"
         )
     return form
@@ -164,7 +164,7 @@ def closed_form(method: str) -> ClosedForm:
 def method_update(p, G, method: str, ddof: int, eps: float, max_draws, expectation):
     """m_method(p, G) from checked, broadcast p and G (numpy arrays or torch tensors, float64
     and int64), without verifier noise.  ``expectation(p, G, f)``: the exact E[f(k, G)] over
-    k ~ Binom(G, p) in p's library (:func:`gsd._binomial.symmetric_expectation` for numpy).
+    k ~ Binom(G, p) in p's library (:func:`gsd.core.binomial.symmetric_expectation` for numpy).
     The formula is the method's entry of :data:`CLOSED_FORMS`.
     """
     Gf = as_float64(G) if is_tensor(G) else G  # 1/G of an int64 tensor would be float32

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import namespace
-from ._validate import MAX_EXACT_GROUP_SIZE, MAX_GROUP_SIZE, InputError, _show, as_group_size, as_probability
+from ..validation import MAX_EXACT_GROUP_SIZE, MAX_GROUP_SIZE, InputError, as_group_size, as_probability, shown
+from .arrays import namespace
 from .methods import method_spec
 from .update import expected_update
 
@@ -100,7 +100,7 @@ def large_group_weight(p, method: str):
     p : array_like
         Probability of a right answer, in [0, 1].
     method : str
-        A method of :mod:`gsd.methods` (``"grpo"``, ``"dr_grpo"``, ``"dapo"``, ``"rloo"``).
+        A method of :mod:`gsd.core.methods` (``"grpo"``, ``"dr_grpo"``, ``"dapo"``, ``"rloo"``).
 
     Returns
     -------
@@ -119,7 +119,7 @@ def large_group_weight(p, method: str):
 def large_group_factor(p, divides_by_std: bool, out=None):
     """sqrt(p(1−p)) or p(1−p) (numpy arrays or torch tensors), in one new array (or in ``out``,
     a numpy array of p's shape): a simulator step calls this on 10^5 prompts, where every fresh
-    temporary costs page faults (:mod:`gsd.heap`)."""
+    temporary costs page faults (:mod:`gsd.io.heap`)."""
     v = 1.0 - p if out is None else np.subtract(1.0, p, out=out)
     v *= p  # (1 − p)·p, the bits of p·(1 − p)
     if not divides_by_std:
@@ -190,7 +190,7 @@ def budget_share(p, selected, *, method: str = "grpo", G=None, ddof: int = 0, ep
     w = _weights(p, method, G, ddof, eps)
     total = w.sum()
     if total <= 0:
-        raise InputError(f"p carries no gradient at all (every p in {{0, 1}}): {_show(p)}")
+        raise InputError(f"p carries no gradient at all (every p in {{0, 1}}): {shown(p)}")
     return float(w[mask].sum() / total)
 
 
@@ -242,5 +242,5 @@ def decile_shares(p, *, method: str = "grpo", G=None, ddof: int = 0, eps: float 
     w = _weights(p, method, G, ddof, eps)
     total = w.sum()
     if total <= 0:
-        raise InputError(f"p carries no gradient at all (every p in {{0, 1}}): {_show(p)}")
+        raise InputError(f"p carries no gradient at all (every p in {{0, 1}}): {shown(p)}")
     return np.bincount(decile_index(p), weights=w, minlength=10) / total

@@ -81,7 +81,7 @@ _DESTINATION_ERRNOS = frozenset(
 
 def _unwritable(path, exc: OSError):
     """The InputError for an OSError that says ``path`` cannot be written."""
-    from ._errors import InputError
+    from ..errors import InputError
 
     reason = {
         errno.ENOTDIR: "a file is in the way of a folder on the path",
@@ -98,7 +98,7 @@ def _writable_name(path) -> Path:
     ValueError, not OSError), is the user's path error."""
     path = Path(path)
     if "\x00" in str(path):
-        from ._errors import InputError
+        from ..errors import InputError
 
         raise InputError(f"cannot write {str(path)!r}: a path cannot hold a NUL character")
     return path
@@ -127,7 +127,7 @@ def entry_path(folder, name, *, what: str) -> Path:
     """
     fault = _entry_fault(name)
     if fault is not None:
-        from ._errors import InputError
+        from ..errors import InputError
 
         raise InputError(f"{what} {name!r}: {fault}; it becomes a folder or file name under {str(folder)!r}")
     return Path(folder) / name
@@ -154,7 +154,7 @@ def check_writable(path, option: str) -> Path:
     later (a folder there, a file in the way of its folder, a read-only or pseudo file system).
     Probes by creating and removing a temporary file (this module's pattern) in the nearest
     folder that exists; creates nothing else."""
-    from ._errors import InputError
+    from ..errors import InputError
 
     try:
         path = _writable_name(path)
@@ -252,7 +252,7 @@ def read_json(path):
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        from ._errors import InputError
+        from ..errors import InputError
 
         raise InputError(
             f"{str(path)!r} is damaged (not JSON: {str(exc).splitlines()[0][:80]}); "
@@ -280,7 +280,7 @@ def write_table(path, df) -> Path:
 def _unparquetable(path, df, exc):
     """The InputError for a table parquet cannot hold as it is: a column of mixed types (ids
     that are numbers in some rows and text in others) would have to change its values."""
-    from ._errors import InputError
+    from ..errors import InputError
 
     for name in df.columns:
         col = df[name]
@@ -299,7 +299,7 @@ def remove_temps(folder) -> list[Path]:
     left anywhere under ``folder`` (sub-folders included, e.g. a run's ``rollouts/``).
 
     Only for a folder no other live process is writing to (hold its lock,
-    :func:`gsd.lock.hold_folder`); returns what was removed.
+    :func:`gsd.io.lock.hold_folder`); returns what was removed.
     """
     removed = []
     for tmp in sorted(Path(folder).rglob(TEMP_GLOB)):
@@ -328,7 +328,7 @@ def replace_set(folder, members=()):
     (a figure of the previous set that this one does not draw).  A block that raises (a full disk
     while the last file is written) leaves the folder as it was.  A process killed while moving
     leaves a complete staged set, which the next :func:`replace_set` on the folder finishes
-    moving first.  Hold the folder's lock (:func:`gsd.lock.hold_folder`) around it::
+    moving first.  Hold the folder's lock (:func:`gsd.io.lock.hold_folder`) around it::
 
         with hold_folder(out), replace_set(out, OUTPUT_FILES) as stage:
             write_table(stage / "steps.parquet", steps)

@@ -3,7 +3,7 @@ or an array of the right length), a chat prompt's label, each group's smallest a
 
 import numpy as np
 
-from .._errors import InputError
+from ..errors import InputError
 
 
 def column(values, n: int, name: str) -> np.ndarray:
@@ -54,7 +54,7 @@ def text_to_numbers(arr) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..arrow_arrays import from_numpy, to_numpy
+    from ..io.arrow_arrays import from_numpy, to_numpy
 
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()

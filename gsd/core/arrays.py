@@ -1,6 +1,6 @@
 """The array library of an input: numpy, or torch for a tensor — so one formula serves both.
 
-The closed forms of :mod:`gsd.silent` and :mod:`gsd.update` are written once, with the
+The closed forms of :mod:`gsd.core.silent` and :mod:`gsd.core.update` are written once, with the
 functions both libraries name alike (``exp``, ``log1p``, ``expm1``, ``sqrt``, ``minimum``,
 ``where``) and Python's operators; the simulator evaluates them on torch tensors on the run's
 device, the public API on numpy arrays.  Deciding by the type's module keeps ``import gsd``

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._validate import InputError
-from .resources import shipped_file
+from ..resources import shipped_file
+from ..validation import InputError
 
 if TYPE_CHECKING:  # annotations only: pandas loads on first use
     import pandas as pd
@@ -109,7 +109,7 @@ def _histogram_arrays(path=None) -> tuple[np.ndarray, np.ndarray]:
     without pandas (whose import costs a simulation more than the rest of its start-up)."""
     import csv
 
-    from ._userinput import reading
+    from .userinput import reading
 
     path = _histogram_path(path)
     with reading(path, "path"), open(path, newline="", encoding="utf-8") as f:

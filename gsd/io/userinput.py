@@ -8,7 +8,7 @@ import contextlib
 import math
 import os
 
-from ._errors import InputError
+from ..errors import InputError
 
 __all__ = ["parse_real", "reading", "refuse_binary"]
 

@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._arrays import namespace
-from ._validate import (
+from ..validation import (
     MAX_GROUP_SIZE,
     InputError,
-    _show,
     as_group_size,
     as_open_unit,
     as_probability,
     as_scalar_group_size,
     broadcast,
     numpy_result,
+    shown,
 )
+from .arrays import namespace
 
 __all__ = [
     "UNREACHABLE",
@@ -45,7 +45,7 @@ EXCEEDS_MAX = 0
 _MAX_LOGGED = 10**6
 
 
-# The formulas below take numpy arrays or torch tensors (:mod:`gsd._arrays`): the simulator's
+# The formulas below take numpy arrays or torch tensors (:mod:`gsd.core.arrays`): the simulator's
 # ledger evaluates them on the run's device, the public functions on validated numpy arrays.
 def minor_rate(p, out=None):
     """a = min(p, 1 − p); 1 − p is exact in floating point for p ≥ 1/2.  ``out``: a numpy array
@@ -210,10 +210,10 @@ def silent_rate_subsampled(k, n, G):
     G = as_group_size(G)
     k, n, G = broadcast(k=k, n=n, G=G)
     if (k > n).any():
-        raise InputError(f"k must be <= n, got k={_show(k[k > n])} with n={_show(n[k > n])}")
+        raise InputError(f"k must be <= n, got k={shown(k[k > n])} with n={shown(n[k > n])}")
     if (G > n).any():
         raise InputError(
-            f"G must be <= n (a subset of the logged rollouts), got G={_show(G[G > n])} with n={_show(n[G > n])}"
+            f"G must be <= n (a subset of the logged rollouts), got G={shown(G[G > n])} with n={shown(n[G > n])}"
         )
     # scipy's argument order: (x, M = population, n = successes, N = draws).
     from scipy.stats import hypergeom  # imported here: scipy.stats takes ~1 s to load

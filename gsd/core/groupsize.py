@@ -4,18 +4,17 @@ Two targets:
 
 * fidelity: the smallest G ≥ 2 with φ(p, G) ≥ 1 − ε, exactly (``rule="exact"``) or by the
   group-size law G ≳ 1/(8·ε·p(1−p)) (``rule="law"``);
-* silence: the smallest G with P_silent(p, G) ≤ δ (:func:`gsd.silent.group_size_for_silent_rate`).
+* silence: the smallest G with P_silent(p, G) ≤ δ (:func:`gsd.core.silent.group_size_for_silent_rate`).
 
 The exact search is a vectorised integer bisection.  It is valid because φ is nondecreasing in G
-(proof in :func:`gsd.update.fidelity`; the tests also compare against a brute-force scan).
+(proof in :func:`gsd.core.update.fidelity`; the tests also compare against a brute-force scan).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._binomial import unique_pairs
-from ._validate import (
+from ..validation import (
     MAX_EXACT_GROUP_SIZE,
     InputError,
     as_open_unit,
@@ -24,6 +23,7 @@ from ._validate import (
     broadcast,
     numpy_result,
 )
+from .binomial import unique_pairs
 from .silent import EXCEEDS_MAX, UNREACHABLE, group_size_for_silent_rate, silent_rate
 from .update import fidelity
 

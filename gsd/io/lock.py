@@ -56,7 +56,7 @@ class LockBusy(RuntimeError):
 
 def _input_error(message: str) -> Exception:
     try:
-        from ._errors import InputError
+        from ..errors import InputError
     except ImportError:  # loaded on its own, outside the package (a cheap contender process)
         return ValueError(message)
     return InputError(message)
@@ -266,7 +266,7 @@ class hold_folder:
         self.borrowed = False
 
     def __enter__(self) -> "hold_folder":
-        from ._errors import InputError  # here: the module itself stays loadable on its own
+        from ..errors import InputError  # here: the module itself stays loadable on its own
 
         holder = _HELD.get(_key(self.lock.path))
         if holder is not None and holder[0] == os.getpid() and holder[1].held:
