@@ -171,6 +171,11 @@ def _add_output_arguments(p) -> None:
         "12 evenly spaced steps when there are more, and a line saying so)",
     )
     p.add_argument("--json", action="store_true", help="print {summary, steps} as JSON instead of the report")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also how the log was read (groups, silence), the advice's model and the fidelity law",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--fail-on",
@@ -227,7 +232,7 @@ def _diagnose(args) -> int:
     if args.json:
         print(json.dumps(diagnosis_json(dx), indent=2, allow_nan=False))
     else:
-        print(format_report(dx, max_steps=None if args.all_steps else 12))
+        print(format_report(dx, max_steps=None if args.all_steps else 12, verbose=args.verbose))
         if args.out:
             print(f"Tables, summary and figure written to {args.out}")
     return fail_on_status(dx.summary, dx.columns("steps"), rules, "diagnose")

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ..errors import InputError, MissingExtra
 
-__all__ = ["SCALAR_FORMATS", "ScalarLog", "read_scalars", "SCALARS_EXTRA"]
+__all__ = ["SCALAR_FORMATS", "ScalarLog", "read_scalars", "SCALARS_EXTRA", "scalar_log_kind"]
 
 SCALAR_FORMATS = ("trl", "tensorboard", "wandb", "verl", "table")
 #: The extra that installs the TensorBoard reader.
@@ -386,6 +386,47 @@ def _read_table(path: Path, step_col=None) -> ScalarLog:
 
 
 # ---------------------------------------------------------------------------------------- entry
+
+
+def scalar_log_kind(path) -> str | None:
+    """What scalar log ``path`` is, by its name (a verl file-logger JSONL: by its first line), or None.
+
+    A file: TRL's ``trainer_state.json``, a TensorBoard event file, a W&B ``.wandb`` run file, a verl
+    file-logger JSONL (first line ``{"step": ..., "data": {...}}``). A folder: one holding a
+    ``trainer_state.json``, TensorBoard event files or a W&B run (what :func:`read_scalars` finds
+    in it). ``gsd diagnose`` names ``gsd scalars`` for these instead of reading them as tables.
+    """
+    path = Path(path)
+    if path.is_dir():
+        try:
+            fmt, _ = _detect(path)
+        except InputError:
+            return None
+        return _KINDS[fmt]
+    name = path.name
+    if name == "trainer_state.json":
+        return _KINDS["trl"]
+    if name.startswith("events.out.tfevents."):
+        return _KINDS["tensorboard"]
+    if name.endswith(".wandb"):
+        return _KINDS["wandb"]
+    if path.suffix.lower() == ".jsonl" and path.is_file():
+        try:
+            with path.open("rb") as f:
+                first = json.loads(f.readline(1 << 20) or b"null")
+        except (OSError, ValueError):
+            return None
+        if isinstance(first, dict) and set(first) == {"step", "data"} and isinstance(first["data"], dict):
+            return _KINDS["verl"]
+    return None
+
+
+_KINDS = {
+    "trl": "TRL's trainer_state.json",
+    "tensorboard": "a TensorBoard run",
+    "wandb": "a W&B run",
+    "verl": "verl's file-logger metrics",
+}
 
 
 def _detect(path: Path) -> tuple[str, Path]:
