@@ -225,8 +225,7 @@ def _refuse_scalar_logs(paths, fmt: str) -> None:
         kind = scalar_log_kind(raw)
         if kind is not None:
             raise InputError(
-                f"LOG: {str(raw)!r} is {kind}, per-step metrics without rollouts: read it with "
-                f"`gsd scalars {raw}`"
+                f"LOG: {str(raw)!r} is {kind}, per-step metrics without rollouts: read it with `gsd scalars {raw}`"
             )
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cli.support import REPORT_WIDTH, wrap_lines
 from ..io.atomic import jsonable, replace_set, write_json, write_table
 from ..io.lock import hold_folder
 from .tables import STEP_KEYS, Diagnosis
@@ -78,10 +79,6 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12, verbose: bool = 
     return "\n".join(wrap_lines(lines, REPORT_WIDTH))
 
 
-#: The widest line of a report (a terminal's 100 columns).
-REPORT_WIDTH = 100
-
-
 def _verdict_headline(s: dict) -> str:
     """Line 1: the run and how much of its generation was silent."""
     size = f"{s['format']} run, {s['steps']:,} steps, {s['prompts']:,} prompts, {s['rows']:,} rollouts"
@@ -103,22 +100,6 @@ def _headline_lines(s: dict) -> list[str]:
     if isinstance(g, int | np.integer) and str(int(g)) in rel and int(g) != adv["advised_G_per_generation"]:
         lines.append(f"  this run's G = {int(g)}: {rel[str(int(g))]:.2f}x the advised G's progress per generation")
     return lines
-
-
-def wrap_lines(lines: list[str], width: int) -> list[str]:
-    """Each line longer than ``width`` wrapped at spaces, its continuation indented two more than it."""
-    import textwrap
-
-    out = []
-    for line in lines:
-        if len(line) <= width:
-            out.append(line)
-            continue
-        indent = " " * (len(line) - len(line.lstrip()))
-        out += textwrap.wrap(
-            line, width, initial_indent="", subsequent_indent=indent + "  ", break_on_hyphens=False
-        ) or [line]
-    return out
 
 
 def _read_lines(s: dict) -> list[str]:
@@ -217,7 +198,7 @@ def _fidelity_law_lines(s: dict, pr) -> list[str]:
             else "none reachable"
         )
         + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "")
-        + "."
+        + ".",
     ]
 
 
