@@ -288,7 +288,7 @@ def _conventions(args) -> int:
         ),
         False,
         floatfmt="{:.5g}",
-        title="the trainer's GRPO update over the paper's, with its own ddof and eps, for k right of G "
+        title="the trainer's GRPO update over the paper's, with its own ddof and eps, for k right of G\n"
         "(eps weighs most at k = 1); then with eps = 0, and the gap that leaves",
     )
     return 0
@@ -332,7 +332,7 @@ def tour() -> int:
     )
     gaps = {t: trainers.convention_gap(8, t).iloc[0] for t in ("trl", "verl", "openrlhf")}
     print(
-        "6. Trainers' GRPO update vs the paper's at G = 8, k = 1, with their ddof 1 and eps (`gsd conventions`): "
+        "6. Trainers' GRPO update vs the paper's at G = 8, k = 1, with their ddof 1 and eps (`gsd conventions`):\n   "
         + ", ".join(f"{t} {float(row.ratio_min):.5g}" for t, row in gaps.items())
         + f"; {float(gaps['trl'].ratio_no_eps):.5g} with eps = 0"
     )
