@@ -8,7 +8,7 @@ from what its writer puts on disk:
   entries (keys ``eval_*``) and the end-of-training summary (``train_runtime`` …) are left out.
 * ``tensorboard``: a folder of ``events.out.tfevents.*`` files (torch's ``SummaryWriter``,
   tensorboardX, transformers' ``TensorBoardCallback``), read with TensorBoard's own
-  ``EventAccumulator`` (the ``tensorboard`` package: ``pip install 'grpo-gsd[scalars]'``).  Every scalar
+  ``EventAccumulator`` (the ``tensorboard`` package: ``pip install '.[scalars]'`` in the checkout).  Every scalar
   tag at its logged step.  transformers' JSON of the ``TrainingArguments`` (tag ``args``) is the run's config.
 * ``wandb``: an offline run folder (``wandb/offline-run-*/``, or its ``run-*.wandb`` file), the
   records W&B's SDK appends (LevelDB-log framing, one protobuf ``Record`` each), read with the
@@ -39,7 +39,7 @@ __all__ = ["SCALAR_FORMATS", "ScalarLog", "read_scalars", "SCALARS_EXTRA", "scal
 
 SCALAR_FORMATS = ("trl", "tensorboard", "wandb", "verl", "table")
 #: The extra that installs the TensorBoard reader.
-SCALARS_EXTRA = "grpo-gsd[scalars]"
+SCALARS_EXTRA = ".[scalars]"  # typed in the gsd checkout (grpo-gsd is not on the registry yet)
 _STEP_COLUMNS = ("step", "global_step", "train/global_step", "_step", "Step")
 # keys of TRL's end-of-training entry in log_history (one entry, at the last step)
 _TRL_SUMMARY = ("train_runtime", "train_loss", "train_samples_per_second", "train_steps_per_second", "total_flos")
@@ -165,7 +165,7 @@ def _read_tensorboard(path: Path) -> ScalarLog:
         if not (exc.name or "").startswith("tensorboard"):
             raise
         raise MissingExtra(
-            f"reading TensorBoard event files needs the tensorboard package: pip install '{SCALARS_EXTRA}'",
+            f"reading TensorBoard event files needs the tensorboard package: pip install '{SCALARS_EXTRA}' in the gsd checkout",
             name="tensorboard",
         ) from None
     folder = _event_dir(path)
@@ -264,7 +264,8 @@ def _read_wandb(path: Path) -> ScalarLog:
         if not (exc.name or "").startswith(("wandb", "google")):
             raise
         raise MissingExtra(
-            f"reading a W&B run file needs the wandb package: pip install '{SCALARS_EXTRA}'", name="wandb"
+            f"reading a W&B run file needs the wandb package: pip install '{SCALARS_EXTRA}' in the gsd checkout",
+            name="wandb",
         ) from None
     source = str(files[0])
     history, config, notes = [], {}, []
