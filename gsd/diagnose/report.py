@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -315,7 +316,7 @@ def _prompt_lines(pr) -> list[str]:
     ]
     lines.append(f"  {'prompt':<28} {'rollouts':>8} {'right':>6} {'p mean':>7} {'interval':>15} {'verdict':>9}")
     for i in order:
-        text = str(pr["prompt"][i])
+        text = shown_prompt(pr["prompt"][i])
         text = text if len(text) <= 28 else text[:27] + "…"
         interval = f"[{pr['p_lo'][i]:.3f}, {pr['p_hi'][i]:.3f}]"
         lines.append(
@@ -323,6 +324,18 @@ def _prompt_lines(pr) -> list[str]:
             f"{interval:>15} {pr['verdict'][i]:>9}"
         )
     return lines
+
+
+#: A tokenizer's special token at either end of a decoded prompt (``<unk>``, ``<s>``, ``<|im_start|>``):
+#: AReaL dumps the prompt decoded with them, which the report's narrow column has no room for.
+_END_TOKENS = re.compile(r"^(?:\s*<\|?[^<>\s]{1,24}\|?>)+\s*|\s*(?:<\|?[^<>\s]{1,24}\|?>\s*)+$")
+
+
+def shown_prompt(prompt) -> str:
+    """A prompt as the report shows it: without the special tokens at its ends (the tables written
+    by ``--out`` keep it as logged)."""
+    text = str(prompt)
+    return _END_TOKENS.sub("", text) or text
 
 
 def _num(x) -> str:
