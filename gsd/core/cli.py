@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from ..allocation import cli as cli_allocation
-from ..cli.support import CliError, emit, parse_list, real_option
+from ..cli.support import CliError, emit, parse_list, real_option, wrap_lines
 from ..io.data import BIGMATH_COLUMN
 from .groupsize import DEFAULT_MAX_GROUP_SIZE
 
@@ -256,7 +256,8 @@ def _plan_table(args) -> int:
         )
         return 0
     print(f"{len(plan)} rows planned: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    print("group size over reachable prompts: " + ", ".join(f"{k} {v:.4g}" for k, v in summary.items()))
+    spread = "group size over reachable prompts: " + ", ".join(f"{k} {v:.4g}" for k, v in summary.items())
+    print("\n".join(wrap_lines([spread])))
     if counts.get("unreachable", 0):
         print("unreachable = p in {0, 1}: every group is silent at any G (group_size -1)")
     for line in tables.table_notes(status, renamed):
