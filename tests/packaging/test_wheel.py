@@ -390,3 +390,35 @@ def test_torch_only_modules_raise_missing_extra(no_torch_env, module):
     out = _run([no_torch_env["python"], "-c", code], cwd=no_torch_env["cwd"], env=no_torch_env["env"])
     name, message = out.strip().split(" | ")
     assert name == "torch" and f"'{DISTRIBUTION}[torch]'" in message and "\n" not in message
+
+
+def test_build_prints_no_setuptools_warning(tmp_path):
+    """Building the wheel (what `pip install .` and `make reproduce` do) prints no setuptools warning:
+    a folder of shipped data that Python could import, left out of the package list, made setuptools
+    print a screenful of "Package would be ignored" per folder (five of them) before the install."""
+    pytest.importorskip("setuptools")
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(ROOT / name, src / name)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GSD_", "PYTHON", "VIRTUAL_ENV"))}
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-v"]
+    res = subprocess.run(
+        [*cmd, "-w", str(tmp_path / "dist"), str(src)], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    text = res.stdout + res.stderr
+    assert "would be ignored" not in text and "BuildBackendWarning" not in text, text[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    import zipfile
+
+    shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("gsd/_data/example_logs/")}
+    from gsd.resources import EXAMPLE_LOGS
+
+    for name in EXAMPLE_LOGS:  # every example log `gsd example-logs` copies is in the wheel
+        on_disk = ROOT / "data" / "example_logs" / name
+        files = [on_disk] if on_disk.is_file() else [p for p in on_disk.rglob("*") if p.is_file()]
+        assert files and all(f"gsd/_data/{p.relative_to(ROOT / 'data').as_posix()}" in shipped for p in files), name
