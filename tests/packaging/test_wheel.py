@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gsd.extras import TORCH_EXTRA
+
 ROOT = Path(__file__).resolve().parents[2]
 #: The distribution's name on the registry (the import name is ``gsd``).
 DISTRIBUTION = "grpo-gsd"
@@ -348,9 +350,7 @@ def test_core_commands_run_without_torch(no_torch_env):
     report = json.loads((cwd / "report" / "report.json").read_text())
     assert report["comparisons"] and all(row["agrees_at_printed_precision"] for row in report["comparisons"])
     assert report["campaign"]["status"] == "ok"
-    assert (
-        report["allocation"]["status"] == "not available" and f"{DISTRIBUTION}[torch]" in report["allocation"]["reason"]
-    )
+    assert report["allocation"]["status"] == "not available" and f"'{TORCH_EXTRA}'" in report["allocation"]["reason"]
 
 
 def test_example_logs_come_out_of_the_wheel_and_diagnose_without_torch(no_torch_env):
@@ -389,7 +389,7 @@ def test_torch_only_modules_raise_missing_extra(no_torch_env, module):
     )
     out = _run([no_torch_env["python"], "-c", code], cwd=no_torch_env["cwd"], env=no_torch_env["env"])
     name, message = out.strip().split(" | ")
-    assert name == "torch" and f"'{DISTRIBUTION}[torch]'" in message and "\n" not in message
+    assert name == "torch" and f"pip install '{TORCH_EXTRA}'" in message and "\n" not in message
 
 
 def test_build_prints_no_setuptools_warning(tmp_path):
