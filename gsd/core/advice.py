@@ -67,6 +67,7 @@ __all__ = [
     "group_size_advice",
     "fit_step_cost",
     "step_times_from_log",
+    "advice_headline",
 ]
 
 #: What a comparison of group sizes holds fixed per step.
@@ -621,3 +622,46 @@ def step_times_from_log(path) -> pd.DataFrame:
     if not rows:
         raise InputError(f"path: {str(path)!r} holds no step time (TRL's step_time, verl's timing_s/step)")
     return pd.DataFrame(rows, columns=["step", "seconds", "generation_seconds"])
+
+
+#: The widest line :func:`advice_headline` writes (a terminal of 100 columns).
+HEADLINE_WIDTH = 100
+
+
+def advice_headline(advice) -> str:
+    """The advised setting in two lines of at most :data:`HEADLINE_WIDTH` characters: what to set, then
+    its convention. Every report of ``gsd`` (diagnose, scalars, plan --advice) opens with it.
+
+    ``advice`` is a :class:`GroupSizeAdvice` or its :meth:`GroupSizeAdvice.summary` (the JSON form a
+    report keeps). Line 1 names the advised uniform G per generation and, beside it, how much slower
+    the two G nearest it learn (their ``relative_per_generation``: progress per generation over the best G's);
+    line 2 the convention the numbers are in (what was held fixed, the optimiser, the objective) and
+    the advised G per second when a step cost was given.
+
+    >>> adv = group_size_advice([0.2, 0.5, 0.7], prompts_per_step=3)
+    >>> print(advice_headline(adv))
+    Advised: uniform G = 2 answers per prompt (fastest per generation; G = 4: 0.86x; G = 8: 0.65x)
+      convention: prompts per step held fixed; Adam; grpo on mean 2*arcsin(sqrt(p))
+    """
+    import textwrap
+
+    s = advice.summary() if isinstance(advice, GroupSizeAdvice) else dict(advice)
+    best = s.get("advised_G_per_generation")
+    if best is None:
+        return "Advised: no group size (the advice could not be computed for this run)"
+    rel = {int(g): float(r) for g, r in (s.get("relative_per_generation") or {}).items() if int(g) != int(best)}
+    near = sorted(sorted(rel, key=lambda g: abs(math.log(g / int(best))))[:2])  # the two G nearest the advised
+    others = "".join(f"; G = {g}: {rel[g]:.2f}x" for g in near)
+    first = f"Advised: uniform G = {best} answers per prompt (fastest per generation{others})"
+    held = "prompts per step" if s.get("hold") == "prompts" else "generations per step"
+    opt = {"adam": "Adam", "sgd": "SGD"}.get(s.get("optimizer"), s.get("optimizer"))
+    if s.get("optimizer") == "adam" and s.get("score_noise") is not None:
+        opt += f" (score noise {s['score_noise']:g})"
+    second = f"convention: {held} held fixed; {opt}; {s.get('method')} on mean {s.get('objective')}"
+    if s.get("advised_G_per_second") is not None:
+        second += f"; per second of the step cost: G = {s['advised_G_per_second']}"
+    lines = textwrap.wrap(first, HEADLINE_WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+    lines += textwrap.wrap(
+        second, HEADLINE_WIDTH, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False
+    )
+    return "\n".join(lines)

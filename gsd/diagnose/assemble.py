@@ -487,6 +487,7 @@ def _columns_to_read(module, fmt, files, *, reward, group_col, group_size, promp
         "prompt": prompt or defaults[0],
         "step": step or defaults[1],
         "step_required": step is not None,
+        "prompt_given": prompt is not None,
         "group": group_col,
         "silent": declared.get("silent_col") if declared else None,
     }

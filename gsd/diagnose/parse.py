@@ -263,7 +263,11 @@ class Reader:
         pcol = self.cols["prompt"]
         if pcol in columns:
             return
-        hint = " (name it with --prompt-column)" if module is None else ""
+        if module is None and not self.cols.get("prompt_given"):
+            raise InputError(
+                f"{path}: not a rollout log (one row per answer, with its prompt, reward and step): no "
+                f"{pcol!r} column among {', '.join(columns[:12])}{', ...' if len(columns) > 12 else ''}"
+            )
         if module is not None and pcol == module.PROMPT_COL:  # --format names another trainer?
             other = sorted(
                 (
@@ -281,7 +285,7 @@ class Reader:
                     f"{path}: --format {self.fmt}: no {pcol!r} column (columns: "
                     f"{', '.join(columns)}): its rows are {other[0]}'s: use --format {other[0]}"
                 )
-        raise InputError(f"{path}: no prompt column {pcol!r}; columns: {', '.join(columns)}{hint}")
+        raise InputError(f"{path}: no prompt column {pcol!r}; columns: {', '.join(columns)}")
 
     def _reward(self, path, table):
         """(the reward's terms, one row per term; the reward the trainer normalises), in the

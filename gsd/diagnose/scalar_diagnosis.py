@@ -331,6 +331,7 @@ def _advice(fit, steps, groups) -> dict:
         "advice_step": int(steps[i]),
         "advice_convention": f"hold={adv.hold}, optimizer={adv.optimizer}, method={adv.method}",
         "advice_relative_per_generation": {int(g): float(v) for g, v in rel.items() if int(g) in (2, 4, 8, 16)},
+        "advice": adv.summary(),
     }
 
 

@@ -8,7 +8,7 @@ from what its writer puts on disk:
   entries (keys ``eval_*``) and the end-of-training summary (``train_runtime`` …) are left out.
 * ``tensorboard``: a folder of ``events.out.tfevents.*`` files (torch's ``SummaryWriter``,
   tensorboardX, transformers' ``TensorBoardCallback``), read with TensorBoard's own
-  ``EventAccumulator`` (the ``tensorboard`` package: ``pip install 'grpo-gsd[scalars]'``).  Every scalar
+  ``EventAccumulator`` (the ``tensorboard`` package: ``pip install '.[scalars]'`` in the checkout).  Every scalar
   tag at its logged step.  transformers' JSON of the ``TrainingArguments`` (tag ``args``) is the run's config.
 * ``wandb``: an offline run folder (``wandb/offline-run-*/``, or its ``run-*.wandb`` file), the
   records W&B's SDK appends (LevelDB-log framing, one protobuf ``Record`` each), read with the
@@ -35,11 +35,11 @@ from pathlib import Path
 
 from ..errors import InputError, MissingExtra
 
-__all__ = ["SCALAR_FORMATS", "ScalarLog", "read_scalars", "SCALARS_EXTRA"]
+__all__ = ["SCALAR_FORMATS", "ScalarLog", "read_scalars", "SCALARS_EXTRA", "scalar_log_kind"]
 
 SCALAR_FORMATS = ("trl", "tensorboard", "wandb", "verl", "table")
 #: The extra that installs the TensorBoard reader.
-SCALARS_EXTRA = "grpo-gsd[scalars]"
+SCALARS_EXTRA = ".[scalars]"  # typed in the gsd checkout (grpo-gsd is not on the registry yet)
 _STEP_COLUMNS = ("step", "global_step", "train/global_step", "_step", "Step")
 # keys of TRL's end-of-training entry in log_history (one entry, at the last step)
 _TRL_SUMMARY = ("train_runtime", "train_loss", "train_samples_per_second", "train_steps_per_second", "total_flos")
@@ -165,7 +165,7 @@ def _read_tensorboard(path: Path) -> ScalarLog:
         if not (exc.name or "").startswith("tensorboard"):
             raise
         raise MissingExtra(
-            f"reading TensorBoard event files needs the tensorboard package: pip install '{SCALARS_EXTRA}'",
+            f"reading TensorBoard event files needs the tensorboard package: pip install '{SCALARS_EXTRA}' in the gsd checkout",
             name="tensorboard",
         ) from None
     folder = _event_dir(path)
@@ -264,7 +264,8 @@ def _read_wandb(path: Path) -> ScalarLog:
         if not (exc.name or "").startswith(("wandb", "google")):
             raise
         raise MissingExtra(
-            f"reading a W&B run file needs the wandb package: pip install '{SCALARS_EXTRA}'", name="wandb"
+            f"reading a W&B run file needs the wandb package: pip install '{SCALARS_EXTRA}' in the gsd checkout",
+            name="wandb",
         ) from None
     source = str(files[0])
     history, config, notes = [], {}, []
@@ -386,6 +387,47 @@ def _read_table(path: Path, step_col=None) -> ScalarLog:
 
 
 # ---------------------------------------------------------------------------------------- entry
+
+
+def scalar_log_kind(path) -> str | None:
+    """What scalar log ``path`` is, by its name (a verl file-logger JSONL: by its first line), or None.
+
+    A file: TRL's ``trainer_state.json``, a TensorBoard event file, a W&B ``.wandb`` run file, a verl
+    file-logger JSONL (first line ``{"step": ..., "data": {...}}``). A folder: one holding a
+    ``trainer_state.json``, TensorBoard event files or a W&B run (what :func:`read_scalars` finds
+    in it). ``gsd diagnose`` names ``gsd scalars`` for these instead of reading them as tables.
+    """
+    path = Path(path)
+    if path.is_dir():
+        try:
+            fmt, _ = _detect(path)
+        except InputError:
+            return None
+        return _KINDS[fmt]
+    name = path.name
+    if name == "trainer_state.json":
+        return _KINDS["trl"]
+    if name.startswith("events.out.tfevents."):
+        return _KINDS["tensorboard"]
+    if name.endswith(".wandb"):
+        return _KINDS["wandb"]
+    if path.suffix.lower() == ".jsonl" and path.is_file():
+        try:
+            with path.open("rb") as f:
+                first = json.loads(f.readline(1 << 20) or b"null")
+        except (OSError, ValueError):
+            return None
+        if isinstance(first, dict) and set(first) == {"step", "data"} and isinstance(first["data"], dict):
+            return _KINDS["verl"]
+    return None
+
+
+_KINDS = {
+    "trl": "TRL's trainer_state.json",
+    "tensorboard": "a TensorBoard run",
+    "wandb": "a W&B run",
+    "verl": "verl's file-logger metrics",
+}
 
 
 def _detect(path: Path) -> tuple[str, Path]:
