@@ -222,6 +222,8 @@ def test_advice_for_a_population_that_is_silent_for_sure_is_refused(tmp_path, ca
     with pytest.raises(InputError, match="every prompt is silent for sure"):
         gsd.group_size_advice([0.0, 1.0, 1.0, 0.0])
     assert gsd.group_size_advice([0.0, 1.0, 0.5]).summary()["advised_G_per_generation"] >= 2  # one live prompt
+    assert main(["plan", "--p", "0,1,1", "--budget", "64", "--advice"]) == 2
+    assert "every prompt is silent for sure" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------- OS errors
