@@ -93,7 +93,7 @@ def numbers_cases(tmp: Path) -> list:
         good = '{"step": 1, "frac_reward_zero_std": 0.25, "reward": 0.5}'
         other = f'{{"step": {step}, "frac_reward_zero_std": 0.5, "reward": 0.5}}'
         p = _write(d / f"trl_step{i}.json", f'{{"log_history": [{good}, {other}]}}')
-        want = "" if not ok else f" & (v[-1] == {json.loads(step)})"
+        want = "" if not ok else f" & np.isin({json.loads(step)}, v)"
         api(
             f"{SCALARS}.read_scalars({p!r}, fmt='trl').metrics.index.to_numpy()",
             "answer" if ok else "error",
@@ -113,7 +113,8 @@ def numbers_cases(tmp: Path) -> list:
         entries = [
             f'{{"step": {s}, "frac_reward_zero_std": {value if s == 2 else "0.25"}, "reward": 0.5}}' for s in (1, 2, 3)
         ]
-        p = _write(d / f"trl_z{i}.json", '{"log_history": [' + ", ".join(entries) + "]}")
+        (d / f"trl_z{i}").mkdir(exist_ok=True)
+        p = _write(d / f"trl_z{i}" / "trainer_state.json", '{"log_history": [' + ", ".join(entries) + "]}")
         number = value not in ('"0.5"', "true", "[0.5]", '{"v": 0.5}', "null")
         # read: every number kept, every non-number counted in the notes
         counted = f"any('frac_reward_zero_std' in n and 'not a number' in n for n in l.notes) == {not number}"
@@ -123,7 +124,7 @@ def numbers_cases(tmp: Path) -> list:
         api(f"[{DIAG}.diagnose_scalars({p!r}).summary['silent_share']]", expect, "(v >= 0) & (v <= 1)")
         cli(["scalars", "--json", p], expect, ZSTD)
     # one text cell in a table column: the column stays, the cell is counted
-    for i, cell in enumerate(["x", "True", "0.5.1", "-", "n/a"]):
+    for i, cell in enumerate(["x", "True", "0.5.1", "-", "?"]):
         p = _write(d / f"cell{i}.csv", f"step,{ZSTD},reward\n1,0.5,0.5\n2,{cell},0.5\n3,0.25,0.5\n")
         api(
             f"(lambda l: [l.dropped.get({ZSTD!r}, 0), l.metrics[{ZSTD!r}].notna().sum()])"
@@ -198,19 +199,19 @@ def numbers_cases(tmp: Path) -> list:
         ("[0.0]", False),
         ("[1.0, 1.0, 1.0]", False),
         ("[0.0, 0.5]", True),
-        ("[1e-300, 1.0]", True),
+        ("[1e-300, 1.0]", None),  # its progress underflows to 0 at every G in float64: either
         ("[0.5]", True),
     ):
         js = "__import__('json')"
         api(
             f"[{js}.loads({js}.dumps(gsd.group_size_advice({ps}).summary(), allow_nan=False))"
             "['advised_G_per_generation']]",
-            "answer" if ok else "error",
+            "either" if ok is None else "answer" if ok else "error",
             "v >= 2",
         )
         cli(
             ["plan", "--p", ps.strip("[]").replace(" ", ""), "--budget", "64", "--advice"],
-            "answer" if ok else "error",
+            "either" if ok is None else "answer" if ok else "error",
             "silent",
         )
     # SilenceAlert.on_log: whatever TRL hands it, it returns control and never raises

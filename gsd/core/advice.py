@@ -413,8 +413,8 @@ def group_size_advice(
         }
     if not (per_gen.max() > 0):  # refused by name: every G ties at 0, and 0/0 would fill the table
         raise InputError(
-            "p_or_posterior: every prompt is silent for sure (p = 0 or 1 at every G): no group size makes "
-            "progress, so there is no group size to advise"
+            "p_or_posterior: every prompt is silent for sure (p = 0 or 1, or so near that its progress is 0 in "
+            "float64): no group size makes progress, so there is no group size to advise"
         )
     return GroupSizeAdvice(
         table_columns=table,
