@@ -170,19 +170,8 @@ def diagnose_scalars(
         "logged_steps": len(out),
         "last_step": int(steps[-1]) if len(steps) else None,
     }
-    unread = [k for k in SILENT_KEYS if getattr(log, "dropped", {}).get(k)]
-    if z_key is None and not dapo and unread:
-        notes.append(
-            f"the zero-std fraction {unread[0]!r} holds no number ({log.dropped[unread[0]]} values left out): "
-            "the silent share and the wasted rollouts are not in it"
-        )
-    elif z_key is None and not dapo:
-        notes.append(
-            f"the log holds no zero-std fraction ({log.fmt} logs none"
-            + (": verl 0.9.1 logs only the mean score for GRPO" if log.fmt == "verl" else "")
-            + "): the silent share and the wasted rollouts are not in it; the lower bound from the mean "
-            "reward is all that can be said"
-        )
+    if z_key is None and not dapo:
+        notes.append(_no_silent_note(log))
     _silent_and_waste(out, summary, notes, z, gens, scheduled, drawn, G, n)
     fit = None
     if G and binary and r_key:
@@ -195,6 +184,23 @@ def diagnose_scalars(
         notes.append("no lower bound and no fit: give --group-size (G)")
     summary["notes"] = notes
     return ScalarDiagnosis(steps=out, summary=summary, fit=fit, notes=notes)
+
+
+def _no_silent_note(log) -> str:
+    """What the report says of a log without a usable zero-std fraction: one whose every value was
+    text (left out, counted by the reader) is not a log without one."""
+    unread = [k for k in SILENT_KEYS if getattr(log, "dropped", {}).get(k)]
+    if unread:
+        return (
+            f"the zero-std fraction {unread[0]!r} holds no number ({log.dropped[unread[0]]} values left out): "
+            "the silent share and the wasted rollouts are not in it"
+        )
+    return (
+        f"the log holds no zero-std fraction ({log.fmt} logs none"
+        + (": verl 0.9.1 logs only the mean score for GRPO" if log.fmt == "verl" else "")
+        + "): the silent share and the wasted rollouts are not in it; the lower bound from the mean "
+        "reward is all that can be said"
+    )
 
 
 def _run_shape(config: dict, group_size, groups):
