@@ -245,3 +245,17 @@ def test_example_logs_names_dest_on_os_errors(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "No space left on device" in err and str(dest) in err
     assert not dest.exists() and not list(tmp_path.glob(".*.tmp"))
+
+
+# ------------------------------------------------------------------------------- text
+def test_a_lone_surrogate_in_a_prompt_is_one_prompt_not_an_error(tmp_path, capsys):
+    """Issue 44: a lone surrogate in a JSONL prompt raised UnicodeEncodeError."""
+    from gsd.io.arrow_arrays import text_array
+
+    assert text_array(["a\ud800", None, "b"]).to_pylist() == ["a\\ud800", None, "b"]
+    log = tmp_path / "s.jsonl"
+    rows = [("a\ud800", 1), ("a\ud800", 0), ("b", 1), ("b", 1)]
+    log.write_text("".join(json.dumps({"prompt": q, "step": 0, "reward": r}) + "\n" for q, r in rows))
+    assert main(["diagnose", str(log), "--reward-column", "reward", "--no-progress", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    assert summary["rows"] == 4 and summary["bad_rows"] == 0 and summary["silent_frac"] == 0.5
