@@ -240,6 +240,13 @@ def numbers_cases(tmp: Path) -> list:
             f"({ALERT}(silent=0.9))"
         )
         api(call, "answer", "v == 1", budget=60)
+    # prompts that UTF-8 cannot hold (a lone surrogate, as JSON's escapes can write one): one prompt each
+    for i, text in enumerate(["\\ud800", "\\udc00", "x\\udfff", "\\ud83d\\ude00", "\\u0000"]):
+        rows = "".join(f'{{"prompt": "{text}", "step": 0, "reward": {r}}}\n' for r in (0, 1))
+        rows += "".join(f'{{"prompt": "b", "step": 0, "reward": {r}}}\n' for r in (1, 1))
+        p = _write(d / f"surrogate{i}.jsonl", rows)
+        post = "(lambda s: s['rows'] == 4 and s['silent_frac'] == 0.5)(json.loads(stdout)['summary'])"
+        cli(["diagnose", "--no-progress", "--json", p, "--reward-column", "reward"], "answer", post=post)
     # gsd example-logs: OS errors named with DEST
     (d / "afile").write_text("x")
     for name, expect in (
