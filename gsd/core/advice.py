@@ -48,6 +48,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.frames import Columns, as_frame
+from ..io.numbers import seconds_value, step_number
 from ..validation import MAX_EXACT_GROUP_SIZE, as_ddof, as_eps, as_group_size, shown
 from .binomial import symmetric_expectation, unique_pairs
 from .posterior import BetaPosterior
@@ -411,8 +412,11 @@ def group_size_advice(
             "relative_per_generation": per_gen / per_gen.max(),
             "relative_per_second": per_sec / np.nanmax(per_sec) if cost is not None else np.full(grid.size, np.nan),
         }
-    if not (per_gen.max() > 0):
-        notes.append("every prompt is silent for sure (p = 0 or 1): no G makes progress")
+    if not (per_gen.max() > 0):  # refused by name: every G ties at 0, and 0/0 would fill the table
+        raise InputError(
+            "p_or_posterior: every prompt is silent for sure (p = 0 or 1, or so near that its progress is 0 in "
+            "float64): no group size makes progress, so there is no group size to advise"
+        )
     return GroupSizeAdvice(
         table_columns=table,
         best_G_per_generation=best_gen,
@@ -594,15 +598,16 @@ def step_times_from_log(path) -> pd.DataFrame:
             history = json.loads(path.read_text()).get("log_history", [])
         except (json.JSONDecodeError, AttributeError) as e:
             raise InputError(f"path: {str(path)!r} is not a trainer_state.json ({e})") from None
+        at = f"path: {str(path)!r}, log_history"
         rows = [
-            (int(h["step"]), float(h["step_time"]), math.nan)
+            (step_number(h["step"], at), seconds_value(h["step_time"], f"{at} step_time"), math.nan)
             for h in history
             if isinstance(h, dict) and "step_time" in h and "step" in h and h["step_time"] is not None
         ]
     else:
         rows = []
         with open(path) as fh:
-            for line in fh:
+            for number, line in enumerate(fh, 1):
                 line = line.strip()
                 if not line:
                     continue
@@ -612,11 +617,13 @@ def step_times_from_log(path) -> pd.DataFrame:
                     continue
                 data = rec.get("data", rec) if isinstance(rec, dict) else {}
                 if isinstance(data, dict) and "timing_s/step" in data:
+                    at = f"path: {str(path)!r}, line {number}"
+                    gen = data.get("timing_s/gen")
                     rows.append(
                         (
-                            int(rec.get("step", len(rows))),
-                            float(data["timing_s/step"]),
-                            float(data.get("timing_s/gen", math.nan)),
+                            step_number(rec.get("step", len(rows)), at),
+                            seconds_value(data["timing_s/step"], f"{at} timing_s/step"),
+                            math.nan if gen is None else seconds_value(gen, f"{at} timing_s/gen"),
                         )
                     )
     if not rows:

@@ -242,21 +242,24 @@ def _example_logs(args) -> int:
     from pathlib import Path
 
     from ..errors import InputError
-    from ..io.atomic import make_folder
+    from ..io.atomic import make_folder, writing
     from ..resources import EXAMPLE_LOGS, example_logs
 
     dest = Path(args.dest)
-    if dest.exists() or dest.is_symlink():
-        raise InputError(f"DEST {args.dest!r} exists: give a new folder name (nothing is overwritten)")
+    with writing(dest):  # a name the file system refuses (too long) is the user's DEST, named
+        if dest.exists() or dest.is_symlink():
+            raise InputError(f"DEST {args.dest!r} exists: give a new folder name (nothing is overwritten)")
     make_folder(dest.parent if str(dest.parent) else ".")
-    # Copied into a hidden sibling, then renamed: DEST appears whole or not at all.
-    stage = dest.with_name(f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    # Copied into a hidden sibling, then renamed: DEST appears whole or not at all.  The sibling's
+    # name is short whatever DEST's length (a DEST of 255 characters, the limit, still works).
+    stage = dest.with_name(f".gsd-example-logs.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     source = example_logs()
     try:
-        stage.mkdir()
-        for name in EXAMPLE_LOGS:
-            (shutil.copytree if (source / name).is_dir() else shutil.copy2)(source / name, stage / name)
-        os.rename(stage, dest)
+        with writing(dest):  # a full disk or a name too long: DEST named, nothing left behind
+            stage.mkdir()
+            for name in EXAMPLE_LOGS:
+                (shutil.copytree if (source / name).is_dir() else shutil.copy2)(source / name, stage / name)
+            os.rename(stage, dest)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     print(f"Example logs copied to {dest}: try")
