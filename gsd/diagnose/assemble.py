@@ -134,7 +134,7 @@ class RolloutLog:
         return int(self.prompt.size)
 
 
-def _run_history(chunks, warnings):
+def run_history(chunks, warnings):
     """A folder is read as one run.  A trainer writes its step files in step order, so in a folder
     where the file of some step is newer than every later step's file, those later files were
     left by an earlier attempt: a run resumed from an earlier checkpoint (or restarted in the
@@ -177,7 +177,7 @@ def _assemble(reader: Reader, group_col, warnings):
     # A trainer that keeps a row without a finite reward in its group (TRL) counts it there.
     unscorable = rows["prompt_ok"] & ~reward_ok if hooks.UNSCORABLE_IN_GROUP else np.zeros(h.size, bool)
     usable = rows["prompt_ok"] & rows["step_ok"] & (reward_ok | unscorable) & gkey_ok & ~rows["conflict"]
-    _report_unusable(reader, chunks, rows, reward_ok | unscorable, group_col)
+    report_unusable(reader, chunks, rows, reward_ok | unscorable, group_col)
     blocks = hooks.GROUP_SIZE
     incomplete = _incomplete_rows(rows, usable, blocks)
     if not blocks:
@@ -234,7 +234,7 @@ def _concatenate(chunks) -> dict:
     return rows
 
 
-def _report_unusable(reader: Reader, chunks, rows, scored, group_col) -> None:
+def report_unusable(reader: Reader, chunks, rows, scored, group_col) -> None:
     """Count each unusable row once, with its first reason, and list the first :data:`MAX_LISTED`
     with their file and line (``scored``: a finite reward, or one the trainer keeps without)."""
     hooks = hooks_of(reader.module)
@@ -366,11 +366,11 @@ def read_rollouts(
     >>> log.fmt, log.rows, log.reward.tolist(), log.labels.tolist(), log.group_by
     ('verl', 4, [0.0, 1.0, 1.0, 0.0], ['q1'], 'rows of one step with the same input text')
     """
-    group_size = _checked_options(fmt, group_size)
+    group_size = checked_options(fmt, group_size)
     files, fmt, warnings, state_path, folders = discover_files(paths, fmt)
     module = TRAINER_HOOKS.get(fmt)
     hooks = hooks_of(module)
-    reward, group_col, declared, cols = _columns_to_read(
+    reward, group_col, declared, cols = columns_to_read(
         module, fmt, files, reward=reward, group_col=group_col, group_size=group_size, prompt=prompt_col, step=step_col
     )
     reader = _read_files(files, Reader(fmt, cols, reward), progress)
@@ -451,7 +451,7 @@ def _prompt_codes(hashes, labels: dict):
     return uniq, code.astype(np.int64).ravel(), np.array([labels[int(v)] for v in uniq.tolist()], dtype=object)
 
 
-def _checked_options(fmt: str, group_size):
+def checked_options(fmt: str, group_size):
     """The format checked, and the group size as an int (None: inferred), at least 2."""
     if fmt not in FORMATS:
         raise InputError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -464,7 +464,7 @@ def _checked_options(fmt: str, group_size):
     return group_size
 
 
-def _columns_to_read(module, fmt, files, *, reward, group_col, group_size, prompt, step):
+def columns_to_read(module, fmt, files, *, reward, group_col, group_size, prompt, step):
     """(reward, group column, the description a table saved by gsd's GroupTracker carries or
     None, the columns to read): a GroupTracker table says which columns it holds and how it was
     grouped; a group size or a group column the format cannot take is an InputError."""
@@ -522,7 +522,7 @@ def _arrange_run(reader: Reader, module, folders, context, warnings) -> list:
         return excluded
     reader.chunks = [c for c in reader.chunks if c.hashes.size or c.unattributed_bad]
     if folders and hooks_of(module).RUN_HISTORY:  # files named one by one are read as named
-        reader.chunks, excluded = _run_history(reader.chunks, warnings)
+        reader.chunks, excluded = run_history(reader.chunks, warnings)
     arrange = hooks_of(module).arrange
     if arrange is not None:
         reader.chunks = arrange([c for c in reader.chunks if c.hashes.size], context)

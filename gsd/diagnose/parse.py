@@ -529,8 +529,10 @@ def _is_number_type(t, pa):
 CHUNK_ROWS = 1 << 20  # rows per piece of a parquet or CSV file (bounds the memory of a big table)
 
 
-def read_file(path: Path, reader: Reader):
-    """Read one file (any format), piece by piece, into the reader's chunks."""
+def read_file(path: Path, reader: Reader, on_piece=None):
+    """Read one file (any format), piece by piece, into the reader's chunks; ``on_piece(reader)``,
+    when given, is called after each piece (a streaming caller takes the new chunks there and
+    clears them, so that no more than one piece's rows are held)."""
     import pyarrow as pa
 
     from ..io.userinput import reading, refuse_binary
@@ -555,6 +557,8 @@ def read_file(path: Path, reader: Reader):
                     reader.add(path, table, lines, extra_bad=len(bad))
                 elif bad:
                     reader.chunks.append(_empty_chunk(path, len(bad)))
+                if on_piece is not None:
+                    on_piece(reader)
         except pa.ArrowException as exc:  # pyarrow's reader on bytes it cannot take
             raise InputError(f"LOG: cannot read {str(path)!r} ({str(exc).splitlines()[0][:200]})") from None
 

@@ -548,7 +548,7 @@ def diagnose_log(
     if threshold is None:
         threshold = log.threshold
     conv = _log_convention(log, ddof, eps, scale)
-    right, note = _right_answers(log, threshold)
+    right, note = right_answers(log, threshold)
     auto = isinstance(half_life, str) and half_life == "auto"
     if isinstance(half_life, str) and not auto:
         raise InputError(f"half_life must be a number of steps > 0, None or 'auto', got {half_life!r}")
@@ -630,7 +630,7 @@ def _log_convention(log: RolloutLog, ddof, eps, scale) -> dict:
     return conv
 
 
-def _right_answers(log: RolloutLog, threshold):
+def right_answers(log: RolloutLog, threshold):
     """Right/wrong per rollout and how (:func:`_right`); a padding trainer's rows are not answers,
     so they are not counted among the unscorable ones either."""
     if log.padding is None:
