@@ -453,6 +453,8 @@ def _tables(groups, labels, hashes, incomplete_groups, incomplete_rollouts, bad_
     )
     with np.errstate(invalid="ignore", divide="ignore"):
         s["silent_frac"] = s["silent_groups"] / np.where(s["groups"] > 0, s["groups"], np.nan)
+    if np.issubdtype(groups["k"].dtype, np.floating) and np.isnan(groups["k"]).any():  # no right/wrong
+        s["all_wrong"] = s["all_right"] = np.full(step.size, np.nan)
     prompt, p = group_sums(groups["prompt"], {"groups": np.ones(multi.size, bool), "n": groups["n"], "k": groups["k"]})
     return RunCounts(
         groups=groups,
