@@ -223,3 +223,43 @@ def test_merge_of_any_partition_is_one_pass(rows, data):
             return
         for c in GROUP_COLUMNS:
             assert np.array_equal(a.groups[c], b.groups[c], equal_nan=True), c
+
+
+def test_split_is_consecutive_and_balanced():
+    from gsd.diagnose.shards import split
+
+    assert split(list("abcdefg"), 3) == [["a", "b"], ["c", "d", "e"], ["f", "g"]]
+    assert split(["a"], 4) == [["a"]]
+    with pytest.raises(Exception, match="shards"):
+        split(["a"], 0)
+
+
+@pytest.mark.ray
+def test_ray_shards_equal_one_process(tmp_path):
+    """A sharded table (groups split across its part files) and a verl run, counted by Ray tasks
+    on a local instance: the merged counts are one process's, field by field."""
+    ray = pytest.importorskip("ray")
+    from gsd.diagnose.shards import count_runs, count_sharded
+
+    df, _ = rollouts(steps=4)
+    df = df.sample(frac=1.0, random_state=1).reset_index(drop=True)
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    for i, rows in enumerate(np.array_split(np.arange(len(df)), 5)):
+        df.iloc[rows].to_parquet(parts / f"part-{i}.parquet", index=False)
+    write_verl(tmp_path / "run" / "rollout_data", df.sort_values("step"), malformed_step=2)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        for path, kw in ((parts, {"fmt": "table", "reward": "score"}), (tmp_path / "run", {})):
+            one = count_rollouts(path, progress=False, **kw)
+            many = count_sharded(path, shards=3, **kw)
+            for table in ("groups", "steps", "prompts"):
+                a, b = getattr(one, table), getattr(many, table)
+                assert a.keys() == b.keys() and all(np.array_equal(a[c], b[c], equal_nan=True) for c in a), table
+            assert one.labels.tolist() == many.labels.tolist() and one.bad_count == many.bad_count
+        runs = count_runs([tmp_path / "run"])
+        assert np.array_equal(
+            runs[str(tmp_path / "run")].steps["silent_frac"], one.steps["silent_frac"], equal_nan=True
+        )
+    finally:
+        ray.shutdown()
