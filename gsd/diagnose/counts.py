@@ -137,6 +137,8 @@ def chunk_cells(chunk, threshold, row0: int) -> Cells:
     contradiction; an unusable row with a step and a key marks its cell lost."""
     steps, hashes, reward = chunk.steps, chunk.hashes, chunk.reward
     keyed = chunk.gkey is not None
+    if not keyed and chunk.prompt_codes is not None and chunk.conflict is None:
+        return _prompt_cells(chunk, threshold, row0)
     gkey, gkey_ok = (chunk.gkey, chunk.gkey_ok) if keyed else (hashes, chunk.prompt_ok)
     finite = np.isfinite(reward)
     conflict = chunk.conflict if chunk.conflict is not None else np.zeros(hashes.size, bool)
@@ -165,6 +167,74 @@ def chunk_cells(chunk, threshold, row0: int) -> Cells:
     if chunk.unattributed_bad:
         cells.unplaced = [(chunk.file.name, int(steps[0]) if steps.size else None, int(chunk.unattributed_bad))]
     return cells
+
+
+def _prompt_cells(chunk, threshold, row0: int) -> Cells:
+    """:func:`chunk_cells` where a group is a prompt within its step: cells numbered by (step,
+    prompt index among the piece's distinct prompts) — dense small codes counted with
+    ``bincount``, no sort of the rows; the rows that cannot be used go through the general way."""
+    usable = chunk.prompt_ok & chunk.step_ok & np.isfinite(chunk.reward)
+    idx = np.flatnonzero(usable)
+    steps, r = chunk.steps[idx], chunk.reward[idx]
+    parts = []
+    if idx.size:
+        nd = max(chunk.prompt_hashes.size, 1)
+        low = int(steps.min())
+        span = int(steps.max()) - low + 1
+        code = (steps - low) * nd + chunk.prompt_codes[idx] if span <= (1 << 62) // nd else None
+        if code is not None and span * nd <= 4 * idx.size + 4096:
+            present = np.bincount(code, minlength=span * nd) > 0
+            cell, n = (np.cumsum(present) - 1)[code], int(present.sum())
+        else:  # a wide span of steps: number the pairs by sorting
+            cell, n = pair_codes(steps, chunk.prompt_codes[idx])
+        parts.append(
+            _dense_cells(cell, n, steps, chunk.prompt_hashes[chunk.prompt_codes[idx]], r, idx, row0, threshold)
+        )
+    rest = ~usable & chunk.step_ok & chunk.prompt_ok  # unusable rows whose group is known: lost
+    orphans = np.zeros((2, 0), np.int64)
+    if rest.any() or chunk.unattributed_bad:
+        rows = {
+            "step": chunk.steps[rest], "gkey": chunk.hashes[rest], "hash": np.zeros(int(rest.sum()), np.int64),
+            "rows": np.zeros(int(rest.sum()), np.int64), "lo": np.full(int(rest.sum()), np.inf),
+            "hi": np.full(int(rest.sum()), -np.inf), "top": np.zeros(int(rest.sum()), np.int64),
+            "above": np.zeros(int(rest.sum()), np.int64), "mid": np.zeros(int(rest.sum()), bool),
+            "first": np.full(int(rest.sum()), _NONE), "lost": np.ones(int(rest.sum()), bool),
+        }  # fmt: skip
+        parts.append(_reduce(rows))
+    cells = Cells.merge(parts) if len(parts) > 1 else (parts[0] if parts else Cells.empty())
+    cells.orphans = orphans
+    cells.keyed = {False} if chunk.hashes.size else set()
+    if chunk.unattributed_bad:
+        steps_all = chunk.steps
+        cells.unplaced = [(chunk.file.name, int(steps_all[0]) if steps_all.size else None, int(chunk.unattributed_bad))]
+    return cells
+
+
+def _dense_cells(cell, n: int, steps, hashes, r, idx, row0: int, threshold) -> Cells:
+    """Cells of usable rows already numbered 0 … n − 1 (``cell`` per row): counts by ``bincount``,
+    ranges by ``minimum.at`` / ``maximum.at``."""
+    first_row = np.full(n, cell.size, np.int64)
+    np.minimum.at(first_row, cell, np.arange(cell.size))  # the earliest row of each cell
+    lo = np.full(n, np.inf)
+    hi = np.full(n, -np.inf)
+    np.minimum.at(lo, cell, r)
+    np.maximum.at(hi, cell, r)
+    inside = (r > lo[cell]) & (r < hi[cell])
+    return Cells(
+        steps[first_row],
+        hashes[first_row],
+        hashes[first_row],
+        np.bincount(cell, minlength=n).astype(np.int64),
+        lo,
+        hi,
+        np.bincount(cell, weights=r == hi[cell], minlength=n).round().astype(np.int64),
+        np.bincount(cell, weights=r >= threshold, minlength=n).round().astype(np.int64)
+        if threshold is not None
+        else np.zeros(n, np.int64),
+        np.bincount(cell, weights=inside, minlength=n) > 0,
+        row0 + idx[first_row],
+        np.zeros(n, bool),
+    )
 
 
 @dataclass
