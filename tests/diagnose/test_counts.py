@@ -263,3 +263,25 @@ def test_ray_shards_equal_one_process(tmp_path):
         )
     finally:
         ray.shutdown()
+
+
+def test_count_command(tmp_path, capsys):
+    """``gsd count``: the steps and totals of count_rollouts, printed and written as a set."""
+    import pandas as pd
+
+    from gsd.cli import main
+
+    df, _ = rollouts(steps=3)
+    write_verl(tmp_path / "rollout_data", df, malformed_step=2)
+    assert main(["count", str(tmp_path / "rollout_data"), "--json", "--out", str(tmp_path / "out")]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    want = count_rollouts(tmp_path / "rollout_data", progress=False)
+    assert printed["steps"]["silent_frac"] == want.steps["silent_frac"].tolist()
+    assert printed["summary"]["groups"] == int(want.steps["groups"].sum())
+    groups = pd.read_parquet(tmp_path / "out" / "groups.parquet")
+    assert all(np.array_equal(groups[c].to_numpy(), want.groups[c]) for c in GROUP_COLUMNS)
+    prompts = pd.read_parquet(tmp_path / "out" / "prompts.parquet")
+    assert prompts["label"].tolist() == want.labels[want.prompts["prompt"]].tolist()
+    assert main(["count", str(tmp_path / "rollout_data")]) == 0
+    assert "silent" in capsys.readouterr().out
+    assert main(["count", str(tmp_path / "rollout_data"), "--address", "auto"]) == 2
