@@ -13,9 +13,10 @@ unless ``--keep``.
 The query, the same for the three: per step, the share of groups (rows of one step and one
 prompt, two or more of them) whose scores are all equal.
 
-* ``gsd`` — :func:`gsd.diagnose.counts.count_rollouts` (``fmt="table"``): each part file read
-  batch by batch, reduced to per-group counts and dropped; every group-table, step-table and
-  prompt-total column, not only the silent fraction;
+* ``gsd`` — :func:`gsd.diagnose.counts.count_rollouts` (``fmt="table"``, ``groups=False``):
+  each part file read batch by batch, reduced to per-group counts and dropped; every step-table
+  column and the per-prompt totals, not only the silent fraction (the group table is made one run
+  of steps at a time and dropped, as ``gsd count`` does without ``--out``);
 * ``duckdb`` — one SQL query over ``read_parquet('dir/*.parquet')`` (DuckDB's own threads);
 * ``pandas`` — ``pd.read_parquet`` of every file, ``groupby(["step", "prompt"])``, then per step
   (skipped above ``--pandas-max``: the whole table in memory).
@@ -44,7 +45,7 @@ GSD = """
 import sys, time, json
 from gsd.diagnose.counts import count_rollouts
 t0 = time.perf_counter()
-c = count_rollouts(sys.argv[1], fmt="table", reward="score", progress=False)
+c = count_rollouts(sys.argv[1], fmt="table", reward="score", progress=False, groups=False)
 dt = time.perf_counter() - t0
 print(json.dumps({"seconds": dt, "rows": int(c.steps["rollouts"].sum()), "silent_frac": c.steps["silent_frac"].tolist()}))
 """
@@ -52,6 +53,7 @@ print(json.dumps({"seconds": dt, "rows": int(c.steps["rollouts"].sum()), "silent
 DUCKDB = """
 import sys, time, json
 import duckdb
+duckdb.sql("SET enable_progress_bar = false")
 t0 = time.perf_counter()
 rows = duckdb.sql(f'''
     WITH g AS (SELECT step, count(*) AS n, min(score) = max(score) AS silent
@@ -111,7 +113,7 @@ def measure(script: str, folder: Path) -> dict:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         return {"error": proc.returncode}
-    got = json.loads(out)
+    got = json.loads(out.strip().splitlines()[-1])
     got.update(
         wall_s=time.perf_counter() - t0,
         peak_rss_mb=usage.ru_maxrss / 1024,
@@ -143,6 +145,7 @@ def main(argv=None) -> None:
                 continue
             run[name] = measure(script, folder)
             print(int(n), name, {k: v for k, v in run[name].items() if k != "silent_frac"}, flush=True)
+        run["rollouts"] = run["rollouts"] or run["gsd"].get("rows")  # a folder kept from an earlier run
         ref = run["duckdb"].get("silent_frac")
         for name in ("gsd", "pandas"):
             if name in run and "silent_frac" in run[name]:

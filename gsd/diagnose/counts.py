@@ -34,7 +34,7 @@ from .assemble import checked_options, columns_to_read, report_unusable, run_his
 from .discover import TRAINER_HOOKS, discover_files, hooks_of
 from .parse import Reader, read_file
 
-__all__ = ["Cells", "RunCounts", "count_rollouts", "count_files", "finish", "streams"]
+__all__ = ["Cells", "Partial", "compact", "RunCounts", "count_rollouts", "count_files", "finish", "streams"]
 
 _NONE = np.iinfo(np.int64).max  # "no usable row" as a first-row index
 SHARD_BITS = 40  # a row's order is (shard << 40) + its row within the shard: 2^40 rows per shard
@@ -66,8 +66,6 @@ class Cells:
     lost: np.ndarray
     orphans: np.ndarray = field(default_factory=lambda: np.zeros((2, 0), np.int64))
     unplaced: list = field(default_factory=list)
-    labels: dict = field(default_factory=dict)
-    bad_count: int = 0
     keyed: set = field(default_factory=set)  # {True, False}: chunks with and without group keys
 
     ARRAYS = ("step", "gkey", "hash", "rows", "lo", "hi", "top", "above", "mid", "first", "lost")
@@ -82,6 +80,13 @@ class Cells:
     def size(self) -> int:
         return int(self.step.size)
 
+    def steps(self) -> tuple[int, int] | None:
+        """The smallest and largest step the part holds (cells, orphans, unplaced lines), or None."""
+        found = [x for x in (self.step, self.orphans[0], [u[1] for u in self.unplaced if u[1] is not None]) if len(x)]
+        if not found:
+            return None
+        return min(int(np.min(x)) for x in found), max(int(np.max(x)) for x in found)
+
     @staticmethod
     def merge(parts) -> Cells:
         """The exact union of partial counts: per cell, rows and counts summed, ``lo``/``hi`` the
@@ -94,13 +99,50 @@ class Cells:
             out = _reduce(cat)
             out.orphans = np.unique(np.concatenate([p.orphans for p in parts], axis=1), axis=1)
             out.unplaced = [u for p in parts for u in p.unplaced]
-            out.labels = {}
-            for p in parts:
-                for h, text in p.labels.items():
-                    out.labels.setdefault(h, text)
-            out.bad_count = sum(p.bad_count for p in parts)
             out.keyed = set().union(*(p.keyed for p in parts))
         return out
+
+
+@dataclass
+class Partial:
+    """Partial counts of a log: runs of cells (:class:`Cells`) over disjoint ranges of steps, in
+    step order; the prompts' labels; the unusable rows counted.  Additive (:meth:`merge`)."""
+
+    runs: list
+    labels: dict = field(default_factory=dict)
+    bad_count: int = 0
+
+    @staticmethod
+    def merge(parts) -> Partial:
+        """The exact union: runs whose steps overlap merged (:meth:`Cells.merge`), labels joined,
+        unusable rows added."""
+        labels: dict = {}
+        for p in parts:
+            for h, text in p.labels.items():
+                labels.setdefault(h, text)
+        return Partial(compact([r for p in parts for r in p.runs]), labels, sum(p.bad_count for p in parts))
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self.runs)
+
+
+def compact(parts) -> list:
+    """Parts of cells as runs over disjoint step ranges, in step order: the parts whose ranges
+    overlap (a step written in two files, a table's rows in any order) merged, the others kept as
+    they are (no copy): a log written step by step is never sorted as a whole."""
+    spans = [(p.steps(), i) for i, p in enumerate(parts)]
+    spans = sorted((span, i) for span, i in spans if span is not None)
+    runs, cluster, top = [], [], None
+    for (low, high), i in spans:
+        if cluster and low > top:
+            runs.append(Cells.merge(cluster))
+            cluster = []
+        cluster.append(parts[i])
+        top = high if len(cluster) == 1 else max(top, high)
+    if cluster:
+        runs.append(Cells.merge(cluster))
+    return runs
 
 
 def _reduce(cat: dict) -> Cells:
@@ -254,10 +296,10 @@ class RunCounts:
     warnings: list
 
 
-def count_files(files, fmt: str, cols: dict, reward, threshold=None, *, shard: int = 0, progress=None) -> Cells:
-    """The cells of ``files`` (one run's, or one shard of it), read piece by piece: each piece
-    parsed into a chunk, reduced to its cells and dropped; the cells merged when they outgrow
-    twice their last merged size (amortised: each row is sorted O(log) times)."""
+def count_files(files, fmt: str, cols: dict, reward, threshold=None, *, shard: int = 0, progress=None) -> Partial:
+    """The counts of ``files`` (one run's, or one shard of it), read piece by piece: each piece
+    parsed into a chunk, reduced to its cells and dropped; the parts compacted (:func:`compact`)
+    when they outgrow twice their last compacted size (amortised: a cell is merged O(log) times)."""
     from ..io.progress import progress_bar
 
     reader = Reader(fmt, cols, reward)
@@ -273,15 +315,14 @@ def count_files(files, fmt: str, cols: dict, reward, threshold=None, *, shard: i
         rd.chunks.clear()
         rd.verdicts.clear()
         if state["held"] > 2 * state["merged"]:
-            merged = Cells.merge(state["parts"])
-            state["parts"], state["held"], state["merged"] = [merged], merged.size, max(merged.size, 1 << 16)
+            runs = compact(state["parts"])
+            held = sum(r.size for r in runs)
+            state["parts"], state["held"], state["merged"] = runs, held, max(held, 1 << 16)
 
     disable = None if progress is None else not progress
     for path in progress_bar(files, desc="counting logs", unit="file", disable=disable, leave=False):
         read_file(path, reader, on_piece=take)
-    out = Cells.merge(state["parts"])
-    out.labels, out.bad_count = reader.labels, reader.bad_count
-    return out
+    return Partial(compact(state["parts"]), reader.labels, reader.bad_count)
 
 
 def _rows(chunk) -> dict:
@@ -335,13 +376,16 @@ def count_rollouts(
     group_col: str | None = None,
     threshold: float | None = None,
     progress: bool | None = None,
+    groups=True,
 ) -> RunCounts:
     """The counts of a run's groups (:class:`RunCounts`), read piece by piece for verl and tables
     (peak memory grows with the groups and prompts, not the rollouts), whole for the others.
 
     The arguments are :func:`read_rollouts`'s; ``threshold`` makes a reward ≥ it right (default:
     0/1 rewards, or two values, the higher one right; graded rewards without one leave ``k``
-    NaN), as :func:`gsd.diagnose.diagnose_log` decides.
+    NaN), as :func:`gsd.diagnose.diagnose_log` decides.  ``groups``: keep the group table (True),
+    hand it to a callable one run of steps at a time, or drop it (False; the memory of a long run
+    is then its cells'; see :func:`finish`).
     """
     if threshold is not None and not np.isfinite(float(threshold)):
         raise InputError(f"threshold must be a finite number, got {threshold!r}")
@@ -353,8 +397,8 @@ def count_rollouts(
         if "read whole" not in str(exc):
             raise
         return _counts_whole(paths, fmt, reward, prompt_col, step_col, group_col, threshold, progress)
-    cells = count_files(files, fmt, cols, reward, threshold, progress=progress)
-    return finish(cells, fmt, threshold, warnings, n_files=len(files))
+    partial = count_files(files, fmt, cols, reward, threshold, progress=progress)
+    return finish(partial, fmt, threshold, warnings, n_files=len(files), groups=groups)
 
 
 def _counts_whole(paths, fmt, reward, prompt_col, step_col, group_col, threshold, progress) -> RunCounts:
@@ -369,53 +413,108 @@ def _counts_whole(paths, fmt, reward, prompt_col, step_col, group_col, threshold
     right, note = right_answers(log, threshold if threshold is not None else log.threshold)
     g = group_columns(log, right)
     groups = {c: g[c] for c in ("step", "prompt", "G", "generated", "n", "k", "silent", "binary_silent")}
-    return _tables(
-        groups,
-        log.labels,
-        log.hashes,
-        log.incomplete_groups,
-        log.incomplete_rollouts,
-        log.bad_count,
-        note,
-        log.warnings,
+    graded = right is None
+    weights = (groups["G"] >= 0, groups["n"], np.nan_to_num(groups["k"], nan=0.0) if graded else groups["k"])
+    totals = np.stack([np.bincount(groups["prompt"], weights=w, minlength=log.hashes.size) for w in weights])
+    if graded:
+        totals[2] = np.nan
+    return RunCounts(
+        groups=groups,
+        steps=_step_table(_step_sums(groups), graded),
+        prompts=_prompt_table(totals, graded),
+        labels=log.labels,
+        hashes=log.hashes,
+        incomplete_groups=log.incomplete_groups,
+        incomplete_rollouts=log.incomplete_rollouts,
+        bad_count=log.bad_count,
+        right_rule=note,
+        warnings=list(log.warnings),
     )
 
 
-def finish(cells: Cells, fmt: str, threshold=None, warnings=None, *, n_files: int = 0) -> RunCounts:
-    """The run's counts from its merged cells, as the whole-log reader and
+def finish(partial: Partial, fmt: str, threshold=None, warnings=None, *, n_files: int = 0, groups=True) -> RunCounts:
+    """The run's counts from its partial counts, as the whole-log reader and
     :func:`gsd.diagnose.diagnose_log` decide them: groups that lost a row (or a row of their
     prompt without a group key, or a malformed line placed in them) left out whole; the group's
     prompt is that of its first row; right/wrong by :func:`gsd.diagnose.tables.binarise`'s rule;
-    silence by the trainer's rule on the group's reward range."""
+    silence by the trainer's rule on the group's reward range.
+
+    One run of steps at a time: the group table of a run is made, summed into its steps and its
+    prompts' totals, and handed to ``groups`` (True: kept in :attr:`RunCounts.groups`; a
+    callable: called with each run's table, in step order, e.g. a file writer; False: dropped),
+    so that the memory beyond the cells is one run's."""
     warnings = list(warnings or [])
-    if cells.keyed == {True, False}:
+    runs = partial.runs
+    if set().union(*(r.keyed for r in runs)) == {True, False}:
         raise InputError(
             "LOG: some files carry a group key and others do not (files of two trainers or versions "
             "in one folder?): name the files of one run"
         )
-    gcode, n_groups = pair_codes(cells.step, cells.gkey)
-    dropped = np.zeros(n_groups, bool)
-    np.logical_or.at(dropped, gcode, cells.lost)
-    orphaned = _in_orphans(cells) & (cells.rows > 0)
-    _place_unreadable(cells, gcode, n_groups, dropped[gcode] | orphaned, dropped, warnings)
-    lost = dropped[gcode] | orphaned
-    incomplete_groups = int((dropped | _any_of(gcode, n_groups, orphaned)).sum())
-    incomplete_rollouts = int(cells.rows[lost].sum())
-    keep = ~lost & (cells.rows > 0)
-    if not keep.any():
+    kept = [_kept(run, warnings) for run in runs]
+    if not any(k.any() for k, _, _ in kept):
         raise InputError(f"LOG: no usable rollout in {n_files} file(s)")
-    c = {name: getattr(cells, name)[keep] for name in Cells.ARRAYS}
+    uniq = np.unique(np.concatenate([np.unique(r.hash[k]) for r, (k, _, _) in zip(runs, kept)]))
+    values = np.unique(np.concatenate([np.r_[r.lo[k], r.hi[k]] for r, (k, _, _) in zip(runs, kept)]))
+    rule, note = _right_rule(values, any(r.mid[k].any() for r, (k, _, _) in zip(runs, kept)), threshold)
+    sums, totals, kept_groups = [], np.zeros((3, uniq.size)), []
+    for run, (keep, _, _) in zip(runs, kept):
+        if not keep.any():
+            continue
+        table = _run_groups(run, keep, uniq, rule, fmt)
+        sums.append(_step_sums(table))
+        for row, column in enumerate(("G", "n", "k")):
+            w = table["G"] >= 0 if column == "G" else table[column]
+            totals[row] += np.bincount(table["prompt"], weights=w, minlength=uniq.size)
+        if groups is True:
+            kept_groups.append(table)
+        elif callable(groups):
+            groups(table)
+    steps = {c: np.concatenate([x[c] for x in sums]) for c in sums[0]}
+    labels = np.array([partial.labels[int(h)] for h in uniq.tolist()], dtype=object)
+    group_table = {c: np.concatenate([t[c] for t in kept_groups]) for c in kept_groups[0]} if kept_groups else None
+    return RunCounts(
+        groups=group_table,
+        steps=_step_table(steps, rule[0] == "graded"),
+        prompts=_prompt_table(totals, rule[0] == "graded"),
+        labels=labels,
+        hashes=uniq,
+        incomplete_groups=sum(g for _, g, _ in kept),
+        incomplete_rollouts=sum(r for _, _, r in kept),
+        bad_count=partial.bad_count,
+        right_rule=note,
+        warnings=warnings,
+    )
+
+
+def _kept(run: Cells, warnings) -> tuple[np.ndarray, int, int]:
+    """(which cells of a run are kept, the groups left out as incomplete, their usable rows)."""
+    gcode, n_groups = pair_codes(run.step, run.gkey)
+    dropped = np.zeros(n_groups, bool)
+    np.logical_or.at(dropped, gcode, run.lost)
+    orphaned = _in_orphans(run) & (run.rows > 0)
+    _place_unreadable(run, gcode, n_groups, dropped[gcode] | orphaned, dropped, warnings)
+    lost = dropped[gcode] | orphaned
+    incomplete = int((dropped | _any_of(gcode, n_groups, orphaned)).sum())
+    return ~lost & (run.rows > 0), incomplete, int(run.rows[lost].sum())
+
+
+def _run_groups(run: Cells, keep, uniq, rule, fmt: str) -> dict:
+    """The group table of one run's kept cells, sorted by step then prompt (its first row's)."""
+    c = {name: getattr(run, name)[keep] for name in Cells.ARRAYS}
     group, _ = pair_codes(c["step"], c["gkey"])
     g = _reduce({**c, "gkey": group, "hash": np.zeros(group.size, np.int64)})  # one entry per group
-    # The group's prompt: that of its first row (the cell with the smallest first row).
     by_first = np.lexsort((c["first"], group))
-    prompt_hash = c["hash"][by_first][np.r_[True, np.diff(group[by_first]) != 0]]
-    uniq = np.unique(c["hash"])
-    prompt = np.searchsorted(uniq, prompt_hash)
-    k, note = _right_counts(g, threshold)
+    prompt = np.searchsorted(uniq, c["hash"][by_first][np.r_[True, np.diff(group[by_first]) != 0]])
+    kind, top = rule
+    if kind == "threshold":
+        k = g.above
+    elif kind == "top":
+        k = np.where(g.hi == top, g.top, 0)
+    else:
+        k = np.full(g.size, np.nan)
     silent = (g.rows >= 2) & _silent(fmt, g)
-    binary = not np.isnan(k).any() if k.size else True
-    groups = {
+    binary = kind != "graded"
+    table = {
         "step": g.step,
         "prompt": prompt,
         "G": g.rows,
@@ -425,10 +524,8 @@ def finish(cells: Cells, fmt: str, threshold=None, warnings=None, *, n_files: in
         "silent": silent,
         "binary_silent": (g.rows >= 2) & ((k == 0) | (k == g.rows)) if binary else silent,
     }
-    order = np.lexsort((groups["prompt"], groups["step"]))  # by step, then prompt; stable
-    groups = {name: v[order] for name, v in groups.items()}
-    labels = np.array([cells.labels[int(h)] for h in uniq.tolist()], dtype=object)
-    return _tables(groups, labels, uniq, incomplete_groups, incomplete_rollouts, cells.bad_count, note, warnings)
+    order = np.lexsort((prompt, g.step))  # by step, then prompt; stable
+    return {name: v[order] for name, v in table.items()}
 
 
 def _any_of(gcode, n_groups: int, mask) -> np.ndarray:
@@ -474,24 +571,22 @@ def _place_unreadable(cells: Cells, gcode, n_groups: int, gone, dropped, warning
             )
 
 
-def _right_counts(g: Cells, threshold):
-    """(right answers per group, how they were decided), by :func:`binarise`'s rule applied to the
-    groups' reward ranges: with a threshold, the rows reaching it; 0/1 rewards, the 1s; two
-    values, the higher; graded rewards, NaN."""
+def _right_rule(values, mid: bool, threshold):
+    """((kind, top value), note): how right answers are counted, by :func:`binarise`'s rule on the
+    kept rewards' distinct values (``values``, their ranges' ends; ``mid``: a value inside a
+    range): ``threshold``; ``top`` (0/1 rewards: the 1s; two values: the higher); ``graded``."""
     from .tables import binarise
 
     if threshold is not None:
-        return g.above.astype(np.float64), binarise(np.zeros(0), threshold)[1]
-    values = np.unique(np.r_[g.lo, g.hi])
-    if g.mid.any() or values.size > 2:
+        return ("threshold", None), binarise(np.zeros(0), threshold)[1]
+    if mid or values.size > 2:
         shown = ", ".join(f"{v:g}" for v in values[:5])
-        return np.full(g.size, np.nan), (
+        return ("graded", None), (
             f"rewards are graded (more than two distinct values: {shown}, ...): the measured figures are "
             "given; predictions and posteriors need --threshold T (reward >= T counts as right)"
         )
     _, note = binarise(values)
-    top = 1.0 if np.all(np.isin(values, (0.0, 1.0))) else values.max()
-    return np.where(g.hi == top, g.top, 0).astype(np.float64), note
+    return ("top", 1.0 if np.all(np.isin(values, (0.0, 1.0))) else values.max()), note
 
 
 def _silent(fmt: str, g: Cells) -> np.ndarray:
@@ -504,11 +599,13 @@ def _silent(fmt: str, g: Cells) -> np.ndarray:
     return zero_std(np.r_[g.lo, g.hi], np.r_[ids, ids], g.size)
 
 
-def _tables(groups, labels, hashes, incomplete_groups, incomplete_rollouts, bad_count, note, warnings) -> RunCounts:
-    """The step table's measured columns and the per-prompt totals from the group table."""
+def _step_sums(groups: dict) -> dict:
+    """Per step of a group table: its groups (two rows or more), singletons, rollouts, silent
+    groups, all-wrong and all-right silent groups, wasted rollouts."""
     multi = groups["G"] >= 2
     silent = groups["silent"].astype(bool)
     made = groups["generated"]
+    k = np.nan_to_num(groups["k"], nan=-1) if groups["k"].dtype.kind == "f" else groups["k"]
     step, s = group_sums(
         groups["step"],
         {
@@ -516,25 +613,28 @@ def _tables(groups, labels, hashes, incomplete_groups, incomplete_rollouts, bad_
             "singletons": ~multi,
             "rollouts": made,
             "silent_groups": silent,
-            "all_wrong": silent & (groups["k"] == 0),
-            "all_right": silent & (groups["k"] == groups["n"]),
+            "all_wrong": silent & (k == 0),
+            "all_right": silent & (k == groups["n"]),
             "wasted_rollouts": np.where(silent, made, 0),
         },
     )
+    return {"step": step, **s}
+
+
+def _step_table(steps: dict, graded: bool) -> dict:
+    """The step sums with the silent fraction (NaN for a step without a group of two); graded
+    rewards without a threshold have no all-wrong / all-right counts (NaN)."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        s["silent_frac"] = s["silent_groups"] / np.where(s["groups"] > 0, s["groups"], np.nan)
-    if np.issubdtype(groups["k"].dtype, np.floating) and np.isnan(groups["k"]).any():  # no right/wrong
-        s["all_wrong"] = s["all_right"] = np.full(step.size, np.nan)
-    prompt, p = group_sums(groups["prompt"], {"groups": np.ones(multi.size, bool), "n": groups["n"], "k": groups["k"]})
-    return RunCounts(
-        groups=groups,
-        steps={"step": step, **s},
-        prompts={"prompt": prompt, **p},
-        labels=labels,
-        hashes=hashes,
-        incomplete_groups=incomplete_groups,
-        incomplete_rollouts=incomplete_rollouts,
-        bad_count=bad_count,
-        right_rule=note,
-        warnings=warnings,
-    )
+        steps["silent_frac"] = steps["silent_groups"] / np.where(steps["groups"] > 0, steps["groups"], np.nan)
+    if graded:
+        steps["all_wrong"] = steps["all_right"] = np.full(steps["step"].size, np.nan)
+    return steps
+
+
+def _prompt_table(totals, graded: bool) -> dict:
+    """Per prompt that is the first row's of some group: its groups, rollouts and right answers."""
+    has = totals[0] > 0
+    out = {"prompt": np.flatnonzero(has), "groups": totals[0][has].round().astype(np.int64)}
+    out["n"] = totals[1][has].round().astype(np.int64)
+    out["k"] = totals[2][has] if graded else totals[2][has].round().astype(np.int64)
+    return out

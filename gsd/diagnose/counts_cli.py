@@ -13,10 +13,9 @@ silent groups, silent fraction and wasted rollouts (the measured columns of `gsd
 to them field by field). verl dumps and CSV / parquet / JSONL tables are read piece by piece; TRL
 and AReaL logs are read whole. --shards N counts the files in N Ray tasks and merges their counts
 exactly (a sum): the same answer as one process. --out DIR writes groups.parquet, steps.parquet and
-prompts.parquet, written batch by batch. See the docs page "Performance"."""
+prompts.parquet, the group table written as it is made. See the docs page "Performance"."""
 
 OUTPUT_FILES = ("groups.parquet", "steps.parquet", "prompts.parquet", "summary.json")
-_BATCH_ROWS = 1 << 16  # rows per parquet row group of --out's tables
 
 
 def register(sub) -> None:
@@ -60,23 +59,28 @@ def _count(args) -> int:
     }
     if args.address and not args.shards:
         raise InputError("--address needs --shards")
-    if args.shards:
-        from .shards import count_sharded
-
-        counts = count_sharded(args.logs, shards=args.shards, address=args.address, **options)
-    else:
-        from .counts import count_rollouts
-
-        counts = count_rollouts(args.logs, progress=False if args.no_progress else None, **options)
-    summary = summary_of(counts)
     if args.out:
-        write_counts(counts, summary, args.out)
+        counts, summary = write_counts(args, options)
+    else:
+        counts = _run(args, options, groups=False)
+        summary = summary_of(counts)
     if args.json:
         steps = {c: v.tolist() for c, v in counts.steps.items()}
         print(json.dumps({"summary": summary, "steps": steps}, indent=2, allow_nan=True))
     else:
         print(format_counts(counts, summary))
     return 0
+
+
+def _run(args, options, groups):
+    """The counts, on one process or in ``--shards`` Ray tasks."""
+    if args.shards:
+        from .shards import count_sharded
+
+        return count_sharded(args.logs, shards=args.shards, address=args.address, groups=groups, **options)
+    from .counts import count_rollouts
+
+    return count_rollouts(args.logs, progress=False if args.no_progress else None, groups=groups, **options)
 
 
 def summary_of(counts) -> dict:
@@ -121,33 +125,47 @@ def format_counts(counts, summary, max_steps: int = 12) -> str:
     return "\n".join(lines)
 
 
-def write_counts(counts, summary, out) -> None:
-    """The group, step and prompt tables as parquet written a row group at a time (no second
-    copy of a table in memory), and the summary, into ``out`` as one set under its lock."""
+def write_counts(args, options):
+    """Count, writing the group table as it is made (one run of steps at a time, a parquet row
+    group each), then the step and prompt tables and the summary, into ``--out`` as one set
+    under its lock; (counts, summary)."""
     from pathlib import Path
 
     from ..io.atomic import replace_set, write_json
     from ..io.lock import hold_folder
 
-    out = Path(out)
-    prompts = {**counts.prompts, "label": counts.labels[counts.prompts["prompt"]]}
+    out = Path(args.out)
     with hold_folder(out, option="out"), replace_set(out, OUTPUT_FILES) as stage:
-        for name, table in (("groups", counts.groups), ("steps", counts.steps), ("prompts", prompts)):
-            _write_parquet(stage / f"{name}.parquet", table)
+        with _ParquetStream(stage / "groups.parquet") as sink:
+            counts = _run(args, options, groups=sink.write)
+        summary = summary_of(counts)
+        prompts = {**counts.prompts, "label": counts.labels[counts.prompts["prompt"]]}
+        for name, table in (("steps", counts.steps), ("prompts", prompts)):
+            with _ParquetStream(stage / f"{name}.parquet") as sink:
+                sink.write(table)
         write_json(stage / "summary.json", summary)
+    return counts, summary
 
 
-def _write_parquet(path, columns: dict) -> None:
-    """Numpy columns as a parquet file, ``_BATCH_ROWS`` rows at a time."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+class _ParquetStream:
+    """A parquet file written one table of numpy columns at a time (its schema: the first's)."""
 
-    n = len(next(iter(columns.values())))
-    schema = pa.table({c: v[:0].tolist() if v.dtype == object else v[:0] for c, v in columns.items()}).schema
-    if "label" in columns:
-        schema = schema.set(schema.get_field_index("label"), pa.field("label", pa.string()))
-    with pq.ParquetWriter(path, schema) as writer:
-        for start in range(0, n, _BATCH_ROWS):
-            part = {c: v[start : start + _BATCH_ROWS] for c, v in columns.items()}
-            part = {c: v.tolist() if v.dtype == object else v for c, v in part.items()}
-            writer.write_table(pa.table(part, schema=schema))
+    def __init__(self, path):
+        self.path, self.writer = path, None
+
+    def __enter__(self):
+        return self
+
+    def write(self, columns: dict) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.table({c: v.tolist() if v.dtype == object else v for c, v in columns.items()})
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, table.schema)
+        self.writer.write_table(table.cast(self.writer.schema))
+
+    def __exit__(self, *exc):
+        if self.writer is not None:
+            self.writer.close()
+        return False

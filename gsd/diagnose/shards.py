@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..validation import InputError
-from .counts import Cells, RunCounts, count_files, finish, plan
+from .counts import Partial, RunCounts, count_files, finish, plan
 
 __all__ = ["count_sharded", "count_runs", "split"]
 
@@ -51,12 +51,13 @@ def count_sharded(
     threshold: float | None = None,
     address: str | None = None,
     num_cpus: int | None = None,
+    groups=True,
 ) -> RunCounts:
     """:func:`gsd.diagnose.counts.count_rollouts` of one run whose files are counted in ``shards``
     Ray tasks (one CPU each), merged exactly.  ``address``: a Ray cluster to join (default: a
     local instance with ``num_cpus``, shut down afterwards; one already running is used as is).
     Row order across shards is (shard, row): a group's prompt is that of its first row, as in one
-    pass over the files in order."""
+    pass over the files in order.  ``groups``: as :func:`gsd.diagnose.counts.finish` takes it."""
     files, fmt, cols, reward, warnings = plan(
         paths, fmt, reward=reward, prompt_col=prompt_col, step_col=step_col, group_col=group_col
     )
@@ -69,11 +70,11 @@ def count_sharded(
         refs = [
             task.remote(part, fmt, cols, reward, threshold, shard=i, progress=False) for i, part in enumerate(parts)
         ]
-        cells = Cells.merge(ray.get(refs))
+        partial = Partial.merge(ray.get(refs))
     finally:
         if started:
             ray.shutdown()
-    return finish(cells, fmt, threshold, warnings, n_files=len(files))
+    return finish(partial, fmt, threshold, warnings, n_files=len(files), groups=groups)
 
 
 def count_runs(folders, *, address: str | None = None, num_cpus: int | None = None, **options) -> dict:

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gsd.diagnose import diagnose_log, read_rollouts
-from gsd.diagnose.counts import Cells, count_rollouts, finish
+from gsd.diagnose.counts import Cells, Partial, count_rollouts, finish
 
 from .conftest import rollouts, write_trl, write_verl
 
@@ -179,7 +179,6 @@ def cells_of(rows):
         (~lost).astype(np.int64), np.where(lost, np.inf, r), np.where(lost, -np.inf, r),
         (~lost).astype(np.int64), np.where(lost, 0, r >= 0.5).astype(np.int64), np.zeros(n, bool),
         np.where(lost, np.iinfo(np.int64).max, np.arange(n)), lost.astype(bool),
-        labels={int(x): str(x) for x in h},
     )  # fmt: skip
 
 
@@ -217,7 +216,9 @@ def test_merge_of_any_partition_is_one_pass(rows, data):
     assert got == direct
     if any(not r[4] for r in rows) and any(r[4] is False for r in rows):
         try:
-            a, b = finish(merged, "table"), finish(reduced, "table")
+            labels = {int(r[2]): str(r[2]) for r in rows}
+            a = finish(Partial.merge([Partial([p], labels) for p in parts]), "table")
+            b = finish(Partial([reduced], labels), "table")
         except Exception as exc:  # no usable row once lost groups are left out: both say so
             assert "no usable rollout" in str(exc)
             return
