@@ -216,22 +216,23 @@ def _prompt_cells(chunk, threshold, row0: int) -> Cells:
     prompt index among the piece's distinct prompts) — dense small codes counted with
     ``bincount``, no sort of the rows; the rows that cannot be used go through the general way."""
     usable = chunk.prompt_ok & chunk.step_ok & np.isfinite(chunk.reward)
-    idx = np.flatnonzero(usable)
-    steps, r = chunk.steps[idx], chunk.reward[idx]
+    every = bool(usable.all())
+    idx = None if every else np.flatnonzero(usable)  # every row usable (the usual case): no copies
+    steps, r, codes = (chunk.steps, chunk.reward, chunk.prompt_codes) if every else (
+        chunk.steps[idx], chunk.reward[idx], chunk.prompt_codes[idx]
+    )  # fmt: skip
     parts = []
-    if idx.size:
+    if steps.size:
         nd = max(chunk.prompt_hashes.size, 1)
         low = int(steps.min())
         span = int(steps.max()) - low + 1
-        code = (steps - low) * nd + chunk.prompt_codes[idx] if span <= (1 << 62) // nd else None
-        if code is not None and span * nd <= 4 * idx.size + 4096:
+        code = (steps - low) * nd + codes if span <= (1 << 62) // nd else None
+        if code is not None and span * nd <= 4 * steps.size + 4096:
             present = np.bincount(code, minlength=span * nd) > 0
             cell, n = (np.cumsum(present) - 1)[code], int(present.sum())
         else:  # a wide span of steps: number the pairs by sorting
-            cell, n = pair_codes(steps, chunk.prompt_codes[idx])
-        parts.append(
-            _dense_cells(cell, n, steps, chunk.prompt_hashes[chunk.prompt_codes[idx]], r, idx, row0, threshold)
-        )
+            cell, n = pair_codes(steps, codes)
+        parts.append(_dense_cells(cell, n, steps, codes, chunk.prompt_hashes, r, idx, row0, threshold))
     rest = ~usable & chunk.step_ok & chunk.prompt_ok  # unusable rows whose group is known: lost
     orphans = np.zeros((2, 0), np.int64)
     if rest.any() or chunk.unattributed_bad:
@@ -252,9 +253,10 @@ def _prompt_cells(chunk, threshold, row0: int) -> Cells:
     return cells
 
 
-def _dense_cells(cell, n: int, steps, hashes, r, idx, row0: int, threshold) -> Cells:
-    """Cells of usable rows already numbered 0 … n − 1 (``cell`` per row): counts by ``bincount``,
-    ranges by ``minimum.at`` / ``maximum.at``."""
+def _dense_cells(cell, n: int, steps, codes, distinct, r, idx, row0: int, threshold) -> Cells:
+    """Cells of usable rows already numbered 0 … n − 1 (``cell`` per row; ``codes``: each row's
+    prompt index into ``distinct``, the prompts' hashes; ``idx``: the rows' places in the piece,
+    None for every row): counts by ``bincount``, ranges by ``minimum.at`` / ``maximum.at``."""
     first_row = np.full(n, cell.size, np.int64)
     np.minimum.at(first_row, cell, np.arange(cell.size))  # the earliest row of each cell
     lo = np.full(n, np.inf)
@@ -262,10 +264,11 @@ def _dense_cells(cell, n: int, steps, hashes, r, idx, row0: int, threshold) -> C
     np.minimum.at(lo, cell, r)
     np.maximum.at(hi, cell, r)
     inside = (r > lo[cell]) & (r < hi[cell])
+    hashes = distinct[codes[first_row]]
     return Cells(
         steps[first_row],
-        hashes[first_row],
-        hashes[first_row],
+        hashes,
+        hashes,
         np.bincount(cell, minlength=n).astype(np.int64),
         lo,
         hi,
@@ -274,7 +277,7 @@ def _dense_cells(cell, n: int, steps, hashes, r, idx, row0: int, threshold) -> C
         if threshold is not None
         else np.zeros(n, np.int64),
         np.bincount(cell, weights=inside, minlength=n) > 0,
-        row0 + idx[first_row],
+        row0 + (first_row if idx is None else idx[first_row]),
         np.zeros(n, bool),
     )
 
