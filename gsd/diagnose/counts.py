@@ -30,9 +30,9 @@ import numpy as np
 from ..integrations.columns import pair_codes
 from ..io.frames import group_sums
 from ..validation import InputError
-from .assemble import checked_options, columns_to_read, report_unusable, run_history, silent_groups
+from .assemble import checked_options, columns_to_read, run_history, silent_groups, unusable_rows
 from .discover import TRAINER_HOOKS, discover_files, hooks_of
-from .parse import Reader, read_file
+from .parse import MAX_LISTED, Reader, read_file
 
 __all__ = ["Cells", "Partial", "compact", "RunCounts", "count_rollouts", "count_files", "finish", "streams"]
 
@@ -111,16 +111,30 @@ class Partial:
     runs: list
     labels: dict = field(default_factory=dict)
     bad_count: int = 0
+    meta: dict = field(default_factory=dict)  # what the reader saw (see count_files), for the report
 
     @staticmethod
     def merge(parts) -> Partial:
         """The exact union: runs whose steps overlap merged (:meth:`Cells.merge`), labels joined,
-        unusable rows added."""
+        unusable rows added, the readers' observations joined in the parts' order."""
         labels: dict = {}
         for p in parts:
             for h, text in p.labels.items():
                 labels.setdefault(h, text)
-        return Partial(compact([r for p in parts for r in p.runs]), labels, sum(p.bad_count for p in parts))
+        metas = [p.meta for p in parts if p.meta]
+        meta = {}
+        if metas:
+            meta = {
+                "terms": next((m["terms"] for m in metas if m["terms"]), None),
+                "keyed": any(m["keyed"] for m in metas),
+                "extra_outputs": sum(m["extra_outputs"] for m in metas),
+                "repeated_rows": sum(m["repeated_rows"] for m in metas),
+                "file_steps": set().union(*(m["file_steps"] for m in metas)),
+                "listed": [b for m in metas for b in m["listed"]][:MAX_LISTED],
+                "reasons": [[b for m in metas for b in m["reasons"][i]][:MAX_LISTED] for i in range(5)],
+            }
+        runs = compact([r for p in parts for r in p.runs])
+        return Partial(runs, labels, sum(p.bad_count for p in parts), meta)
 
     @property
     def size(self) -> int:
@@ -297,6 +311,8 @@ class RunCounts:
     bad_count: int
     right_rule: str | None
     warnings: list
+    mixed: int = 0  # extra (group, prompt) pairs: groups that hold several prompts
+    meta: dict = field(default_factory=dict)  # what the reader saw (Partial.meta)
 
 
 def count_files(files, fmt: str, cols: dict, reward, threshold=None, *, shard: int = 0, progress=None) -> Partial:
@@ -306,12 +322,21 @@ def count_files(files, fmt: str, cols: dict, reward, threshold=None, *, shard: i
     from ..io.progress import progress_bar
 
     reader = Reader(fmt, cols, reward)
-    state = {"parts": [], "held": 0, "merged": 1 << 16, "row": shard << SHARD_BITS}
+    state = {"parts": [], "held": 0, "merged": 1 << 16, "row": shard << SHARD_BITS, "bad": 0}
+    reasons: list = [[] for _ in range(5)]  # the first unusable rows listed, per reason
+    file_steps: set = set()
 
     def take(rd):
         for chunk in rd.chunks:
             cells = chunk_cells(chunk, threshold, state["row"])
-            report_unusable(rd, [chunk], _rows(chunk), np.isfinite(chunk.reward), cols.get("group"))
+            room = [MAX_LISTED - len(found) for found in reasons]
+            for i, (count, listed) in enumerate(
+                unusable_rows(rd, [chunk], _rows(chunk), np.isfinite(chunk.reward), cols.get("group"), room)
+            ):
+                state["bad"] += count
+                reasons[i].extend(listed)
+            if chunk.file_step is not None and (chunk.hashes.size or chunk.unattributed_bad):
+                file_steps.add(chunk.file_step)
             state["row"] += chunk.hashes.size
             state["parts"].append(cells)
             state["held"] += cells.size
@@ -325,7 +350,16 @@ def count_files(files, fmt: str, cols: dict, reward, threshold=None, *, shard: i
     disable = None if progress is None else not progress
     for path in progress_bar(files, desc="counting logs", unit="file", disable=disable, leave=False):
         read_file(path, reader, on_piece=take)
-    return Partial(compact(state["parts"]), reader.labels, reader.bad_count)
+    meta = {
+        "terms": reader.terms,
+        "keyed": reader.keyed,
+        "extra_outputs": reader.extra_outputs,
+        "repeated_rows": reader.repeated_rows,
+        "file_steps": file_steps,
+        "listed": reader.bad_rows,  # lines that are not rows, found while reading
+        "reasons": reasons,
+    }
+    return Partial(compact(state["parts"]), reader.labels, reader.bad_count + state["bad"], meta)
 
 
 def _rows(chunk) -> dict:
@@ -346,8 +380,8 @@ def streams(fmt: str) -> bool:
 
 
 def plan(paths, fmt="auto", *, reward=None, prompt_col=None, step_col=None, group_col=None):
-    """(files to read, format, columns, reward, warnings) of a run, its left-overs of other
-    attempts left out, as :func:`read_rollouts` decides them; an InputError for a format that is
+    """(files to read, format, columns, reward, warnings, steps left out) of a run, its left-overs
+    of other attempts left out, as :func:`read_rollouts` decides them; an InputError for a format that is
     not read piece by piece or a table saved by gsd's GroupTracker (its own verdict column)."""
     checked_options(fmt, None)
     files, fmt, warnings, _, folders = discover_files(paths, fmt)
@@ -364,9 +398,9 @@ def plan(paths, fmt="auto", *, reward=None, prompt_col=None, step_col=None, grou
         from .discover import file_step
 
         stubs = [SimpleNamespace(file=f, mtime=os.stat(f).st_mtime, file_step=file_step(module, f)) for f in files]
-        kept, _ = run_history(stubs, warnings)
-        files = [s.file for s in kept]
-    return files, fmt, cols, reward, warnings
+        kept, excluded = run_history(stubs, warnings)
+        return [s.file for s in kept], fmt, cols, reward, warnings, excluded
+    return files, fmt, cols, reward, warnings, []
 
 
 def count_rollouts(
@@ -393,7 +427,7 @@ def count_rollouts(
     if threshold is not None and not np.isfinite(float(threshold)):
         raise InputError(f"threshold must be a finite number, got {threshold!r}")
     try:
-        files, fmt, cols, reward, warnings = plan(
+        files, fmt, cols, reward, warnings, excluded = plan(
             paths, fmt, reward=reward, prompt_col=prompt_col, step_col=step_col, group_col=group_col
         )
     except InputError as exc:
@@ -401,6 +435,7 @@ def count_rollouts(
             raise
         return _counts_whole(paths, fmt, reward, prompt_col, step_col, group_col, threshold, progress)
     partial = count_files(files, fmt, cols, reward, threshold, progress=progress)
+    partial.meta["excluded"] = excluded
     return finish(partial, fmt, threshold, warnings, n_files=len(files), groups=groups)
 
 
@@ -459,11 +494,12 @@ def finish(partial: Partial, fmt: str, threshold=None, warnings=None, *, n_files
     uniq = np.unique(np.concatenate([np.unique(r.hash[k]) for r, (k, _, _) in zip(runs, kept)]))
     values = np.unique(np.concatenate([np.r_[r.lo[k], r.hi[k]] for r, (k, _, _) in zip(runs, kept)]))
     rule, note = _right_rule(values, any(r.mid[k].any() for r, (k, _, _) in zip(runs, kept)), threshold)
-    sums, totals, kept_groups = [], np.zeros((3, uniq.size)), []
+    sums, totals, kept_groups, mixed = [], np.zeros((3, uniq.size)), [], 0
     for run, (keep, _, _) in zip(runs, kept):
         if not keep.any():
             continue
-        table = _run_groups(run, keep, uniq, rule, fmt)
+        table, extra = _run_groups(run, keep, uniq, rule, fmt)
+        mixed += extra
         sums.append(_step_sums(table))
         for row, column in enumerate(("G", "n", "k")):
             w = table["G"] >= 0 if column == "G" else table[column]
@@ -486,6 +522,8 @@ def finish(partial: Partial, fmt: str, threshold=None, warnings=None, *, n_files
         bad_count=partial.bad_count,
         right_rule=note,
         warnings=warnings,
+        mixed=mixed,
+        meta=partial.meta,
     )
 
 
@@ -502,7 +540,8 @@ def _kept(run: Cells, warnings) -> tuple[np.ndarray, int, int]:
 
 
 def _run_groups(run: Cells, keep, uniq, rule, fmt: str) -> dict:
-    """The group table of one run's kept cells, sorted by step then prompt (its first row's)."""
+    """The group table of one run's kept cells, sorted by step then prompt (its first row's), with
+    each group's key (``gkey``); the extra prompt-groups (groups that hold several prompts)."""
     c = {name: getattr(run, name)[keep] for name in Cells.ARRAYS}
     group, _ = pair_codes(c["step"], c["gkey"])
     g = _reduce({**c, "gkey": group, "hash": np.zeros(group.size, np.int64)})  # one entry per group
@@ -519,6 +558,7 @@ def _run_groups(run: Cells, keep, uniq, rule, fmt: str) -> dict:
     binary = kind != "graded"
     table = {
         "step": g.step,
+        "gkey": g.gkey,
         "prompt": prompt,
         "G": g.rows,
         "generated": g.rows,
@@ -528,7 +568,9 @@ def _run_groups(run: Cells, keep, uniq, rule, fmt: str) -> dict:
         "binary_silent": (g.rows >= 2) & ((k == 0) | (k == g.rows)) if binary else silent,
     }
     order = np.lexsort((prompt, g.step))  # by step, then prompt; stable
-    return {name: v[order] for name, v in table.items()}
+    table["gkey"] = c["gkey"][by_first][np.r_[True, np.diff(group[by_first]) != 0]]  # the trainer's key
+    mixed = pair_codes(group, c["hash"])[1] - g.size
+    return {name: v[order] for name, v in table.items()}, mixed
 
 
 def _any_of(gcode, n_groups: int, mask) -> np.ndarray:

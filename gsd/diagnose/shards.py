@@ -58,7 +58,7 @@ def count_sharded(
     local instance with ``num_cpus``, shut down afterwards; one already running is used as is).
     Row order across shards is (shard, row): a group's prompt is that of its first row, as in one
     pass over the files in order.  ``groups``: as :func:`gsd.diagnose.counts.finish` takes it."""
-    files, fmt, cols, reward, warnings = plan(
+    files, fmt, cols, reward, warnings, excluded = plan(
         paths, fmt, reward=reward, prompt_col=prompt_col, step_col=step_col, group_col=group_col
     )
     if threshold is not None and not np.isfinite(float(threshold)):
@@ -71,6 +71,7 @@ def count_sharded(
             task.remote(part, fmt, cols, reward, threshold, shard=i, progress=False) for i, part in enumerate(parts)
         ]
         partial = Partial.merge(ray.get(refs))
+        partial.meta["excluded"] = excluded
     finally:
         if started:
             ray.shutdown()

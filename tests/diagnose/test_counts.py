@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gsd.diagnose import diagnose_log, read_rollouts
+from gsd.diagnose.counted import read_counted
 from gsd.diagnose.counts import Cells, Partial, count_rollouts, finish
 
 from .conftest import rollouts, write_trl, write_verl
@@ -34,9 +35,26 @@ def assert_same(paths, threshold=None, **kw):
     assert got.labels.tolist() == log.labels.tolist() and got.hashes.tolist() == log.hashes.tolist()
     assert (got.incomplete_groups, got.incomplete_rollouts) == (log.incomplete_groups, log.incomplete_rollouts)
     assert got.bad_count == log.bad_count
-    if "graded" not in (d.summary["rewards_as"] or ""):  # graded: the note names the values it saw
+    graded = "graded" in (d.summary["rewards_as"] or "")
+    if not graded:  # graded: the note names the values it saw
         assert got.right_rule == d.summary["rewards_as"]
+    assert_same_diagnosis(d, diagnose_log(read_counted(paths, threshold=threshold, **kw)), graded)
     return got
+
+
+def assert_same_diagnosis(want, got, graded=False):
+    """Two diagnoses equal: every table, column by column, and every summary field (the graded
+    note, which names the distinct rewards seen, apart)."""
+    import pandas as pd
+
+    for table in ("steps", "prompts", "groups"):
+        pd.testing.assert_frame_equal(getattr(want, table), getattr(got, table), check_exact=True)
+    a, b = dict(want.summary), dict(got.summary)
+    if graded:
+        a.pop("rewards_as"), b.pop("rewards_as")
+        a["warnings"] = [w for w in a["warnings"] if "graded" not in w]
+        b["warnings"] = [w for w in b["warnings"] if "graded" not in w]
+    assert json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
 
 
 def test_right_rule_is_in_the_summary(tmp_path):
