@@ -276,6 +276,10 @@ def test_ray_shards_equal_one_process(tmp_path):
                 a, b = getattr(one, table), getattr(many, table)
                 assert a.keys() == b.keys() and all(np.array_equal(a[c], b[c], equal_nan=True) for c in a), table
             assert one.labels.tolist() == many.labels.tolist() and one.bad_count == many.bad_count
+        from gsd.diagnose import diagnose
+
+        a, b = diagnose(tmp_path / "run"), diagnose(tmp_path / "run", shards=2)
+        assert_same_diagnosis(a, b)
         runs = count_runs([tmp_path / "run"])
         assert np.array_equal(
             runs[str(tmp_path / "run")].steps["silent_frac"], one.steps["silent_frac"], equal_nan=True
@@ -304,3 +308,20 @@ def test_count_command(tmp_path, capsys):
     assert main(["count", str(tmp_path / "rollout_data")]) == 0
     assert "silent" in capsys.readouterr().out
     assert main(["count", str(tmp_path / "rollout_data"), "--address", "auto"]) == 2
+
+
+def test_diagnose_streaming_prints_the_same_report(tmp_path, capsys):
+    """``gsd diagnose --streaming``: the JSON report of the whole-log reader, byte for byte."""
+    from gsd.cli import main
+
+    df, _ = rollouts(steps=4)
+    write_verl(tmp_path / "rollout_data", df, malformed_step=2)
+    outputs = []
+    for extra in ([], ["--streaming"]):
+        assert main(["diagnose", str(tmp_path / "rollout_data"), "--json", "--half-life", "auto", *extra]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1]
+    with pytest.raises(Exception, match="batch"):
+        from gsd.diagnose import diagnose
+
+        diagnose(tmp_path / "rollout_data", streaming=True, scale="batch")
