@@ -64,6 +64,16 @@ dt = time.perf_counter() - t0
 print(json.dumps({"seconds": dt, "rows": int(sum(r[1] for r in rows)), "silent_frac": [r[2] for r in rows]}))
 """
 
+DIAGNOSE = """
+import sys, time, json
+from gsd.diagnose import diagnose
+t0 = time.perf_counter()
+dx = diagnose(sys.argv[1], fmt="table", reward="score", progress=False, streaming=sys.argv[2] == "streaming")
+dt = time.perf_counter() - t0
+s = dx.columns("steps")
+print(json.dumps({"seconds": dt, "rows": int(s["rollouts"].sum()), "silent_frac": s["silent_frac"].tolist()}))
+"""
+
 PANDAS = """
 import sys, time, json, glob
 import pandas as pd
@@ -103,11 +113,12 @@ def make_log(folder: Path, rollouts: int, seed: int = 0) -> int:
     return written
 
 
-def measure(script: str, folder: Path) -> dict:
+def measure(script: str, folder: Path, *extra: str) -> dict:
     """Run ``script`` on ``folder`` in a fresh process: its answer, wall time and peak RSS."""
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", script, str(folder)], stdout=subprocess.PIPE, text=True)
+    command = [sys.executable, "-c", script, str(folder), *extra]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -127,6 +138,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rollouts", type=float, nargs="+", default=[1e6, 1e7, 1e8])
     ap.add_argument("--pandas-max", type=float, default=1e7)
+    ap.add_argument("--diagnose-max", type=float, default=1e7, help="gsd diagnose, whole and --streaming, up to here")
+    ap.add_argument("--only-diagnose", action="store_true", help="time gsd diagnose alone")
     ap.add_argument("--dir", type=Path, default=Path("/tmp/gsd-bench-counts"))
     ap.add_argument("--out", type=Path, default=Path("bench_counts.json"))
     ap.add_argument("--keep", action="store_true")
@@ -140,14 +153,22 @@ def main(argv=None) -> None:
         rows = make_log(folder, int(n)) if not folder.exists() else None
         size = sum(f.stat().st_size for f in folder.glob("*.parquet"))
         run = {"rollouts": rows, "generate_s": time.perf_counter() - t0, "disk_mb": size / 2**20}
-        for name, script in (("gsd", GSD), ("duckdb", DUCKDB), ("pandas", PANDAS)):
-            if name == "pandas" and n > args.pandas_max:
+        for name, script, extra in (
+            ("gsd", GSD, ()),
+            ("duckdb", DUCKDB, ()),
+            ("pandas", PANDAS, ()),
+            ("diagnose", DIAGNOSE, ("whole",)),
+            ("diagnose_streaming", DIAGNOSE, ("streaming",)),
+        ):
+            if (name == "pandas" and n > args.pandas_max) or (name.startswith("diagnose") and n > args.diagnose_max):
                 continue
-            run[name] = measure(script, folder)
+            if args.only_diagnose and not name.startswith("diagnose") and name != "duckdb":
+                continue
+            run[name] = measure(script, folder, *extra)
             print(int(n), name, {k: v for k, v in run[name].items() if k != "silent_frac"}, flush=True)
-        run["rollouts"] = run["rollouts"] or run["gsd"].get("rows")  # a folder kept from an earlier run
+        run["rollouts"] = run["rollouts"] or run["duckdb"].get("rows")  # a folder kept from an earlier run
         ref = run["duckdb"].get("silent_frac")
-        for name in ("gsd", "pandas"):
+        for name in ("gsd", "pandas", "diagnose", "diagnose_streaming"):
             if name in run and "silent_frac" in run[name]:
                 import numpy as np
 
@@ -159,7 +180,7 @@ def main(argv=None) -> None:
             shutil.rmtree(folder)
     runs = results["runs"]
     for a, b in zip(runs, runs[1:]):  # memory per extra rollout between sizes
-        for name in ("gsd", "duckdb", "pandas"):
+        for name in ("gsd", "duckdb", "pandas", "diagnose", "diagnose_streaming"):
             if name in a and name in b and "peak_rss_mb" in a[name] and "peak_rss_mb" in b[name] and b["rollouts"]:
                 per = (b[name]["peak_rss_mb"] - a[name]["peak_rss_mb"]) * 2**20 / (b["rollouts"] - a["rollouts"])
                 b[name]["bytes_per_extra_rollout"] = per

@@ -211,7 +211,7 @@ class Reader:
         parts, reward = self._reward(path, table)
         table, lines, parts, reward, conflict = self._drop_repeated(path, table, lines, parts, reward)
         steps, step_ok, from_name = self._steps(path, table)
-        hashes, prompt_ok, codes, distinct = self._hash_prompts(table.column(self.cols["prompt"]))
+        hashes, prompt_ok, codes, distinct = self._coded_prompts(table.column(self.cols["prompt"]))
         gkey, gkey_ok = self._group_keys(path, table)
         hooks = hooks_of(self.module)
         if self.cols.get("silent") in columns:  # the trainer's own verdict, saved beside the rows
@@ -353,6 +353,10 @@ class Reader:
         return keys
 
     def _hash_prompts(self, arr):
+        """64-bit hashes of the prompts (each distinct one hashed once) and which rows have one."""
+        return self._coded_prompts(arr)[:2]
+
+    def _coded_prompts(self, arr):
         """64-bit hashes of the prompts (each distinct one hashed once), which rows have one, each
         row's index among the distinct prompts and their hashes.  A dictionary column of text (a
         parquet column written from categories) is hashed through its dictionary as it is."""
