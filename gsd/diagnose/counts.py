@@ -342,14 +342,17 @@ def count_files(files, fmt: str, cols: dict, reward, threshold=None, *, shard: i
             state["held"] += cells.size
         rd.chunks.clear()
         rd.verdicts.clear()
+        bar.set_postfix_str(f"{state['row'] - (shard << SHARD_BITS):,} rows", refresh=False)  # a long file moves too
         if state["held"] > 2 * state["merged"]:
             runs = compact(state["parts"])
             held = sum(r.size for r in runs)
             state["parts"], state["held"], state["merged"] = runs, held, max(held, 1 << 16)
 
     disable = None if progress is None else not progress
-    for path in progress_bar(files, desc="counting logs", unit="file", disable=disable, leave=False):
-        read_file(path, reader, on_piece=take)
+    with progress_bar(total=len(files), desc="counting logs", unit="file", disable=disable, leave=False) as bar:
+        for path in files:
+            read_file(path, reader, on_piece=take)
+            bar.update(1)
     meta = {
         "terms": reader.terms,
         "keyed": reader.keyed,
