@@ -46,6 +46,7 @@ _COMMANDS = (
     "gsd.sweep.cli",
     "gsd.diagnose.cli",
     "gsd.diagnose.scalars_cli",
+    "gsd.diagnose.counts_cli",
 )
 
 

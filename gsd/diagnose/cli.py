@@ -90,6 +90,18 @@ def _add_log_arguments(p) -> None:
         metavar="STEP_COLUMN",
         help="step column of a table (default step; else the number ending the file name)",
     )
+    p.add_argument(
+        "--streaming",
+        action="store_true",
+        help="read verl dumps and tables piece by piece into per-group counts: the same report, in "
+        "memory that grows with the groups, not the rollouts (--scale batch needs the whole log)",
+    )
+    p.add_argument(
+        "--shards",
+        type=bounded_int(1, 4096, "a number of Ray tasks"),
+        help="with --streaming: count the files in this many Ray tasks, merged exactly",
+    )
+    p.add_argument("--address", help="with --shards: a Ray cluster to join (default: a local instance)")
 
 
 def _add_model_arguments(p) -> None:
@@ -223,6 +235,9 @@ def _diagnose(args) -> int:
         optimizer=args.optimizer,
         cost=step_cost(args.cost),
         progress=False if args.no_progress else None,
+        streaming=args.streaming,
+        shards=args.shards,
+        address=args.address,
     )
     if args.out:
         write_outputs(dx, args.out)
