@@ -19,6 +19,7 @@ HELP_WIDTH = 100
 #: ``gsd --help``'s groups of commands, in order; a command in none is listed under "Other".
 GROUPS = (
     ("Start here", ("example-logs", "diagnose", "scalars", "plan")),
+    ("Long runs", ("count",)),
     (
         "The paper's evidence",
         ("reproduce", "figures", "bigmath", "group-size-table", "dapo-fit", "simulate", "sweep"),
@@ -41,6 +42,10 @@ EXAMPLES = {
     "scalars": (
         "gsd scalars examples/trl --group-size 4 --groups 8",
         "gsd scalars examples/trl/trainer_state.json --all-columns",
+    ),
+    "count": (
+        "gsd count examples/verl",
+        "gsd count examples/rollouts.csv --prompt-column qid --reward-column r --step-column it --json",
     ),
     "plan": ("gsd plan --p 0.5,0.05 --epsilon 0.05", "gsd plan --p 0.05,0.3,0.5,0.9 --budget 32 --advice"),
     "identity": ("gsd identity --rewards 0,1,1,0", "gsd identity --rewards 0,1,1,0 --ddof 1 --eps 1e-4"),

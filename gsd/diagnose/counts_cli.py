@@ -28,12 +28,30 @@ def register(sub) -> None:
         "count", help=_HELP, description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("logs", nargs="+", metavar="LOG", help="log files, folders or glob patterns")
-    p.add_argument("--format", dest="fmt", choices=("auto",) + TRAINERS + ("table",), default="auto")
+    p.add_argument(
+        "--format",
+        dest="fmt",
+        choices=("auto",) + TRAINERS + ("table",),
+        default="auto",
+        help="the log's trainer, or a table (default: found from the files, as gsd diagnose does)",
+    )
     p.add_argument("--reward-column", dest="reward", metavar="REWARD", help="as for gsd diagnose")
     p.add_argument("--threshold", type=bounded_float(-1e300, 1e300, "a reward value"), help="reward >= T is right")
-    p.add_argument("--group-column", dest="group_col", metavar="GROUP_COLUMN")
-    p.add_argument("--prompt-column", dest="prompt_col", metavar="PROMPT_COLUMN")
-    p.add_argument("--step-column", dest="step_col", metavar="STEP_COLUMN")
+    p.add_argument(
+        "--group-column",
+        dest="group_col",
+        metavar="GROUP_COLUMN",
+        help="a table's group id column (as for gsd diagnose)",
+    )
+    p.add_argument(
+        "--prompt-column",
+        dest="prompt_col",
+        metavar="PROMPT_COLUMN",
+        help="a table's prompt column (as for gsd diagnose)",
+    )
+    p.add_argument(
+        "--step-column", dest="step_col", metavar="STEP_COLUMN", help="a table's step column (as for gsd diagnose)"
+    )
     p.add_argument(
         "--shards", type=bounded_int(1, 4096, "a number of Ray tasks"), help="count the files in this many Ray tasks"
     )
