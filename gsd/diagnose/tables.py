@@ -38,21 +38,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..allocation import DEFAULT_PLAN
+from ..core.forgetting import as_half_life, decay
 from ..core.groupsize import median_group_size
 from ..core.posterior import BetaPosterior, fit_beta_prior, posterior_from_counts
 from ..io.frames import Columns, FrameAttribute, as_columns, as_frame, columns_of, group_sums
+from ..lazy import moved_names
 from ..validation import InputError
-from .posteriors import (
-    HALF_LIVES,
-    batch_std,
-    choose_half_life,
-    decay,
-    expected_scale,
-    group_columns,
-    group_table,
-    one_step_log_score,
-    predict_groups,
-)
+from .posteriors import batch_std, choose_half_life, group_columns, group_table, predict_groups
 from .readers import RolloutLog
 
 if TYPE_CHECKING:
@@ -69,15 +61,20 @@ __all__ = [
     "prompt_columns",
     "Diagnosis",
     "diagnose_log",
-    "expected_scale",
     "STEP_KEYS",
-    "HALF_LIVES",
     "choose_half_life",
-    "one_step_log_score",
     "prompt_verdicts",
     "VERDICT_DELTA",
     "VERDICT_PROB",
 ]
+
+# Moved to gsd.core in 0.2: the old names still import, with a DeprecationWarning.
+_MOVED = {
+    "HALF_LIVES": ("gsd.core.forgetting", "HALF_LIVES"),
+    "one_step_log_score": ("gsd.core.posterior", "one_step_log_score"),
+    "expected_scale": ("gsd.core.posterior", "expected_scale"),
+}
+__getattr__ = moved_names(__name__, _MOVED)
 
 #: Keys of every per-step record of ``gsd diagnose --json`` (and columns of the step table).
 STEP_KEYS = ("step", "groups", "rollouts", "silent_frac", "silent_pred", "wasted_rollouts", "fidelity")
@@ -545,13 +542,12 @@ def diagnose_log(
     InputError
         No step with a group of two or more rollouts.
     """
+    half_life = as_half_life(half_life, auto=True)
+    auto = half_life == "auto"
     if threshold is None:
         threshold = log.threshold
     conv = _log_convention(log, ddof, eps, scale)
     right, note = _right_answers(log, threshold)
-    auto = isinstance(half_life, str) and half_life == "auto"
-    if isinstance(half_life, str) and not auto:
-        raise InputError(f"half_life must be a number of steps > 0, None or 'auto', got {half_life!r}")
     groups = group_columns(log, right, half_life=None if auto else half_life)
     if not (groups["G"] >= 2).any():
         raise InputError(

@@ -383,7 +383,8 @@ def fig_length_weights():
     return fig
 
 
-_FIGURES = {
+#: Each figure's file name and the function that draws it, in the order make_all writes them.
+FIGURES = {
     "loss_temperature.png": fig_temperature,
     "loss_forward_reverse.png": fig_forward_reverse,
     "loss_full_vocab_vs_sampled.png": fig_full_vocab_vs_sampled,
@@ -405,7 +406,7 @@ def make_all(outdir=None) -> list[Path]:
     """
     out = Path(outdir) if outdir is not None else figures_dir()
     paths = []
-    for name, build in _FIGURES.items():
+    for name, build in FIGURES.items():
         paths.append(save_figure(build(), out / name))
     return paths
 

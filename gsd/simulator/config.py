@@ -230,8 +230,13 @@ class SimConfig:
             bad("allocation", f"must be one of {('fixed', 'greso', *ALLOCATION_VALUES)}")
         if self.allocation_explore not in ALLOCATION_EXPLORE:
             bad("allocation_explore", f"must be one of {ALLOCATION_EXPLORE}")
-        if not (self.logged_half_life >= 0 and math.isfinite(self.logged_half_life)):
-            bad("logged_half_life", "must be a finite number >= 0 (0 = no discount)")
+        if self.logged_half_life:  # 0: no discount; any other value is a half-life
+            from ..core.forgetting import as_half_life
+
+            try:
+                as_half_life(self.logged_half_life, name="logged_half_life")
+            except InputError:
+                bad("logged_half_life", "must be a finite number >= 0 (0 = no discount)")
         if not (0 <= self.allocation_lr <= 100 and math.isfinite(self.allocation_lr)):
             bad("allocation_lr", "must be a finite number in [0, 100] (0 = lr)")
         if not 0 <= self.horizon <= 100_000:

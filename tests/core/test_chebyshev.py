@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from gsd.core.binomial import symmetric_expectation
 from gsd.core.chebyshev import MAX_BOUND, chebyshev_expectation, chebyshev_table, monomial_coefficients
-from gsd.core.update import _grpo_term
+from gsd.core.update import grpo_term
 
 CONVENTIONS = [(0, 0.0), (1, 0.0), (0, 1e-4), (1, 0.1)]
 
@@ -41,7 +41,7 @@ probabilities = st.one_of(
 @settings(max_examples=150, deadline=None)
 @given(probabilities, st.integers(2, 130), st.sampled_from(CONVENTIONS))
 def test_table_within_its_bound_of_mpmath(p, G, conv):
-    table = chebyshev_table(G, _grpo_term(*conv))
+    table = chebyshev_table(G, grpo_term(*conv))
     assert table is not None and table.bound <= MAX_BOUND
     got = chebyshev_expectation(np.array([p]), table)[0]
     want = _mp_expectation(p, G, *conv)
@@ -52,7 +52,7 @@ def test_table_within_its_bound_of_mpmath(p, G, conv):
 @pytest.mark.parametrize("G", [2, 3, 8, 64, 89, 130])
 @pytest.mark.parametrize("p", [5e-324, 1e-300, 1e-12, 1e-6, 0.05, 0.3, 0.5, 1 - 1e-12, 1 - 2**-53])
 def test_extremes_against_mpmath(p, G):
-    table = chebyshev_table(G, _grpo_term(0, 0.0))
+    table = chebyshev_table(G, grpo_term(0, 0.0))
     got = chebyshev_expectation(np.array([p]), table)[0]
     assert _within(got, _mp_expectation(p, G, 0, 0.0), table.bound + 4 * 2.0**-53)
 
@@ -61,7 +61,7 @@ def test_extremes_against_mpmath(p, G):
 @given(st.integers(2, 130), st.sampled_from(CONVENTIONS), st.integers(0, 2**32 - 1))
 def test_arrays_match_the_exact_sum(G, conv, seed):
     """Many prompts at once (the ledger's use), 2-d too, against the core's exact sum."""
-    f = _grpo_term(*conv)
+    f = grpo_term(*conv)
     table = chebyshev_table(G, f)
     rng = np.random.default_rng(seed)
     p = np.concatenate([rng.random(300), 10.0 ** rng.uniform(-300, 0, 200), [0.0, 1.0]]).reshape(2, -1)
@@ -79,7 +79,7 @@ def test_bound_violated_means_no_table():
     from gsd.simulator.config import SimConfig
     from gsd.simulator.ledger import predicted_update
 
-    f = _grpo_term(0, 0.0)
+    f = grpo_term(0, 0.0)
     assert chebyshev_table(131, f) is None and chebyshev_table(400, f) is None
     p = np.linspace(0.01, 0.99, 50)
     cfg = SimConfig(group_size=150)
@@ -98,7 +98,7 @@ def test_ledger_update_uses_the_table_within_its_bound():
     from gsd.simulator.ledger import predicted_update
 
     p = np.random.default_rng(0).random(2000)
-    bound = chebyshev_table(64, _grpo_term(0, 0.0)).bound
+    bound = chebyshev_table(64, grpo_term(0, 0.0)).bound
     for method, kw in (("grpo", {}), ("dapo", {"max_draws": 4}), ("dr_grpo", {})):
         cfg = SimConfig(group_size=64, method=method, max_draws=4)
         np.testing.assert_allclose(
@@ -114,7 +114,7 @@ def test_batches_past_the_kept_rows_give_the_same_bits():
     elementwise recurrence, so the same bits as in a small batch."""
     from gsd.core.chebyshev import KEEP_ROW_ENTRIES
 
-    table = chebyshev_table(64, _grpo_term(0, 0.0))
+    table = chebyshev_table(64, grpo_term(0, 0.0))
     p = np.random.default_rng(1).random(KEEP_ROW_ENTRIES + 5)
     big = chebyshev_expectation(p, table)
     assert np.array_equal(big[:1000], chebyshev_expectation(p[:1000], table))
@@ -124,7 +124,7 @@ def test_batches_past_the_kept_rows_give_the_same_bits():
 @pytest.mark.parametrize("G", [2, 8, 64, 130])
 def test_monomial_form_is_the_chebyshev_series(G):
     """The exact conversion against mpmath's T_n at 60 digits: Σ c_n T_n(−y) = Σ m_j y^j."""
-    table = chebyshev_table(G, _grpo_term(0, 0.0))
+    table = chebyshev_table(G, grpo_term(0, 0.0))
     exact = monomial_coefficients(table.coeffs)
     with mp.workdps(60):
         for y in np.random.default_rng(G).uniform(-1, 1, 7).tolist() + [-1.0, 1.0]:
@@ -138,7 +138,7 @@ def test_monomial_form_is_the_chebyshev_series(G):
 def test_horner_bound_below_clenshaw_and_stated():
     """Horner's rule on the monomial form is the evaluated form wherever its bound is the smaller
     (every G with a table in the paper's convention), 7.1e-14 at G = 64 against Clenshaw's 6.4e-13."""
-    f = _grpo_term(0, 0.0)
+    f = grpo_term(0, 0.0)
     for G in (2, 8, 64, 89, 130):
         table = chebyshev_table(G, f)
         assert table.monomial is not None and table.bound < table.clenshaw_bound <= 2 * MAX_BOUND
@@ -151,7 +151,7 @@ def test_clenshaw_path_within_its_bound(G, conv):
     (ddof 1, eps 0.1 at G = 183), within its own bound of mpmath."""
     import dataclasses
 
-    table = chebyshev_table(G, _grpo_term(*conv))
+    table = chebyshev_table(G, grpo_term(*conv))
     if table.monomial is not None:
         table = dataclasses.replace(table, monomial=None, bound=table.clenshaw_bound)
     assert table.bound <= MAX_BOUND
@@ -162,13 +162,13 @@ def test_clenshaw_path_within_its_bound(G, conv):
 
 def test_given_minor_same_bits():
     """The ledger hands in min(p, 1 − p) it already has: the same bits as computing it here."""
-    from gsd.core.silent import _minor
+    from gsd.core.silent import minor_rate
     from gsd.simulator.config import SimConfig
     from gsd.simulator.ledger import closed_form_columns, predicted_update
 
-    table = chebyshev_table(64, _grpo_term(0, 0.0))
+    table = chebyshev_table(64, grpo_term(0, 0.0))
     p = np.random.default_rng(2).random((3, 500))
-    assert np.array_equal(chebyshev_expectation(p, table, minor=_minor(p)), chebyshev_expectation(p, table))
+    assert np.array_equal(chebyshev_expectation(p, table, minor=minor_rate(p)), chebyshev_expectation(p, table))
     for method in ("grpo", "dapo"):
         cfg = SimConfig(group_size=64, method=method, max_draws=4, verifier_noise=0.1 if method == "dapo" else 0.0)
         cols = closed_form_columns(p, 64, np.zeros(p.shape, dtype=np.int64), cfg)
