@@ -10,6 +10,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import sys
+from collections.abc import Callable
 
 
 def lazy_exports(
@@ -51,6 +52,22 @@ def lazy_exports(
         return sorted(set(namespace) | set(where))
 
     return __getattr__, __dir__, list(where)
+
+
+def built_on_first_use(module: str, builders: dict[str, Callable[[], object]]):
+    """``__getattr__`` for a module whose public names are built when first used: a class that
+    subclasses an optional library's (TRL's), so that importing the module does not import the
+    library.  Each is built once by its builder and kept in the module's namespace; a builder
+    that raises (the library missing) leaves nothing behind, and the next use tries again."""
+    namespace = importlib.import_module(module).__dict__
+
+    def __getattr__(name):
+        if name not in builders:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        value = namespace[name] = builders[name]()
+        return value
+
+    return __getattr__
 
 
 def moved_names(module: str, moved: dict[str, tuple[str, str]]):

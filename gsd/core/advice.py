@@ -42,7 +42,7 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -193,7 +193,7 @@ class GroupSizeAdvice:
     def summary(self) -> dict:
         """The headline as plain numbers (for JSON)."""
         t = self.table_columns
-        out = {
+        out: dict[str, Any] = {
             "advised_G_per_generation": self.advised_G_per_generation,
             "advised_G_per_second": self.advised_G_per_second,
             "tolerance": self.tolerance,
@@ -219,7 +219,8 @@ class GroupSizeAdvice:
             "prompts": int(self.prompt_columns["worth_rollouts"].size),
             "notes": list(self.notes),
         }
-        for g in sorted({2, 4, 8, 16, self.best_G_per_generation, self.advised_G_per_generation} - {None}):
+        candidates = {2, 4, 8, 16, self.best_G_per_generation, self.advised_G_per_generation}
+        for g in sorted(g for g in candidates if g is not None):
             row = np.flatnonzero(t["G"] == g)
             if row.size:
                 out.setdefault("relative_per_generation", {})[str(g)] = float(t["relative_per_generation"][row[0]])
@@ -546,8 +547,8 @@ def fit_step_cost(seconds, prompts_per_step, generations_per_step) -> StepCost:
     X = np.column_stack([np.ones_like(n), n, g])
     rank = np.linalg.matrix_rank(X / X.max(axis=0))
     if rank == 3:
-        coef = nnls(X, t)[0]
-        return StepCost(*coef.tolist(), source=f"fitted to {t.size} step times")
+        t_step, t_prompt, t_rollout = nnls(X, t)[0].tolist()
+        return StepCost(t_step, t_prompt, t_rollout, source=f"fitted to {t.size} step times")
     if np.ptp(n) == 0 and np.ptp(g) > 0:
         coef = nnls(X[:, [0, 2]], t)[0]
         return StepCost(

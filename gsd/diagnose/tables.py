@@ -33,7 +33,8 @@ of a fast-learning run lag (the calibration numbers of the summary say by how mu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -366,15 +367,17 @@ def group_size_advice_for(
     from ..core.binomial import unique_pairs
 
     method = "grpo" if scale == "group" else "dr_grpo"
-    src, note = post, None
+    src: BetaPosterior | np.ndarray = post
+    note: str | None = None
     if unique_pairs(post.a.ravel(), post.b.ravel())[0].size * sum(g + 1 for g in ADVICE_GRID) > _ADVICE_TERMS:
         src, note = post.mean, "computed at each prompt's posterior mean (too many distinct posteriors for exact sums)"
-    grid = ADVICE_GRID
+    grid: Sequence[int] = ADVICE_GRID
     if hold == "prompts":
         held = {"prompts_per_step": int(prompts_per_step)}
-    else:  # a step of B generations holds groups of at most B
-        held = {"generations_per_step": int(generations_per_step)}
-        grid = [g for g in ADVICE_GRID if g <= int(generations_per_step)]
+    else:  # a step of B generations holds groups of at most B (given with hold="generations")
+        B = int(cast(int, generations_per_step))
+        held = {"generations_per_step": B}
+        grid = [g for g in ADVICE_GRID if g <= B]
     adv = group_size_advice(
         src,
         hold=hold,
@@ -493,7 +496,7 @@ def diagnose_log(
     epsilon: float = 0.05,
     level: float = 0.9,
     budget: int | None = None,
-    half_life: float | None = None,
+    half_life: float | str | None = None,
     ddof: int | None = None,
     eps: float | None = None,
     scale: str | None = None,
@@ -542,13 +545,14 @@ def diagnose_log(
     InputError
         No step with a group of two or more rollouts.
     """
-    half_life = as_half_life(half_life, auto=True)
-    auto = half_life == "auto"
+    given = as_half_life(half_life, auto=True)
+    auto = isinstance(given, str)  # "auto": chosen below, once the prior is known
+    h = None if isinstance(given, str) else given
     if threshold is None:
         threshold = log.threshold
     conv = _log_convention(log, ddof, eps, scale)
     right, note = _right_answers(log, threshold)
-    groups = group_columns(log, right, half_life=None if auto else half_life)
+    groups = group_columns(log, right, half_life=h)
     if not (groups["G"] >= 2).any():
         raise InputError(
             "no prompt has two or more rollouts in one step, so there is no group to diagnose "
@@ -560,7 +564,7 @@ def diagnose_log(
     a0, b0, info = _run_prior(groups, right, prior, warnings)
     chosen = None
     if auto:
-        half_life, chosen, groups = _auto_half_life(log, right, a0, b0, groups)
+        h, chosen, groups = _auto_half_life(log, right, a0, b0, groups)
     step_std = batch_std(log, groups) if conv["scale"] == "batch" else None
     prior_ab = None if a0 is None else (a0, b0)
     groups = predict_groups(groups, prior_ab, conv["ddof"], conv["eps"], conv["scale"], step_std)
@@ -574,10 +578,10 @@ def diagnose_log(
         epsilon=epsilon,
         level=level,
         budget=budget if a0 is not None else None,
-        half_life=half_life,
+        half_life=h,
     )
     calibration = _calibration(groups)
-    miss = _prediction_miss(calibration, half_life, chosen)
+    miss = _prediction_miss(calibration, h, chosen)
     if miss:
         warnings.append(miss)
     advice, advice_gen, n_step = (
@@ -591,7 +595,7 @@ def diagnose_log(
         else None,
         "calibration": calibration,
         "epsilon": epsilon,
-        "half_life": half_life,
+        "half_life": h,
         "half_life_choice": chosen,
         "budget": budget,
         "budget_plan": DEFAULT_PLAN if budget is not None else None,

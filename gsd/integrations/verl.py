@@ -280,7 +280,7 @@ def _first_seen(codes) -> np.ndarray:
     return rank[inverse.ravel()]
 
 
-def describe_groups(context) -> str:
+def describe_groups(context) -> str | None:
     if context.keyed:
         return "rows whose V1 key {uid}_{session_id}_{index} shares the uid, one per session (its final output)"
     return None

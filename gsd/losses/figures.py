@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ __all__ = [
 
 #: The seed's inputs (the worked examples of the project's source note on these objectives;
 #: see docs/theory.md, section Loss geometry), the only numbers this module takes as given.
-SEED = {
+SEED: dict[str, Any] = {
     "logits": (2.0, 0.0),
     "tokens2": ("cat", "dog"),
     "teacher2": (0.8, 0.2),
