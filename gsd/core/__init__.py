@@ -4,5 +4,6 @@ weighting (weighting), posteriors (posterior), the trainers' conventions (traine
 (methods), difficulty fits (difficulty_fit), forgetting old counts (forgetting) and the group-size
 advice (advice).
 
-Every public name is also at ``gsd.X``; the submodules import numpy and scipy, this package nothing.
+The API's names are also at ``gsd.X`` (``gsd.__all__``); the submodules import numpy and scipy, this
+package nothing.
 """

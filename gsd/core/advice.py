@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import InputError
 from ..io.frames import Columns, as_frame
@@ -300,12 +301,12 @@ def _expected_squares(src, grid, method, ddof, eps):
 
 
 def group_size_advice(
-    p_or_posterior,
+    p_or_posterior: ArrayLike | BetaPosterior,
     *,
     hold: str = "prompts",
     method: str = "grpo",
     optimizer: str = DEFAULT_OPTIMIZER,
-    g_grid=DEFAULT_G_GRID,
+    g_grid: ArrayLike = DEFAULT_G_GRID,
     cost: StepCost | None = None,
     prompts_per_step: int | None = None,
     generations_per_step: int | None = None,
@@ -515,7 +516,7 @@ def _silent_table(src, grid, expected_silent_rate):
 
 
 # --------------------------------------------------------------------------- the cost model from logs
-def fit_step_cost(seconds, prompts_per_step, generations_per_step) -> StepCost:
+def fit_step_cost(seconds: ArrayLike, prompts_per_step: ArrayLike, generations_per_step: ArrayLike) -> StepCost:
     """Least-squares t_step, t_prompt, t_rollout ≥ 0 from step times at several configurations.
 
     Each entry is one run (or one step) at ``prompts_per_step`` prompts and ``generations_per_step``

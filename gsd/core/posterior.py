@@ -96,7 +96,7 @@ class BetaPosterior:
         return betaincinv(self.a, self.b, tail), betainccinv(self.a, self.b, tail)
 
 
-def _counts(k, n):
+def _counts(k: ArrayLike, n: ArrayLike) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """k and n as int64 arrays of one broadcast shape with 0 ≤ k ≤ n."""
     k = as_group_size(k, "k", minimum=0)
     n = as_group_size(n, "n", minimum=0)
@@ -110,7 +110,13 @@ def _counts(k, n):
     return k, n
 
 
-def prior_neg_loglik(x, k, n, w, hessian: bool = False):
+def prior_neg_loglik(
+    x: NDArray[np.float64],
+    k: NDArray[np.float64],
+    n: NDArray[np.float64],
+    w: NDArray[np.float64],
+    hessian: bool = False,
+):
     """−log L, its gradient and (with ``hessian``) its Hessian in x = (logit m, log s), up to the
     constant Σ log C(n, k), with a = m·s, b = (1 − m)·s."""
     from scipy.special import betaln, digamma, expit, polygamma
@@ -169,7 +175,7 @@ def _box_newton(x, k, n, w, lo, hi, *, gtol: float, max_iter: int = 200):
     return x, f, max_iter
 
 
-def fit_beta_prior(k, n, *, full_output: bool = False):
+def fit_beta_prior(k: ArrayLike, n: ArrayLike, *, full_output: bool = False):
     """Empirical-Bayes Beta prior: the (a, b) maximising the beta-binomial marginal likelihood.
 
     Parameters
@@ -236,7 +242,7 @@ def fit_beta_prior(k, n, *, full_output: bool = False):
     return (a, b), {"loglik": float(-fun), "prompts": int(w.sum()), "at_bound": at_bound, "converged": converged}
 
 
-def posterior_from_counts(k, n, prior="empirical-bayes") -> BetaPosterior:
+def posterior_from_counts(k: ArrayLike, n: ArrayLike, prior="empirical-bayes") -> BetaPosterior:
     """Per-prompt Beta posterior of the solve rate from k right answers out of n.
 
     Parameters
