@@ -10,23 +10,41 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import sys
+from collections.abc import Callable
 
 
-def lazy_exports(package: str, exports: dict[str, tuple[str, ...]]):
-    """``(__getattr__, __dir__, __all__)`` for ``package`` given ``{submodule: names}``.
+def lazy_exports(
+    package: str,
+    exports: dict[str, tuple[str, ...]],
+    *,
+    submodules: tuple[str, ...] = (),
+    aliases: dict[str, tuple[str, str]] | None = None,
+):
+    """``(__getattr__, __dir__, __all__)`` for ``package`` given ``{submodule: names}``: each name
+    is imported from its submodule on first use (then kept in the package's namespace).
+
+    ``submodules`` are names of the package's own submodules, imported on first use;
+    ``aliases`` maps a name to (an absolute module, an attribute there) for a value the package
+    shows under another name or from another package.  ``__all__`` lists every name, in order.
 
     Use in the package's ``__init__``::
 
         __getattr__, __dir__, __all__ = lazy_exports(__name__, {"groups": ("advantages",), ...})
     """
-    where = {name: module for module, names in exports.items() for name in names}
+    where: dict[str, tuple[str, str | None]] = {
+        name: (f"{package}.{module}", name) for module, names in exports.items() for name in names
+    }
+    where.update({name: (f"{package}.{name}", None) for name in submodules})
+    where.update(aliases or {})
     namespace = importlib.import_module(package).__dict__
 
     def __getattr__(name):
-        module = where.get(name)
-        if module is None:
+        if name not in where:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        module, attribute = where[name]
+        value = importlib.import_module(module)
+        if attribute is not None:
+            value = getattr(value, attribute)
         namespace[name] = value  # later look-ups skip this function
         return value
 
@@ -34,6 +52,22 @@ def lazy_exports(package: str, exports: dict[str, tuple[str, ...]]):
         return sorted(set(namespace) | set(where))
 
     return __getattr__, __dir__, list(where)
+
+
+def built_on_first_use(module: str, builders: dict[str, Callable[[], object]]):
+    """``__getattr__`` for a module whose public names are built when first used: a class that
+    subclasses an optional library's (TRL's), so that importing the module does not import the
+    library.  Each is built once by its builder and kept in the module's namespace; a builder
+    that raises (the library missing) leaves nothing behind, and the next use tries again."""
+    namespace = importlib.import_module(module).__dict__
+
+    def __getattr__(name):
+        if name not in builders:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        value = namespace[name] = builders[name]()
+        return value
+
+    return __getattr__
 
 
 def moved_names(module: str, moved: dict[str, tuple[str, str]]):

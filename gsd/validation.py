@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import typing
 
 import numpy as np
 
@@ -98,10 +99,10 @@ def as_group_size(G, name: str = "G", minimum: int = 1, maximum: int = MAX_GROUP
         raise InputError(f"{name} must be an integer >= {minimum}, got {G!r}") from None
     if raw.dtype == object and raw.size and all(isinstance(x, numbers.Integral) for x in raw.ravel()):
         # Python integers beyond int64
-        big = [int(x) for x in raw.ravel() if int(x) > maximum]
-        if big:
+        beyond = [int(x) for x in raw.ravel() if int(x) > maximum]
+        if beyond:
             raise InputError(
-                f"{name} must be <= {maximum:,} (this function's limit), got {shown(big if raw.ndim else big[0])}"
+                f"{name} must be <= {maximum:,} (this function's limit), got {shown(beyond if raw.ndim else beyond[0])}"
             )
     if raw.size == 0:
         raise InputError(f"{name} is empty")
@@ -123,11 +124,11 @@ def as_group_size(G, name: str = "G", minimum: int = 1, maximum: int = MAX_GROUP
     return raw.astype(np.int64)
 
 
-def broadcast(**named) -> list:
+def broadcast(**named) -> list[np.ndarray]:
     """The named arrays broadcast together (``np.broadcast_arrays``), or an InputError naming them
     and their shapes."""
     try:
-        return np.broadcast_arrays(*named.values())
+        return list(np.broadcast_arrays(*named.values()))
     except ValueError:
         listing = ", ".join(f"{k} {np.shape(v)}" for k, v in named.items())
         raise InputError(f"shapes do not broadcast together: {listing}") from None
@@ -202,7 +203,7 @@ __all__ += [
 
 def as_unit_interval(x, name: str) -> float:
     """A scalar in the closed interval [0, 1] (a mixing weight such as λ)."""
-    if not isinstance(x, numbers.Real) or isinstance(x, bool) or not (0.0 <= x <= 1.0):
+    if not isinstance(x, numbers.Real) or isinstance(x, bool) or not (0.0 <= typing.cast(float, x) <= 1.0):
         raise InputError(f"{name} must be a number in [0, 1], got {x!r}")
     return float(x)
 

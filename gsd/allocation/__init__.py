@@ -19,31 +19,36 @@ The modules, each named for what it computes (every public name is importable fr
   the allocated plan at each budget.
 """
 
-# Every public name of the module this package was: those of __all__, and (``X as X``) those outside
-# it that other modules use.
-from .expectations import beta_sigma as beta_sigma
-from .expectations import log_beta_moment as log_beta_moment
-from .solver import Allocation, allocate_group_sizes, concavity_violations
-from .uniform import (
-    DEFAULT_PLAN,
-    PLAN_RULES,
-    UniformAdvice,
-    allocate_with_advice,
-    budget_plan,
-    uniform_group_size_advice,
-    uniform_plan,
-)
-from .values import (
-    ALLOCATION_VALUES,
-    HORIZON_VALUES,
-    allocation_value,
-    expected_silent_rate,
-)
-from .values import MAX_POSTERIOR_TERMS as MAX_POSTERIOR_TERMS
-from .values import VALUE_FORMS as VALUE_FORMS
-from .values import TableLimit as TableLimit
-from .values import check_table_cost as check_table_cost
+from ..lazy import lazy_exports
 
+# Every public name of the module this package was, imported on first use: those of __all__, and
+# those outside it that other modules use.
+__getattr__, __dir__, _lazy_names = lazy_exports(
+    __name__,
+    {
+        "expectations": ("beta_sigma", "log_beta_moment"),
+        "solver": ("Allocation", "allocate_group_sizes", "concavity_violations"),
+        "uniform": (
+            "DEFAULT_PLAN",
+            "PLAN_RULES",
+            "UniformAdvice",
+            "allocate_with_advice",
+            "budget_plan",
+            "uniform_group_size_advice",
+            "uniform_plan",
+        ),
+        "values": (
+            "ALLOCATION_VALUES",
+            "HORIZON_VALUES",
+            "allocation_value",
+            "expected_silent_rate",
+            "MAX_POSTERIOR_TERMS",
+            "VALUE_FORMS",
+            "TableLimit",
+            "check_table_cost",
+        ),
+    },
+)
 __all__ = [
     "ALLOCATION_VALUES",
     "DEFAULT_PLAN",
@@ -60,5 +65,3 @@ __all__ = [
     "uniform_group_size_advice",
     "concavity_violations",
 ]
-
-_log_beta_moment, _beta_sigma = log_beta_moment, beta_sigma  # the former names

@@ -21,8 +21,8 @@ from ..core.silent import minor_rate as _minor
 
 __all__ = ["log_beta_moment", "beta_nonsilent", "beta_sigma", "sigma_table", "sigma_costs", "sigma_on_grid"]
 
-# Terms per dense block of a beta-binomial sum (bounds temporary memory to ~16 MB per array).
-_BLOCK_TERMS = 1 << 21
+#: Terms per dense block of a beta-binomial sum (bounds temporary memory to ~16 MB per array).
+BLOCK_TERMS = 1 << 21
 # A dense sum term (gammaln / betaln) costs about this many recurrence terms.
 _DENSE_TERM_COST = 8
 
@@ -76,11 +76,11 @@ def beta_sigma(a, b, G, f):
     sizes, starts = np.unique(G[order], return_index=True)
     bounds = np.append(starts, G.size)
     for g, lo, hi in zip(sizes.tolist(), bounds[:-1], bounds[1:]):  # one block per distinct G
-        if g + 1 > _BLOCK_TERMS:  # a very large G: its k in blocks, so memory stays ~_BLOCK_TERMS entries
+        if g + 1 > BLOCK_TERMS:  # a very large G: its k in blocks, so memory stays ~BLOCK_TERMS entries
             for i in order[lo:hi]:
                 total = 0.0
-                for k0 in range(0, g + 1, _BLOCK_TERMS):
-                    k = np.arange(k0, min(g + 1, k0 + _BLOCK_TERMS))
+                for k0 in range(0, g + 1, BLOCK_TERMS):
+                    k = np.arange(k0, min(g + 1, k0 + BLOCK_TERMS))
                     lchoose = gammaln(g + 1.0) - gammaln(k + 1.0) - gammaln(g - k + 1.0)
                     total += float(np.exp(lchoose + log_beta_moment(a[i], b[i], k, g - k)) @ f(k, np.full(k.size, g)))
                 out[i] = total
@@ -88,7 +88,7 @@ def beta_sigma(a, b, G, f):
         k = np.arange(g + 1)
         fk = f(k, np.full(g + 1, g))
         lchoose = gammaln(g + 1.0) - gammaln(k + 1.0) - gammaln(g - k + 1.0)
-        rows = max(1, _BLOCK_TERMS // (g + 1))
+        rows = max(1, BLOCK_TERMS // (g + 1))
         for r0 in range(lo, hi, rows):
             idx = order[r0 : min(hi, r0 + rows)]
             aa, bb = a[idx][:, None], b[idx][:, None]

@@ -28,7 +28,7 @@ __all__ = ["Allocation", "allocate_group_sizes", "concavity_violations"]
 
 # Plans the greedy cannot certify are solved exactly by dynamic programming up to this work
 # (prompts × grid points × budget): a fraction of a second.
-_MAX_DP = 20_000_000
+MAX_DP = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,7 @@ class BudgetProblem:
         # programme is small: so do these totals, all from one programme at the largest such budget
         # (its table holds the optimum within every smaller budget), or they would report a plan
         # worse than the one the allocator returns (and than uniform G, which is feasible).
-        if inexact.any() and self.dp_size(int(budgets[inexact].max())) <= _MAX_DP:
+        if inexact.any() and self.dp_size(int(budgets[inexact].max())) <= MAX_DP:
             best = self._dp_best(int(budgets[inexact].max()))[0]
             out[inexact] = best[budgets[inexact]]
         return out
@@ -293,7 +293,7 @@ class BudgetProblem:
         best = np.zeros(width)
         b = np.arange(width)
         choice = np.empty((self.n, width), dtype=np.int32)
-        for i in range(self.n):  # the DP is sequential in prompts; bounded by _MAX_DP
+        for i in range(self.n):  # the DP is sequential in prompts; bounded by MAX_DP
             prev = b[None, :] - cost[:, None]
             cand = np.where(prev >= 0, best[np.maximum(prev, 0)] + rows[i][:, None], -np.inf)
             choice[i] = np.argmax(cand, axis=0)
@@ -440,7 +440,7 @@ def allocate(prob, budget: int) -> Allocation:
         )
     groups, total, spent, lam, exact, gap = prob.solve(budget)
     G, val = prob.per_prompt(groups)
-    if not exact and prob.dp_size(budget) <= _MAX_DP:
+    if not exact and prob.dp_size(budget) <= MAX_DP:
         # Small enough for the exact dynamic programme over the whole grid (envelope or not).
         G, val = prob.exact_dp(budget)
         exact, gap = True, 0.0

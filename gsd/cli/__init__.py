@@ -4,7 +4,7 @@ Every sub-command prints a readable table by default and JSON with ``--json``.  
 (:class:`gsd.InputError`) is reported as one line on stderr with exit status 2; any other
 exception is a bug and keeps its traceback.
 
-Sub-commands live beside the code they drive: each module in ``_COMMANDS`` exposes
+Sub-commands live beside the code they drive: each module in ``COMMANDS`` exposes
 ``register(subparsers)``, which adds its parser and sets ``func`` to a handler
 ``handler(args) -> int``.  Those modules import nothing heavy at module level (numpy, scipy,
 pandas and torch load inside the handlers), so ``gsd --help`` and the small commands start fast.
@@ -37,8 +37,8 @@ from .support import (  # noqa: F401
     step_cost,
 )
 
-# Modules that add sub-commands; optional ones are skipped if they are not there yet.
-_COMMANDS = (
+#: Modules that add sub-commands; optional ones are skipped if they are not there yet.
+COMMANDS = (
     "gsd.core.cli",
     "gsd.losses.cli",
     "gsd.simulator.cli",
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=argparse.ArgumentParser)
-    for name in _COMMANDS:
+    for name in COMMANDS:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:

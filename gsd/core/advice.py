@@ -42,9 +42,10 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import InputError
 from ..io.frames import Columns, as_frame
@@ -195,7 +196,7 @@ class GroupSizeAdvice:
     def summary(self) -> dict:
         """The headline as plain numbers (for JSON)."""
         t = self.table_columns
-        out = {
+        out: dict[str, Any] = {
             "advised_G_per_generation": self.advised_G_per_generation,
             "advised_G_per_second": self.advised_G_per_second,
             "tolerance": self.tolerance,
@@ -221,7 +222,8 @@ class GroupSizeAdvice:
             "prompts": int(self.prompt_columns["worth_rollouts"].size),
             "notes": list(self.notes),
         }
-        for g in sorted({2, 4, 8, 16, self.best_G_per_generation, self.advised_G_per_generation} - {None}):
+        candidates = {2, 4, 8, 16, self.best_G_per_generation, self.advised_G_per_generation}
+        for g in sorted(g for g in candidates if g is not None):
             row = np.flatnonzero(t["G"] == g)
             if row.size:
                 out.setdefault("relative_per_generation", {})[str(g)] = float(t["relative_per_generation"][row[0]])
@@ -301,12 +303,12 @@ def _expected_squares(src, grid, method, ddof, eps):
 
 
 def group_size_advice(
-    p_or_posterior,
+    p_or_posterior: ArrayLike | BetaPosterior,
     *,
     hold: str = "prompts",
     method: str = "grpo",
     optimizer: str = DEFAULT_OPTIMIZER,
-    g_grid=DEFAULT_G_GRID,
+    g_grid: ArrayLike = DEFAULT_G_GRID,
     cost: StepCost | None = None,
     prompts_per_step: int | None = None,
     generations_per_step: int | None = None,
@@ -519,7 +521,7 @@ def _silent_table(src, grid, expected_silent_rate):
 
 
 # --------------------------------------------------------------------------- the cost model from logs
-def fit_step_cost(seconds, prompts_per_step, generations_per_step) -> StepCost:
+def fit_step_cost(seconds: ArrayLike, prompts_per_step: ArrayLike, generations_per_step: ArrayLike) -> StepCost:
     """Least-squares t_step, t_prompt, t_rollout ≥ 0 from step times at several configurations.
 
     Each entry is one run (or one step) at ``prompts_per_step`` prompts and ``generations_per_step``
@@ -551,8 +553,8 @@ def fit_step_cost(seconds, prompts_per_step, generations_per_step) -> StepCost:
     X = np.column_stack([np.ones_like(n), n, g])
     rank = np.linalg.matrix_rank(X / X.max(axis=0))
     if rank == 3:
-        coef = nnls(X, t)[0]
-        return StepCost(*coef.tolist(), source=f"fitted to {t.size} step times")
+        t_step, t_prompt, t_rollout = nnls(X, t)[0].tolist()
+        return StepCost(t_step, t_prompt, t_rollout, source=f"fitted to {t.size} step times")
     if np.ptp(n) == 0 and np.ptp(g) > 0:
         coef = nnls(X[:, [0, 2]], t)[0]
         return StepCost(

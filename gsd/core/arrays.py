@@ -9,15 +9,22 @@ free of torch.
 
 from __future__ import annotations
 
+from types import ModuleType
+from typing import Any
+
 import numpy as np
 
+#: An argument of the closed forms written once for numpy and torch (:func:`namespace`): a float,
+#: a numpy array or a torch tensor.  Any to mypy: each library's operators type their own results.
+FloatOrTensor = Any
 
-def is_tensor(x) -> bool:
+
+def is_tensor(x: object) -> bool:
     """True for a torch tensor (checked without importing torch)."""
     return type(x).__module__.startswith("torch")
 
 
-def namespace(x):
+def namespace(x: object) -> ModuleType:
     """``torch`` for a tensor, else ``numpy``."""
     if is_tensor(x):
         import torch
@@ -26,7 +33,7 @@ def namespace(x):
     return np
 
 
-def as_float64(x):
+def as_float64(x: Any) -> Any:
     """``x`` as float64 in its own library (an int64 tensor times a float would be float32)."""
     if is_tensor(x):
         import torch

@@ -29,6 +29,7 @@ import math
 import threading
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 # Terms evaluated per chunk: bounds the temporary memory (~10 arrays of 8 bytes each).
 _CHUNK_TERMS = 1 << 21
@@ -36,11 +37,11 @@ _SD_WIDTH = 12.0
 _PAD = 40
 _TINY = 1e-250
 # Up to this G every term is summed densely (see _expectation_small).
-_SMALL_G = 128
+DENSE_MAX_G = 128
 # Up to this G the dense sum is used even when (p, G) pairs repeat (see symmetric_expectation).
 _DIRECT_G = 32
-# Entries of one dense block (see _dense_sum): 2 MB of float64, cache-sized.
-_BLOCK_ENTRIES = 1 << 18
+#: Entries of one dense block (see _dense_sum): 2 MB of float64, cache-sized.
+BLOCK_ENTRIES = 1 << 18
 
 
 def binomial_window(a: np.ndarray, G: np.ndarray):
@@ -129,7 +130,7 @@ def unique_pairs(x: np.ndarray, y: np.ndarray):
 
 def _expectation_flat(a, n, f):
     out = np.empty(a.shape, dtype=np.float64)
-    small = n <= _SMALL_G
+    small = n <= DENSE_MAX_G
     if small.any():
         out[small] = _expectation_small(a[small], n[small], f)
         if small.all():
@@ -193,7 +194,7 @@ def _scratch(size: int) -> np.ndarray:
     """
     buf = getattr(_local, "buf", None)
     if buf is None or buf.size < size:
-        buf = _local.buf = np.empty(max(size, _BLOCK_ENTRIES))
+        buf = _local.buf = np.empty(max(size, BLOCK_ENTRIES))
     return buf[:size]
 
 
@@ -209,7 +210,7 @@ def _dense_sum(a: np.ndarray, g: int, weights: np.ndarray) -> np.ndarray:
     g+1 powers and the blocks, never over prompts.
     """
     out = np.empty(a.size)
-    cols = max(1, min(a.size, max(256, _BLOCK_ENTRIES // (g + 1))))
+    cols = max(1, min(a.size, max(256, BLOCK_ENTRIES // (g + 1))))
     buf, run = _scratch((g + 1) * cols).reshape(g + 1, cols), np.empty(cols)
     for s in range(0, a.size, cols):
         x = a[s : s + cols]
@@ -233,18 +234,18 @@ def _dense_sum(a: np.ndarray, g: int, weights: np.ndarray) -> np.ndarray:
 _ANCHOR = 64
 
 
-def _binom_pmf():
-    """The binomial pmf (k, G, p) of ``scipy.stats.binom`` (Boost) without importing scipy.stats
-    (~0.4 s and ~50 MB): the ufunc its ``_pmf`` calls, clipped to [0, 1] as ``binom.pmf`` clips
-    it; on k in 0 … G (every k here) that is ``binom.pmf`` bit for bit.  ``binom.pmf`` itself
-    where scipy has no such ufunc."""
+def binom_pmf(k: ArrayLike, G: ArrayLike, p: ArrayLike):
+    """The binomial pmf C(G, k)·p^k·(1 − p)^(G − k) of ``scipy.stats.binom`` (Boost) without
+    importing scipy.stats (~0.4 s and ~50 MB): the ufunc its ``_pmf`` calls, clipped to [0, 1] as
+    ``binom.pmf`` clips it; on k in 0 … G (every k here) that is ``binom.pmf`` bit for bit.
+    ``binom.pmf`` itself where scipy has no such ufunc."""
     try:
         from scipy.special._ufuncs import _binom_pmf
     except ImportError:  # pragma: no cover - another scipy layout
         from scipy.stats import binom
 
-        return binom.pmf
-    return lambda k, G, p: np.clip(_binom_pmf(k, G, p), 0.0, 1.0)
+        return binom.pmf(k, G, p)
+    return np.clip(_binom_pmf(k, G, p), 0.0, 1.0)
 
 
 def _sum_chunk(a, n, lo, width, f, out, start, stop):
@@ -258,7 +259,6 @@ def _sum_chunk(a, n, lo, width, f, out, start, stop):
     of a block is within 5·j·2^−53 ≤ 3.5e-14 of its exact ratio to the anchor; every term is ≥ 0
     (f ≥ 0 here), so the sum keeps that relative bound plus the anchor's error.
     """
-    binom_pmf = _binom_pmf()
     w = width[start:stop]
     nb = (w + _ANCHOR - 1) // _ANCHOR  # blocks per pair
     pair = np.repeat(np.arange(stop - start), nb)

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -170,7 +171,7 @@ def chebyshev_table(G: int, f) -> ChebyshevTable | None:
     return ChebyshevTable(G=G, coeffs=coeffs, bound=bound, tail=tail / h_min, clenshaw_bound=bound)
 
 
-def monomial_coefficients(coeffs) -> list[Fraction]:
+def monomial_coefficients(coeffs: Sequence[float] | np.ndarray) -> list[Fraction]:
     """Σ_n coeffs[n]·T_n(x) in powers of y = −x, exactly: the float64 coefficients as the dyadic
     rationals they are, T_n's integer coefficients by T_{n+1} = 2x·T_n − T_{n−1}, T_n(−y) =
     (−1)^n T_n(y).  (In floating point this conversion would cancel: T_31's coefficients reach

@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import InputError
 from ..validation import as_group_size, as_scalar_group_size, shown
@@ -114,7 +115,7 @@ def _names(code):
     return out
 
 
-def _moments(mean, zero_std, G):
+def _moments(mean: ArrayLike, zero_std: ArrayLike, G: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """mean, zero_std as float arrays (NaN allowed: a step without the moment) and G, broadcast."""
     out = []
     for name, v in (("mean", mean), ("zero_std", zero_std)):
@@ -200,7 +201,7 @@ class DifficultyFit:
         return BetaPosterior(a=np.array(m * flat_k[i]), b=np.array((1 - m) * flat_k[i]), prior=(0.0, 0.0))
 
 
-def beta_from_moments(mean, zero_std, G) -> DifficultyFit:
+def beta_from_moments(mean: ArrayLike, zero_std: ArrayLike, G: ArrayLike) -> DifficultyFit:
     r"""Fit p ~ Beta(a, b) per step to the mean reward and the zero-std fraction at group size G.
 
     Solves :math:`a/(a+b) = \hat m` and :math:`[B(a+G, b) + B(a, b+G)]/B(a, b) = \hat z` (module
@@ -237,7 +238,9 @@ def beta_from_moments(mean, zero_std, G) -> DifficultyFit:
     return DifficultyFit(mean=m, zero_std=z, G=G, kappa=kappa, status=_names(code))
 
 
-def silent_interval(fit: DifficultyFit, G, groups, *, level: float = 0.9, draws: int = 200, seed: int = 0):
+def silent_interval(
+    fit: DifficultyFit, G: ArrayLike, groups: ArrayLike, *, level: float = 0.9, draws: int = 200, seed: int = 0
+):
     r"""A parametric-bootstrap interval of the predicted silent fraction at group size(s) ``G``.
 
     The logged fractions are averages over a finite step: ``groups`` groups of ``fit.G`` answers.

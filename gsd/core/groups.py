@@ -16,8 +16,10 @@ Conventions (explicit arguments, paper defaults):
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..validation import InputError, as_ddof, as_eps, is_torch, shown
+from .arrays import FloatOrTensor
 from .methods import ADVANTAGE_METHODS
 
 __all__ = [
@@ -34,7 +36,7 @@ METHODS = ADVANTAGE_METHODS
 
 
 # --------------------------------------------------------------------------- input checks
-def check_rewards(rewards, *, binary: bool = False, name: str = "rewards"):
+def check_rewards(rewards: FloatOrTensor, *, binary: bool = False, name: str = "rewards"):
     """Validate a (..., G) reward array; return it as float64 numpy or a float torch tensor."""
     if is_torch(rewards):
         import torch
@@ -108,7 +110,7 @@ def _group_size_for_ddof(r, ddof: int) -> int:
 
 
 # --------------------------------------------------------------------------- statistics
-def group_std(rewards, *, ddof: int = 0):
+def group_std(rewards: ArrayLike, *, ddof: int = 0):
     r"""Standard deviation of each group of rewards (the last axis).
 
     Parameters
@@ -148,7 +150,7 @@ def group_std(rewards, *, ddof: int = 0):
     return r.std(axis=-1, ddof=ddof)
 
 
-def is_silent(rewards):
+def is_silent(rewards: ArrayLike):
     """Whether each group is silent: all its G rewards are equal.
 
     Parameters
@@ -172,7 +174,7 @@ def is_silent(rewards):
     return (r == r[..., :1]).all(axis=-1)
 
 
-def advantages(rewards, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0):
+def advantages(rewards: ArrayLike, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0):
     r"""Group-relative advantages A_i of each reward.
 
     Parameters
@@ -254,7 +256,7 @@ def advantages(rewards, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0
     return np.where(silent[..., None], 0.0, u / denom)
 
 
-def group_update(rewards, scores, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0):
+def group_update(rewards: ArrayLike, scores: ArrayLike, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0):
     r"""The per-prompt policy-gradient estimate: the group mean of advantage times score.
 
     Parameters
@@ -300,7 +302,7 @@ def group_update(rewards, scores, method: str = "grpo", *, ddof: int = 0, eps: f
     return (A[..., None] * s).mean(axis=-2)
 
 
-def identity_terms(rewards, scores):
+def identity_terms(rewards: ArrayLike, scores: ArrayLike):
     r"""The two factors of the group-standard-deviation identity, for binary rewards.
 
     Parameters

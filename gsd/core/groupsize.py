@@ -13,6 +13,7 @@ The exact search is a vectorised integer bisection.  It is valid because φ is n
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..validation import (
     MAX_EXACT_GROUP_SIZE,
@@ -40,7 +41,7 @@ __all__ = [
 DEFAULT_MAX_GROUP_SIZE = 1_000_000
 
 
-def group_size_law(p, epsilon):
+def group_size_law(p: ArrayLike, epsilon: ArrayLike):
     r"""The group size the paper's law asks for, as a real number.
 
     Parameters
@@ -78,7 +79,9 @@ def group_size_law(p, epsilon):
 
 
 @numpy_result
-def required_group_size(p, epsilon, *, rule: str = "exact", max_group_size: int = DEFAULT_MAX_GROUP_SIZE):
+def required_group_size(
+    p: ArrayLike, epsilon: ArrayLike, *, rule: str = "exact", max_group_size: int = DEFAULT_MAX_GROUP_SIZE
+):
     r"""Smallest group size G ≥ 2 whose fidelity reaches 1 − ε.
 
     Parameters
@@ -174,7 +177,7 @@ def _exact_search(a, target, guess, cap):
     return np.where(met, hi, EXCEEDS_MAX).astype(np.int64)
 
 
-def median_group_size(p, epsilon, *, max_group_size: int = DEFAULT_MAX_GROUP_SIZE) -> float:
+def median_group_size(p: ArrayLike, epsilon: ArrayLike, *, max_group_size: int = DEFAULT_MAX_GROUP_SIZE) -> float:
     r"""The group size that serves half of the prompts: the lower median of their required sizes.
 
     Parameters
@@ -235,10 +238,10 @@ def median_group_size(p, epsilon, *, max_group_size: int = DEFAULT_MAX_GROUP_SIZ
 
 
 def plan_group_sizes(
-    p,
+    p: ArrayLike,
     *,
-    epsilon=None,
-    delta=None,
+    epsilon: ArrayLike | None = None,
+    delta: ArrayLike | None = None,
     rule: str = "exact",
     max_group_size: int = DEFAULT_MAX_GROUP_SIZE,
 ):
@@ -278,7 +281,7 @@ def plan_group_sizes(
     return pd.DataFrame(plan_columns(p, epsilon=epsilon, delta=delta, rule=rule, max_group_size=max_group_size))
 
 
-def plan_columns(p, *, epsilon, delta, rule, max_group_size) -> dict:
+def plan_columns(p: ArrayLike, *, epsilon: ArrayLike | None, delta: ArrayLike | None, rule, max_group_size) -> dict:
     """The columns of :func:`plan_group_sizes` as numpy arrays (for callers that skip pandas)."""
     if (epsilon is None) == (delta is None):
         raise InputError("give exactly one of epsilon (fidelity target) or delta (silent-rate target)")

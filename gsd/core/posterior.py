@@ -21,11 +21,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from ..validation import InputError, as_group_size, shown
 from .binomial import unique_pairs
 
-__all__ = ["BetaPosterior", "fit_beta_prior", "posterior_from_counts", "PRIORS"]
+__all__ = [
+    "BetaPosterior",
+    "fit_beta_prior",
+    "posterior_from_counts",
+    "PRIORS",
+    "one_step_log_score",
+    "expected_scale",
+]
 
 #: Named fixed priors accepted by :func:`posterior_from_counts` besides ``"empirical-bayes"``.
 PRIORS = {"uniform": (1.0, 1.0), "jeffreys": (0.5, 0.5)}
@@ -88,7 +96,7 @@ class BetaPosterior:
         return betaincinv(self.a, self.b, tail), betainccinv(self.a, self.b, tail)
 
 
-def _counts(k, n):
+def _counts(k: ArrayLike, n: ArrayLike) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """k and n as int64 arrays of one broadcast shape with 0 ≤ k ≤ n."""
     k = as_group_size(k, "k", minimum=0)
     n = as_group_size(n, "n", minimum=0)
@@ -102,7 +110,13 @@ def _counts(k, n):
     return k, n
 
 
-def _neg_loglik(x, k, n, w, hessian: bool = False):
+def prior_neg_loglik(
+    x: NDArray[np.float64],
+    k: NDArray[np.float64],
+    n: NDArray[np.float64],
+    w: NDArray[np.float64],
+    hessian: bool = False,
+):
     """−log L, its gradient and (with ``hessian``) its Hessian in x = (logit m, log s), up to the
     constant Σ log C(n, k), with a = m·s, b = (1 − m)·s."""
     from scipy.special import betaln, digamma, expit, polygamma
@@ -130,10 +144,10 @@ def _neg_loglik(x, k, n, w, hessian: bool = False):
 
 
 def _box_newton(x, k, n, w, lo, hi, *, gtol: float, max_iter: int = 200):
-    """Minimise :func:`_neg_loglik` over the box [lo, hi] by projected Newton steps (a gradient step
+    """Minimise :func:`prior_neg_loglik` over the box [lo, hi] by projected Newton steps (a gradient step
     where the Hessian is not positive definite; coordinates at a bound that the step would cross held
     there), each with a backtracking line search.  Returns (x, f, iterations)."""
-    f, g, H = _neg_loglik(x, k, n, w, hessian=True)
+    f, g, H = prior_neg_loglik(x, k, n, w, hessian=True)
     for it in range(max_iter):
         held = ((x <= lo) & (g > 0)) | ((x >= hi) & (g < 0))  # the bound is active: the step would leave the box
         free = ~held
@@ -149,7 +163,7 @@ def _box_newton(x, k, n, w, lo, hi, *, gtol: float, max_iter: int = 200):
         step, moved = 1.0, False
         while step > 1e-12:
             x_new = np.clip(x + step * d, lo, hi)
-            f_new = _neg_loglik(x_new, k, n, w)[0]
+            f_new = prior_neg_loglik(x_new, k, n, w)[0]
             if np.isfinite(f_new) and f_new <= f + 1e-4 * (g @ (x_new - x)):  # −inf: an overflow, not an optimum
                 moved = True
                 break
@@ -157,11 +171,11 @@ def _box_newton(x, k, n, w, lo, hi, *, gtol: float, max_iter: int = 200):
         if not moved or np.array_equal(x_new, x):
             return x, f, it  # no descent left at floating-point resolution
         x = x_new
-        f, g, H = _neg_loglik(x, k, n, w, hessian=True)
+        f, g, H = prior_neg_loglik(x, k, n, w, hessian=True)
     return x, f, max_iter
 
 
-def fit_beta_prior(k, n, *, full_output: bool = False):
+def fit_beta_prior(k: ArrayLike, n: ArrayLike, *, full_output: bool = False):
     """Empirical-Bayes Beta prior: the (a, b) maximising the beta-binomial marginal likelihood.
 
     Parameters
@@ -212,7 +226,7 @@ def fit_beta_prior(k, n, *, full_output: bool = False):
     m0 = float(np.clip(w @ kk / (w @ nn), 1e-6, 1 - 1e-6))
     logit_m0 = np.log(m0 / (1.0 - m0))
     grid = np.linspace(*_LOG_S_BOUNDS, 41)
-    start = min(grid, key=lambda ls: _neg_loglik(np.array([logit_m0, ls]), kk, nn, w)[0])
+    start = min(grid, key=lambda ls: prior_neg_loglik(np.array([logit_m0, ls]), kk, nn, w)[0])
     lo, hi = np.array([_LOGIT_M_BOUNDS[0], _LOG_S_BOUNDS[0]]), np.array([_LOGIT_M_BOUNDS[1], _LOG_S_BOUNDS[1]])
     tol = 1e-6 * w.sum()
     x, fun, _ = _box_newton(np.array([logit_m0, start]), kk, nn, w, lo, hi, gtol=1e-3 * tol)
@@ -222,13 +236,13 @@ def fit_beta_prior(k, n, *, full_output: bool = False):
         return a, b
     at_bound = bool(np.isclose(x[1], _LOG_S_BOUNDS[0]) or np.isclose(x[1], _LOG_S_BOUNDS[1]))
     # Converged: the gradient, relative to the number of prompts, vanishes on the free coordinates.
-    grad = _neg_loglik(x, kk, nn, w)[1]
+    grad = prior_neg_loglik(x, kk, nn, w)[1]
     free = np.array([True, not at_bound])
     converged = bool(np.all(np.abs(grad[free]) <= tol))
     return (a, b), {"loglik": float(-fun), "prompts": int(w.sum()), "at_bound": at_bound, "converged": converged}
 
 
-def posterior_from_counts(k, n, prior="empirical-bayes") -> BetaPosterior:
+def posterior_from_counts(k: ArrayLike, n: ArrayLike, prior="empirical-bayes") -> BetaPosterior:
     """Per-prompt Beta posterior of the solve rate from k right answers out of n.
 
     Parameters
@@ -270,3 +284,47 @@ def posterior_from_counts(k, n, prior="empirical-bayes") -> BetaPosterior:
         if not (np.isfinite(a0) and np.isfinite(b0) and a0 > 0 and b0 > 0):
             raise InputError(f"prior must be two finite numbers > 0, got {prior!r}")
     return BetaPosterior(a0 + k, b0 + (n - k), (a0, b0))
+
+
+def one_step_log_score(
+    k: ArrayLike, n: ArrayLike, k_eff: ArrayLike, n_eff: ArrayLike, prior: tuple[float, float]
+) -> NDArray[np.float64]:
+    r"""The log-probability a prompt's posterior before a group gave to the group's right answers:
+    the beta-binomial :math:`\log P(k \mid n, a_0 + k_\mathrm{eff}, b_0 + n_\mathrm{eff} - k_\mathrm{eff})`,
+    elementwise over broadcast arrays: :math:`-\log(n + 1) - \log B(n - k + 1, k + 1) + \log B(k + a, n - k + b)
+    - \log B(a, b)`, the formula of ``scipy.stats.betabinom.logpmf`` written with
+    ``scipy.special.betaln`` (scipy.stats alone costs ~50 MB of start-up memory).
+
+    ``k`` right of ``n`` scored rollouts; ``k_eff`` and ``n_eff`` the prompt's (discounted)
+    counts at earlier steps; ``prior`` (a₀, b₀).  :func:`gsd.diagnose.posteriors.choose_half_life` sums it over the
+    groups of prompts seen before; the live :class:`gsd.live.tracker.GroupTracker`
+    sums it generation by generation.
+
+    Examples
+    --------
+    >>> round(float(one_step_log_score(1, 2, 0.0, 0.0, (1.0, 1.0))), 12)  # uniform: P(k = 1 | n = 2) = 1/3
+    -1.098612288668
+    """
+    from scipy.special import betaln
+
+    a0, b0 = prior
+    k_eff = np.asarray(k_eff, np.float64)
+    a, b = a0 + k_eff, b0 + (np.asarray(n_eff, np.float64) - k_eff)
+    k, n = np.floor(np.asarray(k, np.float64)), np.asarray(n, np.float64)
+    return -np.log(n + 1) - betaln(n - k + 1, k + 1) + betaln(k + a, n - k + b) - betaln(a, b)
+
+
+def expected_scale(a: ArrayLike, b: ArrayLike) -> NDArray[np.float64]:
+    """E[sqrt(p(1 − p))] for p ~ Beta(a, b): B(a + ½, b + ½)/B(a, b), the expected large-group
+    GRPO update (the denominator of the step's fidelity).
+
+    Examples
+    --------
+    >>> round(float(expected_scale(1.0, 1.0)), 12)   # uniform p: π/8
+    0.392699081699
+    """
+    from scipy.special import betaln
+
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    return np.exp(betaln(a + 0.5, b + 0.5) - betaln(a, b))

@@ -13,6 +13,7 @@ when p is within 1e-12 of 0 or 1 and G is 10^5; the complement 1 − P_silent is
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..validation import (
     MAX_GROUP_SIZE,
@@ -25,7 +26,7 @@ from ..validation import (
     numpy_result,
     shown,
 )
-from .arrays import namespace
+from .arrays import FloatOrTensor, namespace
 
 __all__ = [
     "UNREACHABLE",
@@ -47,7 +48,7 @@ _MAX_LOGGED = 10**6
 
 # The formulas below take numpy arrays or torch tensors (:mod:`gsd.core.arrays`): the simulator's
 # ledger evaluates them on the run's device, the public functions on validated numpy arrays.
-def minor_rate(p, out=None):
+def minor_rate(p: FloatOrTensor, out: FloatOrTensor = None):
     """a = min(p, 1 − p); 1 − p is exact in floating point for p ≥ 1/2.  ``out``: a numpy array
     of p's shape to write it into."""
     if out is None:
@@ -59,7 +60,7 @@ def minor_rate(p, out=None):
 _minor = minor_rate  # the name other branches import
 
 
-def silent_from_minor(a, G, out=None):
+def silent_from_minor(a: FloatOrTensor, G: FloatOrTensor, out: FloatOrTensor = None):
     """a^G + (1 − a)^G as a^G + exp(G·log1p(−a)); ``out``: a numpy array of a's shape to build it in."""
     xp = namespace(a)
     if out is None:
@@ -79,7 +80,7 @@ def silent_from_minor(a, G, out=None):
 _silent = silent_from_minor  # the name other branches import
 
 
-def nonsilent_from_minor(a, G):
+def nonsilent_from_minor(a: FloatOrTensor, G: FloatOrTensor):
     xp = namespace(a)
     return -xp.expm1(G * xp.log1p(-a)) - a**G
 
@@ -87,7 +88,7 @@ def nonsilent_from_minor(a, G):
 _nonsilent = nonsilent_from_minor  # the name other branches import
 
 
-def truncated_draws(q, D):
+def truncated_draws(q: FloatOrTensor, D: FloatOrTensor):
     """Expected draws Σ_{d<D} s^d = (1 − s^D)/(1 − s) with s = 1 − q the silent rate (q > 0),
     and D where q = 0 (a prompt that is always silent uses every draw).
 
@@ -101,7 +102,7 @@ def truncated_draws(q, D):
 _truncated_draws = truncated_draws  # the name other branches import
 
 
-def silent_rate(p, G):
+def silent_rate(p: ArrayLike, G: ArrayLike):
     r"""Probability that a group of G answers is silent (all right or all wrong).
 
     Parameters
@@ -139,7 +140,7 @@ def silent_rate(p, G):
     return silent_from_minor(minor_rate(p), G)
 
 
-def nonsilent_rate(p, G):
+def nonsilent_rate(p: ArrayLike, G: ArrayLike):
     r"""Probability that a group carries signal, 1 − P_silent (DAPO's acceptance rate).
 
     Parameters
@@ -170,7 +171,7 @@ def nonsilent_rate(p, G):
     return nonsilent_from_minor(minor_rate(p), G)
 
 
-def silent_rate_subsampled(k, n, G):
+def silent_rate_subsampled(k: ArrayLike, n: ArrayLike, G: ArrayLike):
     r"""Silent probability of G answers drawn without replacement from n logged rollouts.
 
     Parameters
@@ -222,7 +223,7 @@ def silent_rate_subsampled(k, n, G):
 
 
 @numpy_result
-def group_size_for_silent_rate(p, delta, *, max_group_size: int = MAX_GROUP_SIZE):
+def group_size_for_silent_rate(p: ArrayLike, delta: ArrayLike, *, max_group_size: int = MAX_GROUP_SIZE):
     r"""Smallest group size whose silent rate is at most ``delta``.
 
     The silent-rate form of group-size planning (:ref:`theory-silent`, :ref:`theory-law`).
@@ -291,7 +292,7 @@ def group_size_for_silent_rate(p, delta, *, max_group_size: int = MAX_GROUP_SIZE
     return np.where(ok, hi, np.where(a > 0, EXCEEDS_MAX, UNREACHABLE))
 
 
-def dapo_generation_cost(p, G, *, max_draws=None):
+def dapo_generation_cost(p: ArrayLike, G: ArrayLike, *, max_draws: ArrayLike | None = None):
     r"""Expected groups drawn per prompt under DAPO's dynamic sampling.
 
     Parameters

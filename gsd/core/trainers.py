@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..integrations import trainer_modules
 from ..validation import InputError, as_group_size, is_torch, shown
@@ -134,7 +135,7 @@ def _single_response(r, conv: Convention, scale: str):
     return _zeros_like(r)  # paper and TRL: r − mean = 0; verl rloo_vectorized multiplies by (G > 1)
 
 
-def trainer_advantages(rewards, trainer: str = "trl", *, scale: str | None = None, dtype: str | None = None):
+def trainer_advantages(rewards: ArrayLike, trainer: str = "trl", *, scale: str | None = None, dtype: str | None = None):
     """Group advantages by the formula ``trainer`` uses (see :ref:`theory-trainers`).
 
     Parameters
@@ -247,7 +248,11 @@ def _literal(r, conv: Convention, scale: str, dtype: str):
 
 
 def multi_reward_advantages(
-    rewards, weights=None, *, aggregation: str = "sum_then_normalize", scale: str | None = None
+    rewards: ArrayLike,
+    weights: ArrayLike | None = None,
+    *,
+    aggregation: str = "sum_then_normalize",
+    scale: str | None = None,
 ):
     """TRL's advantages from several reward functions (``multi_objective_aggregation``).
 
@@ -332,7 +337,7 @@ def _reward_weights(weights, K: int, like):
     return w
 
 
-def convention_gap(G, trainer: str = "trl") -> pd.DataFrame:
+def convention_gap(G: ArrayLike, trainer: str = "trl") -> pd.DataFrame:
     r"""How far a trainer's GRPO update lies from the paper's, per group size.
 
     Parameters

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..validation import (
     MAX_EXACT_GROUP_SIZE,
@@ -35,7 +36,7 @@ from ..validation import (
     broadcast,
     numpy_result,
 )
-from .arrays import as_float64, is_tensor, namespace
+from .arrays import FloatOrTensor, as_float64, is_tensor, namespace
 from .binomial import symmetric_expectation
 from .methods import METHOD_SPECS, method_spec
 from .methods import UPDATE_METHODS as _ALL_METHODS
@@ -88,7 +89,7 @@ def grpo_term(ddof: int, eps: float):
 _grpo_term = grpo_term  # the name other branches import
 
 
-def noisy_update(m, p, q, nu: float):
+def noisy_update(m: FloatOrTensor, p: FloatOrTensor, q: FloatOrTensor, nu: float):
     """The update at verifier noise ν from the noiseless one at the reward rate q: m(q, G)
     times the expected contrast (1 − 2ν)·p(1−p)/(q(1−q)); 0 where q(1−q) = 0."""
     xp = namespace(m)
@@ -161,7 +162,9 @@ def closed_form(method: str) -> ClosedForm:
     return form
 
 
-def method_update(p, G, method: str, ddof: int, eps: float, max_draws, expectation):
+def method_update(
+    p: FloatOrTensor, G: FloatOrTensor, method: str, ddof: int, eps: float, max_draws: FloatOrTensor, expectation
+):
     """m_method(p, G) from checked, broadcast p and G (numpy arrays or torch tensors, float64
     and int64), without verifier noise.  ``expectation(p, G, f)``: the exact E[f(k, G)] over
     k ~ Binom(G, p) in p's library (:func:`gsd.core.binomial.symmetric_expectation` for numpy).
@@ -176,7 +179,14 @@ _method_update = method_update
 
 @numpy_result
 def expected_update(
-    p, G, method: str = "grpo", *, ddof: int = 0, eps: float = 0.0, max_draws=None, verifier_noise: float = 0.0
+    p: ArrayLike,
+    G: ArrayLike,
+    method: str = "grpo",
+    *,
+    ddof: int = 0,
+    eps: float = 0.0,
+    max_draws: ArrayLike | None = None,
+    verifier_noise: float = 0.0,
 ):
     r"""Expected per-prompt logit update of a Bernoulli-logit policy, exact.
 
@@ -269,7 +279,7 @@ def expected_update(
 
 
 @numpy_result
-def fidelity(p, G):
+def fidelity(p: ArrayLike, G: ArrayLike):
     r"""Fidelity of a group of G answers to the large-group GRPO update, exact.
 
     Parameters
@@ -312,7 +322,7 @@ def fidelity(p, G):
 
 
 @numpy_result
-def fidelity_law(p, G, *, extrapolate: bool = False):
+def fidelity_law(p: ArrayLike, G: ArrayLike, *, extrapolate: bool = False):
     r"""The paper's group-size law: the delta-method approximation of the fidelity.
 
     Parameters

@@ -8,9 +8,10 @@ to Dr.GRPO, GRPO weights a prompt by w(p) = 1/sqrt(p(1−p)), which grows at bot
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..validation import MAX_EXACT_GROUP_SIZE, MAX_GROUP_SIZE, InputError, as_group_size, as_probability, shown
-from .arrays import namespace
+from .arrays import FloatOrTensor, namespace
 from .methods import method_spec
 from .update import expected_update
 
@@ -26,7 +27,7 @@ __all__ = [
 ]
 
 
-def arcsin_objective(p, *, normalized: bool = False):
+def arcsin_objective(p: ArrayLike, *, normalized: bool = False):
     r"""GRPO's implicit objective, the variance-stabilising transform of p.
 
     Parameters
@@ -60,7 +61,7 @@ def arcsin_objective(p, *, normalized: bool = False):
     return value / np.pi if normalized else value
 
 
-def difficulty_weight(p):
+def difficulty_weight(p: ArrayLike):
     r"""GRPO's weight on a prompt relative to Dr.GRPO's (the difficulty weight).
 
     Parameters
@@ -92,7 +93,7 @@ def difficulty_weight(p):
         return 1.0 / np.sqrt(p * (1.0 - p))
 
 
-def large_group_weight(p, method: str):
+def large_group_weight(p: ArrayLike, method: str):
     r"""Per-prompt update of a method in the large-group limit.
 
     Parameters
@@ -116,7 +117,7 @@ def large_group_weight(p, method: str):
     return large_group_factor(as_probability(p), method_spec(method).divides_by_std)
 
 
-def large_group_factor(p, divides_by_std: bool, out=None):
+def large_group_factor(p: FloatOrTensor, divides_by_std: bool, out: FloatOrTensor = None):
     """sqrt(p(1−p)) or p(1−p) (numpy arrays or torch tensors), in one new array (or in ``out``,
     a numpy array of p's shape): a simulator step calls this on 10^5 prompts, where every fresh
     temporary costs page faults (:mod:`gsd.io.heap`)."""
@@ -140,7 +141,15 @@ def _weights(p, method, G, ddof=0, eps=0.0):
     return expected_update(p, G, method, ddof=ddof, eps=eps)
 
 
-def budget_share(p, selected, *, method: str = "grpo", G=None, ddof: int = 0, eps: float = 0.0):
+def budget_share(
+    p: ArrayLike,
+    selected: ArrayLike,
+    *,
+    method: str = "grpo",
+    G: ArrayLike | None = None,
+    ddof: int = 0,
+    eps: float = 0.0,
+):
     r"""Share of the gradient budget that a set of prompts receives.
 
     Parameters
@@ -194,7 +203,7 @@ def budget_share(p, selected, *, method: str = "grpo", G=None, ddof: int = 0, ep
     return float(w[mask].sum() / total)
 
 
-def extreme_mask(p):
+def extreme_mask(p: ArrayLike):
     """The paper's "extreme" prompts: 0 < p < 0.1 or 0.9 < p < 1 (:ref:`theory-paper`).
 
     Examples
@@ -206,7 +215,7 @@ def extreme_mask(p):
     return ((p > 0) & (p < 0.1)) | ((p > 0.9) & (p < 1))
 
 
-def medium_mask(p):
+def medium_mask(p: ArrayLike):
     """The paper's "medium" prompts: 0.4 ≤ p ≤ 0.6 (:ref:`theory-paper`).
 
     Examples
@@ -218,7 +227,7 @@ def medium_mask(p):
     return (p >= 0.4) & (p <= 0.6)
 
 
-def decile_index(p):
+def decile_index(p: ArrayLike):
     """Decile bin of each p: [0, 0.1) → 0, …, [0.9, 1] → 9.
 
     Examples
@@ -230,7 +239,7 @@ def decile_index(p):
     return np.minimum((p * 10).astype(np.int64), 9)
 
 
-def decile_shares(p, *, method: str = "grpo", G=None, ddof: int = 0, eps: float = 0.0):
+def decile_shares(p: ArrayLike, *, method: str = "grpo", G: ArrayLike | None = None, ddof: int = 0, eps: float = 0.0):
     """Budget share of each of the ten deciles of p (sums to 1); see :func:`budget_share`.
 
     Examples

@@ -12,8 +12,24 @@ recommend next (see :ref:`theory-logs` for the formats and :ref:`theory-silent` 
 * :func:`write_outputs`, :func:`format_report`, :func:`diagnosis_figure` — what the CLI writes.
 """
 
-import importlib
+from ..lazy import lazy_exports
 
+# Public names and the submodule that defines them, imported on first use so that the CLI can
+# register ``gsd diagnose`` without loading pandas, pyarrow or scipy.  The log writers live with
+# their trainer (gsd.integrations), under these names here.
+__getattr__, __dir__, _lazy_names = lazy_exports(
+    __name__,
+    {
+        "readers": ("FORMATS", "BadRow", "RolloutLog", "read_rollouts", "parse_reward"),
+        "tables": ("STEP_KEYS", "Diagnosis", "binarise", "diagnose_log"),
+        "report": ("format_report", "diagnosis_json", "write_outputs"),
+        "figure": ("diagnosis_figure",),
+    },
+    aliases={
+        "write_verl_step": ("gsd.integrations.verl", "write_step"),
+        "write_trl_step": ("gsd.integrations.trl", "write_step"),
+    },
+)
 __all__ = [
     "FORMATS",
     "STEP_KEYS",
@@ -32,38 +48,6 @@ __all__ = [
     "write_trl_step",
     "parse_reward",
 ]
-
-# Public names and the submodule that defines them, imported on first use so that the CLI can
-# register ``gsd diagnose`` without loading pandas, pyarrow or scipy.
-_LAZY = {
-    "FORMATS": "readers",
-    "BadRow": "readers",
-    "RolloutLog": "readers",
-    "read_rollouts": "readers",
-    "STEP_KEYS": "tables",
-    "Diagnosis": "tables",
-    "binarise": "tables",
-    "diagnose_log": "tables",
-    "format_report": "report",
-    "diagnosis_json": "report",
-    "write_outputs": "report",
-    "diagnosis_figure": "figure",
-    "parse_reward": "readers",
-}
-# The log writers live with their trainer (gsd.integrations), under these names here.
-_WRITERS = {"write_verl_step": "verl", "write_trl_step": "trl"}
-
-
-def __getattr__(name):
-    if name in _WRITERS:
-        value = importlib.import_module(f"gsd.integrations.{_WRITERS[name]}").write_step
-        globals()[name] = value
-        return value
-    if name in _LAZY:
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def diagnose(

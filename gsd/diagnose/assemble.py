@@ -289,11 +289,11 @@ def _incomplete_rows(rows, usable, blocks: bool) -> np.ndarray:
     pair = np.stack([step, gkey])
     incomplete = np.zeros(step.size, bool)
     if lost.any():
-        incomplete = _in_pairs(pair, np.unique(pair[:, lost], axis=1))
+        incomplete = in_pairs(pair, np.unique(pair[:, lost], axis=1))
     orphan = step_ok & rows["prompt_ok"] & ~gkey_ok & (not blocks)  # not ~blocks: ~False is -1, an index array
     if orphan.any():
         by_prompt = np.stack([step, rows["hash"]])
-        incomplete |= _in_pairs(by_prompt, np.unique(by_prompt[:, orphan], axis=1))
+        incomplete |= in_pairs(by_prompt, np.unique(by_prompt[:, orphan], axis=1))
     return incomplete
 
 
@@ -321,7 +321,7 @@ def _place_unreadable_lines(chunks, keep, step, gkey, incomplete, warnings) -> N
             )
 
 
-def _in_pairs(pair, bad_pairs):
+def in_pairs(pair, bad_pairs):
     """Which columns of ``pair`` (2 × n) are among the columns of ``bad_pairs``: both numbered
     together, a pair is bad when its code is one of a bad pair's."""
     k = bad_pairs.shape[1]

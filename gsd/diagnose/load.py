@@ -16,7 +16,16 @@ import numpy as np
 from ..io.arrow_arrays import from_numpy, text_array
 from ..validation import InputError
 
-__all__ = ["CHUNK_ROWS", "CSV_MISSING", "read_parquet", "read_jsonl", "read_csv", "nonblank_lines"]
+__all__ = [
+    "CHUNK_ROWS",
+    "CSV_MISSING",
+    "read_parquet",
+    "read_jsonl",
+    "read_csv",
+    "read_regular_csv",
+    "read_csv_rows",
+    "nonblank_lines",
+]
 
 CHUNK_ROWS = 1 << 20  # rows per piece of a parquet or CSV file (bounds the memory of a big table)
 
@@ -156,13 +165,19 @@ def read_csv(path):
     A regular file (one row per line, every row of the header's width, UTF-8) is parsed by
     pyarrow's CSV reader; any other by Python's ``csv`` module, row by row.
     """
+    fast = read_regular_csv(path)
+    if fast is not None:
+        yield from fast
+    else:
+        yield from read_csv_rows(path)
+
+
+def read_csv_rows(path):
+    """:func:`read_csv` by Python's ``csv`` module, row by row: the reader of any CSV, regular
+    or not (:func:`read_regular_csv` is the fast one, for regular files only)."""
     import csv
     import itertools
 
-    fast = _read_regular_csv(path)
-    if fast is not None:
-        yield from fast
-        return
     try:
         fh = open(path, newline="", encoding="utf-8-sig")  # a byte-order mark is not in the first name
     except UnicodeDecodeError as exc:  # pragma: no cover - open does not decode
@@ -190,7 +205,7 @@ def read_csv(path):
             yield _csv_table(names, lines, chunk, index_fields)
 
 
-def _read_regular_csv(path):
+def read_regular_csv(path):
     """The pieces of a regular CSV read by pyarrow (every field as text, pandas's missing-value
     words missing), or None where the file is not regular: a blank or multi-line row, a row of
     another width, text that is not UTF-8, a header of fewer than two columns."""

@@ -215,10 +215,10 @@ class Reader:
         gkey, gkey_ok = self._group_keys(path, table)
         hooks = hooks_of(self.module)
         if self.cols.get("silent") in columns:  # the trainer's own verdict, saved beside the rows
-            self.verdicts.append(_numeric(table.column(self.cols["silent"]), self.cols["silent"], path))
+            self.verdicts.append(numeric_column(table.column(self.cols["silent"]), self.cols["silent"], path))
         advantage = None
         if hooks.check_advantages is not None and "advantage" in columns:
-            advantage = _numeric(table.column("advantage"), "advantage", path)
+            advantage = numeric_column(table.column("advantage"), "advantage", path)
         first_step = from_name if from_name is not None else (int(steps[step_ok][0]) if step_ok.any() else 0)
         self.chunks.append(
             Chunk(
@@ -300,7 +300,7 @@ class Reader:
         missing = [name for _, name in self.terms if name not in columns]
         if missing:
             raise InputError(f"{path}: reward column {missing[0]!r} not found; columns: {', '.join(columns)}")
-        parts = np.stack([_numeric(table.column(name), name, path) for _, name in self.terms])
+        parts = np.stack([numeric_column(table.column(name), name, path) for _, name in self.terms])
         coefs = np.array([c for c, _ in self.terms])
         total = hooks_of(self.module).total_reward or _total_reward
         reward = total(parts, coefs)
@@ -445,7 +445,7 @@ def _hash_values(arr):
     return h, ok
 
 
-def _numeric(arr, name, file):
+def numeric_column(arr, name, file):
     """A pyarrow column as float64 with NaN for missing or non-numeric entries; the strings
     ``"True"``/``"False"`` (verl's dump of numpy booleans) read as 1/0."""
     import pyarrow as pa
@@ -505,7 +505,7 @@ def _integers(arr):
             idx = np.flatnonzero(long)[fits]
             out[idx], ok[idx] = big[fits].astype(np.int64), True
         return out, ok
-    f = _numeric(arr, "step", "")
+    f = numeric_column(arr, "step", "")
     ok = np.isfinite(f) & (f == np.round(f)) & (np.abs(f) < _MAX_STEP)
     return np.where(ok, f, 0).astype(np.int64), ok
 

@@ -13,25 +13,26 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core import forgetting, posterior
 from ..core.posterior import BetaPosterior
+from ..errors import InputError
 from ..io.frames import Columns, as_columns, as_frame
-from ..validation import InputError
+from ..lazy import moved_names
 from .readers import RolloutLog
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = [
-    "group_table",
-    "group_columns",
-    "HALF_LIVES",
-    "choose_half_life",
-    "one_step_log_score",
-    "decay",
-    "expected_scale",
-    "batch_std",
-    "predict_groups",
-]
+__all__ = ["group_table", "group_columns", "choose_half_life", "batch_std", "predict_groups"]
+
+# Moved to gsd.core in 0.2: the old names still import, with a DeprecationWarning.
+_MOVED = {
+    "HALF_LIVES": ("gsd.core.forgetting", "HALF_LIVES"),
+    "decay": ("gsd.core.forgetting", "decay"),
+    "one_step_log_score": ("gsd.core.posterior", "one_step_log_score"),
+    "expected_scale": ("gsd.core.posterior", "expected_scale"),
+}
+__getattr__ = moved_names(__name__, _MOVED)
 
 
 def group_table(log: RolloutLog, right=None, *, half_life: float | None = None) -> pd.DataFrame:
@@ -138,12 +139,8 @@ def _with_history(out: dict, binary: bool, half_life) -> Columns:
     return {c: v[order] for c, v in out.items()}
 
 
-#: The half-lives ``half_life="auto"`` tries (steps; None: every earlier rollout counts fully).
-HALF_LIVES = (None, 64.0, 32.0, 16.0, 8.0, 4.0, 2.0, 1.0, 0.5)
-
-
 def choose_half_life(log: RolloutLog, right, prior, groups: pd.DataFrame | None = None):
-    r"""The half-life of :data:`HALF_LIVES` whose posteriors best predict the run's own next groups.
+    r"""The half-life of :data:`gsd.core.forgetting.HALF_LIVES` whose posteriors best predict the run's own next groups.
 
     Each group of a prompt seen at an earlier step is scored by the log-probability its posterior
     before the step gave to its right answers, the beta-binomial
@@ -158,12 +155,12 @@ def choose_half_life(log: RolloutLog, right, prior, groups: pd.DataFrame | None 
         The chosen half-life (None: no forgetting) and ``{"candidates", "log_score", "groups_scored"}``.
     """
     scores, scored = [], 0
-    for h in HALF_LIVES:
+    for h in forgetting.HALF_LIVES:
         g = as_columns(groups) if (h is None and groups is not None) else group_columns(log, right, half_life=h)
         seen = (g["n"] >= 1) & (g["n_before"] > 0)
         scores.append(
             float(
-                one_step_log_score(
+                posterior.one_step_log_score(
                     g["k"][seen].astype(np.int64),
                     g["n"][seen].astype(np.int64),
                     g["k_eff"][seen].astype(np.float64),
@@ -173,54 +170,8 @@ def choose_half_life(log: RolloutLog, right, prior, groups: pd.DataFrame | None 
             )
         )
         scored = int(seen.sum())
-    best = HALF_LIVES[int(np.argmax(scores))] if scored else None  # argmax: the first (longest) of ties
-    return best, {"candidates": list(HALF_LIVES), "log_score": scores, "groups_scored": scored}
-
-
-def one_step_log_score(k, n, k_eff, n_eff, prior) -> np.ndarray:
-    r"""The log-probability a prompt's posterior before a group gave to the group's right answers:
-    the beta-binomial :math:`\log P(k \mid n, a_0 + k_\mathrm{eff}, b_0 + n_\mathrm{eff} - k_\mathrm{eff})`,
-    elementwise over broadcast arrays: :math:`-\log(n + 1) - \log B(n - k + 1, k + 1) + \log B(k + a, n - k + b)
-    - \log B(a, b)`, the formula of ``scipy.stats.betabinom.logpmf`` written with
-    ``scipy.special.betaln`` (scipy.stats alone costs ~50 MB of start-up memory).
-
-    ``k`` right of ``n`` scored rollouts; ``k_eff`` and ``n_eff`` the prompt's (discounted)
-    counts at earlier steps; ``prior`` (a₀, b₀).  :func:`choose_half_life` sums it over the
-    groups of prompts seen before; the live :class:`gsd.live.tracker.GroupTracker`
-    sums it generation by generation.
-
-    Examples
-    --------
-    >>> round(float(one_step_log_score(1, 2, 0.0, 0.0, (1.0, 1.0))), 12)  # uniform: P(k = 1 | n = 2) = 1/3
-    -1.098612288668
-    """
-    from scipy.special import betaln
-
-    a0, b0 = prior
-    k_eff = np.asarray(k_eff, np.float64)
-    a, b = a0 + k_eff, b0 + (np.asarray(n_eff, np.float64) - k_eff)
-    k, n = np.floor(np.asarray(k, np.float64)), np.asarray(n, np.float64)
-    return -np.log(n + 1) - betaln(n - k + 1, k + 1) + betaln(k + a, n - k + b) - betaln(a, b)
-
-
-def _half_life(h) -> float:
-    h = float(h)
-    if not (np.isfinite(h) and h > 0):
-        raise InputError(f"half_life must be a finite number of steps > 0, got {h!r}")
-    return h
-
-
-def decay(age, half_life) -> np.ndarray:
-    """2^(−age/half_life) for integer ages in steps.  The age is a difference of two steps taken
-    in exact integers before it becomes a float (steps near 2^62 are 1024 apart in float64); a
-    half-life so short that age/half_life overflows weighs every older step 0, without a warning."""
-    h = _half_life(half_life)
-    age = np.asarray(age)
-    if age.dtype.kind in "iu":
-        age = age.astype(np.float64)  # exact up to 2^53 steps apart, relative to 2^-53 beyond
-    with np.errstate(over="ignore"):
-        ratio = np.divide(age, h)
-    return np.exp2(-ratio)
+    best = forgetting.HALF_LIVES[int(np.argmax(scores))] if scored else None  # argmax: the first (longest) of ties
+    return best, {"candidates": list(forgetting.HALF_LIVES), "log_score": scores, "groups_scored": scored}
 
 
 def _discounted_before(order, start, step, values, half_life):
@@ -244,27 +195,11 @@ def _discounted_before(order, start, step, values, half_life):
         for j in range(1, rank.max() + 1):
             rows = by_rank[bounds[j] : bounds[j + 1]]
             prev = rows - 1
-            d[rows] = decay(t[rows] - t[prev], half_life) * (d[prev] + xs[prev])
+            d[rows] = forgetting.decay(t[rows] - t[prev], half_life) * (d[prev] + xs[prev])
         out = np.empty(n)
         out[order] = d
         outs.append(out)
     return outs
-
-
-def expected_scale(a, b) -> np.ndarray:
-    """E[sqrt(p(1 − p))] for p ~ Beta(a, b): B(a + ½, b + ½)/B(a, b), the expected large-group
-    GRPO update (the denominator of the step's fidelity).
-
-    Examples
-    --------
-    >>> round(float(expected_scale(1.0, 1.0)), 12)   # uniform p: π/8
-    0.392699081699
-    """
-    from scipy.special import betaln
-
-    a = np.asarray(a, np.float64)
-    b = np.asarray(b, np.float64)
-    return np.exp(betaln(a + 0.5, b + 0.5) - betaln(a, b))
 
 
 def batch_std(log: RolloutLog, groups: Columns) -> np.ndarray:
@@ -324,7 +259,7 @@ def predict_groups(groups: Columns, prior, ddof: int, eps: float, scale: str = "
             )
     out["silent_pred"] = q
     out["sigma_pred"] = es
-    out["scale_pred"] = expected_scale(a, b)
+    out["scale_pred"] = posterior.expected_scale(a, b)
     from ..core.update import fidelity
 
     fp = np.full(G.size, np.nan)

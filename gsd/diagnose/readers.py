@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ..integrations.columns import pair_codes
 from .assemble import RolloutLog, read_rollouts, silent_groups
-from .discover import FORMATS, TRAINER_HOOKS, detect_format, find_log_files
+from .discover import FORMATS, detect_format, find_log_files
 from .parse import BadRow, parse_reward, repeated_keys, reward_text
 
 __all__ = [
@@ -42,4 +42,3 @@ __all__ = [
 ]
 
 _reward_text = reward_text  # the name other branches import
-_MODULES = TRAINER_HOOKS  # {name: the trainer module's hooks}, under the name the contract tests read

@@ -25,11 +25,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import InputError
 from ..io.numbers import count_array, fraction_array, step_array
+
+if TYPE_CHECKING:
+    from ..core.difficulty_fit import DifficultyFit
 
 __all__ = [
     "REWARD_KEYS",
@@ -128,26 +132,13 @@ def diagnose_scalars(
 
     if not isinstance(log, ScalarLog):
         log = read_scalars(log, fmt=fmt, step_col=step_col)
-    df = log.metrics
-    r_key = _pick(df.columns, reward, REWARD_KEYS, "reward")
-    z_key = _pick(df.columns, silent, SILENT_KEYS, "silent")
-    if r_key is None and z_key is None:
-        raise InputError(
-            f"{log.source}: no mean reward ({', '.join(REWARD_KEYS)}) nor zero-std fraction "
-            f"({', '.join(SILENT_KEYS)}) in the log; name them with --reward / --silent"
-        )
+    r_key, z_key = _metrics(log, reward, silent)
     G, G_from, n, n_from = _run_shape(log.config or {}, group_size, groups)
     Gs = np.atleast_1d(as_group_size(predict, "predict", 1, 10**9)) if predict is not None else np.array([], np.int64)
-
-    dapo = z_key is None and EVICTED_KEY in df.columns
-    rows = df if dapo else df[[c for c in (r_key, z_key) if c is not None]].dropna(how="all")
-    steps = step_array(rows.index.to_numpy(), f"{log.source}: steps")
-    m = rows[r_key].to_numpy(dtype=float) if r_key else np.full(len(rows), np.nan)
-    z = fraction_array(rows[z_key], f"{log.source}: {z_key}") if z_key else np.full(len(rows), np.nan)
-    notes = list(log.notes)
-    drawn = None  # groups drawn per logged row, when not the groups of its generations
-    if dapo:
-        m, z, z_key, drawn = _dapo_filter_rows(rows, n, notes)
+    series = _logged_series(log.metrics, r_key, z_key, n, log.source)
+    steps, m, z, drawn = series.steps, series.mean_reward, series.silent_frac, series.groups_drawn
+    z_key, dapo = series.silent_key, series.dapo
+    notes = [*log.notes, *series.notes]
     bad = np.isfinite(m) & ((m < 0) | (m > 1))
     binary = not bad.any()
     if not binary:
@@ -172,14 +163,22 @@ def diagnose_scalars(
     }
     if z_key is None and not dapo:
         notes.append(_no_silent_note(log))
-    _silent_and_waste(out, summary, notes, z, gens, scheduled, drawn, G, n)
+    waste = _silent_and_waste(z, gens, scheduled, drawn, G, n)
+    out = out.assign(**waste.columns())
+    summary.update(waste.summary())
+    notes += waste.notes
     fit = None
     if G and binary and r_key:
         from ..core.silent import silent_rate
 
         out["silent_lower_bound"] = np.where(np.isfinite(m), silent_rate(np.where(np.isfinite(m), m, 0.5), G), np.nan)
     if G and binary and r_key and z_key and not dapo:
-        fit = _moment_fit(out, summary, notes, m, z, G, Gs, n, steps, level=level, draws=draws, seed=seed)
+        moments = _moment_fit(m, z, G, Gs, n, steps, level=level, draws=draws, seed=seed)
+        out = out.assign(**moments.columns)
+        summary["fit_status"] = moments.status_counts
+        summary.update(moments.advice.summary())
+        notes += moments.notes
+        fit = moments.fit
     elif z_key and r_key and not G:
         notes.append("no lower bound and no fit: give --group-size (G)")
     summary["notes"] = notes
@@ -201,6 +200,47 @@ def _no_silent_note(log) -> str:
         + "): the silent share and the wasted rollouts are not in it; the lower bound from the mean "
         "reward is all that can be said"
     )
+
+
+def _metrics(log, reward, silent) -> tuple[str | None, str | None]:
+    """The mean-reward and zero-std-fraction metrics of the log (given, or the first of the known
+    names it holds); an InputError when it holds neither."""
+    r_key = _pick(log.metrics.columns, reward, REWARD_KEYS, "reward")
+    z_key = _pick(log.metrics.columns, silent, SILENT_KEYS, "silent")
+    if r_key is None and z_key is None:
+        raise InputError(
+            f"{log.source}: no mean reward ({', '.join(REWARD_KEYS)}) nor zero-std fraction "
+            f"({', '.join(SILENT_KEYS)}) in the log; name them with --reward / --silent"
+        )
+    return r_key, z_key
+
+
+@dataclass(frozen=True)
+class LoggedSeries:
+    """The logged rows the diagnosis reads: their steps, mean reward and silent fraction (NaN where
+    not logged) and the silent fraction's metric; with verl's DAPO filter (``dapo``) the silent
+    share of the groups drawn, and those groups per row (``groups_drawn``, else None), with notes."""
+
+    steps: np.ndarray
+    mean_reward: np.ndarray
+    silent_frac: np.ndarray
+    silent_key: str | None
+    groups_drawn: np.ndarray | None
+    dapo: bool
+    notes: tuple[str, ...]
+
+
+def _logged_series(df, r_key, z_key, n, source) -> LoggedSeries:
+    """The rows with a mean reward or a silent fraction (every row of a DAPO-filter log)."""
+    dapo = z_key is None and EVICTED_KEY in df.columns
+    rows = df if dapo else df[[c for c in (r_key, z_key) if c is not None]].dropna(how="all")
+    steps = step_array(rows.index.to_numpy(), f"{source}: steps")
+    m = rows[r_key].to_numpy(dtype=float) if r_key else np.full(len(rows), np.nan)
+    z = fraction_array(rows[z_key], f"{source}: {z_key}") if z_key else np.full(len(rows), np.nan)
+    if not dapo:
+        return LoggedSeries(steps, m, z, z_key, None, False, ())
+    f = _dapo_filter_rows(rows, n)
+    return LoggedSeries(steps, f.mean_reward, f.silent_frac, f.silent_key, f.groups_drawn, True, f.notes)
 
 
 def _run_shape(config: dict, group_size, groups):
@@ -228,9 +268,22 @@ def _run_shape(config: dict, group_size, groups):
     return G, G_from, n, n_from
 
 
-def _dapo_filter_rows(rows, n, notes: list):
+@dataclass(frozen=True)
+class DapoRows:
+    """What verl V1's DAPO filter logs say per logged row: the mean reward (NaN: the trained groups'
+    mean is not E[p] of the groups drawn), the silent share of the groups drawn and its name (NaN and
+    None without the groups per step), the groups drawn (None likewise), and the notes."""
+
+    mean_reward: np.ndarray
+    silent_frac: np.ndarray
+    silent_key: str | None
+    groups_drawn: np.ndarray | None
+    notes: tuple[str, ...]
+
+
+def _dapo_filter_rows(rows, n) -> DapoRows:
     """verl V1's DAPO filter logs the groups it evicted (all rewards equal), only at steps that
-    evicted: (mean reward, silent share of the groups drawn, its name, groups drawn per row)."""
+    evicted."""
     evicted = np.nan_to_num(count_array(rows[EVICTED_KEY], EVICTED_KEY), nan=0.0)
     # groups that passed the filter beyond the batch, discarded (V1's sync ReplayBuffer): drawn, not silent
     surplus = (
@@ -238,7 +291,7 @@ def _dapo_filter_rows(rows, n, notes: list):
         if SURPLUS_KEY in rows.columns
         else np.zeros(len(rows))
     )
-    z, z_key, drawn = np.full(len(rows), np.nan), None, None
+    z, z_key, drawn, notes = np.full(len(rows), np.nan), None, None, []
     if n:
         drawn = evicted + n + surplus
         z = evicted / drawn
@@ -257,77 +310,155 @@ def _dapo_filter_rows(rows, n, notes: list):
     notes.append(
         "verl's filter_groups (DAPO): the mean score is the trained groups' only, so no lower bound and no fit"
     )
-    return np.full(len(rows), np.nan), z, z_key, drawn
+    return DapoRows(np.full(len(rows), np.nan), z, z_key, drawn, tuple(notes))
 
 
-def _silent_and_waste(out, summary: dict, notes: list, z, gens, scheduled: bool, drawn, G, n) -> None:
+@dataclass(frozen=True)
+class WasteAccount:
+    """The run's silent share and wasted rollouts (:func:`_silent_and_waste`).  ``rollouts``,
+    ``wasted_exact``, ``groups_drawn`` and ``wasted_per_step`` (per logged row) are None unless G and
+    the groups per generation are known; every figure is None when no silent fraction is logged."""
+
+    silent_share: float | None = None
+    silent_share_weights: str | None = None
+    wasted_share: float | None = None
+    wasted_rollouts: float | None = None
+    rollouts: int | None = None
+    wasted_exact: bool | None = None
+    groups_drawn: np.ndarray | None = None
+    wasted_per_step: np.ndarray | None = None
+    notes: tuple[str, ...] = ()
+
+    def columns(self) -> dict:
+        """The step table's columns it adds: the groups drawn and the wasted rollouts per logged row."""
+        if self.groups_drawn is None:
+            return {}
+        return {"groups_drawn": self.groups_drawn, "wasted_rollouts": self.wasted_per_step}
+
+    def summary(self) -> dict:
+        """The summary's keys, in the order of ``gsd scalars --json``."""
+        if self.silent_share is None:
+            return {"silent_share": None, "wasted_share": None, "wasted_rollouts": None}
+        out = {"silent_share": self.silent_share, "silent_share_weights": self.silent_share_weights}
+        if self.rollouts is None:
+            return {**out, "wasted_share": self.wasted_share, "wasted_rollouts": self.wasted_rollouts}
+        return {
+            **out,
+            "wasted_rollouts": self.wasted_rollouts,
+            "rollouts": self.rollouts,
+            "wasted_share": self.wasted_share,
+            "wasted_exact": self.wasted_exact,
+        }
+
+
+def _silent_and_waste(z, gens, scheduled: bool, drawn, G, n) -> WasteAccount:
     """The run's silent share and wasted rollouts (exact when G, the groups and the schedule are known)."""
     seen = np.isfinite(z)
     if not seen.any():
-        summary.update(silent_share=None, wasted_share=None, wasted_rollouts=None)
-        return
+        return WasteAccount()
     w = gens[seen].astype(float)
-    summary["silent_share"] = float((z[seen] * w).sum() / w.sum()) if w.sum() > 0 else float(z[seen].mean())
-    summary["silent_share_weights"] = (
+    share = float((z[seen] * w).sum() / w.sum()) if w.sum() > 0 else float(z[seen].mean())
+    weights = (
         "generations per logged interval, from the config's schedule"
         if scheduled
         else "logged steps covered (one generation per step, TRL's default)"
     )
     if not (G and n):
-        summary["wasted_share"] = summary["silent_share"]
-        summary["wasted_rollouts"] = None
-        notes.append(
+        note = (
             "wasted share = silent share (every group has G rollouts); the count of wasted rollouts needs "
             "--group-size and --groups (groups per generation)"
         )
-        return
+        return WasteAccount(share, weights, wasted_share=share, notes=(note,))
     groups_drawn = gens * n if drawn is None else drawn
     wasted = z * groups_drawn * G
-    out["groups_drawn"] = groups_drawn
-    out["wasted_rollouts"] = wasted
-    summary["wasted_rollouts"] = float(np.nansum(wasted[seen]))
-    summary["rollouts"] = int(groups_drawn[seen].sum() * G)
-    summary["wasted_share"] = summary["wasted_rollouts"] / summary["rollouts"] if summary["rollouts"] else None
-    summary["wasted_exact"] = bool(scheduled or drawn is not None)
+    wasted_rollouts = float(np.nansum(wasted[seen]))
+    rollouts = int(groups_drawn[seen].sum() * G)
+    exact = bool(scheduled or drawn is not None)
     if drawn is not None:
         w = groups_drawn[seen].astype(float)  # the share of the groups drawn, over the run
-        summary["silent_share"] = float((z[seen] * w).sum() / w.sum())
-        summary["silent_share_weights"] = "groups drawn per step (trained + evicted + discarded surplus)"
-    if not summary["wasted_exact"]:
-        notes.append(
+        share = float((z[seen] * w).sum() / w.sum())
+        weights = "groups drawn per step (trained + evicted + discarded surplus)"
+    notes = (
+        ()
+        if exact
+        else (
             "wasted rollouts assume one generation per step (TRL's default); the log does not hold "
-            "the schedule (gradient_accumulation_steps, steps_per_generation, num_iterations)"
+            "the schedule (gradient_accumulation_steps, steps_per_generation, num_iterations)",
         )
+    )
+    return WasteAccount(
+        share,
+        weights,
+        wasted_share=wasted_rollouts / rollouts if rollouts else None,
+        wasted_rollouts=wasted_rollouts,
+        rollouts=rollouts,
+        wasted_exact=exact,
+        groups_drawn=groups_drawn,
+        wasted_per_step=wasted,
+        notes=notes,
+    )
 
 
-def _moment_fit(out, summary: dict, notes: list, m, z, G, Gs, n, steps, *, level, draws, seed):
+@dataclass(frozen=True)
+class FitAdvice:
+    """The group-size advice for the population fitted at ``advice_step`` (:func:`_advice`); every
+    field None when no step has a proper Beta."""
+
+    advised_group_size: int | None = None
+    advice_step: int | None = None
+    convention: str | None = None
+    relative_per_generation: dict[int, float] | None = None
+    advice: dict | None = None  # the advice's own summary (GroupSizeAdvice.summary), for its headline
+
+    def summary(self) -> dict:
+        """The summary's keys, in the order of ``gsd scalars --json``."""
+        out: dict = {"advised_group_size": self.advised_group_size, "advice_step": self.advice_step}
+        if self.convention is not None:
+            out["advice_convention"] = self.convention
+            out["advice_relative_per_generation"] = self.relative_per_generation
+            out["advice"] = self.advice
+        return out
+
+
+@dataclass(frozen=True)
+class MomentFit:
+    """The Beta fitted per step (``fit``), the step table's columns it adds (in their order), the
+    count of each fit status, the advice and the notes."""
+
+    fit: DifficultyFit
+    columns: dict[str, np.ndarray]
+    status_counts: dict[str, int]
+    advice: FitAdvice
+    notes: tuple[str, ...]
+
+
+def _moment_fit(m, z, G, Gs, n, steps, *, level, draws, seed) -> MomentFit:
     """The Beta fitted per step to the two logged moments, its predictions at ``Gs`` (with a bootstrap
     interval when the groups per generation are known) beside the pooled-p ones, and the advice."""
     from ..core.difficulty_fit import beta_from_moments, silent_interval
     from ..core.silent import silent_rate
 
     fit = beta_from_moments(m, z, G)
-    out["fit_status"] = fit.status
-    out["beta_a"], out["beta_b"] = fit.a, fit.b
+    columns = {"fit_status": fit.status, "beta_a": fit.a, "beta_b": fit.b}
     if Gs.size:
         pred = fit.silent_at(Gs[:, None])
         pooled = silent_rate(np.where(np.isfinite(m), m, 0.5), Gs[:, None])
-        lo = hi = None
-        if n and draws:
-            lo, hi = silent_interval(fit, Gs, n, level=level, draws=draws, seed=seed)
+        interval = silent_interval(fit, Gs, n, level=level, draws=draws, seed=seed) if n and draws else None
         for i, g in enumerate(Gs.tolist()):
-            out[f"silent_at_{g}"] = pred[i]
-            if lo is not None:
-                out[f"silent_at_{g}_lo"], out[f"silent_at_{g}_hi"] = lo[:, i], hi[:, i]
-            out[f"pooled_at_{g}"] = np.where(np.isfinite(m), pooled[i], np.nan)
-    summary["fit_status"] = {s: int((fit.status == s).sum()) for s in np.unique(fit.status)}
-    summary.update(_advice(fit, steps, n))
-    if Gs.size and n is None:
-        notes.append("no interval on the fit's predictions: give --groups (groups per generation)")
-    return fit
+            columns[f"silent_at_{g}"] = pred[i]
+            if interval is not None:
+                columns[f"silent_at_{g}_lo"], columns[f"silent_at_{g}_hi"] = interval[0][:, i], interval[1][:, i]
+            columns[f"pooled_at_{g}"] = np.where(np.isfinite(m), pooled[i], np.nan)
+    status_counts = {s: int((fit.status == s).sum()) for s in np.unique(fit.status)}
+    notes = (
+        ("no interval on the fit's predictions: give --groups (groups per generation)",)
+        if Gs.size and n is None
+        else ()
+    )
+    return MomentFit(fit, columns, status_counts, _advice(fit, steps, n), notes)
 
 
-def _advice(fit, steps, groups) -> dict:
+def _advice(fit, steps, groups) -> FitAdvice:
     """The group-size advice (:func:`gsd.group_size_advice`, its defaults: prompts per step held,
     Adam) for the population fitted at the last step with a proper Beta: the population a next run
     would start from. Per-step averages cannot say which prompts; only which uniform G."""
@@ -335,17 +466,19 @@ def _advice(fit, steps, groups) -> dict:
 
     proper = np.flatnonzero(np.isfinite(fit.kappa) & (fit.kappa > 0))
     if proper.size == 0:
-        return {"advised_group_size": None, "advice_step": None}
+        return FitAdvice()
     i = int(proper[-1])
     adv = group_size_advice(fit.population(i), prompts_per_step=groups)
     rel = adv.table.set_index("G")["relative_per_generation"]
-    return {
-        "advised_group_size": int(adv.advised_G_per_generation),
-        "advice_step": int(steps[i]),
-        "advice_convention": f"hold={adv.hold}, optimizer={adv.optimizer}, method={adv.method}",
-        "advice_relative_per_generation": {int(g): float(v) for g, v in rel.items() if int(g) in (2, 4, 8, 16)},
-        "advice": adv.summary(),
-    }
+    advised = adv.advised_G_per_generation
+    assert advised is not None  # a proper population has an advised G
+    return FitAdvice(
+        int(advised),
+        int(steps[i]),
+        f"hold={adv.hold}, optimizer={adv.optimizer}, method={adv.method}",
+        {int(g): float(v) for g, v in rel.items() if int(g) in (2, 4, 8, 16)},
+        adv.summary(),
+    )
 
 
 def alerts(summary: dict, steps, rules) -> list:
@@ -354,7 +487,7 @@ def alerts(summary: dict, steps, rules) -> list:
     ``silent`` is the largest logged per-step silent fraction, ``wasted`` the run's wasted share.  A rule
     whose metric the log does not hold is broken too, with value None: a CI gate that cannot check must
     not pass."""
-    found = []
+    found: list[tuple[str, str, float, float | None]] = []
     for metric, op, thr in rules:
         if metric == "silent":
             col = np.asarray(steps["silent_frac"], dtype=float) if "silent_frac" in steps else np.array([])

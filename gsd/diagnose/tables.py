@@ -33,26 +33,19 @@ of a fast-learning run lag (the calibration numbers of the summary say by how mu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from ..allocation import DEFAULT_PLAN
+from ..core.forgetting import as_half_life, decay
 from ..core.groupsize import median_group_size
 from ..core.posterior import BetaPosterior, fit_beta_prior, posterior_from_counts
 from ..io.frames import Columns, FrameAttribute, as_columns, as_frame, columns_of, group_sums
+from ..lazy import moved_names
 from ..validation import InputError
-from .posteriors import (
-    HALF_LIVES,
-    batch_std,
-    choose_half_life,
-    decay,
-    expected_scale,
-    group_columns,
-    group_table,
-    one_step_log_score,
-    predict_groups,
-)
+from .posteriors import batch_std, choose_half_life, group_columns, group_table, predict_groups
 from .readers import RolloutLog
 
 if TYPE_CHECKING:
@@ -69,15 +62,20 @@ __all__ = [
     "prompt_columns",
     "Diagnosis",
     "diagnose_log",
-    "expected_scale",
     "STEP_KEYS",
-    "HALF_LIVES",
     "choose_half_life",
-    "one_step_log_score",
     "prompt_verdicts",
     "VERDICT_DELTA",
     "VERDICT_PROB",
 ]
+
+# Moved to gsd.core in 0.2: the old names still import, with a DeprecationWarning.
+_MOVED = {
+    "HALF_LIVES": ("gsd.core.forgetting", "HALF_LIVES"),
+    "one_step_log_score": ("gsd.core.posterior", "one_step_log_score"),
+    "expected_scale": ("gsd.core.posterior", "expected_scale"),
+}
+__getattr__ = moved_names(__name__, _MOVED)
 
 #: Keys of every per-step record of ``gsd diagnose --json`` (and columns of the step table).
 STEP_KEYS = ("step", "groups", "rollouts", "silent_frac", "silent_pred", "wasted_rollouts", "fidelity")
@@ -369,15 +367,17 @@ def group_size_advice_for(
     from ..core.binomial import unique_pairs
 
     method = "grpo" if scale == "group" else "dr_grpo"
-    src, note = post, None
+    src: BetaPosterior | np.ndarray = post
+    note: str | None = None
     if unique_pairs(post.a.ravel(), post.b.ravel())[0].size * sum(g + 1 for g in ADVICE_GRID) > _ADVICE_TERMS:
         src, note = post.mean, "computed at each prompt's posterior mean (too many distinct posteriors for exact sums)"
-    grid = ADVICE_GRID
+    grid: Sequence[int] = ADVICE_GRID
     if hold == "prompts":
         held = {"prompts_per_step": int(prompts_per_step)}
-    else:  # a step of B generations holds groups of at most B
-        held = {"generations_per_step": int(generations_per_step)}
-        grid = [g for g in ADVICE_GRID if g <= int(generations_per_step)]
+    else:  # a step of B generations holds groups of at most B (given with hold="generations")
+        B = int(cast(int, generations_per_step))
+        held = {"generations_per_step": B}
+        grid = [g for g in ADVICE_GRID if g <= B]
     adv = group_size_advice(
         src,
         hold=hold,
@@ -496,7 +496,7 @@ def diagnose_log(
     epsilon: float = 0.05,
     level: float = 0.9,
     budget: int | None = None,
-    half_life: float | None = None,
+    half_life: float | str | None = None,
     ddof: int | None = None,
     eps: float | None = None,
     scale: str | None = None,
@@ -545,14 +545,14 @@ def diagnose_log(
     InputError
         No step with a group of two or more rollouts.
     """
+    given = as_half_life(half_life, auto=True)
+    auto = isinstance(given, str)  # "auto": chosen below, once the prior is known
+    h = None if isinstance(given, str) else given
     if threshold is None:
         threshold = log.threshold
     conv = _log_convention(log, ddof, eps, scale)
     right, note = right_answers(log, threshold)
-    auto = isinstance(half_life, str) and half_life == "auto"
-    if isinstance(half_life, str) and not auto:
-        raise InputError(f"half_life must be a number of steps > 0, None or 'auto', got {half_life!r}")
-    groups = group_columns(log, right, half_life=None if auto else half_life)
+    groups = group_columns(log, right, half_life=h)
     if not (groups["G"] >= 2).any():
         raise InputError(
             "no prompt has two or more rollouts in one step, so there is no group to diagnose "
@@ -564,7 +564,7 @@ def diagnose_log(
     a0, b0, info = _run_prior(groups, right, prior, warnings)
     chosen = None
     if auto:
-        half_life, chosen, groups = _auto_half_life(log, right, a0, b0, groups)
+        h, chosen, groups = _auto_half_life(log, right, a0, b0, groups)
     step_std = batch_std(log, groups) if conv["scale"] == "batch" else None
     prior_ab = None if a0 is None else (a0, b0)
     groups = predict_groups(groups, prior_ab, conv["ddof"], conv["eps"], conv["scale"], step_std)
@@ -578,10 +578,10 @@ def diagnose_log(
         epsilon=epsilon,
         level=level,
         budget=budget if a0 is not None else None,
-        half_life=half_life,
+        half_life=h,
     )
     calibration = _calibration(groups)
-    miss = _prediction_miss(calibration, half_life, chosen)
+    miss = _prediction_miss(calibration, h, chosen)
     if miss:
         warnings.append(miss)
     advice, advice_gen, n_step = (
@@ -595,7 +595,7 @@ def diagnose_log(
         else None,
         "calibration": calibration,
         "epsilon": epsilon,
-        "half_life": half_life,
+        "half_life": h,
         "half_life_choice": chosen,
         "budget": budget,
         "budget_plan": DEFAULT_PLAN if budget is not None else None,

@@ -120,7 +120,9 @@ def is_log_file(path: Path) -> bool:
 
 def step_of(path: Path):
     """The step a ``completions_{step:05d}.parquet`` name carries (None beyond int64: the rows' step)."""
-    digits = _FILE.fullmatch(path.stem).group(1)
+    match = _FILE.fullmatch(path.stem)
+    assert match is not None, path  # called on the names is_log_file takes
+    digits = match.group(1)
     return int(digits) if len(digits) < 19 else None
 
 
@@ -678,7 +680,7 @@ def check_advantages(reward, advantage, group, n_groups: int, batch) -> dict:
     for name, pred in fits.items():
         err = np.abs(np.nan_to_num(pred, nan=0.0) - a)
         errors[name] = float(np.max(err / (1e-3 + np.abs(a)))) if err.size else 0.0
-    best = min(errors, key=errors.get)
+    best = min(errors, key=errors.__getitem__)
     return {"scale": best if errors[best] <= 1e-2 else None, "groups_checked": int(n_groups), "max_error": errors[best]}
 
 

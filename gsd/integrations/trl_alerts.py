@@ -27,6 +27,7 @@ import warnings
 
 from ..errors import InputError
 from ..io.numbers import metric_value
+from ..lazy import built_on_first_use
 
 __all__ = ["SilenceAlert", "SilenceWarning", "trl_generations"]  # noqa: F822 (SilenceAlert: built on first use)
 
@@ -166,9 +167,4 @@ def _build():
     return SilenceAlert
 
 
-def __getattr__(name):
-    if name == "SilenceAlert":
-        cls = _build()
-        globals()[name] = cls
-        return cls
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = built_on_first_use(__name__, {"SilenceAlert": _build})

@@ -103,7 +103,7 @@ FILTER = (
     "trained and dumped; their number is the trainer's training/filter_groups/evicted_samples metric"
 )
 #: The rows' V1 key, ``{uid}_{session_id}_{index}``.
-_KEY = r"^(.*)_(\d+)_(\d+)$"
+KEY_PATTERN = r"^(.*)_(\d+)_(\d+)$"
 
 #: Keys of a dumped row that are not rewards.
 NOT_REWARD = ("input", "output", "gts", "step", "data_source", "request_id", "uid", TRUTH_COLUMN)
@@ -155,7 +155,7 @@ def split_keys(keys):
     return uid, session, index, ok
 
 
-#: :data:`_KEY` in RE2's words (pyarrow's regex engine), with Python's meaning of ``\d`` and ``$``.
+#: :data:`KEY_PATTERN` in RE2's words (pyarrow's regex engine), with Python's meaning of ``\d`` and ``$``.
 _KEY_RE2 = r"^(?P<uid>.*)_(?P<session>\p{Nd}+)_(?P<index>\p{Nd}+)\n?$"
 
 
@@ -280,7 +280,7 @@ def _first_seen(codes) -> np.ndarray:
     return rank[inverse.ravel()]
 
 
-def describe_groups(context) -> str:
+def describe_groups(context) -> str | None:
     if context.keyed:
         return "rows whose V1 key {uid}_{session_id}_{index} shares the uid, one per session (its final output)"
     return None

@@ -90,7 +90,7 @@ def _unwritable(path, exc: OSError):
         errno.EISDIR: "it is a folder, a file is expected",
         errno.ENOENT: "the folder cannot hold files (a pseudo file system such as /proc, or it vanished)",
         errno.EFBIG: "the file is larger than this process may write (file-size limit, or a full quota)",
-    }.get(exc.errno, exc.strerror or str(exc))
+    }.get(exc.errno or 0, exc.strerror or str(exc))
     return InputError(f"cannot write {str(path)!r}: {reason}")
 
 

@@ -33,7 +33,7 @@ def keep_freed_memory() -> bool:
     import os
 
     try:
-        if not sys.platform.startswith("linux") or not os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"):
+        if not sys.platform.startswith("linux") or not (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
             return False
     except (ValueError, OSError, AttributeError):  # no such name: not glibc
         return False

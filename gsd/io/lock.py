@@ -196,6 +196,7 @@ class RunLock:
         if _HELD.get(_key(self.path), (None, None))[1] is self:
             del _HELD[_key(self.path)]
         fd, self._fd, self.token = self._fd, None, None
+        assert fd is not None  # held: a token and its descriptor are set together
         try:
             if self._same_file(fd):  # removed while held: no other process can be holding it
                 self.path.unlink(missing_ok=True)

@@ -207,17 +207,11 @@ class Unscorable(Exception):
 
 
 def as_half_lives(half_life) -> tuple:
-    """The candidate half-lives the tracker keeps: (None,), (h,), or diagnose's HALF_LIVES."""
-    from ..diagnose.tables import HALF_LIVES
+    """The candidate half-lives the tracker keeps: (None,), (h,), or every one of HALF_LIVES for "auto"."""
+    from ..core.forgetting import HALF_LIVES, as_half_life
 
-    if half_life is None:
-        return (None,)
-    if isinstance(half_life, str) and half_life == "auto":
-        return tuple(HALF_LIVES)
-    h = real_or_none(half_life)
-    if h is None or h <= 0 or isinstance(half_life, str):
-        raise InputError(f"half_life must be None, 'auto' or a finite number of steps > 0, got {half_life!r}")
-    return (h,)
+    h = as_half_life(half_life, auto=True)
+    return tuple(HALF_LIVES) if h == "auto" else (h,)
 
 
 def as_prior(prior):

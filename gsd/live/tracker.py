@@ -119,9 +119,9 @@ class GroupTracker:
         generation Δ steps before the one predicted weigh 2^(−Δ/half_life) in its posterior
         (steps are the tracker's, the optimizer step that first uses a generation: one step per
         generation at TRL's defaults).  ``"auto"`` keeps every half-life of
-        :data:`gsd.diagnose.tables.HALF_LIVES` (None included) and uses, at each generation, the
+        :data:`gsd.core.forgetting.HALF_LIVES` (None included) and uses, at each generation, the
         one whose posteriors have best predicted the run's groups so far: the sum over groups of
-        prompts seen before of :func:`gsd.diagnose.tables.one_step_log_score`, the log-probability
+        prompts seen before of :func:`gsd.core.posterior.one_step_log_score`, the log-probability
         the posterior before the generation gave to the group's right answers (diagnose's score;
         ties keep the longer half-life).  The predictions, :meth:`silent_probability`,
         :meth:`posterior` and the skip sampler use the forgetting posterior.
@@ -203,7 +203,6 @@ class GroupTracker:
         # answers as of the prompt's last recorded step (never an absolute 2^(t/h): no overflow, and
         # step differences are taken in integers before any float).
         self._candidates = candidates
-        self._hl = np.array([np.inf if h is None else h for h in candidates])
         self._dn = np.zeros((len(candidates), 16))
         self._dk = np.zeros((len(candidates), 16))
         self._last = np.zeros(16, np.int64)
@@ -503,8 +502,7 @@ class GroupTracker:
         posteriors after it (counts updated here)."""
         from ..allocation import allocation_value, expected_silent_rate
         from ..core.groupsize import median_group_size
-        from ..core.posterior import BetaPosterior, posterior_from_counts
-        from ..diagnose.tables import expected_scale, one_step_log_score
+        from ..core.posterior import BetaPosterior, expected_scale, one_step_log_score, posterior_from_counts
 
         nan = float("nan")
         if right is None:
@@ -559,8 +557,10 @@ class GroupTracker:
         arrays (candidates, prompts): the counts as of each prompt's last step times 2^(−Δ/h),
         Δ = step − last (integers, exact at any step; a step before the last counts as Δ = 0;
         a factor that underflows is the zero it stands for)."""
-        dt = np.maximum(np.int64(step) - self._last[codes], 0).astype(np.float64)
-        f = np.exp2(-dt / self._hl[:, None])
+        from ..core.forgetting import decay
+
+        dt = np.maximum(np.int64(step) - self._last[codes], 0)
+        f = np.stack([decay(dt, h) for h in self._candidates])  # a few candidates, each over every prompt
         return self._dn[:, codes] * f, self._dk[:, codes] * f
 
     @property

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
+from ..lazy import built_on_first_use
 from .reward_calls import open_unit_number
 from .sampler import SkipPolicy, SkipSampler, as_max_skips
 from .tracker import LIVE_METRICS, GroupTracker
@@ -202,18 +203,6 @@ class _Hooks:
         }
 
 
-_TRAINER_CLASS = None
-
-
-def __getattr__(name):
-    if name == "GSDGRPOTrainer":
-        global _TRAINER_CLASS
-        if _TRAINER_CLASS is None:
-            _TRAINER_CLASS = _trainer_class()
-        return _TRAINER_CLASS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def _trainer_class():
     """``GSDGRPOTrainer``: gsd's hooks on top of TRL's ``GRPOTrainer`` (TRL imported here)."""
     try:
@@ -224,3 +213,6 @@ def _trainer_class():
     cls = type("GSDGRPOTrainer", (_Hooks, GRPOTrainer), {"__doc__": _Hooks.__doc__, "__module__": __name__})
     cls.__qualname__ = "GSDGRPOTrainer"
     return cls
+
+
+__getattr__ = built_on_first_use(__name__, {"GSDGRPOTrainer": _trainer_class})

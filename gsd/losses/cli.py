@@ -7,7 +7,7 @@ from __future__ import annotations
 
 
 def register(sub) -> None:
-    """Add ``gsd losses`` to the ``gsd`` command line (see gsd.cli's ``_COMMANDS``)."""
+    """Add ``gsd losses`` to the ``gsd`` command line (see gsd.cli's ``COMMANDS``)."""
     p = sub.add_parser(
         "losses",
         help="loss geometry (see docs/theory.md, section Loss geometry): the seed's worked numbers; --figures writes the PNGs",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ __all__ = [
 
 #: The seed's inputs (the worked examples of the project's source note on these objectives;
 #: see docs/theory.md, section Loss geometry), the only numbers this module takes as given.
-SEED = {
+SEED: dict[str, Any] = {
     "logits": (2.0, 0.0),
     "tokens2": ("cat", "dog"),
     "teacher2": (0.8, 0.2),
@@ -383,7 +384,8 @@ def fig_length_weights():
     return fig
 
 
-_FIGURES = {
+#: Each figure's file name and the function that draws it, in the order make_all writes them.
+FIGURES = {
     "loss_temperature.png": fig_temperature,
     "loss_forward_reverse.png": fig_forward_reverse,
     "loss_full_vocab_vs_sampled.png": fig_full_vocab_vs_sampled,
@@ -405,7 +407,7 @@ def make_all(outdir=None) -> list[Path]:
     """
     out = Path(outdir) if outdir is not None else figures_dir()
     paths = []
-    for name, build in _FIGURES.items():
+    for name, build in FIGURES.items():
         paths.append(save_figure(build(), out / name))
     return paths
 

@@ -22,32 +22,20 @@ Submodules are imported on first use, so ``import gsd.reproduce`` stays light.
 
 from __future__ import annotations
 
-import importlib
+from ..lazy import lazy_exports
 
-_SUBMODULES = (
-    "bigmath",
-    "group_size_table",
-    "theory",
-    "dapo_fit",
-    "figures",
-    "report",
-    "published",
-    "report_markdown",
-    "transformer",
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {"report": ("run_reproduction",), "figures": ("make_all", "fast_mode")},
+    submodules=(
+        "bigmath",
+        "group_size_table",
+        "theory",
+        "dapo_fit",
+        "figures",
+        "report",
+        "published",
+        "report_markdown",
+        "transformer",
+    ),
 )
-
-__all__ = list(_SUBMODULES) + ["run_reproduction", "make_all", "fast_mode"]
-
-
-def __getattr__(name):
-    if name in _SUBMODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    if name == "run_reproduction":
-        from .report import run_reproduction
-
-        return run_reproduction
-    if name in ("make_all", "fast_mode"):
-        from . import figures
-
-        return getattr(figures, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -86,7 +87,7 @@ N_SAMPLES = 32
 PLATEAU_POINTS = 8
 #: The generated curve the reproduction fits by default (no third-party log is shipped):
 #: Big-Math difficulty, 32 samples, steps 0, 10, …, 600.
-REFERENCE_CURVE = {"tau": 80.0, "T_inf": 10.0, "noise_sd": 0.005, "seed": 0}
+REFERENCE_CURVE: dict[str, Any] = {"tau": 80.0, "T_inf": 10.0, "noise_sd": 0.005, "seed": 0}
 _T_RANGE = (1e-2, 1e5)
 _NODES = 4097
 _CHUNK = 1 << 22

@@ -209,7 +209,7 @@ def _reuse(run_dir: Path, config, marker: str, finished: str, progress: bool) ->
     return {"reused_complete_run": reused, "reuse": note, "fingerprint": prep["fingerprint"]}
 
 
-def _campaign_stage(out: Path, progress: bool, overrides: dict | None = None):
+def campaign_stage(out: Path, progress: bool, overrides: dict | None = None):
     mod, why = optional_import("gsd.simulator.campaign")
     if mod is None:
         return {"status": "not available", "reason": why}
@@ -259,7 +259,7 @@ def _trl_module(name: str, what: str):
     return mod, None
 
 
-def _transformer_stage(mode: str, seed: int, fig_dir: Path, out: Path):
+def transformer_stage(mode: str, seed: int, fig_dir: Path, out: Path):
     """Beyond the paper: TRL 1.16.0's own update on a tiny transformer whose solve rates are
     exact, against the closed forms (:mod:`gsd.reproduce.transformer`).  The full sizes draw
     the figures the docs quote (into ``fig_dir``); the fast ones into ``out/transformer``, so that
@@ -290,7 +290,7 @@ def _transformer_stage(mode: str, seed: int, fig_dir: Path, out: Path):
     }
 
 
-def _group_size_training_stage(mode: str, out: Path):
+def group_size_training_stage(mode: str, out: Path):
     """Beyond the paper: which G and which prompts learn fastest per generation in TRL's own trainer
     (:mod:`gsd.reproduce.group_size_training`), at its fast size (seconds; its numbers exercise the
     pipeline, the docs quote the full run's), into ``out/group_size_training``."""
@@ -466,7 +466,7 @@ def _run_stages(
     camp, alloc = _simulator_stages(stages, out, skip_campaign, progress)
     trf = stages.run(
         "beyond the paper: TRL's update on a tiny transformer vs the closed forms",
-        _transformer_stage,
+        transformer_stage,
         transformer,
         seed,
         fig_dir,
@@ -474,7 +474,7 @@ def _run_stages(
     )
     gstr = stages.run(
         "beyond the paper: group size and prompt choice in TRL training (fast size)",
-        _group_size_training_stage,
+        group_size_training_stage,
         group_size_training,
         out,
     )
@@ -509,7 +509,7 @@ def _simulator_stages(stages: _Stages, out: Path, skip_campaign: bool, progress:
         stages.i += 1
         return camp, {"status": "skipped", "reason": "--skip-campaign"}
     try:
-        camp = stages.run("controlled campaign (simulator)", _campaign_stage, out, progress)
+        camp = stages.run("controlled campaign (simulator)", campaign_stage, out, progress)
     except ImportError as exc:  # a half-installed simulator: say so, keep the rest
         camp = {"status": "not available", "reason": f"{exc.__class__.__name__}: {exc}"}
     alloc = stages.run("beyond the paper: budget allocation comparison (simulator)", _allocation_stage, out, progress)

@@ -23,26 +23,16 @@ Only the config is imported eagerly: torch, pandas and matplotlib load on first 
 ``gsd`` sub-commands that do not simulate start fast.
 """
 
+from ..lazy import lazy_exports
 from .config import SimConfig, batch_key
 
-_LAZY = {
-    "run_simulation": "dispatch",
-    "is_complete": "runfolder",
-    "run_many": "dispatch",
-    "COLUMNS": "ledger",
-    "read_ledger": "ledger",
-    "run_paper_campaign": "campaign",
-    "make_campaign_figure": "campaign",
-    "measure_initial_deciles": "campaign",
-}
-
-
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    raise AttributeError(f"module 'gsd.simulator' has no attribute {name!r}")
-
-
-__all__ = ["SimConfig", "batch_key", *_LAZY]
+__getattr__, __dir__, _lazy_names = lazy_exports(
+    __name__,
+    {
+        "dispatch": ("run_simulation", "run_many"),
+        "runfolder": ("is_complete",),
+        "ledger": ("COLUMNS", "read_ledger"),
+        "campaign": ("run_paper_campaign", "make_campaign_figure", "measure_initial_deciles"),
+    },
+)
+__all__ = ["SimConfig", "batch_key", *_lazy_names]

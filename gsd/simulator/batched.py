@@ -151,7 +151,7 @@ def _run_compatible(items, positions, summaries, *, resume, progress, threads, m
                     )
                     continue
                 for m, summary in zip(
-                    chunk, _run_program(chunk, device=device, progress=progress, threads=run_threads, on_step=on_step)
+                    chunk, run_program(chunk, device=device, progress=progress, threads=run_threads, on_step=on_step)
                 ):
                     summaries[positions[m.pos]] = summary
 
@@ -411,7 +411,7 @@ def _opt_join(states) -> dict:
     return out
 
 
-def _run_program(members, *, device, progress: bool, threads: int | None, on_step=None) -> list[dict]:
+def run_program(members, *, device, progress: bool, threads: int | None, on_step=None) -> list[dict]:
     """Run compatible runs (at the same next step) as one program; their summaries, in the members' order."""
     # The count its largest run would use alone (its numbers are then those of the runs alone).
     answers = max(answers_per_step(m.cfg) for m in members)

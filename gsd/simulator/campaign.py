@@ -418,7 +418,7 @@ def make_campaign_figure(summary_or_dir, path) -> Path:
     summary = summary_or_dir
     if not isinstance(summary, dict):
         summary = read_json(Path(summary_or_dir) / "campaign_summary.json")
-    return save_figure(_campaign_figure(summary), path)
+    return save_figure(campaign_figure(summary), path)
 
 
 #: Subplot margins of the campaign figure (figure fractions; 15 × 4.6 in).
@@ -426,7 +426,7 @@ _MARGINS = {"left": 0.045, "right": 0.99, "bottom": 0.11, "top": 0.885, "wspace"
 
 
 @styled
-def _campaign_figure(summary: dict):
+def campaign_figure(summary: dict):
     # Fixed margins and legend places, no mathtext: the figure is drawn once, with no layout or
     # legend-placement search (about half of what constrained layout costs to write it).
     fig, (ax_a, ax_b, ax_c) = new_figure(3, width=15, height=4.6, margins=_MARGINS)

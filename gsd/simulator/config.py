@@ -26,7 +26,7 @@ from ..resources import config_file
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: the same parser as the tomli package
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[no-redef,import-not-found]
 
 __all__ = ["SimConfig", "parse_assignment", "resolve_device", "resolve_engine", "numpy_blockers", "config_diff"]
 
@@ -224,20 +224,33 @@ class SimConfig:
                 bad("beta_mixture", "must be a non-empty list of [weight, a, b] with every entry > 0")
 
     def _check_allocation(self, bad) -> None:
+        """The allocation keys, in three steps: the names and the logged counts' ageing here, then
+        the options of the allocators and the group-size grid, then a budget plan's own limits."""
         from ..allocation import ALLOCATION_VALUES
 
         if self.allocation not in ("fixed", "greso", *ALLOCATION_VALUES):
             bad("allocation", f"must be one of {('fixed', 'greso', *ALLOCATION_VALUES)}")
         if self.allocation_explore not in ALLOCATION_EXPLORE:
             bad("allocation_explore", f"must be one of {ALLOCATION_EXPLORE}")
-        if not (self.logged_half_life >= 0 and math.isfinite(self.logged_half_life)):
-            bad("logged_half_life", "must be a finite number >= 0 (0 = no discount)")
+        if self.logged_half_life:  # 0: no discount; any other value is a half-life
+            from ..core.forgetting import as_half_life
+
+            try:
+                as_half_life(self.logged_half_life, name="logged_half_life")
+            except InputError:
+                bad("logged_half_life", "must be a finite number >= 0 (0 = no discount)")
         if not (0 <= self.allocation_lr <= 100 and math.isfinite(self.allocation_lr)):
             bad("allocation_lr", "must be a finite number in [0, 100] (0 = lr)")
         if not 0 <= self.horizon <= 100_000:
             bad("horizon", "must lie in [0, 100000] (0 = every step left)")
         if self.logged_half_life and self.logged_window:
             bad("logged_half_life", "discounts every answer so far: set logged_window = 0 (one of the two)")
+        self._check_allocation_options(bad)
+        if self.allocation != "fixed":
+            self._check_plan(bad)
+
+    def _check_allocation_options(self, bad) -> None:
+        """The allocators' options and the group-size grid g_min, g_min + g_step, …, g_max."""
         if self.allocation_explore == "thompson" and self.allocation_source != "logged":
             bad(
                 "allocation_explore",
@@ -255,38 +268,41 @@ class SimConfig:
             bad("g_max", f"must be >= g_min = {self.g_min}")
         if (self.g_max - self.g_min) % self.g_step:
             bad("g_step", f"must divide g_max - g_min = {self.g_max - self.g_min}")
-        if self.allocation != "fixed":
-            if self.method == "dapo":
-                bad("allocation", "a budget plan with DAPO's redraws is not modelled; use method grpo, dr_grpo or rloo")
-            if self.replan_every > 1 and self.batch_size not in (0, self.n_prompts):
-                bad("replan_every", "a plan kept over several steps needs every prompt in every batch (batch_size = 0)")
-            if self.ddof >= self.g_min:
-                bad("ddof", f"needs g_min > ddof, got g_min={self.g_min}")
-            budget = self.budget or (self.batch_size or self.n_prompts) * self.group_size
-            if budget < self.g_min:
-                bad("budget", f"must be >= g_min = {self.g_min} to serve any prompt")
-            from ..allocation import VALUE_FORMS, check_table_cost
 
-            # Every plan of the run, before the folder exists: the allocator's table and sums.
-            kind = "point" if self.allocation_source == "oracle" else "beta"
-            try:
-                if self.allocation in VALUE_FORMS:  # greso skips without a value table
-                    check_table_cost(
-                        kind,
-                        self.batch_size or self.n_prompts,
-                        self.g_min,
-                        self.g_max,
-                        self.g_step,
-                        VALUE_FORMS[self.allocation][2],
-                    )
-            except InputError as exc:
-                bad("g_max", f"{str(exc).split(': ', 1)[1]} (the allocator plans the prompts of a batch)")
-            if self.logged_window * (self.batch_size or self.n_prompts) > 2**27:
-                bad(
-                    "logged_window",
-                    f"keeps logged_window × n_prompts = "
-                    f"{self.logged_window * self.n_prompts:,} counts pairs in memory, above 2^27 (2 GiB)",
+    def _check_plan(self, bad) -> None:
+        """A budget plan's limits, before the run folder exists: what it models, and the cost of
+        every plan of the run (the allocator's table and sums, the logged window's counts)."""
+        if self.method == "dapo":
+            bad("allocation", "a budget plan with DAPO's redraws is not modelled; use method grpo, dr_grpo or rloo")
+        if self.replan_every > 1 and self.batch_size not in (0, self.n_prompts):
+            bad("replan_every", "a plan kept over several steps needs every prompt in every batch (batch_size = 0)")
+        if self.ddof >= self.g_min:
+            bad("ddof", f"needs g_min > ddof, got g_min={self.g_min}")
+        budget = self.budget or (self.batch_size or self.n_prompts) * self.group_size
+        if budget < self.g_min:
+            bad("budget", f"must be >= g_min = {self.g_min} to serve any prompt")
+        from ..allocation import VALUE_FORMS, check_table_cost
+
+        # Every plan of the run, before the folder exists: the allocator's table and sums.
+        kind = "point" if self.allocation_source == "oracle" else "beta"
+        try:
+            if self.allocation in VALUE_FORMS:  # greso skips without a value table
+                check_table_cost(
+                    kind,
+                    self.batch_size or self.n_prompts,
+                    self.g_min,
+                    self.g_max,
+                    self.g_step,
+                    VALUE_FORMS[self.allocation][2],
                 )
+        except InputError as exc:
+            bad("g_max", f"{str(exc).split(': ', 1)[1]} (the allocator plans the prompts of a batch)")
+        if self.logged_window * (self.batch_size or self.n_prompts) > 2**27:
+            bad(
+                "logged_window",
+                f"keeps logged_window × n_prompts = "
+                f"{self.logged_window * self.n_prompts:,} counts pairs in memory, above 2^27 (2 GiB)",
+            )
 
     # ------------------------------------------------------------------------------------------
     def to_dict(self) -> dict:

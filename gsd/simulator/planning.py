@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from ..core.forgetting import decay
 from .population import sub_seed
 
 # Random streams of the planner (beside population.py's 0, 1, 2): Thompson draws and GRESO's skips.
@@ -56,7 +57,7 @@ def mean_age(cfg, step: int) -> float:
     if span <= 0:
         return 0.0
     a = np.arange(1, span + 1, dtype=np.float64)
-    w = 2.0 ** (-(a - 1) / cfg.logged_half_life) if cfg.logged_half_life else np.ones_like(a)
+    w = decay(a - 1, cfg.logged_half_life or None)  # 0: no discount
     return float(w @ a / w.sum())
 
 
@@ -146,9 +147,9 @@ def age_counts(cfg, step: int, k_cum, n_cum, ring):
     discount them by the half-life, and with a window take out the counts of the step that
     leaves it; returns that ring slot, emptied, for the step's counts (None without a window)."""
     if cfg.logged_half_life:
-        decay = 2.0 ** (-1.0 / cfg.logged_half_life)
-        k_cum *= decay
-        n_cum *= decay
+        factor = float(decay(1, cfg.logged_half_life))
+        k_cum *= factor
+        n_cum *= factor
     if ring is None:
         return None
     slot = ring[step % ring.shape[0]]

@@ -134,7 +134,7 @@ def logit_gradient(s_right, s_wrong, G, p, q, out=None, scratch=None):
     return out
 
 
-def _log(x, limit, out=None, negate: bool = False):
+def log_sigmoid(x, limit, out=None, negate: bool = False):
     """log x for x = sigmoid(±z) > 0, and ``limit`` (±z, the log's asymptote; ``negate``: −limit)
     where x underflowed to 0, into ``out``: log of the accurately rounded sigmoid, ~4× cheaper
     than logaddexp."""
@@ -172,14 +172,14 @@ def _draw_groups(rng, p: np.ndarray, G: int, cfg, dtype):
 
 
 #: Entries of one chunk of answers in :func:`mean_updates` (a few 32 MB temporaries).
-_CHUNK_ANSWERS = 1 << 22
+CHUNK_ANSWERS = 1 << 22
 
 
 def mean_updates(cfg: SimConfig, p0: np.ndarray, methods, draws: int, rng) -> list[np.ndarray]:
     """g_j averaged over ``draws`` independent groups per prompt at p0, for each method, float64.
 
     The methods are paired: every drawn group is scored by each method's advantages, so their
-    means differ by the method alone.  Draws come in chunks of at most :data:`_CHUNK_ANSWERS`
+    means differ by the method alone.  Draws come in chunks of at most :data:`CHUNK_ANSWERS`
     answers, in draw-major order; with an exact verifier the stream does not depend on the
     split (with a noisy one each chunk's flips follow its answers).  The torch engine's
     measurement, :func:`~.campaign.measure_initial_deciles`, with numpy's draws and the
@@ -191,7 +191,7 @@ def mean_updates(cfg: SimConfig, p0: np.ndarray, methods, draws: int, rng) -> li
     p, q = sigmoid(z), sigmoid(z, negate=True)
     tables = [advantage_rows(G, method_spec(m).advantage, ddof=cfg.ddof, eps=cfg.eps).astype(dtype) for m in methods]
     sums = [np.zeros(N) for _ in methods]
-    chunk = max(1, _CHUNK_ANSWERS // (N * (G if cfg.rollouts == "answers" else 1)))
+    chunk = max(1, CHUNK_ANSWERS // (N * (G if cfg.rollouts == "answers" else 1)))
     done = 0
     while done < draws:
         c = min(chunk, draws - done)
@@ -208,7 +208,7 @@ def mean_updates(cfg: SimConfig, p0: np.ndarray, methods, draws: int, rng) -> li
 
 
 # --------------------------------------------------------------------------- optimizers
-class _SGD:
+class NumpySGD:
     """The torch engine's SGD (:class:`~.optim.SGD`): b ← μ·b + g (b ← g on the first step), z ← z − lr·b."""
 
     def __init__(self, cfg, z):
@@ -231,7 +231,7 @@ class _SGD:
             self.buffer = np.stack([s["opt_buffer"] for s in states])
 
 
-class _Adam:
+class NumpyAdam:
     """The torch engine's Adam (:class:`~.optim.Adam`): β = (0.9, 0.999), ε = 1e-8, torch's
     single-tensor update written in numpy."""
 
@@ -279,7 +279,7 @@ class Program:
         p0 = np.stack([m.p0 for m in members])  # (R, N) float64
         self.z = logit(p0).astype(self.dtype)
         self.z_ref = self.z.copy()
-        self.opt = (_SGD if base.optimizer == "sgd" else _Adam)(base, self.z)
+        self.opt = (NumpySGD if base.optimizer == "sgd" else NumpyAdam)(base, self.z)
         self.rngs = [np.random.Generator(np.random.PCG64(sub_seed(c.seed, STREAM_ROLLOUTS))) for c in self.cfgs]
         self.G = np.array([c.group_size for c in self.cfgs])[:, None]  # (R, 1)
         self.G_f = self.G.astype(self.dtype)
@@ -480,8 +480,8 @@ class Program:
         # The loss of the first (only) epoch, L = −Σ_j (S₊·log π(right) + S₋·log π(wrong))/G, per run.
         z_b = take(self.z)
         log_p, log_q = self.work("log_p", self.dtype), self.work("log_q", self.dtype)
-        _log(p_b, z_b, out=log_p)
-        _log(q_b, z_b, out=log_q, negate=True)
+        log_sigmoid(p_b, z_b, out=log_p)
+        log_sigmoid(q_b, z_b, out=log_q, negate=True)
         log_p *= s_right
         log_q *= s_wrong
         log_p += log_q
@@ -624,7 +624,7 @@ def _beside(fn, *args):
     child starts its own); its numpy work rows are its own (:mod:`.ledger` and
     :mod:`gsd.core.chebyshev` keep them per thread)."""
     global _helper
-    if _cpus() < 2:
+    if usable_cpus() < 2:
         return None
     with _helper_lock:
         if _helper is None:
@@ -634,7 +634,13 @@ def _beside(fn, *args):
         return _helper.submit(fn, *args)
 
 
-def _cpus() -> int:
+def helper_started() -> bool:
+    """Whether this process has started its helper thread (:func:`_beside`)."""
+    return _helper is not None
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the system says, else all)."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

@@ -52,7 +52,7 @@ from ..validation import InputError
 try:  # Python >= 3.11
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib  # type: ignore[no-redef,import-not-found]
 
 __all__ = ["Grid", "RunSpec", "load_grid", "parse_grid", "expand", "run_name", "config_hash"]
 
@@ -289,7 +289,7 @@ def expand(grid: Grid, simulator="gsd.simulator") -> list[RunSpec]:
     except Exception:  # noqa: BLE001 - a simulator without a default config: hash every field
         defaults = {}
     specs: list[RunSpec] = []
-    seen: dict[str, dict] = {}
+    seen: dict[str, str] = {}  # run name -> the grid point that gave it
     for combo in itertools.product(*(values for _, values in grid.axes)):
         overrides = dict(grid.base)
         params = {}

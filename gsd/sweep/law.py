@@ -75,7 +75,7 @@ __all__ = [
 #: Bins of the p before the step for the by-bin table.
 P_BINS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 #: Config values the exact relation |Δz| = η·σ needs (key -> allowed value).
-_REQUIRED = {
+REQUIRED_CONFIG = {
     "method": "grpo",
     "policy": "tabular",
     "optimizer": "sgd",
@@ -176,16 +176,17 @@ def _read_run(run_dir: Path):
     return cfg, ckpt["z_ref"], ckpt["z"]
 
 
-def _check_config(cfg: dict, name: str) -> None:
-    bad = {k: cfg.get(k) for k, v in _REQUIRED.items() if cfg.get(k) != v}
+def check_config(cfg: dict, name: str) -> None:
+    """Raise InputError naming the run and the keys where ``cfg`` is not :data:`REQUIRED_CONFIG`."""
+    bad = {k: cfg.get(k) for k, v in REQUIRED_CONFIG.items() if cfg.get(k) != v}
     if bad:
         raise InputError(
             f"run {name}: the law measurement needs the paper's tabular GRPO with plain SGD "
-            f"({', '.join(f'{k}={v!r}' for k, v in _REQUIRED.items())}); this run has {bad}"
+            f"({', '.join(f'{k}={v!r}' for k, v in REQUIRED_CONFIG.items())}); this run has {bad}"
         )
 
 
-def _ratios(z_before, z_after, lr, G, label):
+def update_ratios(z_before, z_after, lr, G, label):
     """Per-prompt p before the step and empirical fidelity, after checking the σ lattice."""
     p = 1.0 / (1.0 + np.exp(-z_before))
     sigma = (z_after - z_before) / lr
@@ -210,7 +211,7 @@ def step_updates(sweep_dir, table: pd.DataFrame | None = None) -> pd.DataFrame:
         runs = {}
         for _, row in rows.iterrows():
             cfg, z0, z = _read_run(_run_folder(sweep_dir, row))
-            _check_config(cfg, row["run"])
+            check_config(cfg, row["run"])
             runs[int(cfg["steps"])] = (cfg, z0, z)
         pairs = []
         if 1 in runs:
@@ -221,7 +222,7 @@ def step_updates(sweep_dir, table: pd.DataFrame | None = None) -> pd.DataFrame:
                 pairs.append((t, runs[t][2], runs[t + 1][2], runs[t + 1][0]))
         label = ", ".join(f"{k}={v}" for k, v in zip(family_keys, fam))
         for t, zb, za, cfg in pairs:
-            p, ratio = _ratios(zb, za, float(cfg["lr"]), int(cfg["group_size"]), f"{label}, step {t}")
+            p, ratio = update_ratios(zb, za, float(cfg["lr"]), int(cfg["group_size"]), f"{label}, step {t}")
             frame = pd.DataFrame({"step": t, "p": p, "ratio": ratio})
             for k, v in zip(family_keys, fam):
                 frame.insert(len(frame.columns) - 3, k, v)

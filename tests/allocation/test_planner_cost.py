@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gsd
-from gsd.allocation.solver import _MAX_DP, BudgetProblem
+from gsd.allocation.solver import MAX_DP, BudgetProblem
 from gsd.core.binomial import symmetric_expectation
-from gsd.core.update import _grpo_term
+from gsd.core.update import grpo_term
 
 
 def _mp_expectation(p, G, ddof, eps):
@@ -41,7 +41,7 @@ def _mp_expectation(p, G, ddof, eps):
 def test_anchored_sums_match_mpmath(p, G, conv):
     """G > 128: the window summed in blocks of 64 terms from a scipy anchor (bound ~3.5e-14 + the
     anchor's few ulp); 1e-12 relative is the tolerance the module states for the exact sums."""
-    got = float(symmetric_expectation(np.array([p]), np.array([G]), _grpo_term(*conv))[0])
+    got = float(symmetric_expectation(np.array([p]), np.array([G]), grpo_term(*conv))[0])
     assert got == pytest.approx(_mp_expectation(p, G, *conv), rel=1e-12, abs=1e-300)
 
 
@@ -79,6 +79,6 @@ def test_one_sweep_totals_equal_one_solve_per_budget(budgets, step, g_min):
     # The greedy's total where it is certified; else the exact programme's, as the allocator returns
     # (one programme at the largest budget holds the optimum within every smaller one: the same floats).
     want = [
-        prob.solve(b)[1] if prob.solve(b)[4] or prob.dp_size(b) > _MAX_DP else prob._dp_best(b)[0][b] for b in budgets
+        prob.solve(b)[1] if prob.solve(b)[4] or prob.dp_size(b) > MAX_DP else prob._dp_best(b)[0][b] for b in budgets
     ]
     assert prob.totals(budgets).tolist() == want

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gsd.core.binomial import _SMALL_G, symmetric_expectation
+from gsd.core.binomial import DENSE_MAX_G, symmetric_expectation
 from gsd.core.chebyshev import MAX_BOUND, chebyshev_expectation, chebyshev_table, monomial_coefficients
-from gsd.core.update import _grpo_term
+from gsd.core.update import grpo_term
 
 CONVENTIONS = [(0, 0.0), (1, 0.0), (0, 1e-4), (1, 0.1)]
 
@@ -41,7 +41,7 @@ probabilities = st.one_of(
 @settings(max_examples=150, deadline=None)
 @given(probabilities, st.integers(2, 130), st.sampled_from(CONVENTIONS))
 def test_table_within_its_bound_of_mpmath(p, G, conv):
-    table = chebyshev_table(G, _grpo_term(*conv))
+    table = chebyshev_table(G, grpo_term(*conv))
     assert table is not None and table.bound <= MAX_BOUND
     got = chebyshev_expectation(np.array([p]), table)[0]
     want = _mp_expectation(p, G, *conv)
@@ -52,7 +52,7 @@ def test_table_within_its_bound_of_mpmath(p, G, conv):
 @pytest.mark.parametrize("G", [2, 3, 8, 64, 89, 130])
 @pytest.mark.parametrize("p", [5e-324, 1e-300, 1e-12, 1e-6, 0.05, 0.3, 0.5, 1 - 1e-12, 1 - 2**-53])
 def test_extremes_against_mpmath(p, G):
-    table = chebyshev_table(G, _grpo_term(0, 0.0))
+    table = chebyshev_table(G, grpo_term(0, 0.0))
     got = chebyshev_expectation(np.array([p]), table)[0]
     assert _within(got, _mp_expectation(p, G, 0, 0.0), table.bound + 4 * 2.0**-53)
 
@@ -61,7 +61,7 @@ def test_extremes_against_mpmath(p, G):
 @given(st.integers(2, 130), st.sampled_from(CONVENTIONS), st.integers(0, 2**32 - 1))
 def test_arrays_match_the_exact_sum(G, conv, seed):
     """Many prompts at once (the ledger's use), 2-d too, against the core's exact sum."""
-    f = _grpo_term(*conv)
+    f = grpo_term(*conv)
     table = chebyshev_table(G, f)
     rng = np.random.default_rng(seed)
     p = np.concatenate([rng.random(300), 10.0 ** rng.uniform(-300, 0, 200), [0.0, 1.0]]).reshape(2, -1)
@@ -69,7 +69,7 @@ def test_arrays_match_the_exact_sum(G, conv, seed):
     want = symmetric_expectation(p, np.full(p.shape, G), f)
     assert got.shape == p.shape
     assert got[p == 0].tolist() == [0.0] and got[p == 1].tolist() == [0.0]
-    if G <= _SMALL_G:
+    if G <= DENSE_MAX_G:
         # the exact sum's dense path (G ≤ 128) errs by ≤ ~2G ulp (gsd.core.binomial), on top of the table's bound
         np.testing.assert_allclose(got, want, rtol=table.bound + 2 * (G + 1) * 2.0**-52, atol=2.0**-1074)
         return
@@ -86,9 +86,9 @@ def test_the_table_and_the_exact_sum_where_scipys_pmf_is_not_right():
     exp(G·log1p(−a)) it is within that, and so is the table."""
     p, G, conv = 0.9291042207970062, 129, (1, 0.1)
     want = _mp_expectation(p, G, *conv)
-    table = chebyshev_table(G, _grpo_term(*conv))
+    table = chebyshev_table(G, grpo_term(*conv))
     assert _within(chebyshev_expectation(np.array([p]), table)[0], want, table.bound + 4 * 2.0**-53)
-    exact = symmetric_expectation(np.array([p]), np.array([G]), _grpo_term(*conv))[0]
+    exact = symmetric_expectation(np.array([p]), np.array([G]), grpo_term(*conv))[0]
     assert _within(exact, want, 2 * (G + 1) * 2.0**-52)
 
 
@@ -98,7 +98,7 @@ def test_bound_violated_means_no_table():
     from gsd.simulator.config import SimConfig
     from gsd.simulator.ledger import predicted_update
 
-    f = _grpo_term(0, 0.0)
+    f = grpo_term(0, 0.0)
     assert chebyshev_table(131, f) is None and chebyshev_table(400, f) is None
     p = np.linspace(0.01, 0.99, 50)
     cfg = SimConfig(group_size=150)
@@ -117,7 +117,7 @@ def test_ledger_update_uses_the_table_within_its_bound():
     from gsd.simulator.ledger import predicted_update
 
     p = np.random.default_rng(0).random(2000)
-    bound = chebyshev_table(64, _grpo_term(0, 0.0)).bound
+    bound = chebyshev_table(64, grpo_term(0, 0.0)).bound
     for method, kw in (("grpo", {}), ("dapo", {"max_draws": 4}), ("dr_grpo", {})):
         cfg = SimConfig(group_size=64, method=method, max_draws=4)
         np.testing.assert_allclose(
@@ -133,7 +133,7 @@ def test_batches_past_the_kept_rows_give_the_same_bits():
     elementwise recurrence, so the same bits as in a small batch."""
     from gsd.core.chebyshev import KEEP_ROW_ENTRIES
 
-    table = chebyshev_table(64, _grpo_term(0, 0.0))
+    table = chebyshev_table(64, grpo_term(0, 0.0))
     p = np.random.default_rng(1).random(KEEP_ROW_ENTRIES + 5)
     big = chebyshev_expectation(p, table)
     assert np.array_equal(big[:1000], chebyshev_expectation(p[:1000], table))
@@ -143,7 +143,7 @@ def test_batches_past_the_kept_rows_give_the_same_bits():
 @pytest.mark.parametrize("G", [2, 8, 64, 130])
 def test_monomial_form_is_the_chebyshev_series(G):
     """The exact conversion against mpmath's T_n at 60 digits: Σ c_n T_n(−y) = Σ m_j y^j."""
-    table = chebyshev_table(G, _grpo_term(0, 0.0))
+    table = chebyshev_table(G, grpo_term(0, 0.0))
     exact = monomial_coefficients(table.coeffs)
     with mp.workdps(60):
         for y in np.random.default_rng(G).uniform(-1, 1, 7).tolist() + [-1.0, 1.0]:
@@ -157,7 +157,7 @@ def test_monomial_form_is_the_chebyshev_series(G):
 def test_horner_bound_below_clenshaw_and_stated():
     """Horner's rule on the monomial form is the evaluated form wherever its bound is the smaller
     (every G with a table in the paper's convention), 7.1e-14 at G = 64 against Clenshaw's 6.4e-13."""
-    f = _grpo_term(0, 0.0)
+    f = grpo_term(0, 0.0)
     for G in (2, 8, 64, 89, 130):
         table = chebyshev_table(G, f)
         assert table.monomial is not None and table.bound < table.clenshaw_bound <= 2 * MAX_BOUND
@@ -170,7 +170,7 @@ def test_clenshaw_path_within_its_bound(G, conv):
     (ddof 1, eps 0.1 at G = 183), within its own bound of mpmath."""
     import dataclasses
 
-    table = chebyshev_table(G, _grpo_term(*conv))
+    table = chebyshev_table(G, grpo_term(*conv))
     if table.monomial is not None:
         table = dataclasses.replace(table, monomial=None, bound=table.clenshaw_bound)
     assert table.bound <= MAX_BOUND
@@ -181,13 +181,13 @@ def test_clenshaw_path_within_its_bound(G, conv):
 
 def test_given_minor_same_bits():
     """The ledger hands in min(p, 1 − p) it already has: the same bits as computing it here."""
-    from gsd.core.silent import _minor
+    from gsd.core.silent import minor_rate
     from gsd.simulator.config import SimConfig
     from gsd.simulator.ledger import closed_form_columns, predicted_update
 
-    table = chebyshev_table(64, _grpo_term(0, 0.0))
+    table = chebyshev_table(64, grpo_term(0, 0.0))
     p = np.random.default_rng(2).random((3, 500))
-    assert np.array_equal(chebyshev_expectation(p, table, minor=_minor(p)), chebyshev_expectation(p, table))
+    assert np.array_equal(chebyshev_expectation(p, table, minor=minor_rate(p)), chebyshev_expectation(p, table))
     for method in ("grpo", "dapo"):
         cfg = SimConfig(group_size=64, method=method, max_draws=4, verifier_noise=0.1 if method == "dapo" else 0.0)
         cols = closed_form_columns(p, 64, np.zeros(p.shape, dtype=np.int64), cfg)

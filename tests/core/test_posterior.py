@@ -153,17 +153,20 @@ def test_fit_of_skewed_runs_is_never_degenerate():
 @settings(max_examples=25, deadline=None)
 @given(st.floats(-8, 8), st.floats(-5, 12), st.integers(0, 2**31 - 1))
 def test_the_fits_hessian_is_the_derivative_of_its_gradient(u, v, seed):
-    from gsd.core.posterior import _neg_loglik
+    from gsd.core.posterior import prior_neg_loglik
 
     rng = np.random.default_rng(seed)
     n = rng.integers(1, 40, size=50).astype(float)
     k = rng.binomial(n.astype(int), rng.uniform(0, 1, size=50)).astype(float)
     w = rng.integers(1, 5, size=50).astype(float)
     x = np.array([u, v])
-    _, g, H = _neg_loglik(x, k, n, w, hessian=True)
+    _, g, H = prior_neg_loglik(x, k, n, w, hessian=True)
     h = 1e-4 * max(1.0, abs(v))  # central differences: error O(h²); smaller h drowns in the digammas' rounding
     Hn = np.array(
-        [(_neg_loglik(x + h * e, k, n, w)[1] - _neg_loglik(x - h * e, k, n, w)[1]) / (2 * h) for e in np.eye(2)]
+        [
+            (prior_neg_loglik(x + h * e, k, n, w)[1] - prior_neg_loglik(x - h * e, k, n, w)[1]) / (2 * h)
+            for e in np.eye(2)
+        ]
     )
     assert np.allclose(H, Hn, rtol=1e-4, atol=1e-5 * np.abs(H).max() + 1e-9)
 

@@ -256,7 +256,7 @@ def test_advice_also_holding_the_runs_generations_per_step():
 @pytest.mark.parametrize("a, b", [(1e-3, 50.0), (0.02, 0.01), (300.0, 1e-2), (5.0, 5.0), (2e5, 3e5)])
 def test_expected_scale_against_mpmath(a, b):
     mpmath = pytest.importorskip("mpmath")
-    from gsd.diagnose.tables import expected_scale
+    from gsd.core.posterior import expected_scale
 
     mpmath.mp.dps = 40
     want = mpmath.beta(a + 0.5, b + 0.5) / mpmath.beta(a, b)
@@ -285,7 +285,7 @@ def test_known_p_limit_of_the_predictions(tmp_path, p):
 def test_auto_half_life_scores_against_a_direct_sum(tmp_path):
     from scipy.stats import betabinom
 
-    from gsd.diagnose.tables import HALF_LIVES
+    from gsd.core.forgetting import HALF_LIVES
 
     df, _ = rollouts(steps=6, prompts=60, seed=3)
     df = df[~((df["step"] == 4) & (df["prompt"].str.contains(" 1")))]  # gaps: some prompts skip step 4

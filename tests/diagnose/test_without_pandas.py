@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gsd.diagnose.assemble import _in_pairs
+from gsd.diagnose.assemble import in_pairs
 from gsd.diagnose.load import read_csv
-from gsd.diagnose.parse import _numeric
+from gsd.diagnose.parse import numeric_column
 from gsd.integrations import areal, verl
 from gsd.integrations.columns import text_to_numbers
 from gsd.io.arrow_arrays import from_numpy, text_array, to_numpy, valid
@@ -151,7 +151,7 @@ def test_reward_text_reads_booleans_and_numbers(values):
     values = values + NUMBERS
     words = {"True": 1.0, "False": 0.0, "true": 1.0, "false": 0.0}
     expected = [words.get(v, np.nan) if v in words else (np.nan if v is None else _direct_number(v)) for v in values]
-    np.testing.assert_array_equal(_numeric(text_array(values), "r", "f"), np.array(expected))
+    np.testing.assert_array_equal(numeric_column(text_array(values), "r", "f"), np.array(expected))
 
 
 # -- pairs (step, group key): membership
@@ -166,7 +166,7 @@ def test_pair_membership_is_set_membership(rows, bad):
     pair = np.array(rows, np.int64).reshape(-1, 2).T
     bad_pairs = np.unique(np.array(bad, np.int64).T, axis=1)
     expected = [tuple(p) in set(map(tuple, bad_pairs.T.tolist())) for p in pair.T.tolist()]
-    assert _in_pairs(pair, bad_pairs).tolist() == expected
+    assert in_pairs(pair, bad_pairs).tolist() == expected
 
 
 # -- verl V1 keys {uid}_{session_id}_{index}
@@ -184,7 +184,7 @@ def _direct_split(keys):
     """Python's re on each key, its numbers as int (0 where a digit is not ASCII)."""
     uid, session, index, ok = [], [], [], []
     for k in keys:
-        m = re.match(verl._KEY, k) if k is not None else None
+        m = re.match(verl.KEY_PATTERN, k) if k is not None else None
         ok.append(m is not None)
         uid.append(m.group(1) if m else "")
         session.append(int(m.group(2)) if m and m.group(2).isascii() else 0)
@@ -218,7 +218,7 @@ def test_verl_members_row_keys_and_groups_against_a_direct_count(keys):
     hashes, key_ok = verl.group_keys(table)
     assert hashes.tolist() == [_siphash24(u.encode()) for u in uid] and key_ok.tolist() == ok
     # pandas, as the reader used it: str.extract, groupby-transform max, MultiIndex.factorize
-    parts = pd.Series(np.asarray(keys, dtype=object)).astype("string").str.extract(verl._KEY)
+    parts = pd.Series(np.asarray(keys, dtype=object)).astype("string").str.extract(verl.KEY_PATTERN)
     assert parts.notna().all(axis=1).tolist() == ok
 
 
@@ -373,7 +373,7 @@ def test_live_tracker_hashes_as_the_reader(keys):
     assert ok.all() and hashes.tolist() == hash_text(keys).tolist()
 
 
-def test_regular_csv_reads_alike_through_pyarrow_and_row_by_row(tmp_path, monkeypatch):
+def test_regular_csv_reads_alike_through_pyarrow_and_row_by_row(tmp_path):
     """A regular CSV goes through pyarrow's reader; the row-by-row reader gives the same pieces."""
     from gsd.diagnose import load
 
@@ -382,13 +382,13 @@ def test_regular_csv_reads_alike_through_pyarrow_and_row_by_row(tmp_path, monkey
         "\ufeffstep,prompt,reward,prompt\n"
         + "".join(f'{i % 3},"q, {i}",{["1", "NA", "", " x"][i % 4]},z\n' for i in range(50))
     )
-    fast = load._read_regular_csv(path)
+    fast = load.read_regular_csv(path)
     assert fast is not None
-    monkeypatch.setattr(load, "_read_regular_csv", lambda path: None)
-    slow = list(load.read_csv(path))
+    assert [t.to_pydict() for t, _, _ in load.read_csv(path)] == [t.to_pydict() for t, _, _ in fast]
+    slow = list(load.read_csv_rows(path))
     assert [(t.to_pydict(), lines.tolist(), bad) for t, lines, bad in fast] == [
         (t.to_pydict(), lines.tolist(), bad) for t, lines, bad in slow
     ]
     assert fast[0][0].column_names == ["step", "prompt", "reward", "prompt.1"]
     path.write_text("a,b\n1,2\n\n3,4\n")  # a blank line: not regular (its rows' lines would be off)
-    assert load._read_regular_csv(path) is None
+    assert load.read_regular_csv(path) is None

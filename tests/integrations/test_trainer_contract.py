@@ -24,10 +24,10 @@ def test_every_registered_trainer_keeps_the_contract(name):
 
 
 def test_the_reader_loads_every_trainer_through_the_contract():
-    from gsd.diagnose import readers
+    from gsd.diagnose.discover import TRAINER_HOOKS
 
-    assert list(readers._MODULES) == list(TRAINERS)
-    assert all(isinstance(h, TrainerHooks) for h in readers._MODULES.values())
+    assert list(TRAINER_HOOKS) == list(TRAINERS)
+    assert all(isinstance(h, TrainerHooks) for h in TRAINER_HOOKS.values())
 
 
 def _fake(**names):

@@ -444,7 +444,7 @@ def test_forgetting_equals_a_double_loop(start):
     """The discounted counts of every prompt before every generation, and each candidate's summed
     one-step-ahead log score, against a direct loop over prompts and earlier generations (Python
     integers for the step gaps: steps near 2^62 stay apart)."""
-    from gsd.diagnose.tables import HALF_LIVES
+    from gsd.core.forgetting import HALF_LIVES
 
     G, a0, b0 = 4, 0.7, 1.3
     sched = _schedule(np.random.default_rng(3), 14, start=start)

@@ -16,7 +16,7 @@ def written(tmp_path_factory):
 
 def test_make_all_writes_small_pngs(written):
     out, paths = written
-    assert [p.name for p in paths] == list(figures._FIGURES)
+    assert [p.name for p in paths] == list(figures.FIGURES)
     assert len(paths) == 10
     for p in paths:
         assert p.parent == out
@@ -40,7 +40,7 @@ def test_seed_examples_agree():
     assert len(df) == 14
 
 
-@pytest.mark.parametrize("name", list(figures._FIGURES))
+@pytest.mark.parametrize("name", list(figures.FIGURES))
 def test_committed_figures_exist(name):
     # figures/ holds the output of make_all() (regenerate with gsd.losses.figures.make_all())
     root = Path(__file__).resolve().parents[2]

@@ -25,4 +25,4 @@ def test_the_helpers_keep_their_old_names():
         "gsd.losses.cli",
         "gsd.diagnose.cli",
     ):
-        assert module in gsd.cli._COMMANDS
+        assert module in gsd.cli.COMMANDS

@@ -191,12 +191,12 @@ def test_reproduce_stage_and_cli(tiny_run, tmp_path, monkeypatch, capsys):
 
     _, results = tiny_run
     monkeypatch.setattr(gst, "run", lambda out, cfg, **kw: results)  # the stage's own work, not the trainings
-    stage = report._group_size_training_stage("fast", tmp_path)
+    stage = report.group_size_training_stage("fast", tmp_path)
     assert stage["status"] == "ok" and len(stage["rows"]) == 8  # 2 protocols x 4 arms
     assert all(p.is_file() for p in stage["_figures"])
     md = "\n".join(report_markdown.group_size_training_markdown(stage))
     assert "hardest quarter" in md and "oracle" in md
-    assert report._group_size_training_stage("skip", tmp_path)["status"] == "skipped"
+    assert report.group_size_training_stage("skip", tmp_path)["status"] == "skipped"
     assert (
         main(
             [

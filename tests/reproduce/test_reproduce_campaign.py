@@ -26,20 +26,20 @@ def test_campaign_numbers_from_a_summary():
 
 def test_campaign_not_installed_is_reported(monkeypatch):
     monkeypatch.setattr(report, "optional_import", lambda name: (None, f"{name} not installed"))
-    out = report._campaign_stage(None, False)
+    out = report.campaign_stage(None, False)
     assert out == {"status": "not available", "reason": "gsd.simulator.campaign not installed"}
 
 
 def test_campaign_stage_runs_the_simulator(tmp_path, monkeypatch, capsys):
     pytest.importorskip("gsd.simulator.campaign")
     small = {"n_prompts": 800, "steps": 40, "decile_draws": 20}  # a small campaign: the wiring, not the paper's numbers
-    out = report._campaign_stage(tmp_path, False, small)
+    out = report.campaign_stage(tmp_path, False, small)
     assert out["status"] == "ok" and not out["reused_complete_run"] and out["reuse"] == "computed"
     assert set(out["silent_r2"]) == {"grpo", "dr_grpo", "dapo"}
     assert out["setup"]["n_prompts"] == 800 and out["setup"]["steps"] == 40
     assert 0.9 < out["silent_r2_grpo"] <= 1.0
     assert out["dapo_generation_cost_ratio"] > 1
-    again = report._campaign_stage(tmp_path, False, small)
+    again = report.campaign_stage(tmp_path, False, small)
     assert again["reused_complete_run"] and again["silent_r2_grpo"] == out["silent_r2_grpo"]
     assert again["reuse"].startswith("reused: an earlier complete run by the same code and config")
     assert again["fingerprint"] == out["fingerprint"]
@@ -48,7 +48,7 @@ def test_campaign_stage_runs_the_simulator(tmp_path, monkeypatch, capsys):
     before = summary.read_text()
     real = provenance.code_fingerprint()
     monkeypatch.setattr(provenance, "code_fingerprint", lambda: real[::-1])
-    changed = report._campaign_stage(tmp_path, True, small)
+    changed = report.campaign_stage(tmp_path, True, small)
     assert changed["status"] == "ok" and not changed["reused_complete_run"]
     assert changed["reuse"].startswith("computed again") and changed["fingerprint"] != out["fingerprint"]
     assert "computed again: the earlier results there were made by other code or config" in capsys.readouterr().err

@@ -145,7 +145,7 @@ def test_reproduce_stage_writes_its_figures_beside_the_report(tmp_path, monkeypa
     # tiny sizes: this checks the stage's plumbing; the numbers are the tests above
     monkeypatch.setitem(transformer.SIZES, "fast", (2, 1))
     monkeypatch.setitem(transformer.TRAIN_SIZES, "fast", (2, 1))
-    stage = report._transformer_stage("fast", 0, tmp_path / "figures", tmp_path / "out")
+    stage = report.transformer_stage("fast", 0, tmp_path / "figures", tmp_path / "out")
     paths = stage.pop("_figures")
     assert stage["status"] == "ok" and len(stage["rows"]) == 2 * 3 * 4
     assert {p.name for p in paths} == {"transformer_update.png", "transformer_silent.png"}
@@ -190,7 +190,7 @@ def test_diagnose_reads_trl_log_of_the_run(methods, method):
 
 @pytest.mark.slow
 def test_auto_half_life_on_the_trl_log_is_a_given_half_life(methods):
-    from gsd.diagnose.tables import HALF_LIVES
+    from gsd.core.forgetting import HALF_LIVES
 
     t, default = methods["grpo"]
     auto = transformer.calibrate(t, methods["grpo_log"], half_life="auto")

@@ -128,9 +128,9 @@ def test_incompatible_runs_fall_back(tmp_path, monkeypatch):
     import gsd.simulator.batched as batched  # the torch engine's programs
 
     programs = []
-    real = batched._run_program
+    real = batched.run_program
     monkeypatch.setattr(
-        batched, "_run_program", lambda members, **kw: programs.append(len(members)) or real(members, **kw)
+        batched, "run_program", lambda members, **kw: programs.append(len(members)) or real(members, **kw)
     )
     cfgs = [
         PAPER.with_overrides({"name": "a", "seed": 1}),

@@ -87,10 +87,10 @@ def test_campaign_figure_fits_its_fixed_margins(campaign):
     title and legend lies inside the figure, left of the next panel and below the suptitle."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from gsd.simulator.campaign import _campaign_figure
+    from gsd.simulator.campaign import campaign_figure
 
     _, s = campaign
-    fig = _campaign_figure(s)
+    fig = campaign_figure(s)
     assert fig.get_layout_engine() is None
     FigureCanvasAgg(fig)
     fig.draw_without_rendering()
@@ -117,7 +117,7 @@ def test_decile_methods_are_paired(monkeypatch, engine):
     both = measure_initial_deciles(cfg, draws=12, methods=["grpo", "dr_grpo"])
     assert measure_initial_deciles(cfg, draws=12, methods=["dr_grpo"])["dr_grpo"] == both["dr_grpo"]
     monkeypatch.setattr(engine_module, "SMALL_STEP", 500 * 8 * 5)  # chunks of 5, 5, 2 draws
-    monkeypatch.setattr(tabular_module, "_CHUNK_ANSWERS", 500 * 8 * 5)
+    monkeypatch.setattr(tabular_module, "CHUNK_ANSWERS", 500 * 8 * 5)
     split = measure_initial_deciles(cfg, draws=12, methods=["grpo", "dr_grpo"])
     for m in ("grpo", "dr_grpo"):
         np.testing.assert_allclose(split[m]["share_measured"], both[m]["share_measured"], rtol=1e-12)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gsd.core.silent import dapo_generation_cost, silent_rate
-from gsd.core.update import _grpo_term, expected_update, fidelity_law
+from gsd.core.update import expected_update, fidelity_law, grpo_term
 from gsd.core.weighting import large_group_weight
 from gsd.simulator import SimConfig
 from gsd.simulator.binomial import DEVICE_MAX_G, device_expectation
@@ -37,14 +37,14 @@ def close(got, want, rtol=RTOL):
 def test_grpo_exact_sum(G, ddof, eps):
     p = _p(800)
     want = expected_update(p, G, ddof=ddof, eps=eps)
-    close(device_expectation(torch.from_numpy(p), G, _grpo_term(ddof, eps), g_max=G), want)
+    close(device_expectation(torch.from_numpy(p), G, grpo_term(ddof, eps), g_max=G), want)
 
 
 def test_grpo_exact_sum_per_prompt_group_size():
     p = _p(3000)
     G = np.random.default_rng(1).integers(2, 97, p.size)
     for ddof, eps in [(0, 0.0), (1, 1e-6)]:
-        got = device_expectation(torch.from_numpy(p), torch.from_numpy(G), _grpo_term(ddof, eps), g_max=int(G.max()))
+        got = device_expectation(torch.from_numpy(p), torch.from_numpy(G), grpo_term(ddof, eps), g_max=int(G.max()))
         close(got, expected_update(p, G, ddof=ddof, eps=eps))
 
 

@@ -20,7 +20,7 @@ from gsd.simulator.config import numpy_blockers, resolve_engine
 from gsd.simulator.ledger import WALL_COLUMNS
 from gsd.simulator.loss import AdvantageTable, policy_loss
 from gsd.simulator.optim import SGD, Adam
-from gsd.simulator.tabular import _SGD, _Adam, _log, advantage_rows, advantage_sums, logit_gradient
+from gsd.simulator.tabular import NumpyAdam, NumpySGD, advantage_rows, advantage_sums, log_sigmoid, logit_gradient
 
 
 # --------------------------------------------------------------------------- gradient and loss
@@ -50,7 +50,7 @@ def test_gradient_and_loss_equal_autograd(method, ddof, eps, noisy):
         right.astype(float), None if flips is None else tuple(f.astype(float) for f in flips), G.astype(float), adv
     )
     g_ours = logit_gradient(s_right, s_wrong, G, p, q)
-    loss_ours = -((s_right * _log(p, z) + s_wrong * _log(q, -z)) / G).sum()
+    loss_ours = -((s_right * log_sigmoid(p, z) + s_wrong * log_sigmoid(q, -z)) / G).sum()
 
     # The torch engine: cells n[y, r], its own advantage table, autograd.
     fr, fw = flips if flips is not None else (np.zeros(B), np.zeros(B))
@@ -84,7 +84,7 @@ def test_optimizers_equal_the_torch_engines(kind, dtype):
         lr=0.01 if kind == "adam" else 0.3,
         momentum=0.9 if kind == "momentum" else 0.0,
     )
-    ours = (_Adam if kind == "adam" else _SGD)(cfg, z0)
+    ours = (NumpyAdam if kind == "adam" else NumpySGD)(cfg, z0)
     z = z0.copy()
     param = torch.nn.Parameter(torch.from_numpy(z0.copy()))
     ref = Adam([param], lr=cfg.lr) if kind == "adam" else SGD([param], lr=cfg.lr, momentum=cfg.momentum)
@@ -233,8 +233,8 @@ def test_predictions_beside_the_draws_same_ledger(tmp_path, monkeypatch, method)
 
     cfg = _large_config(method=method, max_draws=4)
     run_simulation(cfg, tmp_path / "beside", progress=False)
-    if tabular._cpus() >= 2:
-        assert tabular._helper is not None
+    if tabular.usable_cpus() >= 2:
+        assert tabular.helper_started()
     monkeypatch.setattr(tabular, "BESIDE_ENTRIES", 1 << 62)
     run_simulation(cfg, tmp_path / "inline", progress=False)
     pd.testing.assert_frame_equal(
@@ -268,7 +268,7 @@ def test_a_forked_child_starts_its_own_helper(tmp_path):
         read_ledger(tmp_path / "child").drop(columns=list(WALL_COLUMNS)),
         check_exact=True,
     )
-    assert tabular._cpus() < 2 or tabular._helper is not None
+    assert tabular.usable_cpus() < 2 or tabular.helper_started()
 
 
 @pytest.mark.parametrize(

@@ -91,9 +91,9 @@ def test_figure_is_written(result, tmp_path):
 
 def test_refuses_what_it_cannot_measure(law_sweep, tmp_path):
     with pytest.raises(ValueError, match="not single GRPO steps"):
-        law._ratios(np.zeros(5), np.full(5, 0.123), 0.5, 8, "x")
+        law.update_ratios(np.zeros(5), np.full(5, 0.123), 0.5, 8, "x")
     with pytest.raises(ValueError, match="tabular GRPO"):
-        law._check_config({**law._REQUIRED, "method": "dr_grpo"}, "run")
+        law.check_config({**law.REQUIRED_CONFIG, "method": "dr_grpo"}, "run")
     table = load_results(law_sweep.out)
     with pytest.raises(ValueError, match="vary `steps`"):
         law.step_updates(law_sweep.out, table.drop(columns="steps"))
