@@ -106,9 +106,8 @@ def main(argv=None) -> int:
 
         command = getattr(args, "command", None)
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        (sub.choices[command] if command in sub.choices else parser).error(
-            suggest_options(sub.choices.get(command, parser), extras)
-        )
+        target = sub.choices[command] if command in sub.choices else parser
+        target.error(suggest_options(target, extras))
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

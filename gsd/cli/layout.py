@@ -109,7 +109,7 @@ class TopParser(argparse.ArgumentParser):
         lines = [self.format_usage().rstrip(), "", *_wrap(self.description or "", width, ""), ""]
         listed = set()
         for title, names in GROUPS + (("Other", tuple(n for n in helps if not any(n in g for _, g in GROUPS))),):
-            names = [n for n in names if n in helps]
+            names = tuple(n for n in names if n in helps)
             if not names:
                 continue
             lines.append(f"{title}:")

@@ -663,7 +663,7 @@ def advice_headline(advice) -> str:
     others = "".join(f"; G = {g}: {rel[g]:.2f}x" for g in near)
     first = f"Advised: uniform G = {best} answers per prompt (fastest per generation{others})"
     held = "prompts per step" if s.get("hold") == "prompts" else "generations per step"
-    opt = {"adam": "Adam", "sgd": "SGD"}.get(s.get("optimizer"), s.get("optimizer"))
+    opt = {"adam": "Adam", "sgd": "SGD"}.get(str(s.get("optimizer")), str(s.get("optimizer")))
     if s.get("optimizer") == "adam" and s.get("score_noise") is not None:
         opt += f" (score noise {s['score_noise']:g})"
     second = f"convention: {held} held fixed; {opt}; {s.get('method')} on mean {s.get('objective')}"

@@ -12,6 +12,7 @@ needs every rollout's reward is refused: ``scale="batch"`` (the step's std of re
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -59,7 +60,13 @@ def read_counted(
     >>> log.rows, diagnose_log(log).steps["silent_frac"].tolist()
     (4, [0.0])
     """
-    options = {"fmt": fmt, "reward": reward, "prompt_col": prompt_col, "step_col": step_col, "group_col": group_col}
+    options: dict[str, Any] = {
+        "fmt": fmt,
+        "reward": reward,
+        "prompt_col": prompt_col,
+        "step_col": step_col,
+        "group_col": group_col,
+    }
     files, found_fmt, notes, _, _ = discover_files(paths, fmt)
     if not streams(found_fmt):
         from .assemble import read_rollouts
@@ -96,7 +103,7 @@ def _log_of(counts, files, fmt: str, group_col, prompt_col, threshold) -> Rollou
         "unscorable": 0,
     }
     reader = SimpleNamespace(repeated_rows=meta["repeated_rows"], extra_outputs=meta["extra_outputs"])
-    count_warnings(got, reader, context, warnings)
+    count_warnings(got, reader, context, warnings)  # type: ignore[arg-type]  # the two fields it reads
     listed = (meta["listed"] + [b for found in meta["reasons"] for b in found])[:MAX_LISTED]
     empty = np.zeros(0, np.int64)
     return RolloutLog(

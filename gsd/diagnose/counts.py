@@ -24,6 +24,7 @@ reduced afterwards: the same answer, with the whole-log memory.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -147,7 +148,9 @@ def compact(parts) -> list:
     they are (no copy): a log written step by step is never sorted as a whole."""
     spans = [(p.steps(), i) for i, p in enumerate(parts)]
     spans = sorted((span, i) for span, i in spans if span is not None)
-    runs, cluster, top = [], [], None
+    runs: list = []
+    cluster: list = []
+    top = None
     for (low, high), i in spans:
         if cluster and low > top:
             runs.append(Cells.merge(cluster))
@@ -301,7 +304,7 @@ class RunCounts:
     """A run's counts: the diagnosis's group table (measured columns), its step table (measured
     columns), per-prompt totals, and what was left out."""
 
-    groups: dict
+    groups: dict | None
     steps: dict
     prompts: dict
     labels: np.ndarray
@@ -542,7 +545,7 @@ def _kept(run: Cells, warnings) -> tuple[np.ndarray, int, int]:
     return ~lost & (run.rows > 0), incomplete, int(run.rows[lost].sum())
 
 
-def _run_groups(run: Cells, keep, uniq, rule, fmt: str) -> dict:
+def _run_groups(run: Cells, keep, uniq, rule, fmt: str) -> tuple[dict, Any]:
     """The group table of one run's kept cells, sorted by step then prompt (its first row's), with
     each group's key (``gkey``); the extra prompt-groups (groups that hold several prompts)."""
     c = {name: getattr(run, name)[keep] for name in Cells.ARRAYS}
