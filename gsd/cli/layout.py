@@ -34,7 +34,7 @@ GROUPS = (
 #: Two command lines for each sub-command, each runnable as typed (the first two after
 #: ``gsd example-logs examples``, from the folder it was typed in).
 EXAMPLES = {
-    "example-logs": ("gsd example-logs examples", "gsd example-logs /tmp/gsd-logs"),
+    "example-logs": ("gsd example-logs examples", "gsd example-logs my-run-logs"),
     "diagnose": (
         "gsd diagnose examples/trl",
         "gsd diagnose examples/rollouts.csv --prompt-column qid --reward-column r --step-column it",
