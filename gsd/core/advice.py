@@ -65,6 +65,7 @@ __all__ = [
     "StepCost",
     "GroupSizeAdvice",
     "group_size_advice",
+    "advice_headline",
     "fit_step_cost",
     "step_times_from_log",
 ]
@@ -224,6 +225,21 @@ class GroupSizeAdvice:
             if row.size:
                 out.setdefault("relative_per_generation", {})[str(g)] = float(t["relative_per_generation"][row[0]])
         return out
+
+
+def advice_headline(advice) -> str:
+    """The advised setting in one line, for the first lines of a report.
+
+    ``advice``: a :class:`GroupSizeAdvice` or its :meth:`GroupSizeAdvice.summary` dict.  The line names
+    the advised G per generation (and per second when a cost was given) and the convention it holds in.
+    """
+    s = advice.summary() if isinstance(advice, GroupSizeAdvice) else advice
+    if not isinstance(s, dict) or "advised_G_per_generation" not in s:
+        raise InputError(f"advice must be a GroupSizeAdvice or its summary dict, got {type(advice).__name__}")
+    line = f"Advised: G = {s['advised_G_per_generation']} per generation"
+    if s.get("advised_G_per_second") is not None:
+        line += f", G = {s['advised_G_per_second']} per second"
+    return f"{line} ({s['convention']})"
 
 
 def _tolerance(x) -> float:
