@@ -150,7 +150,7 @@ def test_terms_under_a_posterior_are_the_integral():
     a, b, G = 2.5, 4.0, 6
     t = step_noise_terms(BetaPosterior(np.array([a]), np.array([b]), (1.0, 1.0)), [G])
     for i, key in enumerate(("signal", "noise")):
-        ref = integrate.quad(lambda x: _direct_terms(x, G)[i] * stats.beta.pdf(x, a, b), 0, 1, epsabs=1e-13)[0]
+        ref = integrate.quad(lambda x, i=i: _direct_terms(x, G)[i] * stats.beta.pdf(x, a, b), 0, 1, epsabs=1e-13)[0]
         assert t[key][0] == pytest.approx(ref, rel=1e-8)
 
 
@@ -176,7 +176,9 @@ def test_degenerate_population():
 def test_batch_advice_is_the_models_optimum(p, bn, G_run, t_step, t_rollout):
     grid = [2, 3, 4, 6, 8, 16]
     cost = StepCost(t_step=t_step, t_rollout=t_rollout)
-    adv = batch_advice(p, (bn, bn / 2, bn * 2), generations_per_step=64, group_size=G_run, lr=1e-3, cost=cost, g_grid=grid)
+    adv = batch_advice(
+        p, (bn, bn / 2, bn * 2), generations_per_step=64, group_size=G_run, lr=1e-3, cost=cost, g_grid=grid
+    )
     t = step_noise_terms(p, grid)
     ratio = t["noise"] / t["signal"] ** 2
     assert adv.G == grid[int(np.argmin(ratio))]
