@@ -71,28 +71,39 @@ class Cell:
 
 
 def grid(seeds=range(5), tasks=tuple(TASKS)) -> list:
-    """The cells run for docs/group_size_training.md: per task and seed, B ∈ {16, 32, 64, 128, 256} at
-    G = 4, lr 3e-3; lr 1e-3 and 1e-2 at B = 64, G = 4; G = 2 and 8 at B = 64, lr 3e-3; and lr scaled as
-    √B from the reference (lr 1.5e-3 at B = 16, 6e-3 at B = 256).  A fixed shuffle: the order they run in."""
-    cells = set()
-    for t in tasks:
-        for s in seeds:
-            cells |= {Cell(t, B, 4, 3e-3, s) for B in (16, 32, 64, 128, 256)}
-            cells |= {Cell(t, 64, 4, lr, s) for lr in (1e-3, 1e-2)}
-            cells |= {Cell(t, 64, G, 3e-3, s) for G in (2, 8)}
-            cells |= {Cell(t, 16, 4, 1.5e-3, s), Cell(t, 256, 4, 6e-3, s)}
-    cells = sorted(cells, key=lambda c: c.name)
-    order = np.random.default_rng(20261206).permutation(len(cells))
-    return [cells[i] for i in order]
+    """The cells run for docs/group_size_training.md, in the order they run: first the batch sweep (per
+    task and seed, B ∈ {16, 32, 64, 128, 256} at G = 4, lr 3e-3), then G = 2 and 8 at B = 64, then lr 1e-3
+    and 1e-2 at B = 64, then lr scaled as √B from the reference (1.5e-3 at B = 16, 6e-3 at B = 256); within
+    each tier a fixed shuffle, so a run cut short holds whole tiers and the machine's load falls on every
+    arm of a tier alike."""
+    tiers = [
+        lambda t, s: [Cell(t, B, 4, 3e-3, s) for B in (16, 32, 64, 128, 256)],
+        lambda t, s: [Cell(t, 64, G, 3e-3, s) for G in (2, 8)],
+        lambda t, s: [Cell(t, 64, 4, lr, s) for lr in (1e-3, 1e-2)],
+        lambda t, s: [Cell(t, 16, 4, 1.5e-3, s), Cell(t, 256, 4, 6e-3, s)],
+    ]
+    rng = np.random.default_rng(20261206)
+    out = []
+    for tier in tiers:
+        cells = sorted({c for t in tasks for s in seeds for c in tier(t, s)}, key=lambda c: c.name)
+        out += [cells[i] for i in rng.permutation(len(cells))]
+    return out
 
 
 _TASKS: dict = {}
 
 
-def _task(name, seed, st: Setting):
+def _task(name, seed, st: Setting, cache=None):
+    """The task of (name, seed), built once per process, and once per run folder when ``cache`` (a
+    folder) is given: built tasks are pickled there and read back by the other workers."""
+    import pickle
+
     from .transformer import build_task
 
     key = (name, seed, st)
+    path = None if cache is None else Path(cache) / f"{name}__seed{seed}__{st.n_prompts}_{st.pretrain_steps}.pkl"
+    if key not in _TASKS and path is not None and path.exists():
+        _TASKS[key] = pickle.loads(path.read_bytes())
     if key not in _TASKS:
         _TASKS[key] = build_task(
             st.n_prompts,
@@ -102,10 +113,14 @@ def _task(name, seed, st: Setting):
             pretrain_steps=st.pretrain_steps,
             **TASKS[name],
         )
+        if path is not None:
+            from ..io.atomic import write_atomic
+
+            write_atomic(path, pickle.dumps(_TASKS[key]))
     return _TASKS[key]
 
 
-def train_cell(cell: Cell, st: Setting = Setting()) -> dict:
+def train_cell(cell: Cell, st: Setting = Setting(), cache=None) -> dict:
     """One training of ``cell``: up to ``st.budget`` generations (stopped at :data:`STOP`) at B per step (``MICRO`` generation calls of
     B/MICRO each, gradient clipping off so the step is the micro-batches' mean), TRL's GRPO loss."""
     import copy
@@ -116,7 +131,7 @@ def train_cell(cell: Cell, st: Setting = Setting()) -> dict:
 
     if cell.B % (MICRO * cell.G) or st.budget % cell.B:
         raise InputError(f"B = {cell.B} must be a multiple of {MICRO}·G and divide the budget {st.budget}")
-    task = copy.deepcopy(_task(cell.task, cell.seed, st))
+    task = copy.deepcopy(_task(cell.task, cell.seed, st, cache))
     p0 = task.solve_rates()
     hard = hardest_quarter(p0)
     cb = gradient_noise_callback()
@@ -151,6 +166,7 @@ def train_cell(cell: Cell, st: Setting = Setting()) -> dict:
         "step_time": [s["step_time"] for s in t["steps"]],
         "wall_total": time.perf_counter() - wall0,
         "cpu_total": time.process_time() - cpu0,
+        "trl_grad_norm": t["grad_norm"],
         "small_sq": rec.small_sq,
         "big_sq": rec.big_sq,
         "norm_steps": rec.steps,
@@ -176,7 +192,7 @@ def _worker(args):
     cell, st, folder = args
     from ..io.atomic import write_json
 
-    r = train_cell(cell, st)
+    r = train_cell(cell, st, Path(folder) / "tasks")
     write_json(Path(folder) / cell.name, r)
     return cell.name
 

@@ -314,6 +314,7 @@ def _silent_result(
         "r2_exact": r_squared(obs, [r["exact"] for r in rows]),
         "r2_pooled": r_squared(obs, [r["pooled"] for r in rows]),
         "trl_reward": [h["reward"] for h in tr.state.log_history if "reward" in h],
+        "grad_norm": [h["grad_norm"] for h in tr.state.log_history if h.get("grad_norm") is not None],
     }
     if getattr(tr, "gsd_tracker", None) is not None:
         out["skipped"] = [int(m.get("skipped", 0)) for m in tr.gsd_tracker.metrics]
