@@ -86,6 +86,8 @@ def diagnose(
     scale=None,
     optimizer=None,
     cost=None,
+    noise=None,
+    run_lr=None,
     progress=None,
 ):
     """Read rollout logs and diagnose them: :func:`read_rollouts` then :func:`diagnose_log`.
@@ -130,4 +132,6 @@ def diagnose(
         scale=scale,
         optimizer=optimizer,
         cost=cost,
+        noise=noise,
+        run_lr=run_lr,
     )

@@ -210,18 +210,21 @@ def _step_lines(st, max_steps: int | None) -> list[str]:
 
 
 def advice_lines(s: dict) -> list[str]:
-    """The report's headline on group size: the G that learns fastest, its conventions, this run's G beside it."""
+    """The report's headline on the advised setting (:func:`gsd.core.advice.advice_headline`: B, G and lr
+    when the run's noise scale is given, else G), its conventions, this run's G beside it."""
+    from ..core.advice import advice_headline
+
     adv = s.get("advice")
     if not adv:
         return []
+    batch = s.get("batch_advice")
     rel = adv.get("relative_per_generation", {})
     others = ", ".join(f"G = {g} at {r:.2f}x" for g, r in rel.items() if int(g) != adv["advised_G_per_generation"])
-    out = [
-        "",
-        f"Advice: uniform G = {adv['advised_G_per_generation']} learns fastest per generation ("
-        + (f"{others}; " if others else "")
-        + f"the smallest G within {adv['tolerance']:.0%} of the model's best).",
-    ]
+    out = ["", advice_headline(batch or adv)]
+    out.append(
+        f"  G per generation: G = {adv['advised_G_per_generation']}, the model's optimum"
+        + (f" ({others})" if others else "")
+    )
     if adv["advised_G_per_second"] is not None:
         c = adv["cost"]
         out.append(
@@ -248,11 +251,18 @@ def advice_lines(s: dict) -> list[str]:
             + ", ".join(f"G = {g} at {r:.2f}x" for g, r in rel_g.items() if int(g) != gen["advised_G_per_generation"])
             + ")"
         )
-    out.append(
-        "  measured in TRL (docs/group_size_training.md): holding prompts, G = 2 reached the hardest-quarter "
-        "target with 1.7-3.3x fewer generations than G = 4-8; holding generations, G = 2 to 16 came within "
-        "16 % of each other"
-    )
+    if batch:
+        lo, hi = batch["b_noise_interval"]
+        out.append(
+            f"  noise scale: B_noise {batch['b_noise']:.3g} [{lo:.3g}, {hi:.3g}] generations at the run's B = "
+            f"{batch['run']['B']}, G = {batch['run']['G']}; steps = S_min(1 + B_noise/B), generations = "
+            "E_min(1 + B/B_noise) (docs/theory.md, section The noise scale)"
+        )
+    else:
+        out.append(
+            "  B and lr: give --noise-scale (measured from gradient norms at two batch sizes; one log at one "
+            "batch size cannot separate |G|^2 from tr(Sigma)/B) and --run-lr"
+        )
     out += [f"  note: {n}" for n in adv.get("notes", [])]
     return out
 

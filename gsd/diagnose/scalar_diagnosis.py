@@ -318,7 +318,7 @@ def _advice(fit, steps, groups) -> dict:
     """The group-size advice (:func:`gsd.group_size_advice`, its defaults: prompts per step held,
     Adam) for the population fitted at the last step with a proper Beta: the population a next run
     would start from. Per-step averages cannot say which prompts; only which uniform G."""
-    from ..core.advice import group_size_advice
+    from ..core.advice import advice_headline, group_size_advice
 
     proper = np.flatnonzero(np.isfinite(fit.kappa) & (fit.kappa > 0))
     if proper.size == 0:
@@ -328,6 +328,7 @@ def _advice(fit, steps, groups) -> dict:
     rel = adv.table.set_index("G")["relative_per_generation"]
     return {
         "advised_group_size": int(adv.advised_G_per_generation),
+        "advice_headline": advice_headline(adv),
         "advice_step": int(steps[i]),
         "advice_convention": f"hold={adv.hold}, optimizer={adv.optimizer}, method={adv.method}",
         "advice_relative_per_generation": {int(g): float(v) for g, v in rel.items() if int(g) in (2, 4, 8, 16)},

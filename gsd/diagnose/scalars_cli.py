@@ -154,9 +154,11 @@ def _scalars(args) -> int:
             print("difficulty fit per step: " + ", ".join(f"{k} {v}" for k, v in s["fit_status"].items()))
         if s.get("advised_group_size"):
             rel = ", ".join(f"G = {g}: {v:.2f}" for g, v in s["advice_relative_per_generation"].items())
+            print(s["advice_headline"])
             print(
-                f"Advice: uniform G = {s['advised_group_size']} learns fastest per generation for the population "
-                f"fitted at step {s['advice_step']} ({s['advice_convention']}; relative speed {rel})"
+                f"  for the population fitted at step {s['advice_step']} ({s['advice_convention']}; relative "
+                f"speed per generation {rel}); one log at one batch size cannot give the noise scale: measure it "
+                "with gsd.live.noise_scale's callback, or from two runs' grad_norm (gsd.core.noise_scale)"
             )
         shown = steps
         if not args.all_steps and len(steps) > 12:

@@ -502,6 +502,8 @@ def diagnose_log(
     scale: str | None = None,
     optimizer: str | None = None,
     cost=None,
+    noise=None,
+    run_lr=None,
 ) -> Diagnosis:
     """Per-step and per-prompt diagnosis of a run read by :func:`gsd.diagnose.read_rollouts`.
 
@@ -524,6 +526,10 @@ def diagnose_log(
     optimizer, cost : optional
         The advice's optimiser (default :data:`gsd.core.advice.DEFAULT_OPTIMIZER`) and step cost
         (:class:`gsd.core.advice.StepCost`; with it the advice also gives the best G per second).
+    noise, run_lr : optional
+        The run's measured noise scale (a :class:`gsd.core.noise_scale.NoiseScale` or (b_noise, lo, hi),
+        at its generations per step and G) and learning rate: with them the advice names B, G and lr
+        (:func:`gsd.core.advice.batch_advice`).
     half_life : float, optional
         Forget old rollouts: a group s steps old weighs 2^(−s/half_life) in the posteriors (the
         solve rates move during training).  None: every earlier rollout counts fully.
@@ -587,6 +593,11 @@ def diagnose_log(
     advice, advice_gen, n_step = (
         (None, None, None) if a0 is None else _run_advice(log, steps, prompts, (a0, b0), conv, optimizer, cost)
     )
+    batch = (
+        None
+        if advice is None or noise is None
+        else _batch_advice(log, prompts, (a0, b0), conv, n_step, noise, run_lr, cost)
+    )
     summary = {
         **_read_summary(log, note, steps),
         **_measured_summary(log, steps, groups, a0, conv),
@@ -600,6 +611,7 @@ def diagnose_log(
         "budget": budget,
         "budget_plan": DEFAULT_PLAN if budget is not None else None,
         **_advice_summary(advice, advice_gen, n_step, log.group_size),
+        "batch_advice": None if batch is None else batch.summary(),
         **_fidelity_law_summary(prompts, epsilon),
         "warnings": warnings,
     }
@@ -760,6 +772,31 @@ def _measured_summary(log: RolloutLog, steps: Columns, groups: Columns, a0, conv
         else float("nan"),
         "update_convention": conv,
     }
+
+
+def _batch_advice(log: RolloutLog, prompts: Columns, prior, conv: dict, n_step, noise, run_lr, cost):
+    """:func:`gsd.core.advice.batch_advice` at the run's generations per step (prompts per step x G), over
+    the posterior means of its prompts (the exact sums over every posterior would be many), on :data:`ADVICE_GRID`."""
+    from ..core.advice import batch_advice
+
+    G = log.group_size if isinstance(log.group_size, int | np.integer) and log.group_size >= 2 else None
+    if G is None:
+        raise InputError(
+            "--noise-scale needs the run's group size G (--group-size): B_noise is measured at the run's B and G"
+        )
+    post = BetaPosterior(prompts["a"], prompts["b"], prior)
+    return batch_advice(
+        post.mean,
+        noise,
+        generations_per_step=int(n_step) * int(G),
+        group_size=int(G),
+        lr=run_lr,
+        cost=cost,
+        g_grid=ADVICE_GRID,
+        method="grpo" if conv["scale"] == "group" else "dr_grpo",
+        ddof=conv["ddof"],
+        eps=conv["eps"],
+    )
 
 
 def _advice_summary(advice, advice_gen, n_step, group_size) -> dict:
