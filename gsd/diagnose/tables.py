@@ -590,13 +590,10 @@ def diagnose_log(
     miss = _prediction_miss(calibration, half_life, chosen)
     if miss:
         warnings.append(miss)
-    advice, advice_gen, n_step = (
-        (None, None, None) if a0 is None else _run_advice(log, steps, prompts, (a0, b0), conv, optimizer, cost)
-    )
-    batch = (
-        None
-        if advice is None or noise is None
-        else _batch_advice(log, prompts, (a0, b0), conv, n_step, noise, run_lr, cost)
+    advice, advice_gen, n_step, batch = (
+        (None,) * 4
+        if a0 is None
+        else _run_advice(log, steps, prompts, (a0, b0), conv, (optimizer, cost, noise, run_lr))
     )
     summary = {
         **_read_summary(log, note, steps),
@@ -610,8 +607,7 @@ def diagnose_log(
         "half_life_choice": chosen,
         "budget": budget,
         "budget_plan": DEFAULT_PLAN if budget is not None else None,
-        **_advice_summary(advice, advice_gen, n_step, log.group_size),
-        "batch_advice": None if batch is None else batch.summary(),
+        **_advice_summary(advice, advice_gen, n_step, log.group_size, batch),
         **_fidelity_law_summary(prompts, epsilon),
         "warnings": warnings,
     }
@@ -701,9 +697,11 @@ def _prediction_miss(calibration: dict, half_life, chosen) -> str | None:
     )
 
 
-def _run_advice(log: RolloutLog, steps: Columns, prompts: Columns, prior, conv: dict, optimizer, cost):
+def _run_advice(log: RolloutLog, steps: Columns, prompts: Columns, prior, conv: dict, options):
     """The group-size advice at the run's prompts per step (the median over steps with groups) and,
-    when the run's G is known, at its generations per step; and that prompts per step."""
+    when the run's G is known, at its generations per step; that prompts per step; and the batch advice
+    when ``options`` = (optimizer, cost, noise scale, run's lr) holds a noise scale (else None)."""
+    optimizer, cost, noise, run_lr = options
     n_step = int(np.median(steps["groups"][steps["groups"] > 0]))
     post = BetaPosterior(prompts["a"], prompts["b"], prior)
     common = {"scale": conv["scale"], "ddof": conv["ddof"], "eps": conv["eps"], "optimizer": optimizer, "cost": cost}
@@ -714,7 +712,8 @@ def _run_advice(log: RolloutLog, steps: Columns, prompts: Columns, prior, conv: 
         advice_gen = group_size_advice_for(
             post, n_step, hold="generations", generations_per_step=n_step * int(G_run), **common
         )
-    return advice, advice_gen, n_step
+    batch = None if noise is None else _batch_advice(log, prompts, prior, conv, n_step, noise, run_lr, cost)
+    return advice, advice_gen, n_step, batch
 
 
 def _read_summary(log: RolloutLog, note: str, steps: Columns) -> dict:
@@ -799,9 +798,11 @@ def _batch_advice(log: RolloutLog, prompts: Columns, prior, conv: dict, n_step, 
     )
 
 
-def _advice_summary(advice, advice_gen, n_step, group_size) -> dict:
-    """The advice: the uniform G of the most expected progress per generation (per second with a cost)."""
+def _advice_summary(advice, advice_gen, n_step, group_size, batch=None) -> dict:
+    """The advice: the uniform G of the most expected progress per generation (per second with a cost), and
+    B, G, lr with the run's noise scale."""
     return {
+        "batch_advice": None if batch is None else batch.summary(),
         "advised_group_size": advice.advised_G_per_generation if advice is not None else None,
         "advised_group_size_per_second": advice.advised_G_per_second if advice is not None else None,
         "advice": advice.summary() | {"prompts_per_step": n_step} if advice is not None else None,
