@@ -331,3 +331,56 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# ----------------------------------------------------------------------------------------------
+# The noise scale against the steps-to-target curve
+
+
+def fit_steps_curve(B, steps) -> tuple:
+    """Least squares of steps = S_min·(1 + B_noise/B), linear in 1/B (steps = a + b/B, S_min = a,
+    B_noise = b/a); returns (S_min, B_noise) — B_noise ≤ 0 or inf where the steps do not fall with B."""
+    x = 1.0 / np.asarray(B, float)
+    y = np.asarray(steps, float)
+    ok = np.isfinite(y)
+    if ok.sum() < 2:
+        return (math.nan, math.nan)
+    b, a = np.polyfit(x[ok], y[ok], 1)
+    return (float(a), float(b / a) if a > 0 else math.inf)
+
+
+def curve_check(records, task: str, *, lr: float = 3e-3, G: int = 4, one=(64, 0)) -> dict:
+    """For one task at (lr, G): the steps to the target at each B (mean over seeds), the B_noise fitted to
+    that whole curve, and the prediction from ONE run, ``one`` = (B, seed): its gradient-norm B_noise
+    (:func:`cell_stats`, over the steps it took to reach the target) with S_min set by its own steps,
+    steps(B) = steps_one·(1 + B_noise/B)/(1 + B_noise/B_one).  Returns the table and both B_noise."""
+    rs = [r for r in records if r["task"] == task and r["lr"] == lr and r["G"] == G]
+    Bs = sorted({r["B"] for r in rs})
+    steps = {B: np.array([cell_stats(r)["steps_to_target"] for r in rs if r["B"] == B]) for B in Bs}
+    mean = np.array([s.mean() if np.isfinite(s).all() else math.nan for s in steps.values()])
+    s_min, bn_curve = fit_steps_curve(Bs, mean)
+    ref = [r for r in rs if (r["B"], r["seed"]) == tuple(one)]
+    out = {"task": task, "B": Bs, "steps": mean.tolist(), "seeds": [int(s.size) for s in steps.values()]}
+    out.update({"s_min_curve": s_min, "b_noise_curve": bn_curve})
+    if ref:
+        st = early_noise_scale(ref[0])
+        b0, s0 = one[0], cell_stats(ref[0])["steps_to_target"]
+        pred = [s0 * (1 + st.b_noise / B) / (1 + st.b_noise / b0) for B in Bs]
+        out.update(
+            {
+                "b_noise_one_run": st.b_noise,
+                "b_noise_one_run_interval": (st.b_noise_lo, st.b_noise_hi),
+                "predicted_steps": pred,
+            }
+        )
+    return out
+
+
+def early_noise_scale(r: dict):
+    """The run's gradient-norm noise scale over the steps up to its crossing of the target (after it, |G|²
+    falls as the hardest quarter saturates and the estimate no longer describes the climb)."""
+    from ..core.noise_scale import noise_scale_from_norms
+
+    s = cell_stats(r)["steps_to_target"]
+    k = len(r["big_sq"]) if not np.isfinite(s) else max(2, int(math.ceil(s)))
+    return noise_scale_from_norms(r["small_sq"][:k], r["big_sq"][:k], r["B"] // r["micro"], r["B"])
