@@ -362,10 +362,20 @@ def curve_check(records, task: str, *, lr: float = 3e-3, G: int = 4, one=(64, 0)
     ref = [r for r in rs if (r["B"], r["seed"]) == tuple(one)]
     out = {"task": task, "B": Bs, "steps": mean.tolist(), "seeds": [int(s.size) for s in steps.values()]}
     out.update({"s_min_curve": s_min, "b_noise_curve": bn_curve})
+    # per second: t(B) = t_step + t_rollout·B fitted to every step's TRL step_time of these runs
+    x = np.concatenate([np.full(len(r["step_time"]), float(r["B"])) for r in rs])
+    y = np.concatenate([np.asarray(r["step_time"], float) for r in rs])
+    t_rollout, t_step = np.polyfit(x, y, 1)
+    secs = [np.mean([cell_stats(r)["secs_to_target"] for r in rs if r["B"] == B]) for B in Bs]
+    out.update({"t_step": float(t_step), "t_rollout": float(t_rollout), "secs": [float(v) for v in secs]})
+    out["fastest_B_measured"] = Bs[int(np.nanargmin(secs))] if np.isfinite(secs).any() else None
+    for name, bn in (("curve", bn_curve), ("one_run", None)):
+        out[f"b_star_{name}"] = math.nan if bn is None else _b_star(t_step, t_rollout, bn)
     if ref:
         st = early_noise_scale(ref[0])
         b0, s0 = one[0], cell_stats(ref[0])["steps_to_target"]
         pred = [s0 * (1 + st.b_noise / B) / (1 + st.b_noise / b0) for B in Bs]
+        out["b_star_one_run"] = _b_star(t_step, t_rollout, st.b_noise)
         out.update(
             {
                 "b_noise_one_run": st.b_noise,
@@ -376,6 +386,13 @@ def curve_check(records, task: str, *, lr: float = 3e-3, G: int = 4, one=(64, 0)
     return out
 
 
+def _b_star(t_step, t_rollout, b_noise) -> float:
+    """√(t_step·B_noise/t_rollout), the batch of the least time to a target (NaN where a term is ≤ 0)."""
+    if not (t_step > 0 and t_rollout > 0 and np.isfinite(b_noise) and b_noise > 0):
+        return math.nan
+    return math.sqrt(t_step * b_noise / t_rollout)
+
+
 def early_noise_scale(r: dict):
     """The run's gradient-norm noise scale over the steps up to its crossing of the target (after it, |G|²
     falls as the hardest quarter saturates and the estimate no longer describes the climb)."""
@@ -384,3 +401,64 @@ def early_noise_scale(r: dict):
     s = cell_stats(r)["steps_to_target"]
     k = len(r["big_sq"]) if not np.isfinite(s) else max(2, int(math.ceil(s)))
     return noise_scale_from_norms(r["small_sq"][:k], r["big_sq"][:k], r["B"] // r["micro"], r["B"])
+
+
+def page_tables(records: list) -> str:
+    """The docs page's tables (markdown): per task every (B, G, lr) cell with its seeds, steps and
+    generations to the target (paired Δ against :data:`REFERENCE`), TRL and CPU seconds; then per task
+    the B_noise fitted to the steps-to-target curve beside the one from one run's gradient norms, and
+    the steps that run predicts at every B against the measured ones."""
+    df = summary(records)
+
+    def num(x, fmt):
+        return "—" if not np.isfinite(x) else format(x, fmt)
+
+    L = [
+        "| task | B | G | lr | reached | steps to 0.8 | generations to 0.8 | Δ generations vs B 64, G 4, lr 3e-3 [95 %] "
+        "| TRL s to 0.8 | CPU s (training) | wall s (training) |",
+        "|---" * 11 + "|",
+    ]
+    for _, r in df.iterrows():
+        d = (r["d_gens"], r["d_gens_lo"], r["d_gens_hi"])
+        ref = r["B"] == REFERENCE["B"] and r["G"] == REFERENCE["G"] and r["lr"] == REFERENCE["lr"]
+        dtxt = (
+            "(reference)"
+            if ref
+            else ("—" if not np.isfinite(d[0]) else f"{d[0]:.0f} [{num(d[1], '.0f')}, {num(d[2], '.0f')}]")
+        )
+        L.append(
+            f"| {r['task']} | {r['B']} | {r['G']} | {r['lr']:g} | {r['reached']}/{r['seeds']} | "
+            f"{num(r['steps_to_target'], '.1f')} | {num(r['gens_to_target'], '.0f')} | {dtxt} | "
+            f"{num(r['secs_to_target'], '.1f')} | {r['cpu_total']:.1f} | {r['wall_total']:.1f} |"
+        )
+    L += [
+        "",
+        "| task | B_noise, fitted to the curve | B_noise, one run (B 64, seed 0) [95 %] | B | measured steps | predicted from the one run |",
+        "|---" * 6 + "|",
+    ]
+    for task in sorted({r["task"] for r in records}):
+        c = curve_check(records, task)
+        one = c.get("b_noise_one_run", math.nan)
+        iv = c.get("b_noise_one_run_interval", (math.nan, math.nan))
+        pred = c.get("predicted_steps", [math.nan] * len(c["B"]))
+        for i, B in enumerate(c["B"]):
+            head = (
+                f"| {task} | {num(c['b_noise_curve'], '.1f')} | {num(one, '.0f')} [{num(iv[0], '.0f')}, {num(iv[1], '.0f')}]"
+                if i == 0
+                else "| | |"
+            )
+            L.append(f"{head} | {B} | {num(c['steps'][i], '.1f')} | {num(pred[i], '.1f')} |")
+    L += [
+        "",
+        "| task | t(B) = t_step + t_rollout·B (TRL step_time) | TRL s to 0.8 at B = 16, 32, 64, 128, 256 | fastest B measured "
+        "| B* from the curve's B_noise | B* from the one run's |",
+        "|---" * 6 + "|",
+    ]
+    for task in sorted({r["task"] for r in records}):
+        c = curve_check(records, task)
+        L.append(
+            f"| {task} | {c['t_step']:.3f} s + {1e3 * c['t_rollout']:.2f} ms·B | "
+            + ", ".join(num(v, ".1f") for v in c["secs"])
+            + f" | {c['fastest_B_measured']} | {num(c['b_star_curve'], '.0f')} | {num(c['b_star_one_run'], '.0f')} |"
+        )
+    return "\n".join(L) + "\n"
