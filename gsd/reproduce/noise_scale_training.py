@@ -72,15 +72,15 @@ class Cell:
 
 def grid(seeds=range(5), tasks=tuple(TASKS)) -> list:
     """The cells run for docs/group_size_training.md, in the order they run: first the batch sweep (per
-    task and seed, B ∈ {16, 32, 64, 128, 256} at G = 4, lr 3e-3), then G = 2 and 8 at B = 64, then lr 1e-3
-    and 1e-2 at B = 64, then lr scaled as √B from the reference (1.5e-3 at B = 16, 6e-3 at B = 256); within
+    task and seed, B ∈ {16, 32, 64, 128, 256} at G = 4, lr 3e-3), then lr scaled as √B from the reference
+    (1.5e-3 at B = 16, 6e-3 at B = 256), then G = 2 and 8 at B = 64, then lr 1e-3 and 1e-2 at B = 64; within
     each tier a fixed shuffle, so a run cut short holds whole tiers and the machine's load falls on every
     arm of a tier alike."""
     tiers = [
         lambda t, s: [Cell(t, B, 4, 3e-3, s) for B in (16, 32, 64, 128, 256)],
+        lambda t, s: [Cell(t, 16, 4, 1.5e-3, s), Cell(t, 256, 4, 6e-3, s)],
         lambda t, s: [Cell(t, 64, G, 3e-3, s) for G in (2, 8)],
         lambda t, s: [Cell(t, 64, 4, lr, s) for lr in (1e-3, 1e-2)],
-        lambda t, s: [Cell(t, 16, 4, 1.5e-3, s), Cell(t, 256, 4, 6e-3, s)],
     ]
     rng = np.random.default_rng(20261206)
     out = []
