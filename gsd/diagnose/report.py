@@ -222,8 +222,8 @@ def advice_lines(s: dict) -> list[str]:
     others = ", ".join(f"G = {g} at {r:.2f}x" for g, r in rel.items() if int(g) != adv["advised_G_per_generation"])
     out = ["", advice_headline(batch or adv)]
     out.append(
-        f"  G per generation: G = {adv['advised_G_per_generation']}, the model's optimum"
-        + (f" ({others})" if others else "")
+        f"  holding the run's prompts per step: G = {adv['advised_G_per_generation']}, the model's optimum "
+        "per generation" + (f" ({others})" if others else "")
     )
     if adv["advised_G_per_second"] is not None:
         c = adv["cost"]
