@@ -260,7 +260,6 @@ def to_target(cost, trajectory, target: float = TARGET) -> float:
 
 def cell_stats(r: dict) -> dict:
     """Generations, steps, TRL seconds to the target, and the run's own noise scale."""
-    from ..core.noise_scale import noise_scale_from_norms
 
     gens = np.concatenate([[0.0], np.cumsum(r["generations"])])
     secs = np.concatenate([[0.0], np.cumsum(r["step_time"])])
@@ -273,15 +272,25 @@ def cell_stats(r: dict) -> dict:
         "wall_total": r["wall_total"],
         "cpu_total": r["cpu_total"],
     }
-    ns = noise_scale_from_norms(r["small_sq"], r["big_sq"], r["B"] // r["micro"], r["B"])
+    ns = _noise_scale(r, g / r["B"])
     out.update({"b_noise": ns.b_noise, "b_noise_lo": ns.b_noise_lo, "b_noise_hi": ns.b_noise_hi})
     return out
+
+
+def _noise_scale(r: dict, steps_to_target: float):
+    """The run's gradient-norm noise scale over its steps up to the crossing of the target (after it |G|²
+    falls as the hardest quarter saturates, and the estimate no longer describes the climb); every
+    recorded step where the target was not reached."""
+    from ..core.noise_scale import noise_scale_from_norms
+
+    k = len(r["big_sq"]) if not np.isfinite(steps_to_target) else max(2, int(math.ceil(steps_to_target)))
+    return noise_scale_from_norms(r["small_sq"][:k], r["big_sq"][:k], r["B"] // r["micro"], r["B"])
 
 
 def summary(records: list, level: float = 0.95):
     """One row per (task, B, G, lr): seeds, how many reached the target, means over seeds of generations,
     steps and TRL seconds to it (NaN unless every seed reached it), the final hardest quarter, wall and CPU
-    seconds, the measured B_noise (median over seeds of each run's estimate), and the paired difference
+    seconds, the measured B_noise (median over seeds of each run's estimate over its steps up to the target), and the paired difference
     in generations to the target against :data:`REFERENCE` of the same task, seed by seed (Student t)."""
     import pandas as pd
 
@@ -394,13 +403,8 @@ def _b_star(t_step, t_rollout, b_noise) -> float:
 
 
 def early_noise_scale(r: dict):
-    """The run's gradient-norm noise scale over the steps up to its crossing of the target (after it, |G|²
-    falls as the hardest quarter saturates and the estimate no longer describes the climb)."""
-    from ..core.noise_scale import noise_scale_from_norms
-
-    s = cell_stats(r)["steps_to_target"]
-    k = len(r["big_sq"]) if not np.isfinite(s) else max(2, int(math.ceil(s)))
-    return noise_scale_from_norms(r["small_sq"][:k], r["big_sq"][:k], r["B"] // r["micro"], r["B"])
+    """:func:`cell_stats`'s noise scale of one run, as a :class:`~gsd.core.noise_scale.NoiseScale`."""
+    return _noise_scale(r, cell_stats(r)["steps_to_target"])
 
 
 def page_tables(records: list) -> str:

@@ -12,7 +12,7 @@ import pytest
 from gsd.reproduce import noise_scale_training as nst
 
 ROOT = Path(__file__).resolve().parents[2]
-RECORDS = ROOT / "data" / "noise_scale_training" / "records.jsonl.gz"
+RECORDS = ROOT / "docs" / "noise_scale_training_records.jsonl.gz"
 SUMMARY = ROOT / "docs" / "noise_scale_training_summary.csv"
 
 
