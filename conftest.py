@@ -12,8 +12,26 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parent
+
+# Hypothesis: the suite draws the same examples on every run ("ci", the default, and what CI=true
+# gets), so that a test passes or fails for a reason and never by the draw; a failure prints the
+# blob that replays it. Exploring for new failures is a separate, explicit run:
+# HYPOTHESIS_PROFILE=explore (random draws, nothing saved, every test's number of examples times
+# $HYPOTHESIS_EXPLORE_FACTOR, default 10).
+settings.register_profile("ci", derandomize=True, database=None, deadline=None, print_blob=True)
+settings.register_profile(
+    "explore",
+    derandomize=False,
+    database=None,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+EXPLORE_FACTOR = int(os.environ.get("HYPOTHESIS_EXPLORE_FACTOR", "10"))
 
 #: Tests that build the docs run last, so that they can render the notebooks that the notebook
 #: tests executed earlier in the same session instead of executing them a second time.
@@ -22,6 +40,17 @@ LAST_MARKER = "docs_build"
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.get_closest_marker(LAST_MARKER) is not None)
+    if settings.default.derandomize is False:
+        for item in items:
+            _scale_examples(getattr(item, "obj", None), EXPLORE_FACTOR)
+
+
+def _scale_examples(test, factor):
+    """Explore profile: a test's own ``@settings(max_examples=n)`` becomes n·factor (the only way
+    to scale it is hypothesis's attribute on the wrapped test; the ci profile never touches it)."""
+    own = getattr(test, "_hypothesis_internal_use_settings", None)
+    if own is not None and getattr(test, "is_hypothesis_test", False):
+        test._hypothesis_internal_use_settings = settings(own, max_examples=own.max_examples * factor)
 
 
 @pytest.fixture(autouse=True, scope="session")

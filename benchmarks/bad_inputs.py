@@ -48,6 +48,9 @@ from pathlib import Path
 
 from gsd.io.atomic import write_json  # a benchmark's result file is never half-written
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bad_inputs_numbers import numbers_cases  # noqa: E402 (issue 44's surfaces, a module of their own)
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_BASELINE = "aeb7a5e"  # main before issue 17
 
@@ -1323,11 +1326,19 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=10.0, help="seconds per case before it counts as a hang")
     ap.add_argument("--show", default="", help="comma-separated verdicts to list case by case (current checkout)")
     ap.add_argument("--json", help="write every case and its outcome here")
+    ap.add_argument(
+        "--only",
+        choices=("all", "numbers"),
+        default="all",
+        help="numbers: only issue 44's cases (steps, counts, values that are not numbers, hooks)",
+    )
     args = ap.parse_args(argv)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        cases = api_cases() + cli_cases(tmp) + scenario_cases()
+        cases = numbers_cases(tmp)
+        if args.only == "all":
+            cases = api_cases() + cli_cases(tmp) + scenario_cases() + cases
         sides = [("now", str(ROOT))]
         if args.baseline:  # the revision's files, extracted (the repository's worktrees stay untouched)
             base = tmp / "baseline"

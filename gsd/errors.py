@@ -18,7 +18,7 @@ InputError.__module__ = "gsd"  # shown as gsd.InputError, where users import it 
 
 class MissingExtra(ModuleNotFoundError):
     """A feature whose optional dependency is not installed: the message names the feature and
-    the extra that installs it (``pip install 'grpo-gsd[torch]'``).
+    the extra that installs it (``pip install '.[torch]'`` in the checkout).
 
     A ``ModuleNotFoundError`` (``name`` is the missing module), so code that treats an absent
     module as "that part is not there" still does; the ``gsd`` command line reports it as one line

@@ -1,4 +1,4 @@
-"""The optional dependencies: torch is an extra (``pip install 'grpo-gsd[torch]'``).
+"""The optional dependencies: torch is an extra (``pip install '.[torch]'`` in the checkout).
 
 The math core, ``gsd plan``, ``gsd diagnose``, the paper's reproduction and the simulator's numpy
 engine never import torch.  The torch engine, the MLP policy, the budget planner inside a run and
@@ -14,10 +14,13 @@ from .errors import MissingExtra
 
 __all__ = ["TORCH_EXTRA", "TRL_EXTRA", "TRL_STACK", "CPU_TORCH_INDEX", "require_torch", "require_trl"]
 
-#: The extra that installs torch, as a user types it.
-TORCH_EXTRA = "grpo-gsd[torch]"
+#: The extra that installs torch, as a user types it today: in the checkout's folder (the distribution,
+#: grpo-gsd, is not on the registry yet; once it is, ``grpo-gsd[torch]`` anywhere).
+TORCH_EXTRA = ".[torch]"
 #: The extras that install TRL and the versions it was checked with (``[trl]``), and torch.
-TRL_EXTRA = "grpo-gsd[trl,torch]"
+TRL_EXTRA = ".[trl,torch]"
+#: Where :data:`TORCH_EXTRA` and :data:`TRL_EXTRA` are typed.
+WHERE = "in the gsd checkout"
 #: What TRL's own code needs here, as imported: torch and the ``[trl]`` extra's packages.
 TRL_STACK = ("torch", "transformers", "accelerate", "datasets", "trl")
 #: PyTorch's index of CPU-only wheels: without it the registry's torch is the multi-GB CUDA build.
@@ -48,7 +51,7 @@ def require_torch(feature: str):
         if not (exc.name == "torch" or (exc.name or "").startswith("torch.")):
             raise  # torch is there and something inside it is missing: its own error is the useful one
         raise MissingExtra(
-            f"{feature} needs torch, which is not installed here: pip install '{TORCH_EXTRA}' "
+            f"{feature} needs torch, which is not installed here: pip install '{TORCH_EXTRA}' {WHERE} "
             f"(the CPU build: pip install torch --index-url {CPU_TORCH_INDEX} first)",
             name="torch",
         ) from None
@@ -81,7 +84,7 @@ def require_trl(feature: str) -> None:
     if missing:
         raise MissingExtra(
             f"{feature} needs {', '.join(TRL_STACK)}; not installed here: {', '.join(missing)}: "
-            f"pip install '{TRL_EXTRA}' (the CPU build of torch: pip install torch --index-url "
+            f"pip install '{TRL_EXTRA}' {WHERE} (the CPU build of torch: pip install torch --index-url "
             f"{CPU_TORCH_INDEX} first)",
             name=missing[0],
         )

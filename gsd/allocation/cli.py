@@ -13,7 +13,17 @@ from __future__ import annotations
 
 import json
 
-from ..cli.support import CliError, bounded_int, emit, hidden_aliases, json_ready, parse_list, real_option
+from ..cli.support import (
+    REPORT_WIDTH,
+    CliError,
+    bounded_int,
+    emit,
+    hidden_aliases,
+    json_ready,
+    parse_list,
+    real_option,
+    wrap_lines,
+)
 from ..validation import MAX_EXACT_GROUP_SIZE
 
 HELP = "rollouts per step to share out among the prompts (see docs/theory.md, section Spending a rollout budget)"
@@ -150,6 +160,16 @@ def _add_advice_options(g) -> None:
 
     add_advice_arguments(g)
     g.add_argument(
+        "--verbose",
+        action="store_true",
+        help="--advice: also the evidence behind the uniform default (gsd allocation-comparison)",
+    )
+    g.add_argument(
+        "--all-columns",
+        action="store_true",
+        help="print the plan's rows at full width (default: the columns that fit 100 characters)",
+    )
+    g.add_argument(
         "--show-rows",
         action="store_true",
         help=f"print every row of the plan (default: up to {SHOWN_ROWS} rows; past that a summary, and the "
@@ -217,15 +237,11 @@ def batch_advice_for(src, args, advice):
     )
 
 
-def advice_summary(speed, batch=None) -> list[str]:
-    """``--advice``'s few lines: the advised setting (:func:`gsd.core.advice.advice_headline`), the best G per
-    generation (and per second), a few G beside it, the conventions."""
-    from ..core.advice import advice_headline
-
+def advice_summary(speed) -> list[str]:
+    """``--advice``'s few lines: the best G per generation (and per second), a few G beside it, the conventions."""
     t = speed.table.set_index("G")
     shown = [g for g in (2, 4, 8, 16, 32, 64) if g in t.index and g != speed.advised_G_per_generation]
     lines = [
-        advice_headline(batch if batch is not None else speed),
         f"Fastest uniform G per generation: {speed.advised_G_per_generation}"
         + (
             " (" + ", ".join(f"G = {g} at {t.loc[g, 'relative_per_generation']:.2f}x" for g in shown) + ")"
@@ -338,6 +354,11 @@ def plan_budget(args) -> int:
     if args.json:
         _print_json(args, out, summary, advice, speed)
         return 0
+    if speed is not None:
+        from ..core.advice import advice_headline
+
+        # the advised setting first (advice_summary's first line, in its words); B, G and lr with --noise-scale
+        print(advice_headline(batch if batch is not None else speed))
     _print_plan(args, plan, advice, skipped_advice, out, served)
     for line in tables.table_notes(status, renamed):
         print(line)
@@ -345,7 +366,7 @@ def plan_budget(args) -> int:
         print(f"plan written to {args.output}")
     _print_rows(args, plan, out, served)
     if args.advice:
-        _print_advice(args, speed, advice, batch)
+        _print_advice(args, speed, advice)
     return 0
 
 
@@ -466,8 +487,8 @@ def _print_plan(args, plan, advice, skipped_advice, out, served) -> None:
     if advice is None:
         print(f"(the comparison with --value {advice_value(args.value)} is left out: {skipped_advice})")
     uniform = args.value == "uniform"
-    print(
-        f"{len(out)} rows, budget {plan.budget} rollouts, value {plan.value_name}: spent {plan.spent}, "
+    _say(
+        f"Plan: {len(out)} rows, budget {plan.budget} rollouts, value {plan.value_name}: spent {plan.spent}, "
         f"served {int(served.sum())}, skipped {int((~served).sum())}, total value {plan.total:.6g}"
         f" ({'uniform' if uniform else 'optimal' if plan.exact else f'within {plan.gap_bound:.3g} of optimal'})"
     )
@@ -479,9 +500,9 @@ def _print_plan(args, plan, advice, skipped_advice, out, served) -> None:
             if uniform
             else f"the plan gives {ub['gain']:.4g}x"
         )
-        print(
-            f"uniform G = {ub['uniform_G']} at this budget: value {ub['uniform_value']:.6g}; "
-            f"{gain}; best uniform G (value per rollout): {advice.best_G}"
+        _say(
+            f"uniform G = {ub['uniform_G']} at this budget: value {ub['uniform_value']:.6g}; {gain}"
+            + (f"; the most value per rollout at G = {advice.best_G}" if args.verbose else "")
         )
 
 
@@ -490,7 +511,7 @@ def _print_rows(args, plan, out, served) -> None:
     import numpy as np
 
     if args.show_rows or len(out) <= SHOWN_ROWS:
-        emit(out, False)
+        emit(out, False, width=None if args.all_columns else REPORT_WIDTH)
         return
     sizes = plan.group_size[served]
     if sizes.size:
@@ -505,13 +526,22 @@ def _print_rows(args, plan, out, served) -> None:
     )
 
 
-def _print_advice(args, speed, advice, batch=None) -> None:
-    """--advice's summary lines, where its full tables are, and the comparison's verdict."""
-    for line in advice_summary(speed, batch):
-        print(line)
-    print(
+def _print_advice(args, speed, advice) -> None:
+    """--advice's details (its headline came first), where its full tables are, and, with --verbose,
+    the comparison's evidence."""
+    for line in advice_summary(speed)[1 : None if args.verbose else -1]:  # the first: the headline's
+        _say(line)
+    _say(
         f"  full tables ({len(speed.table)} G by progress, {len(advice.curve)} G by value per rollout against the "
         f"--value {advice_value(args.value)} plan): "
         + (f"written to {advice_path(args.output)}" if args.output else "--output FILE or --json")
     )
-    print(EVIDENCE)
+    if args.verbose:
+        _say(EVIDENCE)
+    else:
+        _say("More: --verbose (the evidence behind uniform G), --json, --output FILE.")
+
+
+def _say(text: str) -> None:
+    """Print ``text`` wrapped to :data:`gsd.cli.support.REPORT_WIDTH` columns."""
+    print("\n".join(wrap_lines([text], REPORT_WIDTH)))

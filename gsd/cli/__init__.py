@@ -46,6 +46,7 @@ _COMMANDS = (
     "gsd.sweep.cli",
     "gsd.diagnose.cli",
     "gsd.diagnose.scalars_cli",
+    "gsd.diagnose.counts_cli",
 )
 
 
@@ -58,12 +59,18 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from .layout import TopParser, lay_out
+
+    parser = TopParser(
         prog="gsd",
-        description="The group-standard-deviation identity: GRPO, Dr.GRPO and DAPO as three operations on σ.",
+        description="gsd reads the logs of a GRPO, Dr.GRPO or DAPO run (TRL, verl, AReaL) and says how much of "
+        "its generation was wasted in silent groups (every reward equal, no gradient) and which group size "
+        "to train with; it also plans a rollout budget and regenerates the evidence of the paper.",
+        epilog="Try: gsd example-logs examples, then gsd diagnose examples/trl\n"
+        "gsd COMMAND --help shows a command's options and two examples.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=argparse.ArgumentParser)
     for name in _COMMANDS:
         try:
             module = importlib.import_module(name)
@@ -72,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # that part of the package is not installed
             raise
         module.register(sub)
+    lay_out(sub)
     return parser
 
 
@@ -92,7 +100,15 @@ def run() -> int:
 
 def main(argv=None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # argparse's own error, with the nearest option for each one misspelt
+        from .layout import suggest_options
+
+        command = getattr(args, "command", None)
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        (sub.choices[command] if command in sub.choices else parser).error(
+            suggest_options(sub.choices.get(command, parser), extras)
+        )
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -26,7 +26,13 @@ __all__ = [
     "json_ready",
     "imports_done",
     "set_console",
+    "REPORT_WIDTH",
+    "wrap_lines",
+    "fit_columns",
 ]
+
+#: The widest line a report prints by default: a terminal of 100 columns (``--all-columns``: wider tables).
+REPORT_WIDTH = 100
 
 
 class CliError(InputError):
@@ -130,12 +136,13 @@ def parse_list(text: str, kind=float, name: str = "value"):
     return np.array(values)
 
 
-def emit(df, as_json: bool, *, title: str | None = None, floatfmt: str = "{:.6g}") -> None:
+def emit(df, as_json: bool, *, title: str | None = None, floatfmt: str = "{:.6g}", width: int | None = None) -> None:
     """Print a table (or JSON records) to stdout.
 
     ``df`` is a DataFrame, or a mapping of column name to 1-d array: the small commands pass
     the mapping, which is printed without importing pandas (it costs more start-up time than
-    their whole computation).
+    their whole computation). ``width``: a DataFrame's columns, from the first, that fit this many
+    characters, and a line naming how many more there are (:func:`fit_columns`).
     """
     import json
 
@@ -157,8 +164,44 @@ def emit(df, as_json: bool, *, title: str | None = None, floatfmt: str = "{:.6g}
         return
     if title:
         print(title)
+
+    def render(names):
+        return df[names].to_string(index=False, float_format=lambda x: floatfmt.format(x))
+
     with pd.option_context("display.max_rows", 200, "display.width", 160):
-        print(df.to_string(index=False, float_format=lambda x: floatfmt.format(x)))
+        if width is None:
+            print(render(list(df.columns)))
+        else:
+            print("\n".join(fit_columns(render, list(df.columns), width)))
+
+
+def fit_columns(
+    render, names: list, width: int, more: str = "--all-columns, --output or --json", left_out: int = 0
+) -> list[str]:
+    """The lines of ``render(names[:j])`` for the largest ``j`` whose lines fit ``width`` characters (at
+    least one column), and a line saying how many columns were left out (those of ``names`` and
+    ``left_out`` more) and where they are (``more``)."""
+    shown = list(names)
+    lines = render(shown).split("\n")
+    while len(shown) > 1 and max(map(len, lines)) > width:
+        shown.pop()
+        lines = render(shown).split("\n")
+    rest = len(names) - len(shown) + left_out
+    return lines + ([f"({rest} more column{'s' if rest > 1 else ''}: {more})"] if rest else [])
+
+
+def wrap_lines(lines: list[str], width: int = REPORT_WIDTH) -> list[str]:
+    """Each line longer than ``width`` wrapped at spaces, its continuation indented two more than it."""
+    import textwrap
+
+    out = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()))
+        out += textwrap.wrap(line, width, subsequent_indent=indent + "  ", break_on_hyphens=False) or [line]
+    return out
 
 
 def json_ready(obj):

@@ -48,6 +48,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.frames import Columns, as_frame
+from ..io.numbers import seconds_value, step_number
 from ..validation import MAX_EXACT_GROUP_SIZE, as_ddof, as_eps, as_group_size, shown
 from .binomial import symmetric_expectation, unique_pairs
 from .posterior import BetaPosterior
@@ -225,48 +226,6 @@ class GroupSizeAdvice:
         return out
 
 
-def advice_headline(advice) -> str:
-    """The advised setting in one line, for the first lines of a report.
-
-    ``advice``: a :class:`BatchAdvice` (or its :meth:`BatchAdvice.summary`): generations per step B,
-    G within B and the learning rate that goes with B, per generation and per second; or a
-    :class:`GroupSizeAdvice` (or its summary) when the run's noise scale is not measured: G only.
-
-    Examples
-    --------
-    >>> advice_headline(group_size_advice([0.5], g_grid=[2, 4]))[:38]
-    'Advised: G = 2 per generation; B and l'
-    """
-    s = advice.summary() if isinstance(advice, BatchAdvice | GroupSizeAdvice) else advice
-    if isinstance(s, dict) and "B_per_generation" in s:
-        return _batch_headline(s)
-    if not isinstance(s, dict) or "advised_G_per_generation" not in s:
-        raise InputError(
-            f"advice must be a BatchAdvice, a GroupSizeAdvice or the summary of one, got {type(advice).__name__}"
-        )
-    line = f"Advised: G = {s['advised_G_per_generation']} per generation"
-    if s.get("advised_G_per_second") is not None:
-        line += f", G = {s['advised_G_per_second']} per second"
-    return f"{line}; B and lr need the run's noise scale (gradient norms at two batch sizes) ({s['convention']})"
-
-
-def _batch_headline(s: dict) -> str:
-    def lr(x):
-        return "" if x is None else f", lr {x:.3g}"
-
-    lo, hi = s["B_per_generation_interval"]
-    lvl = s.get("level")
-    level = f" at {lvl:.0%}" if isinstance(lvl, float) and math.isfinite(lvl) else ""
-    line = (
-        f"Advised: B = {s['B_per_generation']} generations per step, G = {s['G']}{lr(s['lr_per_generation'])} "
-        f"(per generation: the knee B = B_noise, {lo:.0f}–{hi:.0f}{level})"
-    )
-    if s.get("B_per_second") is not None:
-        lo, hi = s["B_per_second_interval"]
-        line += f"; per second B = {s['B_per_second']}{lr(s['lr_per_second'])} ({lo:.0f}–{hi:.0f})"
-    return f"{line}; {s['convention']}"
-
-
 def _choice(name, value, allowed):
     if value not in allowed:
         raise InputError(f"{name} must be one of {allowed}, got {value!r}")
@@ -431,8 +390,11 @@ def group_size_advice(
             "relative_per_generation": per_gen / per_gen.max(),
             "relative_per_second": per_sec / np.nanmax(per_sec) if cost is not None else np.full(grid.size, np.nan),
         }
-    if not (per_gen.max() > 0):
-        notes.append("every prompt is silent for sure (p = 0 or 1): no G makes progress")
+    if not (per_gen.max() > 0):  # refused by name: every G ties at 0, and 0/0 would fill the table
+        raise InputError(
+            "p_or_posterior: every prompt is silent for sure (p = 0 or 1, or so near that its progress is 0 in "
+            "float64): no group size makes progress, so there is no group size to advise"
+        )
     return GroupSizeAdvice(
         table_columns=table,
         best_G_per_generation=best_gen,
@@ -573,7 +535,8 @@ class BatchAdvice:
     the fewest steps and 2× the fewest generations; below it, steps grow; above it, generations), rounded
     to a multiple of G; ``B_per_second``: B* = √(t_step·B_noise/t_rollout) minimising the time to a target
     under t(B) = t_step + t_rollout·B (None without a cost); each with its interval from the measured
-    noise scale's.  ``G``: the G of the least B_noise(G) (the fewest steps and generations at any B).
+    noise scale's.  ``G``: the G of the least B_noise(G) (the fewest steps and generations at any B) among those whose
+    group fits the batch it advises (G ≤ B_noise(G)); the smallest G of the grid when none does.
     ``lr_*``: the run's lr × √(B/B_run) (Adam; an assumption, not measured here).  ``table_columns``:
     per G, ``b_noise`` and ``relative_steps`` (steps at the advised B against the advised G's).
     """
@@ -683,7 +646,9 @@ def batch_advice(
     if run is None or not np.isfinite(per[run]):
         raise InputError(f"group_size {G_run}: the prompts carry no signal at that G (every prompt silent for sure)")
     nu = bn / per[run]
-    best = int(np.argmin(per))
+    # the G of the least B_noise(G) among those whose group fits the batch it advises (G ≤ B_noise(G))
+    fits = grid <= bn * per / per[run]
+    best = int(np.argmin(np.where(fits, per, np.inf))) if fits.any() else 0
     G = int(grid[best])
     scale = per[best] / per[run]  # B_noise(G)/B_noise(G_run): ν cancels
     knee = np.array([bn, lo, hi]) * scale
@@ -807,15 +772,16 @@ def step_times_from_log(path) -> pd.DataFrame:
             history = json.loads(path.read_text()).get("log_history", [])
         except (json.JSONDecodeError, AttributeError) as e:
             raise InputError(f"path: {str(path)!r} is not a trainer_state.json ({e})") from None
+        at = f"path: {str(path)!r}, log_history"
         rows = [
-            (int(h["step"]), float(h["step_time"]), math.nan)
+            (step_number(h["step"], at), seconds_value(h["step_time"], f"{at} step_time"), math.nan)
             for h in history
             if isinstance(h, dict) and "step_time" in h and "step" in h and h["step_time"] is not None
         ]
     else:
         rows = []
         with open(path) as fh:
-            for line in fh:
+            for number, line in enumerate(fh, 1):
                 line = line.strip()
                 if not line:
                     continue
@@ -825,13 +791,89 @@ def step_times_from_log(path) -> pd.DataFrame:
                     continue
                 data = rec.get("data", rec) if isinstance(rec, dict) else {}
                 if isinstance(data, dict) and "timing_s/step" in data:
+                    at = f"path: {str(path)!r}, line {number}"
+                    gen = data.get("timing_s/gen")
                     rows.append(
                         (
-                            int(rec.get("step", len(rows))),
-                            float(data["timing_s/step"]),
-                            float(data.get("timing_s/gen", math.nan)),
+                            step_number(rec.get("step", len(rows)), at),
+                            seconds_value(data["timing_s/step"], f"{at} timing_s/step"),
+                            math.nan if gen is None else seconds_value(gen, f"{at} timing_s/gen"),
                         )
                     )
     if not rows:
         raise InputError(f"path: {str(path)!r} holds no step time (TRL's step_time, verl's timing_s/step)")
     return pd.DataFrame(rows, columns=["step", "seconds", "generation_seconds"])
+
+
+#: The widest line :func:`advice_headline` writes (a terminal of 100 columns).
+HEADLINE_WIDTH = 100
+
+
+def advice_headline(advice) -> str:
+    """The advised setting in two lines of at most :data:`HEADLINE_WIDTH` characters: what to set, then
+    its convention. Every report of ``gsd`` (diagnose, scalars, plan --advice) opens with it.
+
+    ``advice`` is a :class:`GroupSizeAdvice` or its :meth:`GroupSizeAdvice.summary` (the JSON form a
+    report keeps). Line 1 names the advised uniform G per generation and, beside it, how much slower
+    the two G nearest it learn (their ``relative_per_generation``: progress per generation over the best G's);
+    line 2 the convention the numbers are in (what was held fixed, the optimiser, the objective) and
+    the advised G per second when a step cost was given.
+
+    >>> adv = group_size_advice([0.2, 0.5, 0.7], prompts_per_step=3)
+    >>> print(advice_headline(adv))
+    Advised: uniform G = 2 answers per prompt (fastest per generation; G = 4: 0.86x; G = 8: 0.65x)
+      convention: prompts per step held fixed; Adam; grpo on mean 2*arcsin(sqrt(p))
+    """
+    import textwrap
+
+    if isinstance(advice, BatchAdvice) or (isinstance(advice, dict) and "B_per_generation" in advice):
+        return _batch_headline(advice.summary() if isinstance(advice, BatchAdvice) else advice)
+    s = advice.summary() if isinstance(advice, GroupSizeAdvice) else dict(advice)
+    best = s.get("advised_G_per_generation")
+    if best is None:
+        return "Advised: no group size (the advice could not be computed for this run)"
+    rel = {int(g): float(r) for g, r in (s.get("relative_per_generation") or {}).items() if int(g) != int(best)}
+    near = sorted(sorted(rel, key=lambda g: abs(math.log(g / int(best))))[:2])  # the two G nearest the advised
+    others = "".join(f"; G = {g}: {rel[g]:.2f}x" for g in near)
+    first = f"Advised: uniform G = {best} answers per prompt (fastest per generation{others})"
+    held = "prompts per step" if s.get("hold") == "prompts" else "generations per step"
+    opt = {"adam": "Adam", "sgd": "SGD"}.get(s.get("optimizer"), s.get("optimizer"))
+    if s.get("optimizer") == "adam" and s.get("score_noise") is not None:
+        opt += f" (score noise {s['score_noise']:g})"
+    second = f"convention: {held} held fixed; {opt}; {s.get('method')} on mean {s.get('objective')}"
+    if s.get("advised_G_per_second") is not None:
+        second += f"; per second of the step cost: G = {s['advised_G_per_second']}"
+    lines = textwrap.wrap(first, HEADLINE_WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+    lines += textwrap.wrap(
+        second, HEADLINE_WIDTH, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False
+    )
+    return "\n".join(lines)
+
+
+def _batch_headline(s: dict) -> str:
+    """:func:`advice_headline` of a :class:`BatchAdvice` (or its summary): B, G and lr per generation (and per
+    second), then the convention, each wrapped to :data:`HEADLINE_WIDTH`."""
+    import textwrap
+
+    def lr(x):
+        return "" if x is None else f", lr {x:.3g}"
+
+    lo, hi = s["B_per_generation_interval"]
+    lvl = s.get("level")
+    level = f" at {lvl:.0%}" if isinstance(lvl, float) and math.isfinite(lvl) else ""
+    first = (
+        f"Advised: B = {s['B_per_generation']} generations per step, G = {s['G']}{lr(s['lr_per_generation'])} "
+        f"(per generation: the knee B = B_noise, {lo:.0f}–{hi:.0f}{level})"
+    )
+    if s.get("B_per_second") is not None:
+        lo, hi = s["B_per_second_interval"]
+        first += f"; per second B = {s['B_per_second']}{lr(s['lr_per_second'])} ({lo:.0f}–{hi:.0f})"
+    lines = textwrap.wrap(first, HEADLINE_WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+    lines += textwrap.wrap(
+        f"convention: {s['convention']}",
+        HEADLINE_WIDTH,
+        initial_indent="  ",
+        subsequent_indent="    ",
+        break_on_hyphens=False,
+    )
+    return "\n".join(lines)

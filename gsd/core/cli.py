@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from ..allocation import cli as cli_allocation
-from ..cli.support import CliError, emit, parse_list, real_option
+from ..cli.support import CliError, emit, parse_list, real_option, wrap_lines
 from ..io.data import BIGMATH_COLUMN
 from .groupsize import DEFAULT_MAX_GROUP_SIZE
 
@@ -256,7 +256,8 @@ def _plan_table(args) -> int:
         )
         return 0
     print(f"{len(plan)} rows planned: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    print("group size over reachable prompts: " + ", ".join(f"{k} {v:.4g}" for k, v in summary.items()))
+    spread = "group size over reachable prompts: " + ", ".join(f"{k} {v:.4g}" for k, v in summary.items())
+    print("\n".join(wrap_lines([spread])))
     if counts.get("unreachable", 0):
         print("unreachable = p in {0, 1}: every group is silent at any G (group_size -1)")
     for line in tables.table_notes(status, renamed):
@@ -288,7 +289,7 @@ def _conventions(args) -> int:
         ),
         False,
         floatfmt="{:.5g}",
-        title="the trainer's GRPO update over the paper's, with its own ddof and eps, for k right of G "
+        title="the trainer's GRPO update over the paper's, with its own ddof and eps, for k right of G\n"
         "(eps weighs most at k = 1); then with eps = 0, and the gap that leaves",
     )
     return 0
@@ -332,7 +333,7 @@ def tour() -> int:
     )
     gaps = {t: trainers.convention_gap(8, t).iloc[0] for t in ("trl", "verl", "openrlhf")}
     print(
-        "6. Trainers' GRPO update vs the paper's at G = 8, k = 1, with their ddof 1 and eps (`gsd conventions`): "
+        "6. Trainers' GRPO update vs the paper's at G = 8, k = 1, with their ddof 1 and eps (`gsd conventions`):\n   "
         + ", ".join(f"{t} {float(row.ratio_min):.5g}" for t, row in gaps.items())
         + f"; {float(gaps['trl'].ratio_no_eps):.5g} with eps = 0"
     )

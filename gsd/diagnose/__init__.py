@@ -89,10 +89,16 @@ def diagnose(
     noise=None,
     run_lr=None,
     progress=None,
+    streaming: bool = False,
+    shards=None,
+    address=None,
 ):
     """Read rollout logs and diagnose them: :func:`read_rollouts` then :func:`diagnose_log`.
 
-    Takes the arguments of both and returns a :class:`Diagnosis`.
+    Takes the arguments of both and returns a :class:`Diagnosis`.  ``streaming``: read verl
+    dumps and tables piece by piece into counts (:func:`gsd.diagnose.counted.read_counted`: the
+    same diagnosis, memory that grows with the groups, not the rollouts); ``shards``: count them
+    in that many Ray tasks (``address``: a Ray cluster to join).
 
     Examples
     --------
@@ -109,16 +115,32 @@ def diagnose(
     from .readers import read_rollouts
     from .tables import diagnose_log
 
-    log = read_rollouts(
-        paths,
-        fmt=fmt,
-        reward=reward,
-        prompt_col=prompt_col,
-        step_col=step_col,
-        group_col=group_col,
-        group_size=group_size,
-        progress=progress,
-    )
+    if (streaming or shards) and group_size is None:
+        from .counted import read_counted
+
+        log = read_counted(
+            paths,
+            fmt=fmt,
+            reward=reward,
+            prompt_col=prompt_col,
+            step_col=step_col,
+            group_col=group_col,
+            threshold=threshold,
+            progress=progress,
+            shards=shards,
+            address=address,
+        )
+    else:
+        log = read_rollouts(
+            paths,
+            fmt=fmt,
+            reward=reward,
+            prompt_col=prompt_col,
+            step_col=step_col,
+            group_col=group_col,
+            group_size=group_size,
+            progress=progress,
+        )
     return diagnose_log(
         log,
         threshold=threshold,

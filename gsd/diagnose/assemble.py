@@ -92,6 +92,11 @@ class RolloutLog:
         What the reader could not undo, one line each.
     bad_rows : list of BadRow
         The first 1000 unusable rows; ``bad_count`` counts all of them.
+    counted : dict or None
+        A log read as counts (:func:`gsd.diagnose.counted.read_counted`): ``{"groups": its group
+        table (step, prompt, G, generated, n, k, silent, binary_silent), "rewards_as": how rewards
+        were read as right/wrong, "threshold": the threshold they were counted with}``, and no
+        rollout in ``prompt``, ``step``, ``reward``; None: a log of rollouts.
     """
 
     prompt: np.ndarray
@@ -124,6 +129,7 @@ class RolloutLog:
     warnings: list = field(default_factory=list)
     bad_rows: list = field(default_factory=list)
     bad_count: int = 0
+    counted: dict | None = None
 
     def __post_init__(self):
         if self.group is None:  # a log built by hand: one group per (step, prompt)
@@ -131,10 +137,10 @@ class RolloutLog:
 
     @property
     def rows(self) -> int:
-        return int(self.prompt.size)
+        return int(self.prompt.size) if self.counted is None else int(self.counted["groups"]["G"].sum())
 
 
-def _run_history(chunks, warnings):
+def run_history(chunks, warnings):
     """A folder is read as one run.  A trainer writes its step files in step order, so in a folder
     where the file of some step is newer than every later step's file, those later files were
     left by an earlier attempt: a run resumed from an earlier checkpoint (or restarted in the
@@ -177,7 +183,7 @@ def _assemble(reader: Reader, group_col, warnings):
     # A trainer that keeps a row without a finite reward in its group (TRL) counts it there.
     unscorable = rows["prompt_ok"] & ~reward_ok if hooks.UNSCORABLE_IN_GROUP else np.zeros(h.size, bool)
     usable = rows["prompt_ok"] & rows["step_ok"] & (reward_ok | unscorable) & gkey_ok & ~rows["conflict"]
-    _report_unusable(reader, chunks, rows, reward_ok | unscorable, group_col)
+    report_unusable(reader, chunks, rows, reward_ok | unscorable, group_col)
     blocks = hooks.GROUP_SIZE
     incomplete = _incomplete_rows(rows, usable, blocks)
     if not blocks:
@@ -234,27 +240,43 @@ def _concatenate(chunks) -> dict:
     return rows
 
 
-def _report_unusable(reader: Reader, chunks, rows, scored, group_col) -> None:
+def report_unusable(reader: Reader, chunks, rows, scored, group_col) -> None:
     """Count each unusable row once, with its first reason, and list the first :data:`MAX_LISTED`
     with their file and line (``scored``: a finite reward, or one the trainer keeps without)."""
+    room = [max(MAX_LISTED - len(reader.bad_rows), 0)] * 5
+    for count, listed in unusable_rows(reader, chunks, rows, scored, group_col, room):
+        reader.bad_count += count
+        reader.bad_rows.extend(listed[: max(MAX_LISTED - len(reader.bad_rows), 0)])
+
+
+def unusable_rows(reader: Reader, chunks, rows, scored, group_col, room) -> list:
+    """Per reason a row cannot be used, in the order they are tried (no prompt, no finite reward,
+    no step, no group key, a contradiction): (how many rows, the first ``room[reason]`` of them
+    as :class:`BadRow`); a row is counted under its first reason only."""
     hooks = hooks_of(reader.module)
     prompt_ok, step_ok, gkey_ok, conflict = rows["prompt_ok"], rows["step_ok"], rows["gkey_ok"], rows["conflict"]
     offsets = np.cumsum([0] + [c.hashes.size for c in chunks])
-    for mask, why in (
-        (~prompt_ok, "no prompt"),
-        (prompt_ok & ~scored, "reward is missing, not a number or not finite"),
-        (prompt_ok & scored & ~step_ok, "step is missing or not an integer"),
+    out = []
+    for (mask, why), space in zip(
         (
-            prompt_ok & scored & step_ok & ~gkey_ok,
-            f"no value in the group column {group_col!r}" if group_col else hooks.BAD_KEY,
+            (~prompt_ok, "no prompt"),
+            (prompt_ok & ~scored, "reward is missing, not a number or not finite"),
+            (prompt_ok & scored & ~step_ok, "step is missing or not an integer"),
+            (
+                prompt_ok & scored & step_ok & ~gkey_ok,
+                f"no value in the group column {group_col!r}" if group_col else hooks.BAD_KEY,
+            ),
+            (prompt_ok & scored & step_ok & gkey_ok & conflict, hooks.CONFLICT),
         ),
-        (prompt_ok & scored & step_ok & gkey_ok & conflict, hooks.CONFLICT),
+        room,
     ):
         found = np.flatnonzero(mask)
-        reader.bad_count += int(found.size)
-        for i in found[: max(MAX_LISTED - len(reader.bad_rows), 0)].tolist():
+        listed = []
+        for i in found[: max(space, 0)].tolist():
             c = int(np.searchsorted(offsets, i, side="right") - 1)
-            reader.bad_rows.append(BadRow(str(chunks[c].file), int(chunks[c].line_numbers()[i - offsets[c]]), why))
+            listed.append(BadRow(str(chunks[c].file), int(chunks[c].line_numbers()[i - offsets[c]]), why))
+        out.append((int(found.size), listed))
+    return out
 
 
 def _incomplete_rows(rows, usable, blocks: bool) -> np.ndarray:
@@ -366,11 +388,11 @@ def read_rollouts(
     >>> log.fmt, log.rows, log.reward.tolist(), log.labels.tolist(), log.group_by
     ('verl', 4, [0.0, 1.0, 1.0, 0.0], ['q1'], 'rows of one step with the same input text')
     """
-    group_size = _checked_options(fmt, group_size)
+    group_size = checked_options(fmt, group_size)
     files, fmt, warnings, state_path, folders = discover_files(paths, fmt)
     module = TRAINER_HOOKS.get(fmt)
     hooks = hooks_of(module)
-    reward, group_col, declared, cols = _columns_to_read(
+    reward, group_col, declared, cols = columns_to_read(
         module, fmt, files, reward=reward, group_col=group_col, group_size=group_size, prompt=prompt_col, step=step_col
     )
     reader = _read_files(files, Reader(fmt, cols, reward), progress)
@@ -385,7 +407,7 @@ def read_rollouts(
     group, n_groups = pair_codes(got["step"], got["gkey"])
     terms = reader.terms or []
     context.keyed = reader.keyed
-    names = _names(hooks, context, reward_text(terms), group_col, cols["prompt"])
+    names = group_names(hooks, context, reward_text(terms), group_col, cols["prompt"])
     silent = _trainer_silent(hooks, got, group, n_groups)
     if hooks.REWARD_WEIGHTS_UNLOGGED and not reward and len(terms) > 1:
         warnings.append(
@@ -397,10 +419,10 @@ def read_rollouts(
     if note and context.trainer_silent:
         warnings.append(note)
     missing = _missing_steps(module, reader, files, excluded, context, warnings)
-    observable = _silent_observable(hooks, silent, group, n_groups, warnings)
+    observable = silent_observable(hooks, silent, np.bincount(group, minlength=n_groups), warnings)
     if declared:
         names = {key: declared[key] for key in ("reward_name", "group_by", "silence", "group_size")}
-    padded = _count_warnings(got, reader, context, warnings)
+    padded = count_warnings(got, reader, context, warnings)
     return RolloutLog(
         prompt=code,
         step=got["step"],
@@ -451,7 +473,7 @@ def _prompt_codes(hashes, labels: dict):
     return uniq, code.astype(np.int64).ravel(), np.array([labels[int(v)] for v in uniq.tolist()], dtype=object)
 
 
-def _checked_options(fmt: str, group_size):
+def checked_options(fmt: str, group_size):
     """The format checked, and the group size as an int (None: inferred), at least 2."""
     if fmt not in FORMATS:
         raise InputError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -464,7 +486,7 @@ def _checked_options(fmt: str, group_size):
     return group_size
 
 
-def _columns_to_read(module, fmt, files, *, reward, group_col, group_size, prompt, step):
+def columns_to_read(module, fmt, files, *, reward, group_col, group_size, prompt, step):
     """(reward, group column, the description a table saved by gsd's GroupTracker carries or
     None, the columns to read): a GroupTracker table says which columns it holds and how it was
     grouped; a group size or a group column the format cannot take is an InputError."""
@@ -487,6 +509,7 @@ def _columns_to_read(module, fmt, files, *, reward, group_col, group_size, promp
         "prompt": prompt or defaults[0],
         "step": step or defaults[1],
         "step_required": step is not None,
+        "prompt_given": prompt is not None,
         "group": group_col,
         "silent": declared.get("silent_col") if declared else None,
     }
@@ -522,7 +545,7 @@ def _arrange_run(reader: Reader, module, folders, context, warnings) -> list:
         return excluded
     reader.chunks = [c for c in reader.chunks if c.hashes.size or c.unattributed_bad]
     if folders and hooks_of(module).RUN_HISTORY:  # files named one by one are read as named
-        reader.chunks, excluded = _run_history(reader.chunks, warnings)
+        reader.chunks, excluded = run_history(reader.chunks, warnings)
     arrange = hooks_of(module).arrange
     if arrange is not None:
         reader.chunks = arrange([c for c in reader.chunks if c.hashes.size], context)
@@ -530,7 +553,7 @@ def _arrange_run(reader: Reader, module, folders, context, warnings) -> list:
     return excluded
 
 
-def _names(hooks, context, reward_name: str, group_col, prompt_col) -> dict:
+def group_names(hooks, context, reward_name: str, group_col, prompt_col) -> dict:
     """How the log's groups were formed and silence measured, in words, and the group size."""
     described = hooks.describe_groups(context)
     if group_col:
@@ -558,16 +581,22 @@ def _trainer_silent(hooks, got, group, n_groups):
 
 
 def _missing_steps(module, reader: Reader, files, excluded, context, warnings) -> list:
-    """Steps from 1 to the last one with no file (when every file's name carries its step), with
-    a warning: the figures are those of the logged rollouts."""
-    if module is None:
-        return []
+    """:func:`missing_steps` of the steps the chunks' files carry, the steps left out, repeated
+    and evaluated."""
     have = (
         {c.file_step for c in reader.chunks if c.file_step is not None}
         | set(excluded)
         | set(context.repeated_steps)
         | set(context.eval_steps)
     )
+    return missing_steps(module, have, files, warnings)
+
+
+def missing_steps(module, have: set, files, warnings) -> list:
+    """Steps from 1 to the last one with no file (when every file's name carries its step), with
+    a warning: the figures are those of the logged rollouts.  ``have``: the steps accounted for."""
+    if module is None:
+        return []
     named = [module.step_of(Path(f)) for f in files]
     if not have or not all(s is not None for s in named):
         return []
@@ -582,11 +611,11 @@ def _missing_steps(module, reader: Reader, files, excluded, context, warnings) -
     return missing
 
 
-def _silent_observable(hooks, silent, group, n_groups, warnings) -> bool:
+def silent_observable(hooks, silent, sizes, warnings) -> bool:
     """False, with a warning, when every group is live and the trainer filters silent groups
-    before the dump: the generation's silent share is not in the log."""
+    before the dump: the generation's silent share is not in the log (``sizes``: the groups')."""
     note = hooks.FILTER
-    if not (note and silent is not None and n_groups and not silent.any() and np.bincount(group).min() >= 2):
+    if not (note and silent is not None and sizes.size and not silent.any() and sizes.min() >= 2):
         return True
     warnings.append(
         f"no group is silent at any step: either none was, or the trainer removed them before the dump "
@@ -596,7 +625,7 @@ def _silent_observable(hooks, silent, group, n_groups, warnings) -> bool:
     return False
 
 
-def _count_warnings(got, reader: Reader, context, warnings):
+def count_warnings(got, reader: Reader, context, warnings):
     """The counts the trainer module adds (short groups) and one warning per kind of row left out
     or counted apart; returns the padding rows (None: none)."""
     got["incomplete_groups"] += context.short_groups  # groups the trainer module found short
@@ -636,13 +665,23 @@ def _check_groups(code, group, n_groups, got, module, group_col, silent, warning
     """Warnings about the groups the log allows (merged duplicates, several prompts in a group);
     where the log carries the advantages, the scaling they show, checked group by group."""
     sizes = np.bincount(group, minlength=n_groups)
-    mixed = pair_codes(group, code)[1] - sizes.size
+    gstep = np.zeros(sizes.size, np.int64)
+    gstep[group] = got["step"]
+    group_warnings(sizes, gstep, pair_codes(group, code)[1] - sizes.size, module, group_col, warnings)
+    check = hooks_of(module).check_advantages
+    if check is None or got["advantage"] is None:
+        return None
+    return _advantage_check(code, group, n_groups, got, check, silent, warnings)
+
+
+def group_warnings(sizes, gstep, mixed: int, module, group_col, warnings) -> None:
+    """Warnings about the groups (``sizes`` and steps ``gstep``, in the order of their (step, key)):
+    several prompts in one group of a group column (``mixed``: the extra prompt-groups), groups
+    of a multiple of the usual size (duplicated prompts merged), a size that changes by step."""
     if mixed and group_col:
         warnings.append(
             f"the group column {group_col!r} puts several prompts in one group ({mixed} extra prompt-groups)"
         )
-    gstep = np.zeros(sizes.size, np.int64)
-    gstep[group] = got["step"]
     if not hooks_of(module).GROUP_SIZE and not group_col and sizes.size:
         usual = Counter(sizes.tolist()).most_common(1)[0][0]
         merged = (sizes > usual) & (sizes % usual == 0) if usual > 1 else np.zeros(sizes.size, bool)
@@ -667,9 +706,10 @@ def _check_groups(code, group, n_groups, got, module, group_col, silent, warning
                 + ", ".join(f"{g} at steps {_span(steps_u[top == g].tolist())}" for g in sizes_seen.tolist())
                 + "): two runs in one folder, or a run restarted with another rollout.n?"
             )
-    check = hooks_of(module).check_advantages
-    if check is None or got["advantage"] is None:
-        return None
+
+
+def _advantage_check(code, group, n_groups, got, check, silent, warnings):
+    """Where the log carries the advantages, the scaling they show, checked group by group."""
     adv = got["advantage"]
     result = check(got["reward"], adv, group, n_groups, got["batch"])
     amax = np.zeros(n_groups)

@@ -7,19 +7,16 @@ from __future__ import annotations
 
 _HELP = "diagnose a GRPO run from its rollout logs (verl, TRL or a table)"
 _DESCRIPTION = """\
-Read the rollouts a trainer logged and report, per step, the groups and rollouts, the silent
-groups measured vs predicted from each prompt's Beta posterior before the step, the wasted
-rollouts, the expected fidelity of the groups drawn and the effective-gradient ratio; per
-prompt, the posterior of its solve rate and the group size a fidelity target needs.
-Formats: verl's {step}.jsonl rollout dumps (trainer.rollout_data_dir; a run folder holding
-rollout_data/ and validation_data/ reads the training dump), TRL's output_dir or its
-completions/completions_{step:05d}.parquet (log_completions=True; trainer_state.json, when
-there, tells the evaluation steps and TRL's own frac_reward_zero_std), AReaL's
-rollout/{version}/{task_id}.jsonl (rollout.dump_to_file; name them with a glob,
-'LOG/rollout/*/*.jsonl'), or any CSV / parquet / JSONL table. A group is what the trainer
-normalised together: TRL, a block of num_generations rows; verl, the rows of a step with one
-prompt text (or one --group-column value); AReaL, one task (its rows of one task_id file). A group is
-silent when every reward in it is equal. See the docs page "Reading real logs"."""
+Read the rollouts a trainer logged and say how much of the run's generation went into silent
+groups (every reward equal: no gradient), which uniform group size learns fastest, and, per step
+and per prompt, what each prompt's Beta posterior predicted. --verbose says how the log was read.
+
+Logs: TRL's output_dir (GRPOTrainer(log_completions=True)), verl's rollout dump folder
+(trainer.rollout_data_dir), AReaL's (rollout.dump_to_file), or any CSV / parquet / JSONL table
+of one row per answer (name its columns). A group is what the trainer normalised together: TRL,
+a block of num_generations rows; verl, the rows sharing a uid (V1 trainer) or, in the legacy
+trainer's dump, one prompt text (or one --group-column value); AReaL, one task. A scalar log
+(trainer_state.json, TensorBoard, W&B) is gsd scalars' job. Docs: "Reading real logs"."""
 
 
 def register(sub) -> None:
@@ -93,6 +90,18 @@ def _add_log_arguments(p) -> None:
         metavar="STEP_COLUMN",
         help="step column of a table (default step; else the number ending the file name)",
     )
+    p.add_argument(
+        "--streaming",
+        action="store_true",
+        help="read verl dumps and tables piece by piece into per-group counts: the same report, in "
+        "memory that grows with the groups, not the rollouts (--scale batch needs the whole log)",
+    )
+    p.add_argument(
+        "--shards",
+        type=bounded_int(1, 4096, "a number of Ray tasks"),
+        help="with --streaming: count the files in this many Ray tasks, merged exactly",
+    )
+    p.add_argument("--address", help="with --shards: a Ray cluster to join (default: a local instance)")
 
 
 def _add_model_arguments(p) -> None:
@@ -171,6 +180,11 @@ def _add_output_arguments(p) -> None:
         "12 evenly spaced steps when there are more, and a line saying so)",
     )
     p.add_argument("--json", action="store_true", help="print {summary, steps} as JSON instead of the report")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also how the log was read (groups, silence), the advice's model and the fidelity law",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--fail-on",
@@ -223,13 +237,16 @@ def _diagnose(args) -> int:
         noise=noise_scale_arg(args.noise_scale),
         run_lr=args.run_lr,
         progress=False if args.no_progress else None,
+        streaming=args.streaming,
+        shards=args.shards,
+        address=args.address,
     )
     if args.out:
         write_outputs(dx, args.out)
     if args.json:
         print(json.dumps(diagnosis_json(dx), indent=2, allow_nan=False))
     else:
-        print(format_report(dx, max_steps=None if args.all_steps else 12))
+        print(format_report(dx, max_steps=None if args.all_steps else 12, verbose=args.verbose))
         if args.out:
             print(f"Tables, summary and figure written to {args.out}")
     return fail_on_status(dx.summary, dx.columns("steps"), rules, "diagnose")
@@ -242,21 +259,24 @@ def _example_logs(args) -> int:
     from pathlib import Path
 
     from ..errors import InputError
-    from ..io.atomic import make_folder
+    from ..io.atomic import make_folder, writing
     from ..resources import EXAMPLE_LOGS, example_logs
 
     dest = Path(args.dest)
-    if dest.exists() or dest.is_symlink():
-        raise InputError(f"DEST {args.dest!r} exists: give a new folder name (nothing is overwritten)")
+    with writing(dest):  # a name the file system refuses (too long) is the user's DEST, named
+        if dest.exists() or dest.is_symlink():
+            raise InputError(f"DEST {args.dest!r} exists: give a new folder name (nothing is overwritten)")
     make_folder(dest.parent if str(dest.parent) else ".")
-    # Copied into a hidden sibling, then renamed: DEST appears whole or not at all.
-    stage = dest.with_name(f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    # Copied into a hidden sibling, then renamed: DEST appears whole or not at all.  The sibling's
+    # name is short whatever DEST's length (a DEST of 255 characters, the limit, still works).
+    stage = dest.with_name(f".gsd-example-logs.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     source = example_logs()
     try:
-        stage.mkdir()
-        for name in EXAMPLE_LOGS:
-            (shutil.copytree if (source / name).is_dir() else shutil.copy2)(source / name, stage / name)
-        os.rename(stage, dest)
+        with writing(dest):  # a full disk or a name too long: DEST named, nothing left behind
+            stage.mkdir()
+            for name in EXAMPLE_LOGS:
+                (shutil.copytree if (source / name).is_dir() else shutil.copy2)(source / name, stage / name)
+            os.rename(stage, dest)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     print(f"Example logs copied to {dest}: try")

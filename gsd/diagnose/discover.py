@@ -180,6 +180,8 @@ def discover_files(paths, fmt: str):
         else:
             raise InputError(f"LOG: {text!r} is neither a file, a folder nor a glob pattern that matches")
     unique = list(dict.fromkeys(p.resolve() for p in found))
+    named = [Path(str(raw)) for raw in paths if Path(str(raw)).is_file()]
+    _refuse_scalar_logs(named + [p for p in found if p.name == "trainer_state.json"] if unique else paths, fmt)
     if not unique:
         expected = ", ".join(m.FILE_DESCRIPTION for m in TRAINER_HOOKS.values())
         raise InputError(
@@ -211,6 +213,20 @@ def discover_files(paths, fmt: str):
     find_state = hooks_of(module).find_state
     state = find_state(folders or sorted({p.parent for p in unique})) if find_state else None
     return unique, fmt, notes, state, folders
+
+
+def _refuse_scalar_logs(paths, fmt: str) -> None:
+    """A scalar log (per-step metrics, no rollouts) given to ``gsd diagnose``: one line naming ``gsd scalars``."""
+    if fmt not in ("auto", "table"):
+        return
+    from .scalars import scalar_log_kind
+
+    for raw in paths:
+        kind = scalar_log_kind(raw)
+        if kind is not None:
+            raise InputError(
+                f"LOG: {str(raw)!r} is {kind}, per-step metrics without rollouts: read it with `gsd scalars {raw}`"
+            )
 
 
 def file_step(module, p: Path):

@@ -21,9 +21,11 @@ __all__ = ["CHUNK_ROWS", "CSV_MISSING", "read_parquet", "read_jsonl", "read_csv"
 CHUNK_ROWS = 1 << 20  # rows per piece of a parquet or CSV file (bounds the memory of a big table)
 
 
-def read_parquet(path, pick_columns, whole: bool = False):
+def read_parquet(path, pick_columns, whole: bool = False, dictionary=()):
     """Row batches of the columns ``pick_columns(schema)`` names (None: every column); ``whole``:
-    the file as one table (TRL: one generation is one table, its blocks and its fingerprint)."""
+    the file as one table (TRL: one generation is one table, its blocks and its fingerprint).
+    The text columns named in ``dictionary`` (a prompt, repeated G times) are read as
+    dictionaries: each distinct text decoded once per batch, not once per row."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -34,6 +36,9 @@ def read_parquet(path, pick_columns, whole: bool = False):
             f"{path}: not a readable parquet file ({type(exc).__name__}: {str(exc).splitlines()[0]})"
         ) from None
     names = None if whole else pick_columns(pf.schema_arrow)
+    text = [f.name for f in pf.schema_arrow if f.name in dictionary and pa.types.is_string(f.type)]
+    if text and not whole:
+        pf = pq.ParquetFile(path, read_dictionary=text)
     start = 1
     batches = pf.iter_batches(batch_size=CHUNK_ROWS, columns=names)
     pieces = []

@@ -127,6 +127,10 @@ class Chunk:
     mtime: float = 0.0
     conflict: np.ndarray | None = None  # rows whose trainer key is written twice with different rewards
     padding: np.ndarray | None = None  # rows a padding trainer would have padded in (not generated)
+    # Each row's index into this piece's distinct prompts, and their hashes (hashes = prompt_hashes[prompt_codes]
+    # where prompt_ok): dense small codes that a streaming reader groups by without sorting 64-bit hashes.
+    prompt_codes: np.ndarray | None = None
+    prompt_hashes: np.ndarray | None = None
 
     def line_numbers(self) -> np.ndarray:
         if self.lines is None:
@@ -207,7 +211,7 @@ class Reader:
         parts, reward = self._reward(path, table)
         table, lines, parts, reward, conflict = self._drop_repeated(path, table, lines, parts, reward)
         steps, step_ok, from_name = self._steps(path, table)
-        hashes, prompt_ok = self._hash_prompts(table.column(self.cols["prompt"]))
+        hashes, prompt_ok, codes, distinct = self._coded_prompts(table.column(self.cols["prompt"]))
         gkey, gkey_ok = self._group_keys(path, table)
         hooks = hooks_of(self.module)
         if self.cols.get("silent") in columns:  # the trainer's own verdict, saved beside the rows
@@ -234,6 +238,8 @@ class Reader:
                 _mtime(path),
                 conflict=conflict,
                 padding=hooks.padding_rows(table, parts) if hooks.padding_rows is not None else None,
+                prompt_codes=codes,
+                prompt_hashes=distinct,
             )
         )
 
@@ -263,7 +269,11 @@ class Reader:
         pcol = self.cols["prompt"]
         if pcol in columns:
             return
-        hint = " (name it with --prompt-column)" if module is None else ""
+        if module is None and not self.cols.get("prompt_given"):
+            raise InputError(
+                f"{path}: not a rollout log (one row per answer, with its prompt, reward and step): no "
+                f"{pcol!r} column among {', '.join(columns[:12])}{', ...' if len(columns) > 12 else ''}"
+            )
         if module is not None and pcol == module.PROMPT_COL:  # --format names another trainer?
             other = sorted(
                 (
@@ -281,7 +291,7 @@ class Reader:
                     f"{path}: --format {self.fmt}: no {pcol!r} column (columns: "
                     f"{', '.join(columns)}): its rows are {other[0]}'s: use --format {other[0]}"
                 )
-        raise InputError(f"{path}: no prompt column {pcol!r}; columns: {', '.join(columns)}{hint}")
+        raise InputError(f"{path}: no prompt column {pcol!r}; columns: {', '.join(columns)}")
 
     def _reward(self, path, table):
         """(the reward's terms, one row per term; the reward the trainer normalises), in the
@@ -348,25 +358,38 @@ class Reader:
 
     def _hash_prompts(self, arr):
         """64-bit hashes of the prompts (each distinct one hashed once) and which rows have one."""
+        return self._coded_prompts(arr)[:2]
+
+    def _coded_prompts(self, arr):
+        """64-bit hashes of the prompts (each distinct one hashed once), which rows have one, each
+        row's index among the distinct prompts and their hashes.  A dictionary column of text (a
+        parquet column written from categories) is hashed through its dictionary as it is."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         from ..integrations.columns import chat_label
         from ..io.hashing import hash_text
 
-        strings, structured = _as_string_array(arr)
-        ok = valid(strings)
-        enc = pc.dictionary_encode(strings)
-        if isinstance(enc, pa.ChunkedArray):
-            enc = enc.combine_chunks()
+        if isinstance(arr, pa.ChunkedArray):
+            arr = arr.combine_chunks()
+        t = arr.type
+        if pa.types.is_dictionary(t) and pa.types.is_string(t.value_type) and not arr.dictionary.null_count:
+            enc, structured = arr, False  # already distinct texts and their indices
+            ok = valid(arr)
+        else:
+            strings, structured = _as_string_array(arr)
+            ok = valid(strings)
+            enc = pc.dictionary_encode(strings)
+            if isinstance(enc, pa.ChunkedArray):
+                enc = enc.combine_chunks()
         uniq = to_numpy(enc.dictionary)
         h = hash_text(enc.dictionary)
         for hv, text in zip(h.tolist(), uniq.tolist()):
             if hv not in self.labels:
                 self.labels[hv] = (chat_label(json.loads(text)) if structured else text)[:_LABEL_CHARS]
-        idx = to_numpy(enc.indices, fill=0) if len(enc) else np.zeros(0, np.int64)
+        idx = to_numpy(enc.indices, fill=0).astype(np.int64) if len(enc) else np.zeros(0, np.int64)
         hashes = h[idx] if h.size else np.zeros(len(idx), np.int64)
-        return np.where(ok, hashes, 0).astype(np.int64), ok
+        return np.where(ok, hashes, 0).astype(np.int64), ok, idx, h
 
 
 def _total_reward(parts, coefs):
@@ -529,15 +552,19 @@ def _is_number_type(t, pa):
 CHUNK_ROWS = 1 << 20  # rows per piece of a parquet or CSV file (bounds the memory of a big table)
 
 
-def read_file(path: Path, reader: Reader):
-    """Read one file (any format), piece by piece, into the reader's chunks."""
+def read_file(path: Path, reader: Reader, on_piece=None):
+    """Read one file (any format), piece by piece, into the reader's chunks; ``on_piece(reader)``,
+    when given, is called after each piece (a streaming caller takes the new chunks there and
+    clears them, so that no more than one piece's rows are held)."""
     import pyarrow as pa
 
     from ..io.userinput import reading, refuse_binary
 
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        pieces = read_parquet(path, reader.parquet_columns, hooks_of(reader.module).READ_ALL_COLUMNS)
+        pieces = read_parquet(
+            path, reader.parquet_columns, hooks_of(reader.module).READ_ALL_COLUMNS, dictionary=(reader.cols["prompt"],)
+        )
     elif suffix in (".jsonl", ".json"):
         pieces = read_jsonl(path)
     elif suffix == ".csv":
@@ -555,6 +582,8 @@ def read_file(path: Path, reader: Reader):
                     reader.add(path, table, lines, extra_bad=len(bad))
                 elif bad:
                     reader.chunks.append(_empty_chunk(path, len(bad)))
+                if on_piece is not None:
+                    on_piece(reader)
         except pa.ArrowException as exc:  # pyarrow's reader on bytes it cannot take
             raise InputError(f"LOG: cannot read {str(path)!r} ({str(exc).splitlines()[0][:200]})") from None
 

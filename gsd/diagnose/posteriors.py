@@ -51,6 +51,12 @@ def group_columns(log: RolloutLog, right=None, *, half_life: float | None = None
     by 2^(−Δ/half_life), Δ its age in steps (equal to ``n_before`` and ``k_before`` when
     ``half_life`` is None).
     """
+    if log.counted is not None:  # a log read as counts: its group table is counted already
+        out = {c: np.asarray(v) for c, v in log.counted["groups"].items()}
+        binary = not (out["k"].dtype.kind == "f" and np.isnan(out["k"]).any())
+        if binary:
+            out["k"] = out["k"].astype(np.int64)
+        return _with_history(out, binary, half_life)
     from .readers import silent_groups
 
     grp = log.group
@@ -77,20 +83,6 @@ def group_columns(log: RolloutLog, right=None, *, half_life: float | None = None
         if binary
         else np.zeros(n_groups, np.int64)
     )
-    # The prompt's counts at earlier steps, from its per-step totals (exclusive cumulative sums).
-    steps_u, sidx = np.unique(step, return_inverse=True)
-    pkey = prompt.astype(np.int64) * steps_u.size + sidx.ravel()
-    ukey, pinv = np.unique(pkey, return_inverse=True)
-    pinv = pinv.ravel()
-    pprompt = ukey // steps_u.size
-    pstep = steps_u[ukey % steps_u.size]
-    start = np.r_[True, pprompt[1:] != pprompt[:-1]]
-    seg = np.cumsum(start) - 1
-    before = []
-    for x in (n, k):
-        tot = np.bincount(pinv, weights=x, minlength=ukey.size)
-        cs = np.cumsum(tot) - tot
-        before.append((cs - cs[np.flatnonzero(start)][seg]).round().astype(np.int64)[pinv])
     # Rows a padding trainer put in its block (trl-cgrpo) are in G, the block, not in the generation.
     pad = (
         np.zeros(n_groups, np.int64)
@@ -106,9 +98,32 @@ def group_columns(log: RolloutLog, right=None, *, half_life: float | None = None
         "k": k,
         "silent": silent,
         "binary_silent": (n >= 2) & ((k == 0) | (k == n)) if binary else np.zeros(n_groups, bool),
-        "n_before": before[0],
-        "k_before": before[1],
     }
+    return _with_history(out, binary, half_life)
+
+
+def _with_history(out: dict, binary: bool, half_life) -> Columns:
+    """The group table with each prompt's counts at earlier steps (``n_before``, ``k_before``, and
+    ``n_eff``, ``k_eff`` discounted by ``half_life``), sorted by step then prompt; without
+    right/wrong rewards ``k`` and its histories are NaN and ``binary_silent`` is ``silent``."""
+    step, prompt = out["step"], out["prompt"]
+    n = out["n"]
+    k = out["k"] if binary else np.zeros(n.size, np.int64)
+    # The prompt's counts at earlier steps, from its per-step totals (exclusive cumulative sums).
+    steps_u, sidx = np.unique(step, return_inverse=True)
+    pkey = prompt.astype(np.int64) * steps_u.size + sidx.ravel()
+    ukey, pinv = np.unique(pkey, return_inverse=True)
+    pinv = pinv.ravel()
+    pprompt = ukey // steps_u.size
+    pstep = steps_u[ukey % steps_u.size]
+    start = np.r_[True, pprompt[1:] != pprompt[:-1]]
+    seg = np.cumsum(start) - 1
+    before = []
+    for x in (n, k):
+        tot = np.bincount(pinv, weights=x, minlength=ukey.size)
+        cs = np.cumsum(tot) - tot
+        before.append((cs - cs[np.flatnonzero(start)][seg]).round().astype(np.int64)[pinv])
+    out = {**out, "k": k, "n_before": before[0], "k_before": before[1]}
     if half_life is None:
         out["n_eff"], out["k_eff"] = before[0].astype(np.float64), before[1].astype(np.float64)
     else:
@@ -117,7 +132,7 @@ def group_columns(log: RolloutLog, right=None, *, half_life: float | None = None
         out["n_eff"], out["k_eff"] = n_eff[pinv], k_eff[pinv]
     if not binary:
         for c in ("k", "k_before", "k_eff"):
-            out[c] = np.full(n_groups, np.nan)
+            out[c] = np.full(n.size, np.nan)
         out["binary_silent"] = out["silent"]
     order = np.lexsort((out["prompt"], out["step"]))  # by step, then prompt; stable
     return {c: v[order] for c, v in out.items()}
@@ -255,6 +270,8 @@ def expected_scale(a, b) -> np.ndarray:
 def batch_std(log: RolloutLog, groups: Columns) -> np.ndarray:
     """Per group, the sample std (ddof 1) of every finite reward of its step: TRL's
     ``scale_rewards="batch"`` divisor."""
+    if log.counted is not None:
+        raise InputError("scale 'batch' needs every rollout's reward: read the log with read_rollouts (gsd diagnose)")
     ok = np.isfinite(log.reward)
     steps, sidx = np.unique(log.step[ok], return_inverse=True)
     r = log.reward[ok]

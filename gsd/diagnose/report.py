@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
 
+from ..cli.support import REPORT_WIDTH, wrap_lines
 from ..io.atomic import jsonable, replace_set, write_json, write_table
 from ..io.lock import hold_folder
 from .tables import STEP_KEYS, Diagnosis
@@ -50,33 +52,67 @@ def _pct(x) -> str:
     return "—" if x is None or not np.isfinite(x) else f"{100 * x:.1f} %"
 
 
-def format_report(dx: Diagnosis, *, max_steps: int | None = 12) -> str:
-    """A short human report: what was read, the warnings, the run in five numbers, the steps, the advice.
+def format_report(dx: Diagnosis, *, max_steps: int | None = 12, verbose: bool = False) -> str:
+    """The human report, read top down: the verdict and the advised setting first (the advice's
+    headline, :func:`gsd.core.advice.advice_headline`), then the measured waste, the steps and the
+    prompts. Every line fits :data:`REPORT_WIDTH` columns (longer prose is wrapped).
 
     ``max_steps``: at most this many rows of the step table, evenly spaced, and a line above them
-    saying so (None: every step).
+    saying so (None: every step). ``verbose``: also how the log was read (groups, silence, the
+    half-life), the advice's model and its alternatives, and the fidelity law's group sizes.
     """
     s = dx.summary
     pr = dx.columns("prompts")
-    lines = _read_lines(s) + [""] + _run_lines(s, dx.columns("groups")) + [""]
-    lines += _step_lines(dx.columns("steps"), max_steps)
-    lines += advice_lines(s)
-    lines += _fidelity_law_lines(s, pr)
+    lines = [_verdict_headline(s)] + _headline_lines(s)
+    lines += [""] + _run_lines(s, dx.columns("groups")) + _warning_lines(s)
+    lines += [""] + _step_lines(dx.columns("steps"), max_steps)
     if "verdict" in pr:
         lines += ["", _verdict_line(pr)] + _prompt_lines(pr)
     lines += _budget_lines(s, pr)
-    lines += [
-        "Predictions use each prompt's Beta posterior before the step; see the docs page 'Reading real logs' and "
-        "docs/theory.md, section Rollout logs, for the formats and the formulas.",
-    ]
-    return "\n".join(lines)
+    if verbose:
+        lines += ["", "How the log was read:"] + _read_lines(s) + advice_lines(s) + _fidelity_law_lines(s, pr)
+        lines += [
+            "Predictions use each prompt's Beta posterior before the step; see the docs page 'Reading real logs' "
+            "and docs/theory.md, section Rollout logs, for the formats and the formulas.",
+        ]
+    else:
+        lines += ["", "More: --verbose (how the log was read, the advice's model), --json, --out FOLDER (every table)."]
+    return "\n".join(wrap_lines(lines, REPORT_WIDTH))
+
+
+def _verdict_headline(s: dict) -> str:
+    """Line 1: the run and how much of its generation was silent."""
+    size = f"{s['format']} run, {s['steps']:,} steps, {s['prompts']:,} prompts, {s['rows']:,} rollouts"
+    if not s.get("silent_observable", True):
+        return f"{size}: the trainer removed its silent groups before the dump (see below)."
+    return f"{size}: {_pct(s['wasted_share'])} of them wasted in silent groups."
+
+
+def _headline_lines(s: dict) -> list[str]:
+    """The advised setting (the advice's own headline) and this run's G beside it."""
+    from ..core.advice import advice_headline
+
+    adv = s.get("advice")
+    if not adv:
+        return ["Advised: no group size (no right/wrong rewards to predict from: give --threshold)"]
+    lines = advice_headline(adv).split("\n")
+    batch = s.get("batch_advice")
+    if batch:  # the run's noise scale given: B, G and lr first, the G holding its prompts per step after
+        lines = advice_headline(batch).split("\n") + [
+            "  holding the run's prompts per step: " + lines[0][len("Advised: ") :]
+        ]
+    rel = adv.get("relative_per_generation", {})
+    g = s.get("group_size")
+    if isinstance(g, int | np.integer) and str(int(g)) in rel and int(g) != adv["advised_G_per_generation"]:
+        lines.append(f"  this run's G = {int(g)}: {rel[str(int(g))]:.2f}x the advised G's progress per generation")
+    return lines
 
 
 def _read_lines(s: dict) -> list[str]:
     """What was read and how: rollouts, groups, silence, the half-life, what was left out, the warnings."""
     lines = [
-        f"Read {s['rows']:,} rollouts ({s['format']}) from {s['files']} file(s): {s['steps']} steps, "
-        f"{s['prompts']:,} prompts, {s['groups']:,} groups.",
+        f"  read {s['rows']:,} rollouts ({s['format']}) from {s['files']} file(s): {s['steps']} steps, "
+        f"{s['prompts']:,} prompts, {s['groups']:,} groups",
         f"  groups: {s['group_by']}",
         f"  silent: {s['silence']}",
         f"  right/wrong for the predictions: {s['rewards_as']}" if s["prior"] is not None else "",
@@ -89,6 +125,12 @@ def _read_lines(s: dict) -> list[str]:
             f"chosen by --half-life auto (the best one-step-ahead log score of "
             f"{s['half_life_choice']['groups_scored']:,} groups)"
         )
+    return lines
+
+
+def _warning_lines(s: dict) -> list[str]:
+    """What could not be used, and the warnings: always printed."""
+    lines = []
     if s["bad_rows"]:
         lines.append(f"{s['bad_rows']:,} row(s) could not be used, e.g. " + "; ".join(s["bad_rows_listed"][:3]))
     if s["singletons"]:
@@ -153,6 +195,7 @@ def _fidelity_law_lines(s: dict, pr) -> list[str]:
     gs = pr["group_size"]
     ok = gs > 0
     return [
+        "",
         f"Fidelity law (not the advice): the G at which one group's expected update is within "
         f"{s['epsilon']:g} of the large-group limit, at each prompt's posterior mean: "
         + (
@@ -161,7 +204,7 @@ def _fidelity_law_lines(s: dict, pr) -> list[str]:
             else "none reachable"
         )
         + (f"; {int((~ok).sum()):,} prompt(s) need more than the planner's cap" if (~ok).any() else "")
-        + "."
+        + ".",
     ]
 
 
@@ -203,28 +246,20 @@ def _step_lines(st, max_steps: int | None) -> list[str]:
     for i in rows:
         lines.append(
             f"{st['step'][i]:>8} {st['groups'][i]:>7} {st['rollouts'][i]:>9} {_pct(st['silent_frac'][i]):>8} "
-            f"{_pct(st['silent_pred'][i]):>8} {_pct(st['wasted_share'][i]):>8} {_num(st['fidelity'][i]):>9}"
+            f"{_pct(st['silent_pred'][i]):>8} {int(st['wasted_rollouts'][i]):>8,} {_num(st['fidelity'][i]):>9}"
             + (f" {_pct(st['trainer_silent_frac'][i]):>9}" if trainer else "")
         )
     return lines
 
 
 def advice_lines(s: dict) -> list[str]:
-    """The report's headline on the advised setting (:func:`gsd.core.advice.advice_headline`: B, G and lr
-    when the run's noise scale is given, else G), its conventions, this run's G beside it."""
-    from ..core.advice import advice_headline
-
+    """The advice's details (``--verbose``): per second, its model, the G holding generations instead,
+    the noise scale, its notes. The advised setting itself is the headline (:func:`_headline_lines`)."""
     adv = s.get("advice")
     if not adv:
         return []
     batch = s.get("batch_advice")
-    rel = adv.get("relative_per_generation", {})
-    others = ", ".join(f"G = {g} at {r:.2f}x" for g, r in rel.items() if int(g) != adv["advised_G_per_generation"])
-    out = ["", advice_headline(batch or adv)]
-    out.append(
-        f"  holding the run's prompts per step: G = {adv['advised_G_per_generation']}, the model's optimum "
-        "per generation" + (f" ({others})" if others else "")
-    )
+    out = ["", "The advice in detail:"]
     if adv["advised_G_per_second"] is not None:
         c = adv["cost"]
         out.append(
@@ -233,13 +268,10 @@ def advice_lines(s: dict) -> list[str]:
         )
     else:
         out.append("  per second: give --cost T_STEP,T_PROMPT,T_ROLLOUT (one run at one G cannot separate them)")
-    g = s.get("group_size")
-    if isinstance(g, int | np.integer) and str(int(g)) in rel:
-        out.append(f"  this run's G = {int(g)}: {rel[str(int(g))]:.2f}x the advised G's progress per generation")
     out.append(
         f"  model: expected progress of the run's objective under each prompt's posterior, "
-        f"{adv['prompts_per_step']} prompts per step held fixed; {adv['convention'].split('; ', 1)[1]} "
-        "(docs/theory.md, section Which G learns fastest)"
+        f"{adv['prompts_per_step']} prompts per step held fixed; {adv['convention'].split('; ', 1)[1]}; "
+        "the advised G is the model's optimum (docs/theory.md, section Which G learns fastest)"
     )
     gen = s.get("advice_holding_generations")
     if gen:
@@ -273,8 +305,8 @@ def _verdict_line(pr) -> str:
     verdict = np.asarray(pr["verdict"])
     words = ", ".join(f"{int((verdict == w).sum()):,} {w}" for w in ("starved", "saturated", "learning", "unsure"))
     return (
-        f"Prompts: {words} (posterior probability > {VERDICT_PROB:g} that p < {VERDICT_DELTA:g}, "
-        f"p > {1 - VERDICT_DELTA:g}, or in between; unsure: none yet)."
+        f"Prompts: {words} (starved, saturated, learning: posterior probability > {VERDICT_PROB:g} that "
+        f"p < {VERDICT_DELTA:g}, p > {1 - VERDICT_DELTA:g}, or in between; unsure: no side reaches {VERDICT_PROB:g} yet)."
     )
 
 
@@ -296,7 +328,7 @@ def _prompt_lines(pr) -> list[str]:
     ]
     lines.append(f"  {'prompt':<28} {'rollouts':>8} {'right':>6} {'p mean':>7} {'interval':>15} {'verdict':>9}")
     for i in order:
-        text = str(pr["prompt"][i])
+        text = shown_prompt(pr["prompt"][i])
         text = text if len(text) <= 28 else text[:27] + "…"
         interval = f"[{pr['p_lo'][i]:.3f}, {pr['p_hi'][i]:.3f}]"
         lines.append(
@@ -304,6 +336,18 @@ def _prompt_lines(pr) -> list[str]:
             f"{interval:>15} {pr['verdict'][i]:>9}"
         )
     return lines
+
+
+#: A tokenizer's special token at either end of a decoded prompt (``<unk>``, ``<s>``, ``<|im_start|>``):
+#: AReaL dumps the prompt decoded with them, which the report's narrow column has no room for.
+_END_TOKENS = re.compile(r"^(?:\s*<\|?[^<>\s]{1,24}\|?>)+\s*|\s*(?:<\|?[^<>\s]{1,24}\|?>\s*)+$")
+
+
+def shown_prompt(prompt) -> str:
+    """A prompt as the report shows it: without the special tokens at its ends (the tables written
+    by ``--out`` keep it as logged)."""
+    text = str(prompt)
+    return _END_TOKENS.sub("", text) or text
 
 
 def _num(x) -> str:

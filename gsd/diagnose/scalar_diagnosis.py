@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
+from ..io.numbers import count_array, fraction_array, step_array
 
 __all__ = [
     "REWARD_KEYS",
@@ -140,9 +141,9 @@ def diagnose_scalars(
 
     dapo = z_key is None and EVICTED_KEY in df.columns
     rows = df if dapo else df[[c for c in (r_key, z_key) if c is not None]].dropna(how="all")
-    steps = rows.index.to_numpy(dtype=np.int64)
+    steps = step_array(rows.index.to_numpy(), f"{log.source}: steps")
     m = rows[r_key].to_numpy(dtype=float) if r_key else np.full(len(rows), np.nan)
-    z = rows[z_key].to_numpy(dtype=float) if z_key else np.full(len(rows), np.nan)
+    z = fraction_array(rows[z_key], f"{log.source}: {z_key}") if z_key else np.full(len(rows), np.nan)
     notes = list(log.notes)
     drawn = None  # groups drawn per logged row, when not the groups of its generations
     if dapo:
@@ -170,12 +171,7 @@ def diagnose_scalars(
         "last_step": int(steps[-1]) if len(steps) else None,
     }
     if z_key is None and not dapo:
-        notes.append(
-            f"the log holds no zero-std fraction ({log.fmt} logs none"
-            + (": verl 0.9.1 logs only the mean score for GRPO" if log.fmt == "verl" else "")
-            + "): the silent share and the wasted rollouts are not in it; the lower bound from the mean "
-            "reward is all that can be said"
-        )
+        notes.append(_no_silent_note(log))
     _silent_and_waste(out, summary, notes, z, gens, scheduled, drawn, G, n)
     fit = None
     if G and binary and r_key:
@@ -188,6 +184,23 @@ def diagnose_scalars(
         notes.append("no lower bound and no fit: give --group-size (G)")
     summary["notes"] = notes
     return ScalarDiagnosis(steps=out, summary=summary, fit=fit, notes=notes)
+
+
+def _no_silent_note(log) -> str:
+    """What the report says of a log without a usable zero-std fraction: one whose every value was
+    text (left out, counted by the reader) is not a log without one."""
+    unread = [k for k in SILENT_KEYS if getattr(log, "dropped", {}).get(k)]
+    if unread:
+        return (
+            f"the zero-std fraction {unread[0]!r} holds no number ({log.dropped[unread[0]]} values left out): "
+            "the silent share and the wasted rollouts are not in it"
+        )
+    return (
+        f"the log holds no zero-std fraction ({log.fmt} logs none"
+        + (": verl 0.9.1 logs only the mean score for GRPO" if log.fmt == "verl" else "")
+        + "): the silent share and the wasted rollouts are not in it; the lower bound from the mean "
+        "reward is all that can be said"
+    )
 
 
 def _run_shape(config: dict, group_size, groups):
@@ -218,10 +231,10 @@ def _run_shape(config: dict, group_size, groups):
 def _dapo_filter_rows(rows, n, notes: list):
     """verl V1's DAPO filter logs the groups it evicted (all rewards equal), only at steps that
     evicted: (mean reward, silent share of the groups drawn, its name, groups drawn per row)."""
-    evicted = np.nan_to_num(rows[EVICTED_KEY].to_numpy(dtype=float), nan=0.0)
+    evicted = np.nan_to_num(count_array(rows[EVICTED_KEY], EVICTED_KEY), nan=0.0)
     # groups that passed the filter beyond the batch, discarded (V1's sync ReplayBuffer): drawn, not silent
     surplus = (
-        np.nan_to_num(rows[SURPLUS_KEY].to_numpy(dtype=float), nan=0.0)
+        np.nan_to_num(count_array(rows[SURPLUS_KEY], SURPLUS_KEY), nan=0.0)
         if SURPLUS_KEY in rows.columns
         else np.zeros(len(rows))
     )
@@ -318,7 +331,7 @@ def _advice(fit, steps, groups) -> dict:
     """The group-size advice (:func:`gsd.group_size_advice`, its defaults: prompts per step held,
     Adam) for the population fitted at the last step with a proper Beta: the population a next run
     would start from. Per-step averages cannot say which prompts; only which uniform G."""
-    from ..core.advice import advice_headline, group_size_advice
+    from ..core.advice import group_size_advice
 
     proper = np.flatnonzero(np.isfinite(fit.kappa) & (fit.kappa > 0))
     if proper.size == 0:
@@ -328,10 +341,10 @@ def _advice(fit, steps, groups) -> dict:
     rel = adv.table.set_index("G")["relative_per_generation"]
     return {
         "advised_group_size": int(adv.advised_G_per_generation),
-        "advice_headline": advice_headline(adv),
         "advice_step": int(steps[i]),
         "advice_convention": f"hold={adv.hold}, optimizer={adv.optimizer}, method={adv.method}",
         "advice_relative_per_generation": {int(g): float(v) for g, v in rel.items() if int(g) in (2, 4, 8, 16)},
+        "advice": adv.summary(),
     }
 
 

@@ -8,7 +8,7 @@ from what its writer puts on disk:
   entries (keys ``eval_*``) and the end-of-training summary (``train_runtime`` …) are left out.
 * ``tensorboard``: a folder of ``events.out.tfevents.*`` files (torch's ``SummaryWriter``,
   tensorboardX, transformers' ``TensorBoardCallback``), read with TensorBoard's own
-  ``EventAccumulator`` (the ``tensorboard`` package: ``pip install 'grpo-gsd[scalars]'``).  Every scalar
+  ``EventAccumulator`` (the ``tensorboard`` package: ``pip install '.[scalars]'`` in the checkout).  Every scalar
   tag at its logged step.  transformers' JSON of the ``TrainingArguments`` (tag ``args``) is the run's config.
 * ``wandb``: an offline run folder (``wandb/offline-run-*/``, or its ``run-*.wandb`` file), the
   records W&B's SDK appends (LevelDB-log framing, one protobuf ``Record`` each), read with the
@@ -27,19 +27,21 @@ Only ``import gsd.diagnose.scalars`` is light; pandas loads on reading, ``tensor
 from __future__ import annotations
 
 import json
-import math
 import struct
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import InputError, MissingExtra
+import numpy as np
 
-__all__ = ["SCALAR_FORMATS", "ScalarLog", "read_scalars", "SCALARS_EXTRA"]
+from ..errors import InputError, MissingExtra
+from ..io.numbers import DroppedValues, step_array, step_number
+
+__all__ = ["SCALAR_FORMATS", "ScalarLog", "read_scalars", "SCALARS_EXTRA", "scalar_log_kind"]
 
 SCALAR_FORMATS = ("trl", "tensorboard", "wandb", "verl", "table")
 #: The extra that installs the TensorBoard reader.
-SCALARS_EXTRA = "grpo-gsd[scalars]"
+SCALARS_EXTRA = ".[scalars]"  # typed in the gsd checkout (grpo-gsd is not on the registry yet)
 _STEP_COLUMNS = ("step", "global_step", "train/global_step", "_step", "Step")
 # keys of TRL's end-of-training entry in log_history (one entry, at the last step)
 _TRL_SUMMARY = ("train_runtime", "train_loss", "train_samples_per_second", "train_steps_per_second", "total_flos")
@@ -64,6 +66,8 @@ class ScalarLog:
         The run's configuration when the log holds it (TensorBoard's ``args`` text, W&B's config), else {}.
     notes : list of str
         What was left out and why.
+    dropped : dict
+        {metric: number of its values left out because they are not numbers}.
     """
 
     metrics: object
@@ -71,13 +75,7 @@ class ScalarLog:
     source: str
     config: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
-
-
-def _number(v):
-    """A finite or non-finite float for a numeric value (bool and str are not metrics), else None."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return float(v)
+    dropped: dict = field(default_factory=dict)
 
 
 def _frame(rows: dict, source: str):
@@ -92,17 +90,11 @@ def _frame(rows: dict, source: str):
     return df.astype("float64")
 
 
-def _add(rows: dict, step, key: str, value) -> None:
-    v = _number(value)
+def _add(rows: dict, step: int, key: str, value, dropped: DroppedValues) -> None:
+    """One metric value at its (checked) step; a value that is not a number is counted in ``dropped``."""
+    v = dropped.take(key, value)
     if v is not None:
-        rows.setdefault(int(step), {})[key] = v
-
-
-def _step_value(value, where: str):
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not (number and math.isfinite(value) and value == int(value)):
-        raise InputError(f"{where}: the step must be an integer, got {value!r}")
-    return int(value)
+        rows.setdefault(step, {})[key] = v
 
 
 # ------------------------------------------------------------------------------------------ TRL
@@ -116,11 +108,11 @@ def _read_trl(path: Path) -> ScalarLog:
     history = state.get("log_history") if isinstance(state, dict) else None
     if not isinstance(history, list):
         raise InputError(f"{path}: not a TRL / transformers trainer_state.json (no log_history list)")
-    rows, evals, summary = {}, 0, 0
+    rows, evals, summary, dropped = {}, 0, 0, DroppedValues()
     for i, entry in enumerate(history):
         if not isinstance(entry, dict) or "step" not in entry:
             raise InputError(f"{path}: log_history[{i}] has no step: {str(entry)[:80]}")
-        step = _step_value(entry["step"], f"{path}: log_history[{i}]")
+        step = step_number(entry["step"], f"{path}: log_history[{i}]")
         if any(k.startswith("eval_") for k in entry):
             evals += 1
             continue
@@ -129,8 +121,8 @@ def _read_trl(path: Path) -> ScalarLog:
             continue
         for k, v in entry.items():
             if k != "step":
-                _add(rows, step, k, v)
-    notes = []
+                _add(rows, step, k, v, dropped)
+    notes = dropped.notes()
     if evals:
         notes.append(f"{evals} evaluation entries (eval_*) left out")
     config = {
@@ -138,7 +130,7 @@ def _read_trl(path: Path) -> ScalarLog:
         for k in ("global_step", "max_steps", "logging_steps", "train_batch_size")
         if isinstance(state.get(k), int)
     }
-    return ScalarLog(_frame(rows, str(path)), "trl", str(path), config, notes)
+    return ScalarLog(_frame(rows, str(path)), "trl", str(path), config, notes, dropped.counts)
 
 
 # ---------------------------------------------------------------------------------- TensorBoard
@@ -165,17 +157,17 @@ def _read_tensorboard(path: Path) -> ScalarLog:
         if not (exc.name or "").startswith("tensorboard"):
             raise
         raise MissingExtra(
-            f"reading TensorBoard event files needs the tensorboard package: pip install '{SCALARS_EXTRA}'",
+            f"reading TensorBoard event files needs the tensorboard package: pip install '{SCALARS_EXTRA}' in the gsd checkout",
             name="tensorboard",
         ) from None
     folder = _event_dir(path)
     acc = EventAccumulator(str(folder), size_guidance={"scalars": 0, "tensors": 0})  # 0: keep every event
     acc.Reload()
     tags = acc.Tags()
-    rows = {}
+    rows, dropped = {}, DroppedValues()
     for tag in tags.get("scalars", []):
         for ev in acc.Scalars(tag):
-            _add(rows, ev.step, tag, ev.value)
+            _add(rows, step_number(ev.step, f"{folder}: tag {tag!r}"), tag, ev.value, dropped)
     config = {}
     if "args/text_summary" in tags.get("tensors", []):  # transformers' TensorBoardCallback: the TrainingArguments
         try:
@@ -189,7 +181,12 @@ def _read_tensorboard(path: Path) -> ScalarLog:
             for row in rows.values():
                 row.pop(tag, None)
     return ScalarLog(
-        _frame(rows, str(folder)), "tensorboard", str(folder), config if isinstance(config, dict) else {}, notes
+        _frame(rows, str(folder)),
+        "tensorboard",
+        str(folder),
+        config if isinstance(config, dict) else {},
+        notes + dropped.notes(),
+        dropped.counts,
     )
 
 
@@ -264,7 +261,8 @@ def _read_wandb(path: Path) -> ScalarLog:
         if not (exc.name or "").startswith(("wandb", "google")):
             raise
         raise MissingExtra(
-            f"reading a W&B run file needs the wandb package: pip install '{SCALARS_EXTRA}'", name="wandb"
+            f"reading a W&B run file needs the wandb package: pip install '{SCALARS_EXTRA}' in the gsd checkout",
+            name="wandb",
         ) from None
     source = str(files[0])
     history, config, notes = [], {}, []
@@ -293,19 +291,20 @@ def _read_wandb(path: Path) -> ScalarLog:
                 wrapped = isinstance(value, dict) and "value" in value and set(value) <= {"value", "desc"}
                 config[item.key or "/".join(item.nested_key)] = value["value"] if wrapped else value
     step_key = "train/global_step" if any("train/global_step" in h for h in history) else "_step"
-    rows = {}
+    rows, dropped = {}, DroppedValues()
     for h in history:
         step = h.get(step_key)
         if step is None:
             continue
-        step = _step_value(step, f"{source}: history row")
+        step = step_number(step, f"{source}: history row")
         for k, v in h.items():
             if k != step_key and not k.startswith("_"):
-                _add(rows, step, k, v)
+                _add(rows, step, k, v, dropped)
+    notes += dropped.notes()
     for row in rows.values():
         for k in ("train/" + k for k in _TRL_SUMMARY):
             row.pop(k, None)
-    return ScalarLog(_frame(rows, source), "wandb", source, config, notes)
+    return ScalarLog(_frame(rows, source), "wandb", source, config, notes, dropped.counts)
 
 
 # ----------------------------------------------------------------------------------------- verl
@@ -326,14 +325,14 @@ def _jsonl(path: Path):
 
 
 def _read_verl(path: Path) -> ScalarLog:
-    rows = {}
+    rows, dropped = {}, DroppedValues()
     for n, obj in _jsonl(path):
         if not (isinstance(obj, dict) and "step" in obj and isinstance(obj.get("data"), dict)):
             raise InputError(f'{path}:{n}: not a verl file-logger line ({{"step": ..., "data": {{...}}}})')
-        step = _step_value(obj["step"], f"{path}:{n}")
+        step = step_number(obj["step"], f"{path}:{n}")
         for k, v in obj["data"].items():
-            _add(rows, step, k, v)
-    return ScalarLog(_frame(rows, str(path)), "verl", str(path))
+            _add(rows, step, k, v, dropped)
+    return ScalarLog(_frame(rows, str(path)), "verl", str(path), notes=dropped.notes(), dropped=dropped.counts)
 
 
 # ---------------------------------------------------------------------------------------- table
@@ -370,22 +369,90 @@ def _read_table(path: Path, step_col=None) -> ScalarLog:
     if empty.any():
         notes.append(f"{int(empty.sum())} rows without a {step_col!r} value left out")
         df, steps = df[~empty], steps[~empty]
-    if steps.isna().any() or not (steps == steps.round()).all():
-        bad = df[step_col][steps.isna() | (steps != steps.round())].iloc[0]
+    if steps.isna().any():
+        bad = df[step_col][steps.isna()].iloc[0]
         raise InputError(f"{path}: column {step_col!r} must hold integer steps, got {bad!r}")
-    numeric = [
-        c for c in df.columns if c != step_col and not str(c).startswith("_") and pd.api.types.is_numeric_dtype(df[c])
-    ]
-    if not numeric:
+    steps = step_array(steps.to_numpy(), f"{path}: column {step_col!r}")
+    metrics, dropped = _numeric_columns(df, step_col, notes)
+    if not metrics:
         raise InputError(f"{path}: no numeric metric columns beside {step_col!r}")
+    notes += dropped.notes()
     # one row per step; a later row of the same step (W&B logs some keys in rows of their own) fills the gaps
-    table = df[numeric].astype("float64").groupby(steps.astype("int64").to_numpy()).first()
+    table = pd.DataFrame(metrics, index=df.index).groupby(steps).first()
     table.columns = [str(c) for c in table.columns]
     table.index.name = "step"
-    return ScalarLog(table, "table", str(path), notes=notes)
+    return ScalarLog(table, "table", str(path), notes=notes, dropped=dropped.counts)
+
+
+def _numeric_columns(df, step_col, notes: list):
+    """{column: float64 values} of the metric columns: a column with some numbers keeps them and
+    counts its other cells (text, bool) as dropped; a column without any number is named in the
+    notes.  Columns named ``_*`` (W&B's own) are left out."""
+    import pandas as pd
+
+    metrics, dropped, text = {}, DroppedValues(), []
+    for c in df.columns:
+        if c == step_col or str(c).startswith("_"):
+            continue
+        col = df[c]
+        if col.dtype == bool:  # true/false is not a metric value (TRL's JSON reader says the same)
+            col = col.where(False)
+        elif col.dtype == object:
+            col = col.mask(col.map(type).isin((bool, np.bool_)))
+        values = pd.to_numeric(col, errors="coerce").astype("float64")
+        lost = df[c].notna() & values.isna()
+        if lost.all() and lost.any():
+            text.append(str(c))
+            continue
+        dropped.add(str(c), df[c][lost].iloc[0] if lost.any() else None, int(lost.sum()))
+        metrics[str(c)] = values.to_numpy()
+    if text:
+        notes.append(f"columns without a number left out: {', '.join(text[:8])}")
+    return metrics, dropped
 
 
 # ---------------------------------------------------------------------------------------- entry
+
+
+def scalar_log_kind(path) -> str | None:
+    """What scalar log ``path`` is, by its name (a verl file-logger JSONL: by its first line), or None.
+
+    A file: TRL's ``trainer_state.json``, a TensorBoard event file, a W&B ``.wandb`` run file, a verl
+    file-logger JSONL (first line ``{"step": ..., "data": {...}}``). A folder: one holding a
+    ``trainer_state.json``, TensorBoard event files or a W&B run (what :func:`read_scalars` finds
+    in it). ``gsd diagnose`` names ``gsd scalars`` for these instead of reading them as tables.
+    """
+    path = Path(path)
+    if path.is_dir():
+        try:
+            fmt, _ = _detect(path)
+        except InputError:
+            return None
+        return _KINDS[fmt]
+    name = path.name
+    if name == "trainer_state.json":
+        return _KINDS["trl"]
+    if name.startswith("events.out.tfevents."):
+        return _KINDS["tensorboard"]
+    if name.endswith(".wandb"):
+        return _KINDS["wandb"]
+    if path.suffix.lower() == ".jsonl" and path.is_file():
+        try:
+            with path.open("rb") as f:
+                first = json.loads(f.readline(1 << 20) or b"null")
+        except (OSError, ValueError):
+            return None
+        if isinstance(first, dict) and set(first) == {"step", "data"} and isinstance(first["data"], dict):
+            return _KINDS["verl"]
+    return None
+
+
+_KINDS = {
+    "trl": "TRL's trainer_state.json",
+    "tensorboard": "a TensorBoard run",
+    "wandb": "a W&B run",
+    "verl": "verl's file-logger metrics",
+}
 
 
 def _detect(path: Path) -> tuple[str, Path]:

@@ -83,6 +83,12 @@ def register(sub) -> None:
         "cannot check counts as broken",
     )
     p.add_argument("--all-steps", action="store_true", help="print every step (default: at most 12, evenly spaced)")
+    p.add_argument(
+        "--all-columns",
+        action="store_true",
+        help="every column of the step table (default: those that fit 100 columns)",
+    )
+    p.add_argument("--verbose", action="store_true", help="the same as --all-columns")
     p.add_argument("--json", action="store_true", help="print {summary, steps} as JSON")
     hidden_aliases(p, {"--step-col": "step_col"})  # gsd diagnose's spelling before "-column"
     p.set_defaults(func=_scalars)
@@ -91,9 +97,7 @@ def register(sub) -> None:
 def _scalars(args) -> int:
     import json
 
-    import numpy as np
-
-    from ..cli.support import CliError, emit, parse_list
+    from ..cli.support import CliError, parse_list
     from .scalar_diagnosis import (
         alerts,
         diagnose_scalars,
@@ -136,35 +140,72 @@ def _scalars(args) -> int:
             )
         )
     else:
-        s = dx.summary
-        print(
-            f"{s['format']} log {s['source']}: {s['logged_steps']} logged steps (last {s['last_step']}); "
-            f"reward metric {s['reward_metric']}, silent metric {s['silent_metric']}"
-        )
-        if s.get("silent_share") is not None:
-            line = f"silent share of the run {s['silent_share']:.4g}"
-            if s.get("wasted_rollouts") is not None:
-                line += (
-                    f"; wasted rollouts {s['wasted_rollouts']:.0f} of {s['rollouts']} "
-                    f"({s['wasted_share']:.4g}"
-                    f"{'' if s.get('wasted_exact') else ', assuming one generation per step'})"
-                )
-            print(line)
-        if s.get("fit_status"):
-            print("difficulty fit per step: " + ", ".join(f"{k} {v}" for k, v in s["fit_status"].items()))
-        if s.get("advised_group_size"):
-            rel = ", ".join(f"G = {g}: {v:.2f}" for g, v in s["advice_relative_per_generation"].items())
-            print(s["advice_headline"])
-            print(
-                f"  for the population fitted at step {s['advice_step']} ({s['advice_convention']}; relative "
-                f"speed per generation {rel}); one log at one batch size cannot give the noise scale: measure it "
-                "with gsd.live.noise_scale's callback, or from two runs' grad_norm (gsd.core.noise_scale)"
-            )
-        shown = steps
-        if not args.all_steps and len(steps) > 12:
-            shown = steps.iloc[np.unique(np.linspace(0, len(steps) - 1, 12).round().astype(int))]
-            print(f"(12 of {len(steps)} steps shown; --all-steps for every one)")
-        emit(shown, False, floatfmt="{:.4g}")
-        for note in s["notes"]:
-            print(f"note: {note}")
+        print(scalar_report(dx, all_steps=args.all_steps, all_columns=args.all_columns, verbose=args.verbose))
     return fail_on_status(dx.summary, dx.steps, rules, "scalars")
+
+
+#: The step table's columns by default, in order (the rest: --all-columns, --json).
+DEFAULT_COLUMNS = ("step", "mean_reward", "silent_frac", "wasted_rollouts", "silent_lower_bound")
+
+
+def scalar_report(dx, *, all_steps: bool = False, all_columns: bool = False, verbose: bool = False) -> str:
+    """The text report: the run and its waste, the advised setting
+    (:func:`gsd.core.advice.advice_headline`), the step table, the notes; at most
+    :data:`REPORT_WIDTH` columns unless ``all_columns``."""
+    import numpy as np
+
+    from ..cli.support import REPORT_WIDTH, wrap_lines
+    from ..core.advice import advice_headline
+
+    s, steps = dx.summary, dx.steps
+    head = f"{s['format']} log, {s['logged_steps']} logged steps (last {s['last_step']})"
+    if s.get("silent_share") is not None:
+        head += f": {s['silent_share']:.1%} of its groups silent"
+        if s.get("wasted_rollouts") is not None:
+            head += (
+                f", {s['wasted_rollouts']:.0f} of {s['rollouts']} rollouts wasted"
+                f"{'' if s.get('wasted_exact') else ' (one generation per step assumed)'}"
+            )
+    lines = [head + "."]
+    if s.get("advice"):
+        lines += advice_headline(s["advice"]).split("\n")
+        lines.append(
+            f"  for the population of solve rates fitted at step {s['advice_step']} (which G, not which prompts)"
+        )
+        lines.append(
+            "  B and lr need the run's noise scale: one log at one batch size cannot give it (gsd.live.noise_scale "
+            "measures it in a run; gsd.core.noise_scale from two runs' grad_norm)"
+        )
+    elif s.get("fit_status"):
+        lines.append("Advised: no group size (no step's difficulty fit is a proper Beta: see fit_status)")
+    else:
+        lines.append("Advised: no group size: give --group-size G (the log does not say it) to fit one")
+    lines += ["", f"read {s['source']}: reward metric {s['reward_metric']}, silent metric {s['silent_metric']}"]
+    if s.get("fit_status"):
+        lines.append("difficulty fit per step: " + ", ".join(f"{k} {v}" for k, v in s["fit_status"].items()))
+    shown = steps
+    if not all_steps and len(steps) > 12:
+        shown = steps.iloc[np.unique(np.linspace(0, len(steps) - 1, 12).round().astype(int))]
+        lines.append(f"(12 of {len(steps)} steps shown; --all-steps for every one)")
+    lines += _step_table(shown, all_columns or verbose)
+    lines += [f"note: {note}" for note in s["notes"]]
+    return "\n".join(lines if all_columns else wrap_lines(lines, REPORT_WIDTH))
+
+
+def _step_table(shown, all_columns: bool) -> list[str]:
+    """The step table: every column (``all_columns``), else :data:`DEFAULT_COLUMNS`, the predicted
+    silent fractions and the fit's status, as many as fit 100 columns, and a line naming the rest."""
+    from ..cli.support import REPORT_WIDTH, fit_columns
+
+    def render(names):
+        return shown[names].to_string(float_format=lambda x: f"{x:.4g}", index=False)
+
+    if all_columns:
+        return render(list(shown.columns)).split("\n")
+    wanted = (
+        [c for c in DEFAULT_COLUMNS if c in shown]
+        + [c for c in shown if c.startswith("silent_at_") and not c.endswith(("_lo", "_hi"))]
+        + [c for c in ("fit_status",) if c in shown]
+    )
+    rest = len(shown.columns) - len(wanted)
+    return fit_columns(render, wanted, REPORT_WIDTH, more="--all-columns or --json", left_out=rest)

@@ -554,7 +554,7 @@ def diagnose_log(
     if threshold is None:
         threshold = log.threshold
     conv = _log_convention(log, ddof, eps, scale)
-    right, note = _right_answers(log, threshold)
+    right, note = right_answers(log, threshold)
     auto = isinstance(half_life, str) and half_life == "auto"
     if isinstance(half_life, str) and not auto:
         raise InputError(f"half_life must be a number of steps > 0, None or 'auto', got {half_life!r}")
@@ -638,9 +638,19 @@ def _log_convention(log: RolloutLog, ddof, eps, scale) -> dict:
     return conv
 
 
-def _right_answers(log: RolloutLog, threshold):
+def right_answers(log: RolloutLog, threshold):
     """Right/wrong per rollout and how (:func:`_right`); a padding trainer's rows are not answers,
-    so they are not counted among the unscorable ones either."""
+    so they are not counted among the unscorable ones either.  A log read as counts was counted
+    with its threshold: right/wrong is known per group (an empty marker), or not (None)."""
+    if log.counted is not None:
+        if threshold is not None and threshold != log.counted["threshold"]:
+            raise InputError(
+                f"threshold: the log was counted with threshold {log.counted['threshold']!r}, not {threshold!r}: "
+                "count it again with this one"
+            )
+        k = np.asarray(log.counted["groups"]["k"])
+        graded = k.dtype.kind == "f" and bool(np.isnan(k).any())
+        return (None if graded else np.zeros(0, np.int8)), log.counted["rewards_as"]
     if log.padding is None:
         return _right(log.reward, threshold)
     answered, note = _right(log.reward[~log.padding], threshold)

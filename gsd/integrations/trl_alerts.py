@@ -12,6 +12,9 @@ the first logged step it checks
 
 and when one exceeds its threshold it warns (:class:`SilenceWarning`, once per metric) and, with
 ``stop=True``, sets ``control.should_training_stop`` so that the trainer ends after that step.
+Nothing it is handed stops the run: a logged value that is not a number (None, text, a list) is
+skipped, and any failure inside the callback is caught; each kind is warned about once
+(``RuntimeWarning``, naming the value or the error) and listed in ``problems``.
 No gsd figure is needed: it works with any ``GRPOTrainer`` (and with :mod:`gsd.live`).
 
 The class is built on first use (this module imports transformers only then).
@@ -23,6 +26,7 @@ import math
 import warnings
 
 from ..errors import InputError
+from ..io.numbers import metric_value
 
 __all__ = ["SilenceAlert", "SilenceWarning", "trl_generations"]  # noqa: F822 (SilenceAlert: built on first use)
 
@@ -80,6 +84,8 @@ def _build():
             Every crossing: ``step``, ``metric`` ("silent" or "wasted"), ``value``, ``threshold``.
         wasted_share : float or None
             The run's wasted share so far.
+        problems : list of dict
+            Every log the callback could not use: ``step``, ``kind``, ``reason`` (warned once per kind).
         """
 
         def __init__(self, silent=None, wasted=None, *, stop: bool = False, metric: str = "frac_reward_zero_std"):
@@ -92,17 +98,47 @@ def _build():
             if not (isinstance(metric, str) and metric):
                 raise InputError(f"metric must be a logged key, got {metric!r}")
             self.stop, self.metric = stop, metric
-            self.alerts, self.wasted_share = [], None
+            self.alerts, self.wasted_share, self.problems = [], None, []
             self._last, self._silent_sum, self._weight, self._warned = 0, 0.0, 0.0, set()
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if not logs or self.metric not in logs or any(k.startswith("eval_") for k in logs):
-                return control
-            value = float(logs[self.metric])
+            """TRL's log hook, guarded: whatever goes wrong is warned about and training goes on."""
+            try:
+                self._check(args, state, control, logs)
+            except Exception as exc:  # noqa: BLE001 (a callback must never end the user's training)
+                self._problem(getattr(state, "global_step", None), "error", f"{type(exc).__name__}: {exc}")
+            return control
+
+        def _problem(self, step, kind, reason):
+            self.problems.append({"step": step, "kind": kind, "reason": reason})
+            if kind not in self._warned:
+                self._warned.add(kind)
+                try:  # even under warnings.simplefilter("error") the run goes on
+                    warnings.warn(
+                        f"gsd: SilenceAlert skipped the log of step {step} ({reason}); training goes on; later "
+                        "logs with this problem are listed in SilenceAlert.problems without a further warning",
+                        RuntimeWarning,
+                        stacklevel=3,
+                    )
+                except Warning:
+                    pass
+
+        def _check(self, args, state, control, logs):
+            if not isinstance(logs, dict) or self.metric not in logs or any(str(k).startswith("eval_") for k in logs):
+                return
             step = int(state.global_step)
+            value = metric_value(logs[self.metric])
+            if value is None:
+                shown = repr(logs[self.metric])
+                shown = shown if len(shown) <= 60 else shown[:57] + "..."
+                self._problem(step, "not-a-number", f"{self.metric} = {shown} is not a number")
+                return
             if not math.isfinite(value):
                 self._last = step
-                return control
+                return
+            if not 0 <= value <= 1:
+                self._problem(step, "not-a-fraction", f"{self.metric} = {value!r} is not a fraction in [0, 1]")
+                return
             w = trl_generations(self._last, step, *(getattr(args, k, None) for k in TRL_SCHEDULE))
             self._last = step
             if w > 0:
@@ -121,11 +157,10 @@ def _build():
                             f"step {step}: {v:.1%} {what} (threshold {thr:.1%})"
                             + ("; stopping the run" if self.stop else ""),
                             SilenceWarning,
-                            stacklevel=2,
+                            stacklevel=3,
                         )
                     if self.stop:
                         control.should_training_stop = True
-            return control
 
     SilenceAlert.__module__ = __name__
     return SilenceAlert

@@ -108,13 +108,17 @@ def from_numpy(values, present=None):
 
 
 def text_array(values):
-    """A pyarrow string array of Python strings (None: a missing entry), encoded as UTF-8."""
+    """A pyarrow string array of Python strings (None: a missing entry), encoded as UTF-8.
+
+    A lone surrogate (JSON's ``"\\ud800"`` decodes to one; UTF-8 cannot hold it) is written as its
+    escape, the six characters ``\\ud800``: the text stays one distinct prompt instead of an error.
+    """
     import pyarrow as pa
 
     values = list(values)
     n = len(values)
     present = np.fromiter((v is not None for v in values), bool, n)
-    encoded = [v.encode("utf-8") for v in values if v is not None]
+    encoded = [v.encode("utf-8", "backslashreplace") for v in values if v is not None]
     sizes = np.zeros(n, np.int64)
     sizes[present] = np.fromiter(map(len, encoded), np.int64, len(encoded))
     offsets = np.r_[0, np.cumsum(sizes)]

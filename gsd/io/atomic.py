@@ -49,6 +49,7 @@ __all__ = [
     "make_folder",
     "entry_path",
     "check_writable",
+    "writing",
     "TEMP_GLOB",
 ]
 
@@ -91,6 +92,20 @@ def _unwritable(path, exc: OSError):
         errno.EFBIG: "the file is larger than this process may write (file-size limit, or a full quota)",
     }.get(exc.errno, exc.strerror or str(exc))
     return InputError(f"cannot write {str(path)!r}: {reason}")
+
+
+@contextlib.contextmanager
+def writing(path):
+    """Turn any OS error raised while writing under ``path`` (a name too long, a full disk, a
+    read-only or vanished folder) into one InputError naming the path and the reason."""
+    from ..errors import InputError
+
+    try:
+        yield
+    except InputError:
+        raise
+    except OSError as exc:
+        raise _unwritable(path, exc) from None
 
 
 def _writable_name(path) -> Path:

@@ -26,6 +26,7 @@ __all__ = [
     "as_rewards",
     "as_weights",
     "callable_name",
+    "distinct_names",
     "gathered",
     "is_async",
     "is_reward_value",
@@ -48,6 +49,28 @@ def callable_name(func) -> str:
     while isinstance(func, functools.partial):
         func = func.func
     return getattr(func, "__name__", type(func).__name__)
+
+
+def distinct_names(names) -> list:
+    """The reward functions' names made distinct for the tracker's columns: TRL accepts two
+    functions of one name (two lambdas) and logs both under it; the second becomes ``name#2``
+    (warned once, since TRL's own per-function metrics mix them)."""
+    import warnings
+
+    seen: dict = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    twice = [n for n, c in seen.items() if c > 1]
+    if twice:
+        warnings.warn(
+            f"gsd: {seen[twice[0]]} reward functions are named {twice[0]!r}; TRL logs their rewards under one "
+            f"name, gsd keeps them apart as {', '.join(n for n in out if n.split('#')[0] == twice[0])}",
+            UserWarning,
+            stacklevel=3,
+        )
+    return out
 
 
 def is_async(func) -> bool:

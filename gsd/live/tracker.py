@@ -39,6 +39,7 @@ from .reward_calls import (
     as_rewards,
     as_weights,
     callable_name,
+    distinct_names,
     gathered,
     is_async,
     is_training,
@@ -237,16 +238,10 @@ class GroupTracker:
                 raise InputError(f"{where} must be a reward function, got {f!r}")
             if getattr(f, "_gsd_tracker", None) is not None:
                 raise InputError(f"{where} is already wrapped by a GroupTracker")
-        names = [callable_name(f) for f in funcs]
-        twice = sorted({n for n in names if names.count(n) > 1})
-        if twice:
-            raise InputError(
-                f"reward_funcs: two functions named {twice[0]!r}; TRL logs each function's rewards under "
-                "its name, so one's would be lost: give each its own name"
-            )
+        trl_names = [callable_name(f) for f in funcs]
         if self.weights is not None and len(self.weights) != len(funcs):
             raise InputError(f"weights has {len(self.weights)} entries for {len(funcs)} reward functions")
-        self._functions = names
+        self._functions = distinct_names(trl_names)
 
         def one(func, index):
             if is_async(func):
@@ -259,7 +254,7 @@ class GroupTracker:
                     return self._observe(index, args, kwargs, func(*args, **kwargs))
 
             functools.update_wrapper(wrapped, func, assigned=("__module__", "__qualname__", "__doc__"), updated=())
-            wrapped.__name__ = self._functions[index]
+            wrapped.__name__ = trl_names[index]  # TRL names its metrics after it: as it would unwrapped
             wrapped._gsd_tracker = self
             return wrapped
 

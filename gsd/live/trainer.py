@@ -268,7 +268,7 @@ def _trainer_class():
     try:
         from trl import GRPOTrainer
     except ImportError as exc:
-        raise ImportError("GSDGRPOTrainer needs TRL: pip install 'grpo-gsd[trl]'") from exc
+        raise ImportError("GSDGRPOTrainer needs TRL: pip install '.[trl,torch]' in the gsd checkout") from exc
 
     cls = type("GSDGRPOTrainer", (_Hooks, GRPOTrainer), {"__doc__": _Hooks.__doc__, "__module__": __name__})
     cls.__qualname__ = "GSDGRPOTrainer"

@@ -663,10 +663,12 @@ def all_correct_curve_table(
 # --------------------------------------------------------------------------- figures
 @styled
 def fit_figure(fit: DapoFit, *, truth=None, title: str | None = None):
-    """Logged curve, the one-parameter fit, the generic two-parameter fit and the plateau pin."""
+    """Logged curve, the one-parameter fit, the generic two-parameter fit and the plateau pin. With
+    ``truth`` (the curve is :func:`synthetic_curve`'s), the points are labelled as that: the truth plus noise."""
     c = fit.curve()
     fig, ax = new_figure(width=5.4, height=3.4)
-    ax.plot(c.step, c.fraction, "o", ms=3, color=COLORS["data"], label="logged")
+    points = "logged" if truth is None else "synthetic: truth + Gaussian noise"
+    ax.plot(c.step, c.fraction, "o", ms=3, color=COLORS["data"], label=points)
     if truth is not None:
         ax.plot(c.step, truth, color=COLORS["law"], lw=1, ls=":", label="truth (synthetic)")
     ax.plot(

@@ -262,7 +262,7 @@ def objectives_figure(curves: pd.DataFrame | None = None, mc: pd.DataFrame | Non
             color=COLORS[method],
             ms=4,
             capsize=0,
-            label=f"Monte Carlo, G = {G}",
+            label=f"{method_label(method)}: Monte Carlo, G = {G}",
         )
     a2.set_xlabel("success probability p")
     a2.set_ylabel("update on the logit")

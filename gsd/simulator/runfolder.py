@@ -286,7 +286,11 @@ def open_runs(items, p0s, *, resume: bool, engine: str, read_checkpoint, held, n
             # The checkpoint is written first: a ledger that lags it (a kill between the two) or
             # that is damaged is replaced by the rows the run continues from.
             write_ledger(out / LEDGER_FILE, np.asarray(ckpt["ledger"], dtype=np.float64))
-            say(f"{cfg.name}: resuming at step {start} of {cfg.steps} (the checkpoint in {str(out)!r})")
+            # engine = "auto" resumes whichever engine wrote the checkpoint: said, not silent
+            chosen = (
+                f", engine = 'auto' continues with the {engine} engine that wrote it" if cfg.engine != engine else ""
+            )
+            say(f"{cfg.name}: resuming at step {start} of {cfg.steps} (the checkpoint in {str(out)!r}{chosen})")
         elif mode == "restart":
             say(f"{cfg.name}: no checkpoint in {str(out)!r} yet; starting at step 0 of {cfg.steps}")
         members.append(Member(pos, cfg, Path(out), p0, ckpt, start))

@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 BACKENDS = ("local", "ray", "serial")
-RAY_INSTALL_HINT = "the ray backend needs Ray: pip install 'grpo-gsd[ray]' (or pip install ray)"
+RAY_INSTALL_HINT = "the ray backend needs Ray: pip install ray (or pip install '.[ray]' in the gsd checkout)"
 #: Environment variables that cap the threads of BLAS / OpenMP libraries.
 _THREAD_VARS = (
     "OMP_NUM_THREADS",

@@ -29,7 +29,7 @@ def register(sub) -> None:
         "--backend",
         choices=BACKENDS,
         default="local",
-        help="local: process pool on this machine (default); ray: Ray tasks (pip install 'grpo-gsd[ray]'); "
+        help="local: process pool on this machine (default); ray: Ray tasks (pip install ray); "
         "serial: in this process, one run at a time",
     )
     p.add_argument(

@@ -76,7 +76,7 @@ def test_conventions_and_tour_print_the_same_trainer_ratio(gsd_cli):
 
     rc, table, _ = gsd_cli("conventions", "--G", "8")
     trl = next(line.split() for line in table.splitlines() if line.split()[:1] == ["trl"])
-    header = table.splitlines()[1].split()
+    header = next(line.split() for line in table.splitlines() if line.split()[:1] == ["trainer"])
     assert rc == 0 and header[4] == "ratio(k=1)" and trl[3] == "0.0001"
     rc, tour, _ = gsd_cli("tour")
     in_tour = re.search(r"trl (0\.\d+)", tour).group(1)

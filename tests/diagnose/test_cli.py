@@ -43,7 +43,15 @@ def test_report_and_out_folder(capsys, tmp_path):
     df, _ = rollouts(graded=True)
     write_trl(tmp_path / "trl", df)
     rc, out, err = run(
-        capsys, tmp_path / "trl", "--reward", "accuracy_reward", "--threshold", "0.5", "--out", tmp_path / "dx"
+        capsys,
+        tmp_path / "trl",
+        "--reward",
+        "accuracy_reward",
+        "--threshold",
+        "0.5",
+        "--out",
+        tmp_path / "dx",
+        "--verbose",  # how the rewards were read, and the docs
     )
     assert rc == 0, err
     assert "silent groups" in out and "reward >= 0.5 counts as right" in out and "docs/theory.md" in out

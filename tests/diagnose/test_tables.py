@@ -211,8 +211,8 @@ def test_headline_is_the_advised_group_size(tmp_path):
     assert s["advice"]["optimizer"] == "adam" and s["advice"]["hold"] == "prompts"
     assert s["advice"]["prompts_per_step"] == n_step and s["advised_group_size_per_second"] is None
     assert s["fidelity_group_size"] == s["median_group_size_recommended"] == gsd.median_group_size(pr["p_mean"], 0.05)
-    text = format_report(dx)
-    assert f"Advised: G = {want.advised_G_per_generation} per generation" in text
+    text = format_report(dx, verbose=True)
+    assert text.splitlines()[1].startswith(f"Advised: uniform G = {want.advised_G_per_generation} answers per prompt")
     assert "1.7-3.3" not in text and "within 16" not in text  # no fixed sentence of measured ratios
     assert "Fidelity law (not the advice)" in text and "Recommended group sizes" not in text
     with_cost = diagnose(tmp_path, cost=gsd.StepCost(60.0, 0.0, 0.001), optimizer="sgd")
@@ -226,7 +226,7 @@ def test_headline_is_the_advised_group_size(tmp_path):
         eps=s["update_convention"]["eps"],
     )
     assert with_cost.summary["advised_group_size_per_second"] == sgd.advised_G_per_second
-    assert "per second: G = " in format_report(with_cost)
+    assert "per second: G = " in format_report(with_cost, verbose=True)
 
 
 def test_advice_also_holding_the_runs_generations_per_step():
@@ -251,7 +251,7 @@ def test_advice_also_holding_the_runs_generations_per_step():
     gen = s["advice_holding_generations"]
     assert gen["hold"] == "generations" and gen["generations_per_step"] == B
     assert gen["advised_G_per_generation"] == want.advised_G_per_generation
-    assert f"holding generations per step instead ({B} per step" in format_report(dx)
+    assert f"holding generations per step instead ({B} per step" in format_report(dx, verbose=True)
 
 
 def test_batch_advice_with_the_runs_noise_scale():
@@ -278,7 +278,8 @@ def test_batch_advice_with_the_runs_noise_scale():
     got = s["batch_advice"]
     assert (got["B_per_generation"], got["G"]) == (want.B_per_generation, want.G)
     assert got["lr_per_generation"] == pytest.approx(want.lr_per_generation)
-    assert f"Advised: B = {want.B_per_generation} generations per step, G = {want.G}, lr " in format_report(dx)
+    head = format_report(dx).splitlines()[1]
+    assert head.startswith(f"Advised: B = {want.B_per_generation} generations per step, G = {want.G}, lr ")
 
 
 @pytest.mark.parametrize("a, b", [(1e-3, 50.0), (0.02, 0.01), (300.0, 1e-2), (5.0, 5.0), (2e5, 3e5)])

@@ -1,13 +1,16 @@
 """Every code block of README.md runs as pasted, and so does every block of the docs pages that
 carry what README used to (the tour, the allocation comparison).
 
-Shell lines run in order in one temporary folder (a later line may use what an earlier one wrote,
-as the resume line does), with the small input files they name made first by :data:`MAKERS`.
+README's shell lines run in order in an empty temporary folder, as from a fresh clone: what a
+line reads, an earlier line wrote (``gsd example-logs examples`` first). The docs pages' lines run
+in order in a second folder (a later line may use what an earlier one wrote, as the resume line
+does), with the small input files they name made first by :data:`MAKERS`.
 Not run here, each with its reason in :data:`NOT_RUN`: the two ``make`` lines (``make test`` is
 this suite, ``make reproduce`` is ``gsd reproduce``, tests/reproduce; the test checks that the
 Makefile has both targets) and the install lines (they reach the registry;
 tests/packaging/test_wheel.py builds the checkout's wheel and installs it, with and without
-torch).  Each Python block runs alone in a fresh interpreter, so it defines every name it uses.
+torch).  Each Python block runs alone, saved as a file, in a fresh interpreter, so it defines
+every name it uses; README's blocks must print something.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ _INSTALL = "reaches the registry; tests/packaging/test_wheel.py installs the che
 NOT_RUN = {
     "make reproduce": "gsd reproduce, tested in tests/reproduce",
     "make test": "this test suite",
-    "pip install grpo-gsd": _INSTALL,
     "pip install .": _INSTALL,
     "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu": _INSTALL,
     "pip install '.[torch]'": _INSTALL,
@@ -165,6 +167,7 @@ def test_readme_lines_are_found():
     assert sum(c.startswith("gsd ") for c in commands) >= 20
     for name in MAKERS:  # every input made here is one a line names (no stale makers)
         assert any(name in c for c in commands), f"no README line names {name}"
+    assert readme[0].startswith("gsd example-logs "), "README's first line makes the files the others read"
     assert not [c for c in commands if re.search(r"\[--|\.\.\.|\bFILE\b|\bDIR\b", c)], "placeholders are not runnable"
 
 
@@ -178,8 +181,9 @@ def test_every_readme_line_runs_as_typed(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
     rng = np.random.default_rng(0)
-    main, own = tmp_path / "main", tmp_path / "allocation"
+    main, own, fresh = tmp_path / "main", tmp_path / "allocation", tmp_path / "readme"
     own.mkdir()
+    fresh.mkdir()
     for name, make in MAKERS.items():
         path = main / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -188,16 +192,19 @@ def test_every_readme_line_runs_as_typed(tmp_path):
     if not (bin_dir / "gsd").is_file():
         pytest.skip("no gsd script beside this interpreter")
     env = _env(bin_dir)
-    lanes: dict[Path, list[str]] = {main: [], own: []}
-    for line in readme_shell_lines(pages_text()):
+    lanes: dict[Path, list[str]] = {main: [], own: [], fresh: []}
+    readme = set(readme_shell_lines(README.read_text()))
+    for line in readme_shell_lines(README.read_text()) + readme_shell_lines(pages_text()[len(README.read_text()) :]):
         if _command(line) in NOT_RUN:
             continue
         for start, extra in SCALED_DOWN.items():
             if line.startswith(start):
                 line = _command(line) + extra
                 break
-        lanes[own if line.startswith(OWN_FOLDER) else main].append(line)
-    assert len(lanes[own]) >= 3 and len(lanes[main]) >= 20
+        lane = own if line.startswith(OWN_FOLDER) else fresh if line in readme else main
+        if line not in lanes[lane]:
+            lanes[lane].append(line)
+    assert len(lanes[own]) >= 3 and len(lanes[main]) >= 20 and len(lanes[fresh]) >= 10
 
     def run_lane(folder: Path) -> list[str]:
         failures = []
@@ -207,7 +214,7 @@ def test_every_readme_line_runs_as_typed(tmp_path):
                 failures.append(f"$ {line}\n  exit {res.returncode}: {(res.stderr or res.stdout).strip()[-600:]}")
         return failures
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=3) as pool:
         failures = [f for lane in pool.map(run_lane, lanes) for f in lane]
     assert not failures, "README lines that fail as typed:\n" + "\n".join(failures)
 
@@ -228,8 +235,10 @@ def test_python_blocks_are_found():
 def test_every_python_block_runs_alone(tmp_path, page):
     failures = []
     for i, block in enumerate(python_blocks(page.read_text())):
+        script = tmp_path / f"block_{i + 1}.py"
+        script.write_text(block)
         res = subprocess.run(
-            [sys.executable, "-c", block],
+            [sys.executable, str(script)],
             cwd=tmp_path,
             env=_env(Path(sys.executable).parent),
             capture_output=True,
@@ -238,4 +247,6 @@ def test_every_python_block_runs_alone(tmp_path, page):
         )
         if res.returncode != 0:
             failures.append(f"block {i + 1}:\n{block}\n  exit {res.returncode}: {res.stderr.strip()[-800:]}")
+        elif page == README and not res.stdout.strip():
+            failures.append(f"block {i + 1}:\n{block}\n  printed nothing, run as a file")
     assert not failures, f"{page.name}: Python blocks that fail as pasted:\n" + "\n".join(failures)

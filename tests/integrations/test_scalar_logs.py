@@ -255,6 +255,67 @@ def test_silence_alert_warns_then_stops(tmp_path):
     assert truth.trainer.state.global_step == first and stop.alerts[0]["step"] == first
 
 
+def test_silence_alert_never_stops_training_on_bad_values(tmp_path):
+    """Issue 44: SilenceAlert.on_log raised into the training loop on a None, text, list or dict
+    value.  A callback ahead of it writes such values into TRL's real logs; training completes,
+    each kind is warned about once, and the numeric logs are still counted."""
+    from transformers import TrainerCallback
+
+    from gsd.integrations.trl_alerts import SilenceAlert
+
+    bad = iter([None, "0.5", [0.5], {"v": 0.5}, 1.5])
+
+    class Corrupt(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs is not None and "frac_reward_zero_std" in logs:
+                logs["frac_reward_zero_std"] = next(bad, logs["frac_reward_zero_std"])
+
+    alert = SilenceAlert(silent=0.0, wasted=0.0)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        truth = trl_run(
+            tmp_path / "bad",
+            prompts=PROMPTS,
+            p=P,
+            G=G,
+            batch=BATCH,
+            max_steps=6,
+            trainer_kwargs={"callbacks": [Corrupt(), alert]},
+        )
+    assert truth.trainer.state.global_step == 6
+    kinds = [p["kind"] for p in alert.problems]
+    assert kinds == ["not-a-number"] * 4 + ["not-a-fraction"]
+    assert [p["step"] for p in alert.problems] == [1, 2, 3, 4, 5]
+    said = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning) and "SilenceAlert" in str(w.message)]
+    assert len(said) == 2 and "frac_reward_zero_std = None is not a number" in said[0]
+    assert [a["step"] for a in alert.alerts if a["metric"] == "silent"] == [6] * (
+        truth.per_step()[6][1] > 0
+    )  # only step 6 kept its own value
+
+
+def test_silence_alert_survives_what_it_is_handed():
+    """The hook on its own: logs that are not a dict, a state without a step, a warnings filter
+    that turns warnings into errors: nothing raises."""
+    from types import SimpleNamespace
+
+    from gsd.integrations.trl_alerts import SilenceAlert
+
+    alert = SilenceAlert(silent=0.5)
+    control = SimpleNamespace(should_training_stop=False)
+    args = SimpleNamespace()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for logs, state in (
+            (["frac_reward_zero_std"], SimpleNamespace(global_step=1)),
+            ({"frac_reward_zero_std": 0.25}, SimpleNamespace()),
+            ({"frac_reward_zero_std": "x"}, SimpleNamespace(global_step=2)),
+            ({"frac_reward_zero_std": 0.9}, SimpleNamespace(global_step=3)),
+        ):
+            assert alert.on_log(args, state, control, logs=logs) is control
+    assert [p["kind"] for p in alert.problems] == ["error", "not-a-number", "error"]
+    assert "SilenceWarning" in alert.problems[-1]["reason"]
+
+
 def test_silence_alert_bad_arguments():
     from gsd import InputError
     from gsd.integrations.trl_alerts import SilenceAlert

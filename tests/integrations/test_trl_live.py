@@ -6,6 +6,7 @@ silent fraction without changing the batch."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -345,8 +346,45 @@ def test_arguments_refused_before_training():
         GroupTracker(4, epsilon=[0.1, 0.2])
     with pytest.raises(InputError, match=r"^skip_above must be one number in \(0, 1\), got \[0\.5, 0\.9\]"):
         _trainer()(model=None, skip_above=[0.5, 0.9])
-    with pytest.raises(InputError, match=r"^reward_funcs: two functions named '<lambda>'"):
-        GroupTracker(4).wrap([lambda **kw: [], lambda **kw: []])
+
+
+def test_two_lambdas_are_taken_as_trl_takes_them():
+    """Issue 44: two reward functions of one name (two lambdas) were refused though TRL accepts
+    them.  TRL names both '<lambda>' (its own get_callable_name on the wrapped functions); the
+    tracker keeps their rewards apart as '<lambda>' and '<lambda>#2', and says so once."""
+    from trl.trainer.utils import get_callable_name
+
+    tracker = GroupTracker(2)
+    with pytest.warns(UserWarning, match=r"2 reward functions are named '<lambda>'.*'?<lambda>, <lambda>#2"):
+        f, g = tracker.wrap(
+            [lambda prompts, completions, **kw: [1.0, 0.0], lambda prompts, completions, **kw: [0.0, 0.0]]
+        )
+    assert [get_callable_name(h) for h in (f, g)] == ["<lambda>", "<lambda>"]
+    assert f(prompts=["a", "a"], completions=["x", "y"]) == [1.0, 0.0] and g(prompts=["a", "a"], completions=["x", "y"])
+    assert tracker._description()["functions"] == ["<lambda>", "<lambda>#2"]
+    assert tracker.metrics[-1]["silent_frac"] == 0.0  # totals 1, 0: not silent
+
+
+def test_silent_fraction_is_trls_for_groups_with_one_scorable_row():
+    """Issue 44 (older catalogue): the tracker's silent fraction against TRL's own arithmetic
+    (trl.trainer.utils.nanstd and isclose, as GRPOTrainer computes frac_reward_zero_std), for
+    groups with no, one and two scorable rows."""
+    import torch
+    from trl.trainer.utils import nanstd
+
+    rows = [None, 1.0, 0.0, 0.0, None, None, 0.5, 0.25, 1.0, None]
+    tracker = GroupTracker(2)
+    [f] = tracker.wrap([lambda prompts, completions, **kw: list(completions)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f(prompts=[f"q{i // 2}" for i in range(len(rows))], completions=rows)
+    x = torch.tensor([float("nan") if r is None else r for r in rows], dtype=torch.float32).view(-1, 2)
+    std = nanstd(x, dim=1)
+    zero = torch.isclose(std, torch.zeros_like(std))
+    assert zero.tolist() == [False, True, False, False, False]  # only the group (0, 0)
+    # TRL averages in float32 (0.2 → 0.20000000298); the tracker in float64: the same count
+    assert tracker.metrics[-1]["silent_frac"] == zero.sum().item() / zero.numel()
+    assert np.float32(tracker.metrics[-1]["silent_frac"]) == zero.float().mean().item()
 
 
 def test_recommended_group_size_is_the_diagnosis_median():

@@ -22,11 +22,6 @@ def _target(node: ast.ImportFrom, module: str, is_package: bool) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def _is_module(dotted: str) -> bool:
-    path = GSD.parent.joinpath(*dotted.split("."))
-    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
-
-
 def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
@@ -38,10 +33,13 @@ def private_imports(source: str, module: str, is_package: bool = False) -> list[
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):
             target = _target(node, module, is_package)
-            if not target.startswith("gsd") or any(_private(p) for p in target.split(".")):
+            if not target.startswith("gsd"):
+                continue
+            if any(_private(p) for p in target.split(".")):
+                found.append(f"line {node.lineno}: from {target} import ...")
                 continue
             for alias in node.names:
-                if _private(alias.name) and not _is_module(f"{target}.{alias.name}"):
+                if _private(alias.name):
                     found.append(f"line {node.lineno}: from {target} import {alias.name}")
                 else:
                     imported[alias.asname or alias.name] = f"{target}.{alias.name}"
@@ -81,11 +79,13 @@ def test_the_check_catches_each_form():
     assert private_imports("from .. import silent\nsilent._minor(0.1)", "gsd.diagnose", True) == [
         "line 2: silent._minor"
     ]
-    # Allowed: a private module's names, public names, a module's own private names, dunders.
+    # A private module is a private name too.
+    assert private_imports("from . import _columns", m) == ["line 1: from gsd.integrations import _columns"]
+    # Allowed: public names (under a private alias too), a module's own private names, dunders.
     assert (
         private_imports(
-            "from .._validate import shown\nfrom ..silent import minor_rate as _minor\n"
-            "from . import _columns\n_columns._x\n_minor(0.2)\nfrom ..update import __doc__",
+            "from ..validation import shown\nfrom ..silent import minor_rate as _minor\n"
+            "_minor(0.2)\nfrom ..update import __doc__",
             m,
         )
         == []

@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gsd.extras import TORCH_EXTRA
+
 ROOT = Path(__file__).resolve().parents[2]
 #: The distribution's name on the registry (the import name is ``gsd``).
 DISTRIBUTION = "grpo-gsd"
@@ -348,9 +350,7 @@ def test_core_commands_run_without_torch(no_torch_env):
     report = json.loads((cwd / "report" / "report.json").read_text())
     assert report["comparisons"] and all(row["agrees_at_printed_precision"] for row in report["comparisons"])
     assert report["campaign"]["status"] == "ok"
-    assert (
-        report["allocation"]["status"] == "not available" and f"{DISTRIBUTION}[torch]" in report["allocation"]["reason"]
-    )
+    assert report["allocation"]["status"] == "not available" and f"'{TORCH_EXTRA}'" in report["allocation"]["reason"]
 
 
 def test_example_logs_come_out_of_the_wheel_and_diagnose_without_torch(no_torch_env):
@@ -378,7 +378,7 @@ def test_example_logs_come_out_of_the_wheel_and_diagnose_without_torch(no_torch_
 def test_torch_only_commands_say_which_extra(no_torch_env, command):
     err = _run([no_torch_env["gsd"], *command], cwd=no_torch_env["cwd"], env=no_torch_env["env"], status=2)
     assert err.count("\n") == 1 and "Traceback" not in err, err
-    assert f"pip install '{DISTRIBUTION}[torch]'" in err and "download.pytorch.org/whl/cpu" in err
+    assert "pip install '.[torch]' in the gsd checkout" in err and "download.pytorch.org/whl/cpu" in err
 
 
 @pytest.mark.parametrize("module", ["gsd.losses.kl", "gsd.simulator.engine", "gsd.simulator.policy"])
@@ -389,4 +389,36 @@ def test_torch_only_modules_raise_missing_extra(no_torch_env, module):
     )
     out = _run([no_torch_env["python"], "-c", code], cwd=no_torch_env["cwd"], env=no_torch_env["env"])
     name, message = out.strip().split(" | ")
-    assert name == "torch" and f"'{DISTRIBUTION}[torch]'" in message and "\n" not in message
+    assert name == "torch" and f"pip install '{TORCH_EXTRA}'" in message and "\n" not in message
+
+
+def test_build_prints_no_setuptools_warning(tmp_path):
+    """Building the wheel (what `pip install .` and `make reproduce` do) prints no setuptools warning:
+    a folder of shipped data that Python could import, left out of the package list, made setuptools
+    print a screenful of "Package would be ignored" per folder (five of them) before the install."""
+    pytest.importorskip("setuptools")
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(ROOT / name, src / name)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GSD_", "PYTHON", "VIRTUAL_ENV"))}
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-v"]
+    res = subprocess.run(
+        [*cmd, "-w", str(tmp_path / "dist"), str(src)], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    text = res.stdout + res.stderr
+    assert "would be ignored" not in text and "BuildBackendWarning" not in text, text[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    import zipfile
+
+    shipped = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("gsd/_data/example_logs/")}
+    from gsd.resources import EXAMPLE_LOGS
+
+    for name in EXAMPLE_LOGS:  # every example log `gsd example-logs` copies is in the wheel
+        on_disk = ROOT / "data" / "example_logs" / name
+        files = [on_disk] if on_disk.is_file() else [p for p in on_disk.rglob("*") if p.is_file()]
+        assert files and all(f"gsd/_data/{p.relative_to(ROOT / 'data').as_posix()}" in shipped for p in files), name
