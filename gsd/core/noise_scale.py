@@ -3,15 +3,15 @@ r"""The gradient noise scale of a run, measured from gradient norms at two batch
 McCandlish et al. (2018, arXiv 1812.06162, Appendix A): with G the true gradient and Σ the covariance
 of one example's gradient, a batch of B examples gives an estimate whose squared norm has
 
-.. math::  \mathbb E\,|G_B|^2 = |G|^2 + \operatorname{tr}(\Sigma)/B .
+.. math::  \mathbb E\,‖G_B‖^2 = ‖G‖^2 + \operatorname{tr}(\Sigma)/B .
 
 Two batch sizes B_small < B_big measured at the same parameters (a trainer's micro-batch and its
 accumulated step) give unbiased estimates of both terms,
 
-.. math::  \widehat{|G|^2} = \frac{B_{big}|G_{big}|^2 - B_{small}|G_{small}|^2}{B_{big} - B_{small}}, \qquad
-           \widehat{\operatorname{tr}\Sigma} = \frac{|G_{small}|^2 - |G_{big}|^2}{1/B_{small} - 1/B_{big}},
+.. math::  \widehat{‖G‖^2} = \frac{B_{big}‖G_{big}‖^2 - B_{small}‖G_{small}‖^2}{B_{big} - B_{small}}, \qquad
+           \widehat{\operatorname{tr}\Sigma} = \frac{‖G_{small}‖^2 - ‖G_{big}‖^2}{1/B_{small} - 1/B_{big}},
 
-and the (simple) noise scale B_noise = tr(Σ)/|G|² is the batch at which a step's gradient is half
+and the (simple) noise scale B_noise = tr(Σ)/‖G‖² is the batch at which a step's gradient is half
 noise.  Its estimate is the ratio of the means over steps (the ratio of per-step estimates is not
 unbiased; the paper's advice), with a delta-method interval over steps.  Here an "example" is one
 generation: B counts generations per step.
@@ -31,10 +31,10 @@ __all__ = ["NoiseScale", "noise_scale_from_norms", "noise_scale_from_logs", "gra
 
 @dataclass(frozen=True)
 class NoiseScale:
-    """B_noise = tr(Σ)/|G|² of a run, from :func:`noise_scale_from_norms`.
+    """B_noise = tr(Σ)/‖G‖² of a run, from :func:`noise_scale_from_norms`.
 
     ``b_noise`` with its interval ``b_noise_lo``, ``b_noise_hi`` (delta method over ``steps`` steps
-    at ``level``; ``inf`` where the interval reaches |G|² ≤ 0), ``gradient_sq`` (|G|²) and
+    at ``level``; ``inf`` where the interval reaches ‖G‖² ≤ 0), ``gradient_sq`` (‖G‖²) and
     ``trace`` (tr Σ, per generation) with their standard errors, and the batch sizes in generations.
     """
 
@@ -73,13 +73,13 @@ def _norms(name, v) -> np.ndarray:
 
 
 def noise_scale_from_norms(small_sq, big_sq, b_small, b_big, *, level: float = 0.95) -> NoiseScale:
-    r"""B_noise, |G|² and tr(Σ) from squared gradient norms at two batch sizes, step by step.
+    r"""B_noise, ‖G‖² and tr(Σ) from squared gradient norms at two batch sizes, step by step.
 
     Parameters
     ----------
     small_sq, big_sq : array_like of float ≥ 0, one entry per step
-        |G_small|² (a micro-batch's gradient, or the mean of several micro-batches' squared norms)
-        and |G_big|² (the step's gradient: the mean of its micro-batches), at the same parameters.
+        ‖G_small‖² (a micro-batch's gradient, or the mean of several micro-batches' squared norms)
+        and ‖G_big‖² (the step's gradient: the mean of its micro-batches), at the same parameters.
     b_small, b_big : float
         Generations in the small and the big batch (b_small < b_big).
     level : float in (0, 1)
@@ -88,7 +88,7 @@ def noise_scale_from_norms(small_sq, big_sq, b_small, b_big, *, level: float = 0
     Notes
     -----
     Per step i, g_i = (b_big·big_i − b_small·small_i)/(b_big − b_small) and
-    s_i = (small_i − big_i)/(1/b_small − 1/b_big) are unbiased for |G|² and tr(Σ) when the micro-batches
+    s_i = (small_i − big_i)/(1/b_small − 1/b_big) are unbiased for ‖G‖² and tr(Σ) when the micro-batches
     are independent draws at the step's parameters.  B_noise = mean(s)/mean(g); its interval is
     R ± z·sd(s_i − R·g_i)/(√n·mean(g)) (the delta method for a ratio of means, z the normal quantile;
     needs ≥ 2 steps), capped below at 0; where mean(g) ≤ 0 the gradient is not resolved from the noise
@@ -121,7 +121,7 @@ def noise_scale_from_norms(small_sq, big_sq, b_small, b_big, *, level: float = 0
     half = float(stats.norm.ppf(0.5 + level / 2)) * se(s - R * g) / G2
     lo, hi = max(0.0, R - half), R + half
     if n > 1 and G2 - float(stats.norm.ppf(0.5 + level / 2)) * se(g) <= 0:
-        hi = math.inf  # |G|² is not resolved from 0 at this level: no upper bound
+        hi = math.inf  # ‖G‖² is not resolved from 0 at this level: no upper bound
     return NoiseScale(R, lo, hi, G2, se(g), tr, se(s), bs, bb, n, float(level))
 
 
@@ -155,8 +155,8 @@ def noise_scale_from_logs(small_log, big_log, b_small, b_big, *, first_steps: in
     batch sizes (generations per step ``b_small`` < ``b_big``), over their first ``first_steps`` logged
     steps (``logging_steps=1``).
 
-    One log is not enough: a run at one batch size gives one equation, E|G_B|² = |G|² + tr(Σ)/B, in two
-    unknowns, and |G|² drifts as the run learns.  Two runs from the same weights at two batch sizes give
+    One log is not enough: a run at one batch size gives one equation, E‖G_B‖² = ‖G‖² + tr(Σ)/B, in two
+    unknowns, and ‖G‖² drifts as the run learns.  Two runs from the same weights at two batch sizes give
     two; their early steps sit at nearly the same parameters (the fewer steps, the closer, the wider the
     interval).  The steps are paired by their order; the runs are independent, so the delta-method
     interval of :func:`noise_scale_from_norms` holds.

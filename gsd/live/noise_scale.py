@@ -6,7 +6,7 @@ divided by M (TRL's ``grpo``, ``bnpo`` and ``dr_grpo`` losses), before the optim
 gradient is the mean of the micro-batches'.  The callback reads the accumulated gradient after each
 micro-batch (``on_substep_end``) and before the optimizer step (``on_pre_optimizer_step``); the
 difference of two reads times M is one micro-batch's gradient.  Its squared norm (mean over the M) is
-|G_small|² at ``per_device_train_batch_size`` generations, the step's is |G_big|² at M times that.
+‖G_small‖² at ``per_device_train_batch_size`` generations, the step's is ‖G_big‖² at M times that.
 Micro-batches are independent draws only when each generates its own completions (TRL's
 ``steps_per_generation=1``); micro-batches sliced from one shuffled generation split groups between
 them, which couples them through the group's advantages (the step is then recorded, and flagged).
@@ -36,7 +36,7 @@ class _Recorder:
     """The state of :func:`gradient_noise_callback`'s callback (kept apart from TRL's class)."""
 
     def __init__(self):
-        self.small_sq: list[float] = []  # per recorded step: mean over micro-batches of |g_k|²
+        self.small_sq: list[float] = []  # per recorded step: mean over micro-batches of ‖g_k‖²
         self.big_sq: list[float] = []  # per recorded step: |mean_k g_k|²
         self.steps: list[int] = []
         self.clipped = 0
@@ -80,7 +80,7 @@ class _Recorder:
         self.shared_generation = int(getattr(args, "steps_per_generation", 1) or 1) > 1
 
     def estimate(self, level: float = 0.95):
-        """B_noise, |G|², tr(Σ) with their interval from the steps recorded so far."""
+        """B_noise, ‖G‖², tr(Σ) with their interval from the steps recorded so far."""
         from ..core.noise_scale import noise_scale_from_norms
 
         if len(self.big_sq) < 2:

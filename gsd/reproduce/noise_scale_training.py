@@ -6,7 +6,7 @@ and the generations E = S·B to a target follow
 
 .. math::  S = S_{min}\,(1 + B_{noise}/B), \qquad E = E_{min}\,(1 + B/B_{noise}),
 
-with B_noise = tr(Σ)/|G|² the batch at which a step is half noise.  Every training here records the
+with B_noise = tr(Σ)/‖G‖² the batch at which a step is half noise.  Every training here records the
 gradient norms of its two micro-batches and of the step (``gradient_accumulation_steps=2``, each
 micro-batch its own generation call: :mod:`gsd.live.noise_scale`), so B_noise is measured inside each
 run (:func:`gsd.core.noise_scale.noise_scale_from_norms`) and can be set against the steps-to-target
@@ -278,7 +278,7 @@ def cell_stats(r: dict) -> dict:
 
 
 def _noise_scale(r: dict, steps_to_target: float):
-    """The run's gradient-norm noise scale over its steps up to the crossing of the target (after it |G|²
+    """The run's gradient-norm noise scale over its steps up to the crossing of the target (after it ‖G‖²
     falls as the hardest quarter saturates, and the estimate no longer describes the climb); every
     recorded step where the target was not reached."""
     from ..core.noise_scale import noise_scale_from_norms
