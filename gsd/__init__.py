@@ -12,7 +12,18 @@ from .lazy import install_moved_modules, lazy_exports
 # name that needs them is touched.
 _EXPORTS = {
     "errors": ("InputError", "MissingExtra"),
-    "core.advice": ("StepCost", "GroupSizeAdvice", "group_size_advice", "fit_step_cost", "step_times_from_log"),
+    "core.advice": (
+        "StepCost",
+        "GroupSizeAdvice",
+        "group_size_advice",
+        "fit_step_cost",
+        "step_times_from_log",
+        "BatchAdvice",
+        "batch_advice",
+        "advice_headline",
+        "step_noise_terms",
+    ),
+    "core.noise_scale": ("NoiseScale", "noise_scale_from_norms", "noise_scale_from_logs"),
     "allocation": (
         "ALLOCATION_VALUES",
         "HORIZON_VALUES",

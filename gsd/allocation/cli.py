@@ -219,6 +219,24 @@ def advice_path(output: str) -> str:
     return str(out.with_name(out.stem + ".advice" + out.suffix))
 
 
+def batch_advice_for(src, args, advice):
+    """``--advice --noise-scale``: :func:`gsd.core.advice.batch_advice` with the noise scale taken as measured
+    at ``--budget`` generations per step and the uniform plan's G at that budget (None without --noise-scale)."""
+    from ..cli.support import noise_scale_arg, step_cost
+    from ..core.advice import batch_advice
+
+    noise = noise_scale_arg(getattr(args, "noise_scale", None))
+    if noise is None:
+        return None
+    G = advice.at_budget.get("uniform_G") if advice is not None else None
+    if not G or G < 2:
+        raise CliError("--noise-scale: the budget holds no uniform group of G >= 2, the G it was measured at")
+    rates = src.mean if hasattr(src, "a") else src
+    return batch_advice(
+        rates, noise, generations_per_step=args.budget, group_size=int(G), lr=args.run_lr, cost=step_cost(args.cost)
+    )
+
+
 def advice_summary(speed) -> list[str]:
     """``--advice``'s few lines: the best G per generation (and per second), a few G beside it, the conventions."""
     t = speed.table.set_index("G")
@@ -229,7 +247,7 @@ def advice_summary(speed) -> list[str]:
             " (" + ", ".join(f"G = {g} at {t.loc[g, 'relative_per_generation']:.2f}x" for g in shown) + ")"
             if shown
             else ""
-        )
+        ),
     ]
     if speed.advised_G_per_second is not None:
         lines.append(
@@ -326,9 +344,11 @@ def plan_budget(args) -> int:
         "uniform_at_budget": advice.at_budget if advice else None,
     }
     speed = speed_advice(src, args) if args.advice else None
+    batch = batch_advice_for(src, args, advice) if args.advice else None
     if speed is not None:
         summary["advised_group_size"] = speed.advised_G_per_generation
         summary["speed"] = speed.summary()
+        summary["batch_advice"] = None if batch is None else batch.summary()
     if args.output:
         _write_plan(args.output, out, speed, advice)
     if args.json:
@@ -337,7 +357,8 @@ def plan_budget(args) -> int:
     if speed is not None:
         from ..core.advice import advice_headline
 
-        print(advice_headline(speed))  # the advised setting first (advice_summary's first line, in its words)
+        # the advised setting first (advice_summary's first line, in its words); B, G and lr with --noise-scale
+        print(advice_headline(batch if batch is not None else speed))
     _print_plan(args, plan, advice, skipped_advice, out, served)
     for line in tables.table_notes(status, renamed):
         print(line)

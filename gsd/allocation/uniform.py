@@ -180,6 +180,10 @@ def uniform_group_size_advice(
 ) -> UniformAdvice:
     """Value per rollout of every uniform G, the best one, and the allocated plan beside it.
 
+    This compares uniform G with an allocated plan by one step's value; it is not the advice.  Which G
+    (and which batch and learning rate) a run should use is :func:`gsd.core.advice.group_size_advice`'s
+    and :func:`gsd.core.advice.batch_advice`'s answer, the one every report prints.
+
     The arguments are those of :func:`allocate_group_sizes` (``ddof``, ``eps``: the trainer's std
     convention for the ``update`` and ``progress`` values).
 

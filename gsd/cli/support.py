@@ -287,6 +287,36 @@ def add_advice_arguments(p) -> None:
         "(fit them from runs at several G with gsd.fit_step_cost); with it the advice also gives the "
         "best G per second",
     )
+    p.add_argument(
+        "--noise-scale",
+        metavar="B_NOISE[,LO,HI]",
+        help="the run's measured gradient noise scale in generations (gsd.live.noise_scale's callback, or "
+        "gsd.core.noise_scale from gradient norms at two batch sizes) with its interval: with it the advice "
+        "also names generations per step B and the learning rate with B",
+    )
+    p.add_argument(
+        "--run-lr",
+        type=float,
+        default=None,
+        metavar="LR",
+        help="the run's learning rate: the advised lr is LR x sqrt(B / the run's B) (Adam; an assumption)",
+    )
+
+
+def noise_scale_arg(text):
+    """``--noise-scale B_NOISE[,LO,HI]`` → (b_noise, lo, hi) (None when not given; no interval: lo = hi = B_NOISE)."""
+    import numpy as np
+
+    if text is None:
+        return None
+    vals = parse_list(text, float, "noise-scale")
+    if vals.size not in (1, 3) or not np.all(np.isfinite(vals)) or vals[0] <= 0:
+        raise CliError(f"--noise-scale takes B_NOISE or B_NOISE,LO,HI, finite and B_NOISE > 0, got {text!r}")
+    if vals.size == 1:
+        return (float(vals[0]),) * 3
+    if not (0 <= vals[1] <= vals[0] <= vals[2]):
+        raise CliError(f"--noise-scale: need 0 <= LO <= B_NOISE <= HI, got {text!r}")
+    return tuple(float(v) for v in vals)
 
 
 def step_cost(text):

@@ -62,14 +62,16 @@ __all__ = [
     "OPTIMIZERS",
     "SPEED_METHODS",
     "DEFAULT_OPTIMIZER",
-    "DEFAULT_TOLERANCE",
     "DEFAULT_G_GRID",
     "StepCost",
     "GroupSizeAdvice",
     "group_size_advice",
+    "advice_headline",
+    "step_noise_terms",
+    "BatchAdvice",
+    "batch_advice",
     "fit_step_cost",
     "step_times_from_log",
-    "advice_headline",
 ]
 
 #: What a comparison of group sizes holds fixed per step.
@@ -80,8 +82,6 @@ OPTIMIZERS = ("sgd", "adam")
 SPEED_METHODS = ("grpo", "dr_grpo")
 #: The optimiser assumed when none is named: Adam, the default of TRL's and verl's trainers (AdamW).
 DEFAULT_OPTIMIZER = "adam"
-#: How close to the best G a smaller G must come to be the advice (group_size_advice's ``tolerance``).
-DEFAULT_TOLERANCE = 0.1
 #: Group sizes compared when none are given.
 DEFAULT_G_GRID = tuple(range(2, 65))
 _OBJECTIVE = {"grpo": "2*arcsin(sqrt(p))", "dr_grpo": "p"}
@@ -141,7 +141,7 @@ class GroupSizeAdvice:
     best_G_per_generation, best_G_per_second : int, int or None
         The G of the largest progress per generation / per second (None without a cost).
     advised_G_per_generation, advised_G_per_second : int, int or None
-        The advice: the smallest G within ``tolerance`` of the best (:func:`group_size_advice`).
+        The advice: the model's optimum (the same as ``best_G_*``; no tolerance is applied).
     prompts : DataFrame (``prompt_columns``: the same as numpy columns)
         One row per prompt at ``best_G_per_generation``: ``progress`` (its expected gain per step when in
         the batch), ``relative_value`` (that over the batch mean) and ``worth_rollouts``
@@ -165,7 +165,6 @@ class GroupSizeAdvice:
     notes: list = field(default_factory=list)
     advised_G_per_generation: int | None = None
     advised_G_per_second: int | None = None
-    tolerance: float = 0.0
 
     @cached_property
     def table(self) -> pd.DataFrame:
@@ -199,7 +198,6 @@ class GroupSizeAdvice:
         out: dict[str, Any] = {
             "advised_G_per_generation": self.advised_G_per_generation,
             "advised_G_per_second": self.advised_G_per_second,
-            "tolerance": self.tolerance,
             "best_G_per_generation": self.best_G_per_generation,
             "best_G_per_second": self.best_G_per_second,
             "hold": self.hold,
@@ -228,16 +226,6 @@ class GroupSizeAdvice:
             if row.size:
                 out.setdefault("relative_per_generation", {})[str(g)] = float(t["relative_per_generation"][row[0]])
         return out
-
-
-def _tolerance(x) -> float:
-    try:
-        t = float(x)
-    except (TypeError, ValueError):
-        raise InputError(f"tolerance must be a number in [0, 1), got {x!r}") from None
-    if isinstance(x, bool) or not (0.0 <= t < 1.0):
-        raise InputError(f"tolerance must be a number in [0, 1), got {x!r}")
-    return t
 
 
 def _choice(name, value, allowed):
@@ -315,7 +303,6 @@ def group_size_advice(
     score_noise: float = math.inf,
     ddof: int = 0,
     eps: float = 0.0,
-    tolerance: float = DEFAULT_TOLERANCE,
 ) -> GroupSizeAdvice:
     """Expected progress per generation and per second of every uniform G, exact, and the best G.
 
@@ -341,12 +328,6 @@ def group_size_advice(
         limit; then the scale of progress is arbitrary and only its ratios between G are meaningful).
     ddof, eps : int, float
         The std GRPO divides by (0: population, the paper's; TRL and verl: 1, and eps 1e-4 / 1e-6).
-    tolerance : float in [0, 1)
-        The advised G (``advised_G_per_generation``, ``advised_G_per_second``) is the smallest G whose
-        predicted progress is within this share of the best G's (default 0.1).  A smaller G sees more
-        distinct prompts for the same generations, which the one-step model does not credit, and the
-        model's relative speeds were off by up to about 0.1–0.2 where curves were flat in real TRL
-        training (docs: the group-size training page); ``best_G_*`` stay the exact argmax.
 
     Notes
     -----
@@ -378,7 +359,6 @@ def group_size_advice(
     optimizer = _choice("optimizer", optimizer, OPTIMIZERS)
     ddof, eps = as_ddof(ddof), float(as_eps(eps))
     nu = _score_noise(score_noise)
-    tol = _tolerance(tolerance)
     if cost is not None and not isinstance(cost, StepCost):
         raise InputError(
             f"cost must be a StepCost (gsd.core.advice.StepCost or fit_step_cost), got {type(cost).__name__}"
@@ -399,8 +379,6 @@ def group_size_advice(
     per_sec = per_step / seconds
     best_gen = int(grid[np.argmax(per_gen)])
     best_sec = int(grid[np.nanargmax(per_sec)]) if cost is not None else None
-    adv_gen = int(grid[np.argmax(per_gen >= (1.0 - tol) * per_gen.max())])  # the grid is sorted
-    adv_sec = int(grid[np.argmax(per_sec >= (1.0 - tol) * np.nanmax(per_sec))]) if cost is not None else None
     with np.errstate(divide="ignore", invalid="ignore"):
         table = {
             "G": grid,
@@ -423,9 +401,8 @@ def group_size_advice(
         table_columns=table,
         best_G_per_generation=best_gen,
         best_G_per_second=best_sec,
-        advised_G_per_generation=adv_gen,
-        advised_G_per_second=adv_sec,
-        tolerance=tol,
+        advised_G_per_generation=best_gen,
+        advised_G_per_second=best_sec,
         prompt_columns=_prompt_values(gain[:, int(np.argmax(per_gen))]),
         hold=hold,
         method=method,
@@ -518,6 +495,203 @@ def _silent_table(src, grid, expected_silent_rate):
         sub = BetaPosterior(np.repeat(src.a[first], grid.size), np.repeat(src.b[first], grid.size), src.prior)
         return expected_silent_rate(sub, np.tile(grid, first.size)).reshape(first.size, grid.size)[inverse]
     return expected_silent_rate(src[:, None], grid[None, :])
+
+
+# --------------------------------------------------------------------------- the noise scale and the batch
+def step_noise_terms(p_or_posterior, g_grid=DEFAULT_G_GRID, *, method: str = "grpo", ddof: int = 0, eps: float = 0.0):
+    r"""Signal S(G) and noise per generation c_N(G) of a step, exact under the prompts' rates or posteriors.
+
+    .. math::  S(G) = \operatorname{mean}_i V_i(G), \qquad
+               c_N(G) = \operatorname{mean}_i \mathbb E\Big[\sum_j A_{ij}^2\Big] / G,
+
+    V_i the prompt's expected one-step gain (``gain``: √(p(1−p))·E[σ̂]; Dr.GRPO ``dr_gain``) and A_ij
+    the advantages of its group of G.  A step of B generations has expected gradient S and noise
+    variance ν·c_N/B along the objective (ν the unknown score noise of one answer), so its noise scale is
+
+    .. math::  B_{noise}(G) = \nu\, c_N(G) / S(G)^2 ,
+
+    the batch at which a step is half noise (McCandlish et al. 2018): under Adam a step moves
+    ≈ lr/√(1 + B_noise/B).  Returns ``{"G", "signal", "noise"}`` (numpy arrays over the grid).
+
+    Examples
+    --------
+    >>> t = step_noise_terms([0.5], [2])
+    >>> float(t["signal"][0]), float(t["noise"][0])  # V = 1/2·E[σ̂] = 1/8; E[Σ A²] = G·P(not silent) = 1
+    (0.125, 0.5)
+    """
+    method = _choice("method", method, SPEED_METHODS)
+    ddof, eps = as_ddof(ddof), float(as_eps(eps))
+    grid = _grid(g_grid)
+    src = _prompts_of(p_or_posterior)
+    _n_prompts(src)
+    gain, _ = _progress_per_step(src, grid, np.ones(grid.size), method, "sgd", math.inf, ddof, eps)
+    noise = _expected_squares(src, grid, method, ddof, eps).mean(axis=0) * grid
+    return {"G": grid, "signal": gain.mean(axis=0), "noise": noise}
+
+
+@dataclass
+class BatchAdvice:
+    """Generations per step B, G within B and the learning rate with B (:func:`batch_advice`).
+
+    ``B_per_generation``: the knee B = B_noise(G) (McCandlish's critical batch: there a run takes 2×
+    the fewest steps and 2× the fewest generations; below it, steps grow; above it, generations), rounded
+    to a multiple of G; ``B_per_second``: B* = √(t_step·B_noise/t_rollout) minimising the time to a target
+    under t(B) = t_step + t_rollout·B (None without a cost); each with its interval from the measured
+    noise scale's.  ``G``: the G of the least B_noise(G) (the fewest steps and generations at any B) among those whose
+    group fits the batch it advises (G ≤ B_noise(G)); the smallest G of the grid when none does.
+    ``lr_*``: the run's lr × √(B/B_run) (Adam; an assumption, not measured here).  ``table_columns``:
+    per G, ``b_noise`` and ``relative_steps`` (steps at the advised B against the advised G's).
+    """
+
+    G: int
+    B_per_generation: int
+    B_per_generation_interval: tuple
+    B_per_second: int | None
+    B_per_second_interval: tuple | None
+    lr_per_generation: float | None
+    lr_per_second: float | None
+    b_noise: float
+    b_noise_interval: tuple
+    score_noise: float
+    score_noise_interval: tuple
+    level: float
+    run: dict
+    table_columns: Columns
+    cost: StepCost | None
+    method: str
+    notes: list = field(default_factory=list)
+
+    def convention(self) -> str:
+        r = self.run
+        lr = f", lr {r['lr']:g}" if r.get("lr") is not None else ""
+        return (
+            f"B in generations per step, G answers per prompt; noise scale measured at the run's B = {r['B']}, "
+            f"G = {r['G']}{lr}; lr ∝ √B (Adam, assumed); {self.method}"
+        )
+
+    def summary(self) -> dict:
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in ("table_columns", "cost")}
+        out["cost"] = (
+            None
+            if self.cost is None
+            else {k: getattr(self.cost, k) for k in ("t_step", "t_prompt", "t_rollout", "source")}
+        )
+        out["convention"] = self.convention()
+        return out
+
+
+def _interval(x, name):
+    lo, hi = (float(v) for v in x)
+    if not (0 <= lo <= hi) or math.isnan(hi):
+        raise InputError(f"{name} must be an interval 0 <= lo <= hi, got {x!r}")
+    return lo, hi
+
+
+def batch_advice(
+    p_or_posterior,
+    noise,
+    *,
+    generations_per_step: int,
+    group_size: int,
+    lr: float | None = None,
+    cost: StepCost | None = None,
+    g_grid=DEFAULT_G_GRID,
+    method: str = "grpo",
+    ddof: int = 0,
+    eps: float = 0.0,
+) -> BatchAdvice:
+    r"""The joint advice: B, G and lr, per generation and per second, from the run's measured noise scale.
+
+    Parameters
+    ----------
+    p_or_posterior
+        The prompts (rates or posteriors), as in :func:`group_size_advice`.
+    noise : NoiseScale or (b_noise, lo, hi)
+        B_noise measured in the run (:func:`gsd.core.noise_scale.noise_scale_from_norms`, the live
+        :func:`gsd.live.noise_scale.gradient_noise_callback`), at its ``generations_per_step`` and ``group_size``.
+    lr : float, optional
+        The run's learning rate; the advised lr scales it by √(B/B_run).
+    cost : StepCost, optional
+        Seconds per step (:func:`fit_step_cost`); t(B) = t_step + (t_rollout + t_prompt/G)·B.
+
+    Notes
+    -----
+    ν = B_noise,run·S(G_run)²/c_N(G_run) (:func:`step_noise_terms`) carries the measurement to every G:
+    B_noise(G) = ν·c_N(G)/S(G)².  With the lr tuned at each B, steps = S_min(1 + B_noise/B) and generations
+    = E_min(1 + B/B_noise) (McCandlish et al. 2018, their eq. 2.11); time = steps·t(B) is least at
+    B* = √(t_step·B_noise/t_rollout).  Both advised B are the model's optimum (no tolerance); the
+    intervals are the noise scale's carried through (both scale with B_noise).
+    """
+    from .noise_scale import NoiseScale
+
+    if isinstance(noise, NoiseScale):
+        bn, lo, hi, level = noise.b_noise, noise.b_noise_lo, noise.b_noise_hi, noise.level
+    else:
+        try:
+            bn, lo, hi = (float(v) for v in noise)
+        except (TypeError, ValueError):
+            raise InputError(f"noise must be a NoiseScale or (b_noise, lo, hi), got {noise!r}") from None
+        level = math.nan
+    if not (math.isfinite(bn) and bn > 0):
+        raise InputError(f"noise: B_noise must be finite and > 0 to advise a batch, got {bn!r}")
+    lo, hi = _interval((lo, hi), "noise's interval")
+    B_run = _positive_int("generations_per_step", generations_per_step)
+    G_run = _positive_int("group_size", group_size, hi=MAX_EXACT_GROUP_SIZE)
+    if lr is not None and (isinstance(lr, bool) or not (isinstance(lr, int | float) and 0 < lr < math.inf)):
+        raise InputError(f"lr must be a number > 0, got {lr!r}")
+    if cost is not None and not isinstance(cost, StepCost):
+        raise InputError(f"cost must be a StepCost, got {type(cost).__name__}")
+    grid = np.union1d(_grid(g_grid), [G_run]) if G_run >= 2 else _grid(g_grid)
+    t = step_noise_terms(p_or_posterior, grid, method=method, ddof=ddof, eps=eps)
+    per = np.where(t["signal"] > 0, t["noise"] / np.where(t["signal"] > 0, t["signal"], 1.0) ** 2, np.inf)
+    run = int(np.flatnonzero(grid == G_run)[0]) if G_run in grid else None
+    if run is None or not np.isfinite(per[run]):
+        raise InputError(f"group_size {G_run}: the prompts carry no signal at that G (every prompt silent for sure)")
+    nu = bn / per[run]
+    # the G of the least B_noise(G) among those whose group fits the batch it advises (G ≤ B_noise(G))
+    fits = grid <= bn * per / per[run]
+    best = int(np.argmin(np.where(fits, per, np.inf))) if fits.any() else 0
+    G = int(grid[best])
+    scale = per[best] / per[run]  # B_noise(G)/B_noise(G_run): ν cancels
+    knee = np.array([bn, lo, hi]) * scale
+
+    def as_B(x):
+        return int(G * max(1, round(x / G)))
+
+    B_sec = sec_iv = None
+    notes = []
+    if cost is not None:
+        a = cost.t_rollout + cost.t_prompt / G
+        if a > 0 and cost.t_step > 0:
+            b = np.sqrt(cost.t_step * knee / a)
+            B_sec, sec_iv = as_B(b[0]), (float(b[1]), float(b[2]))
+        else:
+            notes.append("per second: the cost has no fixed part or no per-generation part, so no finite optimum")
+    lr_of = (lambda B: None) if lr is None else (lambda B: float(lr) * math.sqrt(B / B_run))
+    B_gen = as_B(knee[0])
+    return BatchAdvice(
+        G=G,
+        B_per_generation=B_gen,
+        B_per_generation_interval=(float(knee[1]), float(knee[2])),
+        B_per_second=B_sec,
+        B_per_second_interval=sec_iv,
+        lr_per_generation=lr_of(B_gen),
+        lr_per_second=None if B_sec is None else lr_of(B_sec),
+        b_noise=float(bn),
+        b_noise_interval=(lo, hi),
+        score_noise=float(nu),
+        score_noise_interval=(lo / per[run], hi / per[run]),
+        level=float(level),
+        run={"B": B_run, "G": G_run, "lr": lr},
+        table_columns={
+            "G": grid,
+            "b_noise": nu * per,
+            "relative_steps": (1 + nu * per / B_gen) / (1 + knee[0] / B_gen),
+        },
+        cost=cost,
+        method=method,
+        notes=notes,
+    )
 
 
 # --------------------------------------------------------------------------- the cost model from logs
@@ -654,6 +828,8 @@ def advice_headline(advice) -> str:
     """
     import textwrap
 
+    if isinstance(advice, BatchAdvice) or (isinstance(advice, dict) and "B_per_generation" in advice):
+        return _batch_headline(advice.summary() if isinstance(advice, BatchAdvice) else advice)
     s = advice.summary() if isinstance(advice, GroupSizeAdvice) else dict(advice)
     best = s.get("advised_G_per_generation")
     if best is None:
@@ -672,5 +848,34 @@ def advice_headline(advice) -> str:
     lines = textwrap.wrap(first, HEADLINE_WIDTH, subsequent_indent="  ", break_on_hyphens=False)
     lines += textwrap.wrap(
         second, HEADLINE_WIDTH, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False
+    )
+    return "\n".join(lines)
+
+
+def _batch_headline(s: dict) -> str:
+    """:func:`advice_headline` of a :class:`BatchAdvice` (or its summary): B, G and lr per generation (and per
+    second), then the convention, each wrapped to :data:`HEADLINE_WIDTH`."""
+    import textwrap
+
+    def lr(x):
+        return "" if x is None else f", lr {x:.3g}"
+
+    lo, hi = s["B_per_generation_interval"]
+    lvl = s.get("level")
+    level = f" at {lvl:.0%}" if isinstance(lvl, float) and math.isfinite(lvl) else ""
+    first = (
+        f"Advised: B = {s['B_per_generation']} generations per step, G = {s['G']}{lr(s['lr_per_generation'])} "
+        f"(per generation: the knee B = B_noise, {lo:.0f}–{hi:.0f}{level})"
+    )
+    if s.get("B_per_second") is not None:
+        lo, hi = s["B_per_second_interval"]
+        first += f"; per second B = {s['B_per_second']}{lr(s['lr_per_second'])} ({lo:.0f}–{hi:.0f})"
+    lines = textwrap.wrap(first, HEADLINE_WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+    lines += textwrap.wrap(
+        f"convention: {s['convention']}",
+        HEADLINE_WIDTH,
+        initial_indent="  ",
+        subsequent_indent="    ",
+        break_on_hyphens=False,
     )
     return "\n".join(lines)

@@ -70,6 +70,8 @@ def diagnose(
     scale=None,
     optimizer=None,
     cost=None,
+    noise=None,
+    run_lr=None,
     progress=None,
     streaming: bool = False,
     shards=None,
@@ -136,4 +138,6 @@ def diagnose(
         scale=scale,
         optimizer=optimizer,
         cost=cost,
+        noise=noise,
+        run_lr=run_lr,
     )

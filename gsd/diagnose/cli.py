@@ -209,7 +209,7 @@ def _register_example_logs(sub) -> None:
 def _diagnose(args) -> int:
     import json
 
-    from ..cli.support import step_cost
+    from ..cli.support import noise_scale_arg, step_cost
     from . import diagnose
     from .report import diagnosis_json, format_report, write_outputs
     from .scalar_diagnosis import fail_on_status, parse_fail_on
@@ -234,6 +234,8 @@ def _diagnose(args) -> int:
         scale=args.scale,
         optimizer=args.optimizer,
         cost=step_cost(args.cost),
+        noise=noise_scale_arg(args.noise_scale),
+        run_lr=args.run_lr,
         progress=False if args.no_progress else None,
         streaming=args.streaming,
         shards=args.shards,

@@ -96,6 +96,11 @@ def _headline_lines(s: dict) -> list[str]:
     if not adv:
         return ["Advised: no group size (no right/wrong rewards to predict from: give --threshold)"]
     lines = advice_headline(adv).split("\n")
+    batch = s.get("batch_advice")
+    if batch:  # the run's noise scale given: B, G and lr first, the G holding its prompts per step after
+        lines = advice_headline(batch).split("\n") + [
+            "  holding the run's prompts per step: " + lines[0][len("Advised: ") :]
+        ]
     rel = adv.get("relative_per_generation", {})
     g = s.get("group_size")
     if isinstance(g, int | np.integer) and str(int(g)) in rel and int(g) != adv["advised_G_per_generation"]:
@@ -249,10 +254,11 @@ def _step_lines(st, max_steps: int | None) -> list[str]:
 
 def advice_lines(s: dict) -> list[str]:
     """The advice's details (``--verbose``): per second, its model, the G holding generations instead,
-    what TRL measured, its notes. The advised setting itself is the headline (:func:`_headline_lines`)."""
+    the noise scale, its notes. The advised setting itself is the headline (:func:`_headline_lines`)."""
     adv = s.get("advice")
     if not adv:
         return []
+    batch = s.get("batch_advice")
     out = ["", "The advice in detail:"]
     if adv["advised_G_per_second"] is not None:
         c = adv["cost"]
@@ -265,8 +271,7 @@ def advice_lines(s: dict) -> list[str]:
     out.append(
         f"  model: expected progress of the run's objective under each prompt's posterior, "
         f"{adv['prompts_per_step']} prompts per step held fixed; {adv['convention'].split('; ', 1)[1]}; "
-        f"the smallest G within {adv['tolerance']:.0%} of the model's best "
-        "(docs/theory.md, section Which G learns fastest)"
+        "the advised G is the model's optimum (docs/theory.md, section Which G learns fastest)"
     )
     gen = s.get("advice_holding_generations")
     if gen:
@@ -278,11 +283,18 @@ def advice_lines(s: dict) -> list[str]:
             + ", ".join(f"G = {g} at {r:.2f}x" for g, r in rel_g.items() if int(g) != gen["advised_G_per_generation"])
             + ")"
         )
-    out.append(
-        "  measured in TRL (docs/group_size_training.md): holding prompts, G = 2 reached the hardest-quarter "
-        "target with 1.7-3.3x fewer generations than G = 4-8; holding generations, G = 2 to 16 came within "
-        "16 % of each other"
-    )
+    if batch:
+        lo, hi = batch["b_noise_interval"]
+        out.append(
+            f"  noise scale: B_noise {batch['b_noise']:.3g} [{lo:.3g}, {hi:.3g}] generations at the run's B = "
+            f"{batch['run']['B']}, G = {batch['run']['G']}; steps = S_min(1 + B_noise/B), generations = "
+            "E_min(1 + B/B_noise) (docs/theory.md, section The noise scale)"
+        )
+    else:
+        out.append(
+            "  B and lr: give --noise-scale (measured from gradient norms at two batch sizes; one log at one "
+            "batch size cannot separate |G|^2 from tr(Sigma)/B) and --run-lr"
+        )
     out += [f"  note: {n}" for n in adv.get("notes", [])]
     return out
 

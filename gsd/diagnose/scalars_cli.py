@@ -172,6 +172,10 @@ def scalar_report(dx, *, all_steps: bool = False, all_columns: bool = False, ver
         lines.append(
             f"  for the population of solve rates fitted at step {s['advice_step']} (which G, not which prompts)"
         )
+        lines.append(
+            "  B and lr need the run's noise scale: one log at one batch size cannot give it (gsd.live.noise_scale "
+            "measures it in a run; gsd.core.noise_scale from two runs' grad_norm)"
+        )
     elif s.get("fit_status"):
         lines.append("Advised: no group size (no step's difficulty fit is a proper Beta: see fit_status)")
     else:

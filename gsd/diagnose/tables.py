@@ -502,6 +502,8 @@ def diagnose_log(
     scale: str | None = None,
     optimizer: str | None = None,
     cost=None,
+    noise=None,
+    run_lr=None,
 ) -> Diagnosis:
     """Per-step and per-prompt diagnosis of a run read by :func:`gsd.diagnose.read_rollouts`.
 
@@ -524,6 +526,10 @@ def diagnose_log(
     optimizer, cost : optional
         The advice's optimiser (default :data:`gsd.core.advice.DEFAULT_OPTIMIZER`) and step cost
         (:class:`gsd.core.advice.StepCost`; with it the advice also gives the best G per second).
+    noise, run_lr : optional
+        The run's measured noise scale (a :class:`gsd.core.noise_scale.NoiseScale` or (b_noise, lo, hi),
+        at its generations per step and G) and learning rate: with them the advice names B, G and lr
+        (:func:`gsd.core.advice.batch_advice`).
     half_life : float, optional
         Forget old rollouts: a group s steps old weighs 2^(−s/half_life) in the posteriors (the
         solve rates move during training).  None: every earlier rollout counts fully.
@@ -584,8 +590,10 @@ def diagnose_log(
     miss = _prediction_miss(calibration, h, chosen)
     if miss:
         warnings.append(miss)
-    advice, advice_gen, n_step = (
-        (None, None, None) if a0 is None else _run_advice(log, steps, prompts, (a0, b0), conv, optimizer, cost)
+    advice, advice_gen, n_step, batch = (
+        (None,) * 4
+        if a0 is None
+        else _run_advice(log, steps, prompts, (a0, b0), conv, (optimizer, cost, noise, run_lr))
     )
     summary = {
         **_read_summary(log, note, steps),
@@ -599,7 +607,7 @@ def diagnose_log(
         "half_life_choice": chosen,
         "budget": budget,
         "budget_plan": DEFAULT_PLAN if budget is not None else None,
-        **_advice_summary(advice, advice_gen, n_step, log.group_size),
+        **_advice_summary(advice, advice_gen, n_step, log.group_size, batch),
         **_fidelity_law_summary(prompts, epsilon),
         "warnings": warnings,
     }
@@ -699,9 +707,11 @@ def _prediction_miss(calibration: dict, half_life, chosen) -> str | None:
     )
 
 
-def _run_advice(log: RolloutLog, steps: Columns, prompts: Columns, prior, conv: dict, optimizer, cost):
+def _run_advice(log: RolloutLog, steps: Columns, prompts: Columns, prior, conv: dict, options):
     """The group-size advice at the run's prompts per step (the median over steps with groups) and,
-    when the run's G is known, at its generations per step; and that prompts per step."""
+    when the run's G is known, at its generations per step; that prompts per step; and the batch advice
+    when ``options`` = (optimizer, cost, noise scale, run's lr) holds a noise scale (else None)."""
+    optimizer, cost, noise, run_lr = options
     n_step = int(np.median(steps["groups"][steps["groups"] > 0]))
     post = BetaPosterior(prompts["a"], prompts["b"], prior)
     common = {"scale": conv["scale"], "ddof": conv["ddof"], "eps": conv["eps"], "optimizer": optimizer, "cost": cost}
@@ -712,7 +722,8 @@ def _run_advice(log: RolloutLog, steps: Columns, prompts: Columns, prior, conv: 
         advice_gen = group_size_advice_for(
             post, n_step, hold="generations", generations_per_step=n_step * int(G_run), **common
         )
-    return advice, advice_gen, n_step
+    batch = None if noise is None else _batch_advice(log, prompts, prior, conv, n_step, noise, run_lr, cost)
+    return advice, advice_gen, n_step, batch
 
 
 def _read_summary(log: RolloutLog, note: str, steps: Columns) -> dict:
@@ -772,9 +783,36 @@ def _measured_summary(log: RolloutLog, steps: Columns, groups: Columns, a0, conv
     }
 
 
-def _advice_summary(advice, advice_gen, n_step, group_size) -> dict:
-    """The advice: the uniform G of the most expected progress per generation (per second with a cost)."""
+def _batch_advice(log: RolloutLog, prompts: Columns, prior, conv: dict, n_step, noise, run_lr, cost):
+    """:func:`gsd.core.advice.batch_advice` at the run's generations per step (prompts per step x G), over
+    the posterior means of its prompts (the exact sums over every posterior would be many), on :data:`ADVICE_GRID`."""
+    from ..core.advice import batch_advice
+
+    G = log.group_size if isinstance(log.group_size, int | np.integer) and log.group_size >= 2 else None
+    if G is None:
+        raise InputError(
+            "--noise-scale needs the run's group size G (--group-size): B_noise is measured at the run's B and G"
+        )
+    post = BetaPosterior(prompts["a"], prompts["b"], prior)
+    return batch_advice(
+        post.mean,
+        noise,
+        generations_per_step=int(n_step) * int(G),
+        group_size=int(G),
+        lr=run_lr,
+        cost=cost,
+        g_grid=ADVICE_GRID,
+        method="grpo" if conv["scale"] == "group" else "dr_grpo",
+        ddof=conv["ddof"],
+        eps=conv["eps"],
+    )
+
+
+def _advice_summary(advice, advice_gen, n_step, group_size, batch=None) -> dict:
+    """The advice: the uniform G of the most expected progress per generation (per second with a cost), and
+    B, G, lr with the run's noise scale."""
     return {
+        "batch_advice": None if batch is None else batch.summary(),
         "advised_group_size": advice.advised_G_per_generation if advice is not None else None,
         "advised_group_size_per_second": advice.advised_G_per_second if advice is not None else None,
         "advice": advice.summary() | {"prompts_per_step": n_step} if advice is not None else None,

@@ -179,6 +179,7 @@ class GroupTracker:
         self.half_life = half_life
         candidates = as_half_lives(half_life)
         self.metrics: list[dict] = []
+        self.last_posterior = None  # the posteriors of every prompt seen, as of the last generation
         self.warnings: list[str] = []
         self.unscorable: list[dict] = []
         self._warned: set = set()
@@ -543,6 +544,7 @@ class GroupTracker:
         n, k = self._n[: len(self._keys)], self._k[: len(self._keys)]
         if (n > 0).any():
             seen = posterior_from_counts(k[n > 0], n[n > 0], prior=(a0, b0))
+            self.last_posterior = seen  # the batch advice of a run with a noise scale reads it
             out["advised_group_size"] = float(
                 group_size_advice_for(seen, np.unique(codes).size).advised_G_per_generation
             )

@@ -101,6 +101,12 @@ class _Hooks:
     (``gsd/recommended_group_size``, its deprecated alias) and ``gsd/skipped`` to TRL's training
     metrics: they reach ``trainer.state.log_history`` and ``report_to`` beside TRL's own.
     ``gsd_skip_counts`` says how many prompts were skipped and the rollouts not spent on them.
+
+    With ``gradient_accumulation_steps`` ≥ 2 the trainer also records every micro-batch's and every step's
+    gradient norm (:func:`gsd.live.noise_scale.gradient_noise_callback`, ``gsd_noise``) and, from the
+    second recorded step, logs ``gsd/b_noise`` (the run's noise scale in generations) and the advised
+    setting (:func:`gsd.core.advice.batch_advice`): ``gsd/advised_generations_per_step``,
+    ``gsd/advised_group_size_in_batch`` and ``gsd/advised_lr`` (the run's lr × √(B/B_run), Adam).
     """
 
     def __init__(self, *args, gsd_tracker=None, skip_policy=None, skip_above=None, max_skips=None, **kwargs):
@@ -129,6 +135,12 @@ class _Hooks:
         self.gsd_skip_above, self.gsd_max_skips = skip_above, int(max_skips)
         self.gsd_skip_policy = skip_policy
         self.gsd_sampler = None
+        self.gsd_noise = None
+        if int(self.args.gradient_accumulation_steps) >= 2:
+            from .noise_scale import gradient_noise_callback
+
+            self.gsd_noise = gradient_noise_callback()
+            self.add_callback(self.gsd_noise)
 
     def _gsd_attach(self, tracker):
         """The tracker checked against the trainer (G, reward weights) and its reward functions
@@ -189,6 +201,43 @@ class _Hooks:
             else:
                 for name, v in zip(LIVE_METRICS, values):
                     self._metrics["train"][f"gsd/{name}"].append(v)
+                try:
+                    batch = self._gsd_batch_metrics()
+                except Exception as exc:  # noqa: BLE001 (never stop the run for a metric)
+                    batch = {}
+                    self.gsd_tracker._unscorable(
+                        self.state.global_step + 1, "metrics", f"gsd's batch advice was not logged ({exc})"
+                    )
+                for name, v in batch.items():
+                    self._metrics["train"][f"gsd/{name}"].append(v)
+        return out
+
+    def _gsd_batch_metrics(self) -> dict:
+        """The run's noise scale and the advised (B, G, lr) once two steps' gradient norms are recorded."""
+        rec = None if self.gsd_noise is None else self.gsd_noise.record
+        post = getattr(self.gsd_tracker, "last_posterior", None)
+        if rec is None or len(rec.big_sq) < 2 or post is None:
+            return {}
+        from ..core.advice import batch_advice
+
+        ns = rec.estimate()
+        out = {"b_noise": float(ns.b_noise)}
+        if np.isfinite(ns.b_noise) and ns.b_noise > 0:
+            adv = batch_advice(
+                post.mean,
+                ns,
+                generations_per_step=rec.micro * rec.accumulation,
+                group_size=self.num_generations,
+                lr=float(self.args.learning_rate),
+                g_grid=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
+            )
+            out.update(
+                {
+                    "advised_generations_per_step": float(adv.B_per_generation),
+                    "advised_group_size_in_batch": float(adv.G),
+                    "advised_lr": float(adv.lr_per_generation),
+                }
+            )
         return out
 
     @property

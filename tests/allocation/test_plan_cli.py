@@ -323,3 +323,29 @@ def test_advice_is_a_summary_with_the_full_tables_in_the_file(capsys, tmp_path):
     assert code == 0 and res["summary"]["speed"]["hold"] == "generations" and len(res["speed"]) > 1
     code, out, err = _run(capsys, "plan", "--p", p, "--budget", "48", "--advice", "--cost", "1,2")
     assert code == 2 and "--cost" in err
+
+
+def test_advice_with_a_noise_scale_names_B_G_and_lr(capsys):
+    """--noise-scale: the advice's first line is gsd.core.advice.batch_advice's, measured at --budget and the
+    uniform plan's G there; a bad value is refused by name."""
+    from gsd.core.advice import advice_headline, batch_advice
+
+    p = [0.05, 0.3, 0.5, 0.9]
+    code, out, _ = _run(
+        capsys,
+        "plan",
+        "--p",
+        "0.05,0.3,0.5,0.9",
+        "--budget",
+        "32",
+        "--advice",
+        "--noise-scale",
+        "40,20,80",
+        "--run-lr",
+        "1e-6",
+    )
+    assert code == 0
+    want = batch_advice(p, (40.0, 20.0, 80.0), generations_per_step=32, group_size=8, lr=1e-6)
+    assert advice_headline(want) in out
+    code, out, err = _run(capsys, "plan", "--p", "0.5", "--budget", "32", "--advice", "--noise-scale", "40,50,80")
+    assert code != 0 and "--noise-scale" in err

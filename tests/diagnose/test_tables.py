@@ -213,6 +213,7 @@ def test_headline_is_the_advised_group_size(tmp_path):
     assert s["fidelity_group_size"] == s["median_group_size_recommended"] == gsd.median_group_size(pr["p_mean"], 0.05)
     text = format_report(dx, verbose=True)
     assert text.splitlines()[1].startswith(f"Advised: uniform G = {want.advised_G_per_generation} answers per prompt")
+    assert "1.7-3.3" not in text and "within 16" not in text  # no fixed sentence of measured ratios
     assert "Fidelity law (not the advice)" in text and "Recommended group sizes" not in text
     with_cost = diagnose(tmp_path, cost=gsd.StepCost(60.0, 0.0, 0.001), optimizer="sgd")
     sgd = gsd.group_size_advice(
@@ -251,6 +252,34 @@ def test_advice_also_holding_the_runs_generations_per_step():
     assert gen["hold"] == "generations" and gen["generations_per_step"] == B
     assert gen["advised_G_per_generation"] == want.advised_G_per_generation
     assert f"holding generations per step instead ({B} per step" in format_report(dx, verbose=True)
+
+
+def test_batch_advice_with_the_runs_noise_scale():
+    """--noise-scale and --run-lr: the report's first advice line names B, G and lr, from
+    gsd.core.advice.batch_advice at the run's generations per step over the posterior means."""
+    from gsd.core.advice import batch_advice
+    from gsd.diagnose.report import format_report
+    from gsd.resources import example_logs
+
+    dx = diagnose(example_logs() / "trl", noise=(40.0, 20.0, 80.0), run_lr=1e-6)
+    s, pr = dx.summary, dx.prompts
+    G, n_step = s["group_size"], int(np.median(dx.steps["groups"]))
+    post = gsd.BetaPosterior(pr["a"].to_numpy(), pr["b"].to_numpy(), (s["prior"]["a"], s["prior"]["b"]))
+    want = batch_advice(
+        post.mean,
+        (40.0, 20.0, 80.0),
+        generations_per_step=n_step * G,
+        group_size=G,
+        lr=1e-6,
+        g_grid=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64),
+        ddof=s["update_convention"]["ddof"],
+        eps=s["update_convention"]["eps"],
+    )
+    got = s["batch_advice"]
+    assert (got["B_per_generation"], got["G"]) == (want.B_per_generation, want.G)
+    assert got["lr_per_generation"] == pytest.approx(want.lr_per_generation)
+    head = format_report(dx).splitlines()[1]
+    assert head.startswith(f"Advised: B = {want.B_per_generation} generations per step, G = {want.G}, lr ")
 
 
 @pytest.mark.parametrize("a, b", [(1e-3, 50.0), (0.02, 0.01), (300.0, 1e-2), (5.0, 5.0), (2e5, 3e5)])

@@ -791,3 +791,30 @@ def test_a_failed_generation_is_not_mixed_into_the_next():
         fn(prompts=["a", "a", "b", "b"], completions=[0, 1, 1, 1])
     assert len(tracker.metrics) == 1 and tracker.metrics[0]["silent_frac"] == 0.5
     assert tracker._totals[0].tolist() == [1.0, 2.0, 2.0, 2.0] and len(tracker.unscorable) == 1
+
+
+def test_noise_scale_and_batch_advice_in_the_log(tmp_path):
+    """gradient_accumulation_steps 2, each micro-batch its own generation: GSDGRPOTrainer records the
+    gradient norms (its gsd_noise callback), the step's squared norm is TRL's own grad_norm², and from the
+    second step the log holds gsd/b_noise and the advised (B, G, lr)."""
+    truth = trl_run(
+        tmp_path / "noise",
+        prompts=PROMPTS,
+        p=P,
+        batch=8,
+        max_steps=4,
+        trainer_cls=_trainer(),
+        gradient_accumulation_steps=2,
+        steps_per_generation=1,
+        max_grad_norm=0.0,
+    )
+    tr = truth.trainer
+    rec = tr.gsd_noise.record
+    assert (rec.micro, rec.accumulation, len(rec.big_sq)) == (8, 2, 4)
+    logged = [h["grad_norm"] for h in tr.state.log_history if "grad_norm" in h]
+    np.testing.assert_allclose(rec.big_sq, np.square(logged), rtol=1e-4)  # float32 sums: ≲ 3e-6 relative
+    hist = [h for h in tr.state.log_history if "gsd/b_noise" in h]
+    assert hist, "gsd/b_noise never logged"
+    if np.isfinite(hist[-1]["gsd/b_noise"]) and hist[-1]["gsd/b_noise"] > 0:
+        assert hist[-1]["gsd/advised_generations_per_step"] >= 2
+        assert hist[-1]["gsd/advised_lr"] > 0

@@ -84,6 +84,7 @@ def train_silent(
     trainer_kwargs=None,
     args_class=None,
     args_kwargs=None,
+    callbacks=(),
 ) -> dict:
     r"""Train the task's model with TRL's ``GRPOTrainer.train()``; per step, TRL's logged
     ``frac_reward_zero_std`` against the closed forms from the exact solve rates.
@@ -114,6 +115,10 @@ def train_silent(
     args_class, args_kwargs : optional
         A ``GRPOConfig`` subclass (e.g. trl-cgrpo's ``CGRPOConfig``) and fields replacing or adding to
         the ones set here (``max_steps`` is then an upper bound a callback may stop before).
+        With ``gradient_accumulation_steps`` M and ``steps_per_generation=1`` a step holds M
+        generation calls of ``rows / M`` completions each, recorded as one step.
+    callbacks : sequence of ``TrainerCallback``, optional
+        Added beside the recorder (e.g. :func:`gsd.live.noise_scale.gradient_noise_callback`).
 
     Returns
     -------
@@ -157,7 +162,7 @@ def train_silent(
             model=task.model,
             reward_funcs=[reward],
             args=args,
-            callbacks=[callback],
+            callbacks=[callback, *callbacks],
             train_dataset=Dataset.from_dict({"prompt": data}),
             processing_class=task.tokenizer,
             **extra,
@@ -167,7 +172,8 @@ def train_silent(
         if completions_dir is not None:
             tr.save_state()  # trainer_state.json beside completions/: TRL's own frac_reward_zero_std per step
     task.model.eval()
-    return _silent_result(task, tr, record, method=method, G=G, groups=groups, lr=lr)
+    calls = max(1, int(args.gradient_accumulation_steps) // max(1, int(args.steps_per_generation or 1)))
+    return _silent_result(task, tr, record, method=method, G=G, groups=groups, lr=lr, calls=calls)
 
 
 def _check_training(task: Task, method: str, G, copies, steps, prompts_per_step) -> None:
@@ -252,16 +258,24 @@ def _quiet(tr) -> None:
         tr.remove_callback(cb)
 
 
-def _step_rows(record: _Record, log_history: list, G: int) -> list:
+def _step_rows(record: _Record, log_history: list, G: int, calls: int = 1) -> list:
     """Per step, TRL's logged silent fraction and step time beside the closed forms at the exact p
-    recorded before the step's generation (:func:`train_silent`'s ``steps``)."""
+    recorded before the step's generation (:func:`train_silent`'s ``steps``); ``calls`` generation
+    calls per step are joined into one."""
     from ...core.silent import silent_rate
+
+    gens = record.generations
+    if calls > 1:
+        gens = [
+            (sum((w for w, _ in gens[i : i + calls]), []), sum((r for _, r in gens[i : i + calls]), []))
+            for i in range(0, len(gens) - calls + 1, calls)
+        ]
 
     measured = [h["frac_reward_zero_std"] for h in log_history if "frac_reward_zero_std" in h]
     step_time = [h["step_time"] for h in log_history if "step_time" in h]
     ends = record.ends
     rows = []
-    for p, (who, r), m, st, end in zip(record.before, record.generations, measured, step_time, ends[1:]):
+    for p, (who, r), m, st, end in zip(record.before, gens, measured, step_time, ends[1:]):
         grp = np.asarray(who).reshape(-1, G)[:, 0]
         r = np.asarray(r).reshape(-1, G)
         rows.append(
@@ -282,11 +296,13 @@ def _step_rows(record: _Record, log_history: list, G: int) -> list:
     return rows
 
 
-def _silent_result(task: Task, tr, record: _Record, *, method: str, G: int, groups: int, lr: float) -> dict:
+def _silent_result(
+    task: Task, tr, record: _Record, *, method: str, G: int, groups: int, lr: float, calls: int = 1
+) -> dict:
     """:func:`train_silent`'s result from the trained model, the trainer's log and the run's record."""
     from ...simulator.ledger import r_squared
 
-    rows = _step_rows(record, tr.state.log_history, G)
+    rows = _step_rows(record, tr.state.log_history, G, calls)
     obs = [r["measured"] for r in rows]
     out = {
         "method": method,
@@ -298,6 +314,7 @@ def _silent_result(task: Task, tr, record: _Record, *, method: str, G: int, grou
         "r2_exact": r_squared(obs, [r["exact"] for r in rows]),
         "r2_pooled": r_squared(obs, [r["pooled"] for r in rows]),
         "trl_reward": [h["reward"] for h in tr.state.log_history if "reward" in h],
+        "grad_norm": [h["grad_norm"] for h in tr.state.log_history if h.get("grad_norm") is not None],
     }
     if getattr(tr, "gsd_tracker", None) is not None:
         out["skipped"] = [int(m.get("skipped", 0)) for m in tr.gsd_tracker.metrics]

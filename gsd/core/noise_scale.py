@@ -1,0 +1,170 @@
+r"""The gradient noise scale of a run, measured from gradient norms at two batch sizes.
+
+McCandlish et al. (2018, arXiv 1812.06162, Appendix A): with G the true gradient and Σ the covariance
+of one example's gradient, a batch of B examples gives an estimate whose squared norm has
+
+.. math::  \mathbb E\,‖G_B‖^2 = ‖G‖^2 + \operatorname{tr}(\Sigma)/B .
+
+Two batch sizes B_small < B_big measured at the same parameters (a trainer's micro-batch and its
+accumulated step) give unbiased estimates of both terms,
+
+.. math::  \widehat{‖G‖^2} = \frac{B_{big}‖G_{big}‖^2 - B_{small}‖G_{small}‖^2}{B_{big} - B_{small}}, \qquad
+           \widehat{\operatorname{tr}\Sigma} = \frac{‖G_{small}‖^2 - ‖G_{big}‖^2}{1/B_{small} - 1/B_{big}},
+
+and the (simple) noise scale B_noise = tr(Σ)/‖G‖² is the batch at which a step's gradient is half
+noise.  Its estimate is the ratio of the means over steps (the ratio of per-step estimates is not
+unbiased; the paper's advice), with a delta-method interval over steps.  Here an "example" is one
+generation: B counts generations per step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+
+__all__ = ["NoiseScale", "noise_scale_from_norms", "noise_scale_from_logs", "grad_norms_from_log"]
+
+
+@dataclass(frozen=True)
+class NoiseScale:
+    """B_noise = tr(Σ)/‖G‖² of a run, from :func:`noise_scale_from_norms`.
+
+    ``b_noise`` with its interval ``b_noise_lo``, ``b_noise_hi`` (delta method over ``steps`` steps
+    at ``level``; ``inf`` where the interval reaches ‖G‖² ≤ 0), ``gradient_sq`` (‖G‖²) and
+    ``trace`` (tr Σ, per generation) with their standard errors, and the batch sizes in generations.
+    """
+
+    b_noise: float
+    b_noise_lo: float
+    b_noise_hi: float
+    gradient_sq: float
+    gradient_sq_se: float
+    trace: float
+    trace_se: float
+    b_small: float
+    b_big: float
+    steps: int
+    level: float
+    interval: str = "delta method over steps (steps taken as independent)"
+
+    def summary(self) -> dict:
+        """The numbers as a plain dict (for JSON)."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _batch(name, v) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating) or not (1 <= v < 2**53):
+        raise InputError(f"{name} must be a batch size in generations, a number >= 1, got {v!r}")
+    return float(v)
+
+
+def _norms(name, v) -> np.ndarray:
+    x = np.asarray(v, dtype=np.float64).ravel()
+    if x.size == 0:
+        raise InputError(f"{name} holds no step")
+    bad = ~np.isfinite(x) | (x < 0)
+    if bad.any():
+        raise InputError(f"{name} must hold finite squared norms >= 0, got {x[bad][:5].tolist()}")
+    return x
+
+
+def noise_scale_from_norms(small_sq, big_sq, b_small, b_big, *, level: float = 0.95) -> NoiseScale:
+    r"""B_noise, ‖G‖² and tr(Σ) from squared gradient norms at two batch sizes, step by step.
+
+    Parameters
+    ----------
+    small_sq, big_sq : array_like of float ≥ 0, one entry per step
+        ‖G_small‖² (a micro-batch's gradient, or the mean of several micro-batches' squared norms)
+        and ‖G_big‖² (the step's gradient: the mean of its micro-batches), at the same parameters.
+    b_small, b_big : float
+        Generations in the small and the big batch (b_small < b_big).
+    level : float in (0, 1)
+        The interval's coverage.
+
+    Notes
+    -----
+    Per step i, g_i = (b_big·big_i − b_small·small_i)/(b_big − b_small) and
+    s_i = (small_i − big_i)/(1/b_small − 1/b_big) are unbiased for ‖G‖² and tr(Σ) when the micro-batches
+    are independent draws at the step's parameters.  B_noise = mean(s)/mean(g); its interval is
+    R ± z·sd(s_i − R·g_i)/(√n·mean(g)) (the delta method for a ratio of means, z the normal quantile;
+    needs ≥ 2 steps), capped below at 0; where mean(g) ≤ 0 the gradient is not resolved from the noise
+    and B_noise is ``inf``.
+
+    Examples
+    --------
+    >>> ns = noise_scale_from_norms([5.0, 5.0], [3.0, 3.0], 2, 4)
+    >>> ns.gradient_sq, ns.trace, ns.b_noise
+    (1.0, 8.0, 8.0)
+    """
+    from scipy import stats
+
+    small, big = _norms("small_sq", small_sq), _norms("big_sq", big_sq)
+    if small.size != big.size:
+        raise InputError(f"small_sq and big_sq must hold one entry per step each, got {small.size} and {big.size}")
+    bs, bb = _batch("b_small", b_small), _batch("b_big", b_big)
+    if not bs < bb:
+        raise InputError(f"b_small must be smaller than b_big, got b_small={b_small!r}, b_big={b_big!r}")
+    if isinstance(level, bool) or not isinstance(level, float | int) or not (0 < level < 1):
+        raise InputError(f"level must be a number in (0, 1), got {level!r}")
+    g = (bb * big - bs * small) / (bb - bs)
+    s = (small - big) / (1.0 / bs - 1.0 / bb)
+    n = g.size
+    G2, tr = float(g.mean()), float(s.mean())
+    se = lambda x: float(x.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    if G2 <= 0:
+        return NoiseScale(math.inf, math.nan, math.inf, G2, se(g), tr, se(s), bs, bb, n, float(level))
+    R = tr / G2
+    half = float(stats.norm.ppf(0.5 + level / 2)) * se(s - R * g) / G2
+    lo, hi = max(0.0, R - half), R + half
+    if n > 1 and G2 - float(stats.norm.ppf(0.5 + level / 2)) * se(g) <= 0:
+        hi = math.inf  # ‖G‖² is not resolved from 0 at this level: no upper bound
+    return NoiseScale(R, lo, hi, G2, se(g), tr, se(s), bs, bb, n, float(level))
+
+
+def grad_norms_from_log(path) -> np.ndarray:
+    """TRL's (transformers') logged ``grad_norm`` per optimizer step from a ``trainer_state.json`` (a file or
+    the output folder holding it): the step's gradient norm before clipping."""
+    import json
+    from pathlib import Path
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / "trainer_state.json"
+    if not p.is_file():
+        raise InputError(f"path: no trainer_state.json at {str(path)!r}")
+    try:
+        history = json.loads(p.read_text()).get("log_history", [])
+    except (json.JSONDecodeError, AttributeError, UnicodeDecodeError) as e:
+        raise InputError(f"path: {str(p)!r} is not a trainer_state.json ({e})") from None
+    rows = sorted(
+        (int(h["step"]), float(h["grad_norm"]))
+        for h in history
+        if isinstance(h, dict) and h.get("grad_norm") is not None and "step" in h
+    )
+    if not rows:
+        raise InputError(f"path: {str(p)!r} logs no grad_norm")
+    return np.array([g for _, g in rows])
+
+
+def noise_scale_from_logs(small_log, big_log, b_small, b_big, *, first_steps: int = 10, level: float = 0.95):
+    """B_noise from ``grad_norm`` in the ``trainer_state.json`` of two runs from the same start at two
+    batch sizes (generations per step ``b_small`` < ``b_big``), over their first ``first_steps`` logged
+    steps (``logging_steps=1``).
+
+    One log is not enough: a run at one batch size gives one equation, E‖G_B‖² = ‖G‖² + tr(Σ)/B, in two
+    unknowns, and ‖G‖² drifts as the run learns.  Two runs from the same weights at two batch sizes give
+    two; their early steps sit at nearly the same parameters (the fewer steps, the closer, the wider the
+    interval).  The steps are paired by their order; the runs are independent, so the delta-method
+    interval of :func:`noise_scale_from_norms` holds.
+    """
+    if isinstance(first_steps, bool) or not isinstance(first_steps, int | np.integer) or first_steps < 2:
+        raise InputError(f"first_steps must be an integer >= 2, got {first_steps!r}")
+    s, b = grad_norms_from_log(small_log), grad_norms_from_log(big_log)
+    k = min(first_steps, s.size, b.size)
+    if k < 2:
+        raise InputError(f"the logs hold {s.size} and {b.size} grad_norm steps: the estimate needs >= 2 in each")
+    return noise_scale_from_norms(s[:k] ** 2, b[:k] ** 2, b_small, b_big, level=level)

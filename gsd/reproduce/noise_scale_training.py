@@ -1,0 +1,468 @@
+r"""Does the run's own noise scale predict how the batch size trades steps for generations?  TRL 1.16.0's
+``GRPOTrainer`` on tiny tasks with exact solve rates, over generations per step B, G and learning rate.
+
+McCandlish et al. (2018, arXiv 1812.06162): with the learning rate tuned at each B, the optimizer steps S
+and the generations E = S·B to a target follow
+
+.. math::  S = S_{min}\,(1 + B_{noise}/B), \qquad E = E_{min}\,(1 + B/B_{noise}),
+
+with B_noise = tr(Σ)/‖G‖² the batch at which a step is half noise.  Every training here records the
+gradient norms of its two micro-batches and of the step (``gradient_accumulation_steps=2``, each
+micro-batch its own generation call: :mod:`gsd.live.noise_scale`), so B_noise is measured inside each
+run (:func:`gsd.core.noise_scale.noise_scale_from_norms`) and can be set against the steps-to-target
+the other runs took.
+
+Every per-training record is kept (:func:`pack` writes them to one gzip'd JSON-lines file) and the
+summary is recomputed from it (:func:`summary`, ``python -m gsd.reproduce.noise_scale_training summary
+RECORDS CSV``).  The trainings run interleaved in one process pool (a fixed shuffle of the cells), so the
+machine's load falls on every arm alike; each record holds TRL's ``step_time``, the wall time and the
+process's CPU time.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+from .group_size_training import TASKS as BASE_TASKS
+from .group_size_training import hardest_quarter, paired_interval
+
+#: The tasks: the two of the group-size page and ``hard_own``, every prompt its own token with a teacher's
+#: solve rate in [0, 0.4] (a population with no easy prompts; its hardest quarter starts near 0).
+TASKS = {**BASE_TASKS, "hard_own": {"structure": "own", "p_range": (0.0, 0.4)}}
+#: Hardest-quarter target of the steps-to-target curves.
+TARGET = 0.8
+#: The reference cell every other is paired against (same task and seed).
+REFERENCE = {"B": 64, "G": 4, "lr": 3e-3}
+#: A training stops once its hardest quarter reaches this (above :data:`TARGET`, so the crossing of the
+#: target is always between two logged steps) or at its budget.
+STOP = 0.9
+#: Micro-batches per step (each its own generation call): the two batch sizes of the noise estimate.
+MICRO = 2
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The size of every training of a grid."""
+
+    n_prompts: int = 64
+    budget: int = 4096  # generations per training
+    max_len: int = 4
+    pretrain_steps: int = 150
+
+
+@dataclass(frozen=True)
+class Cell:
+    task: str
+    B: int
+    G: int
+    lr: float
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.task}__B{self.B}__G{self.G}__lr{self.lr:g}__seed{self.seed}.json"
+
+
+def grid(seeds=range(5), tasks=tuple(TASKS)) -> list:
+    """The cells run for docs/group_size_training.md, in the order they run: first the batch sweep (per
+    task and seed, B ∈ {16, 32, 64, 128, 256} at G = 4, lr 3e-3), then lr scaled as √B from the reference
+    (1.5e-3 at B = 16, 6e-3 at B = 256), then G = 2 and 8 at B = 64, then lr 1e-3 and 1e-2 at B = 64; within
+    each tier a fixed shuffle, so a run cut short holds whole tiers and the machine's load falls on every
+    arm of a tier alike."""
+    tiers = [
+        lambda t, s: [Cell(t, B, 4, 3e-3, s) for B in (16, 32, 64, 128, 256)],
+        lambda t, s: [Cell(t, 16, 4, 1.5e-3, s), Cell(t, 256, 4, 6e-3, s)],
+        lambda t, s: [Cell(t, 64, G, 3e-3, s) for G in (2, 8)],
+        lambda t, s: [Cell(t, 64, 4, lr, s) for lr in (1e-3, 1e-2)],
+    ]
+    rng = np.random.default_rng(20261206)
+    out = []
+    for tier in tiers:
+        cells = sorted({c for t in tasks for s in seeds for c in tier(t, s)}, key=lambda c: c.name)
+        out += [cells[i] for i in rng.permutation(len(cells))]
+    return out
+
+
+_TASKS: dict = {}
+
+
+def _task(name, seed, st: Setting, cache=None):
+    """The task of (name, seed), built once per process, and once per run folder when ``cache`` (a
+    folder) is given: built tasks are pickled there and read back by the other workers."""
+    import pickle
+
+    from .transformer import build_task
+
+    key = (name, seed, st)
+    path = None if cache is None else Path(cache) / f"{name}__seed{seed}__{st.n_prompts}_{st.pretrain_steps}.pkl"
+    if key not in _TASKS and path is not None and path.exists():
+        _TASKS[key] = pickle.loads(path.read_bytes())
+    if key not in _TASKS:
+        _TASKS[key] = build_task(
+            st.n_prompts,
+            variant="correlated",
+            max_len=st.max_len,
+            seed=seed,
+            pretrain_steps=st.pretrain_steps,
+            **TASKS[name],
+        )
+        if path is not None:
+            from ..io.atomic import write_atomic
+
+            write_atomic(path, pickle.dumps(_TASKS[key]))
+    return _TASKS[key]
+
+
+def train_cell(cell: Cell, st: Setting = Setting(), cache=None) -> dict:
+    """One training of ``cell``: up to ``st.budget`` generations (stopped at :data:`STOP`) at B per step (``MICRO`` generation calls of
+    B/MICRO each, gradient clipping off so the step is the micro-batches' mean), TRL's GRPO loss."""
+    import copy
+    import time
+
+    from ..live.noise_scale import gradient_noise_callback
+    from .transformer import train_silent
+
+    if cell.B % (MICRO * cell.G) or st.budget % cell.B:
+        raise InputError(f"B = {cell.B} must be a multiple of {MICRO}·G and divide the budget {st.budget}")
+    task = copy.deepcopy(_task(cell.task, cell.seed, st, cache))
+    p0 = task.solve_rates()
+    hard = hardest_quarter(p0)
+    cb = gradient_noise_callback()
+    stop = _stop_callback(task, hard)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    t = train_silent(
+        task,
+        "grpo",
+        G=cell.G,
+        steps=st.budget // cell.B,
+        lr=cell.lr,
+        seed=cell.seed,
+        prompts_per_step=cell.B // cell.G,
+        args_kwargs={
+            "per_device_train_batch_size": cell.B // MICRO,
+            "gradient_accumulation_steps": MICRO,
+            "steps_per_generation": 1,
+            "max_grad_norm": 0.0,
+        },
+        callbacks=[cb, stop],
+    )
+    P = np.array([s["p"] for s in t["steps"]] + [t["p_final"]])
+    rec = cb.record
+    return {
+        **asdict(cell),
+        **asdict(st),
+        "micro": MICRO,
+        "p0": p0.tolist(),
+        "hardest": P[:, hard].mean(1).tolist(),
+        "arcsin": (2 * np.arcsin(np.sqrt(np.clip(P, 0, 1)))).mean(1).tolist(),
+        "generations": [s["generations"] for s in t["steps"]],
+        "step_time": [s["step_time"] for s in t["steps"]],
+        "wall_total": time.perf_counter() - wall0,
+        "cpu_total": time.process_time() - cpu0,
+        "trl_grad_norm": t["grad_norm"],
+        "small_sq": rec.small_sq,
+        "big_sq": rec.big_sq,
+        "norm_steps": rec.steps,
+    }
+
+
+def _stop_callback(task, hard):
+    """Stops the training once the hardest quarter's mean exact p reaches :data:`STOP`."""
+    from transformers import TrainerCallback
+
+    class Stop(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            if task.solve_rates()[hard].mean() >= STOP:
+                control.should_training_stop = True
+
+    return Stop()
+
+
+def _worker(args):
+    import torch
+
+    torch.set_num_threads(1)
+    cell, st, folder = args
+    from ..io.atomic import write_json
+
+    r = train_cell(cell, st, Path(folder) / "tasks")
+    write_json(Path(folder) / cell.name, r)
+    return cell.name
+
+
+def run(out, cells=None, st: Setting = Setting(), *, workers: int = 2, progress: bool = True) -> list:
+    """Every cell not yet in the folder ``out`` (locked while in use), ``workers`` processes taking
+    them in ``cells``' order; returns every record there."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from tqdm.auto import tqdm
+
+    from ..io.atomic import make_folder
+    from ..io.lock import hold_folder
+
+    cells = grid() if cells is None else list(cells)
+    folder = make_folder(out)
+    with hold_folder(folder):
+        todo = [c for c in cells if not (folder / c.name).exists()]
+        with ProcessPoolExecutor(workers) as pool, tqdm(total=len(todo), disable=not progress) as bar:
+            for f in as_completed([pool.submit(_worker, (c, st, str(folder))) for c in todo]):
+                f.result()
+                bar.update(1)
+    return load_folder(folder)
+
+
+def load_folder(out) -> list:
+    from ..io.atomic import read_json
+
+    return [read_json(p) for p in sorted(Path(out).glob("*__B*__G*__lr*__seed*.json"))]
+
+
+def pack(records: list, path) -> Path:
+    """Every record into one gzip'd JSON-lines file, sorted by cell (written whole)."""
+    from ..io.atomic import atomic_path
+
+    path = Path(path)
+    rows = sorted(records, key=lambda r: (r["task"], r["B"], r["G"], r["lr"], r["seed"]))
+    text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(gzip.compress(text.encode(), mtime=0))  # mtime 0: the same records, the same bytes
+    return path
+
+
+def load_records(path) -> list:
+    with gzip.open(path, "rt") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+# ----------------------------------------------------------------------------------------------
+# Statistics
+
+
+def to_target(cost, trajectory, target: float = TARGET) -> float:
+    """The ``cost`` at which ``trajectory`` first reaches ``target``, linear between the two logged points
+    around the crossing (the value before the first step is at cost 0); NaN if never reached."""
+    c, y = np.asarray(cost, float), np.asarray(trajectory, float)
+    hit = np.flatnonzero(y >= target)
+    if not hit.size:
+        return math.nan
+    i = hit[0]
+    if i == 0:
+        return float(c[0])
+    return float(c[i - 1] + (target - y[i - 1]) / (y[i] - y[i - 1]) * (c[i] - c[i - 1]))
+
+
+def cell_stats(r: dict) -> dict:
+    """Generations, steps, TRL seconds to the target, and the run's own noise scale."""
+
+    gens = np.concatenate([[0.0], np.cumsum(r["generations"])])
+    secs = np.concatenate([[0.0], np.cumsum(r["step_time"])])
+    g = to_target(gens, r["hardest"])
+    out = {
+        "gens_to_target": g,
+        "steps_to_target": g / r["B"],
+        "secs_to_target": float(np.interp(g, gens, secs)) if np.isfinite(g) else math.nan,
+        "final_hardest": r["hardest"][-1],
+        "wall_total": r["wall_total"],
+        "cpu_total": r["cpu_total"],
+    }
+    ns = _noise_scale(r, g / r["B"])
+    out.update({"b_noise": ns.b_noise, "b_noise_lo": ns.b_noise_lo, "b_noise_hi": ns.b_noise_hi})
+    return out
+
+
+def _noise_scale(r: dict, steps_to_target: float):
+    """The run's gradient-norm noise scale over its steps up to the crossing of the target (after it ‖G‖²
+    falls as the hardest quarter saturates, and the estimate no longer describes the climb); every
+    recorded step where the target was not reached."""
+    from ..core.noise_scale import noise_scale_from_norms
+
+    k = len(r["big_sq"]) if not np.isfinite(steps_to_target) else max(2, int(math.ceil(steps_to_target)))
+    return noise_scale_from_norms(r["small_sq"][:k], r["big_sq"][:k], r["B"] // r["micro"], r["B"])
+
+
+def summary(records: list, level: float = 0.95):
+    """One row per (task, B, G, lr): seeds, how many reached the target, means over seeds of generations,
+    steps and TRL seconds to it (NaN unless every seed reached it), the final hardest quarter, wall and CPU
+    seconds, the measured B_noise (median over seeds of each run's estimate over its steps up to the target), and the paired difference
+    in generations to the target against :data:`REFERENCE` of the same task, seed by seed (Student t)."""
+    import pandas as pd
+
+    stats = [(r, cell_stats(r)) for r in records]
+    ref = {(r["task"], r["seed"]): s for r, s in stats if all(r[k] == v for k, v in REFERENCE.items())}
+    keys = sorted({(r["task"], r["B"], r["G"], r["lr"]) for r in records})
+    rows = []
+    for key in keys:
+        cur = [(r, s) for r, s in stats if (r["task"], r["B"], r["G"], r["lr"]) == key]
+        row = dict(zip(("task", "B", "G", "lr"), key))
+        row["seeds"] = len(cur)
+        g = np.array([s["gens_to_target"] for _, s in cur])
+        row["reached"] = int(np.isfinite(g).sum())
+        for k in ("gens_to_target", "steps_to_target", "secs_to_target"):
+            x = np.array([s[k] for _, s in cur])
+            row[k] = float(x.mean()) if np.isfinite(x).all() else math.nan
+        for k in ("final_hardest", "wall_total", "cpu_total"):
+            row[k] = float(np.mean([s[k] for _, s in cur]))
+        row["b_noise"] = float(np.median([s["b_noise"] for _, s in cur]))
+        d = [
+            s["gens_to_target"] - ref[(r["task"], r["seed"])]["gens_to_target"]
+            for r, s in cur
+            if (r["task"], r["seed"]) in ref
+        ]
+        m, lo, hi, _ = paired_interval(d, level) if d else (math.nan,) * 4
+        row.update({"d_gens": m, "d_gens_lo": lo, "d_gens_hi": hi})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def main(argv=None) -> int:
+    """``python -m gsd.reproduce.noise_scale_training run OUT [WORKERS]`` runs the grid (resumable);
+    ``pack OUT RECORDS`` gzips its records; ``summary RECORDS CSV`` recomputes the summary from them."""
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"] and len(argv) in (2, 3):
+        run(argv[1], workers=int(argv[2]) if len(argv) == 3 else 2)
+    elif argv[:1] == ["pack"] and len(argv) == 3:
+        pack(load_folder(argv[1]), argv[2])
+    elif argv[:1] == ["summary"] and len(argv) == 3:
+        summary(load_records(argv[1])).to_csv(argv[2], index=False, float_format="%.6g")
+    else:
+        raise SystemExit(main.__doc__)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+# ----------------------------------------------------------------------------------------------
+# The noise scale against the steps-to-target curve
+
+
+def fit_steps_curve(B, steps) -> tuple:
+    """Least squares of steps = S_min·(1 + B_noise/B), linear in 1/B (steps = a + b/B, S_min = a,
+    B_noise = b/a); returns (S_min, B_noise) — B_noise ≤ 0 or inf where the steps do not fall with B."""
+    x = 1.0 / np.asarray(B, float)
+    y = np.asarray(steps, float)
+    ok = np.isfinite(y)
+    if ok.sum() < 2:
+        return (math.nan, math.nan)
+    b, a = np.polyfit(x[ok], y[ok], 1)
+    return (float(a), float(b / a) if a > 0 else math.inf)
+
+
+def curve_check(records, task: str, *, lr: float = 3e-3, G: int = 4, one=(64, 0)) -> dict:
+    """For one task at (lr, G): the steps to the target at each B (mean over seeds), the B_noise fitted to
+    that whole curve, and the prediction from ONE run, ``one`` = (B, seed): its gradient-norm B_noise
+    (:func:`cell_stats`, over the steps it took to reach the target) with S_min set by its own steps,
+    steps(B) = steps_one·(1 + B_noise/B)/(1 + B_noise/B_one).  Returns the table and both B_noise."""
+    rs = [r for r in records if r["task"] == task and r["lr"] == lr and r["G"] == G]
+    Bs = sorted({r["B"] for r in rs})
+    steps = {B: np.array([cell_stats(r)["steps_to_target"] for r in rs if r["B"] == B]) for B in Bs}
+    mean = np.array([s.mean() if np.isfinite(s).all() else math.nan for s in steps.values()])
+    s_min, bn_curve = fit_steps_curve(Bs, mean)
+    ref = [r for r in rs if (r["B"], r["seed"]) == tuple(one)]
+    out = {"task": task, "B": Bs, "steps": mean.tolist(), "seeds": [int(s.size) for s in steps.values()]}
+    out.update({"s_min_curve": s_min, "b_noise_curve": bn_curve})
+    # per second: t(B) = t_step + t_rollout·B fitted to every step's TRL step_time of these runs
+    x = np.concatenate([np.full(len(r["step_time"]), float(r["B"])) for r in rs])
+    y = np.concatenate([np.asarray(r["step_time"], float) for r in rs])
+    t_rollout, t_step = np.polyfit(x, y, 1)
+    secs = [np.mean([cell_stats(r)["secs_to_target"] for r in rs if r["B"] == B]) for B in Bs]
+    out.update({"t_step": float(t_step), "t_rollout": float(t_rollout), "secs": [float(v) for v in secs]})
+    out["fastest_B_measured"] = Bs[int(np.nanargmin(secs))] if np.isfinite(secs).any() else None
+    for name, bn in (("curve", bn_curve), ("one_run", None)):
+        out[f"b_star_{name}"] = math.nan if bn is None else _b_star(t_step, t_rollout, bn)
+    if ref:
+        st = early_noise_scale(ref[0])
+        b0, s0 = one[0], cell_stats(ref[0])["steps_to_target"]
+        pred = [s0 * (1 + st.b_noise / B) / (1 + st.b_noise / b0) for B in Bs]
+        out["b_star_one_run"] = _b_star(t_step, t_rollout, st.b_noise)
+        out.update(
+            {
+                "b_noise_one_run": st.b_noise,
+                "b_noise_one_run_interval": (st.b_noise_lo, st.b_noise_hi),
+                "predicted_steps": pred,
+            }
+        )
+    return out
+
+
+def _b_star(t_step, t_rollout, b_noise) -> float:
+    """√(t_step·B_noise/t_rollout), the batch of the least time to a target (NaN where a term is ≤ 0)."""
+    if not (t_step > 0 and t_rollout > 0 and np.isfinite(b_noise) and b_noise > 0):
+        return math.nan
+    return math.sqrt(t_step * b_noise / t_rollout)
+
+
+def early_noise_scale(r: dict):
+    """:func:`cell_stats`'s noise scale of one run, as a :class:`~gsd.core.noise_scale.NoiseScale`."""
+    return _noise_scale(r, cell_stats(r)["steps_to_target"])
+
+
+def page_tables(records: list) -> str:
+    """The docs page's tables (markdown): per task every (B, G, lr) cell with its seeds, steps and
+    generations to the target (paired Δ against :data:`REFERENCE`), TRL and CPU seconds; then per task
+    the B_noise fitted to the steps-to-target curve beside the one from one run's gradient norms, and
+    the steps that run predicts at every B against the measured ones."""
+    df = summary(records)
+
+    def num(x, fmt):
+        return "—" if not np.isfinite(x) else format(x, fmt)
+
+    L = [
+        "| task | B | G | lr | reached | steps to 0.8 | generations to 0.8 | Δ generations vs B 64, G 4, lr 3e-3 [95 %] "
+        "| TRL s to 0.8 | CPU s (training) | wall s (training) |",
+        "|---" * 11 + "|",
+    ]
+    for _, r in df.iterrows():
+        d = (r["d_gens"], r["d_gens_lo"], r["d_gens_hi"])
+        ref = r["B"] == REFERENCE["B"] and r["G"] == REFERENCE["G"] and r["lr"] == REFERENCE["lr"]
+        dtxt = (
+            "(reference)"
+            if ref
+            else ("—" if not np.isfinite(d[0]) else f"{d[0]:.0f} [{num(d[1], '.0f')}, {num(d[2], '.0f')}]")
+        )
+        L.append(
+            f"| {r['task']} | {r['B']} | {r['G']} | {r['lr']:g} | {r['reached']}/{r['seeds']} | "
+            f"{num(r['steps_to_target'], '.1f')} | {num(r['gens_to_target'], '.0f')} | {dtxt} | "
+            f"{num(r['secs_to_target'], '.1f')} | {r['cpu_total']:.1f} | {r['wall_total']:.1f} |"
+        )
+    L += [
+        "",
+        "| task | B_noise, fitted to the curve | B_noise, one run (B 64, seed 0) [95 %] | B | measured steps | predicted from the one run |",
+        "|---" * 6 + "|",
+    ]
+    for task in sorted({r["task"] for r in records}):
+        c = curve_check(records, task)
+        one = c.get("b_noise_one_run", math.nan)
+        iv = c.get("b_noise_one_run_interval", (math.nan, math.nan))
+        pred = c.get("predicted_steps", [math.nan] * len(c["B"]))
+        for i, B in enumerate(c["B"]):
+            head = (
+                f"| {task} | {num(c['b_noise_curve'], '.1f')} | {num(one, '.0f')} [{num(iv[0], '.0f')}, {num(iv[1], '.0f')}]"
+                if i == 0
+                else "| | |"
+            )
+            L.append(f"{head} | {B} | {num(c['steps'][i], '.1f')} | {num(pred[i], '.1f')} |")
+    L += [
+        "",
+        "| task | t(B) = t_step + t_rollout·B (TRL step_time) | TRL s to 0.8 at B = 16, 32, 64, 128, 256 | fastest B measured "
+        "| B* from the curve's B_noise | B* from the one run's |",
+        "|---" * 6 + "|",
+    ]
+    for task in sorted({r["task"] for r in records}):
+        c = curve_check(records, task)
+        L.append(
+            f"| {task} | {c['t_step']:.3f} s + {1e3 * c['t_rollout']:.2f} ms·B | "
+            + ", ".join(num(v, ".1f") for v in c["secs"])
+            + f" | {c['fastest_B_measured']} | {num(c['b_star_curve'], '.0f')} | {num(c['b_star_one_run'], '.0f')} |"
+        )
+    return "\n".join(L) + "\n"

@@ -1,0 +1,205 @@
+"""The noise scale: McCandlish's two-batch estimator against synthetic gradients with a known tr(Σ) and |G|²,
+the closed-form signal and noise of a step against direct enumeration and Monte Carlo, and the joint advice
+against a direct minimisation (docs/theory.md, section The noise scale)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import integrate, stats
+
+import gsd
+from gsd.core.advice import StepCost, batch_advice, step_noise_terms
+from gsd.core.noise_scale import noise_scale_from_logs, noise_scale_from_norms
+from gsd.core.posterior import BetaPosterior
+
+
+def _synthetic(rng, d, M, b, g, sigma, n):
+    """n steps of M micro-batch means of b examples x ~ N(G, σ² I_d), |G| = g: (small_sq, big_sq)."""
+    G = np.zeros(d)
+    G[0] = g
+    y = G + rng.normal(0.0, sigma / math.sqrt(b), size=(n, M, d))
+    return (y**2).sum(-1).mean(1), (y.mean(1) ** 2).sum(-1)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.integers(1, 40),
+    st.integers(2, 6),
+    st.integers(1, 64),
+    st.floats(0.0, 3.0),
+    st.floats(0.1, 3.0),
+    st.integers(0, 2**31),
+)
+def test_estimator_is_unbiased(d, M, b, g, sigma, seed):
+    """Per step: tr Σ̂ = σ²χ²_{d(M−1)}/(M−1) (variance 2dσ⁴/(M−1)) and |G|²̂ = |ȳ|² − W/(M−1), whose
+    variance is 2d(s²/M)²·M/(M−1) + 4|G|²s²/M with s² = σ²/b (ȳ and W independent, Gaussian).  The mean
+    over n steps is within 6 of its exact standard deviations of the truth."""
+    n = 400
+    small, big = _synthetic(np.random.default_rng(seed), d, M, b, g, sigma, n)
+    ns = noise_scale_from_norms(small, big, b, M * b)
+    s2 = sigma**2 / b
+    sd_tr = math.sqrt(2 * d * sigma**4 / (M - 1) / n)
+    sd_g = math.sqrt((2 * d * (s2 / M) ** 2 * M / (M - 1) + 4 * g * g * s2 / M) / n)
+    assert abs(ns.trace - d * sigma**2) <= 6 * sd_tr
+    assert abs(ns.gradient_sq - g * g) <= 6 * sd_g
+
+
+def test_interval_covers_the_true_noise_scale():
+    """Coverage of the 95 % delta-method interval over 300 independent runs of 400 steps: the count of
+    covering runs is at least the 1e-6 quantile of Binomial(300, 0.93) (allowing 2 % for the ratio's
+    O(1/n) bias at this n)."""
+    rng = np.random.default_rng(7)
+    d, M, b, g, sigma = 8, 2, 4, 1.0, 1.0
+    truth = d * sigma**2 / g**2
+    cover = 0
+    for _ in range(300):
+        ns = noise_scale_from_norms(*_synthetic(rng, d, M, b, g, sigma, 400), b, M * b)
+        cover += ns.b_noise_lo <= truth <= ns.b_noise_hi
+    assert cover >= stats.binom.ppf(1e-6, 300, 0.93)
+
+
+def test_example_and_unresolved_gradient():
+    ns = noise_scale_from_norms([5.0, 5.0], [3.0, 3.0], 2, 4)
+    assert (ns.gradient_sq, ns.trace, ns.b_noise) == (1.0, 8.0, 8.0)
+    # |G|² estimated ≤ 0: the noise scale is not resolved, B_noise = inf, never a negative batch
+    ns = noise_scale_from_norms([4.0, 4.0], [2.0, 2.0], 1, 2)
+    assert ns.gradient_sq == 0.0 and math.isinf(ns.b_noise)
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"small_sq": [1.0, np.nan]}, "small_sq"),
+        ({"big_sq": [1.0, np.inf]}, "big_sq"),
+        ({"big_sq": [1.0, -1.0]}, "big_sq"),
+        ({"big_sq": [1.0]}, "one entry per step"),
+        ({"b_small": 4}, "b_small must be smaller"),
+        ({"b_small": 0}, "b_small"),
+        ({"b_big": float("inf")}, "b_big"),
+        ({"level": 1.0}, "level"),
+    ],
+)
+def test_bad_input_is_named(kw, match):
+    args = {"small_sq": [2.0, 3.0], "big_sq": [1.0, 1.5], "b_small": 2, "b_big": 4, **kw}
+    level = args.pop("level", 0.95)
+    with pytest.raises(gsd.InputError, match=match):
+        noise_scale_from_norms(args["small_sq"], args["big_sq"], args["b_small"], args["b_big"], level=level)
+
+
+def test_from_two_logs(tmp_path):
+    """grad_norm of two runs' trainer_state.json at two batch sizes: the same numbers as the norms given."""
+    for name, norms in (("small", [3.0, 2.0, 2.5]), ("big", [2.0, 1.5, 1.0])):
+        hist = [{"step": i + 1, "grad_norm": v, "loss": 0.0} for i, v in enumerate(norms)]
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "trainer_state.json").write_text(json.dumps({"log_history": hist}))
+    ns = noise_scale_from_logs(tmp_path / "small", tmp_path / "big", 8, 32, first_steps=3)
+    ref = noise_scale_from_norms(np.square([3.0, 2.0, 2.5]), np.square([2.0, 1.5, 1.0]), 8, 32)
+    assert ns == ref
+    with pytest.raises(gsd.InputError, match="first_steps"):
+        noise_scale_from_logs(tmp_path / "small", tmp_path / "big", 8, 32, first_steps=1)
+    with pytest.raises(gsd.InputError, match="trainer_state"):
+        noise_scale_from_logs(tmp_path / "nowhere", tmp_path / "big", 8, 32)
+
+
+# ------------------------------------------------------------------------------------- closed forms
+
+
+def _direct_terms(p, G):
+    """Signal and noise per generation by enumerating k (population-std advantages)."""
+    S = N = 0.0
+    for k in range(G + 1):
+        w = math.comb(G, k) * p**k * (1 - p) ** (G - k)
+        r = np.r_[np.ones(k), np.zeros(G - k)]
+        sd = r.std()
+        A = (r - r.mean()) / sd if sd > 0 else np.zeros(G)
+        S += w * math.sqrt(p * (1 - p)) * (A * (r - p)).mean()
+        N += w * (A**2).sum() / G
+    return S, N
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=5), st.integers(2, 12))
+def test_terms_against_enumeration(p, G):
+    t = step_noise_terms(p, [G])
+    direct = np.array([_direct_terms(x, G) for x in p]).mean(0)
+    assert t["signal"][0] == pytest.approx(direct[0], rel=1e-10, abs=1e-14)
+    assert t["noise"][0] == pytest.approx(direct[1], rel=1e-10, abs=1e-14)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.floats(0.02, 0.98), st.integers(2, 10), st.integers(0, 2**31))
+def test_terms_against_monte_carlo(p, G, seed):
+    """n simulated groups: the sample means are within 6 a-priori standard errors (ΣA²/G ∈ [0, 1], so its
+    variance ≤ 1/4; the signal term is bounded by √(G−1)·√(p(1−p)) in absolute value)."""
+    n = 20000
+    r = (np.random.default_rng(seed).random((n, G)) < p).astype(float)
+    sd = r.std(1, keepdims=True)
+    A = np.where(sd > 0, (r - r.mean(1, keepdims=True)) / np.where(sd > 0, sd, 1), 0.0)
+    sig = math.sqrt(p * (1 - p)) * (A * (r - p)).mean(1)
+    noise = (A**2).sum(1) / G
+    t = step_noise_terms([p], [G])
+    assert abs(noise.mean() - t["noise"][0]) <= 6 * 0.5 / math.sqrt(n)
+    assert abs(sig.mean() - t["signal"][0]) <= 6 * math.sqrt(G - 1) * math.sqrt(p * (1 - p)) / math.sqrt(n)
+
+
+def test_terms_under_a_posterior_are_the_integral():
+    a, b, G = 2.5, 4.0, 6
+    t = step_noise_terms(BetaPosterior(np.array([a]), np.array([b]), (1.0, 1.0)), [G])
+    for i, key in enumerate(("signal", "noise")):
+        ref = integrate.quad(lambda x, i=i: _direct_terms(x, G)[i] * stats.beta.pdf(x, a, b), 0, 1, epsabs=1e-13)[0]
+        assert t[key][0] == pytest.approx(ref, rel=1e-8)
+
+
+def test_degenerate_population():
+    """Every prompt at 0 or 1: no signal and no noise (defined); no batch can be advised (refused by name)."""
+    t = step_noise_terms([0.0, 1.0, 1.0], [2, 4])
+    assert np.all(t["signal"] == 0) and np.all(t["noise"] == 0)
+    with pytest.raises(gsd.InputError, match="group_size 4"):
+        batch_advice([0.0, 1.0], (20.0, 10.0, 40.0), generations_per_step=64, group_size=4)
+
+
+# ------------------------------------------------------------------------------------- the joint advice
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.floats(0.02, 0.98), min_size=1, max_size=5),
+    st.floats(1.0, 500.0),
+    st.sampled_from([2, 4, 8]),
+    st.floats(0.01, 5.0),
+    st.floats(1e-4, 0.1),
+)
+def test_batch_advice_is_the_models_optimum(p, bn, G_run, t_step, t_rollout):
+    grid = [2, 3, 4, 6, 8, 16]
+    cost = StepCost(t_step=t_step, t_rollout=t_rollout)
+    adv = batch_advice(
+        p, (bn, bn / 2, bn * 2), generations_per_step=64, group_size=G_run, lr=1e-3, cost=cost, g_grid=grid
+    )
+    t = step_noise_terms(p, grid)
+    ratio = t["noise"] / t["signal"] ** 2
+    knees = bn * ratio / ratio[grid.index(G_run)]
+    fits = np.array(grid) <= knees
+    assert adv.G == (grid[int(np.argmin(np.where(fits, ratio, np.inf)))] if fits.any() else grid[0])
+    knee = knees[grid.index(adv.G)]
+    assert abs(adv.B_per_generation - knee) <= adv.G / 2 or adv.B_per_generation == adv.G
+    # per second: the direct minimum of S_min(1 + B_noise/B)·t(B) over a fine grid of B
+    B = np.geomspace(1e-3, 1e7, 200001)
+    best = B[np.argmin((1 + knee / B) * (t_step + t_rollout * B))]
+    assert abs(adv.B_per_second - best) <= max(adv.G / 2, best * 1e-4) or adv.B_per_second == adv.G
+    assert adv.lr_per_generation == pytest.approx(1e-3 * math.sqrt(adv.B_per_generation / 64))
+    lo, hi = adv.B_per_generation_interval
+    assert lo <= knee <= hi
+    assert "B = " in gsd.core.advice.advice_headline(adv)
+
+
+def test_batch_advice_refuses_what_it_cannot_use():
+    with pytest.raises(gsd.InputError, match="B_noise must be finite"):
+        batch_advice([0.5], (math.inf, 1.0, math.inf), generations_per_step=64, group_size=4)
+    with pytest.raises(gsd.InputError, match="generations_per_step"):
+        batch_advice([0.5], (20.0, 10.0, 40.0), generations_per_step=0, group_size=4)
+    with pytest.raises(gsd.InputError, match="lr"):
+        batch_advice([0.5], (20.0, 10.0, 40.0), generations_per_step=64, group_size=4, lr=float("nan"))
