@@ -41,13 +41,17 @@ from __future__ import annotations
 import copy
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..errors import InputError
 
 #: The tasks: keyword arguments of :func:`~gsd.reproduce.transformer.build_task`.
-TASKS = {"first_token": {"structure": "own", "p_range": (0.0, 1.0)}, "shared": {"structure": "shared"}}
+TASKS: dict[str, dict[str, Any]] = {
+    "first_token": {"structure": "own", "p_range": (0.0, 1.0)},
+    "shared": {"structure": "shared"},
+}
 PROTOCOLS = ("prompts", "generations")
 #: Hardest-quarter targets (mean exact p of the prompts with the lowest quarter of initial p).
 TARGETS = (0.5, 0.8, 0.9)

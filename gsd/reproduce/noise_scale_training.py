@@ -26,6 +26,7 @@ import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ from .group_size_training import hardest_quarter, paired_interval
 
 #: The tasks: the two of the group-size page and ``hard_own``, every prompt its own token with a teacher's
 #: solve rate in [0, 0.4] (a population with no easy prompts; its hardest quarter starts near 0).
-TASKS = {**BASE_TASKS, "hard_own": {"structure": "own", "p_range": (0.0, 0.4)}}
+TASKS: dict[str, dict[str, Any]] = {**BASE_TASKS, "hard_own": {"structure": "own", "p_range": (0.0, 0.4)}}
 #: Hardest-quarter target of the steps-to-target curves.
 TARGET = 0.8
 #: The reference cell every other is paired against (same task and seed).
