@@ -208,6 +208,7 @@ class Reader:
         self._check_columns(path, columns)
         if self.terms is None:
             self.terms = self._terms(columns, {name: table.schema.field(name).type for name in columns}, path)
+        self._flag_text_rewards(path, table, lines)
         parts, reward = self._reward(path, table)
         table, lines, parts, reward, conflict = self._drop_repeated(path, table, lines, parts, reward)
         steps, step_ok, from_name = self._steps(path, table)
@@ -311,6 +312,34 @@ class Reader:
                 f"on {int(overflow.sum())} row(s) whose terms are finite): rescale the reward columns"
             )
         return parts, reward
+
+    def _flag_text_rewards(self, path, table, lines) -> None:
+        """Rows whose reward column holds text that is not a number (``"x"``): bad rows, named with
+        their line.  They stay in their group (TRL groups rows by position) with no reward, as a
+        reward the trainer could not score; a missing value, ``"nan"`` or ``"None"`` is only that.
+        Only for a trainer that keeps a reward-less row in its group (TRL): elsewhere a row without
+        a number is a bad row already (``report_unusable``)."""
+        if not hooks_of(self.module).UNSCORABLE_IN_GROUP:
+            return
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        bad = np.zeros(table.num_rows, dtype=bool)
+        where = np.empty(table.num_rows, dtype=object)  # the first column whose text is not a number
+        for _, name in self.terms:
+            arr = table.column(name)
+            if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+                continue
+            arr = arr.combine_chunks()
+            text = pc.utf8_lower(pc.utf8_trim_whitespace(arr))
+            missing = ~valid(arr) | to_numpy(pc.is_in(text, value_set=text_array(_MISSING_TEXT)), fill=True)
+            new = ~missing & np.isnan(numeric_column(arr, name, path)) & ~bad
+            where[new] = name
+            bad |= new
+        if bad.any():
+            lines = np.arange(1, table.num_rows + 1) if lines is None else np.asarray(lines)
+            for line, name in zip(lines[bad].tolist(), where[bad].tolist()):
+                self.bad(path, line, f"reward column {name!r}: text that is not a number")
 
     def _drop_repeated(self, path, table, lines, parts, reward):
         """A row whose trainer key is written twice: kept once if the rewards agree (the others
@@ -468,6 +497,9 @@ def numeric_column(arr, name, file):
         return out
     raise InputError(f"{file}: column {name!r} holds {t}, not numbers")
 
+
+# Text a reward column may hold for a reward that is missing (not a bad row): empty, NaN, None.
+_MISSING_TEXT = ["", "nan", "-nan", "+nan", "none", "null", "na", "n/a"]
 
 # Booleans written as text (verl dumps numpy booleans as "True"/"False").
 _BOOL_STRINGS = {"True": 1.0, "False": 0.0, "true": 1.0, "false": 0.0}
