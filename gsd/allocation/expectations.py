@@ -70,7 +70,7 @@ STIRLING_MIN_X = 100.0
 
 
 def log_rising_bound(x, n):
-    """A bound on |:func:`log_rising` (x, n) − log Γ(x+n)/Γ(x)|, from its formula's roundings.
+    """A bound on the absolute error of :func:`log_rising` against log Γ(x+n)/Γ(x), from its roundings.
 
     x ≥ 100: 8 roundings of the largest of |n·log y|, |(x − ½)·log1p(n/x)| and n, plus the
     series' truncation (≤ 1/(1680·x⁷)); below: 4 roundings of |log Γ(x + n)| + |log Γ(x)| + 2

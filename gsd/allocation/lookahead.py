@@ -26,8 +26,10 @@ __all__ = ["horizon_table", "horizon_at_points", "horizon_quadrature", "horizon_
 # ~1e-4 where the gain is flat in z, up to ~1e-3 where it is steep (lr = 2, H ≈ 40, the gain's
 # take-off): tests/allocation/test_lookahead.py carries these errors through the squaring.
 _HZ_LO, _HZ_HI, _HZ_N = -14.0, 14.0, 1401
-_HZ = np.linspace(_HZ_LO, _HZ_HI, _HZ_N)
-_HZ_STEP = (_HZ_HI - _HZ_LO) / (_HZ_N - 1)
+#: The logits z on which the horizon values are tabulated, and their spacing (the tests carry the
+#: interpolation error through the squaring on this grid).
+LOGIT_GRID = np.linspace(_HZ_LO, _HZ_HI, _HZ_N)
+LOGIT_GRID_STEP = (_HZ_HI - _HZ_LO) / (_HZ_N - 1)
 # A posterior narrower than this many grid steps (sd of its logit) is integrated by Gauss–Hermite
 # around its logit's mean instead of on the grid (it would fall between two nodes).
 _HZ_NARROW = 4.0
@@ -43,7 +45,7 @@ def _objective(h, z):
 
 def _lerp_rows(table, z):
     """table (nodes × cols) interpolated linearly at logits z (rows × cols, or rows for every col)."""
-    u = (np.clip(z, _HZ_LO, _HZ_HI) - _HZ_LO) / _HZ_STEP
+    u = (np.clip(z, _HZ_LO, _HZ_HI) - _HZ_LO) / LOGIT_GRID_STEP
     i0 = np.minimum(u.astype(np.int64), _HZ_N - 2)
     fr = u - i0
     if z.ndim == 2:
@@ -66,16 +68,16 @@ def horizon_table(grid, h, f, look):
     from scipy.special import expit
 
     if h == "horizon_grpo":
-        m = sigma_table(grid, f, p=expit(_HZ))
+        m = sigma_table(grid, f, p=expit(LOGIT_GRID))
     else:
-        m = (expit(_HZ) * expit(-_HZ))[:, None] * (1.0 - 1.0 / grid.astype(np.float64))[None, :]
+        m = (expit(LOGIT_GRID) * expit(-LOGIT_GRID))[:, None] * (1.0 - 1.0 / grid.astype(np.float64))[None, :]
     m = np.where(grid[None, :] >= 2, m, 0.0)
     # The one-step map Φ(z) = z + lr·m(z, G) is the same at every step, so Φ^H from every grid
     # logit is built by squaring (Φ^{2k} = Φ^k ∘ Φ^k, each tabulated on the grid) in log2(H)
     # compositions rather than H steps.  Maps are tabulated as displacements Φ^k(z) − z, which
     # interpolate linearly as accurately as m does, and are taken as 0 beyond the grid (p within
     # 8e-7 of 0 or 1 moves by less than 1e-6 a step).
-    z0 = np.broadcast_to(_HZ[:, None], m.shape)
+    z0 = np.broadcast_to(LOGIT_GRID[:, None], m.shape)
     power = lr * m  # displacement of Φ
     total = np.zeros_like(m)  # displacement of Φ^(bits of H so far)
     bits = H
@@ -86,7 +88,7 @@ def horizon_table(grid, h, f, look):
         if not bits:
             break
         power = power + _shift(power, z0 + power)
-    tab = _objective(h, z0 + total) - _objective(h, _HZ)[:, None]
+    tab = _objective(h, z0 + total) - _objective(h, LOGIT_GRID)[:, None]
     if len(_HZ_CACHE) >= 8:
         _HZ_CACHE.pop(next(iter(_HZ_CACHE)))
     _HZ_CACHE[key] = tab
@@ -120,16 +122,16 @@ def horizon_quadrature(a, b, tab):
     out = np.empty((a.size, tab.shape[1]))
     mu = digamma(a) - digamma(b)
     sd = np.sqrt(polygamma(1, a) + polygamma(1, b))
-    narrow = sd < _HZ_NARROW * _HZ_STEP
+    narrow = sd < _HZ_NARROW * LOGIT_GRID_STEP
     wide = np.nonzero(~narrow)[0]
-    lp, lq = log_expit(_HZ), log_expit(-_HZ)
+    lp, lq = log_expit(LOGIT_GRID), log_expit(-LOGIT_GRID)
     block = max(1, (1 << 21) // _HZ_N)
     for r0 in range(0, wide.size, block):
         idx = wide[r0 : r0 + block]
         # The density itself, not weights renormalised to the grid: a prior like Beta(0.3, ·) keeps
         # percents of its mass below p = 8e-7, where the gain is 0, and renormalising would hand
         # that mass to the grid.
-        w = np.exp(a[idx, None] * lp + b[idx, None] * lq - betaln(a[idx], b[idx])[:, None]) * _HZ_STEP
+        w = np.exp(a[idx, None] * lp + b[idx, None] * lq - betaln(a[idx], b[idx])[:, None]) * LOGIT_GRID_STEP
         out[idx] = w @ tab
     if narrow.any():
         x, wh = np.polynomial.hermite_e.hermegauss(9)  # nodes for the weight exp(−x²/2)

@@ -11,7 +11,7 @@ from scipy.stats import beta as beta_dist
 from scipy.stats import binom
 
 import gsd
-from gsd.allocation.lookahead import _HZ, _HZ_STEP
+from gsd.allocation.lookahead import LOGIT_GRID, LOGIT_GRID_STEP
 from gsd.simulator.engine import run_simulation
 
 from .test_allocator import _dp_optimum, _instance, _table
@@ -59,7 +59,7 @@ def _disp(x, k, *args):
 def _derivs(f, x):
     """|f'| and the largest |f''| within ±2h of x (second differences at x − h, x, x + h, each f'' at
     some point within h of its centre), both by differences at the grid step h."""
-    h = _HZ_STEP
+    h = LOGIT_GRID_STEP
     v = [f(x + j * h) for j in (-2, -1, 0, 1, 2)]
     d1 = np.abs(v[3] - v[1]) / (2 * h)
     d2 = np.max([np.abs(v[j + 1] - 2 * v[j] + v[j - 1]) for j in (1, 2, 3)], axis=0) / h**2
@@ -77,7 +77,7 @@ def _table_error_bound(G, value, lr, H, ddof, eps):
     Beyond the grid the table reads 0, which errs by the exact displacement there.  (First order in
     the errors: D_b' is taken at the exact point.)
     """
-    z, h, n = _HZ, _HZ_STEP, _HZ.size
+    z, h, n = LOGIT_GRID, LOGIT_GRID_STEP, LOGIT_GRID.size
     args = (G, value, lr, ddof, eps)
 
     def read(k, err, x):
@@ -105,7 +105,7 @@ def _horizon_error_bound(p, G, value, lr, H, ddof, eps):
     """Bound on |allocation_value − direct path| at p: the gain table's node errors (the H-step
     logit's error times F' there) plus linear interpolation's h²/8·sup|g''| on p's cell, g the exact
     gain z ↦ F(Φ^H(z)) − F(z)."""
-    z, h = _HZ, _HZ_STEP
+    z, h = LOGIT_GRID, LOGIT_GRID_STEP
     e = _table_error_bound(G, value, lr, H, ddof, eps)
     zh = z + _disp(z, H, G, value, lr, ddof, eps)
     f1 = _derivs(lambda y: _F(value, y), zh)[0]
