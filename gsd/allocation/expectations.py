@@ -47,7 +47,7 @@ def log_rising(x, n):
         − n/(1260xy)·(1/x⁴ + 1/(x³y) + 1/(x²y²) + 1/(xy³) + 1/y⁴),
 
     whose dropped next term is below 1/(1680·x⁷) ≤ 6e-18.  Below x = 100, ``gammaln(x + n) −
-    gammaln(x)`` (|log Γ(x)| ≤ 360 there, so the cancellation costs at most ~360 ulp of 1).
+    gammaln(x)`` (abs(log Γ(x)) ≤ 360 there, so the cancellation costs at most ~360 ulp of 1).
     """
     from scipy.special import gammaln
 
@@ -72,8 +72,8 @@ STIRLING_MIN_X = 100.0
 def log_rising_bound(x, n):
     """A bound on the absolute error of :func:`log_rising` against log Γ(x+n)/Γ(x), from its roundings.
 
-    x ≥ 100: 8 roundings of the largest of |n·log y|, |(x − ½)·log1p(n/x)| and n, plus the
-    series' truncation (≤ 1/(1680·x⁷)); below: 4 roundings of |log Γ(x + n)| + |log Γ(x)| + 2
+    x ≥ 100: 8 roundings of the largest of abs(n·log y), abs((x − ½)·log1p(n/x)) and n, plus the
+    series' truncation (≤ 1/(1680·x⁷)); below: 4 roundings of abs(log Γ(x + n)) + abs(log Γ(x)) + 2
     (scipy's ``gammaln`` is within a few ulp, absolutely near its zeros at 1 and 2).  u = 2^−53.
     """
     from scipy.special import gammaln
