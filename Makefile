@@ -35,13 +35,18 @@ AREAL_DEPS ?= aiofiles==25.1.0 blinker==1.9.0 \
 # trl < 1.15 but runs on TRL 1.16.0 unchanged, so installed --no-deps (its other needs are TRL's).
 TRL_CGRPO ?= trl-cgrpo==0.2.0
 
+# setuptools warns on every editable install of a package with a mapped folder (gsd._data is data/)
+# that a folder named like the package could shadow it: 10 lines that read as a failed install. That
+# one warning, by its message, is silenced; every other warning of the build still prints.
+EDITABLE = PYTHONWARNINGS="ignore:Editable installation"
+
 .PHONY: install install-core test docs reproduce figures bench clean
 
 # The main job's environment: the package and its six dependencies (about 600 MB), no torch.
 $(VENV)/.installed-core: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e .
+	$(EDITABLE) $(PY) -m pip install -q -e .
 	touch $@
 
 # The test job's: torch alone from TORCH_INDEX (its dependencies, from the ordinary index, with the
@@ -50,7 +55,7 @@ $(VENV)/.installed-core: pyproject.toml Makefile
 # their full requirements (hydra-core, vllm, ...) and print pip's red resolver warning.
 $(VENV)/.installed-test: $(VENV)/.installed-core
 	$(PY) -m pip install -q --no-deps $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PY) -m pip install -q -e ".[test,bench,docs,trl,torch]" tensorboard==2.21.0
+	$(EDITABLE) $(PY) -m pip install -q -e ".[test,bench,docs,trl,torch]" tensorboard==2.21.0
 	$(PY) -m pip install -q $(VERL_DEPS)
 	$(PY) -m pip install -q --no-deps $(VERL) $(AREAL) $(AREAL_DEPS)
 	$(PY) -m pip install -q --no-deps $(TRL_CGRPO)
