@@ -2,7 +2,7 @@
 against plain pandas and DuckDB on the same parquet files and the same query.
 
 Run:  .venv/bin/python benchmarks/bench_counts.py [--rollouts 1e6 1e7 1e8] [--pandas-max 1e7]
-                                                  [--dir /tmp/gsd-bench-counts] [--out bench_counts.json] [--keep]
+                                                  [--dir runs/bench_counts] [--out bench_counts.json] [--keep]
 
 The log: a table split into parquet part files of 2^20 rows (``prompt``, ``step``, ``score``; as a
 verl run's step files or a sharded export look), each step drawing 1024 prompts of an
@@ -140,7 +140,7 @@ def main(argv=None) -> None:
     ap.add_argument("--pandas-max", type=float, default=1e7)
     ap.add_argument("--diagnose-max", type=float, default=1e7, help="gsd diagnose, whole and --streaming, up to here")
     ap.add_argument("--only-diagnose", action="store_true", help="time gsd diagnose alone")
-    ap.add_argument("--dir", type=Path, default=Path("/tmp/gsd-bench-counts"))
+    ap.add_argument("--dir", type=Path, default=Path("runs/bench_counts"))
     ap.add_argument("--out", type=Path, default=Path("bench_counts.json"))
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args(argv)

@@ -146,25 +146,29 @@ def _build():
                 self._silent_sum += value * w
                 self._weight += w
             self.wasted_share = self._silent_sum / self._weight if self._weight else value
-            for name, v, thr in (("silent", value, self.silent), ("wasted", self.wasted_share, self.wasted)):
-                if thr is not None and v > thr:
-                    self.alerts.append({"step": step, "metric": name, "value": v, "threshold": thr})
-                    if name not in self._warned:
-                        self._warned.add(name)
-                        what = (
-                            "groups silent at this step" if name == "silent" else "of the run's rollouts wasted so far"
-                        )
-                        warnings.warn(
-                            f"step {step}: {v:.1%} {what} (threshold {thr:.1%})"
-                            + ("; stopping the run" if self.stop else ""),
-                            SilenceWarning,
-                            stacklevel=3,
-                        )
-                    if self.stop:
-                        control.should_training_stop = True
+            _raise_alerts(self, step, value, control)
 
     SilenceAlert.__module__ = __name__
     return SilenceAlert
+
+
+def _raise_alerts(alert, step: int, value: float, control) -> None:
+    """Record every threshold this step crosses (the step's silent fraction, the run's wasted share
+    so far), warn once per kind, and ask TRL to stop when the alert stops runs."""
+    for name, v, thr in (("silent", value, alert.silent), ("wasted", alert.wasted_share, alert.wasted)):
+        if thr is None or v <= thr:
+            continue
+        alert.alerts.append({"step": step, "metric": name, "value": v, "threshold": thr})
+        if name not in alert._warned:
+            alert._warned.add(name)
+            what = "groups silent at this step" if name == "silent" else "of the run's rollouts wasted so far"
+            warnings.warn(
+                f"step {step}: {v:.1%} {what} (threshold {thr:.1%})" + ("; stopping the run" if alert.stop else ""),
+                SilenceWarning,
+                stacklevel=4,  # this function, _check, on_log: the warning points at TRL's call
+            )
+        if alert.stop:
+            control.should_training_stop = True
 
 
 __getattr__ = built_on_first_use(__name__, {"SilenceAlert": _build})
