@@ -11,6 +11,15 @@ Micro-batches are independent draws only when each generates its own completions
 ``steps_per_generation=1``); micro-batches sliced from one shuffled generation split groups between
 them, which couples them through the group's advantages (the step is then recorded, and flagged).
 
+With an Adam-family optimizer (``exp_avg_sq`` in its state: torch's Adam and AdamW, TRL's default) the
+callback also records the same norms weighted by Adam's preconditioner P = 1/(√v̂ + ε), read from the
+optimizer's state before the step (v̂ the bias-corrected second moment of the steps so far, ε the group's
+eps): ‖g‖²_P = Σ_i P_i g_i².  P is fixed while the step's micro-batches accumulate and does not depend on
+them, so E‖G_B‖²_P = GᵀPG + tr(PΣ)/B exactly and the same two-batch estimator gives the noise scale of
+the preconditioned gradient, tr(PΣ)/GᵀPG (``estimate(preconditioned=True)``).  The first step has no
+second moment yet and is left out of that series; so are (P = 0) the coordinates whose second moment is
+still exactly 0 (no gradient in any earlier step), where 1/ε would swamp every other term.
+
 Left out, and counted: steps whose gradient was clipped (``max_grad_norm`` reached: the clipped step is
 no longer the mean of the micro-batches), and runs over several processes (the last micro-batch's
 gradient is all-reduced, the others are not).
@@ -22,7 +31,7 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["gradient_noise_callback"]
+__all__ = ["gradient_noise_callback", "adam_preconditioner"]
 
 
 def _flat_grad(model):
@@ -32,6 +41,34 @@ def _flat_grad(model):
     return torch.cat(parts).to(torch.float64) if parts else None
 
 
+def adam_preconditioner(model, optimizer):
+    """Adam's per-coordinate preconditioner P = 1/(√v̂ + ε), flattened in the order of :func:`_flat_grad`
+    (the parameters holding a gradient), from the optimizer's state before its next step:
+    v̂ = exp_avg_sq/(1 − β₂^t) after t steps, ε and β₂ from the parameter's group.  None when the optimizer
+    keeps no ``exp_avg_sq`` (not Adam-family) or has not stepped yet for every such parameter."""
+    import torch
+
+    opt = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the torch optimizer
+    state, groups = getattr(opt, "state", None), getattr(opt, "param_groups", None)
+    if state is None or not groups:
+        return None
+    group_of = {id(p): g for g in groups for p in g["params"]}
+    parts = []
+    for p in model.parameters():
+        if p.grad is None:
+            continue
+        st, group = state.get(p, {}), group_of.get(id(p))
+        v, t = st.get("exp_avg_sq"), st.get("step")
+        if v is None or t is None or group is None or float(t) < 1:
+            return None
+        beta2, eps = float(group["betas"][1]), float(group["eps"])
+        v_hat = v.detach().reshape(-1).to(torch.float64) / (1.0 - beta2 ** float(t))
+        # a coordinate with no second moment yet (no gradient in any step so far) would weigh 1/ε: Adam's
+        # step there is set by the current gradient alone, outside this fixed-preconditioner model
+        parts.append(torch.where(v_hat > 0, 1.0 / (v_hat.sqrt() + eps), 0.0))
+    return torch.cat(parts) if parts else None
+
+
 class _Recorder:
     """The state of :func:`gradient_noise_callback`'s callback (kept apart from TRL's class)."""
 
@@ -39,6 +76,9 @@ class _Recorder:
         self.small_sq: list[float] = []  # per recorded step: mean over micro-batches of ‖g_k‖²
         self.big_sq: list[float] = []  # per recorded step: |mean_k g_k|²
         self.steps: list[int] = []
+        self.small_sq_adam: list[float] = []  # the same, weighted by Adam's preconditioner: Σ P g²
+        self.big_sq_adam: list[float] = []
+        self.steps_adam: list[int] = []
         self.clipped = 0
         self.skipped_multiprocess = 0
         self.micro = 0  # generations per micro-batch
@@ -46,16 +86,22 @@ class _Recorder:
         self.shared_generation = False
         self._prev = None
         self._sq: list[float] = []
+        self._w = None
+        self._wsq: list[float] = []
 
     def begin(self):
-        self._prev, self._sq = None, []
+        self._prev, self._sq, self._w, self._wsq = None, [], None, []
 
-    def substep(self, model):
+    def substep(self, model, optimizer=None):
         g = _flat_grad(model)
         if g is None:
             return
+        if self._prev is None and optimizer is not None:
+            self._w = adam_preconditioner(model, optimizer)  # fixed until the optimizer steps
         x = g if self._prev is None else g - self._prev
         self._sq.append(float(x.dot(x)))
+        if self._w is not None and self._w.shape == x.shape:
+            self._wsq.append(float((self._w * x).dot(x)))
         self._prev = g.clone()
 
     def finish(self, args, state, model):
@@ -78,19 +124,25 @@ class _Recorder:
         self.steps.append(int(state.global_step) + 1)
         self.micro, self.accumulation = int(args.per_device_train_batch_size), M
         self.shared_generation = int(getattr(args, "steps_per_generation", 1) or 1) > 1
+        w = self._w
+        if w is not None and w.shape == g.shape and len(self._wsq) == M - 1:
+            self.small_sq_adam.append(M * M * float(np.mean([*self._wsq, float((w * x).dot(x))])))
+            self.big_sq_adam.append(float((w * g).dot(g)))
+            self.steps_adam.append(self.steps[-1])
 
-    def estimate(self, level: float = 0.95):
-        """B_noise, ‖G‖², tr(Σ) with their interval from the steps recorded so far."""
+    def estimate(self, level: float = 0.95, *, preconditioned: bool = False):
+        """B_noise, ‖G‖², tr(Σ) with their interval from the steps recorded so far; with
+        ``preconditioned`` the noise scale of Adam's preconditioned gradient, tr(PΣ)/GᵀPG."""
         from ..core.noise_scale import noise_scale_from_norms
 
-        if len(self.big_sq) < 2:
+        small, big = (self.small_sq_adam, self.big_sq_adam) if preconditioned else (self.small_sq, self.big_sq)
+        if len(big) < 2:
             raise InputError(
-                f"the noise scale needs >= 2 recorded steps with gradient_accumulation_steps >= 2, got "
-                f"{len(self.big_sq)} (clipped steps left out: {self.clipped})"
+                f"the noise scale needs >= 2 recorded steps with gradient_accumulation_steps >= 2"
+                f"{' and an Adam-family optimizer past its first step' if preconditioned else ''}, got "
+                f"{len(big)} (clipped steps left out: {self.clipped})"
             )
-        return noise_scale_from_norms(
-            self.small_sq, self.big_sq, self.micro, self.micro * self.accumulation, level=level
-        )
+        return noise_scale_from_norms(small, big, self.micro, self.micro * self.accumulation, level=level)
 
 
 def gradient_noise_callback():
@@ -111,9 +163,9 @@ def gradient_noise_callback():
         def on_step_begin(self, args, state, control, **kw):
             self.record.begin()
 
-        def on_substep_end(self, args, state, control, model=None, **kw):
+        def on_substep_end(self, args, state, control, model=None, optimizer=None, **kw):
             if model is not None:
-                self.record.substep(model)
+                self.record.substep(model, optimizer)
 
         def on_pre_optimizer_step(self, args, state, control, model=None, **kw):
             if model is not None:

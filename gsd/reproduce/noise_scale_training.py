@@ -37,6 +37,14 @@ from .group_size_training import hardest_quarter, paired_interval
 #: The tasks: the two of the group-size page and ``hard_own``, every prompt its own token with a teacher's
 #: solve rate in [0, 0.4] (a population with no easy prompts; its hardest quarter starts near 0).
 TASKS: dict[str, dict[str, Any]] = {**BASE_TASKS, "hard_own": {"structure": "own", "p_range": (0.0, 0.4)}}
+#: The held-out task of the second grid (:func:`heldout_grid`), designed and fixed before it ran: every
+#: prompt its own token, the teacher's solve rates in [0.1, 0.6], and answer length independent of
+#: correctness (``variant="independent"``; the other tasks' right answers are short).
+HELDOUT_TASKS: dict[str, dict[str, Any]] = {
+    "mid_independent": {"structure": "own", "p_range": (0.1, 0.6), "variant": "independent"}
+}
+#: Learning rates of the second grid: never run or quoted before it.
+HELDOUT_LRS = (2e-3, 5e-3)
 #: Hardest-quarter target of the steps-to-target curves.
 TARGET = 0.8
 #: The reference cell every other is paired against (same task and seed).
@@ -69,6 +77,27 @@ class Cell:
     @property
     def name(self) -> str:
         return f"{self.task}__B{self.B}__G{self.G}__lr{self.lr:g}__seed{self.seed}.json"
+
+
+def heldout_grid(seeds=range(5)) -> list:
+    """The second grid, fixed before it ran (docs/group_size_training.md says what it tests): the
+    held-out task ``mid_independent`` at B ∈ {16, 32, 64, 128, 256}, G = 4, at both held-out learning
+    rates (2e-3, 5e-3); the three first tasks at the same five B, G = 4, lr 5e-3; then G = 2 and 8 at
+    B = 64 on the held-out task at lr 2e-3.  Every training records Adam's preconditioned gradient norms
+    beside the plain ones.  Tiers in a fixed shuffle, as :func:`grid`."""
+    held = next(iter(HELDOUT_TASKS))
+    Bs = (16, 32, 64, 128, 256)
+    tiers = [
+        lambda s: [Cell(held, B, 4, lr, s) for B in Bs for lr in HELDOUT_LRS],
+        lambda s: [Cell(t, B, 4, 5e-3, s) for t in TASKS for B in Bs],
+        lambda s: [Cell(held, 64, G, 2e-3, s) for G in (2, 8)],
+    ]
+    rng = np.random.default_rng(20261207)
+    out = []
+    for tier in tiers:
+        cells = sorted({c for s in seeds for c in tier(s)}, key=lambda c: c.name)
+        out += [cells[i] for i in rng.permutation(len(cells))]
+    return out
 
 
 def grid(seeds=range(5), tasks=tuple(TASKS)) -> list:
@@ -106,14 +135,8 @@ def _task(name, seed, st: Setting, cache=None):
     if key not in _TASKS and path is not None and path.exists():
         _TASKS[key] = pickle.loads(path.read_bytes())
     if key not in _TASKS:
-        _TASKS[key] = build_task(
-            st.n_prompts,
-            variant="correlated",
-            max_len=st.max_len,
-            seed=seed,
-            pretrain_steps=st.pretrain_steps,
-            **TASKS[name],
-        )
+        kw = {"variant": "correlated", **{**TASKS, **HELDOUT_TASKS}[name]}
+        _TASKS[key] = build_task(st.n_prompts, max_len=st.max_len, seed=seed, pretrain_steps=st.pretrain_steps, **kw)
         if path is not None:
             from ..io.atomic import write_atomic
 
@@ -171,6 +194,9 @@ def train_cell(cell: Cell, st: Setting = Setting(), cache=None) -> dict:
         "small_sq": rec.small_sq,
         "big_sq": rec.big_sq,
         "norm_steps": rec.steps,
+        "small_sq_adam": rec.small_sq_adam,
+        "big_sq_adam": rec.big_sq_adam,
+        "norm_steps_adam": rec.steps_adam,
     }
 
 
@@ -275,17 +301,31 @@ def cell_stats(r: dict) -> dict:
     }
     ns = _noise_scale(r, g / r["B"])
     out.update({"b_noise": ns.b_noise, "b_noise_lo": ns.b_noise_lo, "b_noise_hi": ns.b_noise_hi})
+    if r.get("big_sq_adam"):
+        na = _noise_scale(r, g / r["B"], preconditioned=True)
+        out.update({"b_noise_adam": na.b_noise, "b_noise_adam_lo": na.b_noise_lo, "b_noise_adam_hi": na.b_noise_hi})
     return out
 
 
-def _noise_scale(r: dict, steps_to_target: float):
+def _noise_scale(r: dict, steps_to_target: float, *, preconditioned: bool = False):
     """The run's gradient-norm noise scale over its steps up to the crossing of the target (after it ‖G‖²
     falls as the hardest quarter saturates, and the estimate no longer describes the climb); every
-    recorded step where the target was not reached."""
+    recorded step where the target was not reached.  ``preconditioned``: from the norms weighted by Adam's
+    preconditioner (recorded from the second step), over the same steps; NaN with fewer than 2."""
     from ..core.noise_scale import noise_scale_from_norms
 
     k = len(r["big_sq"]) if not np.isfinite(steps_to_target) else max(2, int(math.ceil(steps_to_target)))
-    return noise_scale_from_norms(r["small_sq"][:k], r["big_sq"][:k], r["B"] // r["micro"], r["B"])
+    if not preconditioned:
+        return noise_scale_from_norms(r["small_sq"][:k], r["big_sq"][:k], r["B"] // r["micro"], r["B"])
+    keep = [i for i, step in enumerate(r["norm_steps_adam"]) if step <= max(k, 3)]
+    if len(keep) < 2:
+        from ..core.noise_scale import NoiseScale
+
+        nan = math.nan
+        return NoiseScale(nan, nan, nan, nan, nan, nan, nan, r["B"] // r["micro"], r["B"], len(keep), 0.95)
+    small = [r["small_sq_adam"][i] for i in keep]
+    big = [r["big_sq_adam"][i] for i in keep]
+    return noise_scale_from_norms(small, big, r["B"] // r["micro"], r["B"])
 
 
 def summary(records: list, level: float = 0.95):
@@ -323,13 +363,16 @@ def summary(records: list, level: float = 0.95):
 
 
 def main(argv=None) -> int:
-    """``python -m gsd.reproduce.noise_scale_training run OUT [WORKERS]`` runs the grid (resumable);
+    """``python -m gsd.reproduce.noise_scale_training run OUT [WORKERS]`` runs the grid (resumable), ``run-heldout
+    OUT [WORKERS]`` the held-out grid;
     ``pack OUT RECORDS`` gzips its records; ``summary RECORDS CSV`` recomputes the summary from them."""
     import sys
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["run"] and len(argv) in (2, 3):
         run(argv[1], workers=int(argv[2]) if len(argv) == 3 else 2)
+    elif argv[:1] == ["run-heldout"] and len(argv) in (2, 3):
+        run(argv[1], heldout_grid(), workers=int(argv[2]) if len(argv) == 3 else 2)
     elif argv[:1] == ["pack"] and len(argv) == 3:
         pack(load_folder(argv[1]), argv[2])
     elif argv[:1] == ["summary"] and len(argv) == 3:
