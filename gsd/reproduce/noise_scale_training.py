@@ -510,3 +510,86 @@ def page_tables(records: list) -> str:
             + f" | {c['fastest_B_measured']} | {num(c['b_star_curve'], '.0f')} | {num(c['b_star_one_run'], '.0f')} |"
         )
     return "\n".join(L) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# The held-out grid: McCandlish's law against Adam's, fixed before the grid ran
+
+#: The laws of steps to a target against B (docs/group_size_training.md, "A held-out grid").
+LAWS = ("mccandlish", "adam")
+
+
+def law_steps(law: str, B, s_min: float, b_noise: float) -> np.ndarray:
+    """Steps to a target at B: S_min·(1 + B_noise/B) (``"mccandlish"``, lr retuned at each B) or
+    S_min·√(1 + B_noise/B) (``"adam"``, Adam at a fixed lr)."""
+    x = 1.0 + b_noise / np.asarray(B, float)
+    if law == "mccandlish":
+        return s_min * x
+    if law == "adam":
+        return s_min * np.sqrt(x)
+    raise InputError(f"law must be one of {LAWS}, got {law!r}")
+
+
+def fit_law(law: str, B, steps) -> dict:
+    """The law fitted to the steps at each B by linear least squares on 1/B: steps (``mccandlish``) or
+    steps² (``adam``) = a + c/B, S_min = a (√a for Adam), B_noise = c/a; with the relative root mean
+    square residual of the fitted steps."""
+    B, y = np.asarray(B, float), np.asarray(steps, float)
+    ok = np.isfinite(y)
+    if ok.sum() < 2:
+        return {"s_min": math.nan, "b_noise": math.nan, "rel_rms": math.nan}
+    target = y[ok] if law == "mccandlish" else y[ok] ** 2
+    c, a = np.polyfit(1.0 / B[ok], target, 1)
+    if not a > 0:
+        return {"s_min": math.nan, "b_noise": math.inf, "rel_rms": math.nan}
+    s_min, bn = (float(a) if law == "mccandlish" else math.sqrt(a)), float(c / a)
+    fitted = law_steps(law, B[ok], s_min, bn)
+    return {"s_min": s_min, "b_noise": bn, "rel_rms": float(np.sqrt(np.mean((fitted / y[ok] - 1) ** 2)))}
+
+
+def law_b_star(law: str, t_step: float, t_rollout: float, b_noise: float) -> float:
+    """The B of the least time steps(B)·(t_step + t_rollout·B): √(t_step·b/t_rollout) (McCandlish) or
+    (√(b² + 8·b·t_step/t_rollout) − b)/4 (Adam's law; the root of 2·t_rollout·B² + t_rollout·b·B − b·t_step);
+    NaN where a term is not > 0 and finite."""
+    if not (t_step > 0 and t_rollout > 0 and np.isfinite(b_noise) and b_noise > 0):
+        return math.nan
+    if law == "mccandlish":
+        return math.sqrt(t_step * b_noise / t_rollout)
+    b, r = b_noise, t_step / t_rollout
+    return (math.sqrt(b * b + 8 * b * r) - b) / 4
+
+
+def heldout_check(records, task: str, lr: float, *, G: int = 4, one=(64, 0)) -> dict:
+    """For one (task, lr) B-sweep: the mean steps to the target at each B, both laws fitted to them, one
+    run's (``one`` = (B, seed)) plain and preconditioned noise scale, each one's ratio to each law's
+    fitted knee, the steps it predicts at every B under each law (S_min from its own steps), and per
+    second the measured fastest B against each law's B* from the one run's noise scale."""
+    rs = [r for r in records if r["task"] == task and r["lr"] == lr and r["G"] == G]
+    Bs = sorted({r["B"] for r in rs})
+    st = {id(r): cell_stats(r) for r in rs}
+    per_B = {B: [st[id(r)] for r in rs if r["B"] == B] for B in Bs}
+    steps = np.array([np.mean([s["steps_to_target"] for s in v]) for v in per_B.values()])
+    secs = np.array([np.mean([s["secs_to_target"] for s in v]) for v in per_B.values()])
+    out: dict = {"task": task, "lr": lr, "B": Bs, "seeds": [len(v) for v in per_B.values()], "steps": steps.tolist()}
+    out["fits"] = {law: fit_law(law, Bs, steps) for law in LAWS}
+    x = np.concatenate([np.full(len(r["step_time"]), float(r["B"])) for r in rs])
+    y = np.concatenate([np.asarray(r["step_time"], float) for r in rs])
+    t_rollout, t_step = (float(v) for v in np.polyfit(x, y, 1))
+    out.update({"t_step": t_step, "t_rollout": t_rollout, "secs": secs.tolist()})
+    out["fastest_B"] = Bs[int(np.nanargmin(secs))] if np.isfinite(secs).any() else None
+    ref = [r for r in rs if (r["B"], r["seed"]) == tuple(one)]
+    if not ref:
+        return out
+    s0 = st[id(ref[0])]
+    for kind, key in (("plain", "b_noise"), ("adam", "b_noise_adam")):
+        bn = s0.get(key, math.nan)
+        out[f"one_{kind}"] = (bn, s0.get(f"{key}_lo", math.nan), s0.get(f"{key}_hi", math.nan))
+        for law in LAWS:
+            knee = out["fits"][law]["b_noise"]
+            out[f"ratio_{kind}_{law}"] = bn / knee if knee > 0 and np.isfinite(knee) else math.nan
+            ok = np.isfinite(bn) and bn > 0
+            base = law_steps(law, one[0], 1.0, bn) if ok else math.nan
+            pred = law_steps(law, Bs, s0["steps_to_target"] / base, bn) if ok else np.full(len(Bs), math.nan)
+            out[f"pred_{kind}_{law}"] = np.asarray(pred, float).tolist()
+            out[f"b_star_{kind}_{law}"] = law_b_star(law, t_step, t_rollout, bn)
+    return out
