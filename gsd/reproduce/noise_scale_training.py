@@ -593,3 +593,46 @@ def heldout_check(records, task: str, lr: float, *, G: int = 4, one=(64, 0)) -> 
             out[f"pred_{kind}_{law}"] = np.asarray(pred, float).tolist()
             out[f"b_star_{kind}_{law}"] = law_b_star(law, t_step, t_rollout, bn)
     return out
+
+
+def heldout_tables(records: list) -> str:
+    """The held-out section's tables (markdown), from :func:`heldout_check` on every (task, lr) B-sweep of
+    :func:`heldout_grid`: the laws' fits, one run's noise scales against the knees, the predicted steps,
+    and per second."""
+
+    def num(x, fmt=".1f"):
+        return "—" if x is None or not np.isfinite(x) else format(x, fmt)
+
+    sweeps = sorted({(r["task"], r["lr"]) for r in records if r["G"] == 4 and r["lr"] in (*HELDOUT_LRS, 5e-3)})
+    checks = [heldout_check(records, t, lr) for t, lr in sweeps]
+    L = [
+        "| task | lr | steps to 0.8 at B = 16, 32, 64, 128, 256 | McCandlish: knee, rel. rms | Adam's law: knee, rel. rms "
+        "| one run: plain B_noise [95 %] | one run: preconditioned [95 %] |",
+        "|---" * 7 + "|",
+    ]
+    for c in checks:
+        f = c["fits"]
+        pl, ad = c.get("one_plain", (math.nan,) * 3), c.get("one_adam", (math.nan,) * 3)
+        L.append(
+            f"| {c['task']} | {c['lr']:g} | {', '.join(num(v) for v in c['steps'])} | "
+            f"{num(f['mccandlish']['b_noise'], '.0f')}, {num(f['mccandlish']['rel_rms'], '.3f')} | "
+            f"{num(f['adam']['b_noise'], '.0f')}, {num(f['adam']['rel_rms'], '.3f')} | "
+            f"{num(pl[0], '.0f')} [{num(pl[1], '.0f')}, {num(pl[2], '.0f')}] | "
+            f"{num(ad[0], '.0f')} [{num(ad[1], '.0f')}, {num(ad[2], '.0f')}] |"
+        )
+    L += [
+        "",
+        "| task | lr | one run's plain B_noise ÷ knee (McCandlish, Adam's law) | predicted steps at B = 16 … 256, "
+        "Adam's law | the same, McCandlish | t(B) | fastest B measured | B* Adam's law | B* McCandlish |",
+        "|---" * 9 + "|",
+    ]
+    for c in checks:
+        L.append(
+            f"| {c['task']} | {c['lr']:g} | {num(c.get('ratio_plain_mccandlish'), '.2f')}, "
+            f"{num(c.get('ratio_plain_adam'), '.2f')} | "
+            f"{', '.join(num(v) for v in c.get('pred_plain_adam', []))} | "
+            f"{', '.join(num(v) for v in c.get('pred_plain_mccandlish', []))} | "
+            f"{c['t_step']:.3f} s + {1e3 * c['t_rollout']:.2f} ms·B | {c['fastest_B']} | "
+            f"{num(c.get('b_star_plain_adam'), '.0f')} | {num(c.get('b_star_plain_mccandlish'), '.0f')} |"
+        )
+    return "\n".join(L) + "\n"
