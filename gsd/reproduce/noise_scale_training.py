@@ -328,15 +328,22 @@ def _noise_scale(r: dict, steps_to_target: float, *, preconditioned: bool = Fals
     return noise_scale_from_norms(small, big, r["B"] // r["micro"], r["B"])
 
 
-def summary(records: list, level: float = 0.95):
+def summary(records: list, level: float = 0.95, *, same_lr: bool = False):
     """One row per (task, B, G, lr): seeds, how many reached the target, means over seeds of generations,
     steps and TRL seconds to it (NaN unless every seed reached it), the final hardest quarter, wall and CPU
     seconds, the measured B_noise (median over seeds of each run's estimate over its steps up to the target), and the paired difference
-    in generations to the target against :data:`REFERENCE` of the same task, seed by seed (Student t)."""
+    in generations to the target against :data:`REFERENCE` of the same task, seed by seed (Student t);
+    with ``same_lr`` (the held-out grid) against B = 64, G = 4 of the same task and learning rate.
+    Records holding Adam's preconditioned norms add ``b_noise_adam`` (median over seeds)."""
     import pandas as pd
 
     stats = [(r, cell_stats(r)) for r in records]
-    ref = {(r["task"], r["seed"]): s for r, s in stats if all(r[k] == v for k, v in REFERENCE.items())}
+
+    def pair_key(r):
+        return (r["task"], r["seed"], r["lr"]) if same_lr else (r["task"], r["seed"])
+
+    ref_of = {"B": REFERENCE["B"], "G": REFERENCE["G"]} if same_lr else REFERENCE
+    ref = {pair_key(r): s for r, s in stats if all(r[k] == v for k, v in ref_of.items())}
     keys = sorted({(r["task"], r["B"], r["G"], r["lr"]) for r in records})
     rows = []
     for key in keys:
@@ -351,11 +358,9 @@ def summary(records: list, level: float = 0.95):
         for k in ("final_hardest", "wall_total", "cpu_total"):
             row[k] = float(np.mean([s[k] for _, s in cur]))
         row["b_noise"] = float(np.median([s["b_noise"] for _, s in cur]))
-        d = [
-            s["gens_to_target"] - ref[(r["task"], r["seed"])]["gens_to_target"]
-            for r, s in cur
-            if (r["task"], r["seed"]) in ref
-        ]
+        if all("b_noise_adam" in s for _, s in cur):
+            row["b_noise_adam"] = float(np.median([s["b_noise_adam"] for _, s in cur]))
+        d = [s["gens_to_target"] - ref[pair_key(r)]["gens_to_target"] for r, s in cur if pair_key(r) in ref]
         m, lo, hi, _ = paired_interval(d, level) if d else (math.nan,) * 4
         row.update({"d_gens": m, "d_gens_lo": lo, "d_gens_hi": hi})
         rows.append(row)
@@ -364,7 +369,8 @@ def summary(records: list, level: float = 0.95):
 
 def main(argv=None) -> int:
     """``python -m gsd.reproduce.noise_scale_training run OUT [WORKERS]`` runs the grid (resumable), ``run-heldout
-    OUT [WORKERS]`` the held-out grid;
+    OUT [WORKERS]`` the held-out grid; ``summary-heldout RECORDS CSV`` and ``tables-heldout RECORDS`` its summary
+    (paired against B = 64, G = 4 at the same lr) and its page tables;
     ``pack OUT RECORDS`` gzips its records; ``summary RECORDS CSV`` recomputes the summary from them."""
     import sys
 
@@ -377,13 +383,13 @@ def main(argv=None) -> int:
         pack(load_folder(argv[1]), argv[2])
     elif argv[:1] == ["summary"] and len(argv) == 3:
         summary(load_records(argv[1])).to_csv(argv[2], index=False, float_format="%.6g")
+    elif argv[:1] == ["summary-heldout"] and len(argv) == 3:
+        summary(load_records(argv[1]), same_lr=True).to_csv(argv[2], index=False, float_format="%.6g")
+    elif argv[:1] == ["tables-heldout"] and len(argv) == 2:
+        print(heldout_tables(load_records(argv[1])), end="")
     else:
         raise SystemExit(main.__doc__)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -577,6 +583,7 @@ def heldout_check(records, task: str, lr: float, *, G: int = 4, one=(64, 0)) -> 
     t_rollout, t_step = (float(v) for v in np.polyfit(x, y, 1))
     out.update({"t_step": t_step, "t_rollout": t_rollout, "secs": secs.tolist()})
     out["fastest_B"] = Bs[int(np.nanargmin(secs))] if np.isfinite(secs).any() else None
+    out["b_star_curve"] = law_b_star("mccandlish", t_step, t_rollout, out["fits"]["mccandlish"]["b_noise"])
     ref = [r for r in rs if (r["B"], r["seed"]) == tuple(one)]
     if not ref:
         return out
@@ -623,8 +630,9 @@ def heldout_tables(records: list) -> str:
     L += [
         "",
         "| task | lr | one run's plain B_noise ÷ knee (McCandlish, Adam's law) | predicted steps at B = 16 … 256, "
-        "Adam's law | the same, McCandlish | t(B) | fastest B measured | B* Adam's law | B* McCandlish |",
-        "|---" * 9 + "|",
+        "Adam's law | the same, McCandlish | t(B) | TRL s to 0.8 at B = 16 … 256 | fastest B measured "
+        "| B* Adam's law | B* McCandlish | B* McCandlish, the curve's knee |",
+        "|---" * 11 + "|",
     ]
     for c in checks:
         L.append(
@@ -632,7 +640,12 @@ def heldout_tables(records: list) -> str:
             f"{num(c.get('ratio_plain_adam'), '.2f')} | "
             f"{', '.join(num(v) for v in c.get('pred_plain_adam', []))} | "
             f"{', '.join(num(v) for v in c.get('pred_plain_mccandlish', []))} | "
-            f"{c['t_step']:.3f} s + {1e3 * c['t_rollout']:.2f} ms·B | {c['fastest_B']} | "
-            f"{num(c.get('b_star_plain_adam'), '.0f')} | {num(c.get('b_star_plain_mccandlish'), '.0f')} |"
+            f"{c['t_step']:.3f} s + {1e3 * c['t_rollout']:.2f} ms·B | {', '.join(num(v, '.2f') for v in c['secs'])} | "
+            f"{c['fastest_B']} | {num(c.get('b_star_plain_adam'), '.0f')} | "
+            f"{num(c.get('b_star_plain_mccandlish'), '.0f')} | {num(c['b_star_curve'], '.0f')} |"
         )
     return "\n".join(L) + "\n"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -16,6 +16,8 @@ from gsd.reproduce import noise_scale_training as nst
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ROOT / "docs" / "noise_scale_training_records.jsonl.gz"
 SUMMARY = ROOT / "docs" / "noise_scale_training_summary.csv"
+HELDOUT_RECORDS = ROOT / "docs" / "noise_scale_heldout_records.jsonl.gz"
+HELDOUT_SUMMARY = ROOT / "docs" / "noise_scale_heldout_summary.csv"
 
 
 def test_callback_in_trl_matches_trls_grad_norm():
@@ -49,12 +51,18 @@ def test_grid_tiers_and_names():
     assert all(c.G == 4 and c.lr == 3e-3 for c in first)  # the batch sweep runs first
 
 
-@pytest.mark.skipif(not RECORDS.exists(), reason="the shipped records are not in this checkout")
-def test_shipped_summary_is_recomputed_from_the_shipped_records():
+@pytest.mark.parametrize(
+    "records, csv, same_lr",
+    [(RECORDS, SUMMARY, False), (HELDOUT_RECORDS, HELDOUT_SUMMARY, True)],
+    ids=["first grid", "held-out grid"],
+)
+def test_shipped_summary_is_recomputed_from_the_shipped_records(records, csv, same_lr):
     import pandas as pd
 
-    got = nst.summary(nst.load_records(RECORDS))
-    want = pd.read_csv(SUMMARY)
+    if not records.exists():
+        pytest.skip("the shipped records are not in this checkout")
+    got = nst.summary(nst.load_records(records), same_lr=same_lr)
+    want = pd.read_csv(csv)
     assert list(got.columns) == list(want.columns) and len(got) == len(want)
     for c in got.columns:
         if got[c].dtype.kind in "fi":
