@@ -539,7 +539,12 @@ class BatchAdvice:
     under t(B) = t_step + t_rollout·B (None without a cost); each with its interval from the measured
     noise scale's.  ``G``: the G of the least B_noise(G) (the fewest steps and generations at any B) among those whose
     group fits the batch it advises (G ≤ B_noise(G)); the smallest G of the grid when none does.
-    ``lr_*``: the run's lr × √(B/B_run) (Adam; an assumption, not measured here).  ``table_columns``:
+    ``lr_*``: the run's lr at every B (TRL's GRPOTrainer with Adam, docs/group_size_training.md: the
+    lr acted alike at every B from 32 to 256 generations per step, and scaling it down as √B below the
+    run's B cost 1.5–2.0× the generations; the earlier rule lr × √(B/B_run) is withdrawn).  The knee is
+    McCandlish's critical batch at a learning rate tuned at each B; for a run at a fixed lr the measured
+    knee sat below it (1.8–13× on eight measured curves), so ``B_per_generation`` is then an upper bound.
+    ``table_columns``:
     per G, ``b_noise`` and ``relative_steps`` (steps at the advised B against the advised G's).
     """
 
@@ -566,7 +571,8 @@ class BatchAdvice:
         lr = f", lr {r['lr']:g}" if r.get("lr") is not None else ""
         return (
             f"B in generations per step, G answers per prompt; noise scale measured at the run's B = {r['B']}, "
-            f"G = {r['G']}{lr}; lr ∝ √B (Adam, assumed); {self.method}"
+            f"G = {r['G']}{lr}; the run's lr at every B; the knee at a tuned lr (an upper bound at a fixed lr); "
+            f"{self.method}"
         )
 
     def summary(self) -> dict:
@@ -610,7 +616,7 @@ def batch_advice(
         B_noise measured in the run (:func:`gsd.core.noise_scale.noise_scale_from_norms`, the live
         :func:`gsd.live.noise_scale.gradient_noise_callback`), at its ``generations_per_step`` and ``group_size``.
     lr : float, optional
-        The run's learning rate; the advised lr scales it by √(B/B_run).
+        The run's learning rate: the advised lr at every B (see :class:`BatchAdvice`).
     cost : StepCost, optional
         Seconds per step (:func:`fit_step_cost`); t(B) = t_step + (t_rollout + t_prompt/G)·B.
 
@@ -667,7 +673,7 @@ def batch_advice(
             B_sec, sec_iv = as_B(b[0]), (float(b[1]), float(b[2]))
         else:
             notes.append("per second: the cost has no fixed part or no per-generation part, so no finite optimum")
-    lr_of = (lambda B: None) if lr is None else (lambda B: float(lr) * math.sqrt(B / B_run))
+    lr_of = (lambda B: None) if lr is None else (lambda B: float(lr))
     B_gen = as_B(knee[0])
     return BatchAdvice(
         G=G,

@@ -106,7 +106,7 @@ class _Hooks:
     gradient norm (:func:`gsd.live.noise_scale.gradient_noise_callback`, ``gsd_noise``) and, from the
     second recorded step, logs ``gsd/b_noise`` (the run's noise scale in generations) and the advised
     setting (:func:`gsd.core.advice.batch_advice`): ``gsd/advised_generations_per_step``,
-    ``gsd/advised_group_size_in_batch`` and ``gsd/advised_lr`` (the run's lr × √(B/B_run), Adam).
+    ``gsd/advised_group_size_in_batch`` and ``gsd/advised_lr`` (the run's lr: it is not scaled with B, see :class:`gsd.core.advice.BatchAdvice`).
     """
 
     def __init__(self, *args, gsd_tracker=None, skip_policy=None, skip_above=None, max_skips=None, **kwargs):

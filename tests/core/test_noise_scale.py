@@ -190,7 +190,7 @@ def test_batch_advice_is_the_models_optimum(p, bn, G_run, t_step, t_rollout):
     B = np.geomspace(1e-3, 1e7, 200001)
     best = B[np.argmin((1 + knee / B) * (t_step + t_rollout * B))]
     assert abs(adv.B_per_second - best) <= max(adv.G / 2, best * 1e-4) or adv.B_per_second == adv.G
-    assert adv.lr_per_generation == pytest.approx(1e-3 * math.sqrt(adv.B_per_generation / 64))
+    assert adv.lr_per_generation == adv.lr_per_second == 1e-3  # the run's lr, at every B
     lo, hi = adv.B_per_generation_interval
     assert lo <= knee <= hi
     assert "B = " in gsd.core.advice.advice_headline(adv)

@@ -817,4 +817,4 @@ def test_noise_scale_and_batch_advice_in_the_log(tmp_path):
     assert hist, "gsd/b_noise never logged"
     if np.isfinite(hist[-1]["gsd/b_noise"]) and hist[-1]["gsd/b_noise"] > 0:
         assert hist[-1]["gsd/advised_generations_per_step"] >= 2
-        assert hist[-1]["gsd/advised_lr"] > 0
+        assert hist[-1]["gsd/advised_lr"] == pytest.approx(tr.args.learning_rate)  # the run's lr at every B
