@@ -76,13 +76,17 @@ def diagnose(
     streaming: bool = False,
     shards=None,
     address=None,
+    groups=True,
 ):
     """Read rollout logs and diagnose them: :func:`read_rollouts` then :func:`diagnose_log`.
 
     Takes the arguments of both and returns a :class:`Diagnosis`.  ``streaming``: read verl
     dumps and tables piece by piece into counts (:func:`gsd.diagnose.counted.read_counted`: the
     same diagnosis, memory that grows with the groups, not the rollouts); ``shards``: count them
-    in that many Ray tasks (``address``: a Ray cluster to join).
+    in that many Ray tasks (``address``: a Ray cluster to join).  Streamed, the group table is
+    made one run of steps at a time (:func:`gsd.diagnose.counted.diagnose_counted`): ``groups``
+    True keeps it whole in the Diagnosis, None drops it (memory: the counts'), a callable
+    receives each run's table (a file writer).
 
     Examples
     --------
@@ -99,45 +103,33 @@ def diagnose(
     from .readers import read_rollouts
     from .tables import diagnose_log
 
+    options = {
+        "prior": prior,
+        "epsilon": epsilon,
+        "level": level,
+        "budget": budget,
+        "half_life": half_life,
+        "ddof": ddof,
+        "eps": eps,
+        "scale": scale,
+        "optimizer": optimizer,
+        "cost": cost,
+        "noise": noise,
+        "run_lr": run_lr,
+    }
+    read = {"fmt": fmt, "reward": reward, "prompt_col": prompt_col, "step_col": step_col, "group_col": group_col}
     if (streaming or shards) and group_size is None:
-        from .counted import read_counted
+        from .counted import diagnose_counted
 
-        log = read_counted(
+        return diagnose_counted(
             paths,
-            fmt=fmt,
-            reward=reward,
-            prompt_col=prompt_col,
-            step_col=step_col,
-            group_col=group_col,
             threshold=threshold,
             progress=progress,
             shards=shards,
             address=address,
+            groups=groups,
+            **read,
+            **options,
         )
-    else:
-        log = read_rollouts(
-            paths,
-            fmt=fmt,
-            reward=reward,
-            prompt_col=prompt_col,
-            step_col=step_col,
-            group_col=group_col,
-            group_size=group_size,
-            progress=progress,
-        )
-    return diagnose_log(
-        log,
-        threshold=threshold,
-        prior=prior,
-        epsilon=epsilon,
-        level=level,
-        budget=budget,
-        half_life=half_life,
-        ddof=ddof,
-        eps=eps,
-        scale=scale,
-        optimizer=optimizer,
-        cost=cost,
-        noise=noise,
-        run_lr=run_lr,
-    )
+    log = read_rollouts(paths, group_size=group_size, progress=progress, **read)
+    return diagnose_log(log, threshold=threshold, **options)

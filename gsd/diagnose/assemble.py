@@ -137,7 +137,7 @@ class RolloutLog:
 
     @property
     def rows(self) -> int:
-        return int(self.prompt.size) if self.counted is None else int(self.counted["groups"]["G"].sum())
+        return int(self.prompt.size) if self.counted is None else int(self.counted["rows"])
 
 
 def run_history(chunks, warnings):
@@ -674,21 +674,27 @@ def _check_groups(code, group, n_groups, got, module, group_col, silent, warning
     return _advantage_check(code, group, n_groups, got, check, silent, warnings)
 
 
-def group_warnings(sizes, gstep, mixed: int, module, group_col, warnings) -> None:
+def group_warnings(sizes, gstep, mixed: int, module, group_col, warnings, weights=None) -> None:
     """Warnings about the groups (``sizes`` and steps ``gstep``, in the order of their (step, key)):
     several prompts in one group of a group column (``mixed``: the extra prompt-groups), groups
-    of a multiple of the usual size (duplicated prompts merged), a size that changes by step."""
+    of a multiple of the usual size (duplicated prompts merged), a size that changes by step.
+    ``weights``: how many groups each entry stands for (distinct (step, size) pairs in the order
+    of their first group: :class:`gsd.diagnose.counted.SizeTally`); default one each."""
     if mixed and group_col:
         warnings.append(
             f"the group column {group_col!r} puts several prompts in one group ({mixed} extra prompt-groups)"
         )
     if not hooks_of(module).GROUP_SIZE and not group_col and sizes.size:
-        usual = Counter(sizes.tolist()).most_common(1)[0][0]
+        weights = np.ones(sizes.size, np.int64) if weights is None else np.asarray(weights, np.int64)
+        values, first, inverse = np.unique(sizes, return_index=True, return_inverse=True)
+        tally = np.bincount(inverse.ravel(), weights=weights, minlength=values.size)
+        top_ = tally == tally.max()  # ties: the size seen first, as Counter(sizes).most_common
+        usual = int(values[top_][np.argmin(first[top_])])
         merged = (sizes > usual) & (sizes % usual == 0) if usual > 1 else np.zeros(sizes.size, bool)
         if merged.any():
             steps = np.unique(gstep[merged])
             warnings.append(
-                f"{int(merged.sum())} group(s) hold a multiple of the usual {usual} rollouts (steps "
+                f"{int(weights[merged].sum())} group(s) hold a multiple of the usual {usual} rollouts (steps "
                 f"{_span(steps.tolist())}): probably duplicated prompts merged into one group; "
                 "log a group id or dataset index as a reward extra key and pass --group-column KEY"
             )

@@ -208,14 +208,16 @@ def _register_example_logs(sub) -> None:
 
 def _diagnose(args) -> int:
     import json
+    from functools import partial
 
     from ..cli.support import noise_scale_arg, step_cost
     from . import diagnose
-    from .report import diagnosis_json, format_report, write_outputs
+    from .report import diagnose_into, diagnosis_json, format_report, write_outputs
     from .scalar_diagnosis import fail_on_status, parse_fail_on
 
     rules = parse_fail_on(args.fail_on) if args.fail_on is not None else []  # before any log is read
-    dx = diagnose(
+    run = partial(
+        diagnose,
         args.logs,
         fmt=args.fmt,
         reward=args.reward,
@@ -241,8 +243,13 @@ def _diagnose(args) -> int:
         shards=args.shards,
         address=args.address,
     )
-    if args.out:
-        write_outputs(dx, args.out)
+    streamed = (args.streaming or args.shards) and args.group_size is None
+    if args.out and streamed:  # the group table written as it is made, never whole
+        dx = diagnose_into(args.out, run)
+    else:
+        dx = run(groups=None) if streamed else run()
+        if args.out:
+            write_outputs(dx, args.out)
     if args.json:
         print(json.dumps(diagnosis_json(dx), indent=2, allow_nan=False))
     else:

@@ -35,7 +35,17 @@ from .assemble import checked_options, columns_to_read, run_history, silent_grou
 from .discover import TRAINER_HOOKS, discover_files, hooks_of
 from .parse import MAX_LISTED, Reader, read_file
 
-__all__ = ["Cells", "Partial", "compact", "RunCounts", "count_rollouts", "count_files", "finish", "streams"]
+__all__ = [
+    "Cells",
+    "Partial",
+    "compact",
+    "RunCounts",
+    "count_rollouts",
+    "count_files",
+    "finish",
+    "group_tables",
+    "streams",
+]
 
 _NONE = np.iinfo(np.int64).max  # "no usable row" as a first-row index
 SHARD_BITS = 40  # a row's order is (shard << 40) + its row within the shard: 2^40 rows per shard
@@ -316,6 +326,7 @@ class RunCounts:
     warnings: list
     mixed: int = 0  # extra (group, prompt) pairs: groups that hold several prompts
     meta: dict = field(default_factory=dict)  # what the reader saw (Partial.meta)
+    graded: bool = False  # rewards graded without a threshold: no right/wrong (k NaN)
 
 
 def count_files(files, fmt: str, cols: dict, reward, threshold=None, *, shard: int = 0, progress=None) -> Partial:
@@ -430,19 +441,39 @@ def count_rollouts(
     hand it to a callable one run of steps at a time, or drop it (False; the memory of a long run
     is then its cells'; see :func:`finish`).
     """
-    if threshold is not None and not np.isfinite(float(threshold)):
-        raise InputError(f"threshold must be a finite number, got {threshold!r}")
     try:
-        files, fmt, cols, reward, warnings, excluded = plan(
-            paths, fmt, reward=reward, prompt_col=prompt_col, step_col=step_col, group_col=group_col
-        )
+        partial, fmt, warnings, n_files = count_partial(
+            paths, fmt=fmt, reward=reward, prompt_col=prompt_col, step_col=step_col, group_col=group_col,
+            threshold=threshold, progress=progress,
+        )  # fmt: skip
     except InputError as exc:
         if "read whole" not in str(exc):
             raise
         return _counts_whole(paths, fmt, reward, prompt_col, step_col, group_col, threshold, progress)
+    return finish(partial, fmt, threshold, warnings, n_files=n_files, groups=groups)
+
+
+def count_partial(paths, *, threshold=None, progress=None, **options) -> tuple[Partial, str, list, int]:
+    """(the partial counts of a run read piece by piece in this process, its format, the reader's
+    warnings, the files read): what :func:`finish` takes; ``options``: :func:`plan`'s."""
+    threshold = checked_threshold(threshold)
+    files, fmt, cols, reward, warnings, excluded = plan(paths, **options)
     partial = count_files(files, fmt, cols, reward, threshold, progress=progress)
     partial.meta["excluded"] = excluded
-    return finish(partial, fmt, threshold, warnings, n_files=len(files), groups=groups)
+    return partial, fmt, warnings, len(files)
+
+
+def checked_threshold(threshold):
+    """``threshold`` as a float (None: none); inf or NaN is an InputError."""
+    if threshold is None:
+        return None
+    try:
+        value = float(threshold)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not np.isfinite(value) or isinstance(threshold, bool):
+        raise InputError(f"threshold must be a finite number, got {threshold!r}")
+    return threshold
 
 
 def _counts_whole(paths, fmt, reward, prompt_col, step_col, group_col, threshold, progress) -> RunCounts:
@@ -494,17 +525,9 @@ def finish(partial: Partial, fmt: str, threshold=None, warnings=None, *, n_files
             "LOG: some files carry a group key and others do not (files of two trainers or versions "
             "in one folder?): name the files of one run"
         )
-    kept = [_kept(run, warnings) for run in runs]
-    if not any(k.any() for k, _, _ in kept):
-        raise InputError(f"LOG: no usable rollout in {n_files} file(s)")
-    uniq = np.unique(np.concatenate([np.unique(r.hash[k]) for r, (k, _, _) in zip(runs, kept)]))
-    values = np.unique(np.concatenate([np.r_[r.lo[k], r.hi[k]] for r, (k, _, _) in zip(runs, kept)]))
-    rule, note = _right_rule(values, any(r.mid[k].any() for r, (k, _, _) in zip(runs, kept)), threshold)
+    kept, uniq, rule, note = _rule(partial, threshold, warnings, n_files)
     sums, totals, kept_groups, mixed = [], np.zeros((3, uniq.size)), [], 0
-    for run, (keep, _, _) in zip(runs, kept):
-        if not keep.any():
-            continue
-        table, extra = _run_groups(run, keep, uniq, rule, fmt)
+    for table, extra in _tables(runs, kept, uniq, rule, fmt):
         mixed += extra
         sums.append(_step_sums(table))
         for row, column in enumerate(("G", "n", "k")):
@@ -530,7 +553,36 @@ def finish(partial: Partial, fmt: str, threshold=None, warnings=None, *, n_files
         warnings=warnings,
         mixed=mixed,
         meta=partial.meta,
+        graded=rule[0] == "graded",
     )
+
+
+def _rule(partial: Partial, threshold, warnings, n_files: int):
+    """(per run: its kept cells, groups and rollouts left out; the prompts' hashes, sorted; the
+    right/wrong rule and its note) of a run's partial counts."""
+    kept = [_kept(run, warnings) for run in partial.runs]
+    if not any(k.any() for k, _, _ in kept):
+        raise InputError(f"LOG: no usable rollout in {n_files} file(s)")
+    runs = partial.runs
+    uniq = np.unique(np.concatenate([np.unique(r.hash[k]) for r, (k, _, _) in zip(runs, kept)]))
+    values = np.unique(np.concatenate([np.r_[r.lo[k], r.hi[k]] for r, (k, _, _) in zip(runs, kept)]))
+    rule, note = _right_rule(values, any(r.mid[k].any() for r, (k, _, _) in zip(runs, kept)), threshold)
+    return kept, uniq, rule, note
+
+
+def _tables(runs, kept, uniq, rule, fmt: str):
+    """Each run's group table (:func:`_run_groups`) and its extra prompt-groups, in step order."""
+    for run, (keep, _, _) in zip(runs, kept):
+        if keep.any():
+            yield _run_groups(run, keep, uniq, rule, fmt)
+
+
+def group_tables(partial: Partial, fmt: str, threshold=None):
+    """The group table of a run's partial counts, one run of steps at a time in step order (what
+    :func:`finish` makes and sums): the memory beyond the cells is one run's table."""
+    kept, uniq, rule, _ = _rule(partial, threshold, [], 0)
+    for table, _ in _tables(partial.runs, kept, uniq, rule, fmt):
+        yield table
 
 
 def _kept(run: Cells, warnings) -> tuple[np.ndarray, int, int]:

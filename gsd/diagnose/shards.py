@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..validation import InputError
-from .counts import Partial, RunCounts, count_files, finish, plan
+from .counts import Partial, RunCounts, checked_threshold, count_files, finish, plan
 
-__all__ = ["count_sharded", "count_runs", "split"]
+__all__ = ["count_sharded", "partial_sharded", "count_runs", "split"]
 
 
 def split(files, shards: int) -> list[list]:
@@ -58,11 +58,18 @@ def count_sharded(
     local instance with ``num_cpus``, shut down afterwards; one already running is used as is).
     Row order across shards is (shard, row): a group's prompt is that of its first row, as in one
     pass over the files in order.  ``groups``: as :func:`gsd.diagnose.counts.finish` takes it."""
-    files, fmt, cols, reward, warnings, excluded = plan(
-        paths, fmt, reward=reward, prompt_col=prompt_col, step_col=step_col, group_col=group_col
-    )
-    if threshold is not None and not np.isfinite(float(threshold)):
-        raise InputError(f"threshold must be a finite number, got {threshold!r}")
+    partial, fmt, warnings, n_files = partial_sharded(
+        paths, shards=shards, address=address, num_cpus=num_cpus, threshold=threshold,
+        fmt=fmt, reward=reward, prompt_col=prompt_col, step_col=step_col, group_col=group_col,
+    )  # fmt: skip
+    return finish(partial, fmt, threshold, warnings, n_files=n_files, groups=groups)
+
+
+def partial_sharded(paths, *, shards: int = 2, address=None, num_cpus=None, threshold=None, **options):
+    """:func:`gsd.diagnose.counts.count_partial` with the files counted in ``shards`` Ray tasks and
+    their partial counts merged exactly: (partial counts, format, warnings, files read)."""
+    threshold = checked_threshold(threshold)
+    files, fmt, cols, reward, warnings, excluded = plan(paths, **options)
     parts = split(files, shards)
     ray, started = _ray(address, num_cpus or len(parts))
     try:
@@ -75,7 +82,7 @@ def count_sharded(
     finally:
         if started:
             ray.shutdown()
-    return finish(partial, fmt, threshold, warnings, n_files=len(files), groups=groups)
+    return partial, fmt, warnings, len(files)
 
 
 def count_runs(folders, *, address: str | None = None, num_cpus: int | None = None, **options) -> dict:
