@@ -226,7 +226,10 @@ def _dense_sum(a: np.ndarray, g: int, weights: np.ndarray) -> np.ndarray:
                 d *= b
         # Summed over k column by column (not a BLAS product, whose order of summation depends
         # on the block's width): an entry's value is the same in any batch.
-        out[s : s + x.size] = (weights[:, None] * up).sum(axis=0)
+        acc = out[s : s + x.size]
+        np.multiply(up[0], weights[0], out=acc)
+        for j in range(1, g + 1):
+            acc += weights[j] * up[j]
     return out
 
 
