@@ -50,6 +50,17 @@ __all__ = [
 ]
 
 
+def streams_by_default(streaming, shards, group_size, scale) -> bool:
+    """Whether :func:`diagnose` reads the log as counts: asked (``streaming`` or ``shards``), or
+    not refused (``streaming`` None) where nothing needs every rollout (``group_size``, a batch
+    std)."""
+    if group_size is not None:
+        return False
+    if streaming is None and not shards:
+        return scale != "batch"
+    return bool(streaming or shards)
+
+
 def diagnose(
     paths,
     *,
@@ -73,7 +84,7 @@ def diagnose(
     noise=None,
     run_lr=None,
     progress=None,
-    streaming: bool = False,
+    streaming: bool | None = None,
     shards=None,
     address=None,
     groups=True,
@@ -81,11 +92,14 @@ def diagnose(
     """Read rollout logs and diagnose them: :func:`read_rollouts` then :func:`diagnose_log`.
 
     Takes the arguments of both and returns a :class:`Diagnosis`.  ``streaming``: read verl
-    dumps and tables piece by piece into counts (:func:`gsd.diagnose.counted.read_counted`: the
-    same diagnosis, memory that grows with the groups, not the rollouts); ``shards``: count them
-    in that many Ray tasks (``address``: a Ray cluster to join).  Streamed, the group table is
-    made one run of steps at a time (:func:`gsd.diagnose.counted.diagnose_counted`): ``groups``
-    True keeps it whole in the Diagnosis, None drops it (memory: the counts'), a callable
+    dumps and tables piece by piece into counts and diagnose them run of steps by run of steps
+    (:func:`gsd.diagnose.counted.diagnose_counted`: the same diagnosis, field by field, in memory
+    that grows with the groups, not the rollouts); None (default): so wherever it can — not with
+    ``scale="batch"`` (the step's std of every reward) or ``group_size`` (blocks of rows), which
+    read the whole log, as False does; True with ``scale="batch"`` is an InputError.  TRL,
+    AReaL and GroupTracker tables are read whole either way.  ``shards``: count the files in
+    that many Ray tasks (``address``: a Ray cluster to join).  ``groups``, streamed: True keeps
+    the group table whole in the Diagnosis, None drops it (memory: the counts'), a callable
     receives each run's table (a file writer).
 
     Examples
@@ -118,7 +132,7 @@ def diagnose(
         "run_lr": run_lr,
     }
     read = {"fmt": fmt, "reward": reward, "prompt_col": prompt_col, "step_col": step_col, "group_col": group_col}
-    if (streaming or shards) and group_size is None:
+    if streams_by_default(streaming, shards, group_size, scale):
         from .counted import diagnose_counted
 
         return diagnose_counted(

@@ -86,7 +86,7 @@ class GroupSums:
     def __init__(self, prompts: int, half_life=None, last_step: int = 0):
         self.half_life, self.last_step = half_life, int(last_step)
         self.parts: list = []
-        self.prompt = {c: np.zeros(prompts, np.int64) for c in ("n", "k", "steps", "silent")}
+        self.prompt: dict[str, np.ndarray] = {c: np.zeros(prompts, np.int64) for c in ("n", "k", "steps", "silent")}
         if half_life is not None:
             self.prompt |= {"n_eff": np.zeros(prompts), "k_eff": np.zeros(prompts)}
         self.predicted = False  # some group has a prediction (not all NaN)
@@ -185,7 +185,7 @@ class GroupSums:
         """The run's totals: groups, singletons, rollouts, silent groups, wasted rollouts, rollouts of
         groups of two or more, and the sums of the predicted silence, σ̂ and large-group update."""
         _, s = self.sums()
-        out = {c: int(s[c].sum()) for c in ("groups", "singletons", "rollouts", "silent_groups")}
+        out: dict = {c: int(s[c].sum()) for c in ("groups", "singletons", "rollouts", "silent_groups")}
         out |= {c: int(s[c].sum()) for c in ("wasted_rollouts", "multi_rollouts")}
         out |= {c: math.fsum(s[c].tolist()) for c in ("q", "sigma_pred", "scale_pred")}
         return out

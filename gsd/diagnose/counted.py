@@ -12,6 +12,7 @@ needs every rollout's reward is refused: ``scale="batch"`` (the step's std of re
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -24,31 +25,21 @@ from .assemble import (
     missing_steps,
     silent_observable,
 )
-from .counts import count_partial, finish, group_tables, streams
+from .counts import ReadWhole, count_partial, finish, group_tables, listed_bad_rows, streams
 from .discover import TRAINER_HOOKS, discover_files, hooks_of
-from .parse import MAX_LISTED, reward_text
+from .options import LogOptions
+from .parse import reward_text
 
 __all__ = ["read_counted"]
 
 GROUP_COLUMNS = ("step", "prompt", "G", "generated", "n", "k", "silent", "binary_silent")
 
 
-def read_counted(
-    paths,
-    *,
-    fmt: str = "auto",
-    reward: str | None = None,
-    prompt_col: str | None = None,
-    step_col: str | None = None,
-    group_col: str | None = None,
-    threshold: float | None = None,
-    progress: bool | None = None,
-    shards: int | None = None,
-    address: str | None = None,
-) -> RolloutLog:
+def read_counted(paths, *, threshold=None, progress=None, shards=None, address=None, **options) -> RolloutLog:
     """The log of a run read as counts (verl and tables; others: :func:`read_rollouts`), for
     :func:`gsd.diagnose.diagnose_log`; ``threshold`` is fixed here (the diagnosis takes the same
-    or none).  ``shards``: count the files in that many Ray tasks (``address``: a cluster).
+    or none).  ``shards``: count the files in that many Ray tasks (``address``: a cluster);
+    ``options``: how to read the logs (:class:`gsd.diagnose.options.LogOptions`).
 
     >>> import json, tempfile, pathlib
     >>> from gsd.diagnose import diagnose_log
@@ -59,27 +50,32 @@ def read_counted(
     >>> log.rows, diagnose_log(log).steps["silent_frac"].tolist()
     (4, [0.0])
     """
-    read = {"fmt": fmt, "reward": reward, "prompt_col": prompt_col, "step_col": step_col, "group_col": group_col}
-    files, found_fmt, _, _, _ = discover_files(paths, fmt)
-    if not streams(found_fmt):
+    opts = LogOptions.take(options, "read_counted")
+    files, found_fmt, _, _, _ = discover_files(paths, opts.fmt)
+    got = counted_partial(paths, opts, threshold, progress, shards, address) if streams(found_fmt) else None
+    if got is None:
         from .assemble import read_rollouts
 
-        return read_rollouts(paths, progress=progress, **read)
-    partial, found_fmt, warnings, n_files = counted_partial(paths, read, threshold, progress, shards, address)
+        return read_rollouts(paths, progress=progress, **opts.kwargs())
+    partial, found_fmt, warnings, n_files = got
     tally = SizeTally()
     counts = finish(partial, found_fmt, threshold, warnings, n_files=n_files, groups=True)
-    tally.add(counts.groups)
-    return _log_of(counts, tally, files, found_fmt, group_col, prompt_col, threshold)
+    tally.add(counts.groups or {})
+    return _log_of(counts, tally, files, found_fmt, opts, threshold)
 
 
-def counted_partial(paths, read: dict, threshold, progress, shards, address):
+def counted_partial(paths, opts: LogOptions, threshold, progress, shards, address):
     """The partial counts of a run (:func:`gsd.diagnose.counts.count_partial`; in ``shards`` Ray
-    tasks: :func:`gsd.diagnose.shards.partial_sharded`), with its format, warnings and files read."""
-    if shards:
-        from .shards import partial_sharded
+    tasks: :func:`gsd.diagnose.shards.partial_sharded`), with its format, warnings and files read;
+    None for a log read whole (a table saved by gsd's GroupTracker)."""
+    try:
+        if shards:
+            from .shards import partial_sharded
 
-        return partial_sharded(paths, shards=shards, address=address, threshold=threshold, **read)
-    return count_partial(paths, threshold=threshold, progress=progress, **read)
+            return partial_sharded(paths, shards=shards, address=address, threshold=threshold, **opts.kwargs())
+        return count_partial(paths, threshold=threshold, progress=progress, **opts.kwargs())
+    except ReadWhole:
+        return None
 
 
 class SizeTally:
@@ -111,7 +107,7 @@ class SizeTally:
         return tuple(np.concatenate(x) if x else np.zeros(0, np.int64) for x in (self.sizes, self.steps, self.counts))
 
 
-def _log_of(counts, tally: SizeTally, files, fmt: str, group_col, prompt_col, threshold) -> RolloutLog:
+def _log_of(counts, tally: SizeTally, files, fmt: str, opts: LogOptions, threshold) -> RolloutLog:
     """The RolloutLog of ``counts``: its description and warnings as :func:`read_rollouts` makes them."""
     module = TRAINER_HOOKS.get(fmt)
     hooks = hooks_of(module)
@@ -119,7 +115,8 @@ def _log_of(counts, tally: SizeTally, files, fmt: str, group_col, prompt_col, th
     excluded = sorted(set(meta.get("excluded", ())))
     context = RunContext(group_size=None, group_size_given=False, warnings=warnings, state_path=None)
     context.keyed = meta["keyed"]
-    prompt = prompt_col or (module.PROMPT_COL if module is not None else "prompt")
+    group_col = opts.group_col
+    prompt = opts.prompt_col or (module.PROMPT_COL if module is not None else "prompt")
     names = group_names(hooks, context, reward_text(meta["terms"] or []), group_col, prompt)
     sizes, steps, weights = tally.arrays()
     group_warnings(sizes, steps, counts.mixed, module, group_col, warnings, weights)
@@ -134,7 +131,7 @@ def _log_of(counts, tally: SizeTally, files, fmt: str, group_col, prompt_col, th
     }
     reader = SimpleNamespace(repeated_rows=meta["repeated_rows"], extra_outputs=meta["extra_outputs"])
     count_warnings(got, reader, context, warnings)  # type: ignore[arg-type]  # the two fields it reads
-    listed = (meta["listed"] + [b for found in meta["reasons"] for b in found])[:MAX_LISTED]
+    listed = listed_bad_rows(meta)
     empty = np.zeros(0, np.int64)
     return RolloutLog(
         prompt=empty,
@@ -169,21 +166,7 @@ def _log_of(counts, tally: SizeTally, files, fmt: str, group_col, prompt_col, th
     )
 
 
-def diagnose_counted(
-    paths,
-    *,
-    fmt: str = "auto",
-    reward: str | None = None,
-    prompt_col: str | None = None,
-    step_col: str | None = None,
-    group_col: str | None = None,
-    threshold: float | None = None,
-    progress: bool | None = None,
-    shards: int | None = None,
-    address: str | None = None,
-    groups=None,
-    **options,
-):
+def diagnose_counted(paths, *, threshold=None, progress=None, shards=None, address=None, groups=None, **options):
     """:func:`gsd.diagnose.diagnose` of a log read as counts, its group table never whole: the
     log is counted once (:func:`gsd.diagnose.counts.count_partial`; memory that grows with the
     groups' cells), the prompts' totals fix the empirical-Bayes prior, then the cells' group
@@ -194,21 +177,25 @@ def diagnose_counted(
     :func:`gsd.diagnose.diagnose_log` of the whole log.  ``groups``: None (not kept; the
     Diagnosis has no group table), True (kept) or a callable given each run's predicted table
     (a file writer).  Formats read whole (TRL, AReaL, GroupTracker tables) go through
-    :func:`gsd.diagnose.diagnose_log`.  ``options``: :func:`gsd.diagnose.diagnose_log`'s."""
+    :func:`gsd.diagnose.diagnose_log`.  ``options``: how to read the logs
+    (:class:`gsd.diagnose.options.LogOptions`) and :func:`gsd.diagnose.diagnose_log`'s options."""
     from .tables import diagnose_log
 
-    read = {"fmt": fmt, "reward": reward, "prompt_col": prompt_col, "step_col": step_col, "group_col": group_col}
-    files, found_fmt, _, _, _ = discover_files(paths, fmt)
-    if not streams(found_fmt):
-        log = read_counted(paths, threshold=threshold, progress=progress, **read)
-        dx = diagnose_log(log, threshold=threshold, **options)
+    read: dict[str, Any] = {k: options.pop(k) for k in LogOptions.__dataclass_fields__ if k in options}
+    opts = LogOptions.take(read, "diagnose_counted")
+    files, found_fmt, _, _, _ = discover_files(paths, opts.fmt)
+    got = counted_partial(paths, opts, threshold, progress, shards, address) if streams(found_fmt) else None
+    if got is None:
+        from .assemble import read_rollouts
+
+        dx = diagnose_log(read_rollouts(paths, progress=progress, **read), threshold=threshold, **options)
         if callable(groups):
             groups(dx.columns("groups"))
         return dx
-    partial, found_fmt, warnings, n_files = counted_partial(paths, read, threshold, progress, shards, address)
+    partial, found_fmt, warnings, n_files = got
     tally = SizeTally()
     counts = finish(partial, found_fmt, threshold, warnings, n_files=n_files, groups=tally.add)
-    log = _log_of(counts, tally, files, found_fmt, group_col, prompt_col, threshold)
+    log = _log_of(counts, tally, files, found_fmt, opts, threshold)
     return _diagnose_counts(log, counts, partial, threshold, groups, {**DIAGNOSE_DEFAULTS, **options})
 
 

@@ -31,8 +31,9 @@ import numpy as np
 from ..integrations.columns import pair_codes
 from ..io.frames import group_sums
 from ..validation import InputError
-from .assemble import checked_options, columns_to_read, run_history, silent_groups, unusable_rows
+from .assemble import columns_to_read, run_history, silent_groups, unusable_rows
 from .discover import TRAINER_HOOKS, discover_files, hooks_of
+from .options import LogOptions
 from .parse import MAX_LISTED, Reader, read_file
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "finish",
     "group_tables",
     "streams",
+    "ReadWhole",
 ]
 
 _NONE = np.iinfo(np.int64).max  # "no usable row" as a first-row index
@@ -396,18 +398,22 @@ def streams(fmt: str) -> bool:
     return hooks.arrange is None and not hooks.GROUP_SIZE and not hooks.UNSCORABLE_IN_GROUP
 
 
-def plan(paths, fmt="auto", *, reward=None, prompt_col=None, step_col=None, group_col=None):
+class ReadWhole(InputError):
+    """A log that is not read piece by piece (TRL, AReaL, a table saved by gsd's GroupTracker)."""
+
+
+def plan(paths, options: LogOptions):
     """(files to read, format, columns, reward, warnings, steps left out) of a run, its left-overs
     of other attempts left out, as :func:`read_rollouts` decides them; an InputError for a format that is
     not read piece by piece or a table saved by gsd's GroupTracker (its own verdict column)."""
-    checked_options(fmt, None)
-    files, fmt, warnings, _, folders = discover_files(paths, fmt)
+    files, fmt, warnings, _, folders = discover_files(paths, options.fmt)
     module = TRAINER_HOOKS.get(fmt)
-    reward, group_col, declared, cols = columns_to_read(
-        module, fmt, files, reward=reward, group_col=group_col, group_size=None, prompt=prompt_col, step=step_col
-    )
+    reward, _, declared, cols = columns_to_read(
+        module, fmt, files, reward=options.reward, group_col=options.group_col, group_size=None,
+        prompt=options.prompt_col, step=options.step_col,
+    )  # fmt: skip
     if declared or not streams(fmt):
-        raise InputError(f"LOG: {fmt} logs are read whole (read_rollouts), not piece by piece")
+        raise ReadWhole(f"LOG: {fmt} logs are read whole (read_rollouts), not piece by piece")
     if module is not None and folders and hooks_of(module).RUN_HISTORY:
         import os
         from types import SimpleNamespace
@@ -421,35 +427,21 @@ def plan(paths, fmt="auto", *, reward=None, prompt_col=None, step_col=None, grou
 
 
 def count_rollouts(
-    paths,
-    *,
-    fmt: str = "auto",
-    reward: str | None = None,
-    prompt_col: str | None = None,
-    step_col: str | None = None,
-    group_col: str | None = None,
-    threshold: float | None = None,
-    progress: bool | None = None,
-    groups=True,
+    paths, *, threshold: float | None = None, progress: bool | None = None, groups=True, **options
 ) -> RunCounts:
     """The counts of a run's groups (:class:`RunCounts`), read piece by piece for verl and tables
     (peak memory grows with the groups and prompts, not the rollouts), whole for the others.
 
-    The arguments are :func:`read_rollouts`'s; ``threshold`` makes a reward ≥ it right (default:
+    ``options`` are :func:`read_rollouts`'s (:class:`gsd.diagnose.options.LogOptions`); ``threshold`` makes a reward ≥ it right (default:
     0/1 rewards, or two values, the higher one right; graded rewards without one leave ``k``
     NaN), as :func:`gsd.diagnose.diagnose_log` decides.  ``groups``: keep the group table (True),
     hand it to a callable one run of steps at a time, or drop it (False; the memory of a long run
     is then its cells'; see :func:`finish`).
     """
     try:
-        partial, fmt, warnings, n_files = count_partial(
-            paths, fmt=fmt, reward=reward, prompt_col=prompt_col, step_col=step_col, group_col=group_col,
-            threshold=threshold, progress=progress,
-        )  # fmt: skip
-    except InputError as exc:
-        if "read whole" not in str(exc):
-            raise
-        return _counts_whole(paths, fmt, reward, prompt_col, step_col, group_col, threshold, progress)
+        partial, fmt, warnings, n_files = count_partial(paths, threshold=threshold, progress=progress, **options)
+    except ReadWhole:
+        return _counts_whole(paths, options, threshold, progress)
     return finish(partial, fmt, threshold, warnings, n_files=n_files, groups=groups)
 
 
@@ -457,7 +449,7 @@ def count_partial(paths, *, threshold=None, progress=None, **options) -> tuple[P
     """(the partial counts of a run read piece by piece in this process, its format, the reader's
     warnings, the files read): what :func:`finish` takes; ``options``: :func:`plan`'s."""
     threshold = checked_threshold(threshold)
-    files, fmt, cols, reward, warnings, excluded = plan(paths, **options)
+    files, fmt, cols, reward, warnings, excluded = plan(paths, LogOptions.take(options, "count_partial"))
     partial = count_files(files, fmt, cols, reward, threshold, progress=progress)
     partial.meta["excluded"] = excluded
     return partial, fmt, warnings, len(files)
@@ -476,15 +468,13 @@ def checked_threshold(threshold):
     return threshold
 
 
-def _counts_whole(paths, fmt, reward, prompt_col, step_col, group_col, threshold, progress) -> RunCounts:
+def _counts_whole(paths, options: dict, threshold, progress) -> RunCounts:
     """TRL, AReaL and GroupTracker tables: the whole log read, then its group table."""
     from .assemble import read_rollouts
     from .posteriors import group_columns
     from .tables import right_answers
 
-    log = read_rollouts(
-        paths, fmt=fmt, reward=reward, prompt_col=prompt_col, step_col=step_col, group_col=group_col, progress=progress
-    )
+    log = read_rollouts(paths, progress=progress, **options)
     right, note = right_answers(log, threshold if threshold is not None else log.threshold)
     g = group_columns(log, right)
     groups = {c: g[c] for c in ("step", "prompt", "G", "generated", "n", "k", "silent", "binary_silent")}
@@ -562,12 +552,20 @@ def _rule(partial: Partial, threshold, warnings, n_files: int):
     right/wrong rule and its note) of a run's partial counts."""
     kept = [_kept(run, warnings) for run in partial.runs]
     if not any(k.any() for k, _, _ in kept):
-        raise InputError(f"LOG: no usable rollout in {n_files} file(s)")
+        listed = listed_bad_rows(partial.meta)
+        detail = f"; first unusable row: {listed[0]}" if listed else ""
+        raise InputError(f"LOG: no usable rollout in {n_files} file(s){detail}")
     runs = partial.runs
     uniq = np.unique(np.concatenate([np.unique(r.hash[k]) for r, (k, _, _) in zip(runs, kept)]))
     values = np.unique(np.concatenate([np.r_[r.lo[k], r.hi[k]] for r, (k, _, _) in zip(runs, kept)]))
     rule, note = _right_rule(values, any(r.mid[k].any() for r, (k, _, _) in zip(runs, kept)), threshold)
     return kept, uniq, rule, note
+
+
+def listed_bad_rows(meta: dict) -> list:
+    """The first :data:`MAX_LISTED` unusable rows a reader saw (``Partial.meta``), in the whole-log
+    reader's order: the lines that are not rows, then the rows by reason."""
+    return (list(meta.get("listed", ())) + [b for found in meta.get("reasons", ()) for b in found])[:MAX_LISTED]
 
 
 def _tables(runs, kept, uniq, rule, fmt: str):
