@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..integrations.contract import RunContext
+from ..validation import InputError
 from .assemble import (
     RolloutLog,
     count_warnings,
@@ -183,7 +184,12 @@ def diagnose_counted(paths, *, threshold=None, progress=None, shards=None, addre
 
     read: dict[str, Any] = {k: options.pop(k) for k in LogOptions.__dataclass_fields__ if k in options}
     opts = LogOptions.take(read, "diagnose_counted")
+    unknown = set(options) - set(DIAGNOSE_DEFAULTS)
+    if unknown:
+        raise TypeError(f"diagnose_counted() got unexpected keyword argument(s) {sorted(unknown)}")
     files, found_fmt, _, _, _ = discover_files(paths, opts.fmt)
+    if streams(found_fmt) and options.get("scale") == "batch":  # before the counting
+        raise InputError("scale 'batch' needs every rollout's reward: read the log whole (gsd diagnose --whole-log)")
     got = counted_partial(paths, opts, threshold, progress, shards, address) if streams(found_fmt) else None
     if got is None:
         from .assemble import read_rollouts
@@ -221,17 +227,12 @@ def _diagnose_counts(log: RolloutLog, counts, partial, threshold, groups, o: dic
     half-life, then the group tables run by run, predicted and summed (see there)."""
     from ..core.forgetting import as_half_life
     from .aggregate import GroupSums
-    from .posteriors import History, batch_std, with_history
+    from .posteriors import History, with_history
     from .tables import auto_half_life, check_groups, conclude, log_convention, predict_groups, run_prior
 
-    unknown = set(o) - set(DIAGNOSE_DEFAULTS)
-    if unknown:
-        raise TypeError(f"diagnose_counted() got unexpected keyword argument(s) {sorted(unknown)}")
     given = as_half_life(o["half_life"], auto=True)
     h = None if isinstance(given, str) else given
     conv = log_convention(log, o["ddof"], o["eps"], o["scale"])
-    if conv["scale"] == "batch":
-        batch_std(log, {})  # refuses: the step's std needs every rollout
     binary = not counts.graded
     check_groups(int(counts.steps["groups"].sum()))
     warnings = list(log.warnings)
