@@ -329,21 +329,24 @@ def test_count_command(tmp_path, capsys):
 
 
 def test_diagnose_streaming_prints_the_same_report(tmp_path, capsys):
-    """``gsd diagnose --streaming``: the JSON report of the whole-log reader, byte for byte."""
+    """``gsd diagnose`` (streamed by default) and ``--streaming``: the JSON report and the tables
+    of ``--whole-log``, byte for byte and field by field."""
     from gsd.cli import main
 
     df, _ = rollouts(steps=4)
     write_verl(tmp_path / "rollout_data", df, malformed_step=2)
     outputs = []
-    for extra in ([], ["--streaming"]):
+    for extra in (["--whole-log"], [], ["--streaming"]):
         out = str(tmp_path / f"out{len(outputs)}")
         argv = ["diagnose", str(tmp_path / "rollout_data"), "--json", "--half-life", "auto", "--out", out, *extra]
         assert main(argv) == 0
         outputs.append(capsys.readouterr().out)
-    assert outputs[0] == outputs[1]
+    assert outputs[0] == outputs[1] == outputs[2]
     for name in ("groups", "steps", "prompts"):  # the group table written as it was made: the same rows
         a, b = (pd.read_parquet(tmp_path / out / f"{name}.parquet") for out in ("out0", "out1"))
         pd.testing.assert_frame_equal(a, b, check_exact=True)
+    with pytest.raises(SystemExit):  # one or the other
+        main(["diagnose", str(tmp_path / "rollout_data"), "--whole-log", "--streaming"])
     assert sorted(p.name for p in (tmp_path / "out1").iterdir()) == sorted(
         p.name for p in (tmp_path / "out0").iterdir()
     )
