@@ -1,7 +1,7 @@
 """Time and peak memory of the streaming counts (silent fraction per step) at 10^6 … 10^8 rollouts,
 against plain pandas and DuckDB on the same parquet files and the same query.
 
-Run:  .venv/bin/python benchmarks/bench_counts.py [--rollouts 1e6 1e7 1e8] [--pandas-max 1e7]
+Run:  .venv/bin/python benchmarks/bench_counts.py [--rollouts 1e6 1e7 1e8] [--pandas-max 1e7] [--whole-max 1e7]
                                                   [--dir runs/bench_counts] [--out bench_counts.json] [--keep]
 
 The log: a table split into parquet part files of 2^20 rows (``prompt``, ``step``, ``score``; as a
@@ -19,7 +19,13 @@ prompt, two or more of them) whose scores are all equal.
   of steps at a time and dropped, as ``gsd count`` does without ``--out``);
 * ``duckdb`` — one SQL query over ``read_parquet('dir/*.parquet')`` (DuckDB's own threads);
 * ``pandas`` — ``pd.read_parquet`` of every file, ``groupby(["step", "prompt"])``, then per step
-  (skipped above ``--pandas-max``: the whole table in memory).
+  (skipped above ``--pandas-max``: the whole table in memory);
+* ``gsd_shards2`` — ``gsd``'s counts in two Ray tasks on a local Ray instance
+  (:func:`gsd.diagnose.shards.count_sharded`, its start and shutdown timed too), against ``gsd``
+  in one process in the same run;
+* ``diagnose`` — the full diagnosis (report, predictions, prompt table, advice), streamed as
+  ``gsd diagnose`` now reads such a log by default (its group table made run by run and dropped);
+  ``diagnose_whole`` — the same with every rollout read first (``--whole-log``; up to ``--whole-max``).
 
 Each measurement runs in a fresh process; its peak RSS is the child's own (``os.wait4``).  The
 three answers are checked equal.  Other processes share the machine: the load average before and
@@ -64,11 +70,22 @@ dt = time.perf_counter() - t0
 print(json.dumps({"seconds": dt, "rows": int(sum(r[1] for r in rows)), "silent_frac": [r[2] for r in rows]}))
 """
 
+GSD_SHARDS = """
+import sys, time, json
+from gsd.diagnose.shards import count_sharded
+t0 = time.perf_counter()  # Ray's start and shutdown included
+c = count_sharded(sys.argv[1], shards=int(sys.argv[2]), fmt="table", reward="score", groups=False)
+dt = time.perf_counter() - t0
+print(json.dumps({"seconds": dt, "rows": int(c.steps["rollouts"].sum()), "silent_frac": c.steps["silent_frac"].tolist()}))
+"""
+
 DIAGNOSE = """
 import sys, time, json
 from gsd.diagnose import diagnose
 t0 = time.perf_counter()
-dx = diagnose(sys.argv[1], fmt="table", reward="score", progress=False, streaming=sys.argv[2] == "streaming")
+streaming = sys.argv[2] == "streaming"  # as gsd diagnose without --out: the group table not kept
+dx = diagnose(sys.argv[1], fmt="table", reward="score", progress=False, streaming=streaming,
+              groups=None if streaming else True)
 dt = time.perf_counter() - t0
 s = dx.columns("steps")
 print(json.dumps({"seconds": dt, "rows": int(s["rollouts"].sum()), "silent_frac": s["silent_frac"].tolist()}))
@@ -138,8 +155,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rollouts", type=float, nargs="+", default=[1e6, 1e7, 1e8])
     ap.add_argument("--pandas-max", type=float, default=1e7)
-    ap.add_argument("--diagnose-max", type=float, default=1e7, help="gsd diagnose, whole and --streaming, up to here")
-    ap.add_argument("--only-diagnose", action="store_true", help="time gsd diagnose alone")
+    ap.add_argument("--whole-max", type=float, default=1e7, help="gsd diagnose --whole-log up to here")
+    ap.add_argument("--only-diagnose", action="store_true", help="time gsd diagnose alone (and DuckDB)")
     ap.add_argument("--dir", type=Path, default=Path("runs/bench_counts"))
     ap.add_argument("--out", type=Path, default=Path("bench_counts.json"))
     ap.add_argument("--keep", action="store_true")
@@ -155,12 +172,13 @@ def main(argv=None) -> None:
         run = {"rollouts": rows, "generate_s": time.perf_counter() - t0, "disk_mb": size / 2**20}
         for name, script, extra in (
             ("gsd", GSD, ()),
+            ("gsd_shards2", GSD_SHARDS, ("2",)),
             ("duckdb", DUCKDB, ()),
             ("pandas", PANDAS, ()),
-            ("diagnose", DIAGNOSE, ("whole",)),
-            ("diagnose_streaming", DIAGNOSE, ("streaming",)),
+            ("diagnose_whole", DIAGNOSE, ("whole",)),
+            ("diagnose", DIAGNOSE, ("streaming",)),
         ):
-            if (name == "pandas" and n > args.pandas_max) or (name.startswith("diagnose") and n > args.diagnose_max):
+            if (name == "pandas" and n > args.pandas_max) or (name == "diagnose_whole" and n > args.whole_max):
                 continue
             if args.only_diagnose and not name.startswith("diagnose") and name != "duckdb":
                 continue
@@ -168,7 +186,7 @@ def main(argv=None) -> None:
             print(int(n), name, {k: v for k, v in run[name].items() if k != "silent_frac"}, flush=True)
         run["rollouts"] = run["rollouts"] or run["duckdb"].get("rows")  # a folder kept from an earlier run
         ref = run["duckdb"].get("silent_frac")
-        for name in ("gsd", "pandas", "diagnose", "diagnose_streaming"):
+        for name in ("gsd", "gsd_shards2", "pandas", "diagnose_whole", "diagnose"):
             if name in run and "silent_frac" in run[name]:
                 import numpy as np
 
@@ -180,7 +198,7 @@ def main(argv=None) -> None:
             shutil.rmtree(folder)
     runs = results["runs"]
     for a, b in zip(runs, runs[1:]):  # memory per extra rollout between sizes
-        for name in ("gsd", "duckdb", "pandas", "diagnose", "diagnose_streaming"):
+        for name in ("gsd", "gsd_shards2", "duckdb", "pandas", "diagnose_whole", "diagnose"):
             if name in a and name in b and "peak_rss_mb" in a[name] and "peak_rss_mb" in b[name] and b["rollouts"]:
                 per = (b[name]["peak_rss_mb"] - a[name]["peak_rss_mb"]) * 2**20 / (b["rollouts"] - a["rollouts"])
                 b[name]["bytes_per_extra_rollout"] = per

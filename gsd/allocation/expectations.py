@@ -133,7 +133,10 @@ def beta_sigma(a, b, G, f):
             idx = order[r0 : min(hi, r0 + rows)]
             aa, bb = a[idx][:, None], b[idx][:, None]
             logpmf = lchoose + log_beta_moment(aa, bb, k, g - k)
-            out[idx] = np.exp(logpmf) @ fk
+            # Row by row (not a BLAS product, whose order of summation depends on the block's
+            # rows): a posterior's value is the same in any batch, so a table predicted in
+            # chunks equals the whole table's bit for bit.
+            out[idx] = (np.exp(logpmf) * fk).sum(axis=1)
     return out
 
 

@@ -224,7 +224,12 @@ def _dense_sum(a: np.ndarray, g: int, weights: np.ndarray) -> np.ndarray:
             up[j] *= d  # a^j (1−a)^(g−j)
             if j:
                 d *= b
-        out[s : s + x.size] = weights @ up
+        # Summed over k column by column (not a BLAS product, whose order of summation depends
+        # on the block's width): an entry's value is the same in any batch.
+        acc = out[s : s + x.size]
+        np.multiply(up[0], weights[0], out=acc)
+        for j in range(1, g + 1):
+            acc += weights[j] * up[j]
     return out
 
 

@@ -50,6 +50,17 @@ __all__ = [
 ]
 
 
+def streams_by_default(streaming, shards, group_size, scale) -> bool:
+    """Whether :func:`diagnose` reads the log as counts: asked (``streaming`` or ``shards``), or
+    not refused (``streaming`` None) where nothing needs every rollout (``group_size``, a batch
+    std)."""
+    if group_size is not None:
+        return False
+    if streaming is None and not shards:
+        return scale != "batch"
+    return bool(streaming or shards)
+
+
 def diagnose(
     paths,
     *,
@@ -73,16 +84,23 @@ def diagnose(
     noise=None,
     run_lr=None,
     progress=None,
-    streaming: bool = False,
+    streaming: bool | None = None,
     shards=None,
     address=None,
+    groups=True,
 ):
     """Read rollout logs and diagnose them: :func:`read_rollouts` then :func:`diagnose_log`.
 
     Takes the arguments of both and returns a :class:`Diagnosis`.  ``streaming``: read verl
-    dumps and tables piece by piece into counts (:func:`gsd.diagnose.counted.read_counted`: the
-    same diagnosis, memory that grows with the groups, not the rollouts); ``shards``: count them
-    in that many Ray tasks (``address``: a Ray cluster to join).
+    dumps and tables piece by piece into counts and diagnose them run of steps by run of steps
+    (:func:`gsd.diagnose.counted.diagnose_counted`: the same diagnosis, field by field, in memory
+    that grows with the groups, not the rollouts); None (default): so wherever it can — not with
+    ``scale="batch"`` (the step's std of every reward) or ``group_size`` (blocks of rows), which
+    read the whole log, as False does; True with ``scale="batch"`` is an InputError.  TRL,
+    AReaL and GroupTracker tables are read whole either way.  ``shards``: count the files in
+    that many Ray tasks (``address``: a Ray cluster to join).  ``groups``, streamed: True keeps
+    the group table whole in the Diagnosis, None drops it (memory: the counts'), a callable
+    receives each run's table (a file writer).
 
     Examples
     --------
@@ -99,45 +117,33 @@ def diagnose(
     from .readers import read_rollouts
     from .tables import diagnose_log
 
-    if (streaming or shards) and group_size is None:
-        from .counted import read_counted
+    options = {
+        "prior": prior,
+        "epsilon": epsilon,
+        "level": level,
+        "budget": budget,
+        "half_life": half_life,
+        "ddof": ddof,
+        "eps": eps,
+        "scale": scale,
+        "optimizer": optimizer,
+        "cost": cost,
+        "noise": noise,
+        "run_lr": run_lr,
+    }
+    read = {"fmt": fmt, "reward": reward, "prompt_col": prompt_col, "step_col": step_col, "group_col": group_col}
+    if streams_by_default(streaming, shards, group_size, scale):
+        from .counted import diagnose_counted
 
-        log = read_counted(
+        return diagnose_counted(
             paths,
-            fmt=fmt,
-            reward=reward,
-            prompt_col=prompt_col,
-            step_col=step_col,
-            group_col=group_col,
             threshold=threshold,
             progress=progress,
             shards=shards,
             address=address,
+            groups=groups,
+            **read,
+            **options,
         )
-    else:
-        log = read_rollouts(
-            paths,
-            fmt=fmt,
-            reward=reward,
-            prompt_col=prompt_col,
-            step_col=step_col,
-            group_col=group_col,
-            group_size=group_size,
-            progress=progress,
-        )
-    return diagnose_log(
-        log,
-        threshold=threshold,
-        prior=prior,
-        epsilon=epsilon,
-        level=level,
-        budget=budget,
-        half_life=half_life,
-        ddof=ddof,
-        eps=eps,
-        scale=scale,
-        optimizer=optimizer,
-        cost=cost,
-        noise=noise,
-        run_lr=run_lr,
-    )
+    log = read_rollouts(paths, group_size=group_size, progress=progress, **read)
+    return diagnose_log(log, threshold=threshold, **options)

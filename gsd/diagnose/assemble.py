@@ -18,7 +18,8 @@ import numpy as np
 from ..integrations.columns import pair_codes
 from ..integrations.contract import RunContext
 from ..validation import InputError
-from .discover import FORMATS, TRAINER_HOOKS, discover_files, hooks_of
+from .discover import TRAINER_HOOKS, discover_files, hooks_of
+from .options import LogOptions
 from .parse import MAX_LISTED, BadRow, Reader, read_file, reward_text
 
 __all__ = ["RolloutLog", "read_rollouts", "silent_groups"]
@@ -137,7 +138,7 @@ class RolloutLog:
 
     @property
     def rows(self) -> int:
-        return int(self.prompt.size) if self.counted is None else int(self.counted["groups"]["G"].sum())
+        return int(self.prompt.size) if self.counted is None else int(self.counted["rows"])
 
 
 def run_history(chunks, warnings):
@@ -331,17 +332,7 @@ def in_pairs(pair, bad_pairs):
     return bad[codes[k:]]
 
 
-def read_rollouts(
-    paths,
-    *,
-    fmt: str = "auto",
-    reward: str | None = None,
-    prompt_col: str | None = None,
-    step_col: str | None = None,
-    group_col: str | None = None,
-    group_size: int | None = None,
-    progress: bool | None = None,
-) -> RolloutLog:
+def read_rollouts(paths, *, group_size: int | None = None, progress: bool | None = None, **options) -> RolloutLog:
     """Read rollout logs (verl, TRL or a plain table) into the trainer's groups.
 
     Parameters
@@ -388,8 +379,10 @@ def read_rollouts(
     >>> log.fmt, log.rows, log.reward.tolist(), log.labels.tolist(), log.group_by
     ('verl', 4, [0.0, 1.0, 1.0, 0.0], ['q1'], 'rows of one step with the same input text')
     """
-    group_size = checked_options(fmt, group_size)
-    files, fmt, warnings, state_path, folders = discover_files(paths, fmt)
+    opts = LogOptions.take(options, "read_rollouts")
+    reward, prompt_col, step_col, group_col = opts.reward, opts.prompt_col, opts.step_col, opts.group_col
+    group_size = checked_group_size(group_size)
+    files, fmt, warnings, state_path, folders = discover_files(paths, opts.fmt)
     module = TRAINER_HOOKS.get(fmt)
     hooks = hooks_of(module)
     reward, group_col, declared, cols = columns_to_read(
@@ -473,10 +466,8 @@ def _prompt_codes(hashes, labels: dict):
     return uniq, code.astype(np.int64).ravel(), np.array([labels[int(v)] for v in uniq.tolist()], dtype=object)
 
 
-def checked_options(fmt: str, group_size):
-    """The format checked, and the group size as an int (None: inferred), at least 2."""
-    if fmt not in FORMATS:
-        raise InputError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+def checked_group_size(group_size):
+    """The group size as an int (None: inferred), at least 2."""
     if group_size is not None:
         from ..validation import as_group_size
 
@@ -674,21 +665,27 @@ def _check_groups(code, group, n_groups, got, module, group_col, silent, warning
     return _advantage_check(code, group, n_groups, got, check, silent, warnings)
 
 
-def group_warnings(sizes, gstep, mixed: int, module, group_col, warnings) -> None:
+def group_warnings(sizes, gstep, mixed: int, module, group_col, warnings, weights=None) -> None:
     """Warnings about the groups (``sizes`` and steps ``gstep``, in the order of their (step, key)):
     several prompts in one group of a group column (``mixed``: the extra prompt-groups), groups
-    of a multiple of the usual size (duplicated prompts merged), a size that changes by step."""
+    of a multiple of the usual size (duplicated prompts merged), a size that changes by step.
+    ``weights``: how many groups each entry stands for (distinct (step, size) pairs in the order
+    of their first group: :class:`gsd.diagnose.counted.SizeTally`); default one each."""
     if mixed and group_col:
         warnings.append(
             f"the group column {group_col!r} puts several prompts in one group ({mixed} extra prompt-groups)"
         )
     if not hooks_of(module).GROUP_SIZE and not group_col and sizes.size:
-        usual = Counter(sizes.tolist()).most_common(1)[0][0]
+        weights = np.ones(sizes.size, np.int64) if weights is None else np.asarray(weights, np.int64)
+        values, first, inverse = np.unique(sizes, return_index=True, return_inverse=True)
+        tally = np.bincount(inverse.ravel(), weights=weights, minlength=values.size)
+        top_ = tally == tally.max()  # ties: the size seen first, as Counter(sizes).most_common
+        usual = int(values[top_][np.argmin(first[top_])])
         merged = (sizes > usual) & (sizes % usual == 0) if usual > 1 else np.zeros(sizes.size, bool)
         if merged.any():
             steps = np.unique(gstep[merged])
             warnings.append(
-                f"{int(merged.sum())} group(s) hold a multiple of the usual {usual} rollouts (steps "
+                f"{int(weights[merged].sum())} group(s) hold a multiple of the usual {usual} rollouts (steps "
                 f"{_span(steps.tolist())}): probably duplicated prompts merged into one group; "
                 "log a group id or dataset index as a reward extra key and pass --group-column KEY"
             )

@@ -90,11 +90,20 @@ def _add_log_arguments(p) -> None:
         metavar="STEP_COLUMN",
         help="step column of a table (default step; else the number ending the file name)",
     )
-    p.add_argument(
+    reading = p.add_mutually_exclusive_group()
+    reading.add_argument(
         "--streaming",
         action="store_true",
-        help="read verl dumps and tables piece by piece into per-group counts: the same report, in "
-        "memory that grows with the groups, not the rollouts (--scale batch needs the whole log)",
+        default=None,
+        help="read verl dumps and tables piece by piece into per-group counts (the default, except "
+        "with --scale batch or --group-size): the same report, in memory that grows with the groups, "
+        "not the rollouts",
+    )
+    reading.add_argument(
+        "--whole-log",
+        dest="streaming",
+        action="store_false",
+        help="read every rollout into memory first (what --scale batch needs; the same report)",
     )
     p.add_argument(
         "--shards",
@@ -208,14 +217,16 @@ def _register_example_logs(sub) -> None:
 
 def _diagnose(args) -> int:
     import json
+    from functools import partial
 
     from ..cli.support import noise_scale_arg, step_cost
-    from . import diagnose
-    from .report import diagnosis_json, format_report, write_outputs
+    from . import diagnose, streams_by_default
+    from .report import diagnose_into, diagnosis_json, format_report, write_outputs
     from .scalar_diagnosis import fail_on_status, parse_fail_on
 
     rules = parse_fail_on(args.fail_on) if args.fail_on is not None else []  # before any log is read
-    dx = diagnose(
+    run = partial(
+        diagnose,
         args.logs,
         fmt=args.fmt,
         reward=args.reward,
@@ -241,8 +252,13 @@ def _diagnose(args) -> int:
         shards=args.shards,
         address=args.address,
     )
-    if args.out:
-        write_outputs(dx, args.out)
+    streamed = streams_by_default(args.streaming, args.shards, args.group_size, args.scale)
+    if args.out and streamed:  # the group table written as it is made, never whole
+        dx = diagnose_into(args.out, run)
+    else:
+        dx = run(groups=None) if streamed else run()
+        if args.out:
+            write_outputs(dx, args.out)
     if args.json:
         print(json.dumps(diagnosis_json(dx), indent=2, allow_nan=False))
     else:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..integrations.contract import RunContext
+from ..validation import InputError
 from .assemble import (
     RolloutLog,
     count_warnings,
@@ -25,31 +26,21 @@ from .assemble import (
     missing_steps,
     silent_observable,
 )
-from .counts import count_rollouts, streams
+from .counts import ReadWhole, count_partial, finish, group_tables, listed_bad_rows, streams
 from .discover import TRAINER_HOOKS, discover_files, hooks_of
-from .parse import MAX_LISTED, reward_text
+from .options import LogOptions
+from .parse import reward_text
 
 __all__ = ["read_counted"]
 
 GROUP_COLUMNS = ("step", "prompt", "G", "generated", "n", "k", "silent", "binary_silent")
 
 
-def read_counted(
-    paths,
-    *,
-    fmt: str = "auto",
-    reward: str | None = None,
-    prompt_col: str | None = None,
-    step_col: str | None = None,
-    group_col: str | None = None,
-    threshold: float | None = None,
-    progress: bool | None = None,
-    shards: int | None = None,
-    address: str | None = None,
-) -> RolloutLog:
+def read_counted(paths, *, threshold=None, progress=None, shards=None, address=None, **options) -> RolloutLog:
     """The log of a run read as counts (verl and tables; others: :func:`read_rollouts`), for
     :func:`gsd.diagnose.diagnose_log`; ``threshold`` is fixed here (the diagnosis takes the same
-    or none).  ``shards``: count the files in that many Ray tasks (``address``: a cluster).
+    or none).  ``shards``: count the files in that many Ray tasks (``address``: a cluster);
+    ``options``: how to read the logs (:class:`gsd.diagnose.options.LogOptions`).
 
     >>> import json, tempfile, pathlib
     >>> from gsd.diagnose import diagnose_log
@@ -60,42 +51,79 @@ def read_counted(
     >>> log.rows, diagnose_log(log).steps["silent_frac"].tolist()
     (4, [0.0])
     """
-    options: dict[str, Any] = {
-        "fmt": fmt,
-        "reward": reward,
-        "prompt_col": prompt_col,
-        "step_col": step_col,
-        "group_col": group_col,
-    }
-    files, found_fmt, notes, _, _ = discover_files(paths, fmt)
-    if not streams(found_fmt):
+    opts = LogOptions.take(options, "read_counted")
+    files, found_fmt, _, _, _ = discover_files(paths, opts.fmt)
+    got = counted_partial(paths, opts, threshold, progress, shards, address) if streams(found_fmt) else None
+    if got is None:
         from .assemble import read_rollouts
 
-        return read_rollouts(paths, progress=progress, **options)
-    if shards:
-        from .shards import count_sharded
-
-        counts = count_sharded(paths, shards=shards, address=address, threshold=threshold, **options)
-    else:
-        counts = count_rollouts(paths, threshold=threshold, progress=progress, **options)
-    return _log_of(counts, files, found_fmt, group_col, prompt_col, threshold)
+        return read_rollouts(paths, progress=progress, **opts.kwargs())
+    partial, found_fmt, warnings, n_files = got
+    tally = SizeTally()
+    counts = finish(partial, found_fmt, threshold, warnings, n_files=n_files, groups=True)
+    tally.add(counts.groups or {})
+    return _log_of(counts, tally, files, found_fmt, opts, threshold)
 
 
-def _log_of(counts, files, fmt: str, group_col, prompt_col, threshold) -> RolloutLog:
+def counted_partial(paths, opts: LogOptions, threshold, progress, shards, address):
+    """The partial counts of a run (:func:`gsd.diagnose.counts.count_partial`; in ``shards`` Ray
+    tasks: :func:`gsd.diagnose.shards.partial_sharded`), with its format, warnings and files read;
+    None for a log read whole (a table saved by gsd's GroupTracker)."""
+    try:
+        if shards:
+            from .shards import partial_sharded
+
+            return partial_sharded(paths, shards=shards, address=address, threshold=threshold, **opts.kwargs())
+        return count_partial(paths, threshold=threshold, progress=progress, **opts.kwargs())
+    except ReadWhole:
+        return None
+
+
+class SizeTally:
+    """The group sizes of a run's group tables fed in step order (:meth:`add`), as the reader's
+    warnings need them (:func:`gsd.diagnose.assemble.group_warnings`): the distinct (step, size)
+    pairs in the order of their first group by (step, key), each with its number of groups; the
+    smallest size; whether a group is silent.  O(steps × sizes) memory."""
+
+    def __init__(self):
+        self.steps: list = []
+        self.sizes: list = []
+        self.counts: list = []
+        self.smallest = np.iinfo(np.int64).max
+        self.silent = False
+
+    def add(self, table: dict) -> None:
+        by_key = np.lexsort((table["gkey"], table["step"]))  # the groups in (step, key) order
+        step, size = table["step"][by_key], table["G"][by_key]
+        pairs, first, inverse = np.unique(np.stack([step, size]), axis=1, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        self.steps.append(pairs[0][order])
+        self.sizes.append(pairs[1][order])
+        self.counts.append(np.bincount(inverse.ravel(), minlength=first.size)[order])
+        self.smallest = min(self.smallest, int(size.min())) if size.size else self.smallest
+        self.silent |= bool(np.any(table["silent"]))
+
+    def arrays(self):
+        """(sizes, steps, counts) of the distinct (step, size) pairs, in order."""
+        return tuple(np.concatenate(x) if x else np.zeros(0, np.int64) for x in (self.sizes, self.steps, self.counts))
+
+
+def _log_of(counts, tally: SizeTally, files, fmt: str, opts: LogOptions, threshold) -> RolloutLog:
     """The RolloutLog of ``counts``: its description and warnings as :func:`read_rollouts` makes them."""
     module = TRAINER_HOOKS.get(fmt)
     hooks = hooks_of(module)
     meta, warnings = counts.meta, list(counts.warnings)
-    groups = counts.groups
     excluded = sorted(set(meta.get("excluded", ())))
     context = RunContext(group_size=None, group_size_given=False, warnings=warnings, state_path=None)
     context.keyed = meta["keyed"]
-    prompt = prompt_col or (module.PROMPT_COL if module is not None else "prompt")
+    group_col = opts.group_col
+    prompt = opts.prompt_col or (module.PROMPT_COL if module is not None else "prompt")
     names = group_names(hooks, context, reward_text(meta["terms"] or []), group_col, prompt)
-    by_key = np.lexsort((groups["gkey"], groups["step"]))  # the groups in (step, key) order
-    group_warnings(groups["G"][by_key], groups["step"][by_key], counts.mixed, module, group_col, warnings)
+    sizes, steps, weights = tally.arrays()
+    group_warnings(sizes, steps, counts.mixed, module, group_col, warnings, weights)
     missing = missing_steps(module, meta["file_steps"] | set(excluded), files, warnings)
-    observable = silent_observable(hooks, groups["silent"] if hooks.zero_std else None, groups["G"], warnings)
+    silent = np.array([tally.silent]) if hooks.zero_std else None
+    observable = silent_observable(hooks, silent, np.array([tally.smallest]), warnings)
     got = {
         "incomplete_groups": counts.incomplete_groups,
         "incomplete_rollouts": counts.incomplete_rollouts,
@@ -104,7 +132,7 @@ def _log_of(counts, files, fmt: str, group_col, prompt_col, threshold) -> Rollou
     }
     reader = SimpleNamespace(repeated_rows=meta["repeated_rows"], extra_outputs=meta["extra_outputs"])
     count_warnings(got, reader, context, warnings)  # type: ignore[arg-type]  # the two fields it reads
-    listed = (meta["listed"] + [b for found in meta["reasons"] for b in found])[:MAX_LISTED]
+    listed = listed_bad_rows(meta)
     empty = np.zeros(0, np.int64)
     return RolloutLog(
         prompt=empty,
@@ -130,8 +158,111 @@ def _log_of(counts, files, fmt: str, group_col, prompt_col, threshold) -> Rollou
         bad_rows=listed,
         bad_count=counts.bad_count,
         counted={
-            "groups": {c: groups[c] for c in GROUP_COLUMNS},
+            "groups": None if counts.groups is None else {c: counts.groups[c] for c in GROUP_COLUMNS},
             "rewards_as": counts.right_rule,
             "threshold": threshold,
+            "rows": int(counts.steps["rollouts"].sum()),
+            "graded": counts.graded,
         },
     )
+
+
+def diagnose_counted(paths, *, threshold=None, progress=None, shards=None, address=None, groups=None, **options):
+    """:func:`gsd.diagnose.diagnose` of a log read as counts, its group table never whole: the
+    log is counted once (:func:`gsd.diagnose.counts.count_partial`; memory that grows with the
+    groups' cells), the prompts' totals fix the empirical-Bayes prior, then the cells' group
+    tables are made again one run of steps at a time, given each prompt's history so far
+    (:class:`gsd.diagnose.posteriors.History`), predicted, summed into the step and prompt
+    tables (:class:`gsd.diagnose.aggregate.GroupSums`) and dropped — once more per candidate
+    half-life with ``half_life="auto"``.  The same diagnosis, bit for bit, as
+    :func:`gsd.diagnose.diagnose_log` of the whole log.  ``groups``: None (not kept; the
+    Diagnosis has no group table), True (kept) or a callable given each run's predicted table
+    (a file writer).  Formats read whole (TRL, AReaL, GroupTracker tables) go through
+    :func:`gsd.diagnose.diagnose_log`.  ``options``: how to read the logs
+    (:class:`gsd.diagnose.options.LogOptions`) and :func:`gsd.diagnose.diagnose_log`'s options."""
+    from .tables import diagnose_log
+
+    read: dict[str, Any] = {k: options.pop(k) for k in LogOptions.__dataclass_fields__ if k in options}
+    opts = LogOptions.take(read, "diagnose_counted")
+    unknown = set(options) - set(DIAGNOSE_DEFAULTS)
+    if unknown:
+        raise TypeError(f"diagnose_counted() got unexpected keyword argument(s) {sorted(unknown)}")
+    files, found_fmt, _, _, _ = discover_files(paths, opts.fmt)
+    if streams(found_fmt) and options.get("scale") == "batch":  # before the counting
+        raise InputError("scale 'batch' needs every rollout's reward: read the log whole (gsd diagnose --whole-log)")
+    got = counted_partial(paths, opts, threshold, progress, shards, address) if streams(found_fmt) else None
+    if got is None:
+        from .assemble import read_rollouts
+
+        dx = diagnose_log(read_rollouts(paths, progress=progress, **read), threshold=threshold, **options)
+        if callable(groups):
+            groups(dx.columns("groups"))
+        return dx
+    partial, found_fmt, warnings, n_files = got
+    tally = SizeTally()
+    counts = finish(partial, found_fmt, threshold, warnings, n_files=n_files, groups=tally.add)
+    log = _log_of(counts, tally, files, found_fmt, opts, threshold)
+    return _diagnose_counts(log, counts, partial, threshold, groups, {**DIAGNOSE_DEFAULTS, **options})
+
+
+#: :func:`gsd.diagnose.diagnose_log`'s options and their defaults.
+DIAGNOSE_DEFAULTS = {
+    "prior": "empirical-bayes",
+    "epsilon": 0.05,
+    "level": 0.9,
+    "budget": None,
+    "half_life": None,
+    "ddof": None,
+    "eps": None,
+    "scale": None,
+    "optimizer": None,
+    "cost": None,
+    "noise": None,
+    "run_lr": None,
+}
+
+
+def _diagnose_counts(log: RolloutLog, counts, partial, threshold, groups, o: dict):
+    """:func:`diagnose_counted` once the log is counted: the prior from the prompts' totals, the
+    half-life, then the group tables run by run, predicted and summed (see there)."""
+    from ..core.forgetting import as_half_life
+    from .aggregate import GroupSums
+    from .posteriors import History, with_history
+    from .tables import auto_half_life, check_groups, conclude, log_convention, predict_groups, run_prior
+
+    given = as_half_life(o["half_life"], auto=True)
+    h = None if isinstance(given, str) else given
+    conv = log_convention(log, o["ddof"], o["eps"], o["scale"])
+    binary = not counts.graded
+    check_groups(int(counts.steps["groups"].sum()))
+    warnings = list(log.warnings)
+    if not binary:
+        warnings.append(counts.right_rule)
+    totals = {"k": counts.prompts["k"], "n": counts.prompts["n"]}
+    a0, b0, info = run_prior(totals, binary, o["prior"], warnings)
+
+    def tables(half_life):
+        history = History(log.labels.size)
+        for t in group_tables(partial, log.fmt, threshold):
+            out = {c: t[c] for c in GROUP_COLUMNS}
+            if binary:
+                out["k"] = out["k"].astype(np.int64)
+            yield with_history(out, binary, half_life, history)
+
+    chosen = None
+    if isinstance(given, str):
+        h, chosen = auto_half_life(a0, b0, tables)
+    prior_ab = None if a0 is None else (a0, b0)
+    sums = GroupSums(log.labels.size, h, int(counts.steps["step"].max()))
+    kept = []
+    for g in tables(h):
+        g = predict_groups(g, prior_ab, conv["ddof"], conv["eps"], conv["scale"])
+        sums.add(g)
+        if groups is True:
+            kept.append(g)
+        elif callable(groups):
+            groups(g)
+    table = {c: np.concatenate([g[c] for g in kept]) for c in kept[0]} if kept else None
+    setup = {"note": counts.right_rule, "conv": conv, "prior": prior_ab, "info": info, "half_life": h, "chosen": chosen}
+    options = {"epsilon": o["epsilon"], "level": o["level"], "budget": o["budget"]}
+    return conclude(log, sums, table, setup, warnings, options, (o["optimizer"], o["cost"], o["noise"], o["run_lr"]))

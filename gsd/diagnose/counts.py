@@ -31,11 +31,23 @@ import numpy as np
 from ..integrations.columns import pair_codes
 from ..io.frames import group_sums
 from ..validation import InputError
-from .assemble import checked_options, columns_to_read, run_history, silent_groups, unusable_rows
+from .assemble import columns_to_read, run_history, silent_groups, unusable_rows
 from .discover import TRAINER_HOOKS, discover_files, hooks_of
+from .options import LogOptions
 from .parse import MAX_LISTED, Reader, read_file
 
-__all__ = ["Cells", "Partial", "compact", "RunCounts", "count_rollouts", "count_files", "finish", "streams"]
+__all__ = [
+    "Cells",
+    "Partial",
+    "compact",
+    "RunCounts",
+    "count_rollouts",
+    "count_files",
+    "finish",
+    "group_tables",
+    "streams",
+    "ReadWhole",
+]
 
 _NONE = np.iinfo(np.int64).max  # "no usable row" as a first-row index
 SHARD_BITS = 40  # a row's order is (shard << 40) + its row within the shard: 2^40 rows per shard
@@ -316,6 +328,7 @@ class RunCounts:
     warnings: list
     mixed: int = 0  # extra (group, prompt) pairs: groups that hold several prompts
     meta: dict = field(default_factory=dict)  # what the reader saw (Partial.meta)
+    graded: bool = False  # rewards graded without a threshold: no right/wrong (k NaN)
 
 
 def count_files(files, fmt: str, cols: dict, reward, threshold=None, *, shard: int = 0, progress=None) -> Partial:
@@ -385,18 +398,22 @@ def streams(fmt: str) -> bool:
     return hooks.arrange is None and not hooks.GROUP_SIZE and not hooks.UNSCORABLE_IN_GROUP
 
 
-def plan(paths, fmt="auto", *, reward=None, prompt_col=None, step_col=None, group_col=None):
+class ReadWhole(InputError):
+    """A log that is not read piece by piece (TRL, AReaL, a table saved by gsd's GroupTracker)."""
+
+
+def plan(paths, options: LogOptions):
     """(files to read, format, columns, reward, warnings, steps left out) of a run, its left-overs
     of other attempts left out, as :func:`read_rollouts` decides them; an InputError for a format that is
     not read piece by piece or a table saved by gsd's GroupTracker (its own verdict column)."""
-    checked_options(fmt, None)
-    files, fmt, warnings, _, folders = discover_files(paths, fmt)
+    files, fmt, warnings, _, folders = discover_files(paths, options.fmt)
     module = TRAINER_HOOKS.get(fmt)
-    reward, group_col, declared, cols = columns_to_read(
-        module, fmt, files, reward=reward, group_col=group_col, group_size=None, prompt=prompt_col, step=step_col
-    )
+    reward, _, declared, cols = columns_to_read(
+        module, fmt, files, reward=options.reward, group_col=options.group_col, group_size=None,
+        prompt=options.prompt_col, step=options.step_col,
+    )  # fmt: skip
     if declared or not streams(fmt):
-        raise InputError(f"LOG: {fmt} logs are read whole (read_rollouts), not piece by piece")
+        raise ReadWhole(f"LOG: {fmt} logs are read whole (read_rollouts), not piece by piece")
     if module is not None and folders and hooks_of(module).RUN_HISTORY:
         import os
         from types import SimpleNamespace
@@ -410,50 +427,54 @@ def plan(paths, fmt="auto", *, reward=None, prompt_col=None, step_col=None, grou
 
 
 def count_rollouts(
-    paths,
-    *,
-    fmt: str = "auto",
-    reward: str | None = None,
-    prompt_col: str | None = None,
-    step_col: str | None = None,
-    group_col: str | None = None,
-    threshold: float | None = None,
-    progress: bool | None = None,
-    groups=True,
+    paths, *, threshold: float | None = None, progress: bool | None = None, groups=True, **options
 ) -> RunCounts:
     """The counts of a run's groups (:class:`RunCounts`), read piece by piece for verl and tables
     (peak memory grows with the groups and prompts, not the rollouts), whole for the others.
 
-    The arguments are :func:`read_rollouts`'s; ``threshold`` makes a reward ≥ it right (default:
+    ``options`` are :func:`read_rollouts`'s (:class:`gsd.diagnose.options.LogOptions`); ``threshold`` makes a reward ≥ it right (default:
     0/1 rewards, or two values, the higher one right; graded rewards without one leave ``k``
     NaN), as :func:`gsd.diagnose.diagnose_log` decides.  ``groups``: keep the group table (True),
     hand it to a callable one run of steps at a time, or drop it (False; the memory of a long run
     is then its cells'; see :func:`finish`).
     """
-    if threshold is not None and not np.isfinite(float(threshold)):
-        raise InputError(f"threshold must be a finite number, got {threshold!r}")
     try:
-        files, fmt, cols, reward, warnings, excluded = plan(
-            paths, fmt, reward=reward, prompt_col=prompt_col, step_col=step_col, group_col=group_col
-        )
-    except InputError as exc:
-        if "read whole" not in str(exc):
-            raise
-        return _counts_whole(paths, fmt, reward, prompt_col, step_col, group_col, threshold, progress)
+        partial, fmt, warnings, n_files = count_partial(paths, threshold=threshold, progress=progress, **options)
+    except ReadWhole:
+        return _counts_whole(paths, options, threshold, progress)
+    return finish(partial, fmt, threshold, warnings, n_files=n_files, groups=groups)
+
+
+def count_partial(paths, *, threshold=None, progress=None, **options) -> tuple[Partial, str, list, int]:
+    """(the partial counts of a run read piece by piece in this process, its format, the reader's
+    warnings, the files read): what :func:`finish` takes; ``options``: :func:`plan`'s."""
+    threshold = checked_threshold(threshold)
+    files, fmt, cols, reward, warnings, excluded = plan(paths, LogOptions.take(options, "count_partial"))
     partial = count_files(files, fmt, cols, reward, threshold, progress=progress)
     partial.meta["excluded"] = excluded
-    return finish(partial, fmt, threshold, warnings, n_files=len(files), groups=groups)
+    return partial, fmt, warnings, len(files)
 
 
-def _counts_whole(paths, fmt, reward, prompt_col, step_col, group_col, threshold, progress) -> RunCounts:
+def checked_threshold(threshold):
+    """``threshold`` as a float (None: none); inf or NaN is an InputError."""
+    if threshold is None:
+        return None
+    try:
+        value = float(threshold)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not np.isfinite(value) or isinstance(threshold, bool):
+        raise InputError(f"threshold must be a finite number, got {threshold!r}")
+    return threshold
+
+
+def _counts_whole(paths, options: dict, threshold, progress) -> RunCounts:
     """TRL, AReaL and GroupTracker tables: the whole log read, then its group table."""
     from .assemble import read_rollouts
     from .posteriors import group_columns
     from .tables import right_answers
 
-    log = read_rollouts(
-        paths, fmt=fmt, reward=reward, prompt_col=prompt_col, step_col=step_col, group_col=group_col, progress=progress
-    )
+    log = read_rollouts(paths, progress=progress, **options)
     right, note = right_answers(log, threshold if threshold is not None else log.threshold)
     g = group_columns(log, right)
     groups = {c: g[c] for c in ("step", "prompt", "G", "generated", "n", "k", "silent", "binary_silent")}
@@ -494,17 +515,9 @@ def finish(partial: Partial, fmt: str, threshold=None, warnings=None, *, n_files
             "LOG: some files carry a group key and others do not (files of two trainers or versions "
             "in one folder?): name the files of one run"
         )
-    kept = [_kept(run, warnings) for run in runs]
-    if not any(k.any() for k, _, _ in kept):
-        raise InputError(f"LOG: no usable rollout in {n_files} file(s)")
-    uniq = np.unique(np.concatenate([np.unique(r.hash[k]) for r, (k, _, _) in zip(runs, kept)]))
-    values = np.unique(np.concatenate([np.r_[r.lo[k], r.hi[k]] for r, (k, _, _) in zip(runs, kept)]))
-    rule, note = _right_rule(values, any(r.mid[k].any() for r, (k, _, _) in zip(runs, kept)), threshold)
+    kept, uniq, rule, note = _rule(partial, threshold, warnings, n_files)
     sums, totals, kept_groups, mixed = [], np.zeros((3, uniq.size)), [], 0
-    for run, (keep, _, _) in zip(runs, kept):
-        if not keep.any():
-            continue
-        table, extra = _run_groups(run, keep, uniq, rule, fmt)
+    for table, extra in _tables(runs, kept, uniq, rule, fmt):
         mixed += extra
         sums.append(_step_sums(table))
         for row, column in enumerate(("G", "n", "k")):
@@ -530,7 +543,44 @@ def finish(partial: Partial, fmt: str, threshold=None, warnings=None, *, n_files
         warnings=warnings,
         mixed=mixed,
         meta=partial.meta,
+        graded=rule[0] == "graded",
     )
+
+
+def _rule(partial: Partial, threshold, warnings, n_files: int):
+    """(per run: its kept cells, groups and rollouts left out; the prompts' hashes, sorted; the
+    right/wrong rule and its note) of a run's partial counts."""
+    kept = [_kept(run, warnings) for run in partial.runs]
+    if not any(k.any() for k, _, _ in kept):
+        listed = listed_bad_rows(partial.meta)
+        detail = f"; first unusable row: {listed[0]}" if listed else ""
+        raise InputError(f"LOG: no usable rollout in {n_files} file(s){detail}")
+    runs = partial.runs
+    uniq = np.unique(np.concatenate([np.unique(r.hash[k]) for r, (k, _, _) in zip(runs, kept)]))
+    values = np.unique(np.concatenate([np.r_[r.lo[k], r.hi[k]] for r, (k, _, _) in zip(runs, kept)]))
+    rule, note = _right_rule(values, any(r.mid[k].any() for r, (k, _, _) in zip(runs, kept)), threshold)
+    return kept, uniq, rule, note
+
+
+def listed_bad_rows(meta: dict) -> list:
+    """The first :data:`MAX_LISTED` unusable rows a reader saw (``Partial.meta``), in the whole-log
+    reader's order: the lines that are not rows, then the rows by reason."""
+    return (list(meta.get("listed", ())) + [b for found in meta.get("reasons", ()) for b in found])[:MAX_LISTED]
+
+
+def _tables(runs, kept, uniq, rule, fmt: str):
+    """Each run's group table (:func:`_run_groups`) and its extra prompt-groups, in step order."""
+    for run, (keep, _, _) in zip(runs, kept):
+        if keep.any():
+            yield _run_groups(run, keep, uniq, rule, fmt)
+
+
+def group_tables(partial: Partial, fmt: str, threshold=None):
+    """The group table of a run's partial counts, one run of steps at a time in step order (what
+    :func:`finish` makes and sums): the memory beyond the cells is one run's table."""
+    kept, uniq, rule, _ = _rule(partial, threshold, [], 0)
+    for table, _ in _tables(partial.runs, kept, uniq, rule, fmt):
+        yield table
 
 
 def _kept(run: Cells, warnings) -> tuple[np.ndarray, int, int]:

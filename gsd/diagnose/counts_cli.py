@@ -149,41 +149,17 @@ def write_counts(args, options):
     under its lock; (counts, summary)."""
     from pathlib import Path
 
-    from ..io.atomic import replace_set, write_json
+    from ..io.atomic import ParquetStream, replace_set, write_json
     from ..io.lock import hold_folder
 
     out = Path(args.out)
     with hold_folder(out, option="out"), replace_set(out, OUTPUT_FILES) as stage:
-        with _ParquetStream(stage / "groups.parquet") as sink:
+        with ParquetStream(stage / "groups.parquet") as sink:
             counts = _run(args, options, groups=sink.write)
         summary = summary_of(counts)
         prompts = {**counts.prompts, "label": counts.labels[counts.prompts["prompt"]]}
         for name, table in (("steps", counts.steps), ("prompts", prompts)):
-            with _ParquetStream(stage / f"{name}.parquet") as sink:
+            with ParquetStream(stage / f"{name}.parquet") as sink:
                 sink.write(table)
         write_json(stage / "summary.json", summary)
     return counts, summary
-
-
-class _ParquetStream:
-    """A parquet file written one table of numpy columns at a time (its schema: the first's)."""
-
-    def __init__(self, path):
-        self.path, self.writer = path, None
-
-    def __enter__(self):
-        return self
-
-    def write(self, columns: dict) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        table = pa.table({c: v.tolist() if v.dtype == object else v for c, v in columns.items()})
-        if self.writer is None:
-            self.writer = pq.ParquetWriter(self.path, table.schema)
-        self.writer.write_table(table.cast(self.writer.schema))
-
-    def __exit__(self, *exc):
-        if self.writer is not None:
-            self.writer.close()
-        return False

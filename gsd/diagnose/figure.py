@@ -5,11 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..plotstyle import COLORS, new_figure, save_figure, styled
+from .aggregate import DIFFICULTY_BINS, solve_rate_bin
 
 __all__ = ["diagnosis_figure", "difficulty_histogram", "DIFFICULTY_BINS"]
-
-#: Bins of a group's solve rate k/G: exactly 0, four interior quarters, exactly 1.
-DIFFICULTY_BINS = ("0", "(0, ¼]", "(¼, ½]", "(½, ¾]", "(¾, 1)", "1")
 
 
 def difficulty_histogram(groups):
@@ -18,7 +16,7 @@ def difficulty_histogram(groups):
     g = groups[groups["G"] >= 2]
     r = (g["k"] / g["n"].where(g["n"] > 0)).to_numpy()
     g, r = g[np.isfinite(r)], r[np.isfinite(r)]  # graded rewards without a threshold have no k
-    idx = np.where(r == 0, 0, np.where(r == 1, 5, 1 + np.minimum(3, np.ceil(r * 4) - 1))).astype(int)
+    idx = solve_rate_bin(r)
     steps, sidx = np.unique(g["step"].to_numpy(), return_inverse=True)
     counts = np.zeros((steps.size, len(DIFFICULTY_BINS)))
     np.add.at(counts, (sidx, idx), 1)
@@ -40,7 +38,7 @@ def diagnosis_figure(dx, path=None):
     ax1.set(xlabel="step", ylabel="silent groups", title="(a) silent fraction", ylim=(0, 1))
     ax1.legend(loc="best")
 
-    steps, shares = difficulty_histogram(dx.groups)
+    steps, shares = dx.difficulty
     colors = ["#3b4cc0", "#7b9ff9", "#c0d4f5", "#f2cbb7", "#ee8468", "#b40426"]
     ax2.set(xlabel="step", ylabel="share of groups", title="(b) solve rate of the groups", ylim=(0, 1))
     if steps.size:

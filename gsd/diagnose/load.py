@@ -21,6 +21,8 @@ __all__ = [
     "CSV_MISSING",
     "read_parquet",
     "read_jsonl",
+    "jsonl_rows",
+    "arrow_json",
     "read_csv",
     "read_regular_csv",
     "read_csv_rows",
@@ -71,25 +73,48 @@ def read_parquet(path, pick_columns, whole: bool = False, dictionary=()):
 
 
 def read_jsonl(path):
-    """pyarrow's JSON reader; on a malformed line or mixed types, a line-by-line pass."""
-    import pyarrow as pa
-    import pyarrow.json as pj
+    """pyarrow's JSON reader over the file; on a malformed line (or text that is not UTF-8) the
+    lines are checked one by one, each bad one counted and named, and the good ones read by the
+    same pyarrow reader (:func:`jsonl_rows`): a row reads the same whether or not a malformed
+    line sits elsewhere in its file.  Where pyarrow cannot read the good lines either (one key
+    holding text in some rows and numbers in others), they are read in Python, numbers as
+    pyarrow reads them (an integer beyond int64 as a float)."""
 
     if path.stat().st_size == 0:
         return
-    try:
-        table = pj.read_json(path, read_options=pj.ReadOptions(block_size=1 << 24))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        table = None
-    if table is not None:
-        try:  # pyarrow's JSON reader does not check that strings are UTF-8; a full validation does
-            table.validate(full=True)
-        except pa.ArrowInvalid:
-            table = None
+    with open(path, "rb") as fh:
+        table = arrow_json(fh)
     if table is not None:
         yield table, None, []  # line numbers are counted only if a row turns out unusable
         return
-    records, lines, bad = [], [], []
+    yield jsonl_rows(path)
+
+
+def arrow_json(source):
+    """pyarrow's JSON reader on ``source`` (a file or bytes): the table, or None where it refuses
+    (a malformed line, a key of two types, text that is not UTF-8)."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    try:
+        table = pj.read_json(source, read_options=pj.ReadOptions(block_size=JSON_BLOCK))
+        table.validate(full=True)  # pyarrow's JSON reader does not check that strings are UTF-8
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    return table
+
+
+JSON_BLOCK = 1 << 24  # bytes pyarrow's JSON reader infers types from at a time
+
+
+def jsonl_rows(path):
+    """(table, line of each row, [(line, why)] of the lines that are not rows) of a JSONL file
+    read line by line: every line that is not a JSON object counted with why; the others read
+    by pyarrow's JSON reader as the whole file would be (the same types, the same numbers), or
+    in Python where pyarrow refuses them too."""
+    import io
+
+    good, lines, bad, records = [], [], [], []
     with open(path, "rb") as fh:
         for number, raw in enumerate(fh, start=1):
             if not raw.strip():
@@ -107,11 +132,23 @@ def read_jsonl(path):
             if not isinstance(obj, dict):
                 bad.append((number, "not a JSON object"))
                 continue
-            records.append({k: _plain(v) for k, v in obj.items() if k not in ("output", "completion", "gts")})
+            good.append(raw if raw.endswith(b"\n") else raw + b"\n")
+            records.append(obj)
             lines.append(number)
     if not records:
-        yield None, None, bad
-        return
+        return None, None, bad
+    table = arrow_json(io.BytesIO(b"".join(good)))
+    if table is None:
+        table = _python_table(records)
+    return table, np.asarray(lines), bad
+
+
+def _python_table(records):
+    """Rows pyarrow's reader refuses as a table: numbers as pyarrow reads them, a key that holds
+    text, structures or several types as text (numbers in text are read as numbers later)."""
+    import pyarrow as pa
+
+    records = [{k: _plain(v) for k, v in r.items() if k not in ("output", "completion", "gts")} for r in records]
     keys = list(dict.fromkeys(k for r in records for k in r))
     columns = {}
     for k in keys:
@@ -121,19 +158,18 @@ def read_jsonl(path):
             columns[k] = _number_column(values, float in kinds)
         else:  # mixed or text: text ("True"/"False" and numbers in text are read as numbers later)
             columns[k] = text_array([None if v is None else str(v) for v in values])
-    yield pa.table(columns), np.asarray(lines), bad
+    return pa.table(columns)
 
 
 def _number_column(values, floats: bool):
     """A JSON key's numbers as a float64 (``floats``) or int64 pyarrow column, None missing."""
-    import pyarrow as pa
 
     present = np.array([v is not None for v in values], bool)
     filled = [0 if v is None else v for v in values]
     try:
         numbers = np.array(filled, np.float64 if floats else np.int64)
-    except OverflowError:  # an integer beyond int64
-        raise pa.ArrowInvalid(f"an integer of key values is beyond int64 ({max(filled, key=abs)})") from None
+    except OverflowError:  # an integer beyond int64: a float, as pyarrow's JSON reader reads it
+        numbers = np.array([float(v) for v in filled], np.float64)
     return from_numpy(numbers, present)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..io.arrow_arrays import from_numpy, text_array, to_numpy, valid
+from ..io.numbers import step_values
 from ..validation import InputError
 from .discover import TRAINER_HOOKS, file_step, hooks_of
 from .load import nonblank_lines, read_csv, read_jsonl, read_parquet
@@ -506,8 +507,10 @@ _BOOL_STRINGS = {"True": 1.0, "False": 0.0, "true": 1.0, "false": 0.0}
 
 
 def _integers(arr):
-    """A step column as int64 and a mask of the rows that hold an exact integer (never through
-    float64 for integer columns; a float or text step must be integral and below 2^53)."""
+    """A step column as int64 and a mask of the rows that hold a step: an integer in [0, 2^63 − 1]
+    (:func:`gsd.io.numbers.step_values`; never through float64 for integer columns; a float or
+    text step must be integral and below 2^53).  A row without one is an unusable row, counted
+    and named with its line."""
     import pyarrow as pa
 
     if isinstance(arr, pa.ChunkedArray):
@@ -515,31 +518,27 @@ def _integers(arr):
     t = arr.type
     present = valid(arr)
     if pa.types.is_integer(t):
-        if pa.types.is_uint64(t):
-            raw = to_numpy(arr, fill=0)
-            ok = present & (raw < 2**63)
-            return np.where(ok, raw, 0).astype(np.int64), ok
-        return to_numpy(arr.cast(pa.int64()), fill=0).astype(np.int64), present
+        raw = to_numpy(arr, fill=0)
+        steps, ok = step_values(raw)
+        return steps, ok & present
     if pa.types.is_string(t) or pa.types.is_large_string(t):  # a CSV's steps: text read as exact integers
         import pyarrow.compute as pc
 
         # pandas writes integer steps of a float column as "1.0": a zero fraction is the same integer.
         text = pc.replace_substring_regex(pc.utf8_trim_whitespace(arr), r"\.0*$", "")
-        ok = to_numpy(pc.match_substring_regex(text, r"^[-+]?[0-9]{1,18}$"), fill=False)  # 18 digits fit int64
+        ok = to_numpy(pc.match_substring_regex(text, r"^\+?[0-9]{1,18}$"), fill=False)  # 18 digits fit int64
         out = np.zeros(len(arr), np.int64)
         if ok.any():
-            out[ok] = to_numpy(pc.cast(text.filter(from_numpy(ok)), pa.int64()))
+            out[ok] = to_numpy(pc.cast(pc.replace_substring(text.filter(from_numpy(ok)), "+", ""), pa.int64()))
         # 19 digits: read as uint64 (never overflows), kept below 2^63 (what int64 holds)
         long = to_numpy(pc.match_substring_regex(text, r"^\+?[0-9]{19}$"), fill=False)
         if long.any():
-            big = to_numpy(pc.cast(pc.replace_substring(text.filter(from_numpy(long)), "+", ""), pa.uint64()))
-            fits = big < np.uint64(2**63)
-            idx = np.flatnonzero(long)[fits]
-            out[idx], ok[idx] = big[fits].astype(np.int64), True
+            big, fits = step_values(
+                to_numpy(pc.cast(pc.replace_substring(text.filter(from_numpy(long)), "+", ""), pa.uint64()))
+            )
+            out[long], ok[long] = big, fits
         return out, ok
-    f = numeric_column(arr, "step", "")
-    ok = np.isfinite(f) & (f == np.round(f)) & (np.abs(f) < _MAX_STEP)
-    return np.where(ok, f, 0).astype(np.int64), ok
+    return step_values(numeric_column(arr, "step", ""), float_limit=_MAX_STEP)
 
 
 def _takes_reward(module, columns) -> bool:

@@ -23,7 +23,7 @@ from .readers import RolloutLog
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["group_table", "group_columns", "choose_half_life", "batch_std", "predict_groups"]
+__all__ = ["group_table", "group_columns", "with_history", "History", "choose_half_life", "batch_std", "predict_groups"]
 
 # Moved to gsd.core in 0.2: the old names still import, with a DeprecationWarning.
 _MOVED = {
@@ -57,7 +57,7 @@ def group_columns(log: RolloutLog, right=None, *, half_life: float | None = None
         binary = not (out["k"].dtype.kind == "f" and np.isnan(out["k"]).any())
         if binary:
             out["k"] = out["k"].astype(np.int64)
-        return _with_history(out, binary, half_life)
+        return with_history(out, binary, half_life)
     from .readers import silent_groups
 
     grp = log.group
@@ -100,13 +100,29 @@ def group_columns(log: RolloutLog, right=None, *, half_life: float | None = None
         "silent": silent,
         "binary_silent": (n >= 2) & ((k == 0) | (k == n)) if binary else np.zeros(n_groups, bool),
     }
-    return _with_history(out, binary, half_life)
+    return with_history(out, binary, half_life)
 
 
-def _with_history(out: dict, binary: bool, half_life) -> Columns:
+class History:
+    """What a run's earlier chunks of groups leave for the next (O(prompts) memory): per prompt its
+    rollouts and right answers so far, and the forgetting recurrence's carried value
+    D + x of its last (prompt, step) and that step (see :func:`_discounted_before`).  Chunks fed
+    in step order through :func:`with_history` give the columns of the whole table, bit for bit."""
+
+    def __init__(self, prompts: int):
+        self.n = np.zeros(prompts, np.int64)
+        self.k = np.zeros(prompts, np.int64)
+        self.dn = np.zeros(prompts)
+        self.dk = np.zeros(prompts)
+        self.last = np.zeros(prompts, np.int64)
+        self.seen = np.zeros(prompts, bool)
+
+
+def with_history(out: dict, binary: bool, half_life, history: History | None = None) -> Columns:
     """The group table with each prompt's counts at earlier steps (``n_before``, ``k_before``, and
     ``n_eff``, ``k_eff`` discounted by ``half_life``), sorted by step then prompt; without
-    right/wrong rewards ``k`` and its histories are NaN and ``binary_silent`` is ``silent``."""
+    right/wrong rewards ``k`` and its histories are NaN and ``binary_silent`` is ``silent``.
+    ``history``: the counts of the chunks before this one (whose steps all come earlier), updated."""
     step, prompt = out["step"], out["prompt"]
     n = out["n"]
     k = out["k"] if binary else np.zeros(n.size, np.int64)
@@ -119,18 +135,36 @@ def _with_history(out: dict, binary: bool, half_life) -> Columns:
     pstep = steps_u[ukey % steps_u.size]
     start = np.r_[True, pprompt[1:] != pprompt[:-1]]
     seg = np.cumsum(start) - 1
+    last = np.r_[start[1:], True]  # each prompt's last (prompt, step) in the chunk
+    totals = [np.bincount(pinv, weights=x, minlength=ukey.size) for x in (n, k)]
     before = []
-    for x in (n, k):
-        tot = np.bincount(pinv, weights=x, minlength=ukey.size)
+    for tot, carried in zip(totals, (None, None) if history is None else (history.n, history.k)):
         cs = np.cumsum(tot) - tot
-        before.append((cs - cs[np.flatnonzero(start)][seg]).round().astype(np.int64)[pinv])
-    out = {**out, "k": k, "n_before": before[0], "k_before": before[1]}
+        pair = (cs - cs[np.flatnonzero(start)][seg]).round().astype(np.int64)
+        before.append(pair if carried is None else pair + carried[pprompt])
+    out = {**out, "k": k, "n_before": before[0][pinv], "k_before": before[1][pinv]}
     if half_life is None:
-        out["n_eff"], out["k_eff"] = before[0].astype(np.float64), before[1].astype(np.float64)
+        out["n_eff"], out["k_eff"] = out["n_before"].astype(np.float64), out["k_before"].astype(np.float64)
     else:
-        totals = [np.bincount(pinv, weights=x, minlength=ukey.size) for x in (n, k)]
-        n_eff, k_eff = _discounted_before(np.arange(ukey.size), start, pstep, totals, half_life)
+        initial = None
+        if history is not None:
+            first = pprompt[start]
+            carry = np.where(history.seen[first], forgetting.decay(pstep[start] - history.last[first], half_life), 0.0)
+            initial = [np.zeros(ukey.size), np.zeros(ukey.size)]
+            for init, d in zip(initial, (history.dn, history.dk)):
+                init[start] = carry * d[first]
+        n_eff, k_eff = _discounted_before(np.arange(ukey.size), start, pstep, totals, half_life, initial)
+        if history is not None:
+            ends = pprompt[last]
+            history.dn[ends] = n_eff[last] + totals[0][last]
+            history.dk[ends] = k_eff[last] + totals[1][last]
         out["n_eff"], out["k_eff"] = n_eff[pinv], k_eff[pinv]
+    if history is not None:
+        ends = pprompt[last]
+        history.n[ends] = before[0][last] + totals[0][last].round().astype(np.int64)
+        history.k[ends] = before[1][last] + totals[1][last].round().astype(np.int64)
+        history.last[ends] = pstep[last]
+        history.seen[ends] = True
     if not binary:
         for c in ("k", "k_before", "k_eff"):
             out[c] = np.full(n.size, np.nan)
@@ -139,7 +173,7 @@ def _with_history(out: dict, binary: bool, half_life) -> Columns:
     return {c: v[order] for c, v in out.items()}
 
 
-def choose_half_life(log: RolloutLog, right, prior, groups: pd.DataFrame | None = None):
+def choose_half_life(log: RolloutLog, right, prior, groups: pd.DataFrame | None = None, *, tables=None):
     r"""The half-life of :data:`gsd.core.forgetting.HALF_LIVES` whose posteriors best predict the run's own next groups.
 
     Each group of a prompt seen at an earlier step is scored by the log-probability its posterior
@@ -147,40 +181,53 @@ def choose_half_life(log: RolloutLog, right, prior, groups: pd.DataFrame | None 
     :math:`\log P(k \mid n, a_0 + k_\mathrm{eff}, b_0 + n_\mathrm{eff} - k_\mathrm{eff})`, summed
     over groups (a proper score of one-step-ahead predictions: no refit, nothing but the log). A
     policy that learns makes old counts stale, and a shorter half-life then predicts better; a
-    fixed one is best served by counting everything. Ties keep the longer half-life.
+    fixed one is best served by counting everything. Ties keep the longer half-life.  The sum runs
+    per step, then over the steps (``math.fsum``), so that a table read in chunks of whole steps
+    (``tables``: half-life → its chunks, in step order) scores exactly as the whole table.
 
     Returns
     -------
     (half_life, choice)
         The chosen half-life (None: no forgetting) and ``{"candidates", "log_score", "groups_scored"}``.
     """
+    import math
+
+    from ..io.frames import group_sums
+
+    if tables is None:
+
+        def tables(h):
+            return [
+                as_columns(groups) if (h is None and groups is not None) else group_columns(log, right, half_life=h)
+            ]
+
     scores, scored = [], 0
     for h in forgetting.HALF_LIVES:
-        g = as_columns(groups) if (h is None and groups is not None) else group_columns(log, right, half_life=h)
-        seen = (g["n"] >= 1) & (g["n_before"] > 0)
-        scores.append(
-            float(
-                posterior.one_step_log_score(
-                    g["k"][seen].astype(np.int64),
-                    g["n"][seen].astype(np.int64),
-                    g["k_eff"][seen].astype(np.float64),
-                    g["n_eff"][seen].astype(np.float64),
-                    prior,
-                ).sum()
+        per_step, scored = [], 0
+        for g in tables(h):
+            seen = (g["n"] >= 1) & (g["n_before"] > 0)
+            score = posterior.one_step_log_score(
+                g["k"][seen].astype(np.int64),
+                g["n"][seen].astype(np.int64),
+                g["k_eff"][seen].astype(np.float64),
+                g["n_eff"][seen].astype(np.float64),
+                prior,
             )
-        )
-        scored = int(seen.sum())
+            per_step.append(group_sums(g["step"][seen], {"s": np.asarray(score, np.float64)})[1]["s"])
+            scored += int(seen.sum())
+        scores.append(math.fsum(np.concatenate(per_step).tolist()) if per_step else 0.0)
     best = forgetting.HALF_LIVES[int(np.argmax(scores))] if scored else None  # argmax: the first (longest) of ties
     return best, {"candidates": list(forgetting.HALF_LIVES), "log_score": scores, "groups_scored": scored}
 
 
-def _discounted_before(order, start, step, values, half_life):
+def _discounted_before(order, start, step, values, half_life, initial=None):
     """Per group, Σ over the prompt's earlier groups of 2^(−(t − s)/half_life)·x_s, for each
     x in ``values``.  ``order`` sorts the groups by (prompt, step); ``start`` marks each
     prompt's first group in that order.
 
     The recurrence D_j = λ^(t_j − t_{j−1})·(D_{j−1} + x_{j−1}) runs along each prompt's groups;
     it is evaluated for every prompt at once, one pass per rank j (at most the number of steps).
+    ``initial``: per x, D at each prompt's first group (what earlier chunks carried; default 0).
     """
     n = order.size
     t = step[order]  # integers: differences taken exactly (adjacent steps near 2^62 stay 1 apart)
@@ -189,9 +236,9 @@ def _discounted_before(order, start, step, values, half_life):
     by_rank = np.argsort(rank, kind="stable")
     bounds = np.searchsorted(rank[by_rank], np.arange(rank.max() + 2))
     outs = []
-    for x in values:
+    for i, x in enumerate(values):
         xs = x[order].astype(np.float64)
-        d = np.zeros(n)
+        d = np.zeros(n) if initial is None else initial[i][order]
         for j in range(1, rank.max() + 1):
             rows = by_rank[bounds[j] : bounds[j + 1]]
             prev = rows - 1

@@ -12,7 +12,7 @@ from ..io.atomic import jsonable, replace_set, write_json, write_table
 from ..io.lock import hold_folder
 from .tables import STEP_KEYS, Diagnosis
 
-__all__ = ["format_report", "diagnosis_json", "write_outputs", "OUTPUT_FILES"]
+__all__ = ["format_report", "diagnosis_json", "write_outputs", "diagnose_into", "OUTPUT_FILES"]
 
 #: Files written by :func:`write_outputs` into the output folder.
 OUTPUT_FILES = ("steps.parquet", "prompts.parquet", "groups.parquet", "summary.json", "diagnose.png")
@@ -64,7 +64,7 @@ def format_report(dx: Diagnosis, *, max_steps: int | None = 12, verbose: bool = 
     s = dx.summary
     pr = dx.columns("prompts")
     lines = [_verdict_headline(s)] + _headline_lines(s)
-    lines += [""] + _run_lines(s, dx.columns("groups")) + _warning_lines(s)
+    lines += [""] + _run_lines(s, dx.silence_is_binary) + _warning_lines(s)
     lines += [""] + _step_lines(dx.columns("steps"), max_steps)
     if "verdict" in pr:
         lines += ["", _verdict_line(pr)] + _prompt_lines(pr)
@@ -146,7 +146,7 @@ def _warning_lines(s: dict) -> list[str]:
     return lines
 
 
-def _run_lines(s: dict, groups) -> list[str]:
+def _run_lines(s: dict, silence_is_binary: bool) -> list[str]:
     """The run in five numbers: silent groups (measured and predicted), waste, effective gradient, fidelity, prior."""
     c = s.get("calibration") or {}
     predicted = s["prior"] is not None
@@ -157,7 +157,7 @@ def _run_lines(s: dict, groups) -> list[str]:
             "  silent groups        not in the log: the trainer removed them before the dump "
             f"({s['silent_frac_dumped'] * 100:.1f} % of the dumped groups)"
         ]
-    elif predicted and np.array_equal(groups["silent"], groups["binary_silent"]):
+    elif predicted and silence_is_binary:
         lines = [
             f"  silent groups        {_pct(s['silent_frac'])} measured, {_pct(s['silent_pred'])} predicted "
             f"(z = {c.get('z', float('nan')):+.1f} over all groups)"
@@ -360,12 +360,31 @@ def write_outputs(dx: Diagnosis, out, *, figure: bool = True) -> list[Path]:
     is drawn leaves the previous set), and one process writes it at a time."""
     out = Path(out)
     with hold_folder(out, option="out"), replace_set(out, OUTPUT_FILES) as stage:
-        write_table(stage / "steps.parquet", dx.steps)
-        write_table(stage / "prompts.parquet", dx.prompts)
-        write_table(stage / "groups.parquet", dx.groups[list(_GROUP_COLUMNS)])
-        write_json(stage / "summary.json", dx.summary)
-        if figure:
-            from .figure import diagnosis_figure
-
-            diagnosis_figure(dx, stage / "diagnose.png")
+        _write_set(dx, stage, figure)
     return [out / name for name in OUTPUT_FILES if figure or name != "diagnose.png"]
+
+
+def diagnose_into(out, run, *, figure: bool = True) -> Diagnosis:
+    """``run(groups=...)`` (a streaming :func:`gsd.diagnose.diagnose`) with its group table written
+    to ``out``'s groups.parquet as it is made, one run of steps at a time, then the rest of
+    :func:`write_outputs`'s set: the table never whole in memory, the set replaced whole."""
+    from ..io.atomic import ParquetStream
+
+    out = Path(out)
+    with hold_folder(out, option="out"), replace_set(out, OUTPUT_FILES) as stage:
+        with ParquetStream(stage / "groups.parquet") as sink:
+            dx = run(groups=lambda g: sink.write({c: g[c] for c in _GROUP_COLUMNS}))
+        _write_set(dx, stage, figure, groups=False)
+    return dx
+
+
+def _write_set(dx: Diagnosis, stage: Path, figure: bool, groups: bool = True) -> None:
+    write_table(stage / "steps.parquet", dx.steps)
+    write_table(stage / "prompts.parquet", dx.prompts)
+    if groups:
+        write_table(stage / "groups.parquet", dx.groups[list(_GROUP_COLUMNS)])
+    write_json(stage / "summary.json", dx.summary)
+    if figure:
+        from .figure import diagnosis_figure
+
+        diagnosis_figure(dx, stage / "diagnose.png")

@@ -13,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..validation import InputError
-from .counts import Partial, RunCounts, count_files, finish, plan
+from .counts import Partial, RunCounts, checked_threshold, count_files, finish, plan
+from .options import LogOptions
 
-__all__ = ["count_sharded", "count_runs", "split"]
+__all__ = ["count_sharded", "partial_sharded", "count_runs", "split"]
 
 
 def split(files, shards: int) -> list[list]:
@@ -43,26 +44,29 @@ def count_sharded(
     paths,
     *,
     shards: int = 2,
-    fmt: str = "auto",
-    reward: str | None = None,
-    prompt_col: str | None = None,
-    step_col: str | None = None,
-    group_col: str | None = None,
     threshold: float | None = None,
     address: str | None = None,
     num_cpus: int | None = None,
     groups=True,
+    **options,
 ) -> RunCounts:
     """:func:`gsd.diagnose.counts.count_rollouts` of one run whose files are counted in ``shards``
     Ray tasks (one CPU each), merged exactly.  ``address``: a Ray cluster to join (default: a
     local instance with ``num_cpus``, shut down afterwards; one already running is used as is).
     Row order across shards is (shard, row): a group's prompt is that of its first row, as in one
-    pass over the files in order.  ``groups``: as :func:`gsd.diagnose.counts.finish` takes it."""
-    files, fmt, cols, reward, warnings, excluded = plan(
-        paths, fmt, reward=reward, prompt_col=prompt_col, step_col=step_col, group_col=group_col
+    pass over the files in order.  ``groups``: as :func:`gsd.diagnose.counts.finish` takes it;
+    ``options``: how to read the logs (:class:`gsd.diagnose.options.LogOptions`)."""
+    partial, fmt, warnings, n_files = partial_sharded(
+        paths, shards=shards, address=address, num_cpus=num_cpus, threshold=threshold, **options
     )
-    if threshold is not None and not np.isfinite(float(threshold)):
-        raise InputError(f"threshold must be a finite number, got {threshold!r}")
+    return finish(partial, fmt, threshold, warnings, n_files=n_files, groups=groups)
+
+
+def partial_sharded(paths, *, shards: int = 2, address=None, num_cpus=None, threshold=None, **options):
+    """:func:`gsd.diagnose.counts.count_partial` with the files counted in ``shards`` Ray tasks and
+    their partial counts merged exactly: (partial counts, format, warnings, files read)."""
+    threshold = checked_threshold(threshold)
+    files, fmt, cols, reward, warnings, excluded = plan(paths, LogOptions.take(options, "partial_sharded"))
     parts = split(files, shards)
     ray, started = _ray(address, num_cpus or len(parts))
     try:
@@ -75,7 +79,7 @@ def count_sharded(
     finally:
         if started:
             ray.shutdown()
-    return finish(partial, fmt, threshold, warnings, n_files=len(files), groups=groups)
+    return partial, fmt, warnings, len(files)
 
 
 def count_runs(folders, *, address: str | None = None, num_cpus: int | None = None, **options) -> dict:

@@ -39,12 +39,13 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from ..allocation import DEFAULT_PLAN
-from ..core.forgetting import as_half_life, decay
+from ..core.forgetting import as_half_life
 from ..core.groupsize import median_group_size
 from ..core.posterior import BetaPosterior, fit_beta_prior, posterior_from_counts
 from ..io.frames import Columns, FrameAttribute, as_columns, as_frame, columns_of, group_sums
 from ..lazy import moved_names
 from ..validation import InputError
+from .aggregate import GroupSums
 from .posteriors import batch_std, choose_half_life, group_columns, group_table, predict_groups
 from .readers import RolloutLog
 
@@ -151,76 +152,9 @@ def step_columns(groups: Columns) -> Columns:
     σ̂), ``fidelity``, ``fidelity_plugin``, ``solve_rate`` (mean k/G).  A per-group figure that is
     NaN (no prediction; a group without a scored row) adds nothing to its step's sum.
     """
-    g = groups
-    multi = g["G"] >= 2
-    made = g["generated"] if "generated" in g else g["G"]  # the generation: a padding trainer's rows left out
-    silent = g["silent"].astype(bool)
-
-    def on_multi(x):
-        return np.nan_to_num(np.where(multi, x, 0.0), nan=0.0)
-
-    q = on_multi(g["silent_pred"])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        solve = g["k"] / np.where(g["n"] > 0, g["n"], np.nan)
-    step, s = group_sums(
-        g["step"],
-        {
-            "groups": multi,
-            "singletons": ~multi,
-            "rollouts": made,
-            "new_prompts": g["n_before"] == 0,
-            "multi_rollouts": np.where(multi, made, 0),
-            "silent_groups": silent,
-            "q": q,
-            "qvar": q * (1.0 - q),
-            "all_wrong": silent & (g["k"] == 0),
-            "all_right": silent & (g["k"] == g["n"]),
-            "wasted_rollouts": np.where(silent, made, 0),
-            "sigma": on_multi(g["sigma"]),
-            "sigma_pred": on_multi(g["sigma_pred"]),
-            "scale_pred": on_multi(g["scale_pred"]),
-            "fidelity_plugin": on_multi(g["fidelity_plugin"]),
-            "solve": on_multi(solve),
-        },
-    )
-    n = np.where(s["groups"] > 0, s["groups"], np.nan)  # NaN for a step without any group
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out = {
-            "step": step,
-            "groups": s["groups"],
-            "singletons": s["singletons"],
-            "rollouts": s["rollouts"],
-            "new_prompts": s["new_prompts"],
-            "mean_group_size": s["multi_rollouts"] / n,
-            "silent_groups": s["silent_groups"],
-            "silent_frac": s["silent_groups"] / n,
-            "silent_pred": s["q"] / n,
-            "silent_pred_sd": np.sqrt(s["qvar"]) / n,
-            "all_wrong": s["all_wrong"],
-            "all_right": s["all_right"],
-            "wasted_rollouts": s["wasted_rollouts"],
-            "wasted_share": s["wasted_rollouts"] / s["rollouts"],
-            "effective_gradient_ratio": (s["multi_rollouts"] - s["wasted_rollouts"]) / s["rollouts"],
-            "sigma_mean": s["sigma"] / n,
-            "sigma_pred": s["sigma_pred"] / n,
-            "fidelity": s["sigma_pred"] / np.where(s["scale_pred"] > 0, s["scale_pred"], np.nan),
-            "fidelity_plugin": s["fidelity_plugin"] / n,
-            "solve_rate": s["solve"] / n,
-        }
-    if np.isnan(g["silent_pred"]).all():  # no right/wrong: only what was measured
-        for c in (
-            "silent_pred",
-            "silent_pred_sd",
-            "all_wrong",
-            "all_right",
-            "sigma_mean",
-            "sigma_pred",
-            "fidelity",
-            "fidelity_plugin",
-            "solve_rate",
-        ):
-            out[c] = np.full(step.size, np.nan)
-    return out
+    sums = GroupSums(int(np.max(groups["prompt"], initial=-1)) + 1)
+    sums.add(groups)
+    return sums.steps()
 
 
 def prompt_table(log: RolloutLog, groups, prior, **options) -> pd.DataFrame:
@@ -250,10 +184,15 @@ def prompt_columns(
     with ``budget`` (rollouts per step over all prompts) ``group_size_budget`` from the budget
     allocator when the package has one.
     """
-    P = log.labels.size
-    n = np.bincount(groups["prompt"], weights=groups["n"], minlength=P).astype(np.int64)
-    steps = np.bincount(groups["prompt"], weights=groups["G"] >= 2, minlength=P).astype(np.int64)
-    silent = np.bincount(groups["prompt"], weights=groups["silent"], minlength=P).astype(np.int64)
+    step = np.asarray(groups["step"])
+    sums = GroupSums(log.labels.size, half_life, step.max() if step.size else 0)
+    sums.add(groups)
+    return prompts_of(log, sums.prompt, prior, epsilon=epsilon, level=level, budget=budget)
+
+
+def prompts_of(log: RolloutLog, totals: dict, prior, *, epsilon: float, level: float, budget: int | None) -> Columns:
+    """:func:`prompt_columns` from the per-prompt sums of :class:`gsd.diagnose.aggregate.GroupSums`."""
+    n, k, steps, silent = totals["n"], totals["k"], totals["steps"], totals["silent"]
     if prior is None:  # graded rewards without a threshold: no posterior
         return {
             "prompt": log.labels.astype(str),
@@ -262,14 +201,10 @@ def prompt_columns(
             "steps": steps,
             "silent_steps": silent,
         }
-    k = np.bincount(groups["prompt"], weights=groups["k"], minlength=P).round().astype(np.int64)
-    if half_life is None:
+    if "n_eff" not in totals:
         post = posterior_from_counts(k, n, prior=prior)
     else:
-        step = groups["step"]
-        w = decay(step.max() - step, half_life)
-        n_eff = np.bincount(groups["prompt"], weights=w * groups["n"], minlength=P)
-        k_eff = np.bincount(groups["prompt"], weights=w * groups["k"], minlength=P)
+        n_eff, k_eff = totals["n_eff"], totals["k_eff"]
         post = BetaPosterior(prior[0] + k_eff, prior[1] + n_eff - k_eff, tuple(prior))
     lo, hi = post.interval(level)
     from ..core.groupsize import required_group_size
@@ -397,51 +332,37 @@ def group_size_advice_for(
 class Diagnosis:
     """Everything ``gsd diagnose`` reports: the three tables (``steps``, ``prompts``, ``groups``:
     DataFrames, built on first access) and the run summary.  :meth:`columns` reads a table as
-    numpy columns without pandas (what the report and the JSON use)."""
+    numpy columns without pandas (what the report and the JSON use).  ``groups`` is None where
+    the diagnosis streamed its group table past (:func:`gsd.diagnose.counted.diagnose_counted`);
+    ``difficulty`` (per step, the shares of the solve-rate bins: the figure's) and
+    ``silence_is_binary`` (every group's silence is its all-right / all-wrong) are what the
+    report and the figure need of it."""
 
     steps = FrameAttribute()
     prompts = FrameAttribute()
     groups = FrameAttribute()
 
-    def __init__(self, steps, prompts, groups, summary: dict):
+    def __init__(self, steps, prompts, groups, summary: dict, *, difficulty=None, silence_is_binary=None):
         self.steps, self.prompts, self.groups, self.summary = steps, prompts, groups, summary
+        if difficulty is None or silence_is_binary is None:
+            g = as_columns(groups)
+            sums = GroupSums(int(np.max(g["prompt"], initial=-1)) + 1)
+            sums.add(g)
+            difficulty, silence_is_binary = sums.difficulty(), sums.silence_is_binary
+        self.difficulty, self.silence_is_binary = difficulty, silence_is_binary
 
     def columns(self, table: str) -> Columns:
         """``"steps"``, ``"prompts"`` or ``"groups"`` as ``{column: ndarray}``."""
         if table not in ("steps", "prompts", "groups"):
             raise InputError(f"table must be 'steps', 'prompts' or 'groups', got {table!r}")
+        if table == "groups" and self.groups is None:
+            raise InputError("this diagnosis streamed its group table (to --out's groups.parquet): it keeps none")
         return columns_of(self, table)
 
     def __repr__(self) -> str:
-        rows = {t: len(next(iter(self.columns(t).values()), ())) for t in ("steps", "prompts", "groups")}
+        tables = ("steps", "prompts") + (("groups",) if self.groups is not None else ())
+        rows = {t: len(next(iter(self.columns(t).values()), ())) for t in tables}
         return f"Diagnosis({', '.join(f'{t}: {n} rows' for t, n in rows.items())}, summary: {len(self.summary)} keys)"
-
-
-def _calibration(groups: Columns) -> dict:
-    """How well the predicted probabilities of a right/wrong-silent group match what happened."""
-    multi = groups["G"] >= 2
-    q = groups["silent_pred"][multi]
-    x = groups["binary_silent"][multi]
-    if np.isnan(q).all():
-        return {}
-    seen = multi & (groups["n_before"] > 0)
-    expected, measured, sd = float(q.sum()), float(x.sum()), float(np.sqrt((q * (1 - q)).sum()))
-    steps, sums = group_sums(groups["step"][multi], {"x": x.astype(np.float64), "q": q, "n": np.ones(q.size)})
-    per_x, per_q = sums["x"] / sums["n"], sums["q"] / sums["n"]
-    corr = (
-        float(np.corrcoef(per_x, per_q)[0, 1])
-        if steps.size > 2 and np.std(per_x, ddof=1) > 0 and np.std(per_q, ddof=1) > 0
-        else float("nan")
-    )
-    return {
-        "silent_groups_measured": measured,
-        "silent_groups_predicted": expected,
-        "z": (measured - expected) / sd if sd > 0 else float("nan"),
-        "mean_abs_step_diff": float(np.abs(per_x - per_q).mean()),
-        "step_corr": corr,
-        "seen_before_measured": float(groups["binary_silent"][seen].mean()) if seen.any() else float("nan"),
-        "seen_before_predicted": float(groups["silent_pred"][seen].mean()) if seen.any() else float("nan"),
-    }
 
 
 def _right(reward, threshold):
@@ -556,78 +477,96 @@ def diagnose_log(
     h = None if isinstance(given, str) else given
     if threshold is None:
         threshold = log.threshold
-    conv = _log_convention(log, ddof, eps, scale)
+    conv = log_convention(log, ddof, eps, scale)
     right, note = right_answers(log, threshold)
     groups = group_columns(log, right, half_life=h)
-    if not (groups["G"] >= 2).any():
+    check_groups(int((groups["G"] >= 2).sum()))
+    warnings = list(log.warnings)
+    if right is None:
+        warnings.append(note)
+    _, totals = group_sums(groups["prompt"], {"k": groups["k"], "n": groups["n"]})
+    a0, b0, info = run_prior(totals, right is not None, prior, warnings)
+    chosen = None
+    if auto:
+        h, chosen = auto_half_life(
+            a0, b0, lambda hh: [groups] if hh is None else [group_columns(log, right, half_life=hh)]
+        )
+        if h is not None:
+            groups = group_columns(log, right, half_life=h)
+    step_std = batch_std(log, groups) if conv["scale"] == "batch" else None
+    prior_ab = None if a0 is None else (a0, b0)
+    groups = predict_groups(groups, prior_ab, conv["ddof"], conv["eps"], conv["scale"], step_std)
+    sums = GroupSums(log.labels.size, h, groups["step"].max())
+    sums.add(groups)
+    setup = {"note": note, "conv": conv, "prior": prior_ab, "info": info, "half_life": h, "chosen": chosen}
+    options = {"epsilon": epsilon, "level": level, "budget": budget}
+    return conclude(log, sums, groups, setup, warnings, options, (optimizer, cost, noise, run_lr))
+
+
+def check_groups(multi: int) -> None:
+    """The InputError of a log without a group of two or more rollouts (``multi``: how many)."""
+    if not multi:
         raise InputError(
             "no prompt has two or more rollouts in one step, so there is no group to diagnose "
             "(is the prompt column right? one rollout per prompt is not GRPO)"
         )
-    warnings = list(log.warnings)
-    if right is None:
-        warnings.append(note)
-    a0, b0, info = _run_prior(groups, right, prior, warnings)
-    chosen = None
-    if auto:
-        h, chosen, groups = _auto_half_life(log, right, a0, b0, groups)
-    step_std = batch_std(log, groups) if conv["scale"] == "batch" else None
-    prior_ab = None if a0 is None else (a0, b0)
-    groups = predict_groups(groups, prior_ab, conv["ddof"], conv["eps"], conv["scale"], step_std)
-    steps = step_columns(groups)
+
+
+def conclude(log: RolloutLog, sums: GroupSums, groups, setup: dict, warnings: list, options: dict, advice) -> Diagnosis:
+    """The diagnosis from the sums of its predicted group table (``groups``: the table kept, or None):
+    the step and prompt tables, the calibration, the advice and the summary.  ``setup``: how the
+    groups were predicted (note on rewards, convention, prior and its fit, half-life and its
+    choice); ``options``: epsilon, level, budget; ``advice``: (optimizer, cost, noise, run_lr)."""
+    prior_ab, h = setup["prior"], setup["half_life"]
+    steps = sums.steps()
     if log.trainer_silent:
         steps["trainer_silent_frac"] = np.array([log.trainer_silent.get(int(t), np.nan) for t in steps["step"]], float)
-    prompts = prompt_columns(
-        log,
-        groups,
-        prior_ab,
-        epsilon=epsilon,
-        level=level,
-        budget=budget if a0 is not None else None,
-        half_life=h,
-    )
-    calibration = _calibration(groups)
-    miss = _prediction_miss(calibration, h, chosen)
+    budget = options["budget"] if prior_ab is not None else None
+    prompts = prompts_of(log, sums.prompt, prior_ab, epsilon=options["epsilon"], level=options["level"], budget=budget)
+    calibration = sums.calibration()
+    miss = _prediction_miss(calibration, h, setup["chosen"])
     if miss:
         warnings.append(miss)
-    advice, advice_gen, n_step, batch = (
-        (None,) * 4
-        if a0 is None
-        else _run_advice(log, steps, prompts, (a0, b0), conv, (optimizer, cost, noise, run_lr))
-    )
+    ran = (None,) * 4 if prior_ab is None else _run_advice(log, steps, prompts, prior_ab, setup["conv"], advice)
+    a0 = None if prior_ab is None else prior_ab[0]
     summary = {
-        **_read_summary(log, note, steps),
-        **_measured_summary(log, steps, groups, a0, conv),
-        "prior": {"a": a0, "b": b0, "mean": a0 / (a0 + b0), "concentration": a0 + b0, **info}
-        if a0 is not None
-        else None,
+        **_read_summary(log, setup["note"], steps),
+        **_measured_summary(log, sums, a0, setup["conv"]),
+        "prior": _prior_summary(prior_ab, setup["info"]),
         "calibration": calibration,
-        "epsilon": epsilon,
+        "epsilon": options["epsilon"],
         "half_life": h,
-        "half_life_choice": chosen,
-        "budget": budget,
-        "budget_plan": DEFAULT_PLAN if budget is not None else None,
-        **_advice_summary(advice, advice_gen, n_step, log.group_size, batch),
-        **_fidelity_law_summary(prompts, epsilon),
+        "half_life_choice": setup["chosen"],
+        "budget": options["budget"],
+        "budget_plan": DEFAULT_PLAN if options["budget"] is not None else None,
+        **_advice_summary(ran[0], ran[1], ran[2], log.group_size, ran[3]),
+        **_fidelity_law_summary(prompts, options["epsilon"]),
         "warnings": warnings,
     }
-    return Diagnosis(steps=steps, prompts=prompts, groups=groups, summary=summary)
+    return Diagnosis(
+        steps, prompts, groups, summary, difficulty=sums.difficulty(), silence_is_binary=sums.silence_is_binary
+    )
 
 
-def _auto_half_life(log: RolloutLog, right, a0, b0, groups: Columns):
-    """``half_life="auto"``: the half-life :func:`choose_half_life` picks, its scores, and the group table under it."""
+def _prior_summary(prior_ab, info: dict) -> dict | None:
+    if prior_ab is None:
+        return None
+    a0, b0 = prior_ab
+    return {"a": a0, "b": b0, "mean": a0 / (a0 + b0), "concentration": a0 + b0, **info}
+
+
+def auto_half_life(a0, b0, tables):
+    """``half_life="auto"``: the half-life :func:`choose_half_life` picks and its scores, over the
+    group tables ``tables(half_life)`` yields (chunks of whole steps, in step order)."""
     if a0 is None:
         raise InputError(
             "half_life = 'auto' scores the posteriors' predictions of right answers: it needs "
             "right/wrong rewards (give --threshold T for graded ones)"
         )
-    half_life, chosen = choose_half_life(log, right, (a0, b0), groups)
-    if half_life is not None:
-        groups = group_columns(log, right, half_life=half_life)
-    return half_life, chosen, groups
+    return choose_half_life(None, None, (a0, b0), tables=tables)
 
 
-def _log_convention(log: RolloutLog, ddof, eps, scale) -> dict:
+def log_convention(log: RolloutLog, ddof, eps, scale) -> dict:
     """:func:`update_convention` of the log's trainer, its ``scale`` read from the logged advantages unless given."""
     seen = log.advantage_check.get("scale") if log.advantage_check else None
     conv = update_convention(log.trainer or log.fmt, ddof, eps, scale or seen)
@@ -648,9 +587,7 @@ def right_answers(log: RolloutLog, threshold):
                 f"threshold: the log was counted with threshold {log.counted['threshold']!r}, not {threshold!r}: "
                 "count it again with this one"
             )
-        k = np.asarray(log.counted["groups"]["k"])
-        graded = k.dtype.kind == "f" and bool(np.isnan(k).any())
-        return (None if graded else np.zeros(0, np.int8)), log.counted["rewards_as"]
+        return (None if log.counted["graded"] else np.zeros(0, np.int8)), log.counted["rewards_as"]
     if log.padding is None:
         return _right(log.reward, threshold)
     answered, note = _right(log.reward[~log.padding], threshold)
@@ -661,15 +598,15 @@ def right_answers(log: RolloutLog, threshold):
     return right, note
 
 
-def _run_prior(groups: Columns, right, prior, warnings: list):
-    """(a₀, b₀, fit information) of every prompt's prior: empirical Bayes over the prompts' totals,
-    with a warning when the fit is not reliable; (None, None, {}) without right/wrong rewards."""
-    if right is None:
+def run_prior(totals: dict, binary: bool, prior, warnings: list):
+    """(a₀, b₀, fit information) of every prompt's prior: empirical Bayes over the prompts' totals
+    (``totals``: ``k`` and ``n`` per prompt with a group), with a warning when the fit is not
+    reliable; (None, None, {}) without right/wrong rewards."""
+    if not binary:
         return None, None, {}
     if not (isinstance(prior, str) and prior == "empirical-bayes"):
         a0, b0 = posterior_from_counts(0, 0, prior=prior).prior
         return a0, b0, {}
-    _, totals = group_sums(groups["prompt"], {"k": groups["k"], "n": groups["n"]})
     (a0, b0), info = fit_beta_prior(totals["k"], totals["n"], full_output=True)
     if info.get("at_bound") or not info.get("converged", True):
         warnings.append(
@@ -755,30 +692,27 @@ def _read_summary(log: RolloutLog, note: str, steps: Columns) -> dict:
     }
 
 
-def _measured_summary(log: RolloutLog, steps: Columns, groups: Columns, a0, conv: dict) -> dict:
+def _measured_summary(log: RolloutLog, sums: GroupSums, a0, conv: dict) -> dict:
     """The run in a few numbers: groups, silence, waste, the effective-gradient ratio, the fidelity."""
     logged = "the logged rollouts" if log.missing_steps else "the generation"
     if not log.silent_observable:
         logged = "the trained groups (the silent ones were removed before the dump)"
-    multi = groups["G"] >= 2
-    silent = groups["silent"].astype(bool)
-    rollouts = int(steps["rollouts"].sum())
+    t = sums.totals()
+    groups, rollouts = t["groups"], t["rollouts"]
     return {
         "of": logged,
         "prompts": int(log.labels.size),
-        "groups": int(multi.sum()),
-        "singletons": int((~multi).sum()),
+        "groups": groups,
+        "singletons": t["singletons"],
         "rollouts": rollouts,
-        "silent_frac": float(silent[multi].mean()) if log.silent_observable else None,
-        "silent_frac_dumped": float(silent[multi].mean()),
-        "silent_pred": float(groups["silent_pred"][multi].mean()),
-        "wasted_rollouts": int(steps["wasted_rollouts"].sum()),
-        "wasted_share": float(steps["wasted_rollouts"].sum() / rollouts),
-        "effective_gradient_ratio": float(((groups["generated"] * (multi & ~silent)).sum()) / rollouts),
+        "silent_frac": t["silent_groups"] / groups if log.silent_observable else None,
+        "silent_frac_dumped": t["silent_groups"] / groups,
+        "silent_pred": t["q"] / groups if sums.predicted else float("nan"),
+        "wasted_rollouts": t["wasted_rollouts"],
+        "wasted_share": t["wasted_rollouts"] / rollouts,
+        "effective_gradient_ratio": (t["multi_rollouts"] - t["wasted_rollouts"]) / rollouts,
         "padding_rows": int(log.padding.sum()) if log.padding is not None else 0,
-        "fidelity": float(groups["sigma_pred"][multi].sum() / groups["scale_pred"][multi].sum())
-        if a0 is not None
-        else float("nan"),
+        "fidelity": t["sigma_pred"] / t["scale_pred"] if a0 is not None else float("nan"),
         "update_convention": conv,
     }
 

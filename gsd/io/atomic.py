@@ -292,6 +292,34 @@ def write_table(path, df) -> Path:
     return path
 
 
+class ParquetStream:
+    """A parquet file written one table of numpy columns at a time (a row group each; its schema:
+    the first's), for a table too long to hold whole.  Write it inside a staging folder
+    (:func:`replace_set`), which moves it into place whole when the set is complete."""
+
+    def __init__(self, path):
+        self.path, self.writer = Path(path), None
+
+    def __enter__(self):
+        return self
+
+    def write(self, columns: dict) -> None:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        arrays = {c: np.asarray(v) for c, v in columns.items()}
+        table = pa.table({c: v.tolist() if v.dtype == object else v for c, v in arrays.items()})
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, table.schema)
+        self.writer.write_table(table.cast(self.writer.schema))
+
+    def __exit__(self, *exc):
+        if self.writer is not None:
+            self.writer.close()
+        return False
+
+
 def _unparquetable(path, df, exc):
     """The InputError for a table parquet cannot hold as it is: a column of mixed types (ids
     that are numbers in some rows and text in others) would have to change its values."""

@@ -20,6 +20,7 @@ __all__ = [
     "metric_value",
     "step_number",
     "step_array",
+    "step_values",
     "count_array",
     "fraction_array",
     "seconds_value",
@@ -57,19 +58,36 @@ def step_array(values, where: str) -> np.ndarray:
     """A column of steps as int64, every one an integer in [0, 2^63 − 1] (a uint64 2^64 − 1 or a
     float 1e300 is refused by name, never wrapped); the error shows the first bad value."""
     arr = np.asarray(values)
+    if arr.dtype.kind not in "uif":
+        return np.array([step_number(v, where) for v in arr.ravel()], dtype=np.int64).reshape(arr.shape)
+    steps, ok = step_values(arr)
+    if not ok.all():
+        first = arr[~ok].ravel()[0]
+        raise InputError(f"{where}: the step must be an integer in [0, 2^63 - 1], got {_shown(first.item())}")
+    return steps
+
+
+def step_values(values, float_limit: float = _TWO63) -> tuple[np.ndarray, np.ndarray]:
+    """A numeric column of steps as (int64, which entries are steps): an integer in [0, 2^63 − 1],
+    or a float holding an integer in [0, ``float_limit``) (a reader of text or JSON passes 2^53,
+    beyond which a float no longer tells neighbouring integers apart).  The others — negative,
+    fractional, NaN, inf, a uint64 beyond int64 — come back as 0 and False, never wrapped: the
+    caller counts each as a bad row.
+
+    >>> step_values(np.array([3.0, -1.0, 2.5, 1e20]), float_limit=2.0**53)[1].tolist()
+    [True, False, False, False]
+    """
+    arr = np.asarray(values)
     if arr.dtype.kind == "u":
-        bad = arr > INT64_MAX
+        ok = arr <= INT64_MAX
     elif arr.dtype.kind == "i":
-        bad = arr < 0
+        ok = arr >= 0
     elif arr.dtype.kind == "f":
         with np.errstate(invalid="ignore"):
-            bad = ~(np.isfinite(arr) & (arr == np.round(arr)) & (arr >= 0) & (arr < _TWO63))
+            ok = np.isfinite(arr) & (arr == np.round(arr)) & (arr >= 0) & (arr < min(float_limit, _TWO63))
     else:
-        return np.array([step_number(v, where) for v in arr.ravel()], dtype=np.int64).reshape(arr.shape)
-    if bad.any():
-        first = arr[bad].ravel()[0]
-        raise InputError(f"{where}: the step must be an integer in [0, 2^63 - 1], got {_shown(first.item())}")
-    return arr.astype(np.int64)
+        raise InputError(f"steps must be numbers, got an array of {arr.dtype}")
+    return np.where(ok, arr, 0).astype(np.int64), ok
 
 
 def _checked(values, what: str, ok, rule: str) -> np.ndarray:

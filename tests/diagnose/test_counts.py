@@ -7,12 +7,13 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gsd.diagnose import diagnose_log, read_rollouts
-from gsd.diagnose.counted import read_counted
+from gsd.diagnose.counted import diagnose_counted, read_counted
 from gsd.diagnose.counts import Cells, Partial, count_rollouts, finish
 
 from .conftest import rollouts, write_trl, write_verl
@@ -39,14 +40,31 @@ def assert_same(paths, threshold=None, **kw):
     if not graded:  # graded: the note names the values it saw
         assert got.right_rule == d.summary["rewards_as"]
     assert_same_diagnosis(d, diagnose_log(read_counted(paths, threshold=threshold, **kw)), graded)
+    assert_same_streamed(paths, threshold, graded, **kw)
     return got
+
+
+def assert_same_streamed(paths, threshold, graded, **kw):
+    """The diagnosis streamed (its group table made run by run, predicted and summed, then kept,
+    dropped or handed on) equals the whole log's, field by field, with and without forgetting."""
+    for half_life in (None, 3.0, "auto") if not graded or threshold is not None else (None,):
+        want = diagnose_log(read_rollouts(paths, progress=False, **kw), threshold=threshold, half_life=half_life)
+        got = diagnose_counted(paths, threshold=threshold, half_life=half_life, groups=True, **kw)
+        assert_same_diagnosis(want, got, graded)
+        chunks = []
+        dropped = diagnose_counted(paths, threshold=threshold, half_life=half_life, groups=chunks.append, **kw)
+        if dropped.groups is None:  # a streamed format: the chunks are the table, in order
+            table = {c: np.concatenate([g[c] for g in chunks]) for c in chunks[0]}
+            pd.testing.assert_frame_equal(want.groups, pd.DataFrame(table), check_exact=True)
+        for table in ("steps", "prompts"):
+            pd.testing.assert_frame_equal(getattr(want, table), getattr(dropped, table), check_exact=True)
+        assert want.silence_is_binary == dropped.silence_is_binary
+        assert all(np.array_equal(a, b) for a, b in zip(want.difficulty, dropped.difficulty))
 
 
 def assert_same_diagnosis(want, got, graded=False):
     """Two diagnoses equal: every table, column by column, and every summary field (the graded
     note, which names the distinct rewards seen, apart)."""
-    import pandas as pd
-
     for table in ("steps", "prompts", "groups"):
         pd.testing.assert_frame_equal(getattr(want, table), getattr(got, table), check_exact=True)
     a, b = dict(want.summary), dict(got.summary)
@@ -311,16 +329,27 @@ def test_count_command(tmp_path, capsys):
 
 
 def test_diagnose_streaming_prints_the_same_report(tmp_path, capsys):
-    """``gsd diagnose --streaming``: the JSON report of the whole-log reader, byte for byte."""
+    """``gsd diagnose`` (streamed by default) and ``--streaming``: the JSON report and the tables
+    of ``--whole-log``, byte for byte and field by field."""
     from gsd.cli import main
 
     df, _ = rollouts(steps=4)
     write_verl(tmp_path / "rollout_data", df, malformed_step=2)
     outputs = []
-    for extra in ([], ["--streaming"]):
-        assert main(["diagnose", str(tmp_path / "rollout_data"), "--json", "--half-life", "auto", *extra]) == 0
+    for extra in (["--whole-log"], [], ["--streaming"]):
+        out = str(tmp_path / f"out{len(outputs)}")
+        argv = ["diagnose", str(tmp_path / "rollout_data"), "--json", "--half-life", "auto", "--out", out, *extra]
+        assert main(argv) == 0
         outputs.append(capsys.readouterr().out)
-    assert outputs[0] == outputs[1]
+    assert outputs[0] == outputs[1] == outputs[2]
+    for name in ("groups", "steps", "prompts"):  # the group table written as it was made: the same rows
+        a, b = (pd.read_parquet(tmp_path / out / f"{name}.parquet") for out in ("out0", "out1"))
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+    with pytest.raises(SystemExit):  # one or the other
+        main(["diagnose", str(tmp_path / "rollout_data"), "--whole-log", "--streaming"])
+    assert sorted(p.name for p in (tmp_path / "out1").iterdir()) == sorted(
+        p.name for p in (tmp_path / "out0").iterdir()
+    )
     with pytest.raises(Exception, match="batch"):
         from gsd.diagnose import diagnose
 

@@ -259,3 +259,37 @@ def test_a_lone_surrogate_in_a_prompt_is_one_prompt_not_an_error(tmp_path, capsy
     assert main(["diagnose", str(log), "--reward-column", "reward", "--no-progress", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)["summary"]
     assert summary["rows"] == 4 and summary["bad_rows"] == 0 and summary["silent_frac"] == 0.5
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".parquet"])
+def test_rollout_steps_out_of_range_are_bad_rows_named(tmp_path, suffix):
+    """Issue 44 (the rollout readers): a step of 1e20, −3, 2.5 or a uint64 2^64 − 1 is a bad row
+    named with its line (its group left out, counted), never wrapped into another step; the
+    steps that are integers in range are read exactly, 2^63 − 1 included (not in JSONL beside a
+    float step: pyarrow reads the column as floats, exact below 2^53 only)."""
+    import pandas as pd
+
+    from gsd.diagnose import read_rollouts
+
+    top = 2**53 - 1 if suffix == ".jsonl" else 2**63 - 1
+    good = [(1, f"q{i % 2}", float(i % 3 == 0)) for i in range(8)] + [(top, "q0", 1.0), (top, "q0", 0.0)]
+    bad = {".jsonl": [1e20, -3, 2.5], ".csv": ["1e20", "-3", "2.5"], ".parquet": [2**64 - 1]}[suffix]
+    rows = good + [(s, "q9", 1.0) for s in bad]
+    df = pd.DataFrame(rows, columns=["step", "prompt", "score"])
+    path = tmp_path / f"t{suffix}"
+    if suffix == ".parquet":
+        df["step"] = df["step"].astype(np.uint64)
+        df.to_parquet(path, index=False)
+    elif suffix == ".csv":
+        df.astype({"step": str}).to_csv(path, index=False)
+    else:
+        path.write_text("".join(json.dumps({"step": s, "prompt": p, "score": r}) + "\n" for s, p, r in rows))
+    log = read_rollouts(path, fmt="table", reward="score", progress=False)
+    assert log.bad_count == len(bad)
+    lines = (
+        [len(good) + 2 + i for i in range(len(bad))]
+        if suffix == ".csv"
+        else [len(good) + 1 + i for i in range(len(bad))]
+    )
+    assert [(b.line, b.reason) for b in log.bad_rows] == [(n, "step is missing or not an integer") for n in lines]
+    assert sorted(set(log.step.tolist())) == [1, top]
