@@ -7,6 +7,7 @@ word-level one built in code.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,21 @@ def tokenizer():
     from gsd.reproduce.transformer import tokenizer as word_tokenizer
 
     return word_tokenizer(WORDS, CHAT_TEMPLATE)
+
+
+@contextlib.contextmanager
+def one_torch_thread():
+    """torch on one CPU thread inside (restored after): the tiny model's matrices are a few dozen wide, and
+    a second thread only adds its start and waits (a 4-step run took 1.3-5.7 s on two threads of a busy
+    2-core machine, 0.5-0.7 s on one, with the same rewards and groups)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def tiny_model(seed=0):
@@ -191,16 +207,17 @@ def trl_run(
         reward_weights=list(weights) if second_reward else None,
         **config,
     )
-    trainer = (trainer_cls or GRPOTrainer)(
-        model=tiny_model(seed),
-        reward_funcs=wrap(funcs) if wrap else funcs,
-        args=args,
-        train_dataset=ds,
-        eval_dataset=ds if config.get("eval_strategy", "no") != "no" else None,
-        processing_class=tokenizer(),
-        **(trainer_kwargs or {}),
-    )
-    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    with one_torch_thread():
+        trainer = (trainer_cls or GRPOTrainer)(
+            model=tiny_model(seed),
+            reward_funcs=wrap(funcs) if wrap else funcs,
+            args=args,
+            train_dataset=ds,
+            eval_dataset=ds if config.get("eval_strategy", "no") != "no" else None,
+            processing_class=tokenizer(),
+            **(trainer_kwargs or {}),
+        )
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     trainer.save_state()
     truth.trainer = trainer
     return truth
