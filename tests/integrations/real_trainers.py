@@ -7,7 +7,6 @@ word-level one built in code.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,21 +40,6 @@ def tokenizer():
     from gsd.reproduce.transformer import tokenizer as word_tokenizer
 
     return word_tokenizer(WORDS, CHAT_TEMPLATE)
-
-
-@contextlib.contextmanager
-def one_torch_thread():
-    """torch on one CPU thread inside (restored after): the tiny model's matrices are a few dozen wide, and
-    a second thread only adds its start and waits (a 4-step run took 1.3-5.7 s on two threads of a busy
-    2-core machine, 0.5-0.7 s on one, with the same rewards and groups)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def tiny_model(seed=0):
@@ -164,6 +148,8 @@ def trl_run(
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
+    from gsd.reproduce.transformer import torch_threads
+
     weights = tuple(weights or ((1.0, 1.0) if second_reward else (1.0,)))
     truth = truth if truth is not None else Truth(G, weights)
     rng = random.Random(seed + (1000 if resume else 0))
@@ -207,7 +193,10 @@ def trl_run(
         reward_weights=list(weights) if second_reward else None,
         **config,
     )
-    with one_torch_thread():
+    # one torch thread: the tiny model's matrices are a few dozen wide, a second thread only adds its start
+    # and waits (a 4-step run took 1.3-5.7 s on two threads of a busy 2-core machine, 0.5-0.7 s on one,
+    # with the same rewards and groups)
+    with torch_threads(1):
         trainer = (trainer_cls or GRPOTrainer)(
             model=tiny_model(seed),
             reward_funcs=wrap(funcs) if wrap else funcs,
