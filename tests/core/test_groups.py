@@ -125,6 +125,10 @@ def _update_error_bound(r, s, g, sd, ddof, eps):
     st.sampled_from([0.0, 1e-4]),
 )
 @example(np.array([[5.0] * 6 + [4.999999999]] * 2 + [[4.9] * 6 + [4.900000000000001]] * 2), 0, 0.0)  # old: failed
+# the explore profile's failure: one reward 1 ulp from six others at 1e-100 (gsd -0.145, the old reference 0.038)
+@example(
+    np.array([[float.fromhex("-0x1.bff2ee48e0530p-333")] + [float.fromhex("-0x1.bff2ee48e0531p-333")] * 6] * 4), 0, 0.0
+)
 def test_graded_rewards_update_is_covariance_over_std(r, ddof, eps):
     """Against the exact covariance over std (mpmath), within group_update's own error bound: a fixed
     tolerance (rtol 1e-9) failed where a group's spread is far below its rewards' size (explore profile),
