@@ -49,6 +49,7 @@ from pathlib import Path
 from gsd.io.atomic import write_json  # a benchmark's result file is never half-written
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bad_inputs_advice import advice_cases  # noqa: E402 (issue 44's newest surfaces: noise scale, batch advice)
 from bad_inputs_numbers import numbers_cases  # noqa: E402 (issue 44's surfaces, a module of their own)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -1328,17 +1329,18 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write every case and its outcome here")
     ap.add_argument(
         "--only",
-        choices=("all", "numbers"),
+        choices=("all", "numbers", "advice"),
         default="all",
-        help="numbers: only issue 44's cases (steps, counts, values that are not numbers, hooks)",
+        help="numbers: only issue 44's cases (steps, counts, values that are not numbers, hooks); advice: only "
+        "its newest (the noise scale, the batch advice, --noise-scale/--run-lr, forgetting, gsd count)",
     )
     args = ap.parse_args(argv)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        cases = numbers_cases(tmp)
+        cases = {"numbers": numbers_cases, "advice": advice_cases}[args.only](tmp) if args.only != "all" else []
         if args.only == "all":
-            cases = api_cases() + cli_cases(tmp) + scenario_cases() + cases
+            cases = api_cases() + cli_cases(tmp) + scenario_cases() + numbers_cases(tmp) + advice_cases(tmp)
         sides = [("now", str(ROOT))]
         if args.baseline:  # the revision's files, extracted (the repository's worktrees stay untouched)
             base = tmp / "baseline"

@@ -72,27 +72,37 @@ SECONDS = [
 ]
 
 
-def _write(path: Path, text: str) -> str:
+def write(path: Path, text: str) -> str:
     path.write_text(text)
     return str(path)
+
+
+def adders(cases: list):
+    """``api(expr, expect, check, budget)`` and ``cli(argv, expect, must_name, post, budget)``, each appending
+    one case to ``cases`` (the catalogue's two kinds of single call)."""
+
+    def api(expr, expect, check="v >= 0", budget=0):
+        cases.append({"kind": "api", "expr": expr, "expect": expect, "check": check, "budget": budget})
+
+    def cli(argv, expect, must_name=None, post=None, budget=0):
+        cases.append(
+            {"kind": "cli", "argv": argv, "expect": expect, "must_name": must_name, "post": post, "budget": budget}
+        )
+
+    return api, cli
 
 
 def numbers_cases(tmp: Path) -> list:
     d = tmp / "i44"
     d.mkdir(exist_ok=True)
     cases = []
-
-    def api(expr, expect, check="v >= 0", budget=0):
-        cases.append({"kind": "api", "expr": expr, "expect": expect, "check": check, "budget": budget})
-
-    def cli(argv, expect, must_name=None, post=None):
-        cases.append({"kind": "cli", "argv": argv, "expect": expect, "must_name": must_name, "post": post})
+    api, cli = adders(cases)
 
     # TRL trainer_state.json: the step of a log entry
     for i, (step, ok) in enumerate(STEPS):
         good = '{"step": 1, "frac_reward_zero_std": 0.25, "reward": 0.5}'
         other = f'{{"step": {step}, "frac_reward_zero_std": 0.5, "reward": 0.5}}'
-        p = _write(d / f"trl_step{i}.json", f'{{"log_history": [{good}, {other}]}}')
+        p = write(d / f"trl_step{i}.json", f'{{"log_history": [{good}, {other}]}}')
         want = "" if not ok else f" & np.isin({json.loads(step)}, v)"
         api(
             f"{SCALARS}.read_scalars({p!r}, fmt='trl').metrics.index.to_numpy()",
@@ -102,7 +112,7 @@ def numbers_cases(tmp: Path) -> list:
         cli(["scalars", "--json", "--format", "trl", p], "answer" if ok else "error", "step")
     # verl file-logger JSONL: the step of a line
     for i, (step, ok) in enumerate(STEPS):
-        p = _write(
+        p = write(
             d / f"verl_step{i}.jsonl",
             f'{{"step": 1, "data": {{"critic/score/mean": 0.5}}}}\n'
             f'{{"step": {step}, "data": {{"critic/score/mean": 0.25}}}}\n',
@@ -114,7 +124,7 @@ def numbers_cases(tmp: Path) -> list:
             f'{{"step": {s}, "frac_reward_zero_std": {value if s == 2 else "0.25"}, "reward": 0.5}}' for s in (1, 2, 3)
         ]
         (d / f"trl_z{i}").mkdir(exist_ok=True)
-        p = _write(d / f"trl_z{i}" / "trainer_state.json", '{"log_history": [' + ", ".join(entries) + "]}")
+        p = write(d / f"trl_z{i}" / "trainer_state.json", '{"log_history": [' + ", ".join(entries) + "]}")
         number = value not in ('"0.5"', "true", "[0.5]", '{"v": 0.5}', "null")
         # read: every number kept, every non-number counted in the notes
         counted = f"any('frac_reward_zero_std' in n and 'not a number' in n for n in l.notes) == {not number}"
@@ -125,7 +135,7 @@ def numbers_cases(tmp: Path) -> list:
         cli(["scalars", "--json", p], expect, ZSTD)
     # one text cell in a table column: the column stays, the cell is counted
     for i, cell in enumerate(["x", "True", "0.5.1", "-", "?"]):
-        p = _write(d / f"cell{i}.csv", f"step,{ZSTD},reward\n1,0.5,0.5\n2,{cell},0.5\n3,0.25,0.5\n")
+        p = write(d / f"cell{i}.csv", f"step,{ZSTD},reward\n1,0.5,0.5\n2,{cell},0.5\n3,0.25,0.5\n")
         api(
             f"(lambda l: [l.dropped.get({ZSTD!r}, 0), l.metrics[{ZSTD!r}].notna().sum()])"
             f"({SCALARS}.read_scalars({p!r}))",
@@ -145,7 +155,7 @@ def numbers_cases(tmp: Path) -> list:
             ("4", True),
         ]
     ):
-        p = _write(d / f"tstep{i}.csv", f"step,{ZSTD}\n1,0.5\n{step},0.25\n")
+        p = write(d / f"tstep{i}.csv", f"step,{ZSTD}\n1,0.5\n{step},0.25\n")
         api(f"{SCALARS}.read_scalars({p!r}).metrics.index.to_numpy()", "answer" if ok else "error")
         cli(["scalars", "--json", p], "answer" if ok else "error", "step")
     for i, (dtype, big, ok) in enumerate(
@@ -166,7 +176,7 @@ def numbers_cases(tmp: Path) -> list:
     # verl V1's DAPO filter: groups evicted at a step
     key = "training/filter_groups/evicted_samples"
     for i, (count, ok) in enumerate(COUNTS):
-        p = _write(
+        p = write(
             d / f"evicted{i}.jsonl",
             "".join(f'{{"step": {s}, "data": {{"{key}": {count}, "critic/score/mean": 0.5}}}}\n' for s in (1, 2)),
         )
@@ -178,20 +188,20 @@ def numbers_cases(tmp: Path) -> list:
         )
         cli(["scalars", "--json", "--group-size", "4", "--groups", "8", p], expect, "evicted")
     # steps that run backwards or negative: the share's weights
-    p = _write(d / "negative.csv", f"step,{ZSTD}\n-5,0.5\n1,0.5\n2,0.5\n")
+    p = write(d / "negative.csv", f"step,{ZSTD}\n-5,0.5\n1,0.5\n2,0.5\n")
     api(f"[{DIAG}.diagnose_scalars({p!r}, group_size=4, groups=8).summary['silent_share']]", "error")
     cli(["scalars", "--json", "--group-size", "4", "--groups", "8", p], "error", "step")
     # timing logs: step_times_from_log
     for i, (sec, ok) in enumerate(SECONDS):
-        p = _write(
+        p = write(
             d / f"time{i}.json",
             f'{{"log_history": [{{"step": 1, "step_time": 1.0}}, {{"step": 2, "step_time": {sec}}}]}}',
         )
         api(f"{ADVICE}.step_times_from_log({p!r}).seconds.to_numpy()", "answer" if ok else "error")
-        q = _write(d / f"vtime{i}.jsonl", f'{{"step": 1, "data": {{"timing_s/step": {sec}, "timing_s/gen": 1.0}}}}\n')
+        q = write(d / f"vtime{i}.jsonl", f'{{"step": 1, "data": {{"timing_s/step": {sec}, "timing_s/gen": 1.0}}}}\n')
         api(f"{ADVICE}.step_times_from_log({q!r}).seconds.to_numpy()", "answer" if ok else "error")
     for i, (step, ok) in enumerate(STEPS):
-        p = _write(d / f"timestep{i}.json", f'{{"log_history": [{{"step": {step}, "step_time": 1.0}}]}}')
+        p = write(d / f"timestep{i}.json", f'{{"log_history": [{{"step": {step}, "step_time": 1.0}}]}}')
         api(f"{ADVICE}.step_times_from_log({p!r}).step.to_numpy()", "answer" if ok else "error")
     # the advice for degenerate populations: refused by name, or a JSON-valid summary
     for ps, ok in (
@@ -244,7 +254,7 @@ def numbers_cases(tmp: Path) -> list:
     for i, text in enumerate(["\\ud800", "\\udc00", "x\\udfff", "\\ud83d\\ude00", "\\u0000"]):
         rows = "".join(f'{{"prompt": "{text}", "step": 0, "reward": {r}}}\n' for r in (0, 1))
         rows += "".join(f'{{"prompt": "b", "step": 0, "reward": {r}}}\n' for r in (1, 1))
-        p = _write(d / f"surrogate{i}.jsonl", rows)
+        p = write(d / f"surrogate{i}.jsonl", rows)
         post = "(lambda s: s['rows'] == 4 and s['silent_frac'] == 0.5)(json.loads(stdout)['summary'])"
         cli(["diagnose", "--no-progress", "--json", p, "--reward-column", "reward"], "answer", post=post)
     # gsd example-logs: OS errors named with DEST

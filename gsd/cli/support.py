@@ -272,6 +272,12 @@ def hidden_aliases(parser, aliases: dict) -> None:
         action.alias_of = shown[dest]  # the option --help shows for it (its help text is that one's)
 
 
+#: --noise-scale's largest B_NOISE and --run-lr's largest LR: :data:`gsd.core.advice.MAX_BATCH` and
+#: :data:`gsd.core.advice.MAX_LR` (the CLI starts without importing the advice; a test holds them equal).
+MAX_NOISE_SCALE = 2**53
+MAX_RUN_LR = 1e300
+
+
 def add_advice_arguments(p) -> None:
     """``--optimizer`` and ``--cost``: the conventions of the group-size advice (:func:`gsd.group_size_advice`)."""
     p.add_argument(
@@ -296,7 +302,7 @@ def add_advice_arguments(p) -> None:
     )
     p.add_argument(
         "--run-lr",
-        type=float,
+        type=bounded_float(0, MAX_RUN_LR, "a learning rate: LR x sqrt(B / the run's B) stays a float", open_lo=True),
         default=None,
         metavar="LR",
         help="the run's learning rate: the advised lr is LR x sqrt(B / the run's B) (Adam; an assumption)",
@@ -305,17 +311,19 @@ def add_advice_arguments(p) -> None:
 
 def noise_scale_arg(text):
     """``--noise-scale B_NOISE[,LO,HI]`` → (b_noise, lo, hi) (None when not given; no interval: lo = hi = B_NOISE)."""
-    import numpy as np
 
     if text is None:
         return None
     vals = parse_list(text, float, "noise-scale")
-    if vals.size not in (1, 3) or not np.all(np.isfinite(vals)) or vals[0] <= 0:
-        raise CliError(f"--noise-scale takes B_NOISE or B_NOISE,LO,HI, finite and B_NOISE > 0, got {text!r}")
+    if vals.size not in (1, 3) or not (0 < vals[0] <= MAX_NOISE_SCALE):
+        raise CliError(
+            f"--noise-scale takes B_NOISE or B_NOISE,LO,HI with 0 < B_NOISE <= 2^53 generations, got {text!r}"
+        )
     if vals.size == 1:
         return (float(vals[0]),) * 3
+    # HI = inf is what gsd.core.noise_scale gives where the gradient is not resolved from 0: no upper end
     if not (0 <= vals[1] <= vals[0] <= vals[2]):
-        raise CliError(f"--noise-scale: need 0 <= LO <= B_NOISE <= HI, got {text!r}")
+        raise CliError(f"--noise-scale: need 0 <= LO <= B_NOISE <= HI (HI may be inf), got {text!r}")
     return tuple(float(v) for v in vals)
 
 

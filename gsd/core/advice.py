@@ -84,6 +84,12 @@ SPEED_METHODS = ("grpo", "dr_grpo")
 DEFAULT_OPTIMIZER = "adam"
 #: Group sizes compared when none are given.
 DEFAULT_G_GRID = tuple(range(2, 65))
+#: The largest batch :func:`batch_advice` advises (generations per step): 2^53, where float64 stops
+#: counting by ones.
+MAX_BATCH = 2**53
+#: The largest run lr :func:`batch_advice` takes (it advises the run's lr at every B); lr·√(2^53) stays
+#: below float64's largest number (1.8e308), so a user's own √B scaling of it cannot overflow either.
+MAX_LR = 1e300
 _OBJECTIVE = {"grpo": "2*arcsin(sqrt(p))", "dr_grpo": "p"}
 _VALUE = {"grpo": "gain", "dr_grpo": "dr_gain"}
 
@@ -593,6 +599,20 @@ def _interval(x, name):
     return lo, hi
 
 
+def _per_second(cost: StepCost, G: int, knee, as_B, notes: list):
+    """B* = √(t_step·B_noise/t_rollout) at G with its interval, or (None, None) and a note saying why not."""
+    a = cost.t_rollout + cost.t_prompt / G
+    with np.errstate(over="ignore", divide="ignore"):
+        b = np.sqrt(cost.t_step * knee / a) if a > 0 else np.full(3, np.inf)
+    if not (a > 0 and cost.t_step > 0):
+        notes.append("per second: the cost has no fixed part or no per-generation part, so no finite optimum")
+    elif not b[0] <= MAX_BATCH:
+        notes.append(f"per second: the optimum B* = {b[0]:.3g} is beyond 2^53 generations per step")
+    else:
+        return as_B(b[0]), (float(b[1]), float(b[2]))
+    return None, None
+
+
 def batch_advice(
     p_or_posterior,
     noise,
@@ -643,8 +663,8 @@ def batch_advice(
     lo, hi = _interval((lo, hi), "noise's interval")
     B_run = _positive_int("generations_per_step", generations_per_step)
     G_run = _positive_int("group_size", group_size, hi=MAX_EXACT_GROUP_SIZE)
-    if lr is not None and (isinstance(lr, bool) or not (isinstance(lr, int | float) and 0 < lr < math.inf)):
-        raise InputError(f"lr must be a number > 0, got {lr!r}")
+    if lr is not None and (isinstance(lr, bool) or not (isinstance(lr, int | float) and 0 < lr <= MAX_LR)):
+        raise InputError(f"lr must be a number in (0, {MAX_LR:g}], got {lr!r}")
     if cost is not None and not isinstance(cost, StepCost):
         raise InputError(f"cost must be a StepCost, got {type(cost).__name__}")
     grid = np.union1d(_grid(g_grid), [G_run]) if G_run >= 2 else _grid(g_grid)
@@ -655,24 +675,24 @@ def batch_advice(
         raise InputError(f"group_size {G_run}: the prompts carry no signal at that G (every prompt silent for sure)")
     nu = bn / per[run]
     # the G of the least B_noise(G) among those whose group fits the batch it advises (G ≤ B_noise(G))
-    fits = grid <= bn * per / per[run]
+    with np.errstate(over="ignore"):  # a B_noise(G) beyond float64 is inf: that G fits
+        fits = grid <= bn * per / per[run]
     best = int(np.argmin(np.where(fits, per, np.inf))) if fits.any() else 0
     G = int(grid[best])
     scale = per[best] / per[run]  # B_noise(G)/B_noise(G_run): ν cancels
-    knee = np.array([bn, lo, hi]) * scale
+    with np.errstate(over="ignore"):
+        knee = np.array([bn, lo, hi]) * scale
+    if not knee[0] <= MAX_BATCH:
+        raise InputError(
+            f"noise: B_noise = {bn:g} advises B = {knee[0]:.3g} generations per step at G = {G}, beyond "
+            f"{MAX_BATCH:.3g} (2^53: no batch holds that many)"
+        )
 
     def as_B(x):
         return int(G * max(1, round(x / G)))
 
-    B_sec = sec_iv = None
-    notes = []
-    if cost is not None:
-        a = cost.t_rollout + cost.t_prompt / G
-        if a > 0 and cost.t_step > 0:
-            b = np.sqrt(cost.t_step * knee / a)
-            B_sec, sec_iv = as_B(b[0]), (float(b[1]), float(b[2]))
-        else:
-            notes.append("per second: the cost has no fixed part or no per-generation part, so no finite optimum")
+    notes: list = []
+    B_sec, sec_iv = (None, None) if cost is None else _per_second(cost, G, knee, as_B, notes)
     lr_of = (lambda B: None) if lr is None else (lambda B: float(lr))
     B_gen = as_B(knee[0])
     return BatchAdvice(

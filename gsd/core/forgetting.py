@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..validation import InputError, real_or_none
+from ..validation import InputError, real_or_none, shown
 
 __all__ = ["HALF_LIVES", "as_half_life", "decay"]
 
@@ -48,7 +48,8 @@ def as_half_life(half_life: object, *, auto: bool = False, name: str = "half_lif
 
 def decay(age: ArrayLike, half_life: float | None) -> NDArray[np.float64]:
     """2^(−age/half_life), elementwise: the weight of a count ``age`` steps old (1 for every age
-    when ``half_life`` is None).
+    when ``half_life`` is None); ``age`` ≥ 0 (inf weighs 0), anything else (NaN, a negative age, bool,
+    text) an InputError.
 
     Integer ages are differences of two steps taken exactly before they become floats (steps near
     2^62 are 1024 apart in float64); a half-life so short that age/half_life overflows weighs
@@ -61,8 +62,13 @@ def decay(age: ArrayLike, half_life: float | None) -> NDArray[np.float64]:
     """
     h = as_half_life(half_life)
     age = np.asarray(age)
+    if age.dtype.kind not in "iuf":  # bool, text, None: not a number of steps
+        raise InputError(f"age must be numbers of steps >= 0, got {shown(age)} ({age.dtype})")
     if age.dtype.kind in "iu":
         age = age.astype(np.float64)  # exact up to 2^53 steps apart, relative to 2^-53 beyond
+    bad = ~(age >= 0)  # NaN, and a count from the future (its weight would exceed a fresh one's 1)
+    if bad.any():
+        raise InputError(f"age must be numbers of steps >= 0, got {shown(age[bad])}")
     if h is None:
         return np.ones(age.shape)
     with np.errstate(over="ignore"):

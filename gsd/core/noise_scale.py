@@ -20,11 +20,13 @@ generation: B counts generations per step.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..errors import InputError
+from ..io.numbers import step_number
+from ..validation import shown
 
 __all__ = ["NoiseScale", "noise_scale_from_norms", "noise_scale_from_logs", "grad_norms_from_log"]
 
@@ -63,13 +65,21 @@ def _batch(name, v) -> float:
 
 
 def _norms(name, v) -> np.ndarray:
-    x = np.asarray(v, dtype=np.float64).ravel()
+    x = np.asarray(v) if not isinstance(v, np.ndarray) else v
+    if x.dtype.kind not in "iuf":  # bool, text, None, a dict: not squared norms
+        raise InputError(f"{name} must hold numbers (squared norms, one per step), got {shown(v)}")
+    x = x.astype(np.float64).ravel()
     if x.size == 0:
         raise InputError(f"{name} holds no step")
     bad = ~np.isfinite(x) | (x < 0)
     if bad.any():
         raise InputError(f"{name} must hold finite squared norms >= 0, got {x[bad][:5].tolist()}")
     return x
+
+
+def _unit(largest) -> float:
+    """2^e with largest/2^e in [1, 2) (1 for 0): a float64 (2^1023 at most), and dividing by it is exact."""
+    return math.ldexp(1.0, math.frexp(float(largest))[1] - 1) if largest > 0 else 1.0
 
 
 def noise_scale_from_norms(small_sq, big_sq, b_small, b_big, *, level: float = 0.95) -> NoiseScale:
@@ -110,24 +120,35 @@ def noise_scale_from_norms(small_sq, big_sq, b_small, b_big, *, level: float = 0
         raise InputError(f"b_small must be smaller than b_big, got b_small={b_small!r}, b_big={b_big!r}")
     if isinstance(level, bool) or not isinstance(level, float | int) or not (0 < level < 1):
         raise InputError(f"level must be a number in (0, 1), got {level!r}")
+    # In units of a power of two near the largest squared norm (exact: no rounding added): b·norm and the
+    # sums of the means stay inside float64 for any finite input (1e308 overflowed to NaN), subnormal norms
+    # keep their digits; B_noise is a ratio, the same in any unit, ‖G‖², tr Σ and their errors are scaled back.
+    unit = _unit(max(small.max(), big.max()))
+    small, big = small / unit, big / unit
     g = (bb * big - bs * small) / (bb - bs)
     s = (small - big) / (1.0 / bs - 1.0 / bb)
     n = g.size
     G2, tr = float(g.mean()), float(s.mean())
     se = lambda x: float(x.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    with np.errstate(over="ignore"):  # a ‖G‖² or tr Σ beyond float64 is inf, its B_noise still exact
+        scaled = (G2 * unit, se(g) * unit, tr * unit, se(s) * unit)
     if G2 <= 0:
-        return NoiseScale(math.inf, math.nan, math.inf, G2, se(g), tr, se(s), bs, bb, n, float(level))
+        return NoiseScale(math.inf, math.nan, math.inf, *scaled, bs, bb, n, float(level))
     R = tr / G2
     half = float(stats.norm.ppf(0.5 + level / 2)) * se(s - R * g) / G2
     lo, hi = max(0.0, R - half), R + half
     if n > 1 and G2 - float(stats.norm.ppf(0.5 + level / 2)) * se(g) <= 0:
         hi = math.inf  # ‖G‖² is not resolved from 0 at this level: no upper bound
-    return NoiseScale(R, lo, hi, G2, se(g), tr, se(s), bs, bb, n, float(level))
+    return NoiseScale(R, lo, hi, *scaled, bs, bb, n, float(level))
 
 
 def grad_norms_from_log(path) -> np.ndarray:
     """TRL's (transformers') logged ``grad_norm`` per optimizer step from a ``trainer_state.json`` (a file or
-    the output folder holding it): the step's gradient norm before clipping."""
+    the output folder holding it): the step's gradient norm before clipping, in the order of the steps.
+
+    A step that is not an integer in [0, 2^63 − 1], or a ``grad_norm`` that is not a finite number ≥ 0
+    (NaN and inf, as a step with a NaN gradient logs it; text; a bool), raises an InputError naming the
+    file, the step and the value: a norm is never negative, and its square would hide the sign."""
     import json
     from pathlib import Path
 
@@ -138,16 +159,21 @@ def grad_norms_from_log(path) -> np.ndarray:
         raise InputError(f"path: no trainer_state.json at {str(path)!r}")
     try:
         history = json.loads(p.read_text()).get("log_history", [])
-    except (json.JSONDecodeError, AttributeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, AttributeError, UnicodeDecodeError, OSError) as e:
         raise InputError(f"path: {str(p)!r} is not a trainer_state.json ({e})") from None
-    rows = sorted(
-        (int(h["step"]), float(h["grad_norm"]))
-        for h in history
-        if isinstance(h, dict) and h.get("grad_norm") is not None and "step" in h
-    )
+    if not isinstance(history, list):
+        raise InputError(f"path: {str(p)!r}: log_history must be a list of log entries, got {shown(history)}")
+    rows = []
+    for h in history:
+        if isinstance(h, dict) and h.get("grad_norm") is not None and "step" in h:
+            at = f"path: {str(p)!r}, log_history"
+            step, norm = step_number(h["step"], at), h["grad_norm"]
+            if isinstance(norm, bool) or not isinstance(norm, int | float) or not 0 <= norm < math.inf:
+                raise InputError(f"{at}: step {step}'s grad_norm must be a finite number >= 0, got {shown(norm)}")
+            rows.append((step, float(norm)))
     if not rows:
         raise InputError(f"path: {str(p)!r} logs no grad_norm")
-    return np.array([g for _, g in rows])
+    return np.array([g for _, g in sorted(rows)])
 
 
 def noise_scale_from_logs(small_log, big_log, b_small, b_big, *, first_steps: int = 10, level: float = 0.95):
@@ -167,4 +193,15 @@ def noise_scale_from_logs(small_log, big_log, b_small, b_big, *, first_steps: in
     k = min(first_steps, s.size, b.size)
     if k < 2:
         raise InputError(f"the logs hold {s.size} and {b.size} grad_norm steps: the estimate needs >= 2 in each")
-    return noise_scale_from_norms(s[:k] ** 2, b[:k] ** 2, b_small, b_big, level=level)
+    # squared in units of the largest norm: a norm of 1e200 squares beyond float64, its ratio does not
+    unit = _unit(max(s[:k].max(), b[:k].max()))
+    ns = noise_scale_from_norms((s[:k] / unit) ** 2, (b[:k] / unit) ** 2, b_small, b_big, level=level)
+    with np.errstate(over="ignore"):
+        u2 = unit * unit
+        return replace(
+            ns,
+            gradient_sq=ns.gradient_sq * u2,
+            gradient_sq_se=ns.gradient_sq_se * u2,
+            trace=ns.trace * u2,
+            trace_se=ns.trace_se * u2,
+        )

@@ -20,12 +20,17 @@ the preconditioned gradient, tr(PΣ)/GᵀPG (``estimate(preconditioned=True)``).
 second moment yet and is left out of that series; so are (P = 0) the coordinates whose second moment is
 still exactly 0 (no gradient in any earlier step), where 1/ε would swamp every other term.
 
-Left out, and counted: steps whose gradient was clipped (``max_grad_norm`` reached: the clipped step is
-no longer the mean of the micro-batches), and runs over several processes (the last micro-batch's
-gradient is all-reduced, the others are not).
+Left out, counted and warned about once each (training goes on): steps whose gradient was clipped
+(``max_grad_norm`` reached: the clipped step is no longer the mean of the micro-batches), steps whose
+gradient is not finite (NaN or inf), runs over several processes (the last micro-batch's gradient is
+all-reduced, the others are not), runs with ``gradient_accumulation_steps`` = 1 (no micro-batch to set
+against the step), and anything that fails inside the callback: a callback never stops the user's training.
 """
 
 from __future__ import annotations
+
+import math
+import warnings
 
 import numpy as np
 
@@ -35,17 +40,41 @@ __all__ = ["gradient_noise_callback", "adam_preconditioner"]
 
 
 def _flat_grad(model):
+    """Every trainable parameter's gradient in one float64 vector, zeros where a parameter has none yet
+    (a parameter first used by a later micro-batch keeps the vector's length); None when none has one."""
     import torch
 
-    parts = [p.grad.detach().reshape(-1) for p in model.parameters() if p.grad is not None]
-    return torch.cat(parts).to(torch.float64) if parts else None
+    params = [p for p in model.parameters() if p.requires_grad or p.grad is not None]
+    if all(p.grad is None for p in params):
+        return None
+    return torch.cat(
+        [
+            torch.zeros(p.numel(), dtype=torch.float64, device=p.device)
+            if p.grad is None
+            else p.grad.detach().reshape(-1).to(torch.float64)
+            for p in params
+        ]
+    )
+
+
+def _clip_tolerance(model, n: int) -> float:
+    """How far below max_grad_norm a clipped gradient's norm can come out: clipping scales it by max_grad_norm
+    over torch's norm of it, summed in the gradients' dtype, whose relative error is at most n·u for n
+    squares (u its unit roundoff; recursive summation, Higham's bound), capped at 1%: a step within it
+    counts as clipped (one step left out, where recording a clipped step would bias the estimate)."""
+    import torch
+
+    dtype = next((p.grad.dtype for p in model.parameters() if p.grad is not None), torch.float32)
+    u = torch.finfo(dtype).eps / 2 if dtype.is_floating_point else 2.0**-24
+    return min(n * u, 1e-2)
 
 
 def adam_preconditioner(model, optimizer):
     """Adam's per-coordinate preconditioner P = 1/(√v̂ + ε), flattened in the order of :func:`_flat_grad`
-    (the parameters holding a gradient), from the optimizer's state before its next step:
+    (every trainable parameter), from the optimizer's state before its next step:
     v̂ = exp_avg_sq/(1 − β₂^t) after t steps, ε and β₂ from the parameter's group.  None when the optimizer
-    keeps no ``exp_avg_sq`` (not Adam-family) or has not stepped yet for every such parameter."""
+    keeps no ``exp_avg_sq`` (not Adam-family) or has not stepped yet; P = 0 for a parameter it holds no
+    state for yet."""
     import torch
 
     opt = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the torch optimizer
@@ -53,20 +82,22 @@ def adam_preconditioner(model, optimizer):
     if state is None or not groups:
         return None
     group_of = {id(p): g for g in groups for p in g["params"]}
-    parts = []
-    for p in model.parameters():
-        if p.grad is None:
-            continue
+    params = [p for p in model.parameters() if p.requires_grad or p.grad is not None]
+    parts, stepped = [], False
+    for p in params:
         st, group = state.get(p, {}), group_of.get(id(p))
         v, t = st.get("exp_avg_sq"), st.get("step")
         if v is None or t is None or group is None or float(t) < 1:
-            return None
+            # no second moment yet: P = 0, as for a coordinate below
+            parts.append(torch.zeros(p.numel(), dtype=torch.float64, device=p.device))
+            continue
+        stepped = True
         beta2, eps = float(group["betas"][1]), float(group["eps"])
         v_hat = v.detach().reshape(-1).to(torch.float64) / (1.0 - beta2 ** float(t))
         # a coordinate with no second moment yet (no gradient in any step so far) would weigh 1/ε: Adam's
         # step there is set by the current gradient alone, outside this fixed-preconditioner model
         parts.append(torch.where(v_hat > 0, 1.0 / (v_hat.sqrt() + eps), 0.0))
-    return torch.cat(parts) if parts else None
+    return torch.cat(parts) if stepped else None
 
 
 class _Recorder:
@@ -80,7 +111,10 @@ class _Recorder:
         self.big_sq_adam: list[float] = []
         self.steps_adam: list[int] = []
         self.clipped = 0
+        self.nonfinite = 0  # steps whose gradient held NaN or inf
         self.skipped_multiprocess = 0
+        self.problems: list[dict] = []  # what was left out or failed: step, kind, reason (warned once per kind)
+        self._warned: set = set()
         self.micro = 0  # generations per micro-batch
         self.accumulation = 0
         self.shared_generation = False
@@ -104,18 +138,44 @@ class _Recorder:
             self._wsq.append(float((self._w * x).dot(x)))
         self._prev = g.clone()
 
+    def problem(self, step, kind, reason):
+        """Note a step left out (or a failure), warning once per kind; even a warnings filter set to
+        "error" does not reach the training loop."""
+        self.problems.append({"step": step, "kind": kind, "reason": reason})
+        if kind not in self._warned:
+            self._warned.add(kind)
+            try:
+                warnings.warn(
+                    f"gsd: the noise-scale recorder left out step {step} ({reason}); training goes on; later "
+                    "steps with this problem are listed in record.problems without a further warning",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+            except Warning:
+                pass
+
     def finish(self, args, state, model):
         M = int(args.gradient_accumulation_steps)
+        step = int(state.global_step) + 1
+        if M < 2:
+            self.problem(step, "no-accumulation", "gradient_accumulation_steps = 1: no micro-batch to compare")
+            return
         g = _flat_grad(model)
-        if g is None or M < 2 or len(self._sq) != M - 1:
+        if g is None or len(self._sq) != M - 1:
             return
         if getattr(args, "world_size", 1) > 1:
             self.skipped_multiprocess += 1
+            self.problem(step, "multiprocess", "several processes: only the last micro-batch is all-reduced")
             return
         total = float(g.dot(g))
+        if not (math.isfinite(total) and all(math.isfinite(x) for x in self._sq)):
+            self.nonfinite += 1
+            self.problem(step, "not-finite", "the gradient holds NaN or inf")
+            return
         clip = getattr(args, "max_grad_norm", 0) or 0
-        if clip > 0 and np.sqrt(total) >= clip * (1 - 1e-6):
+        if clip > 0 and np.sqrt(total) >= clip * (1 - _clip_tolerance(model, g.numel())):
             self.clipped += 1
+            self.problem(step, "clipped", f"the gradient was clipped at max_grad_norm = {clip:g}")
             return
         x = g - self._prev
         sq = [*self._sq, float(x.dot(x))]
@@ -161,14 +221,21 @@ def gradient_noise_callback():
             self.record = _Recorder()
 
         def on_step_begin(self, args, state, control, **kw):
-            self.record.begin()
+            self._guarded(state, self.record.begin)
 
         def on_substep_end(self, args, state, control, model=None, optimizer=None, **kw):
             if model is not None:
-                self.record.substep(model, optimizer)
+                self._guarded(state, self.record.substep, model, optimizer)
 
         def on_pre_optimizer_step(self, args, state, control, model=None, **kw):
             if model is not None:
-                self.record.finish(args, state, model)
+                self._guarded(state, self.record.finish, args, state, model)
+
+        def _guarded(self, state, hook, *a):
+            try:
+                hook(*a)
+            except Exception as exc:  # noqa: BLE001 (a callback must never end the user's training)
+                self.record.begin()  # the step's partial reads are dropped, the next step starts clean
+                self.record.problem(getattr(state, "global_step", None), "error", f"{type(exc).__name__}: {exc}")
 
     return GradientNoiseCallback()

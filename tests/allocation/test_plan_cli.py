@@ -349,3 +349,40 @@ def test_advice_with_a_noise_scale_names_B_G_and_lr(capsys):
     assert advice_headline(want) in out
     code, out, err = _run(capsys, "plan", "--p", "0.5", "--budget", "32", "--advice", "--noise-scale", "40,50,80")
     assert code != 0 and "--noise-scale" in err
+
+
+@pytest.mark.parametrize(
+    "option, text",
+    [
+        ("--noise-scale", "1e308"),  # advised B = 1e308 generations per step: printed as a 300-digit integer
+        ("--noise-scale", "1e20"),
+        ("--noise-scale", "inf"),
+        ("--noise-scale", "nan"),
+        ("--run-lr", "1e308"),  # lr·√(B/B_run) beyond float64: printed as "lr 1e+308"
+        ("--run-lr", "inf"),  # refused by the advice as "lr must be ...", not naming --run-lr
+        ("--run-lr", "nan"),
+        ("--run-lr", "0"),
+        ("--run-lr", "abc"),
+    ],
+)
+def test_noise_scale_and_run_lr_out_of_range_are_named(capsys, option, text):
+    """Issue 44: exit 2 with a line naming the option (argparse's usage error for text), before the advice
+    is computed."""
+    argv = ["plan", "--p", "0.2,0.5,0.7", "--budget", "64", "--advice", "--noise-scale", "100", f"{option}={text}"]
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's usage error
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code == 2 and option in err.strip().splitlines()[-1] and out == ""
+
+
+def test_noise_scale_interval_may_reach_inf(capsys):
+    """B_NOISE,LO,inf: the interval gsd.core.noise_scale gives where the gradient is not resolved from 0
+    (it was refused as not finite)."""
+    from gsd.core.advice import advice_headline, batch_advice
+
+    argv = ["plan", "--p", "0.2,0.5,0.7", "--budget", "64", "--advice", "--noise-scale", "100,50,inf"]
+    code, out, _ = _run(capsys, *argv)
+    want = batch_advice([0.2, 0.5, 0.7], (100.0, 50.0, float("inf")), generations_per_step=64, group_size=21)
+    assert code == 0 and advice_headline(want) in out

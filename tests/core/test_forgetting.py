@@ -102,3 +102,15 @@ def test_old_paths_warn_and_give_the_core_names():
                 assert getattr(module, name) is new
     with pytest.warns(DeprecationWarning, match="decay has moved"):
         assert posteriors.decay is decay
+
+
+@pytest.mark.parametrize("bad", [[-1], [float("nan")], [-float("inf")], ["a"], [True, False], [None]])
+def test_decay_refuses_what_is_not_an_age(bad):
+    """Issue 44: a negative age weighed more than a fresh count (2^0.5 at −1), NaN gave a NaN weight, bools
+    were ages 1 and 0, text and None were a TypeError from numpy: each is gsd's input error naming age."""
+    with pytest.raises(InputError, match="age must be numbers of steps >= 0"):
+        decay(bad, 2.0)
+
+
+def test_decay_of_infinite_age_is_zero():
+    assert decay([np.inf, 0.0], 2.0).tolist() == [0.0, 1.0]

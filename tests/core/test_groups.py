@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -85,19 +85,62 @@ def test_identity_holds_for_random_binary_groups(data, ddof, eps, seed):
             assert np.all(direct == 0)
 
 
+def _update_exact(r, s, ddof, eps):
+    """Cov_group(r, s)/(σ_ddof + eps) of one group at 50 digits on the floats as given (mpmath); 0 for a
+    silent group (every reward equal)."""
+    import mpmath as mp
+
+    with mp.workdps(50):
+        n = len(r)
+        rr = [mp.mpf(float(x)) for x in r]
+        m = mp.fsum(rr) / n
+        c = [x - m for x in rr]
+        sd = mp.sqrt(mp.fsum(x * x for x in c) / (n - ddof))
+        if sd == 0:
+            return np.zeros(s.shape[1]), 0.0
+        out = [
+            mp.fsum(ci * mp.mpf(float(sij)) for ci, sij in zip(c, s[:, j])) / n / (sd + eps) for j in range(s.shape[1])
+        ]
+        return np.array([float(v) for v in out]), float(sd)
+
+
+def _update_error_bound(r, s, g, sd, ddof, eps):
+    """A bound on group_update's float64 error for one group, to first order in u = 2^-53 (doubled for the
+    second-order terms).  n = G rewards: the mean is off by <= n·u·max|r|, so each centred reward by
+    delta = (n + 2)·u·max|r|; the standard deviation by <= delta·sqrt(n/(n − ddof)) + 2n·u·sd (a
+    projection's norm moves by at most the perturbation's); the sum of A_i·s_i by <= (delta + 2n·u·max|r|)
+    ·max|s| over sd + eps (the perturbed centred values and the n products and sums); and the quotient by
+    the denominator's relative error times |g|, plus a few roundings.  Large where sd << max|r|: there
+    the group's spread is below the rewards' own rounding, and no float64 computation resolves it."""
+    n, u, R = len(r), 2.0**-53, float(np.max(np.abs(r)))
+    delta = (n + 2) * u * R
+    d_sd = delta * np.sqrt(n / (n - ddof)) + 2 * n * u * sd
+    return 2 * ((delta + 2 * n * u * R) * np.max(np.abs(s)) / (sd + eps) + np.abs(g) * (d_sd / (sd + eps) + 4 * u))
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     hnp.arrays(np.float64, (4, 7), elements=st.one_of(st.just(0.0), st.floats(1e-100, 5), st.floats(-5, -1e-100))),
     st.sampled_from([0, 1]),
     st.sampled_from([0.0, 1e-4]),
 )
+@example(np.array([[5.0] * 6 + [4.999999999]] * 2 + [[4.9] * 6 + [4.900000000000001]] * 2), 0, 0.0)  # old: failed
+# the explore profile's failure: one reward 1 ulp from six others at 1e-100 (gsd -0.145, the old reference 0.038)
+@example(
+    np.array([[float.fromhex("-0x1.bff2ee48e0530p-333")] + [float.fromhex("-0x1.bff2ee48e0531p-333")] * 6] * 4), 0, 0.0
+)
 def test_graded_rewards_update_is_covariance_over_std(r, ddof, eps):
+    """Against the exact covariance over std (mpmath), within group_update's own error bound: a fixed
+    tolerance (rtol 1e-9) failed where a group's spread is far below its rewards' size (explore profile),
+    where float64 cannot resolve the spread; a silent group gives exactly 0."""
     s = np.random.default_rng(1).normal(size=r.shape + (2,))
     g = gsd.group_update(r, s, ddof=ddof, eps=eps)
-    cov = ((r - r.mean(-1, keepdims=True))[..., None] * (s - s.mean(-2, keepdims=True))).mean(-2)
-    sd = r.std(-1, ddof=ddof)[..., None]
-    expected = np.where(sd == 0, 0.0, cov / np.where(sd == 0, 1, sd + eps))
-    np.testing.assert_allclose(g, expected, rtol=1e-9, atol=1e-12)
+    for row in range(r.shape[0]):
+        want, sd = _update_exact(r[row], s[row], ddof, eps)
+        if sd == 0:
+            assert np.all(g[row] == 0)
+        else:
+            assert np.all(np.abs(g[row] - want) <= _update_error_bound(r[row], s[row], want, sd, ddof, eps))
 
 
 def test_torch_and_numpy_agree():

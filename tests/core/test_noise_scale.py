@@ -203,3 +203,122 @@ def test_batch_advice_refuses_what_it_cannot_use():
         batch_advice([0.5], (20.0, 10.0, 40.0), generations_per_step=0, group_size=4)
     with pytest.raises(gsd.InputError, match="lr"):
         batch_advice([0.5], (20.0, 10.0, 40.0), generations_per_step=64, group_size=4, lr=float("nan"))
+
+
+# ------------------------------------------------------------------------------------- issue 44: bad input
+
+
+@pytest.mark.parametrize("bad", [["a", "b"], [True, True], None, {"a": 1}, [1.0, None]])
+def test_norms_that_are_not_numbers_are_named(bad):
+    """Text, bools, None or a dict as squared norms: gsd's input error naming the argument (text and a dict
+    were a ValueError/TypeError from numpy; bools were read as 1.0)."""
+    with pytest.raises(gsd.InputError, match="small_sq must hold numbers"):
+        noise_scale_from_norms(bad, [3.0, 3.0], 2, 4)
+
+
+@pytest.mark.parametrize("unit", [1.5e307, 1e-300, 1e-320])
+def test_norms_near_float64s_ends_are_exact(unit):
+    """Squared norms whose b·norm overflows (4·3.5·1.5e307 was inf: B_noise came out NaN) or that are
+    subnormal: the estimate, in units of the largest norm, against exact rational arithmetic on the same
+    floats."""
+    from fractions import Fraction as F
+
+    small, big = [5.0 * unit, 6.0 * unit], [3.0 * unit, 3.5 * unit]
+    ns = noise_scale_from_norms(small, big, 2, 4)
+    g = [(4 * F(b) - 2 * F(s)) / 2 for s, b in zip(small, big)]
+    t = [(F(s) - F(b)) / (F(1, 2) - F(1, 4)) for s, b in zip(small, big)]
+    G2, tr = sum(g) / 2, sum(t) / 2
+    # a step is a handful of roundings (scale, multiply, subtract, divide, mean, unscale): 16 ulp relative;
+    # a result that is itself subnormal (unit 1e-320) carries half its last place absolute, 2^-1075
+    eps = 16 * 2.0**-53
+    assert abs(ns.gradient_sq - float(G2)) <= eps * float(G2) + 2.0**-1075
+    assert abs(ns.trace - float(tr)) <= eps * float(tr) + 2.0**-1075
+    assert abs(ns.b_noise - float(tr / G2)) <= 2 * eps * float(tr / G2)  # the ratio, in normal numbers
+
+
+def _state(tmp_path, entries, name="trainer_state.json"):
+    path = tmp_path / name
+    path.write_text('{"log_history": [' + ", ".join(entries) + "]}")
+    return path
+
+
+@pytest.mark.parametrize(
+    "norm, step, match",
+    [
+        ("NaN", "2", "grad_norm must be a finite number"),
+        ("Infinity", "2", "grad_norm must be a finite number"),
+        ("-2.0", "2", "grad_norm must be a finite number"),  # squared, -2 was read as a norm of 2
+        ('"x"', "2", "grad_norm must be a finite number"),  # was float('x'): ValueError
+        ("true", "2", "grad_norm must be a finite number"),  # was read as 1.0
+        ("[1.0]", "2", "grad_norm must be a finite number"),
+        ("1.5", '"x"', "step must be an integer"),  # was int('x'): ValueError
+        ("1.5", "1.5", "step must be an integer"),  # was int(1.5) = 1, silently
+        ("1.5", "NaN", "step must be an integer"),
+        ("1.5", "-3", "step must be an integer"),
+        ("1.5", "null", "step must be an integer"),
+    ],
+)
+def test_grad_norm_logs_bad_entries_are_named(tmp_path, norm, step, match):
+    path = _state(tmp_path, ['{"step": 1, "grad_norm": 1.0}', f'{{"step": {step}, "grad_norm": {norm}}}'])
+    with pytest.raises(gsd.InputError, match=match):
+        gsd.core.noise_scale.grad_norms_from_log(path)
+
+
+@pytest.mark.parametrize("text", ['{"log_history": 5}', "[1, 2]", "not json", ""])
+def test_a_file_that_is_not_a_trainer_state_is_named(tmp_path, text):
+    (tmp_path / "trainer_state.json").write_text(text)
+    with pytest.raises(gsd.InputError, match="trainer_state|log_history"):
+        gsd.core.noise_scale.grad_norms_from_log(tmp_path)
+
+
+def test_norms_whose_squares_overflow(tmp_path):
+    """grad_norm 1e200 squares beyond float64 (it was refused as an infinite squared norm): the logs' noise
+    scale equals the one of the same norms divided by 1e200, its ‖G‖² and tr Σ times 1e400 (inf here)."""
+    norms_s, norms_b = [3.0, 2.0, 2.5], [2.0, 1.5, 1.0]
+    for name, norms, unit in (("s", norms_s, 1e200), ("b", norms_b, 1e200), ("s1", norms_s, 1.0), ("b1", norms_b, 1.0)):
+        _state(tmp_path, [f'{{"step": {i + 1}, "grad_norm": {v * unit!r}}}' for i, v in enumerate(norms)], name)
+    big = noise_scale_from_logs(tmp_path / "s", tmp_path / "b", 8, 32)
+    ref = noise_scale_from_logs(tmp_path / "s1", tmp_path / "b1", 8, 32)
+    assert big.b_noise == pytest.approx(ref.b_noise, rel=1e-13)  # both a few roundings of the same ratio
+    assert math.isinf(big.gradient_sq) and math.isinf(big.trace)  # 1e400 · O(1): beyond float64, said as inf
+    assert (big.b_noise_lo, big.b_noise_hi) == pytest.approx((ref.b_noise_lo, ref.b_noise_hi), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "noise, kw, match",
+    [
+        ((1e20, 1e20, 1e20), {}, "beyond"),  # advised B = 8.8e19 generations: was returned as an int
+        ((1e308, 1e308, 1e308), {}, "beyond"),
+        ((100.0, 50.0, 200.0), {"lr": 1e308}, "lr must be a number in"),  # lr·√(B/B_run) overflowed
+        ((100.0, 50.0, 200.0), {"lr": math.inf}, "lr must be a number in"),
+    ],
+)
+def test_batch_advice_beyond_float64_is_named(noise, kw, match):
+    with pytest.raises(gsd.InputError, match=match):
+        batch_advice([0.5], noise, generations_per_step=64, group_size=8, **kw)
+
+
+def test_batch_advice_limits_are_the_clis():
+    """--noise-scale and --run-lr check the same limits before the advice is imported."""
+    from gsd.cli import support
+
+    assert support.MAX_NOISE_SCALE == gsd.core.advice.MAX_BATCH
+    assert support.MAX_RUN_LR == gsd.core.advice.MAX_LR
+    assert gsd.core.advice.MAX_LR * math.sqrt(gsd.core.advice.MAX_BATCH) < np.finfo(float).max
+
+
+def test_batch_advice_with_an_unbounded_interval():
+    """hi = inf (noise_scale_from_norms' interval where ‖G‖² is not resolved) is an interval; its advised B
+    interval reaches inf and the advice is still the knee of b_noise."""
+    adv = batch_advice([0.5], (100.0, 50.0, math.inf), generations_per_step=64, group_size=8)
+    ref = batch_advice([0.5], (100.0, 50.0, 200.0), generations_per_step=64, group_size=8)
+    assert adv.B_per_generation == ref.B_per_generation and math.isinf(adv.B_per_generation_interval[1])
+
+
+def test_batch_advice_per_second_beyond_2_53_is_a_note():
+    """A cost whose per-generation part is 1e-300 s puts B* at 1e160 generations (it was returned as a
+    160-digit int): no per-second B, and a note saying why."""
+    adv = batch_advice(
+        [0.5], (100.0, 50.0, 200.0), generations_per_step=64, group_size=8, cost=StepCost(1.0, 0.0, 1e-300)
+    )
+    assert adv.B_per_second is None and "beyond 2^53" in adv.notes[0]

@@ -818,3 +818,49 @@ def test_noise_scale_and_batch_advice_in_the_log(tmp_path):
     if np.isfinite(hist[-1]["gsd/b_noise"]) and hist[-1]["gsd/b_noise"] > 0:
         assert hist[-1]["gsd/advised_generations_per_step"] >= 2
         assert hist[-1]["gsd/advised_lr"] == pytest.approx(tr.args.learning_rate)  # the run's lr at every B
+
+
+def test_noise_scale_recorder_never_stops_training(tmp_path):
+    """Issue 44, in TRL's real loop (gradient_accumulation_steps 2): a callback ahead of gsd's clips step 2's
+    gradient (1e6 added after its first micro-batch, clipped by max_grad_norm), hides a parameter's gradient
+    after step 3's first micro-batch (it reappears in the second: the flattened gradient changed length, a
+    RuntimeError that ended training) and makes step 4's gradient NaN.  Training completes; steps 1 and 3 are
+    recorded, 2 is counted clipped and 4 not finite, each kind warned about once."""
+    from transformers import TrainerCallback
+
+    class Corrupt(TrainerCallback):
+        def on_substep_end(self, args, state, control, model=None, **kw):
+            params = [p for p in model.parameters() if p.grad is not None]
+            if state.global_step == 1:
+                params[0].grad.add_(1e6)  # a step's gradient may be 0 (every group silent): added, not scaled
+            elif state.global_step == 2:
+                params[0].grad = None
+
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kw):
+            if state.global_step == 3:  # the last step: no generation after it reads NaN weights
+                next(p for p in model.parameters() if p.grad is not None).grad.fill_(float("nan"))
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        truth = trl_run(
+            tmp_path / "corrupt",
+            prompts=PROMPTS,
+            p=P,
+            batch=8,
+            max_steps=4,
+            trainer_cls=_trainer(),
+            trainer_kwargs={"callbacks": [Corrupt()]},
+            gradient_accumulation_steps=2,
+            steps_per_generation=1,
+            max_grad_norm=1e3,
+        )
+    tr = truth.trainer
+    assert tr.state.global_step == 4
+    norms = [h["grad_norm"] for h in tr.state.log_history if "grad_norm" in h]
+    assert norms[0] < 1e3 and norms[2] < 1e3  # steps 1 and 3 unclipped, as TRL logged them
+    rec = tr.gsd_noise.record
+    assert rec.steps == [1, 3] and (rec.clipped, rec.nonfinite) == (1, 1)
+    assert [(p["step"], p["kind"]) for p in rec.problems] == [(2, "clipped"), (4, "not-finite")]
+    said = [str(w.message) for w in seen if "noise-scale recorder" in str(w.message)]
+    assert len(said) == 2 and "clipped" in said[0] and "NaN" in said[1]
+    np.testing.assert_allclose(rec.big_sq, np.square([norms[0], norms[2]]), rtol=1e-4)  # float32 sums
