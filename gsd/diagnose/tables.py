@@ -527,7 +527,7 @@ def conclude(log: RolloutLog, sums: GroupSums, groups, setup: dict, warnings: li
     miss = _prediction_miss(calibration, h, setup["chosen"])
     if miss:
         warnings.append(miss)
-    ran = (None,) * 4 if prior_ab is None else _run_advice(log, steps, prompts, prior_ab, setup["conv"], advice)
+    ran = (None,) * 5 if prior_ab is None else _run_advice(log, steps, prompts, prior_ab, setup["conv"], advice)
     a0 = None if prior_ab is None else prior_ab[0]
     summary = {
         **_read_summary(log, setup["note"], steps),
@@ -539,7 +539,7 @@ def conclude(log: RolloutLog, sums: GroupSums, groups, setup: dict, warnings: li
         "half_life_choice": setup["chosen"],
         "budget": options["budget"],
         "budget_plan": DEFAULT_PLAN if options["budget"] is not None else None,
-        **_advice_summary(ran[0], ran[1], ran[2], log.group_size, ran[3]),
+        **_advice_summary(ran[0], ran[1], ran[2], ran[4] if ran[4] is not None else log.group_size, ran[3]),
         **_fidelity_law_summary(prompts, options["epsilon"]),
         "warnings": warnings,
     }
@@ -647,20 +647,35 @@ def _prediction_miss(calibration: dict, half_life, chosen) -> str | None:
 def _run_advice(log: RolloutLog, steps: Columns, prompts: Columns, prior, conv: dict, options):
     """The group-size advice at the run's prompts per step (the median over steps with groups) and,
     when the run's G is known, at its generations per step; that prompts per step; and the batch advice
-    when ``options`` = (optimizer, cost, noise scale, run's lr) holds a noise scale (else None)."""
+    when ``options`` = (optimizer, cost, noise scale, run's lr) holds a noise scale (else None); and the
+    run's G (:func:`_run_group_size`)."""
     optimizer, cost, noise, run_lr = options
     n_step = int(np.median(steps["groups"][steps["groups"] > 0]))
     post = BetaPosterior(prompts["a"], prompts["b"], prior)
     common = {"scale": conv["scale"], "ddof": conv["ddof"], "eps": conv["eps"], "optimizer": optimizer, "cost": cost}
     advice = group_size_advice_for(post, n_step, **common)
-    G_run = log.group_size if isinstance(log.group_size, int | np.integer) and log.group_size >= 2 else None
+    G_run = _run_group_size(log, steps)
     advice_gen = None
     if G_run is not None:
         advice_gen = group_size_advice_for(
             post, n_step, hold="generations", generations_per_step=n_step * int(G_run), **common
         )
-    batch = None if noise is None else _batch_advice(log, prompts, prior, conv, n_step, noise, run_lr, cost)
-    return advice, advice_gen, n_step, batch
+    batch = None if noise is None else _batch_advice(G_run, steps, prompts, prior, conv, n_step, noise, run_lr, cost)
+    return advice, advice_gen, n_step, batch, G_run
+
+
+def _run_group_size(log: RolloutLog, steps: Columns):
+    """The run's G: the reader's (TRL's num_generations, a verl dump's n) or, for a log grouped by prompt
+    or by a group column, the rollouts per group when that is one integer ≥ 2 at every step with groups
+    (None otherwise)."""
+    if isinstance(log.group_size, int | np.integer) and log.group_size >= 2:
+        return int(log.group_size)
+    has = steps["groups"] > 0
+    if not has.any():
+        return None
+    per = np.asarray(steps["rollouts"], float)[has] / np.asarray(steps["groups"], float)[has]
+    G = per[0]
+    return int(G) if G >= 2 and G == int(G) and (per == G).all() else None
 
 
 def _read_summary(log: RolloutLog, note: str, steps: Columns) -> dict:
@@ -717,15 +732,18 @@ def _measured_summary(log: RolloutLog, sums: GroupSums, a0, conv: dict) -> dict:
     }
 
 
-def _batch_advice(log: RolloutLog, prompts: Columns, prior, conv: dict, n_step, noise, run_lr, cost):
+def _batch_advice(G, steps: Columns, prompts: Columns, prior, conv: dict, n_step, noise, run_lr, cost):
     """:func:`gsd.core.advice.batch_advice` at the run's generations per step (prompts per step x G), over
     the posterior means of its prompts (the exact sums over every posterior would be many), on :data:`ADVICE_GRID`."""
     from ..core.advice import batch_advice
 
-    G = log.group_size if isinstance(log.group_size, int | np.integer) and log.group_size >= 2 else None
     if G is None:
+        has = steps["groups"] > 0
+        per = np.asarray(steps["rollouts"], float)[has] / np.maximum(np.asarray(steps["groups"], float)[has], 1)
+        sizes = f"{per.min():.3g}–{per.max():.3g} rollouts per group (mean per step)" if per.size else "no groups"
         raise InputError(
-            "--noise-scale needs the run's group size G (--group-size): B_noise is measured at the run's B and G"
+            f"--noise-scale needs one group size G for the run (B_noise is measured at the run's B and G); this "
+            f"log's groups hold {sizes}: give TRL's logs or a verl dump, or keep one G per run"
         )
     post = BetaPosterior(prompts["a"], prompts["b"], prior)
     return batch_advice(

@@ -282,6 +282,28 @@ def test_batch_advice_with_the_runs_noise_scale():
     assert head.startswith(f"Advised: B = {want.B_per_generation} generations per step, G = {want.G}, lr ")
 
 
+def test_batch_advice_on_a_table_grouped_by_prompt(tmp_path):
+    """A table log grouped by prompt has no reader's G: --noise-scale takes the run's G from its rows (the
+    same rollouts per group at every step) and gives the advice TRL's own log of the same run gets; a log
+    whose groups differ in size is refused, naming the sizes (it used to ask for --group-size, which the
+    table format refuses)."""
+    import pandas as pd
+
+    from gsd.resources import example_logs
+
+    table = pd.read_csv(example_logs() / "rollouts.csv")
+    kw = {"prompt_col": "qid", "reward": "r", "step_col": "it", "noise": (40.0, 20.0, 80.0), "run_lr": 1e-6}
+    dx = diagnose(example_logs() / "rollouts.csv", **kw)
+    sizes = table.groupby(["it", "qid"]).size()
+    assert (sizes == 4).all()  # the shipped table: one G at every step
+    got = dx.summary["batch_advice"]
+    assert got["run"]["G"] == 4 and got["run"]["B"] == 4 * int(np.median(dx.steps["groups"]))
+    uneven = tmp_path / "uneven.csv"
+    table.iloc[:-1].to_csv(uneven, index=False)
+    with pytest.raises(gsd.InputError, match=r"one group size G .* 3\.88–4 rollouts per group"):
+        diagnose(uneven, **kw)
+
+
 @pytest.mark.parametrize("a, b", [(1e-3, 50.0), (0.02, 0.01), (300.0, 1e-2), (5.0, 5.0), (2e5, 3e5)])
 def test_expected_scale_against_mpmath(a, b):
     mpmath = pytest.importorskip("mpmath")
