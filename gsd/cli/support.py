@@ -293,19 +293,25 @@ def add_advice_arguments(p) -> None:
         "(fit them from runs at several G with gsd.fit_step_cost); with it the advice also gives the "
         "best G per second",
     )
+    add_noise_scale_arguments(p)
+
+
+def add_noise_scale_arguments(p) -> None:
+    """``--noise-scale`` and ``--run-lr``: the batch advice (:func:`gsd.core.advice.batch_advice`)."""
     p.add_argument(
         "--noise-scale",
         metavar="B_NOISE[,LO,HI]",
         help="the run's measured gradient noise scale in generations (gsd.live.noise_scale's callback, or "
         "gsd.core.noise_scale from gradient norms at two batch sizes) with its interval: with it the advice "
-        "also names generations per step B and the learning rate with B",
+        "also names generations per step B and the learning rate",
     )
     p.add_argument(
         "--run-lr",
-        type=bounded_float(0, MAX_RUN_LR, "a learning rate: LR x sqrt(B / the run's B) stays a float", open_lo=True),
+        type=bounded_float(0, MAX_RUN_LR, "a learning rate", open_lo=True),
         default=None,
         metavar="LR",
-        help="the run's learning rate: the advised lr is LR x sqrt(B / the run's B) (Adam; an assumption)",
+        help="the run's learning rate: the advised lr is the run's at every B (measured in TRL: the lr acted "
+        "alike at every B)",
     )
 
 

@@ -106,6 +106,8 @@ def diagnose_scalars(
     level: float = 0.9,
     draws: int = 200,
     seed: int = 0,
+    noise=None,
+    run_lr: float | None = None,
 ) -> ScalarDiagnosis:
     """The silent fraction, wasted rollouts and difficulty fit a scalar log supports (module docstring).
 
@@ -124,6 +126,10 @@ def diagnose_scalars(
         Group sizes to predict the silent fraction at (the fit; default 4, 16, 32).
     level, draws, seed
         The bootstrap interval's level, replicates (0: no interval) and seed.
+    noise : NoiseScale or (b_noise, lo, hi), optional
+        The run's measured noise scale at its generations per step (groups × G): with it the summary's
+        ``batch_advice`` (:func:`gsd.core.advice.batch_advice` over the population fitted at the advice's
+        step) names B, G and the learning rate (``run_lr``, the run's).
     """
     import pandas as pd
 
@@ -173,7 +179,7 @@ def diagnose_scalars(
 
         out["silent_lower_bound"] = np.where(np.isfinite(m), silent_rate(np.where(np.isfinite(m), m, 0.5), G), np.nan)
     if G and binary and r_key and z_key and not dapo:
-        moments = _moment_fit(m, z, G, Gs, n, steps, level=level, draws=draws, seed=seed)
+        moments = _moment_fit(m, z, G, Gs, n, steps, level=level, draws=draws, seed=seed, batch=(noise, run_lr))
         out = out.assign(**moments.columns)
         summary["fit_status"] = moments.status_counts
         summary.update(moments.advice.summary())
@@ -409,6 +415,7 @@ class FitAdvice:
     convention: str | None = None
     relative_per_generation: dict[int, float] | None = None
     advice: dict | None = None  # the advice's own summary (GroupSizeAdvice.summary), for its headline
+    batch_advice: dict | None = None  # BatchAdvice.summary with the run's noise scale (else None)
 
     def summary(self) -> dict:
         """The summary's keys, in the order of ``gsd scalars --json``."""
@@ -417,6 +424,8 @@ class FitAdvice:
             out["advice_convention"] = self.convention
             out["advice_relative_per_generation"] = self.relative_per_generation
             out["advice"] = self.advice
+        if self.batch_advice is not None:
+            out["batch_advice"] = self.batch_advice
         return out
 
 
@@ -432,7 +441,7 @@ class MomentFit:
     notes: tuple[str, ...]
 
 
-def _moment_fit(m, z, G, Gs, n, steps, *, level, draws, seed) -> MomentFit:
+def _moment_fit(m, z, G, Gs, n, steps, *, level, draws, seed, batch=(None, None)) -> MomentFit:
     """The Beta fitted per step to the two logged moments, its predictions at ``Gs`` (with a bootstrap
     interval when the groups per generation are known) beside the pooled-p ones, and the advice."""
     from ..core.difficulty_fit import beta_from_moments, silent_interval
@@ -455,14 +464,16 @@ def _moment_fit(m, z, G, Gs, n, steps, *, level, draws, seed) -> MomentFit:
         if Gs.size and n is None
         else ()
     )
-    return MomentFit(fit, columns, status_counts, _advice(fit, steps, n), notes)
+    return MomentFit(fit, columns, status_counts, _advice(fit, steps, n, G, *batch), notes)
 
 
-def _advice(fit, steps, groups) -> FitAdvice:
+def _advice(fit, steps, groups, G=None, noise=None, run_lr=None) -> FitAdvice:
     """The group-size advice (:func:`gsd.group_size_advice`, its defaults: prompts per step held,
     Adam) for the population fitted at the last step with a proper Beta: the population a next run
-    would start from. Per-step averages cannot say which prompts; only which uniform G."""
-    from ..core.advice import group_size_advice
+    would start from. Per-step averages cannot say which prompts; only which uniform G.  With the run's
+    ``noise`` scale, the batch advice (:func:`gsd.core.advice.batch_advice`) for the same population, at
+    the run's generations per step (``groups`` × ``G``)."""
+    from ..core.advice import batch_advice, group_size_advice
 
     proper = np.flatnonzero(np.isfinite(fit.kappa) & (fit.kappa > 0))
     if proper.size == 0:
@@ -472,12 +483,23 @@ def _advice(fit, steps, groups) -> FitAdvice:
     rel = adv.table.set_index("G")["relative_per_generation"]
     advised = adv.advised_G_per_generation
     assert advised is not None  # a proper population has an advised G
+    batch = None
+    if noise is not None:
+        if not groups or not G:
+            raise InputError(
+                "--noise-scale needs the run's generations per step: give --groups (groups per generation) "
+                "and --group-size where the log's config does not say them"
+            )
+        batch = batch_advice(
+            fit.population(i), noise, generations_per_step=int(groups) * int(G), group_size=int(G), lr=run_lr
+        ).summary()
     return FitAdvice(
         int(advised),
         int(steps[i]),
         f"hold={adv.hold}, optimizer={adv.optimizer}, method={adv.method}",
         {int(g): float(v) for g, v in rel.items() if int(g) in (2, 4, 8, 16)},
         adv.summary(),
+        batch,
     )
 
 

@@ -28,7 +28,7 @@ file-logger JSONL (trainer.logger=[file]), or a CSV / JSONL / parquet table with
 def register(sub) -> None:
     import argparse
 
-    from ..cli.support import bounded_float, bounded_int, hidden_aliases
+    from ..cli.support import add_noise_scale_arguments, bounded_float, bounded_int, hidden_aliases
 
     p = sub.add_parser(
         "scalars", help=_HELP, description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -82,6 +82,7 @@ def register(sub) -> None:
         "the largest logged per-step silent fraction, wasted the run's wasted share; a rule the log "
         "cannot check counts as broken",
     )
+    add_noise_scale_arguments(p)
     p.add_argument("--all-steps", action="store_true", help="print every step (default: at most 12, evenly spaced)")
     p.add_argument(
         "--all-columns",
@@ -97,7 +98,7 @@ def register(sub) -> None:
 def _scalars(args) -> int:
     import json
 
-    from ..cli.support import CliError, parse_list
+    from ..cli.support import CliError, json_ready, noise_scale_arg, parse_list
     from .scalar_diagnosis import (
         alerts,
         diagnose_scalars,
@@ -122,6 +123,8 @@ def _scalars(args) -> int:
         predict=predict,
         level=args.level,
         draws=args.draws,
+        noise=noise_scale_arg(args.noise_scale),
+        run_lr=args.run_lr,
     )
     broken = alerts(dx.summary, dx.steps, rules)
     steps = dx.steps
@@ -130,7 +133,7 @@ def _scalars(args) -> int:
         print(
             json.dumps(
                 {
-                    "summary": dx.summary,
+                    "summary": json_ready(dx.summary),
                     "steps": rows,
                     "fail_on": [{"metric": a, "op": o, "threshold": t, "value": v} for a, o, t, v in broken],
                 },
@@ -167,14 +170,20 @@ def scalar_report(dx, *, all_steps: bool = False, all_columns: bool = False, ver
                 f"{'' if s.get('wasted_exact') else ' (one generation per step assumed)'}"
             )
     lines = [head + "."]
-    if s.get("advice"):
+    if s.get("batch_advice"):
+        lines += advice_headline(s["batch_advice"]).split("\n")
+        lines.append(
+            f"  for the population of solve rates fitted at step {s['advice_step']}; holding the run's prompts per "
+            f"step: uniform G = {s['advised_group_size']}"
+        )
+    elif s.get("advice"):
         lines += advice_headline(s["advice"]).split("\n")
         lines.append(
             f"  for the population of solve rates fitted at step {s['advice_step']} (which G, not which prompts)"
         )
         lines.append(
-            "  B and lr need the run's noise scale: one log at one batch size cannot give it (gsd.live.noise_scale "
-            "measures it in a run; gsd.core.noise_scale from two runs' grad_norm)"
+            "  B and lr need the run's noise scale (--noise-scale): one log at one batch size cannot give it "
+            "(gsd.live.noise_scale measures it in a run; gsd.core.noise_scale from two runs' grad_norm)"
         )
     elif s.get("fit_status"):
         lines.append("Advised: no group size (no step's difficulty fit is a proper Beta: see fit_status)")

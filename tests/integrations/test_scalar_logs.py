@@ -99,6 +99,37 @@ def test_trl_scalars_read_as_written(trl_logged, capsys, where):
     assert s["group_size"] == G and s["groups_per_generation"] == BATCH // G
 
 
+def test_scalars_batch_advice_with_the_runs_noise_scale(trl_logged, capsys):
+    """gsd scalars --noise-scale --run-lr on a real TRL run's trainer_state.json: the summary's batch advice is
+    gsd.core.advice.batch_advice over the population fitted at the advice's step, at the run's generations
+    per step (groups × G), with the run's lr; the report's first advice line names B, G and lr.  Without the
+    groups per generation it is refused by name."""
+    from gsd.core.advice import batch_advice
+    from gsd.core.difficulty_fit import beta_from_moments
+
+    root, _ = trl_logged
+    noise = "40,20,80"
+    rc, data, err = _scalars_json(
+        capsys, root / "out", "--group-size", G, "--groups", BATCH // G, "--noise-scale", noise, "--run-lr", 1e-6
+    )
+    assert rc == 0, err
+    s = data["summary"]
+    if s.get("advice_step") is None:
+        pytest.skip("no step of this run has a proper Beta fit: no population to advise for")
+    row = next(r for r in data["steps"] if r["step"] == s["advice_step"])
+    fit = beta_from_moments([row["mean_reward"]], [row["silent_frac"]], G)
+    want = batch_advice(fit.population(0), (40.0, 20.0, 80.0), generations_per_step=BATCH, group_size=G, lr=1e-6)
+    got = s["batch_advice"]
+    assert (got["B_per_generation"], got["G"], got["lr_per_generation"]) == (want.B_per_generation, want.G, 1e-6)
+    capsys.readouterr()
+    main(["scalars", str(root / "out"), "--group-size", str(G), "--groups", str(BATCH // G), "--noise-scale", noise])
+    out = capsys.readouterr().out
+    first = next(line for line in out.splitlines() if line.startswith("Advised:"))  # after the run's line(s)
+    assert first.startswith(f"Advised: B = {want.B_per_generation} generations per step, G = {want.G}")
+    rc, _, err = _scalars_json(capsys, root / "out", "--group-size", G, "--noise-scale", noise)
+    assert rc != 0 and "--groups" in err
+
+
 def test_tensorboard_summary_writer_and_two_runs(tmp_path, capsys):
     from torch.utils.tensorboard import SummaryWriter
 
