@@ -111,18 +111,7 @@ def _build():
             return control
 
         def _problem(self, step, kind, reason):
-            self.problems.append({"step": step, "kind": kind, "reason": reason})
-            if kind not in self._warned:
-                self._warned.add(kind)
-                try:  # even under warnings.simplefilter("error") the run goes on
-                    warnings.warn(
-                        f"gsd: SilenceAlert skipped the log of step {step} ({reason}); training goes on; later "
-                        "logs with this problem are listed in SilenceAlert.problems without a further warning",
-                        RuntimeWarning,
-                        stacklevel=3,
-                    )
-                except Warning:
-                    pass
+            _note_problem(self, step, kind, reason)
 
         def _check(self, args, state, control, logs):
             if not isinstance(logs, dict) or self.metric not in logs or any(str(k).startswith("eval_") for k in logs):
@@ -150,6 +139,24 @@ def _build():
 
     SilenceAlert.__module__ = __name__
     return SilenceAlert
+
+
+def _note_problem(alert, step, kind: str, reason: str) -> None:
+    """Record a log the alert could not use, warning once per kind; even under
+    ``warnings.simplefilter("error")`` the run goes on."""
+    alert.problems.append({"step": step, "kind": kind, "reason": reason})
+    if kind in alert._warned:
+        return
+    alert._warned.add(kind)
+    try:
+        warnings.warn(
+            f"gsd: SilenceAlert skipped the log of step {step} ({reason}); training goes on; later "
+            "logs with this problem are listed in SilenceAlert.problems without a further warning",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    except Warning:
+        pass
 
 
 def _raise_alerts(alert, step: int, value: float, control) -> None:
