@@ -28,7 +28,15 @@ from ..errors import InputError
 from ..io.numbers import step_number
 from ..validation import shown
 
-__all__ = ["NoiseScale", "noise_scale_from_norms", "noise_scale_from_logs", "grad_norms_from_log"]
+__all__ = [
+    "NoiseScale",
+    "noise_scale_from_norms",
+    "noise_scale_from_logs",
+    "grad_norms_from_log",
+    "StepKnee",
+    "knee_from_step_gains",
+    "knee_from_ratio",
+]
 
 
 @dataclass(frozen=True)
@@ -110,8 +118,6 @@ def noise_scale_from_norms(small_sq, big_sq, b_small, b_big, *, level: float = 0
     >>> ns.gradient_sq, ns.trace, ns.b_noise
     (1.0, 8.0, 8.0)
     """
-    from scipy import stats
-
     small, big = _norms("small_sq", small_sq), _norms("big_sq", big_sq)
     if small.size != big.size:
         raise InputError(f"small_sq and big_sq must hold one entry per step each, got {small.size} and {big.size}")
@@ -128,18 +134,32 @@ def noise_scale_from_norms(small_sq, big_sq, b_small, b_big, *, level: float = 0
     g = (bb * big - bs * small) / (bb - bs)
     s = (small - big) / (1.0 / bs - 1.0 / bb)
     n = g.size
-    G2, tr = float(g.mean()), float(s.mean())
-    se = lambda x: float(x.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
     with np.errstate(over="ignore"):  # a ‖G‖² or tr Σ beyond float64 is inf, its B_noise still exact
-        scaled = (G2 * unit, se(g) * unit, tr * unit, se(s) * unit)
-    if G2 <= 0:
-        return NoiseScale(math.inf, math.nan, math.inf, *scaled, bs, bb, n, float(level))
-    R = tr / G2
-    half = float(stats.norm.ppf(0.5 + level / 2)) * se(s - R * g) / G2
-    lo, hi = max(0.0, R - half), R + half
-    if n > 1 and G2 - float(stats.norm.ppf(0.5 + level / 2)) * se(g) <= 0:
-        hi = math.inf  # ‖G‖² is not resolved from 0 at this level: no upper bound
+        scaled = (float(g.mean()) * unit, _se(g) * unit, float(s.mean()) * unit, _se(s) * unit)
+    R, lo, hi = _ratio_of_means(s, g, level)
+    lo = lo if math.isnan(lo) else max(0.0, lo)  # tr Σ ≥ 0: the noise scale is never below 0
     return NoiseScale(R, lo, hi, *scaled, bs, bb, n, float(level))
+
+
+def _se(x) -> float:
+    """The standard error of the mean of ``x`` (NaN for one entry)."""
+    return float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else math.nan
+
+
+def _ratio_of_means(num, den, level) -> tuple:
+    """(R, lo, hi): R = mean(num)/mean(den) with the delta-method interval R ± z·sd(num − R·den)/(√n·mean(den));
+    R = ``inf`` (interval (NaN, inf)) where mean(den) ≤ 0, and hi = ``inf`` where mean(den) is not resolved
+    from 0 at ``level``."""
+    from scipy import stats
+
+    d = float(den.mean())
+    if d <= 0:
+        return math.inf, math.nan, math.inf
+    R = float(num.mean()) / d
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    half = z * _se(num - R * den) / d
+    hi = math.inf if den.size > 1 and d - z * _se(den) <= 0 else R + half
+    return R, R - half, hi
 
 
 def grad_norms_from_log(path) -> np.ndarray:
@@ -205,3 +225,101 @@ def noise_scale_from_logs(small_log, big_log, b_small, b_big, *, first_steps: in
             trace=ns.trace * u2,
             trace_se=ns.trace_se * u2,
         )
+
+
+@dataclass(frozen=True)
+class StepKnee:
+    """The knee of a run at its own learning rate, from :func:`knee_from_step_gains`.
+
+    ``knee`` (generations per step) with its interval ``knee_lo``, ``knee_hi`` (from the interval of
+    ``ratio`` over ``steps`` steps at ``level``); ``gain_small``, ``gain_big``: the mean gain per step of the
+    objective at ``b_small`` and ``b_big`` generations; ``ratio`` = gain_big/gain_small.
+    """
+
+    knee: float
+    knee_lo: float
+    knee_hi: float
+    gain_small: float
+    gain_big: float
+    ratio: float
+    b_small: float
+    b_big: float
+    steps: int
+    level: float
+    interval: str = "delta method over steps (steps taken as independent)"
+
+    def summary(self) -> dict:
+        """The numbers as a plain dict (for JSON)."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _finite(name, v) -> np.ndarray:
+    x = np.asarray(v) if not isinstance(v, np.ndarray) else v
+    if x.dtype.kind not in "iuf":
+        raise InputError(f"{name} must hold numbers (one per step), got {shown(v)}")
+    x = x.astype(np.float64).ravel()
+    if x.size == 0:
+        raise InputError(f"{name} holds no step")
+    if not np.isfinite(x).all():
+        raise InputError(f"{name} must hold finite numbers, got {x[~np.isfinite(x)][:5].tolist()}")
+    return x
+
+
+def knee_from_ratio(ratio, b_small, b_big):
+    r"""The K of McCandlish's law steps = S(1 + K/B) through two batch sizes whose gains per step are in
+    ``ratio`` = gain(b_big)/gain(b_small) (broadcasts over ``ratio``):
+
+    .. math::  \frac{1 + K/b_{small}}{1 + K/b_{big}} = r \iff K = \frac{r - 1}{1/b_{small} - r/b_{big}},
+
+    increasing in r; 0 for r ≤ 1 (a bigger batch gains nothing per step), ``inf`` for r ≥ b_big/b_small (the
+    gain per step grows as fast as the batch: every generation counts alike)."""
+    r = np.asarray(ratio, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = (r - 1.0) / (1.0 / b_small - r / b_big)
+    k = np.where(r <= 1.0, 0.0, np.where(r >= b_big / b_small, np.inf, k))
+    k = np.where(np.isnan(r), np.nan, k)
+    return k[()] if k.ndim == 0 else k
+
+
+def knee_from_step_gains(gain_small, gain_big, b_small, b_big, *, level: float = 0.95) -> StepKnee:
+    r"""The batch at which a run at its own learning rate turns from step-limited to generation-limited,
+    from what one step gains in a smooth objective Φ the run should raise, at two batch sizes.
+
+    Parameters
+    ----------
+    gain_small, gain_big : array_like of float, one entry per step
+        Φ(θ + δ_b) − Φ(θ) for the step δ_b the optimizer would take from its state at θ with a gradient of
+        b_small generations (mean over the step's micro-batches) and of b_big generations (the step's own).
+    b_small, b_big : float
+        Generations in a micro-batch and in the step (b_small < b_big).
+    level : float in (0, 1)
+        The interval's coverage.
+
+    Notes
+    -----
+    McCandlish et al. (arXiv 1812.06162) find steps to a target S(B) = S_min(1 + B_noise/B) with the
+    learning rate tuned at each B; at a fixed learning rate the same form fits with a smaller knee K (the
+    page "Group size in real training" measures both).  Steps go as the inverse of the mean gain per step,
+    so two batch sizes measured at the same parameters give r = mean(gain_big)/mean(gain_small) =
+    (1 + K/b_small)/(1 + K/b_big) and K = :func:`knee_from_ratio` (r).  r is the ratio of the means over
+    steps, with the delta-method interval of :func:`noise_scale_from_norms`; K's interval is K of r's
+    (K is increasing in r).  Unbiased as far as r is: the mean gain is taken over the same steps at both sizes.
+
+    Examples
+    --------
+    >>> k = knee_from_step_gains([1.0, 1.0], [1.5, 1.5], 32, 64)
+    >>> k.ratio, k.knee
+    (1.5, 64.0)
+    """
+    gs, gb = _finite("gain_small", gain_small), _finite("gain_big", gain_big)
+    if gs.size != gb.size:
+        raise InputError(f"gain_small and gain_big must hold one entry per step each, got {gs.size} and {gb.size}")
+    bs, bb = _batch("b_small", b_small), _batch("b_big", b_big)
+    if not bs < bb:
+        raise InputError(f"b_small must be smaller than b_big, got b_small={b_small!r}, b_big={b_big!r}")
+    if isinstance(level, bool) or not isinstance(level, float | int) or not (0 < level < 1):
+        raise InputError(f"level must be a number in (0, 1), got {level!r}")
+    unit = _unit(max(np.abs(gs).max(), np.abs(gb).max()))  # exact: the ratio is unit-free
+    r, lo, hi = _ratio_of_means(gb / unit, gs / unit, level)
+    K, K_lo, K_hi = (float(knee_from_ratio(v, bs, bb)) for v in (r, lo, hi))
+    return StepKnee(K, K_lo, K_hi, float(gs.mean()), float(gb.mean()), r, bs, bb, gs.size, float(level))

@@ -20,6 +20,18 @@ the preconditioned gradient, tr(PΣ)/GᵀPG (``estimate(preconditioned=True)``).
 second moment yet and is left out of that series; so are (P = 0) the coordinates whose second moment is
 still exactly 0 (no gradient in any earlier step), where 1/ε would swamp every other term.
 
+Given an ``objective`` (``objective(model)``: a scalar torch tensor the run should raise, e.g. an exact
+solve rate), the callback also measures, before each optimizer step, what the step would gain in it at two
+batch sizes: Φ(θ + δ) − Φ(θ) for the step δ the optimizer would take from its present state with the
+step's gradient, and with each micro-batch's gradient alone (mean over the micro-batches), by forward
+passes at the moved weights (restored exactly after), in eval mode; and Φ after the optimizer's real
+step.  δ is Adam's step without momentum, −lr·ĝ/(√v̂ + ε) with v̂ = (β₂v + (1 − β₂)ĝ²)/(1 − β₂^(t+1)) the
+second moment this gradient would leave (:func:`adam_step`): the momentum averages the last 1/(1 − β₁)
+gradients, whose noise over a run adds up as the gradients' own, so a step measured with it would hide
+most of the batch's effect.  :func:`gsd.core.noise_scale.knee_from_step_gains` turns the two series into
+the knee of the run at its own learning rate (``record.knee()``).  It costs M + 1 forward passes of the
+objective per step and keeps M gradient vectors and one copy of the weights while a step accumulates.
+
 Left out, counted and warned about once each (training goes on): steps whose gradient was clipped
 (``max_grad_norm`` reached: the clipped step is no longer the mean of the micro-batches), steps whose
 gradient is not finite (NaN or inf), runs over several processes (the last micro-batch's gradient is
@@ -31,12 +43,13 @@ from __future__ import annotations
 
 import math
 import warnings
+from contextlib import contextmanager
 
 import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["gradient_noise_callback", "adam_preconditioner"]
+__all__ = ["gradient_noise_callback", "adam_preconditioner", "adam_step"]
 
 
 def _flat_grad(model):
@@ -100,10 +113,73 @@ def adam_preconditioner(model, optimizer):
     return torch.cat(parts) if stepped else None
 
 
+def adam_step(model, optimizer, grad):
+    """The step the optimizer would take from its present state with the flat gradient ``grad`` (the
+    order of :func:`_flat_grad`), momentum and weight decay left out: −lr·g/(√v̂ + ε) for an
+    Adam-family group (``betas`` in it), v̂ = (β₂v + (1 − β₂)g²)/(1 − β₂^(t+1)) the second moment after
+    this step (v = 0, t = 0 before the first), torch's arithmetic; −lr·g for any other group (SGD).  None
+    when a parameter is in no group."""
+    import torch
+
+    opt = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the torch optimizer
+    state, groups = getattr(opt, "state", {}), getattr(opt, "param_groups", None) or []
+    group_of = {id(p): g for g in groups for p in g["params"]}
+    params = [p for p in model.parameters() if p.requires_grad or p.grad is not None]
+    parts, at = [], 0
+    for p in params:
+        group, g = group_of.get(id(p)), grad[at : at + p.numel()]
+        at += p.numel()
+        if group is None:
+            return None
+        lr = float(group["lr"])
+        if "betas" not in group:
+            parts.append(-lr * g)
+            continue
+        beta2, eps = float(group["betas"][1]), float(group["eps"])
+        st = state.get(p, {})
+        v, t = st.get("exp_avg_sq"), float(st.get("step", 0))
+        v = torch.zeros_like(g) if v is None else v.detach().reshape(-1).to(torch.float64)
+        v = beta2 * v + (1.0 - beta2) * g * g
+        parts.append(-lr * g / ((v / (1.0 - beta2 ** (t + 1.0))).sqrt() + eps))
+    return torch.cat(parts)
+
+
+@contextmanager
+def _moved(model, params, delta):
+    """The weights moved by the flat ``delta`` inside, restored bit for bit after; eval mode inside (no
+    dropout: the objective is a function of the weights)."""
+    import torch
+
+    saved = [p.detach().clone() for p in params]
+    training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            at = 0
+            for p in params:
+                p.add_(delta[at : at + p.numel()].view_as(p).to(p.dtype))
+                at += p.numel()
+        yield
+    finally:
+        with torch.no_grad():
+            for p, old in zip(params, saved, strict=True):
+                p.copy_(old)
+        model.train(training)
+
+
 class _Recorder:
     """The state of :func:`gradient_noise_callback`'s callback (kept apart from TRL's class)."""
 
-    def __init__(self):
+    def __init__(self, objective=None):
+        self.objective = objective
+        # with an objective, per measured step: Φ, the gains Φ(θ + δ) − Φ(θ) of Adam's step (no momentum)
+        # from a micro-batch's gradient (mean over them) and from the step's, and Φ after the real step
+        self.phi: list[float] = []
+        self.gain_small: list[float] = []
+        self.gain_big: list[float] = []
+        self.phi_after: list[float] = []
+        self.steps_gain: list[int] = []
+        self._vecs: list = []
         self.small_sq: list[float] = []  # per recorded step: mean over micro-batches of ‖g_k‖²
         self.big_sq: list[float] = []  # per recorded step: |mean_k g_k|²
         self.steps: list[int] = []
@@ -124,7 +200,7 @@ class _Recorder:
         self._wsq: list[float] = []
 
     def begin(self):
-        self._prev, self._sq, self._w, self._wsq = None, [], None, []
+        self._prev, self._sq, self._w, self._wsq, self._vecs = None, [], None, [], []
 
     def substep(self, model, optimizer=None):
         g = _flat_grad(model)
@@ -134,6 +210,8 @@ class _Recorder:
             self._w = adam_preconditioner(model, optimizer)  # fixed until the optimizer steps
         x = g if self._prev is None else g - self._prev
         self._sq.append(float(x.dot(x)))
+        if self.objective is not None:
+            self._vecs.append(x.clone())
         if self._w is not None and self._w.shape == x.shape:
             self._wsq.append(float((self._w * x).dot(x)))
         self._prev = g.clone()
@@ -154,7 +232,7 @@ class _Recorder:
             except Warning:
                 pass
 
-    def finish(self, args, state, model):
+    def finish(self, args, state, model, optimizer=None):
         M = int(args.gradient_accumulation_steps)
         step = int(state.global_step) + 1
         if M < 2:
@@ -189,6 +267,47 @@ class _Recorder:
             self.small_sq_adam.append(M * M * float(np.mean([*self._wsq, float((w * x).dot(x))])))
             self.big_sq_adam.append(float((w * g).dot(g)))
             self.steps_adam.append(self.steps[-1])
+        if self.objective is not None and len(self._vecs) == M - 1:
+            self.gains(model, optimizer, g, [M * v for v in [*self._vecs, x]])
+
+    def gains(self, model, optimizer, g, micro):
+        """Φ(θ + δ) − Φ(θ) for Adam's step (no momentum) from the step's gradient ``g`` and from each
+        micro-batch gradient in ``micro`` (whose mean is ``g``)."""
+        import torch
+
+        params = [p for p in model.parameters() if p.requires_grad or p.grad is not None]
+        steps = [adam_step(model, optimizer, v) for v in (g, *micro)]
+        if any(d is None for d in steps):
+            self.problem(self.steps[-1], "no-optimizer-group", "a parameter outside the optimizer's groups")
+            return
+        with _moved(model, params, torch.zeros_like(g)), torch.no_grad():
+            phi = float(self.objective(model))
+        moved = []
+        for d in steps:
+            with _moved(model, params, d), torch.no_grad():
+                moved.append(float(self.objective(model)) - phi)
+        self.phi.append(phi)
+        self.gain_big.append(moved[0])
+        self.gain_small.append(float(np.mean(moved[1:])))
+        self.steps_gain.append(self.steps[-1])
+
+    def after_step(self, model):
+        """Φ after the optimizer's real step, for the steps measured."""
+        import torch
+
+        if self.objective is not None and len(self.phi_after) < len(self.phi):
+            with _moved(model, [], None), torch.no_grad():
+                self.phi_after.append(float(self.objective(model)))
+
+    def knee(self, level: float = 0.95):
+        """The knee at the run's learning rate from the steps measured so far
+        (:func:`gsd.core.noise_scale.knee_from_step_gains`); needs an objective."""
+        from ..core.noise_scale import knee_from_step_gains
+
+        if self.objective is None or not self.gain_big:
+            raise InputError("the knee needs gradient_noise_callback(objective=...) and >= 1 measured step")
+        b = self.micro * self.accumulation
+        return knee_from_step_gains(self.gain_small, self.gain_big, self.micro, b, level=level)
 
     def estimate(self, level: float = 0.95, *, preconditioned: bool = False):
         """B_noise, ‖G‖², tr(Σ) with their interval from the steps recorded so far; with
@@ -205,9 +324,12 @@ class _Recorder:
         return noise_scale_from_norms(small, big, self.micro, self.micro * self.accumulation, level=level)
 
 
-def gradient_noise_callback():
+def gradient_noise_callback(objective=None):
     """A ``transformers.TrainerCallback`` that records every step's micro-batch and accumulated gradient
     norms; ``callback.record`` holds them and ``callback.record.estimate()`` gives B_noise with its interval.
+    With ``objective`` (``objective(model)``: a scalar torch tensor the run should raise) it also measures
+    what each step would gain in it at the micro-batch's and the step's batch size, and
+    ``callback.record.knee()`` gives the knee at the run's learning rate.
 
     Examples
     --------
@@ -218,7 +340,7 @@ def gradient_noise_callback():
 
     class GradientNoiseCallback(TrainerCallback):
         def __init__(self):
-            self.record = _Recorder()
+            self.record = _Recorder(objective)
 
         def on_step_begin(self, args, state, control, **kw):
             self._guarded(state, self.record.begin)
@@ -227,9 +349,13 @@ def gradient_noise_callback():
             if model is not None:
                 self._guarded(state, self.record.substep, model, optimizer)
 
-        def on_pre_optimizer_step(self, args, state, control, model=None, **kw):
+        def on_pre_optimizer_step(self, args, state, control, model=None, optimizer=None, **kw):
             if model is not None:
-                self._guarded(state, self.record.finish, args, state, model)
+                self._guarded(state, self.record.finish, args, state, model, optimizer)
+
+        def on_step_end(self, args, state, control, model=None, **kw):
+            if model is not None:
+                self._guarded(state, self.record.after_step, model)
 
         def _guarded(self, state, hook, *a):
             try:

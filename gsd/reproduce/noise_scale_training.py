@@ -43,6 +43,9 @@ TASKS: dict[str, dict[str, Any]] = {**BASE_TASKS, "hard_own": {"structure": "own
 HELDOUT_TASKS: dict[str, dict[str, Any]] = {
     "mid_independent": {"structure": "own", "p_range": (0.1, 0.6), "variant": "independent"}
 }
+#: The task of the step-gain test's blind curve (:mod:`gsd.reproduce.step_gains`), fixed before it ran:
+#: prompts of shared features (learning one moves others) with answer length independent of correctness.
+BLIND_TASKS: dict[str, dict[str, Any]] = {"shared_independent": {"structure": "shared", "variant": "independent"}}
 #: Learning rates of the second grid: never run or quoted before it.
 HELDOUT_LRS = (2e-3, 5e-3)
 #: Hardest-quarter target of the steps-to-target curves.
@@ -64,6 +67,7 @@ class Setting:
     budget: int = 4096  # generations per training
     max_len: int = 4
     pretrain_steps: int = 150
+    step_gains: bool = False  # measure each step's gain in the hardest quarter at two batch sizes
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,7 @@ def _task(name, seed, st: Setting, cache=None):
     if key not in _TASKS and path is not None and path.exists():
         _TASKS[key] = pickle.loads(path.read_bytes())
     if key not in _TASKS:
-        kw = {"variant": "correlated", **{**TASKS, **HELDOUT_TASKS}[name]}
+        kw = {"variant": "correlated", **{**TASKS, **HELDOUT_TASKS, **BLIND_TASKS}[name]}
         _TASKS[key] = build_task(st.n_prompts, max_len=st.max_len, seed=seed, pretrain_steps=st.pretrain_steps, **kw)
         if path is not None:
             from ..io.atomic import write_atomic
@@ -158,7 +162,7 @@ def train_cell(cell: Cell, st: Setting = Setting(), cache=None) -> dict:
     task = copy.deepcopy(_task(cell.task, cell.seed, st, cache))
     p0 = task.solve_rates()
     hard = hardest_quarter(p0)
-    cb = gradient_noise_callback()
+    cb = gradient_noise_callback(_hardest_objective(task, hard) if st.step_gains else None)
     stop = _stop_callback(task, hard)
     cpu0, wall0 = time.process_time(), time.perf_counter()
     t = train_silent(
@@ -197,7 +201,33 @@ def train_cell(cell: Cell, st: Setting = Setting(), cache=None) -> dict:
         "small_sq_adam": rec.small_sq_adam,
         "big_sq_adam": rec.big_sq_adam,
         "norm_steps_adam": rec.steps_adam,
+        **(
+            {
+                "phi": rec.phi,
+                "gain_small": rec.gain_small,
+                "gain_big": rec.gain_big,
+                "phi_after": rec.phi_after,
+                "gain_steps": rec.steps_gain,
+            }
+            if st.step_gains
+            else {}
+        ),
     }
+
+
+def _hardest_objective(task, hard):
+    """Φ = the hardest quarter's mean exact solve rate, the quantity whose crossing of :data:`TARGET` is
+    counted: the objective of the step-gain measurement (the model passed is the task's own)."""
+    import torch
+
+    index = torch.as_tensor(hard)
+
+    def phi(model):
+        if model is not task.model:
+            raise InputError("the objective measures the task's own model")
+        return task.solve_rates(with_grad=True)[index].mean()
+
+    return phi
 
 
 def _stop_callback(task, hard):
