@@ -23,7 +23,14 @@ _EXPORTS = {
         "advice_headline",
         "step_noise_terms",
     ),
-    "core.noise_scale": ("NoiseScale", "noise_scale_from_norms", "noise_scale_from_logs"),
+    "core.noise_scale": (
+        "NoiseScale",
+        "noise_scale_from_norms",
+        "noise_scale_from_logs",
+        "StepKnee",
+        "knee_from_step_gains",
+        "knee_from_ratio",
+    ),
     "allocation": (
         "ALLOCATION_VALUES",
         "HORIZON_VALUES",

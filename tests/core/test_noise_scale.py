@@ -322,3 +322,61 @@ def test_batch_advice_per_second_beyond_2_53_is_a_note():
         [0.5], (100.0, 50.0, 200.0), generations_per_step=64, group_size=8, cost=StepCost(1.0, 0.0, 1e-300)
     )
     assert adv.B_per_second is None and "beyond 2^53" in adv.notes[0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    k_over_bs=st.floats(1e-3, 1e3),
+    bs=st.floats(1, 1e4),
+    ratio_b=st.floats(1.5, 100),
+)
+def test_knee_from_ratio_inverts_mccandlishs_law(k_over_bs, bs, ratio_b):
+    """r = (1 + K/b_small)/(1 + K/b_big) computed directly gives back K.  Over this range r − 1 ≥ 3e-4 and
+    1 − r·b_small/b_big ≥ 4e-4, so K's relative condition is below 1e4: a few float64 roundings times it
+    stay under 1e-10."""
+    from gsd.core.noise_scale import knee_from_ratio, knee_from_step_gains
+
+    K, bb = k_over_bs * bs, ratio_b * bs
+    r = (1 + K / bs) / (1 + K / bb)
+    assert knee_from_ratio(r, bs, bb) == pytest.approx(K, rel=1e-10)
+    # gains of any scale with that ratio at every step: the same K, a zero-width interval
+    got = knee_from_step_gains([2.5e-3, 1e-3], [2.5e-3 * r, 1e-3 * r], bs, bb)
+    assert got.knee == pytest.approx(K, rel=1e-10) and got.steps == 2
+
+
+def test_knee_from_ratio_ends():
+    from gsd.core.noise_scale import knee_from_ratio
+
+    np.testing.assert_array_equal(knee_from_ratio([0.5, 1.0, 2.0, 3.0, np.nan], 32, 64), [0, 0, np.inf, np.inf, np.nan])
+
+
+def test_step_gain_knee_interval_and_unresolved_small_gain():
+    from gsd.core.noise_scale import knee_from_step_gains
+
+    rng = np.random.default_rng(0)
+    gs = 1 + 0.1 * rng.standard_normal(50)
+    k = knee_from_step_gains(gs, 1.5 * gs + 0.05 * rng.standard_normal(50), 32, 64)
+    assert k.knee_lo < k.knee < k.knee_hi and 0.5 * 64 < k.knee < 2 * 64
+    # a small batch that gains nothing on average: every batch below is useless, K = inf
+    assert knee_from_step_gains([-1.0, 0.5], [1.0, 1.0], 32, 64).knee == math.inf
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"gain_small": [1.0, np.nan]}, "gain_small"),
+        ({"gain_big": [1.0, np.inf]}, "gain_big"),
+        ({"gain_big": [1.0]}, "one entry per step"),
+        ({"gain_small": ["a", "b"]}, "gain_small"),
+        ({"b_small": 64}, "b_small must be smaller"),
+        ({"b_big": 0}, "b_big"),
+        ({"level": 1.0}, "level"),
+    ],
+)
+def test_step_gain_bad_input_is_named(kw, match):
+    from gsd.core.noise_scale import knee_from_step_gains
+
+    args = {"gain_small": [1.0, 1.0], "gain_big": [1.2, 1.3], "b_small": 32, "b_big": 64, "level": 0.95, **kw}
+    level = args.pop("level")
+    with pytest.raises(gsd.InputError, match=match):
+        knee_from_step_gains(**args, level=level)
