@@ -510,7 +510,9 @@ class BatchAdvice:
     lr acted alike at every B from 32 to 256 generations per step, and scaling it down as √B below the
     run's B cost 1.5–2.0× the generations; the earlier rule lr × √(B/B_run) is withdrawn).  The knee is
     McCandlish's critical batch at a learning rate tuned at each B; for a run at a fixed lr the measured
-    knee sat below it (1.8–13× on eight measured curves), so ``B_per_generation`` is then an upper bound.
+    knee sat below it (1.8–13× on eight measured curves), so ``B_per_generation`` is then an upper bound;
+    from a :class:`~gsd.core.noise_scale.StepKnee` (``run["source"]`` "step gains") it is the knee at the
+    run's own lr (within 2× of the measured knee on five curves of six, the page "Group size in real training").
     ``table_columns``:
     per G, ``b_noise`` and ``relative_steps`` (steps at the advised B against the advised G's).
     """
@@ -536,6 +538,11 @@ class BatchAdvice:
     def convention(self) -> str:
         r = self.run
         lr = f", lr {r['lr']:g}" if r.get("lr") is not None else ""
+        if r.get("source") == "step gains":
+            return (
+                f"B in generations per step, G answers per prompt; the knee at the run's lr from its step gains at "
+                f"B = {r['B']} and B/2, G = {r['G']}{lr}; the run's lr at every B; {self.method}"
+            )
         return (
             f"B in generations per step, G answers per prompt; noise scale measured at the run's B = {r['B']}, "
             f"G = {r['G']}{lr}; the run's lr at every B; the knee at a tuned lr (an upper bound at a fixed lr); "
@@ -574,6 +581,23 @@ def _per_second(cost: StepCost, G: int, knee, as_B, notes: list):
     return None, None
 
 
+def _measured_knee(noise) -> tuple:
+    """(knee, lo, hi, level, source) of ``noise``: a NoiseScale (gradient norms), a StepKnee (step gains)
+    or (b_noise, lo, hi)."""
+    from .noise_scale import NoiseScale, StepKnee
+
+    if isinstance(noise, NoiseScale):
+        return noise.b_noise, noise.b_noise_lo, noise.b_noise_hi, noise.level, "gradient norms"
+    if isinstance(noise, StepKnee):
+        lo = 0.0 if math.isnan(noise.knee_lo) else noise.knee_lo
+        return noise.knee, lo, noise.knee_hi, noise.level, "step gains"
+    try:
+        bn, lo, hi = (float(v) for v in noise)
+    except (TypeError, ValueError):
+        raise InputError(f"noise must be a NoiseScale, a StepKnee or (b_noise, lo, hi), got {noise!r}") from None
+    return bn, lo, hi, math.nan, "gradient norms"
+
+
 def batch_advice(
     p_or_posterior,
     noise,
@@ -593,9 +617,12 @@ def batch_advice(
     ----------
     p_or_posterior
         The prompts (rates or posteriors), as in :func:`group_size_advice`.
-    noise : NoiseScale or (b_noise, lo, hi)
+    noise : NoiseScale, StepKnee or (b_noise, lo, hi)
         B_noise measured in the run (:func:`gsd.core.noise_scale.noise_scale_from_norms`, the live
-        :func:`gsd.live.noise_scale.gradient_noise_callback`), at its ``generations_per_step`` and ``group_size``.
+        :func:`gsd.live.noise_scale.gradient_noise_callback`), at its ``generations_per_step`` and ``group_size``;
+        or the knee at the run's own lr from its step gains (:func:`gsd.core.noise_scale.knee_from_step_gains`,
+        the live callback with an objective), which the held-out curves support (the page "Group size in real
+        training"): it takes B_noise's place.
     lr : float, optional
         The run's learning rate: the advised lr at every B (see :class:`BatchAdvice`).
     cost : StepCost, optional
@@ -609,16 +636,7 @@ def batch_advice(
     B* = √(t_step·B_noise/t_rollout).  Both advised B are the model's optimum (no tolerance); the
     intervals are the noise scale's carried through (both scale with B_noise).
     """
-    from .noise_scale import NoiseScale
-
-    if isinstance(noise, NoiseScale):
-        bn, lo, hi, level = noise.b_noise, noise.b_noise_lo, noise.b_noise_hi, noise.level
-    else:
-        try:
-            bn, lo, hi = (float(v) for v in noise)
-        except (TypeError, ValueError):
-            raise InputError(f"noise must be a NoiseScale or (b_noise, lo, hi), got {noise!r}") from None
-        level = math.nan
+    bn, lo, hi, level, source = _measured_knee(noise)
     if not (math.isfinite(bn) and bn > 0):
         raise InputError(f"noise: B_noise must be finite and > 0 to advise a batch, got {bn!r}")
     lo, hi = _interval((lo, hi), "noise's interval")
@@ -669,7 +687,7 @@ def batch_advice(
         score_noise=float(nu),
         score_noise_interval=(lo / per[run], hi / per[run]),
         level=float(level),
-        run={"B": B_run, "G": G_run, "lr": lr},
+        run={"B": B_run, "G": G_run, "lr": lr, "source": source},
         table_columns={
             "G": grid,
             "b_noise": nu * per,

@@ -36,6 +36,7 @@ __all__ = [
     "StepKnee",
     "knee_from_step_gains",
     "knee_from_ratio",
+    "knee_from_gain_levels",
 ]
 
 
@@ -323,3 +324,74 @@ def knee_from_step_gains(gain_small, gain_big, b_small, b_big, *, level: float =
     r, lo, hi = _ratio_of_means(gb / unit, gs / unit, level)
     K, K_lo, K_hi = (float(knee_from_ratio(v, bs, bb)) for v in (r, lo, hi))
     return StepKnee(K, K_lo, K_hi, float(gs.mean()), float(gb.mean()), r, bs, bb, gs.size, float(level))
+
+
+def _knee_fit(mean_gains, inv_b) -> np.ndarray:
+    """K = c/a of the least-squares line 1/ḡ = a + c/b through each row of ``mean_gains`` (rows × levels);
+    ∞ where a row's smallest batch gains nothing (ḡ ≤ 0) or a ≤ 0 (the gain grows as fast as the batch or
+    faster), 0 where c ≤ 0 (a bigger batch gains nothing more per step)."""
+    g = np.atleast_2d(mean_gains)
+    ok = (g > 0).all(axis=1)
+    y = np.where(ok[:, None], 1.0 / np.where(g > 0, g, 1.0), np.nan)
+    x = inv_b - inv_b.mean()
+    c = (y - y.mean(axis=1, keepdims=True)) @ x / (x @ x)
+    a = y.mean(axis=1) - c * inv_b.mean()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.where(c <= 0, 0.0, np.where(a <= 0, np.inf, c / a))
+    return np.where(ok, k, np.inf)
+
+
+def knee_from_gain_levels(gains, batch_sizes, *, level: float = 0.95, resamples: int = 2000) -> StepKnee:
+    r"""The knee at the run's learning rate from its step gains at several batch sizes (a step of M = 4
+    micro-batches gives B/4, B/2 and B): the least-squares fit of McCandlish's law to the mean gains,
+
+    .. math::  1/\bar g(b) = a + c/b, \qquad K = c/a,
+
+    (steps to a target ∝ 1/ḡ = a(1 + K/b)); with two batch sizes it is :func:`knee_from_ratio` exactly.
+    ``gains``: steps × levels (one column per entry of ``batch_sizes``, increasing); the interval is the
+    percentile bootstrap over steps (``resamples`` draws of the steps with replacement, seed 0: the same
+    interval every time).  K is ∞ where the smallest batch gains nothing on average or the gain grows as
+    fast as the batch.
+
+    Examples
+    --------
+    >>> k = knee_from_gain_levels([[1.0, 1.5, 2.0], [1.0, 1.5, 2.0]], [16, 32, 64])
+    >>> round(k.knee, 1), k.b_small, k.b_big
+    (32.0, 16.0, 64.0)
+    """
+    x = np.asarray(gains) if not isinstance(gains, np.ndarray) else gains
+    if x.dtype.kind not in "iuf" or x.ndim != 2 or x.shape[0] < 1 or x.shape[1] < 2:
+        raise InputError(f"gains must be a steps × levels table of numbers (>= 2 levels), got {shown(gains)}")
+    x = x.astype(np.float64)
+    if not np.isfinite(x).all():
+        raise InputError(f"gains must hold finite numbers, got {x[~np.isfinite(x)][:5].tolist()}")
+    b = np.array([_batch("batch_sizes", v) for v in np.ravel(batch_sizes)])
+    if b.size != x.shape[1] or not (np.diff(b) > 0).all():
+        raise InputError(f"batch_sizes must be increasing, one per column of gains ({x.shape[1]}), got {batch_sizes!r}")
+    if isinstance(level, bool) or not isinstance(level, float | int) or not (0 < level < 1):
+        raise InputError(f"level must be a number in (0, 1), got {level!r}")
+    if isinstance(resamples, bool) or not isinstance(resamples, int) or not (100 <= resamples <= 10**5):
+        raise InputError(f"resamples must be an integer in [100, 100000], got {resamples!r}")
+    x = x / _unit(np.abs(x).max())  # exact, and K is unit-free
+    inv = 1.0 / b
+    K = float(_knee_fit(x.mean(axis=0), inv)[0])
+    n = x.shape[0]
+    draws = np.random.default_rng(0).integers(0, n, size=(resamples, n))
+    boot = _knee_fit(x[draws].mean(axis=1), inv)
+    lo, hi = (float(np.quantile(boot, q, method="inverted_cdf")) for q in (0.5 - level / 2, 0.5 + level / 2))
+    gs, gb = float(x[:, 0].mean()), float(x[:, -1].mean())
+    unit = _unit(np.abs(np.asarray(gains, float)).max())
+    ratio = gb / gs if gs > 0 else math.inf
+    return StepKnee(
+        K,
+        lo,
+        hi,
+        gs * unit,
+        gb * unit,
+        ratio,
+        float(b[0]),
+        float(b[-1]),
+        n,
+        float(level),
+        "percentile bootstrap over steps",
+    )

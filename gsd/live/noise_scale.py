@@ -177,6 +177,8 @@ class _Recorder:
         self.phi: list[float] = []
         self.gain_small: list[float] = []
         self.gain_big: list[float] = []
+        self.gain_levels: list[list[float]] = []  # per step, the gain at each of gain_sizes (generations)
+        self.gain_sizes: list[int] = []
         self.phi_after: list[float] = []
         self.steps_gain: list[int] = []
         self._vecs: list = []
@@ -272,23 +274,32 @@ class _Recorder:
 
     def gains(self, model, optimizer, g, micro):
         """Φ(θ + δ) − Φ(θ) for Adam's step (no momentum) from the step's gradient ``g`` and from each
-        micro-batch gradient in ``micro`` (whose mean is ``g``)."""
+        micro-batch gradient in ``micro`` (whose mean is ``g``); with M a power of two, also from the means
+        of 2, 4, … consecutive micro-batches (``gain_levels``: per level, the mean over its batches)."""
         import torch
 
         params = [p for p in model.parameters() if p.requires_grad or p.grad is not None]
-        steps = [adam_step(model, optimizer, v) for v in (g, *micro)]
-        if any(d is None for d in steps):
+        M = len(micro)
+        sizes = [1 << i for i in range(M.bit_length() - 1)] if M & (M - 1) == 0 else [1]
+        batches = [[torch.stack(micro[i : i + j]).mean(0) for i in range(0, M, j)] for j in sizes] + [[g]]
+        steps = [[adam_step(model, optimizer, v) for v in level] for level in batches]
+        if any(d is None for level in steps for d in level):
             self.problem(self.steps[-1], "no-optimizer-group", "a parameter outside the optimizer's groups")
             return
         with _moved(model, params, torch.zeros_like(g)), torch.no_grad():
             phi = float(self.objective(model))
-        moved = []
-        for d in steps:
-            with _moved(model, params, d), torch.no_grad():
-                moved.append(float(self.objective(model)) - phi)
+        levels = []
+        for level in steps:
+            moved = []
+            for d in level:
+                with _moved(model, params, d), torch.no_grad():
+                    moved.append(float(self.objective(model)) - phi)
+            levels.append(float(np.mean(moved)))
         self.phi.append(phi)
-        self.gain_big.append(moved[0])
-        self.gain_small.append(float(np.mean(moved[1:])))
+        self.gain_levels.append(levels)
+        self.gain_sizes = [j * self.micro for j in sizes] + [M * self.micro]
+        self.gain_big.append(levels[-1])
+        self.gain_small.append(levels[0])
         self.steps_gain.append(self.steps[-1])
 
     def after_step(self, model):
@@ -302,10 +313,12 @@ class _Recorder:
     def knee(self, level: float = 0.95):
         """The knee at the run's learning rate from the steps measured so far
         (:func:`gsd.core.noise_scale.knee_from_step_gains`); needs an objective."""
-        from ..core.noise_scale import knee_from_step_gains
+        from ..core.noise_scale import knee_from_gain_levels, knee_from_step_gains
 
         if self.objective is None or not self.gain_big:
             raise InputError("the knee needs gradient_noise_callback(objective=...) and >= 1 measured step")
+        if len(self.gain_sizes) > 2:  # M = 4, 8, …: every level in one least-squares fit
+            return knee_from_gain_levels(self.gain_levels, self.gain_sizes, level=level)
         b = self.micro * self.accumulation
         return knee_from_step_gains(self.gain_small, self.gain_big, self.micro, b, level=level)
 

@@ -107,10 +107,18 @@ class _Hooks:
     second recorded step, logs ``gsd/b_noise`` (the run's noise scale in generations) and the advised
     setting (:func:`gsd.core.advice.batch_advice`): ``gsd/advised_generations_per_step``,
     ``gsd/advised_group_size_in_batch`` and ``gsd/advised_lr`` (the run's lr: it is not scaled with B, see :class:`gsd.core.advice.BatchAdvice`).
+    With ``gsd_objective`` (``gsd_objective(model)``: a scalar torch tensor the run should raise, smooth in
+    the weights, e.g. the log-likelihood of reference answers on a fixed set of prompts) the recorder also
+    measures what each step gains in it at B and B/2 generations, logs ``gsd/knee`` (the knee at the run's
+    own lr, :func:`gsd.core.noise_scale.knee_from_step_gains`) and advises B from it instead of B_noise.
     """
 
-    def __init__(self, *args, gsd_tracker=None, skip_policy=None, skip_above=None, max_skips=None, **kwargs):
+    def __init__(
+        self, *args, gsd_tracker=None, skip_policy=None, skip_above=None, max_skips=None, gsd_objective=None, **kwargs
+    ):
         skip_policy, skip_above, max_skips, skips = _skip_settings(skip_policy, skip_above, max_skips)
+        if gsd_objective is not None and not callable(gsd_objective):
+            raise InputError(f"gsd_objective must be a function of the model, got {type(gsd_objective).__name__}")
         if gsd_tracker is not None and not isinstance(gsd_tracker, GroupTracker):
             raise InputError(f"gsd_tracker must be a GroupTracker, got {type(gsd_tracker).__name__}")
         _check_before_trl(args, kwargs, skips)
@@ -139,7 +147,7 @@ class _Hooks:
         if int(self.args.gradient_accumulation_steps) >= 2:
             from .noise_scale import gradient_noise_callback
 
-            self.gsd_noise = gradient_noise_callback()
+            self.gsd_noise = gradient_noise_callback(gsd_objective)
             self.add_callback(self.gsd_noise)
 
     def _gsd_attach(self, tracker):
@@ -222,7 +230,11 @@ class _Hooks:
 
         ns = rec.estimate()
         out = {"b_noise": float(ns.b_noise)}
-        if np.isfinite(ns.b_noise) and ns.b_noise > 0:
+        if rec.objective is not None and len(rec.gain_big) >= 2:
+            ns = rec.knee()  # the knee at the run's own lr, from its step gains, takes B_noise's place
+            out["knee"] = float(ns.knee)
+        bn = ns.knee if "knee" in out else ns.b_noise
+        if np.isfinite(bn) and bn > 0:
             adv = batch_advice(
                 post.mean,
                 ns,

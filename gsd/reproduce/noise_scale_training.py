@@ -45,7 +45,12 @@ HELDOUT_TASKS: dict[str, dict[str, Any]] = {
 }
 #: The task of the step-gain test's blind curve (:mod:`gsd.reproduce.step_gains`), fixed before it ran:
 #: prompts of shared features (learning one moves others) with answer length independent of correctness.
-BLIND_TASKS: dict[str, dict[str, Any]] = {"shared_independent": {"structure": "shared", "variant": "independent"}}
+BLIND_TASKS: dict[str, dict[str, Any]] = {
+    "shared_independent": {"structure": "shared", "variant": "independent"},
+    # the levels test's blind curve (:data:`gsd.reproduce.step_gains.LEVELS_BLIND`): hard prompts, answer
+    # length independent of correctness
+    "hard_independent": {"structure": "own", "p_range": (0.0, 0.3), "variant": "independent"},
+}
 #: Learning rates of the second grid: never run or quoted before it.
 HELDOUT_LRS = (2e-3, 5e-3)
 #: Hardest-quarter target of the steps-to-target curves.
@@ -67,7 +72,8 @@ class Setting:
     budget: int = 4096  # generations per training
     max_len: int = 4
     pretrain_steps: int = 150
-    step_gains: bool = False  # measure each step's gain in the hardest quarter at two batch sizes
+    step_gains: bool = False  # measure each step's gain in the hardest quarter at B/micro … B
+    micro: int = MICRO  # micro-batches per step, each its own generation call
 
 
 @dataclass(frozen=True)
@@ -149,16 +155,16 @@ def _task(name, seed, st: Setting, cache=None):
 
 
 def train_cell(cell: Cell, st: Setting = Setting(), cache=None) -> dict:
-    """One training of ``cell``: up to ``st.budget`` generations (stopped at :data:`STOP`) at B per step (``MICRO`` generation calls of
-    B/MICRO each, gradient clipping off so the step is the micro-batches' mean), TRL's GRPO loss."""
+    """One training of ``cell``: up to ``st.budget`` generations (stopped at :data:`STOP`) at B per step (``st.micro`` generation calls of
+    B/st.micro each, gradient clipping off so the step is the micro-batches' mean), TRL's GRPO loss."""
     import copy
     import time
 
     from ..live.noise_scale import gradient_noise_callback
     from .transformer import train_silent
 
-    if cell.B % (MICRO * cell.G) or st.budget % cell.B:
-        raise InputError(f"B = {cell.B} must be a multiple of {MICRO}·G and divide the budget {st.budget}")
+    if cell.B % (st.micro * cell.G) or st.budget % cell.B:
+        raise InputError(f"B = {cell.B} must be a multiple of {st.micro}·G and divide the budget {st.budget}")
     task = copy.deepcopy(_task(cell.task, cell.seed, st, cache))
     p0 = task.solve_rates()
     hard = hardest_quarter(p0)
@@ -174,8 +180,8 @@ def train_cell(cell: Cell, st: Setting = Setting(), cache=None) -> dict:
         seed=cell.seed,
         prompts_per_step=cell.B // cell.G,
         args_kwargs={
-            "per_device_train_batch_size": cell.B // MICRO,
-            "gradient_accumulation_steps": MICRO,
+            "per_device_train_batch_size": cell.B // st.micro,
+            "gradient_accumulation_steps": st.micro,
             "steps_per_generation": 1,
             "max_grad_norm": 0.0,
         },
@@ -186,7 +192,7 @@ def train_cell(cell: Cell, st: Setting = Setting(), cache=None) -> dict:
     return {
         **asdict(cell),
         **asdict(st),
-        "micro": MICRO,
+        "micro": st.micro,
         "p0": p0.tolist(),
         "hardest": P[:, hard].mean(1).tolist(),
         "arcsin": (2 * np.arcsin(np.sqrt(np.clip(P, 0, 1)))).mean(1).tolist(),
@@ -206,6 +212,8 @@ def train_cell(cell: Cell, st: Setting = Setting(), cache=None) -> dict:
                 "phi": rec.phi,
                 "gain_small": rec.gain_small,
                 "gain_big": rec.gain_big,
+                "gain_levels": rec.gain_levels,
+                "gain_sizes": rec.gain_sizes,
                 "phi_after": rec.phi_after,
                 "gain_steps": rec.steps_gain,
             }

@@ -52,6 +52,14 @@ SWEEP = (16, 32, 64, 128, 256)
 #: Every training of the test measures the step gains.
 SETTING = Setting(step_gains=True)
 
+#: The levels test (fixed after the first test's miss on ``hard_own``, before it ran): four micro-batches
+#: per step give the gains at B/4, B/2 and B, fitted together (:func:`gsd.core.noise_scale.knee_from_gain_levels`).
+LEVELS_SETTING = Setting(step_gains=True, micro=4)
+#: Its blind curve: a hard task and a learning rate never run before it.
+LEVELS_BLIND = ("hard_independent", 6e-3)
+#: The curve the first test missed, measured again at B = 64 with four micro-batches (not blind).
+LEVELS_AGAIN = ("hard_own", 5e-3)
+
 
 def grid(seeds=range(5)) -> list:
     """The test's trainings: B = 64 of the five held-out curves and the blind curve's B sweep, G = 4, in
@@ -62,31 +70,58 @@ def grid(seeds=range(5)) -> list:
     return [cells[i] for i in order]
 
 
+def levels_grid(seeds=range(5)) -> list:
+    """The levels test's trainings: the blind curve's B sweep and B = 64 of :data:`LEVELS_AGAIN`, G = 4, in
+    a fixed shuffle."""
+    cells = [Cell(LEVELS_BLIND[0], B, 4, LEVELS_BLIND[1], s) for B in SWEEP for s in seeds]
+    cells += [Cell(LEVELS_AGAIN[0], ONE_B, 4, LEVELS_AGAIN[1], s) for s in seeds]
+    order = np.random.default_rng(1).permutation(len(cells))
+    return [cells[i] for i in order]
+
+
+def _window(r: dict) -> list:
+    """Indices of the measured steps up to the crossing of the target (every step when it never crosses;
+    at least two)."""
+    steps = cell_stats(r)["steps_to_target"]
+    k = len(r["gain_big"]) if not np.isfinite(steps) else max(2, int(math.ceil(steps)))
+    return [i for i, step in enumerate(r["gain_steps"]) if step <= k]
+
+
+def run_knee_levels(r: dict, two: bool = False):
+    """The run's knee from every level of a step of four micro-batches (B/4, B/2, B), or with ``two`` from
+    B/2 and B only (the first test's estimator on the same runs)."""
+    from ..core.noise_scale import knee_from_gain_levels, knee_from_step_gains
+
+    rows = np.array([r["gain_levels"][i] for i in _window(r)])
+    if two:
+        return knee_from_step_gains(rows[:, -2], rows[:, -1], r["gain_sizes"][-2], r["gain_sizes"][-1])
+    return knee_from_gain_levels(rows, r["gain_sizes"])
+
+
 def run_knee(r: dict):
     """The run's :class:`~gsd.core.noise_scale.StepKnee` over its steps up to the crossing of the target
     (every step when it never crosses; at least two)."""
     from ..core.noise_scale import knee_from_step_gains
 
-    steps = cell_stats(r)["steps_to_target"]
-    k = len(r["gain_big"]) if not np.isfinite(steps) else max(2, int(math.ceil(steps)))
-    keep = [i for i, step in enumerate(r["gain_steps"]) if step <= k]
+    keep = _window(r)
     return knee_from_step_gains(
         [r["gain_small"][i] for i in keep], [r["gain_big"][i] for i in keep], r["B"] // r["micro"], r["B"]
     )
 
 
-def check(gain_records: list, sweep_records: list, task: str, lr: float) -> dict:
+def check(gain_records: list, sweep_records: list, task: str, lr: float, knee_of=None) -> dict:
     """One curve: its fitted knee and fastest B (:func:`heldout_check` on ``sweep_records``), each seed's K
     from its B = 64 run in ``gain_records``, the median, their ratios to the knee, B* from the median with
     the curve's t(B), the steps the median predicts at every B (S_min from the runs' own mean steps), and
-    whether each re-run followed the sweep's run of the same cell step for step."""
+    whether each re-run followed the sweep's run of the same cell step for step.  ``knee_of``: a run's
+    knee (default :func:`run_knee`)."""
     h = heldout_check(sweep_records, task, lr)
     knee = h["fits"]["mccandlish"]["b_noise"]
     runs = sorted(
         (r for r in gain_records if (r["task"], r["lr"], r["B"], r["G"]) == (task, lr, ONE_B, 4)),
         key=lambda r: r["seed"],
     )
-    ks = [run_knee(r).knee for r in runs]
+    ks = [(knee_of or run_knee)(r).knee for r in runs]
     med = float(np.median(ks)) if ks else math.nan
     same = {
         (r["seed"]): r["hardest"] for r in sweep_records if (r["task"], r["lr"], r["B"], r["G"]) == (task, lr, ONE_B, 4)
@@ -146,8 +181,32 @@ def tables(gain_records: list, sweep_records: list) -> str:
     return "\n".join(L) + "\n"
 
 
+def levels_tables(records: list, heldout_records: list) -> str:
+    """The levels test's table (markdown): per curve, the knee fitted to its B sweep, each seed's K from the
+    three levels and from B/2 and B only, their medians over the knee, and per second."""
+
+    def num(x, fmt=".0f"):
+        return "—" if x is None or not np.isfinite(x) else format(x, fmt)
+
+    L = [
+        "| task | lr | knee (fitted) | K from B/4, B/2, B: seeds 0–4 | median ÷ knee | K from B/2, B: seeds 0–4 "
+        "| median ÷ knee | fastest B | B* from the three-level median |",
+        "|---" * 9 + "|",
+    ]
+    for (task, lr), sweep in ((LEVELS_BLIND, records), (LEVELS_AGAIN, heldout_records)):
+        c3 = check(records, sweep, task, lr, run_knee_levels)
+        c2 = check(records, sweep, task, lr, lambda r: run_knee_levels(r, two=True))
+        L.append(
+            f"| {task} | {lr:g} | {num(c3['knee'])} | {', '.join(num(k) for k in c3['one_run_knees'])} | "
+            f"{num(c3['ratio'], '.2f')} | {', '.join(num(k) for k in c2['one_run_knees'])} | {num(c2['ratio'], '.2f')} | "
+            f"{c3['fastest_B']} | {num(c3['b_star'])} |"
+        )
+    return "\n".join(L) + "\n"
+
+
 def main(argv=None) -> int:
-    """``run OUT [WORKERS]`` (resumable), ``pack OUT RECORDS``, ``tables RECORDS SWEEP_RECORDS``."""
+    """``run OUT [WORKERS]`` (resumable), ``pack OUT RECORDS``, ``tables RECORDS SWEEP_RECORDS``; the levels
+    test: ``run-levels OUT [WORKERS]``, ``tables-levels RECORDS HELDOUT_RECORDS``."""
     import sys
 
     from . import noise_scale_training as nst
@@ -155,6 +214,12 @@ def main(argv=None) -> int:
     a = list(sys.argv[1:] if argv is None else argv)
     if a[:1] == ["run"] and len(a) in (2, 3):
         nst.run(a[1], grid(), SETTING, workers=int(a[2]) if len(a) == 3 else 2)
+        return 0
+    if a[:1] == ["run-levels"] and len(a) in (2, 3):
+        nst.run(a[1], levels_grid(), LEVELS_SETTING, workers=int(a[2]) if len(a) == 3 else 2)
+        return 0
+    if a[:1] == ["tables-levels"] and len(a) == 3:
+        print(levels_tables(nst.load_records(a[1]), nst.load_records(a[2])), end="")
         return 0
     if a[:1] == ["pack"] and len(a) == 3:
         nst.pack(nst.load_folder(a[1]), a[2])

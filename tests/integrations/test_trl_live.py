@@ -820,6 +820,52 @@ def test_noise_scale_and_batch_advice_in_the_log(tmp_path):
         assert hist[-1]["gsd/advised_lr"] == pytest.approx(tr.args.learning_rate)  # the run's lr at every B
 
 
+def test_step_gain_knee_and_its_advice_in_the_log(tmp_path):
+    """With gsd_objective (a smooth scalar of the model: one token's log-probability after a fixed input)
+    GSDGRPOTrainer measures each step's gains at B and B/2 and logs gsd/knee, the knee of the steps
+    recorded before that generation (:func:`knee_from_step_gains` on them, recomputed here), and advises B
+    from it: the logged advised B is batch_advice's from that knee."""
+    import torch
+
+    from gsd.core.advice import batch_advice
+    from gsd.core.noise_scale import knee_from_step_gains
+
+    def objective(model):
+        return model(input_ids=torch.tensor([[1, 2, 3]])).logits[0, -1].float().log_softmax(-1)[5]
+
+    truth = trl_run(
+        tmp_path / "knee",
+        prompts=PROMPTS,
+        p=P,
+        batch=8,
+        max_steps=4,
+        trainer_cls=_trainer(),
+        trainer_kwargs={"gsd_objective": objective},
+        gradient_accumulation_steps=2,
+        steps_per_generation=1,
+        max_grad_norm=0.0,
+    )
+    tr = truth.trainer
+    rec = tr.gsd_noise.record
+    assert rec.steps_gain == [1, 2, 3, 4] and len(rec.phi_after) == 4
+    hist = [h for h in tr.state.log_history if "gsd/knee" in h]
+    assert hist, "gsd/knee never logged"
+    # a generation's metrics are logged with the step that follows: the last holds steps 1..k, k in {2, 3}
+    knees = {k: knee_from_step_gains(rec.gain_small[:k], rec.gain_big[:k], 8, 16) for k in (2, 3)}
+    k = next(
+        k
+        for k, v in knees.items()
+        if v.knee == hist[-1]["gsd/knee"] or (np.isinf(v.knee) and np.isinf(hist[-1]["gsd/knee"]))
+    )
+    knee = knees[k]
+    if np.isfinite(knee.knee) and knee.knee > 0:
+        post = tr.gsd_tracker.last_posterior
+        adv = batch_advice(post.mean, knee, generations_per_step=16, group_size=tr.num_generations, lr=tr.args.learning_rate,
+                           g_grid=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64))  # fmt: skip
+        assert adv.run["source"] == "step gains" and "step gains" in adv.convention()
+        assert hist[-1]["gsd/advised_generations_per_step"] >= 2
+
+
 def test_noise_scale_recorder_never_stops_training(tmp_path):
     """Issue 44, in TRL's real loop (gradient_accumulation_steps 2): a callback ahead of gsd's clips step 2's
     gradient (1e6 added after its first micro-batch, clipped by max_grad_norm), hides a parameter's gradient
