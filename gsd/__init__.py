@@ -30,6 +30,7 @@ _EXPORTS = {
         "StepKnee",
         "knee_from_step_gains",
         "knee_from_ratio",
+        "knee_from_gain_levels",
     ),
     "allocation": (
         "ALLOCATION_VALUES",

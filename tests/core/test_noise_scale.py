@@ -380,3 +380,50 @@ def test_step_gain_bad_input_is_named(kw, match):
     level = args.pop("level")
     with pytest.raises(gsd.InputError, match=match):
         knee_from_step_gains(**args, level=level)
+
+
+@settings(max_examples=100, deadline=None)
+@given(k_over_b=st.floats(1e-2, 1e2), b=st.floats(4, 1e3), scale=st.floats(1e-6, 1e3))
+def test_knee_from_gain_levels_recovers_the_law_and_agrees_with_two_levels(k_over_b, b, scale):
+    """Mean gains on McCandlish's law at B/4, B/2, B (gain ∝ 1/(1 + K/b)) give back K (a least-squares line
+    through three exact points: a few roundings; K's condition over this range is below 1e4, bound 1e-9);
+    two levels give :func:`knee_from_ratio` of their ratio."""
+    from gsd.core.noise_scale import knee_from_gain_levels, knee_from_ratio
+
+    K = k_over_b * b
+    sizes = [b / 4, b / 2, b]
+    row = [scale / (1 + K / s) for s in sizes]
+    got = knee_from_gain_levels([row, row], sizes)
+    assert got.knee == pytest.approx(K, rel=1e-9)
+    two = knee_from_gain_levels([row[1:], row[1:]], sizes[1:])
+    assert two.knee == pytest.approx(float(knee_from_ratio(row[2] / row[1], b / 2, b)), rel=1e-9)
+
+
+def test_knee_from_gain_levels_interval_is_the_same_every_time():
+    from gsd.core.noise_scale import knee_from_gain_levels
+
+    rng = np.random.default_rng(3)
+    base = 1 / (1 + 40 / np.array([16.0, 32.0, 64.0]))
+    gains = base + 0.05 * rng.standard_normal((30, 3))
+    a, b = knee_from_gain_levels(gains, [16, 32, 64]), knee_from_gain_levels(gains, [16, 32, 64])
+    assert a == b and a.knee_lo < a.knee < a.knee_hi and a.steps == 30
+    # the smallest batch gains nothing on average: K = inf
+    assert knee_from_gain_levels([[-1.0, 1.0, 2.0], [0.5, 1.0, 2.0]], [16, 32, 64]).knee == math.inf
+
+
+@pytest.mark.parametrize(
+    ("gains", "sizes", "match"),
+    [
+        ([[1.0, np.nan]], [32, 64], "finite"),
+        ([[1.0, 2.0]], [64, 32], "increasing"),
+        ([[1.0, 2.0]], [16, 32, 64], "one per column"),
+        ([1.0, 2.0], [32, 64], "steps × levels"),
+        ([["a", "b"]], [32, 64], "steps × levels"),
+        ([[1.0, 2.0]], [0, 64], "batch_sizes"),
+    ],
+)
+def test_knee_from_gain_levels_bad_input_is_named(gains, sizes, match):
+    from gsd.core.noise_scale import knee_from_gain_levels
+
+    with pytest.raises(gsd.InputError, match=match):
+        knee_from_gain_levels(gains, sizes)

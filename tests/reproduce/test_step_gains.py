@@ -102,3 +102,28 @@ def test_table_is_recomputed_from_the_shipped_records():
     page = (ROOT / "docs" / "group_size_training.md").read_text()
     for line in sg.tables(gains, held).splitlines()[2:]:
         assert line in page
+
+
+def test_four_micro_batches_give_three_levels():
+    """Four micro-batches per step: the gains at B/4 (each micro-batch), B/2 (each pair's mean) and B."""
+    pytest.importorskip("trl")
+    cell = nst.Cell("first_token", 16, 2, 1e-2, 0)
+    r = nst.train_cell(cell, nst.Setting(n_prompts=16, budget=64, pretrain_steps=10, step_gains=True, micro=4))
+    assert r["micro"] == 4 and r["gain_sizes"] == [4, 8, 16]
+    assert all(len(row) == 3 for row in r["gain_levels"]) and len(r["gain_levels"]) == len(r["generations"])
+    assert [row[0] for row in r["gain_levels"]] == r["gain_small"]
+    assert [row[-1] for row in r["gain_levels"]] == r["gain_big"]
+    assert np.isfinite(sg.run_knee_levels(r).knee_hi) or sg.run_knee_levels(r).knee_hi == math.inf
+
+
+LEVELS_RECORDS = ROOT / "docs" / "step_gain_levels_records.jsonl.gz"
+
+
+@pytest.mark.skipif(not LEVELS_RECORDS.exists(), reason="the levels records are not shipped yet")
+def test_levels_table_is_recomputed_from_the_shipped_records():
+    """The levels test's table regenerated whole from its shipped records and the held-out grid's."""
+    records = nst.load_records(LEVELS_RECORDS)
+    assert len(records) == 30 and all(r["micro"] == 4 for r in records)
+    page = (ROOT / "docs" / "group_size_training.md").read_text()
+    for line in sg.levels_tables(records, nst.load_records(HELDOUT_RECORDS)).splitlines()[2:]:
+        assert line in page
