@@ -37,6 +37,7 @@ __all__ = [
     "knee_from_step_gains",
     "knee_from_ratio",
     "knee_from_gain_levels",
+    "knee_from_log",
 ]
 
 
@@ -163,13 +164,8 @@ def _ratio_of_means(num, den, level) -> tuple:
     return R, R - half, hi
 
 
-def grad_norms_from_log(path) -> np.ndarray:
-    """TRL's (transformers') logged ``grad_norm`` per optimizer step from a ``trainer_state.json`` (a file or
-    the output folder holding it): the step's gradient norm before clipping, in the order of the steps.
-
-    A step that is not an integer in [0, 2^63 − 1], or a ``grad_norm`` that is not a finite number ≥ 0
-    (NaN and inf, as a step with a NaN gradient logs it; text; a bool), raises an InputError naming the
-    file, the step and the value: a norm is never negative, and its square would hide the sign."""
+def _log_history(path):
+    """(the file, its ``log_history`` list) of a ``trainer_state.json`` (a file or the folder holding it)."""
     import json
     from pathlib import Path
 
@@ -184,17 +180,53 @@ def grad_norms_from_log(path) -> np.ndarray:
         raise InputError(f"path: {str(p)!r} is not a trainer_state.json ({e})") from None
     if not isinstance(history, list):
         raise InputError(f"path: {str(p)!r}: log_history must be a list of log entries, got {shown(history)}")
+    return p, history
+
+
+def _logged(path, keys, ok, what) -> np.ndarray:
+    """The entries of ``log_history`` that hold every one of ``keys`` and a step, in step order: a
+    (entries × keys) float array; a value failing ``ok`` is an InputError naming file, step and value."""
+    p, history = _log_history(path)
     rows = []
     for h in history:
-        if isinstance(h, dict) and h.get("grad_norm") is not None and "step" in h:
+        if isinstance(h, dict) and "step" in h and all(h.get(k) is not None for k in keys):
             at = f"path: {str(p)!r}, log_history"
-            step, norm = step_number(h["step"], at), h["grad_norm"]
-            if isinstance(norm, bool) or not isinstance(norm, int | float) or not 0 <= norm < math.inf:
-                raise InputError(f"{at}: step {step}'s grad_norm must be a finite number >= 0, got {shown(norm)}")
-            rows.append((step, float(norm)))
+            step = step_number(h["step"], at)
+            for k in keys:
+                v = h[k]
+                if isinstance(v, bool) or not isinstance(v, int | float) or not ok(v):
+                    raise InputError(f"{at}: step {step}'s {k} must be {what}, got {shown(v)}")
+            rows.append((step, [float(h[k]) for k in keys]))
     if not rows:
-        raise InputError(f"path: {str(p)!r} logs no grad_norm")
-    return np.array([g for _, g in sorted(rows)])
+        raise InputError(f"path: {str(p)!r} logs no {' and '.join(keys)}")
+    return np.array([v for _, v in sorted(rows, key=lambda r: r[0])])
+
+
+def grad_norms_from_log(path) -> np.ndarray:
+    """TRL's (transformers') logged ``grad_norm`` per optimizer step from a ``trainer_state.json`` (a file or
+    the output folder holding it): the step's gradient norm before clipping, in the order of the steps.
+
+    A step that is not an integer in [0, 2^63 − 1], or a ``grad_norm`` that is not a finite number ≥ 0
+    (NaN and inf, as a step with a NaN gradient logs it; text; a bool), raises an InputError naming the
+    file, the step and the value: a norm is never negative, and its square would hide the sign."""
+    return _logged(path, ["grad_norm"], lambda v: 0 <= v < math.inf, "a finite number >= 0")[:, 0]
+
+
+#: The keys :class:`gsd.live.trainer.GSDGRPOTrainer` logs with an objective (:func:`knee_from_log`).
+GAIN_KEYS = ("gsd/gain_small", "gsd/gain_big", "gsd/gain_small_generations", "gsd/gain_big_generations")
+
+
+def knee_from_log(path, *, level: float = 0.95) -> StepKnee:
+    """The knee at the run's lr from the step gains a ``GSDGRPOTrainer(..., gsd_objective=f)`` logged into
+    its ``trainer_state.json`` (:data:`GAIN_KEYS`: the mean gains per logged entry and their batch sizes):
+    :func:`knee_from_step_gains` over the entries.  An entry is the mean over the steps it logs
+    (``logging_steps``), so the ratio of means is the steps' own when every entry holds as many steps."""
+    rows = _logged(path, list(GAIN_KEYS), lambda v: math.isfinite(v), "a finite number")
+    sizes = {tuple(r) for r in rows[:, 2:]}
+    if len(sizes) != 1:
+        raise InputError(f"path: the logged step gains change batch sizes ({sorted(sizes)}): one run at one B, please")
+    ((bs, bb),) = sizes
+    return knee_from_step_gains(rows[:, 0], rows[:, 1], bs, bb, level=level)
 
 
 def noise_scale_from_logs(small_log, big_log, b_small, b_big, *, first_steps: int = 10, level: float = 0.95):

@@ -83,6 +83,12 @@ def register(sub) -> None:
         "cannot check counts as broken",
     )
     add_noise_scale_arguments(p)
+    p.add_argument(
+        "--knee-from-log",
+        action="store_true",
+        help="the knee at the run's lr from the step gains GSDGRPOTrainer(gsd_objective=...) logged (gsd/gain_*): "
+        "the batch advice takes it in B_noise's place (instead of --noise-scale)",
+    )
     p.add_argument("--all-steps", action="store_true", help="print every step (default: at most 12, evenly spaced)")
     p.add_argument(
         "--all-columns",
@@ -98,6 +104,8 @@ def register(sub) -> None:
 def _scalars(args) -> int:
     import json
 
+    import numpy as np
+
     from ..cli.support import CliError, json_ready, noise_scale_arg, parse_list
     from .scalar_diagnosis import (
         alerts,
@@ -112,6 +120,14 @@ def _scalars(args) -> int:
         raise CliError(f"--predict {args.predict!r}: group sizes must be integers in [1, 10^9]")
     if args.draws and args.draws < 10:
         raise CliError(f"--draws {args.draws}: 0 (no intervals) or at least 10 replicates")
+    knee = None
+    if args.knee_from_log:
+        if args.noise_scale is not None:
+            raise CliError("--knee-from-log and --noise-scale both give the knee: give one")
+        from ..core.noise_scale import knee_from_log
+
+        knee = knee_from_log(args.log, level=args.level)
+    usable = knee is not None and np.isfinite(knee.knee) and knee.knee > 0
     dx = diagnose_scalars(
         args.log,
         fmt=args.fmt,
@@ -123,9 +139,11 @@ def _scalars(args) -> int:
         predict=predict,
         level=args.level,
         draws=args.draws,
-        noise=noise_scale_arg(args.noise_scale),
+        noise=(knee if usable else None) if knee is not None else noise_scale_arg(args.noise_scale),
         run_lr=args.run_lr,
     )
+    if knee is not None:
+        dx.summary["step_gain_knee"] = knee.summary()
     broken = alerts(dx.summary, dx.steps, rules)
     steps = dx.steps
     if args.json:
@@ -170,6 +188,14 @@ def scalar_report(dx, *, all_steps: bool = False, all_columns: bool = False, ver
                 f"{'' if s.get('wasted_exact') else ' (one generation per step assumed)'}"
             )
     lines = [head + "."]
+    k = s.get("step_gain_knee")
+    if k:
+        lines.append(
+            f"Knee at the run's lr from its logged step gains: {k['knee']:.4g} generations per step "
+            f"[{k['knee_lo']:.4g}, {k['knee_hi']:.4g}] ({k['b_small']:g} against {k['b_big']:g} generations, "
+            f"{k['steps']} log entries)"
+            + ("" if np.isfinite(k["knee"]) and k["knee"] > 0 else ": generation-limited at the run's B, no B advised")
+        )
     if s.get("batch_advice"):
         lines += advice_headline(s["batch_advice"]).split("\n")
         lines.append(

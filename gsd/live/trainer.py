@@ -110,7 +110,10 @@ class _Hooks:
     With ``gsd_objective`` (``gsd_objective(model)``: a scalar torch tensor the run should raise, smooth in
     the weights, e.g. the log-likelihood of reference answers on a fixed set of prompts) the recorder also
     measures what each step gains in it at B and B/2 generations, logs ``gsd/knee`` (the knee at the run's
-    own lr, :func:`gsd.core.noise_scale.knee_from_step_gains`) and advises B from it instead of B_noise.
+    own lr, :func:`gsd.core.noise_scale.knee_from_step_gains`) and advises B from it instead of B_noise
+    (no advised B while the knee is ∞); it also logs the gains themselves (``gsd/gain_small``,
+    ``gsd/gain_big`` and their batch sizes), from which :func:`gsd.core.noise_scale.knee_from_log` and
+    ``gsd scalars --knee-from-log`` give the knee again from ``trainer_state.json``.
     """
 
     def __init__(
@@ -144,6 +147,7 @@ class _Hooks:
         self.gsd_skip_policy = skip_policy
         self.gsd_sampler = None
         self.gsd_noise = None
+        self._gsd_gains_logged = 0
         if int(self.args.gradient_accumulation_steps) >= 2:
             from .noise_scale import gradient_noise_callback
 
@@ -221,15 +225,17 @@ class _Hooks:
         return out
 
     def _gsd_batch_metrics(self) -> dict:
-        """The run's noise scale and the advised (B, G, lr) once two steps' gradient norms are recorded."""
+        """The step gains measured since the last generation (with an objective), and the run's noise scale
+        (or knee) and the advised (B, G, lr) once two steps are recorded."""
         rec = None if self.gsd_noise is None else self.gsd_noise.record
+        out = {} if rec is None else self._gsd_new_gains(rec)
         post = getattr(self.gsd_tracker, "last_posterior", None)
         if rec is None or len(rec.big_sq) < 2 or post is None:
-            return {}
+            return out
         from ..core.advice import batch_advice
 
         ns = rec.estimate()
-        out = {"b_noise": float(ns.b_noise)}
+        out["b_noise"] = float(ns.b_noise)
         if rec.objective is not None and len(rec.gain_big) >= 2:
             ns = rec.knee()  # the knee at the run's own lr, from its step gains, takes B_noise's place
             out["knee"] = float(ns.knee)
@@ -251,6 +257,20 @@ class _Hooks:
                 }
             )
         return out
+
+    def _gsd_new_gains(self, rec) -> dict:
+        """The mean step gains of the steps measured since the last generation (usually one), for
+        :func:`gsd.core.noise_scale.knee_from_log` to read back from the log."""
+        if rec.objective is None or len(rec.gain_big) <= self._gsd_gains_logged:
+            return {}
+        new = slice(self._gsd_gains_logged, len(rec.gain_big))
+        self._gsd_gains_logged = len(rec.gain_big)
+        return {
+            "gain_small": float(np.mean(rec.gain_small[new])),
+            "gain_big": float(np.mean(rec.gain_big[new])),
+            "gain_small_generations": float(rec.gain_sizes[0]),
+            "gain_big_generations": float(rec.gain_sizes[-1]),
+        }
 
     @property
     def gsd_skip_counts(self) -> dict:

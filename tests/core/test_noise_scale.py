@@ -13,6 +13,7 @@ from scipy import integrate, stats
 
 import gsd
 from gsd.core.advice import StepCost, batch_advice, step_noise_terms
+from gsd.core.noise_scale import GAIN_KEYS as GAIN
 from gsd.core.noise_scale import noise_scale_from_logs, noise_scale_from_norms
 from gsd.core.posterior import BetaPosterior
 
@@ -427,3 +428,39 @@ def test_knee_from_gain_levels_bad_input_is_named(gains, sizes, match):
 
     with pytest.raises(gsd.InputError, match=match):
         knee_from_gain_levels(gains, sizes)
+
+
+@pytest.mark.parametrize(
+    ("entries", "match"),
+    [
+        ([{"step": 1, "grad_norm": 1.0}], "logs no gsd/gain_small"),
+        ([{"step": 1, **dict.fromkeys(GAIN, 1.0), "gsd/gain_big": float("nan")}], "gsd/gain_big must be a finite"),
+        ([{"step": 1, **dict.fromkeys(GAIN, 1.0), "gsd/gain_small": "x"}], "gsd/gain_small must be a finite"),
+        (
+            [
+                {
+                    "step": 1,
+                    "gsd/gain_small": 1.0,
+                    "gsd/gain_big": 1.5,
+                    "gsd/gain_small_generations": 8,
+                    "gsd/gain_big_generations": 16,
+                },
+                {
+                    "step": 2,
+                    "gsd/gain_small": 1.0,
+                    "gsd/gain_big": 1.5,
+                    "gsd/gain_small_generations": 16,
+                    "gsd/gain_big_generations": 32,
+                },
+            ],
+            "change batch sizes",
+        ),
+        ([{"step": -1, **dict.fromkeys(GAIN, 1.0)}], "step"),
+    ],
+)
+def test_knee_from_log_bad_entries_are_named(tmp_path, entries, match):
+    from gsd.core.noise_scale import knee_from_log
+
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": entries}))
+    with pytest.raises(gsd.InputError, match=match):
+        knee_from_log(tmp_path)

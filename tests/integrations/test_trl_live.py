@@ -864,6 +864,20 @@ def test_step_gain_knee_and_its_advice_in_the_log(tmp_path):
                            g_grid=(2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64))  # fmt: skip
         assert adv.run["source"] == "step gains" and "step gains" in adv.convention()
         assert hist[-1]["gsd/advised_generations_per_step"] >= 2
+    # the gains reach trainer_state.json (transformers' own writer), one step per entry (logging_steps 1),
+    # and the knee read back from it is the recorder's over the same steps
+    from gsd.cli import main
+    from gsd.core.noise_scale import knee_from_log
+
+    tr.save_state()
+    logged = [h for h in tr.state.log_history if "gsd/gain_big" in h]
+    n = len(logged)
+    assert n >= 2 and [h["gsd/gain_big"] for h in logged] == rec.gain_big[:n]
+    assert [h["gsd/gain_small"] for h in logged] == rec.gain_small[:n]
+    want = knee_from_step_gains(rec.gain_small[:n], rec.gain_big[:n], 8, 16)
+    got = knee_from_log(tmp_path / "knee")
+    assert got.knee == want.knee or (np.isinf(got.knee) and np.isinf(want.knee))
+    assert main(["scalars", str(tmp_path / "knee"), "--knee-from-log", "--group-size", "4", "--groups", "4"]) == 0
 
 
 def test_noise_scale_recorder_never_stops_training(tmp_path):
