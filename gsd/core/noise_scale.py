@@ -310,8 +310,8 @@ def knee_from_ratio(ratio, b_small, b_big):
     with np.errstate(divide="ignore", invalid="ignore"):
         k = (r - 1.0) / (1.0 / b_small - r / b_big)
     k = np.where(r <= 1.0, 0.0, np.where(r >= b_big / b_small, np.inf, k))
-    k = np.where(np.isnan(r), np.nan, k)
-    return k[()] if k.ndim == 0 else k
+    k = np.asarray(np.where(np.isnan(r), np.nan, k), dtype=np.float64)
+    return k.item() if k.ndim == 0 else k
 
 
 def knee_from_step_gains(gain_small, gain_big, b_small, b_big, *, level: float = 0.95) -> StepKnee:
@@ -362,8 +362,8 @@ def _knee_fit(mean_gains, inv_b) -> np.ndarray:
     """K = c/a of the least-squares line 1/ḡ = a + c/b through each row of ``mean_gains`` (rows × levels);
     ∞ where a row's smallest batch gains nothing (ḡ ≤ 0) or a ≤ 0 (the gain grows as fast as the batch or
     faster), 0 where c ≤ 0 (a bigger batch gains nothing more per step)."""
-    g = np.atleast_2d(mean_gains)
-    ok = (g > 0).all(axis=1)
+    g = np.atleast_2d(np.asarray(mean_gains, dtype=np.float64))
+    ok = np.all(g > 0, axis=1)
     y = np.where(ok[:, None], 1.0 / np.where(g > 0, g, 1.0), np.nan)
     x = inv_b - inv_b.mean()
     c = (y - y.mean(axis=1, keepdims=True)) @ x / (x @ x)
