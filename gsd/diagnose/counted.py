@@ -20,11 +20,13 @@ from ..integrations.contract import RunContext
 from ..validation import InputError
 from .assemble import (
     RolloutLog,
+    advantage_misfit,
     count_warnings,
     group_names,
     group_warnings,
     missing_steps,
     silent_observable,
+    unlogged_weights,
 )
 from .counts import ReadWhole, count_partial, finish, group_tables, listed_bad_rows, streams
 from .discover import TRAINER_HOOKS, discover_files, hooks_of
@@ -113,22 +115,36 @@ def _log_of(counts, tally: SizeTally, files, fmt: str, opts: LogOptions, thresho
     module = TRAINER_HOOKS.get(fmt)
     hooks = hooks_of(module)
     meta, warnings = counts.meta, list(counts.warnings)
-    excluded = sorted(set(meta.get("excluded", ())))
-    context = RunContext(group_size=None, group_size_given=False, warnings=warnings, state_path=None)
+    arranged = meta.get("arranged") or {}  # the whole-run rules applied file by file (TRL)
+    context = arranged.get("context") or RunContext(
+        group_size=None, group_size_given=False, warnings=warnings, state_path=None
+    )
+    excluded = sorted(set(meta.get("excluded", ())) | set(context.excluded_steps))
     context.keyed = meta["keyed"]
     group_col = opts.group_col
     prompt = opts.prompt_col or (module.PROMPT_COL if module is not None else "prompt")
-    names = group_names(hooks, context, reward_text(meta["terms"] or []), group_col, prompt)
+    terms = meta["terms"] or []
+    names = group_names(hooks, context, reward_text(terms), group_col, prompt)
+    if hooks.REWARD_WEIGHTS_UNLOGGED and not opts.reward and len(terms) > 1:
+        warnings.append(unlogged_weights(names["reward_name"]))
     sizes, steps, weights = tally.arrays()
     group_warnings(sizes, steps, counts.mixed, module, group_col, warnings, weights)
-    missing = missing_steps(module, meta["file_steps"] | set(excluded), files, warnings)
+    check, disagree = arranged.get("advantage_check", (None, 0))
+    if check is not None and check["scale"] is None:
+        warnings.append(advantage_misfit(disagree))
+    note = hooks.trainer_silent_note(check)
+    if note and context.trainer_silent:
+        warnings.append(note)
+    have = meta["file_steps"] | set(excluded) | set(context.repeated_steps) | set(context.eval_steps)
+    missing = missing_steps(module, have, files, warnings)
     silent = np.array([tally.silent]) if hooks.zero_std else None
     observable = silent_observable(hooks, silent, np.array([tally.smallest]), warnings)
     got = {
         "incomplete_groups": counts.incomplete_groups,
         "incomplete_rollouts": counts.incomplete_rollouts,
         "padding": None,
-        "unscorable": 0,
+        "padded": counts.padded,
+        "unscorable": counts.unscored,
     }
     reader = SimpleNamespace(repeated_rows=meta["repeated_rows"], extra_outputs=meta["extra_outputs"])
     count_warnings(got, reader, context, warnings)  # type: ignore[arg-type]  # the two fields it reads
@@ -147,7 +163,12 @@ def _log_of(counts, tally: SizeTally, files, fmt: str, opts: LogOptions, thresho
         group_by=names["group_by"],
         silence=names["silence"],
         group_size=names["group_size"],
+        repeated_steps=context.repeated_steps,
         missing_steps=missing,
+        eval_steps=context.eval_steps,
+        trainer_silent=context.trainer_silent,
+        unscorable_rollouts=got["unscorable"],
+        advantage_check=check,
         incomplete_groups=got["incomplete_groups"],
         incomplete_rollouts=got["incomplete_rollouts"],
         extra_outputs=meta["extra_outputs"],
@@ -163,6 +184,7 @@ def _log_of(counts, tally: SizeTally, files, fmt: str, opts: LogOptions, thresho
             "threshold": threshold,
             "rows": int(counts.steps["rollouts"].sum()),
             "graded": counts.graded,
+            "padding_rows": counts.padded,
         },
     )
 

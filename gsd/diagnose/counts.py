@@ -31,7 +31,8 @@ import numpy as np
 from ..integrations.columns import pair_codes
 from ..io.frames import group_sums
 from ..validation import InputError
-from .assemble import columns_to_read, run_history, silent_groups, unusable_rows
+from .assemble import columns_to_read, run_context, run_history, silent_groups, unusable_rows
+from .blocks import NO_ROW, block_cells, survey
 from .discover import TRAINER_HOOKS, discover_files, hooks_of
 from .options import LogOptions
 from .parse import MAX_LISTED, Reader, read_file
@@ -49,7 +50,7 @@ __all__ = [
     "ReadWhole",
 ]
 
-_NONE = np.iinfo(np.int64).max  # "no usable row" as a first-row index
+_NONE = NO_ROW  # "no usable row" as a first-row index
 SHARD_BITS = 40  # a row's order is (shard << 40) + its row within the shard: 2^40 rows per shard
 
 
@@ -80,8 +81,26 @@ class Cells:
     orphans: np.ndarray = field(default_factory=lambda: np.zeros((2, 0), np.int64))
     unplaced: list = field(default_factory=list)
     keyed: set = field(default_factory=set)  # {True, False}: chunks with and without group keys
+    # Blocks of rows (TRL, :mod:`gsd.diagnose.blocks`): per cell its rows kept in the group without
+    # a finite reward, its padding rows, and the trainer's zero-std verdict on its group (1 silent,
+    # 0 not, -1 none); None for the other formats (0, 0, -1 each).
+    unscored: np.ndarray | None = None
+    pad: np.ndarray | None = None
+    verdict: np.ndarray | None = None
 
     ARRAYS = ("step", "gkey", "hash", "rows", "lo", "hi", "top", "above", "mid", "first", "lost")
+    EXTRA = {"unscored": (0, np.add), "pad": (0, np.add), "verdict": (-1, np.maximum)}  # (fill, merge)
+
+    def arrays(self) -> dict:
+        """The per-cell arrays by name, the extra ones where the cells carry them."""
+        out = {name: getattr(self, name) for name in Cells.ARRAYS}
+        if self.unscored is not None:
+            out.update({name: getattr(self, name) for name in Cells.EXTRA})
+        return out
+
+    def sizes(self) -> np.ndarray:
+        """Per cell, the rows its group holds: the usable ones and those kept without a reward."""
+        return self.rows if self.unscored is None else self.rows + self.unscored
 
     @classmethod
     def empty(cls) -> Cells:
@@ -109,6 +128,11 @@ class Cells:
         out = Cells.empty() if not parts else parts[0]
         if len(parts) > 1:
             cat = {name: np.concatenate([getattr(p, name) for p in parts]) for name in Cells.ARRAYS}
+            if any(p.unscored is not None for p in parts):
+                for name, (fill, _) in Cells.EXTRA.items():
+                    cat[name] = np.concatenate(
+                        [getattr(p, name) if p.unscored is not None else np.full(p.size, fill) for p in parts]
+                    ).astype(np.int64)
             out = _reduce(cat)
             out.orphans = np.unique(np.concatenate([p.orphans for p in parts], axis=1), axis=1)
             out.unplaced = [u for p in parts for u in p.unplaced]
@@ -187,6 +211,7 @@ def _reduce(cat: dict) -> Cells:
     lo = np.minimum.reduceat(s["lo"], starts)
     hi = np.maximum.reduceat(s["hi"], starts)
     inside = ((s["lo"] > lo[idx]) & (s["lo"] < hi[idx])) | ((s["hi"] > lo[idx]) & (s["hi"] < hi[idx]))
+    extra = {name: merge.reduceat(s[name], starts) for name, (_, merge) in Cells.EXTRA.items() if name in s}
     return Cells(
         s["step"][starts],
         s["gkey"][starts],
@@ -199,6 +224,7 @@ def _reduce(cat: dict) -> Cells:
         np.logical_or.reduceat(s["mid"] | inside, starts),
         np.minimum.reduceat(s["first"], starts),
         np.logical_or.reduceat(s["lost"], starts),
+        **extra,
     )
 
 
@@ -329,25 +355,52 @@ class RunCounts:
     mixed: int = 0  # extra (group, prompt) pairs: groups that hold several prompts
     meta: dict = field(default_factory=dict)  # what the reader saw (Partial.meta)
     graded: bool = False  # rewards graded without a threshold: no right/wrong (k NaN)
+    unscored: int = 0  # rows kept in their group without a finite reward (TRL), padding included
+    padded: int = 0  # of those, a padding trainer's rows (trl-cgrpo)
 
 
-def count_files(files, fmt: str, cols: dict, reward, threshold=None, *, shard: int = 0, progress=None) -> Partial:
+def count_files(
+    files, fmt: str, cols: dict, reward, threshold=None, *, shard: int = 0, progress=None, context=None
+) -> Partial:
     """The counts of ``files`` (one run's, or one shard of it), read piece by piece: each piece
     parsed into a chunk, reduced to its cells and dropped; the parts compacted (:func:`compact`)
-    when they outgrow twice their last compacted size (amortised: a cell is merged O(log) times)."""
+    when they outgrow twice their last compacted size (amortised: a cell is merged O(log) times).
+    A format with whole-run rules (TRL) has them applied file by file by its ``stream_arrange``
+    (``context``: the run's :class:`~gsd.integrations.contract.RunContext`; :mod:`gsd.diagnose.blocks`)."""
     from ..io.progress import progress_bar
 
     reader = Reader(fmt, cols, reward)
-    state = {"parts": [], "held": 0, "merged": 1 << 16, "row": shard << SHARD_BITS, "bad": 0}
+    hooks = hooks_of(reader.module)
+    arrangement = hooks.stream_arrange(context) if hooks.stream_arrange is not None else None
+    if arrangement is not None and context.group_size is None:
+        survey(files, Reader(fmt, cols, reward), arrangement)
+    pads = bool(context is not None and context.state and context.state.get("pads"))
+    state = {"parts": [], "held": 0, "merged": 1 << 16, "row": shard << SHARD_BITS, "bad": 0, "seen": False}
     reasons: list = [[] for _ in range(5)]  # the first unusable rows listed, per reason
     file_steps: set = set()
 
+    def cells_of(chunk):
+        """The chunk's cells, or None for a chunk the run's rules leave out."""
+        if arrangement is None:
+            return chunk_cells(chunk, threshold, state["row"])
+        state["seen"] |= bool(chunk.hashes.size)
+        if not chunk.hashes.size or not arrangement.take(chunk):
+            return None
+        if pads and chunk.padding is None:  # the whole-log reader then counts no padding at all
+            raise ReadWhole(f"{chunk.file}: no completion column in a padding trainer's run: read whole")
+        cells = _reduce(block_cells(chunk, threshold, state["row"], hooks, arrangement, pads))
+        cells.keyed = {True}
+        return cells
+
     def take(rd):
         for chunk in rd.chunks:
-            cells = chunk_cells(chunk, threshold, state["row"])
+            cells = cells_of(chunk)
+            if cells is None:
+                continue
             room = [MAX_LISTED - len(found) for found in reasons]
+            scored = np.isfinite(chunk.reward) | (chunk.prompt_ok & hooks.UNSCORABLE_IN_GROUP)
             for i, (count, listed) in enumerate(
-                unusable_rows(rd, [chunk], _rows(chunk), np.isfinite(chunk.reward), cols.get("group"), room)
+                unusable_rows(rd, [chunk], _rows(chunk), scored, cols.get("group"), room)
             ):
                 state["bad"] += count
                 reasons[i].extend(listed)
@@ -369,6 +422,8 @@ def count_files(files, fmt: str, cols: dict, reward, threshold=None, *, shard: i
         for path in files:
             read_file(path, reader, on_piece=take)
             bar.update(1)
+    if arrangement is not None and state["seen"]:
+        arrangement.close()
     meta = {
         "terms": reader.terms,
         "keyed": reader.keyed,
@@ -378,6 +433,8 @@ def count_files(files, fmt: str, cols: dict, reward, threshold=None, *, shard: i
         "listed": reader.bad_rows,  # lines that are not rows, found while reading
         "reasons": reasons,
     }
+    if arrangement is not None:
+        meta["arranged"] = {"context": context, "advantage_check": arrangement.advantage_check(), "pads": pads}
     return Partial(compact(state["parts"]), reader.labels, reader.bad_count + state["bad"], meta)
 
 
@@ -393,9 +450,10 @@ def _rows(chunk) -> dict:
 
 
 def streams(fmt: str) -> bool:
-    """Whether the format is read piece by piece (verl and tables) rather than whole."""
+    """Whether the format is read piece by piece (verl, TRL and tables) rather than whole: its
+    whole-run rules, if any, can be applied file by file (``stream_arrange``)."""
     hooks = hooks_of(TRAINER_HOOKS.get(fmt))
-    return hooks.arrange is None and not hooks.GROUP_SIZE and not hooks.UNSCORABLE_IN_GROUP
+    return hooks.arrange is None or hooks.stream_arrange is not None
 
 
 class ReadWhole(InputError):
@@ -403,10 +461,12 @@ class ReadWhole(InputError):
 
 
 def plan(paths, options: LogOptions):
-    """(files to read, format, columns, reward, warnings, steps left out) of a run, its left-overs
-    of other attempts left out, as :func:`read_rollouts` decides them; an InputError for a format that is
-    not read piece by piece or a table saved by gsd's GroupTracker (its own verdict column)."""
-    files, fmt, warnings, _, folders = discover_files(paths, options.fmt)
+    """(files to read, format, columns, reward, warnings, steps left out, the run's context or None)
+    of a run, its left-overs of other attempts left out, as :func:`read_rollouts` decides them; an
+    InputError for a format that is not read piece by piece or a table saved by gsd's GroupTracker
+    (its own verdict column).  The context (a format with ``stream_arrange``: TRL) holds the
+    run-state file read, its notes said first, as the whole-log reader says them."""
+    files, fmt, warnings, state_path, folders = discover_files(paths, options.fmt)
     module = TRAINER_HOOKS.get(fmt)
     reward, _, declared, cols = columns_to_read(
         module, fmt, files, reward=options.reward, group_col=options.group_col, group_size=None,
@@ -414,6 +474,7 @@ def plan(paths, options: LogOptions):
     )  # fmt: skip
     if declared or not streams(fmt):
         raise ReadWhole(f"LOG: {fmt} logs are read whole (read_rollouts), not piece by piece")
+    context = run_context(module, None, warnings, state_path) if hooks_of(module).stream_arrange else None
     if module is not None and folders and hooks_of(module).RUN_HISTORY:
         import os
         from types import SimpleNamespace
@@ -422,8 +483,8 @@ def plan(paths, options: LogOptions):
 
         stubs = [SimpleNamespace(file=f, mtime=os.stat(f).st_mtime, file_step=file_step(module, f)) for f in files]
         kept, excluded = run_history(stubs, warnings)
-        return [s.file for s in kept], fmt, cols, reward, warnings, excluded
-    return files, fmt, cols, reward, warnings, []
+        return [s.file for s in kept], fmt, cols, reward, warnings, excluded, context
+    return files, fmt, cols, reward, warnings, [], context
 
 
 def count_rollouts(
@@ -449,8 +510,8 @@ def count_partial(paths, *, threshold=None, progress=None, **options) -> tuple[P
     """(the partial counts of a run read piece by piece in this process, its format, the reader's
     warnings, the files read): what :func:`finish` takes; ``options``: :func:`plan`'s."""
     threshold = checked_threshold(threshold)
-    files, fmt, cols, reward, warnings, excluded = plan(paths, LogOptions.take(options, "count_partial"))
-    partial = count_files(files, fmt, cols, reward, threshold, progress=progress)
+    files, fmt, cols, reward, warnings, excluded, context = plan(paths, LogOptions.take(options, "count_partial"))
+    partial = count_files(files, fmt, cols, reward, threshold, progress=progress, context=context)
     partial.meta["excluded"] = excluded
     return partial, fmt, warnings, len(files)
 
@@ -544,7 +605,14 @@ def finish(partial: Partial, fmt: str, threshold=None, warnings=None, *, n_files
         mixed=mixed,
         meta=partial.meta,
         graded=rule[0] == "graded",
+        unscored=_kept_sum(runs, kept, "unscored"),
+        padded=_kept_sum(runs, kept, "pad"),
     )
+
+
+def _kept_sum(runs, kept, name: str) -> int:
+    """The sum of a block field (``unscored``, ``pad``) over the kept cells (0 without blocks)."""
+    return sum(int(getattr(r, name)[k].sum()) for r, (k, _, _) in zip(runs, kept) if getattr(r, name) is not None)
 
 
 def _rule(partial: Partial, threshold, warnings, n_files: int):
@@ -557,8 +625,11 @@ def _rule(partial: Partial, threshold, warnings, n_files: int):
         raise InputError(f"LOG: no usable rollout in {n_files} file(s){detail}")
     runs = partial.runs
     uniq = np.unique(np.concatenate([np.unique(r.hash[k]) for r, (k, _, _) in zip(runs, kept)]))
-    values = np.unique(np.concatenate([np.r_[r.lo[k], r.hi[k]] for r, (k, _, _) in zip(runs, kept)]))
-    rule, note = _right_rule(values, any(r.mid[k].any() for r, (k, _, _) in zip(runs, kept)), threshold)
+    scored = [k & (r.rows > 0) for r, (k, _, _) in zip(runs, kept)]  # a block may hold no finite reward
+    values = np.unique(np.concatenate([np.r_[r.lo[k], r.hi[k]] for r, k in zip(runs, scored)]))
+    unscored = _kept_sum(runs, kept, "unscored") - _kept_sum(runs, kept, "pad")
+    mid = any(r.mid[k].any() for r, k in zip(runs, scored))
+    rule, note = _right_rule(values, mid, threshold, unscored)
     return kept, uniq, rule, note
 
 
@@ -592,15 +663,17 @@ def _kept(run: Cells, warnings) -> tuple[np.ndarray, int, int]:
     _place_unreadable(run, gcode, n_groups, dropped[gcode] | orphaned, dropped, warnings)
     lost = dropped[gcode] | orphaned
     incomplete = int((dropped | _any_of(gcode, n_groups, orphaned)).sum())
-    return ~lost & (run.rows > 0), incomplete, int(run.rows[lost].sum())
+    size = run.sizes()
+    return ~lost & (size > 0), incomplete, int(size[lost].sum())
 
 
 def _run_groups(run: Cells, keep, uniq, rule, fmt: str) -> tuple[dict, Any]:
     """The group table of one run's kept cells, sorted by step then prompt (its first row's), with
     each group's key (``gkey``); the extra prompt-groups (groups that hold several prompts)."""
-    c = {name: getattr(run, name)[keep] for name in Cells.ARRAYS}
+    c = {name: v[keep] for name, v in run.arrays().items()}
     group, _ = pair_codes(c["step"], c["gkey"])
     g = _reduce({**c, "gkey": group, "hash": np.zeros(group.size, np.int64)})  # one entry per group
+    size = g.sizes()
     by_first = np.lexsort((c["first"], group))
     prompt = np.searchsorted(uniq, c["hash"][by_first][np.r_[True, np.diff(group[by_first]) != 0]])
     kind, top = rule
@@ -610,14 +683,14 @@ def _run_groups(run: Cells, keep, uniq, rule, fmt: str) -> tuple[dict, Any]:
         k = np.where(g.hi == top, g.top, 0)
     else:
         k = np.full(g.size, np.nan)
-    silent = (g.rows >= 2) & _silent(fmt, g)
+    silent = (size >= 2) & (_silent(fmt, g) if g.verdict is None else g.verdict > 0)
     binary = kind != "graded"
     table = {
         "step": g.step,
         "gkey": g.gkey,
         "prompt": prompt,
-        "G": g.rows,
-        "generated": g.rows,
+        "G": size,
+        "generated": size if g.pad is None else size - g.pad,
         "n": g.rows,
         "k": k.astype(np.int64) if binary else k,
         "silent": silent,
@@ -672,21 +745,22 @@ def _place_unreadable(cells: Cells, gcode, n_groups: int, gone, dropped, warning
             )
 
 
-def _right_rule(values, mid: bool, threshold):
+def _right_rule(values, mid: bool, threshold, unscored: int = 0):
     """((kind, top value), note): how right answers are counted, by :func:`binarise`'s rule on the
     kept rewards' distinct values (``values``, their ranges' ends; ``mid``: a value inside a
-    range): ``threshold``; ``top`` (0/1 rewards: the 1s; two values: the higher); ``graded``."""
+    range; ``unscored``: the rows kept without a finite reward that are not padding):
+    ``threshold``; ``top`` (0/1 rewards: the 1s; two values: the higher); ``graded``."""
     from .tables import binarise
 
     if threshold is not None:
-        return ("threshold", None), binarise(np.zeros(0), threshold)[1]
+        return ("threshold", None), binarise(np.zeros(0), threshold, unscored=unscored)[1]
     if mid or values.size > 2:
         shown = ", ".join(f"{v:g}" for v in values[:5])
         return ("graded", None), (
             f"rewards are graded (more than two distinct values: {shown}, ...): the measured figures are "
             "given; predictions and posteriors need --threshold T (reward >= T counts as right)"
         )
-    _, note = binarise(values)
+    _, note = binarise(values, unscored=unscored)
     return ("top", 1.0 if np.all(np.isin(values, (0.0, 1.0))) else values.max()), note
 
 

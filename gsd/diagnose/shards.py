@@ -66,7 +66,11 @@ def partial_sharded(paths, *, shards: int = 2, address=None, num_cpus=None, thre
     """:func:`gsd.diagnose.counts.count_partial` with the files counted in ``shards`` Ray tasks and
     their partial counts merged exactly: (partial counts, format, warnings, files read)."""
     threshold = checked_threshold(threshold)
-    files, fmt, cols, reward, warnings, excluded = plan(paths, LogOptions.take(options, "partial_sharded"))
+    files, fmt, cols, reward, warnings, excluded, context = plan(paths, LogOptions.take(options, "partial_sharded"))
+    if context is not None:  # whole-run rules applied file by file in order (TRL): one process
+        partial = count_files(files, fmt, cols, reward, threshold, progress=False, context=context)
+        partial.meta["excluded"] = excluded
+        return partial, fmt, warnings, len(files)
     parts = split(files, shards)
     ray, started = _ray(address, num_cpus or len(parts))
     try:

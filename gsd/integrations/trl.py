@@ -335,6 +335,9 @@ class Arrangement:
     :meth:`close` adds the warnings in :func:`arrange`'s order and fills the context.
     """
 
+    #: Columns the first pass reads beside the prompt: ``mode`` marks evaluation rows (:func:`prepare`).
+    SURVEY_COLUMNS = ("mode",)
+
     def __init__(self, context):
         self.context = context
         state = context.state
@@ -348,6 +351,11 @@ class Arrangement:
         self.notes: list = []  # the blocks' warnings, said after the run's
         self.kept = 0
         self.G = context.group_size
+        self.errors: dict | None = None  # the advantages' errors so far (check), None: none checked
+        self.checked = 0  # groups checked
+        self.logged = False  # an advantage that is not 0
+        self.unlogged = False  # a file without advantages: no check (as the whole-log reader)
+        self.disagree = 0  # groups silent by the rewards and not by the advantages, or the reverse
 
     def fate(self, step) -> str | None:
         """``"beyond"`` (a left-over beyond the final state), ``"eval"`` (an evaluation step) or
@@ -379,6 +387,28 @@ class Arrangement:
         key_blocks(ch, self.kept, self.G, self.notes)
         self.kept += 1
         return True
+
+    def check(self, reward, advantage, group, n_groups: int, silent) -> None:
+        """The advantages of one kept file's kept groups (``group``: dense codes; ``silent``: TRL's
+        verdict per group), checked as :func:`check_advantages` checks a whole run; None: the file
+        has none, and the run is not checked."""
+        if advantage is None:
+            self.unlogged = True
+            return
+        errors = advantage_errors(reward, advantage, group, n_groups, np.zeros(group.size, np.int64))
+        self.errors = errors if self.errors is None else {k: max(v, errors[k]) for k, v in self.errors.items()}
+        self.checked += n_groups
+        amax = np.zeros(n_groups)
+        np.maximum.at(amax, group, np.abs(np.nan_to_num(advantage, nan=0.0)))
+        self.logged |= bool(np.any(amax > 0))
+        self.disagree += int((silent != (amax <= 1e-3)).sum())
+
+    def advantage_check(self) -> tuple[dict | None, int]:
+        """(the run's :func:`check_advantages` from the files checked, None when not checked or no
+        advantage is logged; the groups whose verdicts disagree)."""
+        if self.unlogged or self.errors is None or not self.logged:
+            return None, 0
+        return scale_of(self.errors, self.checked), self.disagree
 
     def close(self) -> None:
         """The run's warnings, in :func:`arrange`'s order, and the context's fields."""
@@ -705,8 +735,16 @@ def check_advantages(reward, advantage, group, n_groups: int, batch) -> dict:
     ``"none"`` (A = r − mean), each evaluated in float32 from the rewards; ``None`` when none fits
     (other reward weights, another ``multi_objective_aggregation``).
 
-    Returns ``{"scale": ..., "groups_checked": n, "max_error": e}``.
+    Returns ``{"scale": ..., "groups_checked": n, "max_error": e}`` (:func:`scale_of` of
+    :func:`advantage_errors`).
     """
+    return scale_of(advantage_errors(reward, advantage, group, n_groups, batch), n_groups)
+
+
+def advantage_errors(reward, advantage, group, n_groups: int, batch) -> dict:
+    """Per scaling (``"group"``, ``"batch"``, ``"none"``), the largest relative error of the logged
+    advantages against it, max |A_pred − A| / (1e-3 + |A|) over the rows (0 without rows): a max,
+    so the errors of disjoint generations combine by their max."""
     r = np.asarray(reward, np.float64).astype(np.float32)
     a = np.nan_to_num(np.asarray(advantage, np.float64), nan=0.0)
     group = np.asarray(group, np.int64)
@@ -725,8 +763,17 @@ def check_advantages(reward, advantage, group, n_groups: int, batch) -> dict:
     for name, pred in fits.items():
         err = np.abs(np.nan_to_num(pred, nan=0.0) - a)
         errors[name] = float(np.max(err / (1e-3 + np.abs(a)))) if err.size else 0.0
+    return errors
+
+
+def scale_of(errors: dict, groups_checked: int) -> dict:
+    """The scaling whose error (:func:`advantage_errors`) is least, if it is within 1e-2."""
     best = min(errors, key=errors.__getitem__)
-    return {"scale": best if errors[best] <= 1e-2 else None, "groups_checked": int(n_groups), "max_error": errors[best]}
+    return {
+        "scale": best if errors[best] <= 1e-2 else None,
+        "groups_checked": int(groups_checked),
+        "max_error": errors[best],
+    }
 
 
 def trainer_silent_note(check) -> str | None:

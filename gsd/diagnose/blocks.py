@@ -1,0 +1,96 @@
+"""The counts of a log whose groups are blocks of consecutive rows (TRL's completions files), read
+one file at a time: memory that grows with the groups, not the rollouts.
+
+TRL writes one generation per file and a group is a block of ``num_generations`` rows of it, so
+every rule on a group is one file's: whether it lost a row, its rows kept without a finite reward
+(every reward function returned None: TRL keeps them in the group, out of its mean and std), a
+padding trainer's rows, TRL's float32 zero-std verdict, the fit of its logged advantages.  Each
+file is reduced to its groups' cells (:class:`gsd.diagnose.counts.Cells`, with the block fields)
+as it is read and dropped.  The whole-run rules (:func:`gsd.integrations.trl.arrange`) are applied
+file by file by the format's ``stream_arrange`` object: files beyond the final state or of an
+evaluation step are known by their step, a repeated generation by the previous file's digest,
+and ``num_generations``, when not given, by a first pass over the prompt column alone
+(:func:`survey`), which leaves one integer per file.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..integrations.columns import pair_codes
+from .assemble import in_pairs
+from .discover import file_step, hooks_of
+from .load import read_parquet
+
+__all__ = ["survey", "block_cells"]
+
+
+def survey(files, reader, arrangement) -> None:
+    """The first pass: each file's prompt column (and the columns the trainer's row filter needs)
+    read, its rows the trainer groups hashed and handed to ``arrangement.survey``; files left out
+    by their step alone are not read.  A file without the prompt column is left to the counting
+    pass, which names it."""
+    hooks = hooks_of(reader.module)
+    prompt = reader.cols["prompt"]
+    wanted = {prompt, *arrangement.SURVEY_COLUMNS}
+    for path in files:
+        if arrangement.fate(file_step(reader.module, path)) is not None:
+            continue
+        hashes = []
+        for table, _, _ in read_parquet(path, lambda schema: [n for n in schema.names if n in wanted]):
+            if table is None or prompt not in table.column_names:
+                continue
+            table, _ = hooks.prepare(table, None) if hooks.prepare is not None else (table, None)
+            members = hooks.members(table)
+            if members is not None:
+                table = table.filter(np.asarray(members, bool))
+            h, ok = reader.hash_prompts(table.column(prompt))
+            hashes.append(h[ok])
+        arrangement.survey(np.concatenate(hashes) if hashes else np.zeros(0, np.int64))
+
+
+NO_ROW = np.iinfo(np.int64).max  # "no usable row" as a first-row index, as the cells mark it
+
+
+def block_cells(chunk, threshold, row0: int, hooks, arrangement, pads: bool) -> dict:
+    """The rows of cells (reduced by the caller) of one kept file (a chunk keyed by ``arrangement.take``), one per block and
+    prompt (a usable block: one cell), with its rows kept without a reward, its padding rows
+    (``pads``: the run's trainer pads) and TRL's zero-std verdict; its advantages checked
+    (``arrangement.check``).  A row is usable with a prompt, a step and a whole block; a block
+    with an unusable row is lost whole, as :func:`gsd.diagnose.assemble.read_rollouts` decides."""
+    n = chunk.hashes.size
+    steps, reward = chunk.steps, chunk.reward
+    conflict = chunk.conflict if chunk.conflict is not None else np.zeros(n, bool)
+    usable = chunk.prompt_ok & chunk.step_ok & chunk.gkey_ok & ~conflict
+    scored = usable & np.isfinite(reward)
+    pair = np.stack([steps, chunk.gkey])
+    lost = chunk.step_ok & ~usable
+    keep = usable & ~in_pairs(pair, np.unique(pair[:, lost], axis=1)) if lost.any() else usable
+    group, n_groups = pair_codes(steps[keep], chunk.gkey[keep])
+    silent = hooks.zero_std(reward[keep], group, n_groups)
+    verdict = np.full(n, -1, np.int64)
+    verdict[keep] = silent[group]
+    advantage = None if chunk.advantage is None else chunk.advantage[keep]
+    arrangement.check(reward[keep], advantage, group, n_groups, silent)
+    r = np.where(scored, reward, np.nan)
+    padding = usable & chunk.padding if pads and chunk.padding is not None else np.zeros(n, bool)
+    placed = chunk.step_ok
+    rows = {
+        "step": steps[placed],
+        "gkey": chunk.gkey[placed],
+        "hash": np.where(usable, chunk.hashes, 0)[placed],
+        "rows": scored[placed].astype(np.int64),
+        "lo": np.where(scored, r, np.inf)[placed],
+        "hi": np.where(scored, r, -np.inf)[placed],
+        "top": scored[placed].astype(np.int64),
+        "above": (scored & (r >= threshold))[placed].astype(np.int64)
+        if threshold is not None
+        else np.zeros(int(placed.sum()), np.int64),
+        "mid": np.zeros(int(placed.sum()), bool),
+        "first": np.where(usable, row0 + np.arange(n, dtype=np.int64), NO_ROW)[placed],
+        "lost": ~usable[placed],
+        "unscored": (usable & ~scored)[placed].astype(np.int64),
+        "pad": padding[placed].astype(np.int64),
+        "verdict": verdict[placed],
+    }
+    return rows
