@@ -21,6 +21,7 @@ from ..integrations.columns import pair_codes
 from .assemble import in_pairs
 from .discover import file_step, hooks_of
 from .load import read_parquet
+from .posteriors import step_std
 
 __all__ = ["survey", "block_cells"]
 
@@ -52,8 +53,8 @@ def survey(files, reader, arrangement) -> None:
 NO_ROW = np.iinfo(np.int64).max  # "no usable row" as a first-row index, as the cells mark it
 
 
-def block_cells(chunk, threshold, row0: int, hooks, arrangement, pads: bool) -> dict:
-    """The rows of cells (reduced by the caller) of one kept file (a chunk keyed by ``arrangement.take``), one per block and
+def block_cells(chunk, threshold, row0: int, hooks, arrangement, pads: bool) -> tuple[dict, tuple]:
+    """(the rows of cells, reduced by the caller; its steps' reward std, :func:`step_std`) of one kept file (a chunk keyed by ``arrangement.take``), one per block and
     prompt (a usable block: one cell), with its rows kept without a reward, its padding rows
     (``pads``: the run's trainer pads) and TRL's zero-std verdict; its advantages checked
     (``arrangement.check``).  A row is usable with a prompt, a step and a whole block; a block
@@ -72,6 +73,7 @@ def block_cells(chunk, threshold, row0: int, hooks, arrangement, pads: bool) -> 
     verdict[keep] = silent[group]
     advantage = None if chunk.advantage is None else chunk.advantage[keep]
     arrangement.check(reward[keep], advantage, group, n_groups, silent)
+    stds = step_std(steps[keep], reward[keep])  # scale_rewards="batch": a step is one file's generation
     r = np.where(scored, reward, np.nan)
     padding = usable & chunk.padding if pads and chunk.padding is not None else np.zeros(n, bool)
     placed = chunk.step_ok
@@ -93,4 +95,4 @@ def block_cells(chunk, threshold, row0: int, hooks, arrangement, pads: bool) -> 
         "pad": padding[placed].astype(np.int64),
         "verdict": verdict[placed],
     }
-    return rows
+    return rows, stds

@@ -182,9 +182,10 @@ def _log_of(counts, tally: SizeTally, files, fmt: str, opts: LogOptions, thresho
             "groups": None if counts.groups is None else {c: counts.groups[c] for c in GROUP_COLUMNS},
             "rewards_as": counts.right_rule,
             "threshold": threshold,
-            "rows": int(counts.steps["rollouts"].sum()),
+            "rows": int(counts.steps["rollouts"].sum()) + counts.padded,  # every row kept, padding too
             "graded": counts.graded,
             "padding_rows": counts.padded,
+            "step_std": arranged.get("step_std"),
         },
     )
 
@@ -249,7 +250,7 @@ def _diagnose_counts(log: RolloutLog, counts, partial, threshold, groups, o: dic
     half-life, then the group tables run by run, predicted and summed (see there)."""
     from ..core.forgetting import as_half_life
     from .aggregate import GroupSums
-    from .posteriors import History, with_history
+    from .posteriors import History, batch_std, with_history
     from .tables import auto_half_life, check_groups, conclude, log_convention, predict_groups, run_prior
 
     given = as_half_life(o["half_life"], auto=True)
@@ -278,7 +279,8 @@ def _diagnose_counts(log: RolloutLog, counts, partial, threshold, groups, o: dic
     sums = GroupSums(log.labels.size, h, int(counts.steps["step"].max()))
     kept = []
     for g in tables(h):
-        g = predict_groups(g, prior_ab, conv["ddof"], conv["eps"], conv["scale"])
+        stds = batch_std(log, g) if conv["scale"] == "batch" else None
+        g = predict_groups(g, prior_ab, conv["ddof"], conv["eps"], conv["scale"], stds)
         sums.add(g)
         if groups is True:
             kept.append(g)

@@ -375,7 +375,7 @@ def count_files(
     if arrangement is not None and context.group_size is None:
         survey(files, Reader(fmt, cols, reward), arrangement)
     pads = bool(context is not None and context.state and context.state.get("pads"))
-    state = {"parts": [], "held": 0, "merged": 1 << 16, "row": shard << SHARD_BITS, "bad": 0, "seen": False}
+    state = {"parts": [], "held": 0, "merged": 1 << 16, "row": shard << SHARD_BITS, "bad": 0, "seen": False, "stds": []}
     reasons: list = [[] for _ in range(5)]  # the first unusable rows listed, per reason
     file_steps: set = set()
 
@@ -388,7 +388,9 @@ def count_files(
             return None
         if pads and chunk.padding is None:  # the whole-log reader then counts no padding at all
             raise ReadWhole(f"{chunk.file}: no completion column in a padding trainer's run: read whole")
-        cells = _reduce(block_cells(chunk, threshold, state["row"], hooks, arrangement, pads))
+        rows, stds = block_cells(chunk, threshold, state["row"], hooks, arrangement, pads)
+        state["stds"].append(stds)
+        cells = _reduce(rows)
         cells.keyed = {True}
         return cells
 
@@ -434,8 +436,23 @@ def count_files(
         "reasons": reasons,
     }
     if arrangement is not None:
-        meta["arranged"] = {"context": context, "advantage_check": arrangement.advantage_check(), "pads": pads}
+        meta["arranged"] = {
+            "context": context,
+            "advantage_check": arrangement.advantage_check(),
+            "pads": pads,
+            "step_std": _step_stds(state["stds"]),
+        }
     return Partial(compact(state["parts"]), reader.labels, reader.bad_count + state["bad"], meta)
+
+
+def _step_stds(parts) -> tuple | None:
+    """The steps' reward stds of the files (each (steps, std)), sorted by step; None where a step
+    is in two files (its std is not one file's)."""
+    steps = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+    std = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
+    order = np.argsort(steps, kind="stable")
+    steps, std = steps[order], std[order]
+    return None if np.any(np.diff(steps) == 0) else (steps, std)
 
 
 def _rows(chunk) -> dict:
