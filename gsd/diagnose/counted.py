@@ -70,7 +70,7 @@ def read_counted(paths, *, threshold=None, progress=None, shards=None, address=N
 def counted_partial(paths, opts: LogOptions, threshold, progress, shards, address):
     """The partial counts of a run (:func:`gsd.diagnose.counts.count_partial`; in ``shards`` Ray
     tasks: :func:`gsd.diagnose.shards.partial_sharded`), with its format, warnings and files read;
-    None for a log read whole (a table saved by gsd's GroupTracker)."""
+    None for a log read whole."""
     try:
         if shards:
             from .shards import partial_sharded
@@ -121,7 +121,9 @@ def _log_of(counts, tally: SizeTally, files, fmt: str, opts: LogOptions, thresho
     )
     excluded = sorted(set(meta.get("excluded", ())) | set(context.excluded_steps))
     context.keyed = meta["keyed"]
-    group_col = opts.group_col
+    declared = meta.get("declared")  # a table saved by gsd's GroupTracker describes itself
+    threshold = meta.get("threshold") if threshold is None else threshold
+    group_col = declared["group_col"] if declared else opts.group_col
     prompt = opts.prompt_col or (module.PROMPT_COL if module is not None else "prompt")
     terms = meta["terms"] or []
     names = group_names(hooks, context, reward_text(terms), group_col, prompt)
@@ -147,6 +149,8 @@ def _log_of(counts, tally: SizeTally, files, fmt: str, opts: LogOptions, thresho
         "unscorable": counts.unscored,
     }
     reader = SimpleNamespace(repeated_rows=meta["repeated_rows"], extra_outputs=meta["extra_outputs"])
+    if declared:
+        names = {key: declared[key] for key in ("reward_name", "group_by", "silence", "group_size")}
     count_warnings(got, reader, context, warnings)  # type: ignore[arg-type]  # the two fields it reads
     listed = listed_bad_rows(meta)
     empty = np.zeros(0, np.int64)
@@ -175,6 +179,7 @@ def _log_of(counts, tally: SizeTally, files, fmt: str, opts: LogOptions, thresho
         excluded_steps=excluded,
         silent_observable=observable,
         threshold=threshold,
+        trainer=declared.get("trainer") if declared else None,
         warnings=warnings,
         bad_rows=listed,
         bad_count=counts.bad_count,

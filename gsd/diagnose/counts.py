@@ -24,7 +24,7 @@ reduced afterwards: the same answer, with the whole-log memory.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -228,13 +228,15 @@ def _reduce(cat: dict) -> Cells:
     )
 
 
-def chunk_cells(chunk, threshold, row0: int) -> Cells:
+def chunk_cells(chunk, threshold, row0: int, verdict=None) -> Cells:
     """The cells of one parsed piece (a :class:`gsd.diagnose.parse.Chunk`); ``row0``: the order of
     its first row.  A row is usable with a prompt, a step, a finite reward, a group key and no
-    contradiction; an unusable row with a step and a key marks its cell lost."""
+    contradiction; an unusable row with a step and a key marks its cell lost.  ``verdict``: per
+    row, the trainer's zero-std verdict a table saved (GroupTracker's; a group is silent when one
+    of its rows says so), or None."""
     steps, hashes, reward = chunk.steps, chunk.hashes, chunk.reward
     keyed = chunk.gkey is not None
-    if not keyed and chunk.prompt_codes is not None and chunk.conflict is None:
+    if not keyed and chunk.prompt_codes is not None and chunk.conflict is None and verdict is None:
         return _prompt_cells(chunk, threshold, row0)
     gkey, gkey_ok = (chunk.gkey, chunk.gkey_ok) if keyed else (hashes, chunk.prompt_ok)
     finite = np.isfinite(reward)
@@ -258,6 +260,10 @@ def chunk_cells(chunk, threshold, row0: int) -> Cells:
         "first": np.where(usable, row0 + np.arange(hashes.size, dtype=np.int64), _NONE)[placed],
         "lost": ~usable[placed],
     }
+    if verdict is not None:  # NaN is not a verdict of silence, as the whole-log reader reads it
+        with np.errstate(invalid="ignore"):
+            said = np.where(usable, verdict > 0, -1).astype(np.int64)[placed]
+        rows.update(unscored=np.zeros(said.size, np.int64), pad=np.zeros(said.size, np.int64), verdict=said)
     cells = _reduce(rows)
     cells.orphans = np.unique(np.stack([steps[orphan], hashes[orphan]]), axis=1)
     cells.keyed = {keyed} if hashes.size else set()
@@ -379,10 +385,10 @@ def count_files(
     reasons: list = [[] for _ in range(5)]  # the first unusable rows listed, per reason
     file_steps: set = set()
 
-    def cells_of(chunk):
+    def cells_of(chunk, verdict):
         """The chunk's cells, or None for a chunk the run's rules leave out."""
         if arrangement is None:
-            return chunk_cells(chunk, threshold, state["row"])
+            return chunk_cells(chunk, threshold, state["row"], verdict)
         state["seen"] |= bool(chunk.hashes.size)
         if not chunk.hashes.size or not arrangement.take(chunk):
             return None
@@ -395,8 +401,10 @@ def count_files(
         return cells
 
     def take(rd):
-        for chunk in rd.chunks:
-            cells = cells_of(chunk)
+        if rd.verdicts and len(rd.verdicts) != len(rd.chunks):  # some pieces without the verdict column
+            raise ReadWhole("LOG: a GroupTracker table whose verdict column is in some files only: read whole")
+        for chunk, verdict in zip(rd.chunks, rd.verdicts or [None] * len(rd.chunks)):
+            cells = cells_of(chunk, verdict)
             if cells is None:
                 continue
             room = [MAX_LISTED - len(found) for found in reasons]
@@ -477,19 +485,38 @@ class ReadWhole(InputError):
     """A log that is not read piece by piece (TRL, AReaL, a table saved by gsd's GroupTracker)."""
 
 
+class Plan(NamedTuple):
+    """What :func:`plan_run` decides of a run before its files are counted."""
+
+    files: list  # the files to read, left-overs of other attempts left out
+    fmt: str
+    cols: dict  # the columns to read (Reader's)
+    reward: Any
+    warnings: list
+    excluded: list  # steps left out as left-overs
+    context: Any = None  # the RunContext of a format with stream_arrange (TRL), its state read
+    declared: dict | None = None  # the description a table saved by gsd's GroupTracker carries
+
+
 def plan(paths, options: LogOptions):
-    """(files to read, format, columns, reward, warnings, steps left out, the run's context or None)
-    of a run, its left-overs of other attempts left out, as :func:`read_rollouts` decides them; an
-    InputError for a format that is not read piece by piece or a table saved by gsd's GroupTracker
-    (its own verdict column).  The context (a format with ``stream_arrange``: TRL) holds the
-    run-state file read, its notes said first, as the whole-log reader says them."""
+    """(files to read, format, columns, reward, warnings, steps left out): :func:`plan_run`'s first six."""
+    return tuple(plan_run(paths, options))[:6]
+
+
+def plan_run(paths, options: LogOptions) -> Plan:
+    """The :class:`Plan` of a run: its files (left-overs of other attempts left out), format,
+    columns, reward and warnings, as :func:`read_rollouts` decides them; :class:`ReadWhole` for a
+    format that is not read piece by piece.  The context (a format with ``stream_arrange``: TRL)
+    holds the run-state file read, its notes said first, as the whole-log reader says them; a
+    table saved by gsd's GroupTracker brings its description (reward, group column, verdict
+    column, threshold, how it was grouped)."""
     files, fmt, warnings, state_path, folders = discover_files(paths, options.fmt)
     module = TRAINER_HOOKS.get(fmt)
     reward, _, declared, cols = columns_to_read(
         module, fmt, files, reward=options.reward, group_col=options.group_col, group_size=None,
         prompt=options.prompt_col, step=options.step_col,
     )  # fmt: skip
-    if declared or not streams(fmt):
+    if not streams(fmt):
         raise ReadWhole(f"LOG: {fmt} logs are read whole (read_rollouts), not piece by piece")
     context = run_context(module, None, warnings, state_path) if hooks_of(module).stream_arrange else None
     if module is not None and folders and hooks_of(module).RUN_HISTORY:
@@ -500,8 +527,14 @@ def plan(paths, options: LogOptions):
 
         stubs = [SimpleNamespace(file=f, mtime=os.stat(f).st_mtime, file_step=file_step(module, f)) for f in files]
         kept, excluded = run_history(stubs, warnings)
-        return [s.file for s in kept], fmt, cols, reward, warnings, excluded, context
-    return files, fmt, cols, reward, warnings, [], context
+        return Plan([s.file for s in kept], fmt, cols, reward, warnings, excluded, context, declared)
+    return Plan(files, fmt, cols, reward, warnings, [], context, declared)
+
+
+def effective_threshold(threshold, declared):
+    """The threshold counted with: the one given, else the one a GroupTracker table declares."""
+    threshold = checked_threshold(threshold)
+    return declared["threshold"] if threshold is None and declared else threshold
 
 
 def count_rollouts(
@@ -526,11 +559,11 @@ def count_rollouts(
 def count_partial(paths, *, threshold=None, progress=None, **options) -> tuple[Partial, str, list, int]:
     """(the partial counts of a run read piece by piece in this process, its format, the reader's
     warnings, the files read): what :func:`finish` takes; ``options``: :func:`plan`'s."""
-    threshold = checked_threshold(threshold)
-    files, fmt, cols, reward, warnings, excluded, context = plan(paths, LogOptions.take(options, "count_partial"))
-    partial = count_files(files, fmt, cols, reward, threshold, progress=progress, context=context)
-    partial.meta["excluded"] = excluded
-    return partial, fmt, warnings, len(files)
+    run = plan_run(paths, LogOptions.take(options, "count_partial"))
+    threshold = effective_threshold(threshold, run.declared)
+    partial = count_files(run.files, run.fmt, run.cols, run.reward, threshold, progress=progress, context=run.context)
+    partial.meta.update(excluded=run.excluded, declared=run.declared, threshold=threshold)
+    return partial, run.fmt, run.warnings, len(run.files)
 
 
 def checked_threshold(threshold):
@@ -587,6 +620,7 @@ def finish(partial: Partial, fmt: str, threshold=None, warnings=None, *, n_files
     callable: called with each run's table, in step order, e.g. a file writer; False: dropped),
     so that the memory beyond the cells is one run's."""
     warnings = list(warnings or [])
+    threshold = threshold if threshold is not None else partial.meta.get("threshold")
     runs = partial.runs
     if set().union(*(r.keyed for r in runs)) == {True, False}:
         raise InputError(
@@ -666,6 +700,7 @@ def _tables(runs, kept, uniq, rule, fmt: str):
 def group_tables(partial: Partial, fmt: str, threshold=None):
     """The group table of a run's partial counts, one run of steps at a time in step order (what
     :func:`finish` makes and sums): the memory beyond the cells is one run's table."""
+    threshold = threshold if threshold is not None else partial.meta.get("threshold")
     kept, uniq, rule, _ = _rule(partial, threshold, [], 0)
     for table, _ in _tables(partial.runs, kept, uniq, rule, fmt):
         yield table

@@ -123,6 +123,20 @@ def test_saved_table_reads_back_to_the_diagnosis(runs, tmp_path, capsys):
     )
 
 
+@pytest.mark.parametrize("setup", ["plain", "duplicates", "weights"])
+def test_saved_table_streamed_equals_the_whole_log(runs, tmp_path, setup):
+    """A table saved by the tracker (its own verdict column, group column and threshold) is
+    counted piece by piece, never whole: field by field the whole-log reader's answer."""
+    from diagnose.test_counts import assert_same
+
+    from gsd.diagnose.counts import count_partial
+
+    tracker, _ = runs[setup]
+    path = tracker.save(tmp_path / "run.parquet")
+    assert count_partial(path, progress=False)[0].meta["declared"]  # streamed, not read whole
+    assert_same(path)
+
+
 def test_threshold_is_carried_by_the_saved_table(tmp_path, capsys):
     tracker = GroupTracker(2, threshold=0.5)
     [f] = tracker.wrap([lambda prompts, completions, **kw: [float(c) for c in completions]])
