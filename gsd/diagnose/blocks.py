@@ -1,5 +1,6 @@
 """The counts of a log whose groups are blocks of consecutive rows (TRL's completions files), read
-one file at a time: memory that grows with the groups, not the rollouts.
+one file at a time: memory that grows with the groups, not the rollouts; and the first pass of a
+format whose whole-run rule needs it (TRL's group size, AReaL's usual task size).
 
 TRL writes one generation per file and a group is a block of ``num_generations`` rows of it, so
 every rule on a group is one file's: whether it lost a row, its rows kept without a finite reward
@@ -21,16 +22,22 @@ from ..integrations.columns import pair_codes
 from .assemble import in_pairs
 from .discover import file_step, hooks_of
 from .load import read_parquet
+from .parse import read_file
 from .posteriors import step_std
 
 __all__ = ["survey", "block_cells"]
 
 
 def survey(files, reader, arrangement) -> None:
-    """The first pass: each file's prompt column (and the columns the trainer's row filter needs)
-    read, its rows the trainer groups hashed and handed to ``arrangement.survey``; files left out
-    by their step alone are not read.  A file without the prompt column is left to the counting
-    pass, which names it."""
+    """The first pass of a format whose rule needs the whole run (``stream_arrange``): TRL's
+    (``survey_prompts``) reads each file's prompt column alone (and the columns the trainer's row
+    filter needs), its rows the trainer groups hashed; AReaL's (``survey_rows``) each parsed
+    chunk.  Files left out by their step alone are not read.  A file without the prompt column is
+    left to the counting pass, which names it."""
+    if not hasattr(arrangement, "survey_prompts"):
+        for path in files:
+            read_file(path, reader, on_piece=lambda rd: _survey_rows(rd, arrangement))
+        return
     hooks = hooks_of(reader.module)
     prompt = reader.cols["prompt"]
     wanted = {prompt, *arrangement.SURVEY_COLUMNS}
@@ -47,7 +54,14 @@ def survey(files, reader, arrangement) -> None:
                 table = table.filter(np.asarray(members, bool))
             h, ok = reader.hash_prompts(table.column(prompt))
             hashes.append(h[ok])
-        arrangement.survey(np.concatenate(hashes) if hashes else np.zeros(0, np.int64))
+        arrangement.survey_prompts(np.concatenate(hashes) if hashes else np.zeros(0, np.int64))
+
+
+def _survey_rows(reader, arrangement) -> None:
+    for chunk in reader.chunks:
+        arrangement.survey_rows(chunk)
+    reader.chunks.clear()
+    reader.verdicts.clear()
 
 
 NO_ROW = np.iinfo(np.int64).max  # "no usable row" as a first-row index, as the cells mark it

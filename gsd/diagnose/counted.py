@@ -142,8 +142,9 @@ def _log_of(counts, tally: SizeTally, files, fmt: str, opts: LogOptions, thresho
     silent = np.array([tally.silent]) if hooks.zero_std else None
     observable = silent_observable(hooks, silent, np.array([tally.smallest]), warnings)
     got = {
-        "incomplete_groups": counts.incomplete_groups,
-        "incomplete_rollouts": counts.incomplete_rollouts,
+        # count_warnings adds the groups the trainer's rule found short: counted in counts already
+        "incomplete_groups": counts.incomplete_groups - context.short_groups,
+        "incomplete_rollouts": counts.incomplete_rollouts - context.short_rollouts,
         "padding": None,
         "padded": counts.padded,
         "unscorable": counts.unscored,

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..integrations.columns import pair_codes
+from ..integrations.contract import RunContext
 from ..io.frames import group_sums
 from ..validation import InputError
 from .assemble import columns_to_read, run_context, run_history, silent_groups, unusable_rows
@@ -390,6 +391,10 @@ def count_files(
         if arrangement is None:
             return chunk_cells(chunk, threshold, state["row"], verdict)
         state["seen"] |= bool(chunk.hashes.size)
+        if not hooks.GROUP_SIZE:  # a rule that cuts rows (AReaL's short tasks), then the usual cells
+            if chunk.hashes.size:
+                arrangement.take(chunk)
+            return chunk_cells(chunk, threshold, state["row"], verdict)
         if not chunk.hashes.size or not arrangement.take(chunk):
             return None
         if pads and chunk.padding is None:  # the whole-log reader then counts no padding at all
@@ -446,9 +451,9 @@ def count_files(
     if arrangement is not None:
         meta["arranged"] = {
             "context": context,
-            "advantage_check": arrangement.advantage_check(),
+            "advantage_check": arrangement.advantage_check() if hooks.GROUP_SIZE else (None, 0),
             "pads": pads,
-            "step_std": _step_stds(state["stds"]),
+            "step_std": _step_stds(state["stds"]) if hooks.GROUP_SIZE else None,
         }
     return Partial(compact(state["parts"]), reader.labels, reader.bad_count + state["bad"], meta)
 
@@ -628,6 +633,8 @@ def finish(partial: Partial, fmt: str, threshold=None, warnings=None, *, n_files
             "in one folder?): name the files of one run"
         )
     kept, uniq, rule, note = _rule(partial, threshold, warnings, n_files)
+    # The groups a whole-run rule left out as short (AReaL's tasks below the usual size) are incomplete too.
+    short = partial.meta.get("arranged", {}).get("context") or RunContext(None, False, [])
     sums, totals, kept_groups, mixed = [], np.zeros((3, uniq.size)), [], 0
     for table, extra in _tables(runs, kept, uniq, rule, fmt):
         mixed += extra
@@ -648,8 +655,8 @@ def finish(partial: Partial, fmt: str, threshold=None, warnings=None, *, n_files
         prompts=_prompt_table(totals, rule[0] == "graded"),
         labels=labels,
         hashes=uniq,
-        incomplete_groups=sum(g for _, g, _ in kept),
-        incomplete_rollouts=sum(r for _, _, r in kept),
+        incomplete_groups=sum(g for _, g, _ in kept) + short.short_groups,
+        incomplete_rollouts=sum(r for _, _, r in kept) + short.short_rollouts,
         bad_count=partial.bad_count,
         right_rule=note,
         warnings=warnings,

@@ -164,9 +164,10 @@ class TableHooks:
     )
     stream_arrange: Callable[[RunContext], Any] | None = _hook(
         "arrange's rules one file at a time, for a reader that never holds the whole run: a class taking the "
-        "context whose objects give fate(step) (a file left out before it is read, or None), survey(hashes) "
-        "(a first pass over one file's prompts), take(chunk) (kept? keyed in place) and close() (the warnings, "
-        "the context's fields); None: a format with arrange is read whole",
+        "context whose objects give fate(step) (a file left out before it is read, or None), a first pass "
+        "(survey_prompts(hashes): one file's prompt hashes; or survey_rows(chunk): each parsed chunk), "
+        "take(chunk) (kept? keyed or cut in place) and close() (the warnings, the context's fields); "
+        "None: a format with arrange is read whole",
         args=("context",),
         default=None,
     )

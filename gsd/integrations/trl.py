@@ -310,7 +310,7 @@ def arrange(chunks, context) -> list:
     if context.group_size is None:
         for ch in chunks:
             if arrangement.fate(ch.file_step) is None:
-                arrangement.survey(ch.hashes[ch.prompt_ok])
+                arrangement.survey_prompts(ch.hashes[ch.prompt_ok])
     kept = [ch for ch in chunks if arrangement.take(ch)]
     arrangement.close()
     return kept
@@ -327,7 +327,7 @@ class Arrangement:
     * a repeated generation: the previous kept file's fingerprint (one digest held);
     * ``num_generations`` when not given: the greatest common divisor of the runs of one prompt,
       which is the gcd of each file's own gcd, so a first pass over the prompt column only
-      (:meth:`survey`, one file's prompts at a time) leaves one integer per file;
+      (:meth:`survey_prompts`, one file's prompts at a time) leaves one integer per file;
     * the blocks: a file's rows keyed by their block of G, numbered by the file's place among the
       files kept (:meth:`take`).  A block never spans two files (TRL writes one generation per
       file), so every rule on a group — incomplete, silent, its advantages — is one file's.
@@ -367,7 +367,7 @@ class Arrangement:
             return "eval"
         return None
 
-    def survey(self, hashes) -> None:
+    def survey_prompts(self, hashes) -> None:
         """The first pass: one file's prompt hashes (rows with a prompt), in file order."""
         self.per_file.append(infer_group_size([hashes]))
 
