@@ -6,7 +6,9 @@ whole log, from memory that grows with the groups, not the rollouts.
 ``shards``), then fills the log's description as :func:`gsd.diagnose.read_rollouts` does — its
 files, reward, how groups and silence were found, the steps left out or missing, its warnings
 in the same order — and its group table in ``counted``; its per-rollout arrays are empty.  What
-needs every rollout's reward is refused: ``scale="batch"`` (the step's std of rewards).
+needs every rollout's reward is refused: ``scale="batch"`` given (the step's std of rewards); the
+scaling a TRL log's advantages show is followed (a step is one file's generation: each step's std
+is counted with its file).
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ GROUP_COLUMNS = ("step", "prompt", "G", "generated", "n", "k", "silent", "binary
 
 
 def read_counted(paths, *, threshold=None, progress=None, shards=None, address=None, **options) -> RolloutLog:
-    """The log of a run read as counts (verl and tables; others: :func:`read_rollouts`), for
+    """The log of a run read as counts (the few logs of :class:`~gsd.diagnose.counts.ReadWhole`:
+    :func:`read_rollouts`), for
     :func:`gsd.diagnose.diagnose_log`; ``threshold`` is fixed here (the diagnosis takes the same
     or none).  ``shards``: count the files in that many Ray tasks (``address``: a cluster);
     ``options``: how to read the logs (:class:`gsd.diagnose.options.LogOptions`).
@@ -206,7 +209,7 @@ def diagnose_counted(paths, *, threshold=None, progress=None, shards=None, addre
     half-life with ``half_life="auto"``.  The same diagnosis, bit for bit, as
     :func:`gsd.diagnose.diagnose_log` of the whole log.  ``groups``: None (not kept; the
     Diagnosis has no group table), True (kept) or a callable given each run's predicted table
-    (a file writer).  Formats read whole (TRL, AReaL, GroupTracker tables) go through
+    (a file writer).  A log read whole (:class:`gsd.diagnose.counts.ReadWhole`) goes through
     :func:`gsd.diagnose.diagnose_log`.  ``options``: how to read the logs
     (:class:`gsd.diagnose.options.LogOptions`) and :func:`gsd.diagnose.diagnose_log`'s options."""
     from .tables import diagnose_log

@@ -15,10 +15,17 @@ merged cells into the diagnosis's group table columns (``step``, ``prompt``, ``G
 ``k``, ``silent``, ``binary_silent``), its step table's measured columns and per-prompt totals,
 equal field by field to those :func:`gsd.diagnose.diagnose_log` computes from the whole log.
 
-Streaming covers verl (V1 and legacy dumps) and plain tables: formats whose groups and silence are
-functions of the rows' keys and the group's reward range.  TRL (blocks of rows, its whole-run
-arrangement, unscorable rows) and AReaL (its arrangement) are read by :func:`read_rollouts` and
-reduced afterwards: the same answer, with the whole-log memory.
+Every format streams.  verl (V1 and legacy dumps) and plain tables: their groups and silence are
+functions of the rows' keys and the group's reward range.  A table saved by gsd's GroupTracker:
+its saved verdict column too (a cell's ``verdict``).  A trainer whose rules need the whole run
+(its ``arrange``) gives them one file at a time (``stream_arrange``, in file order), after a
+first pass where a rule needs one: TRL (:mod:`gsd.diagnose.blocks`: a first pass over the prompt
+column for ``num_generations``; each file then reduced to its blocks with TRL's own zero-std
+verdict, its rows kept without a reward, a padding trainer's rows, its advantages' fit and its
+reward std for ``scale_rewards="batch"``) and AReaL (a first pass over the parsed rows' task keys
+for the usual task size; each piece then cut of the short tasks' rows).  What is still read
+whole (:class:`ReadWhole`): a padding trainer's file without its completion column, a
+GroupTracker table whose verdict column is in some files only.
 """
 
 from __future__ import annotations
@@ -480,14 +487,14 @@ def _rows(chunk) -> dict:
 
 
 def streams(fmt: str) -> bool:
-    """Whether the format is read piece by piece (verl, TRL and tables) rather than whole: its
-    whole-run rules, if any, can be applied file by file (``stream_arrange``)."""
+    """Whether the format is read piece by piece rather than whole: it has no whole-run rules, or
+    gives them file by file (``stream_arrange``).  Every format of gsd does."""
     hooks = hooks_of(TRAINER_HOOKS.get(fmt))
     return hooks.arrange is None or hooks.stream_arrange is not None
 
 
 class ReadWhole(InputError):
-    """A log that is not read piece by piece (TRL, AReaL, a table saved by gsd's GroupTracker)."""
+    """A log that is not read piece by piece (see the module's docstring for the cases left)."""
 
 
 class Plan(NamedTuple):
@@ -545,8 +552,8 @@ def effective_threshold(threshold, declared):
 def count_rollouts(
     paths, *, threshold: float | None = None, progress: bool | None = None, groups=True, **options
 ) -> RunCounts:
-    """The counts of a run's groups (:class:`RunCounts`), read piece by piece for verl and tables
-    (peak memory grows with the groups and prompts, not the rollouts), whole for the others.
+    """The counts of a run's groups (:class:`RunCounts`), read piece by piece (peak memory grows
+    with the groups and prompts, not the rollouts; the few logs of :class:`ReadWhole`: whole).
 
     ``options`` are :func:`read_rollouts`'s (:class:`gsd.diagnose.options.LogOptions`); ``threshold`` makes a reward ≥ it right (default:
     0/1 rewards, or two values, the higher one right; graded rewards without one leave ``k``
@@ -585,7 +592,7 @@ def checked_threshold(threshold):
 
 
 def _counts_whole(paths, options: dict, threshold, progress) -> RunCounts:
-    """TRL, AReaL and GroupTracker tables: the whole log read, then its group table."""
+    """A log of :class:`ReadWhole`: the whole log read, then its group table."""
     from .assemble import read_rollouts
     from .posteriors import group_columns
     from .tables import right_answers

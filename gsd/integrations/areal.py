@@ -43,6 +43,13 @@ What it writes (``rollout.dump_to_file=True``)
     * the reward is a float32 (``torch.tensor(reward, dtype=torch.float32).item()``), before
       bias, scaling, clipping and the overlong penalty, none of which changes which rewards of a
       group are equal (clipping aside: two rewards beyond ``reward_clip`` become equal).
+
+Read piece by piece (:mod:`gsd.diagnose.counts`)
+    The one whole-run rule, :func:`arrange`'s usual task size (the most common over the run; a
+    shorter task lost answers and is left out), needs every task's size before any row is
+    counted: a first pass parses the files and keeps one count per task (step, task key), not
+    the rows; the counting pass then cuts each piece's rows of a short task before counting it
+    (:class:`Arrangement`).  The other rules are a row's or a task's: a task's rows are one file's.
 """
 
 from __future__ import annotations

@@ -28,6 +28,16 @@ What it writes (``log_completions=True``)
 The reader (:mod:`gsd.diagnose.readers`) undoes what can be undone and says what cannot (see the
 docs page "Reading real logs").
 
+Read piece by piece (:mod:`gsd.diagnose.counts`), the whole-run rules of :func:`arrange` become
+rules on one file and the file before it (:class:`Arrangement`): a file beyond the final
+``global_step`` or of an evaluation step is known by its step before it is read; a repeated
+generation by the digest of the previous file kept; ``num_generations`` (when not given) is the
+gcd of the files' own gcds, found by a first pass over the prompt column alone.  Rows of one
+group are contiguous and in one file (a block), so every per-group rule — incomplete block, rows
+kept without a reward, padding, :func:`zero_std`, :func:`check_advantages` (its errors combine by
+their max: :func:`advantage_errors`), the step's reward std of ``scale_rewards="batch"`` — is
+applied to the file's blocks as the file is read, and the file dropped.
+
 The live hooks (:mod:`gsd.live`: a tracker inside the reward functions, a ``GRPOTrainer``
 subclass) build on this module; this module imports neither them nor gsd.diagnose.
 """
