@@ -187,16 +187,21 @@ def _log_of(counts, tally: SizeTally, files, fmt: str, opts: LogOptions, thresho
         warnings=warnings,
         bad_rows=listed,
         bad_count=counts.bad_count,
-        counted={
-            "groups": None if counts.groups is None else {c: counts.groups[c] for c in GROUP_COLUMNS},
-            "rewards_as": counts.right_rule,
-            "threshold": threshold,
-            "rows": int(counts.steps["rollouts"].sum()) + counts.padded,  # every row kept, padding too
-            "graded": counts.graded,
-            "padding_rows": counts.padded,
-            "step_std": arranged.get("step_std"),
-        },
+        counted=_counted(counts, threshold, arranged.get("step_std")),
     )
+
+
+def _counted(counts, threshold, step_std) -> dict:
+    """The ``counted`` entry of a log read as counts (see :class:`RolloutLog`)."""
+    return {
+        "groups": None if counts.groups is None else {c: counts.groups[c] for c in GROUP_COLUMNS},
+        "rewards_as": counts.right_rule,
+        "threshold": threshold,
+        "rows": int(counts.steps["rollouts"].sum()) + counts.padded,  # every row kept, padding too
+        "graded": counts.graded,
+        "padding_rows": counts.padded,
+        "step_std": step_std,  # per step the std of its rewards, counted file by file (TRL), or None
+    }
 
 
 def diagnose_counted(paths, *, threshold=None, progress=None, shards=None, address=None, groups=None, **options):
