@@ -704,11 +704,31 @@ def listed_bad_rows(meta: dict) -> list:
     return (list(meta.get("listed", ())) + [b for found in meta.get("reasons", ()) for b in found])[:MAX_LISTED]
 
 
+#: Groups a table handed on holds at least (but its last): runs of steps are joined up to it, so that
+#: a log of many small step files (one run each) is predicted in batches, not one file at a time.
+TABLE_GROUPS = 1 << 16
+
+
 def _tables(runs, kept, uniq, rule, fmt: str):
-    """Each run's group table (:func:`_run_groups`) and its extra prompt-groups, in step order."""
+    """The runs' group tables (:func:`_run_groups`), consecutive runs joined up to
+    :data:`TABLE_GROUPS` groups (their steps are disjoint and in order, so the joined table is in
+    step order too), and their extra prompt-groups, in step order."""
+    held: list = []
+    extra = 0
     for run, (keep, _, _) in zip(runs, kept):
         if keep.any():
-            yield _run_groups(run, keep, uniq, rule, fmt)
+            table, mixed = _run_groups(run, keep, uniq, rule, fmt)
+            held.append(table)
+            extra += mixed
+            if sum(t["step"].size for t in held) >= TABLE_GROUPS:
+                yield _joined(held), extra
+                held, extra = [], 0
+    if held:
+        yield _joined(held), extra
+
+
+def _joined(tables: list) -> dict:
+    return tables[0] if len(tables) == 1 else {c: np.concatenate([t[c] for t in tables]) for c in tables[0]}
 
 
 def group_tables(partial: Partial, fmt: str, threshold=None):
