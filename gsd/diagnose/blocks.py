@@ -28,12 +28,15 @@ from .posteriors import step_std
 __all__ = ["survey", "block_cells"]
 
 
-def survey(files, reader, arrangement) -> None:
+def survey(files, reader, arrangement, *, disable=None) -> None:
     """The first pass of a format whose rule needs the whole run (``stream_arrange``): TRL's
     (``survey_prompts``) reads each file's prompt column alone (and the columns the trainer's row
     filter needs), its rows the trainer groups hashed; AReaL's (``survey_rows``) each parsed
     chunk.  Files left out by their step alone are not read.  A file without the prompt column is
-    left to the counting pass, which names it."""
+    left to the counting pass, which names it.  ``disable``: the progress bar's (None: on a terminal)."""
+    from ..io.progress import progress_bar
+
+    files = progress_bar(files, desc="first pass over the logs", unit="file", disable=disable, leave=False)
     if not hasattr(arrangement, "survey_prompts"):
         for path in files:
             read_file(path, reader, on_piece=lambda rd: _survey_rows(rd, arrangement))

@@ -24,8 +24,8 @@ column for ``num_generations``; each file then reduced to its blocks with TRL's 
 verdict, its rows kept without a reward, a padding trainer's rows, its advantages' fit and its
 reward std for ``scale_rewards="batch"``) and AReaL (a first pass over the parsed rows' task keys
 for the usual task size; each piece then cut of the short tasks' rows).  What is still read
-whole (:class:`ReadWhole`): a padding trainer's file without its completion column, a
-GroupTracker table whose verdict column is in some files only.
+whole (:class:`ReadWhole`): a padding trainer's file without its completion column, a TRL run
+whose advantages show ``scale_rewards="batch"`` with a step in two files.
 """
 
 from __future__ import annotations
@@ -386,10 +386,20 @@ def count_files(
     reader = Reader(fmt, cols, reward)
     hooks = hooks_of(reader.module)
     arrangement = hooks.stream_arrange(context) if hooks.stream_arrange is not None else None
+    disable = None if progress is None else not progress
     if arrangement is not None and context.group_size is None:
-        survey(files, Reader(fmt, cols, reward), arrangement)
+        survey(files, Reader(fmt, cols, reward), arrangement, disable=disable)
     pads = bool(context is not None and context.state and context.state.get("pads"))
-    state = {"parts": [], "held": 0, "merged": 1 << 16, "row": shard << SHARD_BITS, "bad": 0, "seen": False, "stds": []}
+    state = {
+        "parts": [],
+        "held": 0,
+        "merged": 1 << 16,
+        "row": shard << SHARD_BITS,
+        "bad": 0,
+        "seen": False,
+        "stds": [],
+        "said": set(),
+    }
     reasons: list = [[] for _ in range(5)]  # the first unusable rows listed, per reason
     file_steps: set = set()
 
@@ -419,6 +429,8 @@ def count_files(
             cells = cells_of(chunk, verdict)
             if cells is None:
                 continue
+            if chunk.hashes.size:
+                state["said"].add(verdict is not None)
             room = [MAX_LISTED - len(found) for found in reasons]
             scored = np.isfinite(chunk.reward) | (chunk.prompt_ok & hooks.UNSCORABLE_IN_GROUP)
             for i, (count, listed) in enumerate(
@@ -439,13 +451,16 @@ def count_files(
             held = sum(r.size for r in runs)
             state["parts"], state["held"], state["merged"] = runs, held, max(held, 1 << 16)
 
-    disable = None if progress is None else not progress
     with progress_bar(total=len(files), desc="counting logs", unit="file", disable=disable, leave=False) as bar:
         for path in files:
             read_file(path, reader, on_piece=take)
             bar.update(1)
     if arrangement is not None and state["seen"]:
         arrangement.close()
+    runs = compact(state["parts"])
+    if len(state["said"]) > 1:  # a saved verdict in some pieces only: none is used, as the whole-log reader does
+        for run in runs:
+            run.unscored = run.pad = run.verdict = None
     meta = {
         "terms": reader.terms,
         "keyed": reader.keyed,
@@ -462,7 +477,10 @@ def count_files(
             "pads": pads,
             "step_std": _step_stds(state["stds"]) if hooks.GROUP_SIZE else None,
         }
-    return Partial(compact(state["parts"]), reader.labels, reader.bad_count + state["bad"], meta)
+        check = meta["arranged"]["advantage_check"][0]
+        if check and check["scale"] == "batch" and meta["arranged"]["step_std"] is None:
+            raise ReadWhole("LOG: scale_rewards='batch' with a step in two files: its std needs every reward")
+    return Partial(runs, reader.labels, reader.bad_count + state["bad"], meta)
 
 
 def _step_stds(parts) -> tuple | None:

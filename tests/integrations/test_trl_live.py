@@ -878,3 +878,25 @@ def test_noise_scale_recorder_never_stops_training(tmp_path):
     said = [str(w.message) for w in seen if "noise-scale recorder" in str(w.message)]
     assert len(said) == 2 and "clipped" in said[0] and "NaN" in said[1]
     np.testing.assert_allclose(rec.big_sq, np.square([norms[0], norms[2]]), rtol=1e-4)  # float32 sums
+
+
+def test_a_table_with_its_verdict_in_some_files_only(tmp_path):
+    """Two saved tables of one run, the verdict column dropped from one: the whole-log reader then
+    uses no verdict (the generic rule); the counts, streamed, do the same, field by field."""
+    import pyarrow.parquet as pq
+    from diagnose.test_counts import assert_same
+
+    from gsd.diagnose.counts import count_partial
+    from gsd.integrations.tracker_table import SILENT_COL
+
+    tracker = GroupTracker(2)
+    [f] = tracker.wrap([lambda prompts, completions, **kw: [float(c) for c in completions]])
+    for step in range(4):
+        f(prompts=["a", "a", "b", "b"], completions=[1, step % 2, 0, 0])
+    table = pq.read_table(tracker.save(tmp_path / "whole.parquet"))
+    half = table.num_rows // 2
+    (tmp_path / "run").mkdir()
+    pq.write_table(table.slice(0, half), tmp_path / "run" / "part-0.parquet")
+    pq.write_table(table.slice(half).drop_columns([SILENT_COL]), tmp_path / "run" / "part-1.parquet")
+    assert all(r.verdict is None for r in count_partial(tmp_path / "run", progress=False)[0].runs)
+    assert_same(tmp_path / "run")
