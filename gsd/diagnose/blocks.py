@@ -19,13 +19,79 @@ from __future__ import annotations
 import numpy as np
 
 from ..integrations.columns import pair_codes
+from ..validation import InputError
 from .assemble import in_pairs
 from .discover import file_step, hooks_of
 from .load import read_parquet
 from .parse import read_file
 from .posteriors import step_std
 
-__all__ = ["survey", "block_cells"]
+__all__ = ["survey", "block_cells", "Arranged", "ReadWhole"]
+
+
+class ReadWhole(InputError):
+    """A log that is not read piece by piece (see :mod:`gsd.diagnose.counts` for the cases left)."""
+
+
+class Arranged:
+    """A run's whole-run rules applied piece by piece for :func:`gsd.diagnose.counts.count_files`:
+    the format's ``stream_arrange`` object (``context``: the run's
+    :class:`~gsd.integrations.contract.RunContext`), its first pass run at once (:func:`survey`;
+    ``disable``: its progress bar's), then each chunk handed to :meth:`rows` in file order and
+    :meth:`close` at the end."""
+
+    def __init__(self, hooks, context, files, reader, disable=None):
+        self.hooks, self.context = hooks, context
+        self.arrangement = hooks.stream_arrange(context)
+        if context.group_size is None:
+            survey(files, reader, self.arrangement, disable=disable)
+        self.pads = bool(context.state and context.state.get("pads"))  # the run's trainer pads its blocks
+        self.seen = False  # a chunk with rows was read (arrange runs only then)
+        self.stds: list = []  # per kept file, its steps' reward std
+
+    def rows(self, chunk, threshold, row0: int):
+        """None: the chunk is left out; True: counted as any chunk is (its rows first cut where the
+        rule cuts: AReaL's short tasks); else its blocks' rows of cells (:func:`block_cells`)."""
+        self.seen |= bool(chunk.hashes.size)
+        if not self.hooks.GROUP_SIZE:
+            if chunk.hashes.size:
+                self.arrangement.take(chunk)
+            return True
+        if not chunk.hashes.size or not self.arrangement.take(chunk):
+            return None
+        if self.pads and chunk.padding is None:  # the whole-log reader then counts no padding at all
+            raise ReadWhole(f"{chunk.file}: no completion column in a padding trainer's run: read whole")
+        rows, stds = block_cells(chunk, threshold, row0, self.hooks, self.arrangement, self.pads)
+        self.stds.append(stds)
+        return rows
+
+    def close(self) -> dict:
+        """The rules' warnings said (into the context's), and what the counted log takes from them:
+        ``context``, ``advantage_check`` (the check, the groups whose verdicts disagree),
+        ``pads``, ``step_std``."""
+        if self.seen:
+            self.arrangement.close()
+        blocks = self.hooks.GROUP_SIZE
+        out = {
+            "context": self.context,
+            "advantage_check": self.arrangement.advantage_check() if blocks else (None, 0),
+            "pads": self.pads,
+            "step_std": _step_stds(self.stds) if blocks else None,
+        }
+        check = out["advantage_check"][0]
+        if check and check["scale"] == "batch" and out["step_std"] is None:
+            raise ReadWhole("LOG: scale_rewards='batch' with a step in two files: its std needs every reward")
+        return out
+
+
+def _step_stds(parts) -> tuple | None:
+    """The steps' reward stds of the files (each (steps, std)), sorted by step; None where a step
+    is in two files (its std is not one file's)."""
+    steps = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+    std = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
+    order = np.argsort(steps, kind="stable")
+    steps, std = steps[order], std[order]
+    return None if np.any(np.diff(steps) == 0) else (steps, std)
 
 
 def survey(files, reader, arrangement, *, disable=None) -> None:

@@ -40,7 +40,7 @@ from ..integrations.contract import RunContext
 from ..io.frames import group_sums
 from ..validation import InputError
 from .assemble import columns_to_read, run_context, run_history, silent_groups, unusable_rows
-from .blocks import NO_ROW, block_cells, survey
+from .blocks import NO_ROW, Arranged, ReadWhole
 from .discover import TRAINER_HOOKS, discover_files, hooks_of
 from .options import LogOptions
 from .parse import MAX_LISTED, Reader, read_file
@@ -385,39 +385,21 @@ def count_files(
 
     reader = Reader(fmt, cols, reward)
     hooks = hooks_of(reader.module)
-    arrangement = hooks.stream_arrange(context) if hooks.stream_arrange is not None else None
     disable = None if progress is None else not progress
-    if arrangement is not None and context.group_size is None:
-        survey(files, Reader(fmt, cols, reward), arrangement, disable=disable)
-    pads = bool(context is not None and context.state and context.state.get("pads"))
-    state = {
-        "parts": [],
-        "held": 0,
-        "merged": 1 << 16,
-        "row": shard << SHARD_BITS,
-        "bad": 0,
-        "seen": False,
-        "stds": [],
-        "said": set(),
-    }
+    ruled = (
+        None if hooks.stream_arrange is None else Arranged(hooks, context, files, Reader(fmt, cols, reward), disable)
+    )
+    state = {"parts": [], "held": 0, "merged": 1 << 16, "row": shard << SHARD_BITS, "bad": 0, "said": set()}
     reasons: list = [[] for _ in range(5)]  # the first unusable rows listed, per reason
     file_steps: set = set()
 
     def cells_of(chunk, verdict):
         """The chunk's cells, or None for a chunk the run's rules leave out."""
-        if arrangement is None:
+        rows = True if ruled is None else ruled.rows(chunk, threshold, state["row"])
+        if rows is True:
             return chunk_cells(chunk, threshold, state["row"], verdict)
-        state["seen"] |= bool(chunk.hashes.size)
-        if not hooks.GROUP_SIZE:  # a rule that cuts rows (AReaL's short tasks), then the usual cells
-            if chunk.hashes.size:
-                arrangement.take(chunk)
-            return chunk_cells(chunk, threshold, state["row"], verdict)
-        if not chunk.hashes.size or not arrangement.take(chunk):
+        if rows is None:
             return None
-        if pads and chunk.padding is None:  # the whole-log reader then counts no padding at all
-            raise ReadWhole(f"{chunk.file}: no completion column in a padding trainer's run: read whole")
-        rows, stds = block_cells(chunk, threshold, state["row"], hooks, arrangement, pads)
-        state["stds"].append(stds)
         cells = _reduce(rows)
         cells.keyed = {True}
         return cells
@@ -455,8 +437,7 @@ def count_files(
         for path in files:
             read_file(path, reader, on_piece=take)
             bar.update(1)
-    if arrangement is not None and state["seen"]:
-        arrangement.close()
+    arranged = ruled.close() if ruled is not None else None
     runs = compact(state["parts"])
     if len(state["said"]) > 1:  # a saved verdict in some pieces only: none is used, as the whole-log reader does
         for run in runs:
@@ -470,27 +451,9 @@ def count_files(
         "listed": reader.bad_rows,  # lines that are not rows, found while reading
         "reasons": reasons,
     }
-    if arrangement is not None:
-        meta["arranged"] = {
-            "context": context,
-            "advantage_check": arrangement.advantage_check() if hooks.GROUP_SIZE else (None, 0),
-            "pads": pads,
-            "step_std": _step_stds(state["stds"]) if hooks.GROUP_SIZE else None,
-        }
-        check = meta["arranged"]["advantage_check"][0]
-        if check and check["scale"] == "batch" and meta["arranged"]["step_std"] is None:
-            raise ReadWhole("LOG: scale_rewards='batch' with a step in two files: its std needs every reward")
+    if arranged is not None:
+        meta["arranged"] = arranged
     return Partial(runs, reader.labels, reader.bad_count + state["bad"], meta)
-
-
-def _step_stds(parts) -> tuple | None:
-    """The steps' reward stds of the files (each (steps, std)), sorted by step; None where a step
-    is in two files (its std is not one file's)."""
-    steps = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
-    std = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
-    order = np.argsort(steps, kind="stable")
-    steps, std = steps[order], std[order]
-    return None if np.any(np.diff(steps) == 0) else (steps, std)
 
 
 def _rows(chunk) -> dict:
@@ -509,10 +472,6 @@ def streams(fmt: str) -> bool:
     gives them file by file (``stream_arrange``).  Every format of gsd does."""
     hooks = hooks_of(TRAINER_HOOKS.get(fmt))
     return hooks.arrange is None or hooks.stream_arrange is not None
-
-
-class ReadWhole(InputError):
-    """A log that is not read piece by piece (see the module's docstring for the cases left)."""
 
 
 class Plan(NamedTuple):
