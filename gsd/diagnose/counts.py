@@ -219,8 +219,7 @@ def _reduce(cat: dict) -> Cells:
     lo = np.minimum.reduceat(s["lo"], starts)
     hi = np.maximum.reduceat(s["hi"], starts)
     inside = ((s["lo"] > lo[idx]) & (s["lo"] < hi[idx])) | ((s["hi"] > lo[idx]) & (s["hi"] < hi[idx]))
-    extra = {name: merge.reduceat(s[name], starts) for name, (_, merge) in Cells.EXTRA.items() if name in s}
-    return Cells(
+    out = Cells(
         s["step"][starts],
         s["gkey"][starts],
         s["hash"][starts],
@@ -232,8 +231,11 @@ def _reduce(cat: dict) -> Cells:
         np.logical_or.reduceat(s["mid"] | inside, starts),
         np.minimum.reduceat(s["first"], starts),
         np.logical_or.reduceat(s["lost"], starts),
-        **extra,
     )
+    for name, (_, merge) in Cells.EXTRA.items():
+        if name in s:
+            setattr(out, name, merge.reduceat(s[name], starts))
+    return out
 
 
 def chunk_cells(chunk, threshold, row0: int, verdict=None) -> Cells:
@@ -389,7 +391,8 @@ def count_files(
     ruled = (
         None if hooks.stream_arrange is None else Arranged(hooks, context, files, Reader(fmt, cols, reward), disable)
     )
-    state = {"parts": [], "held": 0, "merged": 1 << 16, "row": shard << SHARD_BITS, "bad": 0, "said": set()}
+    state: dict[str, Any] = {"parts": [], "held": 0, "merged": 1 << 16, "row": shard << SHARD_BITS, "bad": 0}
+    state["said"] = set()  # whether each piece with rows had a saved verdict
     reasons: list = [[] for _ in range(5)]  # the first unusable rows listed, per reason
     file_steps: set = set()
 
