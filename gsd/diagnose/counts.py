@@ -177,6 +177,7 @@ class Partial:
                 "file_steps": set().union(*(m["file_steps"] for m in metas)),
                 "listed": [b for m in metas for b in m["listed"]][:MAX_LISTED],
                 "reasons": [[b for m in metas for b in m["reasons"][i]][:MAX_LISTED] for i in range(5)],
+                "said": set().union(*(m.get("said", set()) for m in metas)),
             }
         runs = compact([r for p in parts for r in p.runs])
         return Partial(runs, labels, sum(p.bad_count for p in parts), meta)
@@ -442,9 +443,6 @@ def count_files(
             bar.update(1)
     arranged = ruled.close() if ruled is not None else None
     runs = compact(state["parts"])
-    if len(state["said"]) > 1:  # a saved verdict in some pieces only: none is used, as the whole-log reader does
-        for run in runs:
-            run.unscored = run.pad = run.verdict = None
     meta = {
         "terms": reader.terms,
         "keyed": reader.keyed,
@@ -453,6 +451,7 @@ def count_files(
         "file_steps": file_steps,
         "listed": reader.bad_rows,  # lines that are not rows, found while reading
         "reasons": reasons,
+        "said": state["said"],
     }
     if arranged is not None:
         meta["arranged"] = arranged
@@ -613,6 +612,7 @@ def finish(partial: Partial, fmt: str, threshold=None, warnings=None, *, n_files
     so that the memory beyond the cells is one run's."""
     warnings = list(warnings or [])
     threshold = threshold if threshold is not None else partial.meta.get("threshold")
+    _drop_partial_verdicts(partial)
     runs = partial.runs
     if set().union(*(r.keyed for r in runs)) == {True, False}:
         raise InputError(
@@ -653,6 +653,14 @@ def finish(partial: Partial, fmt: str, threshold=None, warnings=None, *, n_files
         unscored=_kept_sum(runs, kept, "unscored"),
         padded=_kept_sum(runs, kept, "pad"),
     )
+
+
+def _drop_partial_verdicts(partial: Partial) -> None:
+    """A verdict saved in some pieces only (``meta["said"]`` holds both): none is used, as the
+    whole-log reader uses none; the cells' block fields dropped in place (a table's are 0, 0)."""
+    if len(partial.meta.get("said", ())) > 1:
+        for run in partial.runs:
+            run.unscored = run.pad = run.verdict = None
 
 
 def _kept_sum(runs, kept, name: str) -> int:
@@ -715,6 +723,7 @@ def group_tables(partial: Partial, fmt: str, threshold=None):
     """The group table of a run's partial counts, one run of steps at a time in step order (what
     :func:`finish` makes and sums): the memory beyond the cells is one run's table."""
     threshold = threshold if threshold is not None else partial.meta.get("threshold")
+    _drop_partial_verdicts(partial)
     kept, uniq, rule, _ = _rule(partial, threshold, [], 0)
     for table, _ in _tables(partial.runs, kept, uniq, rule, fmt):
         yield table

@@ -882,11 +882,14 @@ def test_noise_scale_recorder_never_stops_training(tmp_path):
 
 def test_a_table_with_its_verdict_in_some_files_only(tmp_path):
     """Two saved tables of one run, the verdict column dropped from one: the whole-log reader then
-    uses no verdict (the generic rule); the counts, streamed, do the same, field by field."""
+    uses no verdict (the generic rule); the counts, streamed or in two Ray tasks, do the same."""
+    import importlib.util
+
     import pyarrow.parquet as pq
     from diagnose.test_counts import assert_same
 
-    from gsd.diagnose.counts import count_partial
+    from gsd.diagnose.counts import count_partial, count_rollouts
+    from gsd.diagnose.shards import count_sharded
     from gsd.integrations.tracker_table import SILENT_COL
 
     tracker = GroupTracker(2)
@@ -898,5 +901,9 @@ def test_a_table_with_its_verdict_in_some_files_only(tmp_path):
     (tmp_path / "run").mkdir()
     pq.write_table(table.slice(0, half), tmp_path / "run" / "part-0.parquet")
     pq.write_table(table.slice(half).drop_columns([SILENT_COL]), tmp_path / "run" / "part-1.parquet")
-    assert all(r.verdict is None for r in count_partial(tmp_path / "run", progress=False)[0].runs)
+    assert count_partial(tmp_path / "run", progress=False)[0].meta["said"] == {True, False}
     assert_same(tmp_path / "run")
+    if importlib.util.find_spec("ray") is not None:  # one part file per Ray task: the shards' verdicts too
+        got = count_sharded(tmp_path / "run", shards=2, num_cpus=2)
+        want = count_rollouts(tmp_path / "run", progress=False)
+        assert all(np.array_equal(got.groups[c], want.groups[c]) for c in want.groups)
