@@ -137,6 +137,13 @@ class RolloutLog:
             self.group = pair_codes(self.step, self.prompt)[0]
 
     @property
+    def padding_rows(self) -> int:
+        """Rows a padding trainer put in its blocks (:attr:`padding`; a log read as counts: counted)."""
+        if self.counted is not None:
+            return int(self.counted.get("padding_rows", 0))
+        return int(self.padding.sum()) if self.padding is not None else 0
+
+    @property
     def rows(self) -> int:
         return int(self.prompt.size) if self.counted is None else int(self.counted["rows"])
 
@@ -389,7 +396,7 @@ def read_rollouts(paths, *, group_size: int | None = None, progress: bool | None
         module, fmt, files, reward=reward, group_col=group_col, group_size=group_size, prompt=prompt_col, step=step_col
     )
     reader = _read_files(files, Reader(fmt, cols, reward), progress)
-    context = _run_context(module, group_size, warnings, state_path)
+    context = run_context(module, group_size, warnings, state_path)
     excluded = _arrange_run(reader, module, folders, context, warnings)
     reader.pads = bool(context.state and context.state.get("pads"))
     got = _assemble(reader, group_col, warnings)
@@ -403,10 +410,7 @@ def read_rollouts(paths, *, group_size: int | None = None, progress: bool | None
     names = group_names(hooks, context, reward_text(terms), group_col, cols["prompt"])
     silent = _trainer_silent(hooks, got, group, n_groups)
     if hooks.REWARD_WEIGHTS_UNLOGGED and not reward and len(terms) > 1:
-        warnings.append(
-            f"reward = {names['reward_name']} with weight 1 each: TRL does not log its reward_weights; "
-            "if the run weighted them, give the weights with --reward-column 'a+0.5*b'"
-        )
+        warnings.append(unlogged_weights(names["reward_name"]))
     advantage_check = _check_groups(code, group, n_groups, got, module, group_col, silent, warnings)
     note = hooks.trainer_silent_note(advantage_check)
     if note and context.trainer_silent:
@@ -507,7 +511,7 @@ def columns_to_read(module, fmt, files, *, reward, group_col, group_size, prompt
     return reward, group_col, declared, cols
 
 
-def _run_context(module, group_size, warnings, state_path) -> RunContext:
+def run_context(module, group_size, warnings, state_path) -> RunContext:
     """What the trainer module sees of the run: the group size given, the warnings so far, and
     the trainer's own state file when there is one (TRL's ``trainer_state.json``), read."""
     context = RunContext(
@@ -627,10 +631,11 @@ def count_warnings(got, reader: Reader, context, warnings):
             f"({got['incomplete_rollouts']} usable rollouts in them)"
         )
     padded = got["padding"] if got.get("padding") is not None and got["padding"].any() else None
-    if padded is not None:
-        got["unscorable"] -= int(padded.sum())
+    n_pad = int(padded.sum()) if padded is not None else int(got.get("padded", 0))  # a log read as counts
+    if n_pad:
+        got["unscorable"] -= n_pad
         warnings.append(
-            f"{int(padded.sum())} row(s) are padding, not generation: the trainer (trl-cgrpo: cgrpo/ "
+            f"{n_pad} row(s) are padding, not generation: the trainer (trl-cgrpo: cgrpo/ "
             "metrics in trainer_state.json) stopped those prompts early and filled their block with "
             "empty, reward-less rows; they are left out of the rollouts and the wasted ones"
         )
@@ -715,14 +720,27 @@ def _advantage_check(code, group, n_groups, got, check, silent, warnings):
         return None
     if result["scale"] is None:
         # TRL's float32 rounding leaves |A| up to ~1e-3 on a silent group of graded rewards.
-        disagree = int((silent != (amax <= 1e-3)).sum()) if silent is not None else 0
-        warnings.append(
-            "the logged advantages fit no scaling of the reward used (scale_rewards group, batch or none; "
-            f"{disagree} group(s) silent under one and not the other): the reward weights probably differ "
-            "from the run's reward_weights (give them with --reward-column 'a+0.5*b'), or the run "
-            "aggregated rewards another way (multi_objective_aggregation)"
-        )
+        warnings.append(advantage_misfit(int((silent != (amax <= 1e-3)).sum()) if silent is not None else 0))
     return result
+
+
+def unlogged_weights(reward_name: str) -> str:
+    """The warning for a reward summed from several columns, each weighted 1 (TRL logs no weights)."""
+    return (
+        f"reward = {reward_name} with weight 1 each: TRL does not log its reward_weights; "
+        "if the run weighted them, give the weights with --reward-column 'a+0.5*b'"
+    )
+
+
+def advantage_misfit(disagree: int) -> str:
+    """The warning for logged advantages that fit no scaling (``disagree``: groups silent by the
+    rewards and not by the advantages, or the reverse)."""
+    return (
+        "the logged advantages fit no scaling of the reward used (scale_rewards group, batch or none; "
+        f"{disagree} group(s) silent under one and not the other): the reward weights probably differ "
+        "from the run's reward_weights (give them with --reward-column 'a+0.5*b'), or the run "
+        "aggregated rewards another way (multi_objective_aggregation)"
+    )
 
 
 def silent_groups(top, bottom):

@@ -6,7 +6,9 @@ whole log, from memory that grows with the groups, not the rollouts.
 ``shards``), then fills the log's description as :func:`gsd.diagnose.read_rollouts` does — its
 files, reward, how groups and silence were found, the steps left out or missing, its warnings
 in the same order — and its group table in ``counted``; its per-rollout arrays are empty.  What
-needs every rollout's reward is refused: ``scale="batch"`` (the step's std of rewards).
+needs every rollout's reward is refused: ``scale="batch"`` given (the step's std of rewards); the
+scaling a TRL log's advantages show is followed (a step is one file's generation: each step's std
+is counted with its file).
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from ..integrations.contract import RunContext
 from ..validation import InputError
 from .assemble import (
     RolloutLog,
+    advantage_misfit,
     count_warnings,
     group_names,
     group_warnings,
     missing_steps,
     silent_observable,
+    unlogged_weights,
 )
 from .counts import ReadWhole, count_partial, finish, group_tables, listed_bad_rows, streams
 from .discover import TRAINER_HOOKS, discover_files, hooks_of
@@ -37,7 +41,8 @@ GROUP_COLUMNS = ("step", "prompt", "G", "generated", "n", "k", "silent", "binary
 
 
 def read_counted(paths, *, threshold=None, progress=None, shards=None, address=None, **options) -> RolloutLog:
-    """The log of a run read as counts (verl and tables; others: :func:`read_rollouts`), for
+    """The log of a run read as counts (the few logs of :class:`~gsd.diagnose.counts.ReadWhole`:
+    :func:`read_rollouts`), for
     :func:`gsd.diagnose.diagnose_log`; ``threshold`` is fixed here (the diagnosis takes the same
     or none).  ``shards``: count the files in that many Ray tasks (``address``: a cluster);
     ``options``: how to read the logs (:class:`gsd.diagnose.options.LogOptions`).
@@ -68,7 +73,7 @@ def read_counted(paths, *, threshold=None, progress=None, shards=None, address=N
 def counted_partial(paths, opts: LogOptions, threshold, progress, shards, address):
     """The partial counts of a run (:func:`gsd.diagnose.counts.count_partial`; in ``shards`` Ray
     tasks: :func:`gsd.diagnose.shards.partial_sharded`), with its format, warnings and files read;
-    None for a log read whole (a table saved by gsd's GroupTracker)."""
+    None for a log read whole."""
     try:
         if shards:
             from .shards import partial_sharded
@@ -113,24 +118,43 @@ def _log_of(counts, tally: SizeTally, files, fmt: str, opts: LogOptions, thresho
     module = TRAINER_HOOKS.get(fmt)
     hooks = hooks_of(module)
     meta, warnings = counts.meta, list(counts.warnings)
-    excluded = sorted(set(meta.get("excluded", ())))
-    context = RunContext(group_size=None, group_size_given=False, warnings=warnings, state_path=None)
+    arranged = meta.get("arranged") or {}  # the whole-run rules applied file by file (TRL)
+    context = arranged.get("context") or RunContext(
+        group_size=None, group_size_given=False, warnings=warnings, state_path=None
+    )
+    excluded = sorted(set(meta.get("excluded", ())) | set(context.excluded_steps))
     context.keyed = meta["keyed"]
-    group_col = opts.group_col
+    declared = meta.get("declared")  # a table saved by gsd's GroupTracker describes itself
+    threshold = meta.get("threshold") if threshold is None else threshold
+    group_col = declared["group_col"] if declared else opts.group_col
     prompt = opts.prompt_col or (module.PROMPT_COL if module is not None else "prompt")
-    names = group_names(hooks, context, reward_text(meta["terms"] or []), group_col, prompt)
+    terms = meta["terms"] or []
+    names = group_names(hooks, context, reward_text(terms), group_col, prompt)
+    if hooks.REWARD_WEIGHTS_UNLOGGED and not opts.reward and len(terms) > 1:
+        warnings.append(unlogged_weights(names["reward_name"]))
     sizes, steps, weights = tally.arrays()
     group_warnings(sizes, steps, counts.mixed, module, group_col, warnings, weights)
-    missing = missing_steps(module, meta["file_steps"] | set(excluded), files, warnings)
+    check, disagree = arranged.get("advantage_check", (None, 0))
+    if check is not None and check["scale"] is None:
+        warnings.append(advantage_misfit(disagree))
+    note = hooks.trainer_silent_note(check)
+    if note and context.trainer_silent:
+        warnings.append(note)
+    have = meta["file_steps"] | set(excluded) | set(context.repeated_steps) | set(context.eval_steps)
+    missing = missing_steps(module, have, files, warnings)
     silent = np.array([tally.silent]) if hooks.zero_std else None
     observable = silent_observable(hooks, silent, np.array([tally.smallest]), warnings)
     got = {
-        "incomplete_groups": counts.incomplete_groups,
-        "incomplete_rollouts": counts.incomplete_rollouts,
+        # count_warnings adds the groups the trainer's rule found short: counted in counts already
+        "incomplete_groups": counts.incomplete_groups - context.short_groups,
+        "incomplete_rollouts": counts.incomplete_rollouts - context.short_rollouts,
         "padding": None,
-        "unscorable": 0,
+        "padded": counts.padded,
+        "unscorable": counts.unscored,
     }
     reader = SimpleNamespace(repeated_rows=meta["repeated_rows"], extra_outputs=meta["extra_outputs"])
+    if declared:
+        names = {key: declared[key] for key in ("reward_name", "group_by", "silence", "group_size")}
     count_warnings(got, reader, context, warnings)  # type: ignore[arg-type]  # the two fields it reads
     listed = listed_bad_rows(meta)
     empty = np.zeros(0, np.int64)
@@ -147,24 +171,37 @@ def _log_of(counts, tally: SizeTally, files, fmt: str, opts: LogOptions, thresho
         group_by=names["group_by"],
         silence=names["silence"],
         group_size=names["group_size"],
+        repeated_steps=context.repeated_steps,
         missing_steps=missing,
+        eval_steps=context.eval_steps,
+        trainer_silent=context.trainer_silent,
+        unscorable_rollouts=got["unscorable"],
+        advantage_check=check,
         incomplete_groups=got["incomplete_groups"],
         incomplete_rollouts=got["incomplete_rollouts"],
         extra_outputs=meta["extra_outputs"],
         excluded_steps=excluded,
         silent_observable=observable,
         threshold=threshold,
+        trainer=declared.get("trainer") if declared else None,
         warnings=warnings,
         bad_rows=listed,
         bad_count=counts.bad_count,
-        counted={
-            "groups": None if counts.groups is None else {c: counts.groups[c] for c in GROUP_COLUMNS},
-            "rewards_as": counts.right_rule,
-            "threshold": threshold,
-            "rows": int(counts.steps["rollouts"].sum()),
-            "graded": counts.graded,
-        },
+        counted=_counted(counts, threshold, arranged.get("step_std")),
     )
+
+
+def _counted(counts, threshold, step_std) -> dict:
+    """The ``counted`` entry of a log read as counts (see :class:`RolloutLog`)."""
+    return {
+        "groups": None if counts.groups is None else {c: counts.groups[c] for c in GROUP_COLUMNS},
+        "rewards_as": counts.right_rule,
+        "threshold": threshold,
+        "rows": int(counts.steps["rollouts"].sum()) + counts.padded,  # every row kept, padding too
+        "graded": counts.graded,
+        "padding_rows": counts.padded,
+        "step_std": step_std,  # per step the std of its rewards, counted file by file (TRL), or None
+    }
 
 
 def diagnose_counted(paths, *, threshold=None, progress=None, shards=None, address=None, groups=None, **options):
@@ -177,7 +214,7 @@ def diagnose_counted(paths, *, threshold=None, progress=None, shards=None, addre
     half-life with ``half_life="auto"``.  The same diagnosis, bit for bit, as
     :func:`gsd.diagnose.diagnose_log` of the whole log.  ``groups``: None (not kept; the
     Diagnosis has no group table), True (kept) or a callable given each run's predicted table
-    (a file writer).  Formats read whole (TRL, AReaL, GroupTracker tables) go through
+    (a file writer).  A log read whole (:class:`gsd.diagnose.counts.ReadWhole`) goes through
     :func:`gsd.diagnose.diagnose_log`.  ``options``: how to read the logs
     (:class:`gsd.diagnose.options.LogOptions`) and :func:`gsd.diagnose.diagnose_log`'s options."""
     from .tables import diagnose_log
@@ -227,7 +264,7 @@ def _diagnose_counts(log: RolloutLog, counts, partial, threshold, groups, o: dic
     half-life, then the group tables run by run, predicted and summed (see there)."""
     from ..core.forgetting import as_half_life
     from .aggregate import GroupSums
-    from .posteriors import History, with_history
+    from .posteriors import History, batch_std, with_history
     from .tables import auto_half_life, check_groups, conclude, log_convention, predict_groups, run_prior
 
     given = as_half_life(o["half_life"], auto=True)
@@ -256,7 +293,8 @@ def _diagnose_counts(log: RolloutLog, counts, partial, threshold, groups, o: dic
     sums = GroupSums(log.labels.size, h, int(counts.steps["step"].max()))
     kept = []
     for g in tables(h):
-        g = predict_groups(g, prior_ab, conv["ddof"], conv["eps"], conv["scale"])
+        stds = batch_std(log, g) if conv["scale"] == "batch" else None
+        g = predict_groups(g, prior_ab, conv["ddof"], conv["eps"], conv["scale"], stds)
         sums.add(g)
         if groups is True:
             kept.append(g)

@@ -15,23 +15,32 @@ merged cells into the diagnosis's group table columns (``step``, ``prompt``, ``G
 ``k``, ``silent``, ``binary_silent``), its step table's measured columns and per-prompt totals,
 equal field by field to those :func:`gsd.diagnose.diagnose_log` computes from the whole log.
 
-Streaming covers verl (V1 and legacy dumps) and plain tables: formats whose groups and silence are
-functions of the rows' keys and the group's reward range.  TRL (blocks of rows, its whole-run
-arrangement, unscorable rows) and AReaL (its arrangement) are read by :func:`read_rollouts` and
-reduced afterwards: the same answer, with the whole-log memory.
+Every format streams.  verl (V1 and legacy dumps) and plain tables: their groups and silence are
+functions of the rows' keys and the group's reward range.  A table saved by gsd's GroupTracker:
+its saved verdict column too (a cell's ``verdict``).  A trainer whose rules need the whole run
+(its ``arrange``) gives them one file at a time (``stream_arrange``, in file order), after a
+first pass where a rule needs one: TRL (:mod:`gsd.diagnose.blocks`: a first pass over the prompt
+column for ``num_generations``; each file then reduced to its blocks with TRL's own zero-std
+verdict, its rows kept without a reward, a padding trainer's rows, its advantages' fit and its
+reward std for ``scale_rewards="batch"``) and AReaL (a first pass over the parsed rows' task keys
+for the usual task size; each piece then cut of the short tasks' rows).  What is still read
+whole (:class:`ReadWhole`): a padding trainer's file without its completion column, a TRL run
+whose advantages show ``scale_rewards="batch"`` with a step in two files.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..integrations.columns import pair_codes
+from ..integrations.contract import RunContext
 from ..io.frames import group_sums
 from ..validation import InputError
-from .assemble import columns_to_read, run_history, silent_groups, unusable_rows
+from .assemble import columns_to_read, run_context, run_history, silent_groups, unusable_rows
+from .blocks import NO_ROW, Arranged, ReadWhole
 from .discover import TRAINER_HOOKS, discover_files, hooks_of
 from .options import LogOptions
 from .parse import MAX_LISTED, Reader, read_file
@@ -49,7 +58,7 @@ __all__ = [
     "ReadWhole",
 ]
 
-_NONE = np.iinfo(np.int64).max  # "no usable row" as a first-row index
+_NONE = NO_ROW  # "no usable row" as a first-row index
 SHARD_BITS = 40  # a row's order is (shard << 40) + its row within the shard: 2^40 rows per shard
 
 
@@ -80,8 +89,26 @@ class Cells:
     orphans: np.ndarray = field(default_factory=lambda: np.zeros((2, 0), np.int64))
     unplaced: list = field(default_factory=list)
     keyed: set = field(default_factory=set)  # {True, False}: chunks with and without group keys
+    # Blocks of rows (TRL, :mod:`gsd.diagnose.blocks`): per cell its rows kept in the group without
+    # a finite reward, its padding rows, and the trainer's zero-std verdict on its group (1 silent,
+    # 0 not, -1 none); None for the other formats (0, 0, -1 each).
+    unscored: np.ndarray | None = None
+    pad: np.ndarray | None = None
+    verdict: np.ndarray | None = None
 
     ARRAYS = ("step", "gkey", "hash", "rows", "lo", "hi", "top", "above", "mid", "first", "lost")
+    EXTRA = {"unscored": (0, np.add), "pad": (0, np.add), "verdict": (-1, np.maximum)}  # (fill, merge)
+
+    def arrays(self) -> dict:
+        """The per-cell arrays by name, the extra ones where the cells carry them."""
+        out = {name: getattr(self, name) for name in Cells.ARRAYS}
+        if self.unscored is not None:
+            out.update({name: getattr(self, name) for name in Cells.EXTRA})
+        return out
+
+    def sizes(self) -> np.ndarray:
+        """Per cell, the rows its group holds: the usable ones and those kept without a reward."""
+        return self.rows if self.unscored is None else self.rows + self.unscored
 
     @classmethod
     def empty(cls) -> Cells:
@@ -109,6 +136,11 @@ class Cells:
         out = Cells.empty() if not parts else parts[0]
         if len(parts) > 1:
             cat = {name: np.concatenate([getattr(p, name) for p in parts]) for name in Cells.ARRAYS}
+            if any(p.unscored is not None for p in parts):
+                for name, (fill, _) in Cells.EXTRA.items():
+                    cat[name] = np.concatenate(
+                        [getattr(p, name) if p.unscored is not None else np.full(p.size, fill) for p in parts]
+                    ).astype(np.int64)
             out = _reduce(cat)
             out.orphans = np.unique(np.concatenate([p.orphans for p in parts], axis=1), axis=1)
             out.unplaced = [u for p in parts for u in p.unplaced]
@@ -145,6 +177,7 @@ class Partial:
                 "file_steps": set().union(*(m["file_steps"] for m in metas)),
                 "listed": [b for m in metas for b in m["listed"]][:MAX_LISTED],
                 "reasons": [[b for m in metas for b in m["reasons"][i]][:MAX_LISTED] for i in range(5)],
+                "said": set().union(*(m.get("said", set()) for m in metas)),
             }
         runs = compact([r for p in parts for r in p.runs])
         return Partial(runs, labels, sum(p.bad_count for p in parts), meta)
@@ -187,7 +220,7 @@ def _reduce(cat: dict) -> Cells:
     lo = np.minimum.reduceat(s["lo"], starts)
     hi = np.maximum.reduceat(s["hi"], starts)
     inside = ((s["lo"] > lo[idx]) & (s["lo"] < hi[idx])) | ((s["hi"] > lo[idx]) & (s["hi"] < hi[idx]))
-    return Cells(
+    out = Cells(
         s["step"][starts],
         s["gkey"][starts],
         s["hash"][starts],
@@ -200,15 +233,21 @@ def _reduce(cat: dict) -> Cells:
         np.minimum.reduceat(s["first"], starts),
         np.logical_or.reduceat(s["lost"], starts),
     )
+    for name, (_, merge) in Cells.EXTRA.items():
+        if name in s:
+            setattr(out, name, merge.reduceat(s[name], starts))
+    return out
 
 
-def chunk_cells(chunk, threshold, row0: int) -> Cells:
+def chunk_cells(chunk, threshold, row0: int, verdict=None) -> Cells:
     """The cells of one parsed piece (a :class:`gsd.diagnose.parse.Chunk`); ``row0``: the order of
     its first row.  A row is usable with a prompt, a step, a finite reward, a group key and no
-    contradiction; an unusable row with a step and a key marks its cell lost."""
+    contradiction; an unusable row with a step and a key marks its cell lost.  ``verdict``: per
+    row, the trainer's zero-std verdict a table saved (GroupTracker's; a group is silent when one
+    of its rows says so), or None."""
     steps, hashes, reward = chunk.steps, chunk.hashes, chunk.reward
     keyed = chunk.gkey is not None
-    if not keyed and chunk.prompt_codes is not None and chunk.conflict is None:
+    if not keyed and chunk.prompt_codes is not None and chunk.conflict is None and verdict is None:
         return _prompt_cells(chunk, threshold, row0)
     gkey, gkey_ok = (chunk.gkey, chunk.gkey_ok) if keyed else (hashes, chunk.prompt_ok)
     finite = np.isfinite(reward)
@@ -232,6 +271,10 @@ def chunk_cells(chunk, threshold, row0: int) -> Cells:
         "first": np.where(usable, row0 + np.arange(hashes.size, dtype=np.int64), _NONE)[placed],
         "lost": ~usable[placed],
     }
+    if verdict is not None:  # NaN is not a verdict of silence, as the whole-log reader reads it
+        with np.errstate(invalid="ignore"):
+            said = np.where(usable, verdict > 0, -1).astype(np.int64)[placed]
+        rows.update(unscored=np.zeros(said.size, np.int64), pad=np.zeros(said.size, np.int64), verdict=said)
     cells = _reduce(rows)
     cells.orphans = np.unique(np.stack([steps[orphan], hashes[orphan]]), axis=1)
     cells.keyed = {keyed} if hashes.size else set()
@@ -329,25 +372,55 @@ class RunCounts:
     mixed: int = 0  # extra (group, prompt) pairs: groups that hold several prompts
     meta: dict = field(default_factory=dict)  # what the reader saw (Partial.meta)
     graded: bool = False  # rewards graded without a threshold: no right/wrong (k NaN)
+    unscored: int = 0  # rows kept in their group without a finite reward (TRL), padding included
+    padded: int = 0  # of those, a padding trainer's rows (trl-cgrpo)
 
 
-def count_files(files, fmt: str, cols: dict, reward, threshold=None, *, shard: int = 0, progress=None) -> Partial:
+def count_files(
+    files, fmt: str, cols: dict, reward, threshold=None, *, shard: int = 0, progress=None, context=None
+) -> Partial:
     """The counts of ``files`` (one run's, or one shard of it), read piece by piece: each piece
     parsed into a chunk, reduced to its cells and dropped; the parts compacted (:func:`compact`)
-    when they outgrow twice their last compacted size (amortised: a cell is merged O(log) times)."""
+    when they outgrow twice their last compacted size (amortised: a cell is merged O(log) times).
+    A format with whole-run rules (TRL) has them applied file by file by its ``stream_arrange``
+    (``context``: the run's :class:`~gsd.integrations.contract.RunContext`; :mod:`gsd.diagnose.blocks`)."""
     from ..io.progress import progress_bar
 
     reader = Reader(fmt, cols, reward)
-    state = {"parts": [], "held": 0, "merged": 1 << 16, "row": shard << SHARD_BITS, "bad": 0}
+    hooks = hooks_of(reader.module)
+    disable = None if progress is None else not progress
+    ruled = (
+        None if hooks.stream_arrange is None else Arranged(hooks, context, files, Reader(fmt, cols, reward), disable)
+    )
+    state: dict[str, Any] = {"parts": [], "held": 0, "merged": 1 << 16, "row": shard << SHARD_BITS, "bad": 0}
+    state["said"] = set()  # whether each piece with rows had a saved verdict
     reasons: list = [[] for _ in range(5)]  # the first unusable rows listed, per reason
     file_steps: set = set()
 
+    def cells_of(chunk, verdict):
+        """The chunk's cells, or None for a chunk the run's rules leave out."""
+        rows = True if ruled is None else ruled.rows(chunk, threshold, state["row"])
+        if rows is True:
+            return chunk_cells(chunk, threshold, state["row"], verdict)
+        if rows is None:
+            return None
+        cells = _reduce(rows)
+        cells.keyed = {True}
+        return cells
+
     def take(rd):
-        for chunk in rd.chunks:
-            cells = chunk_cells(chunk, threshold, state["row"])
+        if rd.verdicts and len(rd.verdicts) != len(rd.chunks):  # some pieces without the verdict column
+            raise ReadWhole("LOG: a GroupTracker table whose verdict column is in some files only: read whole")
+        for chunk, verdict in zip(rd.chunks, rd.verdicts or [None] * len(rd.chunks)):
+            cells = cells_of(chunk, verdict)
+            if cells is None:
+                continue
+            if chunk.hashes.size:
+                state["said"].add(verdict is not None)
             room = [MAX_LISTED - len(found) for found in reasons]
+            scored = np.isfinite(chunk.reward) | (chunk.prompt_ok & hooks.UNSCORABLE_IN_GROUP)
             for i, (count, listed) in enumerate(
-                unusable_rows(rd, [chunk], _rows(chunk), np.isfinite(chunk.reward), cols.get("group"), room)
+                unusable_rows(rd, [chunk], _rows(chunk), scored, cols.get("group"), room)
             ):
                 state["bad"] += count
                 reasons[i].extend(listed)
@@ -364,11 +437,12 @@ def count_files(files, fmt: str, cols: dict, reward, threshold=None, *, shard: i
             held = sum(r.size for r in runs)
             state["parts"], state["held"], state["merged"] = runs, held, max(held, 1 << 16)
 
-    disable = None if progress is None else not progress
     with progress_bar(total=len(files), desc="counting logs", unit="file", disable=disable, leave=False) as bar:
         for path in files:
             read_file(path, reader, on_piece=take)
             bar.update(1)
+    arranged = ruled.close() if ruled is not None else None
+    runs = compact(state["parts"])
     meta = {
         "terms": reader.terms,
         "keyed": reader.keyed,
@@ -377,8 +451,11 @@ def count_files(files, fmt: str, cols: dict, reward, threshold=None, *, shard: i
         "file_steps": file_steps,
         "listed": reader.bad_rows,  # lines that are not rows, found while reading
         "reasons": reasons,
+        "said": state["said"],
     }
-    return Partial(compact(state["parts"]), reader.labels, reader.bad_count + state["bad"], meta)
+    if arranged is not None:
+        meta["arranged"] = arranged
+    return Partial(runs, reader.labels, reader.bad_count + state["bad"], meta)
 
 
 def _rows(chunk) -> dict:
@@ -393,27 +470,46 @@ def _rows(chunk) -> dict:
 
 
 def streams(fmt: str) -> bool:
-    """Whether the format is read piece by piece (verl and tables) rather than whole."""
+    """Whether the format is read piece by piece rather than whole: it has no whole-run rules, or
+    gives them file by file (``stream_arrange``).  Every format of gsd does."""
     hooks = hooks_of(TRAINER_HOOKS.get(fmt))
-    return hooks.arrange is None and not hooks.GROUP_SIZE and not hooks.UNSCORABLE_IN_GROUP
+    return hooks.arrange is None or hooks.stream_arrange is not None
 
 
-class ReadWhole(InputError):
-    """A log that is not read piece by piece (TRL, AReaL, a table saved by gsd's GroupTracker)."""
+class Plan(NamedTuple):
+    """What :func:`plan_run` decides of a run before its files are counted."""
+
+    files: list  # the files to read, left-overs of other attempts left out
+    fmt: str
+    cols: dict  # the columns to read (Reader's)
+    reward: Any
+    warnings: list
+    excluded: list  # steps left out as left-overs
+    context: Any = None  # the RunContext of a format with stream_arrange (TRL), its state read
+    declared: dict | None = None  # the description a table saved by gsd's GroupTracker carries
 
 
 def plan(paths, options: LogOptions):
-    """(files to read, format, columns, reward, warnings, steps left out) of a run, its left-overs
-    of other attempts left out, as :func:`read_rollouts` decides them; an InputError for a format that is
-    not read piece by piece or a table saved by gsd's GroupTracker (its own verdict column)."""
-    files, fmt, warnings, _, folders = discover_files(paths, options.fmt)
+    """(files to read, format, columns, reward, warnings, steps left out): :func:`plan_run`'s first six."""
+    return tuple(plan_run(paths, options))[:6]
+
+
+def plan_run(paths, options: LogOptions) -> Plan:
+    """The :class:`Plan` of a run: its files (left-overs of other attempts left out), format,
+    columns, reward and warnings, as :func:`read_rollouts` decides them; :class:`ReadWhole` for a
+    format that is not read piece by piece.  The context (a format with ``stream_arrange``: TRL)
+    holds the run-state file read, its notes said first, as the whole-log reader says them; a
+    table saved by gsd's GroupTracker brings its description (reward, group column, verdict
+    column, threshold, how it was grouped)."""
+    files, fmt, warnings, state_path, folders = discover_files(paths, options.fmt)
     module = TRAINER_HOOKS.get(fmt)
     reward, _, declared, cols = columns_to_read(
         module, fmt, files, reward=options.reward, group_col=options.group_col, group_size=None,
         prompt=options.prompt_col, step=options.step_col,
     )  # fmt: skip
-    if declared or not streams(fmt):
+    if not streams(fmt):
         raise ReadWhole(f"LOG: {fmt} logs are read whole (read_rollouts), not piece by piece")
+    context = run_context(module, None, warnings, state_path) if hooks_of(module).stream_arrange else None
     if module is not None and folders and hooks_of(module).RUN_HISTORY:
         import os
         from types import SimpleNamespace
@@ -422,15 +518,21 @@ def plan(paths, options: LogOptions):
 
         stubs = [SimpleNamespace(file=f, mtime=os.stat(f).st_mtime, file_step=file_step(module, f)) for f in files]
         kept, excluded = run_history(stubs, warnings)
-        return [s.file for s in kept], fmt, cols, reward, warnings, excluded
-    return files, fmt, cols, reward, warnings, []
+        return Plan([s.file for s in kept], fmt, cols, reward, warnings, excluded, context, declared)
+    return Plan(files, fmt, cols, reward, warnings, [], context, declared)
+
+
+def effective_threshold(threshold, declared):
+    """The threshold counted with: the one given, else the one a GroupTracker table declares."""
+    threshold = checked_threshold(threshold)
+    return declared["threshold"] if threshold is None and declared else threshold
 
 
 def count_rollouts(
     paths, *, threshold: float | None = None, progress: bool | None = None, groups=True, **options
 ) -> RunCounts:
-    """The counts of a run's groups (:class:`RunCounts`), read piece by piece for verl and tables
-    (peak memory grows with the groups and prompts, not the rollouts), whole for the others.
+    """The counts of a run's groups (:class:`RunCounts`), read piece by piece (peak memory grows
+    with the groups and prompts, not the rollouts; the few logs of :class:`ReadWhole`: whole).
 
     ``options`` are :func:`read_rollouts`'s (:class:`gsd.diagnose.options.LogOptions`); ``threshold`` makes a reward ≥ it right (default:
     0/1 rewards, or two values, the higher one right; graded rewards without one leave ``k``
@@ -448,11 +550,11 @@ def count_rollouts(
 def count_partial(paths, *, threshold=None, progress=None, **options) -> tuple[Partial, str, list, int]:
     """(the partial counts of a run read piece by piece in this process, its format, the reader's
     warnings, the files read): what :func:`finish` takes; ``options``: :func:`plan`'s."""
-    threshold = checked_threshold(threshold)
-    files, fmt, cols, reward, warnings, excluded = plan(paths, LogOptions.take(options, "count_partial"))
-    partial = count_files(files, fmt, cols, reward, threshold, progress=progress)
-    partial.meta["excluded"] = excluded
-    return partial, fmt, warnings, len(files)
+    run = plan_run(paths, LogOptions.take(options, "count_partial"))
+    threshold = effective_threshold(threshold, run.declared)
+    partial = count_files(run.files, run.fmt, run.cols, run.reward, threshold, progress=progress, context=run.context)
+    partial.meta.update(excluded=run.excluded, declared=run.declared, threshold=threshold)
+    return partial, run.fmt, run.warnings, len(run.files)
 
 
 def checked_threshold(threshold):
@@ -469,7 +571,7 @@ def checked_threshold(threshold):
 
 
 def _counts_whole(paths, options: dict, threshold, progress) -> RunCounts:
-    """TRL, AReaL and GroupTracker tables: the whole log read, then its group table."""
+    """A log of :class:`ReadWhole`: the whole log read, then its group table."""
     from .assemble import read_rollouts
     from .posteriors import group_columns
     from .tables import right_answers
@@ -509,6 +611,8 @@ def finish(partial: Partial, fmt: str, threshold=None, warnings=None, *, n_files
     callable: called with each run's table, in step order, e.g. a file writer; False: dropped),
     so that the memory beyond the cells is one run's."""
     warnings = list(warnings or [])
+    threshold = threshold if threshold is not None else partial.meta.get("threshold")
+    _drop_partial_verdicts(partial)
     runs = partial.runs
     if set().union(*(r.keyed for r in runs)) == {True, False}:
         raise InputError(
@@ -516,6 +620,8 @@ def finish(partial: Partial, fmt: str, threshold=None, warnings=None, *, n_files
             "in one folder?): name the files of one run"
         )
     kept, uniq, rule, note = _rule(partial, threshold, warnings, n_files)
+    # The groups a whole-run rule left out as short (AReaL's tasks below the usual size) are incomplete too.
+    short = partial.meta.get("arranged", {}).get("context") or RunContext(None, False, [])
     sums, totals, kept_groups, mixed = [], np.zeros((3, uniq.size)), [], 0
     for table, extra in _tables(runs, kept, uniq, rule, fmt):
         mixed += extra
@@ -536,15 +642,30 @@ def finish(partial: Partial, fmt: str, threshold=None, warnings=None, *, n_files
         prompts=_prompt_table(totals, rule[0] == "graded"),
         labels=labels,
         hashes=uniq,
-        incomplete_groups=sum(g for _, g, _ in kept),
-        incomplete_rollouts=sum(r for _, _, r in kept),
+        incomplete_groups=sum(g for _, g, _ in kept) + short.short_groups,
+        incomplete_rollouts=sum(r for _, _, r in kept) + short.short_rollouts,
         bad_count=partial.bad_count,
         right_rule=note,
         warnings=warnings,
         mixed=mixed,
         meta=partial.meta,
         graded=rule[0] == "graded",
+        unscored=_kept_sum(runs, kept, "unscored"),
+        padded=_kept_sum(runs, kept, "pad"),
     )
+
+
+def _drop_partial_verdicts(partial: Partial) -> None:
+    """A verdict saved in some pieces only (``meta["said"]`` holds both): none is used, as the
+    whole-log reader uses none; the cells' block fields dropped in place (a table's are 0, 0)."""
+    if len(partial.meta.get("said", ())) > 1:
+        for run in partial.runs:
+            run.unscored = run.pad = run.verdict = None
+
+
+def _kept_sum(runs, kept, name: str) -> int:
+    """The sum of a block field (``unscored``, ``pad``) over the kept cells (0 without blocks)."""
+    return sum(int(getattr(r, name)[k].sum()) for r, (k, _, _) in zip(runs, kept) if getattr(r, name) is not None)
 
 
 def _rule(partial: Partial, threshold, warnings, n_files: int):
@@ -557,8 +678,11 @@ def _rule(partial: Partial, threshold, warnings, n_files: int):
         raise InputError(f"LOG: no usable rollout in {n_files} file(s){detail}")
     runs = partial.runs
     uniq = np.unique(np.concatenate([np.unique(r.hash[k]) for r, (k, _, _) in zip(runs, kept)]))
-    values = np.unique(np.concatenate([np.r_[r.lo[k], r.hi[k]] for r, (k, _, _) in zip(runs, kept)]))
-    rule, note = _right_rule(values, any(r.mid[k].any() for r, (k, _, _) in zip(runs, kept)), threshold)
+    scored = [k & (r.rows > 0) for r, (k, _, _) in zip(runs, kept)]  # a block may hold no finite reward
+    values = np.unique(np.concatenate([np.r_[r.lo[k], r.hi[k]] for r, k in zip(runs, scored)]))
+    unscored = _kept_sum(runs, kept, "unscored") - _kept_sum(runs, kept, "pad")
+    mid = any(r.mid[k].any() for r, k in zip(runs, scored))
+    rule, note = _right_rule(values, mid, threshold, unscored)
     return kept, uniq, rule, note
 
 
@@ -568,16 +692,38 @@ def listed_bad_rows(meta: dict) -> list:
     return (list(meta.get("listed", ())) + [b for found in meta.get("reasons", ()) for b in found])[:MAX_LISTED]
 
 
+#: Groups a table handed on holds at least (but its last): runs of steps are joined up to it, so that
+#: a log of many small step files (one run each) is predicted in batches, not one file at a time.
+TABLE_GROUPS = 1 << 16
+
+
 def _tables(runs, kept, uniq, rule, fmt: str):
-    """Each run's group table (:func:`_run_groups`) and its extra prompt-groups, in step order."""
+    """The runs' group tables (:func:`_run_groups`), consecutive runs joined up to
+    :data:`TABLE_GROUPS` groups (their steps are disjoint and in order, so the joined table is in
+    step order too), and their extra prompt-groups, in step order."""
+    held: list = []
+    extra = 0
     for run, (keep, _, _) in zip(runs, kept):
         if keep.any():
-            yield _run_groups(run, keep, uniq, rule, fmt)
+            table, mixed = _run_groups(run, keep, uniq, rule, fmt)
+            held.append(table)
+            extra += mixed
+            if sum(t["step"].size for t in held) >= TABLE_GROUPS:
+                yield _joined(held), extra
+                held, extra = [], 0
+    if held:
+        yield _joined(held), extra
+
+
+def _joined(tables: list) -> dict:
+    return tables[0] if len(tables) == 1 else {c: np.concatenate([t[c] for t in tables]) for c in tables[0]}
 
 
 def group_tables(partial: Partial, fmt: str, threshold=None):
     """The group table of a run's partial counts, one run of steps at a time in step order (what
     :func:`finish` makes and sums): the memory beyond the cells is one run's table."""
+    threshold = threshold if threshold is not None else partial.meta.get("threshold")
+    _drop_partial_verdicts(partial)
     kept, uniq, rule, _ = _rule(partial, threshold, [], 0)
     for table, _ in _tables(partial.runs, kept, uniq, rule, fmt):
         yield table
@@ -592,15 +738,17 @@ def _kept(run: Cells, warnings) -> tuple[np.ndarray, int, int]:
     _place_unreadable(run, gcode, n_groups, dropped[gcode] | orphaned, dropped, warnings)
     lost = dropped[gcode] | orphaned
     incomplete = int((dropped | _any_of(gcode, n_groups, orphaned)).sum())
-    return ~lost & (run.rows > 0), incomplete, int(run.rows[lost].sum())
+    size = run.sizes()
+    return ~lost & (size > 0), incomplete, int(size[lost].sum())
 
 
 def _run_groups(run: Cells, keep, uniq, rule, fmt: str) -> tuple[dict, Any]:
     """The group table of one run's kept cells, sorted by step then prompt (its first row's), with
     each group's key (``gkey``); the extra prompt-groups (groups that hold several prompts)."""
-    c = {name: getattr(run, name)[keep] for name in Cells.ARRAYS}
+    c = {name: v[keep] for name, v in run.arrays().items()}
     group, _ = pair_codes(c["step"], c["gkey"])
     g = _reduce({**c, "gkey": group, "hash": np.zeros(group.size, np.int64)})  # one entry per group
+    size = g.sizes()
     by_first = np.lexsort((c["first"], group))
     prompt = np.searchsorted(uniq, c["hash"][by_first][np.r_[True, np.diff(group[by_first]) != 0]])
     kind, top = rule
@@ -610,14 +758,14 @@ def _run_groups(run: Cells, keep, uniq, rule, fmt: str) -> tuple[dict, Any]:
         k = np.where(g.hi == top, g.top, 0)
     else:
         k = np.full(g.size, np.nan)
-    silent = (g.rows >= 2) & _silent(fmt, g)
+    silent = (size >= 2) & (_silent(fmt, g) if g.verdict is None else g.verdict > 0)
     binary = kind != "graded"
     table = {
         "step": g.step,
         "gkey": g.gkey,
         "prompt": prompt,
-        "G": g.rows,
-        "generated": g.rows,
+        "G": size,
+        "generated": size if g.pad is None else size - g.pad,
         "n": g.rows,
         "k": k.astype(np.int64) if binary else k,
         "silent": silent,
@@ -672,21 +820,22 @@ def _place_unreadable(cells: Cells, gcode, n_groups: int, gone, dropped, warning
             )
 
 
-def _right_rule(values, mid: bool, threshold):
+def _right_rule(values, mid: bool, threshold, unscored: int = 0):
     """((kind, top value), note): how right answers are counted, by :func:`binarise`'s rule on the
     kept rewards' distinct values (``values``, their ranges' ends; ``mid``: a value inside a
-    range): ``threshold``; ``top`` (0/1 rewards: the 1s; two values: the higher); ``graded``."""
+    range; ``unscored``: the rows kept without a finite reward that are not padding):
+    ``threshold``; ``top`` (0/1 rewards: the 1s; two values: the higher); ``graded``."""
     from .tables import binarise
 
     if threshold is not None:
-        return ("threshold", None), binarise(np.zeros(0), threshold)[1]
+        return ("threshold", None), binarise(np.zeros(0), threshold, unscored=unscored)[1]
     if mid or values.size > 2:
         shown = ", ".join(f"{v:g}" for v in values[:5])
         return ("graded", None), (
             f"rewards are graded (more than two distinct values: {shown}, ...): the measured figures are "
             "given; predictions and posteriors need --threshold T (reward >= T counts as right)"
         )
-    _, note = binarise(values)
+    _, note = binarise(values, unscored=unscored)
     return ("top", 1.0 if np.all(np.isin(values, (0.0, 1.0))) else values.max()), note
 
 

@@ -386,7 +386,7 @@ class Reader:
         self.keyed = True
         return keys
 
-    def _hash_prompts(self, arr):
+    def hash_prompts(self, arr):
         """64-bit hashes of the prompts (each distinct one hashed once) and which rows have one."""
         return self._coded_prompts(arr)[:2]
 

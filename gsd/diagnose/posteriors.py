@@ -23,7 +23,16 @@ from .readers import RolloutLog
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["group_table", "group_columns", "with_history", "History", "choose_half_life", "batch_std", "predict_groups"]
+__all__ = [
+    "group_table",
+    "group_columns",
+    "with_history",
+    "History",
+    "choose_half_life",
+    "batch_std",
+    "step_std",
+    "predict_groups",
+]
 
 # Moved to gsd.core in 0.2: the old names still import, with a DeprecationWarning.
 _MOVED = {
@@ -251,18 +260,29 @@ def _discounted_before(order, start, step, values, half_life, initial=None):
 
 def batch_std(log: RolloutLog, groups: Columns) -> np.ndarray:
     """Per group, the sample std (ddof 1) of every finite reward of its step: TRL's
-    ``scale_rewards="batch"`` divisor."""
-    if log.counted is not None:
+    ``scale_rewards="batch"`` divisor (:func:`step_std`; a log read as counts: the stds counted
+    file by file, where each step is one file's)."""
+    if log.counted is None:
+        steps, std = step_std(log.step, log.reward)
+    elif log.counted.get("step_std") is not None:
+        steps, std = log.counted["step_std"]
+    else:
         raise InputError("scale 'batch' needs every rollout's reward: read the log with read_rollouts (gsd diagnose)")
-    ok = np.isfinite(log.reward)
-    steps, sidx = np.unique(log.step[ok], return_inverse=True)
-    r = log.reward[ok]
+    return std[np.searchsorted(steps, groups["step"])]
+
+
+def step_std(step, reward) -> tuple[np.ndarray, np.ndarray]:
+    """(the steps with a finite reward, sorted; per step the sample std, ddof 1, of its finite
+    rewards, NaN below two): mean = Σr/c, std = sqrt(Σ(r − mean)²/(c − 1)), each sum in row order."""
+    ok = np.isfinite(reward)
+    steps, sidx = np.unique(step[ok], return_inverse=True)
+    r = reward[ok]
     c = np.bincount(sidx, minlength=steps.size)
     m = np.bincount(sidx, weights=r, minlength=steps.size) / np.maximum(c, 1)
     ss = np.bincount(sidx, weights=(r - m[sidx]) ** 2, minlength=steps.size)
     with np.errstate(invalid="ignore", divide="ignore"):
         std = np.where(c > 1, np.sqrt(ss / (c - 1)), np.nan)
-    return std[np.searchsorted(steps, groups["step"])]
+    return steps, std
 
 
 def predict_groups(groups: Columns, prior, ddof: int, eps: float, scale: str = "group", batch_std=None) -> Columns:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..validation import InputError
-from .counts import Partial, RunCounts, checked_threshold, count_files, finish, plan
+from .counts import Partial, RunCounts, count_files, effective_threshold, finish, plan_run
 from .options import LogOptions
 
 __all__ = ["count_sharded", "partial_sharded", "count_runs", "split"]
@@ -65,8 +65,13 @@ def count_sharded(
 def partial_sharded(paths, *, shards: int = 2, address=None, num_cpus=None, threshold=None, **options):
     """:func:`gsd.diagnose.counts.count_partial` with the files counted in ``shards`` Ray tasks and
     their partial counts merged exactly: (partial counts, format, warnings, files read)."""
-    threshold = checked_threshold(threshold)
-    files, fmt, cols, reward, warnings, excluded = plan(paths, LogOptions.take(options, "partial_sharded"))
+    run = plan_run(paths, LogOptions.take(options, "partial_sharded"))
+    threshold = effective_threshold(threshold, run.declared)
+    files, fmt, cols, reward, warnings = run.files, run.fmt, run.cols, run.reward, run.warnings
+    if run.context is not None:  # whole-run rules applied file by file in order (TRL): one process
+        partial = count_files(files, fmt, cols, reward, threshold, progress=False, context=run.context)
+        partial.meta.update(excluded=run.excluded, declared=run.declared, threshold=threshold)
+        return partial, fmt, warnings, len(files)
     parts = split(files, shards)
     ray, started = _ray(address, num_cpus or len(parts))
     try:
@@ -75,7 +80,7 @@ def partial_sharded(paths, *, shards: int = 2, address=None, num_cpus=None, thre
             task.remote(part, fmt, cols, reward, threshold, shard=i, progress=False) for i, part in enumerate(parts)
         ]
         partial = Partial.merge(ray.get(refs))
-        partial.meta["excluded"] = excluded
+        partial.meta.update(excluded=run.excluded, declared=run.declared, threshold=threshold)
     finally:
         if started:
             ray.shutdown()

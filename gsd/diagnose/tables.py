@@ -82,7 +82,7 @@ __getattr__ = moved_names(__name__, _MOVED)
 STEP_KEYS = ("step", "groups", "rollouts", "silent_frac", "silent_pred", "wasted_rollouts", "fidelity")
 
 
-def binarise(reward, threshold=None):
+def binarise(reward, threshold=None, *, unscored: int = 0):
     """Rewards as right (1) / wrong (0), and a note on how.
 
     With ``threshold``: right ⇔ reward ≥ threshold.  Without: rewards must be 0/1, or take
@@ -91,7 +91,8 @@ def binarise(reward, threshold=None):
     returned None for, a padding row; ±inf) are unscorable: they are left out of that decision and
     come back as 0, and the tables leave them out of every count (TRL leaves them out of the
     group's mean and std, and trains them with advantage 0).  One such row therefore never turns
-    a right/wrong log into a graded one.
+    a right/wrong log into a graded one.  ``unscored``: more such rows, counted but not passed (a
+    log read as counts).
 
     Examples
     --------
@@ -106,7 +107,7 @@ def binarise(reward, threshold=None):
     """
     reward = np.asarray(reward, dtype=np.float64)
     finite = np.isfinite(reward)
-    unscorable = int(finite.size - np.count_nonzero(finite))
+    unscorable = int(finite.size - np.count_nonzero(finite)) + int(unscored)  # unscored: rows not passed
     left_out = (
         f"; {unscorable} unscorable row{'s' if unscorable > 1 else ''} (no finite reward) left out"
         if unscorable
@@ -726,7 +727,7 @@ def _measured_summary(log: RolloutLog, sums: GroupSums, a0, conv: dict) -> dict:
         "wasted_rollouts": t["wasted_rollouts"],
         "wasted_share": t["wasted_rollouts"] / rollouts,
         "effective_gradient_ratio": (t["multi_rollouts"] - t["wasted_rollouts"]) / rollouts,
-        "padding_rows": int(log.padding.sum()) if log.padding is not None else 0,
+        "padding_rows": log.padding_rows,
         "fidelity": t["sigma_pred"] / t["scale_pred"] if a0 is not None else float("nan"),
         "update_convention": conv,
     }

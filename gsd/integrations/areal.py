@@ -43,6 +43,13 @@ What it writes (``rollout.dump_to_file=True``)
     * the reward is a float32 (``torch.tensor(reward, dtype=torch.float32).item()``), before
       bias, scaling, clipping and the overlong penalty, none of which changes which rewards of a
       group are equal (clipping aside: two rewards beyond ``reward_clip`` become equal).
+
+Read piece by piece (:mod:`gsd.diagnose.counts`)
+    The one whole-run rule, :func:`arrange`'s usual task size (the most common over the run; a
+    shorter task lost answers and is left out), needs every task's size before any row is
+    counted: a first pass parses the files and keeps one count per task (step, task key), not
+    the rows; the counting pass then cuts each piece's rows of a short task before counting it
+    (:class:`Arrangement`).  The other rules are a row's or a task's: a task's rows are one file's.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from .columns import pair_codes
 
 __all__ = [
     "NAME",
@@ -210,38 +218,96 @@ def arrange(chunks, context) -> list:
     the diagnosis, with a warning that counts them.
 
     ``context``: the reader's :class:`~gsd.integrations.contract.RunContext`; this sets
-    ``group_size`` (the usual size) and ``short_groups`` / ``short_rollouts``.
+    ``group_size`` (the usual size) and ``short_groups`` / ``short_rollouts``
+    (:class:`Arrangement` over the whole run).
     """
-    keyed = [ch for ch in chunks if ch.gkey is not None]  # the reader refuses a mix of keyed and unkeyed files
-    if not keyed:
-        return chunks
-    steps = np.concatenate([ch.steps for ch in keyed])
-    keys = np.concatenate([ch.gkey for ch in keyed])
-    ok = np.concatenate([ch.gkey_ok & ch.step_ok for ch in keyed])
-    pairs, code = np.unique(np.stack([steps, keys], axis=1), axis=0, return_inverse=True)
-    code = code.ravel()
-    sizes = np.bincount(code[ok], minlength=len(pairs))
-    present = sizes[sizes > 0]
-    if not present.size:
-        return chunks
-    values, counts = np.unique(present, return_counts=True)
-    usual = int(values[np.argmax(counts)])  # the most common size; ties: the smaller
-    short_group = (sizes > 0) & (sizes < usual)
-    short = ok & short_group[code]
-    offsets = np.cumsum([0] + [ch.steps.size for ch in keyed])
-    for i, ch in enumerate(keyed):
-        cut = short[offsets[i] : offsets[i + 1]]
+    arrangement = Arrangement(context)
+    for ch in chunks:
+        arrangement.survey_rows(ch)
+    for ch in chunks:
+        arrangement.take(ch)
+    arrangement.close()
+    return chunks
+
+
+class Arrangement:
+    """:func:`arrange`'s rule one chunk at a time, for a reader that never holds the whole run
+    (:mod:`gsd.diagnose.counts`): the usual group size is the most common size over the whole
+    run, so a first pass over the parsed rows (:meth:`survey_rows`) counts each group's keyed
+    rows — one count per group (step, task key), never the rows — and fixes the usual size and
+    the short groups; the counting pass then drops each chunk's rows of a short group
+    (:meth:`take`), before its unusable rows are counted, as :func:`arrange` does."""
+
+    def __init__(self, context):
+        self.context = context
+        self.found: list = []  # per chunk surveyed: (its groups' steps, keys, keyed rows)
+        self.usual = None
+        self.short = np.zeros((2, 0), np.int64)  # the short groups' (step, key), decided once
+        self.n_short = self.short_rows = 0
+
+    def fate(self, step) -> None:
+        """No file is left out by its step alone."""
+        return None
+
+    def survey_rows(self, ch) -> None:
+        """The first pass: one parsed chunk's groups and their keyed rows (rows with a step and a key)."""
+        if ch.gkey is None or not ch.hashes.size:
+            return
+        ok = ch.gkey_ok & ch.step_ok
+        code, n = pair_codes(ch.steps[ok], ch.gkey[ok])
+        first = np.zeros(n, np.int64)
+        first[code] = np.flatnonzero(ok)
+        self.found.append((ch.steps[first], ch.gkey[first], np.bincount(code, minlength=n)))
+
+    def _decide(self) -> None:
+        """The usual size (the most common; ties: the smaller) and the short groups, from the survey."""
+        if self.usual is not None or not self.found:
+            return
+        steps, keys, rows = (np.concatenate(x) for x in zip(*self.found))
+        self.found = []
+        code, n = pair_codes(steps, keys)
+        sizes = np.bincount(code, weights=rows, minlength=n).round().astype(np.int64)
+        first = np.zeros(n, np.int64)
+        first[code] = np.arange(code.size)
+        if not sizes.size:
+            return
+        values, counts = np.unique(sizes, return_counts=True)
+        self.usual = int(values[np.argmax(counts)])
+        short = sizes < self.usual
+        self.short = np.stack([steps[first][short], keys[first][short]])
+        self.n_short, self.short_rows = int(short.sum()), int(sizes[short].sum())
+
+    def take(self, ch) -> bool:
+        """A chunk's rows of a short group dropped in place; every chunk is kept."""
+        self._decide()
+        if ch.gkey is None or not self.short.shape[1] or not ch.hashes.size:
+            return True
+        ok = ch.gkey_ok & ch.step_ok
+        k = self.short.shape[1]
+        codes, n = pair_codes(np.r_[self.short[0], ch.steps], np.r_[self.short[1], ch.gkey])
+        bad = np.zeros(n, bool)
+        bad[codes[:k]] = True
+        cut = ok & bad[codes[k:]]
         if cut.any():
             _drop_rows(ch, ~cut)
-    n_short = int(short_group.sum())
-    if n_short:
-        context.warnings.append(
-            f"{n_short} AReaL task(s) hold fewer than the run's {usual} answers ({int(short.sum())} rollouts): AReaL "
-            "does not dump an answer with no completion token (it trains on it) and drops an episode that returned "
-            "None from its task; those groups are left out"
-        )
-    context.group_size, context.short_groups, context.short_rollouts = usual, n_short, int(short.sum())
-    return chunks
+        return True
+
+    def close(self) -> None:
+        """The warning that counts the short groups, and the context's fields."""
+        self._decide()
+        if self.usual is None:
+            return
+        if self.n_short:
+            self.context.warnings.append(
+                f"{self.n_short} AReaL task(s) hold fewer than the run's {self.usual} answers ({self.short_rows} "
+                "rollouts): AReaL does not dump an answer with no completion token (it trains on it) and drops an "
+                "episode that returned None from its task; those groups are left out"
+            )
+        context = self.context
+        context.group_size, context.short_groups, context.short_rollouts = self.usual, self.n_short, self.short_rows
+
+
+stream_arrange = Arrangement
 
 
 def _drop_rows(chunk, keep) -> None:

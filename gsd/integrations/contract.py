@@ -162,6 +162,15 @@ class TableHooks:
         args=("chunks", "context"),
         default=None,
     )
+    stream_arrange: Callable[[RunContext], Any] | None = _hook(
+        "arrange's rules one file at a time, for a reader that never holds the whole run: a class taking the "
+        "context whose objects give fate(step) (a file left out before it is read, or None), a first pass "
+        "(survey_prompts(hashes): one file's prompt hashes; or survey_rows(chunk): each parsed chunk), "
+        "take(chunk) (kept? keyed or cut in place) and close() (the warnings, the context's fields); "
+        "None: a format with arrange is read whole",
+        args=("context",),
+        default=None,
+    )
     zero_std: Callable[[Any, Any, int], Any] | None = _hook(
         "per group, the trainer's own verdict 'every reward equal' (its dtype, summation, tolerance); "
         "None: the generic rule",

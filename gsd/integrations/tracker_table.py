@@ -9,6 +9,11 @@ weighted total the trainer normalised) and one ``reward:<function>`` column per 
 (unweighted), and :data:`SILENT_COL`, TRL's zero-std verdict on the row's group (the same for
 every row of a group; it is TRL's, computed before the non-finite rows were left out).  The JSON description under :data:`KEY` names them and says how the rows were
 grouped and what silence means.
+
+No rule of such a table needs the whole run: a group is the rows of one ``group`` value within
+a step, and its verdict any of its rows' verdict, so a streaming reader (:mod:`gsd.diagnose.counts`)
+counts it piece by piece, the verdict per cell, merged by "any"; the description (threshold,
+names, the trainer whose convention applies) is read once, from the files' metadata.
 """
 
 from __future__ import annotations

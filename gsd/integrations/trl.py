@@ -28,6 +28,16 @@ What it writes (``log_completions=True``)
 The reader (:mod:`gsd.diagnose.readers`) undoes what can be undone and says what cannot (see the
 docs page "Reading real logs").
 
+Read piece by piece (:mod:`gsd.diagnose.counts`), the whole-run rules of :func:`arrange` become
+rules on one file and the file before it (:class:`Arrangement`): a file beyond the final
+``global_step`` or of an evaluation step is known by its step before it is read; a repeated
+generation by the digest of the previous file kept; ``num_generations`` (when not given) is the
+gcd of the files' own gcds, found by a first pass over the prompt column alone.  Rows of one
+group are contiguous and in one file (a block), so every per-group rule — incomplete block, rows
+kept without a reward, padding, :func:`zero_std`, :func:`check_advantages` (its errors combine by
+their max: :func:`advantage_errors`), the step's reward std of ``scale_rewards="batch"`` — is
+applied to the file's blocks as the file is read, and the file dropped.
+
 The live hooks (:mod:`gsd.live`: a tracker inside the reward functions, a ``GRPOTrainer``
 subclass) build on this module; this module imports neither them nor gsd.diagnose.
 """
@@ -306,79 +316,154 @@ def arrange(chunks, context) -> list:
     this function sets ``group_size``, ``repeated_steps``, ``eval_steps``, ``trainer_silent``
     and ``excluded_steps``.
     """
-    beyond, chunks = _beyond_final_state(chunks, context)
-    kept, repeated, eval_steps = _drop_evaluations_and_repeats(chunks, context)
-    G = context.group_size if context.group_size is not None else _inferred_group_size(kept)
-    _key_blocks(kept, G, context.warnings)
-    context.group_size, context.repeated_steps, context.eval_steps, context.excluded_steps = (
-        G,
-        repeated,
-        eval_steps,
-        beyond,
-    )
-    context.trainer_silent = context.state["zero_std"] if context.state is not None else {}
+    arrangement = Arrangement(context)
+    if context.group_size is None:
+        for ch in chunks:
+            if arrangement.fate(ch.file_step) is None:
+                arrangement.survey_prompts(ch.hashes[ch.prompt_ok])
+    kept = [ch for ch in chunks if arrangement.take(ch)]
+    arrangement.close()
     return kept
 
 
-def _beyond_final_state(chunks, context) -> tuple[list, list]:
-    """(steps beyond the run's final ``global_step``, the chunks without them), with a warning."""
-    state = context.state
-    last = state["global_step"] if state is not None and context.state_is_final else None
-    beyond = [ch.file_step for ch in chunks if last is not None and ch.file_step > last]
-    if beyond:
-        context.warnings.append(
-            f"steps {_span(beyond)} are beyond the run's trainer_state.json (global_step {last}): "
-            "left-overs of an earlier attempt (resumed from an earlier checkpoint, or another run "
-            "in the same folder), left out"
-        )
-        chunks = [ch for ch in chunks if ch.file_step <= last]
-    return beyond, chunks
+class Arrangement:
+    """:func:`arrange`'s rules one chunk at a time, in file order: what a reader that never holds
+    the whole run needs (:mod:`gsd.diagnose.counts`), and what :func:`arrange` itself runs.
 
+    Each rule is a function of the file alone or of the file before it, except the group size:
 
-def _drop_evaluations_and_repeats(chunks, context) -> tuple[list, list, list]:
-    """(chunks kept, repeated steps, evaluation steps): a step that evaluated and a file that repeats
-    the previous one's generation are left out, each with a warning; without ``trainer_state.json``,
-    files of unequal size are a warning."""
-    state, warnings = context.state, context.warnings
-    repeated, eval_steps = [], []
-    kept, previous = [], None
-    for ch in chunks:
-        if state is not None and ch.file_step in state["eval_steps"]:
-            eval_steps.append(ch.file_step)
-            continue
-        if ch.fingerprint is not None and ch.fingerprint == previous:
-            repeated.append(ch.file_step)
-            continue
-        previous = ch.fingerprint
-        kept.append(ch)
-    if eval_steps:
-        warnings.append(
-            f"steps {_span(eval_steps)} evaluated ({Path(context.state_path).name}): their files hold "
-            "evaluation completions (TRL writes them under the training file name) and are left out"
-        )
-    if repeated:
-        warnings.append(
-            f"{len(repeated)} file(s) repeat the previous step's generation (num_iterations or "
-            f"steps_per_generation > 1): counted once, at their first step; repeated steps {_span(repeated)}"
-        )
-    if state is None:
-        sizes = {ch.hashes.size for ch in kept}
-        if len(sizes) > 1:
+    * beyond the final ``global_step`` and evaluation steps: the file's step and the state
+      (:meth:`fate`, known before the file is read);
+    * a repeated generation: the previous kept file's fingerprint (one digest held);
+    * ``num_generations`` when not given: the greatest common divisor of the runs of one prompt,
+      which is the gcd of each file's own gcd, so a first pass over the prompt column only
+      (:meth:`survey_prompts`, one file's prompts at a time) leaves one integer per file;
+    * the blocks: a file's rows keyed by their block of G, numbered by the file's place among the
+      files kept (:meth:`take`).  A block never spans two files (TRL writes one generation per
+      file), so every rule on a group — incomplete, silent, its advantages — is one file's.
+
+    :meth:`close` adds the warnings in :func:`arrange`'s order and fills the context.
+    """
+
+    #: Columns the first pass reads beside the prompt: ``mode`` marks evaluation rows (:func:`prepare`).
+    SURVEY_COLUMNS = ("mode",)
+
+    def __init__(self, context):
+        self.context = context
+        state = context.state
+        self.last = state["global_step"] if state is not None and context.state_is_final else None
+        self.beyond: list = []
+        self.repeated: list = []
+        self.eval_steps: list = []
+        self.previous = None  # the fingerprint of the last file kept
+        self.sizes: set = set()
+        self.per_file: list = []  # survey: each file's own num_generations (0: no prompt)
+        self.notes: list = []  # the blocks' warnings, said after the run's
+        self.kept = 0
+        self.G = context.group_size
+        self.errors: dict | None = None  # the advantages' errors so far (check), None: none checked
+        self.checked = 0  # groups checked
+        self.logged = False  # an advantage that is not 0
+        self.unlogged = False  # a file without advantages: no check (as the whole-log reader)
+        self.disagree = 0  # groups silent by the rewards and not by the advantages, or the reverse
+
+    def fate(self, step) -> str | None:
+        """``"beyond"`` (a left-over beyond the final state), ``"eval"`` (an evaluation step) or
+        None (read) for a file of ``step``."""
+        if self.last is not None and step > self.last:
+            return "beyond"
+        state = self.context.state
+        if state is not None and step in state["eval_steps"]:
+            return "eval"
+        return None
+
+    def survey_prompts(self, hashes) -> None:
+        """The first pass: one file's prompt hashes (rows with a prompt), in file order."""
+        self.per_file.append(infer_group_size([hashes]))
+
+    def take(self, ch) -> bool:
+        """Whether a chunk (one file's rows) is kept; a kept one is keyed by its blocks in place."""
+        fate = self.fate(ch.file_step)
+        if fate is not None:
+            (self.beyond if fate == "beyond" else self.eval_steps).append(ch.file_step)
+            return False
+        if ch.fingerprint is not None and ch.fingerprint == self.previous:
+            self.repeated.append(ch.file_step)
+            return False
+        self.previous = ch.fingerprint
+        self.sizes.add(ch.hashes.size)
+        if self.G is None:
+            self.G = group_size_of(self.per_file)
+        key_blocks(ch, self.kept, self.G, self.notes)
+        self.kept += 1
+        return True
+
+    def check(self, reward, advantage, group, n_groups: int, silent) -> None:
+        """The advantages of one kept file's kept groups (``group``: dense codes; ``silent``: TRL's
+        verdict per group), checked as :func:`check_advantages` checks a whole run; None: the file
+        has none, and the run is not checked."""
+        if advantage is None:
+            self.unlogged = True
+            return
+        errors = advantage_errors(reward, advantage, group, n_groups, np.zeros(group.size, np.int64))
+        self.errors = errors if self.errors is None else {k: max(v, errors[k]) for k, v in self.errors.items()}
+        self.checked += n_groups
+        amax = np.zeros(n_groups)
+        np.maximum.at(amax, group, np.abs(np.nan_to_num(advantage, nan=0.0)))
+        self.logged |= bool(np.any(amax > 0))
+        self.disagree += int((silent != (amax <= 1e-3)).sum())
+
+    def advantage_check(self) -> tuple[dict | None, int]:
+        """(the run's :func:`check_advantages` from the files checked, None when not checked or no
+        advantage is logged; the groups whose verdicts disagree)."""
+        if self.unlogged or self.errors is None or not self.logged:
+            return None, 0
+        return scale_of(self.errors, self.checked), self.disagree
+
+    def close(self) -> None:
+        """The run's warnings, in :func:`arrange`'s order, and the context's fields."""
+        context, warnings = self.context, self.context.warnings
+        if self.G is None:  # no file kept: the refusal arrange gives
+            self.G = group_size_of(self.per_file)
+        if self.beyond:
             warnings.append(
-                f"the files hold different numbers of rows ({', '.join(map(str, sorted(sizes)))}): TRL writes "
+                f"steps {_span(self.beyond)} are beyond the run's trainer_state.json (global_step {self.last}): "
+                "left-overs of an earlier attempt (resumed from an earlier checkpoint, or another run "
+                "in the same folder), left out"
+            )
+        if self.eval_steps:
+            warnings.append(
+                f"steps {_span(self.eval_steps)} evaluated ({Path(context.state_path).name}): their files hold "
+                "evaluation completions (TRL writes them under the training file name) and are left out"
+            )
+        if self.repeated:
+            warnings.append(
+                f"{len(self.repeated)} file(s) repeat the previous step's generation (num_iterations or "
+                f"steps_per_generation > 1): counted once, at their first step; repeated steps {_span(self.repeated)}"
+            )
+        if context.state is None and len(self.sizes) > 1:
+            warnings.append(
+                f"the files hold different numbers of rows ({', '.join(map(str, sorted(self.sizes)))}): TRL writes "
                 "evaluation completions under the training file name; give the run's output_dir with its "
                 "trainer_state.json to leave the evaluation steps out"
             )
-    return kept, repeated, eval_steps
+        warnings.extend(self.notes)
+        context.group_size, context.repeated_steps, context.eval_steps = self.G, self.repeated, self.eval_steps
+        context.excluded_steps = self.beyond
+        context.trainer_silent = context.state["zero_std"] if context.state is not None else {}
 
 
-def _inferred_group_size(kept) -> int:
-    """``num_generations`` inferred from the files' runs of one prompt; refused below 2 or when the
-    files' own blocks disagree."""
+stream_arrange = Arrangement
+
+
+def group_size_of(per_file) -> int:
+    """``num_generations`` from each file's own (:func:`infer_group_size` of one file; 0 for a
+    file without prompts): their gcd; refused below 2 or when the files' own blocks disagree."""
     from ..errors import InputError
 
-    per_file = [infer_group_size([ch.hashes[ch.prompt_ok]]) for ch in kept]
-    G = infer_group_size(ch.hashes[ch.prompt_ok] for ch in kept)
+    G = 0
+    for g in per_file:
+        G = math.gcd(G, int(g))
     if G < 2:
         raise InputError(
             "TRL log: cannot infer num_generations from the files (consecutive rows of one prompt "
@@ -394,31 +479,31 @@ def _inferred_group_size(kept) -> int:
     return G
 
 
-def _key_blocks(kept, G: int, warnings: list) -> None:
-    """Key each file's rows by their block of ``G`` (``gkey``, ``gkey_ok`` false in a block cut
-    short, with a warning); refused where a block does not hold one prompt."""
+def key_blocks(ch, index: int, G: int, warnings: list) -> None:
+    """Key a file's rows by their block of ``G`` (``gkey`` = index << 32 + block, ``index`` the
+    file's place among those kept; ``gkey_ok`` false in a block cut short, with a warning);
+    refused where a block does not hold one prompt."""
     from ..errors import InputError
 
-    for index, ch in enumerate(kept):
-        n = ch.hashes.size
-        block = np.arange(n) // G
-        if n % G:
-            warnings.append(
-                f"{ch.file.name}: {n} rows is not a multiple of the group size {G}; its last "
-                f"{n % G} row(s) form an incomplete group"
-            )
-        first = ch.hashes[block * G]
-        wrong = ch.prompt_ok & (ch.hashes != first)
-        if wrong.any():
-            at = int(np.flatnonzero(wrong)[0])
-            raise InputError(
-                f"{ch.file}: rows {at // G * G + 1}-{at // G * G + G} do not hold one prompt, so groups "
-                f"are not blocks of {G} rows; pass the run's num_generations with --group-size"
-            )
-        ch.gkey = (np.int64(index) << 32) + block
-        ch.gkey_ok = np.ones(n, bool)
-        if n % G:
-            ch.gkey_ok[n - n % G :] = False  # a block cut short: its group is incomplete
+    n = ch.hashes.size
+    block = np.arange(n) // G
+    if n % G:
+        warnings.append(
+            f"{ch.file.name}: {n} rows is not a multiple of the group size {G}; its last "
+            f"{n % G} row(s) form an incomplete group"
+        )
+    first = ch.hashes[block * G]
+    wrong = ch.prompt_ok & (ch.hashes != first)
+    if wrong.any():
+        at = int(np.flatnonzero(wrong)[0])
+        raise InputError(
+            f"{ch.file}: rows {at // G * G + 1}-{at // G * G + G} do not hold one prompt, so groups "
+            f"are not blocks of {G} rows; pass the run's num_generations with --group-size"
+        )
+    ch.gkey = (np.int64(index) << 32) + block
+    ch.gkey_ok = np.ones(n, bool)
+    if n % G:
+        ch.gkey_ok[n - n % G :] = False  # a block cut short: its group is incomplete
 
 
 def describe_groups(context) -> str:
@@ -660,8 +745,16 @@ def check_advantages(reward, advantage, group, n_groups: int, batch) -> dict:
     ``"none"`` (A = r − mean), each evaluated in float32 from the rewards; ``None`` when none fits
     (other reward weights, another ``multi_objective_aggregation``).
 
-    Returns ``{"scale": ..., "groups_checked": n, "max_error": e}``.
+    Returns ``{"scale": ..., "groups_checked": n, "max_error": e}`` (:func:`scale_of` of
+    :func:`advantage_errors`).
     """
+    return scale_of(advantage_errors(reward, advantage, group, n_groups, batch), n_groups)
+
+
+def advantage_errors(reward, advantage, group, n_groups: int, batch) -> dict:
+    """Per scaling (``"group"``, ``"batch"``, ``"none"``), the largest relative error of the logged
+    advantages against it, max |A_pred − A| / (1e-3 + |A|) over the rows (0 without rows): a max,
+    so the errors of disjoint generations combine by their max."""
     r = np.asarray(reward, np.float64).astype(np.float32)
     a = np.nan_to_num(np.asarray(advantage, np.float64), nan=0.0)
     group = np.asarray(group, np.int64)
@@ -680,8 +773,17 @@ def check_advantages(reward, advantage, group, n_groups: int, batch) -> dict:
     for name, pred in fits.items():
         err = np.abs(np.nan_to_num(pred, nan=0.0) - a)
         errors[name] = float(np.max(err / (1e-3 + np.abs(a)))) if err.size else 0.0
+    return errors
+
+
+def scale_of(errors: dict, groups_checked: int) -> dict:
+    """The scaling whose error (:func:`advantage_errors`) is least, if it is within 1e-2."""
     best = min(errors, key=errors.__getitem__)
-    return {"scale": best if errors[best] <= 1e-2 else None, "groups_checked": int(n_groups), "max_error": errors[best]}
+    return {
+        "scale": best if errors[best] <= 1e-2 else None,
+        "groups_checked": int(groups_checked),
+        "max_error": errors[best],
+    }
 
 
 def trainer_silent_note(check) -> str | None:

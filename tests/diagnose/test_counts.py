@@ -178,9 +178,12 @@ def test_tables_in_several_pieces(tmp_path, monkeypatch, suffix):
     assert_same(tmp_path / f"t{suffix}", reward="score")
 
 
-def test_trl_is_read_whole_with_the_same_answer(tmp_path):
+def test_trl_is_streamed_with_the_same_answer(tmp_path):
+    from gsd.diagnose.counts import count_partial
+
     df, _ = rollouts(steps=3, fixed_group_size=8)
     write_trl(tmp_path / "out" / "completions", df)
+    assert "arranged" in count_partial(tmp_path / "out", progress=False)[0].meta  # not read whole
     assert_same(tmp_path / "out")
 
 

@@ -369,7 +369,7 @@ def test_live_tracker_hashes_as_the_reader(keys):
     from gsd.diagnose.parse import Reader
 
     reader = Reader("table", {"prompt": "prompt", "step": "step"}, "reward")
-    hashes, ok = reader._hash_prompts(text_array(keys))
+    hashes, ok = reader.hash_prompts(text_array(keys))
     assert ok.all() and hashes.tolist() == hash_text(keys).tolist()
 
 

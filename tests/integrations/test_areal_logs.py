@@ -207,3 +207,19 @@ def test_format_areal_on_a_verl_dump_names_verl(capsys, tmp_path):
     assert main(["diagnose", "--no-progress", "--format", "areal", str(tmp_path / "rollout_data")]) == 2
     err = capsys.readouterr().err
     assert "--format areal: no 'prompt' column" in err and "use --format verl" in err
+
+
+@pytest.mark.parametrize("name", ["busy", "clean"])
+def test_streamed_counts_equal_the_whole_log(runs, name):
+    """AReaL's dumps are counted piece by piece (the usual task size from a first pass over the
+    rows' keys): the counts, the counted log and the streamed diagnosis equal the whole-log
+    reader's, field by field, with the short tasks and two executors' tasks in one file."""
+    from diagnose.test_counts import assert_same
+
+    from gsd.diagnose.counts import count_partial
+
+    run = runs[name]
+    for paths in (f"{run.log_dir}/rollout/*/*.jsonl", run.log_dir):
+        assert "arranged" in count_partial(paths, progress=False)[0].meta  # streamed, not read whole
+        assert_same(paths)
+        assert_same(paths, threshold=0.5)

@@ -118,3 +118,16 @@ def test_without_the_trainer_state_the_rows_count_as_generated(capsys, run, tmp_
     s = diagnose_json(capsys, tmp_path)["summary"]
     assert s["padding_rows"] == 0 and s["unscorable_rollouts"] == sum(int(pad.sum()) for pad, _ in truth)
     assert s["rollouts"] == len(truth) * G * len(P)
+
+
+def test_streamed_counts_equal_the_whole_log(run, tmp_path):
+    """The padded run counted file by file equals the whole-log reader's, field by field, with its
+    trainer state (padding) and without (the rows are unscorable answers)."""
+    import shutil
+
+    from diagnose.test_counts import assert_same
+
+    out, _, _ = run
+    assert_same(out)
+    shutil.copytree(out / "completions", tmp_path / "completions")
+    assert_same(tmp_path)

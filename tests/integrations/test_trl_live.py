@@ -123,6 +123,20 @@ def test_saved_table_reads_back_to_the_diagnosis(runs, tmp_path, capsys):
     )
 
 
+@pytest.mark.parametrize("setup", ["plain", "duplicates", "weights"])
+def test_saved_table_streamed_equals_the_whole_log(runs, tmp_path, setup):
+    """A table saved by the tracker (its own verdict column, group column and threshold) is
+    counted piece by piece, never whole: field by field the whole-log reader's answer."""
+    from diagnose.test_counts import assert_same
+
+    from gsd.diagnose.counts import count_partial
+
+    tracker, _ = runs[setup]
+    path = tracker.save(tmp_path / "run.parquet")
+    assert count_partial(path, progress=False)[0].meta["declared"]  # streamed, not read whole
+    assert_same(path)
+
+
 def test_threshold_is_carried_by_the_saved_table(tmp_path, capsys):
     tracker = GroupTracker(2, threshold=0.5)
     [f] = tracker.wrap([lambda prompts, completions, **kw: [float(c) for c in completions]])
@@ -924,3 +938,32 @@ def test_noise_scale_recorder_never_stops_training(tmp_path):
     said = [str(w.message) for w in seen if "noise-scale recorder" in str(w.message)]
     assert len(said) == 2 and "clipped" in said[0] and "NaN" in said[1]
     np.testing.assert_allclose(rec.big_sq, np.square([norms[0], norms[2]]), rtol=1e-4)  # float32 sums
+
+
+def test_a_table_with_its_verdict_in_some_files_only(tmp_path):
+    """Two saved tables of one run, the verdict column dropped from one: the whole-log reader then
+    uses no verdict (the generic rule); the counts, streamed or in two Ray tasks, do the same."""
+    import importlib.util
+
+    import pyarrow.parquet as pq
+    from diagnose.test_counts import assert_same
+
+    from gsd.diagnose.counts import count_partial, count_rollouts
+    from gsd.diagnose.shards import count_sharded
+    from gsd.integrations.tracker_table import SILENT_COL
+
+    tracker = GroupTracker(2)
+    [f] = tracker.wrap([lambda prompts, completions, **kw: [float(c) for c in completions]])
+    for step in range(4):
+        f(prompts=["a", "a", "b", "b"], completions=[1, step % 2, 0, 0])
+    table = pq.read_table(tracker.save(tmp_path / "whole.parquet"))
+    half = table.num_rows // 2
+    (tmp_path / "run").mkdir()
+    pq.write_table(table.slice(0, half), tmp_path / "run" / "part-0.parquet")
+    pq.write_table(table.slice(half).drop_columns([SILENT_COL]), tmp_path / "run" / "part-1.parquet")
+    assert count_partial(tmp_path / "run", progress=False)[0].meta["said"] == {True, False}
+    assert_same(tmp_path / "run")
+    if importlib.util.find_spec("ray") is not None:  # one part file per Ray task: the shards' verdicts too
+        got = count_sharded(tmp_path / "run", shards=2, num_cpus=2)
+        want = count_rollouts(tmp_path / "run", progress=False)
+        assert all(np.array_equal(got.groups[c], want.groups[c]) for c in want.groups)

@@ -279,3 +279,24 @@ def test_a_trainer_state_of_the_wrong_type_is_said(capsys, runs, tmp_path, globa
     warnings = data["summary"]["warnings"]
     assert any(f"global_step is {global_step!r}" in w and "check for log files beyond" in w for w in warnings)
     assert any("1 log_history entr(ies) hold a frac_reward_zero_std that is not a finite number" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "plain", "num_iterations", "steps_per_generation", "logging_steps", "duplicates", "weights", "chat",
+        "unscorable", "eval", "graded", "scale_none", "scale_batch", "all_none", "resumed", "two_runs",
+    ],
+)  # fmt: skip
+def test_streamed_counts_equal_the_whole_log(runs, name):
+    """TRL's logs are counted file by file (never whole): the counts, the counted log and the
+    streamed diagnosis equal the whole-log reader's, field by field, on every real run."""
+    from diagnose.test_counts import assert_same
+
+    from gsd.diagnose.counts import count_partial
+
+    out, _ = runs[name]
+    assert "arranged" in count_partial(out, progress=False)[0].meta  # streamed, not read whole
+    assert_same(out)
+    if name == "graded":
+        assert_same(out, threshold=0.5)

@@ -149,3 +149,12 @@ def test_diagnosis_and_saved_table_carry_trls_verdict(run, tmp_path):
     assert g["silent"].to_numpy()[multi].tolist() == [verdict[x] for x in labels[multi]]
     table = pd.read_parquet(tracker.save(tmp_path / "run.parquet"))
     assert table.groupby("prompt")["zero_std"].all().to_dict() == {x: verdict[x] for x in table["prompt"].unique()}
+
+
+def test_saved_verdict_streamed_equals_the_whole_log(run, tmp_path):
+    """TRL's verdict saved beside the rows (the group with an infinite reward is not silent though
+    its finite rows are equal) survives the counts: field by field the whole-log reader's answer."""
+    from diagnose.test_counts import assert_same
+
+    tracker, _, _ = run
+    assert_same(tracker.save(tmp_path / "run.parquet"))
