@@ -754,11 +754,12 @@ def _batch_headline(s: dict) -> str:
         return "" if x is None else f", lr {x:.3g}"
 
     lo, hi = s["B_per_generation_interval"]
+    knee = "K from the step gains" if (s.get("run") or {}).get("source") == "step gains" else "B = B_noise"
     lvl = s.get("level")
     level = f" at {lvl:.0%}" if isinstance(lvl, float) and math.isfinite(lvl) else ""
     first = (
         f"Advised: B = {s['B_per_generation']} generations per step, G = {s['G']}{lr(s['lr_per_generation'])} "
-        f"(per generation: the knee B = B_noise, {lo:.0f}–{hi:.0f}{level})"
+        f"(per generation: the knee {knee}, {lo:.0f}–{hi:.0f}{level})"
     )
     if s.get("B_per_second") is not None:
         lo, hi = s["B_per_second_interval"]
