@@ -687,7 +687,8 @@ def _rule(partial: Partial, threshold, warnings, n_files: int):
     runs = partial.runs
     uniq = np.unique(np.concatenate([np.unique(r.hash[k]) for r, (k, _, _) in zip(runs, kept)]))
     scored = [k & (r.rows > 0) for r, (k, _, _) in zip(runs, kept)]  # a block may hold no finite reward
-    values = np.unique(np.concatenate([np.r_[r.lo[k], r.hi[k]] for r, k in zip(runs, scored)]))
+    # Each run's distinct values first: the transient is one run's, not 32 B per cell of the whole log.
+    values = np.unique(np.concatenate([np.unique(np.r_[r.lo[k], r.hi[k]]) for r, k in zip(runs, scored)]))
     unscored = _kept_sum(runs, kept, "unscored") - _kept_sum(runs, kept, "pad")
     mid = any(r.mid[k].any() for r, k in zip(runs, scored))
     rule, note = _right_rule(values, mid, threshold, unscored)
