@@ -30,8 +30,12 @@ __all__ = [
     "sigma_on_grid",
 ]
 
-#: Terms per dense block of a beta-binomial sum (bounds temporary memory to ~16 MB per array).
-BLOCK_TERMS = 1 << 21
+#: Terms per dense block of a beta-binomial sum: 512 kB per temporary array.  A block holds about
+#: ten such temporaries at once (:func:`log_rising`'s Stirling branch, taken by posteriors of 100
+#: counts or more), so this bounds the sum's transient memory to ~5 MB; at 2^21 terms it reached
+#: ~77 MB while a long run's tables were predicted (the group tables of ``gsd diagnose``).  The sums
+#: run row by row, so the block size never changes a value.
+BLOCK_TERMS = 1 << 16
 # A dense sum term (gammaln / betaln) costs about this many recurrence terms.
 _DENSE_TERM_COST = 8
 

@@ -152,7 +152,7 @@ def block_cells(chunk, threshold, row0: int, hooks, arrangement, pads: bool) -> 
     keep = usable & ~in_pairs(pair, np.unique(pair[:, lost], axis=1)) if lost.any() else usable
     group, n_groups = pair_codes(steps[keep], chunk.gkey[keep])
     silent = hooks.zero_std(reward[keep], group, n_groups)
-    verdict = np.full(n, -1, np.int64)
+    verdict = np.full(n, -1, np.int8)
     verdict[keep] = silent[group]
     advantage = None if chunk.advantage is None else chunk.advantage[keep]
     arrangement.check(reward[keep], advantage, group, n_groups, silent)
@@ -174,8 +174,8 @@ def block_cells(chunk, threshold, row0: int, hooks, arrangement, pads: bool) -> 
         "mid": np.zeros(int(placed.sum()), bool),
         "first": np.where(usable, row0 + np.arange(n, dtype=np.int64), NO_ROW)[placed],
         "lost": ~usable[placed],
-        "unscored": (usable & ~scored)[placed].astype(np.int64),
-        "pad": padding[placed].astype(np.int64),
+        "unscored": (usable & ~scored)[placed].astype(np.int32),  # the narrow types of Cells.EXTRA
+        "pad": padding[placed].astype(np.int32),
         "verdict": verdict[placed],
     }
     return rows, stds

@@ -97,7 +97,9 @@ class Cells:
     verdict: np.ndarray | None = None
 
     ARRAYS = ("step", "gkey", "hash", "rows", "lo", "hi", "top", "above", "mid", "first", "lost")
-    EXTRA = {"unscored": (0, np.add), "pad": (0, np.add), "verdict": (-1, np.maximum)}  # (fill, merge)
+    # (fill, merge, dtype): the narrowest type that holds a file's counts (a row count of one cell
+    # is at most its file's rows; a merge that would pass int32 widens, see _narrow), 1 B a verdict.
+    EXTRA = {"unscored": (0, np.add, np.int32), "pad": (0, np.add, np.int32), "verdict": (-1, np.maximum, np.int8)}
 
     def arrays(self) -> dict:
         """The per-cell arrays by name, the extra ones where the cells carry them."""
@@ -137,10 +139,10 @@ class Cells:
         if len(parts) > 1:
             cat = {name: np.concatenate([getattr(p, name) for p in parts]) for name in Cells.ARRAYS}
             if any(p.unscored is not None for p in parts):
-                for name, (fill, _) in Cells.EXTRA.items():
+                for name, (fill, _, dtype) in Cells.EXTRA.items():
                     cat[name] = np.concatenate(
-                        [getattr(p, name) if p.unscored is not None else np.full(p.size, fill) for p in parts]
-                    ).astype(np.int64)
+                        [getattr(p, name) if p.unscored is not None else np.full(p.size, fill, dtype) for p in parts]
+                    )
             out = _reduce(cat)
             out.orphans = np.unique(np.concatenate([p.orphans for p in parts], axis=1), axis=1)
             out.unplaced = [u for p in parts for u in p.unplaced]
@@ -233,10 +235,16 @@ def _reduce(cat: dict) -> Cells:
         np.minimum.reduceat(s["first"], starts),
         np.logical_or.reduceat(s["lost"], starts),
     )
-    for name, (_, merge) in Cells.EXTRA.items():
+    for name, (_, merge, dtype) in Cells.EXTRA.items():
         if name in s:
-            setattr(out, name, merge.reduceat(s[name], starts))
+            setattr(out, name, _narrow(merge.reduceat(s[name], starts, dtype=np.int64), dtype))
     return out
+
+
+def _narrow(x: np.ndarray, dtype) -> np.ndarray:
+    """``x`` as ``dtype`` where every value fits it (a block field's usual case), else as it is."""
+    info = np.iinfo(dtype)
+    return x.astype(dtype) if not x.size or (x.min() >= info.min and x.max() <= info.max) else x
 
 
 def chunk_cells(chunk, threshold, row0: int, verdict=None) -> Cells:
@@ -273,8 +281,8 @@ def chunk_cells(chunk, threshold, row0: int, verdict=None) -> Cells:
     }
     if verdict is not None:  # NaN is not a verdict of silence, as the whole-log reader reads it
         with np.errstate(invalid="ignore"):
-            said = np.where(usable, verdict > 0, -1).astype(np.int64)[placed]
-        rows.update(unscored=np.zeros(said.size, np.int64), pad=np.zeros(said.size, np.int64), verdict=said)
+            said = np.where(usable, verdict > 0, -1).astype(np.int8)[placed]
+        rows.update(unscored=np.zeros(said.size, np.int32), pad=np.zeros(said.size, np.int32), verdict=said)
     cells = _reduce(rows)
     cells.orphans = np.unique(np.stack([steps[orphan], hashes[orphan]]), axis=1)
     cells.keyed = {keyed} if hashes.size else set()
@@ -679,7 +687,8 @@ def _rule(partial: Partial, threshold, warnings, n_files: int):
     runs = partial.runs
     uniq = np.unique(np.concatenate([np.unique(r.hash[k]) for r, (k, _, _) in zip(runs, kept)]))
     scored = [k & (r.rows > 0) for r, (k, _, _) in zip(runs, kept)]  # a block may hold no finite reward
-    values = np.unique(np.concatenate([np.r_[r.lo[k], r.hi[k]] for r, k in zip(runs, scored)]))
+    # Each run's distinct values first: the transient is one run's, not 32 B per cell of the whole log.
+    values = np.unique(np.concatenate([np.unique(np.r_[r.lo[k], r.hi[k]]) for r, k in zip(runs, scored)]))
     unscored = _kept_sum(runs, kept, "unscored") - _kept_sum(runs, kept, "pad")
     mid = any(r.mid[k].any() for r, k in zip(runs, scored))
     rule, note = _right_rule(values, mid, threshold, unscored)

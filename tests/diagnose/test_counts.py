@@ -265,6 +265,29 @@ def test_merge_of_any_partition_is_one_pass(rows, data):
             assert np.array_equal(a.groups[c], b.groups[c], equal_nan=True), c
 
 
+def test_block_fields_are_narrow_and_widen_before_they_overflow():
+    """The block fields (TRL's) are int32 counts and int8 verdicts; a merge whose counts pass
+    int32 keeps them in int64 (exact), one that fits stays narrow."""
+    top = np.iinfo(np.int32).max
+
+    def part(unscored, verdict):
+        c = Cells.merge([Cells(*(np.zeros(1, t) for t in (np.int64,) * 4), np.zeros(1), np.zeros(1),
+                               np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, bool),
+                               np.zeros(1, np.int64), np.zeros(1, bool))])  # fmt: skip
+        c.unscored, c.pad, c.verdict = (
+            np.array([unscored], np.int32),
+            np.zeros(1, np.int32),
+            np.array([verdict], np.int8),
+        )
+        return c
+
+    small = Cells.merge([part(3, 0), part(4, 1)])
+    assert small.unscored.dtype == np.int32 and small.verdict.dtype == np.int8
+    assert (int(small.unscored[0]), int(small.verdict[0])) == (7, 1)
+    big = Cells.merge([part(top, -1), part(top, 0)])
+    assert big.unscored.dtype == np.int64 and int(big.unscored[0]) == 2 * top
+
+
 def test_split_is_consecutive_and_balanced():
     from gsd.diagnose.shards import split
 
