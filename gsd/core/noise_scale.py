@@ -41,8 +41,15 @@ __all__ = [
 ]
 
 
+class _Summary:
+    """A frozen dataclass's numbers as a plain dict (for JSON): ``summary()``."""
+
+    def summary(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}  # type: ignore[attr-defined]
+
+
 @dataclass(frozen=True)
-class NoiseScale:
+class NoiseScale(_Summary):
     """B_noise = tr(Σ)/‖G‖² of a run, from :func:`noise_scale_from_norms`.
 
     ``b_noise`` with its interval ``b_noise_lo``, ``b_noise_hi`` (delta method over ``steps`` steps
@@ -63,10 +70,6 @@ class NoiseScale:
     level: float
     interval: str = "delta method over steps (steps taken as independent)"
 
-    def summary(self) -> dict:
-        """The numbers as a plain dict (for JSON)."""
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
 
 def _batch(name, v) -> float:
     if isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating) or not (1 <= v < 2**53):
@@ -75,16 +78,27 @@ def _batch(name, v) -> float:
 
 
 def _norms(name, v) -> np.ndarray:
-    x = np.asarray(v) if not isinstance(v, np.ndarray) else v
-    if x.dtype.kind not in "iuf":  # bool, text, None, a dict: not squared norms
-        raise InputError(f"{name} must hold numbers (squared norms, one per step), got {shown(v)}")
-    x = x.astype(np.float64).ravel()
-    if x.size == 0:
-        raise InputError(f"{name} holds no step")
+    x = _numbers(name, v, "squared norms, one per step")
     bad = ~np.isfinite(x) | (x < 0)
     if bad.any():
         raise InputError(f"{name} must hold finite squared norms >= 0, got {x[bad][:5].tolist()}")
     return x
+
+
+def _numbers(name, v, what) -> np.ndarray:
+    """``v`` as a flat float64 array of at least one entry; bool, text, None or a dict is an InputError."""
+    x = np.asarray(v) if not isinstance(v, np.ndarray) else v
+    if x.dtype.kind not in "iuf":
+        raise InputError(f"{name} must hold numbers ({what}), got {shown(v)}")
+    x = x.astype(np.float64).ravel()
+    if x.size == 0:
+        raise InputError(f"{name} holds no step")
+    return x
+
+
+def _level(level) -> None:
+    if isinstance(level, bool) or not isinstance(level, float | int) or not (0 < level < 1):
+        raise InputError(f"level must be a number in (0, 1), got {level!r}")
 
 
 def _unit(largest) -> float:
@@ -126,8 +140,7 @@ def noise_scale_from_norms(small_sq, big_sq, b_small, b_big, *, level: float = 0
     bs, bb = _batch("b_small", b_small), _batch("b_big", b_big)
     if not bs < bb:
         raise InputError(f"b_small must be smaller than b_big, got b_small={b_small!r}, b_big={b_big!r}")
-    if isinstance(level, bool) or not isinstance(level, float | int) or not (0 < level < 1):
-        raise InputError(f"level must be a number in (0, 1), got {level!r}")
+    _level(level)
     # In units of a power of two near the largest squared norm (exact: no rounding added): b·norm and the
     # sums of the means stay inside float64 for any finite input (1e308 overflowed to NaN), subnormal norms
     # keep their digits; B_noise is a ratio, the same in any unit, ‖G‖², tr Σ and their errors are scaled back.
@@ -261,7 +274,7 @@ def noise_scale_from_logs(small_log, big_log, b_small, b_big, *, first_steps: in
 
 
 @dataclass(frozen=True)
-class StepKnee:
+class StepKnee(_Summary):
     """The knee of a run at its own learning rate, from :func:`knee_from_step_gains`.
 
     ``knee`` (generations per step) with its interval ``knee_lo``, ``knee_hi`` (from the interval of
@@ -281,18 +294,9 @@ class StepKnee:
     level: float
     interval: str = "delta method over steps (steps taken as independent)"
 
-    def summary(self) -> dict:
-        """The numbers as a plain dict (for JSON)."""
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
 
 def _finite(name, v) -> np.ndarray:
-    x = np.asarray(v) if not isinstance(v, np.ndarray) else v
-    if x.dtype.kind not in "iuf":
-        raise InputError(f"{name} must hold numbers (one per step), got {shown(v)}")
-    x = x.astype(np.float64).ravel()
-    if x.size == 0:
-        raise InputError(f"{name} holds no step")
+    x = _numbers(name, v, "one per step")
     if not np.isfinite(x).all():
         raise InputError(f"{name} must hold finite numbers, got {x[~np.isfinite(x)][:5].tolist()}")
     return x
@@ -350,8 +354,7 @@ def knee_from_step_gains(gain_small, gain_big, b_small, b_big, *, level: float =
     bs, bb = _batch("b_small", b_small), _batch("b_big", b_big)
     if not bs < bb:
         raise InputError(f"b_small must be smaller than b_big, got b_small={b_small!r}, b_big={b_big!r}")
-    if isinstance(level, bool) or not isinstance(level, float | int) or not (0 < level < 1):
-        raise InputError(f"level must be a number in (0, 1), got {level!r}")
+    _level(level)
     unit = _unit(max(np.abs(gs).max(), np.abs(gb).max()))  # exact: the ratio is unit-free
     r, lo, hi = _ratio_of_means(gb / unit, gs / unit, level)
     K, K_lo, K_hi = (float(knee_from_ratio(v, bs, bb)) for v in (r, lo, hi))
@@ -400,8 +403,7 @@ def knee_from_gain_levels(gains, batch_sizes, *, level: float = 0.95, resamples:
     b = np.array([_batch("batch_sizes", v) for v in np.ravel(batch_sizes)])
     if b.size != x.shape[1] or not (np.diff(b) > 0).all():
         raise InputError(f"batch_sizes must be increasing, one per column of gains ({x.shape[1]}), got {batch_sizes!r}")
-    if isinstance(level, bool) or not isinstance(level, float | int) or not (0 < level < 1):
-        raise InputError(f"level must be a number in (0, 1), got {level!r}")
+    _level(level)
     if isinstance(resamples, bool) or not isinstance(resamples, int) or not (100 <= resamples <= 10**5):
         raise InputError(f"resamples must be an integer in [100, 100000], got {resamples!r}")
     x = x / _unit(np.abs(x).max())  # exact, and K is unit-free

@@ -113,7 +113,16 @@ def test_four_micro_batches_give_three_levels():
     assert all(len(row) == 3 for row in r["gain_levels"]) and len(r["gain_levels"]) == len(r["generations"])
     assert [row[0] for row in r["gain_levels"]] == r["gain_small"]
     assert [row[-1] for row in r["gain_levels"]] == r["gain_big"]
-    assert np.isfinite(sg.run_knee_levels(r).knee_hi) or sg.run_knee_levels(r).knee_hi == math.inf
+    # the two-level knee of the B/2 and B columns is McCandlish's law through their summed gains, from its
+    # definition (ratio of sums over the steps to the target, then K = (r - 1)/(1/b_small - r/b_big))
+    to_target = nst.cell_stats(r)["steps_to_target"]
+    last = max(2, math.ceil(to_target)) if np.isfinite(to_target) else len(r["gain_steps"])
+    keep = [i for i, s in enumerate(r["gain_steps"]) if s <= last]
+    mid, big = (sum(r["gain_levels"][i][j] for i in keep) for j in (1, 2))
+    if mid > 0:
+        ratio = big / mid
+        want = 0.0 if ratio <= 1 else math.inf if ratio >= 2 else (ratio - 1) / (1 / 8 - ratio / 16)
+        assert sg.run_knee_levels(r, two=True).knee == pytest.approx(want, rel=1e-12)
 
 
 LEVELS_RECORDS = ROOT / "docs" / "step_gain_levels_records.jsonl.gz"
